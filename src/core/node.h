@@ -1,0 +1,38 @@
+#pragma once
+// A node's GPUs with their current usage: what fit, the scoring policies and the
+// fragmentation measure read. Built by the scheduler from node and pod annotations, and by
+// the simulator from the trace (CONTRACT.md §2; hami-behaviour.md §3.5 "NodeUsage").
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace fracgpu::core {
+
+/// One GPU of a node: what it offers and what is already promised on it.
+struct GpuState {
+  DeviceInfo info;
+  int32_t used = 0;            ///< slices (containers) placed on it
+  int64_t used_mem_mib = 0;    ///< MiB promised
+  int32_t used_cores = 0;      ///< SM % promised (out of info.devcore)
+  bool cordoned = false;       ///< UUID listed in `hami.io/device-cordon`
+
+  int64_t FreeMemMib() const { return info.devmem_mib - used_mem_mib; }
+  int32_t FreeCores() const { return info.devcore - used_cores; }
+};
+
+/// A node as the scheduler sees it: its GPUs, their link scores, and (when known) the
+/// CPU and memory kube-scheduler's NodeResourcesFit would check.
+struct NodeState {
+  std::string name;
+  std::vector<GpuState> gpus;       ///< in NVML index order
+  TopologyScores topology;          ///< empty when the node publishes none
+  int64_t cpu_milli_total = 0;      ///< 0 = not tracked
+  int64_t cpu_milli_used = 0;
+  int64_t mem_mib_total = 0;        ///< host memory, MiB; 0 = not tracked
+  int64_t mem_mib_used = 0;
+};
+
+}  // namespace fracgpu::core
