@@ -23,16 +23,31 @@ struct ResourceNames {
   std::string priority = "nvidia.com/priority";              ///< 0 high, 1 low
 };
 
+/// Pod annotation keys a user may set (CONTRACT.md §1; HAMi's names, hami-behaviour.md §1.4).
+inline constexpr char kAnnotationUseGpuType[] = "nvidia.com/use-gputype";
+inline constexpr char kAnnotationNoUseGpuType[] = "nvidia.com/nouse-gputype";
+inline constexpr char kAnnotationUseGpuUuid[] = "nvidia.com/use-gpuuuid";
+inline constexpr char kAnnotationNoUseGpuUuid[] = "nvidia.com/nouse-gpuuuid";
+inline constexpr char kAnnotationNumaBind[] = "nvidia.com/numa-bind";
+inline constexpr char kAnnotationNodePolicy[] = "hami.io/node-scheduler-policy";
+inline constexpr char kAnnotationGpuPolicy[] = "hami.io/gpu-scheduler-policy";
+/// The container environment variable that switches libvgpu.so off (CONTRACT.md §3).
+inline constexpr char kEnvDisableControl[] = "CUDA_DISABLE_CONTROL";
+
 /// Node-level policy (`hami.io/node-scheduler-policy`): which node to prefer.
 enum class NodePolicy { kBinpack, kSpread };
 /// GPU-level policy (`hami.io/gpu-scheduler-policy`): which GPU(s) of the node to prefer.
 enum class GpuPolicy { kBinpack, kSpread, kTopologyAware, kFragmentationAware };
 
-/// "binpack" / "spread" → NodePolicy; anything else is kInvalidArgument naming the value.
+/// "binpack" / "spread" → NodePolicy (exact, lower case); anything else is kInvalidArgument
+/// naming the value and the accepted names.
 Result<NodePolicy> ParseNodePolicy(const std::string& value);
-/// "binpack" / "spread" / "topology-aware" / "fragmentation-aware" → GpuPolicy.
+/// "binpack" / "spread" / "topology-aware" / "fragmentation-aware" → GpuPolicy (exact, lower
+/// case). HAMi's "mutex", "numa" and comma chains are not part of CONTRACT.md and are errors.
 Result<GpuPolicy> ParseGpuPolicy(const std::string& value);
+/// The annotation spelling of a policy ("binpack", …); ParseNodePolicy inverts it.
 const char* NodePolicyName(NodePolicy policy);
+/// The annotation spelling of a policy ("topology-aware", …); ParseGpuPolicy inverts it.
 const char* GpuPolicyName(GpuPolicy policy);
 
 /// What one container asks for, after defaults (CONTRACT.md §1).
@@ -57,6 +72,8 @@ struct ContainerRequest {
   }
   /// True when it asks for whole, exclusive cards (cores 100 and the whole memory).
   bool WholeCards() const { return cores_percent == 100 && mem_mib == 0 && mem_percent == 100; }
+
+  bool operator==(const ContainerRequest&) const = default;
 };
 
 /// What a pod asks for: its containers (init containers first, in spec order, then app
@@ -74,6 +91,8 @@ struct PodRequest {
   /// annotations; priority without a GPU).
   std::vector<std::string> warnings;
 
+  bool operator==(const PodRequest&) const = default;
+
   /// True when any container uses fracgpu (num_gpus ≥ 1 after defaults).
   bool UsesGpu() const {
     for (const auto& c : containers) {
@@ -87,9 +106,46 @@ struct PodRequest {
 /// spec.initContainers, spec.containers, resources.limits falling back to requests).
 /// Quantities may be JSON numbers or strings in canonical form ("3k" = 3000); fractions
 /// ("500m") and binary suffixes ("3Gi") are errors that say the unit.
+/// Absent or null maps and lists (metadata, annotations, spec, containers, resources, env)
+/// count as empty; present ones of the wrong JSON type are errors. Empty annotation values
+/// count as unset. `CUDA_DISABLE_CONTROL` is validated only in containers that use a GPU
+/// (elsewhere it is irrelevant; an unparsable value there is left as nullopt).
 /// Errors: kInvalidArgument with a message naming container, resource and value, e.g.
-/// `container "train": nvidia.com/gpucores must be an integer 0..100, got "150"`.
+/// `container "train": nvidia.com/gpucores must be an integer 0..100, got "150"`, or the
+/// annotation and its value. Never throws. Thread-safe (pure function).
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const ResourceNames& names = {});
+
+/// One value the admission webhook writes into a container's `resources.limits`
+/// (CONTRACT.md §1: the `nvidia.com/gpu` and `gpucores` defaults, and every fracgpu resource
+/// given only in `requests`; memory defaults are never written: absent memory = whole card).
+struct LimitDefault {
+  /// RFC 6901 JSON pointer of the container, e.g. "/spec/initContainers/0".
+  std::string container_pointer;
+  std::string resource;  ///< resource name, e.g. "nvidia.com/gpu"
+  /// The quantity to write: a defaulted value as a string ("1", "100"), or a request-only
+  /// value copied exactly as given in `requests`.
+  nlohmann::json value;
+
+  bool operator==(const LimitDefault&) const = default;
+};
+
+/// The values the webhook must add to the pod's limits, in container order (init containers
+/// first) and, per container, in the order gpu, gpumem, gpumem-percentage, gpucores, priority.
+/// Containers using no GPU only get their request-only values copied. Errors: those of
+/// ParsePodRequest (the pod is validated first). Never throws.
+Result<std::vector<LimitDefault>> ComputeLimitDefaults(const nlohmann::json& pod,
+                                                       const ResourceNames& names = {});
+
+/// The same values as an RFC 6902 JSON Patch (an array of "add" operations) ready for an
+/// AdmissionResponse: when a container has no `resources.limits` object, one "add" creates it
+/// with all its values; otherwise one "add" per value (names escaped per RFC 6901). Empty array when
+/// there is nothing to write. Errors: those of ParsePodRequest.
+Result<nlohmann::json> LimitDefaultsPatch(const nlohmann::json& pod, const ResourceNames& names = {});
+
+/// Writes the limit defaults into `pod` in place (the simulator and tests use this; the
+/// webhook sends LimitDefaultsPatch). Idempotent: a second call changes nothing, and
+/// ParsePodRequest returns the same containers before and after. On error `pod` is unchanged.
+Status ApplyLimitDefaults(nlohmann::json& pod, const ResourceNames& names = {});
 
 /// True when a GPU whose type string is `gpu_type` is allowed by the request's use/nouse type
 /// lists, using the token rule of CONTRACT.md §1 (case-insensitive tokens split on space, '-'

@@ -1,0 +1,98 @@
+#pragma once
+// Node + GPU placement policies of the FGD paper (Weng et al., USENIX ATC '23) — FGD and the
+// baselines Random, DotProduct, GpuClustering, GpuPacking, BestFit — with exactly the semantics
+// of the authors' simulator (shared/reference/fgd-evaluation.md §2.3 and §3 points 7–9), plus
+// fracgpu's own refinements of FGD. Pure functions: no I/O, no clock; randomness only through
+// the SeededRng the caller passes.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/frag.h"
+#include "core/seeded_rng.h"
+#include "core/status.h"
+
+namespace fracgpu::core {
+
+/// A node+GPU placement policy.
+enum class PlacementPolicy {
+  kRandom,         ///< uniform among feasible nodes per pod; uniform among fitting GPUs
+  kDotProduct,     ///< Tetris-style alignment of free CPU/GPU with the request (lowest wins)
+  kGpuClustering,  ///< keep pods with the same GPU-request affinity together
+  kGpuPacking,     ///< prefer partially used GPUs, then used nodes, then idle nodes
+  kBestFit,        ///< least weighted CPU+GPU leftover after placement
+  kFgd,            ///< fragmentation gradient descent, integer scores (the paper's FGD)
+  /// fracgpu: FGD, ties between nodes broken by the BestFit score instead of node order.
+  kFgdBestFit,
+  /// fracgpu: FGD comparing the exact ΔF (no integer truncation of sigmoid(ΔF)·100).
+  kFgdExact,
+  /// fracgpu: FGD with coarser scores, int(sigmoid(ΔF / 1000) × 20): more ties, so more pods
+  /// follow the fixed node order (packing).
+  kFgdCoarse,
+  /// fracgpu: FGD, ties between nodes broken by the GpuPacking score.
+  kFgdPacking,
+  /// fracgpu: FGD over a target workload selected from shape counts scaled by the GPUs a
+  /// shape needs (GpuWeightedCounts): protects whole free cards for multi-GPU pods. Scored like
+  /// kFgd; the caller passes the GPU-weighted FragWorkload.
+  kFgdGpuWeighted,
+};
+
+/// The six policies of the paper, in its order (01-Random … 06-FGD).
+std::vector<PlacementPolicy> PaperPolicies();
+/// Every policy this file implements.
+std::vector<PlacementPolicy> AllPlacementPolicies();
+/// Display name: "Random", "DotProduct", "GpuClustering", "GpuPacking", "BestFit", "FGD",
+/// "FGD+BestFit", "FGD-exact", "FGD-coarse", "FGD+GpuPacking", "FGD-gpuweighted".
+const char* PlacementPolicyName(PlacementPolicy policy);
+/// Parses a display name, case-insensitively; also accepts the paper's "DotProd" and the
+/// scheduler names "fgd" / "fragmentation-aware". Errors: kInvalidArgument naming the value and
+/// listing the valid names.
+Result<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
+
+/// A node's score under a policy and the GPUs the policy would give the pod there.
+struct NodeScore {
+  double score = 0;  ///< higher is better; integral for every policy except kFgdExact
+  GpuPick pick;
+};
+
+/// Scores a node on which `demand` fits (Fits() is true), fgd-evaluation.md §3 point 7:
+///  - FGD: ΔF = F_n(M) before − after the hypothetical placement (CPU included);
+///    score = int(sigmoid(ΔF / 1000) × 100); a sharing pod tries each fitting GPU in index
+///    order and keeps the first with the strictly highest score (that GPU is used); other pods
+///    take the tightest fitting GPUs.
+///  - BestFit: int((1 − [0.5·(cpuLeft−cpu)/128000 + 0.5·(gpuLeft−gpuReq)/8000]) × 100).
+///  - DotProduct: int(100 × (1 − (cpuLeft/128000·cpu/128000 + gpuLeft/8000·gpuReq/8000) / 2)).
+///  - GpuPacking, GpuClustering: as the authors' plugins (see the .cc).
+///  - Random: score 0 (ChooseNode picks uniformly instead).
+/// `frag_before` is NodeFragment(node, workload) (only FGD variants read it and `workload`).
+NodeScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
+                    const FragWorkload& workload, double frag_before);
+
+/// Where one pod goes.
+struct Placement {
+  int32_t node = -1;  ///< index into the node list; -1 when the pod fits nowhere
+  GpuPick pick;
+  double score = 0;
+};
+
+/// Chooses a node and GPUs for `demand` among `nodes` (§3 points 7–9): the feasible node with
+/// the highest score; equal scores go to the node that comes first in `nodes`, so the caller's
+/// node order is the (fixed, seeded) tie-break order. Random draws one feasible node and, for a
+/// sharing pod, one fitting GPU uniformly from `rng`. `node_frag[i]` must equal
+/// NodeFragment(nodes[i], workload) for the FGD variants (may be empty otherwise).
+Placement ChooseNode(PlacementPolicy policy, std::span<const FragNode> nodes,
+                     std::span<const double> node_frag, const FragDemand& demand,
+                     const FragWorkload& workload, SeededRng& rng);
+
+/// True for the policies that read F_n(M) (the FGD family).
+bool UsesFragment(PlacementPolicy policy);
+
+/// Shape counts scaled by max(1, num_gpus), for selecting the target workload of
+/// kFgdGpuWeighted with SelectTargetWorkload: an 8-GPU shape weighs as much as 8 one-GPU pods,
+/// so multi-GPU shapes enter M and their need for whole free cards counts.
+std::vector<ShapeCount> GpuWeightedCounts(std::vector<ShapeCount> counts);
+
+}  // namespace fracgpu::core

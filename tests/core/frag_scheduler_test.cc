@@ -1,0 +1,97 @@
+// The fragmentation-aware policy on the scheduler's NodeState / PodRequest
+// (src/core/frag_scheduler.h), with hand-computed scores.
+#include <gtest/gtest.h>
+
+#include "core/frag_scheduler.h"
+
+namespace fracgpu::core {
+namespace {
+
+NodeState TwoGpuNode(int32_t used_cores0, int32_t used_cores1) {
+  NodeState n;
+  n.name = "n0";
+  n.cpu_milli_total = 8000;
+  int32_t used[2] = {used_cores0, used_cores1};
+  for (int g = 0; g < 2; ++g) {
+    GpuState gpu;
+    gpu.info.uuid = "GPU-" + std::to_string(g);
+    gpu.info.index = g;
+    gpu.info.count = 10;
+    gpu.info.devmem_mib = 10000;
+    gpu.info.devcore = 100;
+    gpu.info.type = "NVIDIA Tesla T4";
+    gpu.used = used[g] > 0 ? 1 : 0;
+    gpu.used_cores = used[g];
+    gpu.used_mem_mib = used[g] * 100;  // memory share = core share
+    n.gpus.push_back(gpu);
+  }
+  return n;
+}
+
+PodRequest SharingPod(int32_t percent) {
+  PodRequest pod;
+  ContainerRequest c;
+  c.name = "main";
+  c.num_gpus = 1;
+  c.cores_percent = percent;
+  c.mem_percent = percent;
+  pod.containers.push_back(c);
+  return pod;
+}
+
+std::vector<WeightedShape> OneShape(int32_t gpu_milli) {
+  return {{TaskShape{0, gpu_milli, 1, ""}, 1.0}};
+}
+
+// Shape (1 GPU, 600). GPUs leftover [1000, 300]; pod 30 % (300 milli):
+// on GPU 1 → [1000, 0]: F 300 → 0, ΔF = 300 → int(sigmoid(0.3) × 100) = 57 (GPU 0 would give 50).
+TEST(FragmentationModel, ScoresTheSteepestDescentGpu) {
+  const FragmentationModel model(OneShape(600));
+  const NodeState node = TwoGpuNode(0, 70);
+  EXPECT_DOUBLE_EQ(model.NodeFragment(node), 300.0);
+  auto s = model.ScoreNode(SharingPod(30), 0, node);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->score, 57);
+  ASSERT_EQ(s->fit.gpu_positions.size(), 1u);
+  EXPECT_EQ(s->fit.gpu_positions[0], (std::vector<uint16_t>{1}));
+  EXPECT_EQ(s->fit.grants[0][0].uuid, "GPU-1");
+  EXPECT_EQ(s->fit.grants[0][0].cores_percent, 30);
+}
+
+// Shape (1 GPU, 500). Leftover [1000, 600]; pod 50 %: GPU 0 keeps F at 0 (score 50), GPU 1
+// would leave 100 unusable (47). FGD takes GPU 0 where binpack would take the fuller GPU 1.
+TEST(FragmentationModel, AvoidsTheGpuThatWouldStrandCapacity) {
+  const FragmentationModel model(OneShape(500));
+  auto s = model.ScoreNode(SharingPod(50), 0, TwoGpuNode(0, 40));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->score, 50);
+  EXPECT_EQ(s->fit.gpu_positions[0], (std::vector<uint16_t>{0}));
+}
+
+TEST(FragmentationModel, DoesNotFitIsResourceExhausted) {
+  const FragmentationModel model(OneShape(500));
+  auto s = model.ScoreNode(SharingPod(80), 0, TwoGpuNode(30, 30));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.status().message().find("CardInsufficient"), std::string::npos) << s.status().message();
+}
+
+TEST(ToFragNode, UnhealthyCordonedAndExhaustedGpus) {
+  NodeState node = TwoGpuNode(20, 0);
+  std::vector<std::string> types;
+  FragNode f = ToFragNode(node, types);
+  EXPECT_EQ(f.gpu_left[0], 800);
+  EXPECT_EQ(f.gpu_left[1], 1000);
+  EXPECT_EQ(types, (std::vector<std::string>{"NVIDIA Tesla T4"}));
+  node.gpus[1].info.health = false;
+  node.gpus[0].used = node.gpus[0].info.count;  // every slice taken
+  types.clear();
+  f = ToFragNode(node, types);
+  EXPECT_EQ(f.gpu_left[1], 0);  // unhealthy: nothing left to count
+  // Exhausted: its 800 left is fragment for every shape (no shape allows its type).
+  EXPECT_EQ(ShapeFragment(f, FragDemand{0, 0, 1, 100, 0b1}), 800);
+  EXPECT_EQ(f.cpu_left, 8000);
+}
+
+}  // namespace
+}  // namespace fracgpu::core
