@@ -20,13 +20,13 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double Trunc(double x) { return static_cast<double>(static_cast<int64_t>(x)); }
 
 // `scale`: the score is int(sigmoid(ΔF / 1000) × scale); 0 = the exact ΔF.
-NodeScore FgdScore(const FragNode& node, const FragDemand& d, const FragWorkload& w,
+PlacementScore FgdScore(const FragNode& node, const FragDemand& d, const FragWorkload& w,
                    double before, double scale) {
   auto score_of = [&](double after) {
     const double delta = before - after;
     return scale == 0 ? delta : Trunc(Sigmoid(delta / 1000.0) * scale);
   };
-  NodeScore best;
+  PlacementScore best;
   if (d.Sharing()) {
     bool have = false;
     // GPUs with the same leftover and type give the same after-state; only the first can win.
@@ -182,7 +182,7 @@ std::vector<ShapeCount> GpuWeightedCounts(std::vector<ShapeCount> counts) {
   return counts;
 }
 
-NodeScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
+PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
                     const FragWorkload& workload, double frag_before) {
   switch (policy) {
     case PlacementPolicy::kFgd:
@@ -193,19 +193,19 @@ NodeScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDema
     case PlacementPolicy::kFgdCoarse:
       return FgdScore(node, demand, workload, frag_before, 20);
     case PlacementPolicy::kFgdBestFit: {
-      NodeScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
+      PlacementScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
       s.score = s.score * 1000.0 + BestFitScore(node, demand);
       return s;
     }
     case PlacementPolicy::kFgdPacking: {
-      NodeScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
+      PlacementScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
       s.score = s.score * 1000.0 + GpuPackingScore(node, demand);
       return s;
     }
     default:
       break;
   }
-  NodeScore s;
+  PlacementScore s;
   s.pick = PickTightestGpus(node, demand);
   switch (policy) {
     case PlacementPolicy::kDotProduct: s.score = DotProductScore(node, demand); break;
@@ -245,7 +245,7 @@ Placement ChooseNode(PlacementPolicy policy, std::span<const FragNode> nodes,
   const bool frag = UsesFragment(policy);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!Fits(nodes[i], demand)) continue;
-    const NodeScore s = ScoreNode(policy, nodes[i], demand, workload, frag ? node_frag[i] : 0.0);
+    const PlacementScore s = ScoreNode(policy, nodes[i], demand, workload, frag ? node_frag[i] : 0.0);
     if (best.node < 0 || s.score > best.score) {
       best.node = static_cast<int32_t>(i);
       best.score = s.score;

@@ -53,7 +53,7 @@ const char* PlacementPolicyName(PlacementPolicy policy);
 Result<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 
 /// A node's score under a policy and the GPUs the policy would give the pod there.
-struct NodeScore {
+struct PlacementScore {
   double score = 0;  ///< higher is better; integral for every policy except kFgdExact
   GpuPick pick;
 };
@@ -68,7 +68,7 @@ struct NodeScore {
 ///  - GpuPacking, GpuClustering: as the authors' plugins (see the .cc).
 ///  - Random: score 0 (ChooseNode picks uniformly instead).
 /// `frag_before` is NodeFragment(node, workload) (only FGD variants read it and `workload`).
-NodeScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
+PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
                     const FragWorkload& workload, double frag_before);
 
 /// Where one pod goes.

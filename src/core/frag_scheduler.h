@@ -59,7 +59,8 @@ class FragmentationModel {
   /// A GpuOrderer for FitOptions::orderer: for a sharing container (one GPU, cores < 100) the
   /// GPUs by FGD score (highest first, index order among equals); for other containers the
   /// GPUs with the smallest leftover first (lowest index among equals). GPUs too small for
-  /// the container come last. Allocation-free. Valid while this model lives.
+  /// the container come last. Allocates (the node's type table, the compiled workload, the
+  /// ranking), so Fits() with this orderer is not allocation-free. Valid while the model lives.
   class Orderer : public GpuOrderer {
    public:
     Orderer(const FragmentationModel& model, int64_t pod_cpu_milli)

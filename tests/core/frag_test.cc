@@ -147,7 +147,7 @@ TEST(FgdScore, ChoosesTheGpuOfSteepestDescent) {
   const FragNode node = MakeNode(8000, {1000, 300});
   const double before = NodeFragment(node, w);
   EXPECT_DOUBLE_EQ(before, 300.0);
-  const NodeScore s = ScoreNode(PlacementPolicy::kFgd, node, Demand(0, 1, 300), w, before);
+  const PlacementScore s = ScoreNode(PlacementPolicy::kFgd, node, Demand(0, 1, 300), w, before);
   EXPECT_EQ(s.score, 57);
   ASSERT_EQ(s.pick.count, 1);
   EXPECT_EQ(s.pick.index[0], 1);
@@ -185,7 +185,7 @@ TEST(GpuWeightedCounts, ScalesByGpusNeeded) {
 TEST(FgdScore, NegativeDescentAndFirstOfEqualScores) {
   const FragWorkload w = Workload({{Demand(0, 1, 500), 1.0}});
   const FragNode node = MakeNode(8000, {1000, 600});
-  NodeScore s = ScoreNode(PlacementPolicy::kFgd, node, Demand(0, 1, 500), w, NodeFragment(node, w));
+  PlacementScore s = ScoreNode(PlacementPolicy::kFgd, node, Demand(0, 1, 500), w, NodeFragment(node, w));
   EXPECT_EQ(s.score, 50);
   EXPECT_EQ(s.pick.index[0], 0);
   EXPECT_EQ(ScoreNode(PlacementPolicy::kBestFit, node, Demand(0, 1, 500), w, 0).pick.index[0], 1);
@@ -202,7 +202,7 @@ TEST(FgdScore, NegativeDescentAndFirstOfEqualScores) {
 TEST(FgdScore, CpuOnlyPodChargesItsCpu) {
   const FragWorkload w = Workload({{Demand(4000, 1, 500), 1.0}});
   const FragNode node = MakeNode(4000, {1000});
-  const NodeScore s =
+  const PlacementScore s =
       ScoreNode(PlacementPolicy::kFgd, node, Demand(4000, 0, 0), w, NodeFragment(node, w));
   EXPECT_EQ(s.score, 26);
   EXPECT_EQ(s.pick.count, 0);

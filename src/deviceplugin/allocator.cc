@@ -1,0 +1,481 @@
+#include "deviceplugin/allocator.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/codec.h"
+#include "core/request.h"
+#include "deviceplugin/annotations.h"
+#include "deviceplugin/inventory.h"
+#include "k8s/objects.h"
+
+namespace fracgpu::deviceplugin {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kLimitsContainerPath = "/etc/fracgpu/limits.env";
+constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
+constexpr const char* kRegionFileName = "region.cache";
+
+bool Blank(const core::ContainerGrants& g) { return g.empty(); }
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+// Literal env[].value of a container spec (valueFrom / envFrom are not looked at).
+std::optional<std::string> LiteralEnv(const json& container, const std::string& key) {
+  auto env = container.find("env");
+  if (env == container.end() || !env->is_array()) return std::nullopt;
+  for (const auto& e : *env) {
+    if (e.is_object() && e.value("name", "") == key && e.contains("value") && e["value"].is_string()) {
+      return e["value"].get<std::string>();
+    }
+  }
+  return std::nullopt;
+}
+
+Status WriteFileAtomically(const fs::path& path, const std::string& content, fs::perms perms) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Internal("cannot write " + tmp.string());
+    out << content;
+    if (!out.flush()) return Internal("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::permissions(tmp, perms, ec);
+  if (ec) return Internal("cannot chmod " + tmp.string() + ": " + ec.message());
+  fs::rename(tmp, path, ec);
+  if (ec) return Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& value) {
+  size_t c1 = value.find(',');
+  size_t c2 = c1 == std::string::npos ? c1 : value.find(',', c1 + 1);
+  if (c2 == std::string::npos || value.find(',', c2 + 1) != std::string::npos || c1 == 0) {
+    return InvalidArgument(std::string(kNodeLockKey) + " must be <RFC3339 time>,<namespace>,<pod name>, got \"" +
+                           value.substr(0, 120) + "\"");
+  }
+  std::string ns = value.substr(c1 + 1, c2 - c1 - 1), name = value.substr(c2 + 1);
+  if (ns.empty() || name.empty()) {
+    return InvalidArgument(std::string(kNodeLockKey) + " names no pod: \"" + value.substr(0, 120) + "\"");
+  }
+  return std::make_pair(ns, name);
+}
+
+std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
+  std::string out;
+  auto put = [&](const std::string& key) {
+    auto it = envs.find(key);
+    if (it != envs.end()) out += key + "=" + it->second + "\n";
+  };
+  put("NVIDIA_VISIBLE_DEVICES");
+  for (int i = 0;; ++i) {
+    std::string mem = "CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i);
+    if (!envs.count(mem)) break;
+    put(mem);
+    put("CUDA_DEVICE_SM_LIMIT_" + std::to_string(i));
+  }
+  put("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  put("GPU_CORE_UTILIZATION_POLICY");
+  put("CUDA_TASK_PRIORITY");
+  return out;
+}
+
+struct Allocator::FoundPod {
+  json pod;
+  std::string ns, name, uid;
+  bool via_lock = false;
+  core::PodGrants allocated;
+  core::PodGrants to_allocate;
+  core::PodRequest request;
+  std::vector<json> containers;  // init containers first, then app containers
+  std::string Key() const { return ns + "/" + name; }
+};
+
+Allocator::Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* clock,
+                     std::function<std::vector<core::DeviceInfo>()> devices)
+    : options_(std::move(options)), api_(api), clock_(clock), devices_(std::move(devices)) {}
+
+Status Allocator::PrepareHostFiles() {
+  fs::path vgpu = fs::path(options_.hook_path) / "vgpu";
+  std::error_code ec;
+  for (const char* sub : {"containers", "limits"}) {
+    fs::create_directories(vgpu / sub, ec);
+    if (ec) return Internal("cannot create " + (vgpu / sub).string() + ": " + ec.message());
+  }
+  std::string want = (vgpu / "libvgpu.so").string() + "\n";
+  fs::path preload = vgpu / "ld.so.preload";
+  std::ifstream in(preload);
+  std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (have == want) return Status::Ok();
+  return WriteFileAtomically(preload, want, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                               fs::perms::others_read);
+}
+
+Result<Allocator::FoundPod> Allocator::FindPod() {
+  const std::string& node = options_.node_name;
+  auto node_obj = api_->GetNode(node);
+  if (!node_obj.ok()) return node_obj.status().WithPrefix("reading node " + node);
+  FoundPod found;
+  if (auto lock = k8s::Annotation(*node_obj, kNodeLockKey)) {
+    auto named = ParseNodeLock(*lock);
+    if (named.ok()) {
+      auto pod = api_->GetPod(named->first, named->second);
+      if (pod.ok() && k8s::Annotation(*pod, kBindPhaseKey).value_or("") == kBindPhaseAllocating) {
+        found.pod = std::move(pod).value();
+        found.via_lock = true;
+      } else if (pod.ok()) {
+        // A stale lock (its pod already served or failed): never touch that pod again.
+        spdlog::warn("node lock of {} names pod {}/{} whose bind-phase is \"{}\"; looking for a pending pod", node,
+                     named->first, named->second, k8s::Annotation(*pod, kBindPhaseKey).value_or(""));
+      } else if (pod.status().code() != StatusCode::kNotFound) {
+        return pod.status().WithPrefix("reading pod " + named->first + "/" + named->second + " named by the node lock");
+      } else {
+        spdlog::warn("node lock of {} names pod {}/{}, which does not exist; looking for a pending pod", node,
+                     named->first, named->second);
+      }
+    } else {
+      spdlog::warn("node {}: {}", node, named.status().message());
+    }
+  }
+  if (!found.via_lock) {
+    auto pods = api_->ListPodsOnNode(node);
+    if (!pods.ok()) return pods.status().WithPrefix("listing pods on node " + node);
+    const json* best = nullptr;
+    for (const auto& p : *pods) {
+      if (k8s::PodPhase(p) != "Pending" || k8s::IsTerminating(p)) continue;
+      if (k8s::Annotation(p, kBindPhaseKey).value_or("") != kBindPhaseAllocating) continue;
+      if (k8s::Annotation(p, kVgpuNodeKey).value_or("") != node) continue;
+      if (!k8s::Annotation(p, kBindTimeKey)) continue;
+      if (best == nullptr || std::make_pair(k8s::Annotation(p, kBindTimeKey).value_or(""), k8s::Key(p)) <
+                                 std::make_pair(k8s::Annotation(*best, kBindTimeKey).value_or(""), k8s::Key(*best))) {
+        best = &p;
+      }
+    }
+    if (best == nullptr) return NotFound("no pod being bound on node " + node);
+    found.pod = *best;
+  }
+  found.ns = k8s::Namespace(found.pod);
+  found.name = k8s::Name(found.pod);
+  found.uid = k8s::Uid(found.pod);
+  return found;
+}
+
+Status Allocator::Verify(const FoundPod& f) {
+  const std::string& node = options_.node_name;
+  const json& pod = f.pod;
+  std::string who = "pod " + f.Key();
+  if (k8s::PodSchedulerName(pod) != options_.scheduler_name) {
+    return PermissionDenied(who + " was not placed by " + options_.scheduler_name + " (spec.schedulerName \"" +
+                            k8s::PodSchedulerName(pod) + "\")");
+  }
+  if (k8s::Annotation(pod, kVgpuNodeKey).value_or("") != node) {
+    return PermissionDenied(who + ": " + kVgpuNodeKey + " is \"" + k8s::Annotation(pod, kVgpuNodeKey).value_or("") +
+                            "\", not this node " + node);
+  }
+  if (!k8s::PodNodeName(pod).empty() && k8s::PodNodeName(pod) != node) {
+    return PermissionDenied(who + " is bound to node " + k8s::PodNodeName(pod) + ", not " + node);
+  }
+  std::string phase = k8s::Annotation(pod, kBindPhaseKey).value_or("");
+  if (phase != kBindPhaseAllocating) {
+    return InvalidArgument(who + ": " + kBindPhaseKey + " is \"" + phase + "\", not \"allocating\"");
+  }
+  auto allocated = k8s::Annotation(pod, kAllocatedKey);
+  if (!allocated) return InvalidArgument(who + " has no " + kAllocatedKey + " annotation");
+  auto signature = k8s::Annotation(pod, kSignatureKey);
+  if (signature || !options_.allow_unsigned) {
+    if (!signature) return PermissionDenied(who + " has no " + kSignatureKey + ": its allocation was not decided by our scheduler");
+    if (!options_.verify_signature) return Internal("no signature key configured");
+    Status st = options_.verify_signature(f.uid, node, *allocated, *signature);
+    if (!st.ok()) return PermissionDenied(who + ": allocation signature does not verify (" + st.message() + ")");
+  } else if (!f.via_lock) {
+    return PermissionDenied(who + " is unsigned and not named by the node lock of " + node);
+  }
+  return Status::Ok();
+}
+
+Result<json> Allocator::WriteWithRetry(const std::function<Result<json>()>& write, const std::string& what) {
+  auto delay = options_.retry_delay;
+  for (int attempt = 1;; ++attempt) {
+    auto r = write();
+    if (r.ok() || r.status().code() != StatusCode::kUnavailable || attempt >= options_.write_attempts) {
+      if (!r.ok()) return r.status().WithPrefix(what);
+      return r;
+    }
+    spdlog::warn("{}: {} (attempt {}/{}, retrying)", what, r.status().ToString(), attempt, options_.write_attempts);
+    clock_->Sleep(delay, nullptr);
+    delay *= 2;
+  }
+}
+
+Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, const std::vector<std::string>& device_ids) {
+  const core::ContainerGrants& grants = f.allocated[index];
+  const json& spec = f.containers[index];
+  std::string container = spec.value("name", "");
+  std::string who = "pod " + f.Key() + " container \"" + container + "\"";
+  if (grants.size() != device_ids.size()) {
+    return InvalidArgument(who + ": device number not matched: kubelet allocates " + std::to_string(device_ids.size()) +
+                           " device(s), the scheduler granted " + std::to_string(grants.size()) + " GPU(s)");
+  }
+  auto devices = devices_();
+  std::vector<std::string> uuids;
+  for (const auto& g : grants) {
+    auto it = std::find_if(devices.begin(), devices.end(), [&](const core::DeviceInfo& d) { return d.uuid == g.uuid; });
+    if (it == devices.end()) return InvalidArgument(who + ": granted GPU " + g.uuid + " is not a GPU of node " + options_.node_name);
+    if (!it->health) return Unavailable(who + ": granted GPU " + g.uuid + " is unhealthy");
+    if (g.mem_mib <= 0 || g.cores_percent < 0 || g.cores_percent > 100) {
+      return InvalidArgument(who + ": grant on " + g.uuid + " has memory " + std::to_string(g.mem_mib) + " MiB, cores " +
+                             std::to_string(g.cores_percent) + "%");
+    }
+    if (std::find(uuids.begin(), uuids.end(), g.uuid) != uuids.end()) {
+      return InvalidArgument(who + ": GPU " + g.uuid + " granted twice");
+    }
+    uuids.push_back(g.uuid);
+  }
+  for (const auto& id : device_ids) {
+    auto uuid = ReplicaUuid(id);
+    if (!uuid.ok() || std::find(uuids.begin(), uuids.end(), *uuid) == uuids.end()) {
+      spdlog::info("pod {} container {}: kubelet chose device {} outside the granted GPUs {}; the granted GPUs are used",
+                   f.Key(), container, id, Join(uuids, ","));
+    }
+  }
+  const core::ContainerRequest& req = f.request.containers[index];
+  bool disable_control = req.disable_control.value_or(false);
+
+  fs::path vgpu = fs::path(options_.hook_path) / "vgpu";
+  std::string slot = f.uid + "_" + container;
+  fs::path region = vgpu / "containers" / slot;
+  fs::path limits = vgpu / "limits" / (slot + ".env");
+  fs::path lib = vgpu / "libvgpu.so";
+  std::error_code ec;
+  if (!fs::is_regular_file(lib, ec)) return Internal(who + ": " + lib.string() + " is missing; refusing to start without isolation");
+
+  ContainerAllocation a;
+  a.pod = f.Key();
+  a.container = container;
+  a.uuids = uuids;
+  a.envs["NVIDIA_VISIBLE_DEVICES"] = Join(uuids, ",");
+  for (size_t i = 0; i < grants.size(); ++i) {
+    a.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(grants[i].mem_mib) + "m";
+    a.envs["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(grants[i].cores_percent);
+  }
+  a.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(grants.front().cores_percent);
+  a.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = (vgpu / kRegionFileName).string();
+  a.envs["CUDA_TASK_PRIORITY"] = std::to_string(req.priority);
+  std::string policy = "default";
+  if (options_.config.disable_core_limit) {
+    policy = "disable";
+  } else if (auto p = LiteralEnv(spec, "GPU_CORE_UTILIZATION_POLICY"); p && (*p == "force" || *p == "disable")) {
+    policy = *p;
+  }
+  a.envs["GPU_CORE_UTILIZATION_POLICY"] = policy;
+  if (options_.config.memory_scaling > 1.0) a.envs["CUDA_OVERSUBSCRIBE"] = "true";
+  if (!options_.config.libcuda_log_level.empty()) a.envs["LIBCUDA_LOG_LEVEL"] = options_.config.libcuda_log_level;
+
+  // The region directory starts empty for each allocation (a container restart without a
+  // new Allocate keeps it).
+  fs::remove_all(region, ec);
+  fs::create_directories(region, ec);
+  if (ec) return Internal(who + ": cannot create " + region.string() + ": " + ec.message());
+  fs::permissions(region, fs::perms::all, ec);
+  if (ec) return Internal(who + ": cannot chmod " + region.string() + ": " + ec.message());
+  FRACGPU_RETURN_IF_ERROR(WriteFileAtomically(limits, LimitsFileContent(a.envs),
+                                              fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
+
+  a.mounts.push_back({lib.string(), lib.string(), true});
+  if (!disable_control) a.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
+  a.mounts.push_back({vgpu.string(), region.string(), false});
+  a.mounts.push_back({kLimitsContainerPath, limits.string(), true});
+  return a;
+}
+
+Status Allocator::Commit(const FoundPod& f, const std::vector<size_t>& served) {
+  std::string encoded_allocated = k8s::Annotation(f.pod, kAllocatedKey).value_or("");
+  bool all_served = false;
+  auto make_patch = [&](const json& current) -> Result<json> {
+    if (k8s::Uid(current) != f.uid) return NotFound("pod " + f.Key() + " was deleted and recreated during Allocate");
+    if (k8s::Annotation(current, kAllocatedKey).value_or("") != encoded_allocated) {
+      return PermissionDenied("pod " + f.Key() + ": " + kAllocatedKey + " changed during Allocate");
+    }
+    auto to_allocate = core::DecodePodGrants(k8s::Annotation(current, kToAllocateKey).value_or(""));
+    if (!to_allocate.ok()) return to_allocate.status().WithPrefix(kToAllocateKey);
+    if (to_allocate->size() != f.allocated.size()) return InvalidArgument(std::string(kToAllocateKey) + " changed shape");
+    for (size_t i : served) {
+      // Blank already (a retried write that had reached the server): nothing to do.
+      if (!Blank((*to_allocate)[i]) && (*to_allocate)[i] != f.allocated[i]) {
+        return InvalidArgument(std::string(kToAllocateKey) + " entry " + std::to_string(i) + " changed during Allocate");
+      }
+      (*to_allocate)[i].clear();
+    }
+    all_served = std::all_of(to_allocate->begin(), to_allocate->end(), Blank);
+    json annotations = {{kToAllocateKey, core::EncodePodGrants(*to_allocate)}};
+    if (all_served) annotations[kBindPhaseKey] = kBindPhaseSuccess;
+    return json{{"metadata", {{"annotations", annotations}}}};
+  };
+  auto patched = WriteWithRetry([&] { return api_->PatchPod(f.ns, f.name, make_patch); },
+                                "recording the allocation on pod " + f.Key());
+  if (!patched.ok()) return patched.status();
+  if (all_served) {
+    spdlog::info("pod {}: every container served; bind-phase success", f.Key());
+    ReleaseLock(f.ns, f.name);
+  }
+  return Status::Ok();
+}
+
+void Allocator::ReleaseLock(const std::string& ns, const std::string& name) {
+  auto make_patch = [&](const json& node) -> Result<json> {
+    auto lock = k8s::Annotation(node, kNodeLockKey);
+    if (!lock) return json();
+    auto named = ParseNodeLock(*lock);
+    if (!named.ok() || named->first != ns || named->second != name) return json();  // not ours to release
+    return json{{"metadata", {{"annotations", {{kNodeLockKey, nullptr}}}}}};
+  };
+  auto r = WriteWithRetry([&] { return api_->PatchNode(options_.node_name, make_patch); },
+                          "releasing the node lock of " + options_.node_name);
+  if (!r.ok()) spdlog::warn("{} (the lock expires on its own after 5 minutes)", r.status().ToString());
+}
+
+void Allocator::MarkFailed(const FoundPod& f, const std::string& reason) {
+  spdlog::error("pod {}: allocation failed: {}", f.Key(), reason);
+  auto make_patch = [&](const json& current) -> Result<json> {
+    // Only a pod still being allocated is marked: a finished pod keeps its outcome.
+    if (k8s::Uid(current) != f.uid || k8s::Annotation(current, kBindPhaseKey).value_or("") != kBindPhaseAllocating) {
+      return json();
+    }
+    return json{{"metadata", {{"annotations", {{kBindPhaseKey, kBindPhaseFailed}}}}}};
+  };
+  auto r = WriteWithRetry([&] { return api_->PatchPod(f.ns, f.name, make_patch); },
+                          "setting bind-phase failed on pod " + f.Key());
+  if (!r.ok()) spdlog::warn("{}", r.status().ToString());
+  ReleaseLock(f.ns, f.name);
+}
+
+Result<std::vector<ContainerAllocation>> Allocator::Allocate(const std::vector<std::vector<std::string>>& requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto found_or = FindPod();
+  if (!found_or.ok()) {
+    spdlog::error("Allocate on node {} ({} container(s)): {}", options_.node_name, requests.size(),
+                  found_or.status().ToString());
+    return found_or.status();
+  }
+  FoundPod& f = found_or.value();
+  auto fail = [&](Status st) -> Status {
+    MarkFailed(f, st.message());
+    return st;
+  };
+  {
+    Status st = Verify(f);
+    if (!st.ok()) return fail(st);
+  }
+  {
+    auto allocated = core::DecodePodGrants(k8s::Annotation(f.pod, kAllocatedKey).value_or(""));
+    if (!allocated.ok()) return fail(allocated.status().WithPrefix("pod " + f.Key() + ": " + kAllocatedKey));
+    f.allocated = std::move(allocated).value();
+    auto to_allocate = core::DecodePodGrants(k8s::Annotation(f.pod, kToAllocateKey).value_or(""));
+    if (!to_allocate.ok()) return fail(to_allocate.status().WithPrefix("pod " + f.Key() + ": " + kToAllocateKey));
+    f.to_allocate = std::move(to_allocate).value();
+    auto request = core::ParsePodRequest(f.pod, options_.config.resources);
+    if (!request.ok()) return fail(request.status().WithPrefix("pod " + f.Key()));
+    f.request = std::move(request).value();
+  }
+  const json& spec = f.pod.contains("spec") ? f.pod["spec"] : json::object();
+  for (const char* list : {"initContainers", "containers"}) {
+    if (spec.contains(list) && spec[list].is_array()) {
+      for (const auto& c : spec[list]) f.containers.push_back(c);
+    }
+  }
+  if (f.allocated.size() != f.containers.size() || f.to_allocate.size() != f.containers.size() ||
+      f.request.containers.size() != f.containers.size()) {
+    return fail(InvalidArgument("pod " + f.Key() + " has " + std::to_string(f.containers.size()) + " containers but " +
+                                kAllocatedKey + " has " + std::to_string(f.allocated.size()) + " entries and " +
+                                kToAllocateKey + " " + std::to_string(f.to_allocate.size())));
+  }
+  for (size_t i = 0; i < f.to_allocate.size(); ++i) {
+    if (!Blank(f.to_allocate[i]) && f.to_allocate[i] != f.allocated[i]) {
+      return fail(PermissionDenied("pod " + f.Key() + ": " + kToAllocateKey + " entry " + std::to_string(i) +
+                                   " differs from the signed " + kAllocatedKey));
+    }
+  }
+  std::vector<ContainerAllocation> out;
+  std::vector<size_t> served;
+  size_t next = 0;
+  for (const auto& ids : requests) {
+    while (next < f.to_allocate.size() && Blank(f.to_allocate[next])) ++next;
+    if (next >= f.to_allocate.size()) {
+      return fail(InvalidArgument("pod " + f.Key() + ": kubelet asks for " + std::to_string(requests.size()) +
+                                  " container(s) but no container entry is left in " + kToAllocateKey));
+    }
+    auto a = Serve(f, next, ids);
+    if (!a.ok()) return fail(a.status());
+    served.push_back(next);
+    out.push_back(std::move(a).value());
+    ++next;
+  }
+  Status st = Commit(f, served);
+  if (!st.ok()) return fail(st);
+  for (const auto& a : out) {
+    spdlog::info("Allocate pod={} container={} gpus={} memory_limits={} sm_limit={}", a.pod, a.container,
+                 Join(a.uuids, ","), a.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), a.envs.at("CUDA_DEVICE_SM_LIMIT"));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> Allocator::PreferredAllocation(const std::vector<PreferredRequest>& requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::vector<std::string>> out;
+  core::PodGrants pending;
+  auto found = FindPod();
+  if (found.ok() && Verify(*found).ok()) {
+    auto to_allocate = core::DecodePodGrants(k8s::Annotation(found->pod, kToAllocateKey).value_or(""));
+    if (to_allocate.ok()) {
+      for (auto& g : *to_allocate) {
+        if (!Blank(g)) pending.push_back(std::move(g));
+      }
+    }
+  }
+  for (size_t k = 0; k < requests.size(); ++k) {
+    const PreferredRequest& r = requests[k];
+    std::vector<std::string> chosen = r.must_include;
+    auto take = [&](const std::string& id) {
+      if (static_cast<int32_t>(chosen.size()) < r.size && std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
+        chosen.push_back(id);
+      }
+    };
+    if (k < pending.size()) {
+      for (const auto& g : pending[k]) {
+        bool have = std::any_of(chosen.begin(), chosen.end(), [&](const std::string& id) {
+          auto u = ReplicaUuid(id);
+          return u.ok() && *u == g.uuid;
+        });
+        if (have) continue;
+        for (const auto& id : r.available) {
+          auto u = ReplicaUuid(id);
+          if (u.ok() && *u == g.uuid) {
+            take(id);
+            break;
+          }
+        }
+      }
+    }
+    for (const auto& id : r.available) take(id);
+    out.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+}  // namespace fracgpu::deviceplugin

@@ -1,0 +1,126 @@
+#pragma once
+// Allocate and GetPreferredAllocation (CONTRACT.md §2–3, hami-behaviour.md §4.4–4.5): find
+// the pod being bound on this node, check that fracgpu's scheduler decided its allocation,
+// hand the next container its GPUs with the limit environment, the limits file and the
+// mounts, and record progress on the pod (blank the served entry; bind-phase success or
+// failed; release the node lock).
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/status.h"
+#include "deviceplugin/cluster_api.h"
+#include "deviceplugin/config.h"
+#include "k8s/clock.h"
+
+namespace fracgpu::deviceplugin {
+
+/// Checks the scheduler's signature of a decision (CONTRACT.md §2): OK when `signature`
+/// is the HMAC-SHA256 of "<pod_uid>\n<node>\n<allocated>"; kPermissionDenied otherwise.
+using SignatureVerifier = std::function<Status(const std::string& pod_uid, const std::string& node,
+                                               const std::string& allocated, const std::string& signature)>;
+
+/// Settings of the Allocate logic.
+struct AllocatorOptions {
+  std::string node_name;
+  /// spec.schedulerName a pod must carry to be served.
+  std::string scheduler_name = "fracgpu-scheduler";
+  /// HOOK_PATH: host directory whose `vgpu/` holds libvgpu.so, ld.so.preload, the per-container
+  /// region directories (`vgpu/containers/<pod UID>_<container>`) and limits files
+  /// (`vgpu/limits/<pod UID>_<container>.env`). The plugin sees it at the same path.
+  std::string hook_path = "/usr/local";
+  /// Serve decisions without a signature (a cluster still on HAMi's scheduler). Such pods are
+  /// only served when the node lock names them.
+  bool allow_unsigned = false;
+  SignatureVerifier verify_signature;
+  DeviceConfig config;
+  /// Attempts of each write to the API server that fails with kUnavailable (with backoff).
+  int write_attempts = 5;
+  std::chrono::milliseconds retry_delay{200};  ///< first backoff delay; doubles each attempt
+};
+
+/// One Mount of a ContainerAllocateResponse.
+struct MountSpec {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = true;
+  bool operator==(const MountSpec&) const = default;
+};
+
+/// What one container gets.
+struct ContainerAllocation {
+  std::string pod;        ///< "<namespace>/<name>"
+  std::string container;  ///< container name
+  std::vector<std::string> uuids;
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+};
+
+/// One container of a GetPreferredAllocation request (wire-apis.md §1.3).
+struct PreferredRequest {
+  std::vector<std::string> available;
+  std::vector<std::string> must_include;
+  int32_t size = 0;
+};
+
+/// The Allocate logic. Calls are serialised (kubelet may call concurrently). Thread-safe.
+class Allocator {
+ public:
+  /// `api` and `clock` are not owned and must outlive the allocator; `devices` returns the
+  /// node's GPUs as currently registered (health included).
+  Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* clock,
+            std::function<std::vector<core::DeviceInfo>()> devices);
+
+  /// Serves one Allocate call: `requests[k]` holds the device IDs kubelet chose for the k-th
+  /// container of the call; the answer has one entry per request, in order.
+  /// Errors (the pod's bind-phase becomes `failed` and the lock is released whenever the pod
+  /// was identified): kNotFound (no pod being bound on this node), kPermissionDenied (not
+  /// decided by our scheduler: foreign scheduler, bad or missing signature, not named by the
+  /// lock), kInvalidArgument (malformed annotations, device count mismatch, unknown GPU),
+  /// kUnavailable (unhealthy GPU, API server unreachable after retries), kInternal (host files).
+  Result<std::vector<ContainerAllocation>> Allocate(const std::vector<std::vector<std::string>>& requests);
+
+  /// GetPreferredAllocation: for the k-th request, the first available replica of each GPU the
+  /// scheduler granted the pod's k-th container that still awaits allocation (must-include IDs
+  /// kept). Falls back to kubelet's own order (first `size` available IDs) when no pod is found.
+  std::vector<std::vector<std::string>> PreferredAllocation(const std::vector<PreferredRequest>& requests);
+
+  /// Writes `<hook>/vgpu/ld.so.preload` (one line: the container path of libvgpu.so) when its
+  /// content differs, and creates the region and limits directories. Errors: kInternal naming
+  /// the path.
+  Status PrepareHostFiles();
+
+  const AllocatorOptions& options() const { return options_; }
+
+ private:
+  struct FoundPod;
+  Result<FoundPod> FindPod();
+  Status Verify(const FoundPod& found);
+  Result<json> WriteWithRetry(const std::function<Result<json>()>& write, const std::string& what);
+  Status Commit(const FoundPod& found, const std::vector<size_t>& served);
+  void ReleaseLock(const std::string& ns, const std::string& name);
+  void MarkFailed(const FoundPod& found, const std::string& reason);
+  Result<ContainerAllocation> Serve(const FoundPod& found, size_t index, const std::vector<std::string>& device_ids);
+
+  AllocatorOptions options_;
+  ClusterApi* api_;
+  k8s::Clock* clock_;
+  std::function<std::vector<core::DeviceInfo>()> devices_;
+  std::mutex mu_;
+};
+
+/// Parses the node lock `<RFC3339 time>,<namespace>,<pod name>`; returns {namespace, name},
+/// or kInvalidArgument naming the value (including HAMi's legacy bare-time form, which names
+/// no pod).
+Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& value);
+
+/// The limits file content (CONTRACT.md §3): one KEY=VALUE per line, for the keys of
+/// `envs` that libvgpu.so takes from the file, in a fixed order.
+std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
+
+}  // namespace fracgpu::deviceplugin

@@ -1,0 +1,226 @@
+// `fracgpu device-plugin`: one per GPU node (a DaemonSet). Thin main (STYLE.md): flags and
+// environment → the parts in this folder, then run until SIGTERM.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/signature.h"
+#include "deviceplugin/allocator.h"
+#include "deviceplugin/cluster_api.h"
+#include "deviceplugin/config.h"
+#include "deviceplugin/device_state.h"
+#include "deviceplugin/health.h"
+#include "deviceplugin/registrar.h"
+#include "deviceplugin/server.h"
+#include "k8s/client.h"
+#include "k8s/config.h"
+#include "nvml/nvml.h"
+
+namespace fracgpu::cli {
+
+namespace {
+
+struct Flags {
+  std::string node_name;
+  std::string hook_path = "/usr/local";
+  std::string socket_dir = "/var/lib/kubelet/device-plugins";
+  std::string socket_name = "fracgpu-nvidia.sock";
+  std::string config_file = "/device-config.yaml";
+  std::string node_config_file = "/config/config.json";
+  std::string scheduler_name = "fracgpu-scheduler";
+  std::string signature_key_file = "/etc/fracgpu/signature/key";
+  bool allow_unsigned = false;
+  std::string kubeconfig;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  int register_interval_s = 30;
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+Result<std::string> ReadText(const std::string& path, bool optional) {
+  std::ifstream in(path);
+  if (!in) {
+    if (optional) return std::string();
+    return NotFound("cannot read " + path);
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// Turns SIGTERM/SIGINT into `stop`: blocks them in this thread (so in every thread started
+// after it) and waits for them in a dedicated thread. Must be created before any other thread.
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(k8s::StopSignal* stop) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this, stop] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (!done_) spdlog::info("signal {}: stopping", sig);
+      stop->Stop();
+    });
+  }
+  ~SignalWatcher() {
+    done_ = true;
+    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait (blocked in that thread)
+    thread_.join();
+  }
+
+ private:
+  sigset_t set_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+int Run(const Flags& f) {
+  k8s::StopSignal stop;
+  SignalWatcher signals(&stop);
+  if (f.node_name.empty()) {
+    spdlog::error("--node-name (or NODE_NAME) is required");
+    return 2;
+  }
+  auto yaml = ReadText(f.config_file, /*optional=*/true);
+  auto config = deviceplugin::ParseDeviceConfigYaml(yaml.ok() ? *yaml : "");
+  if (!config.ok()) {
+    spdlog::error("{}: {}", f.config_file, config.status().message());
+    return 2;
+  }
+  if (auto node_json = ReadText(f.node_config_file, true); node_json.ok() && !node_json->empty()) {
+    config = deviceplugin::ApplyNodeOverrides(*config, *node_json, f.node_name);
+    if (!config.ok()) {
+      spdlog::error("{}: {}", f.node_config_file, config.status().message());
+      return 2;
+    }
+  }
+  auto policy = deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
+  if (!policy.ok()) {
+    spdlog::error("{}", policy.status().message());
+    return 2;
+  }
+  std::string key;
+  if (auto k = ReadText(f.signature_key_file, f.allow_unsigned); k.ok()) {
+    key = *k;
+  } else {
+    spdlog::error("signature key: {} (or pass --allow-unsigned)", k.status().message());
+    return 2;
+  }
+  auto nvml = nvml::Nvml::Open({f.nvml_library, "/sys"});
+  if (!nvml.ok()) {
+    spdlog::error("{}", nvml.status().ToString());
+    return 1;
+  }
+  auto gpus = (*nvml)->ListGpus();
+  if (!gpus.ok()) {
+    spdlog::error("{}", gpus.status().ToString());
+    return 1;
+  }
+  auto kconfig = k8s::LoadConfig(f.kubeconfig);
+  if (!kconfig.ok()) {
+    spdlog::error("{}", kconfig.status().ToString());
+    return 1;
+  }
+  auto client = k8s::Client::Create(*kconfig);
+  if (!client.ok()) {
+    spdlog::error("{}", client.status().ToString());
+    return 1;
+  }
+  deviceplugin::DeviceState state(*gpus, *config);
+  deviceplugin::K8sClusterApi api(client->get());
+  deviceplugin::AllocatorOptions aopt;
+  aopt.node_name = f.node_name;
+  aopt.scheduler_name = f.scheduler_name;
+  aopt.hook_path = f.hook_path;
+  aopt.allow_unsigned = f.allow_unsigned;
+  aopt.config = *config;
+  if (!key.empty()) {
+    aopt.verify_signature = [key](const std::string& uid, const std::string& node, const std::string& allocated,
+                                  const std::string& signature) {
+      return core::VerifyAllocation(key, uid, node, allocated, signature) ? Status::Ok()
+                                                                          : PermissionDenied("HMAC mismatch");
+    };
+  }
+  deviceplugin::Allocator allocator(aopt, &api, k8s::RealClock::Get(), [&state] { return state.Devices(); });
+  if (Status st = allocator.PrepareHostFiles(); !st.ok()) {
+    spdlog::error("{}", st.ToString());
+    return 1;
+  }
+  deviceplugin::ServerOptions sopt;
+  sopt.socket_dir = f.socket_dir;
+  sopt.socket_name = f.socket_name;
+  sopt.resource_name = config->resources.gpu;
+  sopt.preferred_allocation = config->preferred_allocation;
+  sopt.numa_topology = config->enable_numa_topology;
+  deviceplugin::PluginServer server(sopt, &state, &allocator);
+  deviceplugin::NodeRegistrar registrar(f.node_name, &api);
+
+  // Node registration: on start, on every health change, and every register interval.
+  std::thread register_loop([&] {
+    uint64_t seen = 0;
+    while (!stop.stopped()) {
+      seen = state.version();
+      auto r = registrar.Sync(state.Devices());
+      if (!r.ok()) spdlog::warn("{}", r.status().ToString());
+      auto wait = r.ok() ? std::chrono::seconds(f.register_interval_s) : std::chrono::seconds(5);
+      auto deadline = std::chrono::steady_clock::now() + wait;
+      while (!stop.stopped() && state.version() == seen && std::chrono::steady_clock::now() < deadline) {
+        state.WaitForChange(seen, std::chrono::milliseconds(1000));
+      }
+    }
+  });
+  std::thread health_loop([&] {
+    Status st = deviceplugin::WatchHealth(nvml->get(), *policy, &state, &stop, nullptr);
+    if (!st.ok()) spdlog::warn("health checks off: {}", st.ToString());
+  });
+  Status run = server.Run(&stop);
+  if (!run.ok()) spdlog::error("{}", run.ToString());
+  stop.Stop();
+  state.Wake();
+  server.Stop();
+  register_loop.join();
+  health_loop.join();
+  spdlog::info("device plugin stopped");
+  return run.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+void RegisterDevicePluginCommand(CLI::App& app) {
+  auto flags = std::make_shared<Flags>();
+  flags->node_name = Env("NODE_NAME");
+  if (!Env("HOOK_PATH").empty()) flags->hook_path = Env("HOOK_PATH");
+  if (!Env("CONFIG_FILE").empty()) flags->config_file = Env("CONFIG_FILE");
+  if (!Env("KUBELET_SOCKET_DIR").empty()) flags->socket_dir = Env("KUBELET_SOCKET_DIR");
+  auto* cmd = app.add_subcommand("device-plugin", "Run the kubelet device plugin of a GPU node");
+  cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)");
+  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/libvgpu.so (env HOOK_PATH)");
+  cmd->add_option("--socket-dir", flags->socket_dir, "kubelet device-plugins dir (env KUBELET_SOCKET_DIR)");
+  cmd->add_option("--socket-name", flags->socket_name, "our socket's file name in --socket-dir");
+  cmd->add_option("--config-file", flags->config_file, "cluster device config YAML (env CONFIG_FILE)");
+  cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON");
+  cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve");
+  cmd->add_option("--signature-key-file", flags->signature_key_file, "allocation-signature key (mounted Secret)");
+  cmd->add_flag("--allow-unsigned", flags->allow_unsigned, "serve unsigned decisions named by the node lock");
+  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)");
+  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen");
+  cmd->add_option("--register-interval", flags->register_interval_s, "seconds between node registrations")
+      ->check(CLI::Range(1, 3600));
+  cmd->callback([flags] {
+    int rc = Run(*flags);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace fracgpu::cli

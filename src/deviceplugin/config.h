@@ -1,0 +1,47 @@
+#pragma once
+// Device-plugin configuration: the cluster device config (YAML, the `nvidia:` section HAMi's
+// chart ships as device-config.yaml, shared with the scheduler) and the per-node overrides
+// (JSON `{"nodeconfig":[{"name":…}]}`), hami-behaviour.md §4.1. Both are outside input:
+// parsed in one place, validated, fuzzed (tests/fuzz/deviceplugin_config_fuzz.cc).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/request.h"
+#include "core/status.h"
+
+namespace fracgpu::deviceplugin {
+
+/// Everything the device plugin reads from configuration files.
+struct DeviceConfig {
+  core::ResourceNames resources;     ///< resourceCountName, resourceMemoryName, …
+  int32_t split_count = 10;          ///< deviceSplitCount: slices per GPU, 1..1000
+  double memory_scaling = 1.0;       ///< deviceMemoryScaling (> 0; > 1 oversubscribes)
+  double core_scaling = 1.0;         ///< deviceCoreScaling (> 0)
+  int64_t default_memory_mib = 0;    ///< defaultMemory, MiB (0 = whole card; read by the scheduler)
+  int32_t default_cores = 0;         ///< defaultCores, percent 0..100
+  bool disable_core_limit = false;   ///< disableCoreLimit → GPU_CORE_UTILIZATION_POLICY=disable
+  std::string libcuda_log_level;     ///< libCudaLogLevel ("" = not set), "0".."4"
+  bool enable_numa_topology = false; ///< enableNumaTopology: report NUMA to kubelet
+  int64_t preconfigured_memory_mib = 0;  ///< preConfiguredDeviceMemory, MiB, for GPUs NVML cannot size
+  bool preferred_allocation = true;  ///< enablegetpreferredallocation (per node)
+  std::vector<std::string> filter_uuids;   ///< filterdevices.uuid: GPUs left out
+  std::vector<uint32_t> filter_indices;    ///< filterdevices.index: GPUs left out
+
+  /// Field-wise equality (core::ResourceNames has no operator==, so not defaulted).
+  bool operator==(const DeviceConfig& other) const;
+};
+
+/// Parses the cluster device config YAML; keys absent keep DeviceConfig's defaults, other
+/// vendors' sections and unknown keys are ignored. Errors: kInvalidArgument naming the key
+/// and the value (e.g. `nvidia.deviceSplitCount must be an integer 1..1000, got "0"`).
+Result<DeviceConfig> ParseDeviceConfigYaml(const std::string& text);
+
+/// Applies the entry of the per-node overrides JSON whose `name` is `node_name` to `base` and
+/// returns the result; `base` unchanged when no entry names the node. Errors: kInvalidArgument
+/// naming the entry, the field and the value (the input config is never partly changed).
+Result<DeviceConfig> ApplyNodeOverrides(const DeviceConfig& base, const std::string& json_text,
+                                        const std::string& node_name);
+
+}  // namespace fracgpu::deviceplugin

@@ -1,0 +1,28 @@
+#pragma once
+// Node registration: the `hami.io/node-nvidia-register` annotation (CONTRACT.md §2), written
+// on start, on change and periodically, and patched only when its value differs.
+
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/status.h"
+#include "deviceplugin/cluster_api.h"
+
+namespace fracgpu::deviceplugin {
+
+/// Writes the register annotation of one node. Thread-compatible.
+class NodeRegistrar {
+ public:
+  /// `api` not owned.
+  NodeRegistrar(std::string node_name, ClusterApi* api) : node_(std::move(node_name)), api_(api) {}
+  /// Reads the node and patches the annotation to EncodeNodeRegister(devices) when the node's
+  /// value differs. Returns true when it patched. Errors: the API server's (kUnavailable, …).
+  Result<bool> Sync(const std::vector<core::DeviceInfo>& devices);
+
+ private:
+  std::string node_;
+  ClusterApi* api_;
+};
+
+}  // namespace fracgpu::deviceplugin

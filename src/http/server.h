@@ -1,0 +1,119 @@
+#pragma once
+// HTTP(S) server shared by the scheduler (extender + webhook), the monitor and the UI
+// (ARCHITECTURE.md "http/"), on cpp-httplib. With a certificate and key it serves HTTPS
+// (TLS 1.2+ through OpenSSL) and reloads both files when they change on disk (checked at each
+// TLS handshake), so a rotated Secret takes effect without a restart; without them it serves
+// plain HTTP (tests, metrics behind a Service).
+//
+//   http::Server server({.host = "0.0.0.0", .port = 8443, .cert_file = c, .key_file = k});
+//   server.Route("POST", "/filter", [](const http::Request& r) { return http::Response::Json(200, ...); });
+//   if (auto st = server.Start(); !st.ok()) ...;   // binds and serves on a background thread
+//   server.port();                                 // the bound port (when port was 0)
+//   server.Stop();
+//
+// Bodies larger than ServerOptions::max_body_bytes get 400 with a message naming the size and
+// the limit; unknown paths 404; a handler that throws gets 500 (never a crash).
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace fracgpu::http {
+
+/// An incoming request. Header names are matched case-insensitively by Header().
+struct Request {
+  std::string method;
+  std::string path;                                  ///< without the query string
+  std::string body;
+  std::multimap<std::string, std::string> params;    ///< query parameters
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string remote_addr;
+
+  /// The first header named `name` (case-insensitive), or "".
+  std::string Header(const std::string& name) const;
+  /// The first query parameter `name`, or "".
+  std::string Param(const std::string& name) const;
+};
+
+/// A response. `content_type` defaults to JSON.
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  static Response Json(int status, const nlohmann::json& body);
+  static Response Text(int status, std::string body, std::string content_type = "text/plain; charset=utf-8");
+  /// A JSON error body {"error": message} with `status`.
+  static Response Error(int status, const std::string& message);
+};
+
+using Handler = std::function<Response(const Request&)>;
+
+/// Listening and limits.
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                        ///< 0 = any free port
+  std::string cert_file;               ///< PEM; with key_file → HTTPS
+  std::string key_file;                ///< PEM private key
+  size_t max_body_bytes = 1 << 20;     ///< larger bodies get 400 (kube-scheduler's cap is 1 MiB too)
+  int threads = 32;                    ///< worker threads (concurrent requests)
+  int read_timeout_s = 10;             ///< per-connection read timeout, seconds
+  int write_timeout_s = 10;
+};
+
+/// The server. Routes are exact paths (the query string is ignored), plus prefix routes.
+/// Route()/RoutePrefix() must be called before Start(). Thread-safe after Start().
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Routes `method` ("GET", "POST", …) on exactly `path`.
+  void Route(const std::string& method, const std::string& path, Handler handler);
+  /// Routes `method` on every path starting with `prefix` (longest exact route wins first).
+  void RoutePrefix(const std::string& method, const std::string& prefix, Handler handler);
+  /// Loads the certificate (if any), binds and starts serving on a background thread.
+  /// Errors: kInvalidArgument (unreadable or mismatched certificate/key, naming the file),
+  /// kUnavailable (cannot bind host:port).
+  Status Start();
+  /// Stops serving and joins the thread; idempotent.
+  void Stop();
+  /// The bound port (after Start()).
+  int port() const { return port_; }
+  bool tls() const { return !options_.cert_file.empty(); }
+  /// "http(s)://<host>:<port>" (127.0.0.1 when bound to 0.0.0.0).
+  std::string BaseUrl() const;
+  /// Times the certificate was (re)loaded, including the first load.
+  int64_t cert_loads() const;
+
+  class CertStore;  // implementation detail (tls.cc)
+
+ private:
+  Response Dispatch(const Request& req) const;
+
+  ServerOptions options_;
+  std::unique_ptr<CertStore> certs_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::map<std::pair<std::string, std::string>, Handler> exact_;
+  std::vector<std::tuple<std::string, std::string, Handler>> prefix_;
+};
+
+}  // namespace fracgpu::http

@@ -1,0 +1,168 @@
+#pragma once
+// A small Kubernetes REST client over libcurl (ARCHITECTURE.md "k8s/"). Objects are
+// nlohmann::json; typed accessors for the few fields we read are in k8s/objects.h.
+//
+// Usage (the device plugin and the scheduler use it the same way):
+//
+//   auto config = k8s::LoadConfig(flag_kubeconfig);           // or Config{.server = fake.url()}
+//   auto client = k8s::Client::Create(*config);                // Result<std::unique_ptr<Client>>
+//   auto node = (*client)->Get(k8s::NodePath("node-a"));       // Result<json>
+//   auto pods = (*client)->List("/api/v1/pods", {.field_selector = "spec.nodeName=node-a"});
+//   // Merge patch (RFC 7386); `null` deletes a key:
+//   (*client)->MergePatch(k8s::PodPath("ns", "p"),
+//                         {{"metadata", {{"annotations", {{"hami.io/bind-phase", "success"}}}}}});
+//   // Read-modify-write with optimistic concurrency: the patch carries the resourceVersion
+//   // read, and a 409 re-reads and retries (up to options.conflict_retries times):
+//   (*client)->PatchWithRetry(k8s::NodePath("node-a"), [](const json& node) -> Result<json> {
+//     return json{{"metadata", {{"annotations", {{"hami.io/mutex.lock", nullptr}}}}}};
+//   });
+//   // Long-running list+watch with relist on 410 and backoff: see k8s/informer.h.
+//
+// Errors map HTTP statuses onto StatusCode: 400/422 → kInvalidArgument, 401/403 →
+// kPermissionDenied, 404 → kNotFound, 409 → kConflict, 410/429/5xx/transport/timeout →
+// kUnavailable; the message names the method, the path, the HTTP status and the API server's
+// `Status.message`. GETs and merge patches (idempotent) are retried on kUnavailable up to
+// options.retries times with backoff; POSTs are not retried.
+// Thread-safe: one Client may be shared by any number of threads.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "k8s/clock.h"
+#include "k8s/config.h"
+
+namespace fracgpu::k8s {
+
+using nlohmann::json;
+
+/// Selectors and paging for List and Watch (Kubernetes API conventions).
+struct ListOptions {
+  std::string label_selector;   ///< e.g. "app=x,tier!=db"
+  std::string field_selector;   ///< e.g. "spec.nodeName=node-a"
+  int64_t limit = 500;          ///< page size; pages are followed with `continue`
+  std::string resource_version; ///< "" = consistent read; "0" = any (cached)
+};
+
+/// One event of a watch stream (wire-apis.md §6.2).
+struct WatchEvent {
+  std::string type;  ///< ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+  json object;       ///< the object (for ERROR, a metav1.Status)
+};
+
+/// Options of one watch request.
+struct WatchOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;   ///< changes after this version only ("" = synthetic ADDED first)
+  bool allow_bookmarks = true;
+  int64_t timeout_s = 300;        ///< server-side timeoutSeconds; the client waits 30 s more
+};
+
+/// How a watch ended.
+enum class WatchEnd {
+  kClosed,   ///< the server closed the stream (timeout) — reconnect from the last version
+  kExpired,  ///< 410 Gone (HTTP status or ERROR event) — relist
+  kStopped,  ///< the StopSignal fired or the callback returned false
+};
+
+/// Client tuning.
+struct ClientOptions {
+  int retries = 3;              ///< extra attempts for idempotent calls on kUnavailable
+  int conflict_retries = 5;     ///< re-read-and-retry rounds of PatchWithRetry on 409
+  Backoff::Options backoff{std::chrono::milliseconds(100), 2.0, 0.5, std::chrono::milliseconds(2000)};
+  std::string user_agent = "fracgpu";
+};
+
+/// A Kubernetes REST client. See the file comment for usage and error mapping.
+class Client {
+ public:
+  /// Creates a client. `clock` (not owned, must outlive the client) drives retry sleeps;
+  /// null = RealClock. Errors: kInvalidArgument when config.server is empty.
+  static Result<std::unique_ptr<Client>> Create(Config config, ClientOptions options = {},
+                                                Clock* clock = nullptr);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// GET `path` (e.g. "/api/v1/nodes/a"); returns the object.
+  Result<json> Get(const std::string& path);
+  /// Lists a collection, following `continue` pages; returns the list object whose `items`
+  /// holds every page and whose metadata.resourceVersion is the last page's.
+  Result<json> List(const std::string& path, const ListOptions& options = {});
+  /// POST `body` to `path` (create); returns the created object. Not retried.
+  Result<json> Create(const std::string& path, const json& body);
+  /// PUT `body` to `path` (replace; 409 when body's metadata.resourceVersion is stale).
+  Result<json> Update(const std::string& path, const json& body);
+  /// DELETE `path`.
+  Status Delete(const std::string& path);
+  /// PATCH with `application/merge-patch+json` (RFC 7386); returns the patched object.
+  Result<json> MergePatch(const std::string& path, const json& patch);
+  /// Read-modify-write: GET `path`, call `make_patch(current)`, add the current
+  /// metadata.resourceVersion to the returned merge patch, PATCH; on 409 start over (up to
+  /// options.conflict_retries times, with backoff). `make_patch` may return an error to abort
+  /// (returned as is) or a null json to mean "nothing to change" (returns the current object).
+  Result<json> PatchWithRetry(const std::string& path,
+                              const std::function<Result<json>(const json& current)>& make_patch);
+  /// Creates a Binding of pod `ns/name` to `node` (wire-apis.md §6.5); `uid` (optional) guards
+  /// against a recreated pod. A pod that is already bound gives kConflict.
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
+                 const std::string& node);
+  /// Records a core/v1 Event about `involved` (a pod or node object): `type` Normal|Warning,
+  /// `reason` e.g. "BindingFailed", `message` free text, `component` e.g. "fracgpu-scheduler".
+  Status CreateEvent(const json& involved, const std::string& type, const std::string& reason,
+                     const std::string& message, const std::string& component);
+  /// Watches a collection; calls `on_event` for each event in order until the stream ends,
+  /// `on_event` returns false, or `stop` fires (interrupts a blocked read at once).
+  /// ERROR events with code 410 end the watch with kExpired (not passed to on_event).
+  /// Errors: the HTTP/transport error of the request (kUnavailable, kPermissionDenied, …).
+  Result<WatchEnd> Watch(const std::string& path, const WatchOptions& options,
+                         const std::function<bool(const WatchEvent&)>& on_event,
+                         StopSignal* stop = nullptr);
+
+  const Config& config() const { return config_; }
+  Clock* clock() const { return clock_; }
+
+ private:
+  struct Handle;
+  struct Reply {
+    long status = 0;
+    std::string body;
+  };
+  Client(Config config, ClientOptions options, Clock* clock);
+  Result<Reply> Perform(const std::string& method, const std::string& path_and_query,
+                        const std::string& content_type, const std::string& body);
+  Result<json> Call(const std::string& method, const std::string& path_and_query,
+                    const std::string& content_type, const std::string& body, bool retry);
+  Status ErrorFor(const std::string& method, const std::string& path, const Reply& reply) const;
+  std::string BearerToken();
+  void* AcquireHandle();
+  void ReleaseHandle(void* handle);
+  void ApplyCommon(void* curl, const std::string& url, std::vector<std::string>* headers_out);
+
+  Config config_;
+  ClientOptions options_;
+  Clock* clock_;
+  std::mutex mu_;
+  std::vector<void*> idle_handles_;  // CURL* kept for connection reuse
+  std::string token_;
+  std::chrono::steady_clock::time_point token_read_{};
+};
+
+/// URL-encodes a query value (RFC 3986 unreserved characters kept).
+std::string UrlEncode(const std::string& value);
+/// "/api/v1/nodes/<name>".
+std::string NodePath(const std::string& name);
+/// "/api/v1/namespaces/<ns>/pods/<name>" ("/api/v1/namespaces/<ns>/pods" when name is empty).
+std::string PodPath(const std::string& ns, const std::string& name = "");
+/// "/apis/coordination.k8s.io/v1/namespaces/<ns>/leases/<name>".
+std::string LeasePath(const std::string& ns, const std::string& name = "");
+
+}  // namespace fracgpu::k8s

@@ -1,0 +1,106 @@
+#include "k8s/clock.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fracgpu::k8s {
+
+void StopSignal::Stop() {
+  std::map<int64_t, std::function<void()>> wakers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    wakers.swap(wakers_);
+  }
+  cv_.notify_all();
+  for (auto& [id, wake] : wakers) wake();
+}
+
+bool StopSignal::stopped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopped_;
+}
+
+bool StopSignal::WaitFor(std::chrono::nanoseconds duration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, duration, [this] { return stopped_; });
+}
+
+int64_t StopSignal::OnStop(std::function<void()> wake) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopped_) {
+    lock.unlock();
+    wake();
+    return -1;
+  }
+  int64_t id = next_id_++;
+  wakers_.emplace(id, std::move(wake));
+  return id;
+}
+
+void StopSignal::Unregister(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wakers_.erase(id);
+}
+
+std::chrono::system_clock::time_point RealClock::Now() { return std::chrono::system_clock::now(); }
+
+bool RealClock::Sleep(std::chrono::nanoseconds duration, StopSignal* stop) {
+  if (stop == nullptr) {
+    StopSignal never;
+    never.WaitFor(duration);
+    return true;
+  }
+  return !stop->WaitFor(duration);
+}
+
+RealClock* RealClock::Get() {
+  static RealClock clock;
+  return &clock;
+}
+
+std::chrono::system_clock::time_point ManualClock::Now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return now_;
+}
+
+bool ManualClock::Sleep(std::chrono::nanoseconds duration, StopSignal* stop) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sleeps_.push_back(duration);
+    now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(duration);
+  }
+  return stop == nullptr || !stop->stopped();
+}
+
+void ManualClock::Advance(std::chrono::nanoseconds duration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(duration);
+}
+
+void ManualClock::Set(std::chrono::system_clock::time_point t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ = t;
+}
+
+std::vector<std::chrono::nanoseconds> ManualClock::sleeps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sleeps_;
+}
+
+Backoff::Backoff(Options options, uint64_t seed) : options_(options), rng_(seed) {}
+
+std::chrono::nanoseconds Backoff::Next() {
+  double base = std::chrono::duration<double>(options_.initial).count() *
+                std::pow(options_.factor, attempt_);
+  double cap = std::chrono::duration<double>(options_.cap).count();
+  base = std::min(base, cap);
+  if (base < cap) ++attempt_;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  double delay = base * (1.0 + options_.jitter * unit(rng_));
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(delay));
+}
+
+}  // namespace fracgpu::k8s

@@ -1,0 +1,99 @@
+#pragma once
+// Time and cancellation seams for the Kubernetes client (STYLE.md: time comes in through a
+// small interface so tests can drive it). Real code uses RealClock; tests use a ManualClock
+// that never blocks.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+
+namespace fracgpu::k8s {
+
+/// A one-shot stop signal shared by a long-running loop and whoever stops it. Stop() wakes
+/// every waiter and runs every registered wake-up callback (used to interrupt a blocked watch).
+/// Thread-safe.
+class StopSignal {
+ public:
+  /// Sets the signal; idempotent.
+  void Stop();
+  bool stopped() const;
+  /// Blocks up to `duration` or until Stop(); returns true when stopped.
+  bool WaitFor(std::chrono::nanoseconds duration);
+  /// Registers a callback run (once) by Stop(); runs it at once if already stopped.
+  /// Returns an id for Unregister.
+  int64_t OnStop(std::function<void()> wake);
+  void Unregister(int64_t id);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  int64_t next_id_ = 0;
+  std::map<int64_t, std::function<void()>> wakers_;
+};
+
+/// Wall time, monotonic time and interruptible sleep.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  /// Wall-clock time (annotations such as `hami.io/vgpu-time`, lock timestamps).
+  virtual std::chrono::system_clock::time_point Now() = 0;
+  /// Sleeps for `duration` unless `stop` is signalled first. Returns false when stopped.
+  virtual bool Sleep(std::chrono::nanoseconds duration, StopSignal* stop) = 0;
+};
+
+/// The process clock. Thread-safe.
+class RealClock : public Clock {
+ public:
+  std::chrono::system_clock::time_point Now() override;
+  bool Sleep(std::chrono::nanoseconds duration, StopSignal* stop) override;
+  /// A process-wide instance.
+  static RealClock* Get();
+};
+
+/// A clock for tests: Now() is set by hand; Sleep() returns at once after advancing Now() by
+/// the duration and recording it (so backoff sequences can be asserted). Thread-safe.
+class ManualClock : public Clock {
+ public:
+  explicit ManualClock(std::chrono::system_clock::time_point start = {}) : now_(start) {}
+  std::chrono::system_clock::time_point Now() override;
+  bool Sleep(std::chrono::nanoseconds duration, StopSignal* stop) override;
+  void Advance(std::chrono::nanoseconds duration);
+  void Set(std::chrono::system_clock::time_point t);
+  /// Every duration passed to Sleep(), in call order.
+  std::vector<std::chrono::nanoseconds> sleeps() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::chrono::system_clock::time_point now_;
+  std::vector<std::chrono::nanoseconds> sleeps_;
+};
+
+/// Exponential backoff with jitter (the shape client-go's wait.Backoff uses): the n-th delay
+/// is min(cap, initial × factor^n) × (1 + jitter × U[0,1)). Not thread-safe.
+class Backoff {
+ public:
+  struct Options {
+    std::chrono::milliseconds initial{200};
+    double factor = 2.0;
+    double jitter = 0.5;  ///< fraction of the delay added at random
+    std::chrono::milliseconds cap{30000};
+  };
+  explicit Backoff(Options options, uint64_t seed = std::random_device{}());
+  /// The next delay; grows until Reset().
+  std::chrono::nanoseconds Next();
+  /// Back to the initial delay (after a success).
+  void Reset() { attempt_ = 0; }
+  const Options& options() const { return options_; }
+
+ private:
+  Options options_;
+  int attempt_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace fracgpu::k8s

@@ -1,0 +1,247 @@
+#include "nvml/nvml.h"
+
+#include <dlfcn.h>
+
+#include <cctype>
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "nvml/nvml_abi.h"
+
+namespace fracgpu::nvml {
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+bool IsHex(const std::string& s) {
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return !s.empty();
+}
+
+}  // namespace
+
+Result<std::string> SysfsBusId(const std::string& nvml_bus_id) {
+  // Shape: <domain>:<bus>:<device>.<function>, domain 4 or 8 hex digits.
+  std::string id = nvml_bus_id;
+  auto bad = [&] { return InvalidArgument("PCI bus id must look like 00000000:3B:00.0, got \"" + nvml_bus_id + "\""); };
+  size_t c1 = id.find(':');
+  size_t c2 = c1 == std::string::npos ? c1 : id.find(':', c1 + 1);
+  size_t dot = c2 == std::string::npos ? c2 : id.find('.', c2 + 1);
+  if (dot == std::string::npos) return bad();
+  std::string domain = id.substr(0, c1), bus = id.substr(c1 + 1, c2 - c1 - 1),
+              dev = id.substr(c2 + 1, dot - c2 - 1), fn = id.substr(dot + 1);
+  if ((domain.size() != 4 && domain.size() != 8) || bus.size() != 2 || dev.size() != 2 || fn.size() != 1 ||
+      !IsHex(domain) || !IsHex(bus) || !IsHex(dev) || !IsHex(fn)) {
+    return bad();
+  }
+  if (domain.size() == 8) {
+    if (domain.substr(0, 4) != "0000") return bad();
+    domain = domain.substr(4);
+  }
+  std::string out = domain + ":" + bus + ":" + dev + "." + fn;
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Result<int32_t> ReadNumaNode(const std::string& sysfs_root, const std::string& bus_id) {
+  std::string path = sysfs_root + "/bus/pci/devices/" + bus_id + "/numa_node";
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string text = Trim(buf.str());
+  int32_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+    return InvalidArgument(path + " must hold an integer NUMA node, got \"" + text.substr(0, 64) + "\"");
+  }
+  return value < 0 ? 0 : value;
+}
+
+struct Nvml::Impl {
+  NvmlOptions options;
+  void* handle = nullptr;
+  abi::InitFn init = nullptr;
+  abi::ShutdownFn shutdown = nullptr;
+  abi::ErrorStringFn error_string = nullptr;
+  abi::DeviceGetCountFn get_count = nullptr;
+  abi::DeviceGetHandleByIndexFn get_handle = nullptr;
+  abi::DeviceGetIndexFn get_index = nullptr;
+  abi::DeviceGetStringFn get_uuid = nullptr;
+  abi::DeviceGetStringFn get_name = nullptr;
+  abi::DeviceGetMemoryInfoFn get_memory = nullptr;
+  abi::DeviceGetPciInfoFn get_pci = nullptr;
+  abi::EventSetCreateFn event_create = nullptr;
+  abi::DeviceRegisterEventsFn register_events = nullptr;
+  abi::EventSetWaitFn event_wait = nullptr;
+  abi::EventSetFreeFn event_free = nullptr;
+  abi::nvmlEventSet_t event_set = nullptr;
+
+  std::string Error(const char* call, abi::nvmlReturn_t r) const {
+    std::string text = error_string != nullptr ? error_string(r) : "";
+    return std::string(call) + " failed: NVML error " + std::to_string(r) + (text.empty() ? "" : " (" + text + ")");
+  }
+
+  Result<std::string> DeviceUuid(abi::nvmlDevice_t device) const {
+    char buf[abi::kUuidBufferSize] = {};
+    abi::nvmlReturn_t r = get_uuid(device, buf, sizeof(buf));
+    if (r != abi::NVML_SUCCESS) return Unavailable(Error("nvmlDeviceGetUUID", r));
+    return std::string(buf, strnlen(buf, sizeof(buf)));
+  }
+};
+
+namespace {
+template <typename Fn>
+Fn Symbol(void* handle, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(handle, name));
+}
+}  // namespace
+
+Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (impl->handle == nullptr) {
+    const char* err = dlerror();
+    return Unavailable("cannot load NVML library " + options.library + ": " + (err ? err : "unknown error"));
+  }
+  void* h = impl->handle;
+  impl->init = Symbol<abi::InitFn>(h, "nvmlInit_v2");
+  impl->shutdown = Symbol<abi::ShutdownFn>(h, "nvmlShutdown");
+  impl->error_string = Symbol<abi::ErrorStringFn>(h, "nvmlErrorString");
+  impl->get_count = Symbol<abi::DeviceGetCountFn>(h, "nvmlDeviceGetCount_v2");
+  impl->get_handle = Symbol<abi::DeviceGetHandleByIndexFn>(h, "nvmlDeviceGetHandleByIndex_v2");
+  impl->get_index = Symbol<abi::DeviceGetIndexFn>(h, "nvmlDeviceGetIndex");
+  impl->get_uuid = Symbol<abi::DeviceGetStringFn>(h, "nvmlDeviceGetUUID");
+  impl->get_name = Symbol<abi::DeviceGetStringFn>(h, "nvmlDeviceGetName");
+  impl->get_memory = Symbol<abi::DeviceGetMemoryInfoFn>(h, "nvmlDeviceGetMemoryInfo");
+  impl->get_pci = Symbol<abi::DeviceGetPciInfoFn>(h, "nvmlDeviceGetPciInfo_v3");
+  impl->event_create = Symbol<abi::EventSetCreateFn>(h, "nvmlEventSetCreate");
+  impl->register_events = Symbol<abi::DeviceRegisterEventsFn>(h, "nvmlDeviceRegisterEvents");
+  impl->event_wait = Symbol<abi::EventSetWaitFn>(h, "nvmlEventSetWait_v2");
+  impl->event_free = Symbol<abi::EventSetFreeFn>(h, "nvmlEventSetFree");
+  const std::pair<const char*, const void*> required[] = {
+      {"nvmlInit_v2", reinterpret_cast<const void*>(impl->init)},
+      {"nvmlShutdown", reinterpret_cast<const void*>(impl->shutdown)},
+      {"nvmlDeviceGetCount_v2", reinterpret_cast<const void*>(impl->get_count)},
+      {"nvmlDeviceGetHandleByIndex_v2", reinterpret_cast<const void*>(impl->get_handle)},
+      {"nvmlDeviceGetUUID", reinterpret_cast<const void*>(impl->get_uuid)},
+      {"nvmlDeviceGetName", reinterpret_cast<const void*>(impl->get_name)},
+      {"nvmlDeviceGetMemoryInfo", reinterpret_cast<const void*>(impl->get_memory)},
+  };
+  for (const auto& [name, fn] : required) {
+    if (fn == nullptr) {
+      dlclose(impl->handle);
+      return Unavailable("NVML library " + options.library + " lacks entry point " + name);
+    }
+  }
+  abi::nvmlReturn_t r = impl->init();
+  if (r != abi::NVML_SUCCESS) {
+    std::string msg = impl->Error("nvmlInit_v2", r);
+    dlclose(impl->handle);
+    return Unavailable(msg);
+  }
+  return std::unique_ptr<Nvml>(new Nvml(std::move(impl)));
+}
+
+Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Nvml::~Nvml() {
+  if (impl_->event_set != nullptr && impl_->event_free != nullptr) impl_->event_free(impl_->event_set);
+  impl_->shutdown();
+  dlclose(impl_->handle);
+}
+
+Result<std::vector<GpuInfo>> Nvml::ListGpus() {
+  Impl& n = *impl_;
+  unsigned int count = 0;
+  abi::nvmlReturn_t r = n.get_count(&count);
+  if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetCount_v2", r));
+  std::vector<GpuInfo> gpus;
+  for (unsigned int i = 0; i < count; ++i) {
+    abi::nvmlDevice_t device = nullptr;
+    r = n.get_handle(i, &device);
+    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetHandleByIndex_v2", r) + " for index " + std::to_string(i));
+    GpuInfo gpu;
+    gpu.index = i;
+    if (n.get_index != nullptr) {
+      unsigned int index = i;
+      if (n.get_index(device, &index) == abi::NVML_SUCCESS) gpu.index = index;
+    }
+    auto uuid = n.DeviceUuid(device);
+    if (!uuid.ok()) return uuid.status().WithPrefix("GPU index " + std::to_string(i));
+    gpu.uuid = *uuid;
+    if (gpu.uuid.empty()) return Internal("GPU index " + std::to_string(i) + ": NVML returned an empty UUID");
+    char name[abi::kNameBufferSize] = {};
+    r = n.get_name(device, name, sizeof(name));
+    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetName", r) + " for " + gpu.uuid);
+    gpu.name.assign(name, strnlen(name, sizeof(name)));
+    abi::nvmlMemory_t memory{};
+    r = n.get_memory(device, &memory);
+    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetMemoryInfo", r) + " for " + gpu.uuid);
+    gpu.total_memory_bytes = memory.total;
+    if (n.get_pci != nullptr) {
+      abi::nvmlPciInfo_t pci{};
+      if (n.get_pci(device, &pci) == abi::NVML_SUCCESS) {
+        std::string bus_id(pci.busId, strnlen(pci.busId, sizeof(pci.busId)));
+        auto sysfs_id = SysfsBusId(bus_id);
+        if (!sysfs_id.ok()) return sysfs_id.status().WithPrefix(gpu.uuid);
+        gpu.pci_bus_id = *sysfs_id;
+        auto numa = ReadNumaNode(n.options.sysfs_root, gpu.pci_bus_id);
+        if (!numa.ok()) return numa.status().WithPrefix(gpu.uuid);
+        gpu.numa_node = *numa;
+      }
+    }
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+Result<std::optional<XidEvent>> Nvml::WaitXid(std::chrono::milliseconds timeout) {
+  Impl& n = *impl_;
+  if (n.event_create == nullptr || n.register_events == nullptr || n.event_wait == nullptr) {
+    return Unavailable("NVML library " + n.options.library + " has no event API: Xid health checks are off");
+  }
+  if (n.event_set == nullptr) {
+    abi::nvmlReturn_t r = n.event_create(&n.event_set);
+    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlEventSetCreate", r));
+    unsigned int count = 0;
+    r = n.get_count(&count);
+    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetCount_v2", r));
+    for (unsigned int i = 0; i < count; ++i) {
+      abi::nvmlDevice_t device = nullptr;
+      if (n.get_handle(i, &device) != abi::NVML_SUCCESS) continue;
+      r = n.register_events(device, abi::kEventTypeXidCriticalError, n.event_set);
+      // A device that does not support Xid events is simply not watched.
+      if (r != abi::NVML_SUCCESS && r != abi::NVML_ERROR_NOT_SUPPORTED) {
+        return Unavailable(n.Error("nvmlDeviceRegisterEvents", r) + " for index " + std::to_string(i));
+      }
+    }
+  }
+  abi::nvmlEventData_t data{};
+  auto ms = static_cast<unsigned int>(std::max<int64_t>(0, timeout.count()));
+  abi::nvmlReturn_t r = n.event_wait(n.event_set, &data, ms);
+  if (r == abi::NVML_ERROR_TIMEOUT) return std::optional<XidEvent>();
+  if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlEventSetWait_v2", r));
+  if ((data.eventType & abi::kEventTypeXidCriticalError) == 0) return std::optional<XidEvent>();
+  XidEvent event;
+  event.xid = data.eventData;
+  if (data.device != nullptr) {
+    auto uuid = n.DeviceUuid(data.device);
+    if (uuid.ok()) event.uuid = *uuid;
+  }
+  return std::optional<XidEvent>(event);
+}
+
+}  // namespace fracgpu::nvml

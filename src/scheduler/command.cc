@@ -1,0 +1,132 @@
+// `fracgpu scheduler`: the admission webhook and scheduler extender (ARCHITECTURE.md).
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "k8s/config.h"
+#include "scheduler/service.h"
+
+namespace fracgpu::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+struct Flags {
+  std::string bind = "0.0.0.0:8443";
+  std::string cert_file, key_file, kubeconfig, signing_key_file;
+  std::string scheduler_name = "fracgpu-scheduler";
+  std::string node_policy = "binpack", gpu_policy = "spread";
+  std::vector<std::string> allowed_schedulers;
+  std::string scheduler_user = "system:serviceaccount:fracgpu-system:fracgpu-scheduler";
+  std::string device_plugin_user = "system:serviceaccount:fracgpu-system:fracgpu-device-plugin";
+  bool leader_elect = false;
+  std::string lease_namespace = "fracgpu-system", lease_name = "fracgpu-scheduler";
+  std::string node_label_selector;
+  int lock_expiry_s = 300;
+};
+
+int Run(const Flags& f) {
+  scheduler::SchedulerOptions o;
+  auto colon = f.bind.rfind(':');
+  if (colon == std::string::npos) {
+    spdlog::error("--http-bind \"{}\" is not host:port", f.bind);
+    return 2;
+  }
+  o.http.host = f.bind.substr(0, colon);
+  o.http.port = std::atoi(f.bind.substr(colon + 1).c_str());
+  o.http.cert_file = f.cert_file;
+  o.http.key_file = f.key_file;
+  o.webhook.scheduler_name = f.scheduler_name;
+  o.webhook.allowed_schedulers = f.allowed_schedulers;
+  o.webhook.scheduler_user = f.scheduler_user;
+  o.webhook.device_plugin_user = f.device_plugin_user;
+  auto np = core::ParseNodePolicy(f.node_policy);
+  auto gp = core::ParseGpuPolicy(f.gpu_policy);
+  if (!np.ok() || !gp.ok()) {
+    spdlog::error("{}", !np.ok() ? np.status().ToString() : gp.status().ToString());
+    return 2;
+  }
+  o.extender.default_node_policy = *np;
+  o.extender.default_gpu_policy = *gp;
+  o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
+  if (!f.signing_key_file.empty()) {
+    std::ifstream in(f.signing_key_file, std::ios::binary);
+    if (!in) {
+      spdlog::error("cannot read --signing-key-file \"{}\"", f.signing_key_file);
+      return 2;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    o.extender.signing_key = ss.str();
+  } else {
+    spdlog::warn("no --signing-key-file: allocations are not signed; device plugins that verify will refuse them");
+  }
+  o.leader_elect = f.leader_elect;
+  o.leader.lease_namespace = f.lease_namespace;
+  o.leader.lease_name = f.lease_name;
+  const char* pod = std::getenv("POD_NAME");
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  o.leader.identity = pod != nullptr ? pod : host;
+  o.node_label_selector = f.node_label_selector;
+
+  auto config = k8s::LoadConfig(f.kubeconfig);
+  if (!config.ok()) {
+    spdlog::error("Kubernetes configuration: {}", config.status().ToString());
+    return 1;
+  }
+  auto client = k8s::Client::Create(*config);
+  if (!client.ok()) {
+    spdlog::error("{}", client.status().ToString());
+    return 1;
+  }
+  scheduler::SchedulerService service(o, client->get());
+  if (Status st = service.Start(); !st.ok()) {
+    spdlog::error("{}", st.ToString());
+    return 1;
+  }
+  spdlog::info("fracgpu scheduler \"{}\" serving on {}", f.scheduler_name, service.BaseUrl());
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  k8s::StopSignal never;
+  while (!g_stop) never.WaitFor(std::chrono::milliseconds(200));
+  spdlog::info("stopping");
+  service.Stop();
+  return 0;
+}
+
+}  // namespace
+
+void RegisterSchedulerCommand(CLI::App& app) {
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("scheduler", "Admission webhook and kube-scheduler extender");
+  cmd->add_option("--http-bind", flags->bind, "host:port of the HTTPS (or HTTP) listener")->capture_default_str();
+  cmd->add_option("--cert-file", flags->cert_file, "PEM serving certificate (reloaded when it changes)");
+  cmd->add_option("--key-file", flags->key_file, "PEM serving key");
+  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
+  cmd->add_option("--scheduler-name", flags->scheduler_name, "schedulerName set on GPU pods")->capture_default_str();
+  cmd->add_option("--node-scheduler-policy", flags->node_policy, "binpack | spread")->capture_default_str();
+  cmd->add_option("--gpu-scheduler-policy", flags->gpu_policy,
+                  "binpack | spread | topology-aware | fragmentation-aware")->capture_default_str();
+  cmd->add_option("--allowed-schedulers", flags->allowed_schedulers, "other schedulers that speak this contract");
+  cmd->add_option("--scheduler-user", flags->scheduler_user, "the scheduler's service account user")->capture_default_str();
+  cmd->add_option("--device-plugin-user", flags->device_plugin_user, "the device plugin's service account user")
+      ->capture_default_str();
+  cmd->add_option("--signing-key-file", flags->signing_key_file, "HMAC key of the allocation signature");
+  cmd->add_flag("--leader-elect", flags->leader_elect, "elect a leader through a Lease (for several replicas)");
+  cmd->add_option("--leader-elect-resource-namespace", flags->lease_namespace)->capture_default_str();
+  cmd->add_option("--leader-elect-resource-name", flags->lease_name)->capture_default_str();
+  cmd->add_option("--node-label-selector", flags->node_label_selector, "watch only these nodes (k=v,...)");
+  cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")->capture_default_str();
+  cmd->callback([flags] {
+    int rc = Run(*flags);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace fracgpu::cli

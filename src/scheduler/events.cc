@@ -1,0 +1,60 @@
+#include "scheduler/events.h"
+
+#include <spdlog/spdlog.h>
+
+namespace fracgpu::scheduler {
+
+EventRecorder::EventRecorder(k8s::Client* client, std::string component, size_t capacity)
+    : client_(client), component_(std::move(component)), capacity_(capacity), thread_([this] { Run(); }) {}
+
+EventRecorder::~EventRecorder() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void EventRecorder::Record(const nlohmann::json& object, const std::string& type, const std::string& reason,
+                           const std::string& message) {
+  if (client_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= capacity_) {
+      ++dropped_;
+      return;
+    }
+    queue_.push_back({object, type, reason, message});
+  }
+  cv_.notify_one();
+}
+
+void EventRecorder::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+int64_t EventRecorder::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+void EventRecorder::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && stop_) return;
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    Status st = client_->CreateEvent(item.object, item.type, item.reason, item.message, component_);
+    if (!st.ok()) spdlog::warn("event {} not recorded: {}", item.reason, st.ToString());
+    lock.lock();
+    busy_ = false;
+    if (queue_.empty()) idle_.notify_all();
+  }
+}
+
+}  // namespace fracgpu::scheduler

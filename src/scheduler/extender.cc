@@ -1,0 +1,235 @@
+#include "scheduler/extender.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/codec.h"
+#include "core/fit.h"
+#include "core/score.h"
+#include "core/signature.h"
+#include "k8s/objects.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+core::FitOptions FitOptionsFor(const core::PodRequest& req, const ExtenderConfig& config, bool reasons) {
+  core::FitOptions o;
+  o.want_reasons = reasons;
+  o.default_gpu_policy = req.gpu_policy.value_or(config.default_gpu_policy);
+  return o;
+}
+
+}  // namespace
+
+Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client, EventRecorder* events,
+                   metrics::Registry* metrics, k8s::Clock* clock)
+    : config_(std::move(config)),
+      state_(state),
+      client_(client),
+      events_(events),
+      metrics_(metrics),
+      clock_(clock != nullptr ? clock : k8s::RealClock::Get()) {
+  if (client_ != nullptr) locker_ = std::make_unique<NodeLocker>(client_, clock_, config_.lock_expiry);
+  if (metrics_ != nullptr) {
+    metrics_->Describe("fracgpu_binds_total", metrics::Type::kCounter,
+                       "Bind requests by result (ok, conflict, unfit, error).");
+  }
+}
+
+void Extender::Count(const std::string& result) const {
+  if (metrics_ != nullptr) metrics_->Add("fracgpu_binds_total", {{"result", result}});
+}
+
+json Extender::Filter(const ExtenderArgs& args) const {
+  json failed = json::object();
+  json fit = json::array();
+  auto req = core::ParsePodRequest(args.pod, config_.names);
+  if (!req.ok()) {
+    return {{"NodeNames", nullptr}, {"FailedNodes", failed}, {"Error", req.status().message()}};
+  }
+  if (!req->UsesGpu()) {
+    return {{"NodeNames", args.node_names}, {"FailedNodes", failed}, {"Error", ""}};
+  }
+  core::FitOptions fast = FitOptionsFor(*req, config_, false);
+  core::TypeVerdictCache types(*req);
+  fast.type_cache = &types;
+  // A pod being re-filtered after a failed bind may still hold an assumed allocation.
+  auto own = state_->Allocation(k8s::Uid(args.pod));
+  state_->ForEachNode(args.node_names, [&](const std::string& name, const core::NodeState* node) {
+    if (node == nullptr) {
+      failed[name] = "node has no fracgpu GPUs registered (hami.io/node-nvidia-register) or allocatable is 0";
+      return;
+    }
+    const core::NodeState* view = node;
+    core::NodeState without_own;
+    if (own && own->node == name) {
+      without_own = *node;
+      (void)core::RemovePodGrants(without_own, own->grants, own->num_init, own->init_finished);
+      view = &without_own;
+    }
+    if (core::Fits(*req, *view, fast)) {
+      fit.push_back(name);
+      return;
+    }
+    core::FitResult r = core::Fit(*req, *view, FitOptionsFor(*req, config_, true));
+    failed[name] = r.summary.empty() ? std::string("does not fit") : r.summary;
+  });
+  if (fit.empty() && events_ != nullptr) {
+    std::string msg = std::to_string(failed.size()) + " nodes do not fit:";
+    size_t shown = 0;
+    for (auto it = failed.begin(); it != failed.end() && shown < 5; ++it, ++shown) {
+      msg += " " + it.key() + " (" + it->get<std::string>() + ")";
+    }
+    events_->Record(args.pod, "Warning", "FilteringFailed", msg);
+  }
+  return {{"NodeNames", fit}, {"FailedNodes", failed}, {"Error", ""}};
+}
+
+json Extender::Prioritize(const ExtenderArgs& args) const {
+  json out = json::array();
+  auto req = core::ParsePodRequest(args.pod, config_.names);
+  core::NodePolicy policy = config_.default_node_policy;
+  if (req.ok() && req->node_policy) policy = *req->node_policy;
+  if (!req.ok() || !req->UsesGpu()) {
+    for (const auto& n : args.node_names) out.push_back({{"Host", n}, {"Score", 0}});
+    return out;
+  }
+  std::vector<float> scores;
+  std::vector<std::string> names;
+  state_->ForEachNode(args.node_names, [&](const std::string& name, const core::NodeState* node) {
+    if (node != nullptr) {
+      names.push_back(name);
+      scores.push_back(core::NodeScore(*node));
+    } else {
+      out.push_back({{"Host", name}, {"Score", 0}});
+    }
+  });
+  if (!scores.empty()) {
+    auto prio = core::PriorityScores(policy, scores);
+    for (size_t i = 0; i < names.size(); ++i) out.push_back({{"Host", names[i]}, {"Score", prio[i]}});
+  }
+  return out;
+}
+
+std::mutex& Extender::NodeMutex(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mutexes_mu_);
+  auto& m = node_mutexes_[node];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
+}
+
+json Extender::Bind(const ExtenderBindingArgs& args) {
+  std::string who = args.pod_namespace + "/" + args.pod_name;
+  auto fail = [&](const Status& st, const json& pod, const std::string& result) {
+    Count(result);
+    if (events_ != nullptr && pod.is_object()) {
+      events_->Record(pod, "Warning", "BindingFailed",
+                      "Failed to bind " + who + " to node " + args.node + ": " + st.message());
+    }
+    spdlog::info("bind {} → {} failed: {}", who, args.node, st.ToString());
+    return json{{"Error", st.message()}};
+  };
+  if (client_ == nullptr) return fail(Internal("the extender has no API client"), json(), "error");
+  auto pod = client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
+  if (!pod.ok()) return fail(pod.status(), json(), "error");
+  if (!args.pod_uid.empty() && k8s::Uid(*pod) != args.pod_uid) {
+    return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid), *pod, "error");
+  }
+  if (!k8s::PodNodeName(*pod).empty()) {
+    return fail(Conflict("pod " + who + " is already bound to node " + k8s::PodNodeName(*pod)), *pod, "conflict");
+  }
+  auto req = core::ParsePodRequest(*pod, config_.names);
+  if (!req.ok()) return fail(req.status(), *pod, "error");
+  if (!req->UsesGpu()) {
+    Status st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
+    if (!st.ok()) return fail(st, *pod, "error");
+    Count("ok");
+    return json{{"Error", ""}};
+  }
+  Status st;
+  {
+    std::lock_guard<std::mutex> node_guard(NodeMutex(args.node));
+    st = BindLocked(args, *pod, *req);
+  }
+  if (!st.ok()) {
+    const char* result = st.code() == StatusCode::kConflict          ? "conflict"
+                         : st.code() == StatusCode::kResourceExhausted ? "unfit"
+                                                                       : "error";
+    return fail(st, *pod, result);
+  }
+  Count("ok");
+  if (events_ != nullptr) {
+    events_->Record(*pod, "Normal", "BindingSucceed", "Successfully binding node [" + args.node + "] to " + who);
+  }
+  return json{{"Error", ""}};
+}
+
+Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, const core::PodRequest& req) {
+  const std::string& ns = args.pod_namespace;
+  const std::string& name = args.pod_name;
+  std::string uid = k8s::Uid(pod);
+  FRACGPU_RETURN_IF_ERROR(locker_->Lock(args.node, ns, name));
+  auto unlock = [&] {
+    Status u = locker_->Unlock(args.node, ns, name);
+    if (!u.ok()) spdlog::warn("node {}: lock not released: {}", args.node, u.ToString());
+  };
+  // Re-check against the state now (another bind may have landed since /filter).
+  state_->Forget(uid);
+  auto node = state_->Node(args.node);
+  if (!node) {
+    unlock();
+    return NotFound("node " + args.node + " has no fracgpu GPUs registered");
+  }
+  core::FitResult fit = core::Fit(req, *node, FitOptionsFor(req, config_, true));
+  if (!fit.fits) {
+    unlock();
+    return ResourceExhausted("pod no longer fits on node " + args.node + ": " + fit.summary);
+  }
+  PodAllocation alloc;
+  alloc.key = ns + "/" + name;
+  alloc.uid = uid;
+  alloc.node = args.node;
+  alloc.grants = fit.grants;
+  alloc.num_init = core::CountInitContainers(req);
+  Status assumed = state_->Assume(alloc);
+  if (!assumed.ok()) {
+    unlock();
+    return assumed;
+  }
+  std::string encoded = core::EncodePodGrants(fit.grants);
+  auto now = clock_->Now();
+  std::string secs = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
+  json annotations = {{kAnnotationVgpuNode, args.node},
+                      {kAnnotationVgpuTime, secs},
+                      {kAnnotationAllocated, encoded},
+                      {kAnnotationToAllocate, encoded},
+                      {kAnnotationBindPhase, "allocating"},
+                      {kAnnotationBindTime, secs}};
+  if (!config_.signing_key.empty()) {
+    annotations[core::kAnnotationAllocationSignature] = core::SignAllocation(config_.signing_key, uid, args.node, encoded);
+  }
+  json patch = {{"metadata", {{"annotations", annotations}, {"labels", {{kAnnotationVgpuNode, args.node}}}}}};
+  auto patched = client_->MergePatch(k8s::PodPath(ns, name), patch);
+  if (!patched.ok()) {
+    state_->Forget(uid);
+    unlock();
+    return patched.status();
+  }
+  Status bound = client_->BindPod(ns, name, uid, args.node);
+  if (!bound.ok()) {
+    // Roll back: the pod must not keep a decision it was not bound with.
+    json clear = json::object();
+    for (const auto& [k, v] : annotations.items()) clear[k] = nullptr;
+    auto cleared = client_->MergePatch(k8s::PodPath(ns, name),
+                                       {{"metadata", {{"annotations", clear}, {"labels", {{kAnnotationVgpuNode, nullptr}}}}}});
+    if (!cleared.ok()) spdlog::warn("pod {}/{}: decision not cleared: {}", ns, name, cleared.status().ToString());
+    state_->Forget(uid);
+    unlock();
+    return bound;
+  }
+  // The lock stays: the device plugin releases it after Allocate (CONTRACT.md §2).
+  return Status::Ok();
+}
+
+}  // namespace fracgpu::scheduler

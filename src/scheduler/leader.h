@@ -1,0 +1,54 @@
+#pragma once
+// Leader election through a coordination.k8s.io/v1 Lease, with client-go's semantics: the
+// holder renews spec.renewTime every retry period; a candidate takes over when the record it
+// observed has not changed for leaseDurationSeconds of *its own* clock (no cross-node clock
+// comparison). Updates carry the Lease's resourceVersion, so two candidates cannot both win.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "k8s/client.h"
+
+namespace fracgpu::scheduler {
+
+struct LeaderElectionConfig {
+  std::string lease_namespace = "fracgpu-system";
+  std::string lease_name = "fracgpu-scheduler";
+  std::string identity;  ///< this replica (pod name); must be unique
+  std::chrono::seconds lease_duration{15};
+  std::chrono::seconds retry_period{2};
+};
+
+/// Thread-safe.
+class LeaderElector {
+ public:
+  /// `client` and `clock` must outlive the elector. `on_change(true/false)` runs on the
+  /// elector's thread (or the caller of TryAcquireOrRenew) when leadership changes.
+  LeaderElector(k8s::Client* client, k8s::Clock* clock, LeaderElectionConfig config,
+                std::function<void(bool)> on_change = nullptr);
+  ~LeaderElector();
+  /// One round: create, renew or take over the Lease. Returns is_leader() after the round.
+  bool TryAcquireOrRenew();
+  bool is_leader() const { return leader_.load(); }
+  /// Runs rounds every retry period on a thread until Stop().
+  void Start();
+  void Stop();
+
+ private:
+  void SetLeader(bool leader);
+
+  k8s::Client* client_;
+  k8s::Clock* clock_;
+  LeaderElectionConfig config_;
+  std::function<void(bool)> on_change_;
+  std::atomic<bool> leader_{false};
+  std::string observed_record_;
+  std::chrono::system_clock::time_point observed_time_{};
+  k8s::StopSignal stop_;
+  std::thread thread_;
+};
+
+}  // namespace fracgpu::scheduler

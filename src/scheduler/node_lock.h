@@ -1,0 +1,49 @@
+#pragma once
+// The node lock `hami.io/mutex.lock` (CONTRACT.md §2; hami-behaviour.md §3.7): value
+// `<RFC3339 time>,<namespace>,<pod name>` on the Node, set by the scheduler at bind and
+// released by the device plugin after Allocate, by the scheduler when a bind fails or the
+// locking pod no longer exists, and by anyone once older than the expiry (5 min). Set and
+// release use a merge patch carrying the node's resourceVersion (409 → re-read and retry).
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "k8s/client.h"
+
+namespace fracgpu::scheduler {
+
+/// A parsed lock value.
+struct NodeLockValue {
+  std::chrono::system_clock::time_point time;
+  std::string pod_namespace, pod_name;  ///< empty for HAMi's legacy bare-time value
+};
+
+/// Parses `<RFC3339>,<ns>,<name>` or a bare RFC3339 time (legacy). Errors: kInvalidArgument.
+Result<NodeLockValue> ParseNodeLock(const std::string& value);
+/// Formats `<RFC3339 UTC, seconds>,<ns>,<name>`.
+std::string FormatNodeLock(std::chrono::system_clock::time_point time, const std::string& ns,
+                           const std::string& name);
+/// RFC3339 UTC with seconds ("2026-03-02T10:15:04Z").
+std::string Rfc3339(std::chrono::system_clock::time_point time);
+
+/// Takes and releases node locks through the API server.
+class NodeLocker {
+ public:
+  /// `client` must outlive the locker; `clock` decides expiry.
+  NodeLocker(k8s::Client* client, k8s::Clock* clock, std::chrono::seconds expiry = std::chrono::minutes(5));
+  /// Locks `node` for pod ns/name. Succeeds when the node is unlocked, already locked by this
+  /// pod, locked longer than the expiry, or locked by a pod that no longer exists.
+  /// Errors: kConflict ("node X is locked by ns/pod since T"), or the API error.
+  Status Lock(const std::string& node, const std::string& ns, const std::string& name);
+  /// Releases the lock if it is held by ns/name (or `force`). Errors: the API error.
+  Status Unlock(const std::string& node, const std::string& ns, const std::string& name, bool force = false);
+
+ private:
+  k8s::Client* client_;
+  k8s::Clock* clock_;
+  std::chrono::seconds expiry_;
+};
+
+}  // namespace fracgpu::scheduler

@@ -1,0 +1,72 @@
+#pragma once
+// The `fracgpu scheduler` service: informers on nodes and pods feeding the ClusterState, the
+// HTTP(S) server with /webhook, /filter, /prioritize, /bind, /healthz, /readyz, /metrics,
+// metrics, the node handshake and (optionally) leader election. The webhook answers on every
+// replica; the extender only on the leader (a follower answers {"Error": "not the leader"}).
+
+#include <memory>
+#include <string>
+
+#include "http/server.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "metrics/registry.h"
+#include "scheduler/events.h"
+#include "scheduler/extender.h"
+#include "scheduler/leader.h"
+#include "scheduler/state.h"
+#include "scheduler/webhook.h"
+
+namespace fracgpu::scheduler {
+
+struct SchedulerOptions {
+  http::ServerOptions http;
+  WebhookConfig webhook;
+  ExtenderConfig extender;
+  bool leader_elect = false;
+  LeaderElectionConfig leader;
+  std::string node_label_selector;  ///< limits the nodes watched (e.g. "gpu=on")
+  bool write_handshake = true;      ///< write `hami.io/node-handshake` on GPU nodes
+};
+
+/// Thread-safe after Start().
+class SchedulerService {
+ public:
+  /// `client` (may be null: webhook-only, for tests) and `clock` (null = real) must outlive it.
+  SchedulerService(SchedulerOptions options, k8s::Client* client, k8s::Clock* clock = nullptr);
+  ~SchedulerService();
+  /// Starts the informers, the elector and the server. Errors: the server's.
+  Status Start();
+  void Stop();
+  /// Blocks until both informers listed once (or timeout); returns whether they did.
+  bool WaitForSync(std::chrono::milliseconds timeout);
+  int port() const { return server_.port(); }
+  std::string BaseUrl() const { return server_.BaseUrl(); }
+  ClusterState& state() { return state_; }
+  metrics::Registry& metrics() { return metrics_; }
+  EventRecorder& events() { return *events_; }
+  bool ready() const;
+
+ private:
+  http::Response Timed(const std::string& endpoint, const http::Request& req,
+                       const std::function<http::Response(const http::Request&)>& fn);
+  http::Response HandleFilter(const http::Request& req);
+  http::Response HandlePrioritize(const http::Request& req);
+  http::Response HandleBind(const http::Request& req);
+  void OnNode(const nlohmann::json& node);
+  void Collect(metrics::Registry::Scrape& s) const;
+  bool Serving() const;
+
+  SchedulerOptions options_;
+  k8s::Client* client_;
+  k8s::Clock* clock_;
+  ClusterState state_;
+  metrics::Registry metrics_;
+  std::unique_ptr<EventRecorder> events_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<k8s::Informer> nodes_, pods_;
+  http::Server server_;
+};
+
+}  // namespace fracgpu::scheduler

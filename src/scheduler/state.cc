@@ -1,0 +1,251 @@
+#include "scheduler/state.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/codec.h"
+#include "k8s/objects.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+std::set<std::string> SplitList(const std::string& s) {
+  std::set<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',') {
+      while (!cur.empty() && cur.front() == ' ') cur.erase(cur.begin());
+      while (!cur.empty() && cur.back() == ' ') cur.pop_back();
+      if (!cur.empty()) out.insert(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  return out;
+}
+
+size_t ListSize(const json& pod, const char* list) {
+  if (!pod.contains("spec") || !pod["spec"].is_object()) return 0;
+  auto it = pod["spec"].find(list);
+  return it != pod["spec"].end() && it->is_array() ? it->size() : 0;
+}
+
+// Every init container terminated with exit code 0 (hami-behaviour.md §3.8).
+bool InitFinished(const json& pod, size_t num_init) {
+  if (num_init == 0) return false;
+  if (!pod.contains("status") || !pod["status"].is_object()) return false;
+  auto it = pod["status"].find("initContainerStatuses");
+  if (it == pod["status"].end() || !it->is_array() || it->size() < num_init) return false;
+  for (const auto& s : *it) {
+    if (!s.is_object() || !s.contains("state") || !s["state"].is_object()) return false;
+    auto t = s["state"].find("terminated");
+    if (t == s["state"].end() || !t->is_object()) return false;
+    auto code = t->find("exitCode");
+    if (code == t->end() || !code->is_number_integer() || code->get<int64_t>() != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<PodAllocation>> AllocationFromPod(const json& pod) {
+  auto node = k8s::Annotation(pod, kAnnotationVgpuNode);
+  auto allocated = k8s::Annotation(pod, kAnnotationAllocated);
+  if (!node || node->empty() || !allocated) return std::optional<PodAllocation>();
+  auto grants = core::DecodePodGrants(*allocated);
+  if (!grants.ok()) {
+    return grants.status().WithPrefix("pod " + k8s::Key(pod) + ": annotation " + kAnnotationAllocated);
+  }
+  PodAllocation a;
+  a.key = k8s::Key(pod);
+  a.uid = k8s::Uid(pod);
+  a.node = *node;
+  a.grants = std::move(*grants);
+  a.num_init = std::min(ListSize(pod, "initContainers"), a.grants.size());
+  a.init_finished = InitFinished(pod, a.num_init);
+  return std::optional<PodAllocation>(std::move(a));
+}
+
+ClusterState::ClusterState(std::string gpu_resource) : gpu_resource_(std::move(gpu_resource)) {}
+
+Status ClusterState::UpsertNode(const json& node) {
+  std::string name = k8s::Name(node);
+  NodeEntry entry;
+  entry.state.name = name;
+  Status result;
+  auto reg = k8s::Annotation(node, kAnnotationRegister);
+  if (reg) {
+    auto devices = core::DecodeNodeRegister(*reg);
+    if (devices.ok()) {
+      entry.devices = std::move(*devices);
+    } else {
+      result = devices.status().WithPrefix("node " + name + ": annotation " + kAnnotationRegister);
+    }
+  }
+  if (auto cordon = k8s::Annotation(node, kAnnotationCordon)) entry.cordon = SplitList(*cordon);
+  if (auto topo = k8s::Annotation(node, kAnnotationTopology)) {
+    auto scores = core::DecodeTopologyScores(*topo);
+    if (scores.ok()) entry.state.topology = std::move(*scores);
+  }
+  entry.usable = !entry.devices.empty() && k8s::NodeAllocatable(node, gpu_resource_) > 0;
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    nodes_[name] = std::move(entry);
+    RebuildNodeLocked(name);
+  }
+  return result;
+}
+
+void ClusterState::RemoveNode(const std::string& name) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  nodes_.erase(name);
+  for (const auto& uid : pods_by_node_[name]) applied_.erase(uid);
+}
+
+void ClusterState::RebuildNodeLocked(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeEntry& e = it->second;
+  e.state.gpus.clear();
+  for (const auto& d : e.devices) {
+    core::GpuState g;
+    g.info = d;
+    g.cordoned = e.cordon.count(d.uuid) > 0;
+    e.state.gpus.push_back(std::move(g));
+  }
+  for (const auto& uid : pods_by_node_[name]) {
+    applied_.erase(uid);
+    auto p = pods_.find(uid);
+    if (p != pods_.end()) ApplyLocked(p->second, true);
+  }
+}
+
+// Adds (or removes) a pod's collapsed usage on its node; tracks which pods are applied so
+// add and remove always pair up.
+void ClusterState::ApplyLocked(const PodAllocation& a, bool add) {
+  auto it = nodes_.find(a.node);
+  if (add) {
+    if (applied_.count(a.uid) || it == nodes_.end()) return;
+    Status st = core::AddPodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    if (st.ok()) {
+      applied_.insert(a.uid);
+    } else {
+      ++orphaned_;
+      spdlog::warn("pod {}: allocation not counted on node {}: {}", a.key, a.node, st.ToString());
+    }
+  } else {
+    if (!applied_.count(a.uid) || it == nodes_.end()) {
+      applied_.erase(a.uid);
+      return;
+    }
+    Status st = core::RemovePodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    if (!st.ok()) spdlog::error("pod {}: cannot release usage on {}: {}", a.key, a.node, st.ToString());
+    applied_.erase(a.uid);
+  }
+}
+
+Status ClusterState::UpsertPod(const json& pod) {
+  std::string uid = k8s::Uid(pod);
+  std::string phase = k8s::PodPhase(pod);
+  if (phase == "Succeeded" || phase == "Failed") {
+    RemovePod(pod);
+    return Status::Ok();
+  }
+  auto alloc = AllocationFromPod(pod);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto existing = pods_.find(uid);
+  if (!alloc.ok() || !alloc->has_value()) {
+    // An assumed decision survives older versions of the pod that do not show it yet.
+    if (existing != pods_.end() && !existing->second.assumed) {
+      ApplyLocked(existing->second, false);
+      pods_by_node_[existing->second.node].erase(uid);
+      pods_.erase(existing);
+    }
+    return alloc.ok() ? Status::Ok() : alloc.status();
+  }
+  PodAllocation a = std::move(**alloc);
+  if (existing != pods_.end()) {
+    const PodAllocation& old = existing->second;
+    if (old.node == a.node && old.grants == a.grants && old.init_finished == a.init_finished &&
+        old.num_init == a.num_init) {
+      existing->second.assumed = false;
+      return Status::Ok();
+    }
+    ApplyLocked(old, false);
+    pods_by_node_[old.node].erase(uid);
+  }
+  pods_by_node_[a.node].insert(uid);
+  pods_[uid] = a;
+  ApplyLocked(pods_[uid], true);
+  return Status::Ok();
+}
+
+void ClusterState::RemovePod(const json& pod) { Forget(k8s::Uid(pod)); }
+
+Status ClusterState::Assume(const PodAllocation& allocation) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto it = nodes_.find(allocation.node);
+  if (it == nodes_.end()) return NotFound("node " + allocation.node + " is not in the cache");
+  if (auto old = pods_.find(allocation.uid); old != pods_.end()) {
+    ApplyLocked(old->second, false);
+    pods_by_node_[old->second.node].erase(allocation.uid);
+    pods_.erase(old);
+  }
+  core::NodeState trial = it->second.state;
+  FRACGPU_RETURN_IF_ERROR(core::AddPodGrants(trial, allocation.grants, allocation.num_init, allocation.init_finished));
+  PodAllocation a = allocation;
+  a.assumed = true;
+  pods_by_node_[a.node].insert(a.uid);
+  pods_[a.uid] = a;
+  it->second.state = std::move(trial);
+  applied_.insert(a.uid);
+  return Status::Ok();
+}
+
+void ClusterState::Forget(const std::string& uid) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  ApplyLocked(it->second, false);
+  pods_by_node_[it->second.node].erase(uid);
+  pods_.erase(it);
+}
+
+std::optional<core::NodeState> ClusterState::Node(const std::string& name) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || !it->second.usable) return std::nullopt;
+  return it->second.state;
+}
+
+std::optional<PodAllocation> ClusterState::Allocation(const std::string& uid) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<PodAllocation> ClusterState::Allocations() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::vector<PodAllocation> out;
+  for (const auto& [uid, a] : pods_) out.push_back(a);
+  return out;
+}
+
+std::vector<core::NodeState> ClusterState::Nodes() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::vector<core::NodeState> out;
+  for (const auto& [name, e] : nodes_) {
+    if (e.usable) out.push_back(e.state);
+  }
+  return out;
+}
+
+int64_t ClusterState::orphaned_allocations() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return orphaned_;
+}
+
+}  // namespace fracgpu::scheduler

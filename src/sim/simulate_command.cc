@@ -1,0 +1,399 @@
+// `fracgpu simulate`: the FGD paper's experiment on the bundled Alibaba openb trace, every
+// policy × every seed, with the paper's published means beside ours (fgd-evaluation.md).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#include "sim/expected.h"
+#include "sim/simulator.h"
+
+namespace fracgpu::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using core::PlacementPolicy;
+
+constexpr char kDataDir[] = "data/alibaba-gpu-v2023";
+
+struct Flags {
+  std::string trace = std::string(kDataDir) + "/csv/openb_pod_list_default.csv";
+  std::string nodes = std::string(kDataDir) + "/csv/openb_node_list_gpu_node.csv";
+  std::string expected = std::string(kDataDir) + "/expected_results";
+  std::string policies = "Random,DotProduct,GpuClustering,GpuPacking,BestFit,FGD";
+  std::string seeds = "42-51";
+  double tune = 1.3;
+  double coverage = 95;
+  std::string out = "simulate-out";
+  int jobs = 0;
+  std::string node_order = "seeded";
+  bool verify = false;
+  bool quiet = false;
+};
+
+// A relative path that does not exist from the working directory is looked up relative to the
+// directories above the executable (./build/release/fracgpu finds <repo>/data/…).
+std::string Resolve(const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute() || fs::exists(path)) return path;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return path;
+  for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (fs::exists(dir / path)) return (dir / path).string();
+    if (dir == dir.root_path()) break;
+  }
+  return path;
+}
+
+Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  std::vector<uint64_t> seeds;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const size_t dash = item.find('-');
+    try {
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        seeds.push_back(std::stoull(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } else {
+        size_t u1 = 0, u2 = 0;
+        const uint64_t a = std::stoull(item.substr(0, dash), &u1);
+        const uint64_t b = std::stoull(item.substr(dash + 1), &u2);
+        if (u1 != dash || u2 != item.size() - dash - 1 || b < a || b - a > 10000) {
+          throw std::invalid_argument(item);
+        }
+        for (uint64_t s = a; s <= b; ++s) seeds.push_back(s);
+      }
+    } catch (const std::exception&) {
+      return InvalidArgument("--seeds: \"" + item + "\" is not a seed or a range like 42-51");
+    }
+  }
+  if (seeds.empty()) return InvalidArgument("--seeds: no seed given");
+  return seeds;
+}
+
+Result<std::vector<PlacementPolicy>> ParsePolicies(const std::string& text) {
+  std::vector<PlacementPolicy> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    if (item == "all") {
+      for (auto p : core::AllPlacementPolicies()) out.push_back(p);
+      continue;
+    }
+    auto p = core::ParsePlacementPolicy(item);
+    if (!p.ok()) return p.status().WithPrefix("--policies");
+    out.push_back(*p);
+  }
+  if (out.empty()) return InvalidArgument("--policies: no policy given");
+  return out;
+}
+
+std::string Fmt(double v, int decimals = 2) {
+  if (std::isnan(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string Fmt(const std::optional<double>& v, int decimals = 2) {
+  return v ? Fmt(*v, decimals) : "n/a";
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  int n = 0;
+  for (double x : v) {
+    if (!std::isnan(x)) {
+      s += x;
+      ++n;
+    }
+  }
+  return n ? s / n : std::nan("");
+}
+
+struct PaperFiles {
+  std::optional<sim::PaperTable> allo, frag_ratio;
+};
+
+PaperFiles LoadPaper(const std::string& dir) {
+  PaperFiles p;
+  auto load = [&](const char* name) -> std::optional<sim::PaperTable> {
+    const std::string path = dir + "/" + name;
+    auto text = sim::ReadFile(path);
+    if (!text.ok()) return std::nullopt;
+    auto t = sim::ParsePaperCsv(*text, path);
+    if (!t.ok()) {
+      std::fprintf(stderr, "warning: %s\n", t.status().message().c_str());
+      return std::nullopt;
+    }
+    return std::move(t).value();
+  };
+  p.allo = load("analysis_allo_discrete.csv");
+  p.frag_ratio = load("analysis_frag_ratio_discrete.csv");
+  return p;
+}
+
+void Progress(size_t done, size_t total, double seconds) {
+  const int width = 30;
+  const int filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
+  std::fprintf(stderr, "\r[%.*s%.*s] %zu/%zu runs %.0fs", filled,
+               "##############################", width - filled,
+               "..............................", done, total, seconds);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int Run(const Flags& flags) {
+  auto seeds = ParseSeeds(flags.seeds);
+  if (!seeds.ok()) throw CLI::ValidationError(seeds.status().message());
+  auto policies = ParsePolicies(flags.policies);
+  if (!policies.ok()) throw CLI::ValidationError(policies.status().message());
+  if (!(flags.tune >= 0 && flags.tune <= 10)) throw CLI::ValidationError("--tune must be 0..10");
+  if (!(flags.coverage > 0 && flags.coverage <= 100)) {
+    throw CLI::ValidationError("--coverage must be in (0, 100]");
+  }
+  const std::string trace_path = Resolve(flags.trace), node_path = Resolve(flags.nodes);
+
+  // Parse everything before simulating anything.
+  auto nodes = sim::LoadNodeCsv(node_path);
+  if (!nodes.ok()) {
+    std::fprintf(stderr, "error: %s\n", nodes.status().message().c_str());
+    return 2;
+  }
+  auto pods = sim::LoadPodCsv(trace_path);
+  if (!pods.ok()) {
+    std::fprintf(stderr, "error: %s\n", pods.status().message().c_str());
+    return 2;
+  }
+  auto cluster = sim::BuildCluster(*nodes, node_path);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "error: %s\n", cluster.status().message().c_str());
+    return 2;
+  }
+  auto workload = sim::PrepareWorkload(std::move(pods).value(), *cluster, flags.coverage, trace_path);
+  if (!workload.ok()) {
+    std::fprintf(stderr, "error: %s\n", workload.status().message().c_str());
+    return 2;
+  }
+  const std::string trace_name = fs::path(trace_path).stem().string();
+  const PaperFiles paper = LoadPaper(Resolve(flags.expected));
+
+  // Summary of the inputs.
+  int64_t whole = 0, gpu_pods = 0;
+  for (const auto& p : workload->pods) {
+    whole += p.num_gpus;
+    gpu_pods += p.num_gpus > 0;
+  }
+  double covered = 0;
+  std::printf("trace %s: %zu pods (%lld GPU pods), %.0f GPUs requested; cluster %s: %zu nodes, %lld GPUs\n",
+              trace_name.c_str(), workload->pods.size(), static_cast<long long>(gpu_pods),
+              static_cast<double>(workload->total_gpu_milli) / 1000.0,
+              fs::path(node_path).filename().c_str(), cluster->states.size(),
+              static_cast<long long>(cluster->total_gpus));
+  (void)covered;
+  std::printf("target workload M: %zu task shapes (coverage threshold %.0f %%); tune %.2f; seeds %s\n",
+              workload->target.size(), flags.coverage, flags.tune, flags.seeds.c_str());
+  std::printf("sharing gain: the trace's GPU pods need %lld GPUs allocated whole, %lld with "
+              "fractional sharing (Σ gpu_milli / 1000, rounded up): %.1f %% fewer\n",
+              static_cast<long long>(whole),
+              static_cast<long long>((workload->total_gpu_milli + 999) / 1000),
+              whole ? 100.0 * (1.0 - std::ceil(workload->total_gpu_milli / 1000.0) / whole) : 0.0);
+
+  // Every policy × seed, spread over threads (each run is single-threaded).
+  struct Job {
+    PlacementPolicy policy;
+    uint64_t seed;
+  };
+  std::vector<Job> jobs;
+  for (auto p : *policies) {
+    for (auto s : *seeds) jobs.push_back({p, s});
+  }
+  std::vector<std::optional<Result<sim::RunResult>>> results(jobs.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progress_mu;
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  sim::RunOptions run_options;
+  run_options.tune = flags.tune;
+  run_options.verify_failures = flags.verify;
+  if (flags.node_order == "cpu-per-gpu-desc") {
+    run_options.node_order = sim::RunOptions::NodeOrder::kCpuPerGpuDesc;
+  } else if (flags.node_order == "cpu-per-gpu-asc") {
+    run_options.node_order = sim::RunOptions::NodeOrder::kCpuPerGpuAsc;
+  } else if (flags.node_order != "seeded") {
+    throw CLI::ValidationError("--node-order: \"" + flags.node_order +
+                               "\" is not seeded, cpu-per-gpu-desc or cpu-per-gpu-asc");
+  }
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      results[i] = sim::RunExperiment(*cluster, *workload, jobs[i].policy, jobs[i].seed, run_options);
+      const size_t d = ++done;
+      if (!flags.quiet) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        Progress(d, jobs.size(), elapsed());
+      }
+    }
+  };
+  int threads = flags.jobs > 0 ? flags.jobs : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::clamp<int>(threads, 1, static_cast<int>(jobs.size()));
+  if (!flags.quiet) Progress(0, jobs.size(), 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!results[i]->ok()) {
+      std::fprintf(stderr, "error: %s seed %llu: %s\n", core::PlacementPolicyName(jobs[i].policy),
+                   static_cast<unsigned long long>(jobs[i].seed),
+                   results[i]->status().message().c_str());
+      return 1;
+    }
+  }
+
+  // The table: means over seeds, the paper's means beside ours.
+  const double gpus = static_cast<double>(cluster->total_gpus);
+  std::printf("\nGPU allocation ratio (%% of %lld GPUs) by arrived workload, mean of %zu seeds; "
+              "paper = the authors' published runs (expected_results/)\n",
+              static_cast<long long>(cluster->total_gpus), seeds->size());
+  std::printf("%-14s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s\n", "policy", "@100%", "paper",
+              "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper", "failed");
+  std::vector<std::vector<double>> curves;  // per policy: mean allocation per bucket
+  for (auto p : *policies) {
+    std::vector<double> a100, a130, f90, failed;
+    std::vector<std::vector<double>> per_bucket;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].policy != p) continue;
+      const auto& r = results[i]->value();
+      a100.push_back(r.buckets.alloc_pct[100]);
+      a130.push_back(r.buckets.alloc_pct[130]);
+      f90.push_back(r.buckets.frag_rate[90]);
+      failed.push_back(static_cast<double>(r.failed));
+      per_bucket.push_back(r.buckets.alloc_pct);
+    }
+    std::vector<double> curve(per_bucket.front().size());
+    for (size_t b = 0; b < curve.size(); ++b) {
+      std::vector<double> v;
+      for (const auto& pb : per_bucket) v.push_back(pb[b]);
+      curve[b] = Mean(v);
+    }
+    curves.push_back(curve);
+    std::optional<double> p100, p130, pf90;
+    if (paper.allo) {
+      p100 = sim::PaperMean(*paper.allo, trace_name, p, "100");
+      p130 = sim::PaperMean(*paper.allo, trace_name, p, "130");
+    }
+    if (paper.frag_ratio) pf90 = sim::PaperMean(*paper.frag_ratio, trace_name, p, "90");
+    const double m130 = Mean(a130);
+    std::printf("%-14s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s\n",
+                core::PlacementPolicyName(p), Fmt(Mean(a100)).c_str(), Fmt(p100).c_str(),
+                Fmt(m130).c_str(), Fmt(p130).c_str(),
+                p130 ? (std::string(m130 - *p130 >= 0 ? "+" : "") + Fmt(m130 - *p130)).c_str() : "n/a",
+                Fmt((100 - m130) / 100 * gpus, 0).c_str(),
+                p130 ? Fmt((100 - *p130) / 100 * gpus, 0).c_str() : "n/a", Fmt(Mean(f90), 1).c_str(),
+                Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str());
+  }
+  std::printf("(unalloc = unallocated GPUs at 130 %%; frag@90%% = fragmentation rate, fragment / "
+              "unallocated GPU × 100, at 90 %% arrived; failed = pods that fit nowhere, mean per run)\n");
+
+  // CSV of allocation vs arrived % per policy, and a chart when gnuplot is installed.
+  std::error_code ec;
+  fs::create_directories(flags.out, ec);
+  const std::string csv_path = flags.out + "/allocation_" + trace_name + ".csv";
+  {
+    std::ofstream csv(csv_path);
+    csv << "arrived_pct";
+    for (auto p : *policies) csv << "," << core::PlacementPolicyName(p);
+    csv << "\n";
+    for (size_t b = 0; b < curves.front().size(); ++b) {
+      csv << b;
+      for (const auto& c : curves) csv << "," << (std::isnan(c[b]) ? std::string("") : Fmt(c[b]));
+      csv << "\n";
+    }
+    if (!csv) {
+      std::fprintf(stderr, "error: cannot write %s\n", csv_path.c_str());
+      return 1;
+    }
+  }
+  std::printf("wrote %s\n", csv_path.c_str());
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    const std::string png = flags.out + "/allocation_" + trace_name + ".png";
+    const std::string gp = flags.out + "/allocation_" + trace_name + ".gp";
+    std::ofstream script(gp);
+    script << "set terminal png size 900,600 noenhanced\nset output '" << png << "'\n"
+           << "set datafile separator ','\nset key left top\nset grid\n"
+           << "set title 'GPU allocation vs arrived workload (" << trace_name << ", mean of "
+           << seeds->size() << " seeds)'\n"
+           << "set xlabel 'arrived GPU request (% of capacity)'\n"
+           << "set ylabel 'GPU allocation ratio (%)'\nset xrange [0:" << curves.front().size() - 1
+           << "]\nplot x title 'arrived' with lines dashtype 2 lc rgb 'gray'";
+    for (size_t i = 0; i < policies->size(); ++i) {
+      script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 title '"
+             << core::PlacementPolicyName((*policies)[i]) << "'";
+    }
+    script << "\n";
+    script.close();
+    if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0) {
+      std::printf("wrote %s\n", png.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterSimulateCommand(CLI::App& app) {
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Run the FGD paper's experiment (Weng et al., ATC '23) on the Alibaba openb trace: every "
+      "policy x seed, our means beside the paper's");
+  cmd->add_option("--trace", flags->trace, "pod list CSV (openb_pod_list_*.csv)")->capture_default_str();
+  cmd->add_option("--nodes", flags->nodes, "node list CSV (openb_node_list_*.csv)")->capture_default_str();
+  cmd->add_option("--expected", flags->expected, "the authors' expected_results/ directory")
+      ->capture_default_str();
+  cmd->add_option("--policies", flags->policies,
+                  "comma list of Random, DotProduct, GpuClustering, GpuPacking, BestFit, FGD, "
+                  "FGD+BestFit, FGD-exact, FGD-coarse, FGD+GpuPacking, FGD-gpuweighted, or all")
+      ->capture_default_str();
+  cmd->add_option("--seeds", flags->seeds, "seeds: a comma list of numbers and ranges (42-51)")
+      ->capture_default_str();
+  cmd->add_option("--tune", flags->tune, "arrived GPU request as a multiple of capacity")
+      ->capture_default_str();
+  cmd->add_option("--coverage", flags->coverage,
+                  "target workload M: most popular shapes covering this % of pods")
+      ->capture_default_str();
+  cmd->add_option("--out", flags->out, "directory for the CSV and the PNG chart")->capture_default_str();
+  cmd->add_option("-j,--jobs", flags->jobs, "runs in parallel (0 = one per CPU)")->capture_default_str();
+  cmd->add_option("--node-order", flags->node_order,
+                  "tie-break order of nodes: seeded (the paper), cpu-per-gpu-desc, cpu-per-gpu-asc")
+      ->capture_default_str();
+  cmd->add_flag("--verify", flags->verify,
+                "also check with core fit that no node could host a failed pod (slower)");
+  cmd->add_flag("-q,--quiet", flags->quiet, "no progress bar");
+  cmd->callback([flags] {
+    const int rc = Run(*flags);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace fracgpu::cli

@@ -1,0 +1,51 @@
+#pragma once
+// One run of the paper's experiment: one policy, one seed (fgd-evaluation.md §2.4, §3).
+// Single-threaded and deterministic: the same inputs give the same output on every machine.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/fgd_policies.h"
+#include "core/status.h"
+#include "sim/cluster.h"
+#include "sim/metrics.h"
+#include "sim/workload.h"
+
+namespace fracgpu::sim {
+
+/// Options of a run.
+struct RunOptions {
+  double tune = 1.3;   ///< arrived GPU request as a multiple of capacity (the paper: 1.3)
+  /// Cross-check every decision with the scheduler's core fit (core::Fit on the NodeState):
+  /// placements always (cheap); with verify_failures also that no node fits a failed pod.
+  bool verify_failures = false;
+  bool keep_samples = false;  ///< keep the per-pod samples in RunResult::samples
+  /// Tie-break order of the nodes: the seeded permutation (the paper), or that permutation
+  /// stably sorted by CPU capacity per GPU (descending: CPU-rich nodes first; ascending).
+  enum class NodeOrder { kSeeded, kCpuPerGpuDesc, kCpuPerGpuAsc };
+  NodeOrder node_order = NodeOrder::kSeeded;
+};
+
+/// What one run produced.
+struct RunResult {
+  core::PlacementPolicy policy = core::PlacementPolicy::kRandom;
+  uint64_t seed = 0;
+  int64_t pods = 0;           ///< pods that arrived
+  int64_t failed = 0;         ///< pods that fit nowhere
+  int64_t arrived_milli = 0;  ///< at the end
+  int64_t used_milli = 0;     ///< at the end
+  BucketedRun buckets;        ///< buckets 0..max(130, ⌈tune·100⌉)
+  std::vector<Sample> samples;  ///< only with keep_samples
+};
+
+/// Runs `policy` with `seed`: arrivals from BuildArrivals (stream 0 of the seed), the node
+/// tie-break order a seeded permutation of the name-sorted nodes (stream 1), Random's draws
+/// from stream 2. Each pod: core::ChooseNode on the compact nodes; a placement is then fitted
+/// by core::Fit on the NodeState with the chosen GPUs (the same fit the extender runs) and
+/// recorded with core::AddPodGrants. Errors: kInternal when core fit disagrees with the policy's
+/// feasibility (a bug), naming pod, node and fit's summary.
+Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& workload,
+                                core::PlacementPolicy policy, uint64_t seed,
+                                const RunOptions& options = {});
+
+}  // namespace fracgpu::sim

@@ -1,0 +1,169 @@
+#include "ui/cluster.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "k8s/objects.h"
+
+namespace fracgpu::ui {
+
+using nlohmann::json;
+
+ClusterSource::ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource)
+    : client_(client), ttl_(ttl), gpu_resource_(std::move(gpu_resource)) {}
+
+Result<ClusterSnapshot> ClusterSource::Get() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (cached_ && ttl_.count() > 0 && now - taken_ < ttl_) return *cached_;
+  auto nodes = client_->List("/api/v1/nodes");
+  if (!nodes.ok()) return nodes.status();
+  auto pods = client_->List("/api/v1/pods");
+  if (!pods.ok()) return pods.status();
+  auto state = std::make_shared<scheduler::ClusterState>(gpu_resource_);
+  ClusterSnapshot snap;
+  for (const auto& node : (*nodes)["items"]) {
+    // A bad register annotation makes the node GPU-less; the dashboard shows it without GPUs.
+    if (auto st = state->UpsertNode(node); !st.ok()) spdlog::warn("ui: {}", st.message());
+    snap.nodes.push_back(node);
+  }
+  for (const auto& pod : (*pods)["items"]) {
+    if (auto st = state->UpsertPod(pod); !st.ok()) spdlog::warn("ui: {}", st.message());
+  }
+  snap.state = std::move(state);
+  cached_ = snap;
+  taken_ = now;
+  return snap;
+}
+
+namespace {
+
+bool Unschedulable(const json& node) {
+  if (!node.contains("spec") || !node["spec"].is_object()) return false;
+  auto it = node["spec"].find("unschedulable");
+  return it != node["spec"].end() && it->is_boolean() && it->get<bool>();
+}
+
+// Slices per GPU UUID: every recorded allocation collapsed as the scheduler counts it.
+std::map<std::string, json> SlicesByGpu(const scheduler::ClusterState& state) {
+  std::map<std::string, json> out;
+  for (const auto& a : state.Allocations()) {
+    auto usage = core::CollapsePodUsage(a.grants, a.num_init, a.init_finished);
+    if (!usage.ok()) continue;
+    auto slash = a.key.find('/');
+    std::string ns = slash == std::string::npos ? "" : a.key.substr(0, slash);
+    std::string name = slash == std::string::npos ? a.key : a.key.substr(slash + 1);
+    for (const auto& d : *usage) {
+      out[a.node + "\n" + d.uuid].push_back(
+          {{"pod", name}, {"namespace", ns}, {"mem_mib", d.mem_mib}, {"cores", d.cores}});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+json ClusterJson(const ClusterSnapshot& snapshot) {
+  auto slices = SlicesByGpu(*snapshot.state);
+  std::vector<const json*> nodes;
+  for (const auto& n : snapshot.nodes) nodes.push_back(&n);
+  std::sort(nodes.begin(), nodes.end(), [](const json* a, const json* b) { return k8s::Name(*a) < k8s::Name(*b); });
+  json out_nodes = json::array();
+  int64_t total_gpus = 0, total_mem = 0, used_mem = 0;
+  for (const json* node : nodes) {
+    std::string name = k8s::Name(*node);
+    auto state = snapshot.state->Node(name);
+    json gpus = json::array();
+    if (state) {
+      for (const auto& g : state->gpus) {
+        auto it = slices.find(name + "\n" + g.info.uuid);
+        gpus.push_back({{"uuid", g.info.uuid},
+                        {"index", g.info.index},
+                        {"type", g.info.type},
+                        {"numa", g.info.numa},
+                        {"health", g.info.health},
+                        {"cordoned", g.cordoned},
+                        {"count", g.info.count},
+                        {"used", g.used},
+                        {"devmem_mib", g.info.devmem_mib},
+                        {"used_mem_mib", g.used_mem_mib},
+                        {"devcore", g.info.devcore},
+                        {"used_cores", g.used_cores},
+                        {"slices", it == slices.end() ? json::array() : it->second}});
+        ++total_gpus;
+        total_mem += g.info.devmem_mib;
+        used_mem += g.used_mem_mib;
+      }
+    }
+    out_nodes.push_back(
+        {{"name", name}, {"unschedulable", Unschedulable(*node)}, {"gpu_ready", state.has_value()}, {"gpus", gpus}});
+  }
+  return {{"nodes", out_nodes},
+          {"totals",
+           {{"nodes", out_nodes.size()}, {"gpus", total_gpus}, {"devmem_mib", total_mem}, {"used_mem_mib", used_mem}}}};
+}
+
+json GpuOptionsJson(const ClusterSnapshot& snapshot) {
+  std::set<std::string> types;
+  json gpus = json::array();
+  for (const auto& node : snapshot.state->Nodes()) {
+    for (const auto& g : node.gpus) {
+      types.insert(g.info.type);
+      gpus.push_back({{"uuid", g.info.uuid}, {"node", node.name}, {"type", g.info.type}, {"index", g.info.index}});
+    }
+  }
+  return {{"gpu_types", json(std::vector<std::string>(types.begin(), types.end()))}, {"gpus", gpus}};
+}
+
+json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
+                    const core::FitOptions& options) {
+  auto nodes = snapshot.state->Nodes();
+  if (!request.UsesGpu()) {
+    return {{"fits", true}, {"gpus", 0}, {"nodes", 0}, {"total_nodes", nodes.size()},
+            {"message", "uses no GPU"}, {"per_node", json::array()}};
+  }
+  const core::ContainerRequest* first = nullptr;
+  for (const auto& c : request.containers) {
+    if (c.UsesGpu()) {
+      first = &c;
+      break;
+    }
+  }
+  core::FitOptions fit_options = options;
+  fit_options.want_reasons = true;
+  int64_t fit_nodes = 0, fit_gpus = 0;
+  json per_node = json::array();
+  for (const auto& node : nodes) {
+    auto result = core::Fit(request, node, fit_options);
+    json eligible = json::array();
+    for (const auto& g : node.gpus) {
+      if (core::CheckGpu(*first, request, g) == core::FitReason::kFits) eligible.push_back(g.info.uuid);
+    }
+    json entry = {{"node", node.name}, {"fits", result.fits}, {"eligible", eligible}};
+    if (result.fits) {
+      ++fit_nodes;
+      fit_gpus += static_cast<int64_t>(eligible.size());
+      json chosen = json::array();
+      for (const auto& cg : result.grants) {
+        for (const auto& g : cg) chosen.push_back(g.uuid);
+      }
+      entry["gpus"] = chosen;
+    } else {
+      entry["gpus"] = json::array();
+      entry["reason"] = result.summary;
+    }
+    per_node.push_back(std::move(entry));
+  }
+  std::string message = fit_nodes > 0 ? "fits now on " + std::to_string(fit_gpus) + " GPU" +
+                                            (fit_gpus == 1 ? "" : "s") + " of " + std::to_string(fit_nodes) +
+                                            " node" + (fit_nodes == 1 ? "" : "s")
+                                      : (nodes.empty() ? "fits on no node: the cluster has no GPU nodes"
+                                                       : "fits on no node");
+  return {{"fits", fit_nodes > 0}, {"gpus", fit_gpus}, {"nodes", fit_nodes}, {"total_nodes", nodes.size()},
+          {"message", message}, {"per_node", per_node}};
+}
+
+}  // namespace fracgpu::ui

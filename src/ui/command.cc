@@ -1,0 +1,142 @@
+// `fracgpu ui`: the notebook form and the GPU dashboard (docs/ui.md).
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/request.h"
+#include "http/server.h"
+#include "k8s/client.h"
+#include "k8s/config.h"
+#include "ui/cluster.h"
+#include "ui/service.h"
+
+#ifndef FRACGPU_WEB_SOURCE_DIR
+#define FRACGPU_WEB_SOURCE_DIR ""
+#endif
+
+namespace fracgpu::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+struct Flags {
+  std::string bind = "0.0.0.0:8080";
+  std::string cert_file, key_file, kubeconfig;
+  std::string web_dir;
+  std::string user_header = "kubeflow-userid";
+  std::string groups_header;
+  std::string user_prefix;
+  std::vector<std::string> images = {"kubeflownotebookswg/jupyter-scipy:v1.8.0",
+                                     "kubeflownotebookswg/jupyter-pytorch-cuda-full:v1.8.0",
+                                     "kubeflownotebookswg/jupyter-tensorflow-cuda-full:v1.8.0"};
+  std::string gpu_policy = "spread";
+  int cache_ms = 2000;
+};
+
+// The web folder when --web-dir is not given: next to an installed binary
+// (<prefix>/share/fracgpu/web), or the source tree's web/ for a build-tree binary.
+std::string DefaultWebDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::filesystem::path> candidates;
+  if (!ec) {
+    auto dir = exe.parent_path();
+    candidates = {dir / "../share/fracgpu/web", dir / "web"};
+  }
+  candidates.emplace_back(FRACGPU_WEB_SOURCE_DIR);
+  for (const auto& c : candidates) {
+    if (!c.empty() && std::filesystem::exists(c / "index.html", ec)) return std::filesystem::weakly_canonical(c, ec).string();
+  }
+  return "";
+}
+
+int Run(const Flags& f) {
+  auto colon = f.bind.rfind(':');
+  if (colon == std::string::npos) {
+    spdlog::error("--http-bind must be host:port, got \"{}\"", f.bind);
+    return 2;
+  }
+  int port = 0;
+  try {
+    port = std::stoi(f.bind.substr(colon + 1));
+  } catch (const std::exception&) {
+    spdlog::error("--http-bind port is not a number: \"{}\"", f.bind);
+    return 2;
+  }
+  auto policy = core::ParseGpuPolicy(f.gpu_policy);
+  if (!policy.ok()) {
+    spdlog::error("--gpu-scheduler-policy: {}", policy.status().message());
+    return 2;
+  }
+  auto config = k8s::LoadConfig(f.kubeconfig);
+  if (!config.ok()) {
+    spdlog::error("kubernetes config: {}", config.status().message());
+    return 1;
+  }
+  auto client = k8s::Client::Create(*config);
+  if (!client.ok()) {
+    spdlog::error("kubernetes client: {}", client.status().message());
+    return 1;
+  }
+  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms));
+  ui::UiOptions options;
+  options.user_header = f.user_header;
+  options.groups_header = f.groups_header;
+  options.user_prefix = f.user_prefix;
+  options.images = f.images;
+  options.web_dir = f.web_dir.empty() ? DefaultWebDir() : f.web_dir;
+  options.fit.default_gpu_policy = *policy;
+  if (options.web_dir.empty()) spdlog::warn("no web folder found; serving the JSON API only (use --web-dir)");
+  ui::UiService service(client->get(), &cluster, options);
+  http::ServerOptions server_options;
+  server_options.host = f.bind.substr(0, colon);
+  server_options.port = port;
+  server_options.cert_file = f.cert_file;
+  server_options.key_file = f.key_file;
+  http::Server server(server_options);
+  service.Register(server);
+  if (Status st = server.Start(); !st.ok()) {
+    spdlog::error("{}", st.message());
+    return 1;
+  }
+  spdlog::info("fracgpu ui on {} (web folder {})", server.BaseUrl(), options.web_dir);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.Stop();
+  return 0;
+}
+
+}  // namespace
+
+void RegisterUiCommand(CLI::App& app) {
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("ui", "Notebook form with fractional GPUs and the cluster GPU dashboard");
+  cmd->add_option("--http-bind", f->bind, "host:port to listen on")->capture_default_str();
+  cmd->add_option("--cert-file", f->cert_file, "PEM serving certificate (HTTPS when given)");
+  cmd->add_option("--key-file", f->key_file, "PEM serving key");
+  cmd->add_option("--kubeconfig", f->kubeconfig, "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
+  cmd->add_option("--web-dir", f->web_dir, "folder with index.html (default: found next to the binary or in the source tree)");
+  cmd->add_option("--user-header", f->user_header, "header with the caller's user name")->capture_default_str();
+  cmd->add_option("--groups-header", f->groups_header, "header with the caller's groups, comma-separated");
+  cmd->add_option("--user-prefix", f->user_prefix, "prefix added to the user name in SubjectAccessReviews");
+  cmd->add_option("--images", f->images, "images the form offers")->delimiter(',')->capture_default_str();
+  cmd->add_option("--gpu-scheduler-policy", f->gpu_policy, "default GPU policy for the fit preview")->capture_default_str();
+  cmd->add_option("--cluster-cache-ms", f->cache_ms, "reuse a cluster listing for this long, milliseconds")
+      ->capture_default_str();
+  cmd->callback([f] {
+    int rc = Run(*f);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace fracgpu::cli

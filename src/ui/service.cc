@@ -1,0 +1,260 @@
+#include "ui/service.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "core/request.h"
+#include "k8s/objects.h"
+#include "ui/yaml.h"
+
+namespace fracgpu::ui {
+
+using nlohmann::json;
+
+namespace {
+
+int HttpStatusOf(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kConflict: return 409;
+    case StatusCode::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+http::Response ErrorResponse(const Status& st) { return http::Response::Error(HttpStatusOf(st), st.message()); }
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',') {
+      while (!cur.empty() && cur.front() == ' ') cur.erase(cur.begin());
+      while (!cur.empty() && cur.back() == ' ') cur.pop_back();
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The preview (and create) validation: the webhook's parser on the pod the controller makes.
+json Validate(const json& notebook, const NotebookOptions& options, Result<core::PodRequest>* parsed) {
+  *parsed = core::ParsePodRequest(PodOfNotebook(notebook), options.names);
+  json errors = json::array();
+  json warnings = json::array();
+  if (!parsed->ok()) {
+    errors.push_back(parsed->status().message());
+  } else {
+    for (const auto& w : (*parsed)->warnings) warnings.push_back(w);
+  }
+  return {{"errors", errors}, {"warnings", warnings}};
+}
+
+const char* ContentType(const std::string& path) {
+  auto ends = [&](const char* ext) {
+    std::string e(ext);
+    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".js")) return "text/javascript; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".svg")) return "image/svg+xml";
+  if (ends(".json")) return "application/json";
+  if (ends(".png")) return "image/png";
+  return "application/octet-stream";
+}
+
+}  // namespace
+
+std::string NotebooksPath(const std::string& ns) { return "/apis/kubeflow.org/v1/namespaces/" + ns + "/notebooks"; }
+
+Status ReviewAccess(k8s::Client& client, const std::string& user, const std::vector<std::string>& groups,
+                    const std::string& verb, const std::string& ns) {
+  json spec = {{"user", user},
+               {"resourceAttributes",
+                {{"namespace", ns}, {"verb", verb}, {"group", "kubeflow.org"}, {"resource", "notebooks"}}}};
+  if (!groups.empty()) spec["groups"] = groups;
+  json review = {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SubjectAccessReview"}, {"spec", spec}};
+  auto reply = client.Create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review);
+  if (!reply.ok()) return reply.status().WithPrefix("cannot check access (SubjectAccessReview)");
+  const json& status = reply->contains("status") ? (*reply)["status"] : json::object();
+  bool allowed = status.is_object() && status.contains("allowed") && status["allowed"].is_boolean() &&
+                 status["allowed"].get<bool>();
+  if (allowed) return Status::Ok();
+  std::string message = "user \"" + user + "\" may not " + verb + " notebooks (kubeflow.org) in namespace \"" + ns + "\"";
+  if (status.is_object() && status.contains("reason") && status["reason"].is_string() &&
+      !status["reason"].get<std::string>().empty()) {
+    message += ": " + status["reason"].get<std::string>();
+  }
+  return PermissionDenied(message);
+}
+
+std::string NotebookState(const json& nb) {
+  if (auto stopped = k8s::Annotation(nb, "kubeflow-resource-stopped"); stopped && !stopped->empty()) return "Stopped";
+  if (!nb.contains("status") || !nb["status"].is_object()) return "Pending";
+  const json& st = nb["status"];
+  if (st.contains("readyReplicas") && st["readyReplicas"].is_number_integer() && st["readyReplicas"].get<int64_t>() >= 1) {
+    return "Ready";
+  }
+  if (st.contains("containerState") && st["containerState"].is_object()) {
+    const json& cs = st["containerState"];
+    for (const char* kind : {"waiting", "terminated"}) {
+      if (cs.contains(kind) && cs[kind].is_object()) {
+        std::string reason = cs[kind].value("reason", "");
+        std::string label = std::string(kind) == "waiting" ? "Waiting" : "Terminated";
+        return reason.empty() ? label : label + ": " + reason;
+      }
+    }
+  }
+  return "Pending";
+}
+
+UiService::UiService(k8s::Client* client, ClusterSource* cluster, UiOptions options)
+    : client_(client), cluster_(cluster), options_(std::move(options)) {}
+
+void UiService::Register(http::Server& server) const {
+  server.Route("POST", "/api/preview", [this](const http::Request& r) { return Preview(r); });
+  server.Route("GET", "/api/cluster", [this](const http::Request& r) { return Cluster(r); });
+  server.Route("GET", "/api/options", [this](const http::Request& r) { return Options(r); });
+  server.Route("POST", "/api/notebooks", [this](const http::Request& r) { return CreateNotebook(r); });
+  server.Route("GET", "/api/notebooks", [this](const http::Request& r) { return ListNotebooks(r); });
+  server.RoutePrefix("GET", "/", [this](const http::Request& r) { return Static(r); });
+}
+
+Status UiService::Caller(const http::Request& req, std::string* user, std::vector<std::string>* groups) const {
+  std::string name = req.Header(options_.user_header);
+  if (name.empty()) {
+    return PermissionDenied("no user identity: the request has no " + options_.user_header +
+                            " header (sign in through the Kubeflow gateway)");
+  }
+  *user = options_.user_prefix + name;
+  if (!options_.groups_header.empty()) *groups = SplitComma(req.Header(options_.groups_header));
+  return Status::Ok();
+}
+
+http::Response UiService::Preview(const http::Request& req) const {
+  auto form = DecodeNotebookForm(req.body);
+  if (!form.ok()) return ErrorResponse(form.status());
+  json notebook = BuildNotebook(*form, options_.notebook);
+  Result<core::PodRequest> parsed = InvalidArgument("not parsed");
+  json out = Validate(notebook, options_.notebook, &parsed);
+  out["notebook"] = notebook;
+  out["yaml"] = JsonToYaml(notebook);
+  if (!parsed.ok()) {
+    out["fit"] = nullptr;
+    return http::Response::Json(200, out);
+  }
+  auto snap = cluster_->Get();
+  if (!snap.ok()) {
+    out["fit"] = {{"fits", false}, {"message", "cluster state unavailable: " + snap.status().message()}};
+  } else {
+    out["fit"] = FitPreviewJson(*parsed, *snap, options_.fit);
+  }
+  return http::Response::Json(200, out);
+}
+
+http::Response UiService::Cluster(const http::Request&) const {
+  auto snap = cluster_->Get();
+  if (!snap.ok()) return ErrorResponse(snap.status().WithPrefix("cluster state unavailable"));
+  return http::Response::Json(200, ClusterJson(*snap));
+}
+
+http::Response UiService::Options(const http::Request& req) const {
+  json out = {{"images", options_.images},
+              {"node_policies", {"binpack", "spread"}},
+              {"gpu_policies", {"binpack", "spread", "topology-aware", "fragmentation-aware"}},
+              {"user", nullptr},
+              {"user_header", options_.user_header}};
+  if (std::string user = req.Header(options_.user_header); !user.empty()) out["user"] = user;
+  auto snap = cluster_->Get();
+  if (snap.ok()) {
+    json gpus = GpuOptionsJson(*snap);
+    out["gpu_types"] = gpus["gpu_types"];
+    out["gpus"] = gpus["gpus"];
+  } else {
+    out["gpu_types"] = json::array();
+    out["gpus"] = json::array();
+    out["cluster_error"] = snap.status().message();
+  }
+  return http::Response::Json(200, out);
+}
+
+http::Response UiService::CreateNotebook(const http::Request& req) const {
+  std::string user;
+  std::vector<std::string> groups;
+  if (auto st = Caller(req, &user, &groups); !st.ok()) return ErrorResponse(st);
+  auto form = DecodeNotebookForm(req.body);
+  if (!form.ok()) return ErrorResponse(form.status());
+  if (auto st = ReviewAccess(*client_, user, groups, "create", form->namespace_name); !st.ok()) {
+    spdlog::info("ui: refused create of {}/{} for {}: {}", form->namespace_name, form->name, user, st.message());
+    return ErrorResponse(st);
+  }
+  json notebook = BuildNotebook(*form, options_.notebook);
+  Result<core::PodRequest> parsed = InvalidArgument("not parsed");
+  json checks = Validate(notebook, options_.notebook, &parsed);
+  if (!parsed.ok()) return http::Response::Error(400, parsed.status().message());
+  auto created = client_->Create(NotebooksPath(form->namespace_name), notebook);
+  if (!created.ok()) return ErrorResponse(created.status());
+  spdlog::info("ui: {} created notebook {}/{}", user, form->namespace_name, form->name);
+  return http::Response::Json(201, {{"notebook", *created}, {"warnings", checks["warnings"]}});
+}
+
+http::Response UiService::ListNotebooks(const http::Request& req) const {
+  std::string user;
+  std::vector<std::string> groups;
+  if (auto st = Caller(req, &user, &groups); !st.ok()) return ErrorResponse(st);
+  std::string ns = req.Param("namespace");
+  if (!IsDnsLabel(ns)) {
+    return http::Response::Error(400, "query parameter namespace must be a DNS-1123 label, got \"" + ns + "\"");
+  }
+  if (auto st = ReviewAccess(*client_, user, groups, "list", ns); !st.ok()) return ErrorResponse(st);
+  auto list = client_->List(NotebooksPath(ns));
+  if (!list.ok()) return ErrorResponse(list.status());
+  json items = json::array();
+  for (const auto& nb : (*list)["items"]) {
+    json limits = json::object();
+    std::string image;
+    const json pod = PodOfNotebook(nb);
+    if (pod["spec"].contains("containers") && pod["spec"]["containers"].is_array() &&
+        !pod["spec"]["containers"].empty()) {
+      const json& c = pod["spec"]["containers"][0];
+      if (c.is_object()) {
+        image = c.value("image", "");
+        if (c.contains("resources") && c["resources"].is_object() && c["resources"].contains("limits") &&
+            c["resources"]["limits"].is_object()) {
+          limits = c["resources"]["limits"];
+        }
+      }
+    }
+    items.push_back({{"name", k8s::Name(nb)},
+                     {"namespace", k8s::Namespace(nb)},
+                     {"image", image},
+                     {"limits", limits},
+                     {"state", NotebookState(nb)}});
+  }
+  return http::Response::Json(200, {{"notebooks", items}});
+}
+
+http::Response UiService::Static(const http::Request& req) const {
+  if (options_.web_dir.empty()) return http::Response::Error(404, "no web folder configured");
+  std::string path = req.path == "/" ? "/index.html" : req.path;
+  if (path.find("..") != std::string::npos || path.find('\\') != std::string::npos) {
+    return http::Response::Error(404, "not found: " + req.path);
+  }
+  std::ifstream in(options_.web_dir + path, std::ios::binary);
+  if (!in) return http::Response::Error(404, "not found: " + req.path);
+  std::ostringstream body;
+  body << in.rdbuf();
+  http::Response r = http::Response::Text(200, body.str(), ContentType(path));
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  return r;
+}
+
+}  // namespace fracgpu::ui

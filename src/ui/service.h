@@ -1,0 +1,78 @@
+#pragma once
+// The UI's JSON API and static files (docs/ui.md):
+//   POST /api/preview         form → Notebook (JSON + YAML), webhook validation, fit preview
+//   GET  /api/cluster         nodes, GPUs, usage and slices (the dashboard)
+//   GET  /api/options         images, GPU types and UUIDs, policies, the caller's identity
+//   POST /api/notebooks       create the Notebook, after a SubjectAccessReview for the caller
+//   GET  /api/notebooks?namespace=  the caller's notebooks there and their state (also checked)
+//   GET  /…                   web/ files (index.html for "/")
+// The caller is the user named by a header (default `kubeflow-userid`, which Kubeflow's
+// gateway sets after authentication). The server's own credentials never create or list
+// notebooks for a caller the API server has not authorised (SubjectAccessReview,
+// authorization.k8s.io/v1).
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/fit.h"
+#include "core/status.h"
+#include "http/server.h"
+#include "k8s/client.h"
+#include "ui/cluster.h"
+#include "ui/form.h"
+
+namespace fracgpu::ui {
+
+/// Settings of the UI service.
+struct UiOptions {
+  std::string user_header = "kubeflow-userid";  ///< header carrying the caller's user name
+  std::string groups_header;                   ///< optional header with comma-separated groups
+  std::string user_prefix;                     ///< prepended to the user name for the SAR (e.g. "oidc:")
+  std::vector<std::string> images;             ///< images the form offers
+  std::string web_dir;                         ///< folder of index.html, *.js, *.css ("" = no static files)
+  NotebookOptions notebook;                    ///< resource names
+  core::FitOptions fit;                        ///< default GPU policy for the fit preview
+};
+
+/// The Kubernetes path of a namespace's notebooks: "/apis/kubeflow.org/v1/namespaces/<ns>/notebooks".
+std::string NotebooksPath(const std::string& ns);
+
+/// Asks the API server whether `user` (with `groups`) may `verb` notebooks (group
+/// kubeflow.org) in `ns` (POST /apis/authorization.k8s.io/v1/subjectaccessreviews).
+/// Returns OK when status.allowed is true; kPermissionDenied naming the user, the verb and
+/// the namespace (and the API server's reason, if any) when not; the client's error when
+/// the review could not be made (then the caller must refuse too).
+Status ReviewAccess(k8s::Client& client, const std::string& user, const std::vector<std::string>& groups,
+                    const std::string& verb, const std::string& ns);
+
+/// A notebook's state for the list: "Ready", "Stopped", "Waiting: <reason>",
+/// "Terminated: <reason>" or "Pending", from status.readyReplicas, status.containerState and
+/// the `kubeflow-resource-stopped` annotation (Kubeflow notebook controller).
+std::string NotebookState(const nlohmann::json& notebook);
+
+/// The service: handlers over a client and a cluster source (not owned; must outlive it).
+class UiService {
+ public:
+  UiService(k8s::Client* client, ClusterSource* cluster, UiOptions options);
+  /// Adds every route to `server` (before server.Start()).
+  void Register(http::Server& server) const;
+
+  http::Response Preview(const http::Request& req) const;
+  http::Response Cluster(const http::Request& req) const;
+  http::Response Options(const http::Request& req) const;
+  http::Response CreateNotebook(const http::Request& req) const;
+  http::Response ListNotebooks(const http::Request& req) const;
+  http::Response Static(const http::Request& req) const;
+
+ private:
+  /// The caller's identity or a 403 response naming the header.
+  Status Caller(const http::Request& req, std::string* user, std::vector<std::string>* groups) const;
+
+  k8s::Client* client_;
+  ClusterSource* cluster_;
+  UiOptions options_;
+};
+
+}  // namespace fracgpu::ui

@@ -1,0 +1,179 @@
+// `fracgpu run` / `fracgpu inspect` (see run_inspect.h).
+#include "vgpu/cli/run_inspect.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace fracgpu::vgpu::cli {
+namespace {
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(',', pos);
+    out.push_back(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return out;
+}
+
+bool WholeNumber(const std::string& s, unsigned long long max, unsigned long long* v) {
+  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  *v = std::stoull(s);
+  return *v <= max;
+}
+
+}  // namespace
+
+std::string DefaultLibrary() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    auto candidate = std::filesystem::path(self).parent_path() / "lib" / "libvgpu.so";
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return "/usr/local/vgpu/libvgpu.so";
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(const RunOptions& o) {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::string> mems = SplitComma(o.gpumem);
+  for (size_t i = 0; i < mems.size(); ++i) {
+    unsigned long long mib = 0;
+    if (!WholeNumber(mems[i], 1ull << 30, &mib) || mib == 0) {
+      return InvalidArgument(fmt::format("--gpumem: \"{}\" is not a whole number of MiB >= 1", mems[i]));
+    }
+    env.emplace_back(fmt::format("CUDA_DEVICE_MEMORY_LIMIT_{}", i), fmt::format("{}m", mib));
+  }
+  if (mems.size() > static_cast<size_t>(kMaxDevices)) {
+    return InvalidArgument(fmt::format("--gpumem: at most {} devices, got {}", kMaxDevices, mems.size()));
+  }
+  if (o.gpucores < 0 || o.gpucores > 100) {
+    return InvalidArgument(fmt::format("--gpucores: must be 0..100, got {}", o.gpucores));
+  }
+  std::string devices = o.devices;
+  if (devices.empty()) {
+    for (size_t i = 0; i < mems.size(); ++i) devices += (i ? "," : "") + std::to_string(i);
+  }
+  std::vector<std::string> devs = SplitComma(devices);
+  for (const std::string& d : devs) {
+    unsigned long long v = 0;
+    if (!WholeNumber(d, 63, &v)) return InvalidArgument(fmt::format("--devices: \"{}\" is not a GPU index", d));
+  }
+  if (devs.size() != mems.size()) {
+    return InvalidArgument(fmt::format("--devices names {} GPUs but --gpumem gives {} limits", devs.size(),
+                                       mems.size()));
+  }
+  for (size_t i = 0; i < devs.size(); ++i) {
+    env.emplace_back(fmt::format("CUDA_DEVICE_SM_LIMIT_{}", i), std::to_string(o.gpucores));
+  }
+  env.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(o.gpucores));
+  // Indices are NVML indices: libvgpu.so resolves them to UUIDs; CUDA sees the same GPUs.
+  env.emplace_back("NVIDIA_VISIBLE_DEVICES", devices);
+  env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
+  env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  env.emplace_back("CUDA_DEVICE_MEMORY_SHARED_CACHE", o.region);
+  env.emplace_back("LD_PRELOAD", o.library);
+  return env;
+}
+
+std::string FormatRegion(const Region& r) {
+  std::string out = fmt::format("region v{}  devices {}  policy {}  priority {}\n", r.version, r.device_count,
+                                r.policy, r.priority);
+  out += fmt::format("{:<4} {:<42} {:>12} {:>12} {:>8}\n", "dev", "uuid", "limit MiB", "used MiB", "sm %");
+  for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
+    const RegionDevice& dev = r.devices[d];
+    std::string uuid(dev.uuid, strnlen(dev.uuid, kUuidSize));
+    std::string limit = dev.memory_limit ? fmt::format("{:.1f}", dev.memory_limit / 1048576.0) : "unlimited";
+    if (dev.flags & kDeviceFailClosed) limit = "FAIL-CLOSED";
+    out += fmt::format("{:<4} {:<42} {:>12} {:>12.1f} {:>8}\n", d, uuid.empty() ? "(by ordinal)" : uuid, limit,
+                       dev.used.load() / 1048576.0, dev.sm_limit ? std::to_string(dev.sm_limit) : "-");
+  }
+  out += fmt::format("{:<8} {:<6}", "pid", "alive");
+  for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d)
+    out += fmt::format(" {:>12}", fmt::format("dev{} MiB", d));
+  out += "\n";
+  for (const RegionSlot& s : r.slots) {
+    if (s.state.load() != kSlotActive) continue;
+    out += fmt::format("{:<8} {:<6}", s.pid, SlotProcessAlive(s) ? "yes" : "no");
+    for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d)
+      out += fmt::format(" {:>12.1f}", s.used[d].load() / 1048576.0);
+    out += "\n";
+  }
+  return out;
+}
+
+Result<std::vector<char>> ReadRegionFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("region file \"{}\": cannot open", path));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() != sizeof(Region) || RegionValidate(bytes.data(), bytes.size()) != RegionError::kOk) {
+    return InvalidArgument(fmt::format("region file \"{}\": not a fracgpu v{} region ({} bytes, expected {})",
+                                       path, kRegionVersion, bytes.size(), sizeof(Region)));
+  }
+  return bytes;
+}
+
+}  // namespace fracgpu::vgpu::cli
+
+namespace fracgpu::cli {
+
+void RegisterRunCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a command on this machine under libvgpu.so limits");
+  auto opts = std::make_shared<vgpu::cli::RunOptions>();
+  auto argv = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--gpumem", opts->gpumem, "MiB per GPU, comma-separated (3000 or 3000,4000)")->required();
+  cmd->add_option("--gpucores", opts->gpucores, "SM share per GPU, percent (0 = no limit)");
+  cmd->add_option("--devices", opts->devices, "GPU indices, comma-separated (default 0..n-1)");
+  cmd->add_option("--lib", opts->library, "path of libvgpu.so (default: next to fracgpu, lib/)");
+  cmd->add_option("command", *argv, "command and arguments (after --)")->required();
+  cmd->callback([opts, argv] {
+    char tmpl[] = "/tmp/fracgpu-run-XXXXXX";
+    if (!mkdtemp(tmpl)) throw CLI::RuntimeError("fracgpu run: cannot create a region directory", 1);
+    opts->region = std::string(tmpl) + "/region.cache";
+    if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
+    auto env = vgpu::cli::BuildRunEnvironment(*opts);
+    if (!env.ok()) {
+      std::fprintf(stderr, "fracgpu run: %s\n", env.status().message().c_str());
+      throw CLI::RuntimeError(2);
+    }
+    for (const auto& [k, v] : env.value()) setenv(k.c_str(), v.c_str(), 1);
+    std::fprintf(stderr, "fracgpu run: region %s (inspect it with `fracgpu inspect %s`)\n",
+                 opts->region.c_str(), opts->region.c_str());
+    std::vector<char*> args;
+    for (auto& a : *argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "fracgpu run: cannot run %s: %s\n", args[0], std::strerror(errno));
+    throw CLI::RuntimeError(127);
+  });
+}
+
+void RegisterInspectCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Print a libvgpu.so region file: per-process, per-device usage");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("REGION_FILE", *path, "region file (CUDA_DEVICE_MEMORY_SHARED_CACHE)")->required();
+  cmd->callback([path] {
+    auto bytes = vgpu::cli::ReadRegionFile(*path);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "fracgpu inspect: %s\n", bytes.status().message().c_str());
+      throw CLI::RuntimeError(1);
+    }
+    std::fputs(vgpu::cli::FormatRegion(*reinterpret_cast<const vgpu::Region*>(bytes.value().data())).c_str(),
+               stdout);
+  });
+}
+
+}  // namespace fracgpu::cli

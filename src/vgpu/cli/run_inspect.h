@@ -1,0 +1,37 @@
+#pragma once
+// `fracgpu run` and `fracgpu inspect` (issue 3, Build 5): run a command on this machine under
+// libvgpu.so limits, and print a region file's per-process, per-device usage.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "vgpu/region.h"
+
+namespace fracgpu::vgpu::cli {
+
+/// What `fracgpu run` was asked for.
+struct RunOptions {
+  std::string gpumem;    ///< "3000" or "3000,4000": MiB per device, in --devices order
+  int gpucores = 0;      ///< percent 0..100; 0 = no SM limit
+  std::string devices;   ///< "0,1": NVML indices; "" = device 0 .. (number of gpumem values - 1)
+  std::string library;   ///< path of libvgpu.so
+  std::string region;    ///< path of the private region file
+};
+
+/// The environment `fracgpu run` adds (CONTRACT.md §4 keys). Errors (kInvalidArgument) name
+/// the flag and the value, e.g. `--gpumem: "3g" is not a whole number of MiB`.
+Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(const RunOptions& options);
+
+/// A human-readable table of a region: devices (UUID, limit, used, MiB) and active slots
+/// (pid, per-device MiB, alive?). `region` must have passed RegionValidate.
+std::string FormatRegion(const Region& region);
+
+/// libvgpu.so next to the running fracgpu executable (<dir>/lib/libvgpu.so, as the build
+/// tree lays it out), else /usr/local/vgpu/libvgpu.so.
+std::string DefaultLibrary();
+
+/// Reads and validates a region file; errors name the path and what is wrong.
+Result<std::vector<char>> ReadRegionFile(const std::string& path);
+
+}  // namespace fracgpu::vgpu::cli

@@ -1,0 +1,271 @@
+#pragma once
+// The subset of the CUDA driver API (cuda.h, CUDA 12/13) that libvgpu.so and the fake driver
+// touch, declared by us so nothing here needs NVIDIA headers. Types, enum values and ELF
+// symbol names follow shared/reference/wire-apis.md §7 (CUDA 13.0 header, 64-bit Linux).
+// Every function is declared under its ELF name (cuMemAlloc_v2, not cuMemAlloc).
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+/// Every hook and every fake function is noexcept: a C ABI must never unwind.
+#define FRACGPU_CU_API noexcept
+
+typedef int CUresult;  // enum cudaError_enum, wire-apis.md §7.2
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef uint64_t cuuint64_t;
+typedef struct CUctx_st* CUcontext;
+typedef struct CUstream_st* CUstream;
+typedef struct CUevent_st* CUevent;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUarray_st* CUarray;
+typedef struct CUmipmappedArray_st* CUmipmappedArray;
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUuuid_st {
+  char bytes[16];
+} CUuuid;
+
+enum : CUresult {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_DEINITIALIZED = 4,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_UNKNOWN = 999,
+};
+
+/// cuGetProcAddress flags and symbol status (wire-apis.md §7.8).
+enum : cuuint64_t {
+  CU_GET_PROC_ADDRESS_DEFAULT = 0,
+  CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1,
+  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2,
+};
+typedef int CUdriverProcAddressQueryResult;
+enum : CUdriverProcAddressQueryResult {
+  CU_GET_PROC_ADDRESS_SUCCESS = 0,
+  CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+};
+
+typedef int CUdevice_attribute;
+enum : CUdevice_attribute {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 83,
+  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+  CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+};
+
+/// CUarray_format values and their bytes per channel (wire-apis.md §7.4).
+typedef int CUarray_format;
+enum : CUarray_format {
+  CU_AD_FORMAT_UNSIGNED_INT8 = 0x01,
+  CU_AD_FORMAT_UNSIGNED_INT16 = 0x02,
+  CU_AD_FORMAT_UNSIGNED_INT32 = 0x03,
+  CU_AD_FORMAT_SIGNED_INT8 = 0x08,
+  CU_AD_FORMAT_SIGNED_INT16 = 0x09,
+  CU_AD_FORMAT_SIGNED_INT32 = 0x0a,
+  CU_AD_FORMAT_HALF = 0x10,
+  CU_AD_FORMAT_FLOAT = 0x20,
+};
+typedef struct {
+  size_t Width;
+  size_t Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+/// CUmemLocationType: DEVICE = 1, HOST = 2, HOST_NUMA = 3, HOST_NUMA_CURRENT = 4.
+typedef int CUmemLocationType;
+enum : CUmemLocationType {
+  CU_MEM_LOCATION_TYPE_INVALID = 0,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_MEM_LOCATION_TYPE_HOST = 2,
+  CU_MEM_LOCATION_TYPE_HOST_NUMA = 3,
+  CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 4,
+};
+typedef struct {
+  CUmemLocationType type;
+  int id;
+} CUmemLocation;
+typedef struct {
+  int type;  // CUmemAllocationType, CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+  int allocType;
+  int handleTypes;
+  CUmemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+
+/// CUmemPool_attribute (cuda.h): the attributes the interposer reads.
+typedef int CUmemPool_attribute;
+enum : CUmemPool_attribute {
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+  CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+  CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+};
+
+typedef struct CUlaunchAttribute_st CUlaunchAttribute;
+typedef struct {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
+// ---- Functions, by ELF name (wire-apis.md §7.3–7.8) ----
+CUresult cuInit(unsigned int flags) FRACGPU_CU_API;
+CUresult cuDriverGetVersion(int* version) FRACGPU_CU_API;
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,
+                          cuuint64_t flags) FRACGPU_CU_API;
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) FRACGPU_CU_API;
+CUresult cuGetErrorName(CUresult error, const char** str) FRACGPU_CU_API;
+CUresult cuGetExportTable(const void** table, const CUuuid* id) FRACGPU_CU_API;
+
+CUresult cuDeviceGet(CUdevice* dev, int ordinal) FRACGPU_CU_API;
+CUresult cuDeviceGetCount(int* count) FRACGPU_CU_API;
+CUresult cuDeviceGetName(char* name, int len, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) FRACGPU_CU_API;
+
+CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) FRACGPU_CU_API;
+CUresult cuCtxCreate_v3(CUcontext* ctx, void* params, int num_params, unsigned int flags,
+                        CUdevice dev) FRACGPU_CU_API;
+CUresult cuCtxCreate_v4(CUcontext* ctx, void* params, unsigned int flags,
+                        CUdevice dev) FRACGPU_CU_API;
+CUresult cuCtxDestroy_v2(CUcontext ctx) FRACGPU_CU_API;
+CUresult cuCtxSetCurrent(CUcontext ctx) FRACGPU_CU_API;
+CUresult cuCtxGetCurrent(CUcontext* ctx) FRACGPU_CU_API;
+CUresult cuCtxGetDevice(CUdevice* dev) FRACGPU_CU_API;
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) FRACGPU_CU_API;
+CUresult cuCtxPopCurrent_v2(CUcontext* ctx) FRACGPU_CU_API;
+CUresult cuCtxSynchronize(void) FRACGPU_CU_API;
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) FRACGPU_CU_API;
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) FRACGPU_CU_API;
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) FRACGPU_CU_API;
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) FRACGPU_CU_API;
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) FRACGPU_CU_API;
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes, size_t height,
+                            unsigned int element_size_bytes) FRACGPU_CU_API;
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) FRACGPU_CU_API;
+CUresult cuMemFree_v2(CUdeviceptr dptr) FRACGPU_CU_API;
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) FRACGPU_CU_API;
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) FRACGPU_CU_API;
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream stream) FRACGPU_CU_API;
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream stream) FRACGPU_CU_API;
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) FRACGPU_CU_API;
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) FRACGPU_CU_API;
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) FRACGPU_CU_API;
+CUresult cuMemPoolDestroy(CUmemoryPool pool) FRACGPU_CU_API;
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t min_bytes_to_keep) FRACGPU_CU_API;
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                               void* value) FRACGPU_CU_API;
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                               void* value) FRACGPU_CU_API;
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) FRACGPU_CU_API;
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) FRACGPU_CU_API;
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) FRACGPU_CU_API;
+CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) FRACGPU_CU_API;
+CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) FRACGPU_CU_API;
+CUresult cuArrayDestroy(CUarray array) FRACGPU_CU_API;
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                unsigned int num_levels) FRACGPU_CU_API;
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) FRACGPU_CU_API;
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) FRACGPU_CU_API;
+CUresult cuMemFreeHost(void* p) FRACGPU_CU_API;
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) FRACGPU_CU_API;
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) FRACGPU_CU_API;
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int flags) FRACGPU_CU_API;
+CUresult cuStreamDestroy_v2(CUstream stream) FRACGPU_CU_API;
+CUresult cuStreamSynchronize(CUstream stream) FRACGPU_CU_API;
+CUresult cuStreamSynchronize_ptsz(CUstream stream) FRACGPU_CU_API;
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                        unsigned int block_x, unsigned int block_y, unsigned int block_z,
+                        unsigned int shared_mem_bytes, CUstream stream, void** kernel_params,
+                        void** extra) FRACGPU_CU_API;
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int grid_x, unsigned int grid_y,
+                             unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                             unsigned int block_z, unsigned int shared_mem_bytes, CUstream stream,
+                             void** kernel_params, void** extra) FRACGPU_CU_API;
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernel_params,
+                          void** extra) FRACGPU_CU_API;
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernel_params,
+                               void** extra) FRACGPU_CU_API;
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y,
+                                   unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                                   unsigned int block_z, unsigned int shared_mem_bytes,
+                                   CUstream stream, void** kernel_params) FRACGPU_CU_API;
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid_x, unsigned int grid_y,
+                                        unsigned int grid_z, unsigned int block_x,
+                                        unsigned int block_y, unsigned int block_z,
+                                        unsigned int shared_mem_bytes, CUstream stream,
+                                        void** kernel_params) FRACGPU_CU_API;
+CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
+CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
+
+}  // extern "C"
+
+/// Bytes per channel of a CUarray_format, 0 for formats the interposer does not size
+/// (block-compressed and video formats; wire-apis.md §7.4).
+constexpr size_t CuArrayFormatBytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
+    default: return 0;
+  }
+}

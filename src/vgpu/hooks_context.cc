@@ -1,0 +1,143 @@
+// Context hooks: a context occupies device memory of its own, charged when the context
+// appears (cuDevicePrimaryCtxRetain's first retain, cuCtxCreate_v2/_v3/_v4) and returned when
+// it goes; when the process's last context on a device goes, the driver has freed every
+// allocation of that device, so their charges are dropped too. The context's size is
+// measured, not guessed: the process's usage as NVML reports it
+// (nvmlDeviceGetComputeRunningProcesses_v3, matched by PID) minus what this process has
+// already charged there. Where NVML cannot see our PID (a PID namespace without host PIDs) a
+// context is charged 0 bytes; docs/vgpu.md says so.
+#include <unistd.h>
+
+#include "vgpu/accounting.h"
+#include "vgpu/interpose.h"
+#include "vgpu/state.h"
+#include "vgpu/table.h"
+
+using namespace fracgpu::vgpu;
+
+namespace {
+
+constexpr int kMaxOrdinals = 64;
+std::atomic<int> g_primary_refs[kMaxOrdinals];
+std::atomic<int> g_live[kMaxDevices];  // contexts alive per device (primary counts once)
+constexpr uint64_t kPrimaryKeyBit = 1ull << 63;
+
+uint64_t MeasureContextBytes(int dev) {
+  ResolveNvml();
+  const char* uuid = DeviceUuid(dev);
+  nvmlDevice_t handle = nullptr;
+  if (!uuid[0] || REAL(nvmlInit_v2)() != NVML_SUCCESS ||
+      REAL(nvmlDeviceGetHandleByUUID)(uuid, &handle) != NVML_SUCCESS) {
+    return 0;
+  }
+  nvmlProcessInfo_t infos[64];
+  unsigned count = 64;
+  if (REAL(nvmlDeviceGetComputeRunningProcesses_v3)(handle, &count, infos) != NVML_SUCCESS) return 0;
+  unsigned pid = static_cast<unsigned>(getpid());
+  for (unsigned i = 0; i < count && i < 64; ++i) {
+    if (infos[i].pid != pid) continue;
+    uint64_t charged = ProcessCharged(dev);
+    return infos[i].usedGpuMemory > charged ? infos[i].usedGpuMemory - charged : 0;
+  }
+  return 0;
+}
+
+// Charges a new context on `dev` under `key`; false if it does not fit.
+bool ChargeContext(int dev, uint64_t key) {
+  uint64_t bytes = MeasureContextBytes(dev);
+  // A context NVML cannot size costs nothing, even on a device that fails closed: the
+  // refusal belongs to allocations.
+  if (bytes > 0 && Charge(dev, bytes) != CUDA_SUCCESS) return false;
+  Entry e;
+  e.kind = Kind::kContext;
+  e.key = key;
+  e.dev = static_cast<int8_t>(dev);
+  e.size = bytes;
+  TableInsert(e);
+  g_live[dev].fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void ContextGone(uint64_t key) {
+  Entry e;
+  if (!TableRemove(Kind::kContext, key, &e)) return;
+  Uncharge(e.dev, e.size);
+  if (g_live[e.dev].fetch_sub(1, std::memory_order_relaxed) == 1) DropDeviceCharges(e.dev);
+}
+
+template <typename Create>
+CUresult CreateContext(CUcontext* ctx, CUdevice ordinal, Create create) {
+  CUresult r = create();
+  if (r != CUDA_SUCCESS || !ctx) return r;
+  int dev = DeviceIndexForOrdinal(ordinal);
+  // Contexts on denied devices are not charged: every allocation there is refused anyway.
+  if (dev == kUnmanaged || dev == kDenied) return r;
+  if (!ChargeContext(dev, reinterpret_cast<uint64_t>(*ctx))) {
+    REAL(cuCtxDestroy_v2)(*ctx);
+    *ctx = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return r;
+}
+
+}  // namespace
+
+namespace fracgpu::vgpu {
+void ContextsResetAfterFork() noexcept {
+  for (auto& r : g_primary_refs) r.store(0, std::memory_order_relaxed);
+  for (auto& l : g_live) l.store(0, std::memory_order_relaxed);
+}
+}  // namespace fracgpu::vgpu
+
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice ordinal) noexcept {
+  CUresult r = REAL(cuDevicePrimaryCtxRetain)(ctx, ordinal);
+  if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= kMaxOrdinals) return r;
+  int dev = DeviceIndexForOrdinal(ordinal);
+  if (dev == kUnmanaged || dev == kDenied) return r;
+  if (g_primary_refs[ordinal].fetch_add(1, std::memory_order_relaxed) == 0) {
+    if (!ChargeContext(dev, kPrimaryKeyBit | static_cast<uint64_t>(ordinal))) {
+      g_primary_refs[ordinal].fetch_sub(1, std::memory_order_relaxed);
+      REAL(cuDevicePrimaryCtxRelease_v2)(ordinal);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice ordinal) noexcept {
+  CUresult r = REAL(cuDevicePrimaryCtxRelease_v2)(ordinal);
+  if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= kMaxOrdinals) return r;
+  int prev = g_primary_refs[ordinal].load(std::memory_order_relaxed);
+  while (prev > 0 && !g_primary_refs[ordinal].compare_exchange_weak(prev, prev - 1)) {
+  }
+  if (prev == 1) ContextGone(kPrimaryKeyBit | static_cast<uint64_t>(ordinal));
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice ordinal) noexcept {
+  CUresult r = REAL(cuDevicePrimaryCtxReset_v2)(ordinal);
+  if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= kMaxOrdinals) return r;
+  if (g_primary_refs[ordinal].exchange(0, std::memory_order_relaxed) > 0) {
+    ContextGone(kPrimaryKeyBit | static_cast<uint64_t>(ordinal));
+  }
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) noexcept {
+  return CreateContext(ctx, dev, [&] { return REAL(cuCtxCreate_v2)(ctx, flags, dev); });
+}
+FRACGPU_EXPORT CUresult cuCtxCreate_v3(CUcontext* ctx, void* params, int num_params,
+                                       unsigned int flags, CUdevice dev) noexcept {
+  return CreateContext(ctx, dev,
+                       [&] { return REAL(cuCtxCreate_v3)(ctx, params, num_params, flags, dev); });
+}
+FRACGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext* ctx, void* params, unsigned int flags,
+                                       CUdevice dev) noexcept {
+  return CreateContext(ctx, dev, [&] { return REAL(cuCtxCreate_v4)(ctx, params, flags, dev); });
+}
+
+FRACGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
+  CUresult r = REAL(cuCtxDestroy_v2)(ctx);
+  if (r == CUDA_SUCCESS) ContextGone(reinterpret_cast<uint64_t>(ctx));
+  return r;
+}

@@ -1,0 +1,279 @@
+// Hooks of the synchronous allocation paths: cuMemAlloc_v2, cuMemAllocPitch_v2,
+// cuMemAllocManaged, cuMemFree_v2, arrays, and VMM (cuMemCreate / cuMemRelease / cuMemMap /
+// cuMemUnmap). Pattern: find the device, charge (refuse with CUDA_ERROR_OUT_OF_MEMORY before
+// the driver sees the call), call the driver, undo the charge if it failed, record the
+// pointer. A free of a pointer we never recorded is passed through untouched.
+// Each hook takes the region lock and the table spinlock; none allocates heap memory.
+#include "vgpu/accounting.h"
+#include "vgpu/interpose.h"
+#include "vgpu/state.h"
+#include "vgpu/table.h"
+
+using namespace fracgpu::vgpu;
+
+namespace {
+
+constexpr uint64_t kPitchAlign = 512;  // upper bound of the driver's row alignment
+
+// Charges `bytes` on `dev` (reconciling pools first when short), or says why not.
+CUresult ChargeOrOom(int dev, uint64_t bytes) {
+  if (dev == kDenied) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = Charge(dev, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    ReconcilePools(dev);  // pools may have given memory back since we last looked
+    r = Charge(dev, bytes);
+  }
+  return r;
+}
+
+void Record(Kind kind, uint64_t key, int dev, uint64_t size, uint64_t aux = 0) {
+  Entry e;
+  e.kind = kind;
+  e.key = key;
+  e.dev = static_cast<int8_t>(dev);
+  e.size = size;
+  e.aux = aux;
+  if (!TableInsert(e)) {
+    // Out of address space for the table: keep the charge (never under-count) and say so.
+    Log(kLogError, "allocation table full: %llu bytes stay charged until exit",
+        static_cast<unsigned long long>(size));
+  }
+}
+
+template <typename Key, typename Call>
+CUresult ChargedAlloc(int dev, uint64_t bytes, Kind kind, Key* key_out, Call call) {
+  if (dev == kUnmanaged) return call();
+  CUresult r = ChargeOrOom(dev, bytes);
+  if (r != CUDA_SUCCESS) return r;
+  r = call();
+  if (r != CUDA_SUCCESS) {
+    Uncharge(dev, bytes);
+    return r;
+  }
+  Record(kind, static_cast<uint64_t>(*key_out), dev, bytes);
+  return r;
+}
+
+uint64_t ArrayBytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f, unsigned channels,
+                    unsigned levels) {
+  uint64_t fb = CuArrayFormatBytes(f);
+  if (fb == 0) fb = 4;  // block-compressed/video formats: charge 4 bytes per channel
+  uint64_t total = 0;
+  for (unsigned l = 0; l < levels && l < 64; ++l) {
+    uint64_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
+    total += lw * lh * ld * channels * fb;
+  }
+  return total;
+}
+
+CUresult ArrayFree(Kind kind, uint64_t key, CUresult (*real)(void*)) {
+  Entry e;
+  bool known = TableRemove(kind, key, &e);
+  CUresult r = real(reinterpret_cast<void*>(key));
+  if (known) {
+    if (r == CUDA_SUCCESS) Uncharge(e.dev, e.size);
+    else TableInsert(e);
+  }
+  return r;
+}
+
+bool DropIfDevice(const Entry& e, void* ctx) {
+  int dev = *static_cast<int*>(ctx);
+  if (e.dev != dev) return false;
+  if (e.kind == Kind::kAlloc || e.kind == Kind::kArray) {
+    Uncharge(dev, e.size);
+    return true;
+  }
+  return e.kind == Kind::kPoolPtr;  // pools are dropped by PoolsForgetDevice
+}
+
+}  // namespace
+
+namespace fracgpu::vgpu {
+void PoolsForgetDevice(int dev) noexcept;
+void DropDeviceCharges(int dev) noexcept {
+  TableSweep(&DropIfDevice, &dev);
+  PoolsForgetDevice(dev);
+}
+}  // namespace fracgpu::vgpu
+
+FRACGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!dptr || bytesize == 0) return REAL(cuMemAlloc_v2)(dptr, bytesize);
+  return ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr,
+                      [&] { return REAL(cuMemAlloc_v2)(dptr, bytesize); });
+}
+
+FRACGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize,
+                                          unsigned int flags) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!dptr || bytesize == 0) return REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+  // Managed memory is charged in full to the current device (policy: it can live there).
+  return ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr,
+                      [&] { return REAL(cuMemAllocManaged)(dptr, bytesize, flags); });
+}
+
+FRACGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
+                                           size_t height, unsigned int elem) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (dev == kUnmanaged || !dptr || !pitch || width == 0 || height == 0 ||
+      width > (UINT64_MAX - kPitchAlign) || height > UINT64_MAX / (width + kPitchAlign)) {
+    return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+  }
+  // The pitch is known only afterwards: charge the most it can be, then settle.
+  uint64_t bound = (width + kPitchAlign - 1) / kPitchAlign * kPitchAlign * height;
+  CUresult r = ChargeOrOom(dev, bound);
+  if (r != CUDA_SUCCESS) return r;
+  r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+  if (r != CUDA_SUCCESS) {
+    Uncharge(dev, bound);
+    return r;
+  }
+  uint64_t actual = static_cast<uint64_t>(*pitch) * height;
+  if (actual < bound) {
+    Uncharge(dev, bound - actual);
+  } else if (actual > bound && Charge(dev, actual - bound) != CUDA_SUCCESS) {
+    REAL(cuMemFree_v2)(*dptr);
+    Uncharge(dev, bound);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Record(Kind::kAlloc, *dptr, dev, actual);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
+  Entry e;
+  if (!TableRemove(Kind::kAlloc, dptr, &e)) return REAL(cuMemFree_v2)(dptr);
+  CUresult r = REAL(cuMemFree_v2)(dptr);
+  if (r == CUDA_SUCCESS) Uncharge(e.dev, e.size);
+  else TableInsert(e);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* d) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!array || !d) return REAL(cuArrayCreate_v2)(array, d);
+  uint64_t bytes = ArrayBytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
+  uint64_t key = 0;
+  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
+    CUresult r = REAL(cuArrayCreate_v2)(array, d);
+    key = reinterpret_cast<uint64_t>(*array);
+    return r;
+  });
+}
+
+FRACGPU_EXPORT CUresult cuArray3DCreate_v2(CUarray* array,
+                                           const CUDA_ARRAY3D_DESCRIPTOR* d) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!array || !d) return REAL(cuArray3DCreate_v2)(array, d);
+  uint64_t bytes = ArrayBytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
+  uint64_t key = 0;
+  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
+    CUresult r = REAL(cuArray3DCreate_v2)(array, d);
+    key = reinterpret_cast<uint64_t>(*array);
+    return r;
+  });
+}
+
+FRACGPU_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* array,
+                                               const CUDA_ARRAY3D_DESCRIPTOR* d,
+                                               unsigned int levels) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!array || !d) return REAL(cuMipmappedArrayCreate)(array, d, levels);
+  uint64_t bytes = ArrayBytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, levels);
+  uint64_t key = 0;
+  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
+    CUresult r = REAL(cuMipmappedArrayCreate)(array, d, levels);
+    key = reinterpret_cast<uint64_t>(*array);
+    return r;
+  });
+}
+
+FRACGPU_EXPORT CUresult cuArrayDestroy(CUarray array) noexcept {
+  return ArrayFree(Kind::kArray, reinterpret_cast<uint64_t>(array), [](void* a) noexcept {
+    return REAL(cuArrayDestroy)(static_cast<CUarray>(a));
+  });
+}
+
+FRACGPU_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept {
+  return ArrayFree(Kind::kArray, reinterpret_cast<uint64_t>(array), [](void* a) noexcept {
+    return REAL(cuMipmappedArrayDestroy)(static_cast<CUmipmappedArray>(a));
+  });
+}
+
+// ---- VMM: physical memory is charged from cuMemCreate until it is really freed, i.e. when it
+// has been released and every mapping of it unmapped (wire-apis.md §7.4). Host locations are
+// never charged.
+namespace {
+void HandleUnref(CUmemGenericAllocationHandle h, bool release) {
+  Entry e;
+  if (!TableFind(Kind::kVmmHandle, h, &e)) return;
+  if (release) e.aux2 = 1;
+  else if (e.aux > 0) e.aux--;
+  if (e.aux2 && e.aux == 0) {
+    TableRemove(Kind::kVmmHandle, h, nullptr);
+    Uncharge(e.dev, e.size);
+  } else {
+    TableInsert(e);
+  }
+}
+
+bool CollectMapping(const Entry& e, void* ctx) {
+  auto* range = static_cast<uint64_t*>(ctx);  // [begin, end, count, handles...]
+  if (e.kind != Kind::kVmmMap || e.key < range[0] || e.key >= range[1]) return false;
+  if (range[2] < 62) range[3 + range[2]++] = e.aux;
+  return true;
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                    const CUmemAllocationProp* prop,
+                                    unsigned long long flags) noexcept {
+  if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || size == 0) {
+    return REAL(cuMemCreate)(handle, size, prop, flags);
+  }
+  int dev = DeviceIndexForOrdinal(prop->location.id);
+  return ChargedAlloc(dev, size, Kind::kVmmHandle, handle,
+                      [&] { return REAL(cuMemCreate)(handle, size, prop, flags); });
+}
+
+FRACGPU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
+  CUresult r = REAL(cuMemRelease)(handle);
+  if (r == CUDA_SUCCESS) HandleUnref(handle, /*release=*/true);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                 CUmemGenericAllocationHandle handle,
+                                 unsigned long long flags) noexcept {
+  CUresult r = REAL(cuMemMap)(ptr, size, offset, handle, flags);
+  Entry h;
+  if (r == CUDA_SUCCESS && TableFind(Kind::kVmmHandle, handle, &h)) {
+    h.aux++;
+    TableInsert(h);
+    Entry m;
+    m.kind = Kind::kVmmMap;
+    m.key = ptr;
+    m.size = size;
+    m.aux = handle;
+    m.dev = h.dev;
+    TableInsert(m);
+  }
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
+  CUresult r = REAL(cuMemUnmap)(ptr, size);
+  if (r != CUDA_SUCCESS) return r;
+  // One unmap may cover several mappings: collect those starting inside the range.
+  uint64_t range[3 + 62] = {ptr, ptr + size, 0};
+  TableSweep(&CollectMapping, range);
+  for (uint64_t i = 0; i < range[2]; ++i) HandleUnref(range[3 + i], /*release=*/false);
+  return r;
+}

@@ -1,0 +1,94 @@
+#pragma once
+// Parsing of libvgpu.so's configuration: the read-only limits file the device plugin mounts
+// (CONTRACT.md §3, /etc/fracgpu/limits.env) and the environment (CONTRACT.md §4).
+// Pure functions over caller-provided buffers: no allocation, no I/O, no exceptions (they run
+// inside arbitrary host processes), fuzzed by tests/fuzz/vgpu_limits_fuzz.cc.
+//
+// Precedence: when the limits file exists, every key of CONTRACT.md §3 (memory and SM limits,
+// shared cache path, policy, priority, NVIDIA_VISIBLE_DEVICES) comes from the file alone and
+// the environment is ignored for all of them, so `env -i`, an edited environment or a private
+// CUDA_DEVICE_MEMORY_SHARED_CACHE cannot lift or split a limit. Without the file, the same
+// keys come from the environment. LIBCUDA_LOG_LEVEL always comes from the environment.
+//
+// Strictness: a malformed value never means "unlimited". A bad per-device memory or SM limit
+// fails that device closed (every allocation on it returns CUDA_ERROR_OUT_OF_MEMORY); a bad
+// global limit, a malformed file line or an unusable shared-cache path fails every device
+// closed. The first error is kept in Config::error for one log line.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "vgpu/region.h"
+
+namespace fracgpu::vgpu {
+
+inline constexpr size_t kPathMax = 512;
+inline constexpr size_t kVisibleMax = 1024;
+inline constexpr size_t kErrorMax = 256;
+/// Default shared region path (CONTRACT.md §4).
+inline constexpr const char* kDefaultRegionPath = "/tmp/cudevshr.cache";
+
+/// GPU_CORE_UTILIZATION_POLICY values (CONTRACT.md §4).
+enum class CorePolicy : uint32_t { kDefault = 0, kForce = 1, kDisable = 2 };
+
+/// Limits of one container-visible device index i (CUDA_DEVICE_*_LIMIT_<i>).
+struct DeviceConfig {
+  bool memory_set = false;
+  uint64_t memory_bytes = 0;  ///< bytes; 0 = unlimited
+  bool sm_set = false;
+  uint32_t sm_percent = 0;    ///< 1..99 limit; 0 or 100 = unlimited
+  bool fail_closed = false;
+};
+
+/// Everything libvgpu.so reads, after precedence and validation.
+struct Config {
+  DeviceConfig devices[kMaxDevices];
+  bool global_memory_set = false;
+  uint64_t global_memory_bytes = 0;
+  bool global_sm_set = false;
+  uint32_t global_sm_percent = 0;
+  bool all_fail_closed = false;  ///< a global error: every device fails closed
+  char region_path[kPathMax] = {};
+  char visible_devices[kVisibleMax] = {};  ///< NVIDIA_VISIBLE_DEVICES, "" if unset
+  CorePolicy policy = CorePolicy::kDefault;
+  int32_t priority = 1;
+  int log_level = 2;
+  bool file_present = false;
+  int error_count = 0;
+  char error[kErrorMax] = {};  ///< first error, e.g. `CUDA_DEVICE_MEMORY_LIMIT_0="3Gb": …`
+};
+
+/// Where a key came from (for error messages).
+enum class Source { kFile, kEnvironment };
+
+/// Parses a memory limit: decimal digits with an optional k/K, m/M or g/G suffix (KiB, MiB,
+/// GiB); a bare number is bytes; "0" means unlimited. No sign, space or other suffix.
+/// Returns false on a malformed value or overflow of 64 bits.
+bool ParseMemoryLimit(std::string_view text, uint64_t* bytes) noexcept;
+
+/// Parses an SM limit: decimal integer 0..100 (percent). Returns false otherwise.
+bool ParseSmLimit(std::string_view text, uint32_t* percent) noexcept;
+
+/// Applies one KEY=VALUE (already split) to `config`; unknown keys are ignored. Records
+/// errors as described above. `source` only changes the wording of messages.
+void ApplyKey(Config* config, std::string_view key, std::string_view value, Source source) noexcept;
+
+/// Parses the limits file's text (`size` bytes): one KEY=VALUE per line, blank lines and
+/// lines starting with '#' ignored, a trailing '\r' tolerated. A line without '=' or with an
+/// empty key fails every device closed. Sets config->file_present.
+void ParseLimitsFile(Config* config, const char* text, size_t size) noexcept;
+
+/// Reads the keys of CONTRACT.md §4 from `envp` (a NULL-terminated environ array), honouring
+/// the precedence above (only LIBCUDA_LOG_LEVEL when config->file_present).
+void ApplyEnvironment(Config* config, char* const* envp) noexcept;
+
+/// Fills defaults (region path) after the file and the environment were applied.
+void FinishConfig(Config* config) noexcept;
+
+/// The effective memory limit in bytes of device index `i` (0 = unlimited), and whether it
+/// must fail closed.
+uint64_t EffectiveMemoryLimit(const Config& config, int i, bool* fail_closed) noexcept;
+/// The effective SM limit of device index `i` in percent (0 = unlimited).
+uint32_t EffectiveSmLimit(const Config& config, int i) noexcept;
+
+}  // namespace fracgpu::vgpu

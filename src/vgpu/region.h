@@ -1,0 +1,137 @@
+#pragma once
+// The shared region: one memory-mapped file per container (CUDA_DEVICE_MEMORY_SHARED_CACHE)
+// through which every process of the container charges device memory against one limit.
+// Shared by libvgpu.so (writer), the monitor and `fracgpu inspect` (readers). Standalone:
+// only the C/C++ runtime and pthreads, no allocation, no exceptions.
+//
+// Layout version 1 (kRegionVersion). Any change to these structs must bump the version; a
+// reader refuses a file whose magic, version or sizes differ (RegionValidate).
+//
+// Invariants, under `lock` (a process-shared, robust pthread mutex inside the mapping):
+//   devices[d].used == Σ over active slots s of slots[s].used[d]
+//   devices[d].used <= limit(d) after every successful charge.
+// A process that dies holding `lock` makes the next locker get EOWNERDEAD; RegionLock then
+// recomputes every devices[d].used from the slots (the dead holder may have updated one
+// side only) and marks the mutex consistent, so a dead holder never blocks the others.
+// A slot records pid + process start time (/proc/<pid>/stat field 22): a reused PID has a
+// different start time, so it never inherits a dead process's charges.
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace fracgpu::vgpu {
+
+inline constexpr uint32_t kRegionMagic = 0x52564746;  // "FGVR" little-endian
+inline constexpr uint32_t kRegionVersion = 1;
+inline constexpr int kMaxDevices = 16;
+inline constexpr int kMaxSlots = 256;
+inline constexpr int kUuidSize = 48;  ///< "GPU-" + 36 chars + NUL fits
+
+/// RegionDevice::flags bits.
+inline constexpr uint32_t kDeviceFailClosed = 1;  ///< bad configuration: every allocation OOMs
+
+/// One GPU of the container (index = container-visible ordinal, CONTRACT.md §4).
+struct RegionDevice {
+  char uuid[kUuidSize];        ///< "GPU-…" or "" when unknown (then matched by CUDA ordinal)
+  uint64_t memory_limit;       ///< bytes; 0 = unlimited
+  uint32_t sm_limit;           ///< percent 1..100; 0 = unlimited
+  uint32_t flags;              ///< kDeviceFailClosed
+  std::atomic<uint64_t> used;  ///< bytes charged by all active slots
+  uint64_t reserved[8];        ///< for the SM limiter (utilisation, tokens)
+};
+
+/// RegionSlot::state values.
+inline constexpr uint32_t kSlotFree = 0;
+inline constexpr uint32_t kSlotActive = 1;
+
+/// One process of the container.
+struct RegionSlot {
+  std::atomic<uint32_t> state;  ///< kSlotFree / kSlotActive
+  int32_t pid;                  ///< in the container's PID namespace
+  uint64_t start_time;          ///< clock ticks after boot (/proc/<pid>/stat field 22)
+  std::atomic<uint64_t> used[kMaxDevices];  ///< bytes charged by this process per device
+  uint64_t reserved[16];                    ///< for the SM limiter (per-process launches)
+};
+
+/// The whole file.
+struct Region {
+  uint32_t magic;        ///< kRegionMagic once initialised
+  uint32_t version;      ///< kRegionVersion
+  uint32_t region_size;  ///< sizeof(Region)
+  uint32_t slot_size;    ///< sizeof(RegionSlot)
+  uint32_t max_devices;  ///< kMaxDevices
+  uint32_t max_slots;    ///< kMaxSlots
+  uint32_t device_count;  ///< devices in use, <= kMaxDevices
+  uint32_t policy;        ///< GPU_CORE_UTILIZATION_POLICY: 0 default, 1 force, 2 disable
+  int32_t priority;       ///< CUDA_TASK_PRIORITY: 0 high, 1 low
+  uint32_t pad;
+  std::atomic<uint64_t> last_reap_ns;  ///< CLOCK_MONOTONIC of the last dead-slot sweep
+  pthread_mutex_t lock;                ///< robust, process-shared
+  RegionDevice devices[kMaxDevices];
+  RegionSlot slots[kMaxSlots];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+/// Result codes of the region functions (no Status: libvgpu.so is standalone).
+enum class RegionError {
+  kOk = 0,
+  kOpenFailed,     ///< open/ftruncate/mmap failed (errno kept)
+  kBadLayout,      ///< magic, version or sizes do not match this build
+  kNoSlot,         ///< every slot is taken by a live process
+};
+
+/// An open region (a mapping of the file).
+struct RegionHandle {
+  Region* region = nullptr;
+  int fd = -1;
+};
+
+/// Opens the region file at `path`, creating and initialising it (devices from `init`,
+/// `init_count` entries) if it is new or empty; initialisation runs under flock(LOCK_EX),
+/// which the kernel drops if the initialiser dies. Does not allocate heap memory.
+/// Returns kOpenFailed (errno set) or kBadLayout.
+RegionError RegionOpen(const char* path, const RegionDevice* init, int init_count, uint32_t policy,
+                       int32_t priority, RegionHandle* out) noexcept;
+
+/// Unmaps and closes. The slot, if any, must have been released first.
+void RegionClose(RegionHandle* handle) noexcept;
+
+/// Checks that `data` (`size` bytes, e.g. a file read by the monitor) is a version-1 region
+/// this build understands: magic, version, region and slot sizes, device_count <= 16.
+/// Returns kOk or kBadLayout.
+RegionError RegionValidate(const void* data, size_t size) noexcept;
+
+/// Locks the region. If the previous holder died, repairs the sums (see the header comment)
+/// before returning. Never blocks on a dead holder. Returns false only if the mutex is
+/// unusable (then the caller must fail closed).
+bool RegionLock(Region* region) noexcept;
+/// Unlocks the region.
+void RegionUnlock(Region* region) noexcept;
+
+/// Start time of process `pid` in clock ticks after boot, from /proc/<pid>/stat field 22;
+/// 0 if the process does not exist or /proc cannot be read.
+uint64_t ProcessStartTime(pid_t pid) noexcept;
+
+/// True if the slot's process is still the one that claimed it (same pid, same start time).
+bool SlotProcessAlive(const RegionSlot& slot) noexcept;
+
+/// Frees the slots of dead processes and subtracts their charges. Caller holds the lock.
+/// Returns the number of slots reclaimed.
+int RegionReapLocked(Region* region) noexcept;
+
+/// Claims a slot for (pid, start_time), reclaiming dead slots if none is free. Takes the lock.
+/// Returns the slot or nullptr (kNoSlot).
+RegionSlot* RegionClaimSlot(Region* region, pid_t pid, uint64_t start_time) noexcept;
+
+/// Returns the slot's charges and frees it. Takes the lock.
+void RegionReleaseSlot(Region* region, RegionSlot* slot) noexcept;
+
+/// Σ of slots[*].used[device] over active slots (lock-free read, for checks and readers).
+uint64_t RegionSumSlots(const Region* region, int device) noexcept;
+
+}  // namespace fracgpu::vgpu

@@ -1,0 +1,232 @@
+// The SM limiter (sm_limiter.h, docs/sm-limiter.md). Compiled once per copy of libvgpu.so:
+// the test copy (FRACGPU_VGPU_TEST_CLOCK) takes time from the fake driver's virtual clock.
+#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
+#include "vgpu/sm_limiter.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "vgpu/interpose.h"
+#include "vgpu/state.h"
+
+// Where containers on one node meet (per-GPU files). Production: a node directory the device
+// plugin mounts read-write into every GPU container; compiled in, like the limits file, so a
+// tenant cannot move it. The test copy uses a directory relative to the working directory.
+#ifdef FRACGPU_VGPU_TEST_CLOCK
+#define FRACGPU_VGPU_NODE_DIR "fracgpu-node"
+#else
+#define FRACGPU_VGPU_NODE_DIR "/run/fracgpu/node"
+#endif
+
+namespace fracgpu::vgpu {
+namespace {
+
+#ifdef FRACGPU_VGPU_TEST_CLOCK
+using NowFn = uint64_t (*)() noexcept;
+using SleepFn = void (*)(uint64_t) noexcept;
+std::atomic<NowFn> g_now{nullptr};
+std::atomic<SleepFn> g_sleep{nullptr};
+void ResolveClock() noexcept {
+  if (g_now.load(std::memory_order_acquire)) return;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+  g_sleep.store(reinterpret_cast<SleepFn>(lib ? RealDlsym(lib, "fakeClockSleepUntilNs") : nullptr));
+  g_now.store(reinterpret_cast<NowFn>(lib ? RealDlsym(lib, "fakeClockNowNs") : nullptr),
+              std::memory_order_release);
+}
+#endif
+
+uint64_t MonotonicNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void SleepUntilNs(uint64_t t) noexcept {
+#ifdef FRACGPU_VGPU_TEST_CLOCK
+  ResolveClock();
+  if (SleepFn f = g_sleep.load(std::memory_order_relaxed)) return f(t);
+#endif
+  timespec ts{static_cast<time_t>(t / 1'000'000'000ull), static_cast<long>(t % 1'000'000'000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+// NVML timestamps are CPU time in microseconds (wall clock); the virtual clock in tests.
+uint64_t NvmlNowUs() noexcept {
+#ifdef FRACGPU_VGPU_TEST_CLOCK
+  return LimiterNowNs() / 1000;
+#else
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000ull + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+#endif
+}
+
+std::atomic_ref<uint64_t> Field(RegionDevice& d, int i) { return std::atomic_ref<uint64_t>(d.reserved[i]); }
+
+// Busy ns of the container's processes on device `dev` over the last `window_ns`, from
+// nvmlDeviceGetProcessUtilization; false when NVML cannot say.
+bool ContainerBusyNs(Region* r, int dev, uint64_t window_ns, uint64_t* busy) noexcept {
+  static std::atomic<bool> nvml_ok{false};
+  if (!nvml_ok.load(std::memory_order_relaxed)) {
+    if (REAL(nvmlInit_v2)() != NVML_SUCCESS) return false;
+    nvml_ok.store(true, std::memory_order_relaxed);
+  }
+  nvmlDevice_t handle = nullptr;
+  if (REAL(nvmlDeviceGetHandleByUUID)(r->devices[dev].uuid, &handle) != NVML_SUCCESS) return false;
+  // NVML samples cover at most the last second (its sampling buffer); after an idle gap the
+  // period is longer, and the percentage then applies to that last second only.
+  if (window_ns > 1'000'000'000ull) window_ns = 1'000'000'000ull;
+  nvmlProcessUtilizationSample_t samples[64];  // on the stack: no allocation
+  unsigned count = 64;
+  uint64_t now_us = NvmlNowUs();
+  uint64_t since = now_us > window_ns / 1000 ? now_us - window_ns / 1000 : 0;
+  nvmlReturn_t rc = REAL(nvmlDeviceGetProcessUtilization)(handle, samples, &count, since);
+  *busy = 0;
+  if (rc == NVML_ERROR_NOT_FOUND) return true;  // nobody ran a kernel in the window
+  if (rc != NVML_SUCCESS) return false;
+  uint64_t pct = 0;
+  for (unsigned k = 0; k < count && k < 64; ++k) {
+    for (const RegionSlot& slot : r->slots) {
+      if (slot.state.load(std::memory_order_relaxed) == kSlotActive &&
+          static_cast<unsigned>(slot.pid) == samples[k].pid) {
+        pct += samples[k].smUtil;
+        break;
+      }
+    }
+  }
+  *busy = pct * window_ns / 100;
+  return true;
+}
+
+// One control step: feeds back the measured utilisation of the period that just ended.
+void Control(Region* r, int dev, uint64_t period_ns, uint32_t limit) noexcept {
+  RegionDevice& d = r->devices[dev];
+  uint64_t launches = Field(d, 3).exchange(0, std::memory_order_relaxed);
+  uint64_t busy = 0;
+  if (!ContainerBusyNs(r, dev, period_ns, &busy)) return;
+  // EMAs with weight 1/2 per period; their ratio is the device time one launch costs.
+  uint64_t busy_ema = (Field(d, 4).load() + busy) / 2;
+  uint64_t count_ema = (Field(d, 5).load() + launches * 1024) / 2;
+  Field(d, 4).store(busy_ema);
+  Field(d, 5).store(count_ema);
+  if (count_ema == 0) return;
+  uint64_t cost = busy_ema * 1024 / count_ema;  // ns of device time per launch
+  Field(d, 1).store(cost * 100 / limit, std::memory_order_relaxed);
+}
+
+// The node file of region device `dev` (opened once; nullptr if it cannot be used).
+NodeGpu* NodeFile(Region* r, int dev) noexcept {
+  static std::atomic<NodeGpu*> files[kMaxDevices];
+  static std::atomic<int> state[kMaxDevices];  // 0 untried, 1 opening, 2 done
+  NodeGpu* f = files[dev].load(std::memory_order_acquire);
+  if (f || state[dev].load(std::memory_order_acquire) == 2) return f;
+  int expected = 0;
+  if (!state[dev].compare_exchange_strong(expected, 1)) return nullptr;  // another thread opens
+  const char* uuid = r->devices[dev].uuid;
+  char path[512];
+  size_t dl = strlen(FRACGPU_VGPU_NODE_DIR), ul = strnlen(uuid, kUuidSize);
+  if (ul > 0 && dl + 1 + ul < sizeof(path) && !memchr(uuid, '/', ul)) {
+    memcpy(path, FRACGPU_VGPU_NODE_DIR, dl);
+    path[dl] = '/';
+    memcpy(path + dl + 1, uuid, ul);
+    path[dl + 1 + ul] = '\0';
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      off_t size = lseek(fd, 0, SEEK_END);
+      if (size >= 0 && (static_cast<size_t>(size) >= sizeof(NodeGpu) || ftruncate(fd, sizeof(NodeGpu)) == 0)) {
+        void* m = mmap(nullptr, sizeof(NodeGpu), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED) {
+          f = static_cast<NodeGpu*>(m);
+          uint32_t zero = 0;
+          std::atomic_ref<uint32_t>(f->magic).compare_exchange_strong(zero, kNodeGpuMagic);
+          if (f->magic != kNodeGpuMagic) {
+            munmap(m, sizeof(NodeGpu));
+            f = nullptr;
+          }
+        }
+      }
+      close(fd);
+    }
+  }
+  if (!f) Log(kLogWarning, "node file for %s unusable: priority not applied on it", uuid);
+  files[dev].store(f, std::memory_order_release);
+  state[dev].store(2, std::memory_order_release);
+  return f;
+}
+
+// Priority: a priority-0 launch stamps the GPU's node file; a priority-1 launch waits while a
+// priority-0 container launched within the last kPriorityIdleNs.
+void ApplyPriority(Region* r, int dev) noexcept {
+  NodeGpu* node = NodeFile(r, dev);
+  if (!node) return;
+  std::atomic_ref<uint64_t> high(node->high_last_launch_ns);
+  if (r->priority == 0) {
+    uint64_t now = LimiterNowNs();
+    if (high.load(std::memory_order_relaxed) < now) high.store(now, std::memory_order_relaxed);
+    return;
+  }
+  for (;;) {
+    uint64_t now = LimiterNowNs();  // first: in tests this waits for the simulation turn
+    uint64_t last = high.load(std::memory_order_relaxed);
+    if (last == 0 || now >= last + kPriorityIdleNs) return;
+    SleepUntilNs(last + kPriorityIdleNs);
+  }
+}
+
+}  // namespace
+
+bool g_sm_enforce = false;
+bool g_node_dir = false;
+
+bool NodeDirPresent() noexcept { return access(FRACGPU_VGPU_NODE_DIR, W_OK) == 0; }
+
+uint64_t LimiterNowNs() noexcept {
+#ifdef FRACGPU_VGPU_TEST_CLOCK
+  ResolveClock();
+  if (NowFn f = g_now.load(std::memory_order_relaxed)) return f();
+#endif
+  return MonotonicNs();
+}
+
+void PaceLaunch() noexcept {
+  CUdevice ordinal = 0;
+  int dev = CurrentDeviceIndex(&ordinal);
+  Region* r = SharedRegion();
+  if (dev < 0 || !r || dev >= static_cast<int>(r->device_count)) return;
+  if (g_node_dir) ApplyPriority(r, dev);
+  RegionDevice& d = r->devices[dev];
+  uint32_t limit = d.sm_limit;
+  if (!g_sm_enforce || limit == 0 || limit >= 100) return;
+  ClaimOwnSlot();
+  uint64_t now = LimiterNowNs();
+  // Control step, by whichever process first sees the period end.
+  uint64_t period = Field(d, 2).load(std::memory_order_relaxed);
+  if (period == 0) {
+    Field(d, 2).compare_exchange_strong(period, now);
+  } else if (now >= period + kControlPeriodNs &&
+             Field(d, 2).compare_exchange_strong(period, now)) {
+    Control(r, dev, now - period, limit);
+  }
+  // Pace: claim the next slot of the shared horizon (lock-free).
+  uint64_t gap = Field(d, 1).load(std::memory_order_relaxed);
+  uint64_t next = Field(d, 0).load(std::memory_order_relaxed);
+  uint64_t at;
+  do {
+    at = next;
+    uint64_t floor = now > kBurstNs ? now - kBurstNs : 0;
+    if (at < floor) at = floor;
+  } while (!Field(d, 0).compare_exchange_weak(next, at + gap, std::memory_order_relaxed));
+  Field(d, 3).fetch_add(1, std::memory_order_relaxed);
+  if (at > now) SleepUntilNs(at);
+}
+
+}  // namespace fracgpu::vgpu

@@ -1,0 +1,58 @@
+#pragma once
+// The SM (core) limiter: paces kernel launches so that a container's measured SM utilisation
+// follows CUDA_DEVICE_SM_LIMIT_<i> (docs/sm-limiter.md).
+//
+// Per device, shared by every process of the container through RegionDevice::reserved:
+//   [0] next_ns     pacing horizon: the earliest time the next launch may be issued
+//   [1] gap_ns      device time to leave between two launches (cost per launch / limit)
+//   [2] period_ns   start of the current control period
+//   [3] launches    launches issued in the current period (all processes)
+//   [4] busy_ema    EMA of busy ns per period (container, from NVML), x1
+//   [5] count_ema   EMA of launches per period, x1024
+// Launch path under budget: two relaxed loads, one CAS on next_ns, one fetch_add: no lock,
+// no allocation. Every kControlPeriodNs one launching process (whoever wins a CAS on
+// period_ns) reads nvmlDeviceGetProcessUtilization for the container's processes and sets
+// gap_ns = (busy_ema / count_ema) / limit — a feedback controller on measured utilisation.
+// That control step (one NVML call, whatever NVML does inside) is the only slow work, once per
+// period in one process; a paced launch sleeps (clock_nanosleep) until its slot.
+#include <cstdint>
+
+namespace fracgpu::vgpu {
+
+/// Control period of the limiter (ns): how often measured utilisation is fed back.
+inline constexpr uint64_t kControlPeriodNs = 100'000'000;
+/// How far (ns) a container that was idle may run ahead of its pace (burst allowance).
+inline constexpr uint64_t kBurstNs = 20'000'000;
+
+/// Priority (CUDA_TASK_PRIORITY, CONTRACT.md §3): containers on one GPU meet in a per-GPU
+/// node file <kNodeDir>/<GPU UUID> (NodeGpu). A priority-0 process stamps the time of each of
+/// its launches there; a priority-1 process holds each launch back while the last priority-0
+/// launch on that GPU is less than kPriorityIdleNs old.
+inline constexpr uint64_t kPriorityIdleNs = 50'000'000;
+
+/// The per-GPU node file's layout (shared by every container on the node).
+struct NodeGpu {
+  uint32_t magic;                        ///< kNodeGpuMagic once initialised
+  uint32_t version;                      ///< 1
+  uint64_t high_last_launch_ns;          ///< limiter clock of the last priority-0 launch (atomic)
+  uint64_t reserved[6];
+};
+inline constexpr uint32_t kNodeGpuMagic = 0x4e474746;  // "FGGN"
+
+/// Set once at initialisation (state.cc), before g_sm_limit_active: enforce SM limits (some
+/// device limited and policy not `disable`), and apply priority (the node directory exists).
+extern bool g_sm_enforce;
+extern bool g_node_dir;
+
+/// True when the node directory exists (then the launch hooks take the slow path for priority).
+bool NodeDirPresent() noexcept;
+
+/// Paces one launch on the calling thread's current device: returns at once when the device
+/// has no SM limit or the container is under budget, else sleeps until its turn. Never fails.
+void PaceLaunch() noexcept;
+
+/// The limiter's time source (ns, CLOCK_MONOTONIC; the test copy of libvgpu.so uses the fake
+/// driver's virtual clock, tests/fakes/cuda/fake_clock.h).
+uint64_t LimiterNowNs() noexcept;
+
+}  // namespace fracgpu::vgpu

@@ -1,0 +1,406 @@
+// Process state of libvgpu.so (see state.h).
+#include "vgpu/glibc_compat.h"
+#include "vgpu/state.h"
+
+#include "vgpu/sm_limiter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "vgpu/accounting.h"
+#include "vgpu/interpose.h"
+#include "vgpu/limits.h"
+#include "vgpu/table.h"
+
+extern char** environ;
+
+// The limits file's path is compiled in (CONTRACT.md §3); there is deliberately no run-time
+// override, so nothing a tenant can set moves it. Tests build a second copy of the library,
+// libvgpu_testpath.so, whose path is the relative "fracgpu-limits.env" (resolved against the
+// working directory, which survives `env -i`); it is never installed (docs/vgpu.md).
+#ifndef FRACGPU_VGPU_LIMITS_PATH
+#define FRACGPU_VGPU_LIMITS_PATH "/etc/fracgpu/limits.env"
+#endif
+
+namespace fracgpu::vgpu {
+
+std::atomic<bool> g_sm_limit_active{false};
+
+namespace {
+
+constexpr size_t kMaxFileBytes = 64 * 1024;
+
+struct DeviceState {
+  uint64_t limit = 0;  // bytes, 0 = unlimited
+  bool fail_closed = false;
+  std::atomic<bool> fail_logged{false};
+};
+
+std::atomic<int> g_init{0};  // 0 none, 1 running, 2 done
+Config g_config;
+bool g_managed = false;      // some limit is configured: account and enforce
+bool g_all_denied = false;   // region unusable: everything fails closed
+RegionHandle g_region;
+int g_dev_count = 0;
+DeviceState g_dev[kMaxDevices];
+std::atomic<RegionSlot*> g_slot{nullptr};
+std::atomic<int> g_slot_claim{0};
+std::atomic<bool> g_slot_logged{false};
+constexpr int kMaxOrdinals = 64;
+std::atomic<int> g_ordinal_cache[kMaxOrdinals];  // 0 unknown, else index + 3
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void ReadLimitsFile(Config* c) {
+  int fd = ::open(FRACGPU_VGPU_LIMITS_PATH, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) {
+      c->file_present = true;
+      c->all_fail_closed = true;
+      std::snprintf(c->error, sizeof(c->error), "limits file %s exists but cannot be read (errno %d)",
+                    FRACGPU_VGPU_LIMITS_PATH, errno);
+      c->error_count++;
+    }
+    return;
+  }
+  static char buf[kMaxFileBytes + 1];
+  size_t len = 0;
+  while (len <= kMaxFileBytes) {
+    ssize_t n = ::read(fd, buf + len, kMaxFileBytes + 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (len > kMaxFileBytes) {
+    c->file_present = true;
+    c->all_fail_closed = true;
+    std::snprintf(c->error, sizeof(c->error), "limits file %s is larger than 64 KiB",
+                  FRACGPU_VGPU_LIMITS_PATH);
+    c->error_count++;
+    return;
+  }
+  ParseLimitsFile(c, buf, len);
+}
+
+bool NvmlUuid(unsigned index, char out[kUuidSize]) {
+  nvmlDevice_t dev = nullptr;
+  if (REAL(nvmlDeviceGetHandleByIndex_v2)(index, &dev) != NVML_SUCCESS) return false;
+  char buf[kNvmlDeviceUuidBufferSize];
+  if (REAL(nvmlDeviceGetUUID)(dev, buf, sizeof(buf)) != NVML_SUCCESS) return false;
+  buf[kUuidSize - 1] = '\0';  // UUIDs are 40 characters; longer ones (MIG) are cut
+  std::memcpy(out, buf, kUuidSize);
+  return true;
+}
+
+// The container's devices, index i = CUDA_DEVICE_*_LIMIT_<i> (CONTRACT.md §3–4).
+int BuildDevices(const Config& c, RegionDevice out[kMaxDevices]) {
+  std::memset(static_cast<void*>(out), 0, sizeof(RegionDevice) * kMaxDevices);
+  int n = 0;
+  const char* vis = c.visible_devices;
+  bool nvml_ok = false;
+  auto nvml_init = [&] {
+    if (!nvml_ok) {
+      ResolveNvml();
+      nvml_ok = REAL(nvmlInit_v2)() == NVML_SUCCESS;
+    }
+    return nvml_ok;
+  };
+  if (vis[0] == '\0' || std::strcmp(vis, "all") == 0) {
+    unsigned count = 0;
+    if (nvml_init() && REAL(nvmlDeviceGetCount_v2)(&count) == NVML_SUCCESS) {
+      for (unsigned i = 0; i < count && n < kMaxDevices; ++i) {
+        if (!NvmlUuid(i, out[n].uuid)) out[n].uuid[0] = '\0';
+        ++n;
+      }
+    } else {
+      // No NVML: devices are known by CUDA ordinal only, as many as limits name.
+      for (int i = 0; i < kMaxDevices; ++i)
+        if (c.devices[i].memory_set || c.devices[i].sm_set || c.devices[i].fail_closed) n = i + 1;
+      if (n == 0 && (c.global_memory_set || c.global_sm_set)) n = 1;
+    }
+  } else if (std::strcmp(vis, "none") != 0 && std::strcmp(vis, "void") != 0) {
+    const char* p = vis;
+    while (*p && n < kMaxDevices) {
+      const char* end = std::strchr(p, ',');
+      size_t len = end ? static_cast<size_t>(end - p) : std::strlen(p);
+      char tok[kUuidSize] = {};
+      std::memcpy(tok, p, len < kUuidSize - 1 ? len : kUuidSize - 1);
+      bool digits = len > 0 && std::strspn(tok, "0123456789") == len;
+      if (digits) {
+        if (!(nvml_init() && NvmlUuid(static_cast<unsigned>(std::atoi(tok)), out[n].uuid))) {
+          out[n].uuid[0] = '\0';
+        }
+      } else {
+        std::memcpy(out[n].uuid, tok, kUuidSize);
+      }
+      ++n;
+      p = end ? end + 1 : p + len;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    bool fail = false;
+    out[i].memory_limit = EffectiveMemoryLimit(c, i, &fail);
+    out[i].sm_limit = EffectiveSmLimit(c, i);
+    out[i].flags = fail ? kDeviceFailClosed : 0;
+  }
+  return n;
+}
+
+bool AnyLimitConfigured(const Config& c) {
+  if (c.file_present || c.all_fail_closed || c.global_memory_set || c.global_sm_set) return true;
+  for (const DeviceConfig& d : c.devices)
+    if (d.memory_set || d.sm_set || d.fail_closed) return true;
+  return false;
+}
+
+uint64_t MinLimit(uint64_t a, uint64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return a < b ? a : b;
+}
+
+void AtForkChild() {
+  // The child owns no device memory of its parent and must claim its own slot.
+  g_slot.store(nullptr, std::memory_order_relaxed);
+  g_slot_claim.store(0, std::memory_order_relaxed);
+  TableResetAfterFork();
+  AccountingResetAfterFork();
+}
+
+void DoInit() {
+  ReadLimitsFile(&g_config);
+  ApplyEnvironment(&g_config, environ);
+  FinishConfig(&g_config);
+  SetLogLevel(g_config.log_level);
+  if (g_config.error_count > 0) {
+    Log(kLogError, "bad configuration, failing closed: %s", g_config.error);
+  }
+  g_managed = AnyLimitConfigured(g_config);
+  for (auto& c : g_ordinal_cache) c.store(0, std::memory_order_relaxed);
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+  if (!g_managed) return;
+  RegionDevice own[kMaxDevices];
+  int own_count = BuildDevices(g_config, own);
+  if (g_config.region_path[0] == '\0') {
+    g_all_denied = true;
+    return;
+  }
+  RegionError err = RegionOpen(g_config.region_path, own, own_count,
+                               static_cast<uint32_t>(g_config.policy), g_config.priority, &g_region);
+  if (err != RegionError::kOk) {
+    Log(kLogError, "cannot use shared region %s (%s, errno %d): failing closed", g_config.region_path,
+        err == RegionError::kBadLayout ? "foreign or corrupt layout" : "open failed", errno);
+    g_all_denied = true;
+    return;
+  }
+  Region* r = g_region.region;
+  g_dev_count = static_cast<int>(r->device_count);
+  bool any_sm = false;
+  for (int d = 0; d < g_dev_count; ++d) {
+    const RegionDevice& rd = r->devices[d];
+    uint64_t limit = rd.memory_limit;
+    bool fail = (rd.flags & kDeviceFailClosed) != 0;
+    int match = -1;
+    for (int i = 0; i < own_count; ++i) {
+      if (rd.uuid[0] ? strcasecmp(own[i].uuid, rd.uuid) == 0 : i == d) match = i;
+    }
+    if (match >= 0) {
+      if (own[match].memory_limit != limit) {
+        Log(kLogWarning, "device %s: limit %llu bytes here, %llu in the shared region; using the smaller",
+            rd.uuid, static_cast<unsigned long long>(own[match].memory_limit),
+            static_cast<unsigned long long>(limit));
+      }
+      limit = MinLimit(limit, own[match].memory_limit);
+      fail = fail || (own[match].flags & kDeviceFailClosed) != 0;
+    }
+    g_dev[d].limit = limit;
+    g_dev[d].fail_closed = fail;
+    if (rd.sm_limit > 0 && rd.sm_limit < 100) any_sm = true;
+  }
+  if (own_count != g_dev_count) {
+    Log(kLogWarning, "this process sees %d devices, the shared region %d; the region's list is used",
+        own_count, g_dev_count);
+  }
+  g_sm_enforce = any_sm && g_config.policy != CorePolicy::kDisable;
+  g_node_dir = NodeDirPresent();
+  // The launch hooks' slow path: SM pacing and/or priority (sm_limiter.h).
+  g_sm_limit_active.store(g_sm_enforce || g_node_dir, std::memory_order_relaxed);
+}
+
+RegionSlot* EnsureSlot() {
+  RegionSlot* s = g_slot.load(std::memory_order_acquire);
+  if (s) return s;
+  int expected = 0;
+  if (g_slot_claim.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    pid_t pid = getpid();
+    s = RegionClaimSlot(g_region.region, pid, ProcessStartTime(pid));
+    if (!s && !g_slot_logged.exchange(true)) {
+      Log(kLogError, "no free slot in shared region %s (%d processes): failing closed",
+          g_config.region_path, kMaxSlots);
+    }
+    g_slot.store(s, std::memory_order_release);
+    g_slot_claim.store(s ? 2 : 0, std::memory_order_release);
+    return s;
+  }
+  while (g_slot_claim.load(std::memory_order_acquire) == 1) sched_yield();
+  return g_slot.load(std::memory_order_acquire);
+}
+
+void MaybeReapLocked(Region* r) {
+  uint64_t now = NowNs();
+  if (now - r->last_reap_ns.load(std::memory_order_relaxed) >= 1000000000ull) RegionReapLocked(r);
+}
+
+__attribute__((destructor)) void ReleaseAtExit() {
+  RegionSlot* s = g_slot.exchange(nullptr, std::memory_order_acq_rel);
+  if (s && g_region.region) RegionReleaseSlot(g_region.region, s);
+}
+
+}  // namespace
+
+void EnsureInit() noexcept {
+  if (g_init.load(std::memory_order_acquire) == 2) return;
+  int expected = 0;
+  if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    DoInit();
+    g_init.store(2, std::memory_order_release);
+    return;
+  }
+  while (g_init.load(std::memory_order_acquire) != 2) sched_yield();
+}
+
+void FormatUuid(const unsigned char b[16], char out[kUuidSize]) noexcept {
+  std::snprintf(out, kUuidSize,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+int DeviceIndexForUuid(const char* uuid) noexcept {
+  EnsureInit();
+  if (!g_region.region) return -1;
+  for (int d = 0; d < g_dev_count; ++d)
+    if (g_region.region->devices[d].uuid[0] && strcasecmp(g_region.region->devices[d].uuid, uuid) == 0)
+      return d;
+  return -1;
+}
+
+int DeviceIndexForOrdinal(CUdevice ordinal) noexcept {
+  EnsureInit();
+  if (!g_managed) return kUnmanaged;
+  if (g_all_denied) return kDenied;
+  if (ordinal >= 0 && ordinal < kMaxOrdinals) {
+    int cached = g_ordinal_cache[ordinal].load(std::memory_order_relaxed);
+    if (cached != 0) return cached - 3;
+  }
+  CUuuid raw;
+  if (REAL(cuDeviceGetUuid_v2)(&raw, ordinal) != CUDA_SUCCESS) return kDenied;  // not cached
+  char uuid[kUuidSize];
+  FormatUuid(reinterpret_cast<const unsigned char*>(raw.bytes), uuid);
+  int result = kDenied;
+  for (int d = 0; d < g_dev_count; ++d) {
+    const char* ru = g_region.region->devices[d].uuid;
+    if (ru[0] ? strcasecmp(ru, uuid) == 0 : d == ordinal) {
+      result = d;
+      break;
+    }
+  }
+  if (ordinal >= 0 && ordinal < kMaxOrdinals) g_ordinal_cache[ordinal].store(result + 3, std::memory_order_relaxed);
+  return result;
+}
+
+int CurrentDeviceIndex(CUdevice* ordinal) noexcept {
+  CUdevice dev = -1;
+  if (REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) {
+    *ordinal = -1;
+    return kUnmanaged;
+  }
+  *ordinal = dev;
+  return DeviceIndexForOrdinal(dev);
+}
+
+CUresult Charge(int dev, uint64_t bytes) noexcept {
+  if (dev < 0 || dev >= g_dev_count) return CUDA_ERROR_OUT_OF_MEMORY;
+  DeviceState& d = g_dev[dev];
+  if (d.fail_closed) {
+    if (!d.fail_logged.exchange(true)) {
+      Log(kLogError, "device %d fails closed (bad configuration): refusing every allocation", dev);
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  RegionSlot* slot = EnsureSlot();
+  Region* r = g_region.region;
+  if (!slot || !RegionLock(r)) return CUDA_ERROR_OUT_OF_MEMORY;
+  MaybeReapLocked(r);
+  uint64_t used = r->devices[dev].used.load(std::memory_order_relaxed);
+  auto over = [&] { return d.limit != 0 && (used > d.limit || bytes > d.limit - used); };
+  if (over()) {
+    RegionReapLocked(r);  // a dead process's charges must never cause a false OOM
+    used = r->devices[dev].used.load(std::memory_order_relaxed);
+  }
+  if (over()) {
+    RegionUnlock(r);
+    Log(kLogInfo, "device %d: out of memory, %llu + %llu > limit %llu bytes", dev,
+        static_cast<unsigned long long>(used), static_cast<unsigned long long>(bytes),
+        static_cast<unsigned long long>(d.limit));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  slot->used[dev].store(slot->used[dev].load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  r->devices[dev].used.store(used + bytes, std::memory_order_relaxed);
+  RegionUnlock(r);
+  return CUDA_SUCCESS;
+}
+
+void Uncharge(int dev, uint64_t bytes) noexcept {
+  if (dev < 0 || dev >= g_dev_count || bytes == 0) return;
+  RegionSlot* slot = g_slot.load(std::memory_order_acquire);
+  Region* r = g_region.region;
+  if (!slot || !RegionLock(r)) return;
+  uint64_t mine = slot->used[dev].load(std::memory_order_relaxed);
+  uint64_t take = bytes < mine ? bytes : mine;
+  slot->used[dev].store(mine - take, std::memory_order_relaxed);
+  uint64_t used = r->devices[dev].used.load(std::memory_order_relaxed);
+  r->devices[dev].used.store(used >= take ? used - take : 0, std::memory_order_relaxed);
+  RegionUnlock(r);
+}
+
+uint64_t DeviceUsed(int dev) noexcept {
+  if (dev < 0 || dev >= g_dev_count) return 0;
+  Region* r = g_region.region;
+  if (NowNs() - r->last_reap_ns.load(std::memory_order_relaxed) >= 1000000000ull && RegionLock(r)) {
+    MaybeReapLocked(r);
+    RegionUnlock(r);
+  }
+  return r->devices[dev].used.load(std::memory_order_relaxed);
+}
+
+const char* DeviceUuid(int dev) noexcept {
+  return dev >= 0 && dev < g_dev_count ? g_region.region->devices[dev].uuid : "";
+}
+
+uint64_t ProcessCharged(int dev) noexcept {
+  RegionSlot* s = g_slot.load(std::memory_order_acquire);
+  return s && dev >= 0 && dev < kMaxDevices ? s->used[dev].load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t DeviceLimit(int dev) noexcept {
+  return dev >= 0 && dev < g_dev_count ? g_dev[dev].limit : 0;
+}
+
+Region* SharedRegion() noexcept { return g_region.region; }
+
+RegionSlot* ClaimOwnSlot() noexcept { return g_region.region ? EnsureSlot() : nullptr; }
+
+}  // namespace fracgpu::vgpu

@@ -1,0 +1,64 @@
+#pragma once
+// libvgpu.so's process state: configuration (limits.h), the shared region (region.h), the
+// mapping from CUDA ordinals to the container's devices (by UUID), and charging.
+#include <atomic>
+#include <cstdint>
+
+#include "vgpu/cuda_api.h"
+#include "vgpu/region.h"
+
+namespace fracgpu::vgpu {
+
+/// Loads the configuration and opens the region once per process (thread-safe; a forked
+/// child re-claims its own slot lazily). Cheap after the first call (one acquire load).
+void EnsureInit() noexcept;
+
+/// DeviceIndexForOrdinal results besides a region device index >= 0.
+inline constexpr int kUnmanaged = -1;  ///< not limited: pass through uncounted
+inline constexpr int kDenied = -2;     ///< not one of the container's devices: refuse
+
+/// Region device index of CUDA ordinal `ordinal`, matched by UUID (cuDeviceGetUuid_v2), never
+/// by position, so a reordered or narrowed CUDA_VISIBLE_DEVICES cannot move a limit.
+/// Returns kUnmanaged when this process runs without any limit configured, kDenied for a
+/// device outside a configured container. Cached per ordinal; no lock after the first call.
+int DeviceIndexForOrdinal(CUdevice ordinal) noexcept;
+
+/// Device index of the calling thread's current context (cuCtxGetDevice); sets *ordinal.
+/// Returns kUnmanaged when there is no current context (the driver will report that itself).
+int CurrentDeviceIndex(CUdevice* ordinal) noexcept;
+
+/// Charges `bytes` to device `dev` for this process if the container's total stays within the
+/// limit; otherwise (or if the device fails closed) returns CUDA_ERROR_OUT_OF_MEMORY and
+/// changes nothing. Dead processes' charges are reclaimed first when they are in the way, and
+/// at most once per second otherwise. Takes the region lock (robust); allocates nothing.
+CUresult Charge(int dev, uint64_t bytes) noexcept;
+/// Returns `bytes` of device `dev` (never below zero). Takes the region lock.
+void Uncharge(int dev, uint64_t bytes) noexcept;
+
+/// Container-wide bytes charged on `dev`, after reclaiming dead slots if a second passed.
+uint64_t DeviceUsed(int dev) noexcept;
+/// UUID of region device `dev` ("" if unknown).
+const char* DeviceUuid(int dev) noexcept;
+/// Bytes this process has charged on `dev`.
+uint64_t ProcessCharged(int dev) noexcept;
+/// Effective limit of `dev` in bytes (0 = unlimited).
+uint64_t DeviceLimit(int dev) noexcept;
+
+/// True when some device has an SM limit (the launch hooks' one relaxed load).
+extern std::atomic<bool> g_sm_limit_active;
+
+/// The container's shared region, or nullptr when unmanaged or failed (after EnsureInit).
+Region* SharedRegion() noexcept;
+
+/// This process's slot in the region, claimed on first call (the SM limiter needs every
+/// launching process listed, so NVML samples can be matched to the container). One acquire
+/// load after the first call; nullptr when unmanaged or no slot is free.
+RegionSlot* ClaimOwnSlot() noexcept;
+
+/// Region device index whose UUID is `uuid` ("GPU-…"), or -1.
+int DeviceIndexForUuid(const char* uuid) noexcept;
+
+/// Formats 16 UUID bytes as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (41 bytes with NUL).
+void FormatUuid(const unsigned char bytes[16], char out[kUuidSize]) noexcept;
+
+}  // namespace fracgpu::vgpu

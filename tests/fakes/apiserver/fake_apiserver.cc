@@ -1,0 +1,702 @@
+#include "fake_apiserver.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <iomanip>
+
+#include <sys/socket.h>
+#include <sstream>
+
+namespace fracgpu::fakes {
+namespace {
+
+using nlohmann::json;
+
+json StatusBody(int code, const std::string& reason, const std::string& message) {
+  return {{"kind", "Status"},   {"apiVersion", "v1"}, {"metadata", json::object()},
+          {"status", code < 300 ? "Success" : "Failure"},
+          {"message", message}, {"reason", reason},   {"code", code}};
+}
+
+std::string ReasonFor(int code) {
+  switch (code) {
+    case 400: return "BadRequest";
+    case 403: return "Forbidden";
+    case 404: return "NotFound";
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 422: return "Invalid";
+    case 429: return "TooManyRequests";
+    case 500: return "InternalError";
+    case 503: return "ServiceUnavailable";
+    default: return "Unknown";
+  }
+}
+
+void Reply(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(), "application/json");
+}
+
+void Fail(httplib::Response& res, int code, const std::string& message) {
+  Reply(res, code, StatusBody(code, ReasonFor(code), message));
+}
+
+bool Namespaced(const std::string& resource) { return resource != "nodes"; }
+
+std::string KindOf(const std::string& resource) {
+  if (resource == "nodes") return "Node";
+  if (resource == "pods") return "Pod";
+  if (resource == "leases") return "Lease";
+  return "Event";
+}
+
+std::string ApiVersionOf(const std::string& resource) {
+  return resource == "leases" ? "coordination.k8s.io/v1" : "v1";
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+// The parts of an API path.
+struct Target {
+  std::string resource;  // nodes | pods | leases | events
+  std::string ns;        // "" = all namespaces (collections) or cluster-scoped
+  std::string name;      // "" = collection
+  std::string sub;       // binding | status | ""
+  bool ok = false;
+};
+
+Target ParsePath(const std::string& path) {
+  Target t;
+  auto parts = Split(path, '/');  // "", "api", "v1", ...
+  size_t i = 0;
+  if (parts.size() >= 3 && parts[1] == "api" && parts[2] == "v1") {
+    i = 3;
+  } else if (parts.size() >= 4 && parts[1] == "apis" && parts[2] == "coordination.k8s.io" && parts[3] == "v1") {
+    i = 4;
+  } else {
+    return t;
+  }
+  if (i + 1 < parts.size() && parts[i] == "namespaces") {
+    t.ns = parts[i + 1];
+    i += 2;
+  }
+  if (i >= parts.size()) return t;
+  t.resource = parts[i++];
+  if (t.resource != "nodes" && t.resource != "pods" && t.resource != "leases" && t.resource != "events") {
+    return t;
+  }
+  if (i < parts.size()) t.name = parts[i++];
+  if (i < parts.size()) t.sub = parts[i++];
+  if (i < parts.size()) return t;
+  t.ok = true;
+  return t;
+}
+
+// Equality-based label selectors: k=v, k==v, k!=v, k, !k (comma = AND).
+bool MatchLabels(const json& obj, const std::string& selector) {
+  if (selector.empty()) return true;
+  json labels = json::object();
+  if (obj.contains("metadata") && obj["metadata"].contains("labels") && obj["metadata"]["labels"].is_object()) {
+    labels = obj["metadata"]["labels"];
+  }
+  for (const auto& term : Split(selector, ',')) {
+    if (term.empty()) continue;
+    auto ne = term.find("!=");
+    auto eq = term.find('=');
+    if (ne != std::string::npos) {
+      std::string k = term.substr(0, ne), v = term.substr(ne + 2);
+      if (labels.contains(k) && labels[k] == v) return false;
+    } else if (eq != std::string::npos) {
+      std::string k = term.substr(0, eq);
+      std::string v = term.substr(term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1);
+      if (!labels.contains(k) || labels[k] != v) return false;
+    } else if (term[0] == '!') {
+      if (labels.contains(term.substr(1))) return false;
+    } else if (!labels.contains(term)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string FieldValue(const json& obj, const std::string& field) {
+  std::string ptr = "/" + field;
+  std::replace(ptr.begin(), ptr.end(), '.', '/');
+  json::json_pointer p(ptr);
+  if (!obj.contains(p)) return "";
+  const json& v = obj.at(p);
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+bool MatchFields(const json& obj, const std::string& selector) {
+  if (selector.empty()) return true;
+  for (const auto& term : Split(selector, ',')) {
+    if (term.empty()) continue;
+    auto ne = term.find("!=");
+    auto eq = term.find('=');
+    if (ne != std::string::npos) {
+      if (FieldValue(obj, term.substr(0, ne)) == term.substr(ne + 2)) return false;
+    } else if (eq != std::string::npos) {
+      std::string v = term.substr(term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1);
+      if (FieldValue(obj, term.substr(0, eq)) != v) return false;
+    }
+  }
+  return true;
+}
+
+bool ValidField(const std::string& selector) {
+  for (const auto& term : Split(selector, ',')) {
+    if (term.empty()) continue;
+    auto pos = term.find_first_of("!=");
+    std::string f = term.substr(0, pos);
+    if (f != "spec.nodeName" && f != "metadata.name" && f != "metadata.namespace" && f != "status.phase" &&
+        f != "spec.schedulerName") {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Md(const json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const json& md = obj["metadata"];
+  return md.contains(key) && md[key].is_string() ? md[key].get<std::string>() : "";
+}
+
+}  // namespace
+
+// Request handlers (a friend, so they can reach the store).
+class FakeApiServerRoutes {
+ public:
+  explicit FakeApiServerRoutes(FakeApiServer* s) : s_(s) {}
+
+  void Handle(const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(s_->mu_);
+      std::string query;
+      for (const auto& [k, v] : req.params) query += (query.empty() ? "" : "&") + k + "=" + v;
+      s_->requests_.push_back({req.method, req.path, query, req.body, req.get_header_value("Content-Type")});
+      for (auto& f : s_->failures_) {
+        if (f.count > 0 && (f.method.empty() || f.method == req.method) && req.path.rfind(f.prefix, 0) == 0) {
+          --f.count;
+          Fail(res, f.status, f.message);
+          return;
+        }
+      }
+    }
+    Target t = ParsePath(req.path);
+    if (!t.ok) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    if (!Namespaced(t.resource)) t.ns.clear();
+    if (req.method == "GET") {
+      if (!t.name.empty()) return GetOne(t, res);
+      if (req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1") return Watch(t, req, res);
+      return ListAll(t, req, res);
+    }
+    if (req.method == "POST") {
+      if (t.resource == "pods" && t.sub == "binding") return Bind(t, req, res);
+      if (!t.name.empty()) return Fail(res, 405, "POST on an object");
+      return Create(t, req, res);
+    }
+    if (req.method == "PUT") return Update(t, req, res);
+    if (req.method == "PATCH") return PatchOne(t, req, res);
+    if (req.method == "DELETE") return DeleteOne(t, res);
+    Fail(res, 405, "method not allowed");
+  }
+
+ private:
+  json* Find(const Target& t) {
+    auto& objs = s_->store_[t.resource];
+    auto it = objs.find(FakeApiServer::KeyOf(t.resource, t.ns, t.name));
+    return it == objs.end() ? nullptr : &it->second;
+  }
+
+  void GetOne(const Target& t, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json* obj = Find(t);
+    if (obj == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+    Reply(res, 200, *obj);
+  }
+
+  void ListAll(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    std::string fs = req.get_param_value("fieldSelector");
+    if (!ValidField(fs)) return Fail(res, 400, "field label not supported: " + fs);
+    std::string ls = req.get_param_value("labelSelector");
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json items = json::array();
+    for (const auto& [key, obj] : s_->store_[t.resource]) {
+      if (!t.ns.empty() && Md(obj, "namespace") != t.ns) continue;
+      if (!MatchLabels(obj, ls) || !MatchFields(obj, fs)) continue;
+      items.push_back(obj);
+    }
+    // Paging with limit/continue (continue = index of the next item).
+    size_t start = 0;
+    if (auto c = req.get_param_value("continue"); !c.empty()) start = std::stoul(c);
+    size_t limit = items.size();
+    if (auto l = req.get_param_value("limit"); !l.empty()) limit = std::max<size_t>(1, std::stoul(l));
+    json page = json::array();
+    for (size_t i = start; i < items.size() && page.size() < limit; ++i) page.push_back(items[i]);
+    json md = {{"resourceVersion", std::to_string(s_->rv_)}};
+    if (start + page.size() < items.size()) md["continue"] = std::to_string(start + page.size());
+    std::string kind = KindOf(t.resource) + "List";
+    Reply(res, 200, {{"kind", kind}, {"apiVersion", ApiVersionOf(t.resource)}, {"metadata", md}, {"items", page}});
+  }
+
+  void Create(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return Fail(res, 400, "body is not a JSON object");
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = json::object();
+    if (Namespaced(t.resource)) body["metadata"]["namespace"] = t.ns.empty() ? "default" : t.ns;
+    std::string name = Md(body, "name");
+    if (name.empty()) {
+      std::string gen = Md(body, "generateName");
+      if (gen.empty()) return Fail(res, 422, "metadata.name or generateName is required");
+      name = gen + std::to_string(s_->next_uid_);
+      body["metadata"]["name"] = name;
+    }
+    Target key = t;
+    key.name = name;
+    key.ns = Md(body, "namespace");
+    if (Find(key) != nullptr) return Fail(res, 409, t.resource + " \"" + name + "\" already exists");
+    if (t.resource == "pods" && (!body.contains("status") || !body["status"].contains("phase"))) {
+      body["status"]["phase"] = "Pending";
+    }
+    Reply(res, 201, s_->StoreLocked(t.resource, body, "ADDED"));
+  }
+
+  void Update(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return Fail(res, 400, "body is not a JSON object");
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json* cur = Find(t);
+    if (cur == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+    std::string rv = Md(body, "resourceVersion");
+    if (!rv.empty() && rv != Md(*cur, "resourceVersion")) {
+      return Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
+                                "\": the object has been modified; please apply your changes to the latest version and try again");
+    }
+    if (t.sub == "status") {
+      json updated = *cur;
+      updated["status"] = body.value("status", json::object());
+      body = updated;
+    }
+    body["metadata"]["name"] = t.name;
+    if (Namespaced(t.resource)) body["metadata"]["namespace"] = t.ns;
+    body["metadata"]["uid"] = Md(*cur, "uid");
+    Reply(res, 200, s_->StoreLocked(t.resource, body, "MODIFIED"));
+  }
+
+  void PatchOne(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    json patch = json::parse(req.body, nullptr, false);
+    if (patch.is_discarded()) return Fail(res, 400, "patch body is not JSON");
+    std::string ct = req.get_header_value("Content-Type");
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json* cur = Find(t);
+    if (cur == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+    json updated;
+    if (ct.rfind("application/json-patch+json", 0) == 0) {
+      try {
+        updated = cur->patch(patch);
+      } catch (const std::exception& e) {
+        return Fail(res, 422, std::string("the JSON patch could not be applied: ") + e.what());
+      }
+    } else if (ct.rfind("application/merge-patch+json", 0) == 0 ||
+               ct.rfind("application/strategic-merge-patch+json", 0) == 0) {
+      if (!patch.is_object()) return Fail(res, 400, "a merge patch must be a JSON object");
+      std::string rv = Md(patch, "resourceVersion");
+      if (!rv.empty() && rv != Md(*cur, "resourceVersion")) {
+        return Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
+                                  "\": the object has been modified; please apply your changes to the latest version and try again");
+      }
+      if (patch.contains("metadata") && patch["metadata"].is_object()) patch["metadata"].erase("resourceVersion");
+      updated = *cur;
+      updated.merge_patch(patch);
+    } else {
+      return Fail(res, 415, "unsupported patch Content-Type \"" + ct + "\"");
+    }
+    if (!updated.is_object()) return Fail(res, 422, "patched object is not an object");
+    updated["metadata"]["name"] = t.name;
+    if (Namespaced(t.resource)) updated["metadata"]["namespace"] = t.ns;
+    updated["metadata"]["uid"] = Md(*cur, "uid");
+    Reply(res, 200, s_->StoreLocked(t.resource, updated, "MODIFIED"));
+  }
+
+  void DeleteOne(const Target& t, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json* cur = Find(t);
+    if (cur == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+    json last = *cur;
+    s_->RemoveLocked(t.resource, FakeApiServer::KeyOf(t.resource, t.ns, t.name));
+    Reply(res, 200, last);
+  }
+
+  void Bind(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("target") || !body["target"].is_object() ||
+        !body["target"].contains("name") || !body["target"]["name"].is_string()) {
+      return Fail(res, 400, "Binding must carry target.name");
+    }
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json* pod = Find(t);
+    if (pod == nullptr) return Fail(res, 404, "pods \"" + t.name + "\" not found");
+    std::string uid = Md(body, "uid");
+    if (!uid.empty() && uid != Md(*pod, "uid")) {
+      return Fail(res, 409, "Precondition failed: UID in precondition: " + uid + ", UID in object meta: " +
+                                Md(*pod, "uid"));
+    }
+    if (pod->contains("spec") && (*pod)["spec"].contains("nodeName") && (*pod)["spec"]["nodeName"].is_string() &&
+        !(*pod)["spec"]["nodeName"].get<std::string>().empty()) {
+      return Fail(res, 409, "pod " + t.name + " is already assigned to node \"" +
+                                (*pod)["spec"]["nodeName"].get<std::string>() + "\"");
+    }
+    json updated = *pod;
+    updated["spec"]["nodeName"] = body["target"]["name"];
+    s_->StoreLocked("pods", updated, "MODIFIED");
+    Reply(res, 201, StatusBody(201, "", ""));
+  }
+
+  struct WatchState {
+    std::string resource, ns, labels, fields;
+    int64_t rv = 0;
+    int64_t drop_gen = 0, bookmark_gen = 0, expire_before = 0;
+    bool bookmarks = false;
+    bool initial_sent = false;
+    bool initial_synthetic = false;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  bool Matches(const WatchState& w, const std::string& resource, const json& obj) {
+    if (resource != w.resource) return false;
+    if (!w.ns.empty() && Md(obj, "namespace") != w.ns) return false;
+    return MatchLabels(obj, w.labels) && MatchFields(obj, w.fields);
+  }
+
+  void Watch(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    auto w = std::make_shared<WatchState>();
+    w->resource = t.resource;
+    w->ns = t.ns;
+    w->labels = req.get_param_value("labelSelector");
+    w->fields = req.get_param_value("fieldSelector");
+    if (!ValidField(w->fields)) return Fail(res, 400, "field label not supported: " + w->fields);
+    w->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+    int64_t timeout = 300;
+    if (auto ts = req.get_param_value("timeoutSeconds"); !ts.empty()) timeout = std::stol(ts);
+    w->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+    std::string rv = req.get_param_value("resourceVersion");
+    {
+      std::lock_guard<std::mutex> lock(s_->mu_);
+      if (s_->reject_watches_ > 0) {
+        --s_->reject_watches_;
+        return Fail(res, 410, "too old resource version: " + rv + " (" + std::to_string(s_->rv_) + ")");
+      }
+      w->drop_gen = s_->drop_generation_;
+      w->bookmark_gen = s_->bookmark_generation_;
+      w->expire_before = s_->expired_before_;
+      if (rv.empty() || rv == "0") {
+        w->initial_synthetic = true;
+        w->rv = s_->rv_;
+      } else {
+        w->rv = std::stoll(rv);
+      }
+      ++s_->open_watches_;
+    }
+    FakeApiServer* s = s_;
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, w, s](size_t, httplib::DataSink& sink) -> bool {
+          std::unique_lock<std::mutex> lock(s->mu_);
+          auto send = [&](const std::string& type, const json& obj) {
+            std::string line = json{{"type", type}, {"object", obj}}.dump() + "\n";
+            lock.unlock();
+            bool ok = sink.write(line.data(), line.size());
+            lock.lock();
+            return ok;
+          };
+          if (!w->initial_sent) {
+            w->initial_sent = true;
+            if (w->initial_synthetic) {
+              std::vector<json> objs;
+              for (const auto& [k, obj] : s->store_[w->resource]) {
+                if (Matches(*w, w->resource, obj)) objs.push_back(obj);
+              }
+              for (const auto& obj : objs) {
+                if (!send("ADDED", obj)) return false;
+              }
+            } else if (w->rv < s->expired_before_) {
+              send("ERROR", StatusBody(410, "Expired", "too old resource version: " + std::to_string(w->rv) +
+                                                           " (" + std::to_string(s->rv_) + ")"));
+              lock.unlock();
+              sink.done();
+              return true;
+            }
+          }
+          for (;;) {
+            if (s->stopping_) {
+              lock.unlock();
+              sink.done();
+              return true;
+            }
+            if (w->drop_gen != s->drop_generation_) return false;  // abrupt close
+            if (w->expire_before != s->expired_before_) {
+              w->expire_before = s->expired_before_;
+              send("ERROR", StatusBody(410, "Expired", "too old resource version"));
+              lock.unlock();
+              sink.done();
+              return true;
+            }
+            // Pending events after w->rv.
+            std::vector<std::pair<std::string, json>> out;
+            for (const auto& ev : s->history_) {
+              if (ev.rv <= w->rv) continue;
+              if (Matches(*w, ev.resource, ev.object)) out.emplace_back(ev.type, ev.object);
+              w->rv = ev.rv;
+            }
+            if (w->rv < s->rv_ && s->history_.empty()) w->rv = s->rv_;
+            if (!out.empty()) {
+              for (const auto& [type, obj] : out) {
+                if (!send(type, obj)) return false;
+              }
+              return true;
+            }
+            if (w->bookmark_gen != s->bookmark_generation_) {
+              w->bookmark_gen = s->bookmark_generation_;
+              if (w->bookmarks) {
+                json bm = {{"kind", KindOf(w->resource)},
+                           {"apiVersion", ApiVersionOf(w->resource)},
+                           {"metadata", {{"resourceVersion", std::to_string(s->rv_)}}}};
+                if (!send("BOOKMARK", bm)) return false;
+                return true;
+              }
+            }
+            if (std::chrono::steady_clock::now() >= w->deadline) {
+              lock.unlock();
+              sink.done();
+              return true;
+            }
+            if (!sink.is_writable()) return false;
+            // Wake on any store change; the bounded wait lets the server notice a closed peer.
+            s->changed_.wait_for(lock, std::chrono::milliseconds(200));
+          }
+        },
+        [s](bool) {
+          std::lock_guard<std::mutex> lock(s->mu_);
+          --s->open_watches_;
+          s->changed_.notify_all();
+        });
+  }
+
+  FakeApiServer* s_;
+};
+
+FakeApiServer::FakeApiServer(int port) : server_(std::make_unique<httplib::Server>()) {
+  auto routes = std::make_shared<FakeApiServerRoutes>(this);
+  auto handler = [routes](const httplib::Request& req, httplib::Response& res) { routes->Handle(req, res); };
+  server_->Get(R"(/.*)", handler);
+  server_->Post(R"(/.*)", handler);
+  server_->Put(R"(/.*)", handler);
+  server_->Patch(R"(/.*)", handler);
+  server_->Delete(R"(/.*)", handler);
+  // Watches hold a worker each; leave room for many concurrent calls besides them.
+  server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  server_->set_keep_alive_max_count(1000);
+  server_->set_tcp_nodelay(true);
+  // Deep listen backlog (httplib's is 5) for bursts of concurrent clients.
+  auto listen_fd = std::make_shared<int>(-1);
+  server_->set_socket_options([listen_fd](int sock) {
+    httplib::default_socket_options(sock);
+    *listen_fd = sock;
+  });
+  if (port == 0) {
+    port_ = server_->bind_to_any_port("127.0.0.1");
+  } else {
+    port_ = server_->bind_to_port("127.0.0.1", port) ? port : -1;
+  }
+  if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+FakeApiServer::~FakeApiServer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string FakeApiServer::url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+std::string FakeApiServer::KeyOf(const std::string& resource, const std::string& ns, const std::string& name) {
+  return Namespaced(resource) ? ns + "/" + name : name;
+}
+
+json FakeApiServer::StoreLocked(const std::string& resource, json obj, const std::string& type) {
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
+  json& md = obj["metadata"];
+  if (Namespaced(resource) && (!md.contains("namespace") || md["namespace"] == "")) md["namespace"] = "default";
+  if (!Namespaced(resource)) md.erase("namespace");
+  if (!md.contains("uid") || md["uid"] == "") {
+    std::ostringstream uid;
+    uid << "00000000-0000-4000-8000-" << std::setw(12) << std::setfill('0') << next_uid_++;
+    md["uid"] = uid.str();
+  }
+  if (!md.contains("creationTimestamp")) md["creationTimestamp"] = "2025-01-01T00:00:00Z";
+  obj["kind"] = KindOf(resource);
+  obj["apiVersion"] = ApiVersionOf(resource);
+  md["resourceVersion"] = std::to_string(++rv_);
+  std::string key = KeyOf(resource, md.value("namespace", ""), md.value("name", ""));
+  auto& objs = store_[resource];
+  std::string ev_type = objs.count(key) ? "MODIFIED" : type;
+  objs[key] = obj;
+  history_.push_back({rv_, ev_type, resource, obj});
+  changed_.notify_all();
+  return obj;
+}
+
+void FakeApiServer::RemoveLocked(const std::string& resource, const std::string& key) {
+  auto& objs = store_[resource];
+  auto it = objs.find(key);
+  if (it == objs.end()) return;
+  json last = it->second;
+  objs.erase(it);
+  last["metadata"]["resourceVersion"] = std::to_string(++rv_);
+  history_.push_back({rv_, "DELETED", resource, last});
+  changed_.notify_all();
+}
+
+json FakeApiServer::Put(const std::string& resource, json obj) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (resource == "pods" && obj.is_object() && (!obj.contains("status") || !obj["status"].contains("phase"))) {
+    obj["status"]["phase"] = "Pending";
+  }
+  return StoreLocked(resource, std::move(obj), "ADDED");
+}
+
+std::optional<json> FakeApiServer::Get(const std::string& resource, const std::string& ns,
+                                       const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rit = store_.find(resource);
+  if (rit == store_.end()) return std::nullopt;
+  auto it = rit->second.find(KeyOf(resource, ns, name));
+  if (it == rit->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<json> FakeApiServer::List(const std::string& resource) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<json> out;
+  auto rit = store_.find(resource);
+  if (rit == store_.end()) return out;
+  for (const auto& [k, v] : rit->second) out.push_back(v);
+  return out;
+}
+
+bool FakeApiServer::Remove(const std::string& resource, const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = KeyOf(resource, ns, name);
+  if (!store_[resource].count(key)) return false;
+  RemoveLocked(resource, key);
+  return true;
+}
+
+bool FakeApiServer::Patch(const std::string& resource, const std::string& ns, const std::string& name,
+                          const json& merge_patch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& objs = store_[resource];
+  auto it = objs.find(KeyOf(resource, ns, name));
+  if (it == objs.end()) return false;
+  json updated = it->second;
+  updated.merge_patch(merge_patch);
+  StoreLocked(resource, updated, "MODIFIED");
+  return true;
+}
+
+bool FakeApiServer::WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    lock.unlock();
+    if (pred()) return true;
+    lock.lock();
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    // Bounded wait: the predicate may depend on state outside the store (e.g. a consumer's
+    // cache updated after it read the store).
+    changed_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  lock.unlock();
+  return pred();
+}
+
+void FakeApiServer::FailNext(const std::string& method, const std::string& path_prefix, int status, int count,
+                             const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failures_.push_back({method, path_prefix, status, count, message});
+}
+
+void FakeApiServer::ExpireHistory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A compaction: every version up to now is gone; the next version is valid to watch from.
+  history_.clear();
+  ++rv_;
+  expired_before_ = rv_;
+  changed_.notify_all();
+}
+
+void FakeApiServer::RejectNextWatches(int count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reject_watches_ += count;
+}
+
+void FakeApiServer::DropWatches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++drop_generation_;
+  changed_.notify_all();
+}
+
+void FakeApiServer::SendBookmarks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++bookmark_generation_;
+  changed_.notify_all();
+}
+
+std::vector<RecordedRequest> FakeApiServer::Requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_;
+}
+
+int FakeApiServer::CountRequests(const std::string& method, const std::string& path_prefix) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& r : requests_) {
+    if ((method.empty() || r.method == method) && r.path.rfind(path_prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+int FakeApiServer::OpenWatches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_watches_;
+}
+
+int64_t FakeApiServer::resource_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rv_;
+}
+
+}  // namespace fracgpu::fakes

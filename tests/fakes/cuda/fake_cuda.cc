@@ -1,0 +1,1028 @@
+// Fake libcuda.so.1: the CUDA driver API surface libvgpu.so touches, with host memory behind
+// device pointers (see fake_gpu.h for the configuration). It follows the real driver's
+// observable behaviour: ELF names and versioned variants, cuGetProcAddress(_v2) flag and
+// version semantics (wire-apis.md §7.8), CUresult codes, contexts (primary and created),
+// streams, memory pools that reserve in 2 MiB chunks and give memory back at synchronisation
+// down to their release threshold, VMM handles with device and host locations (physical
+// memory freed when released and unmapped), arrays, managed memory.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fake_clock.h"
+#include "fake_gpu.h"
+#include "vgpu/cuda_api.h"
+
+namespace {
+
+using fracgpu::fakes::FakeDevice;
+using fracgpu::fakes::FakeProcState;
+using fracgpu::fakes::kMiB;
+
+constexpr uint64_t kGranularity = 2 * kMiB;  // pool and VMM granularity
+
+uint64_t RoundUp(uint64_t v, uint64_t g) { return (v + g - 1) / g * g; }
+
+struct Ctx {
+  int phys;  // physical (NVML) index
+  bool primary;
+};
+
+struct Pool {
+  int phys;
+  uint64_t reserved = 0, used = 0, threshold = 0, reserved_high = 0, used_high = 0;
+  std::map<CUdeviceptr, uint64_t> live;
+};
+
+struct VmmHandle {
+  int phys;  // -1: host location
+  uint64_t size;
+  int mappings = 0;
+  bool released = false;
+};
+
+struct Alloc {
+  int phys;
+  uint64_t size;
+  void* base;
+};
+
+struct State {
+  std::mutex mu;
+  bool initialised = false;
+  std::vector<FakeDevice> devices;
+  std::vector<int> visible;  // CUDA ordinal -> physical index
+  uint64_t used[fracgpu::fakes::kFakeMaxDevices] = {};
+  std::map<CUdeviceptr, Alloc> allocs;   // cuMemAlloc/Pitch/Managed
+  std::map<CUdeviceptr, std::pair<Pool*, uint64_t>> pool_allocs;
+  std::vector<Pool*> pools;
+  Pool* default_pool[fracgpu::fakes::kFakeMaxDevices] = {};
+  std::map<CUmemGenericAllocationHandle, VmmHandle> vmm;
+  CUmemGenericAllocationHandle next_handle = 1;
+  std::map<CUdeviceptr, uint64_t> reservations;                               // VA ranges
+  std::map<CUdeviceptr, std::pair<CUmemGenericAllocationHandle, uint64_t>> maps;  // VA -> handle
+  CUdeviceptr next_va = 0x7f0000000000ull;
+  std::map<void*, std::pair<int, uint64_t>> arrays;
+  Ctx* primary[fracgpu::fakes::kFakeMaxDevices] = {};
+  int primary_refs[fracgpu::fakes::kFakeMaxDevices] = {};
+  uint64_t ctx_bytes = 0;
+  int driver_version = 12080;
+  FakeProcState* published = nullptr;
+};
+
+State& S() {
+  static State* s = new State();  // never destroyed: hooks may run during exit
+  return *s;
+}
+
+thread_local std::vector<Ctx*> tls_ctx_stack;
+
+Ctx* Current() { return tls_ctx_stack.empty() ? nullptr : tls_ctx_stack.back(); }
+
+void Publish(State& s, int phys) {
+  if (s.published) s.published->used[phys].store(s.used[phys], std::memory_order_relaxed);
+}
+
+// Takes `bytes` of physical device memory; false when the device is full.
+bool Take(State& s, int phys, uint64_t bytes) {
+  if (s.used[phys] + bytes > s.devices[phys].total_bytes) return false;
+  s.used[phys] += bytes;
+  Publish(s, phys);
+  return true;
+}
+void Give(State& s, int phys, uint64_t bytes) {
+  s.used[phys] -= std::min(bytes, s.used[phys]);
+  Publish(s, phys);
+}
+
+// Physical used bytes of a device across every process publishing in FAKE_GPU_STATE_DIR.
+uint64_t DeviceUsedAllProcesses(State& s, int phys) {
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  if (!dir) return s.used[phys];
+  uint64_t total = s.used[phys];
+  if (auto* d = ::opendir(dir)) {
+    while (auto* e = ::readdir(d)) {
+      if (std::strncmp(e->d_name, "proc-", 5) != 0) continue;
+      int pid = std::atoi(e->d_name + 5);
+      if (pid == getpid() || kill(pid, 0) != 0) continue;
+      std::string path = std::string(dir) + "/" + e->d_name;
+      int fd = ::open(path.c_str(), O_RDONLY);
+      if (fd < 0) continue;
+      FakeProcState st;
+      if (::pread(fd, &st, sizeof(st), 0) == static_cast<ssize_t>(sizeof(st))) {
+        total += st.used[phys].load(std::memory_order_relaxed);
+      }
+      ::close(fd);
+    }
+    ::closedir(d);
+  }
+  return total;
+}
+
+void Initialise(State& s) {
+  s.devices = fracgpu::fakes::LoadFakeDevices();
+  if (const char* v = std::getenv("FAKE_CUDA_CTX_BYTES")) s.ctx_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s.driver_version = std::atoi(v);
+  // CUDA_VISIBLE_DEVICES: indices or UUID prefixes; the list stops at the first invalid
+  // entry, as with the real driver.
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd) {
+    for (size_t i = 0; i < s.devices.size(); ++i) s.visible.push_back(static_cast<int>(i));
+  } else {
+    std::string spec = cvd;
+    size_t pos = 0;
+    while (pos < spec.size()) {
+      size_t end = spec.find(',', pos);
+      if (end == std::string::npos) end = spec.size();
+      std::string tok = spec.substr(pos, end - pos);
+      pos = end + 1;
+      int found = -1;
+      if (!tok.empty() && tok.find_first_not_of("0123456789") == std::string::npos) {
+        int idx = std::atoi(tok.c_str());
+        if (idx < static_cast<int>(s.devices.size())) found = idx;
+      } else if (tok.rfind("GPU-", 0) == 0) {
+        for (size_t i = 0; i < s.devices.size(); ++i)
+          if (s.devices[i].uuid.rfind(tok, 0) == 0) found = static_cast<int>(i);
+      }
+      if (found < 0 || std::count(s.visible.begin(), s.visible.end(), found)) break;
+      s.visible.push_back(found);
+    }
+  }
+  if (const char* dir = std::getenv("FAKE_GPU_STATE_DIR")) {
+    std::string path = std::string(dir) + "/proc-" + std::to_string(getpid());
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0 && ::ftruncate(fd, sizeof(FakeProcState)) == 0) {
+      void* p = ::mmap(nullptr, sizeof(FakeProcState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        s.published = static_cast<FakeProcState*>(p);
+        s.published->pid.store(static_cast<uint32_t>(getpid()));
+      }
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  s.initialised = true;
+}
+
+#define FAKE_LOCK()                 \
+  State& s = S();                   \
+  std::lock_guard<std::mutex> lk(s.mu); \
+  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED
+
+// Physical index of a CUDA ordinal, -1 if invalid.
+int PhysOf(State& s, CUdevice dev) {
+  if (dev < 0 || dev >= static_cast<int>(s.visible.size())) return -1;
+  return s.visible[dev];
+}
+int OrdinalOf(State& s, int phys) {
+  for (size_t i = 0; i < s.visible.size(); ++i)
+    if (s.visible[i] == phys) return static_cast<int>(i);
+  return -1;
+}
+
+CUdeviceptr HostAlloc(uint64_t size) {
+  void* p = std::aligned_alloc(256, RoundUp(std::max<uint64_t>(size, 1), 256));
+  return reinterpret_cast<CUdeviceptr>(p);
+}
+
+Pool* DefaultPool(State& s, int phys) {
+  if (!s.default_pool[phys]) {
+    s.default_pool[phys] = new Pool{};
+    s.default_pool[phys]->phys = phys;
+    s.pools.push_back(s.default_pool[phys]);
+  }
+  return s.default_pool[phys];
+}
+
+// Gives back pool memory above max(threshold, used), as the real pools do at synchronisation.
+void ReleaseToThreshold(State& s, Pool* p, uint64_t keep) {
+  uint64_t floor = RoundUp(std::max(p->used, keep), kGranularity);
+  if (p->reserved > floor) {
+    Give(s, p->phys, p->reserved - floor);
+    p->reserved = floor;
+  }
+}
+
+CUresult PoolAlloc(CUdeviceptr* dptr, size_t size, Pool* pool) {
+  State& s = S();
+  if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (pool->used + size > pool->reserved) {
+    uint64_t grow = RoundUp(pool->used + size, kGranularity) - pool->reserved;
+    if (!Take(s, pool->phys, grow)) return CUDA_ERROR_OUT_OF_MEMORY;
+    pool->reserved += grow;
+    pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
+  }
+  pool->used += size;
+  pool->used_high = std::max(pool->used_high, pool->used);
+  CUdeviceptr p = HostAlloc(size);
+  pool->live[p] = size;
+  s.pool_allocs[p] = {pool, size};
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult FreeAsync(CUdeviceptr dptr) {
+  FAKE_LOCK();
+  auto it = s.pool_allocs.find(dptr);
+  if (it == s.pool_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  Pool* pool = it->second.first;
+  pool->used -= it->second.second;
+  pool->live.erase(dptr);
+  std::free(reinterpret_cast<void*>(dptr));
+  s.pool_allocs.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult SyncDevice(State& s, int phys) {
+  for (Pool* p : s.pools)
+    if (p->phys == phys) ReleaseToThreshold(s, p, p->threshold);
+  return CUDA_SUCCESS;
+}
+
+std::atomic<uint64_t> g_launches{0};
+std::atomic<uint64_t> g_cost_ps{0};  // per-thread cost of a kernel (fakeCudaSetKernelCostPs)
+// End (virtual ns) of the last kernel on each device's legacy default stream, this process.
+std::atomic<uint64_t> g_default_end[fracgpu::fakes::kFakeMaxDevices];
+
+struct FakeStream {
+  int phys;
+  std::atomic<uint64_t> end{0};  // virtual ns at which its last kernel ends
+};
+
+std::atomic<uint64_t>& StreamEnd(int phys, CUstream stream) {
+  return stream ? reinterpret_cast<FakeStream*>(stream)->end : g_default_end[phys];
+}
+
+// Runs a kernel on the virtual clock (fake_clock.h): takes the simulation turn, charges the
+// launch overhead, and schedules grid × block × cost on the stream's device.
+CUresult Launch(CUfunction f, uint64_t grid = 1, uint64_t block = 1, CUstream stream = nullptr) {
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+  int phys = stream ? reinterpret_cast<FakeStream*>(stream)->phys : -1;
+  if (phys < 0) {
+    Ctx* c = Current();
+    if (!c) return CUDA_SUCCESS;  // kept permissive as before: counted only
+    phys = c->phys;
+  }
+  State& s = S();
+  int sm_count = phys < static_cast<int>(s.devices.size()) ? s.devices[phys].sm_count : 1;
+  if (sm_count < 1) sm_count = 1;
+  uint64_t cost = g_cost_ps.load(std::memory_order_relaxed);
+  if (cost == 0) return CUDA_SUCCESS;  // no simulated cost set: counted only (cheap, for benches)
+  uint64_t waves = (grid + static_cast<uint64_t>(sm_count) - 1) / static_cast<uint64_t>(sm_count);
+  uint64_t dur = waves * block * cost / 1000;
+  uint32_t sms = static_cast<uint32_t>(grid < static_cast<uint64_t>(sm_count) ? grid : sm_count);
+  namespace fk = fracgpu::fakes;
+  fk::ClockTurn();
+  fk::ClockParticipant& me = fk::Me();
+  uint64_t now = me.t.load() + fk::kLaunchOverheadNs;
+  me.t.store(now);
+  if (dur > 0 && sms > 0) {
+    std::atomic<uint64_t>& end = StreamEnd(phys, stream);
+    uint64_t ready = end.load() > now ? end.load() : now;
+    uint64_t e = fk::ClockSchedule(phys, sm_count, sms, dur, ready);
+    fk::ClockAddBusy(me, e - dur, e);
+    end.store(e);
+  }
+  fk::ClockUnlock(fk::Clock().state);
+  fk::ClockAdvanced(fk::Clock().state);
+  return CUDA_SUCCESS;
+}
+
+// Synchronisation on the virtual clock: the caller's time moves to `end`.
+void WaitUntil(uint64_t end) {
+  fracgpu::fakes::ClockParticipant& me = fracgpu::fakes::Me();
+  if (me.t.load() < end) {
+    me.t.store(end);
+    fracgpu::fakes::ClockAdvanced(fracgpu::fakes::Clock().state);
+  }
+}
+
+CUresult CreateContext(CUcontext* ctx, CUdevice dev) {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!Take(s, phys, s.ctx_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  Ctx* c = new Ctx{phys, false};
+  tls_ctx_stack.push_back(c);
+  *ctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+/// Test-only: number of kernel launches the fake has run in this process.
+__attribute__((visibility("default"))) uint64_t fakeCudaLaunchCount() noexcept {
+  return g_launches.load();
+}
+
+/// Test-only: per-thread cost of every later kernel of this process, in picoseconds.
+__attribute__((visibility("default"))) void fakeCudaSetKernelCostPs(uint64_t ps) noexcept {
+  g_cost_ps.store(ps);
+}
+/// Test-only: this process's virtual time (ns, fake_clock.h), read in its simulation turn so
+/// that what the caller then reads of shared state (libvgpu's pacing horizon) is read in
+/// virtual-time order, deterministically.
+__attribute__((visibility("default"))) uint64_t fakeClockNowNs() noexcept {
+  fracgpu::fakes::ClockTurn();
+  uint64_t t = fracgpu::fakes::Me().t.load();
+  fracgpu::fakes::ClockUnlock(fracgpu::fakes::Clock().state);
+  return t;
+}
+/// Test-only: a virtual sleep: this process's time moves to `t` ns (never backwards).
+__attribute__((visibility("default"))) void fakeClockSleepUntilNs(uint64_t t) noexcept { WaitUntil(t); }
+/// Test-only: busy ns of this process's kernels in virtual [from, to) ns.
+__attribute__((visibility("default"))) uint64_t fakeClockBusyNs(uint64_t from, uint64_t to) noexcept {
+  return fracgpu::fakes::ClockBusy(fracgpu::fakes::Me(), from, to);
+}
+/// Test-only: leaves the simulation (others stop waiting for this process).
+__attribute__((visibility("default"))) void fakeClockLeave() noexcept { fracgpu::fakes::ClockLeave(); }
+
+CUresult cuInit(unsigned int flags) noexcept {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.initialised) Initialise(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* version) noexcept {
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+  *version = v ? std::atoi(v) : 12080;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorName(CUresult error, const char** str) noexcept {
+  if (!str) return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+    case CUDA_SUCCESS: *str = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *str = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *str = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case CUDA_ERROR_NOT_INITIALIZED: *str = "CUDA_ERROR_NOT_INITIALIZED"; break;
+    default: *str = nullptr; return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetExportTable(const void** table, const CUuuid* id) noexcept {
+  static const void* kEmpty[1] = {nullptr};
+  if (!table || !id) return CUDA_ERROR_INVALID_VALUE;
+  *table = kEmpty;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) noexcept {
+  FAKE_LOCK();
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<int>(s.visible.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* dev, int ordinal) noexcept {
+  FAKE_LOCK();
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  if (PhysOf(s, ordinal) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(len), "Fake GPU %d", phys);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  std::memcpy(uuid->bytes, s.devices[phys].raw, 16);
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) noexcept { return cuDeviceGetUuid_v2(uuid, dev); }
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = s.devices[phys].total_bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = s.devices[phys].sm_count; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
+    default: *value = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- Contexts ----
+CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) noexcept {
+  return CreateContext(ctx, dev);
+}
+CUresult cuCtxCreate_v3(CUcontext* ctx, void*, int, unsigned int, CUdevice dev) noexcept {
+  return CreateContext(ctx, dev);
+}
+CUresult cuCtxCreate_v4(CUcontext* ctx, void*, unsigned int, CUdevice dev) noexcept {
+  return CreateContext(ctx, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
+  FAKE_LOCK();
+  Ctx* c = reinterpret_cast<Ctx*>(ctx);
+  if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  Give(s, c->phys, s.ctx_bytes);
+  std::erase(tls_ctx_stack, c);
+  delete c;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) noexcept {
+  Ctx* c = reinterpret_cast<Ctx*>(ctx);
+  if (tls_ctx_stack.empty()) {
+    if (c) tls_ctx_stack.push_back(c);
+  } else if (c) {
+    tls_ctx_stack.back() = c;
+  } else {
+    tls_ctx_stack.pop_back();
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetCurrent(CUcontext* ctx) noexcept {
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = reinterpret_cast<CUcontext>(Current());
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) noexcept {
+  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  tls_ctx_stack.push_back(reinterpret_cast<Ctx*>(ctx));
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPopCurrent_v2(CUcontext* ctx) noexcept {
+  if (tls_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx) *ctx = reinterpret_cast<CUcontext>(tls_ctx_stack.back());
+  tls_ctx_stack.pop_back();
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice* dev) noexcept {
+  Ctx* c = Current();
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  State& s = S();
+  *dev = OrdinalOf(s, c->phys);  // visible list is immutable after cuInit
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize(void) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  WaitUntil(g_default_end[c->phys].load());  // streams of this context: see docs/sm-limiter.md
+  FAKE_LOCK();
+  return SyncDevice(s, c->phys);
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!s.primary[phys]) s.primary[phys] = new Ctx{phys, true};
+  if (s.primary_refs[phys]++ == 0 && !Take(s, phys, s.ctx_bytes)) {
+    s.primary_refs[phys] = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *ctx = reinterpret_cast<CUcontext>(s.primary[phys]);
+  return CUDA_SUCCESS;
+}
+
+// Frees every allocation of a device (the driver does so when its context goes away).
+void DropDeviceMemory(State& s, int phys) {
+  for (auto it = s.allocs.begin(); it != s.allocs.end();) {
+    if (it->second.phys == phys) {
+      Give(s, phys, it->second.size);
+      std::free(it->second.base);
+      it = s.allocs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (s.primary_refs[phys] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--s.primary_refs[phys] == 0) {
+    Give(s, phys, s.ctx_bytes);
+    DropDeviceMemory(s, phys);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (s.primary_refs[phys] > 0) Give(s, phys, s.ctx_bytes);
+  s.primary_refs[phys] = 0;
+  DropDeviceMemory(s, phys);
+  return CUDA_SUCCESS;
+}
+
+// ---- Memory ----
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t total = s.devices[c->phys].total_bytes;
+  uint64_t used = DeviceUsedAllProcesses(s, c->phys);
+  *total_bytes = total;
+  *free_bytes = used >= total ? 0 : total - used;
+  return CUDA_SUCCESS;
+}
+
+static CUresult PlainAlloc(CUdeviceptr* dptr, uint64_t size) {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!Take(s, c->phys, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUdeviceptr p = HostAlloc(size);
+  s.allocs[p] = Alloc{c->phys, size, reinterpret_cast<void*>(p)};
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
+  return PlainAlloc(dptr, bytesize);
+}
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) noexcept {
+  if (flags != 1 && flags != 2) return CUDA_ERROR_INVALID_VALUE;
+  return PlainAlloc(dptr, bytesize);
+}
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int elem) noexcept {
+  if (!pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  size_t p = RoundUp(width, 512);  // the real driver aligns rows to its texture pitch
+  CUresult r = PlainAlloc(dptr, p * height);
+  if (r == CUDA_SUCCESS) *pitch = p;
+  return r;
+}
+CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
+  FAKE_LOCK();
+  if (dptr == 0) return CUDA_SUCCESS;
+  auto it = s.allocs.find(dptr);
+  if (it == s.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  Give(s, it->second.phys, it->second.size);
+  std::free(it->second.base);
+  s.allocs.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) noexcept {
+  if (!pp || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  *pp = std::malloc(bytesize);
+  return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void* p) noexcept {
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) noexcept {
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) noexcept {
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+// ---- Pools ----
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<CUmemoryPool>(DefaultPool(s, phys));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) noexcept {
+  return cuDeviceGetDefaultMemPool(pool, dev);
+}
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) noexcept {
+  FAKE_LOCK();
+  if (!pool || !props || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  int phys = PhysOf(s, props->location.id);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  Pool* p = new Pool{};
+  p->phys = phys;
+  s.pools.push_back(p);
+  *pool = reinterpret_cast<CUmemoryPool>(p);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
+  FAKE_LOCK();
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  auto it = std::find(s.pools.begin(), s.pools.end(), p);
+  if (it == s.pools.end() || p == s.default_pool[p->phys]) return CUDA_ERROR_INVALID_VALUE;
+  // Memory of a destroyed pool goes back once its allocations are freed; the fake frees it now.
+  for (auto& [ptr, size] : p->live) {
+    s.pool_allocs.erase(ptr);
+    std::free(reinterpret_cast<void*>(ptr));
+  }
+  Give(s, p->phys, p->reserved);
+  s.pools.erase(it);
+  delete p;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) noexcept {
+  FAKE_LOCK();
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end()) return CUDA_ERROR_INVALID_VALUE;
+  ReleaseToThreshold(s, p, keep);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) noexcept {
+  FAKE_LOCK();
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  if (!value || std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
+    return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+    p->threshold = *static_cast<cuuint64_t*>(value);
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) noexcept {
+  FAKE_LOCK();
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  if (!value || std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
+    return CUDA_ERROR_INVALID_VALUE;
+  cuuint64_t* out = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  return PoolAlloc(dptr, bytesize, DefaultPool(s, c->phys));
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream st) noexcept {
+  return cuMemAllocAsync(dptr, bytesize, st);
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream) noexcept {
+  FAKE_LOCK();
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end()) return CUDA_ERROR_INVALID_VALUE;
+  return PoolAlloc(dptr, bytesize, p);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream st) noexcept {
+  return cuMemAllocFromPoolAsync(dptr, bytesize, pool, st);
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) noexcept { return FreeAsync(dptr); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) noexcept { return FreeAsync(dptr); }
+
+// ---- Streams ----
+CUresult cuStreamCreate(CUstream* stream, unsigned int) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!stream) return CUDA_ERROR_INVALID_VALUE;
+  auto* fs = new FakeStream();
+  fs->phys = c->phys;
+  *stream = reinterpret_cast<CUstream>(fs);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream stream) noexcept {
+  delete reinterpret_cast<FakeStream*>(stream);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream stream) noexcept {
+  Ctx* c = Current();
+  int phys = stream ? reinterpret_cast<FakeStream*>(stream)->phys : (c ? c->phys : -1);
+  if (phys < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  WaitUntil(StreamEnd(phys, stream).load());
+  FAKE_LOCK();
+  return SyncDevice(s, phys);
+}
+CUresult cuStreamSynchronize_ptsz(CUstream stream) noexcept { return cuStreamSynchronize(stream); }
+
+// ---- VMM ----
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  if (!handle || !prop || flags != 0 || size == 0 || size % kGranularity != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  int phys = -1;
+  switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      phys = PhysOf(s, prop->location.id);
+      if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+      if (!Take(s, phys, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+      break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUmemGenericAllocationHandle h = s.next_handle++;
+  s.vmm[h] = VmmHandle{phys, size};
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+static void MaybeFreeHandle(State& s, CUmemGenericAllocationHandle h) {
+  auto it = s.vmm.find(h);
+  if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0) return;
+  if (it->second.phys >= 0) Give(s, it->second.phys, it->second.size);
+  s.vmm.erase(it);
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
+  FAKE_LOCK();
+  auto it = s.vmm.find(handle);
+  if (it == s.vmm.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  MaybeFreeHandle(s, handle);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
+                             unsigned long long) noexcept {
+  FAKE_LOCK();
+  if (!ptr || size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  *ptr = s.next_va;
+  s.reservations[s.next_va] = size;
+  s.next_va += RoundUp(size, kGranularity) + kGranularity;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) noexcept {
+  FAKE_LOCK();
+  auto it = s.reservations.find(ptr);
+  if (it == s.reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  s.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  auto it = s.vmm.find(handle);
+  if (it == s.vmm.end() || it->second.released || flags != 0 || offset != 0 ||
+      size != it->second.size || s.maps.count(ptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  it->second.mappings++;
+  s.maps[ptr] = {handle, size};
+  return CUDA_SUCCESS;
+}
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
+  FAKE_LOCK();
+  auto it = s.maps.find(ptr);
+  if (it == s.maps.end() || it->second.second != size) return CUDA_ERROR_INVALID_VALUE;
+  CUmemGenericAllocationHandle h = it->second.first;
+  s.maps.erase(it);
+  s.vmm[h].mappings--;
+  MaybeFreeHandle(s, h);
+  return CUDA_SUCCESS;
+}
+
+// ---- Arrays ----
+static CUresult ArrayCreate(void** out, uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
+                            unsigned channels, unsigned levels) {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  size_t fb = CuArrayFormatBytes(f);
+  if (!out || w == 0 || fb == 0 || (channels != 1 && channels != 2 && channels != 4) || levels == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  uint64_t bytes = 0;
+  for (unsigned l = 0; l < levels; ++l) {
+    bytes += std::max<uint64_t>(w >> l, 1) * std::max<uint64_t>(h >> l, 1) *
+             std::max<uint64_t>(d >> l, 1) * channels * fb;
+  }
+  if (!Take(s, c->phys, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* handle = std::malloc(16);
+  s.arrays[handle] = {c->phys, bytes};
+  *out = handle;
+  return CUDA_SUCCESS;
+}
+static CUresult ArrayDestroy(void* handle) {
+  FAKE_LOCK();
+  auto it = s.arrays.find(handle);
+  if (it == s.arrays.end()) return CUDA_ERROR_INVALID_HANDLE;
+  Give(s, it->second.first, it->second.second);
+  s.arrays.erase(it);
+  std::free(handle);
+  return CUDA_SUCCESS;
+}
+CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* d) noexcept {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate(reinterpret_cast<void**>(array), d->Width, d->Height, 1, d->Format,
+                     d->NumChannels, 1);
+}
+CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* d) noexcept {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate(reinterpret_cast<void**>(array), d->Width, d->Height, d->Depth, d->Format,
+                     d->NumChannels, 1);
+}
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* d,
+                                unsigned int levels) noexcept {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate(reinterpret_cast<void**>(array), d->Width, d->Height, d->Depth, d->Format,
+                     d->NumChannels, levels);
+}
+CUresult cuArrayDestroy(CUarray array) noexcept { return ArrayDestroy(array); }
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept { return ArrayDestroy(array); }
+
+// ---- Launches ----
+#define FAKE_GRID 1ull * gx * gy * gz, 1ull * bx * by * bz, st
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned, CUstream st, void**, void**) noexcept {
+  return Launch(f, FAKE_GRID);
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned, CUstream st, void**, void**) noexcept {
+  return Launch(f, FAKE_GRID);
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig* cfg, CUfunction f, void**, void**) noexcept {
+  if (!cfg) return CUDA_ERROR_INVALID_VALUE;
+  return Launch(f, 1ull * cfg->gridDimX * cfg->gridDimY * cfg->gridDimZ,
+                1ull * cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ, cfg->hStream);
+}
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunction f, void** p, void** e) noexcept {
+  return cuLaunchKernelEx(cfg, f, p, e);
+}
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned, CUstream st, void**) noexcept {
+  return Launch(f, FAKE_GRID);
+}
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned, CUstream st,
+                                        void**) noexcept {
+  return Launch(f, FAKE_GRID);
+}
+// A graph runs as one kernel of grid 1 x block 1 times the process's kernel cost.
+std::atomic<uint64_t> g_graph_grid{1}, g_graph_block{1};
+CUresult cuGraphLaunch(CUgraphExec g, CUstream st) noexcept {
+  return Launch(reinterpret_cast<CUfunction>(g), g_graph_grid.load(), g_graph_block.load(), st);
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream st) noexcept { return cuGraphLaunch(g, st); }
+
+// ---- cuGetProcAddress ----
+namespace {
+struct ProcEntry {
+  const char* base;
+  int version;  // CUDA version that introduced this variant
+  bool per_thread;
+  void* fn;
+};
+#define E(base, ver, pt, fn) {base, ver, pt, reinterpret_cast<void*>(&fn)}
+const ProcEntry kProcs[] = {
+    E("cuInit", 2000, false, cuInit),
+    E("cuDriverGetVersion", 2020, false, cuDriverGetVersion),
+    E("cuGetProcAddress", 11030, false, cuGetProcAddress),
+    E("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
+    E("cuGetErrorName", 6000, false, cuGetErrorName),
+    E("cuGetExportTable", 3000, false, cuGetExportTable),
+    E("cuDeviceGet", 2000, false, cuDeviceGet),
+    E("cuDeviceGetCount", 2000, false, cuDeviceGetCount),
+    E("cuDeviceGetName", 2000, false, cuDeviceGetName),
+    E("cuDeviceGetUuid", 9020, false, cuDeviceGetUuid),
+    E("cuDeviceGetUuid", 11040, false, cuDeviceGetUuid_v2),
+    E("cuDeviceTotalMem", 3020, false, cuDeviceTotalMem_v2),
+    E("cuDeviceGetAttribute", 2000, false, cuDeviceGetAttribute),
+    E("cuDeviceGetDefaultMemPool", 11020, false, cuDeviceGetDefaultMemPool),
+    E("cuDeviceGetMemPool", 11020, false, cuDeviceGetMemPool),
+    E("cuCtxCreate", 3020, false, cuCtxCreate_v2),
+    E("cuCtxCreate", 11040, false, cuCtxCreate_v3),
+    E("cuCtxCreate", 12050, false, cuCtxCreate_v4),
+    E("cuCtxDestroy", 4000, false, cuCtxDestroy_v2),
+    E("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),
+    E("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
+    E("cuCtxGetDevice", 2000, false, cuCtxGetDevice),
+    E("cuCtxPushCurrent", 4000, false, cuCtxPushCurrent_v2),
+    E("cuCtxPopCurrent", 4000, false, cuCtxPopCurrent_v2),
+    E("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
+    E("cuDevicePrimaryCtxRetain", 7000, false, cuDevicePrimaryCtxRetain),
+    E("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
+    E("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
+    E("cuMemGetInfo", 3020, false, cuMemGetInfo_v2),
+    E("cuMemAlloc", 3020, false, cuMemAlloc_v2),
+    E("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
+    E("cuMemAllocManaged", 6000, false, cuMemAllocManaged),
+    E("cuMemFree", 3020, false, cuMemFree_v2),
+    E("cuMemAllocHost", 3020, false, cuMemAllocHost_v2),
+    E("cuMemFreeHost", 2000, false, cuMemFreeHost),
+    E("cuMemcpyHtoD", 3020, false, cuMemcpyHtoD_v2),
+    E("cuMemcpyDtoH", 3020, false, cuMemcpyDtoH_v2),
+    E("cuMemAllocAsync", 11020, false, cuMemAllocAsync),
+    E("cuMemAllocAsync", 11020, true, cuMemAllocAsync_ptsz),
+    E("cuMemAllocFromPoolAsync", 11020, false, cuMemAllocFromPoolAsync),
+    E("cuMemAllocFromPoolAsync", 11020, true, cuMemAllocFromPoolAsync_ptsz),
+    E("cuMemFreeAsync", 11020, false, cuMemFreeAsync),
+    E("cuMemFreeAsync", 11020, true, cuMemFreeAsync_ptsz),
+    E("cuMemPoolCreate", 11020, false, cuMemPoolCreate),
+    E("cuMemPoolDestroy", 11020, false, cuMemPoolDestroy),
+    E("cuMemPoolTrimTo", 11020, false, cuMemPoolTrimTo),
+    E("cuMemPoolSetAttribute", 11020, false, cuMemPoolSetAttribute),
+    E("cuMemPoolGetAttribute", 11020, false, cuMemPoolGetAttribute),
+    E("cuMemCreate", 10020, false, cuMemCreate),
+    E("cuMemRelease", 10020, false, cuMemRelease),
+    E("cuMemAddressReserve", 10020, false, cuMemAddressReserve),
+    E("cuMemAddressFree", 10020, false, cuMemAddressFree),
+    E("cuMemMap", 10020, false, cuMemMap),
+    E("cuMemUnmap", 10020, false, cuMemUnmap),
+    E("cuArrayCreate", 3020, false, cuArrayCreate_v2),
+    E("cuArray3DCreate", 3020, false, cuArray3DCreate_v2),
+    E("cuArrayDestroy", 2000, false, cuArrayDestroy),
+    E("cuMipmappedArrayCreate", 5000, false, cuMipmappedArrayCreate),
+    E("cuMipmappedArrayDestroy", 5000, false, cuMipmappedArrayDestroy),
+    E("cuStreamCreate", 2000, false, cuStreamCreate),
+    E("cuStreamDestroy", 4000, false, cuStreamDestroy_v2),
+    E("cuStreamSynchronize", 2000, false, cuStreamSynchronize),
+    E("cuStreamSynchronize", 7000, true, cuStreamSynchronize_ptsz),
+    E("cuLaunchKernel", 4000, false, cuLaunchKernel),
+    E("cuLaunchKernel", 7000, true, cuLaunchKernel_ptsz),
+    E("cuLaunchKernelEx", 11060, false, cuLaunchKernelEx),
+    E("cuLaunchKernelEx", 11060, true, cuLaunchKernelEx_ptsz),
+    E("cuLaunchCooperativeKernel", 9000, false, cuLaunchCooperativeKernel),
+    E("cuLaunchCooperativeKernel", 9000, true, cuLaunchCooperativeKernel_ptsz),
+    E("cuGraphLaunch", 10000, false, cuGraphLaunch),
+    E("cuGraphLaunch", 10000, true, cuGraphLaunch_ptsz),
+};
+#undef E
+
+CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                     CUdriverProcAddressQueryResult* status) {
+  if (!symbol || !pfn || flags > 2) return CUDA_ERROR_INVALID_VALUE;
+  int driver = 12080;
+  cuDriverGetVersion(&driver);
+  if (cuda_version > driver) return CUDA_ERROR_INVALID_VALUE;
+  const bool want_ptsz = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  const ProcEntry* best = nullptr;
+  bool found_name = false;
+  for (const ProcEntry& e : kProcs) {
+    if (std::strcmp(e.base, symbol) != 0) continue;
+    found_name = true;
+    if (e.version > cuda_version) continue;
+    if (e.per_thread && !want_ptsz) continue;
+    if (!best || e.per_thread > best->per_thread ||
+        (e.per_thread == best->per_thread && e.version > best->version))
+      best = &e;
+  }
+  *pfn = best ? best->fn : nullptr;
+  if (status) {
+    *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
+                   : (found_name ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                 : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  }
+  // Unknown symbols and too-old versions are CUDA_SUCCESS with a null pointer (§7.8).
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,
+                          cuuint64_t flags) noexcept {
+  return ProcAddress(symbol, pfn, cuda_version, flags, nullptr);
+}
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) noexcept {
+  return ProcAddress(symbol, pfn, cuda_version, flags, status);
+}
+
+}  // extern "C"

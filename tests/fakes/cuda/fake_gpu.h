@@ -1,0 +1,85 @@
+#pragma once
+// Configuration and cross-process state shared by the fake libcuda.so.1 and the fake
+// libnvidia-ml.so.1 (test code; host memory stands behind device memory).
+//
+// FAKE_GPU_DEVICES   comma list of `<UUID>:<MiB>[:<SM count>]`, in NVML (PCI) order, which is
+//                    also the unfiltered CUDA order. Default: one 16384 MiB device.
+// FAKE_GPU_STATE_DIR when set, every process using the fake driver publishes its per-device
+//                    usage in <dir>/proc-<pid> (mmap'd FakeProcState), so the fake NVML can
+//                    report per-process memory and the fake driver the physical free memory
+//                    of the whole device, as the real ones do.
+// FAKE_CUDA_CTX_BYTES device memory a context occupies (default 0).
+// FAKE_CUDA_DRIVER_VERSION cuDriverGetVersion (default 12080).
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace fracgpu::fakes {
+
+inline constexpr int kFakeMaxDevices = 16;
+inline constexpr uint64_t kMiB = 1024ull * 1024ull;
+
+/// One fake GPU.
+struct FakeDevice {
+  std::string uuid;       ///< "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  unsigned char raw[16];  ///< the UUID's 16 bytes (cuDeviceGetUuid)
+  uint64_t total_bytes;
+  int sm_count;
+};
+
+/// Per-process usage published in FAKE_GPU_STATE_DIR/proc-<pid>.
+struct FakeProcState {
+  std::atomic<uint32_t> pid;
+  std::atomic<uint64_t> used[kFakeMaxDevices];  ///< bytes per NVML index
+};
+
+inline int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// Parses "GPU-" + 32 hex digits with dashes into 16 bytes; false if malformed.
+inline bool ParseUuid(const std::string& text, unsigned char out[16]) {
+  if (text.rfind("GPU-", 0) != 0) return false;
+  int n = 0;
+  for (size_t i = 4; i < text.size(); ++i) {
+    if (text[i] == '-') continue;
+    int h = HexValue(text[i]);
+    if (h < 0 || n >= 32) return false;
+    if (n % 2 == 0) out[n / 2] = static_cast<unsigned char>(h << 4);
+    else out[n / 2] |= static_cast<unsigned char>(h);
+    ++n;
+  }
+  return n == 32;
+}
+
+/// The fake devices from FAKE_GPU_DEVICES (malformed entries are skipped).
+inline std::vector<FakeDevice> LoadFakeDevices() {
+  std::vector<FakeDevice> devices;
+  const char* env = std::getenv("FAKE_GPU_DEVICES");
+  std::string spec = env ? env : "GPU-00000000-0000-0000-0000-000000000000:16384";
+  size_t pos = 0;
+  while (pos <= spec.size() && static_cast<int>(devices.size()) < kFakeMaxDevices) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    std::string item = spec.substr(pos, end - pos);
+    pos = end + 1;
+    size_t c1 = item.find(':');
+    if (c1 == std::string::npos) continue;
+    FakeDevice d{};
+    d.uuid = item.substr(0, c1);
+    if (!ParseUuid(d.uuid, d.raw)) continue;
+    size_t c2 = item.find(':', c1 + 1);
+    d.total_bytes = std::strtoull(item.substr(c1 + 1, c2 - c1 - 1).c_str(), nullptr, 10) * kMiB;
+    d.sm_count = c2 == std::string::npos ? 108 : std::atoi(item.substr(c2 + 1).c_str());
+    devices.push_back(d);
+  }
+  return devices;
+}
+
+}  // namespace fracgpu::fakes

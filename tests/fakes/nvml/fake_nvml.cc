@@ -1,0 +1,243 @@
+// Fake libnvidia-ml.so.1: devices and UUIDs from FAKE_GPU_DEVICES (NVML index = list order,
+// CUDA_VISIBLE_DEVICES ignored, as with the real NVML), memory and per-process usage from the
+// processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h). Return codes and struct layouts:
+// wire-apis.md §8.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../cuda/fake_clock.h"
+#include "../cuda/fake_gpu.h"
+#include "vgpu/nvml_api.h"
+
+namespace {
+
+using fracgpu::fakes::FakeDevice;
+using fracgpu::fakes::FakeProcState;
+
+struct Nvml {
+  std::vector<FakeDevice> devices = fracgpu::fakes::LoadFakeDevices();
+  std::atomic<int> refs{0};
+};
+Nvml& N() {
+  static Nvml* n = new Nvml();
+  return *n;
+}
+
+// Device handles are 1-based indices disguised as pointers.
+nvmlDevice_t Handle(unsigned idx) { return reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(idx + 1)); }
+int IndexOf(nvmlDevice_t d) {
+  auto v = reinterpret_cast<uintptr_t>(d);
+  if (v == 0 || v > N().devices.size()) return -1;
+  return static_cast<int>(v - 1);
+}
+
+struct ProcUsage {
+  unsigned pid;
+  unsigned long long used;
+};
+// Every live process's usage of NVML device `idx`.
+std::vector<ProcUsage> Processes(int idx) {
+  std::vector<ProcUsage> out;
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  if (!dir) return out;
+  DIR* d = ::opendir(dir);
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, "proc-", 5) != 0) continue;
+    int pid = std::atoi(e->d_name + 5);
+    if (kill(pid, 0) != 0) continue;
+    std::string path = std::string(dir) + "/" + e->d_name;
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    FakeProcState st;
+    if (::pread(fd, &st, sizeof(st), 0) == static_cast<ssize_t>(sizeof(st))) {
+      unsigned long long used = st.used[idx].load(std::memory_order_relaxed);
+      if (used > 0) out.push_back({static_cast<unsigned>(pid), used});
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
+  return out;
+}
+
+unsigned long long UsedBytes(int idx) {
+  unsigned long long total = 0;
+  for (const auto& p : Processes(idx)) total += p.used;
+  return total;
+}
+
+}  // namespace
+
+#define NVML_CHECK_INIT() \
+  if (N().refs.load() <= 0) return NVML_ERROR_UNINITIALIZED
+
+extern "C" {
+
+nvmlReturn_t nvmlInit_v2(void) noexcept {
+  N().refs.fetch_add(1);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlInitWithFlags(unsigned int) noexcept { return nvmlInit_v2(); }
+nvmlReturn_t nvmlShutdown(void) noexcept {
+  NVML_CHECK_INIT();
+  N().refs.fetch_sub(1);
+  return NVML_SUCCESS;
+}
+const char* nvmlErrorString(nvmlReturn_t r) noexcept {
+  switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+  }
+}
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) noexcept {
+  NVML_CHECK_INIT();
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = static_cast<unsigned>(N().devices.size());
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) noexcept {
+  NVML_CHECK_INIT();
+  if (!device || index >= N().devices.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = Handle(index);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) noexcept {
+  NVML_CHECK_INIT();
+  if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < N().devices.size(); ++i) {
+    if (N().devices[i].uuid == uuid) {
+      *device = Handle(static_cast<unsigned>(i));
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !index) return NVML_ERROR_INVALID_ARGUMENT;
+  *index = static_cast<unsigned>(i);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !uuid) return NVML_ERROR_INVALID_ARGUMENT;
+  const std::string& u = N().devices[i].uuid;
+  if (length < u.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(uuid, u.c_str(), u.size() + 1);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !name || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  std::snprintf(name, length, "Fake GPU %d", i);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !memory) return NVML_ERROR_INVALID_ARGUMENT;
+  memory->total = N().devices[i].total_bytes;
+  memory->used = UsedBytes(i);
+  memory->free = memory->used >= memory->total ? 0 : memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !memory) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory->version != kNvmlMemoryV2Version) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  memory->total = N().devices[i].total_bytes;
+  memory->reserved = 0;
+  memory->used = UsedBytes(i);
+  memory->free = memory->used >= memory->total ? 0 : memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  std::vector<ProcUsage> procs = Processes(i);
+  if (*count < procs.size() || (!infos && !procs.empty())) {
+    *count = static_cast<unsigned>(procs.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t k = 0; k < procs.size(); ++k) {
+    infos[k] = nvmlProcessInfo_t{procs[k].pid, procs[k].used, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  }
+  *count = static_cast<unsigned>(procs.size());
+  return NVML_SUCCESS;
+}
+
+// Utilisation from the virtual clock (tests/fakes/cuda/fake_clock.h). Samples are taken at the
+// caller's virtual time, in its simulation turn; timestamps are virtual microseconds. Busy
+// time is kept per process, not per device: the fake reports it on every device (tests use
+// one device per process).
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !processSamplesCount) return NVML_ERROR_INVALID_ARGUMENT;
+  namespace fk = fracgpu::fakes;
+  fk::ClockTurn();
+  fk::ClockState* s = fk::Clock().state;
+  uint64_t now = fk::Me().t.load();
+  uint64_t from = lastSeenTimeStamp * 1000;
+  // Like the real NVML, a sample covers at most the last second.
+  if (now > 1'000'000'000 && from < now - 1'000'000'000) from = now - 1'000'000'000;
+  std::vector<nvmlProcessUtilizationSample_t> out;
+  for (const auto& p : s->parts) {
+    if (p.pid.load() == 0 || now <= from) continue;
+    uint64_t busy = fk::ClockBusy(p, from, now);
+    if (busy == 0) continue;
+    unsigned pct = static_cast<unsigned>((busy * 100 + (now - from) / 2) / (now - from));
+    out.push_back({static_cast<unsigned>(p.pid.load()), now / 1000, pct > 100 ? 100 : pct, 0, 0, 0});
+  }
+  fk::ClockUnlock(s);
+  if (!utilization || *processSamplesCount < out.size()) {
+    *processSamplesCount = static_cast<unsigned>(out.size());
+    return out.empty() && !utilization ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t k = 0; k < out.size(); ++k) utilization[k] = out[k];
+  *processSamplesCount = static_cast<unsigned>(out.size());
+  return out.empty() ? NVML_ERROR_NOT_FOUND : NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !utilization) return NVML_ERROR_INVALID_ARGUMENT;
+  namespace fk = fracgpu::fakes;
+  fk::ClockTurn();
+  fk::ClockState* s = fk::Clock().state;
+  uint64_t now = fk::Me().t.load();
+  uint64_t from = now > 1'000'000'000 ? now - 1'000'000'000 : 0;
+  uint64_t busy = 0;
+  for (const auto& p : s->parts)
+    if (p.pid.load() != 0 && now > from) busy += fk::ClockBusy(p, from, now);
+  fk::ClockUnlock(s);
+  // Sum over processes, capped: kernels of different processes that overlapped count twice
+  // (documented approximation of "time with any kernel running").
+  unsigned pct = now > from ? static_cast<unsigned>(busy * 100 / (now - from)) : 0;
+  utilization->gpu = pct > 100 ? 100 : pct;
+  utilization->memory = 0;
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Real-GPU checks of libvgpu.so (issue 3), ≤ 10 minutes on a machine with an NVIDIA GPU, the
+# CUDA toolkit (nvcc, cuda.h) and optionally PyTorch. Builds libvgpu.so and a driver-API test
+# program, then checks, under a 1024 MiB limit on GPU 0:
+#   1. the driver-API program allocates up to the limit and gets CUDA_ERROR_OUT_OF_MEMORY past it;
+#   2. cuMemGetInfo reports total = the limit;
+#   3. nvidia-smi (preloaded) shows the limit as the total;
+#   4. two processes share one limit (the second is refused what the first holds);
+#   5. PyTorch (if importable): torch.cuda.mem_get_info shows the slice, filling it raises OOM;
+#   6. SM limit (issue 4, needs nvcc): a matmul loop under 25 / 50 / 75 % (throughput ratio to an
+#      unlimited run and NVML utilisation), and two containers at 30 % and 70 % (ratio ~3:7).
+# Prints a table of results; exits 0 when every run check passed. Skips (exit 0) without a GPU.
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+WORK="$(mktemp -d /tmp/fracgpu-gpu-XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+LIMIT_MIB=1024
+declare -a ROWS=()
+FAILED=0
+row() { ROWS+=("$(printf '%-58s %-6s %s' "$1" "$2" "$3")"); [[ "$2" == FAIL ]] && FAILED=1; }
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "no NVIDIA GPU here: skipping the real-GPU checks"; exit 0
+fi
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+if [[ ! -f "$CUDA_HOME/include/cuda.h" ]]; then
+  echo "no CUDA toolkit at $CUDA_HOME (set CUDA_HOME): skipping"; exit 0
+fi
+
+cmake -S "$ROOT" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRACGPU_BENCH=OFF >/dev/null &&
+  cmake --build "$WORK/build" --target vgpu -j"$(nproc)" >/dev/null || { echo "build of libvgpu.so failed"; exit 1; }
+LIB="$WORK/build/lib/libvgpu.so"
+
+cat > "$WORK/alloc.c" <<'C'
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* alloc <MiB per step> <steps> [hold]: prints "ok <n>" allocations that succeeded, the first
+   error code, and cuMemGetInfo's total in MiB; with "hold", sleeps 20 s holding the memory. */
+int main(int argc, char** argv) {
+  size_t step = strtoull(argv[1], 0, 10) << 20; int steps = atoi(argv[2]);
+  CUdevice d; CUcontext c; size_t fr, tot; int ok = 0; CUresult first = CUDA_SUCCESS;
+  if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) return 3;
+  for (int i = 0; i < steps; ++i) { CUdeviceptr p; CUresult r = cuMemAlloc(&p, step);
+    if (r == CUDA_SUCCESS) ok++; else { first = r; break; } }
+  cuMemGetInfo(&fr, &tot);
+  printf("ok %d err %d total %zu free %zu\n", ok, (int)first, tot >> 20, fr >> 20); fflush(stdout);
+  if (argc > 3) sleep(20);
+  return 0;
+}
+C
+gcc -O2 -I"$CUDA_HOME/include" "$WORK/alloc.c" -o "$WORK/alloc" -L"$CUDA_HOME/lib64/stubs" -lcuda || { echo "cannot build the test program"; exit 1; }
+
+export CUDA_DEVICE_MEMORY_LIMIT_0="${LIMIT_MIB}m" CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/region.cache"
+export NVIDIA_VISIBLE_DEVICES=0 CUDA_VISIBLE_DEVICES=0
+out=$(LD_PRELOAD="$LIB" "$WORK/alloc" 64 100)
+read -r _ ok _ err _ total _ free <<<"$out"
+# A context takes some of the slice, so fewer than 16 × 64 MiB fit; never more.
+[[ $ok -ge 10 && $ok -le 16 && $err -eq 2 ]] && row "driver API: fill 1024 MiB in 64 MiB steps, then OOM" PASS "$ok allocations, then error $err" ||
+  row "driver API: fill 1024 MiB in 64 MiB steps, then OOM" FAIL "$out"
+[[ $total -eq $LIMIT_MIB ]] && row "cuMemGetInfo total = limit" PASS "total $total MiB" || row "cuMemGetInfo total = limit" FAIL "$out"
+smi=$(LD_PRELOAD="$LIB" nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | head -1 | tr -d ' ')
+[[ "$smi" == "$LIMIT_MIB" ]] && row "nvidia-smi memory.total = limit" PASS "$smi MiB" || row "nvidia-smi memory.total = limit" FAIL "got '$smi'"
+
+rm -f "$WORK/region.cache"
+coproc HOLD { LD_PRELOAD="$LIB" "$WORK/alloc" 512 1 hold; }
+read -r first_line <&"${HOLD[0]}"
+second=$(LD_PRELOAD="$LIB" "$WORK/alloc" 768 1)
+third=$(LD_PRELOAD="$LIB" "$WORK/alloc" 256 1)
+kill "$HOLD_PID" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null
+[[ "$first_line" == "ok 1"* && "$second" == "ok 0 err 2"* && "$third" == "ok 1"* ]] &&
+  row "two processes share one limit (512 held; 768 refused; 256 fits)" PASS "" ||
+  row "two processes share one limit (512 held; 768 refused; 256 fits)" FAIL "$first_line | $second | $third"
+
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  rm -f "$WORK/region.cache"
+  py=$(LD_PRELOAD="$LIB" python3 - <<'PY'
+import torch
+free, total = torch.cuda.mem_get_info(0)
+blocks, oom = [], False
+try:
+    for _ in range(64):
+        blocks.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+except torch.cuda.OutOfMemoryError:
+    oom = True
+print(total >> 20, len(blocks), int(oom))
+PY
+)
+  read -r ptotal pblocks poom <<<"$py"
+  [[ "$ptotal" == "$LIMIT_MIB" && "$poom" == 1 && $pblocks -le 16 ]] &&
+    row "PyTorch: mem_get_info total = limit; filling raises OOM" PASS "$pblocks × 64 MiB, then OOM" ||
+    row "PyTorch: mem_get_info total = limit; filling raises OOM" FAIL "$py"
+else
+  row "PyTorch checks" SKIP "torch with CUDA not importable"
+fi
+
+# ---- SM limit (issue 4): a matrix-multiply loop under 25 / 50 / 75 %, and 30 % vs 70 % ----
+# Throughput (matmuls per second) relative to an unlimited run should follow the limit; NVML
+# utilisation (nvidia-smi, not preloaded: the real device) is sampled every 200 ms meanwhile.
+if command -v "$CUDA_HOME/bin/nvcc" >/dev/null; then
+  cat > "$WORK/matmul.cu" <<'CU'
+#include <cstdio>
+#include <cstdlib>
+#include <chrono>
+// matmul <seconds>: naive 1024x1024 float matmuls in a loop (synchronising each), prints the
+// number completed per second.
+__global__ void mm(const float* a, const float* b, float* c, int n) {
+  int r = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n || col >= n) return;
+  float s = 0; for (int k = 0; k < n; ++k) s += a[r * n + k] * b[k * n + col];
+  c[r * n + col] = s;
+}
+int main(int argc, char** argv) {
+  const int n = 1024; double secs = atof(argv[1]);
+  float *a, *b, *c; cudaMalloc(&a, n * n * 4); cudaMalloc(&b, n * n * 4); cudaMalloc(&c, n * n * 4);
+  dim3 blk(16, 16), grd(n / 16, n / 16); long iters = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    mm<<<grd, blk>>>(a, b, c, n); cudaDeviceSynchronize(); ++iters;
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (el >= secs) { printf("%.2f\n", iters / el); return cudaGetLastError() == cudaSuccess ? 0 : 1; }
+  }
+}
+CU
+  if "$CUDA_HOME/bin/nvcc" -O2 "$WORK/matmul.cu" -o "$WORK/matmul" 2>"$WORK/nvcc.log"; then
+    # run_mm <region> <limit or ""> -> "<matmuls/s> <mean NVML utilisation %>"
+    run_mm() {
+      local region="$1" limit="$2" util_log="$WORK/util-$1.log" rate
+      nvidia-smi -i 0 --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 >"$util_log" 2>/dev/null &
+      local smi=$!
+      rate=$(env CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/$region.cache" ${limit:+CUDA_DEVICE_SM_LIMIT_0=$limit} \
+        LD_PRELOAD="$LIB" "$WORK/matmul" 8)
+      kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+      echo "$rate $(awk 'NR > 10 { s += $1; n++ } END { printf "%.0f", n ? s / n : -1 }' "$util_log")"
+    }
+    read -r base base_util <<<"$(run_mm sm-base "")"
+    row "SM: unlimited matmul loop" INFO "$base matmul/s, NVML util ${base_util} %"
+    for lim in 25 50 75; do
+      read -r rate util <<<"$(run_mm "sm-$lim" "$lim")"
+      ratio=$(awk -v r="$rate" -v b="$base" 'BEGIN { printf "%.3f", b > 0 ? r / b : 0 }')
+      ok=$(awk -v q="$ratio" -v l="$lim" -v u="$util" 'BEGIN { print (q > l/100 - 0.07 && q < l/100 + 0.07 && u > l - 10 && u < l + 10) ? 1 : 0 }')
+      [[ $ok == 1 ]] && res=PASS || res=FAIL
+      row "SM limit $lim %: throughput ratio ~$lim/100, NVML ~$lim %" $res "ratio $ratio, NVML util $util %"
+    done
+    # Two containers (separate regions) at 30 % and 70 % on GPU 0 at once: ratio near 3 : 7.
+    env CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/sm-a.cache" CUDA_DEVICE_SM_LIMIT_0=30 LD_PRELOAD="$LIB" \
+      "$WORK/matmul" 8 >"$WORK/a.out" &
+    pa=$!
+    env CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/sm-b.cache" CUDA_DEVICE_SM_LIMIT_0=70 LD_PRELOAD="$LIB" \
+      "$WORK/matmul" 8 >"$WORK/b.out" &
+    pb=$!
+    wait "$pa" "$pb"
+    ra=$(cat "$WORK/a.out"); rb=$(cat "$WORK/b.out")
+    q=$(awk -v a="$ra" -v b="$rb" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }')
+    awk -v q="$q" 'BEGIN { exit !(q > 0.33 && q < 0.55) }' && res=PASS || res=FAIL
+    row "SM: two containers 30 % and 70 %: ratio near 3:7 (0.43)" $res "$ra vs $rb matmul/s, ratio $q"
+  else
+    row "SM checks" FAIL "nvcc could not build the matmul program: $(head -c 200 "$WORK/nvcc.log")"
+  fi
+else
+  row "SM checks" SKIP "no nvcc at $CUDA_HOME/bin"
+fi
+
+printf '\n%-52s %-6s %s\n' "check (limit ${LIMIT_MIB} MiB on GPU 0)" result detail
+printf '%s\n' "${ROWS[@]}"
+exit $FAILED

@@ -1,0 +1,293 @@
+// k8s::Client against the fake API server over real HTTP.
+#include "k8s/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "fake_apiserver.h"
+#include "k8s/objects.h"
+
+namespace fracgpu::k8s {
+namespace {
+
+using nlohmann::json;
+
+json Node(const std::string& name, json labels = json::object()) {
+  return {{"metadata", {{"name", name}, {"labels", labels}}}, {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
+}
+
+json Pod(const std::string& ns, const std::string& name, const std::string& node = "") {
+  json p = {{"metadata", {{"name", name}, {"namespace", ns}}}, {"spec", {{"containers", json::array()}}}};
+  if (!node.empty()) p["spec"]["nodeName"] = node;
+  return p;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Config config;
+    config.server = api_.url();
+    config.timeout_s = 5;
+    ClientOptions options;
+    options.backoff.initial = std::chrono::milliseconds(1);
+    auto c = Client::Create(config, options, &clock_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(*c);
+  }
+  fakes::FakeApiServer api_;
+  ManualClock clock_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, GetReturnsObjectAndMaps404ToNotFound) {
+  api_.Put("nodes", Node("a"));
+  auto node = client_->Get(NodePath("a"));
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(Name(*node), "a");
+  EXPECT_EQ(NodeAllocatable(*node, "nvidia.com/gpu"), 20);
+  auto missing = client_->Get(NodePath("zz"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/api/v1/nodes/zz"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("404"), std::string::npos);
+}
+
+TEST_F(ClientTest, ListFiltersBySelectorsAndFollowsPages) {
+  for (int i = 0; i < 7; ++i) api_.Put("pods", Pod("ns", std::string("p").append(std::to_string(i)), i % 2 ? "n1" : "n2"));
+  api_.Put("pods", Pod("other", "x", "n1"));
+  ListOptions lo;
+  lo.field_selector = "spec.nodeName=n1";
+  lo.limit = 2;  // forces paging: p1, p3, p5, other/x
+  auto list = client_->List("/api/v1/pods", lo);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& p : (*list)["items"]) names.push_back(Key(p));
+  EXPECT_EQ(names, (std::vector<std::string>{"ns/p1", "ns/p3", "ns/p5", "other/x"}));
+  EXPECT_EQ(ResourceVersion(*list), std::to_string(api_.resource_version()));
+  EXPECT_EQ(api_.CountRequests("GET", "/api/v1/pods"), 2);
+
+  api_.Put("nodes", Node("g1", {{"gpu", "yes"}}));
+  api_.Put("nodes", Node("c1", {{"gpu", "no"}}));
+  ListOptions ls;
+  ls.label_selector = "gpu=yes";
+  auto nodes = client_->List("/api/v1/nodes", ls);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ((*nodes)["items"].size(), 1u);
+  EXPECT_EQ(Name((*nodes)["items"][0]), "g1");
+}
+
+TEST_F(ClientTest, MergePatchSetsAndDeletesAnnotations) {
+  json n = Node("a");
+  n["metadata"]["annotations"] = {{"keep", "1"}, {"gone", "2"}};
+  api_.Put("nodes", n);
+  auto r = client_->MergePatch(NodePath("a"), {{"metadata", {{"annotations", {{"new", "3"}, {"gone", nullptr}}}}}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto stored = api_.Get("nodes", "", "a");
+  EXPECT_EQ((*stored)["metadata"]["annotations"], (json{{"keep", "1"}, {"new", "3"}}));
+}
+
+TEST_F(ClientTest, StaleResourceVersionIsConflict) {
+  json stored = api_.Put("nodes", Node("a"));
+  std::string old_rv = ResourceVersion(stored);
+  api_.Patch("nodes", "", "a", {{"metadata", {{"labels", {{"x", "1"}}}}}});
+  auto r = client_->MergePatch(NodePath("a"), {{"metadata", {{"resourceVersion", old_rv}, {"labels", {{"y", "2"}}}}}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kConflict);
+  EXPECT_FALSE((*api_.Get("nodes", "", "a"))["metadata"]["labels"].contains("y"));
+}
+
+TEST_F(ClientTest, PatchWithRetryRereadsOn409) {
+  api_.Put("nodes", Node("a"));
+  api_.FailNext("PATCH", "/api/v1/nodes/a", 409, 2);
+  int calls = 0;
+  auto r = client_->PatchWithRetry(NodePath("a"), [&](const json& cur) -> Result<json> {
+    ++calls;
+    EXPECT_EQ(Name(cur), "a");
+    return json{{"metadata", {{"annotations", {{"hami.io/mutex.lock", "t,ns,p"}}}}}};
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(Annotation(*api_.Get("nodes", "", "a"), "hami.io/mutex.lock"), "t,ns,p");
+  // Every PATCH carried the resourceVersion that was read.
+  for (const auto& req : api_.Requests()) {
+    if (req.method == "PATCH") {
+      EXPECT_NE(req.body.find("resourceVersion"), std::string::npos);
+    }
+  }
+}
+
+TEST_F(ClientTest, PatchWithRetryGivesUpAfterConflictRetries) {
+  api_.Put("nodes", Node("a"));
+  api_.FailNext("PATCH", "/api/v1/nodes/a", 409, 100);
+  auto r = client_->PatchWithRetry(NodePath("a"), [](const json&) -> Result<json> {
+    return json{{"metadata", {{"labels", {{"a", "b"}}}}}};
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kConflict);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/api/v1/nodes/a"), 1 + ClientOptions{}.conflict_retries);
+}
+
+TEST_F(ClientTest, PatchWithRetryNullPatchChangesNothing) {
+  api_.Put("nodes", Node("a"));
+  auto r = client_->PatchWithRetry(NodePath("a"), [](const json&) -> Result<json> { return json(); });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0);
+  auto e = client_->PatchWithRetry(NodePath("a"), [](const json&) -> Result<json> { return Conflict("held"); });
+  EXPECT_EQ(e.status().code(), StatusCode::kConflict);
+}
+
+TEST_F(ClientTest, GetRetries5xxThenSucceeds) {
+  api_.Put("nodes", Node("a"));
+  api_.FailNext("GET", "/api/v1/nodes/a", 503, 2);
+  auto r = client_->Get(NodePath("a"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(api_.CountRequests("GET", "/api/v1/nodes/a"), 3);
+  EXPECT_EQ(clock_.sleeps().size(), 2u);
+}
+
+TEST_F(ClientTest, PostIsNotRetried) {
+  api_.FailNext("POST", "/api/v1/namespaces/ns/pods", 500, 1);
+  auto r = client_->Create(PodPath("ns"), Pod("ns", "p"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(api_.CountRequests("POST", ""), 1);
+}
+
+TEST_F(ClientTest, BindPodSetsNodeNameAndConflictsWhenBound) {
+  json pod = api_.Put("pods", Pod("ns", "p"));
+  ASSERT_TRUE(client_->BindPod("ns", "p", Uid(pod), "node-a").ok());
+  EXPECT_EQ(PodNodeName(*api_.Get("pods", "ns", "p")), "node-a");
+  Status again = client_->BindPod("ns", "p", Uid(pod), "node-b");
+  EXPECT_EQ(again.code(), StatusCode::kConflict);
+  api_.Put("pods", Pod("ns", "q"));
+  EXPECT_EQ(client_->BindPod("ns", "q", "wrong-uid", "node-a").code(), StatusCode::kConflict);
+  EXPECT_EQ(client_->BindPod("ns", "missing", "", "node-a").code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, CreateEventNamesTheInvolvedObject) {
+  json pod = api_.Put("pods", Pod("ns", "p"));
+  ASSERT_TRUE(client_->CreateEvent(pod, "Warning", "FilteringFailed", "no node fits", "fracgpu-scheduler").ok());
+  auto events = api_.List("events");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "FilteringFailed");
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["involvedObject"]["name"], "p");
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], Uid(pod));
+  EXPECT_EQ(events[0]["metadata"]["namespace"], "ns");
+}
+
+TEST_F(ClientTest, WatchStreamsEventsAndBookmarks) {
+  json first = api_.Put("pods", Pod("ns", "a"));
+  std::vector<std::string> seen;
+  std::atomic<bool> ready{false};
+  StopSignal stop;
+  std::thread producer([&] {
+    api_.WaitFor([&] { return api_.OpenWatches() == 1; });
+    api_.Put("pods", Pod("ns", "b"));
+    api_.Patch("pods", "ns", "a", {{"metadata", {{"labels", {{"x", "y"}}}}}});
+    api_.Remove("pods", "ns", "b");
+    api_.SendBookmarks();
+  });
+  WatchOptions wo;
+  wo.resource_version = ResourceVersion(first);
+  auto end = client_->Watch("/api/v1/pods", wo, [&](const WatchEvent& ev) {
+    seen.push_back(ev.type + ":" + (ev.type == "BOOKMARK" ? ResourceVersion(ev.object) : Name(ev.object)));
+    return ev.type != "BOOKMARK";
+  }, &stop);
+  producer.join();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(*end, WatchEnd::kStopped);
+  EXPECT_EQ(seen, (std::vector<std::string>{"ADDED:b", "MODIFIED:a", "DELETED:b",
+                                             "BOOKMARK:" + std::to_string(api_.resource_version())}));
+}
+
+TEST_F(ClientTest, WatchFromExpiredVersionEndsExpired) {
+  json first = api_.Put("pods", Pod("ns", "a"));
+  api_.Put("pods", Pod("ns", "b"));
+  api_.ExpireHistory();
+  WatchOptions wo;
+  wo.resource_version = ResourceVersion(first);
+  int events = 0;
+  auto end = client_->Watch("/api/v1/pods", wo, [&](const WatchEvent&) { ++events; return true; });
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(*end, WatchEnd::kExpired);
+  EXPECT_EQ(events, 0);
+  api_.RejectNextWatches(1);
+  auto end2 = client_->Watch("/api/v1/pods", wo, [&](const WatchEvent&) { return true; });
+  ASSERT_TRUE(end2.ok()) << end2.status().ToString();
+  EXPECT_EQ(*end2, WatchEnd::kExpired);
+}
+
+TEST_F(ClientTest, StopInterruptsABlockedWatch) {
+  StopSignal stop;
+  std::thread stopper([&] {
+    api_.WaitFor([&] { return api_.OpenWatches() == 1; });
+    stop.Stop();
+  });
+  auto end = client_->Watch("/api/v1/nodes", {}, [](const WatchEvent&) { return true; }, &stop);
+  stopper.join();
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(*end, WatchEnd::kStopped);
+}
+
+TEST_F(ClientTest, DroppedWatchIsUnavailable) {
+  std::thread dropper([&] {
+    api_.WaitFor([&] { return api_.OpenWatches() == 1; });
+    api_.DropWatches();
+  });
+  auto end = client_->Watch("/api/v1/nodes", {}, [](const WatchEvent&) { return true; });
+  dropper.join();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ClientTest, ConcurrentCallsShareTheClient) {
+  api_.Put("nodes", Node("a"));
+  // Every 409 means another thread's patch landed, so with 16 writers a thread loses at most
+  // 15 times: 16 re-reads make the outcome deterministic whatever the interleaving.
+  ClientOptions options;
+  options.conflict_retries = 16;
+  auto shared = Client::Create(client_->config(), options, &clock_);
+  ASSERT_TRUE(shared.ok());
+  Client* client = shared->get();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = client->PatchWithRetry(NodePath("a"), [&](const json&) -> Result<json> {
+        return json{{"metadata", {{"annotations", {{"k" + std::to_string(i), "v"}}}}}};
+      });
+      if (r.ok()) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 16);
+  EXPECT_EQ((*api_.Get("nodes", "", "a"))["metadata"]["annotations"].size(), 16u);
+}
+
+TEST(ClientCreate, EmptyServerIsInvalid) {
+  auto c = Client::Create(Config{});
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ClientUnreachable, TransportErrorIsUnavailable) {
+  Config config;
+  config.server = "http://127.0.0.1:1";  // nothing listens on port 1
+  ManualClock clock;
+  auto c = Client::Create(config, {}, &clock);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->Get("/api/v1/nodes");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(clock.sleeps().size(), 3u);  // retries = 3
+}
+
+TEST(UrlEncodeTest, EncodesReservedCharacters) {
+  EXPECT_EQ(UrlEncode("spec.nodeName=a b/c"), "spec.nodeName%3Da%20b%2Fc");
+  EXPECT_EQ(PodPath("ns", "p"), "/api/v1/namespaces/ns/pods/p");
+  EXPECT_EQ(LeasePath("ns", "l"), "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l");
+}
+
+}  // namespace
+}  // namespace fracgpu::k8s

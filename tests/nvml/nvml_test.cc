@@ -1,0 +1,106 @@
+// NVML through dlopen against the fake libnvidia-ml.so.1 (tests/fakes/nvml), and the sysfs
+// helpers against a temporary sysfs tree.
+#include "nvml/nvml.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace fracgpu::nvml {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempTree {
+ public:
+  TempTree() {
+    char tmpl[] = "/tmp/fgnvml-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempTree() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  void Write(const std::string& rel, const std::string& content) {
+    fs::create_directories(fs::path(path_ + "/" + rel).parent_path());
+    std::ofstream(path_ + "/" + rel) << content;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(Nvml, DiscoversTheFakeDevices) {
+  // The fake reads FAKE_GPU_DEVICES when first initialised; this test is its own process.
+  setenv("FAKE_GPU_DEVICES",
+         "GPU-11111111-2222-3333-4444-555555555555:40960,GPU-66666666-7777-8888-9999-000000000000:81920", 1);
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  auto gpus = (*nvml)->ListGpus();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].uuid, "GPU-11111111-2222-3333-4444-555555555555");
+  EXPECT_EQ((*gpus)[0].index, 0u);
+  EXPECT_EQ((*gpus)[0].total_memory_bytes, 40960ULL << 20);
+  EXPECT_EQ((*gpus)[1].uuid, "GPU-66666666-7777-8888-9999-000000000000");
+  EXPECT_EQ((*gpus)[1].index, 1u);
+  EXPECT_EQ((*gpus)[1].total_memory_bytes, 81920ULL << 20);
+  EXPECT_EQ((*gpus)[1].name, "Fake GPU 1");
+  EXPECT_EQ((*gpus)[1].numa_node, 0);  // the fake has no PCI info
+  // The fake has no event API: health checks report that instead of pretending.
+  auto xid = (*nvml)->WaitXid(std::chrono::milliseconds(0));
+  ASSERT_FALSE(xid.ok());
+  EXPECT_EQ(xid.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(xid.status().message().find("no event API"), std::string::npos);
+}
+
+TEST(Nvml, MissingLibraryIsAClearError) {
+  auto nvml = Nvml::Open({"/nonexistent/libnvidia-ml.so.1", "/sys"});
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(nvml.status().message().rfind("cannot load NVML library /nonexistent/libnvidia-ml.so.1: ", 0), 0u);
+}
+
+TEST(Nvml, LibraryWithoutNvmlEntryPointsIsRefused) {
+  auto nvml = Nvml::Open({"libm.so.6", "/sys"});
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().message(), "NVML library libm.so.6 lacks entry point nvmlInit_v2");
+}
+
+TEST(Sysfs, BusIdConversion) {
+  struct Case {
+    const char* in;
+    const char* out;
+  } good[] = {{"00000000:3B:00.0", "0000:3b:00.0"}, {"0000:af:1f.7", "0000:af:1f.7"}, {"00000000:0A:00.1", "0000:0a:00.1"}, {"00000001:3B:00.0", "0001:3b:00.0"}};
+  for (const auto& c : good) {
+    auto r = SysfsBusId(c.in);
+    ASSERT_TRUE(r.ok()) << c.in;
+    EXPECT_EQ(*r, c.out);
+  }
+  for (const char* bad : {"", "3B:00.0", "00000000:3B:00", "00010000:3B:00.0", "0000:3G:00.0", "00000000:3B:000.0",
+                          "00000000:3B:00.0x"}) {
+    auto r = SysfsBusId(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), std::string("PCI bus id must look like 00000000:3B:00.0, got \"") + bad + "\"");
+  }
+}
+
+TEST(Sysfs, NumaNode) {
+  TempTree sys;
+  sys.Write("bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
+  sys.Write("bus/pci/devices/0000:86:00.0/numa_node", "-1\n");
+  sys.Write("bus/pci/devices/0000:99:00.0/numa_node", "one\n");
+  EXPECT_EQ(*ReadNumaNode(sys.path(), "0000:3b:00.0"), 1);
+  EXPECT_EQ(*ReadNumaNode(sys.path(), "0000:86:00.0"), 0);  // no NUMA → 0, as HAMi
+  EXPECT_EQ(*ReadNumaNode(sys.path(), "0000:00:00.0"), 0);  // absent
+  auto bad = ReadNumaNode(sys.path(), "0000:99:00.0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            sys.path() + "/bus/pci/devices/0000:99:00.0/numa_node must hold an integer NUMA node, got \"one\"");
+}
+
+}  // namespace
+}  // namespace fracgpu::nvml

@@ -1,0 +1,410 @@
+// The scheduler service over real HTTP against the fake API server: filter / prioritize /
+// bind in kube-scheduler's shapes, concurrent binds, restart rebuild, 410 recovery, bad bodies.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <thread>
+
+#include "core/codec.h"
+#include "core/signature.h"
+#include "fake_apiserver.h"
+#include "k8s/objects.h"
+#include "scheduler/service.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kKey[] = "test-signing-key";
+
+json GpuNode(const std::string& name, const std::vector<std::pair<std::string, int64_t>>& gpus, int count = 10) {
+  std::vector<core::DeviceInfo> devices;
+  int index = 0;
+  for (const auto& [uuid, mem] : gpus) {
+    core::DeviceInfo d;
+    d.uuid = uuid;
+    d.index = index++;
+    d.count = count;
+    d.devmem_mib = mem;
+    d.devcore = 100;
+    d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
+    devices.push_back(d);
+  }
+  return {{"metadata", {{"name", name}, {"annotations", {{kAnnotationRegister, core::EncodeNodeRegister(devices)}}}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", std::to_string(gpus.size() * count)}}}}}};
+}
+
+json GpuPod(const std::string& name, json limits) {
+  return {{"metadata", {{"name", name}, {"namespace", "ml"}}},
+          {"spec", {{"schedulerName", "fracgpu-scheduler"},
+                    {"containers", {{{"name", "c"}, {"resources", {{"limits", limits}}}}}}}}};
+}
+
+// The allocation recorded on a pod, decoded.
+core::PodGrants GrantsOf(const json& pod) {
+  auto v = k8s::Annotation(pod, kAnnotationAllocated);
+  if (!v) return {};
+  auto g = core::DecodePodGrants(*v);
+  return g.ok() ? *g : core::PodGrants{};
+}
+
+class ExtenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    k8s::Config config;
+    config.server = api_.url();
+    auto c = k8s::Client::Create(config);
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+  std::unique_ptr<SchedulerService> StartService() {
+    SchedulerOptions o;
+    o.extender.signing_key = kKey;
+    auto s = std::make_unique<SchedulerService>(o, client_.get());
+    EXPECT_TRUE(s->Start().ok());
+    EXPECT_TRUE(s->WaitForSync(std::chrono::seconds(10)));
+    return s;
+  }
+  json Post(SchedulerService& s, const std::string& path, const std::string& body, int want_status = 200) {
+    httplib::Client http("127.0.0.1", s.port());
+    http.set_read_timeout(30, 0);
+    auto res = http.Post(path.c_str(), body, "application/json");
+    EXPECT_TRUE(res) << path << " error " << httplib::to_string(res.error());
+    if (!res) return json();
+    EXPECT_EQ(res->status, want_status) << res->body;
+    return json::parse(res->body, nullptr, false);
+  }
+  json Filter(SchedulerService& s, const json& pod, const std::vector<std::string>& nodes) {
+    return Post(s, "/filter", json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump());
+  }
+  json Bind(SchedulerService& s, const json& pod, const std::string& node) {
+    return Post(s, "/bind", json{{"PodName", k8s::Name(pod)}, {"PodNamespace", "ml"}, {"PodUID", k8s::Uid(pod)},
+                                 {"Node", node}}.dump());
+  }
+  // Waits until the service's cache shows `mib` MiB used on GPU `uuid` of `node`.
+  bool WaitUsed(SchedulerService& s, const std::string& node, const std::string& uuid, int64_t mib) {
+    return api_.WaitFor([&] {
+      auto n = s.state().Node(node);
+      if (!n) return false;
+      for (const auto& g : n->gpus) {
+        if (g.info.uuid == uuid) return g.used_mem_mib == mib;
+      }
+      return false;
+    });
+  }
+  // Plays the device plugin: releases the node lock after "Allocate".
+  void ReleaseLock(const std::string& node) {
+    api_.Patch("nodes", "", node, {{"metadata", {{"annotations", {{kAnnotationNodeLock, nullptr}}}}}});
+  }
+
+  fakes::FakeApiServer api_;
+  std::unique_ptr<k8s::Client> client_;
+};
+
+TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 40000}, {"GPU-b1", 40000}}));
+  api_.Put("nodes", {{"metadata", {{"name", "cpu-only"}}}});
+  json busy = GpuPod("busy", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}});
+  busy["metadata"]["annotations"] = {{kAnnotationVgpuNode, "node-a"}, {kAnnotationAllocated, "GPU-a0,NVIDIA,8000,0:;"}};
+  busy["spec"]["nodeName"] = "node-a";
+  api_.Put("pods", busy);
+  json pod = api_.Put("pods", GpuPod("train", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10k"}}));
+  auto svc = StartService();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 8000));
+
+  json f = Filter(*svc, pod, {"node-a", "node-b", "cpu-only", "ghost"});
+  EXPECT_EQ(f["NodeNames"], json::array({"node-b"}));
+  EXPECT_EQ(f["Error"], "");
+  EXPECT_NE(f["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"), std::string::npos)
+      << f.dump();
+  EXPECT_TRUE(f["FailedNodes"].contains("cpu-only"));
+  EXPECT_TRUE(f["FailedNodes"].contains("ghost"));
+
+  // A pod without fracgpu resources passes every node untouched.
+  json plain = GpuPod("plain", json::object());
+  EXPECT_EQ(Filter(*svc, plain, {"cpu-only", "ghost"})["NodeNames"], json::array({"cpu-only", "ghost"}));
+
+  // Prioritize: binpack prefers the fuller node (node-a 8000/16000 used vs node-b empty).
+  json p = Post(*svc, "/prioritize", json{{"Pod", pod}, {"NodeNames", {"node-a", "node-b"}}}.dump());
+  ASSERT_TRUE(p.is_array()) << p.dump();
+  std::map<std::string, int> scores;
+  for (const auto& e : p) scores[e["Host"]] = e["Score"];
+  EXPECT_EQ(scores["node-a"], 10);
+  EXPECT_EQ(scores["node-b"], 0);
+
+  json b = Bind(*svc, pod, "node-b");
+  EXPECT_EQ(b["Error"], "") << b.dump();
+  json bound = *api_.Get("pods", "ml", "train");
+  EXPECT_EQ(k8s::PodNodeName(bound), "node-b");
+  EXPECT_EQ(k8s::Annotation(bound, kAnnotationVgpuNode), "node-b");
+  EXPECT_EQ(k8s::Annotation(bound, kAnnotationBindPhase), "allocating");
+  core::PodGrants grants = GrantsOf(bound);
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 1u);
+  EXPECT_EQ(grants[0][0].mem_mib, 10000);
+  EXPECT_EQ(grants[0][0].cores_percent, 0);
+  EXPECT_TRUE(grants[0][0].uuid == "GPU-b0" || grants[0][0].uuid == "GPU-b1");
+  EXPECT_EQ(k8s::Annotation(bound, kAnnotationToAllocate), k8s::Annotation(bound, kAnnotationAllocated));
+  EXPECT_TRUE(core::VerifyAllocation(kKey, k8s::Uid(bound), "node-b", *k8s::Annotation(bound, kAnnotationAllocated),
+                                     *k8s::Annotation(bound, core::kAnnotationAllocationSignature)));
+  auto lock = k8s::Annotation(*api_.Get("nodes", "", "node-b"), kAnnotationNodeLock);
+  ASSERT_TRUE(lock);
+  EXPECT_NE(lock->find(",ml,train"), std::string::npos);
+  auto hs = k8s::Annotation(*api_.Get("nodes", "", "node-a"), kAnnotationHandshake);
+  ASSERT_TRUE(hs);
+  EXPECT_EQ(hs->rfind("Requesting_", 0), 0u);
+  svc->events().Flush();
+  bool succeeded = false;
+  for (const auto& e : api_.List("events")) succeeded |= e["reason"] == "BindingSucceed";
+  EXPECT_TRUE(succeeded);
+
+  // Binding again (a retry after success) is refused without touching the decision.
+  json again = Bind(*svc, bound, "node-a");
+  EXPECT_NE(again["Error"].get<std::string>().find("already bound"), std::string::npos);
+  EXPECT_EQ(k8s::Annotation(*api_.Get("pods", "ml", "train"), kAnnotationVgpuNode), "node-b");
+}
+
+TEST_F(ExtenderTest, LowerCaseKeysAndFullNodesAreAccepted) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  json f = Post(*svc, "/filter", json{{"pod", pod}, {"nodes", {{"items", {{{"metadata", {{"name", "node-a"}}}}}}}}}.dump());
+  EXPECT_EQ(f["NodeNames"], json::array({"node-a"}));
+}
+
+TEST_F(ExtenderTest, UnfitFilterRecordsFilteringFailedEvent) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 1000}}));
+  json pod = api_.Put("pods", GpuPod("big", {{"nvidia.com/gpumem", "5000"}}));
+  auto svc = StartService();
+  json f = Filter(*svc, pod, {"node-a"});
+  EXPECT_EQ(f["NodeNames"], json::array());
+  svc->events().Flush();
+  auto events = api_.List("events");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "FilteringFailed");
+  EXPECT_NE(events[0]["message"].get<std::string>().find("node-a"), std::string::npos);
+}
+
+TEST_F(ExtenderTest, BindFailureRollsBackLockStateAndAnnotations) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  api_.FailNext("POST", "/api/v1/namespaces/ml/pods/p/binding", 500);
+  json b = Bind(*svc, pod, "node-a");
+  EXPECT_NE(b["Error"].get<std::string>(), "");
+  json after = *api_.Get("pods", "ml", "p");
+  EXPECT_FALSE(k8s::Annotation(after, kAnnotationVgpuNode));
+  EXPECT_FALSE(k8s::Annotation(after, kAnnotationAllocated));
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), kAnnotationNodeLock));
+  EXPECT_FALSE(svc->state().Allocation(k8s::Uid(pod)));
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 0));
+  // A later bind succeeds.
+  EXPECT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
+}
+
+TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  api_.Put("pods", GpuPod("holder", {{"nvidia.com/gpumem", "1000"}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  api_.Patch("nodes", "", "node-a", {{"metadata", {{"annotations", {{kAnnotationNodeLock,
+      FormatNodeLock(std::chrono::system_clock::now(), "ml", "holder")}}}}}});
+  json b = Bind(*svc, pod, "node-a");
+  EXPECT_NE(b["Error"].get<std::string>().find("locked"), std::string::npos) << b.dump();
+  EXPECT_EQ(svc->metrics().Value("fracgpu_binds_total", {{"result", "conflict"}}), 1);
+  // The holder disappears: the lock is taken over.
+  api_.Remove("pods", "ml", "holder");
+  EXPECT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
+}
+
+TEST_F(ExtenderTest, BadBodiesGet400WithAMessageAndNoCrash) {
+  auto svc = StartService();
+  std::string huge(10 << 20, ' ');
+  huge[0] = '{';
+  struct Case {
+    std::string path, body, want;
+  } cases[] = {
+      {"/filter", R"({"Pod":{"metadata":)", "not valid JSON"},
+      {"/filter", R"({"Pod":"x","NodeNames":[]})", "Pod must be an object"},
+      {"/filter", R"({"Pod":{},"NodeNames":[1]})", "NodeNames[0] must be a string"},
+      {"/prioritize", R"([1,2])", "must be a JSON object"},
+      {"/bind", R"({"PodName":1})", "PodName must be a string"},
+      {"/bind", R"({"PodName":"a","PodNamespace":"b"})", "Node is missing"},
+      {"/webhook", R"({"request":{"uid":"x"}})", "operation must be a string"},
+      {"/webhook", "{\"kind\":\"AdmissionReview\",\"request\":", "not valid JSON"},
+      {"/filter", huge, "limit is 1048576"},
+      {"/webhook", huge, "limit is 1048576"},
+  };
+  for (const auto& c : cases) {
+    json r = Post(*svc, c.path, c.body, 400);
+    ASSERT_TRUE(r.is_object()) << c.path;
+    EXPECT_NE(r.value("error", "").find(c.want), std::string::npos) << c.path << ": " << r.dump();
+  }
+  httplib::Client http("127.0.0.1", svc->port());
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(ExtenderTest, ThirtyTwoConcurrentBindsNeverOverCommitOneGpu) {
+  // One GPU of 10,000 MiB; 32 pods of 3,000 MiB: exactly 3 can ever be placed.
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 10000}}, 100));
+  std::vector<json> pods;
+  for (int i = 0; i < 32; ++i) {
+    pods.push_back(api_.Put("pods", GpuPod(std::string("p").append(std::to_string(i)), {{"nvidia.com/gpumem", "3000"}})));
+  }
+  auto svc = StartService();
+  std::unique_ptr<SchedulerService> restarted;
+  SchedulerService* current = svc.get();
+  std::set<int> bound;
+  for (int round = 0; round < 40; ++round) {
+    std::atomic<int> ok{0};
+    std::vector<std::thread> threads;
+    std::vector<int> pending;
+    for (int i = 0; i < 32; ++i) {
+      if (!bound.count(i)) pending.push_back(i);
+    }
+    std::vector<std::string> errors(32);
+    for (int i : pending) {
+      threads.emplace_back([&, i] {
+        json r = Bind(*current, pods[i], "node-a");
+        errors[i] = r.is_object() ? r.value("Error", "no Error key") : "no reply";
+        if (errors[i].empty()) ++ok;
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i : pending) {
+      if (errors[i].empty()) bound.insert(i);
+    }
+    EXPECT_LE(ok.load(), 1) << "one bind per node holds the lock until Allocate";
+    ReleaseLock("node-a");
+    if (round == 1 && !restarted) {
+      // A restart in the middle: the new instance rebuilds the usage from the annotations.
+      auto before = current->state().Node("node-a")->gpus[0].used_mem_mib;
+      svc->Stop();
+      restarted = StartService();
+      current = restarted.get();
+      ASSERT_TRUE(WaitUsed(*current, "node-a", "GPU-a0", before));
+    }
+    bool all_unfit = true;
+    for (int i : pending) {
+      if (!bound.count(i) && errors[i].find("no longer fits") == std::string::npos) all_unfit = false;
+    }
+    if (all_unfit && ok == 0) break;
+  }
+  EXPECT_EQ(bound.size(), 3u);
+  int64_t promised = 0;
+  for (const auto& p : api_.List("pods")) {
+    for (const auto& c : GrantsOf(p)) {
+      for (const auto& g : c) promised += g.mem_mib;
+    }
+  }
+  EXPECT_EQ(promised, 9000);
+  EXPECT_TRUE(WaitUsed(*current, "node-a", "GPU-a0", 9000));
+}
+
+TEST_F(ExtenderTest, RestartRebuildsTheSameUsage) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 40000}, {"GPU-a1", 40000}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 40000}}));
+  auto svc = StartService();
+  int n = 0;
+  for (const auto& [node, mem] : std::vector<std::pair<std::string, std::string>>{
+           {"node-a", "5000"}, {"node-a", "7000"}, {"node-b", "9000"}, {"node-a", "11000"}}) {
+    json pod = api_.Put("pods", GpuPod(std::string("r").append(std::to_string(n++)), {{"nvidia.com/gpumem", mem}, {"nvidia.com/gpucores", "20"}}));
+    ASSERT_EQ(Bind(*svc, pod, node)["Error"], "");
+    ReleaseLock(node);
+  }
+  auto usage = [](SchedulerService& s) {
+    std::map<std::string, std::tuple<int32_t, int64_t, int32_t>> out;
+    for (const auto& node : s.state().Nodes()) {
+      for (const auto& g : node.gpus) out[g.info.uuid] = {g.used, g.used_mem_mib, g.used_cores};
+    }
+    return out;
+  };
+  auto before = usage(*svc);
+  int64_t total = 0;
+  for (const auto& [u, t] : before) total += std::get<1>(t);
+  EXPECT_EQ(total, 32000);
+  svc->Stop();
+  svc.reset();
+  auto again = StartService();
+  ASSERT_TRUE(api_.WaitFor([&] { return usage(*again) == before; }));
+}
+
+TEST_F(ExtenderTest, FinishedAndDeletedPodsReleaseTheirSlice) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4000"}}));
+  json pod2 = api_.Put("pods", GpuPod("q", {{"nvidia.com/gpumem", "2000"}}));
+  auto svc = StartService();
+  ASSERT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
+  ReleaseLock("node-a");
+  ASSERT_EQ(Bind(*svc, pod2, "node-a")["Error"], "");
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 6000));
+  api_.Patch("pods", "ml", "p", {{"status", {{"phase", "Succeeded"}}}});
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 2000));
+  api_.Remove("pods", "ml", "q");
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 0));
+}
+
+TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json a = GpuPod("a", {{"nvidia.com/gpumem", "1000"}});
+  a["metadata"]["annotations"] = {{kAnnotationVgpuNode, "node-a"}, {kAnnotationAllocated, "GPU-a0,NVIDIA,1000,0:;"}};
+  api_.Put("pods", a);
+  auto svc = StartService();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 1000));
+  ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 2; }));
+  // While the watches are down: one pod goes away, another arrives, and the history is
+  // compacted, so the reconnect gets 410 and must relist.
+  api_.DropWatches();
+  api_.Remove("pods", "ml", "a");
+  json b = GpuPod("b", {{"nvidia.com/gpumem", "3000"}});
+  b["metadata"]["annotations"] = {{kAnnotationVgpuNode, "node-a"}, {kAnnotationAllocated, "GPU-a0,NVIDIA,3000,0:;"}};
+  api_.Put("pods", b);
+  api_.ExpireHistory();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 3000));
+}
+
+TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}));
+  auto svc = StartService();
+  ASSERT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
+  httplib::Client http("127.0.0.1", svc->port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  const std::string& m = res->body;
+  EXPECT_NE(m.find("# TYPE fracgpu_gpu_memory_allocated_bytes gauge"), std::string::npos);
+  EXPECT_NE(m.find("fracgpu_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+                   "device_type=\"NVIDIA-NVIDIA A100-SXM4-80GB\"} 4294967296"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("fracgpu_gpu_core_allocated_ratio{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+                   "device_type=\"NVIDIA-NVIDIA A100-SXM4-80GB\"} 0.25"),
+            std::string::npos);
+  EXPECT_NE(m.find("fracgpu_pod_gpu_memory_allocated_bytes{namespace=\"ml\",pod=\"p\",node=\"node-a\",container_index=\"0\","
+                   "device_uuid=\"GPU-a0\"} 4294967296"),
+            std::string::npos);
+  EXPECT_NE(m.find("fracgpu_binds_total{result=\"ok\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("fracgpu_http_request_duration_seconds_count{endpoint=\"/bind\"} 1"), std::string::npos);
+  auto ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+}
+
+TEST_F(ExtenderTest, WebhookOverHttp) {
+  auto svc = StartService();
+  json review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
+                 {"request", {{"uid", "abc"}, {"kind", {{"kind", "Pod"}}}, {"operation", "CREATE"},
+                              {"object", GpuPod("w", {{"nvidia.com/gpucores", "150"}})}}}};
+  json r = Post(*svc, "/webhook?timeout=10s", review.dump());
+  EXPECT_EQ(r["response"]["uid"], "abc");
+  EXPECT_EQ(r["response"]["allowed"], false);
+  EXPECT_EQ(r["response"]["status"]["code"], 400);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler

@@ -1,0 +1,191 @@
+// Node lock, leader election, allocation signature, init-container collapse in the state.
+#include <gtest/gtest.h>
+
+#include "core/signature.h"
+#include "fake_apiserver.h"
+#include "k8s/objects.h"
+#include "scheduler/leader.h"
+#include "scheduler/node_lock.h"
+#include "scheduler/state.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+TEST(SignatureTest, MatchesHmacSha256Base64) {
+  // Expected values computed independently with Python's hmac + base64 modules.
+  EXPECT_EQ(core::SignAllocation("secret", "uid-1", "node-a", ";GPU-1,NVIDIA,3000,0:;"),
+            "RrkOGZ+g2MleDyfb2Os7HrXMnFN7z8X5tdURo1tse3Q=");
+  EXPECT_EQ(core::SignAllocation("k", "", "", ""), "e0doCfjGlaiS1AaSYRna7ZecB1PVQ55BHr7Z+gzS5Sk=");
+}
+
+TEST(SignatureTest, VerifyRejectsAnyChange) {
+  std::string sig = core::SignAllocation("key", "u", "n", "a");
+  EXPECT_TRUE(core::VerifyAllocation("key", "u", "n", "a", sig));
+  EXPECT_FALSE(core::VerifyAllocation("key2", "u", "n", "a", sig));
+  EXPECT_FALSE(core::VerifyAllocation("key", "u2", "n", "a", sig));
+  EXPECT_FALSE(core::VerifyAllocation("key", "u", "n2", "a", sig));
+  EXPECT_FALSE(core::VerifyAllocation("key", "u", "n", "a2", sig));
+  EXPECT_FALSE(core::VerifyAllocation("key", "u", "n", "a", sig.substr(1)));
+  EXPECT_FALSE(core::VerifyAllocation("", "u", "n", "a", core::SignAllocation("", "u", "n", "a")));
+}
+
+TEST(NodeLockValueTest, ParseAndFormat) {
+  auto t = std::chrono::system_clock::from_time_t(1772446504);  // 2026-03-02T10:15:04Z
+  EXPECT_EQ(FormatNodeLock(t, "default", "gpu-pod"), "2026-03-02T10:15:04Z,default,gpu-pod");
+  auto v = ParseNodeLock("2026-03-02T10:15:04Z,default,gpu-pod");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->time, t);
+  EXPECT_EQ(v->pod_namespace, "default");
+  EXPECT_EQ(v->pod_name, "gpu-pod");
+  auto legacy = ParseNodeLock("2026-03-02T12:15:04.123+02:00");
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_EQ(legacy->time, t);
+  EXPECT_TRUE(legacy->pod_name.empty());
+  for (const char* bad : {"", "yesterday", "2026-03-02T10:15:04", "2026-03-02T10:15:04Z,onlyns"}) {
+    EXPECT_EQ(ParseNodeLock(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+class LockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    k8s::Config config;
+    config.server = api_.url();
+    client_ = std::move(k8s::Client::Create(config, {}, &clock_).value());
+    clock_.Set(std::chrono::system_clock::from_time_t(1772446504));
+    api_.Put("nodes", {{"metadata", {{"name", "n"}}}});
+  }
+  std::optional<std::string> Lock() { return k8s::Annotation(*api_.Get("nodes", "", "n"), kAnnotationNodeLock); }
+  fakes::FakeApiServer api_;
+  k8s::ManualClock clock_;
+  std::unique_ptr<k8s::Client> client_;
+};
+
+TEST_F(LockTest, LockContentionExpiryAndRelease) {
+  NodeLocker locker(client_.get(), &clock_, std::chrono::minutes(5));
+  api_.Put("pods", {{"metadata", {{"name", "a"}, {"namespace", "ns"}}}});
+  ASSERT_TRUE(locker.Lock("n", "ns", "a").ok());
+  EXPECT_EQ(Lock(), "2026-03-02T10:15:04Z,ns,a");
+  EXPECT_TRUE(locker.Lock("n", "ns", "a").ok());  // same pod: re-entrant
+  Status other = locker.Lock("n", "ns", "b");
+  EXPECT_EQ(other.code(), StatusCode::kConflict);
+  EXPECT_NE(other.message().find("ns,a"), std::string::npos);
+  EXPECT_TRUE(locker.Unlock("n", "ns", "b").ok());  // not the holder: nothing released
+  EXPECT_TRUE(Lock());
+  clock_.Advance(std::chrono::minutes(5) + std::chrono::seconds(1));
+  EXPECT_TRUE(locker.Lock("n", "ns", "b").ok());  // expired: taken over
+  EXPECT_EQ(Lock(), "2026-03-02T10:20:05Z,ns,b");
+  EXPECT_TRUE(locker.Unlock("n", "ns", "b").ok());
+  EXPECT_FALSE(Lock());
+  EXPECT_EQ(locker.Lock("missing-node", "ns", "a").code(), StatusCode::kNotFound);
+}
+
+TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
+  fakes::FakeApiServer api;
+  k8s::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
+  k8s::Config config;
+  config.server = api.url();
+  auto client = std::move(k8s::Client::Create(config, {}, &clock).value());
+  LeaderElectionConfig a_cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15), std::chrono::seconds(2)};
+  LeaderElectionConfig b_cfg = a_cfg;
+  b_cfg.identity = "b";
+  std::vector<std::string> changes;
+  LeaderElector a(client.get(), &clock, a_cfg, [&](bool l) { changes.push_back(std::string("a:") + (l ? "1" : "0")); });
+  LeaderElector b(client.get(), &clock, b_cfg, [&](bool l) { changes.push_back(std::string("b:") + (l ? "1" : "0")); });
+  EXPECT_TRUE(a.TryAcquireOrRenew());
+  EXPECT_FALSE(b.TryAcquireOrRenew());
+  auto lease = api.Get("leases", "fracgpu-system", "fracgpu-scheduler");
+  ASSERT_TRUE(lease);
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "a");
+  // a keeps renewing: b never takes over.
+  for (int i = 0; i < 10; ++i) {
+    clock.Advance(std::chrono::seconds(2));
+    EXPECT_TRUE(a.TryAcquireOrRenew());
+    EXPECT_FALSE(b.TryAcquireOrRenew());
+  }
+  // a stops; b takes over only once the record is 15 s old on b's clock.
+  clock.Advance(std::chrono::seconds(14));
+  EXPECT_FALSE(b.TryAcquireOrRenew());
+  clock.Advance(std::chrono::seconds(2));
+  EXPECT_TRUE(b.TryAcquireOrRenew());
+  lease = api.Get("leases", "fracgpu-system", "fracgpu-scheduler");
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "b");
+  EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
+  EXPECT_FALSE(a.TryAcquireOrRenew());
+  EXPECT_EQ(changes, (std::vector<std::string>{"a:1", "b:1", "a:0"}));
+}
+
+json NodeWithGpu() {
+  return {{"metadata", {{"name", "n"}, {"annotations", {{kAnnotationRegister,
+      R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+}
+
+TEST(StateTest, InitContainersCollapseAndShrinkWhenFinished) {
+  ClusterState state;
+  ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u1"},
+                            {"annotations", {{kAnnotationVgpuNode, "n"},
+                                             {kAnnotationAllocated, "GPU-1,NVIDIA,5000,10:;GPU-1,NVIDIA,2000,20:;GPU-1,NVIDIA,1000,5:;"}}}}},
+              {"spec", {{"initContainers", {{{"name", "i"}}}}, {"containers", {{{"name", "a"}}, {{"name", "b"}}}}}},
+              {"status", {{"phase", "Pending"}}}};
+  ASSERT_TRUE(state.UpsertPod(pod).ok());
+  auto gpu = state.Node("n")->gpus[0];
+  // max(init 5000, apps 2000+1000) MiB; max(10, 20+5) %; slots max(1, 2).
+  EXPECT_EQ(gpu.used_mem_mib, 5000);
+  EXPECT_EQ(gpu.used_cores, 25);
+  EXPECT_EQ(gpu.used, 2);
+  pod["status"]["initContainerStatuses"] = {{{"name", "i"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}};
+  ASSERT_TRUE(state.UpsertPod(pod).ok());
+  gpu = state.Node("n")->gpus[0];
+  EXPECT_EQ(gpu.used_mem_mib, 3000);
+  EXPECT_EQ(gpu.used_cores, 25);
+  pod["status"]["phase"] = "Failed";
+  ASSERT_TRUE(state.UpsertPod(pod).ok());
+  EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 0);
+}
+
+TEST(StateTest, NodeRulesAndBadAnnotations) {
+  ClusterState state;
+  json node = NodeWithGpu();
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "0";  // device plugin gone
+  ASSERT_TRUE(state.UpsertNode(node).ok());
+  EXPECT_FALSE(state.Node("n"));
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "10";
+  node["metadata"]["annotations"][kAnnotationCordon] = " GPU-1 ,";
+  ASSERT_TRUE(state.UpsertNode(node).ok());
+  ASSERT_TRUE(state.Node("n"));
+  EXPECT_TRUE(state.Node("n")->gpus[0].cordoned);
+  node["metadata"]["annotations"][kAnnotationRegister] = "[{\"id\":\"GPU-1\",\"devmem\":-5}]";
+  Status st = state.UpsertNode(node);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("node n"), std::string::npos);
+  EXPECT_FALSE(state.Node("n"));
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"},
+                            {"annotations", {{kAnnotationVgpuNode, "n"}, {kAnnotationAllocated, "garbage"}}}}}};
+  EXPECT_EQ(state.UpsertPod(pod).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(state.Allocations().empty());
+}
+
+TEST(StateTest, AssumedDecisionSurvivesAnOlderPodVersion) {
+  ClusterState state;
+  ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
+  PodAllocation a;
+  a.key = "ns/p";
+  a.uid = "u";
+  a.node = "n";
+  a.grants = {{{"GPU-1", "NVIDIA", 4000, 0}}};
+  ASSERT_TRUE(state.Assume(a).ok());
+  json old_version = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"}}}, {"status", {{"phase", "Pending"}}}};
+  ASSERT_TRUE(state.UpsertPod(old_version).ok());
+  EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 4000);
+  state.Forget("u");
+  EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 0);
+  a.node = "nope";
+  EXPECT_EQ(state.Assume(a).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler

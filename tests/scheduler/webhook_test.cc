@@ -1,0 +1,323 @@
+// The admission webhook: every CONTRACT.md §1–3 rule, bad values, system-annotation locks.
+#include "scheduler/webhook.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+std::string Unbase64(const std::string& in) {
+  std::string out(in.size() / 4 * 3 + 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  size_t pad = (!in.empty() && in.back() == '=') + (in.size() > 1 && in[in.size() - 2] == '=');
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+json Container(const std::string& name, json limits, json extra = json::object()) {
+  json c = {{"name", name}, {"image", "x"}, {"resources", {{"limits", limits}}}};
+  c.update(extra);
+  return c;
+}
+
+json PodWith(json containers, json annotations = json::object(), json spec_extra = json::object()) {
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "p"}, {"namespace", "ml"}}},
+              {"spec", {{"containers", containers}, {"schedulerName", "default-scheduler"}}}};
+  if (!annotations.empty()) pod["metadata"]["annotations"] = annotations;
+  pod["spec"].update(spec_extra);
+  return pod;
+}
+
+AdmissionRequest Create(const json& pod, const std::string& user = "alice") {
+  AdmissionRequest r;
+  r.api_version = "admission.k8s.io/v1";
+  r.uid = "req-1";
+  r.operation = "CREATE";
+  r.kind = "Pod";
+  r.namespace_ = "ml";
+  r.username = user;
+  r.object = pod;
+  return r;
+}
+
+AdmissionRequest Update(const json& old_pod, const json& pod, const std::string& user) {
+  AdmissionRequest r = Create(pod, user);
+  r.operation = "UPDATE";
+  r.old_object = old_pod;
+  return r;
+}
+
+// The pod after applying the response's JSON patch (also proves the patch applies).
+json Patched(const json& pod, const json& review) {
+  const json& resp = review["response"];
+  if (!resp.contains("patch")) return pod;
+  EXPECT_EQ(resp["patchType"], "JSONPatch");
+  json patch = json::parse(Unbase64(resp["patch"].get<std::string>()));
+  return pod.patch(patch);
+}
+
+WebhookConfig Config() {
+  WebhookConfig c;
+  c.scheduler_name = "fracgpu-scheduler";
+  c.allowed_schedulers = {"volcano"};
+  return c;
+}
+
+TEST(WebhookTest, ResponseEchoesUidAndKind) {
+  json r = Admit(Create(PodWith({Container("c", json::object())})), Config());
+  EXPECT_EQ(r["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(r["kind"], "AdmissionReview");
+  EXPECT_EQ(r["response"]["uid"], "req-1");
+  EXPECT_EQ(r["response"]["allowed"], true);
+  EXPECT_FALSE(r["response"].contains("patch"));  // no GPU, nothing to change
+}
+
+TEST(WebhookTest, BareGpuGetsSchedulerAndExclusiveCores) {
+  json pod = PodWith({Container("train", {{"nvidia.com/gpu", "2"}})});
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]);
+  json out = Patched(pod, r);
+  EXPECT_EQ(out["spec"]["schedulerName"], "fracgpu-scheduler");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"], "100");
+  EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpumem"));
+}
+
+TEST(WebhookTest, MemoryWithoutGpuCountGetsOneGpuAndNoCores) {
+  // The apiserver canonicalises 3000 to "3k": accepted as 3000 MiB.
+  json pod = PodWith({Container("c", {{"nvidia.com/gpumem", "3k"}})});
+  pod["spec"].erase("schedulerName");  // absent schedulerName is "ours"
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+  json out = Patched(pod, r);
+  EXPECT_EQ(out["spec"]["schedulerName"], "fracgpu-scheduler");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+  EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpucores"));
+}
+
+TEST(WebhookTest, RequestsOnlyValuesAreCopiedToLimits) {
+  json c = {{"name", "c"}, {"resources", {{"requests", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}}}}};
+  json pod = PodWith({c});
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+  json out = Patched(pod, r);
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "4096");
+}
+
+TEST(WebhookTest, BothMemoryKeysWarn) {
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"},
+                                      {"nvidia.com/gpumem-percentage", "50"}})});
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]);
+  ASSERT_TRUE(r["response"].contains("warnings"));
+  EXPECT_NE(r["response"]["warnings"].dump().find("nvidia.com/gpumem-percentage"), std::string::npos);
+}
+
+TEST(WebhookTest, SliceKeysAsAnnotationsWarn) {
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, {{"nvidia.com/gpumem", "3000"}});
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]);
+  EXPECT_NE(r["response"]["warnings"].dump().find("nvidia.com/gpumem"), std::string::npos);
+}
+
+TEST(WebhookTest, BadValuesAreDenied400NamingContainerResourceAndValue) {
+  struct Case {
+    json limits;
+    std::string want;
+  } cases[] = {
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}, "150"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "0"}}, "nvidia.com/gpumem-percentage"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}}, "101"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-1"}}, "-1"},
+      {{{"nvidia.com/gpu", "500m"}}, "500m"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3Gi"}}, "3Gi"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "lots"}}, "lots"},
+      {{{"nvidia.com/gpu", "0"}, {"nvidia.com/gpumem", "1000"}}, "nvidia.com/gpu"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "2"}}, "nvidia.com/priority"},
+  };
+  for (const auto& c : cases) {
+    json r = Admit(Create(PodWith({Container("train", c.limits)})), Config());
+    SCOPED_TRACE(c.limits.dump());
+    ASSERT_FALSE(r["response"]["allowed"]);
+    EXPECT_EQ(r["response"]["status"]["code"], 400);
+    std::string msg = r["response"]["status"]["message"];
+    EXPECT_NE(msg.find("train"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+  }
+}
+
+TEST(WebhookTest, BinarySuffixMessageSaysTheUnit) {
+  json r = Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3Gi"}})})), Config());
+  std::string msg = r["response"]["status"]["message"];
+  EXPECT_NE(msg.find("3072"), std::string::npos) << msg;
+}
+
+TEST(WebhookTest, GpuZeroUsesNoGpu) {
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "0"}})});
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]);
+  EXPECT_EQ(Patched(pod, r)["spec"]["schedulerName"], "default-scheduler");
+}
+
+TEST(WebhookTest, PolicyDenialsAre403) {
+  json gpu = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
+  json privileged = Container("side", json::object(), {{"securityContext", {{"privileged", true}}}});
+  struct Case {
+    json pod;
+    std::string want;
+  } cases[] = {
+      {PodWith({Container("c", gpu), privileged}), "\"side\" is privileged"},
+      {[&] {
+         json p = PodWith({Container("c", gpu)});
+         p["spec"]["initContainers"] = {privileged};
+         return p;
+       }(),
+       "\"side\" is privileged"},
+      {PodWith({Container("c", gpu)}, json::object(), {{"schedulerName", "my-scheduler"}}), "my-scheduler"},
+      {PodWith({Container("c", gpu)}, json::object(), {{"nodeName", "node-a"}}), "spec.nodeName"},
+      {PodWith({Container("c", gpu, {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "TRUE"}}}}})}),
+       "CUDA_DISABLE_CONTROL"},
+  };
+  for (const auto& c : cases) {
+    json r = Admit(Create(c.pod), Config());
+    ASSERT_FALSE(r["response"]["allowed"]) << c.want;
+    EXPECT_EQ(r["response"]["status"]["code"], 403) << c.want;
+    EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(c.want), std::string::npos)
+        << r["response"]["status"]["message"];
+  }
+}
+
+TEST(WebhookTest, PrivilegedWithoutGpuIsAllowed) {
+  json pod = PodWith({Container("c", json::object(), {{"securityContext", {{"privileged", true}}}})});
+  EXPECT_TRUE(Admit(Create(pod), Config())["response"]["allowed"]);
+}
+
+TEST(WebhookTest, AllowListedSchedulerIsKept) {
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, json::object(), {{"schedulerName", "volcano"}});
+  json r = Admit(Create(pod), Config());
+  ASSERT_TRUE(r["response"]["allowed"]);
+  EXPECT_EQ(Patched(pod, r)["spec"]["schedulerName"], "volcano");
+}
+
+TEST(WebhookTest, DisableControlRules) {
+  auto env = [](const std::string& v) { return json{{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", v}}}}}; };
+  // Whole exclusive card: allowed.
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("true"))})), Config())["response"]["allowed"]);
+  // Not a boolean: 400.
+  json bad = Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("yes"))})), Config());
+  ASSERT_FALSE(bad["response"]["allowed"]);
+  EXPECT_EQ(bad["response"]["status"]["code"], 400);
+  // false on a shared slice: fine. Irrelevant without GPU, even if malformed.
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, env("False"))})), Config())["response"]["allowed"]);
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", json::object(), env("maybe"))})), Config())["response"]["allowed"]);
+  // valueFrom cannot be checked: ignored.
+  json vf = {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"valueFrom", {{"configMapKeyRef", {{"name", "x"}, {"key", "y"}}}}}}}}};
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, vf)})), Config())["response"]["allowed"]);
+}
+
+TEST(WebhookTest, CreateRemovesSystemAnnotationsFromEveryPod) {
+  json ann = {{"hami.io/vgpu-devices-allocated", "GPU-1,NVIDIA,80000,100:;"},
+              {"hami.io/vgpu-devices-to-allocate", "GPU-1,NVIDIA,80000,100:;"},
+              {"hami.io/vgpu-node", "n"},
+              {"hami.io/bind-phase", "success"},
+              {"fracgpu.io/allocation-signature", "forged"},
+              {"keep", "me"}};
+  for (json limits : {json::object(), json{{"nvidia.com/gpu", "1"}}}) {
+    json pod = PodWith({Container("c", limits)}, ann, {{"schedulerName", "someone-else"}});
+    if (!limits.empty()) pod["spec"]["schedulerName"] = "default-scheduler";
+    json r = Admit(Create(pod), Config());
+    ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+    json out = Patched(pod, r);
+    EXPECT_EQ(out["metadata"]["annotations"], (json{{"keep", "me"}}));
+  }
+}
+
+TEST(WebhookTest, IgnoreLabelAllowsWithoutPatch) {
+  json pod = PodWith({Container("c", {{"nvidia.com/gpucores", "900"}})}, {{"hami.io/vgpu-node", "x"}});
+  pod["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
+  json r = Admit(Create(pod), Config());
+  EXPECT_TRUE(r["response"]["allowed"]);
+  EXPECT_FALSE(r["response"].contains("patch"));
+}
+
+TEST(WebhookTest, UpdateLockBySystemAnnotationsAndUser) {
+  WebhookConfig c = Config();
+  json old_pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, {{"hami.io/bind-phase", "allocating"}});
+  json phase = old_pod;
+  phase["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  json alloc = old_pod;
+  alloc["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-1,NVIDIA,1,0:;";
+  json removed = old_pod;
+  removed["metadata"]["annotations"].erase("hami.io/bind-phase");
+  json label = old_pod;
+  label["metadata"]["labels"] = {{"team", "a"}};
+  struct Case {
+    json pod;
+    std::string user;
+    bool allowed;
+  } cases[] = {
+      {phase, "alice", false},
+      {alloc, "alice", false},
+      {removed, "alice", false},
+      {label, "alice", true},  // other changes pass
+      {phase, c.scheduler_user, true},
+      {alloc, c.scheduler_user, true},
+      {phase, c.device_plugin_user, true},
+      {alloc, c.device_plugin_user, false},  // the plugin may not rewrite the decision
+  };
+  for (const auto& k : cases) {
+    json r = Admit(Update(old_pod, k.pod, k.user), c);
+    EXPECT_EQ(r["response"]["allowed"], k.allowed) << k.user << " " << k.pod["metadata"].dump();
+    if (!k.allowed) {
+      EXPECT_EQ(r["response"]["status"]["code"], 403);
+      EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(k.user), std::string::npos);
+    }
+  }
+}
+
+TEST(WebhookTest, DecodeRejectsMalformedReviews) {
+  struct Case {
+    std::string body, want;
+  } cases[] = {
+      {"", "not valid JSON"},
+      {"{\"request\":", "not valid JSON"},
+      {"[]", "must be a JSON object"},
+      {"{}", "request must be an object"},
+      {R"({"request":{"uid":1,"operation":"CREATE"}})", "request.uid must be a string, got number"},
+      {R"({"request":{"uid":"u"}})", "request.operation must be a string"},
+      {R"({"request":{"uid":"u","operation":"CREATE","object":"pod"}})", "request.object must be an object, got string"},
+      {R"({"apiVersion":"v2","request":{"uid":"u","operation":"CREATE"}})", "apiVersion"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeAdmissionReview(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(WebhookTest, WrongTypesInsideThePodAreDenied400) {
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})});
+  pod["spec"]["containers"][0]["resources"]["limits"] = "lots";
+  json r = Admit(Create(pod), Config());
+  ASSERT_FALSE(r["response"]["allowed"]);
+  EXPECT_EQ(r["response"]["status"]["code"], 400);
+}
+
+TEST(WebhookTest, DeleteAndSubresourcesPass) {
+  AdmissionRequest r = Create(PodWith({Container("c", {{"nvidia.com/gpucores", "900"}})}));
+  r.operation = "DELETE";
+  EXPECT_TRUE(Admit(r, Config())["response"]["allowed"]);
+  r.operation = "CREATE";
+  r.sub_resource = "status";
+  EXPECT_TRUE(Admit(r, Config())["response"]["allowed"]);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler

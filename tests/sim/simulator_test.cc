@@ -1,0 +1,132 @@
+// One run of the experiment (src/sim/simulator.h) on tiny synthetic traces computed by hand,
+// and one short run per policy on a slice of the real trace with every decision cross-checked
+// against the scheduler's core fit.
+#include <gtest/gtest.h>
+
+#include "sim/simulator.h"
+
+namespace fracgpu::sim {
+namespace {
+
+TraceNode Node(std::string name, int64_t cpu, int64_t mem, int32_t gpus, std::string model) {
+  TraceNode n;
+  n.name = std::move(name);
+  n.cpu_milli = cpu;
+  n.memory_mib = mem;
+  n.gpus = gpus;
+  n.model = std::move(model);
+  return n;
+}
+
+TracePod Pod(std::string name, int64_t cpu, int64_t mem, int32_t num_gpus, int32_t milli) {
+  TracePod p;
+  p.name = std::move(name);
+  p.cpu_milli = cpu;
+  p.memory_mib = mem;
+  p.num_gpus = num_gpus;
+  p.gpu_milli = milli;
+  return p;
+}
+
+// One T4 with 10 vCPU; three 500-milli pods, no tuning: two fit, the third fails whatever the
+// policy. Arrived 500/1000/1500 milli = 50/100/150 %; used 500/1000/1000.
+TEST(RunExperiment, ThreeHalfGpuPodsOnOneGpu) {
+  auto cluster = BuildCluster({Node("n0", 10000, 65536, 1, "T4")}, "n.csv");
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto w = PrepareWorkload({Pod("a", 1000, 100, 1, 500), Pod("b", 1000, 100, 1, 500),
+                            Pod("c", 1000, 100, 1, 500)},
+                           *cluster, 95, "p.csv");
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  RunOptions options;
+  options.tune = 0;
+  options.verify_failures = true;
+  for (auto policy : core::AllPlacementPolicies()) {
+    auto r = RunExperiment(*cluster, *w, policy, 42, options);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->pods, 3) << core::PlacementPolicyName(policy);
+    EXPECT_EQ(r->failed, 1);
+    EXPECT_EQ(r->arrived_milli, 1500);
+    EXPECT_EQ(r->used_milli, 1000);
+    EXPECT_DOUBLE_EQ(r->buckets.alloc_pct[50], 50.0);
+    EXPECT_DOUBLE_EQ(r->buckets.alloc_pct[100], 100.0);
+  }
+}
+
+// Memory and CPU are checked per node as kube-scheduler's NodeResourcesFit does: a pod asking
+// for more host memory than any node has fails even though its GPU share would fit.
+TEST(RunExperiment, HostMemoryAndCpuAreChecked) {
+  auto cluster = BuildCluster({Node("n0", 4000, 1024, 2, "P100")}, "n.csv");
+  ASSERT_TRUE(cluster.ok());
+  auto w = PrepareWorkload({Pod("big-mem", 1000, 2048, 1, 500), Pod("big-cpu", 5000, 10, 1, 500),
+                            Pod("ok", 4000, 1024, 2, 1000)},
+                           *cluster, 95, "p.csv");
+  ASSERT_TRUE(w.ok());
+  RunOptions options;
+  options.tune = 0;
+  options.verify_failures = true;
+  auto r = RunExperiment(*cluster, *w, core::PlacementPolicy::kFgd, 1, options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->failed, 2);
+  EXPECT_EQ(r->used_milli, 2000);
+}
+
+// GPU type constraints go through the annotation and the core type rule: a V100M32-only pod
+// never lands on a T4 node.
+TEST(RunExperiment, GpuSpecRestrictsModels) {
+  auto cluster = BuildCluster({Node("t4", 8000, 65536, 1, "T4"), Node("v100", 8000, 65536, 1, "V100M32")},
+                              "n.csv");
+  ASSERT_TRUE(cluster.ok());
+  TracePod a = Pod("a", 1000, 100, 1, 1000), b = Pod("b", 1000, 100, 1, 1000);
+  a.gpu_spec = b.gpu_spec = "V100M32";
+  auto w = PrepareWorkload({a, b}, *cluster, 95, "p.csv");
+  ASSERT_TRUE(w.ok());
+  RunOptions options;
+  options.tune = 0;
+  options.verify_failures = true;
+  for (auto policy : core::AllPlacementPolicies()) {
+    auto r = RunExperiment(*cluster, *w, policy, 3, options);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->failed, 1) << core::PlacementPolicyName(policy);  // only one V100M32 card
+    EXPECT_EQ(r->used_milli, 1000);
+  }
+}
+
+TEST(BuildCluster, UnknownModelNamesTheLine) {
+  TraceNode n = Node("n0", 1000, 1000, 1, "H100");
+  n.line = 7;
+  auto c = BuildCluster({n}, "nodes.csv");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().rfind("nodes.csv:7: model: unknown GPU model \"H100\"", 0), 0u)
+      << c.status().message();
+}
+
+// A slice of the real trace: the first 400 pods (by name) of the default trace on the first
+// 60 GPU nodes, tuned to 130 %. Every placement is fitted by core::Fit and every failure is
+// checked against core::Fits on every node (verify_failures), for every policy.
+TEST(RunExperiment, RealTraceSliceAgreesWithCoreFit) {
+  auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
+  auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  ASSERT_TRUE(pods.ok()) << pods.status().message();
+  EXPECT_EQ(nodes->size(), 1213u);
+  EXPECT_EQ(pods->size(), 8152u);
+  nodes->resize(60);
+  pods->resize(400);
+  auto cluster = BuildCluster(*nodes, "nodes");
+  ASSERT_TRUE(cluster.ok());
+  auto w = PrepareWorkload(*pods, *cluster, 95, "pods");
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  RunOptions options;
+  options.verify_failures = true;
+  for (auto policy : core::AllPlacementPolicies()) {
+    auto r = RunExperiment(*cluster, *w, policy, 42, options);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_LE(r->used_milli, cluster->CapacityMilli());
+    EXPECT_LE(r->used_milli, r->arrived_milli);
+    EXPECT_GT(r->arrived_milli, cluster->CapacityMilli() * 129 / 100);
+    EXPECT_GT(r->failed, 0);  // 130 % cannot all fit
+  }
+}
+
+}  // namespace
+}  // namespace fracgpu::sim

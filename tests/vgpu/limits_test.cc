@@ -1,0 +1,131 @@
+// The configuration parser of libvgpu.so (src/vgpu/limits.h): good and bad values, the
+// precedence of the limits file over the environment.
+#include "vgpu/limits.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace fracgpu::vgpu {
+namespace {
+
+TEST(VgpuLimits, MemoryValues) {
+  struct Case {
+    const char* text;
+    bool ok;
+    uint64_t bytes;
+  };
+  const Case cases[] = {
+      {"3000m", true, 3000ull << 20}, {"3000M", true, 3000ull << 20}, {"1g", true, 1ull << 30},
+      {"2G", true, 2ull << 30},       {"512k", true, 512ull << 10},  {"1073741824", true, 1ull << 30},
+      {"0", true, 0},                 {"", false, 0},                {"m", false, 0},
+      {"3Gi", false, 0},              {"3Gb", false, 0},             {"-1", false, 0},
+      {"+5", false, 0},               {" 5", false, 0},              {"5 ", false, 0},
+      {"1.5g", false, 0},             {"0x10", false, 0},            {"18446744073709551616", false, 0},
+      {"17179869184g", false, 0},     {"16777215g", true, 16777215ull << 30},
+  };
+  for (const Case& c : cases) {
+    uint64_t v = 0;
+    EXPECT_EQ(ParseMemoryLimit(c.text, &v), c.ok) << c.text;
+    if (c.ok) {
+      EXPECT_EQ(v, c.bytes) << c.text;
+    }
+  }
+}
+
+TEST(VgpuLimits, SmValues) {
+  uint32_t v = 0;
+  EXPECT_TRUE(ParseSmLimit("30", &v));
+  EXPECT_EQ(v, 30u);
+  EXPECT_TRUE(ParseSmLimit("100", &v));
+  EXPECT_EQ(v, 100u);
+  for (const char* bad : {"", "101", "-1", "3O", "1000", "50%"}) EXPECT_FALSE(ParseSmLimit(bad, &v)) << bad;
+}
+
+TEST(VgpuLimits, FileWinsOverEnvironmentForContractKeys) {
+  Config c;
+  std::string file = "# written by the device plugin\r\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\r\n"
+                     "CUDA_DEVICE_SM_LIMIT_0=30\nCUDA_DEVICE_MEMORY_SHARED_CACHE=/r/a.cache\n"
+                     "NVIDIA_VISIBLE_DEVICES=GPU-a\n\n";
+  ParseLimitsFile(&c, file.data(), file.size());
+  std::vector<std::string> env_strings = {"CUDA_DEVICE_MEMORY_LIMIT_0=9g", "CUDA_DEVICE_MEMORY_LIMIT_1=1g",
+                                          "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/mine",
+                                          "CUDA_TASK_PRIORITY=0", "LIBCUDA_LOG_LEVEL=4"};
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  ApplyEnvironment(&c, envp.data());
+  FinishConfig(&c);
+  bool fail = true;
+  EXPECT_EQ(EffectiveMemoryLimit(c, 0, &fail), 3000ull << 20);
+  EXPECT_FALSE(fail);
+  EXPECT_EQ(EffectiveMemoryLimit(c, 1, &fail), 0u);  // env ignored while the file exists
+  EXPECT_EQ(EffectiveSmLimit(c, 0), 30u);
+  EXPECT_STREQ(c.region_path, "/r/a.cache");
+  EXPECT_STREQ(c.visible_devices, "GPU-a");
+  EXPECT_EQ(c.priority, 1);
+  EXPECT_EQ(c.log_level, 4);
+  EXPECT_EQ(c.error_count, 0);
+}
+
+TEST(VgpuLimits, EnvironmentWithoutFile) {
+  Config c;
+  std::vector<std::string> env_strings = {"CUDA_DEVICE_MEMORY_LIMIT=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g",
+                                          "CUDA_DEVICE_SM_LIMIT=100", "GPU_CORE_UTILIZATION_POLICY=FORCE",
+                                          "CUDA_DEVICE_MEMORY_LIMIT_FOO=1"};
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  ApplyEnvironment(&c, envp.data());
+  FinishConfig(&c);
+  bool fail = true;
+  EXPECT_EQ(EffectiveMemoryLimit(c, 0, &fail), 1ull << 30);
+  EXPECT_EQ(EffectiveMemoryLimit(c, 1, &fail), 2ull << 30);
+  EXPECT_FALSE(fail);
+  EXPECT_EQ(EffectiveSmLimit(c, 0), 0u);  // 100 % = unlimited
+  EXPECT_EQ(c.policy, CorePolicy::kForce);
+  EXPECT_STREQ(c.region_path, kDefaultRegionPath);
+  EXPECT_EQ(c.error_count, 0);
+}
+
+TEST(VgpuLimits, BadInputsFailClosedAndNameTheKey) {
+  struct Case {
+    const char* file;
+    int device;
+    bool device_fails;
+    bool all_fail;
+    const char* message_part;
+  };
+  const Case cases[] = {
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=3Gb\n", 0, true, false, "CUDA_DEVICE_MEMORY_LIMIT_0=\"3Gb\""},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=3Gb\n", 1, false, false, "limits file"},
+      {"CUDA_DEVICE_MEMORY_LIMIT=x\n", 1, true, true, "CUDA_DEVICE_MEMORY_LIMIT=\"x\""},
+      {"CUDA_DEVICE_SM_LIMIT_2=101\n", 2, true, false, "SM limit"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_16=1g\n", 0, true, true, "index must be 0..15"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_01=1g\n", 0, true, true, "index"},
+      {"garbage\n", 0, true, true, "not KEY=VALUE"},
+      {"=5\n", 0, true, true, "not KEY=VALUE"},
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE=relative/path\n", 0, true, true, "absolute path"},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.file);
+    Config c;
+    ParseLimitsFile(&c, tc.file, std::char_traits<char>::length(tc.file));
+    FinishConfig(&c);
+    bool fail = false;
+    EffectiveMemoryLimit(c, tc.device, &fail);
+    EXPECT_EQ(fail, tc.device_fails);
+    EXPECT_EQ(c.all_fail_closed, tc.all_fail);
+    EXPECT_NE(std::string(c.error).find(tc.message_part), std::string::npos) << c.error;
+  }
+  Config c;
+  std::string bad_policy = "GPU_CORE_UTILIZATION_POLICY=sometimes\nCUDA_TASK_PRIORITY=7\n";
+  ParseLimitsFile(&c, bad_policy.data(), bad_policy.size());
+  EXPECT_EQ(c.policy, CorePolicy::kForce);
+  EXPECT_EQ(c.priority, 1);
+  EXPECT_EQ(c.error_count, 2);
+}
+
+}  // namespace
+}  // namespace fracgpu::vgpu

@@ -1,0 +1,383 @@
+// A small CUDA driver-API program that the vgpu tests run with libvgpu.so preloaded over the
+// fake driver. It executes the operations given as arguments, in order, and prints one line
+// per operation: "<op> <CUresult> [values]". Not sanitized (it hosts libvgpu.so).
+//
+// Ops: init | ctx:<ordinal> | alloc:<bytes> | free | freeall | managed:<bytes> |
+//   pitch:<width>:<height> | async:<bytes> | poolcreate | poolalloc:<bytes> | freeasync |
+//   sync | threshold:<bytes> | trim:<bytes> | vmm:<bytes> | vmmhost:<bytes> | unmap | release |
+//   array:<w>:<h> | array3d:<w>:<h>:<d> | mipmap:<w>:<h>:<levels> | arrayfree | info |
+//   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
+//   launch:<count> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vgpu/cuda_api.h"
+#include "vgpu/nvml_api.h"
+#include "vgpu/region.h"
+
+// Test-only entry points of the fake driver (tests/fakes/cuda/fake_cuda.cc).
+extern "C" {
+void fakeCudaSetKernelCostPs(uint64_t ps) noexcept;
+uint64_t fakeClockNowNs() noexcept;
+void fakeClockSleepUntilNs(uint64_t t) noexcept;
+uint64_t fakeClockBusyNs(uint64_t from, uint64_t to) noexcept;
+void fakeClockLeave() noexcept;
+}
+
+namespace {
+
+std::vector<CUdeviceptr> g_ptrs, g_async;
+std::vector<CUarray> g_arrays;
+std::vector<CUmipmappedArray> g_mipmaps;
+std::vector<CUmemGenericAllocationHandle> g_handles;
+std::vector<std::pair<CUdeviceptr, size_t>> g_maps;
+CUmemoryPool g_pool = nullptr;
+CUstream g_stream = nullptr;
+CUcontext g_ctx = nullptr;
+int g_ordinal = 0;
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    size_t c = s.find(':', pos);
+    out.push_back(s.substr(pos, c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return out;
+}
+unsigned long long Num(const std::vector<std::string>& a, size_t i) {
+  return i < a.size() ? std::strtoull(a[i].c_str(), nullptr, 10) : 0;
+}
+
+// Stress: threads interleave random allocations and frees over several paths; after each
+// successful allocation the container's charged total must be <= the limit (read from the
+// region); at the end everything is freed. Prints "stress <violations> <successes> <ooms>".
+void Stress(int threads, int iterations, unsigned seed, const char* region_path) {
+  int fd = open(region_path, O_RDONLY);
+  const fracgpu::vgpu::Region* region = nullptr;
+  if (fd >= 0) {
+    void* p = mmap(nullptr, sizeof(fracgpu::vgpu::Region), PROT_READ, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) region = static_cast<const fracgpu::vgpu::Region*>(p);
+  }
+  std::atomic<int> violations{0}, ok{0}, ooms{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      cuCtxSetCurrent(g_ctx);
+      std::mt19937_64 rng(seed * 1000 + static_cast<unsigned>(t));
+      std::vector<std::pair<int, CUdeviceptr>> mine;
+      std::vector<CUarray> arrays;
+      for (int i = 0; i < iterations; ++i) {
+        if (!mine.empty() && rng() % 3 == 0) {
+          size_t k = rng() % mine.size();
+          auto [kind, p] = mine[k];
+          mine.erase(mine.begin() + static_cast<long>(k));
+          if (kind == 2) cuMemFreeAsync(p, nullptr);
+          else cuMemFree_v2(p);
+          continue;
+        }
+        size_t bytes = (rng() % 64 + 1) * 64 * 1024;
+        CUdeviceptr p = 0;
+        int kind = static_cast<int>(rng() % 4);
+        CUresult r;
+        if (kind == 0) r = cuMemAlloc_v2(&p, bytes);
+        else if (kind == 1) r = cuMemAllocManaged(&p, bytes, 1);
+        else if (kind == 2) r = cuMemAllocAsync(&p, bytes, nullptr);
+        else {
+          size_t pitch = 0;
+          r = cuMemAllocPitch_v2(&p, &pitch, bytes / 16, 16, 4);
+        }
+        if (r == CUDA_SUCCESS) {
+          ok++;
+          mine.push_back({kind == 2 ? 2 : 0, p});
+          if (region && region->devices[0].memory_limit != 0 &&
+              region->devices[0].used.load() > region->devices[0].memory_limit) {
+            violations++;
+          }
+        } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+          ooms++;
+        } else {
+          violations++;  // any other error is unexpected
+        }
+      }
+      for (auto [kind, p] : mine) {
+        if (kind == 2) cuMemFreeAsync(p, nullptr);
+        else cuMemFree_v2(p);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  cuCtxSynchronize();
+  std::printf("stress %d %d %d\n", violations.load(), ok.load(), ooms.load());
+}
+
+typedef CUresult (*AllocFn)(CUdeviceptr*, size_t);
+
+// SM-limit run on the fake driver's virtual clock: launches kernels of grid x block through
+// `path` (k = cuLaunchKernel, p = _ptsz, e = cuLaunchKernelEx, c = cooperative, g = graph)
+// until virtual time `until_ms`, synchronising every `sync_every` launches. Prints
+// "smrun 0 <launches> <busy ns in [2 s, 12 s)> <busy ns per second 0..11>".
+void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t until_ms,
+           uint64_t sync_every) {
+  auto f = reinterpret_cast<CUfunction>(0x1);
+  uint64_t launches = 0;
+  CUresult r = CUDA_SUCCESS;
+  while (fakeClockNowNs() < until_ms * 1'000'000ull && r == CUDA_SUCCESS) {
+    if (path == "p") {
+      r = cuLaunchKernel_ptsz(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr, nullptr);
+    } else if (path == "e") {
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = grid, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+      cfg.blockDimX = block, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+      r = cuLaunchKernelEx(&cfg, f, nullptr, nullptr);
+    } else if (path == "c") {
+      r = cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr);
+    } else if (path == "g") {
+      r = cuGraphLaunch(reinterpret_cast<CUgraphExec>(0x1), nullptr);
+    } else {
+      r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr, nullptr);
+    }
+    if (++launches % sync_every == 0) cuCtxSynchronize();
+  }
+  cuCtxSynchronize();
+  fakeClockLeave();
+  std::printf("smrun %d %llu %llu", r, static_cast<unsigned long long>(launches),
+              static_cast<unsigned long long>(fakeClockBusyNs(2'000'000'000ull, 12'000'000'000ull)));
+  for (uint64_t sec = 0; sec < 12; ++sec)
+    std::printf(" %llu", static_cast<unsigned long long>(
+                             fakeClockBusyNs(sec * 1'000'000'000ull, (sec + 1) * 1'000'000'000ull)));
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (int i = 1; i < argc; ++i) {
+    std::vector<std::string> a = Split(argv[i]);
+    const std::string& op = a[0];
+    CUresult r = CUDA_SUCCESS;
+    if (op == "init") {
+      r = cuInit(0);
+      if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&g_ctx, 0);
+      if (r == CUDA_SUCCESS) r = cuCtxSetCurrent(g_ctx);
+      std::printf("init %d\n", r);
+    } else if (op == "ctx") {
+      g_ordinal = static_cast<int>(Num(a, 1));
+      r = cuDevicePrimaryCtxRetain(&g_ctx, g_ordinal);
+      if (r == CUDA_SUCCESS) r = cuCtxSetCurrent(g_ctx);
+      std::printf("ctx %d\n", r);
+    } else if (op == "release_primary") {
+      r = cuDevicePrimaryCtxRelease_v2(g_ordinal);
+      g_ptrs.clear();
+      std::printf("release_primary %d\n", r);
+    } else if (op == "alloc" || op == "managed") {
+      CUdeviceptr p = 0;
+      r = op == "alloc" ? cuMemAlloc_v2(&p, Num(a, 1)) : cuMemAllocManaged(&p, Num(a, 1), 1);
+      if (r == CUDA_SUCCESS) g_ptrs.push_back(p);
+      std::printf("%s %d\n", op.c_str(), r);
+    } else if (op == "pitch") {
+      CUdeviceptr p = 0;
+      size_t pitch = 0;
+      r = cuMemAllocPitch_v2(&p, &pitch, Num(a, 1), Num(a, 2), 4);
+      if (r == CUDA_SUCCESS) g_ptrs.push_back(p);
+      std::printf("pitch %d %zu\n", r, pitch);
+    } else if (op == "free") {
+      if (!g_ptrs.empty()) {
+        r = cuMemFree_v2(g_ptrs.back());
+        g_ptrs.pop_back();
+      }
+      std::printf("free %d\n", r);
+    } else if (op == "freeall") {
+      for (CUdeviceptr p : g_ptrs)
+        if (cuMemFree_v2(p) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+      g_ptrs.clear();
+      std::printf("freeall %d\n", r);
+    } else if (op == "freeforeign") {
+      r = cuMemFree_v2(0x1234);  // never allocated: the driver's own answer must come back
+      std::printf("freeforeign %d\n", r);
+    } else if (op == "async" || op == "poolalloc") {
+      CUdeviceptr p = 0;
+      r = op == "async" ? cuMemAllocAsync(&p, Num(a, 1), g_stream)
+                        : cuMemAllocFromPoolAsync(&p, Num(a, 1), g_pool, g_stream);
+      if (r == CUDA_SUCCESS) g_async.push_back(p);
+      std::printf("%s %d\n", op.c_str(), r);
+    } else if (op == "poolcreate") {
+      CUmemPoolProps props{};
+      props.allocType = 1;
+      props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      props.location.id = g_ordinal;
+      r = cuMemPoolCreate(&g_pool, &props);
+      std::printf("poolcreate %d\n", r);
+    } else if (op == "freeasync") {
+      if (!g_async.empty()) {
+        r = cuMemFreeAsync(g_async.back(), g_stream);
+        g_async.pop_back();
+      }
+      std::printf("freeasync %d\n", r);
+    } else if (op == "sync") {
+      r = cuStreamSynchronize(g_stream);
+      std::printf("sync %d\n", r);
+    } else if (op == "threshold") {
+      cuuint64_t v = Num(a, 1);
+      CUmemoryPool pool = g_pool;
+      if (!pool) cuDeviceGetMemPool(&pool, g_ordinal);
+      r = cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
+      std::printf("threshold %d\n", r);
+    } else if (op == "trim") {
+      CUmemoryPool pool = g_pool;
+      if (!pool) cuDeviceGetMemPool(&pool, g_ordinal);
+      r = cuMemPoolTrimTo(pool, Num(a, 1));
+      std::printf("trim %d\n", r);
+    } else if (op == "vmm" || op == "vmmhost") {
+      CUmemAllocationProp prop{};
+      prop.type = 1;
+      prop.location.type = op == "vmm" ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+      prop.location.id = op == "vmm" ? g_ordinal : 0;
+      CUmemGenericAllocationHandle h = 0;
+      size_t size = Num(a, 1);
+      r = cuMemCreate(&h, size, &prop, 0);
+      if (r == CUDA_SUCCESS) {
+        g_handles.push_back(h);
+        CUdeviceptr va = 0;
+        if (cuMemAddressReserve(&va, size, 0, 0, 0) == CUDA_SUCCESS &&
+            cuMemMap(va, size, 0, h, 0) == CUDA_SUCCESS) {
+          g_maps.push_back({va, size});
+        }
+      }
+      std::printf("%s %d\n", op.c_str(), r);
+    } else if (op == "release") {
+      if (!g_handles.empty()) {
+        r = cuMemRelease(g_handles.back());
+        g_handles.pop_back();
+      }
+      std::printf("release %d\n", r);
+    } else if (op == "unmap") {
+      if (!g_maps.empty()) {
+        r = cuMemUnmap(g_maps.back().first, g_maps.back().second);
+        g_maps.pop_back();
+      }
+      std::printf("unmap %d\n", r);
+    } else if (op == "array" || op == "array3d" || op == "mipmap") {
+      if (op == "array") {
+        CUDA_ARRAY_DESCRIPTOR d{Num(a, 1), Num(a, 2), CU_AD_FORMAT_FLOAT, 1};
+        CUarray arr = nullptr;
+        r = cuArrayCreate_v2(&arr, &d);
+        if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
+      } else {
+        CUDA_ARRAY3D_DESCRIPTOR d{Num(a, 1), Num(a, 2), op == "array3d" ? Num(a, 3) : 0,
+                                  CU_AD_FORMAT_FLOAT, 1, 0};
+        if (op == "array3d") {
+          CUarray arr = nullptr;
+          r = cuArray3DCreate_v2(&arr, &d);
+          if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
+        } else {
+          CUmipmappedArray m = nullptr;
+          r = cuMipmappedArrayCreate(&m, &d, static_cast<unsigned>(Num(a, 3)));
+          if (r == CUDA_SUCCESS) g_mipmaps.push_back(m);
+        }
+      }
+      std::printf("%s %d\n", op.c_str(), r);
+    } else if (op == "arrayfree") {
+      for (CUarray arr : g_arrays)
+        if (cuArrayDestroy(arr) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+      for (CUmipmappedArray m : g_mipmaps)
+        if (cuMipmappedArrayDestroy(m) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+      g_arrays.clear();
+      g_mipmaps.clear();
+      std::printf("arrayfree %d\n", r);
+    } else if (op == "info") {
+      size_t free_b = 0, total_b = 0;
+      r = cuMemGetInfo_v2(&free_b, &total_b);
+      std::printf("info %d %zu %zu\n", r, free_b, total_b);
+    } else if (op == "total") {
+      size_t bytes = 0;
+      r = cuDeviceTotalMem_v2(&bytes, static_cast<CUdevice>(Num(a, 1)));
+      std::printf("total %d %zu\n", r, bytes);
+    } else if (op == "uuid") {
+      CUuuid u;
+      r = cuDeviceGetUuid_v2(&u, static_cast<CUdevice>(Num(a, 1)));
+      std::printf("uuid %d %02x%02x\n", r, static_cast<unsigned char>(u.bytes[0]),
+                  static_cast<unsigned char>(u.bytes[1]));
+    } else if (op == "nvml") {
+      nvmlDevice_t dev = nullptr;
+      nvmlMemory_t m1{};
+      nvmlMemory_v2_t m2{};
+      m2.version = kNvmlMemoryV2Version;
+      int rr = nvmlInit_v2();
+      if (rr == 0) rr = nvmlDeviceGetHandleByIndex_v2(static_cast<unsigned>(Num(a, 1)), &dev);
+      if (rr == 0) rr = nvmlDeviceGetMemoryInfo(dev, &m1);
+      if (rr == 0) rr = nvmlDeviceGetMemoryInfo_v2(dev, &m2);
+      std::printf("nvml %d %llu %llu %llu %llu %llu\n", rr, m1.total, m1.used, m1.free, m2.total,
+                  m2.used);
+    } else if (op == "dlsym") {
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      auto fn = reinterpret_cast<AllocFn>(lib ? dlsym(lib, "cuMemAlloc_v2") : nullptr);
+      CUdeviceptr p = 0;
+      r = fn ? fn(&p, Num(a, 1)) : CUDA_ERROR_NOT_FOUND;
+      if (r == CUDA_SUCCESS) g_ptrs.push_back(p);
+      std::printf("dlsym %d\n", r);
+    } else if (op == "gpa") {
+      // cudart's path: dlsym the driver's cuGetProcAddress(_v2), then ask it for cuMemAlloc.
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      int version = static_cast<int>(Num(a, 1));
+      cuuint64_t flags = Num(a, 2);
+      void* fn = nullptr;
+      CUdriverProcAddressQueryResult status = -1;
+      if (Num(a, 3)) {
+        auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+        r = gpa("cuMemAlloc", &fn, version, flags, &status);
+      } else {
+        auto gpa = reinterpret_cast<decltype(&cuGetProcAddress)>(dlsym(lib, "cuGetProcAddress"));
+        r = gpa("cuMemAlloc", &fn, version, flags);
+      }
+      CUdeviceptr p = 0;
+      CUresult ar = fn ? reinterpret_cast<AllocFn>(fn)(&p, Num(a, 4)) : CUDA_ERROR_NOT_FOUND;
+      if (ar == CUDA_SUCCESS) g_ptrs.push_back(p);
+      std::printf("gpa %d %d %d\n", r, ar, status);
+    } else if (op == "launch") {
+      unsigned long long n = Num(a, 1);
+      auto f = reinterpret_cast<CUfunction>(0x1);
+      for (unsigned long long k = 0; k < n; ++k)
+        if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
+          r = CUDA_ERROR_UNKNOWN;
+      std::printf("launch %d\n", r);
+    } else if (op == "sleepto") {
+      fakeClockSleepUntilNs(Num(a, 1) * 1'000'000ull);
+      std::printf("sleepto 0\n");
+    } else if (op == "cost") {
+      fakeCudaSetKernelCostPs(Num(a, 1));
+      std::printf("cost 0\n");
+    } else if (op == "smrun") {
+      SmRun(static_cast<unsigned>(Num(a, 1)), static_cast<unsigned>(Num(a, 2)), a.size() > 3 ? a[3] : "k",
+            Num(a, 4), Num(a, 5) ? Num(a, 5) : 1);
+    } else if (op == "stress") {
+      Stress(static_cast<int>(Num(a, 1)), static_cast<int>(Num(a, 2)),
+             static_cast<unsigned>(Num(a, 3)), a.size() > 4 ? a[4].c_str() : "");
+    } else if (op == "wait") {
+      std::printf("ready\n");
+      std::fflush(stdout);
+      char c;
+      while (read(0, &c, 1) > 0) {
+      }
+    } else {
+      std::printf("unknown-op %s\n", op.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}

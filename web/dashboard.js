@@ -1,0 +1,105 @@
+// The cluster GPU dashboard: per node and GPU, memory and cores allocated as bars, the slices
+// on each GPU, health and cordon; filter by type and node; refreshes itself.
+
+const $ = (id) => document.getElementById(id);
+let data = null;
+let timer = null;
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function bar(label, used, total, unit) {
+  const pct = total > 0 ? Math.min(100, Math.round((used * 100) / total)) : 0;
+  const level = pct >= 90 ? 'high' : pct >= 60 ? 'mid' : 'low';
+  const text = `${label}: ${used.toLocaleString()} / ${total.toLocaleString()} ${unit} (${pct} %)`;
+  const fill = el('div', { class: `fill ${level}` });
+  fill.style.width = `${pct}%`;
+  return el('div', { class: 'bar-row' },
+    el('span', { class: 'bar-label' }, text),
+    el('div', { class: 'bar', role: 'meter', 'aria-label': label, 'aria-valuemin': '0',
+                'aria-valuemax': String(total), 'aria-valuenow': String(used), 'aria-valuetext': text }, fill));
+}
+
+function gpuCard(g) {
+  const badges = el('span', { class: 'badges' });
+  badges.append(el('span', { class: `badge ${g.health ? 'ok' : 'no'}` }, g.health ? 'healthy' : 'unhealthy'));
+  if (g.cordoned) badges.append(el('span', { class: 'badge no' }, 'cordoned'));
+  badges.append(el('span', { class: 'badge' }, `${g.used}/${g.count} slices`));
+  const slices = g.slices.length
+    ? el('table', { class: 'slices' },
+        el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory MiB', 'Cores %'].map((h) => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, ...g.slices.map((s) =>
+          el('tr', {}, el('td', {}, s.pod), el('td', {}, s.namespace), el('td', {}, String(s.mem_mib)),
+             el('td', {}, s.cores === 0 ? '0 (shared)' : String(s.cores))))))
+    : el('p', { class: 'help' }, 'No slices.');
+  return el('article', { class: 'gpu', 'aria-label': `GPU ${g.index} ${g.uuid}` },
+    el('h4', {}, `#${g.index} ${g.type}`, badges),
+    el('p', { class: 'uuid' }, g.uuid),
+    bar('Memory', g.used_mem_mib, g.devmem_mib, 'MiB'),
+    bar('Cores', g.used_cores, g.devcore, '%'),
+    slices);
+}
+
+function render() {
+  if (!data) return;
+  const type = $('filter-type').value;
+  const nodeFilter = $('filter-node').value.trim().toLowerCase();
+  const out = [];
+  let gpus = 0;
+  for (const n of data.nodes) {
+    if (nodeFilter && !n.name.toLowerCase().includes(nodeFilter)) continue;
+    const shown = n.gpus.filter((g) => !type || g.type === type);
+    if (type && shown.length === 0) continue;
+    gpus += shown.length;
+    const head = el('h3', {}, n.name);
+    if (n.unschedulable) head.append(el('span', { class: 'badge no' }, 'node cordoned'));
+    if (!n.gpu_ready) head.append(el('span', { class: 'badge' }, 'no GPUs registered'));
+    out.push(el('section', { class: 'card node', 'aria-label': `Node ${n.name}` }, head,
+                el('div', { class: 'gpus' }, ...shown.map(gpuCard))));
+  }
+  $('nodes').replaceChildren(...out);
+  const t = data.totals;
+  $('summary').textContent = `${out.length} node(s), ${gpus} GPU(s) shown; cluster memory allocated ` +
+    `${t.used_mem_mib.toLocaleString()} of ${t.devmem_mib.toLocaleString()} MiB.`;
+}
+
+function fillTypes() {
+  const select = $('filter-type');
+  const current = select.value;
+  const types = [...new Set(data.nodes.flatMap((n) => n.gpus.map((g) => g.type)))].sort();
+  select.replaceChildren(el('option', { value: '' }, 'all types'), ...types.map((t) => el('option', { value: t }, t)));
+  if (types.includes(current)) select.value = current;
+}
+
+async function load() {
+  try {
+    const r = await fetch('api/cluster');
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.error ?? `HTTP ${r.status}`);
+    data = body;
+    $('error').textContent = '';
+    fillTypes();
+    render();
+  } catch (e) {
+    $('error').textContent = `Cannot load the cluster: ${e.message ?? e}`;
+  }
+}
+
+function schedule() {
+  clearInterval(timer);
+  const s = Number($('refresh').value);
+  if (s > 0) timer = setInterval(load, s * 1000);
+}
+
+$('filter-type').addEventListener('change', render);
+$('filter-node').addEventListener('input', render);
+$('refresh').addEventListener('change', schedule);
+load();
+schedule();

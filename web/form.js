@@ -1,0 +1,214 @@
+// The notebook form: builds the request body from the inputs, asks /api/preview as the user
+// types (debounced), shows validation, fit and YAML, creates through /api/notebooks, and
+// lists the user's notebooks. No framework, no build step.
+
+const $ = (id) => document.getElementById(id);
+const DEBOUNCE_MS = 250;
+
+function selected(select) {
+  return Array.from(select.selectedOptions).map((o) => o.value).filter((v) => v !== '');
+}
+
+function intOrNull(input) {
+  const v = input.value.trim();
+  return v === '' ? null : Number(v);
+}
+
+function mode() {
+  return document.querySelector('input[name="mode"]:checked').value;
+}
+
+/** The JSON body of /api/preview and /api/notebooks (schema: docs/ui.md). */
+export function formBody() {
+  const body = {
+    name: $('name').value.trim(),
+    namespace: $('namespace').value.trim(),
+    image: $('image').value,
+    cpu: $('cpu').value.trim(),
+    memory: $('memory').value.trim(),
+    gpus: intOrNull($('gpus')) ?? 0,
+    node_policy: $('node-policy').value,
+    gpu_policy: $('gpu-policy').value,
+    use_types: selected($('use-types')),
+    nouse_types: selected($('nouse-types')),
+    use_uuids: selected($('use-uuids')),
+    nouse_uuids: selected($('nouse-uuids')),
+  };
+  const m = mode();
+  if (m === 'fraction') {
+    body.slice = { mode: 'fraction', memory_percent: intOrNull($('frac-mem')), cores_percent: intOrNull($('frac-cores')) };
+  } else if (m === 'memory') {
+    body.slice = { mode: 'memory', memory_value: intOrNull($('mem-value')), memory_unit: $('mem-unit').value,
+                   cores_percent: intOrNull($('mem-cores')) };
+  } else if (m === 'cores') {
+    body.slice = { mode: 'cores', cores_percent: intOrNull($('cores-value')), memory_value: intOrNull($('cores-mem')),
+                   memory_unit: 'MiB' };
+  } else {
+    body.slice = { mode: 'whole' };
+  }
+  return body;
+}
+
+function showModes() {
+  for (const m of ['fraction', 'memory', 'cores']) $(`mode-${m}`).hidden = mode() !== m;
+  const frac = document.querySelector('input[name="fraction"]:checked').value;
+  const custom = frac === 'custom';
+  if (!custom) {
+    $('frac-mem').value = frac;
+    $('frac-cores').value = frac;
+  }
+  $('frac-mem').readOnly = !custom;
+  $('frac-cores').readOnly = !custom;
+}
+
+function setList(el, items) {
+  el.replaceChildren(...items.map((text) => {
+    const li = document.createElement('li');
+    li.textContent = text;
+    return li;
+  }));
+}
+
+function render(preview) {
+  $('yaml').textContent = preview.yaml ?? '';
+  setList($('errors'), preview.errors ?? []);
+  $('errors').classList.toggle('empty', !(preview.errors ?? []).length);
+  setList($('warnings'), preview.warnings ?? []);
+  const fit = preview.fit;
+  const fitEl = $('fit');
+  fitEl.className = 'fit';
+  if (!fit) {
+    fitEl.textContent = 'Fix the values above to see where it fits.';
+    fitEl.classList.add('unknown');
+    setList($('fit-nodes'), []);
+    return;
+  }
+  fitEl.textContent = fit.message;
+  fitEl.classList.add(fit.fits ? 'ok' : 'no');
+  setList($('fit-nodes'), (fit.per_node ?? []).map((n) =>
+    n.fits ? `${n.node}: fits (on ${n.gpus.join(', ')}; ${n.eligible.length} GPU(s) eligible)`
+           : `${n.node}: does not fit — ${n.reason}`));
+  $('fit-details').open = !fit.fits;
+}
+
+function showError(message) {
+  setList($('errors'), [message]);
+  $('errors').classList.remove('empty');
+}
+
+let timer = null;
+let seq = 0;
+async function preview() {
+  const mine = ++seq;
+  try {
+    const r = await fetch('api/preview', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                           body: JSON.stringify(formBody()) });
+    const body = await r.json();
+    if (mine !== seq) return;  // a newer preview is on its way
+    if (!r.ok) {
+      showError(body.error ?? `preview failed (HTTP ${r.status})`);
+      $('yaml').textContent = '';
+      $('fit').textContent = '';
+      return;
+    }
+    render(body);
+  } catch (e) {
+    if (mine === seq) showError(`preview failed: ${e}`);
+  }
+}
+
+function schedulePreview() {
+  showModes();
+  clearTimeout(timer);
+  timer = setTimeout(preview, DEBOUNCE_MS);
+}
+
+async function loadNotebooks() {
+  const ns = $('namespace').value.trim();
+  $('notebooks-error').textContent = '';
+  const tbody = $('notebooks').querySelector('tbody');
+  try {
+    const r = await fetch(`api/notebooks?namespace=${encodeURIComponent(ns)}`);
+    const body = await r.json();
+    if (!r.ok) {
+      $('notebooks-error').textContent = body.error ?? `HTTP ${r.status}`;
+      tbody.replaceChildren();
+      return;
+    }
+    tbody.replaceChildren(...body.notebooks.map((nb) => {
+      const tr = document.createElement('tr');
+      const gpu = Object.entries(nb.limits).filter(([k]) => k.startsWith('nvidia.com/'))
+        .map(([k, v]) => `${k.replace('nvidia.com/', '')}=${v}`).join(' ');
+      for (const text of [nb.name, nb.state, nb.image, gpu || '—']) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        tr.append(td);
+      }
+      return tr;
+    }));
+  } catch (e) {
+    $('notebooks-error').textContent = `cannot list notebooks: ${e}`;
+  }
+}
+
+async function create(event) {
+  event.preventDefault();
+  const out = $('create-result');
+  out.className = '';
+  out.textContent = 'Creating…';
+  $('create').disabled = true;
+  try {
+    const r = await fetch('api/notebooks', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                             body: JSON.stringify(formBody()) });
+    const body = await r.json();
+    if (r.ok) {
+      out.textContent = `Created ${body.notebook.metadata.namespace}/${body.notebook.metadata.name}.`;
+      out.classList.add('ok');
+      loadNotebooks();
+    } else {
+      out.textContent = `Not created: ${body.error}`;
+      out.classList.add('no');
+    }
+  } catch (e) {
+    out.textContent = `Not created: ${e}`;
+    out.classList.add('no');
+  } finally {
+    $('create').disabled = false;
+  }
+}
+
+function fill(select, values, labelOf = (v) => v) {
+  select.replaceChildren(...values.map((v) => {
+    const o = document.createElement('option');
+    o.value = typeof v === 'string' ? v : v.uuid;
+    o.textContent = labelOf(v);
+    return o;
+  }));
+}
+
+async function init() {
+  try {
+    const r = await fetch('api/options');
+    const o = await r.json();
+    fill($('image'), o.images ?? []);
+    fill($('use-types'), o.gpu_types ?? []);
+    fill($('nouse-types'), o.gpu_types ?? []);
+    const gpuLabel = (g) => `${g.node} #${g.index} ${g.type} (${g.uuid})`;
+    fill($('use-uuids'), o.gpus ?? [], gpuLabel);
+    fill($('nouse-uuids'), o.gpus ?? [], gpuLabel);
+    $('user').textContent = o.user ? `Signed in as ${o.user}` : `Not signed in (no ${o.user_header} header)`;
+  } catch (e) {
+    showError(`cannot load options: ${e}`);
+  }
+  const form = $('form');
+  form.addEventListener('input', schedulePreview);
+  form.addEventListener('change', schedulePreview);
+  form.addEventListener('submit', create);
+  $('refresh-notebooks').addEventListener('click', loadNotebooks);
+  $('namespace').addEventListener('change', loadNotebooks);
+  showModes();
+  await preview();
+  await loadNotebooks();
+}
+
+init();
