@@ -6,6 +6,7 @@
 #include "core/fit.h"
 #include "core/score.h"
 #include "core/signature.h"
+#include "scheduler/gpu_choice.h"
 #include "k8s/objects.h"
 
 namespace fracgpu::scheduler {
@@ -181,7 +182,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
     unlock();
     return NotFound("node " + args.node + " has no fracgpu GPUs registered");
   }
-  core::FitResult fit = core::Fit(req, *node, FitOptionsFor(req, config_, true));
+  core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy);
   if (!fit.fits) {
     unlock();
     return ResourceExhausted("pod no longer fits on node " + args.node + ": " + fit.summary);

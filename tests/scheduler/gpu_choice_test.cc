@@ -1,0 +1,105 @@
+#include "scheduler/gpu_choice.h"
+
+#include <gtest/gtest.h>
+
+#include "core/codec.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+// A node with two idle 16 GiB GPUs, registered as the device plugin does.
+json TwoGpuNode() {
+  std::vector<core::DeviceInfo> devices(2);
+  for (int i = 0; i < 2; ++i) {
+    devices[i].uuid = "GPU-" + std::to_string(i);
+    devices[i].index = i;
+    devices[i].count = 10;
+    devices[i].devmem_mib = 16384;
+    devices[i].devcore = 100;
+    devices[i].type = "NVIDIA-Tesla T4";
+  }
+  return {{"metadata", {{"name", "n1"}, {"annotations", {{kAnnotationRegister, core::EncodeNodeRegister(devices)}}}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
+}
+
+PodAllocation Holding(const std::string& uid, int32_t cores, const std::string& gpu) {
+  PodAllocation a;
+  a.key = "default/" + uid;
+  a.uid = uid;
+  a.node = "n1";
+  a.grants = {{core::DeviceGrant{gpu, "NVIDIA", 16384 * cores / 100, cores}}};
+  return a;
+}
+
+core::PodRequest Sharing(int32_t cores) {
+  core::PodRequest req;
+  core::ContainerRequest c;
+  c.name = "main";
+  c.num_gpus = 1;
+  c.mem_percent = cores;
+  c.cores_percent = cores;
+  req.containers.push_back(c);
+  return req;
+}
+
+TEST(TargetWorkloadTest, CountsRunningSharesAndTheIncomingPod) {
+  // Shapes 700×1 (running) and 300×1 (incoming), one pod each: both are needed to cover 95 %,
+  // ties ordered by the shape tuple descending (fgd-evaluation.md §3 point 4).
+  auto m = TargetWorkload({Holding("a", 70, "GPU-0")}, Sharing(30));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].shape.gpu_milli, 700);
+  EXPECT_EQ(m[1].shape.gpu_milli, 300);
+  EXPECT_DOUBLE_EQ(m[0].popularity, 0.5);
+  EXPECT_DOUBLE_EQ(m[1].popularity, 0.5);
+}
+
+TEST(TargetWorkloadTest, MemoryOnlySlicesAreNotShapes) {
+  EXPECT_TRUE(TargetWorkload({Holding("a", 0, "GPU-0")}, Sharing(0)).empty());
+}
+
+class FitForBindTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(state_.UpsertNode(TwoGpuNode()).ok());
+    // GPU-0 holds 70 % of its SMs: 300 milli-GPU left; GPU-1 is idle.
+    ASSERT_TRUE(state_.Assume(Holding("a", 70, "GPU-0")).ok());
+  }
+  ClusterState state_;
+};
+
+TEST_F(FitForBindTest, FragmentationAwareFillsTheGpuThePodCompletes) {
+  // Worked by hand with M = {700: 0.5, 300: 0.5}: on GPU-0 the leftovers become (0, 1000) and
+  // F = 0; on GPU-1 they become (300, 700): for m = 700, 300 < 700 counts, F = 0.5 × 300 = 150.
+  // FGD chooses the GPU that adds the least fragmentation: GPU-0.
+  auto node = state_.Node("n1");
+  ASSERT_TRUE(node.has_value());
+  core::FitResult fit = FitForBind(Sharing(30), *node, state_, core::GpuPolicy::kFragmentationAware);
+  ASSERT_TRUE(fit.fits) << fit.summary;
+  ASSERT_EQ(fit.grants.size(), 1u);
+  ASSERT_EQ(fit.grants[0].size(), 1u);
+  EXPECT_EQ(fit.grants[0][0].uuid, "GPU-0");
+  EXPECT_EQ(fit.grants[0][0].cores_percent, 30);
+}
+
+TEST_F(FitForBindTest, SpreadTakesTheLeastUsedGpu) {
+  auto node = state_.Node("n1");
+  ASSERT_TRUE(node.has_value());
+  core::FitResult fit = FitForBind(Sharing(30), *node, state_, core::GpuPolicy::kSpread);
+  ASSERT_TRUE(fit.fits) << fit.summary;
+  EXPECT_EQ(fit.grants[0][0].uuid, "GPU-1");
+}
+
+TEST_F(FitForBindTest, ThePodsOwnPolicyWinsOverTheDefault) {
+  auto node = state_.Node("n1");
+  ASSERT_TRUE(node.has_value());
+  core::PodRequest req = Sharing(30);
+  req.gpu_policy = core::GpuPolicy::kFragmentationAware;
+  core::FitResult fit = FitForBind(req, *node, state_, core::GpuPolicy::kSpread);
+  ASSERT_TRUE(fit.fits) << fit.summary;
+  EXPECT_EQ(fit.grants[0][0].uuid, "GPU-0");
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
