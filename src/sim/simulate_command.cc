@@ -54,15 +54,22 @@ std::string Resolve(const std::string& path) {
   return path;
 }
 
-Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
-  std::vector<uint64_t> seeds;
+// The non-empty items of a comma-separated flag value ("a,,b," → {"a", "b"}).
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> items;
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(',', start);
     if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
+    if (end > start) items.push_back(text.substr(start, end - start));
     start = end + 1;
-    if (item.empty()) continue;
+  }
+  return items;
+}
+
+Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  std::vector<uint64_t> seeds;
+  for (const std::string& item : SplitCommaList(text)) {
     const size_t dash = item.find('-');
     try {
       size_t used = 0;
@@ -88,13 +95,7 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 
 Result<std::vector<PlacementPolicy>> ParsePolicies(const std::string& text) {
   std::vector<PlacementPolicy> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    start = end + 1;
-    if (item.empty()) continue;
+  for (const std::string& item : SplitCommaList(text)) {
     if (item == "all") {
       for (auto p : core::AllPlacementPolicies()) out.push_back(p);
       continue;

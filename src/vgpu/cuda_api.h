@@ -24,6 +24,10 @@ typedef struct CUarray_st* CUarray;
 typedef struct CUmipmappedArray_st* CUmipmappedArray;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUlib_st* CUlibrary;
+typedef int CUjit_option;      // enum CUjit_option_enum
+typedef int CUlibraryOption;   // enum CUlibraryOption_enum (CUDA 12.0)
 typedef struct CUuuid_st {
   char bytes[16];
 } CUuuid;
@@ -218,6 +222,23 @@ CUresult cuArrayDestroy(CUarray array) FRACGPU_CU_API;
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                 unsigned int num_levels) FRACGPU_CU_API;
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) FRACGPU_CU_API;
+// Modules and libraries (cuda.h; cuLibrary* since CUDA 12.0).
+CUresult cuModuleLoad(CUmodule* module, const char* fname) FRACGPU_CU_API;
+CUresult cuModuleLoadData(CUmodule* module, const void* image) FRACGPU_CU_API;
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int num_options,
+                            CUjit_option* options, void** option_values) FRACGPU_CU_API;
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) FRACGPU_CU_API;
+CUresult cuModuleUnload(CUmodule module) FRACGPU_CU_API;
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options,
+                           void** jit_option_values, unsigned int num_jit_options,
+                           CUlibraryOption* library_options, void** library_option_values,
+                           unsigned int num_library_options) FRACGPU_CU_API;
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* file_name, CUjit_option* jit_options,
+                               void** jit_option_values, unsigned int num_jit_options,
+                               CUlibraryOption* library_options, void** library_option_values,
+                               unsigned int num_library_options) FRACGPU_CU_API;
+CUresult cuLibraryUnload(CUlibrary library) FRACGPU_CU_API;
+
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) FRACGPU_CU_API;
 CUresult cuMemFreeHost(void* p) FRACGPU_CU_API;
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) FRACGPU_CU_API;

@@ -24,6 +24,14 @@ void RecomputeSumsLocked(Region* r) {
   }
 }
 
+void ClearBreakdown(RegionSlot* slot) {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    slot->context_bytes[d].store(0, std::memory_order_relaxed);
+    slot->module_bytes[d].store(0, std::memory_order_relaxed);
+    slot->data_bytes[d].store(0, std::memory_order_relaxed);
+  }
+}
+
 bool InitMutex(pthread_mutex_t* m) {
   pthread_mutexattr_t attr;
   if (pthread_mutexattr_init(&attr) != 0) return false;
@@ -195,7 +203,9 @@ int RegionReapLocked(Region* r) noexcept {
       uint64_t cur = r->devices[d].used.load(std::memory_order_relaxed);
       r->devices[d].used.store(cur >= u ? cur - u : 0, std::memory_order_relaxed);
     }
+    ClearBreakdown(&slot);
     slot.pid = 0;
+    slot.host_pid = 0;
     slot.start_time = 0;
     slot.state.store(kSlotFree, std::memory_order_release);
     ++reaped;
@@ -222,6 +232,8 @@ RegionSlot* RegionClaimSlot(Region* r, pid_t pid, uint64_t start_time) noexcept 
   }
   if (found) {
     for (int d = 0; d < kMaxDevices; ++d) found->used[d].store(0, std::memory_order_relaxed);
+    ClearBreakdown(found);
+    found->host_pid = 0;
     found->pid = pid;
     found->start_time = start_time;
     found->state.store(kSlotActive, std::memory_order_release);
@@ -238,7 +250,9 @@ void RegionReleaseSlot(Region* r, RegionSlot* slot) noexcept {
       uint64_t cur = r->devices[d].used.load(std::memory_order_relaxed);
       r->devices[d].used.store(cur >= u ? cur - u : 0, std::memory_order_relaxed);
     }
+    ClearBreakdown(slot);
     slot->pid = 0;
+    slot->host_pid = 0;
     slot->state.store(kSlotFree, std::memory_order_release);
   }
   RegionUnlock(r);

@@ -4,11 +4,14 @@
 // Shared by libvgpu.so (writer), the monitor and `fracgpu inspect` (readers). Standalone:
 // only the C/C++ runtime and pthreads, no allocation, no exceptions.
 //
-// Layout version 1 (kRegionVersion). Any change to these structs must bump the version; a
-// reader refuses a file whose magic, version or sizes differ (RegionValidate).
+// Layout version 2 (kRegionVersion; /work/notes/region-v2.md). Any change to these structs must
+// bump the version; a reader refuses a file whose magic, version or sizes differ (RegionValidate).
+// Version 2 added RegionDevice::last_launch_ns, RegionSlot::host_pid and the per-slot breakdown
+// context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region layout").
 //
 // Invariants, under `lock` (a process-shared, robust pthread mutex inside the mapping):
 //   devices[d].used == Σ over active slots s of slots[s].used[d]
+//   slots[s].used[d] == context_bytes[d] + module_bytes[d] + data_bytes[d]  (active slots)
 //   devices[d].used <= limit(d) after every successful charge.
 // A process that dies holding `lock` makes the next locker get EOWNERDEAD; RegionLock then
 // recomputes every devices[d].used from the slots (the dead holder may have updated one
@@ -25,7 +28,7 @@
 namespace fracgpu::vgpu {
 
 inline constexpr uint32_t kRegionMagic = 0x52564746;  // "FGVR" little-endian
-inline constexpr uint32_t kRegionVersion = 1;
+inline constexpr uint32_t kRegionVersion = 2;
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxSlots = 256;
 inline constexpr int kUuidSize = 48;  ///< "GPU-" + 36 chars + NUL fits
@@ -40,8 +43,16 @@ struct RegionDevice {
   uint32_t sm_limit;           ///< percent 1..100; 0 = unlimited
   uint32_t flags;              ///< kDeviceFailClosed
   std::atomic<uint64_t> used;  ///< bytes charged by all active slots
+  /// CLOCK_MONOTONIC ns of the container's latest kernel launch on this device (any launch
+  /// path), 0 = never. Coarse: stamped at most every kLaunchStampPeriodNs per process, so the
+  /// launch path stays cheap; a reader's "seconds since last kernel" may be up to that late.
+  std::atomic<uint64_t> last_launch_ns;
   uint64_t reserved[8];        ///< for the SM limiter (utilisation, tokens)
 };
+
+/// Granularity of RegionDevice::last_launch_ns: a process re-stamps it only when its own
+/// previous stamp is older than this (ns).
+inline constexpr uint64_t kLaunchStampPeriodNs = 10'000'000;
 
 /// RegionSlot::state values.
 inline constexpr uint32_t kSlotFree = 0;
@@ -51,8 +62,17 @@ inline constexpr uint32_t kSlotActive = 1;
 struct RegionSlot {
   std::atomic<uint32_t> state;  ///< kSlotFree / kSlotActive
   int32_t pid;                  ///< in the container's PID namespace
+  /// The same process's PID as the host and NVML see it; 0 = not known yet. Equal to pid
+  /// when the process runs in the host's PID namespace (docs/sm-limiter.md "Host PIDs").
+  int32_t host_pid;
+  uint32_t pad;
   uint64_t start_time;          ///< clock ticks after boot (/proc/<pid>/stat field 22)
   std::atomic<uint64_t> used[kMaxDevices];  ///< bytes charged by this process per device
+  std::atomic<uint64_t> context_bytes[kMaxDevices];  ///< of used: CUDA context overhead
+  /// of used: loaded modules and libraries (cuModuleLoad*, cuLibraryLoad*)
+  std::atomic<uint64_t> module_bytes[kMaxDevices];
+  /// of used: allocations (cuMemAlloc*, pools, arrays, cuMemCreate, ...)
+  std::atomic<uint64_t> data_bytes[kMaxDevices];
   uint64_t reserved[16];                    ///< for the SM limiter (per-process launches)
 };
 
@@ -101,7 +121,7 @@ RegionError RegionOpen(const char* path, const RegionDevice* init, int init_coun
 /// Unmaps and closes. The slot, if any, must have been released first.
 void RegionClose(RegionHandle* handle) noexcept;
 
-/// Checks that `data` (`size` bytes, e.g. a file read by the monitor) is a version-1 region
+/// Checks that `data` (`size` bytes, e.g. a file read by the monitor) is a version-2 region
 /// this build understands: magic, version, region and slot sizes, device_count <= 16.
 /// Returns kOk or kBadLayout.
 RegionError RegionValidate(const void* data, size_t size) noexcept;

@@ -259,6 +259,19 @@ RegionSlot* EnsureSlot() {
   return g_slot.load(std::memory_order_acquire);
 }
 
+// The slot's breakdown field for `kind` on `dev` (region.h version 2).
+std::atomic<uint64_t>& Part(RegionSlot* slot, int dev, ChargeKind kind) {
+  switch (kind) {
+    case ChargeKind::kContext:
+      return slot->context_bytes[dev];
+    case ChargeKind::kModule:
+      return slot->module_bytes[dev];
+    case ChargeKind::kData:
+      break;
+  }
+  return slot->data_bytes[dev];
+}
+
 void MaybeReapLocked(Region* r) {
   uint64_t now = NowNs();
   if (now - r->last_reap_ns.load(std::memory_order_relaxed) >= 1000000000ull) RegionReapLocked(r);
@@ -331,7 +344,7 @@ int CurrentDeviceIndex(CUdevice* ordinal) noexcept {
   return DeviceIndexForOrdinal(dev);
 }
 
-CUresult Charge(int dev, uint64_t bytes) noexcept {
+CUresult Charge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
   if (dev < 0 || dev >= g_dev_count) return CUDA_ERROR_OUT_OF_MEMORY;
   DeviceState& d = g_dev[dev];
   if (d.fail_closed) {
@@ -357,19 +370,25 @@ CUresult Charge(int dev, uint64_t bytes) noexcept {
         static_cast<unsigned long long>(d.limit));
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  std::atomic<uint64_t>& part = Part(slot, dev, kind);
+  part.store(part.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   slot->used[dev].store(slot->used[dev].load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   r->devices[dev].used.store(used + bytes, std::memory_order_relaxed);
   RegionUnlock(r);
   return CUDA_SUCCESS;
 }
 
-void Uncharge(int dev, uint64_t bytes) noexcept {
+void Uncharge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
   if (dev < 0 || dev >= g_dev_count || bytes == 0) return;
   RegionSlot* slot = g_slot.load(std::memory_order_acquire);
   Region* r = g_region.region;
   if (!slot || !RegionLock(r)) return;
+  std::atomic<uint64_t>& part = Part(slot, dev, kind);
+  uint64_t have = part.load(std::memory_order_relaxed);
   uint64_t mine = slot->used[dev].load(std::memory_order_relaxed);
-  uint64_t take = bytes < mine ? bytes : mine;
+  uint64_t take = bytes < have ? bytes : have;
+  if (take > mine) take = mine;
+  part.store(have - take, std::memory_order_relaxed);
   slot->used[dev].store(mine - take, std::memory_order_relaxed);
   uint64_t used = r->devices[dev].used.load(std::memory_order_relaxed);
   r->devices[dev].used.store(used >= take ? used - take : 0, std::memory_order_relaxed);
@@ -393,6 +412,11 @@ const char* DeviceUuid(int dev) noexcept {
 uint64_t ProcessCharged(int dev) noexcept {
   RegionSlot* s = g_slot.load(std::memory_order_acquire);
   return s && dev >= 0 && dev < kMaxDevices ? s->used[dev].load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t ProcessCharged(int dev, ChargeKind kind) noexcept {
+  RegionSlot* s = g_slot.load(std::memory_order_acquire);
+  return s && dev >= 0 && dev < kMaxDevices ? Part(s, dev, kind).load(std::memory_order_relaxed) : 0;
 }
 
 uint64_t DeviceLimit(int dev) noexcept {

@@ -27,13 +27,19 @@ int DeviceIndexForOrdinal(CUdevice ordinal) noexcept;
 /// Returns kUnmanaged when there is no current context (the driver will report that itself).
 int CurrentDeviceIndex(CUdevice* ordinal) noexcept;
 
+/// What a charge pays for: the slot's breakdown field it lands in (region.h version 2,
+/// RegionSlot::context_bytes / module_bytes / data_bytes).
+enum class ChargeKind { kContext, kModule, kData };
+
 /// Charges `bytes` to device `dev` for this process if the container's total stays within the
 /// limit; otherwise (or if the device fails closed) returns CUDA_ERROR_OUT_OF_MEMORY and
-/// changes nothing. Dead processes' charges are reclaimed first when they are in the way, and
-/// at most once per second otherwise. Takes the region lock (robust); allocates nothing.
-CUresult Charge(int dev, uint64_t bytes) noexcept;
-/// Returns `bytes` of device `dev` (never below zero). Takes the region lock.
-void Uncharge(int dev, uint64_t bytes) noexcept;
+/// changes nothing. The bytes count in the slot's `used` and in the breakdown field of `kind`.
+/// Dead processes' charges are reclaimed first when they are in the way, and at most once per
+/// second otherwise. Takes the region lock (robust); allocates nothing.
+CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;
+/// Returns `bytes` of device `dev` charged as `kind` (never below zero: at most what this
+/// process holds of that kind). Takes the region lock.
+void Uncharge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;
 
 /// Container-wide bytes charged on `dev`, after reclaiming dead slots if a second passed.
 uint64_t DeviceUsed(int dev) noexcept;
@@ -41,6 +47,8 @@ uint64_t DeviceUsed(int dev) noexcept;
 const char* DeviceUuid(int dev) noexcept;
 /// Bytes this process has charged on `dev`.
 uint64_t ProcessCharged(int dev) noexcept;
+/// Bytes this process has charged on `dev` as `kind`.
+uint64_t ProcessCharged(int dev, ChargeKind kind) noexcept;
 /// Effective limit of `dev` in bytes (0 = unlimited).
 uint64_t DeviceLimit(int dev) noexcept;
 

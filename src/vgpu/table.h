@@ -16,6 +16,7 @@ enum class Kind : uint8_t {
   kVmmMap,     ///< cuMemMap VA; size mapped; aux = handle
   kArray,      ///< CUarray / CUmipmappedArray; size charged
   kContext,    ///< created context; size charged
+  kModule,     ///< CUmodule or CUlibrary handle; size charged (module_bytes); aux = 1 library
 };
 
 /// One record.

@@ -21,6 +21,9 @@
 //   api.ExpireHistory();                             // watches from older versions get 410
 //   api.DropWatches();                               // cut every open watch mid-stream
 //   api.SendBookmarks();                             // BOOKMARK to watches that asked for them
+//   api.SetTokens({{"tok-a", "system:serviceaccount:ns:a"}});  // bearer tokens → users (401 otherwise)
+//   api.SetPodAdmission(fn);                         // a mutating webhook on pod CREATE/UPDATE
+//   api.AuditLog();                                  // who did what, in RBAC terms
 //
 // Resource names: "nodes" (cluster-scoped), "pods", "leases", "events" (namespaced).
 // Thread-safe.
@@ -53,6 +56,39 @@ struct RecordedRequest {
   std::string query;  ///< raw "a=b&c=d"
   std::string body;
   std::string content_type;
+};
+
+/// One request in Kubernetes authorization terms (what RBAC would be asked to allow), as the
+/// API server's authorizer sees it (kubernetes.io/docs/reference/access-authn-authz/authorization/
+/// "Determine the request verb"): GET on an object = get, on a collection = list, with
+/// watch=true = watch; POST = create; PUT = update; PATCH = patch; DELETE = delete.
+struct AuditRecord {
+  std::string user;         ///< from the bearer token; "system:anonymous" without one
+  std::string verb;         ///< get | list | watch | create | update | patch | delete
+  std::string api_group;    ///< "" for the core group, "coordination.k8s.io" for leases
+  std::string resource;     ///< nodes | pods | leases | events (or the unknown path segment)
+  std::string subresource;  ///< binding | status | ""
+  std::string ns;           ///< namespace ("" for cluster-scoped or all-namespace requests)
+  std::string name;         ///< object name ("" for collections and creates)
+  int code = 0;             ///< HTTP status answered
+};
+
+/// What the API server sends a mutating admission webhook for a pod (wire-apis.md §5.1).
+struct AdmissionCall {
+  std::string operation;    ///< "CREATE" | "UPDATE"
+  std::string user;         ///< userInfo.username (the caller's identity)
+  std::string ns;           ///< request.namespace
+  std::string name;         ///< request.name ("" on CREATE with generateName)
+  nlohmann::json object;    ///< the incoming object
+  nlohmann::json old_object;  ///< the stored object on UPDATE; null on CREATE
+};
+
+/// The webhook's answer (wire-apis.md §5.2).
+struct AdmissionVerdict {
+  bool allowed = true;
+  int code = 403;           ///< status.code when denied
+  std::string message;      ///< status.message when denied
+  nlohmann::json patch;     ///< RFC 6902 array to apply when allowed; null = none
 };
 
 /// The fake API server. Starts listening in the constructor; stops in the destructor.
@@ -106,7 +142,24 @@ class FakeApiServer {
   /// Sends a BOOKMARK with the current resourceVersion to every watch that allowed them.
   void SendBookmarks();
 
+  // ---- authentication and admission ----
+
+  /// Maps bearer tokens to user names. When non-empty, a request without a known token gets
+  /// 401 Unauthorized (and is audited as "system:anonymous"); when empty (the default), every
+  /// request is served as "system:anonymous".
+  void SetTokens(std::map<std::string, std::string> token_to_user);
+  /// Installs a mutating admission webhook for pods, called (outside the store lock) on HTTP
+  /// POST to pods, PUT and PATCH of a pod (not the status or binding subresources), with the
+  /// object as it would be stored. A denial answers the caller with `code` and a Status
+  /// "admission webhook denied the request: <message>"; a patch is applied before storing
+  /// (a patch that does not apply gives 500). Direct store access (Put, Patch) bypasses it.
+  /// Empty function = none.
+  void SetPodAdmission(std::function<AdmissionVerdict(const AdmissionCall&)> webhook);
+
   // ---- observation ----
+
+  /// Every request served so far in authorization terms, in order of arrival.
+  std::vector<AuditRecord> AuditLog() const;
 
   /// Every request received so far, in order.
   std::vector<RecordedRequest> Requests() const;
@@ -154,6 +207,9 @@ class FakeApiServer {
   bool stopping_ = false;
   std::vector<Failure> failures_;
   std::vector<RecordedRequest> requests_;
+  std::vector<AuditRecord> audit_;
+  std::map<std::string, std::string> tokens_;
+  std::function<AdmissionVerdict(const AdmissionCall&)> admission_;
 };
 
 }  // namespace fracgpu::fakes
