@@ -2,19 +2,32 @@
 // and the resident memory the cluster state takes at 5,000 nodes (issue 6). A CLI that prints
 // a table. The nodes are half loaded (a pod of 20 GiB on every other GPU) so fit does real
 // work; the pod asks for one 30,000 MiB slice with 30 % of the SMs, which fits on most nodes.
+//
+//   bench_filter [requests per size, default 300]
+//
+// Besides wall-clock latency (noisy on a shared machine: the 1-minute load average is
+// printed with it) it reports CPU time, which load inflates far less: srv_cpu is the handler
+// thread's CPU time per request (decode + filter + reply, not the socket I/O), srv_decode its
+// decode part, proc_cpu the whole process's CPU per request (client and server, HTTP
+// included), and the in-process medians (no HTTP, warm caches) of decode, filter and both.
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/annotations.h"
 #include "core/codec.h"
 #include "http/server.h"
 #include "scheduler/extender.h"
 #include "scheduler/extender_args.h"
+#include "scheduler/service.h"
 #include "scheduler/state.h"
 
 namespace {
@@ -31,6 +44,17 @@ long RssKiB() {
   return 0;
 }
 
+double CpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 void Populate(scheduler::ClusterState& state, int nodes) {
   for (int n = 0; n < nodes; ++n) {
     std::string name = "node-" + std::to_string(n);
@@ -44,14 +68,14 @@ void Populate(scheduler::ClusterState& state, int nodes) {
       d.numa = g / 4;
       devices.push_back(d);
     }
-    json node = {{"metadata", {{"name", name}, {"annotations", {{scheduler::kAnnotationRegister, core::EncodeNodeRegister(devices)}}}}},
+    json node = {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
                  {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
     (void)state.UpsertNode(node);
     for (int g = 0; g < 8; g += 2) {
       json pod = {{"metadata", {{"name", name + "-p" + std::to_string(g)}, {"namespace", "bench"},
                                 {"uid", name + "-u" + std::to_string(g)},
-                                {"annotations", {{scheduler::kAnnotationVgpuNode, name},
-                                                 {scheduler::kAnnotationAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
+                                {"annotations", {{core::kAnnotationVgpuNode, name},
+                                                 {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
                   {"status", {{"phase", "Running"}}}};
       (void)state.UpsertPod(pod);
     }
@@ -60,8 +84,20 @@ void Populate(scheduler::ClusterState& state, int nodes) {
 
 }  // namespace
 
-int main() {
-  std::printf("%-8s %-6s %10s %10s %10s %12s\n", "nodes", "gpus", "p50_ms", "p99_ms", "max_ms", "state_MiB");
+int main(int argc, char** argv) {
+  // As `fracgpu scheduler` does (see TuneMallocForRequests); BENCH_FILTER_DEFAULT_MALLOC=1
+  // keeps glibc's defaults, to measure what the setting is worth.
+  const bool tuned = std::getenv("BENCH_FILTER_DEFAULT_MALLOC") == nullptr;
+  if (tuned) scheduler::TuneMallocForRequests();
+  int requests = argc > 1 ? std::max(50, std::atoi(argv[1])) : 300;
+  double load[1] = {0};
+  if (getloadavg(load, 1) != 1) load[0] = -1;
+  std::printf("load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s\n", load[0],
+              requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults");
+  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus", "p50_ms", "p99_ms",
+              "max_ms", "state_MiB", "srv_cpu", "srv_decode", "proc_cpu", "decode", "filter", "total", "reply_KiB");
+  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "", "", "", "", "us/req", "us/req",
+              "us/req", "us(med)", "us(med)", "us(med)", "");
   for (int nodes : {1000, 5000}) {
     long rss0 = RssKiB();
     scheduler::ClusterState state;
@@ -69,10 +105,20 @@ int main() {
     long rss1 = RssKiB();
     scheduler::Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
     http::Server server({});
+    std::atomic<int64_t> handler_cpu_ns{0}, decode_cpu_ns{0};  // summed over the measured requests
+    std::atomic<bool> measuring{false};
     server.Route("POST", "/filter", [&](const http::Request& r) {
+      double c0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
       auto args = scheduler::DecodeExtenderArgs(r.body);
       if (!args.ok()) return http::Response::Error(400, args.status().message());
-      return http::Response::Json(200, extender.Filter(*args));
+      double c1 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+      http::Response res = http::Response::Text(200, extender.Filter(*args), "application/json");
+      double c2 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+      if (measuring) {
+        decode_cpu_ns += static_cast<int64_t>((c1 - c0) * 1e9);
+        handler_cpu_ns += static_cast<int64_t>((c2 - c0) * 1e9);
+      }
+      return res;
     });
     if (!server.Start().ok()) return 1;
     json names = json::array();
@@ -81,12 +127,33 @@ int main() {
                 {"spec", {{"containers", {{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"},
                   {"nvidia.com/gpumem", "30000"}, {"nvidia.com/gpucores", "30"}}}}}}}}}}};
     std::string body = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
+
+    // In-process stage breakdown (no HTTP).
+    std::vector<double> t_decode, t_filter, t_total;
+    size_t reply_bytes = 0;
+    for (int i = 0; i < 60; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto args = scheduler::DecodeExtenderArgs(body);
+      auto t1 = std::chrono::steady_clock::now();
+      std::string reply = extender.Filter(*args);
+      auto t2 = std::chrono::steady_clock::now();
+      reply_bytes = reply.size();
+      t_decode.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      t_filter.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+      t_total.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+    }
+
     httplib::Client client("127.0.0.1", server.port());
     client.set_keep_alive(true);
     client.set_tcp_nodelay(true);  // as Go's net/http (kube-scheduler) does
     std::vector<double> ms;
     size_t fit_nodes = 0;
-    for (int i = 0; i < 300; ++i) {
+    double proc0 = 0;
+    for (int i = 0; i < requests + 20; ++i) {
+      if (i == 20) {
+        measuring = true;
+        proc0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+      }
       auto t0 = std::chrono::steady_clock::now();
       auto res = client.Post("/filter", body, "application/json");
       auto t1 = std::chrono::steady_clock::now();
@@ -94,11 +161,16 @@ int main() {
       if (i == 0) fit_nodes = json::parse(res->body)["NodeNames"].size();
       if (i >= 20) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());  // warm-up excluded
     }
+    double proc_cpu = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - proc0;
     std::sort(ms.begin(), ms.end());
     auto pct = [&](double p) { return ms[static_cast<size_t>(p * static_cast<double>(ms.size() - 1))]; };
-    std::printf("%-8d %-6d %10.3f %10.3f %10.3f %12.1f   (%zu nodes fit)\n", nodes, nodes * 8, pct(0.5), pct(0.99),
-                ms.back(), static_cast<double>(rss1 - rss0) / 1024.0, fit_nodes);
+    double n = static_cast<double>(ms.size());
+    std::printf("%-6d %-6d %8.3f %8.3f %8.3f %10.1f %10.0f %10.0f %10.0f %9.0f %9.0f %9.0f %10.1f   (%zu nodes fit, body %.1f KiB)\n",
+                nodes, nodes * 8, pct(0.5), pct(0.99), ms.back(), static_cast<double>(rss1 - rss0) / 1024.0,
+                static_cast<double>(handler_cpu_ns.load()) / n * 1e-3, static_cast<double>(decode_cpu_ns.load()) / n * 1e-3, proc_cpu / n * 1e6, Median(t_decode), Median(t_filter), Median(t_total),
+                static_cast<double>(reply_bytes) / 1024.0, fit_nodes, static_cast<double>(body.size()) / 1024.0);
     server.Stop();
   }
+  if (getloadavg(load, 1) == 1) std::printf("load average (1 min) at end: %.2f\n", load[0]);
   return 0;
 }

@@ -109,91 +109,83 @@ const char* KindName(int kind) {
   return names[kind];
 }
 
-void Finish(benchmark::State& state, int nodes, int fit) {
+// Items and the nodes/s rate for one pass over `nodes` nodes per iteration.
+void CountNodes(benchmark::State& state, int64_t nodes) {
   state.SetItemsProcessed(state.iterations() * nodes);
   state.counters["nodes/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * nodes, benchmark::Counter::kIsRate);
-  state.counters["fit%"] = 100.0 * fit / nodes;
-  state.SetLabel(KindName(static_cast<int>(state.range(1))));
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(nodes), benchmark::Counter::kIsRate);
 }
+
+// What every pod family starts from, built from the benchmark's arguments (range(0) = nodes,
+// range(1) = PodKind): the cluster, the pod, its type-verdict cache and the fit options.
+// Not copyable: `options.type_cache` points at `cache`, which points at `pod`.
+struct PodSetup {
+  PodSetup(const benchmark::State& state, bool want_reasons)
+      : nodes(Cluster(static_cast<int>(state.range(0)))), pod(MakePod(static_cast<int>(state.range(1)))), cache(pod) {
+    options.want_reasons = want_reasons;
+    options.type_cache = &cache;
+  }
+  PodSetup(const PodSetup&) = delete;
+  PodSetup& operator=(const PodSetup&) = delete;
+
+  // Counters and label of a finished run; `fit` = nodes that fit in the last iteration.
+  void Finish(benchmark::State& state, int fit) const {
+    const int n = static_cast<int>(nodes.size());
+    CountNodes(state, n);
+    state.counters["fit%"] = 100.0 * fit / n;
+    state.SetLabel(KindName(static_cast<int>(state.range(1))));
+  }
+
+  const std::vector<NodeState>& nodes;
+  const PodRequest pod;
+  TypeVerdictCache cache;
+  FitOptions options;
+};
 
 // Fits(): the allocation-free predicate (simulator, /filter without reasons).
 void BM_Fits(benchmark::State& state) {
-  const auto& nodes = Cluster(static_cast<int>(state.range(0)));
-  const PodRequest pod = MakePod(static_cast<int>(state.range(1)));
-  TypeVerdictCache cache(pod);
-  FitOptions opt;
-  opt.want_reasons = false;
-  opt.type_cache = &cache;
+  PodSetup s(state, /*want_reasons=*/false);
   int fit = 0;
   for (auto _ : state) {
     fit = 0;
-    for (const NodeState& node : nodes) fit += Fits(pod, node, opt);
+    for (const NodeState& node : s.nodes) fit += Fits(s.pod, node, s.options);
     benchmark::DoNotOptimize(fit);
   }
-  Finish(state, static_cast<int>(nodes.size()), fit);
+  s.Finish(state, fit);
 }
 
-// Fit() with grants but without reasons.
-void BM_FitNoReasons(benchmark::State& state) {
-  const auto& nodes = Cluster(static_cast<int>(state.range(0)));
-  const PodRequest pod = MakePod(static_cast<int>(state.range(1)));
-  TypeVerdictCache cache(pod);
-  FitOptions opt;
-  opt.want_reasons = false;
-  opt.type_cache = &cache;
+// Fit() with grants on every node; with `want_reasons`, also per-GPU reasons and the summary
+// string for every node that does not fit (the extender's /filter with FailedNodes).
+void RunFit(benchmark::State& state, bool want_reasons) {
+  PodSetup s(state, want_reasons);
   int fit = 0;
   for (auto _ : state) {
     fit = 0;
-    for (const NodeState& node : nodes) {
-      FitResult r = Fit(pod, node, opt);
+    for (const NodeState& node : s.nodes) {
+      FitResult r = Fit(s.pod, node, s.options);
       fit += r.fits;
       benchmark::DoNotOptimize(r);
     }
   }
-  Finish(state, static_cast<int>(nodes.size()), fit);
+  s.Finish(state, fit);
 }
-
-// Fit() with grants and, for every node that does not fit, per-GPU reasons and the summary
-// string (the extender's /filter with FailedNodes).
-void BM_FitWithReasons(benchmark::State& state) {
-  const auto& nodes = Cluster(static_cast<int>(state.range(0)));
-  const PodRequest pod = MakePod(static_cast<int>(state.range(1)));
-  TypeVerdictCache cache(pod);
-  FitOptions opt;
-  opt.want_reasons = true;
-  opt.type_cache = &cache;
-  int fit = 0;
-  for (auto _ : state) {
-    fit = 0;
-    for (const NodeState& node : nodes) {
-      FitResult r = Fit(pod, node, opt);
-      fit += r.fits;
-      benchmark::DoNotOptimize(r);
-    }
-  }
-  Finish(state, static_cast<int>(nodes.size()), fit);
-}
+void BM_FitNoReasons(benchmark::State& state) { RunFit(state, false); }
+void BM_FitWithReasons(benchmark::State& state) { RunFit(state, true); }
 
 // /filter + /prioritize as the extender would run them: Fits() on every node, NodeScore on
 // those that fit, PriorityScores to 0–10, ChooseNode, then Fit() with grants on the chosen one.
 void BM_FilterScoreChoose(benchmark::State& state) {
-  const auto& nodes = Cluster(static_cast<int>(state.range(0)));
-  const PodRequest pod = MakePod(static_cast<int>(state.range(1)));
-  TypeVerdictCache cache(pod);
-  FitOptions opt;
-  opt.want_reasons = false;
-  opt.type_cache = &cache;
+  PodSetup s(state, /*want_reasons=*/false);
   std::vector<const NodeState*> fitting;
   std::vector<float> scores;
-  fitting.reserve(nodes.size());
-  scores.reserve(nodes.size());
+  fitting.reserve(s.nodes.size());
+  scores.reserve(s.nodes.size());
   int fit = 0;
   for (auto _ : state) {
     fitting.clear();
     scores.clear();
-    for (const NodeState& node : nodes) {
-      if (Fits(pod, node, opt)) {
+    for (const NodeState& node : s.nodes) {
+      if (Fits(s.pod, node, s.options)) {
         fitting.push_back(&node);
         scores.push_back(NodeScore(node));
       }
@@ -201,12 +193,12 @@ void BM_FilterScoreChoose(benchmark::State& state) {
     std::vector<int64_t> priorities = PriorityScores(NodePolicy::kBinpack, scores);
     benchmark::DoNotOptimize(priorities);
     if (!fitting.empty()) {
-      FitResult r = Fit(pod, *fitting[ChooseNode(NodePolicy::kBinpack, scores)], opt);
+      FitResult r = Fit(s.pod, *fitting[ChooseNode(NodePolicy::kBinpack, scores)], s.options);
       benchmark::DoNotOptimize(r);
     }
     fit = static_cast<int>(fitting.size());
   }
-  Finish(state, static_cast<int>(nodes.size()), fit);
+  s.Finish(state, fit);
 }
 
 // NodeScore alone over every node (the /prioritize scoring cost).
@@ -217,9 +209,7 @@ void BM_NodeScore(benchmark::State& state) {
     for (size_t i = 0; i < nodes.size(); ++i) scores[i] = NodeScore(nodes[i]);
     benchmark::DoNotOptimize(scores.data());
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(nodes.size()));
-  state.counters["nodes/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * nodes.size(), benchmark::Counter::kIsRate);
+  CountNodes(state, static_cast<int64_t>(nodes.size()));
 }
 
 void PodArgs(benchmark::internal::Benchmark* b) {

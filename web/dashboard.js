@@ -34,10 +34,12 @@ function gpuCard(g) {
   badges.append(el('span', { class: 'badge' }, `${g.used}/${g.count} slices`));
   const slices = g.slices.length
     ? el('table', { class: 'slices' },
-        el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory MiB', 'Cores %'].map((h) => el('th', { scope: 'col' }, h)))),
+        el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, ...g.slices.map((s) =>
-          el('tr', {}, el('td', {}, s.pod), el('td', {}, s.namespace), el('td', {}, String(s.mem_mib)),
-             el('td', {}, s.cores === 0 ? '0 (shared)' : String(s.cores))))))
+          el('tr', {}, el('td', {}, s.pod), el('td', {}, s.namespace), el('td', {}, `${s.mem_mib.toLocaleString()} MiB`),
+             // cores 0: no SM limit, the card's cores are time-shared (CONTRACT.md §1).
+             el('td', { title: s.cores === 0 ? 'no SM limit: time-shared' : 'SM share' },
+                s.cores === 0 ? 'shared' : `${s.cores} %`)))))
     : el('p', { class: 'help' }, 'No slices.');
   return el('article', { class: 'gpu', 'aria-label': `GPU ${g.index} ${g.uuid}` },
     el('h4', {}, `#${g.index} ${g.type}`, badges),
@@ -62,7 +64,8 @@ function render() {
     if (n.unschedulable) head.append(el('span', { class: 'badge no' }, 'node cordoned'));
     if (!n.gpu_ready) head.append(el('span', { class: 'badge' }, 'no GPUs registered'));
     out.push(el('section', { class: 'card node', 'aria-label': `Node ${n.name}` }, head,
-                el('div', { class: 'gpus' }, ...shown.map(gpuCard))));
+                n.gpu_ready ? el('div', { class: 'gpus' }, ...shown.map(gpuCard))
+                            : el('p', { class: 'help' }, 'No fracgpu device plugin has registered GPUs on this node.')));
   }
   $('nodes').replaceChildren(...out);
   const t = data.totals;

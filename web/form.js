@@ -135,6 +135,17 @@ async function loadNotebooks() {
       tbody.replaceChildren();
       return;
     }
+    if (body.notebooks.length === 0) {
+      const td = document.createElement('td');
+      td.colSpan = 4;
+      td.className = 'help';
+      td.textContent = `No notebooks in ${ns} yet.`;
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      tr.append(td);
+      tbody.replaceChildren(tr);
+      return;
+    }
     tbody.replaceChildren(...body.notebooks.map((nb) => {
       const tr = document.createElement('tr');
       const gpu = Object.entries(nb.limits).filter(([k]) => k.startsWith('nvidia.com/'))
@@ -182,6 +193,7 @@ function fill(select, values, labelOf = (v) => v) {
     const o = document.createElement('option');
     o.value = typeof v === 'string' ? v : v.uuid;
     o.textContent = labelOf(v);
+    o.title = o.textContent;  // the whole label when the list is narrower than it
     return o;
   }));
 }
@@ -193,7 +205,7 @@ async function init() {
     fill($('image'), o.images ?? []);
     fill($('use-types'), o.gpu_types ?? []);
     fill($('nouse-types'), o.gpu_types ?? []);
-    const gpuLabel = (g) => `${g.node} #${g.index} ${g.type} (${g.uuid})`;
+    const gpuLabel = (g) => `${g.node} #${g.index} ${g.type.replace(/^NVIDIA-/, '')} — ${g.uuid}`;
     fill($('use-uuids'), o.gpus ?? [], gpuLabel);
     fill($('nouse-uuids'), o.gpus ?? [], gpuLabel);
     $('user').textContent = o.user ? `Signed in as ${o.user}` : `Not signed in (no ${o.user_header} header)`;

@@ -22,6 +22,9 @@ namespace {
 
 constexpr const char* kLimitsContainerPath = "/etc/fracgpu/limits.env";
 constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
+// Where libvgpu.so looks for the per-GPU node files that carry priority between containers
+// (compiled into libvgpu.so: src/vgpu/sm_limiter.cc, docs/sm-limiter.md "Priority").
+constexpr const char* kNodeDirContainerPath = "/run/fracgpu/node";
 constexpr const char* kRegionFileName = "region.cache";
 
 bool Blank(const core::ContainerGrants& g) { return g.empty(); }
@@ -114,10 +117,13 @@ Allocator::Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* cloc
 Status Allocator::PrepareHostFiles() {
   fs::path vgpu = fs::path(options_.hook_path) / "vgpu";
   std::error_code ec;
-  for (const char* sub : {"containers", "limits"}) {
+  for (const char* sub : {"containers", "limits", "node"}) {
     fs::create_directories(vgpu / sub, ec);
     if (ec) return Internal("cannot create " + (vgpu / sub).string() + ": " + ec.message());
   }
+  // Every container's processes (any user) create and map per-GPU files in the node directory.
+  fs::permissions(vgpu / "node", fs::perms::all, ec);
+  if (ec) return Internal("cannot chmod " + (vgpu / "node").string() + ": " + ec.message());
   std::string want = (vgpu / "libvgpu.so").string() + "\n";
   fs::path preload = vgpu / "ld.so.preload";
   std::ifstream in(preload);
@@ -301,6 +307,7 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   if (!disable_control) a.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
   a.mounts.push_back({vgpu.string(), region.string(), false});
   a.mounts.push_back({kLimitsContainerPath, limits.string(), true});
+  a.mounts.push_back({kNodeDirContainerPath, (vgpu / "node").string(), false});
   return a;
 }
 

@@ -31,8 +31,9 @@ struct AllocatorOptions {
   /// spec.schedulerName a pod must carry to be served.
   std::string scheduler_name = "fracgpu-scheduler";
   /// HOOK_PATH: host directory whose `vgpu/` holds libvgpu.so, ld.so.preload, the per-container
-  /// region directories (`vgpu/containers/<pod UID>_<container>`) and limits files
-  /// (`vgpu/limits/<pod UID>_<container>.env`). The plugin sees it at the same path.
+  /// region directories (`vgpu/containers/<pod UID>_<container>`), limits files
+  /// (`vgpu/limits/<pod UID>_<container>.env`) and the node directory (`vgpu/node`). The
+  /// plugin sees it at the same path.
   std::string hook_path = "/usr/local";
   /// Serve decisions without a signature (a cluster still on HAMi's scheduler). Such pods are
   /// only served when the node lock names them.
@@ -91,8 +92,9 @@ class Allocator {
   std::vector<std::vector<std::string>> PreferredAllocation(const std::vector<PreferredRequest>& requests);
 
   /// Writes `<hook>/vgpu/ld.so.preload` (one line: the container path of libvgpu.so) when its
-  /// content differs, and creates the region and limits directories. Errors: kInternal naming
-  /// the path.
+  /// content differs, and creates the region and limits directories and the node directory
+  /// `<hook>/vgpu/node` (mode 0777; mounted read-write at /run/fracgpu/node in every container
+  /// for libvgpu.so's per-GPU priority files). Errors: kInternal naming the path.
   Status PrepareHostFiles();
 
   const AllocatorOptions& options() const { return options_; }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include <sys/socket.h>
 
@@ -179,12 +180,39 @@ Status Server::Start() {
     return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
   }
   if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  {
+    std::lock_guard<std::mutex> lock(listen_mu_);
+    listen_returned_ = false;
+  }
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    {
+      std::lock_guard<std::mutex> lock(listen_mu_);
+      listen_returned_ = true;
+    }
+    listen_cv_.notify_all();
+  });
+  WaitUntilListening();
   return Status::Ok();
+}
+
+// cpp-httplib 0.11 sets is_running() only once listen_after_bind() has entered its accept
+// loop, and Server::stop() does nothing while is_running() is false
+// (yhirose/cpp-httplib#1371, #1645). A Stop() that lands in that window is lost and the
+// accept() blocks forever, so Stop()'s join hangs (this is what hung
+// ExtenderTest.RestartRebuildsTheSameUsage: a service stopped right after its start).
+// httplib 0.11 has no readiness hook (wait_until_ready() came later), so poll is_running()
+// in 1 ms steps; it turns true within one scheduling quantum of the thread starting.
+void Server::WaitUntilListening() {
+  std::unique_lock<std::mutex> lock(listen_mu_);
+  while (!listen_returned_ && !server_->is_running()) {
+    listen_cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
 }
 
 void Server::Stop() {
   if (!server_) return;
+  WaitUntilListening();
   server_->stop();
   if (thread_.joinable()) thread_.join();
   server_.reset();

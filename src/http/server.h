@@ -15,9 +15,11 @@
 // the limit; unknown paths 404; a handler that throws gets 500 (never a crash).
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -88,11 +90,12 @@ class Server {
   void Route(const std::string& method, const std::string& path, Handler handler);
   /// Routes `method` on every path starting with `prefix` (longest exact route wins first).
   void RoutePrefix(const std::string& method, const std::string& prefix, Handler handler);
-  /// Loads the certificate (if any), binds and starts serving on a background thread.
+  /// Loads the certificate (if any), binds and starts serving on a background thread;
+  /// returns once the accept loop runs, so a Stop() right after it cannot be lost.
   /// Errors: kInvalidArgument (unreadable or mismatched certificate/key, naming the file),
   /// kUnavailable (cannot bind host:port).
   Status Start();
-  /// Stops serving and joins the thread; idempotent.
+  /// Stops serving and joins the thread; idempotent; safe at any time after Start().
   void Stop();
   /// The bound port (after Start()).
   int port() const { return port_; }
@@ -106,11 +109,16 @@ class Server {
 
  private:
   Response Dispatch(const Request& req) const;
+  /// Blocks until httplib's accept loop is running (or has already returned).
+  void WaitUntilListening();
 
   ServerOptions options_;
   std::unique_ptr<CertStore> certs_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::mutex listen_mu_;
+  std::condition_variable listen_cv_;
+  bool listen_returned_ = false;  ///< listen_after_bind() returned (guarded by listen_mu_)
   int port_ = 0;
   std::map<std::pair<std::string, std::string>, Handler> exact_;
   std::vector<std::tuple<std::string, std::string, Handler>> prefix_;

@@ -6,16 +6,28 @@
 
 namespace fracgpu::k8s {
 
+// The callbacks run outside the lock (a callback may take other locks), but waking_ stays set
+// until they have returned: without it, a Watch that ends on its own while Stop() is between
+// taking its callback and running it would Unregister (a no-op), free its curl multi handle
+// and return, and the callback would then write to a dead stack frame and call
+// curl_multi_wakeup on a freed handle (whose wake-up descriptor may already belong to someone
+// else).
 void StopSignal::Stop() {
   std::map<int64_t, std::function<void()>> wakers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
     stopped_ = true;
+    waking_ = true;
     wakers.swap(wakers_);
   }
   cv_.notify_all();
   for (auto& [id, wake] : wakers) wake();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waking_ = false;
+  }
+  cv_.notify_all();
 }
 
 bool StopSignal::stopped() const {
@@ -41,8 +53,10 @@ int64_t StopSignal::OnStop(std::function<void()> wake) {
 }
 
 void StopSignal::Unregister(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   wakers_.erase(id);
+  // Bounded by the callbacks themselves (a flag store and curl_multi_wakeup).
+  cv_.wait(lock, [this] { return !waking_; });
 }
 
 std::chrono::system_clock::time_point RealClock::Now() { return std::chrono::system_clock::now(); }

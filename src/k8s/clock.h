@@ -24,14 +24,18 @@ class StopSignal {
   /// Blocks up to `duration` or until Stop(); returns true when stopped.
   bool WaitFor(std::chrono::nanoseconds duration);
   /// Registers a callback run (once) by Stop(); runs it at once if already stopped.
-  /// Returns an id for Unregister.
+  /// Returns an id for Unregister. The callback must not call Unregister.
   int64_t OnStop(std::function<void()> wake);
+  /// Removes a callback. When Stop() is running callbacks at that moment, waits until they
+  /// have returned, so after Unregister() no callback can touch what the caller frees next
+  /// (Client::Watch's curl handles and stack flag).
   void Unregister(int64_t id);
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
+  bool waking_ = false;  ///< Stop() is running the callbacks it took out of wakers_
   int64_t next_id_ = 0;
   std::map<int64_t, std::function<void()>> wakers_;
 };

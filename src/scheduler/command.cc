@@ -85,6 +85,7 @@ int Run(const Flags& f) {
     spdlog::error("{}", client.status().ToString());
     return 1;
   }
+  scheduler::TuneMallocForRequests();  // before the server's threads start
   scheduler::SchedulerService service(o, client->get());
   if (Status st = service.Start(); !st.ok()) {
     spdlog::error("{}", st.ToString());

@@ -30,9 +30,9 @@ void EventRecorder::Record(const nlohmann::json& object, const std::string& type
   cv_.notify_one();
 }
 
-void EventRecorder::Flush() {
+bool EventRecorder::Flush(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  return idle_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; });
 }
 
 int64_t EventRecorder::dropped() const {

@@ -4,6 +4,7 @@
 // round trip never adds to /filter latency. The queue is bounded (events past it are dropped
 // and counted). Thread-safe.
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -25,8 +26,9 @@ class EventRecorder {
   /// Queues an event about `object` (type "Normal" or "Warning").
   void Record(const nlohmann::json& object, const std::string& type, const std::string& reason,
               const std::string& message);
-  /// Blocks until every queued event was posted (tests).
-  void Flush();
+  /// Blocks until every queued event was posted, or `timeout`; returns whether the queue
+  /// drained (tests).
+  bool Flush(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   int64_t dropped() const;
 
  private:

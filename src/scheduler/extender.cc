@@ -1,5 +1,7 @@
 #include "scheduler/extender.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
@@ -19,6 +21,37 @@ core::FitOptions FitOptionsFor(const core::PodRequest& req, const ExtenderConfig
   o.want_reasons = reasons;
   o.default_gpu_policy = req.gpu_policy.value_or(config.default_gpu_policy);
   return o;
+}
+
+// Appends `s` as a JSON string literal (RFC 8259 §7), escaping as nlohmann::json's dump()
+// does: '"', '\\', the two-letter control escapes and \u00XX for the other control bytes;
+// other bytes as they are (the strings here come from the validated request, or are ours, so
+// they are valid UTF-8). Hand-written because the reply of /filter is built without a DOM.
+void AppendJsonString(std::string& out, std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
+  out += '"';
+  size_t run = 0;  // start of the current run of bytes needing no escape
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
 }
 
 }  // namespace
@@ -42,24 +75,41 @@ void Extender::Count(const std::string& result) const {
   if (metrics_ != nullptr) metrics_->Add("fracgpu_binds_total", {{"result", result}});
 }
 
-json Extender::Filter(const ExtenderArgs& args) const {
-  json failed = json::object();
-  json fit = json::array();
+std::string Extender::Filter(const ExtenderArgs& args) const {
   auto req = core::ParsePodRequest(args.pod, config_.names);
   if (!req.ok()) {
-    return {{"NodeNames", nullptr}, {"FailedNodes", failed}, {"Error", req.status().message()}};
+    std::string out = R"({"NodeNames":null,"FailedNodes":{},"Error":)";
+    AppendJsonString(out, req.status().message());
+    out += '}';
+    return out;
   }
+  size_t names_bytes = 0;
+  for (const auto& n : args.node_names) names_bytes += n.size() + 3;
   if (!req->UsesGpu()) {
-    return {{"NodeNames", args.node_names}, {"FailedNodes", failed}, {"Error", ""}};
+    std::string out;
+    out.reserve(names_bytes + 64);
+    out += R"({"NodeNames":[)";
+    for (size_t i = 0; i < args.node_names.size(); ++i) {
+      if (i > 0) out += ',';
+      AppendJsonString(out, args.node_names[i]);
+    }
+    out += R"(],"FailedNodes":{},"Error":""})";
+    return out;
   }
+  static const std::string kNoGpus =
+      "node has no fracgpu GPUs registered (hami.io/node-nvidia-register) or allocatable is 0";
   core::FitOptions fast = FitOptionsFor(*req, config_, false);
   core::TypeVerdictCache types(*req);
   fast.type_cache = &types;
+  const core::FitOptions with_reasons = FitOptionsFor(*req, config_, true);
   // A pod being re-filtered after a failed bind may still hold an assumed allocation.
   auto own = state_->Allocation(k8s::Uid(args.pod));
+  std::vector<const std::string*> fit;
+  fit.reserve(args.node_names.size());
+  std::vector<std::pair<const std::string*, std::string>> failed;  // name, reason ("" = kNoGpus)
   state_->ForEachNode(args.node_names, [&](const std::string& name, const core::NodeState* node) {
     if (node == nullptr) {
-      failed[name] = "node has no fracgpu GPUs registered (hami.io/node-nvidia-register) or allocatable is 0";
+      failed.emplace_back(&name, std::string());
       return;
     }
     const core::NodeState* view = node;
@@ -70,21 +120,48 @@ json Extender::Filter(const ExtenderArgs& args) const {
       view = &without_own;
     }
     if (core::Fits(*req, *view, fast)) {
-      fit.push_back(name);
+      fit.push_back(&name);
       return;
     }
-    core::FitResult r = core::Fit(*req, *view, FitOptionsFor(*req, config_, true));
-    failed[name] = r.summary.empty() ? std::string("does not fit") : r.summary;
+    core::FitResult r = core::Fit(*req, *view, with_reasons);
+    failed.emplace_back(&name, r.summary.empty() ? std::string("does not fit") : std::move(r.summary));
   });
+  auto reason = [&](const std::pair<const std::string*, std::string>& f) -> const std::string& {
+    return f.second.empty() ? kNoGpus : f.second;
+  };
   if (fit.empty() && events_ != nullptr) {
-    std::string msg = std::to_string(failed.size()) + " nodes do not fit:";
-    size_t shown = 0;
-    for (auto it = failed.begin(); it != failed.end() && shown < 5; ++it, ++shown) {
-      msg += " " + it.key() + " (" + it->get<std::string>() + ")";
+    // The first five failed nodes by name, as the DOM reply's sorted FailedNodes listed them.
+    std::vector<const std::pair<const std::string*, std::string>*> by_name;
+    by_name.reserve(failed.size());
+    for (const auto& f : failed) by_name.push_back(&f);
+    std::stable_sort(by_name.begin(), by_name.end(), [](const auto* a, const auto* b) { return *a->first < *b->first; });
+    by_name.erase(std::unique(by_name.begin(), by_name.end(),
+                              [](const auto* a, const auto* b) { return *a->first == *b->first; }),
+                  by_name.end());
+    std::string msg = std::to_string(by_name.size()) + " nodes do not fit:";
+    for (size_t i = 0; i < by_name.size() && i < 5; ++i) {
+      msg += " " + *by_name[i]->first + " (" + reason(*by_name[i]) + ")";
     }
     events_->Record(args.pod, "Warning", "FilteringFailed", msg);
   }
-  return {{"NodeNames", fit}, {"FailedNodes", failed}, {"Error", ""}};
+  std::string out;
+  size_t failed_bytes = 0;
+  for (const auto& f : failed) failed_bytes += f.first->size() + reason(f).size() + 6;
+  out.reserve(names_bytes + failed_bytes + 64);
+  out += R"({"NodeNames":[)";
+  for (size_t i = 0; i < fit.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendJsonString(out, *fit[i]);
+  }
+  out += R"(],"FailedNodes":{)";
+  for (size_t i = 0; i < failed.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendJsonString(out, *failed[i].first);
+    out += ':';
+    AppendJsonString(out, reason(failed[i]));
+  }
+  out += R"(},"Error":""})";
+  return out;
 }
 
 json Extender::Prioritize(const ExtenderArgs& args) const {
@@ -201,16 +278,16 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
   std::string encoded = core::EncodePodGrants(fit.grants);
   auto now = clock_->Now();
   std::string secs = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
-  json annotations = {{kAnnotationVgpuNode, args.node},
-                      {kAnnotationVgpuTime, secs},
-                      {kAnnotationAllocated, encoded},
-                      {kAnnotationToAllocate, encoded},
-                      {kAnnotationBindPhase, "allocating"},
-                      {kAnnotationBindTime, secs}};
+  json annotations = {{core::kAnnotationVgpuNode, args.node},
+                      {core::kAnnotationVgpuTime, secs},
+                      {core::kAnnotationVgpuDevicesAllocated, encoded},
+                      {core::kAnnotationVgpuDevicesToAllocate, encoded},
+                      {core::kAnnotationBindPhase, core::kBindPhaseAllocating},
+                      {core::kAnnotationBindTime, secs}};
   if (!config_.signing_key.empty()) {
     annotations[core::kAnnotationAllocationSignature] = core::SignAllocation(config_.signing_key, uid, args.node, encoded);
   }
-  json patch = {{"metadata", {{"annotations", annotations}, {"labels", {{kAnnotationVgpuNode, args.node}}}}}};
+  json patch = {{"metadata", {{"annotations", annotations}, {"labels", {{core::kAnnotationVgpuNode, args.node}}}}}};
   auto patched = client_->MergePatch(k8s::PodPath(ns, name), patch);
   if (!patched.ok()) {
     state_->Forget(uid);
@@ -223,7 +300,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
     json clear = json::object();
     for (const auto& [k, v] : annotations.items()) clear[k] = nullptr;
     auto cleared = client_->MergePatch(k8s::PodPath(ns, name),
-                                       {{"metadata", {{"annotations", clear}, {"labels", {{kAnnotationVgpuNode, nullptr}}}}}});
+                                       {{"metadata", {{"annotations", clear}, {"labels", {{core::kAnnotationVgpuNode, nullptr}}}}}});
     if (!cleared.ok()) spdlog::warn("pod {}/{}: decision not cleared: {}", ns, name, cleared.status().ToString());
     state_->Forget(uid);
     unlock();

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -46,8 +47,12 @@ class Extender {
   Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client, EventRecorder* events,
            metrics::Registry* metrics, k8s::Clock* clock);
 
-  /// ExtenderFilterResult for decoded args.
-  nlohmann::json Filter(const ExtenderArgs& args) const;
+  /// ExtenderFilterResult for decoded args, as JSON text: {"NodeNames": [...],
+  /// "FailedNodes": {name: reason}, "Error": ""} (NodeNames null and Error set when the pod's
+  /// request does not parse). Written straight into a string (no DOM): at 5,000 candidate
+  /// nodes the reply is ~80 KB. Node names keep the request's order; a name listed twice is
+  /// answered twice (the same answer).
+  std::string Filter(const ExtenderArgs& args) const;
   /// HostPriorityList for decoded args.
   nlohmann::json Prioritize(const ExtenderArgs& args) const;
   /// ExtenderBindingResult ({"Error": ""} on success).

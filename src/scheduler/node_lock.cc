@@ -60,7 +60,7 @@ NodeLocker::NodeLocker(k8s::Client* client, k8s::Clock* clock, std::chrono::seco
 
 Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name) {
   auto r = client_->PatchWithRetry(k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
-    auto held = k8s::Annotation(cur, kAnnotationNodeLock);
+    auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
     auto now = clock_->Now();
     if (held && !held->empty()) {
       auto v = ParseNodeLock(*held);
@@ -77,18 +77,18 @@ Status NodeLocker::Lock(const std::string& node, const std::string& ns, const st
       }
       if (!take) return Conflict("node " + node + " is locked by " + *held);
     }
-    return nlohmann::json{{"metadata", {{"annotations", {{kAnnotationNodeLock, FormatNodeLock(now, ns, name)}}}}}};
+    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, FormatNodeLock(now, ns, name)}}}}}};
   });
   return r.ok() ? Status::Ok() : r.status();
 }
 
 Status NodeLocker::Unlock(const std::string& node, const std::string& ns, const std::string& name, bool force) {
   auto r = client_->PatchWithRetry(k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
-    auto held = k8s::Annotation(cur, kAnnotationNodeLock);
+    auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
     if (!held) return nlohmann::json();
     auto v = ParseNodeLock(*held);
     if (!force && v.ok() && !(v->pod_namespace == ns && v->pod_name == name)) return nlohmann::json();
-    return nlohmann::json{{"metadata", {{"annotations", {{kAnnotationNodeLock, nullptr}}}}}};
+    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}};
   });
   return r.ok() ? Status::Ok() : r.status();
 }

@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "k8s/objects.h"
 
 namespace fracgpu::scheduler {
@@ -19,6 +23,13 @@ std::string HandshakeValue(std::chrono::system_clock::time_point now) {
 }
 
 }  // namespace
+
+void TuneMallocForRequests() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
 
 SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client, k8s::Clock* clock)
     : options_(std::move(options)),
@@ -102,7 +113,7 @@ http::Response SchedulerService::HandleFilter(const http::Request& req) {
     return http::Response::Json(200, {{"NodeNames", nullptr}, {"FailedNodes", json::object()},
                                       {"Error", "fracgpu scheduler is not ready (cache not synced or not the leader)"}});
   }
-  return http::Response::Json(200, extender_->Filter(*args));
+  return http::Response::Text(200, extender_->Filter(*args), "application/json");
 }
 
 http::Response SchedulerService::HandlePrioritize(const http::Request& req) {
@@ -123,12 +134,12 @@ http::Response SchedulerService::HandleBind(const http::Request& req) {
 void SchedulerService::OnNode(const json& node) {
   Status st = state_.UpsertNode(node);
   if (!st.ok()) spdlog::warn("{}", st.ToString());
-  if (!options_.write_handshake || client_ == nullptr || !k8s::Annotation(node, kAnnotationRegister)) return;
+  if (!options_.write_handshake || client_ == nullptr || !k8s::Annotation(node, core::kAnnotationNodeRegister)) return;
   if (options_.leader_elect && (!elector_ || !elector_->is_leader())) return;
-  auto hs = k8s::Annotation(node, kAnnotationHandshake);
+  auto hs = k8s::Annotation(node, core::kAnnotationNodeHandshake);
   if (hs && hs->find("Requesting") != std::string::npos) return;
   auto r = client_->MergePatch(k8s::NodePath(k8s::Name(node)),
-                               {{"metadata", {{"annotations", {{kAnnotationHandshake, HandshakeValue(clock_->Now())}}}}}});
+                               {{"metadata", {{"annotations", {{core::kAnnotationNodeHandshake, HandshakeValue(clock_->Now())}}}}}});
   if (!r.ok()) spdlog::warn("node {}: handshake not written: {}", k8s::Name(node), r.status().ToString());
 }
 

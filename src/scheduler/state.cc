@@ -1,5 +1,7 @@
 #include "scheduler/state.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
@@ -51,12 +53,12 @@ bool InitFinished(const json& pod, size_t num_init) {
 }  // namespace
 
 Result<std::optional<PodAllocation>> AllocationFromPod(const json& pod) {
-  auto node = k8s::Annotation(pod, kAnnotationVgpuNode);
-  auto allocated = k8s::Annotation(pod, kAnnotationAllocated);
+  auto node = k8s::Annotation(pod, core::kAnnotationVgpuNode);
+  auto allocated = k8s::Annotation(pod, core::kAnnotationVgpuDevicesAllocated);
   if (!node || node->empty() || !allocated) return std::optional<PodAllocation>();
   auto grants = core::DecodePodGrants(*allocated);
   if (!grants.ok()) {
-    return grants.status().WithPrefix("pod " + k8s::Key(pod) + ": annotation " + kAnnotationAllocated);
+    return grants.status().WithPrefix("pod " + k8s::Key(pod) + ": annotation " + core::kAnnotationVgpuDevicesAllocated);
   }
   PodAllocation a;
   a.key = k8s::Key(pod);
@@ -75,21 +77,32 @@ Status ClusterState::UpsertNode(const json& node) {
   NodeEntry entry;
   entry.state.name = name;
   Status result;
-  auto reg = k8s::Annotation(node, kAnnotationRegister);
+  std::vector<core::DeviceInfo> devices;
+  auto reg = k8s::Annotation(node, core::kAnnotationNodeRegister);
   if (reg) {
-    auto devices = core::DecodeNodeRegister(*reg);
-    if (devices.ok()) {
-      entry.devices = std::move(*devices);
+    auto decoded = core::DecodeNodeRegister(*reg);
+    if (decoded.ok()) {
+      devices = std::move(*decoded);
     } else {
-      result = devices.status().WithPrefix("node " + name + ": annotation " + kAnnotationRegister);
+      result = decoded.status().WithPrefix("node " + name + ": annotation " + core::kAnnotationNodeRegister);
     }
   }
-  if (auto cordon = k8s::Annotation(node, kAnnotationCordon)) entry.cordon = SplitList(*cordon);
+  std::set<std::string> cordon;
+  if (auto c = k8s::Annotation(node, kAnnotationCordon)) cordon = SplitList(*c);
+  // One copy of each GPU's registration: the GPU state itself (usage is reset and re-applied
+  // by RebuildNodeLocked).
+  entry.state.gpus.reserve(devices.size());
+  for (auto& d : devices) {
+    core::GpuState g;
+    g.cordoned = cordon.count(d.uuid) > 0;
+    g.info = std::move(d);
+    entry.state.gpus.push_back(std::move(g));
+  }
   if (auto topo = k8s::Annotation(node, kAnnotationTopology)) {
     auto scores = core::DecodeTopologyScores(*topo);
     if (scores.ok()) entry.state.topology = std::move(*scores);
   }
-  entry.usable = !entry.devices.empty() && k8s::NodeAllocatable(node, gpu_resource_) > 0;
+  entry.usable = !entry.state.gpus.empty() && k8s::NodeAllocatable(node, gpu_resource_) > 0;
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     nodes_[name] = std::move(entry);
@@ -108,12 +121,10 @@ void ClusterState::RebuildNodeLocked(const std::string& name) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   NodeEntry& e = it->second;
-  e.state.gpus.clear();
-  for (const auto& d : e.devices) {
-    core::GpuState g;
-    g.info = d;
-    g.cordoned = e.cordon.count(d.uuid) > 0;
-    e.state.gpus.push_back(std::move(g));
+  for (auto& g : e.state.gpus) {
+    g.used = 0;
+    g.used_mem_mib = 0;
+    g.used_cores = 0;
   }
   for (const auto& uid : pods_by_node_[name]) {
     applied_.erase(uid);
@@ -240,6 +251,7 @@ std::vector<core::NodeState> ClusterState::Nodes() const {
   for (const auto& [name, e] : nodes_) {
     if (e.usable) out.push_back(e.state);
   }
+  std::sort(out.begin(), out.end(), [](const core::NodeState& a, const core::NodeState& b) { return a.name < b.name; });
   return out;
 }
 

@@ -20,10 +20,12 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/annotations.h"
 #include "core/device.h"
 #include "core/fit.h"
 #include "core/node.h"
@@ -31,18 +33,10 @@
 
 namespace fracgpu::scheduler {
 
-/// Annotation and resource names the state reads.
-inline constexpr char kAnnotationRegister[] = "hami.io/node-nvidia-register";
+/// Node annotations the state reads besides CONTRACT.md §2's (core/annotations.h):
+/// HAMi's topology scores, and the device cordon of CONTRACT.md §1 (UUIDs, comma-separated).
 inline constexpr char kAnnotationTopology[] = "hami.io/node-nvidia-score";
 inline constexpr char kAnnotationCordon[] = "hami.io/device-cordon";
-inline constexpr char kAnnotationHandshake[] = "hami.io/node-handshake";
-inline constexpr char kAnnotationNodeLock[] = "hami.io/mutex.lock";
-inline constexpr char kAnnotationVgpuNode[] = "hami.io/vgpu-node";
-inline constexpr char kAnnotationVgpuTime[] = "hami.io/vgpu-time";
-inline constexpr char kAnnotationAllocated[] = "hami.io/vgpu-devices-allocated";
-inline constexpr char kAnnotationToAllocate[] = "hami.io/vgpu-devices-to-allocate";
-inline constexpr char kAnnotationBindPhase[] = "hami.io/bind-phase";
-inline constexpr char kAnnotationBindTime[] = "hami.io/bind-time";
 
 /// One pod's recorded allocation.
 struct PodAllocation {
@@ -78,8 +72,9 @@ class ClusterState {
 
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;
-  /// Calls fn(node) for each named node under one shared lock (nullptr for a node whose GPUs
-  /// do not count). For the filter hot path: no copies.
+  /// Calls fn(name, node) for each named node, in order, under one shared lock (node is
+  /// nullptr for a node whose GPUs do not count). For the filter hot path: one hash look-up
+  /// per name, no copies; fn must not call back into the state.
   template <typename Fn>
   void ForEachNode(const std::vector<std::string>& names, Fn&& fn) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -99,9 +94,7 @@ class ClusterState {
 
  private:
   struct NodeEntry {
-    core::NodeState state;      // GPUs + usage
-    std::vector<core::DeviceInfo> devices;
-    std::set<std::string> cordon;
+    core::NodeState state;  // GPUs as registered (cordon applied) + usage
     bool usable = false;
   };
   void RebuildNodeLocked(const std::string& name);
@@ -109,7 +102,8 @@ class ClusterState {
 
   std::string gpu_resource_;
   mutable std::shared_mutex mu_;
-  std::map<std::string, NodeEntry> nodes_;
+  // Hashed: /filter looks up every candidate node (thousands) per request.
+  std::unordered_map<std::string, NodeEntry> nodes_;
   std::map<std::string, PodAllocation> pods_;                  // uid → allocation
   std::map<std::string, std::set<std::string>> pods_by_node_;  // node → uids
   std::set<std::string> applied_;                              // uids whose usage is on their node

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/annotations.h"
 #include "core/signature.h"
 
 namespace fracgpu::scheduler {
@@ -199,15 +200,13 @@ json AdmitUpdate(const AdmissionRequest& req, const WebhookConfig& config) {
 }  // namespace
 
 const std::vector<std::string>& SystemAnnotations() {
-  static const std::vector<std::string> kKeys = {
-      "hami.io/vgpu-node",          "hami.io/vgpu-time", "hami.io/vgpu-devices-allocated",
-      "hami.io/vgpu-devices-to-allocate", "hami.io/bind-phase", "hami.io/bind-time",
-      core::kAnnotationAllocationSignature};
+  static const std::vector<std::string> kKeys(core::kSystemPodAnnotations.begin(), core::kSystemPodAnnotations.end());
   return kKeys;
 }
 
 const std::vector<std::string>& DevicePluginAnnotations() {
-  static const std::vector<std::string> kKeys = {"hami.io/vgpu-devices-to-allocate", "hami.io/bind-phase"};
+  static const std::vector<std::string> kKeys(core::kDevicePluginPodAnnotations.begin(),
+                                              core::kDevicePluginPodAnnotations.end());
   return kKeys;
 }
 

@@ -134,14 +134,25 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
   }
   core::FitOptions fit_options = options;
   fit_options.want_reasons = true;
+  // A cordoned node (spec.unschedulable) takes no new pod: kube-scheduler's NodeUnschedulable
+  // filter runs before fracgpu's extender sees the node, so core::Fit never judges it.
+  std::set<std::string> cordoned;
+  for (const auto& n : snapshot.nodes) {
+    if (Unschedulable(n)) cordoned.insert(k8s::Name(n));
+  }
   int64_t fit_nodes = 0, fit_gpus = 0;
   json per_node = json::array();
   for (const auto& node : nodes) {
-    auto result = core::Fit(request, node, fit_options);
     json eligible = json::array();
     for (const auto& g : node.gpus) {
       if (core::CheckGpu(*first, request, g) == core::FitReason::kFits) eligible.push_back(g.info.uuid);
     }
+    if (cordoned.count(node.name)) {
+      per_node.push_back({{"node", node.name}, {"fits", false}, {"eligible", eligible}, {"gpus", json::array()},
+                          {"reason", kCordonedNodeReason}});
+      continue;
+    }
+    auto result = core::Fit(request, node, fit_options);
     json entry = {{"node", node.name}, {"fits", result.fits}, {"eligible", eligible}};
     if (result.fits) {
       ++fit_nodes;

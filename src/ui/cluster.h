@@ -57,12 +57,17 @@ nlohmann::json ClusterJson(const ClusterSnapshot& snapshot);
 /// distinct) and every GPU {uuid, node, type, index}.
 nlohmann::json GpuOptionsJson(const ClusterSnapshot& snapshot);
 
+/// The per-node reason of FitPreviewJson for a cordoned node (spec.unschedulable).
+inline constexpr char kCordonedNodeReason[] =
+    "node is cordoned (spec.unschedulable): no new pods are scheduled there";
+
 /// Where the request fits now: {"fits": bool, "gpus": N, "nodes": M, "total_nodes": T,
 /// "message": "fits now on N GPUs of M nodes" | "fits on no node",
 /// "per_node": [{node, fits, gpus: [uuid...] (the GPUs Fit would pick), eligible: [uuid...],
-/// reason: HAMi summary}]}. N counts the GPUs that pass every per-GPU check for the first
-/// GPU-using container on the nodes where the whole pod fits; M those nodes. A pod that uses
-/// no GPU gives {"fits": true, "message": "uses no GPU"}.
+/// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
+/// check for the first GPU-using container on the nodes where the whole pod fits; M those
+/// nodes. A cordoned node (spec.unschedulable) never fits: Kubernetes schedules no new pod
+/// there. A pod that uses no GPU gives {"fits": true, "message": "uses no GPU"}.
 nlohmann::json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
                               const core::FitOptions& options = {});
 

@@ -1,14 +1,16 @@
 // Context hooks: a context occupies device memory of its own, charged when the context
 // appears (cuDevicePrimaryCtxRetain's first retain, cuCtxCreate_v2/_v3/_v4) and returned when
 // it goes; when the process's last context on a device goes, the driver has freed every
-// allocation of that device, so their charges are dropped too. The context's size is
-// measured, not guessed: the process's usage as NVML reports it
-// (nvmlDeviceGetComputeRunningProcesses_v3, matched by PID) minus what this process has
-// already charged there. Where NVML cannot see our PID (a PID namespace without host PIDs) a
-// context is charged 0 bytes; docs/vgpu.md says so.
+// allocation and module of that device, so their charges are dropped too. The context's size
+// is measured, not guessed: the process's usage as NVML reports it
+// (nvmlDeviceGetComputeRunningProcesses_v3, matched by the host PID, host_pid.h) minus what
+// this process has already charged there; it lands in the slot's context_bytes. The host PID
+// is found right here, around the first context (host_pid.h). Where NVML cannot see us (no
+// NVML, or the host PID is still undecided) a context is charged 0 bytes; docs/vgpu.md says so.
 #include <unistd.h>
 
 #include "vgpu/accounting.h"
+#include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
 #include "vgpu/state.h"
 #include "vgpu/table.h"
@@ -23,31 +25,26 @@ std::atomic<int> g_live[kMaxDevices];  // contexts alive per device (primary cou
 constexpr uint64_t kPrimaryKeyBit = 1ull << 63;
 
 uint64_t MeasureContextBytes(int dev) {
-  ResolveNvml();
-  const char* uuid = DeviceUuid(dev);
-  nvmlDevice_t handle = nullptr;
-  if (!uuid[0] || REAL(nvmlInit_v2)() != NVML_SUCCESS ||
-      REAL(nvmlDeviceGetHandleByUUID)(uuid, &handle) != NVML_SUCCESS) {
-    return 0;
-  }
-  nvmlProcessInfo_t infos[64];
-  unsigned count = 64;
-  if (REAL(nvmlDeviceGetComputeRunningProcesses_v3)(handle, &count, infos) != NVML_SUCCESS) return 0;
-  unsigned pid = static_cast<unsigned>(getpid());
-  for (unsigned i = 0; i < count && i < 64; ++i) {
-    if (infos[i].pid != pid) continue;
+  int32_t host_pid = OwnHostPid();
+  if (host_pid <= 0) return 0;
+  NvmlProcs procs;
+  ListNvmlProcesses(dev, &procs);
+  for (unsigned i = 0; i < procs.count; ++i) {
+    if (procs.pid[i] != static_cast<unsigned>(host_pid) || procs.used[i] == ~0ull) continue;
     uint64_t charged = ProcessCharged(dev);
-    return infos[i].usedGpuMemory > charged ? infos[i].usedGpuMemory - charged : 0;
+    return procs.used[i] > charged ? procs.used[i] - charged : 0;
   }
   return 0;
 }
 
 // Charges a new context on `dev` under `key`; false if it does not fit.
-bool ChargeContext(int dev, uint64_t key) {
+// `ctx` is the new context (for the host-PID probe), `before` NVML's processes before it.
+bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before) {
+  HostPidAfterContext(dev, ctx, before);
   uint64_t bytes = MeasureContextBytes(dev);
   // A context NVML cannot size costs nothing, even on a device that fails closed: the
   // refusal belongs to allocations.
-  if (bytes > 0 && Charge(dev, bytes) != CUDA_SUCCESS) return false;
+  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kContext) != CUDA_SUCCESS) return false;
   Entry e;
   e.kind = Kind::kContext;
   e.key = key;
@@ -59,20 +56,33 @@ bool ChargeContext(int dev, uint64_t key) {
 }
 
 void ContextGone(uint64_t key) {
+  g_context_epoch.fetch_add(1, std::memory_order_acq_rel);  // drop cached context → device
   Entry e;
   if (!TableRemove(Kind::kContext, key, &e)) return;
-  Uncharge(e.dev, e.size);
+  Uncharge(e.dev, e.size, ChargeKind::kContext);
   if (g_live[e.dev].fetch_sub(1, std::memory_order_relaxed) == 1) DropDeviceCharges(e.dev);
+}
+
+// NVML's processes on the device of `ordinal` before a context is created there (only while
+// this process's host PID is unknown).
+void SnapshotBefore(CUdevice ordinal, NvmlProcs* before) {
+  before->ok = false;
+  before->count = 0;
+  if (OwnHostPid() > 0) return;
+  int dev = DeviceIndexForOrdinal(ordinal);
+  if (dev >= 0) HostPidBeforeContext(dev, before);
 }
 
 template <typename Create>
 CUresult CreateContext(CUcontext* ctx, CUdevice ordinal, Create create) {
+  NvmlProcs before;
+  SnapshotBefore(ordinal, &before);
   CUresult r = create();
   if (r != CUDA_SUCCESS || !ctx) return r;
   int dev = DeviceIndexForOrdinal(ordinal);
   // Contexts on denied devices are not charged: every allocation there is refused anyway.
   if (dev == kUnmanaged || dev == kDenied) return r;
-  if (!ChargeContext(dev, reinterpret_cast<uint64_t>(*ctx))) {
+  if (!ChargeContext(dev, reinterpret_cast<uint64_t>(*ctx), *ctx, &before)) {
     REAL(cuCtxDestroy_v2)(*ctx);
     *ctx = nullptr;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -90,12 +100,18 @@ void ContextsResetAfterFork() noexcept {
 }  // namespace fracgpu::vgpu
 
 FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice ordinal) noexcept {
+  NvmlProcs before;
+  before.ok = false;
+  if (ordinal >= 0 && ordinal < kMaxOrdinals && g_primary_refs[ordinal].load(std::memory_order_relaxed) == 0) {
+    SnapshotBefore(ordinal, &before);
+  }
   CUresult r = REAL(cuDevicePrimaryCtxRetain)(ctx, ordinal);
   if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= kMaxOrdinals) return r;
   int dev = DeviceIndexForOrdinal(ordinal);
   if (dev == kUnmanaged || dev == kDenied) return r;
   if (g_primary_refs[ordinal].fetch_add(1, std::memory_order_relaxed) == 0) {
-    if (!ChargeContext(dev, kPrimaryKeyBit | static_cast<uint64_t>(ordinal))) {
+    if (!ChargeContext(dev, kPrimaryKeyBit | static_cast<uint64_t>(ordinal), ctx ? *ctx : nullptr,
+                       &before)) {
       g_primary_refs[ordinal].fetch_sub(1, std::memory_order_relaxed);
       REAL(cuDevicePrimaryCtxRelease_v2)(ordinal);
       return CUDA_ERROR_OUT_OF_MEMORY;
@@ -138,6 +154,6 @@ FRACGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext* ctx, void* params, unsigned in
 
 FRACGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
   CUresult r = REAL(cuCtxDestroy_v2)(ctx);
-  if (r == CUDA_SUCCESS) ContextGone(reinterpret_cast<uint64_t>(ctx));
+  if (r == CUDA_SUCCESS) ContextGone(reinterpret_cast<uint64_t>(ctx));  // bumps the epoch too
   return r;
 }

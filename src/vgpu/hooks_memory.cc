@@ -84,6 +84,10 @@ bool DropIfDevice(const Entry& e, void* ctx) {
     Uncharge(dev, e.size);
     return true;
   }
+  if (e.kind == Kind::kModule) {  // modules go with the device's last context too
+    Uncharge(dev, e.size, ChargeKind::kModule);
+    return true;
+  }
   return e.kind == Kind::kPoolPtr;  // pools are dropped by PoolsForgetDevice
 }
 

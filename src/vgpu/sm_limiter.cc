@@ -13,6 +13,7 @@
 
 #include <atomic>
 
+#include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
 #include "vgpu/state.h"
 
@@ -93,11 +94,24 @@ bool ContainerBusyNs(Region* r, int dev, uint64_t window_ns, uint64_t* busy) noe
   *busy = 0;
   if (rc == NVML_ERROR_NOT_FOUND) return true;  // nobody ran a kernel in the window
   if (rc != NVML_SUCCESS) return false;
+  // NVML reports host PIDs: match each slot's host_pid; a slot whose host PID is not known
+  // yet counts by its own pid only where the container shares the host's PID namespace.
+  // Computed once; an atomic rather than a function-local static, whose guard would pull
+  // libstdc++'s __cxa_guard (and glibc >= 2.34 symbols) into libvgpu.so.
+  static std::atomic<int> host_ns_state{0};  // 0 unknown, 1 host namespace, 2 own namespace
+  int ns = host_ns_state.load(std::memory_order_relaxed);
+  if (ns == 0) {
+    ns = InHostPidNamespace() ? 1 : 2;
+    host_ns_state.store(ns, std::memory_order_relaxed);
+  }
+  bool host_ns = ns == 1;
   uint64_t pct = 0;
   for (unsigned k = 0; k < count && k < 64; ++k) {
     for (const RegionSlot& slot : r->slots) {
-      if (slot.state.load(std::memory_order_relaxed) == kSlotActive &&
-          static_cast<unsigned>(slot.pid) == samples[k].pid) {
+      if (slot.state.load(std::memory_order_relaxed) != kSlotActive) continue;
+      int32_t host_pid = std::atomic_ref<const int32_t>(slot.host_pid).load(std::memory_order_relaxed);
+      int32_t match = host_pid > 0 ? host_pid : (host_ns ? slot.pid : 0);
+      if (match > 0 && static_cast<unsigned>(match) == samples[k].pid) {
         pct += samples[k].smUtil;
         break;
       }
@@ -197,9 +211,33 @@ uint64_t LimiterNowNs() noexcept {
   return MonotonicNs();
 }
 
-void PaceLaunch() noexcept {
+namespace {
+// The calling thread's last current context and its region device, valid while no context
+// went away since (g_context_epoch): a launch then asks the driver only for the current
+// context (cuCtxGetCurrent), not for its device, and skips the ordinal lookup. Initial-exec
+// TLS: libvgpu.so is preloaded, so its TLS is static, and reading it is one %fs-relative load.
+struct DeviceCache {
+  CUcontext ctx = nullptr;
+  uint64_t epoch = 0;
+  int dev = kUnmanaged;
+};
+thread_local DeviceCache t_device_cache __attribute__((tls_model("initial-exec")));
+
+int LaunchDeviceIndex() noexcept {
+  CUcontext ctx = nullptr;
+  if (REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return kUnmanaged;
+  uint64_t epoch = g_context_epoch.load(std::memory_order_acquire);
+  DeviceCache& c = t_device_cache;
+  if (c.ctx == ctx && c.epoch == epoch) return c.dev;
   CUdevice ordinal = 0;
   int dev = CurrentDeviceIndex(&ordinal);
+  c = DeviceCache{ctx, epoch, dev};
+  return dev;
+}
+}  // namespace
+
+void PaceLaunch() noexcept {
+  int dev = LaunchDeviceIndex();
   Region* r = SharedRegion();
   if (dev < 0 || !r || dev >= static_cast<int>(r->device_count)) return;
   if (g_node_dir) ApplyPriority(r, dev);
@@ -207,6 +245,7 @@ void PaceLaunch() noexcept {
   uint32_t limit = d.sm_limit;
   if (!g_sm_enforce || limit == 0 || limit >= 100) return;
   ClaimOwnSlot();
+  if (__builtin_expect(OwnHostPid() == 0, false)) HostPidRetry(dev);  // our samples must count
   uint64_t now = LimiterNowNs();
   // Control step, by whichever process first sees the period end.
   uint64_t period = Field(d, 2).load(std::memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "vgpu/accounting.h"
+#include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
 #include "vgpu/limits.h"
 #include "vgpu/table.h"
@@ -33,6 +34,7 @@ extern char** environ;
 namespace fracgpu::vgpu {
 
 std::atomic<bool> g_sm_limit_active{false};
+std::atomic<uint64_t> g_context_epoch{0};
 
 namespace {
 
@@ -178,6 +180,7 @@ void AtForkChild() {
   g_slot_claim.store(0, std::memory_order_relaxed);
   TableResetAfterFork();
   AccountingResetAfterFork();
+  HostPidResetAfterFork();
 }
 
 void DoInit() {
@@ -247,6 +250,11 @@ RegionSlot* EnsureSlot() {
   if (g_slot_claim.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
     pid_t pid = getpid();
     s = RegionClaimSlot(g_region.region, pid, ProcessStartTime(pid));
+    if (s) {
+      // Known at once in the host's PID namespace; otherwise found at the first context.
+      int32_t host_pid = HostPidAtClaim();
+      if (host_pid > 0) std::atomic_ref<int32_t>(s->host_pid).store(host_pid, std::memory_order_relaxed);
+    }
     if (!s && !g_slot_logged.exchange(true)) {
       Log(kLogError, "no free slot in shared region %s (%d processes): failing closed",
           g_config.region_path, kMaxSlots);

@@ -55,6 +55,10 @@ uint64_t DeviceLimit(int dev) noexcept;
 /// True when some device has an SM limit (the launch hooks' one relaxed load).
 extern std::atomic<bool> g_sm_limit_active;
 
+/// Bumped whenever a context of this process goes away (destroy, last primary release, reset),
+/// so per-thread context → device caches (sm_limiter.cc) never outlive their context.
+extern std::atomic<uint64_t> g_context_epoch;
+
 /// The container's shared region, or nullptr when unmanaged or failed (after EnsureInit).
 Region* SharedRegion() noexcept;
 

@@ -88,7 +88,8 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   std::vector<MountSpec> mounts = {{vgpu + "/libvgpu.so", vgpu + "/libvgpu.so", true},
                                    {"/etc/ld.so.preload", vgpu + "/ld.so.preload", true},
                                    {vgpu, region, false},
-                                   {"/etc/fracgpu/limits.env", limits, true}};
+                                   {"/etc/fracgpu/limits.env", limits, true},
+                                   {"/run/fracgpu/node", vgpu + "/node", false}};
   EXPECT_EQ(a.mounts, mounts);
   EXPECT_EQ(ReadFile(limits), std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA +
                                   "\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT_0=30\n"
@@ -100,6 +101,10 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   ASSERT_EQ(stat(region.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0777u);
   EXPECT_TRUE(fs::is_empty(region));
+  // The node directory (priority between containers, docs/sm-limiter.md): shared, writable by all.
+  ASSERT_EQ(stat((vgpu + "/node").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0777u);
   EXPECT_EQ(ReadFile(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
   // The served entry is blanked, the pod succeeded and the lock is released.
   EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"), ";");
@@ -185,8 +190,35 @@ TEST_F(AllocatorTest, DisableControlSkipsThePreloadMountOnly) {
   cluster_.PutPod(MakePod("whole", {{"main", false, 1, "TRUE"}}, alloc));
   auto r = Make().Allocate({{std::string(kUuidA) + "-0"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ((*r)[0].mounts.size(), 3u);
+  ASSERT_EQ((*r)[0].mounts.size(), 4u);
   for (const auto& m : (*r)[0].mounts) EXPECT_NE(m.container_path, "/etc/ld.so.preload");
+}
+
+// The node directory is mounted read-write into every container, the same host directory for
+// all of them (that is how containers on one GPU meet), and PrepareHostFiles restores its mode.
+TEST_F(AllocatorTest, NodeDirectoryMountedReadWriteIntoEveryContainer) {
+  const std::string node = hook_ + "/vgpu/node";
+  Allocator& al = Make();
+  fs::permissions(node, fs::perms::owner_all);  // drifted: PrepareHostFiles must restore 0777
+  ASSERT_TRUE(al.PrepareHostFiles().ok());
+  struct stat st {};
+  ASSERT_EQ(stat(node.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);
+  cluster_.PutNode(MakeNode("ml", "pair"));
+  cluster_.PutPod(MakePod("pair", {{"a", false, 1}, {"b", false, 1}}, kOneA + kOneA));
+  auto r = al.Allocate({{std::string(kUuidA) + "-1"}, {std::string(kUuidA) + "-2"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 2u);
+  for (const auto& a : *r) {
+    int found = 0;
+    for (const auto& m : a.mounts) {
+      if (m.container_path != "/run/fracgpu/node") continue;
+      ++found;
+      EXPECT_EQ(m.host_path, node);
+      EXPECT_FALSE(m.read_only);
+    }
+    EXPECT_EQ(found, 1) << a.container;
+  }
 }
 
 TEST_F(AllocatorTest, ConfigAddsOversubscribeLogLevelAndDisablePolicy) {

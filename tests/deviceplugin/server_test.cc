@@ -178,7 +178,7 @@ TEST_F(ServerTest, AllocateAndPreferredAllocationOverGrpc) {
   const auto& r = response.container_responses(0);
   EXPECT_EQ(r.envs().at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
   EXPECT_EQ(r.envs().at("CUDA_DEVICE_SM_LIMIT"), "30");
-  ASSERT_EQ(r.mounts_size(), 4);
+  ASSERT_EQ(r.mounts_size(), 5);
   EXPECT_EQ(r.mounts(1).container_path(), "/etc/ld.so.preload");
   EXPECT_TRUE(r.mounts(1).read_only());
   EXPECT_FALSE(r.mounts(2).read_only());

@@ -9,6 +9,10 @@
 #   5. PyTorch (if importable): torch.cuda.mem_get_info shows the slice, filling it raises OOM;
 #   6. SM limit (issue 4, needs nvcc): a matmul loop under 25 / 50 / 75 % (throughput ratio to an
 #      unlimited run and NVML utilisation), and two containers at 30 % and 70 % (ratio ~3:7).
+#   7. Host PIDs (region v2): in a private PID namespace (`unshare --pid --fork --mount-proc`,
+#      needs root) the region slot's host_pid equals the PID nvidia-smi lists for the process,
+#      its context_bytes > 0 and used = context + module + data; with nvcc, the 50 % matmul run
+#      inside such a namespace still runs at ~50 % (the limiter matches NVML's host PIDs).
 # Prints a table of results; exits 0 when every run check passed. Skips (exit 0) without a GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -95,6 +99,46 @@ else
   row "PyTorch checks" SKIP "torch with CUDA not importable"
 fi
 
+# ---- Host PIDs (region layout v2): a process in its own PID namespace ----
+cat > "$WORK/slots.cc" <<'CC'
+// slots <region file>: one line per active slot: "<pid> <host_pid> <used> <ctx> <module> <data>" (device 0).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <cstdio>
+#include "vgpu/region.h"
+int main(int, char** argv) {
+  using namespace fracgpu::vgpu;
+  int fd = open(argv[1], O_RDONLY);
+  void* p = fd >= 0 ? mmap(nullptr, sizeof(Region), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (p == MAP_FAILED || RegionValidate(p, sizeof(Region)) != RegionError::kOk) return 1;
+  for (const RegionSlot& s : static_cast<const Region*>(p)->slots)
+    if (s.state.load() == kSlotActive)
+      std::printf("%d %d %llu %llu %llu %llu\n", s.pid, s.host_pid, (unsigned long long)s.used[0].load(),
+                  (unsigned long long)s.context_bytes[0].load(), (unsigned long long)s.module_bytes[0].load(),
+                  (unsigned long long)s.data_bytes[0].load());
+  return 0;
+}
+CC
+if ! g++ -std=c++20 -O1 -I"$ROOT/src" "$WORK/slots.cc" "$ROOT/src/vgpu/region.cc" -o "$WORK/slots" -lpthread 2>"$WORK/slots.log"; then
+  row "host PID in a PID namespace" FAIL "cannot build the region reader: $(head -c 200 "$WORK/slots.log")"
+elif ! unshare --pid --fork --mount-proc true 2>/dev/null; then
+  row "host PID in a PID namespace" SKIP "unshare --pid --fork --mount-proc not permitted here"
+else
+  rm -f "$WORK/region.cache"
+  coproc NSHOLD { unshare --pid --fork --mount-proc env LD_PRELOAD="$LIB" "$WORK/alloc" 64 1 hold; }
+  read -r _ <&"${NSHOLD[0]}"
+  slot=$("$WORK/slots" "$WORK/region.cache" | head -1)
+  apps=$(nvidia-smi -i 0 --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' ' | tr '\n' ',')
+  kill "$NSHOLD_PID" 2>/dev/null; wait "$NSHOLD_PID" 2>/dev/null
+  read -r nspid hostpid used ctx mod data <<<"$slot"
+  if [[ -n "${hostpid:-}" && "$hostpid" -gt 0 && "$hostpid" != "$nspid" && ",$apps" == *",$hostpid,"* &&
+        "$ctx" -gt 0 && $((ctx + mod + data)) -eq "$used" ]]; then
+    row "host PID in a PID namespace = nvidia-smi's PID" PASS "pid $nspid in the namespace, host $hostpid; context $((ctx >> 20)) MiB"
+  else
+    row "host PID in a PID namespace = nvidia-smi's PID" FAIL "slot '$slot', nvidia-smi pids '$apps'"
+  fi
+fi
+
 # ---- SM limit (issue 4): a matrix-multiply loop under 25 / 50 / 75 %, and 30 % vs 70 % ----
 # Throughput (matmuls per second) relative to an unlimited run should follow the limit; NVML
 # utilisation (nvidia-smi, not preloaded: the real device) is sampled every 200 ms meanwhile.
@@ -143,6 +187,16 @@ CU
       [[ $ok == 1 ]] && res=PASS || res=FAIL
       row "SM limit $lim %: throughput ratio ~$lim/100, NVML ~$lim %" $res "ratio $ratio, NVML util $util %"
     done
+    # The same 50 % run inside a private PID namespace: NVML's PIDs are host PIDs there.
+    if unshare --pid --fork --mount-proc true 2>/dev/null; then
+      rate=$(unshare --pid --fork --mount-proc env CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/sm-ns.cache" \
+        CUDA_DEVICE_SM_LIMIT_0=50 LD_PRELOAD="$LIB" "$WORK/matmul" 8)
+      ratio=$(awk -v r="$rate" -v b="$base" 'BEGIN { printf "%.3f", b > 0 ? r / b : 0 }')
+      awk -v q="$ratio" 'BEGIN { exit !(q > 0.43 && q < 0.57) }' && res=PASS || res=FAIL
+      row "SM limit 50 % in a PID namespace: throughput ratio ~0.5" $res "ratio $ratio"
+    else
+      row "SM limit 50 % in a PID namespace" SKIP "unshare not permitted here"
+    fi
     # Two containers (separate regions) at 30 % and 70 % on GPU 0 at once: ratio near 3 : 7.
     env CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/sm-a.cache" CUDA_DEVICE_SM_LIMIT_0=30 LD_PRELOAD="$LIB" \
       "$WORK/matmul" 8 >"$WORK/a.out" &

@@ -4,6 +4,11 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "core/codec.h"
@@ -32,7 +37,7 @@ json GpuNode(const std::string& name, const std::vector<std::pair<std::string, i
     d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
     devices.push_back(d);
   }
-  return {{"metadata", {{"name", name}, {"annotations", {{kAnnotationRegister, core::EncodeNodeRegister(devices)}}}}},
+  return {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
           {"status", {{"allocatable", {{"nvidia.com/gpu", std::to_string(gpus.size() * count)}}}}}};
 }
 
@@ -44,11 +49,42 @@ json GpuPod(const std::string& name, json limits) {
 
 // The allocation recorded on a pod, decoded.
 core::PodGrants GrantsOf(const json& pod) {
-  auto v = k8s::Annotation(pod, kAnnotationAllocated);
+  auto v = k8s::Annotation(pod, core::kAnnotationVgpuDevicesAllocated);
   if (!v) return {};
   auto g = core::DecodePodGrants(*v);
   return g.ok() ? *g : core::PodGrants{};
 }
+
+// Makes a hang fail: a test still running after `limit` aborts the process with its name,
+// so CI reports a failure instead of waiting for ctest's timeout.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds limit) {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    thread_ = std::thread([this, limit, name] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+        std::fprintf(stderr, "FAILED: %s still running after %lld s (hang); aborting\n", name.c_str(),
+                     static_cast<long long>(limit.count()));
+        std::abort();
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 class ExtenderTest : public ::testing::Test {
  protected:
@@ -69,7 +105,9 @@ class ExtenderTest : public ::testing::Test {
   }
   json Post(SchedulerService& s, const std::string& path, const std::string& body, int want_status = 200) {
     httplib::Client http("127.0.0.1", s.port());
+    http.set_connection_timeout(10, 0);
     http.set_read_timeout(30, 0);
+    http.set_write_timeout(30, 0);
     auto res = http.Post(path.c_str(), body, "application/json");
     EXPECT_TRUE(res) << path << " error " << httplib::to_string(res.error());
     if (!res) return json();
@@ -96,9 +134,11 @@ class ExtenderTest : public ::testing::Test {
   }
   // Plays the device plugin: releases the node lock after "Allocate".
   void ReleaseLock(const std::string& node) {
-    api_.Patch("nodes", "", node, {{"metadata", {{"annotations", {{kAnnotationNodeLock, nullptr}}}}}});
+    api_.Patch("nodes", "", node, {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
   }
 
+  // Declared first, destroyed last: it also covers the services' and the fake's shutdown.
+  Watchdog watchdog_{std::chrono::seconds(120)};
   fakes::FakeApiServer api_;
   std::unique_ptr<k8s::Client> client_;
 };
@@ -108,7 +148,7 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 40000}, {"GPU-b1", 40000}}));
   api_.Put("nodes", {{"metadata", {{"name", "cpu-only"}}}});
   json busy = GpuPod("busy", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}});
-  busy["metadata"]["annotations"] = {{kAnnotationVgpuNode, "node-a"}, {kAnnotationAllocated, "GPU-a0,NVIDIA,8000,0:;"}};
+  busy["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-a"}, {core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,8000,0:;"}};
   busy["spec"]["nodeName"] = "node-a";
   api_.Put("pods", busy);
   json pod = api_.Put("pods", GpuPod("train", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10k"}}));
@@ -139,24 +179,24 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   EXPECT_EQ(b["Error"], "") << b.dump();
   json bound = *api_.Get("pods", "ml", "train");
   EXPECT_EQ(k8s::PodNodeName(bound), "node-b");
-  EXPECT_EQ(k8s::Annotation(bound, kAnnotationVgpuNode), "node-b");
-  EXPECT_EQ(k8s::Annotation(bound, kAnnotationBindPhase), "allocating");
+  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationVgpuNode), "node-b");
+  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationBindPhase), "allocating");
   core::PodGrants grants = GrantsOf(bound);
   ASSERT_EQ(grants.size(), 1u);
   ASSERT_EQ(grants[0].size(), 1u);
   EXPECT_EQ(grants[0][0].mem_mib, 10000);
   EXPECT_EQ(grants[0][0].cores_percent, 0);
   EXPECT_TRUE(grants[0][0].uuid == "GPU-b0" || grants[0][0].uuid == "GPU-b1");
-  EXPECT_EQ(k8s::Annotation(bound, kAnnotationToAllocate), k8s::Annotation(bound, kAnnotationAllocated));
-  EXPECT_TRUE(core::VerifyAllocation(kKey, k8s::Uid(bound), "node-b", *k8s::Annotation(bound, kAnnotationAllocated),
+  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationVgpuDevicesToAllocate), k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated));
+  EXPECT_TRUE(core::VerifyAllocation(kKey, k8s::Uid(bound), "node-b", *k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated),
                                      *k8s::Annotation(bound, core::kAnnotationAllocationSignature)));
-  auto lock = k8s::Annotation(*api_.Get("nodes", "", "node-b"), kAnnotationNodeLock);
+  auto lock = k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock);
   ASSERT_TRUE(lock);
   EXPECT_NE(lock->find(",ml,train"), std::string::npos);
-  auto hs = k8s::Annotation(*api_.Get("nodes", "", "node-a"), kAnnotationHandshake);
+  auto hs = k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeHandshake);
   ASSERT_TRUE(hs);
   EXPECT_EQ(hs->rfind("Requesting_", 0), 0u);
-  svc->events().Flush();
+  ASSERT_TRUE(svc->events().Flush(std::chrono::seconds(30)));
   bool succeeded = false;
   for (const auto& e : api_.List("events")) succeeded |= e["reason"] == "BindingSucceed";
   EXPECT_TRUE(succeeded);
@@ -164,7 +204,7 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   // Binding again (a retry after success) is refused without touching the decision.
   json again = Bind(*svc, bound, "node-a");
   EXPECT_NE(again["Error"].get<std::string>().find("already bound"), std::string::npos);
-  EXPECT_EQ(k8s::Annotation(*api_.Get("pods", "ml", "train"), kAnnotationVgpuNode), "node-b");
+  EXPECT_EQ(k8s::Annotation(*api_.Get("pods", "ml", "train"), core::kAnnotationVgpuNode), "node-b");
 }
 
 TEST_F(ExtenderTest, LowerCaseKeysAndFullNodesAreAccepted) {
@@ -181,7 +221,7 @@ TEST_F(ExtenderTest, UnfitFilterRecordsFilteringFailedEvent) {
   auto svc = StartService();
   json f = Filter(*svc, pod, {"node-a"});
   EXPECT_EQ(f["NodeNames"], json::array());
-  svc->events().Flush();
+  ASSERT_TRUE(svc->events().Flush(std::chrono::seconds(30)));
   auto events = api_.List("events");
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["reason"], "FilteringFailed");
@@ -196,9 +236,9 @@ TEST_F(ExtenderTest, BindFailureRollsBackLockStateAndAnnotations) {
   json b = Bind(*svc, pod, "node-a");
   EXPECT_NE(b["Error"].get<std::string>(), "");
   json after = *api_.Get("pods", "ml", "p");
-  EXPECT_FALSE(k8s::Annotation(after, kAnnotationVgpuNode));
-  EXPECT_FALSE(k8s::Annotation(after, kAnnotationAllocated));
-  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), kAnnotationNodeLock));
+  EXPECT_FALSE(k8s::Annotation(after, core::kAnnotationVgpuNode));
+  EXPECT_FALSE(k8s::Annotation(after, core::kAnnotationVgpuDevicesAllocated));
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
   EXPECT_FALSE(svc->state().Allocation(k8s::Uid(pod)));
   EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 0));
   // A later bind succeeds.
@@ -210,7 +250,7 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
   api_.Put("pods", GpuPod("holder", {{"nvidia.com/gpumem", "1000"}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
   auto svc = StartService();
-  api_.Patch("nodes", "", "node-a", {{"metadata", {{"annotations", {{kAnnotationNodeLock,
+  api_.Patch("nodes", "", "node-a", {{"metadata", {{"annotations", {{core::kAnnotationNodeLock,
       FormatNodeLock(std::chrono::system_clock::now(), "ml", "holder")}}}}}});
   json b = Bind(*svc, pod, "node-a");
   EXPECT_NE(b["Error"].get<std::string>().find("locked"), std::string::npos) << b.dump();
@@ -334,6 +374,24 @@ TEST_F(ExtenderTest, RestartRebuildsTheSameUsage) {
   ASSERT_TRUE(api_.WaitFor([&] { return usage(*again) == before; }));
 }
 
+// The hang of a fresh-clone CI run: a service stopped right after Start(), before httplib's
+// accept loop had set is_running(), lost the stop and joined a thread blocked in accept()
+// forever. Stop right after Start, many times (the watchdog turns a hang into a failure).
+TEST_F(ExtenderTest, StopRightAfterStartNeverHangs) {
+  SchedulerOptions o;
+  o.http.threads = 2;  // the race is before the pool exists; fewer threads keep the test quick
+  for (int i = 0; i < 30; ++i) {
+    SchedulerService webhook_only(o, nullptr);
+    ASSERT_TRUE(webhook_only.Start().ok());
+    webhook_only.Stop();
+  }
+  for (int i = 0; i < 5; ++i) {
+    SchedulerService s(o, client_.get());
+    ASSERT_TRUE(s.Start().ok());
+    s.Stop();  // the informers may be mid-list or mid-watch
+  }
+}
+
 TEST_F(ExtenderTest, FinishedAndDeletedPodsReleaseTheirSlice) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4000"}}));
@@ -352,7 +410,7 @@ TEST_F(ExtenderTest, FinishedAndDeletedPodsReleaseTheirSlice) {
 TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json a = GpuPod("a", {{"nvidia.com/gpumem", "1000"}});
-  a["metadata"]["annotations"] = {{kAnnotationVgpuNode, "node-a"}, {kAnnotationAllocated, "GPU-a0,NVIDIA,1000,0:;"}};
+  a["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-a"}, {core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,1000,0:;"}};
   api_.Put("pods", a);
   auto svc = StartService();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 1000));
@@ -362,7 +420,7 @@ TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   api_.DropWatches();
   api_.Remove("pods", "ml", "a");
   json b = GpuPod("b", {{"nvidia.com/gpumem", "3000"}});
-  b["metadata"]["annotations"] = {{kAnnotationVgpuNode, "node-a"}, {kAnnotationAllocated, "GPU-a0,NVIDIA,3000,0:;"}};
+  b["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-a"}, {core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,3000,0:;"}};
   api_.Put("pods", b);
   api_.ExpireHistory();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 3000));

@@ -20,7 +20,7 @@ json TwoGpuNode() {
     devices[i].devcore = 100;
     devices[i].type = "NVIDIA-Tesla T4";
   }
-  return {{"metadata", {{"name", "n1"}, {"annotations", {{kAnnotationRegister, core::EncodeNodeRegister(devices)}}}}},
+  return {{"metadata", {{"name", "n1"}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
           {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
 }
 

@@ -57,7 +57,7 @@ class LockTest : public ::testing::Test {
     clock_.Set(std::chrono::system_clock::from_time_t(1772446504));
     api_.Put("nodes", {{"metadata", {{"name", "n"}}}});
   }
-  std::optional<std::string> Lock() { return k8s::Annotation(*api_.Get("nodes", "", "n"), kAnnotationNodeLock); }
+  std::optional<std::string> Lock() { return k8s::Annotation(*api_.Get("nodes", "", "n"), core::kAnnotationNodeLock); }
   fakes::FakeApiServer api_;
   k8s::ManualClock clock_;
   std::unique_ptr<k8s::Client> client_;
@@ -118,7 +118,7 @@ TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
 }
 
 json NodeWithGpu() {
-  return {{"metadata", {{"name", "n"}, {"annotations", {{kAnnotationRegister,
+  return {{"metadata", {{"name", "n"}, {"annotations", {{core::kAnnotationNodeRegister,
       R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
           {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
 }
@@ -127,8 +127,8 @@ TEST(StateTest, InitContainersCollapseAndShrinkWhenFinished) {
   ClusterState state;
   ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
   json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u1"},
-                            {"annotations", {{kAnnotationVgpuNode, "n"},
-                                             {kAnnotationAllocated, "GPU-1,NVIDIA,5000,10:;GPU-1,NVIDIA,2000,20:;GPU-1,NVIDIA,1000,5:;"}}}}},
+                            {"annotations", {{core::kAnnotationVgpuNode, "n"},
+                                             {core::kAnnotationVgpuDevicesAllocated, "GPU-1,NVIDIA,5000,10:;GPU-1,NVIDIA,2000,20:;GPU-1,NVIDIA,1000,5:;"}}}}},
               {"spec", {{"initContainers", {{{"name", "i"}}}}, {"containers", {{{"name", "a"}}, {{"name", "b"}}}}}},
               {"status", {{"phase", "Pending"}}}};
   ASSERT_TRUE(state.UpsertPod(pod).ok());
@@ -158,13 +158,13 @@ TEST(StateTest, NodeRulesAndBadAnnotations) {
   ASSERT_TRUE(state.UpsertNode(node).ok());
   ASSERT_TRUE(state.Node("n"));
   EXPECT_TRUE(state.Node("n")->gpus[0].cordoned);
-  node["metadata"]["annotations"][kAnnotationRegister] = "[{\"id\":\"GPU-1\",\"devmem\":-5}]";
+  node["metadata"]["annotations"][core::kAnnotationNodeRegister] = "[{\"id\":\"GPU-1\",\"devmem\":-5}]";
   Status st = state.UpsertNode(node);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("node n"), std::string::npos);
   EXPECT_FALSE(state.Node("n"));
   json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"},
-                            {"annotations", {{kAnnotationVgpuNode, "n"}, {kAnnotationAllocated, "garbage"}}}}}};
+                            {"annotations", {{core::kAnnotationVgpuNode, "n"}, {core::kAnnotationVgpuDevicesAllocated, "garbage"}}}}}};
   EXPECT_EQ(state.UpsertPod(pod).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(state.Allocations().empty());
 }

@@ -2,6 +2,10 @@
 // API server (nodes, pods) through a small in-test handler that adds what the fake does not
 // serve: SubjectAccessReviews (authorization.k8s.io/v1) and Notebooks (kubeflow.org/v1).
 // Expected figures are computed by hand from the fixture below (CONTRACT.md §1 fit rules).
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "scheduler/webhook.h"
@@ -18,13 +22,18 @@ json Limits(const json& preview) {
   return preview["notebook"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"];
 }
 
+// The fixture's node-b is cordoned (spec.unschedulable); tests of GPU-b0's own checks lift that.
+void Uncordon(fakes::FakeApiServer& fake) {
+  ASSERT_TRUE(fake.Patch("nodes", "", "node-b", {{"spec", {{"unschedulable", false}}}}));
+}
+
 TEST_F(UiApiTest, PreviewFractionHalf) {
   json p = Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}, {"nvidia.com/gpucores", "50"}}));
   EXPECT_EQ(p["errors"], json::array());
   EXPECT_NE(p["yaml"].get<std::string>().find("nvidia.com/gpumem-percentage: \"50\""), std::string::npos);
   // 50 % of 40960 = 20480: GPU-a0 (40960 free) yes, GPU-a1 (10240 free) no;
-  // 50 % of 15360 = 7680 > 5360 free on GPU-b0.
+  // node-b is cordoned (and 50 % of 15360 = 7680 > 5360 free on GPU-b0 anyway).
   EXPECT_EQ(p["fit"]["message"], "fits now on 1 GPU of 1 node");
   EXPECT_EQ(p["fit"]["gpus"], 1);
   EXPECT_EQ(p["fit"]["nodes"], 1);
@@ -34,8 +43,32 @@ TEST_F(UiApiTest, PreviewFractionHalf) {
   EXPECT_EQ(p["fit"]["per_node"][0]["gpus"], json({"GPU-a0"}));
   EXPECT_EQ(p["fit"]["per_node"][1]["node"], "node-b");
   EXPECT_EQ(p["fit"]["per_node"][1]["fits"], false);
-  EXPECT_NE(p["fit"]["per_node"][1]["reason"].get<std::string>().find("1/1 CardInsufficientMemory"), std::string::npos)
+  EXPECT_EQ(p["fit"]["per_node"][1]["reason"], kCordonedNodeReason);
+  EXPECT_EQ(p["fit"]["per_node"][1]["eligible"], json::array());
+  // Uncordoned, GPU-b0 is judged on its own: too little memory.
+  Uncordon(fake_);
+  p = Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
+  EXPECT_EQ(p["fit"]["message"], "fits now on 1 GPU of 1 node");
+  EXPECT_EQ(p["fit"]["per_node"][1]["reason"], "1/1 CardInsufficientMemory")
       << p["fit"]["per_node"][1]["reason"];
+}
+
+TEST_F(UiApiTest, CordonedNodeNeverFits) {
+  // 4096 MiB, time-shared: GPU-b0 passes every per-GPU check (5360 MiB free), but node-b is
+  // cordoned: kube-scheduler would not place the pod there.
+  json p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
+  EXPECT_EQ(p["fit"]["message"], "fits now on 2 GPUs of 1 node");
+  EXPECT_EQ(p["fit"]["per_node"][1]["node"], "node-b");
+  EXPECT_EQ(p["fit"]["per_node"][1]["fits"], false);
+  EXPECT_EQ(p["fit"]["per_node"][1]["eligible"], json({"GPU-b0"}));
+  EXPECT_EQ(p["fit"]["per_node"][1]["gpus"], json::array());
+  EXPECT_EQ(p["fit"]["per_node"][1]["reason"], "node is cordoned (spec.unschedulable): no new pods are scheduled there");
+  p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096},"use_uuids":["GPU-b0"])");
+  EXPECT_EQ(p["fit"]["fits"], false);
+  EXPECT_EQ(p["fit"]["message"], "fits on no node");
+  Uncordon(fake_);
+  p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
+  EXPECT_EQ(p["fit"]["message"], "fits now on 3 GPUs of 2 nodes");
 }
 
 TEST_F(UiApiTest, PreviewMemoryModes) {
@@ -43,6 +76,7 @@ TEST_F(UiApiTest, PreviewMemoryModes) {
   json p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":8,"memory_unit":"GiB","cores_percent":30})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8192"}, {"nvidia.com/gpucores", "30"}}));
   EXPECT_EQ(p["fit"]["message"], "fits now on 2 GPUs of 1 node");
+  Uncordon(fake_);
   // 4096 MiB, no cores (time-shared): every GPU; GPU-b0's 50 % booked cores do not matter.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}));
@@ -59,6 +93,7 @@ TEST_F(UiApiTest, PreviewMemoryModes) {
 }
 
 TEST_F(UiApiTest, PreviewCoresModes) {
+  Uncordon(fake_);
   // Cores 30 alone: memory is the whole card; only GPU-a0 has all its memory free.
   json p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":30})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}}));
@@ -74,6 +109,7 @@ TEST_F(UiApiTest, PreviewCoresModes) {
 }
 
 TEST_F(UiApiTest, PreviewFitsNowhereSaysWhy) {
+  Uncordon(fake_);
   // Two whole cards: node-a has one untouched card (GPU-a1 is shared), node-b has one GPU.
   json p = Preview(R"("gpus":2,"node_policy":"spread","gpu_policy":"binpack")");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "2"}}));
@@ -152,6 +188,43 @@ TEST_F(UiApiTest, BadBodiesAre400NamingTheField) {
   EXPECT_TRUE(authz_.created().empty());
 }
 
+// Every POST endpoint refuses a body that is not the form's JSON object with 400 naming the
+// field (the decoder's full table is in form_test.cc); nothing reaches the API server.
+TEST_F(UiApiTest, BadBodiesOnEveryPostEndpoint) {
+  authz_.Allow("alice", "create", "team-a");
+  struct Case {
+    std::string body;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"", "request body is not valid JSON"},
+      {"{not json", "request body is not valid JSON"},
+      {"[]", "request body must be a JSON object, got []"},
+      {R"("nb1")", "request body must be a JSON object, got \"nb1\""},
+      {R"({"namespace":"team-a","image":"i"})", "name is required"},
+      {R"({"name":"nb1","namespace":"team-a","image":"i","gpus":1.5})", "gpus must be a whole number, got 1.5"},
+      {R"({"name":"nb1","namespace":"team-a","image":"i","slice":{"mode":"memory","memory_value":8,"memory_unit":"GB"}})",
+       "slice.memory_unit must be MiB or GiB, got \"GB\""},
+      {R"({"name":"nb1","namespace":"team-a","image":"i","use_types":"A100"})",
+       "use_types must be an array of strings, got \"A100\""},
+  };
+  for (const char* path : {"/api/preview", "/api/notebooks"}) {
+    for (const auto& c : cases) {
+      auto [status, body] = Post(path, c.body, "alice");
+      EXPECT_EQ(status, 400) << path << " " << c.body;
+      EXPECT_EQ(body["error"], c.error) << path << " " << c.body;
+    }
+  }
+  // A bad body is refused before any access review or creation.
+  EXPECT_TRUE(authz_.reviews().empty());
+  EXPECT_TRUE(authz_.created().empty());
+  // GET /api/notebooks without a namespace, or with a bad one.
+  EXPECT_EQ(Get("/api/notebooks", "alice").second["error"],
+            "query parameter namespace must be a DNS-1123 label, got \"\"");
+  EXPECT_EQ(Get("/api/notebooks?namespace=a%2Fb", "alice").second["error"],
+            "query parameter namespace must be a DNS-1123 label, got \"a/b\"");
+}
+
 const char kCreateBody[] =
     R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1","cpu":"1","memory":"2Gi","gpus":1,
         "slice":{"mode":"fraction","memory_percent":25,"cores_percent":25},"use_types":["A100"],
@@ -213,6 +286,16 @@ TEST_F(UiApiTest, CreatePostsTheNotebookAfterAnAllowedReview) {
   authz_.SetStatus(0, {{"readyReplicas", 0}, {"containerState", {{"waiting", {{"reason", "ContainerCreating"}}}}}});
   EXPECT_EQ(Get("/api/notebooks?namespace=team-a", "alice").second["notebooks"][0]["state"],
             "Waiting: ContainerCreating");
+}
+
+TEST_F(UiApiTest, CreatingAnExistingNotebookIsTheApiServersConflict) {
+  authz_.Allow("alice", "create", "team-a");
+  EXPECT_EQ(Post("/api/notebooks", kCreateBody, "alice").first, 201);
+  auto [status, body] = Post("/api/notebooks", kCreateBody, "alice");
+  EXPECT_EQ(status, 409);
+  EXPECT_EQ(body["error"],
+            "POST /apis/kubeflow.org/v1/namespaces/team-a/notebooks: HTTP 409: notebooks.kubeflow.org \"nb1\" already exists");
+  EXPECT_EQ(authz_.created().size(), 1u);
 }
 
 TEST_F(UiApiTest, RefusedUserCreatesNothing) {
@@ -304,6 +387,72 @@ TEST_F(UiApiTest, ApiServerDownGives503ForClusterAndAFitMessageForPreview) {
   json p = Preview(R"("gpus":1)");
   EXPECT_EQ(p["fit"]["fits"], false);
   EXPECT_NE(p["fit"]["message"].get<std::string>().find("cluster state unavailable"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// The web pages themselves (GET /…): files of the web folder with their content types; "/"
+// is the form; anything outside the folder or absent is 404.
+class UiStaticTest : public uitest::UiApiTest {
+ protected:
+  UiOptions Options() const override {
+    UiOptions o;
+    o.web_dir = FRACGPU_WEB_DIR;
+    return o;
+  }
+  std::tuple<int, std::string, std::string> Fetch(const std::string& path) {
+    auto r = http_->Get(path.c_str());
+    if (!r) return {0, "", ""};
+    return {r->status, r->get_header_value("Content-Type"), r->body};
+  }
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+TEST_F(UiStaticTest, ServesTheWebFolder) {
+  struct Case {
+    std::string path, file, type;
+  };
+  const Case cases[] = {
+      {"/", "index.html", "text/html; charset=utf-8"},
+      {"/index.html", "index.html", "text/html; charset=utf-8"},
+      {"/dashboard.html", "dashboard.html", "text/html; charset=utf-8"},
+      {"/form.js", "form.js", "text/javascript; charset=utf-8"},
+      {"/dashboard.js", "dashboard.js", "text/javascript; charset=utf-8"},
+      {"/style.css", "style.css", "text/css; charset=utf-8"},
+  };
+  for (const auto& c : cases) {
+    auto [status, type, body] = Fetch(c.path);
+    EXPECT_EQ(status, 200) << c.path;
+    EXPECT_EQ(type, c.type) << c.path;
+    std::string want = ReadFile(std::string(FRACGPU_WEB_DIR) + "/" + c.file);
+    ASSERT_FALSE(want.empty()) << c.file;
+    EXPECT_EQ(body, want) << c.path;
+  }
+}
+
+TEST_F(UiStaticTest, NothingOutsideTheWebFolder) {
+  for (const char* path : {"/missing.js", "/../CMakeLists.txt", "/%2e%2e/CMakeLists.txt", "/..%2fCMakeLists.txt",
+                           "/web/../../CMakeLists.txt", "/a\\..\\b"}) {
+    auto [status, type, body] = Fetch(path);
+    EXPECT_EQ(status, 404) << path;
+    EXPECT_EQ(body.find("cmake_minimum_required"), std::string::npos) << path;
+  }
+}
+
+TEST_F(UiApiTest, NoWebFolderServesTheApiOnly) {
+  auto r = http_->Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"], "no web folder configured");
+  EXPECT_EQ(Get("/api/options").first, 200);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-// Test fixture shared by tests/ui and tests/browser: `fracgpu ui`'s service on port 0 over the
-// fake API server (nodes, pods), through a small handler that adds what the fake does not
+// Test fixture of tests/ui: `fracgpu ui`'s service on port 0 over the fake API server (nodes,
+// pods), through AuthzAndNotebooks (authz_notebooks.h), which adds what the fake does not
 // serve: SubjectAccessReviews (authorization.k8s.io/v1) and Notebooks (kubeflow.org/v1).
 #include <httplib.h>
 
@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "authz_notebooks.h"
 #include "fake_apiserver.h"
 #include "http/server.h"
 #include "k8s/client.h"
@@ -25,90 +26,6 @@
 namespace fracgpu::ui::uitest {
 
 using nlohmann::json;
-
-// SubjectAccessReview and Notebook routes; everything else is proxied to the fake API server.
-class AuthzAndNotebooks {
- public:
-  explicit AuthzAndNotebooks(const fakes::FakeApiServer& fake) : fake_port_(fake.port()) {
-    server_.Post("/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                 [this](const httplib::Request& req, httplib::Response& res) {
-                   json review = json::parse(req.body);
-                   std::lock_guard<std::mutex> lock(mu_);
-                   reviews_.push_back(review);
-                   const json& ra = review["spec"]["resourceAttributes"];
-                   bool allowed = ra["group"] == "kubeflow.org" && ra["resource"] == "notebooks" &&
-                                  allowed_.count({review["spec"]["user"].get<std::string>(),
-                                                  ra["verb"].get<std::string>(), ra["namespace"].get<std::string>()});
-                   review["status"] = {{"allowed", allowed}};
-                   if (!allowed) review["status"]["reason"] = "no RBAC policy matched";
-                   res.status = 201;
-                   res.set_content(review.dump(), "application/json");
-                 });
-    server_.Post(R"(/apis/kubeflow.org/v1/namespaces/([a-z0-9-]+)/notebooks)",
-                 [this](const httplib::Request& req, httplib::Response& res) {
-                   json nb = json::parse(req.body);
-                   std::lock_guard<std::mutex> lock(mu_);
-                   created_.push_back({req.matches[1].str(), nb});
-                   res.status = 201;
-                   res.set_content(nb.dump(), "application/json");
-                 });
-    server_.Get(R"(/apis/kubeflow.org/v1/namespaces/([a-z0-9-]+)/notebooks)",
-                [this](const httplib::Request& req, httplib::Response& res) {
-                  std::lock_guard<std::mutex> lock(mu_);
-                  json items = json::array();
-                  for (const auto& [ns, nb] : created_) {
-                    if (ns == req.matches[1].str()) items.push_back(nb);
-                  }
-                  res.set_content(json({{"kind", "NotebookList"}, {"apiVersion", "kubeflow.org/v1"},
-                                        {"metadata", {{"resourceVersion", "1"}}}, {"items", items}})
-                                      .dump(),
-                                  "application/json");
-                });
-    server_.Get(R"(/api/v1/.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      httplib::Client fake("127.0.0.1", fake_port_);
-      auto r = fake.Get(req.path, req.params, httplib::Headers{});
-      if (!r) {
-        res.status = 502;
-        return;
-      }
-      res.status = r->status;
-      res.set_content(r->body, "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-  }
-  ~AuthzAndNotebooks() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  void Allow(const std::string& user, const std::string& verb, const std::string& ns) {
-    std::lock_guard<std::mutex> lock(mu_);
-    allowed_.insert({user, verb, ns});
-  }
-  std::vector<json> reviews() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return reviews_;
-  }
-  std::vector<std::pair<std::string, json>> created() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return created_;
-  }
-  void SetStatus(size_t i, const json& status) {
-    std::lock_guard<std::mutex> lock(mu_);
-    created_[i].second["status"] = status;
-  }
-
- private:
-  int fake_port_;
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-  std::mutex mu_;
-  std::set<std::tuple<std::string, std::string, std::string>> allowed_;
-  std::vector<json> reviews_;
-  std::vector<std::pair<std::string, json>> created_;
-};
 
 inline json GpuNode(const std::string& name, const std::string& register_json, int allocatable) {
   json node = {{"metadata", {{"name", name}, {"annotations", json::object()}}},

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "harness.h"
 
 namespace fracgpu::vgpu::testing {
@@ -65,7 +67,13 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
   EXPECT_NE(text.find(kUuid0), std::string::npos) << text;
   EXPECT_NE(text.find("64.0"), std::string::npos) << text;
   EXPECT_NE(text.find(std::to_string(a.pid) + " "), std::string::npos) << text;
-  EXPECT_NE(text.find("16.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("16.0 (0.0+0.0+16.0)"), std::string::npos) << text;  // all of it data
+  // This test runs in the host's PID namespace: the host PID is the PID.
+  EXPECT_NE(text.find(std::to_string(a.pid) + std::string(8 - std::min<size_t>(8, std::to_string(a.pid).size()), ' ') +
+                      " " + std::to_string(a.pid)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("never"), std::string::npos) << text;  // no kernel launched yet
   Finish(a);
   auto bad = cli::ReadRegionFile(box.dir() + "/fracgpu-limits.env-missing");
   EXPECT_FALSE(bad.ok());

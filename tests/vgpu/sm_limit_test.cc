@@ -141,6 +141,56 @@ TEST(SmLimitContainers, ThirtyAndSeventyOnOneDevice) {
   ExpectNear(Sum({runs[2], runs[3]}), 70, "container B (70 %)");
 }
 
+// In a container's PID namespace NVML reports host PIDs, not the ones the region's slots hold
+// (emulated: FAKE_NVML_HOST_PID_OFFSET). The limiter matches NVML's samples by each slot's
+// host_pid (host_pid.h), so the same limits hold. (Matching by the namespace PID would count
+// nothing and never slow down: the runs would sit near 100 %.)
+std::map<std::string, std::string> InNamespace(std::map<std::string, std::string> env) {
+  env["FAKE_NVML_HOST_PID_OFFSET"] = "1000000";
+  return env;
+}
+
+class SmLimitPidNamespace : public ::testing::TestWithParam<int> {};
+
+TEST_P(SmLimitPidNamespace, OneProcessLongKernels) {
+  Sandbox box;
+  auto runs = RunAll(box, {{InNamespace(SmEnv(box, "r", GetParam(), 1)),
+                            {"init", "cost:1000000", "smrun:108:5000:c:12000:1"}}});
+  ASSERT_EQ(runs[0].rc, 0);
+  ExpectNear(Sum(runs), GetParam(), "long kernels, PID namespace");
+}
+
+TEST_P(SmLimitPidNamespace, FourProcessesShareOneLimit) {
+  Sandbox box;
+  auto env = InNamespace(SmEnv(box, "r", GetParam(), 4));
+  auto runs = RunAll(box, {{env, {"init", "cost:1000000", "smrun:54:200:k:12000:1"}},
+                           {env, {"init", "cost:1000000", "smrun:54:1000:p:12000:1"}},
+                           {env, {"init", "cost:1000000", "smrun:54:250:e:12000:10"}},
+                           {env, {"init", "cost:1000000", "smrun:54:3000:c:12000:1"}}});
+  for (const auto& r : runs) {
+    ASSERT_EQ(r.rc, 0);
+    EXPECT_GT(r.busy, 0.0) << "a process was starved";
+  }
+  ExpectNear(Sum(runs), GetParam(), "four processes, PID namespace");
+}
+
+INSTANTIATE_TEST_SUITE_P(Limits, SmLimitPidNamespace, ::testing::Values(30, 70));
+
+TEST(SmLimitPidNamespaceContainers, ThirtyAndSeventyOnOneDevice) {
+  Sandbox box;
+  auto a = InNamespace(SmEnv(box, "a", 30, 4)), b = InNamespace(SmEnv(box, "b", 70, 4));
+  auto runs = RunAll(box, {{a, {"init", "cost:1000000", "smrun:54:1000:k:12000:1"}},
+                           {a, {"init", "cost:1000000", "smrun:54:200:k:12000:5"}},
+                           {b, {"init", "cost:1000000", "smrun:54:300:k:12000:1"}},
+                           {b, {"init", "cost:1000000", "smrun:54:5000:e:12000:1"}}});
+  for (const auto& r : runs) {
+    ASSERT_EQ(r.rc, 0);
+    EXPECT_GT(r.busy, 0.0) << "a process was starved";
+  }
+  ExpectNear(Sum({runs[0], runs[1]}), 30, "container A (30 %), PID namespace");
+  ExpectNear(Sum({runs[2], runs[3]}), 70, "container B (70 %), PID namespace");
+}
+
 // Without a limit the same workloads run far above every tested target: the limiter, not the
 // workload, produces the figures above.
 TEST(SmLimitBaseline, UnlimitedRunsNearlyFull) {

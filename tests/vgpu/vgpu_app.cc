@@ -7,10 +7,12 @@
 //   sync | threshold:<bytes> | trim:<bytes> | vmm:<bytes> | vmmhost:<bytes> | unmap | release |
 //   array:<w>:<h> | array3d:<w>:<h>:<d> | mipmap:<w>:<h>:<levels> | arrayfree | info |
 //   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
+//   module | moduleunload | library | libraryunload | region:<dev> |
 //   launch:<count> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -126,6 +128,43 @@ void Stress(int threads, int iterations, unsigned seed, const char* region_path)
 }
 
 typedef CUresult (*AllocFn)(CUdeviceptr*, size_t);
+
+std::vector<CUmodule> g_modules;
+std::vector<CUlibrary> g_libraries;
+
+// Prints this process's slot and device `dev` of the region named by
+// CUDA_DEVICE_MEMORY_SHARED_CACHE: "region 0 <host_pid> <used> <context> <module> <data>
+// <last_launch_ns> <now_ns CLOCK_MONOTONIC> <device used>", or "region 1" without a slot.
+void PrintRegion(int dev) {
+  using fracgpu::vgpu::Region;
+  const char* path = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  int fd = path ? open(path, O_RDONLY) : -1;
+  void* p = fd >= 0 ? mmap(nullptr, sizeof(Region), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (fd >= 0) close(fd);
+  if (p == MAP_FAILED) {
+    std::printf("region 1\n");
+    return;
+  }
+  const Region* r = static_cast<const Region*>(p);
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned long long now = static_cast<unsigned long long>(ts.tv_sec) * 1000000000ull +
+                           static_cast<unsigned long long>(ts.tv_nsec);
+  for (const auto& s : r->slots) {
+    if (s.state.load() != fracgpu::vgpu::kSlotActive || s.pid != getpid()) continue;
+    std::printf("region 0 %d %llu %llu %llu %llu %llu %llu %llu\n", s.host_pid,
+                static_cast<unsigned long long>(s.used[dev].load()),
+                static_cast<unsigned long long>(s.context_bytes[dev].load()),
+                static_cast<unsigned long long>(s.module_bytes[dev].load()),
+                static_cast<unsigned long long>(s.data_bytes[dev].load()),
+                static_cast<unsigned long long>(r->devices[dev].last_launch_ns.load()), now,
+                static_cast<unsigned long long>(r->devices[dev].used.load()));
+    munmap(p, sizeof(Region));
+    return;
+  }
+  std::printf("region 1\n");
+  munmap(p, sizeof(Region));
+}
 
 // SM-limit run on the fake driver's virtual clock: launches kernels of grid x block through
 // `path` (k = cuLaunchKernel, p = _ptsz, e = cuLaunchKernelEx, c = cooperative, g = graph)
@@ -368,6 +407,32 @@ int main(int argc, char** argv) {
     } else if (op == "stress") {
       Stress(static_cast<int>(Num(a, 1)), static_cast<int>(Num(a, 2)),
              static_cast<unsigned>(Num(a, 3)), a.size() > 4 ? a[4].c_str() : "");
+    } else if (op == "module" || op == "library") {
+      static const char kImage[] = "fake image";
+      if (op == "module") {
+        CUmodule m = nullptr;
+        r = cuModuleLoadData(&m, kImage);
+        if (r == CUDA_SUCCESS) g_modules.push_back(m);
+      } else {
+        CUlibrary l = nullptr;
+        r = cuLibraryLoadData(&l, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0);
+        if (r == CUDA_SUCCESS) g_libraries.push_back(l);
+      }
+      std::printf("%s %d\n", op.c_str(), r);
+    } else if (op == "moduleunload") {
+      if (!g_modules.empty()) {
+        r = cuModuleUnload(g_modules.back());
+        g_modules.pop_back();
+      }
+      std::printf("moduleunload %d\n", r);
+    } else if (op == "libraryunload") {
+      if (!g_libraries.empty()) {
+        r = cuLibraryUnload(g_libraries.back());
+        g_libraries.pop_back();
+      }
+      std::printf("libraryunload %d\n", r);
+    } else if (op == "region") {
+      PrintRegion(static_cast<int>(Num(a, 1)));
     } else if (op == "wait") {
       std::printf("ready\n");
       std::fflush(stdout);

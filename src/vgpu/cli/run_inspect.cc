@@ -1,6 +1,8 @@
 // `fracgpu run` / `fracgpu inspect` (see run_inspect.h).
 #include "vgpu/cli/run_inspect.h"
 
+#include <time.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <stdlib.h>
@@ -90,26 +92,38 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
 }
 
 std::string FormatRegion(const Region& r) {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
   std::string out = fmt::format("region v{}  devices {}  policy {}  priority {}\n", r.version, r.device_count,
                                 r.policy, r.priority);
-  out += fmt::format("{:<4} {:<42} {:>12} {:>12} {:>8}\n", "dev", "uuid", "limit MiB", "used MiB", "sm %");
+  out += fmt::format("{:<4} {:<42} {:>12} {:>12} {:>8} {:>14}\n", "dev", "uuid", "limit MiB", "used MiB", "sm %",
+                     "last kernel");
   for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
     const RegionDevice& dev = r.devices[d];
     std::string uuid(dev.uuid, strnlen(dev.uuid, kUuidSize));
     std::string limit = dev.memory_limit ? fmt::format("{:.1f}", dev.memory_limit / 1048576.0) : "unlimited";
     if (dev.flags & kDeviceFailClosed) limit = "FAIL-CLOSED";
-    out += fmt::format("{:<4} {:<42} {:>12} {:>12.1f} {:>8}\n", d, uuid.empty() ? "(by ordinal)" : uuid, limit,
-                       dev.used.load() / 1048576.0, dev.sm_limit ? std::to_string(dev.sm_limit) : "-");
+    uint64_t last = dev.last_launch_ns.load();
+    std::string ago = last == 0 ? "never" : fmt::format("{:.2f} s ago", last < now_ns ? (now_ns - last) / 1e9 : 0.0);
+    out += fmt::format("{:<4} {:<42} {:>12} {:>12.1f} {:>8} {:>14}\n", d, uuid.empty() ? "(by ordinal)" : uuid, limit,
+                       dev.used.load() / 1048576.0, dev.sm_limit ? std::to_string(dev.sm_limit) : "-", ago);
   }
-  out += fmt::format("{:<8} {:<6}", "pid", "alive");
+  // Per device: used MiB = context + module + data (region layout version 2).
+  out += fmt::format("{:<8} {:<9} {:<6}", "pid", "host pid", "alive");
   for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d)
-    out += fmt::format(" {:>12}", fmt::format("dev{} MiB", d));
+    out += fmt::format(" {:>30}", fmt::format("dev{} MiB (ctx+mod+data)", d));
   out += "\n";
   for (const RegionSlot& s : r.slots) {
     if (s.state.load() != kSlotActive) continue;
-    out += fmt::format("{:<8} {:<6}", s.pid, SlotProcessAlive(s) ? "yes" : "no");
-    for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d)
-      out += fmt::format(" {:>12.1f}", s.used[d].load() / 1048576.0);
+    out += fmt::format("{:<8} {:<9} {:<6}", s.pid, s.host_pid > 0 ? std::to_string(s.host_pid) : "?",
+                       SlotProcessAlive(s) ? "yes" : "no");
+    for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
+      out += fmt::format(" {:>30}", fmt::format("{:.1f} ({:.1f}+{:.1f}+{:.1f})", s.used[d].load() / 1048576.0,
+                                                s.context_bytes[d].load() / 1048576.0,
+                                                s.module_bytes[d].load() / 1048576.0,
+                                                s.data_bytes[d].load() / 1048576.0));
+    }
     out += "\n";
   }
   return out;

@@ -3,6 +3,9 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
+#include <string_view>
 #include <iomanip>
 
 #include <sys/socket.h>
@@ -73,6 +76,7 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 // The parts of an API path.
 struct Target {
+  std::string group;     // "" core | coordination.k8s.io | other (unknown)
   std::string resource;  // nodes | pods | leases | events
   std::string ns;        // "" = all namespaces (collections) or cluster-scoped
   std::string name;      // "" = collection
@@ -86,8 +90,9 @@ Target ParsePath(const std::string& path) {
   size_t i = 0;
   if (parts.size() >= 3 && parts[1] == "api" && parts[2] == "v1") {
     i = 3;
-  } else if (parts.size() >= 4 && parts[1] == "apis" && parts[2] == "coordination.k8s.io" && parts[3] == "v1") {
-    i = 4;
+  } else if (parts.size() >= 4 && parts[1] == "apis") {
+    t.group = parts[2];
+    i = 4;  // the group's version is checked below, with the resource
   } else {
     return t;
   }
@@ -97,12 +102,14 @@ Target ParsePath(const std::string& path) {
   }
   if (i >= parts.size()) return t;
   t.resource = parts[i++];
-  if (t.resource != "nodes" && t.resource != "pods" && t.resource != "leases" && t.resource != "events") {
-    return t;
-  }
   if (i < parts.size()) t.name = parts[i++];
   if (i < parts.size()) t.sub = parts[i++];
   if (i < parts.size()) return t;
+  if (t.resource != "nodes" && t.resource != "pods" && t.resource != "leases" && t.resource != "events") {
+    return t;
+  }
+  bool core = parts[1] == "api";
+  if (t.resource == "leases" ? (t.group != "coordination.k8s.io" || parts[3] != "v1") : !core) return t;
   t.ok = true;
   return t;
 }
@@ -178,6 +185,31 @@ std::string Md(const json& obj, const char* key) {
   return md.contains(key) && md[key].is_string() ? md[key].get<std::string>() : "";
 }
 
+// The RBAC verb of a request (kubernetes.io/docs/reference/access-authn-authz/authorization/
+// "Determine the request verb").
+std::string VerbOf(const httplib::Request& req, const Target& t) {
+  if (req.method == "GET" || req.method == "HEAD") {
+    if (!t.name.empty()) return "get";
+    std::string w = req.get_param_value("watch");
+    return w == "true" || w == "1" ? "watch" : "list";
+  }
+  if (req.method == "POST") return "create";
+  if (req.method == "PUT") return "update";
+  if (req.method == "PATCH") return "patch";
+  if (req.method == "DELETE") return t.name.empty() ? "deletecollection" : "delete";
+  return req.method;
+}
+
+// The token of an "Authorization: Bearer <token>" header, or "".
+std::string BearerToken(const httplib::Request& req) {
+  std::string h = req.get_header_value("Authorization");
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (h.size() <= kPrefix.size() || h.compare(0, kPrefix.size(), kPrefix) != 0) return "";
+  return h.substr(kPrefix.size());
+}
+
+constexpr const char* kAnonymous = "system:anonymous";
+
 }  // namespace
 
 // Request handlers (a friend, so they can reach the store).
@@ -186,22 +218,43 @@ class FakeApiServerRoutes {
   explicit FakeApiServerRoutes(FakeApiServer* s) : s_(s) {}
 
   void Handle(const httplib::Request& req, httplib::Response& res) {
+    Target t = ParsePath(req.path);
+    if (t.ok && !Namespaced(t.resource)) t.ns.clear();
+    AuditRecord rec{kAnonymous, VerbOf(req, t), t.group, t.resource, t.sub, t.ns, t.name, 0};
+    if (req.method == "POST" && t.sub.empty()) rec.name.clear();
+    bool handled = false;
     {
       std::lock_guard<std::mutex> lock(s_->mu_);
       std::string query;
       for (const auto& [k, v] : req.params) query += (query.empty() ? "" : "&") + k + "=" + v;
       s_->requests_.push_back({req.method, req.path, query, req.body, req.get_header_value("Content-Type")});
+      if (!s_->tokens_.empty()) {
+        auto it = s_->tokens_.find(BearerToken(req));
+        if (it == s_->tokens_.end()) {
+          Fail(res, 401, "Unauthorized");
+          handled = true;
+        } else {
+          rec.user = it->second;
+        }
+      }
       for (auto& f : s_->failures_) {
+        if (handled) break;
         if (f.count > 0 && (f.method.empty() || f.method == req.method) && req.path.rfind(f.prefix, 0) == 0) {
           --f.count;
           Fail(res, f.status, f.message);
-          return;
+          handled = true;
         }
       }
     }
-    Target t = ParsePath(req.path);
+    if (!handled) Dispatch(t, req, res, rec.user);
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    rec.code = res.status == -1 ? 200 : res.status;  // a streaming watch: httplib sends 200 later
+    s_->audit_.push_back(std::move(rec));
+  }
+
+ private:
+  void Dispatch(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
     if (!t.ok) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
-    if (!Namespaced(t.resource)) t.ns.clear();
     if (req.method == "GET") {
       if (!t.name.empty()) return GetOne(t, res);
       if (req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1") return Watch(t, req, res);
@@ -210,15 +263,43 @@ class FakeApiServerRoutes {
     if (req.method == "POST") {
       if (t.resource == "pods" && t.sub == "binding") return Bind(t, req, res);
       if (!t.name.empty()) return Fail(res, 405, "POST on an object");
-      return Create(t, req, res);
+      return Create(t, req, res, user);
     }
-    if (req.method == "PUT") return Update(t, req, res);
-    if (req.method == "PATCH") return PatchOne(t, req, res);
+    if (req.method == "PUT") return Modify(t, req, res, user);
+    if (req.method == "PATCH") return Modify(t, req, res, user);
     if (req.method == "DELETE") return DeleteOne(t, res);
     Fail(res, 405, "method not allowed");
   }
 
- private:
+  // Runs the pod admission webhook (when installed and `t` is the pod resource itself) on
+  // `obj`; false (with `res` set) when denied or the patch does not apply.
+  bool Admit(const Target& t, const std::string& operation, const std::string& user, const json& old_obj,
+             json* obj, httplib::Response& res) {
+    if (t.resource != "pods" || !t.sub.empty()) return true;
+    std::function<AdmissionVerdict(const AdmissionCall&)> webhook;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu_);
+      webhook = s_->admission_;
+    }
+    if (!webhook) return true;
+    AdmissionVerdict v = webhook({operation, user, t.ns, operation == "CREATE" ? Md(*obj, "name") : t.name, *obj,
+                                  old_obj});
+    if (!v.allowed) {
+      Fail(res, v.code, "admission webhook \"fracgpu\" denied the request: " + v.message);
+      return false;
+    }
+    if (!v.patch.is_null()) {
+      try {
+        *obj = obj->patch(v.patch);
+      } catch (const std::exception& e) {
+        Fail(res, 500, std::string("Internal error occurred: the admission webhook's JSON patch could not be applied: ") +
+                           e.what());
+        return false;
+      }
+    }
+    return true;
+  }
+
   json* Find(const Target& t) {
     auto& objs = s_->store_[t.resource];
     auto it = objs.find(FakeApiServer::KeyOf(t.resource, t.ns, t.name));
@@ -256,12 +337,19 @@ class FakeApiServerRoutes {
     Reply(res, 200, {{"kind", kind}, {"apiVersion", ApiVersionOf(t.resource)}, {"metadata", md}, {"items", page}});
   }
 
-  void Create(const Target& t, const httplib::Request& req, httplib::Response& res) {
+  void Create(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
     json body = json::parse(req.body, nullptr, false);
     if (!body.is_object()) return Fail(res, 400, "body is not a JSON object");
-    std::lock_guard<std::mutex> lock(s_->mu_);
     if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = json::object();
     if (Namespaced(t.resource)) body["metadata"]["namespace"] = t.ns.empty() ? "default" : t.ns;
+    Target at = t;
+    at.ns = Md(body, "namespace");
+    if (!Admit(at, "CREATE", user, nullptr, &body, res)) return;
+    if (!body.is_object() || !body.contains("metadata") || !body["metadata"].is_object()) {
+      return Fail(res, 500, "the admission webhook's patch left no metadata");
+    }
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    if (Namespaced(t.resource)) body["metadata"]["namespace"] = at.ns;
     std::string name = Md(body, "name");
     if (name.empty()) {
       std::string gen = Md(body, "generateName");
@@ -279,61 +367,80 @@ class FakeApiServerRoutes {
     Reply(res, 201, s_->StoreLocked(t.resource, body, "ADDED"));
   }
 
-  void Update(const Target& t, const httplib::Request& req, httplib::Response& res) {
+  // The object a PUT or PATCH would store, computed from the current one; sets `res` and
+  // returns nullopt on a client error.
+  std::optional<json> Compute(const Target& t, const httplib::Request& req, const json& cur, httplib::Response& res) {
     json body = json::parse(req.body, nullptr, false);
-    if (!body.is_object()) return Fail(res, 400, "body is not a JSON object");
-    std::lock_guard<std::mutex> lock(s_->mu_);
-    json* cur = Find(t);
-    if (cur == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
-    std::string rv = Md(body, "resourceVersion");
-    if (!rv.empty() && rv != Md(*cur, "resourceVersion")) {
-      return Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
-                                "\": the object has been modified; please apply your changes to the latest version and try again");
-    }
-    if (t.sub == "status") {
-      json updated = *cur;
-      updated["status"] = body.value("status", json::object());
-      body = updated;
-    }
-    body["metadata"]["name"] = t.name;
-    if (Namespaced(t.resource)) body["metadata"]["namespace"] = t.ns;
-    body["metadata"]["uid"] = Md(*cur, "uid");
-    Reply(res, 200, s_->StoreLocked(t.resource, body, "MODIFIED"));
-  }
-
-  void PatchOne(const Target& t, const httplib::Request& req, httplib::Response& res) {
-    json patch = json::parse(req.body, nullptr, false);
-    if (patch.is_discarded()) return Fail(res, 400, "patch body is not JSON");
-    std::string ct = req.get_header_value("Content-Type");
-    std::lock_guard<std::mutex> lock(s_->mu_);
-    json* cur = Find(t);
-    if (cur == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+    auto conflict = [&] {
+      Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
+                         "\": the object has been modified; please apply your changes to the latest version and try again");
+      return std::nullopt;
+    };
     json updated;
-    if (ct.rfind("application/json-patch+json", 0) == 0) {
-      try {
-        updated = cur->patch(patch);
-      } catch (const std::exception& e) {
-        return Fail(res, 422, std::string("the JSON patch could not be applied: ") + e.what());
+    if (req.method == "PUT") {
+      if (!body.is_object()) return Fail(res, 400, "body is not a JSON object"), std::nullopt;
+      std::string rv = Md(body, "resourceVersion");
+      if (!rv.empty() && rv != Md(cur, "resourceVersion")) return conflict();
+      if (t.sub == "status") {
+        updated = cur;
+        updated["status"] = body.value("status", json::object());
+      } else {
+        updated = body;
       }
-    } else if (ct.rfind("application/merge-patch+json", 0) == 0 ||
-               ct.rfind("application/strategic-merge-patch+json", 0) == 0) {
-      if (!patch.is_object()) return Fail(res, 400, "a merge patch must be a JSON object");
-      std::string rv = Md(patch, "resourceVersion");
-      if (!rv.empty() && rv != Md(*cur, "resourceVersion")) {
-        return Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
-                                  "\": the object has been modified; please apply your changes to the latest version and try again");
-      }
-      if (patch.contains("metadata") && patch["metadata"].is_object()) patch["metadata"].erase("resourceVersion");
-      updated = *cur;
-      updated.merge_patch(patch);
     } else {
-      return Fail(res, 415, "unsupported patch Content-Type \"" + ct + "\"");
+      if (body.is_discarded()) return Fail(res, 400, "patch body is not JSON"), std::nullopt;
+      std::string ct = req.get_header_value("Content-Type");
+      if (ct.rfind("application/json-patch+json", 0) == 0) {
+        try {
+          updated = cur.patch(body);
+        } catch (const std::exception& e) {
+          return Fail(res, 422, std::string("the JSON patch could not be applied: ") + e.what()), std::nullopt;
+        }
+      } else if (ct.rfind("application/merge-patch+json", 0) == 0 ||
+                 ct.rfind("application/strategic-merge-patch+json", 0) == 0) {
+        if (!body.is_object()) return Fail(res, 400, "a merge patch must be a JSON object"), std::nullopt;
+        std::string rv = Md(body, "resourceVersion");
+        if (!rv.empty() && rv != Md(cur, "resourceVersion")) return conflict();
+        if (body.contains("metadata") && body["metadata"].is_object()) body["metadata"].erase("resourceVersion");
+        updated = cur;
+        updated.merge_patch(body);
+      } else {
+        return Fail(res, 415, "unsupported patch Content-Type \"" + ct + "\""), std::nullopt;
+      }
+      if (!updated.is_object()) return Fail(res, 422, "patched object is not an object"), std::nullopt;
     }
-    if (!updated.is_object()) return Fail(res, 422, "patched object is not an object");
+    if (!updated.contains("metadata") || !updated["metadata"].is_object()) updated["metadata"] = json::object();
     updated["metadata"]["name"] = t.name;
     if (Namespaced(t.resource)) updated["metadata"]["namespace"] = t.ns;
-    updated["metadata"]["uid"] = Md(*cur, "uid");
-    Reply(res, 200, s_->StoreLocked(t.resource, updated, "MODIFIED"));
+    updated["metadata"]["uid"] = Md(cur, "uid");
+    return updated;
+  }
+
+  // PUT and PATCH: compute, admit (outside the lock), then store if nothing changed in
+  // between; otherwise start over, as the API server's update loop does (GuaranteedUpdate).
+  void Modify(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      json cur;
+      std::optional<json> updated;
+      {
+        std::lock_guard<std::mutex> lock(s_->mu_);
+        json* found = Find(t);
+        if (found == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+        cur = *found;
+        updated = Compute(t, req, cur, res);
+        if (!updated) return;
+      }
+      if (!Admit(t, "UPDATE", user, cur, &*updated, res)) return;
+      std::lock_guard<std::mutex> lock(s_->mu_);
+      json* found = Find(t);
+      if (found == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
+      if (Md(*found, "resourceVersion") != Md(cur, "resourceVersion")) continue;
+      if (!updated->is_object() || !updated->contains("metadata") || !(*updated)["metadata"].is_object()) {
+        return Fail(res, 500, "the admission webhook's patch left no metadata");
+      }
+      return Reply(res, 200, s_->StoreLocked(t.resource, *updated, "MODIFIED"));
+    }
+    Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name + "\": too many concurrent changes");
   }
 
   void DeleteOne(const Target& t, httplib::Response& res) {
@@ -528,6 +635,14 @@ FakeApiServer::FakeApiServer(int port) : server_(std::make_unique<httplib::Serve
   }
   if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib 0.11's stop() is lost if it comes before the accept loop runs (is_running()
+  // false), so the destructor could hang in join: wait (bounded) until the server runs.
+  if (port_ > 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 }
 
 FakeApiServer::~FakeApiServer() {
@@ -673,6 +788,21 @@ void FakeApiServer::SendBookmarks() {
   std::lock_guard<std::mutex> lock(mu_);
   ++bookmark_generation_;
   changed_.notify_all();
+}
+
+void FakeApiServer::SetTokens(std::map<std::string, std::string> token_to_user) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tokens_ = std::move(token_to_user);
+}
+
+void FakeApiServer::SetPodAdmission(std::function<AdmissionVerdict(const AdmissionCall&)> webhook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  admission_ = std::move(webhook);
+}
+
+std::vector<AuditRecord> FakeApiServer::AuditLog() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return audit_;
 }
 
 std::vector<RecordedRequest> FakeApiServer::Requests() const {

@@ -78,6 +78,13 @@ struct State {
   Ctx* primary[fracgpu::fakes::kFakeMaxDevices] = {};
   int primary_refs[fracgpu::fakes::kFakeMaxDevices] = {};
   uint64_t ctx_bytes = 0;
+  uint64_t module_bytes = 0;
+  struct Module {
+    int phys;  // -1: loaded with no current context (a library: nothing resident yet)
+    uint64_t bytes;
+    bool library;
+  };
+  std::map<void*, Module> modules;  // CUmodule / CUlibrary handles
   int driver_version = 12080;
   FakeProcState* published = nullptr;
 };
@@ -107,6 +114,41 @@ void Give(State& s, int phys, uint64_t bytes) {
   Publish(s, phys);
 }
 
+// Live contexts of this process per device, published for the fake NVML's process list.
+void PublishContexts(State& s, int phys, int delta) {
+  if (s.published) s.published->contexts[phys].fetch_add(static_cast<uint32_t>(delta));
+}
+
+// FAKE_CUDA_CTX_BARRIER (fake_gpu.h): phase 1 before the context exists (every process has
+// arrived), phase 2 after (every process has one). A process's mark stays in its file after
+// it exits, so a fast process leaving early never strands a slower one. Gives up after 20 s.
+void CtxBarrier(State& s, uint32_t phase) {
+  const char* v = std::getenv("FAKE_CUDA_CTX_BARRIER");
+  int n = v ? std::atoi(v) : 0;
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  if (n <= 1 || !s.published || !dir) return;
+  s.published->creating.store(phase);
+  for (int waited = 0; waited < 20000; ++waited) {
+    int have = 0;
+    if (auto* d = ::opendir(dir)) {
+      while (auto* e = ::readdir(d)) {
+        if (std::strncmp(e->d_name, "proc-", 5) != 0) continue;
+        int fd = ::open((std::string(dir) + "/" + e->d_name).c_str(), O_RDONLY);
+        if (fd < 0) continue;
+        FakeProcState st;
+        if (::pread(fd, &st, sizeof(st), 0) == static_cast<ssize_t>(sizeof(st)) &&
+            st.creating.load() >= phase) {
+          ++have;
+        }
+        ::close(fd);
+      }
+      ::closedir(d);
+    }
+    if (have >= n) return;
+    ::usleep(1000);
+  }
+}
+
 // Physical used bytes of a device across every process publishing in FAKE_GPU_STATE_DIR.
 uint64_t DeviceUsedAllProcesses(State& s, int phys) {
   const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
@@ -134,6 +176,7 @@ uint64_t DeviceUsedAllProcesses(State& s, int phys) {
 void Initialise(State& s) {
   s.devices = fracgpu::fakes::LoadFakeDevices();
   if (const char* v = std::getenv("FAKE_CUDA_CTX_BYTES")) s.ctx_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("FAKE_CUDA_MODULE_BYTES")) s.module_bytes = std::strtoull(v, nullptr, 10);
   if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s.driver_version = std::atoi(v);
   // CUDA_VISIBLE_DEVICES: indices or UUID prefixes; the list stops at the first invalid
   // entry, as with the real driver.
@@ -314,7 +357,10 @@ CUresult CreateContext(CUcontext* ctx, CUdevice dev) {
   int phys = PhysOf(s, dev);
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  CtxBarrier(s, 1);
   if (!Take(s, phys, s.ctx_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  PublishContexts(s, phys, 1);
+  CtxBarrier(s, 2);
   Ctx* c = new Ctx{phys, false};
   tls_ctx_stack.push_back(c);
   *ctx = reinterpret_cast<CUcontext>(c);
@@ -460,6 +506,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
   Ctx* c = reinterpret_cast<Ctx*>(ctx);
   if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
   Give(s, c->phys, s.ctx_bytes);
+  PublishContexts(s, c->phys, -1);
   std::erase(tls_ctx_stack, c);
   delete c;
   return CUDA_SUCCESS;
@@ -514,16 +561,34 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) noexcept {
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (!s.primary[phys]) s.primary[phys] = new Ctx{phys, true};
-  if (s.primary_refs[phys]++ == 0 && !Take(s, phys, s.ctx_bytes)) {
-    s.primary_refs[phys] = 0;
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (s.primary_refs[phys] == 0) {
+    CtxBarrier(s, 1);
+    if (!Take(s, phys, s.ctx_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    PublishContexts(s, phys, 1);
+    CtxBarrier(s, 2);
   }
+  s.primary_refs[phys]++;
   *ctx = reinterpret_cast<CUcontext>(s.primary[phys]);
   return CUDA_SUCCESS;
 }
 
-// Frees every allocation of a device (the driver does so when its context goes away).
+// Frees every allocation and module of a device (the driver does so when its context goes
+// away; a library handle stays valid, with nothing resident).
 void DropDeviceMemory(State& s, int phys) {
+  for (auto it = s.modules.begin(); it != s.modules.end();) {
+    if (it->second.phys != phys) {
+      ++it;
+      continue;
+    }
+    Give(s, phys, it->second.bytes);
+    if (it->second.library) {
+      it->second = {-1, 0, true};
+      ++it;
+    } else {
+      delete static_cast<char*>(it->first);
+      it = s.modules.erase(it);
+    }
+  }
   for (auto it = s.allocs.begin(); it != s.allocs.end();) {
     if (it->second.phys == phys) {
       Give(s, phys, it->second.size);
@@ -542,6 +607,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) noexcept {
   if (s.primary_refs[phys] == 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (--s.primary_refs[phys] == 0) {
     Give(s, phys, s.ctx_bytes);
+    PublishContexts(s, phys, -1);
     DropDeviceMemory(s, phys);
   }
   return CUDA_SUCCESS;
@@ -550,11 +616,66 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (s.primary_refs[phys] > 0) Give(s, phys, s.ctx_bytes);
+  if (s.primary_refs[phys] > 0) {
+    Give(s, phys, s.ctx_bytes);
+    PublishContexts(s, phys, -1);
+  }
   s.primary_refs[phys] = 0;
   DropDeviceMemory(s, phys);
   return CUDA_SUCCESS;
 }
+
+// ---- Modules and libraries: FAKE_CUDA_MODULE_BYTES each, on the current context's device ----
+static CUresult LoadModule(void** handle, bool library) {
+  Ctx* c = Current();
+  if (!c && !library) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  int phys = c ? c->phys : -1;
+  uint64_t bytes = phys >= 0 ? s.module_bytes : 0;
+  if (phys >= 0 && !Take(s, phys, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* h = new char(0);
+  s.modules[h] = {phys, bytes, library};
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+static CUresult UnloadModule(void* handle, bool library) {
+  FAKE_LOCK();
+  auto it = s.modules.find(handle);
+  if (it == s.modules.end() || it->second.library != library) return CUDA_ERROR_INVALID_HANDLE;
+  if (it->second.phys >= 0) Give(s, it->second.phys, it->second.bytes);
+  delete static_cast<char*>(it->first);
+  s.modules.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleLoad(CUmodule* module, const char* fname) noexcept {
+  if (!fname) return CUDA_ERROR_INVALID_VALUE;
+  return LoadModule(reinterpret_cast<void**>(module), false);
+}
+CUresult cuModuleLoadData(CUmodule* module, const void* image) noexcept {
+  if (!image) return CUDA_ERROR_INVALID_VALUE;
+  return LoadModule(reinterpret_cast<void**>(module), false);
+}
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*, void**) noexcept {
+  if (!image) return CUDA_ERROR_INVALID_VALUE;
+  return LoadModule(reinterpret_cast<void**>(module), false);
+}
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) noexcept {
+  if (!fat_cubin) return CUDA_ERROR_INVALID_VALUE;
+  return LoadModule(reinterpret_cast<void**>(module), false);
+}
+CUresult cuModuleUnload(CUmodule module) noexcept { return UnloadModule(module, false); }
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned int,
+                           CUlibraryOption*, void**, unsigned int) noexcept {
+  if (!code) return CUDA_ERROR_INVALID_VALUE;
+  return LoadModule(reinterpret_cast<void**>(library), true);
+}
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* file_name, CUjit_option*, void**,
+                               unsigned int, CUlibraryOption*, void**, unsigned int) noexcept {
+  if (!file_name) return CUDA_ERROR_INVALID_VALUE;
+  return LoadModule(reinterpret_cast<void**>(library), true);
+}
+CUresult cuLibraryUnload(CUlibrary library) noexcept { return UnloadModule(library, true); }
 
 // ---- Memory ----
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) noexcept {

@@ -9,6 +9,15 @@
 //                    report per-process memory and the fake driver the physical free memory
 //                    of the whole device, as the real ones do.
 // FAKE_CUDA_CTX_BYTES device memory a context occupies (default 0).
+// FAKE_CUDA_MODULE_BYTES device memory every module or library load occupies on the current
+//                    context's device until unloaded (default 0), like the real driver's code
+//                    and data segments.
+// FAKE_CUDA_CTX_BARRIER=<n> a context's creation waits until <n> processes of
+//                    FAKE_GPU_STATE_DIR are creating one, and returns once all <n> have one:
+//                    "several processes start at the same time", deterministically.
+// FAKE_NVML_HOST_PID_OFFSET=<k> the fake NVML reports pid + k as every process's PID (compute
+//                    processes and utilisation samples alike), emulating a container's PID
+//                    namespace (NVML reports host PIDs).
 // FAKE_CUDA_DRIVER_VERSION cuDriverGetVersion (default 12080).
 #include <atomic>
 #include <cstdint>
@@ -34,7 +43,15 @@ struct FakeDevice {
 struct FakeProcState {
   std::atomic<uint32_t> pid;
   std::atomic<uint64_t> used[kFakeMaxDevices];  ///< bytes per NVML index
+  std::atomic<uint32_t> contexts[kFakeMaxDevices];  ///< live contexts per NVML index
+  std::atomic<uint32_t> creating;  ///< FAKE_CUDA_CTX_BARRIER: 1 arrived, 2 has its context
 };
+
+/// FAKE_NVML_HOST_PID_OFFSET (0 when unset).
+inline unsigned HostPidOffset() {
+  const char* v = std::getenv("FAKE_NVML_HOST_PID_OFFSET");
+  return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : 0;
+}
 
 inline int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -1,6 +1,7 @@
 // Fake libnvidia-ml.so.1: devices and UUIDs from FAKE_GPU_DEVICES (NVML index = list order,
 // CUDA_VISIBLE_DEVICES ignored, as with the real NVML), memory and per-process usage from the
-// processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h). Return codes and struct layouts:
+// processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h); PIDs as the host sees them
+// (FAKE_NVML_HOST_PID_OFFSET emulates a PID namespace). Return codes and struct layouts:
 // wire-apis.md §8.
 #include <dirent.h>
 #include <fcntl.h>
@@ -60,7 +61,11 @@ std::vector<ProcUsage> Processes(int idx) {
     FakeProcState st;
     if (::pread(fd, &st, sizeof(st), 0) == static_cast<ssize_t>(sizeof(st))) {
       unsigned long long used = st.used[idx].load(std::memory_order_relaxed);
-      if (used > 0) out.push_back({static_cast<unsigned>(pid), used});
+      // Listed while it has a context there (as the real NVML lists compute processes) or
+      // holds memory; the PID as the host sees it.
+      if (used > 0 || st.contexts[idx].load(std::memory_order_relaxed) > 0) {
+        out.push_back({static_cast<unsigned>(pid) + fracgpu::fakes::HostPidOffset(), used});
+      }
     }
     ::close(fd);
   }
@@ -208,7 +213,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     uint64_t busy = fk::ClockBusy(p, from, now);
     if (busy == 0) continue;
     unsigned pct = static_cast<unsigned>((busy * 100 + (now - from) / 2) / (now - from));
-    out.push_back({static_cast<unsigned>(p.pid.load()), now / 1000, pct > 100 ? 100 : pct, 0, 0, 0});
+    out.push_back({static_cast<unsigned>(p.pid.load()) + fracgpu::fakes::HostPidOffset(), now / 1000,
+                   pct > 100 ? 100 : pct, 0, 0, 0});
   }
   fk::ClockUnlock(s);
   if (!utilization || *processSamplesCount < out.size()) {

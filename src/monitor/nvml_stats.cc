@@ -1,0 +1,193 @@
+#include "monitor/nvml_stats.h"
+
+#include <dlfcn.h>
+
+#include <vector>
+
+namespace fracgpu::monitor {
+namespace {
+
+// Prototypes and layouts from shared/reference/wire-apis.md §8 (NVML API version 13).
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kNotFound = 6;
+constexpr nvmlReturn_t kInsufficientSize = 7;
+
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+struct nvmlUtilization_t {
+  unsigned int gpu;     // percent
+  unsigned int memory;  // percent
+};
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU µs
+  unsigned int smUtil;           // percent
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+
+using InitFn = nvmlReturn_t (*)();
+using ShutdownFn = nvmlReturn_t (*)();
+using ErrorStringFn = const char* (*)(nvmlReturn_t);
+using CountFn = nvmlReturn_t (*)(unsigned int*);
+using HandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+using HandleByUuidFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+using MemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using UtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
+                                              unsigned long long);
+
+template <typename Fn>
+bool Load(void* lib, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return *out != nullptr;
+}
+
+}  // namespace
+
+struct NvmlGpuStats::Impl {
+  void* lib = nullptr;
+  InitFn init = nullptr;
+  ShutdownFn shutdown = nullptr;
+  ErrorStringFn error_string = nullptr;
+  CountFn count = nullptr;
+  HandleByIndexFn by_index = nullptr;
+  HandleByUuidFn by_uuid = nullptr;
+  StringFn uuid = nullptr;
+  StringFn name = nullptr;
+  MemoryFn memory = nullptr;
+  UtilizationFn utilization = nullptr;                 // optional
+  ProcessUtilizationFn process_utilization = nullptr;  // optional
+  std::map<std::string, unsigned long long> last_seen;  // uuid → newest sample timestamp (µs)
+
+  std::string Error(const char* what, nvmlReturn_t rc) const {
+    return std::string(what) + ": " + (error_string ? error_string(rc) : "NVML error") + " (" +
+           std::to_string(rc) + ")";
+  }
+};
+
+NvmlGpuStats::NvmlGpuStats(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+NvmlGpuStats::~NvmlGpuStats() {
+  if (impl_->shutdown) impl_->shutdown();
+  if (impl_->lib) ::dlclose(impl_->lib);
+}
+
+Result<std::unique_ptr<NvmlGpuStats>> NvmlGpuStats::Open(const std::string& library) {
+  auto impl = std::make_unique<Impl>();
+  impl->lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!impl->lib) {
+    const char* err = ::dlerror();
+    return Unavailable("cannot load " + library + ": " + (err ? err : "unknown error"));
+  }
+  struct Required {
+    const char* name;
+    bool ok;
+  };
+  Required required[] = {
+      {"nvmlInit_v2", Load(impl->lib, "nvmlInit_v2", &impl->init)},
+      {"nvmlShutdown", Load(impl->lib, "nvmlShutdown", &impl->shutdown)},
+      {"nvmlDeviceGetCount_v2", Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count)},
+      {"nvmlDeviceGetHandleByIndex_v2", Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index)},
+      {"nvmlDeviceGetHandleByUUID", Load(impl->lib, "nvmlDeviceGetHandleByUUID", &impl->by_uuid)},
+      {"nvmlDeviceGetUUID", Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid)},
+      {"nvmlDeviceGetName", Load(impl->lib, "nvmlDeviceGetName", &impl->name)},
+      {"nvmlDeviceGetMemoryInfo", Load(impl->lib, "nvmlDeviceGetMemoryInfo", &impl->memory)},
+  };
+  Load(impl->lib, "nvmlErrorString", &impl->error_string);
+  Load(impl->lib, "nvmlDeviceGetUtilizationRates", &impl->utilization);
+  Load(impl->lib, "nvmlDeviceGetProcessUtilization", &impl->process_utilization);
+  for (const Required& r : required) {
+    if (!r.ok) {
+      ::dlclose(impl->lib);
+      impl->lib = nullptr;
+      impl->shutdown = nullptr;
+      return Unavailable(library + ": missing entry point " + r.name);
+    }
+  }
+  if (nvmlReturn_t rc = impl->init(); rc != kSuccess) {
+    std::string msg = impl->Error("nvmlInit_v2", rc);
+    impl->shutdown = nullptr;
+    ::dlclose(impl->lib);
+    impl->lib = nullptr;
+    return Unavailable(library + ": " + msg);
+  }
+  return std::unique_ptr<NvmlGpuStats>(new NvmlGpuStats(std::move(impl)));
+}
+
+Result<std::vector<GpuStats>> NvmlGpuStats::ListGpus() {
+  unsigned int n = 0;
+  if (nvmlReturn_t rc = impl_->count(&n); rc != kSuccess)
+    return Unavailable(impl_->Error("nvmlDeviceGetCount_v2", rc));
+  std::vector<GpuStats> out;
+  for (unsigned int i = 0; i < n; ++i) {
+    nvmlDevice_t dev = nullptr;
+    if (nvmlReturn_t rc = impl_->by_index(i, &dev); rc != kSuccess)
+      return Unavailable(impl_->Error(("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")").c_str(), rc));
+    GpuStats g;
+    g.index = i;
+    char buf[96] = {};
+    if (nvmlReturn_t rc = impl_->uuid(dev, buf, sizeof buf); rc != kSuccess)
+      return Unavailable(impl_->Error(("nvmlDeviceGetUUID(" + std::to_string(i) + ")").c_str(), rc));
+    buf[sizeof buf - 1] = '\0';
+    g.uuid = buf;
+    char name[96] = {};
+    if (impl_->name(dev, name, sizeof name) == kSuccess) {
+      name[sizeof name - 1] = '\0';
+      g.name = name;
+    }
+    nvmlMemory_t mem{};
+    if (nvmlReturn_t rc = impl_->memory(dev, &mem); rc != kSuccess)
+      return Unavailable(impl_->Error(("nvmlDeviceGetMemoryInfo(" + g.uuid + ")").c_str(), rc));
+    g.memory_total_bytes = mem.total;
+    g.memory_used_bytes = mem.used;
+    nvmlUtilization_t util{};
+    if (impl_->utilization && impl_->utilization(dev, &util) == kSuccess) {
+      g.utilization = (util.gpu > 100 ? 100 : util.gpu) / 100.0;
+      g.memory_utilization = (util.memory > 100 ? 100 : util.memory) / 100.0;
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Result<std::map<uint32_t, double>> NvmlGpuStats::ProcessSmUtilization(const std::string& uuid) {
+  if (!impl_->process_utilization) return Unavailable("nvmlDeviceGetProcessUtilization is not available");
+  nvmlDevice_t dev = nullptr;
+  if (nvmlReturn_t rc = impl_->by_uuid(uuid.c_str(), &dev); rc != kSuccess) {
+    std::string msg = impl_->Error(("nvmlDeviceGetHandleByUUID(" + uuid + ")").c_str(), rc);
+    return rc == kNotFound ? NotFound(msg) : Unavailable(msg);
+  }
+  unsigned long long last = impl_->last_seen[uuid];
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  unsigned int count = 0;
+  nvmlReturn_t rc = impl_->process_utilization(dev, nullptr, &count, last);
+  // The buffer may grow between the two calls: retry a few times with the new count.
+  for (int attempt = 0; attempt < 3 && rc == kInsufficientSize; ++attempt) {
+    samples.resize(count + 4);
+    count = static_cast<unsigned int>(samples.size());
+    rc = impl_->process_utilization(dev, samples.data(), &count, last);
+  }
+  std::map<uint32_t, double> out;
+  if (rc == kNotFound || (rc == kSuccess && samples.empty())) return out;  // no samples
+  if (rc != kSuccess) return Unavailable(impl_->Error(("nvmlDeviceGetProcessUtilization(" + uuid + ")").c_str(), rc));
+  std::map<uint32_t, std::pair<double, int>> sums;
+  for (unsigned int k = 0; k < count && k < samples.size(); ++k) {
+    const auto& s = samples[k];
+    auto& [sum, n] = sums[s.pid];
+    sum += (s.smUtil > 100 ? 100 : s.smUtil) / 100.0;
+    ++n;
+    if (s.timeStamp > impl_->last_seen[uuid]) impl_->last_seen[uuid] = s.timeStamp;
+  }
+  for (const auto& [pid, sn] : sums) out[pid] = sn.first / sn.second;
+  return out;
+}
+
+}  // namespace fracgpu::monitor

@@ -1,0 +1,227 @@
+// ExtenderArgs decoding (streaming NodeNames, extender_args.cc) and the /filter reply written
+// without a DOM (extender.cc): bad cases with their messages, key-case rules, and agreement
+// with the plain DOM decoder (extender_args_reference.h) on a generated family of bodies.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/annotations.h"
+#include "core/codec.h"
+#include "extender_args_reference.h"
+#include "scheduler/extender.h"
+#include "scheduler/extender_args.h"
+#include "scheduler/state.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+TEST(ExtenderArgsTest, BadBodiesNameTheFieldAndType) {
+  struct Case {
+    std::string body, want;
+  } cases[] = {
+      {"", "ExtenderArgs body is not valid JSON"},
+      {R"({"Pod":{"metadata":)", "ExtenderArgs body is not valid JSON"},
+      {R"({"Pod":{},"NodeNames":["a"]} trailing)", "ExtenderArgs body is not valid JSON"},
+      {R"({"Pod":{},"NodeNames":["a)", "ExtenderArgs body is not valid JSON"},
+      {"{\"Pod\":{},\"NodeNames\":[\"\xff\"]}", "ExtenderArgs body is not valid JSON"},  // not UTF-8
+      {R"([1,2])", "ExtenderArgs must be a JSON object, got array"},
+      {R"("x")", "ExtenderArgs must be a JSON object, got string"},
+      {R"({"NodeNames":[]})", "ExtenderArgs.Pod must be an object, got nothing"},
+      {R"({"Pod":"x","NodeNames":[]})", "ExtenderArgs.Pod must be an object, got string"},
+      {R"({"Pod":null,"NodeNames":[]})", "ExtenderArgs.Pod must be an object, got null"},
+      {R"({"Pod":{},"NodeNames":[1]})", "ExtenderArgs.NodeNames[0] must be a string, got number"},
+      {R"({"Pod":{},"NodeNames":["a",true,3]})", "ExtenderArgs.NodeNames[1] must be a string, got boolean"},
+      {R"({"Pod":{},"NodeNames":["a","b",{"x":["y"]},null]})", "ExtenderArgs.NodeNames[2] must be a string, got object"},
+      {R"({"Pod":{},"NodeNames":[["a"],"b"]})", "ExtenderArgs.NodeNames[0] must be a string, got array"},
+      {R"({"Pod":{},"NodeNames":["a",null]})", "ExtenderArgs.NodeNames[1] must be a string, got null"},
+      {R"({"Pod":{},"NodeNames":"a"})", "ExtenderArgs.NodeNames must be an array of strings, got string"},
+      {R"({"Pod":{},"NodeNames":{"a":1}})", "ExtenderArgs.NodeNames must be an array of strings, got object"},
+      {R"({"Pod":{}})", "ExtenderArgs carries neither NodeNames nor Nodes"},
+      {R"({"Pod":{},"NodeNames":null,"Nodes":null})", "ExtenderArgs carries neither NodeNames nor Nodes"},
+      {R"({"Pod":{},"Nodes":[]})", "ExtenderArgs.Nodes must be a NodeList with an items array"},
+      {R"({"Pod":{},"Nodes":{"items":{}}})", "ExtenderArgs.Nodes must be a NodeList with an items array"},
+      {R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name must be a string"},
+      {R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":5}}]}})",
+       "ExtenderArgs.Nodes.items[1].metadata.name must be a string"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeExtenderArgs(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.body;
+    EXPECT_EQ(r.status().message(), c.want) << c.body;
+    EXPECT_EQ(reference::CompareDecoders(c.body), "") << c.body;
+  }
+}
+
+TEST(ExtenderArgsTest, KeysMatchIgnoringCaseExactFirst) {
+  auto r = DecodeExtenderArgs(R"({"pod":{"metadata":{"name":"p"}},"nodenames":["a","b"]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pod["metadata"]["name"], "p");
+  EXPECT_EQ(r->node_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(r->had_nodes_list);
+
+  // The exact spelling wins over another case; among other cases the first in key order.
+  r = DecodeExtenderArgs(R"({"Pod":{},"nodeNames":["x"],"NodeNames":["y"],"NODENAMES":["z"]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"y"});
+  r = DecodeExtenderArgs(R"({"Pod":{},"nodeNames":["x"],"NODENAMES":["z"]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"z"});  // "NODENAMES" < "nodeNames"
+
+  // A repeated key: the last value counts, array or not.
+  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["x"],"NodeNames":["y","z"]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, (std::vector<std::string>{"y", "z"}));
+  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["x"],"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"n"}}]}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"n"});
+  EXPECT_TRUE(r->had_nodes_list);
+  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":7,"NodeNames":["q"]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, std::vector<std::string>{"q"});
+
+  // NodeNames inside the Pod is just part of the Pod.
+  r = DecodeExtenderArgs(R"({"Pod":{"NodeNames":["in-pod"]},"NodeNames":[]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->pod["NodeNames"], json::array({"in-pod"}));
+  EXPECT_TRUE(r->node_names.empty());
+
+  // Escapes and non-ASCII names survive.
+  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["a\"b","\u00e9\n","\ud83d\ude00"]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->node_names, (std::vector<std::string>{"a\"b", "\xc3\xa9\n", "\xf0\x9f\x98\x80"}));
+}
+
+// Every body of a generated family — key spellings, value types, order, repeats, nesting —
+// decodes exactly as the DOM reference does.
+TEST(ExtenderArgsTest, AgreesWithTheDomDecoder) {
+  const std::vector<std::string> pods = {R"({"metadata":{"name":"p","uid":"u"},"spec":{"containers":[]}})", "{}",
+                                         "null", R"("pod")", "[1]"};
+  const std::vector<std::string> name_values = {
+      "[]", R"(["a"])", R"(["a","b","a"])", "null", "7", R"("a")", "{}", R"([1])", R"(["a",{}])",
+      R"(["a",[["b"]],"c"])", R"([null])", R"(["x",true])", R"(["\u0041\t"])"};
+  const std::vector<std::string> node_lists = {"", R"("Nodes":null)", R"("Nodes":{"items":[{"metadata":{"name":"n1"}}]})",
+                                               R"("nodes":{"Items":[{"Metadata":{"Name":"n2"}}]})", R"("Nodes":{"items":5})"};
+  const std::vector<std::string> name_keys = {"NodeNames", "nodenames", "NODENAMES", "nodeNames"};
+  int bodies = 0;
+  for (const auto& pod : pods) {
+    for (const auto& names : name_values) {
+      for (const auto& list : node_lists) {
+        for (size_t k = 0; k < name_keys.size(); ++k) {
+          std::vector<std::string> members = {"\"Pod\":" + pod, "\"" + name_keys[k] + "\":" + names};
+          if (!list.empty()) members.push_back(list);
+          // Second NodeNames member under another spelling, then a repeat of the first.
+          std::string other = "\"" + name_keys[(k + 1) % name_keys.size()] + "\":" + name_values[(k * 5) % name_values.size()];
+          for (int variant = 0; variant < 4; ++variant) {
+            std::vector<std::string> m = members;
+            if (variant == 1) m.push_back(other);
+            if (variant == 2) m.insert(m.begin(), other);
+            if (variant == 3) m.push_back(m[1]);
+            if (variant % 2 == 1) std::swap(m[0], m.back());
+            std::string body = "{";
+            for (size_t i = 0; i < m.size(); ++i) body += (i ? "," : "") + m[i];
+            body += "}";
+            ASSERT_EQ(reference::CompareDecoders(body), "") << body;
+            // The same with JSON whitespace around every separator (none of the strings
+            // above contains ',' or ':').
+            std::string spaced;
+            for (char c : body) {
+              if (c == ',' || c == ':') {
+                spaced += std::string(" \n") + c + "\t\r ";
+              } else {
+                spaced += c;
+              }
+            }
+            ASSERT_EQ(reference::CompareDecoders(spaced), "") << spaced;
+            ++bodies;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bodies, 5 * 13 * 5 * 4 * 4);
+}
+
+// Every truncation and every one-byte change of a kube-scheduler-shaped body decodes as
+// the DOM reference does (the fast NodeNames scanner must hand anything unusual over).
+TEST(ExtenderArgsTest, MutatedBodiesAgreeWithTheDomDecoder) {
+  const std::string base =
+      R"({"Pod":{"metadata":{"name":"p","annotations":{"a":"x\"y"}},"spec":{}},"Nodes":null,)"
+      R"("NodeNames":["node-1","node-2", "n3"],"nodenames":["z"]})";
+  ASSERT_EQ(reference::CompareDecoders(base), "");
+  ASSERT_TRUE(DecodeExtenderArgs(base).ok());
+  const std::string replacements[] = {"\"", "\\", "]", "[", ",", " ", "\x01", "\xc3\xa9", "1", "}", "{", ":", ""};
+  int compared = 0;
+  for (size_t i = 0; i <= base.size(); ++i) {
+    ASSERT_EQ(reference::CompareDecoders(base.substr(0, i)), "") << base.substr(0, i);
+    if (i == base.size()) break;
+    for (const auto& r : replacements) {
+      std::string body = base.substr(0, i) + r + base.substr(i + 1);
+      ASSERT_EQ(reference::CompareDecoders(body), "") << body;
+      std::string inserted = base.substr(0, i) + r + base.substr(i);
+      ASSERT_EQ(reference::CompareDecoders(inserted), "") << inserted;
+      compared += 2;
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(base.size()) * 26);
+}
+
+// ---- the /filter reply ----
+
+json Node(const std::string& name, int64_t mem_mib) {
+  core::DeviceInfo d;
+  d.uuid = "GPU-" + name;
+  d.devmem_mib = mem_mib;
+  d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
+  return {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister({d})}}}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+}
+
+json Pod(json limits) {
+  return {{"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u1"}}},
+          {"spec", {{"containers", {{{"name", "c"}, {"resources", {{"limits", limits}}}}}}}}};
+}
+
+TEST(ExtenderFilterReplyTest, FitNodesInOrderFailedNodesWithReasons) {
+  ClusterState state;
+  // Names that need escaping in JSON, and one with non-ASCII bytes.
+  const std::vector<std::string> names = {"big-\"quoted\"", "small\\back", "tab\tnode", "caf\xc3\xa9", "big-2"};
+  const std::vector<int64_t> mem = {40000, 1000, 2000, 40000, 40000};
+  for (size_t i = 0; i < names.size(); ++i) ASSERT_TRUE(state.UpsertNode(Node(names[i], mem[i])).ok());
+  Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
+  ExtenderArgs args;
+  args.pod = Pod({{"nvidia.com/gpumem", "30000"}});
+  args.node_names = {"big-2", names[1], "unknown\x01", names[0], names[2], names[3]};
+  std::string text = extender.Filter(args);
+  json reply = json::parse(text);  // throws (fails the test) when not valid JSON
+  EXPECT_EQ(reply["NodeNames"], json::array({"big-2", names[0], names[3]}));
+  EXPECT_EQ(reply["Error"], "");
+  ASSERT_EQ(reply["FailedNodes"].size(), 3u);
+  EXPECT_EQ(reply["FailedNodes"][names[1]], "1/1 CardInsufficientMemory");
+  EXPECT_EQ(reply["FailedNodes"][names[2]], "1/1 CardInsufficientMemory");
+  EXPECT_NE(reply["FailedNodes"]["unknown\x01"].get<std::string>().find("no fracgpu GPUs registered"), std::string::npos);
+  // Control bytes are escaped as \u00XX, as nlohmann's dump() writes them.
+  EXPECT_NE(text.find(R"("unknown\u0001")"), std::string::npos) << text;
+}
+
+TEST(ExtenderFilterReplyTest, NonGpuPodPassesEveryNodeAndBadRequestIsAnError) {
+  ClusterState state;
+  Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
+  ExtenderArgs args;
+  args.pod = Pod({{"cpu", "1"}});
+  args.node_names = {"x", "y\"z"};
+  json reply = json::parse(extender.Filter(args));
+  EXPECT_EQ(reply, json({{"NodeNames", {"x", "y\"z"}}, {"FailedNodes", json::object()}, {"Error", ""}}));
+
+  args.pod = Pod({{"nvidia.com/gpucores", "150"}});  // over 100: the request does not parse
+  reply = json::parse(extender.Filter(args));
+  EXPECT_TRUE(reply["NodeNames"].is_null());
+  EXPECT_EQ(reply["FailedNodes"], json::object());
+  EXPECT_NE(reply["Error"].get<std::string>(), "");
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
