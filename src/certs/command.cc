@@ -31,12 +31,7 @@ int Run(Flags f) {
     spdlog::error("{}", st.message());
     return 2;
   }
-  auto config = k8s::LoadConfig(f.kubeconfig);
-  if (!config.ok()) {
-    spdlog::error("Kubernetes configuration: {}", config.status().ToString());
-    return 1;
-  }
-  auto client = k8s::Client::Create(*config);
+  auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
     spdlog::error("{}", client.status().ToString());
     return 1;

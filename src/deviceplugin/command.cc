@@ -20,6 +20,7 @@
 #include "deviceplugin/server.h"
 #include "k8s/client.h"
 #include "k8s/config.h"
+#include "k8s/signals.h"
 #include "nvml/nvml.h"
 
 namespace fracgpu::cli {
@@ -57,37 +58,9 @@ Result<std::string> ReadText(const std::string& path, bool optional) {
   return buf.str();
 }
 
-// Turns SIGTERM/SIGINT into `stop`: blocks them in this thread (so in every thread started
-// after it) and waits for them in a dedicated thread. Must be created before any other thread.
-class SignalWatcher {
- public:
-  explicit SignalWatcher(k8s::StopSignal* stop) {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    thread_ = std::thread([this, stop] {
-      int sig = 0;
-      sigwait(&set_, &sig);
-      if (!done_) spdlog::info("signal {}: stopping", sig);
-      stop->Stop();
-    });
-  }
-  ~SignalWatcher() {
-    done_ = true;
-    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait (blocked in that thread)
-    thread_.join();
-  }
-
- private:
-  sigset_t set_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
-
 int Run(const Flags& f) {
   k8s::StopSignal stop;
-  SignalWatcher signals(&stop);
+  k8s::SignalWatcher signals(&stop);
   if (f.node_name.empty()) {
     spdlog::error("--node-name (or NODE_NAME) is required");
     return 2;
@@ -127,12 +100,7 @@ int Run(const Flags& f) {
     spdlog::error("{}", gpus.status().ToString());
     return 1;
   }
-  auto kconfig = k8s::LoadConfig(f.kubeconfig);
-  if (!kconfig.ok()) {
-    spdlog::error("{}", kconfig.status().ToString());
-    return 1;
-  }
-  auto client = k8s::Client::Create(*kconfig);
+  auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
     spdlog::error("{}", client.status().ToString());
     return 1;

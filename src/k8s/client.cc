@@ -454,4 +454,12 @@ Result<WatchEnd> Client::Watch(const std::string& path, const WatchOptions& opti
   return WatchEnd::kClosed;
 }
 
+Result<std::unique_ptr<Client>> Connect(const std::string& kubeconfig) {
+  auto config = LoadConfig(kubeconfig);
+  if (!config.ok()) return config.status().WithPrefix("Kubernetes configuration");
+  auto client = Client::Create(std::move(*config));
+  if (!client.ok()) return client.status().WithPrefix("Kubernetes client");
+  return client;
+}
+
 }  // namespace fracgpu::k8s

@@ -165,4 +165,10 @@ std::string PodPath(const std::string& ns, const std::string& name = "");
 /// "/apis/coordination.k8s.io/v1/namespaces/<ns>/leases/<name>".
 std::string LeasePath(const std::string& ns, const std::string& name = "");
 
+/// For the subcommands' main functions: loads the configuration with LoadConfig(`kubeconfig`)
+/// (the file when non-empty, else in-cluster, else $KUBECONFIG, else ~/.kube/config) and creates
+/// a client with default options. Errors: LoadConfig's, prefixed "Kubernetes configuration", or
+/// Create's, prefixed "Kubernetes client".
+Result<std::unique_ptr<Client>> Connect(const std::string& kubeconfig);
+
 }  // namespace fracgpu::k8s

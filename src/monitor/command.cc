@@ -13,6 +13,7 @@
 #include "k8s/client.h"
 #include "k8s/clock.h"
 #include "k8s/config.h"
+#include "k8s/signals.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
 
@@ -44,33 +45,6 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-// SIGTERM/SIGINT → stop (blocked in every thread, waited for in one).
-class SignalWatcher {
- public:
-  explicit SignalWatcher(k8s::StopSignal* stop) {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    thread_ = std::thread([this, stop] {
-      int sig = 0;
-      sigwait(&set_, &sig);
-      if (!done_) spdlog::info("signal {}: stopping", sig);
-      stop->Stop();
-    });
-  }
-  ~SignalWatcher() {
-    done_ = true;
-    pthread_kill(thread_.native_handle(), SIGTERM);
-    thread_.join();
-  }
-
- private:
-  sigset_t set_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
-
 int Run(const Flags& f) {
   if (f.node_name.empty() && !f.no_apiserver) {
     spdlog::error("--node-name (or NODE_NAME) is required unless --no-apiserver");
@@ -95,12 +69,7 @@ int Run(const Flags& f) {
   std::unique_ptr<k8s::Client> client;
   std::unique_ptr<monitor::K8sPodLister> pods;
   if (!f.no_apiserver) {
-    auto config = k8s::LoadConfig(f.kubeconfig);
-    if (!config.ok()) {
-      spdlog::error("{}", config.status().ToString());
-      return 1;
-    }
-    auto c = k8s::Client::Create(*config);
+    auto c = k8s::Connect(f.kubeconfig);
     if (!c.ok()) {
       spdlog::error("{}", c.status().ToString());
       return 1;
@@ -116,7 +85,7 @@ int Run(const Flags& f) {
   }
 
   k8s::StopSignal stop;
-  SignalWatcher signals(&stop);
+  k8s::SignalWatcher signals(&stop);
   http::ServerOptions http_options;
   http_options.host = f.listen;
   http_options.port = f.port;

@@ -75,12 +75,7 @@ int Run(const Flags& f) {
   o.leader.identity = pod != nullptr ? pod : host;
   o.node_label_selector = f.node_label_selector;
 
-  auto config = k8s::LoadConfig(f.kubeconfig);
-  if (!config.ok()) {
-    spdlog::error("Kubernetes configuration: {}", config.status().ToString());
-    return 1;
-  }
-  auto client = k8s::Client::Create(*config);
+  auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
     spdlog::error("{}", client.status().ToString());
     return 1;

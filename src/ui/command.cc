@@ -77,14 +77,9 @@ int Run(const Flags& f) {
     spdlog::error("--gpu-scheduler-policy: {}", policy.status().message());
     return 2;
   }
-  auto config = k8s::LoadConfig(f.kubeconfig);
-  if (!config.ok()) {
-    spdlog::error("kubernetes config: {}", config.status().message());
-    return 1;
-  }
-  auto client = k8s::Client::Create(*config);
+  auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
-    spdlog::error("kubernetes client: {}", client.status().message());
+    spdlog::error("{}", client.status().ToString());
     return 1;
   }
   ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms));
