@@ -105,6 +105,29 @@ void LeaderElector::Start() {
 void LeaderElector::Stop() {
   stop_.Stop();
   if (thread_.joinable()) thread_.join();
+  if (leader_.load()) Release();
+}
+
+void LeaderElector::Release() {
+  // client-go's ReleaseOnCancel: blank the holder and shorten the lease, so a successor takes
+  // over at its next round instead of waiting out leaseDurationSeconds.
+  std::string path = k8s::LeasePath(config_.lease_namespace, config_.lease_name);
+  auto lease = client_->Get(path);
+  if (lease.ok()) {
+    nlohmann::json spec = lease->value("spec", nlohmann::json::object());
+    if (spec.value("holderIdentity", "") == config_.identity) {
+      spec["holderIdentity"] = "";
+      spec["leaseDurationSeconds"] = 1;
+      spec["renewTime"] = MicroTime(clock_->Now());
+      nlohmann::json updated = *lease;
+      updated["spec"] = spec;  // carries resourceVersion: never overwrites a successor's record
+      auto r = client_->Update(path, updated);
+      if (!r.ok()) spdlog::warn("leader election: releasing the lease: {}", r.status().ToString());
+    }
+  } else {
+    spdlog::warn("leader election: releasing the lease: {}", lease.status().ToString());
+  }
+  SetLeader(false);
 }
 
 }  // namespace fracgpu::scheduler

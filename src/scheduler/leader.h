@@ -35,10 +35,14 @@ class LeaderElector {
   bool is_leader() const { return leader_.load(); }
   /// Runs rounds every retry period on a thread until Stop().
   void Start();
+  /// Stops the rounds; if this replica holds the Lease, releases it (holderIdentity "",
+  /// leaseDurationSeconds 1, guarded by resourceVersion) so a successor takes over at its next
+  /// round instead of after leaseDurationSeconds. Errors of the release are logged.
   void Stop();
 
  private:
   void SetLeader(bool leader);
+  void Release();
 
   k8s::Client* client_;
   k8s::Clock* clock_;

@@ -78,7 +78,10 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
   server_.Route("POST", "/bind", endpoint("/bind", [this](const http::Request& r) { return HandleBind(r); }));
   server_.Route("GET", "/healthz", [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
   server_.Route("GET", "/readyz", [this](const http::Request&) {
-    return ready() ? http::Response::Text(200, "ok\n") : http::Response::Text(503, "cache not synced\n");
+    // Serving(): a follower under leader election is not ready, so the Service sends the
+    // extender's and the webhook's calls to the leader only.
+    return Serving() ? http::Response::Text(200, "ok\n")
+                     : http::Response::Text(503, "not ready: cache not synced or not the leader\n");
   });
   server_.Route("GET", "/metrics", [this](const http::Request&) {
     return http::Response::Text(200, metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");

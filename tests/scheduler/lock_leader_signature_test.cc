@@ -117,6 +117,35 @@ TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
   EXPECT_EQ(changes, (std::vector<std::string>{"a:1", "b:1", "a:0"}));
 }
 
+TEST(LeaderTest, StopReleasesTheLeaseForAnImmediateTakeover) {
+  fakes::FakeApiServer api;
+  k8s::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
+  k8s::Config config;
+  config.server = api.url();
+  auto client = std::move(k8s::Client::Create(config, {}, &clock).value());
+  LeaderElectionConfig a_cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15), std::chrono::seconds(2)};
+  LeaderElectionConfig b_cfg = a_cfg;
+  b_cfg.identity = "b";
+  LeaderElector b(client.get(), &clock, b_cfg);
+  {
+    LeaderElector a(client.get(), &clock, a_cfg);
+    EXPECT_TRUE(a.TryAcquireOrRenew());
+    EXPECT_FALSE(b.TryAcquireOrRenew());
+    a.Stop();  // as on SIGTERM
+    EXPECT_FALSE(a.is_leader());
+    auto lease = api.Get("leases", "fracgpu-system", "fracgpu-scheduler");
+    ASSERT_TRUE(lease);
+    EXPECT_EQ((*lease)["spec"]["holderIdentity"], "");
+    EXPECT_EQ((*lease)["spec"]["leaseDurationSeconds"], 1);
+  }
+  // No time passes: b takes over at its next round, not 15 s later.
+  EXPECT_TRUE(b.TryAcquireOrRenew());
+  auto lease = api.Get("leases", "fracgpu-system", "fracgpu-scheduler");
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "b");
+  EXPECT_EQ((*lease)["spec"]["leaseDurationSeconds"], 15);
+  EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
+}
+
 json NodeWithGpu() {
   return {{"metadata", {{"name", "n"}, {"annotations", {{core::kAnnotationNodeRegister,
       R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
