@@ -27,7 +27,7 @@ namespace {
 struct Flags {
   std::string node_name;
   std::string hook_path = "/usr/local";
-  std::string node_dir = "/run/fracgpu/node";
+  std::string node_dir = "/usr/local/vgpu/node";
   std::string listen = "0.0.0.0";
   int port = 9394;
   double interval_s = 5;

@@ -32,7 +32,7 @@ namespace fracgpu::monitor {
 struct MonitorOptions {
   std::string node_name;                    ///< this node (the `node` label, the pod list)
   std::string hook_path = "/usr/local";     ///< regions under <hook>/vgpu/containers
-  std::string node_dir = "/run/fracgpu/node";  ///< SM limiter's per-GPU priority files; "" = off
+  std::string node_dir = "/usr/local/vgpu/node";  ///< host dir of the SM limiter's per-GPU priority files (device plugin: <hook>/vgpu/node); "" = off
   std::chrono::nanoseconds orphan_grace = std::chrono::minutes(5);  ///< before removing a gone pod's dir
   bool remove_orphans = true;               ///< false: never remove anything
   bool hami_metric_names = false;           ///< also emit HAMi's metric names (hami-behaviour.md §6.1)

@@ -494,7 +494,15 @@ class Checker {
     for (const auto& r : RunningSub(b_, "monitor")) {
       ListenPort(r, r.args.Get("--port"), "--port");
       HostDir(r, r.args.Get("--hook-path") + "/vgpu", "--hook-path");
-      if (!r.args.Get("--node-dir").empty()) HostDir(r, r.args.Get("--node-dir"), "--node-dir");
+      const std::string node_dir = r.args.Get("--node-dir");
+      if (!node_dir.empty()) {
+        HostDir(r, node_dir, "--node-dir");
+        // The device plugin keeps the SM limiter's per-GPU files in <hook>/vgpu/node.
+        const std::string want = r.args.Get("--hook-path") + "/vgpu/node";
+        if (node_dir != want) {
+          Problem(r.pod.file + ": " + r.pod.owner, "--node-dir \"" + node_dir + "\" is not the device plugin's node directory " + want);
+        }
+      }
     }
     auto certs = RunningSub(b_, "certs");
     if (certs.empty()) Problem("deploy", "no `fracgpu certs` Job");

@@ -115,6 +115,18 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
   auto loaded = LoadDeploy(kDeploy);
   ASSERT_TRUE(loaded.ok());
   const std::vector<BadCase> cases = {
+      {"monitor reads another node directory than the plugin's",
+       [](Bundle& b) {
+         YAML::Node ds = Obj(b, "DaemonSet", "fracgpu-device-plugin");
+         SetArg(Container(ds, "monitor"), "--node-dir", "--node-dir=/run/fracgpu/node");
+         for (auto m : Container(ds, "monitor")["volumeMounts"]) {
+           if (m["name"].as<std::string>() == "node-dir") m["mountPath"] = "/run/fracgpu/node";
+         }
+         for (auto v : ds["spec"]["template"]["spec"]["volumes"]) {
+           if (v["name"].as<std::string>() == "node-dir") v["hostPath"]["path"] = "/run/fracgpu/node";
+         }
+       },
+       "--node-dir \"/run/fracgpu/node\" is not the device plugin's node directory /usr/local/vgpu/node"},
       {"missing ConfigMap", [](Bundle& b) { RemoveObject(b, "ConfigMap", "fracgpu-device-config"); },
        "ConfigMap fracgpu-device-config does not exist"},
       {"ConfigMap key renamed",
