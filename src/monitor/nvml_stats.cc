@@ -77,7 +77,8 @@ NvmlGpuStats::NvmlGpuStats(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 NvmlGpuStats::~NvmlGpuStats() {
   if (impl_->shutdown) impl_->shutdown();
-  if (impl_->lib) ::dlclose(impl_->lib);
+  // The library stays loaded: NVML is process-wide state, and unloading it would unmap the
+  // globals that still point at its own allocations (LeakSanitizer then reports them as leaks).
 }
 
 Result<std::unique_ptr<NvmlGpuStats>> NvmlGpuStats::Open(const std::string& library) {
