@@ -14,8 +14,12 @@ build-asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 
-demo: build-release
-	./build/release/fracgpu simulate
+# The demo builds only core + sim (preset demo, no tests) and installs only scripts/deps/demo.txt.
+demo:
+	@bash scripts/install-deps.sh --demo
+	cmake --preset demo >/dev/null
+	cmake --build --preset demo
+	./build/demo/fracgpu simulate
 
 test: build-release build-asan
 	ctest --preset release -j2

@@ -2,9 +2,18 @@
 # Installs every Debian package fracgpu's build, tests and tools use. Idempotent: when all
 # packages are present it changes nothing and needs no network. Each component lists its
 # packages in scripts/deps/<component>.txt (one package per line, '#' comments).
+#   install-deps.sh          every list and every scripts/deps/*.sh step (build and test all)
+#   install-deps.sh --demo   scripts/deps/demo.txt only (what `make demo` builds and runs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t wanted < <(cat "$here"/deps/*.txt | sed -e 's/#.*//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u)
+lists=("$here"/deps/*.txt)
+steps=("$here"/deps/*.sh)
+case "${1:-}" in
+  "") ;;
+  --demo) lists=("$here/deps/demo.txt"); steps=() ;;
+  *) echo "install-deps: unknown argument '$1' (expected nothing or --demo)" >&2; exit 2 ;;
+esac
+mapfile -t wanted < <(cat "${lists[@]}" | sed -e 's/#.*//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u)
 missing=()
 for pkg in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
@@ -22,7 +31,7 @@ else
 fi
 # Non-Debian steps (e.g. npm packages of the browser tests): every scripts/deps/*.sh, in name
 # order, after the packages. Each must be idempotent and quick when already done.
-for step in "$here"/deps/*.sh; do
+for step in "${steps[@]}"; do
   [ -e "$step" ] || continue
   bash "$step"
 done
