@@ -46,16 +46,28 @@ void Fail(httplib::Response& res, int code, const std::string& message) {
   Reply(res, code, StatusBody(code, ReasonFor(code), message));
 }
 
-bool Namespaced(const std::string& resource) { return resource != "nodes"; }
+// resource.k8s.io/v1 (Kubernetes 1.34+, k8s.io/api/resource/v1 types.go): DeviceClass and
+// ResourceSlice are cluster-scoped, ResourceClaim is namespaced.
+bool IsResourceApi(const std::string& resource) {
+  return resource == "deviceclasses" || resource == "resourceslices" || resource == "resourceclaims";
+}
+
+bool Namespaced(const std::string& resource) {
+  return resource != "nodes" && resource != "deviceclasses" && resource != "resourceslices";
+}
 
 std::string KindOf(const std::string& resource) {
   if (resource == "nodes") return "Node";
   if (resource == "pods") return "Pod";
   if (resource == "leases") return "Lease";
+  if (resource == "deviceclasses") return "DeviceClass";
+  if (resource == "resourceslices") return "ResourceSlice";
+  if (resource == "resourceclaims") return "ResourceClaim";
   return "Event";
 }
 
 std::string ApiVersionOf(const std::string& resource) {
+  if (IsResourceApi(resource)) return "resource.k8s.io/v1";
   return resource == "leases" ? "coordination.k8s.io/v1" : "v1";
 }
 
@@ -105,11 +117,16 @@ Target ParsePath(const std::string& path) {
   if (i < parts.size()) t.name = parts[i++];
   if (i < parts.size()) t.sub = parts[i++];
   if (i < parts.size()) return t;
-  if (t.resource != "nodes" && t.resource != "pods" && t.resource != "leases" && t.resource != "events") {
+  if (t.resource != "nodes" && t.resource != "pods" && t.resource != "leases" && t.resource != "events" &&
+      !IsResourceApi(t.resource)) {
     return t;
   }
   bool core = parts[1] == "api";
-  if (t.resource == "leases" ? (t.group != "coordination.k8s.io" || parts[3] != "v1") : !core) return t;
+  if (IsResourceApi(t.resource)) {
+    if (t.group != "resource.k8s.io" || parts[3] != "v1") return t;
+  } else if (t.resource == "leases" ? (t.group != "coordination.k8s.io" || parts[3] != "v1") : !core) {
+    return t;
+  }
   t.ok = true;
   return t;
 }
@@ -172,7 +189,7 @@ bool ValidField(const std::string& selector) {
     auto pos = term.find_first_of("!=");
     std::string f = term.substr(0, pos);
     if (f != "spec.nodeName" && f != "metadata.name" && f != "metadata.namespace" && f != "status.phase" &&
-        f != "spec.schedulerName") {
+        f != "spec.schedulerName" && f != "spec.driver" && f != "spec.pool.name") {
       return false;
     }
   }
