@@ -59,9 +59,12 @@ std::atomic<bool> g_slot_logged{false};
 constexpr int kMaxOrdinals = 64;
 std::atomic<int> g_ordinal_cache[kMaxOrdinals];  // 0 unknown, else index + 3
 
+// CLOCK_MONOTONIC: the clock RegionReapLocked stamps last_reap_ns with (region.h). Comparing
+// it with another clock (the coarse one lags it by up to a tick) underflowed and reaped on
+// every call. Read only off the hot path (cuMemGetInfo / nvmlDeviceGetMemoryInfo).
 uint64_t NowNs() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -280,9 +283,16 @@ std::atomic<uint64_t>& Part(RegionSlot* slot, int dev, ChargeKind kind) {
   return slot->data_bytes[dev];
 }
 
-void MaybeReapLocked(Region* r) {
+// True when the last dead-slot sweep is at least a second old. Both sides are
+// CLOCK_MONOTONIC; a stamp ahead of `now` (another process stamped after our read) is not due.
+bool ReapDue(const Region* r) {
   uint64_t now = NowNs();
-  if (now - r->last_reap_ns.load(std::memory_order_relaxed) >= 1000000000ull) RegionReapLocked(r);
+  uint64_t last = r->last_reap_ns.load(std::memory_order_relaxed);
+  return now > last && now - last >= 1000000000ull;
+}
+
+void MaybeReapLocked(Region* r) {
+  if (ReapDue(r)) RegionReapLocked(r);
 }
 
 __attribute__((destructor)) void ReleaseAtExit() {
@@ -364,7 +374,9 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
   RegionSlot* slot = EnsureSlot();
   Region* r = g_region.region;
   if (!slot || !RegionLock(r)) return CUDA_ERROR_OUT_OF_MEMORY;
-  MaybeReapLocked(r);
+  // No periodic reaping here: a sweep costs a kill() and a /proc read per slot, and a
+  // steady-state allocation makes no system call. Dead slots are swept when they are in the
+  // way (below), when a slot is claimed, and at most once a second by DeviceUsed.
   uint64_t used = r->devices[dev].used.load(std::memory_order_relaxed);
   auto over = [&] { return d.limit != 0 && (used > d.limit || bytes > d.limit - used); };
   if (over()) {
@@ -406,7 +418,7 @@ void Uncharge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
 uint64_t DeviceUsed(int dev) noexcept {
   if (dev < 0 || dev >= g_dev_count) return 0;
   Region* r = g_region.region;
-  if (NowNs() - r->last_reap_ns.load(std::memory_order_relaxed) >= 1000000000ull && RegionLock(r)) {
+  if (ReapDue(r) && RegionLock(r)) {
     MaybeReapLocked(r);
     RegionUnlock(r);
   }

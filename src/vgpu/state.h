@@ -34,8 +34,9 @@ enum class ChargeKind { kContext, kModule, kData };
 /// Charges `bytes` to device `dev` for this process if the container's total stays within the
 /// limit; otherwise (or if the device fails closed) returns CUDA_ERROR_OUT_OF_MEMORY and
 /// changes nothing. The bytes count in the slot's `used` and in the breakdown field of `kind`.
-/// Dead processes' charges are reclaimed first when they are in the way, and at most once per
-/// second otherwise. Takes the region lock (robust); allocates nothing.
+/// Dead processes' charges are reclaimed first when they are in the way (only then: the
+/// steady state makes no system call). Takes the region lock (robust, uncontended: no system
+/// call); allocates nothing.
 CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;
 /// Returns `bytes` of device `dev` charged as `kind` (never below zero: at most what this
 /// process holds of that kind). Takes the region lock.

@@ -8,10 +8,18 @@
 //   array:<w>:<h> | array3d:<w>:<h>:<d> | mipmap:<w>:<h>:<levels> | arrayfree | info |
 //   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
 //   module | moduleunload | library | libraryunload | region:<dev> |
-//   launch:<count> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
+//   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,6 +207,136 @@ void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t unti
   for (uint64_t sec = 0; sec < 12; ++sec)
     std::printf(" %llu", static_cast<unsigned long long>(
                              fakeClockBusyNs(sec * 1'000'000'000ull, (sec + 1) * 1'000'000'000ull)));
+  std::printf("\n");
+}
+
+// ---- nosyscall: no system call on the steady-state paths (libvgpu.so hot-path rule) ----
+// A forked child warms up (context, slot, table, the fake's heap), then installs a seccomp
+// filter that traps every system call but rt_sigreturn and exit_group, and runs `pairs`
+// cuMemAlloc_v2 + cuMemFree_v2 of `bytes` and launches for 25 ms of coarse time (so the 10 ms
+// launch stamp, hooks_launch.cc, falls due at least twice). The SIGSYS handler records each
+// trapped call in memory shared with the parent (a trapped call is not executed).
+// Path d: the linked symbols (interposed by LD_PRELOAD); g: dlopen + cuGetProcAddress_v2
+// at 13000, as the CUDA runtime does. Errors count failed calls and allocations the region
+// did not show as charged. Prints "nosyscall <installed 1|0> <trapped> <errors>
+// <first trapped numbers...>" (installed 0: seccomp unavailable, errno follows).
+struct SyscallLog {
+  std::atomic<int> trapped;
+  std::atomic<int> errors;
+  int installed;
+  int nr[8];
+};
+SyscallLog* g_syslog = nullptr;
+
+void OnSigsys(int, siginfo_t* si, void*) {
+  int n = g_syslog->trapped.fetch_add(1, std::memory_order_relaxed);
+  if (n < 8) g_syslog->nr[n] = si->si_syscall;
+}
+
+uint64_t CoarseNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // vDSO: never a system call
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::string& path) {
+  void* shared = mmap(nullptr, sizeof(SyscallLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    std::printf("nosyscall 1 -1 -1\n");
+    return;
+  }
+  g_syslog = new (shared) SyscallLog{};
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    decltype(&cuMemAlloc_v2) alloc = &cuMemAlloc_v2;
+    decltype(&cuMemFree_v2) mem_free = &cuMemFree_v2;
+    decltype(&cuLaunchKernel) launch = &cuLaunchKernel;
+    if (path == "g") {
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      auto gpa = lib ? reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"))
+                     : nullptr;
+      void *a = nullptr, *f = nullptr, *l = nullptr;
+      if (!gpa || gpa("cuMemAlloc", &a, 13000, 0, nullptr) != CUDA_SUCCESS ||
+          gpa("cuMemFree", &f, 13000, 0, nullptr) != CUDA_SUCCESS ||
+          gpa("cuLaunchKernel", &l, 13000, 0, nullptr) != CUDA_SUCCESS || !a || !f || !l) {
+        g_syslog->errors.store(-2);
+        _exit(0);
+      }
+      alloc = reinterpret_cast<decltype(alloc)>(a);
+      mem_free = reinterpret_cast<decltype(mem_free)>(f);
+      launch = reinterpret_cast<decltype(launch)>(l);
+    }
+    // The fake backs device memory with heap memory: keep glibc from mmap/munmap or trimming
+    // per allocation, so only libvgpu.so's own system calls (and the fake's, which has none
+    // on these paths) can show.
+    // (32 MiB is glibc's largest M_MMAP_THRESHOLD on 64-bit.)
+    if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 512 << 20) != 1 ||
+        mallopt(M_TOP_PAD, 64 << 20) != 1) {
+      g_syslog->errors.store(-3);
+      _exit(0);
+    }
+    auto fn = reinterpret_cast<CUfunction>(0x1);
+    for (int w = 0; w < 8; ++w) {  // warm-up: slot claim, table mapping, heap growth
+      CUdeviceptr p = 0;
+      if (alloc(&p, bytes) != CUDA_SUCCESS || mem_free(p) != CUDA_SUCCESS) g_syslog->errors++;
+      launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+    }
+    // The charges must be real: the region's device 0 shows the pair's bytes while it lives.
+    const fracgpu::vgpu::Region* region = nullptr;
+    if (const char* rp = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
+      int fd = open(rp, O_RDONLY);
+      void* m = fd >= 0 ? mmap(nullptr, sizeof(fracgpu::vgpu::Region), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+      if (m != MAP_FAILED) region = static_cast<const fracgpu::vgpu::Region*>(m);
+    }
+    if (!region) g_syslog->errors++;
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSigsys;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSYS, &sa, nullptr);
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_rt_sigreturn, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_exit_group, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      g_syslog->installed = -errno;
+      _exit(0);
+    }
+    g_syslog->installed = 1;
+    for (unsigned long long i = 0; i < pairs; ++i) {
+      CUdeviceptr p = 0;
+      if (alloc(&p, bytes) != CUDA_SUCCESS) {
+        g_syslog->errors++;
+        continue;
+      }
+      if (region && region->devices[0].used.load(std::memory_order_relaxed) < bytes) g_syslog->errors++;
+      if (mem_free(p) != CUDA_SUCCESS) g_syslog->errors++;
+    }
+    uint64_t until = CoarseNs() + 25'000'000ull;
+    while (CoarseNs() < until) {
+      for (int k = 0; k < 1000; ++k)
+        if (launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS) g_syslog->errors++;
+    }
+    syscall(SYS_exit_group, 0);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  const SyscallLog& log = *g_syslog;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::printf("nosyscall 1 -1 -1 child-status-%d\n", status);
+    return;
+  }
+  if (log.installed != 1) {
+    std::printf("nosyscall 0 %d\n", -log.installed);
+    return;
+  }
+  std::printf("nosyscall 1 %d %d", log.trapped.load(), log.errors.load());
+  for (int k = 0; k < log.trapped.load() && k < 8; ++k) std::printf(" %d", log.nr[k]);
   std::printf("\n");
 }
 
@@ -395,6 +533,8 @@ int main(int argc, char** argv) {
         if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
           r = CUDA_ERROR_UNKNOWN;
       std::printf("launch %d\n", r);
+    } else if (op == "nosyscall") {
+      NoSyscall(Num(a, 1), Num(a, 2), a.size() > 3 ? a[3] : "d");
     } else if (op == "sleepto") {
       fakeClockSleepUntilNs(Num(a, 1) * 1'000'000ull);
       std::printf("sleepto 0\n");
