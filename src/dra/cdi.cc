@@ -1,0 +1,157 @@
+#include "dra/cdi.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "dra/api.h"
+
+namespace fracgpu::dra {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Container paths of the device plugin's mounts (deviceplugin/allocator.cc; libvgpu.so reads
+// them there: CONTRACT.md §3, docs/sm-limiter.md "Priority").
+constexpr const char* kLimitsContainerPath = "/etc/fracgpu/limits.env";
+constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
+constexpr const char* kNodeDirContainerPath = "/run/fracgpu/node";
+constexpr const char* kRegionFileName = "region.cache";
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + v[i];
+  return out;
+}
+
+}  // namespace
+
+std::string ClaimSlot(const std::string& claim_uid) { return "claim_" + claim_uid; }
+std::string CdiDeviceId(const std::string& claim_uid) { return std::string(kCdiKind) + "=claim-" + claim_uid; }
+std::string CdiSpecPath(const CdiOptions& options, const std::string& claim_uid) {
+  return (fs::path(options.cdi_dir) / ("fracgpu.io-gpu-claim-" + claim_uid + ".json")).string();
+}
+
+ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
+                           const CdiOptions& options) {
+  fs::path vgpu = fs::path(options.hook_path) / "vgpu";
+  std::string slot = ClaimSlot(claim_uid);
+  ClaimEdits e;
+  std::vector<std::string> uuids;
+  for (const auto& s : shares) uuids.push_back(s.uuid);
+  e.env["NVIDIA_VISIBLE_DEVICES"] = Join(uuids);
+  for (size_t i = 0; i < shares.size(); ++i) {
+    e.env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(shares[i].mem_mib) + "m";
+    e.env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(shares[i].cores);
+  }
+  if (!shares.empty()) e.env["CUDA_DEVICE_SM_LIMIT"] = std::to_string(shares.front().cores);
+  e.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = (vgpu / kRegionFileName).string();
+  e.env["CUDA_TASK_PRIORITY"] = "1";  // core::ContainerRequest's default (low)
+  e.env["GPU_CORE_UTILIZATION_POLICY"] = options.config.disable_core_limit ? "disable" : "default";
+  if (options.config.memory_scaling > 1.0) e.env["CUDA_OVERSUBSCRIBE"] = "true";
+  if (!options.config.libcuda_log_level.empty()) e.env["LIBCUDA_LOG_LEVEL"] = options.config.libcuda_log_level;
+  fs::path lib = vgpu / "libvgpu.so";
+  e.mounts.push_back({lib.string(), lib.string(), true});
+  e.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
+  e.mounts.push_back({vgpu.string(), (vgpu / "containers" / slot).string(), false});
+  e.mounts.push_back({kLimitsContainerPath, (vgpu / "limits" / (slot + ".env")).string(), true});
+  e.mounts.push_back({kNodeDirContainerPath, (vgpu / "node").string(), false});
+  return e;
+}
+
+json BuildCdiSpec(const std::string& claim_uid, const ClaimEdits& edits) {
+  json env = json::array();
+  for (const auto& [k, v] : edits.env) env.push_back(k + "=" + v);
+  json mounts = json::array();
+  for (const auto& m : edits.mounts) {
+    mounts.push_back({{"hostPath", m.host_path},
+                      {"containerPath", m.container_path},
+                      {"type", "bind"},
+                      {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"} : json{"rw", "nosuid", "nodev", "bind"}}});
+  }
+  return json{{"cdiVersion", kCdiVersion},
+              {"kind", kCdiKind},
+              {"devices", json::array({{{"name", "claim-" + claim_uid},
+                                        {"containerEdits", {{"env", env}, {"mounts", mounts}}}}})}};
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& content, unsigned mode) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Internal("cannot write " + tmp + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Internal("cannot finish " + tmp + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Internal("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+Status WriteClaimFiles(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
+                       const CdiOptions& options) {
+  fs::path vgpu = fs::path(options.hook_path) / "vgpu";
+  std::string slot = ClaimSlot(claim_uid);
+  fs::path region = vgpu / "containers" / slot;
+  fs::path limits = vgpu / "limits" / (slot + ".env");
+  std::error_code ec;
+  if (!fs::is_regular_file(vgpu / "libvgpu.so", ec)) {
+    return Internal("claim " + claim_uid + ": " + (vgpu / "libvgpu.so").string() +
+                    " is missing; refusing to prepare a GPU without isolation");
+  }
+  ClaimEdits edits = BuildClaimEdits(claim_uid, shares, options);
+  auto undo = [&] {
+    std::error_code ignored;
+    fs::remove_all(region, ignored);
+    fs::remove(limits, ignored);
+  };
+  fs::remove_all(region, ec);
+  fs::create_directories(region, ec);
+  if (ec) return undo(), Internal("claim " + claim_uid + ": cannot create " + region.string() + ": " + ec.message());
+  fs::permissions(region, fs::perms::all, ec);
+  if (ec) return undo(), Internal("claim " + claim_uid + ": cannot chmod " + region.string() + ": " + ec.message());
+  fs::create_directories(limits.parent_path(), ec);
+  Status st = WriteFileAtomically(limits.string(), deviceplugin::LimitsFileContent(edits.env), 0444);
+  if (!st.ok()) return undo(), st.WithPrefix("claim " + claim_uid);
+  st = WriteFileAtomically(CdiSpecPath(options, claim_uid), BuildCdiSpec(claim_uid, edits).dump(2) + "\n", 0644);
+  if (!st.ok()) return undo(), st.WithPrefix("claim " + claim_uid + ": CDI spec directory " + options.cdi_dir);
+  return Status::Ok();
+}
+
+Status RemoveClaimFiles(const std::string& claim_uid, const CdiOptions& options) {
+  fs::path vgpu = fs::path(options.hook_path) / "vgpu";
+  std::string slot = ClaimSlot(claim_uid);
+  std::error_code ec;
+  for (const fs::path& p : {fs::path(CdiSpecPath(options, claim_uid)), vgpu / "limits" / (slot + ".env")}) {
+    fs::remove(p, ec);
+    if (ec) return Internal("claim " + claim_uid + ": cannot remove " + p.string() + ": " + ec.message());
+  }
+  fs::remove_all(vgpu / "containers" / slot, ec);
+  if (ec) return Internal("claim " + claim_uid + ": cannot remove " + (vgpu / "containers" / slot).string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace fracgpu::dra

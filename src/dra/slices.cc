@@ -1,0 +1,143 @@
+#include "dra/slices.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/gputype.h"
+#include "dra/api.h"
+#include "k8s/client.h"
+
+namespace fracgpu::dra {
+
+namespace {
+
+constexpr const char* kSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
+// resource/v1 DeviceAttributeMaxValueLength.
+constexpr size_t kMaxAttributeValue = 64;
+
+json Str(const std::string& v) { return json{{"string", v.substr(0, kMaxAttributeValue)}}; }
+
+std::string Mi(int64_t mib) { return std::to_string(mib) + "Mi"; }
+
+}  // namespace
+
+std::string DeviceName(int32_t index) { return "gpu-" + std::to_string(index); }
+
+Result<std::string> SemverOf(const std::string& dotted) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : dotted) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else if (std::isdigit(static_cast<unsigned char>(c)) && cur.size() < 9) {
+      cur.push_back(c);
+    } else {
+      return InvalidArgument("version \"" + dotted.substr(0, 64) + "\" is not 1 to 3 dot-separated numbers");
+    }
+  }
+  parts.push_back(cur);
+  if (parts.size() > 3 || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+    return InvalidArgument("version \"" + dotted.substr(0, 64) + "\" is not 1 to 3 dot-separated numbers");
+  }
+  while (parts.size() < 3) parts.push_back("0");
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "." : "") + std::to_string(std::stoll(parts[i]));
+  return out;
+}
+
+std::string TypeTokensAttribute(const std::string& gpu_type) {
+  std::string out = ",";
+  for (const auto& t : core::GpuTypeTokens(gpu_type)) out += t + ",";
+  return out;
+}
+
+json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices, const std::vector<nvml::GpuInfo>& gpus,
+                       const std::map<std::string, GpuFacts>& facts, const SliceOptions& options) {
+  json out = json::array();
+  for (const auto& d : devices) {
+    json attrs = {{"uuid", Str(d.uuid)},
+                  {"type", Str(d.type)},
+                  {"index", {{"int", d.index}}},
+                  {"numaNode", {{"int", d.numa}}},
+                  {"healthy", {{"bool", d.health}}}};
+    std::string tokens = TypeTokensAttribute(d.type);
+    if (tokens.size() <= kMaxAttributeValue) attrs["typeTokens"] = Str(tokens);
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const nvml::GpuInfo& x) { return x.uuid == d.uuid; });
+    if (g != gpus.end()) {
+      attrs["productName"] = Str(g->name);
+      if (!g->pci_bus_id.empty()) attrs["pciBusID"] = Str(g->pci_bus_id);
+    }
+    if (auto f = facts.find(d.uuid); f != facts.end()) {
+      if (!f->second.architecture.empty()) attrs["architecture"] = Str(f->second.architecture);
+      if (auto v = SemverOf(f->second.compute_capability); v.ok()) attrs["computeCapability"] = {{"version", *v}};
+      if (auto v = SemverOf(f->second.driver_version); v.ok()) attrs["driverVersion"] = {{"version", *v}};
+    }
+    json memory = {{"value", Mi(d.devmem_mib)}};
+    json cores = {{"value", "100"}};
+    json dev = {{"name", DeviceName(d.index)}, {"attributes", attrs}};
+    if (options.consumable_capacity) {
+      int64_t def_mem = options.default_memory_mib > 0 ? std::min(options.default_memory_mib, d.devmem_mib) : d.devmem_mib;
+      int32_t def_cores = std::clamp(options.default_cores, 0, 100);
+      memory["requestPolicy"] = {{"default", Mi(def_mem)},
+                                 {"validRange", {{"min", "1Mi"}, {"max", Mi(d.devmem_mib)}, {"step", "1Mi"}}}};
+      cores["requestPolicy"] = {{"default", std::to_string(def_cores)},
+                                {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}};
+      dev["allowMultipleAllocations"] = true;
+    }
+    dev["capacity"] = {{kCapacityMemory, memory}, {kCapacityCores, cores}};
+    out.push_back(std::move(dev));
+  }
+  return out;
+}
+
+json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation) {
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceSlice"},
+              {"metadata",
+               {{"name", options.node_name + "-" + options.driver},
+                {"labels", {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/component", "dra-driver"}}}}},
+              {"spec",
+               {{"driver", options.driver},
+                {"nodeName", options.node_name},
+                {"pool", {{"name", options.node_name}, {"generation", generation}, {"resourceSliceCount", 1}}},
+                {"devices", devices}}}};
+}
+
+std::string SlicePublisher::SliceName() const { return options_.node_name + "-" + options_.driver; }
+
+Result<int64_t> SlicePublisher::Sync(const json& devices) {
+  const std::string path = std::string(kSlicesPath) + "/" + SliceName();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto cur = client_->Get(path);
+    if (!cur.ok() && cur.status().code() == StatusCode::kNotFound) {
+      auto created = client_->Create(kSlicesPath, BuildResourceSlice(devices, options_, 1));
+      if (created.ok()) return int64_t{1};
+      if (created.status().code() == StatusCode::kConflict) continue;  // created meanwhile
+      return created.status().WithPrefix("creating ResourceSlice " + SliceName());
+    }
+    if (!cur.ok()) return cur.status().WithPrefix("reading ResourceSlice " + SliceName());
+    const json& spec = cur->contains("spec") ? (*cur)["spec"] : json::object();
+    int64_t generation = 0;
+    if (spec.contains("pool") && spec["pool"].contains("generation") && spec["pool"]["generation"].is_number_integer()) {
+      generation = spec["pool"]["generation"].get<int64_t>();
+    }
+    json want = BuildResourceSlice(devices, options_, generation);
+    if (spec == want["spec"]) return generation;
+    want = BuildResourceSlice(devices, options_, generation + 1);
+    want["metadata"]["resourceVersion"] = (*cur)["metadata"].value("resourceVersion", "");
+    auto updated = client_->Update(path, want);
+    if (updated.ok()) return generation + 1;
+    if (updated.status().code() == StatusCode::kConflict) continue;
+    return updated.status().WithPrefix("updating ResourceSlice " + SliceName());
+  }
+  return Conflict("ResourceSlice " + SliceName() + " kept changing under us (5 attempts)");
+}
+
+Status SlicePublisher::Delete() {
+  Status st = client_->Delete(std::string(kSlicesPath) + "/" + SliceName());
+  if (st.ok() || st.code() == StatusCode::kNotFound) return Status::Ok();
+  return st.WithPrefix("deleting ResourceSlice " + SliceName());
+}
+
+}  // namespace fracgpu::dra

@@ -1,0 +1,93 @@
+#pragma once
+// ResourceSlice publishing (resource.k8s.io/v1, Kubernetes 1.34+): one device per GPU of the
+// node, in one pool named after the node, kept current (pool generation bumped on every
+// change of the devices, one slice per pool).
+//
+// Per device (k8s.io/api/resource/v1 types.go Device, DeviceAttribute, DeviceCapacity,
+// CapacityRequestPolicy{,Range}; consumable capacity is KEP-5075, feature gate
+// DRAConsumableCapacity):
+//   attributes  uuid, productName, type (the register annotation's type), typeTokens
+//               (",NVIDIA,A100,SXM4,80GB,": the use-gputype tokens, so CEL can match a whole
+//               token with contains(",A100,")), index, numaNode, healthy, pciBusID, and when
+//               known architecture, computeCapability (version), driverVersion (version)
+//   capacity    memory = the card's MiB (× deviceMemoryScaling), cores = 100
+//   consumable  allowMultipleAllocations + requestPolicy {default, validRange{min,max,step}}
+//               on both capacities; off: whole-device allocation (no policy, no sharing).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "core/status.h"
+#include "nvml/gpu_source.h"
+
+namespace fracgpu::k8s {
+class Client;
+}
+
+namespace fracgpu::dra {
+
+using nlohmann::json;
+
+/// Facts NVML knows beyond nvml::GpuInfo; empty strings are left out of the slice.
+struct GpuFacts {
+  std::string architecture;        ///< e.g. "Ampere"
+  std::string compute_capability;  ///< "major.minor", e.g. "8.0"
+  std::string driver_version;      ///< NVML's, e.g. "535.104.05"
+};
+
+/// How devices are published.
+struct SliceOptions {
+  std::string driver;     ///< spec.driver (kDriverName)
+  std::string node_name;  ///< spec.nodeName and the pool name
+  /// Publish allowMultipleAllocations and request policies (KEP-5075); false = whole cards.
+  bool consumable_capacity = true;
+  /// requestPolicy.default of memory, MiB (0 = the whole card, as HAMi's defaultMemory 0).
+  int64_t default_memory_mib = 0;
+  /// requestPolicy.default of cores, percent (HAMi's defaultCores).
+  int32_t default_cores = 0;
+};
+
+/// The device name of the GPU with NVML index `index`: "gpu-<index>" (a DNS label).
+std::string DeviceName(int32_t index);
+
+/// A version attribute value (semver 2.0.0, resource/v1 DeviceAttribute.version) from a
+/// dotted number: "8.0" → "8.0.0", "535.104.05" → "535.104.5" (leading zeros are not semver).
+/// Errors: kInvalidArgument naming the value when it is not 1–3 dot-separated numbers.
+Result<std::string> SemverOf(const std::string& dotted);
+
+/// The ",TOKEN,TOKEN," form of a GPU type's use-gputype tokens (core/gputype.h).
+std::string TypeTokensAttribute(const std::string& gpu_type);
+
+/// spec.devices of the node's slice: one entry per register entry of `devices` (the device
+/// plugin's BuildDeviceInfos, health included); `gpus` gives product names and bus IDs by
+/// UUID, `facts` the optional NVML facts by UUID.
+json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices, const std::vector<nvml::GpuInfo>& gpus,
+                       const std::map<std::string, GpuFacts>& facts, const SliceOptions& options);
+
+/// The ResourceSlice object (name "<node>-<driver>") for `devices` at pool `generation`.
+json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation);
+
+/// Keeps the node's ResourceSlice equal to the devices it is given. Thread-compatible.
+class SlicePublisher {
+ public:
+  /// `client` not owned.
+  SlicePublisher(SliceOptions options, k8s::Client* client) : options_(std::move(options)), client_(client) {}
+  /// Creates the slice (generation 1), or updates it with generation + 1 when its devices or
+  /// pool differ; nothing when equal. Returns the pool generation now published.
+  /// Errors: the API server's (kUnavailable, kConflict after retries, …).
+  Result<int64_t> Sync(const json& devices);
+  /// Deletes the node's slice (driver uninstall). NotFound counts as done.
+  Status Delete();
+  std::string SliceName() const;
+
+ private:
+  SliceOptions options_;
+  k8s::Client* client_;
+};
+
+}  // namespace fracgpu::dra
