@@ -1,0 +1,122 @@
+#include "enforce/nvml_processes.h"
+
+#include <dlfcn.h>
+
+#include "vgpu/nvml_api.h"
+
+namespace fracgpu::enforce {
+namespace {
+
+using InitFn = nvmlReturn_t (*)();
+using ShutdownFn = nvmlReturn_t (*)();
+using ErrorStringFn = const char* (*)(nvmlReturn_t);
+using CountFn = nvmlReturn_t (*)(unsigned int*);
+using HandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+using UuidFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+
+// NVML_VALUE_NOT_AVAILABLE (nvml.h): usedGpuMemory when the driver cannot tell (e.g. under
+// some virtualisation); such a process is listed with 0 bytes.
+constexpr unsigned long long kValueNotAvailable = ~0ull;
+
+template <typename Fn>
+bool Load(void* lib, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return *out != nullptr;
+}
+
+}  // namespace
+
+struct NvmlProcesses::Impl {
+  void* lib = nullptr;
+  InitFn init = nullptr;
+  ShutdownFn shutdown = nullptr;
+  ErrorStringFn error_string = nullptr;
+  CountFn count = nullptr;
+  HandleByIndexFn by_index = nullptr;
+  UuidFn uuid = nullptr;
+  ProcessesFn processes = nullptr;
+  std::vector<nvmlProcessInfo_t> buffer;
+
+  std::string Error(const std::string& what, nvmlReturn_t rc) const {
+    return what + ": " + (error_string ? error_string(rc) : "NVML error") + " (" + std::to_string(rc) + ")";
+  }
+};
+
+NvmlProcesses::NvmlProcesses(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+NvmlProcesses::~NvmlProcesses() {
+  // NVML stays loaded (process-wide state; see monitor/nvml_stats.cc).
+  if (impl_->shutdown) impl_->shutdown();
+}
+
+Result<std::unique_ptr<NvmlProcesses>> NvmlProcesses::Open(const std::string& library) {
+  auto impl = std::make_unique<Impl>();
+  impl->lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!impl->lib) {
+    const char* err = ::dlerror();
+    return Unavailable("cannot load " + library + ": " + (err ? err : "unknown error"));
+  }
+  Load(impl->lib, "nvmlErrorString", &impl->error_string);
+  const char* missing = nullptr;
+  if (!Load(impl->lib, "nvmlInit_v2", &impl->init)) missing = "nvmlInit_v2";
+  else if (!Load(impl->lib, "nvmlShutdown", &impl->shutdown)) missing = "nvmlShutdown";
+  else if (!Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count)) missing = "nvmlDeviceGetCount_v2";
+  else if (!Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index)) missing = "nvmlDeviceGetHandleByIndex_v2";
+  else if (!Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid)) missing = "nvmlDeviceGetUUID";
+  else if (!Load(impl->lib, "nvmlDeviceGetComputeRunningProcesses_v3", &impl->processes))
+    missing = "nvmlDeviceGetComputeRunningProcesses_v3";
+  if (missing) {
+    impl->shutdown = nullptr;
+    return Unavailable(library + ": missing entry point " + missing);
+  }
+  if (nvmlReturn_t rc = impl->init(); rc != NVML_SUCCESS) {
+    std::string msg = impl->Error("nvmlInit_v2", rc);
+    impl->shutdown = nullptr;
+    return Unavailable(library + ": " + msg);
+  }
+  return std::unique_ptr<NvmlProcesses>(new NvmlProcesses(std::move(impl)));
+}
+
+Result<std::vector<GpuSample>> NvmlProcesses::Sample(std::vector<std::string>* errors) {
+  unsigned int n = 0;
+  if (nvmlReturn_t rc = impl_->count(&n); rc != NVML_SUCCESS)
+    return Unavailable(impl_->Error("nvmlDeviceGetCount_v2", rc));
+  std::vector<GpuSample> out;
+  for (unsigned int i = 0; i < n && i < 64; ++i) {
+    GpuSample g;
+    nvmlDevice_t dev = nullptr;
+    char uuid[96] = {};
+    if (nvmlReturn_t rc = impl_->by_index(i, &dev); rc != NVML_SUCCESS) {
+      if (errors) errors->push_back(impl_->Error("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")", rc));
+      continue;  // no UUID: cannot even be matched to a slice
+    }
+    if (nvmlReturn_t rc = impl_->uuid(dev, uuid, sizeof uuid); rc != NVML_SUCCESS) {
+      if (errors) errors->push_back(impl_->Error("nvmlDeviceGetUUID(" + std::to_string(i) + ")", rc));
+      continue;
+    }
+    uuid[sizeof uuid - 1] = '\0';
+    g.uuid = uuid;
+    // The list may grow between calls: a few attempts with the count the driver asked for.
+    unsigned int count = static_cast<unsigned int>(impl_->buffer.size());
+    nvmlReturn_t rc = impl_->processes(dev, &count, impl_->buffer.empty() ? nullptr : impl_->buffer.data());
+    for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+      impl_->buffer.resize(count + 16);
+      count = static_cast<unsigned int>(impl_->buffer.size());
+      rc = impl_->processes(dev, &count, impl_->buffer.data());
+    }
+    if (rc != NVML_SUCCESS) {
+      g.processes_ok = false;
+      if (errors) errors->push_back(impl_->Error("nvmlDeviceGetComputeRunningProcesses_v3(" + g.uuid + ")", rc));
+    } else {
+      for (unsigned int k = 0; k < count && k < impl_->buffer.size(); ++k) {
+        const nvmlProcessInfo_t& p = impl_->buffer[k];
+        g.processes.push_back({p.pid, p.usedGpuMemory == kValueNotAvailable ? 0 : p.usedGpuMemory});
+      }
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace fracgpu::enforce
