@@ -4,16 +4,101 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "http/cert_store.h"
+
+// ---- Access to httplib's per-connection entry point ----
+//
+// cpp-httplib 0.11 (Debian 12) has no hook between accept() and the request parser: no
+// per-connection callback, no total deadline for a request's headers (only a per-recv
+// timeout, which a client sending a byte every few seconds never trips), and its thread pool
+// queues every accepted connection without bound. Its per-connection function,
+// Server::process_and_close_socket(socket_t), is a private virtual. fracgpu therefore runs
+// two httplib servers: an acceptor whose override of that virtual applies the caps and the
+// deadline (Server::Gate), and the serving server whose own implementation it then calls.
+// The call goes through a pointer to the private member taken in an explicit instantiation,
+// where access checking does not apply (C++20 [temp.spec.general]/6) — the standard way to
+// reach a private member without editing the library.
+namespace {
+struct ProcessSocketTag {
+  using type = bool (httplib::Server::*)(::socket_t);
+  friend type ProcessSocketMember(ProcessSocketTag);
+};
+template <typename Tag, typename Tag::type Member>
+struct ExposeMember {
+  friend typename Tag::type ProcessSocketMember(Tag) { return Member; }
+};
+template struct ExposeMember<ProcessSocketTag, &httplib::Server::process_and_close_socket>;
+}  // namespace
 
 namespace fracgpu::http {
 namespace {
 
-constexpr size_t kHardBodyLimit = 64u << 20;  // bodies past this are cut by httplib (413 → 400)
+using Clock = std::chrono::steady_clock;
+
+// Listening sockets: SO_REUSEADDR (a restart may bind while old connections sit in
+// TIME_WAIT) but not httplib's default SO_REUSEPORT, with which a second process binds the
+// same port and the kernel splits the connections between the two (issue 15).
+void ListenSocketOptions(::socket_t sock) {
+  int yes = 1;
+  ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+// The serving server: httplib's own implementation, with the listening socket number set so
+// that its keep-alive loop runs (it stops when the number is INVALID_SOCKET, i.e. at Stop()).
+template <typename Base>
+class Serving : public Base {
+ public:
+  using Base::Base;
+  void set_listen_socket(::socket_t s) { this->svr_sock_ = s; }
+};
+
+// The acceptor: httplib's accept loop; each accepted socket goes to `on_socket`, which owns it.
+class Acceptor : public httplib::Server {
+ public:
+  explicit Acceptor(std::function<void(::socket_t)> on_socket) : on_socket_(std::move(on_socket)) {}
+
+ private:
+  bool process_and_close_socket(::socket_t sock) override {
+    on_socket_(sock);
+    return true;
+  }
+  std::function<void(::socket_t)> on_socket_;
+};
+
+// Runs each task on the calling (accept) thread: the acceptor's tasks only count and hand off.
+class InlineQueue : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+std::string PeerAddress(::socket_t sock) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (addr.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, buf, sizeof(buf));
+  } else if (addr.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, buf, sizeof(buf));
+  }
+  return buf;
+}
+
+bool IsBodyMethod(const std::string& m) { return m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE"; }
+
+// The socket of the connection the calling worker thread serves (-1 outside a worker).
+thread_local ::socket_t tls_socket = -1;
 
 bool IEquals(const std::string& a, const std::string& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -60,18 +145,54 @@ Response Response::Error(int status, const std::string& message) {
   return Json(status, {{"error", message}});
 }
 
+
+/// Caps and deadlines of the connections of one Server (see server.h). Each admitted
+/// connection's socket stays open (the serving server gets a dup) until it is deregistered,
+/// so the watchdog's shutdown() never reaches a reused descriptor number.
+struct Server::Gate {
+  struct Conn {
+    std::string peer;
+    Clock::time_point deadline;
+    bool cut = false;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::map<::socket_t, Conn> conns;
+  std::map<std::string, int> per_client;
+  std::unique_ptr<httplib::ThreadPool> pool;
+  std::thread watchdog;
+
+  void SetDeadline(::socket_t sock, Clock::time_point t) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = conns.find(sock);
+    if (it != conns.end()) it->second.deadline = t;
+  }
+};
+
 Server::Server(ServerOptions options) : options_(std::move(options)) {}
 
 Server::~Server() { Stop(); }
 
-void Server::Route(const std::string& method, const std::string& path, Handler handler) {
+void Server::Route(const std::string& method, const std::string& path, Handler handler, size_t max_body_bytes) {
   exact_[{method, path}] = std::move(handler);
+  if (max_body_bytes > 0) body_limits_[{method, path}] = max_body_bytes;
+}
+
+void Server::RouteHealth(const std::string& path, Handler handler) {
+  health_routes_[path] = handler;
+  Route("GET", path, std::move(handler));
 }
 
 void Server::RoutePrefix(const std::string& method, const std::string& prefix, Handler handler) {
   prefix_.emplace_back(method, prefix, std::move(handler));
   std::sort(prefix_.begin(), prefix_.end(),
             [](const auto& a, const auto& b) { return std::get<1>(a).size() > std::get<1>(b).size(); });
+}
+
+size_t Server::BodyLimit(const std::string& method, const std::string& path) const {
+  auto it = body_limits_.find({method, path});
+  return it != body_limits_.end() ? it->second : options_.max_body_bytes;
 }
 
 Response Server::Dispatch(const Request& req) const {
@@ -97,9 +218,10 @@ Response Server::Dispatch(const Request& req) const {
     return path_known ? Response::Error(405, "method " + req.method + " not allowed on " + req.path)
                       : Response::Error(404, "no route for " + req.path);
   }
-  if (req.body.size() > options_.max_body_bytes) {
-    return Response::Error(400, "request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
-                                    std::to_string(options_.max_body_bytes));
+  size_t limit = BodyLimit(req.method, req.path);
+  if (req.body.size() > limit) {  // read with this limit already; kept for direct callers
+    return Response::Error(413, "request body is " + std::to_string(req.body.size()) + " bytes; the limit of " +
+                                    req.method + " " + req.path + " is " + std::to_string(limit));
   }
   try {
     return (*handler)(req);
@@ -110,6 +232,60 @@ Response Server::Dispatch(const Request& req) const {
   }
 }
 
+namespace {
+
+void SetError(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(Response::Error(status, message).body, "application/json");
+}
+
+const char* Reason(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    default: return "Error";
+  }
+}
+
+// Whether the calling worker's connection is TLS (set with tls_socket).
+thread_local bool tls_is_tls = false;
+
+// Refuses the request the calling worker is reading and ends its connection, leaving the rest
+// of the body unread. Plain HTTP: the answer is written here, then the write side is closed
+// and up to 4 MiB / 500 ms of what the client still sends is read and dropped before the
+// socket closes (closing with unread bytes would send a TCP RST that can destroy the answer
+// before the client reads it); httplib's own write of `res` then fails and its keep-alive loop
+// ends. TLS: the answer goes through httplib, after the read side is shut (the client may see
+// a reset instead of the answer if it is still sending).
+void Refuse(httplib::Response& res, int status, const std::string& message) {
+  SetError(res, status, message);
+  if (tls_socket < 0) return;
+  if (tls_is_tls) {
+    ::shutdown(tls_socket, SHUT_RD);
+    return;
+  }
+  std::string head = "HTTP/1.1 " + std::to_string(status) + " " + Reason(status) +
+                     "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+                     std::to_string(res.body.size()) + "\r\n\r\n" + res.body;
+  (void)::send(tls_socket, head.data(), head.size(), MSG_NOSIGNAL);
+  ::shutdown(tls_socket, SHUT_WR);
+  auto until = Clock::now() + std::chrono::milliseconds(500);
+  size_t drained = 0;
+  char buf[16384];
+  while (drained < (4u << 20) && Clock::now() < until) {
+    pollfd p{tls_socket, POLLIN, 0};
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    if (::poll(&p, 1, std::max(1, left)) <= 0) break;
+    ssize_t n = ::recv(tls_socket, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
+  }
+  ::shutdown(tls_socket, SHUT_RD);
+}
+
+}  // namespace
+
 Status Server::Start() {
   if (server_) return Status::Ok();
   if (options_.cert_file.empty() != options_.key_file.empty()) {
@@ -119,73 +295,236 @@ Status Server::Start() {
     certs_ = std::make_unique<CertStore>(options_.cert_file, options_.key_file);
     FRACGPU_RETURN_IF_ERROR(certs_->Load());
     CertStore* store = certs_.get();
-    server_ = std::make_unique<httplib::SSLServer>([store](SSL_CTX& ctx) {
+    server_ = std::make_unique<Serving<httplib::SSLServer>>([store](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
       SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
       SSL_CTX_set_cert_cb(&ctx, &CertCallback, store);
       return true;
     });
   } else {
-    server_ = std::make_unique<httplib::Server>();
+    server_ = std::make_unique<Serving<httplib::Server>>();
   }
-  if (!server_->is_valid()) return Internal("cannot create the HTTP server (OpenSSL context)");
-  int threads = std::max(1, options_.threads);
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  if (!server_->is_valid()) {
+    server_.reset();
+    return Internal("cannot create the HTTP server (OpenSSL context)");
+  }
+  size_t max_limit = options_.max_body_bytes;
+  for (const auto& [k, v] : body_limits_) max_limit = std::max(max_limit, v);
+  const int header_timeout = std::max(1, options_.header_timeout_s);
+  const int keep_alive = std::max(1, options_.keep_alive_timeout_s);
   server_->set_tcp_nodelay(true);
   server_->set_read_timeout(options_.read_timeout_s, 0);
   server_->set_write_timeout(options_.write_timeout_s, 0);
-  server_->set_payload_max_length(std::max(kHardBodyLimit, options_.max_body_bytes));
-  auto handler = [this](const httplib::Request& hreq, httplib::Response& hres) {
+  server_->set_keep_alive_timeout(keep_alive);
+  server_->set_payload_max_length(max_limit);
+
+  gate_ = std::make_unique<Gate>();
+  Gate* gate = gate_.get();
+  const auto after_response = [header_timeout, keep_alive, this] {
+    return std::chrono::seconds(options_.write_timeout_s + keep_alive + header_timeout);
+  };
+
+  // After the headers, before any of the body: refuse what is over the route's limit, bodies on
+  // GET/HEAD, and multipart bodies (nothing here takes them).
+  // After the headers, before any of the body: refuse what is over the route's limit, bodies on
+  // GET/HEAD, and multipart bodies (nothing here takes them). Returns the status, 0 = fine.
+  auto check_headers = [this](const httplib::Request& hreq, std::string* message) -> int {
+    bool chunked = hreq.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+    bool has_length = hreq.has_header("Content-Length");
+    uint64_t length = has_length ? hreq.get_header_value<uint64_t>("Content-Length") : 0;
+    if (!IsBodyMethod(hreq.method)) {
+      if (!chunked && length == 0) return 0;
+      *message = hreq.method + " " + hreq.path + " takes no request body";
+      return 400;
+    }
+    size_t limit = BodyLimit(hreq.method, hreq.path);
+    if (has_length && length > limit) {
+      *message = "request body is " + std::to_string(length) + " bytes (Content-Length); the limit of " +
+                 hreq.method + " " + hreq.path + " is " + std::to_string(limit) + " bytes";
+      return 413;
+    }
+    if (hreq.is_multipart_form_data()) {
+      *message = "multipart bodies are not accepted on " + hreq.path;
+      return 415;
+    }
+    return 0;
+  };
+  server_->set_expect_100_continue_handler([check_headers](const httplib::Request& hreq, httplib::Response& res) {
+    std::string message;
+    int status = check_headers(hreq, &message);
+    if (status == 0) return 100;
+    Refuse(res, status, message);
+    return status;
+  });
+  server_->set_pre_routing_handler([check_headers](const httplib::Request& hreq, httplib::Response& res) {
+    std::string message;
+    int status = check_headers(hreq, &message);
+    if (status == 0) return httplib::Server::HandlerResponse::Unhandled;
+    Refuse(res, status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  auto serve = [this, gate, after_response](const httplib::Request& hreq, std::string body, httplib::Response& hres) {
     Request req;
     req.method = hreq.method;
     req.path = hreq.path;
-    req.body = hreq.body;
+    req.body = std::move(body);
     req.remote_addr = hreq.remote_addr;
     for (const auto& [k, v] : hreq.params) req.params.emplace(k, v);
     for (const auto& [k, v] : hreq.headers) req.headers.emplace_back(k, v);
+    const ::socket_t sock = tls_socket;
+    gate->SetDeadline(sock, Clock::time_point::max());  // the handler's own time is not cut
     Response res = Dispatch(req);
+    gate->SetDeadline(sock, Clock::now() + after_response());
     hres.status = res.status;
     for (const auto& [k, v] : res.headers) hres.set_header(k, v);
     hres.set_content(res.body, res.content_type);
   };
-  server_->Get(R"(/.*)", handler);
-  server_->Post(R"(/.*)", handler);
-  server_->Put(R"(/.*)", handler);
-  server_->Patch(R"(/.*)", handler);
-  server_->Delete(R"(/.*)", handler);
-  server_->set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+  auto plain = [serve](const httplib::Request& hreq, httplib::Response& hres) { serve(hreq, hreq.body, hres); };
+  auto with_body = [this, serve](const httplib::Request& hreq, httplib::Response& hres,
+                                 const httplib::ContentReader& reader) {
+    const size_t limit = BodyLimit(hreq.method, hreq.path);
+    std::string body;
+    bool over = false;
+    bool read = reader([&](const char* data, size_t n) {
+      if (n > limit - body.size()) {
+        over = true;
+        return false;  // stops reading: nothing past the limit is kept
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (!read) {
+      if (over) {
+        Refuse(hres, 413, "request body exceeds the limit of " + hreq.method + " " + hreq.path + " (" +
+                              std::to_string(limit) + " bytes)");
+      } else {
+        Refuse(hres, 400, "request body could not be read (malformed chunked encoding, or the client stopped)");
+      }
+      return;
+    }
+    serve(hreq, std::move(body), hres);
+  };
+  server_->Get(R"(/.*)", plain);
+  server_->Post(R"(/.*)", with_body);
+  server_->Put(R"(/.*)", with_body);
+  server_->Patch(R"(/.*)", with_body);
+  server_->Delete(R"(/.*)", with_body);
+  server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.status == 413) {
-      Response r = Response::Error(400, "request body exceeds " + std::to_string(std::max(kHardBodyLimit, options_.max_body_bytes)) +
-                                            " bytes");
-      res.status = 400;
-      res.set_content(r.body, r.content_type);
+      SetError(res, 413, "request body exceeds the limit");
     } else if (res.body.empty()) {
       res.set_content(Response::Error(res.status, "HTTP " + std::to_string(res.status)).body, "application/json");
     }
   });
+
+  // The acceptor: counts, admits or refuses at once, and hands admitted sockets to the pool.
+  httplib::Server* serving = server_.get();
+  const bool is_tls = tls();
+  gate->pool = std::make_unique<httplib::ThreadPool>(static_cast<size_t>(std::max(1, options_.threads)));
+  acceptor_ = std::make_unique<Acceptor>([this, gate, serving, header_timeout, is_tls](::socket_t sock) {
+    std::string peer = PeerAddress(sock);
+    bool admit = false;
+    {
+      std::lock_guard<std::mutex> lock(gate->mu);
+      int& mine = gate->per_client[peer];
+      admit = !gate->stopping && static_cast<int>(gate->conns.size()) < options_.max_connections &&
+              mine < options_.max_connections_per_client;
+      if (admit) {
+        ++mine;
+        gate->conns[sock] = Gate::Conn{peer, Clock::now() + std::chrono::seconds(header_timeout)};
+      } else if (mine == 0) {
+        gate->per_client.erase(peer);
+      }
+    }
+    if (!admit) {
+      ++refused_;
+      // Plain text on purpose: on a TLS port the client sees a failed handshake, which is
+      // just as clear; nothing here may block the accept thread (MSG_DONTWAIT).
+      static const char kBusy[] =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+          "Content-Length: 62\r\n\r\n{\"error\":\"too many connections from this client or in total\"}\n";
+      (void)::send(sock, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+      return;
+    }
+    gate->pool->enqueue([gate, serving, sock, is_tls] {
+      ::socket_t served = ::dup(sock);  // httplib closes this one; `sock` stays ours
+      if (served >= 0) {
+        tls_socket = sock;
+        tls_is_tls = is_tls;
+        (serving->*ProcessSocketMember(ProcessSocketTag{}))(served);
+        tls_socket = -1;
+      }
+      {
+        std::lock_guard<std::mutex> lock(gate->mu);
+        auto it = gate->conns.find(sock);
+        if (it != gate->conns.end()) {
+          if (--gate->per_client[it->second.peer] <= 0) gate->per_client.erase(it->second.peer);
+          gate->conns.erase(it);
+        }
+      }
+      ::close(sock);
+    });
+  });
+  acceptor_->new_task_queue = [] { return new InlineQueue(); };
+  acceptor_->set_read_timeout(options_.read_timeout_s, 0);
+  acceptor_->set_write_timeout(options_.write_timeout_s, 0);
+  gate->watchdog = std::thread([this, gate] {
+    std::unique_lock<std::mutex> lock(gate->mu);
+    while (!gate->stopping) {
+      gate->cv.wait_for(lock, std::chrono::milliseconds(100));
+      auto now = Clock::now();
+      for (auto& [sock, c] : gate->conns) {
+        if (!c.cut && (gate->stopping || c.deadline <= now)) {
+          ::shutdown(sock, SHUT_RDWR);  // the worker's next read or write fails; it then ends
+          c.cut = true;
+          if (!gate->stopping) ++timed_out_;
+        }
+      }
+    }
+  });
+
   // httplib listens with a backlog of 5: a burst of connections (kube-scheduler binds in
   // parallel) overflows it. Remember the socket and listen again with a deep backlog.
   auto listen_fd = std::make_shared<int>(-1);
-  server_->set_socket_options([listen_fd](int sock) {
-    httplib::default_socket_options(sock);
+  acceptor_->set_socket_options([listen_fd](::socket_t sock) {
+    ListenSocketOptions(sock);
     *listen_fd = sock;
   });
+  errno = 0;
   if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
+    port_ = acceptor_->bind_to_any_port(options_.host);
   } else {
-    port_ = server_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+    port_ = acceptor_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
   }
+  int bind_errno = errno;
   if (port_ <= 0) {
-    server_.reset();
-    return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+    StopGate();
+    return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " +
+                       (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
   }
   if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
+  if (tls()) {
+    static_cast<Serving<httplib::SSLServer>*>(server_.get())->set_listen_socket(*listen_fd);
+  } else {
+    static_cast<Serving<httplib::Server>*>(server_.get())->set_listen_socket(*listen_fd);
+  }
+
+  if (options_.health_port >= 0) {
+    Status st = StartHealth();
+    if (!st.ok()) {
+      acceptor_->stop();
+      StopGate();
+      return st;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(listen_mu_);
     listen_returned_ = false;
   }
   thread_ = std::thread([this] {
-    server_->listen_after_bind();
+    acceptor_->listen_after_bind();
     {
       std::lock_guard<std::mutex> lock(listen_mu_);
       listen_returned_ = true;
@@ -194,6 +533,75 @@ Status Server::Start() {
   });
   WaitUntilListening();
   return Status::Ok();
+}
+
+Status Server::StartHealth() {
+  // Its own listener and two threads, for the kubelet's probes: answers while every worker of
+  // the main listener is busy. GET only, no body, short timeouts, no keep-alive.
+  health_ = std::make_unique<httplib::Server>();
+  health_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  health_->set_read_timeout(2, 0);
+  health_->set_write_timeout(2, 0);
+  health_->set_keep_alive_max_count(1);
+  health_->set_payload_max_length(0);
+  health_->set_socket_options(ListenSocketOptions);
+  health_->Get(R"(/.*)", [this](const httplib::Request& hreq, httplib::Response& hres) {
+    auto it = health_routes_.find(hreq.path);
+    if (it == health_routes_.end()) {
+      SetError(hres, 404, "no health route " + hreq.path);
+      return;
+    }
+    Request req;
+    req.method = "GET";
+    req.path = hreq.path;
+    req.remote_addr = hreq.remote_addr;
+    Response res;
+    try {
+      res = it->second(req);
+    } catch (const std::exception& e) {
+      res = Response::Error(500, std::string("internal error: ") + e.what());
+    }
+    hres.status = res.status;
+    hres.set_content(res.body, res.content_type);
+  });
+  errno = 0;
+  health_port_ = options_.health_port == 0 ? health_->bind_to_any_port(options_.host)
+                                           : (health_->bind_to_port(options_.host, options_.health_port)
+                                                  ? options_.health_port
+                                                  : -1);
+  int bind_errno = errno;
+  if (health_port_ <= 0) {
+    health_.reset();
+    health_port_ = -1;
+    return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.health_port) +
+                       " (health): " + (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
+  }
+  health_thread_ = std::thread([this] { health_->listen_after_bind(); });
+  while (!health_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return Status::Ok();
+}
+
+void Server::StopGate() {
+  if (gate_) {
+    {
+      std::lock_guard<std::mutex> lock(gate_->mu);
+      gate_->stopping = true;
+      for (auto& [sock, c] : gate_->conns) ::shutdown(sock, SHUT_RDWR);
+    }
+    gate_->cv.notify_all();
+    if (gate_->watchdog.joinable()) gate_->watchdog.join();
+    if (gate_->pool) gate_->pool->shutdown();  // joins the workers (their connections are cut)
+  }
+  if (server_) {
+    if (tls()) {
+      static_cast<Serving<httplib::SSLServer>*>(server_.get())->set_listen_socket(INVALID_SOCKET);
+    } else {
+      static_cast<Serving<httplib::Server>*>(server_.get())->set_listen_socket(INVALID_SOCKET);
+    }
+  }
+  acceptor_.reset();
+  gate_.reset();
+  server_.reset();
 }
 
 // cpp-httplib 0.11 sets is_running() only once listen_after_bind() has entered its accept
@@ -205,17 +613,28 @@ Status Server::Start() {
 // in 1 ms steps; it turns true within one scheduling quantum of the thread starting.
 void Server::WaitUntilListening() {
   std::unique_lock<std::mutex> lock(listen_mu_);
-  while (!listen_returned_ && !server_->is_running()) {
+  while (!listen_returned_ && !acceptor_->is_running()) {
     listen_cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
 }
 
 void Server::Stop() {
-  if (!server_) return;
+  if (!acceptor_) return;
   WaitUntilListening();
-  server_->stop();
+  acceptor_->stop();
   if (thread_.joinable()) thread_.join();
-  server_.reset();
+  // Mark the serving server stopped before cutting the connections, so none loops on.
+  if (tls()) {
+    static_cast<Serving<httplib::SSLServer>*>(server_.get())->set_listen_socket(INVALID_SOCKET);
+  } else {
+    static_cast<Serving<httplib::Server>*>(server_.get())->set_listen_socket(INVALID_SOCKET);
+  }
+  StopGate();
+  if (health_) {
+    health_->stop();
+    if (health_thread_.joinable()) health_thread_.join();
+    health_.reset();
+  }
 }
 
 std::string Server::BaseUrl() const {

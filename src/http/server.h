@@ -11,8 +11,15 @@
 //   server.port();                                 // the bound port (when port was 0)
 //   server.Stop();
 //
-// Bodies larger than ServerOptions::max_body_bytes get 400 with a message naming the size and
-// the limit; unknown paths 404; a handler that throws gets 500 (never a crash).
+// Hostile traffic (issue 15): every body limit is enforced while reading, per route (a
+// Content-Length over it is refused before a byte of the body is read; a chunked body is cut at
+// the limit): 413 with a message naming the size and the limit, and the connection is closed.
+// Each connection has a deadline for its request line + headers + body (header_timeout_s; a
+// client that trickles a byte every few seconds is cut), connections are capped per client
+// address and in total (503 at once past either cap, no worker taken), and the health routes
+// can be served on a listener of their own (health_port) that answers while the workers are
+// busy. A taken port is an error (no SO_REUSEPORT: two processes never share a port).
+// Unknown paths 404; a handler that throws gets 500 (never a crash).
 
 #include <atomic>
 #include <condition_variable>
@@ -71,10 +78,15 @@ struct ServerOptions {
   int port = 0;                        ///< 0 = any free port
   std::string cert_file;               ///< PEM; with key_file → HTTPS
   std::string key_file;                ///< PEM private key
-  size_t max_body_bytes = 1 << 20;     ///< larger bodies get 400 (kube-scheduler's cap is 1 MiB too)
-  int threads = 32;                    ///< worker threads (concurrent requests)
-  int read_timeout_s = 10;             ///< per-connection read timeout, seconds
-  int write_timeout_s = 10;
+  size_t max_body_bytes = 1 << 20;     ///< default per-route body limit, bytes (413 past it)
+  int threads = 32;                    ///< worker threads (connections served at once)
+  int read_timeout_s = 10;             ///< per-read (recv) timeout, seconds
+  int write_timeout_s = 10;            ///< per-write (send) timeout, seconds
+  int header_timeout_s = 10;           ///< deadline for a request's line, headers and body, seconds
+  int keep_alive_timeout_s = 5;        ///< idle time allowed between two requests of a connection
+  int max_connections = 256;           ///< connections admitted at once (served + waiting); 503 past it
+  int max_connections_per_client = 64; ///< the same, per client IP address
+  int health_port = -1;                ///< -1: no health listener; 0: any free port; else that port
 };
 
 /// The server. Routes are exact paths (the query string is ignored), plus prefix routes.
@@ -86,8 +98,12 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  /// Routes `method` ("GET", "POST", …) on exactly `path`.
-  void Route(const std::string& method, const std::string& path, Handler handler);
+  /// Routes `method` ("GET", "POST", …) on exactly `path`; bodies up to
+  /// ServerOptions::max_body_bytes, or `max_body_bytes` when given (> 0).
+  void Route(const std::string& method, const std::string& path, Handler handler, size_t max_body_bytes = 0);
+  /// Routes GET `path` on the main listener and on the health listener (when health_port ≥ 0).
+  /// The health listener has its own two threads and serves only these routes.
+  void RouteHealth(const std::string& path, Handler handler);
   /// Routes `method` on every path starting with `prefix` (longest exact route wins first).
   void RoutePrefix(const std::string& method, const std::string& prefix, Handler handler);
   /// Loads the certificate (if any), binds and starts serving on a background thread;
@@ -99,6 +115,12 @@ class Server {
   void Stop();
   /// The bound port (after Start()).
   int port() const { return port_; }
+  /// The health listener's bound port (after Start()), or -1 when there is none.
+  int health_port() const { return health_port_; }
+  /// Connections refused at the caps (total or per client) since Start().
+  int64_t refused_connections() const { return refused_.load(); }
+  /// Connections cut at their deadline (header_timeout_s) since Start().
+  int64_t timed_out_connections() const { return timed_out_.load(); }
   bool tls() const { return !options_.cert_file.empty(); }
   /// "http(s)://<host>:<port>" (127.0.0.1 when bound to 0.0.0.0).
   std::string BaseUrl() const;
@@ -106,15 +128,30 @@ class Server {
   int64_t cert_loads() const;
 
   class CertStore;  // implementation detail (tls.cc)
+  struct Gate;       // implementation detail (server.cc): caps, deadlines, the watchdog
 
  private:
   Response Dispatch(const Request& req) const;
+  size_t BodyLimit(const std::string& method, const std::string& path) const;
   /// Blocks until httplib's accept loop is running (or has already returned).
   void WaitUntilListening();
+  /// Binds and starts the health listener (options_.health_port ≥ 0).
+  Status StartHealth();
+  /// Cuts every connection, joins the watchdog and the workers, frees the servers.
+  void StopGate();
 
   ServerOptions options_;
   std::unique_ptr<CertStore> certs_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<httplib::Server> server_;  // serves the requests (never listens itself)
+  std::unique_ptr<httplib::Server> acceptor_;  // accepts and hands each connection to gate_
+  std::unique_ptr<Gate> gate_;
+  std::unique_ptr<httplib::Server> health_;
+  std::thread health_thread_;
+  int health_port_ = -1;
+  std::atomic<int64_t> refused_{0};
+  std::atomic<int64_t> timed_out_{0};
+  std::map<std::pair<std::string, std::string>, size_t> body_limits_;
+  std::map<std::string, Handler> health_routes_;
   std::thread thread_;
   std::mutex listen_mu_;
   std::condition_variable listen_cv_;

@@ -88,8 +88,9 @@ TEST(ServerTest, RoutesLimitsAndErrors) {
   EXPECT_EQ(r->body, "hi1");
   r = c.Post("/echo", std::string(101, 'a'), "text/plain");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 400);
-  EXPECT_NE(r->body.find("101 bytes; the limit is 100"), std::string::npos);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(r->body.find("101 bytes (Content-Length); the limit of POST /echo is 100 bytes"), std::string::npos)
+      << r->body;
   r = c.Get("/nope");
   EXPECT_EQ(r->status, 404);
   r = c.Get("/echo");
@@ -142,6 +143,162 @@ TEST(ServerTest, BadCertificateFilesAreReported) {
   ServerOptions half;
   half.cert_file = "x";
   EXPECT_EQ(Server(half).Start().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fracgpu::http
+
+namespace fracgpu::http {
+namespace {
+
+// A raw TCP connection to 127.0.0.1:port (-1 on failure).
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything the server sends until it closes (or 3 s pass).
+std::string ReadAll(int fd) {
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST(ServerHostileTest, TakenPortIsAnError) {
+  Server first({});
+  ASSERT_TRUE(first.Start().ok());
+  ServerOptions o;
+  o.port = first.port();
+  Server second(o);
+  Status st = second.Start();
+  ASSERT_FALSE(st.ok()) << "a second listener shared port " << first.port();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("Address already in use"), std::string::npos) << st.message();
+  // And for the health listener.
+  ServerOptions h;
+  h.health_port = first.port();
+  Server third(h);
+  Status hs = third.Start();
+  ASSERT_FALSE(hs.ok());
+  EXPECT_NE(hs.message().find("(health): Address already in use"), std::string::npos) << hs.message();
+}
+
+TEST(ServerHostileTest, BodyLimitsPerRouteWhileReading) {
+  ServerOptions o;
+  o.max_body_bytes = 1000;
+  Server s(o);
+  std::atomic<int> calls{0};
+  auto echo = [&](const Request& r) {
+    ++calls;
+    return Response::Text(200, std::to_string(r.body.size()));
+  };
+  s.Route("POST", "/small", echo, 10);
+  s.Route("POST", "/default", echo);
+  ASSERT_TRUE(s.Start().ok());
+  httplib::Client c("127.0.0.1", s.port());
+  auto r = c.Post("/small", std::string(10, 'a'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "10");
+  r = c.Post("/small", std::string(11, 'a'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  r = c.Post("/default", std::string(1000, 'a'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "1000");
+  // A declared 50 MB body is refused on its headers: none of it is sent or read.
+  int fd = Connect(s.port());
+  std::string head = "POST /default HTTP/1.1\r\nHost: x\r\nContent-Length: 52428800\r\n\r\n";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  std::string answer = ReadAll(fd);
+  close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_NE(answer.find("52428800 bytes (Content-Length); the limit of POST /default is 1000 bytes"), std::string::npos);
+  // A chunked body is cut at the limit while reading (the client keeps sending: 4 MB).
+  fd = Connect(s.port());
+  head = "POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  std::string chunk = "1000\r\n" + std::string(4096, 'b') + "\r\n";
+  for (int i = 0; i < 1000; ++i) {
+    if (send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) break;
+  }
+  answer = ReadAll(fd);
+  close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("exceeds the limit of POST /small (10 bytes)"), std::string::npos);
+  // A GET with a body, a multipart body.
+  fd = Connect(s.port());
+  head = "GET /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  answer = ReadAll(fd);
+  close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
+  EXPECT_NE(answer.find("GET /small takes no request body"), std::string::npos);
+  EXPECT_EQ(calls.load(), 2) << "no refused request reached its handler";
+  // The server still serves a normal request.
+  r = c.Post("/small", "ok", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "2");
+}
+
+TEST(ServerHostileTest, SlowClientsAreCutAndHealthAnswersApart) {
+  ServerOptions o;
+  o.threads = 4;
+  o.header_timeout_s = 1;
+  o.read_timeout_s = 5;
+  o.max_connections_per_client = 6;
+  o.health_port = 0;
+  Server s(o);
+  s.RouteHealth("/healthz", [](const Request&) { return Response::Text(200, "ok\n"); });
+  s.Route("POST", "/work", [](const Request& r) { return Response::Text(200, r.body); });
+  ASSERT_TRUE(s.Start().ok());
+  ASSERT_GT(s.health_port(), 0);
+  // 8 clients that send one header line and then nothing: 6 admitted (the cap), 2 refused.
+  std::vector<int> slow;
+  for (int i = 0; i < 8; ++i) {
+    int fd = Connect(s.port());
+    ASSERT_GE(fd, 0);
+    send(fd, "POST /work HTTP/1.1\r\n", 21, MSG_NOSIGNAL);
+    slow.push_back(fd);
+  }
+  // The health listener answers while every worker is held.
+  httplib::Client health("127.0.0.1", s.health_port());
+  auto h = health.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(h->body, "ok\n");
+  // Each slow client is answered (503 at the cap) or cut at its 1 s deadline.
+  int refused = 0, cut = 0;
+  for (int fd : slow) {
+    std::string a = ReadAll(fd);
+    close(fd);
+    if (a.rfind("HTTP/1.1 503", 0) == 0) {
+      ++refused;
+    } else if (a.empty()) {
+      ++cut;
+    }
+  }
+  EXPECT_EQ(refused, 2);
+  EXPECT_EQ(cut, 6);
+  EXPECT_EQ(s.refused_connections(), 2);
+  EXPECT_EQ(s.timed_out_connections(), 6);
+  // Then a normal request is served on the main port.
+  httplib::Client c("127.0.0.1", s.port());
+  auto r = c.Post("/work", "x", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "x");
+  s.Stop();
 }
 
 }  // namespace
