@@ -52,6 +52,10 @@ FitReason PreNumaChecks(const PodRequest& pod, const DeviceInfo& info, bool cord
                         TypeVerdictCache* cache, TypeMemo* memo) {
   if (!info.health) return FitReason::kCardNotHealth;
   if (cordoned) return FitReason::kCardCordoned;
+  // nvidia.com/vgpu-mode: the value must contain the GPU's mode (HAMi v2.10.0 `checkType`).
+  if (!pod.vgpu_mode.empty() && pod.vgpu_mode.find(info.mode) == std::string::npos) {
+    return FitReason::kCardTypeMismatch;
+  }
   if (!pod.use_types.empty() || !pod.nouse_types.empty()) {
     bool allowed;
     if (memo != nullptr && memo->last_type != nullptr && *memo->last_type == info.type) {
@@ -72,6 +76,10 @@ FitReason PostNumaChecks(const ContainerRequest& c, const PodRequest& pod, const
     return FitReason::kCardUuidMismatch;
   }
   if (info.count <= usage.used) return FitReason::kCardTimeSlicingExhausted;
+  // hami.io/gpu-scheduler-policy "mutex" (alone or in a chain): idle GPUs only (§3.6 row 7).
+  if (pod.gpu_policy_spec && pod.gpu_policy_spec->mutex && usage.used > 0) {
+    return FitReason::kExclusiveDeviceAllocateConflict;
+  }
   const int32_t cores = CoresOf(c);
   if (info.devmem_mib - usage.used_mem_mib < c.MemOn(info.devmem_mib)) {
     return FitReason::kCardInsufficientMemory;
@@ -226,7 +234,7 @@ bool FitOrdered(const PodRequest& pod, const NodeState& node, const FitOptions& 
       options.orderer->Order(c, pod, node, usage, order.span());
       if (pod.numa_bind) GroupByNuma(node, order.span());
     } else {
-      OrderGpus(policy, pod.numa_bind, c, node, usage, order.span());
+      OrderGpusFor(pod, policy, c, node, usage, order.span());
     }
     FitReason* reasons = nullptr;
     if (want_reasons) {

@@ -92,8 +92,10 @@ Result<int64_t> ReadResource(const json& value, const ResourceRule& rule) {
   return v;
 }
 
-// "true"/"false" in any letter case (CONTRACT.md §3, CUDA_DISABLE_CONTROL).
-std::optional<bool> ParseBoolIgnoringCase(std::string_view s) {
+// CUDA_DISABLE_CONTROL: Go's strconv.ParseBool forms (HAMi v2.10.0's device plugin,
+// `plugin/server.go`) plus "true"/"false" in any letter case (fracgpu's earlier contract).
+std::optional<bool> ParseDisableControlValue(std::string_view s) {
+  if (std::optional<bool> b = ParseGoBool(s)) return b;
   auto eq = [](std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -106,6 +108,13 @@ std::optional<bool> ParseBoolIgnoringCase(std::string_view s) {
   if (eq(s, "true")) return true;
   if (eq(s, "false")) return false;
   return std::nullopt;
+}
+
+// Trims ASCII spaces and tabs (Go's strings.TrimSpace on the values HAMi splits).
+std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
 }
 
 class PodParser {
@@ -161,10 +170,12 @@ class PodParser {
     if (!v.empty()) {
       std::optional<bool> b = ParseGoBool(v);
       if (!b) {
-        return InvalidArgument(std::string("annotation ") + kAnnotationNumaBind +
-                               " must be true or false, got " + Quote(v));
+        // HAMi v2.10.0 (`assertNuma`) treats a value strconv.ParseBool rejects as false.
+        out_.warnings.push_back(std::string("annotation ") + kAnnotationNumaBind + " " + Quote(v) +
+                                " is not a boolean (1, t, true, 0, f, false, …); it counts as "
+                                "false, as in HAMi");
       }
-      out_.numa_bind = *b;
+      out_.numa_bind = b.value_or(false);
     }
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationNodePolicy, &v));
     if (!v.empty()) {
@@ -174,9 +185,26 @@ class PodParser {
     }
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationGpuPolicy, &v));
     if (!v.empty()) {
-      Result<GpuPolicy> p = ParseGpuPolicy(v);
+      Result<GpuPolicySpec> p = ParseGpuPolicySpec(v);
       if (!p.ok()) return p.status().WithPrefix(std::string("annotation ") + kAnnotationGpuPolicy);
-      out_.gpu_policy = *p;
+      out_.gpu_policy = p->policy;
+      out_.gpu_policy_spec = *p;
+    }
+    FRACGPU_RETURN_IF_ERROR(get(kAnnotationVgpuMode, &v));
+    if (!v.empty()) {
+      out_.vgpu_mode = v;
+      // fracgpu registers every GPU in HAMi's "hami-core" mode (no MIG, no MPS).
+      if (v.find("hami-core") == std::string::npos) {
+        out_.warnings.push_back(std::string("annotation ") + kAnnotationVgpuMode + " " + Quote(v) +
+                                ": fracgpu GPUs run in hami-core mode only, so no GPU matches "
+                                "and the pod will stay Pending");
+      }
+    }
+    FRACGPU_RETURN_IF_ERROR(get(kAnnotationScoringWeights, &v));
+    if (!v.empty()) {
+      Result<ScoringWeights> w = ParseScoringWeights(v);
+      if (!w.ok()) return w.status().WithPrefix(std::string("annotation ") + kAnnotationScoringWeights);
+      out_.scoring_weights = *w;
     }
 
     // Slice keys written as annotations instead of resources do nothing (CONTRACT.md §1).
@@ -237,7 +265,8 @@ class PodParser {
                                 "is a whole number of GPUs", false};
     const ResourceRule mem_rule{names_.gpumem, 1, kInt32Max, "an integer 1..2147483647 (MiB)",
                                 "is MiB as a whole number", true};
-    const ResourceRule pct_rule{names_.gpumem_percentage, 1, 100, "an integer 1..100",
+    // 0 is HAMi's "not set" (v2.10.0 webhook accepts 0..100; 0 leaves the whole card's memory).
+    const ResourceRule pct_rule{names_.gpumem_percentage, 0, 100, "an integer 0..100",
                                 "is a whole percentage of the card's memory", false};
     const ResourceRule cores_rule{names_.gpucores, 0, 100, "an integer 0..100",
                                   "is a whole percentage of the card's SMs", false};
@@ -280,15 +309,18 @@ class PodParser {
                                   names_.gpumem_percentage + " are set; " + names_.gpumem + " (" +
                                   std::to_string(*mem) + " MiB) wins");
         }
-      } else if (pct) {
+      } else if (pct && *pct > 0) {
         req.mem_percent = static_cast<int32_t>(*pct);
-      }  // neither: mem_percent stays 100, the whole card
+      }  // neither, or percentage 0: mem_percent stays 100, the whole card
       if (cores) {
         req.cores_percent = static_cast<int32_t>(*cores);
       } else {
         // A whole card's memory without cores means the whole card, exclusively; a partial
-        // slice without cores is time-shared with no SM limit.
-        req.cores_percent = (req.mem_mib == 0 && req.mem_percent == 100) ? 100 : 0;
+        // slice without cores is time-shared with no SM limit. gpumem-percentage 0 is HAMi's
+        // "percentage not set": the whole card's memory, but no exclusive cores (HAMi v2.10.0
+        // `defaultExclusiveCoreIfNeeded` adds cores 100 only for percentage 100 or no memory).
+        const bool pct_zero = pct && *pct == 0 && !mem;
+        req.cores_percent = (req.mem_mib == 0 && req.mem_percent == 100 && !pct_zero) ? 100 : 0;
       }
     } else if (prio) {
       out_.warnings.push_back(label + ": " + names_.priority + " has no effect without a GPU (" +
@@ -296,14 +328,15 @@ class PodParser {
                               names_.gpumem_percentage + " or " + names_.gpucores + ")");
     }
 
-    st = ParseDisableControl(c, label, &req);
+    st = ParseDisableControl(c, label, &req, &out_.warnings);
     if (!st.ok()) return st;
     return req;
   }
 
   // CUDA_DISABLE_CONTROL counts only as a literal env[].value; the last entry of that name
   // decides (Kubernetes lets a later duplicate win). valueFrom entries are ignored.
-  static Status ParseDisableControl(const json& c, const std::string& label, ContainerRequest* req) {
+  static Status ParseDisableControl(const json& c, const std::string& label, ContainerRequest* req,
+                                    std::vector<std::string>* warnings) {
     const json* env = nullptr;
     FRACGPU_RETURN_IF_ERROR(
         request_json::Member(c, "env", json::value_t::array, "env", &env).WithPrefix(label));
@@ -331,12 +364,15 @@ class PodParser {
       literal = &*value;
     }
     if (literal == nullptr) return Status::Ok();
-    std::optional<bool> b = ParseBoolIgnoringCase(literal->get_ref<const std::string&>());
+    std::optional<bool> b = ParseDisableControlValue(literal->get_ref<const std::string&>());
     if (!b) {
-      // Irrelevant in a container without GPU; denied where it would switch isolation.
+      // Irrelevant in a container without GPU. HAMi v2.10.0's device plugin reads a value
+      // strconv.ParseBool rejects as false: isolation stays on (fail closed), with a warning.
       if (!req->UsesGpu()) return Status::Ok();
-      return InvalidArgument(label + ": env " + kEnvDisableControl + " must be true or false, got " +
-                             Describe(*literal));
+      warnings->push_back(label + ": env " + kEnvDisableControl + " " + Describe(*literal) +
+                          " is not a boolean (1, t, true, 0, f, false, …); isolation stays on");
+      req->disable_control = false;
+      return Status::Ok();
     }
     req->disable_control = *b;
     return Status::Ok();
@@ -363,6 +399,120 @@ Result<GpuPolicy> ParseGpuPolicy(const std::string& value) {
   }
   return InvalidArgument("unknown GPU policy " + Quote(value) +
                          " (want binpack, spread, topology-aware or fragmentation-aware)");
+}
+
+Result<GpuPolicySpec> ParseGpuPolicySpec(const std::string& value) {
+  GpuPolicySpec spec;
+  if (value.find(',') == std::string::npos) {
+    if (value == "mutex") {
+      spec.mutex = true;  // HAMi's single "mutex": idle GPUs only, spread order among them
+      return spec;
+    }
+    if (value == "numa") {  // HAMi routes bare "numa" to the chain order
+      spec.chain = true;
+      spec.sort_keys = {GpuSortKey::kNuma};
+      return spec;
+    }
+    Result<GpuPolicy> p = ParseGpuPolicy(value);
+    if (!p.ok()) {
+      return InvalidArgument("unknown GPU policy " + Quote(value) +
+                             " (want binpack, spread, topology-aware, fragmentation-aware, mutex, "
+                             "numa, or a comma list of binpack, spread, numa, mutex and "
+                             "topology-aware)");
+    }
+    spec.policy = *p;
+    return spec;
+  }
+  spec.chain = true;
+  bool topology = false;
+  std::optional<GpuPolicy> first_order;
+  std::string_view rest = value;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view entry = TrimSpace(rest.substr(0, comma));
+    auto add_key = [&](GpuSortKey k) {
+      for (GpuSortKey seen : spec.sort_keys) {
+        if (seen == k) return;
+      }
+      spec.sort_keys.push_back(k);
+    };
+    if (entry.empty()) {
+      // skipped, as HAMi's split-and-match does
+    } else if (entry == "binpack") {
+      add_key(GpuSortKey::kBinpack);
+      if (!first_order) first_order = GpuPolicy::kBinpack;
+    } else if (entry == "spread") {
+      add_key(GpuSortKey::kSpread);
+      if (!first_order) first_order = GpuPolicy::kSpread;
+    } else if (entry == "numa") {
+      add_key(GpuSortKey::kNuma);
+    } else if (entry == "mutex") {
+      spec.mutex = true;
+    } else if (entry == "topology-aware") {
+      topology = true;
+    } else if (entry == "fragmentation-aware") {
+      return InvalidArgument("GPU policy " + Quote(value) +
+                             ": fragmentation-aware is a policy of its own and cannot be part of "
+                             "a comma list");
+    } else {
+      return InvalidArgument("unknown GPU policy " + Quote(std::string(entry)) + " in " +
+                             Quote(value) + " (a list takes binpack, spread, numa, mutex and "
+                             "topology-aware)");
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  spec.policy = topology ? GpuPolicy::kTopologyAware : first_order.value_or(GpuPolicy::kSpread);
+  return spec;
+}
+
+Result<ScoringWeights> ParseScoringWeights(const std::string& value) {
+  const std::string what = "must be slot=<int>,core=<int>,memory=<int>, got " + Quote(value);
+  ScoringWeights w;
+  bool seen[3] = {false, false, false};
+  std::string_view rest = value;
+  int entries = 0;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view entry = TrimSpace(rest.substr(0, comma));
+    if (++entries > 3) return InvalidArgument(what + " (more than three entries)");
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) return InvalidArgument(what + " (an entry is not key=value)");
+    const std::string_view key = TrimSpace(entry.substr(0, eq));
+    const std::string_view num = TrimSpace(entry.substr(eq + 1));
+    int slot = key == "slot" ? 0 : key == "core" ? 1 : key == "memory" ? 2 : -1;
+    if (slot < 0) return InvalidArgument(what + " (unknown weight " + Quote(std::string(key)) + ")");
+    if (seen[slot]) return InvalidArgument(what + " (duplicate " + Quote(std::string(key)) + ")");
+    seen[slot] = true;
+    // Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits, within int64.
+    std::string_view digits = num;
+    bool negative = false;
+    if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) {
+      negative = digits.front() == '-';
+      digits.remove_prefix(1);
+    }
+    if (digits.empty() || digits.size() > 18) {
+      return InvalidArgument(what + " (" + Quote(std::string(key)) + " weight must be an integer)");
+    }
+    int64_t n = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') {
+        return InvalidArgument(what + " (" + Quote(std::string(key)) + " weight must be an integer)");
+      }
+      n = n * 10 + (c - '0');
+    }
+    if (negative && n > 0) {
+      return InvalidArgument(what + " (" + Quote(std::string(key)) + " weight must not be negative)");
+    }
+    (slot == 0 ? w.slot : slot == 1 ? w.core : w.memory) = n;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (entries != 3) return InvalidArgument(what + " (three entries are needed)");
+  if (w.slot == 0 && w.core == 0 && w.memory == 0) {
+    return InvalidArgument(what + " (at least one weight must be positive)");
+  }
+  return w;
 }
 
 const char* NodePolicyName(NodePolicy policy) {

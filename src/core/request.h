@@ -31,6 +31,10 @@ inline constexpr char kAnnotationNoUseGpuUuid[] = "nvidia.com/nouse-gpuuuid";
 inline constexpr char kAnnotationNumaBind[] = "nvidia.com/numa-bind";
 inline constexpr char kAnnotationNodePolicy[] = "hami.io/node-scheduler-policy";
 inline constexpr char kAnnotationGpuPolicy[] = "hami.io/gpu-scheduler-policy";
+/// HAMi's GPU mode filter ("hami-core", "mig", "mps"; hami-behaviour.md §1.4).
+inline constexpr char kAnnotationVgpuMode[] = "nvidia.com/vgpu-mode";
+/// HAMi v2.10's per-pod score weights, "slot=<int>,core=<int>,memory=<int>".
+inline constexpr char kAnnotationScoringWeights[] = "hami.io/device-scoring-weights";
 /// The container environment variable that switches libvgpu.so off (CONTRACT.md §3).
 inline constexpr char kEnvDisableControl[] = "CUDA_DISABLE_CONTROL";
 
@@ -39,11 +43,57 @@ enum class NodePolicy { kBinpack, kSpread };
 /// GPU-level policy (`hami.io/gpu-scheduler-policy`): which GPU(s) of the node to prefer.
 enum class GpuPolicy { kBinpack, kSpread, kTopologyAware, kFragmentationAware };
 
+/// One sort key of a HAMi v2.10.0 GPU policy chain (`pkg/scheduler/policy/gpu_policy.go`,
+/// `gpuSortKeyChain`): binpack = most-used GPU first, spread = least-used first, numa = by
+/// NUMA node.
+enum class GpuSortKey : uint8_t { kBinpack, kSpread, kNuma };
+
+/// A parsed `hami.io/gpu-scheduler-policy` value as HAMi v2.10.0 reads it: a single policy,
+/// or a comma list ("binpack,numa", "spread,numa,mutex") or bare "numa" (a chain).
+struct GpuPolicySpec {
+  /// The policy fit applies: the single value; in a chain topology-aware when named, else the
+  /// first of binpack/spread, else spread (HAMi's fallback).
+  GpuPolicy policy = GpuPolicy::kSpread;
+  /// True for a comma list or bare "numa": GPUs are ordered by `sort_keys` (HAMi's
+  /// `lessByChain`), not by `policy`'s own order.
+  bool chain = false;
+  /// binpack/spread/numa in written order, duplicates dropped (empty chain → spread).
+  std::vector<GpuSortKey> sort_keys;
+  /// "mutex" named (alone or in a chain): only GPUs no one uses are candidates
+  /// (ExclusiveDeviceAllocateConflict otherwise).
+  bool mutex = false;
+
+  bool operator==(const GpuPolicySpec&) const = default;
+};
+
+/// Parses a `hami.io/gpu-scheduler-policy` value: binpack, spread, topology-aware,
+/// fragmentation-aware (fracgpu's), mutex, numa, or a comma list of HAMi's five (entries
+/// trimmed, empty entries skipped). Errors: kInvalidArgument naming the unknown entry (HAMi
+/// ignores unknown names; fracgpu refuses them so a typo is not silently spread), or
+/// fragmentation-aware inside a list.
+Result<GpuPolicySpec> ParseGpuPolicySpec(const std::string& value);
+
+/// Per-pod weights of the three terms of the per-GPU score (`hami.io/device-scoring-weights`,
+/// HAMi v2.10.0 `pkg/util/device_scoring_weights.go`). Default 1/1/1 = HAMi's classic score.
+struct ScoringWeights {
+  int64_t slot = 1;
+  int64_t core = 1;
+  int64_t memory = 1;
+
+  bool operator==(const ScoringWeights&) const = default;
+};
+
+/// Parses "slot=<int>,core=<int>,memory=<int>" exactly as HAMi v2.10.0 does: three entries,
+/// each key once, integers ≥ 0, at least one > 0 (entries and values trimmed). Errors:
+/// kInvalidArgument saying which rule the value breaks (HAMi fails Filter on the same values).
+Result<ScoringWeights> ParseScoringWeights(const std::string& value);
+
 /// "binpack" / "spread" → NodePolicy (exact, lower case); anything else is kInvalidArgument
 /// naming the value and the accepted names.
 Result<NodePolicy> ParseNodePolicy(const std::string& value);
 /// "binpack" / "spread" / "topology-aware" / "fragmentation-aware" → GpuPolicy (exact, lower
-/// case). HAMi's "mutex", "numa" and comma chains are not part of CONTRACT.md and are errors.
+/// case): one policy, as the scheduler's default flag takes it. Pod annotations go through
+/// ParseGpuPolicySpec, which also takes HAMi v2.10's "mutex", "numa" and comma chains.
 Result<GpuPolicy> ParseGpuPolicy(const std::string& value);
 /// The annotation spelling of a policy ("binpack", …); ParseNodePolicy inverts it.
 const char* NodePolicyName(NodePolicy policy);
@@ -84,9 +134,15 @@ struct PodRequest {
   std::vector<std::string> nouse_types;  ///< nvidia.com/nouse-gputype entries
   std::vector<std::string> use_uuids;    ///< nvidia.com/use-gpuuuid
   std::vector<std::string> nouse_uuids;  ///< nvidia.com/nouse-gpuuuid
-  bool numa_bind = false;                ///< nvidia.com/numa-bind: "true"
+  bool numa_bind = false;                ///< nvidia.com/numa-bind (Go strconv.ParseBool)
   std::optional<NodePolicy> node_policy; ///< hami.io/node-scheduler-policy, when set
   std::optional<GpuPolicy> gpu_policy;   ///< hami.io/gpu-scheduler-policy, when set
+  /// The whole gpu-scheduler-policy value (chain keys, mutex); `spec.policy` == *gpu_policy.
+  std::optional<GpuPolicySpec> gpu_policy_spec;
+  /// nvidia.com/vgpu-mode ("" = any): a GPU fits only when this value contains its mode.
+  std::string vgpu_mode;
+  /// hami.io/device-scoring-weights (default 1/1/1).
+  ScoringWeights scoring_weights;
   /// Admission warnings (e.g. gpumem and gpumem-percentage both given; slice keys written as
   /// annotations; priority without a GPU).
   std::vector<std::string> warnings;

@@ -27,6 +27,17 @@ float DeviceScore(const ContainerRequest& container, const DeviceInfo& info,
   return kWeight * (slots + cores + memory);
 }
 
+float WeightedDeviceScore(const ContainerRequest& container, const DeviceInfo& info,
+                          const GpuUsage& usage, const ScoringWeights& weights) {
+  const int64_t mem = container.MemOn(info.devmem_mib);
+  const float slots = Ratio(int64_t{container.num_gpus} + usage.used, info.count);
+  const float cores = Ratio(int64_t{container.cores_percent} + usage.used_cores, info.devcore);
+  const float memory = Ratio(mem + usage.used_mem_mib, info.devmem_mib);
+  return kWeight * (static_cast<float>(weights.slot) * slots +
+                    static_cast<float>(weights.core) * cores +
+                    static_cast<float>(weights.memory) * memory);
+}
+
 float NodeScore(const NodeState& node) {
   int64_t used = 0, used_cores = 0, used_mem = 0;
   int64_t total = 0, total_cores = 0, total_mem = 0;
@@ -62,6 +73,74 @@ void OrderGpus(GpuPolicy policy, bool numa_bind, const ContainerRequest& contain
     return a < b;
   };
   std::sort(order.begin(), order.end(), less);
+}
+
+void OrderGpusFor(const PodRequest& pod, GpuPolicy policy, const ContainerRequest& container,
+                  const NodeState& node, std::span<const GpuUsage> usage,
+                  std::span<uint16_t> order) {
+  const GpuPolicySpec* spec = pod.gpu_policy_spec ? &*pod.gpu_policy_spec : nullptr;
+  const bool chain = spec != nullptr && spec->chain;
+  const bool lone_mutex = spec != nullptr && !spec->chain && spec->mutex;
+  const bool weighted = pod.scoring_weights != ScoringWeights{};
+  if (!chain && !lone_mutex && !weighted) {
+    OrderGpus(policy, pod.numa_bind, container, node, usage, order);
+    return;
+  }
+  const size_t n = node.gpus.size();
+  internal::SmallBuffer<float> score(n);
+  for (size_t i = 0; i < n; ++i) {
+    score[i] = WeightedDeviceScore(container, node.gpus[i].info, usage[i], pod.scoring_weights);
+    order[i] = static_cast<uint16_t>(i);
+  }
+  auto numa = [&](uint16_t i) { return node.gpus[i].info.numa; };
+  if (lone_mutex) {
+    std::sort(order.begin(), order.end(), [&](uint16_t a, uint16_t b) {
+      if (usage[a].used != usage[b].used) return usage[a].used < usage[b].used;
+      if (numa(a) != numa(b)) return numa(a) > numa(b);
+      return a < b;
+    });
+    return;
+  }
+  if (!chain) {  // weights only: OrderGpus's comparator on the weighted score
+    const bool binpack = policy == GpuPolicy::kBinpack;
+    std::sort(order.begin(), order.end(), [&](uint16_t a, uint16_t b) {
+      if (pod.numa_bind && numa(a) != numa(b)) {
+        return binpack ? numa(a) < numa(b) : numa(a) > numa(b);
+      }
+      if (score[a] != score[b]) return binpack ? score[a] > score[b] : score[a] < score[b];
+      if (!pod.numa_bind && numa(a) != numa(b)) return numa(a) < numa(b);
+      return a < b;
+    });
+    return;
+  }
+  // HAMi's lessByChain sorts ascending and the scan reads from the end, so every key and the
+  // index tiebreak are reversed here.
+  GpuSortKey keys[4];
+  size_t nkeys = 0;
+  if (pod.numa_bind) keys[nkeys++] = GpuSortKey::kNuma;
+  for (GpuSortKey k : spec->sort_keys) {
+    if (pod.numa_bind && k == GpuSortKey::kNuma) continue;
+    if (nkeys < 4) keys[nkeys++] = k;
+  }
+  if (spec->sort_keys.empty()) keys[nkeys++] = GpuSortKey::kSpread;
+  std::sort(order.begin(), order.end(), [&](uint16_t a, uint16_t b) {
+    for (size_t k = 0; k < nkeys; ++k) {
+      switch (keys[k]) {
+        case GpuSortKey::kBinpack:
+          if (score[a] != score[b]) return score[a] > score[b];
+          break;
+        case GpuSortKey::kSpread:
+          if (score[a] != score[b]) return score[a] < score[b];
+          break;
+        case GpuSortKey::kNuma:
+          if (numa(a) != numa(b)) return numa(a) > numa(b);
+          break;
+      }
+    }
+    return node.gpus[a].info.index != node.gpus[b].info.index
+               ? node.gpus[a].info.index > node.gpus[b].info.index
+               : a > b;
+  });
 }
 
 int32_t LinkScore(const NodeState& node, uint16_t a, uint16_t b) {

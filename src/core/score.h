@@ -42,6 +42,24 @@ void OrderGpus(GpuPolicy policy, bool numa_bind, const ContainerRequest& contain
                const NodeState& node, std::span<const GpuUsage> usage,
                std::span<uint16_t> order);
 
+/// DeviceScore with HAMi v2.10.0's per-pod weights (`ComputeScore`):
+///   10 × (slot × slots term + core × cores term + memory × memory term).
+/// Equal to DeviceScore when `weights` is 1/1/1.
+float WeightedDeviceScore(const ContainerRequest& container, const DeviceInfo& info,
+                          const GpuUsage& usage, const ScoringWeights& weights);
+
+/// The GPU order for `container` of `pod` under `policy`: OrderGpus, unless the pod's
+/// `hami.io/gpu-scheduler-policy` or `hami.io/device-scoring-weights` asks for one of
+/// HAMi v2.10.0's other orders (`DeviceUsageList.Less`, read from the end):
+///   chain (comma list or bare "numa"): the keys in written order (binpack = score descending,
+///       spread = score ascending, numa = NUMA descending), numa forced first under numa-bind,
+///       spread when the chain names no key, then position descending (HAMi's index tiebreak);
+///   single "mutex": slices in use ascending (idle GPUs first), then NUMA descending, then
+///       position;
+///   otherwise OrderGpus's order with the weighted score.
+void OrderGpusFor(const PodRequest& pod, GpuPolicy policy, const ContainerRequest& container,
+                  const NodeState& node, std::span<const GpuUsage> usage, std::span<uint16_t> order);
+
 /// Link score between two GPUs of the node from `hami.io/node-nvidia-score`
 /// (topology[a][b], else topology[b][a], else 0).
 int32_t LinkScore(const NodeState& node, uint16_t a, uint16_t b);

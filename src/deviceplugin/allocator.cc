@@ -283,11 +283,19 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   a.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(grants.front().cores_percent);
   a.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = (vgpu / kRegionFileName).string();
   a.envs["CUDA_TASK_PRIORITY"] = std::to_string(req.priority);
+  // disableCoreLimit, then the device config's gpuCorePolicy, then the container's own value
+  // (any letter case: HAMi-core reads FORCE/DISABLE too); anything else is "default".
   std::string policy = "default";
   if (options_.config.disable_core_limit) {
     policy = "disable";
-  } else if (auto p = LiteralEnv(spec, "GPU_CORE_UTILIZATION_POLICY"); p && (*p == "force" || *p == "disable")) {
-    policy = *p;
+  } else if (options_.config.core_policy != "default") {
+    policy = options_.config.core_policy;
+  } else if (auto p = LiteralEnv(spec, "GPU_CORE_UTILIZATION_POLICY")) {
+    std::string lower = *p;
+    for (char& ch : lower) {
+      if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    }
+    if (lower == "force" || lower == "disable") policy = lower;
   }
   a.envs["GPU_CORE_UTILIZATION_POLICY"] = policy;
   if (options_.config.memory_scaling > 1.0) a.envs["CUDA_OVERSUBSCRIBE"] = "true";

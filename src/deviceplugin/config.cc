@@ -85,6 +85,18 @@ Result<std::string> LogLevel(const std::string& value, const std::string& field)
   return value;
 }
 
+// "default" / "force" / "disable" in any letter case (HAMi-core reads both cases) → lower case.
+Result<std::string> CorePolicy(const std::string& value, const std::string& field) {
+  std::string lower = value;
+  for (char& ch : lower) {
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  }
+  if (lower != "default" && lower != "force" && lower != "disable") {
+    return InvalidArgument(field + " must be default, force or disable, got " + Shown(value));
+  }
+  return lower;
+}
+
 Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
   for (const auto& entry : nv) {
     std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
@@ -108,6 +120,11 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
     else if (key == "disableCoreLimit") FRACGPU_SET(YamlBool(v, key), c->disable_core_limit)
     else if (key == "enableNumaTopology") FRACGPU_SET(YamlBool(v, key), c->enable_numa_topology)
     else if (key == "preConfiguredDeviceMemory") FRACGPU_SET(YamlInt(v, key, 0, int64_t{1} << 40), c->preconfigured_memory_mib)
+    else if (key == "gpuCorePolicy") {
+      auto s = YamlScalar(v, key);
+      if (!s.ok()) return s.status();
+      FRACGPU_SET(CorePolicy(*s, "nvidia.gpuCorePolicy"), c->core_policy)
+    }
     else if (key == "libCudaLogLevel") {
       auto s = YamlScalar(v, key);
       if (!s.ok()) return s.status();
@@ -204,7 +221,7 @@ bool DeviceConfig::operator==(const DeviceConfig& o) const {
   };
   auto rest = [](const DeviceConfig& c) {
     return std::tie(c.split_count, c.memory_scaling, c.core_scaling, c.default_memory_mib, c.default_cores,
-                    c.disable_core_limit, c.libcuda_log_level, c.enable_numa_topology, c.preconfigured_memory_mib,
+                    c.disable_core_limit, c.core_policy, c.libcuda_log_level, c.enable_numa_topology, c.preconfigured_memory_mib,
                     c.preferred_allocation, c.filter_uuids, c.filter_indices);
   };
   return names(resources) == names(o.resources) && rest(*this) == rest(o);

@@ -22,6 +22,10 @@ struct DeviceConfig {
   int64_t default_memory_mib = 0;    ///< defaultMemory, MiB (0 = whole card; read by the scheduler)
   int32_t default_cores = 0;         ///< defaultCores, percent 0..100
   bool disable_core_limit = false;   ///< disableCoreLimit → GPU_CORE_UTILIZATION_POLICY=disable
+  /// gpuCorePolicy (HAMi's `devices.nvidia.gpuCorePolicy`): "default", "force" or "disable",
+  /// stored lower case. Not "default": every container gets GPU_CORE_UTILIZATION_POLICY=<it>,
+  /// over the container's own value (HAMi's webhook appends it after the user's env).
+  std::string core_policy = "default";
   std::string libcuda_log_level;     ///< libCudaLogLevel ("" = not set), "0".."4"
   bool enable_numa_topology = false; ///< enableNumaTopology: report NUMA to kubelet
   int64_t preconfigured_memory_mib = 0;  ///< preConfiguredDeviceMemory, MiB, for GPUs NVML cannot size

@@ -54,6 +54,15 @@ TEST(ParsePodRequestTest, DefaultsTable) {
        {1, 0, 50, 0}},
       {"percentage 100 alone → whole card, cores 100",
        Limits({{"nvidia.com/gpumem-percentage", "100"}}), {1, 0, 100, 100}},
+      // HAMi v2.10.0: percentage 0 is "not set" (whole memory) and adds no exclusive cores.
+      {"percentage 0 → whole memory, time-shared (HAMi)",
+       Limits({{"nvidia.com/gpumem-percentage", "0"}}), {1, 0, 100, 0}},
+      {"percentage 0 with gpu 1 → whole memory, cores 0",
+       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", 0}}), {1, 0, 100, 0}},
+      {"percentage 0 with gpumem → gpumem",
+       Limits({{"nvidia.com/gpumem", "2000"}, {"nvidia.com/gpumem-percentage", "0"}}), {1, 2000, 100, 0},
+       {"container \"train\": both nvidia.com/gpumem and nvidia.com/gpumem-percentage are set; "
+        "nvidia.com/gpumem (2000 MiB) wins"}},
       {"cores alone → gpu 1, whole memory", Limits({{"nvidia.com/gpucores", "30"}}), {1, 0, 100, 30}},
       {"explicit cores 0 on a whole card is kept",
        Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "0"}}), {1, 0, 100, 0}},
@@ -142,10 +151,10 @@ TEST(ParsePodRequestTest, BadResourceValuesTable) {
        c + "nvidia.com/gpucores is a whole percentage of the card's SMs, got \"1.5\""},
       {"cores JSON 150", lim("nvidia.com/gpucores", 150),
        c + "nvidia.com/gpucores must be an integer 0..100, got 150"},
-      {"percentage 0", lim("nvidia.com/gpumem-percentage", "0"),
-       c + "nvidia.com/gpumem-percentage must be an integer 1..100, got \"0\""},
+      {"percentage -1", lim("nvidia.com/gpumem-percentage", "-1"),
+       c + "nvidia.com/gpumem-percentage must be an integer 0..100, got \"-1\""},
       {"percentage 101", lim("nvidia.com/gpumem-percentage", "101"),
-       c + "nvidia.com/gpumem-percentage must be an integer 1..100, got \"101\""},
+       c + "nvidia.com/gpumem-percentage must be an integer 0..100, got \"101\""},
       {"percentage 500m", lim("nvidia.com/gpumem-percentage", "500m"),
        c + "nvidia.com/gpumem-percentage is a whole percentage of the card's memory, got \"500m\""},
       {"gpumem -1", lim("nvidia.com/gpumem", "-1"),
@@ -373,26 +382,101 @@ TEST(ParsePodRequestTest, NumaBindValues) {
   }
 }
 
+// HAMi v2.10.0's gpu-scheduler-policy values (pkg/scheduler/policy/gpu_policy.go).
+TEST(ParsePodRequestTest, HamiGpuPolicyChains) {
+  using K = GpuSortKey;
+  struct Case {
+    std::string value;
+    GpuPolicySpec want;
+  };
+  const std::vector<Case> cases = {
+      {"mutex", {GpuPolicy::kSpread, false, {}, true}},
+      {"numa", {GpuPolicy::kSpread, true, {K::kNuma}, false}},
+      {"binpack,numa", {GpuPolicy::kBinpack, true, {K::kBinpack, K::kNuma}, false}},
+      {"spread,numa,mutex", {GpuPolicy::kSpread, true, {K::kSpread, K::kNuma}, true}},
+      {"numa, binpack", {GpuPolicy::kBinpack, true, {K::kNuma, K::kBinpack}, false}},
+      {"binpack,binpack,numa", {GpuPolicy::kBinpack, true, {K::kBinpack, K::kNuma}, false}},
+      {"mutex,topology-aware", {GpuPolicy::kTopologyAware, true, {}, true}},
+      {"binpack,", {GpuPolicy::kBinpack, true, {K::kBinpack}, false}},
+      {"topology-aware", {GpuPolicy::kTopologyAware, false, {}, false}},
+      {"fragmentation-aware", {GpuPolicy::kFragmentationAware, false, {}, false}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.value);
+    Result<PodRequest> r = ParsePodRequest(
+        PodWith(Limits({{"nvidia.com/gpu", "1"}}), {{"hami.io/gpu-scheduler-policy", c.value}}));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->gpu_policy_spec.has_value());
+    EXPECT_EQ(*r->gpu_policy_spec, c.want);
+    EXPECT_EQ(r->gpu_policy, c.want.policy);
+  }
+}
+
+TEST(ParsePodRequestTest, UnparsableBooleansWarnLikeHami) {
+  // HAMi treats a value strconv.ParseBool rejects as false; fracgpu does the same, loudly.
+  Result<PodRequest> r = ParsePodRequest(PodWith(nullptr, {{"nvidia.com/numa-bind", "yes"}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->numa_bind);
+  EXPECT_EQ(r->warnings, (std::vector<std::string>{
+                             "annotation nvidia.com/numa-bind \"yes\" is not a boolean (1, t, true, 0, "
+                             "f, false, …); it counts as false, as in HAMi"}));
+}
+
+TEST(ParsePodRequestTest, VgpuModeAndWeights) {
+  Result<PodRequest> r = ParsePodRequest(
+      PodWith(nullptr, {{"nvidia.com/vgpu-mode", "hami-core"},
+                        {"hami.io/device-scoring-weights", " slot=1, core=0 ,memory=3"}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->vgpu_mode, "hami-core");
+  EXPECT_EQ(r->scoring_weights, (ScoringWeights{1, 0, 3}));
+  EXPECT_TRUE(r->warnings.empty());
+  Result<PodRequest> mig = ParsePodRequest(PodWith(nullptr, {{"nvidia.com/vgpu-mode", "mig"}}));
+  ASSERT_TRUE(mig.ok());
+  EXPECT_EQ(mig->vgpu_mode, "mig");
+  EXPECT_EQ(mig->warnings, (std::vector<std::string>{
+                               "annotation nvidia.com/vgpu-mode \"mig\": fracgpu GPUs run in hami-core "
+                               "mode only, so no GPU matches and the pod will stay Pending"}));
+}
+
 TEST(ParsePodRequestTest, BadAnnotationsTable) {
   auto ann = [](const char* k, json v) { return PodWith(nullptr, {{k, v}}); };
   ExpectBad({
-      {"numa-bind yes", ann("nvidia.com/numa-bind", "yes"),
-       "annotation nvidia.com/numa-bind must be true or false, got \"yes\""},
       {"numa-bind bool", ann("nvidia.com/numa-bind", true),
        "annotation nvidia.com/numa-bind must be a string, got true"},
       {"node policy unknown", ann("hami.io/node-scheduler-policy", "foo"),
        "annotation hami.io/node-scheduler-policy: unknown node policy \"foo\" (want binpack or spread)"},
       {"node policy topology", ann("hami.io/node-scheduler-policy", "topology-aware"),
        "annotation hami.io/node-scheduler-policy: unknown node policy \"topology-aware\" (want binpack or spread)"},
-      {"gpu policy mutex", ann("hami.io/gpu-scheduler-policy", "mutex"),
-       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"mutex\" (want binpack, spread, "
-       "topology-aware or fragmentation-aware)"},
-      {"gpu policy chain", ann("hami.io/gpu-scheduler-policy", "binpack,numa"),
-       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"binpack,numa\" (want binpack, spread, "
-       "topology-aware or fragmentation-aware)"},
+      {"gpu policy unknown in a chain", ann("hami.io/gpu-scheduler-policy", "binpack,nuna"),
+       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"nuna\" in \"binpack,nuna\" (a list "
+       "takes binpack, spread, numa, mutex and topology-aware)"},
+      {"gpu policy fragmentation-aware in a chain",
+       ann("hami.io/gpu-scheduler-policy", "fragmentation-aware,numa"),
+       "annotation hami.io/gpu-scheduler-policy: GPU policy \"fragmentation-aware,numa\": "
+       "fragmentation-aware is a policy of its own and cannot be part of a comma list"},
       {"gpu policy case", ann("hami.io/gpu-scheduler-policy", "Binpack"),
        "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"Binpack\" (want binpack, spread, "
-       "topology-aware or fragmentation-aware)"},
+       "topology-aware, fragmentation-aware, mutex, numa, or a comma list of binpack, spread, numa, "
+       "mutex and topology-aware)"},
+      // HAMi v2.10.0 ParseDeviceScoringWeights fails Filter on each of these.
+      {"weights two entries", ann("hami.io/device-scoring-weights", "slot=1,core=1"),
+       "annotation hami.io/device-scoring-weights: must be slot=<int>,core=<int>,memory=<int>, got "
+       "\"slot=1,core=1\" (three entries are needed)"},
+      {"weights negative", ann("hami.io/device-scoring-weights", "slot=1,core=-1,memory=3"),
+       "annotation hami.io/device-scoring-weights: must be slot=<int>,core=<int>,memory=<int>, got "
+       "\"slot=1,core=-1,memory=3\" (\"core\" weight must not be negative)"},
+      {"weights all zero", ann("hami.io/device-scoring-weights", "slot=0,core=0,memory=0"),
+       "annotation hami.io/device-scoring-weights: must be slot=<int>,core=<int>,memory=<int>, got "
+       "\"slot=0,core=0,memory=0\" (at least one weight must be positive)"},
+      {"weights duplicate", ann("hami.io/device-scoring-weights", "slot=1,slot=1,memory=3"),
+       "annotation hami.io/device-scoring-weights: must be slot=<int>,core=<int>,memory=<int>, got "
+       "\"slot=1,slot=1,memory=3\" (duplicate \"slot\")"},
+      {"weights unknown key", ann("hami.io/device-scoring-weights", "slot=1,core=1,mem=3"),
+       "annotation hami.io/device-scoring-weights: must be slot=<int>,core=<int>,memory=<int>, got "
+       "\"slot=1,core=1,mem=3\" (unknown weight \"mem\")"},
+      {"weights not a number", ann("hami.io/device-scoring-weights", "slot=1,core=x,memory=3"),
+       "annotation hami.io/device-scoring-weights: must be slot=<int>,core=<int>,memory=<int>, got "
+       "\"slot=1,core=x,memory=3\" (\"core\" weight must be an integer)"},
       {"use-gputype number", ann("nvidia.com/use-gputype", 5),
        "annotation nvidia.com/use-gputype must be a string, got 5"},
       {"nouse-gpuuuid array", ann("nvidia.com/nouse-gpuuuid", json::array()),
@@ -433,6 +517,16 @@ TEST(ParsePodRequestTest, DisableControlLiteralOnly) {
       {"true", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}}}), true},
       {"TRUE", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "TRUE"}}}), true},
       {"False", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "False"}}}), false},
+      // Go strconv.ParseBool forms, as HAMi v2.10.0's device plugin reads the value.
+      {"1", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "1"}}}), true},
+      {"t", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "t"}}}), true},
+      {"T", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "T"}}}), true},
+      {"0", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "0"}}}), false},
+      {"f", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "f"}}}), false},
+      {"F", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "F"}}}), false},
+      // Not a boolean: isolation stays on (HAMi ignores it too), with a warning.
+      {"yes", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "yes"}}}), false},
+      {"empty", gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", ""}}}), false},
       {"valueFrom ignored", gpu, json::array({from_secret}), std::nullopt},
       {"last entry wins", gpu,
        json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}},
@@ -451,15 +545,14 @@ TEST(ParsePodRequestTest, DisableControlLiteralOnly) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->containers[0].disable_control, c.want);
   }
-  const json gpu_mem = Limits({{"nvidia.com/gpumem", "1000"}});
+  Result<PodRequest> w = ParsePodRequest(
+      PodWithEnv(gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "yes"}}})));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->warnings, (std::vector<std::string>{
+                             "container \"train\": env CUDA_DISABLE_CONTROL \"yes\" is not a boolean "
+                             "(1, t, true, 0, f, false, …); isolation stays on"}));
   const std::string p = "container \"train\": ";
   ExpectBad({
-      {"yes", PodWithEnv(gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "yes"}}})),
-       p + "env CUDA_DISABLE_CONTROL must be true or false, got \"yes\""},
-      {"1", PodWithEnv(gpu_mem, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "1"}}})),
-       p + "env CUDA_DISABLE_CONTROL must be true or false, got \"1\""},
-      {"empty", PodWithEnv(gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", ""}}})),
-       p + "env CUDA_DISABLE_CONTROL must be true or false, got \"\""},
       {"number", PodWithEnv(gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", 1}}})),
        p + "env[0]: CUDA_DISABLE_CONTROL value must be a string, got 1"},
   });

@@ -235,6 +235,26 @@ TEST_F(AllocatorTest, ConfigAddsOversubscribeLogLevelAndDisablePolicy) {
   EXPECT_EQ((*r)[0].envs.at("GPU_CORE_UTILIZATION_POLICY"), "disable");
 }
 
+// gpuCorePolicy (HAMi devices.nvidia.gpuCorePolicy) wins over the container's value; the
+// container's own value is read in either letter case, as HAMi-core reads it.
+TEST_F(AllocatorTest, CorePolicyFromConfigAndContainerEnv) {
+  cluster_.PutNode(MakeNode("ml", "train"));
+  json pod = MakePod("train", {{"main", false, 1}}, kOneA);
+  pod["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_CORE_UTILIZATION_POLICY"}, {"value", "DISABLE"}}});
+  cluster_.PutPod(pod);
+  auto own = Make().Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ((*own)[0].envs.at("GPU_CORE_UTILIZATION_POLICY"), "disable");
+
+  AllocatorOptions o;
+  o.config.core_policy = "force";
+  cluster_.PutNode(MakeNode("ml", "train"));
+  cluster_.PutPod(pod);
+  auto forced = Make(o).Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  EXPECT_EQ((*forced)[0].envs.at("GPU_CORE_UTILIZATION_POLICY"), "force");
+}
+
 TEST_F(AllocatorTest, PodNotFoundTouchesNothing) {
   cluster_.PutNode(MakeNode());
   auto r = Make().Allocate({{std::string(kUuidA) + "-0"}});

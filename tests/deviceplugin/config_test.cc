@@ -23,6 +23,7 @@ nvidia:
   defaultMemory: 2048
   defaultCores: 20
   disableCoreLimit: true
+  gpuCorePolicy: FORCE
   libCudaLogLevel: 3
   enableNumaTopology: true
   preConfiguredDeviceMemory: 65536
@@ -42,6 +43,7 @@ cambricon:
   EXPECT_EQ(c->default_memory_mib, 2048);
   EXPECT_EQ(c->default_cores, 20);
   EXPECT_TRUE(c->disable_core_limit);
+  EXPECT_EQ(c->core_policy, "force");
   EXPECT_EQ(c->libcuda_log_level, "3");
   EXPECT_TRUE(c->enable_numa_topology);
   EXPECT_EQ(c->preconfigured_memory_mib, 65536);
@@ -69,6 +71,7 @@ TEST(DeviceConfigYaml, BadValuesNameTheKeyAndValue) {
       {"nvidia:\n  defaultCores: 150\n", "nvidia.defaultCores must be an integer 0..100, got \"150\""},
       {"nvidia:\n  disableCoreLimit: maybe\n", "nvidia.disableCoreLimit must be true or false, got \"maybe\""},
       {"nvidia:\n  libCudaLogLevel: 9\n", "nvidia.libCudaLogLevel must be 0..4, got \"9\""},
+      {"nvidia:\n  gpuCorePolicy: strict\n", "nvidia.gpuCorePolicy must be default, force or disable, got \"strict\""},
       {"nvidia:\n  resourceCountName: gpu\n",
        "nvidia.resourceCountName must be a domain-prefixed resource name like nvidia.com/gpu, got \"gpu\""},
       {"nvidia:\n  deviceSplitCount: [1]\n", "nvidia.deviceSplitCount must be a scalar"},

@@ -132,7 +132,7 @@ TEST(WebhookTest, BadValuesAreDenied400NamingContainerResourceAndValue) {
     std::string want;
   } cases[] = {
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}, "150"},
-      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "0"}}, "nvidia.com/gpumem-percentage"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "-1"}}, "nvidia.com/gpumem-percentage"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}}, "101"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-1"}}, "-1"},
       {{{"nvidia.com/gpu", "500m"}}, "500m"},
@@ -209,10 +209,10 @@ TEST(WebhookTest, DisableControlRules) {
   auto env = [](const std::string& v) { return json{{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", v}}}}}; };
   // Whole exclusive card: allowed.
   EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("true"))})), Config())["response"]["allowed"]);
-  // Not a boolean: 400.
+  // Not a boolean: HAMi reads it as false; allowed with a warning, isolation stays on.
   json bad = Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("yes"))})), Config());
-  ASSERT_FALSE(bad["response"]["allowed"]);
-  EXPECT_EQ(bad["response"]["status"]["code"], 400);
+  ASSERT_TRUE(bad["response"]["allowed"]);
+  EXPECT_NE(bad["response"]["warnings"].dump().find("isolation stays on"), std::string::npos);
   // false on a shared slice: fine. Irrelevant without GPU, even if malformed.
   EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, env("False"))})), Config())["response"]["allowed"]);
   EXPECT_TRUE(Admit(Create(PodWith({Container("c", json::object(), env("maybe"))})), Config())["response"]["allowed"]);

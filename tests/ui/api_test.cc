@@ -152,14 +152,15 @@ TEST_F(UiApiTest, BadValuesGiveTheWebhooksMessages) {
   const Case cases[] = {
       {R"("gpus":1,"slice":{"mode":"cores","cores_percent":150})",
        {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}},
-      {R"("gpus":1,"slice":{"mode":"fraction","memory_percent":0,"cores_percent":0})",
-       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "0"}, {"nvidia.com/gpucores", "0"}}},
+      {R"("gpus":1,"slice":{"mode":"fraction","memory_percent":101,"cores_percent":0})",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}, {"nvidia.com/gpucores", "0"}}},
       {R"("gpus":1,"slice":{"mode":"memory","memory_value":-1})",
        {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-1"}}},
       {R"("gpus":-2)", {{"nvidia.com/gpu", "-2"}}},
       {R"("gpus":0,"slice":{"mode":"cores","cores_percent":30})",
        {{"nvidia.com/gpu", "0"}, {"nvidia.com/gpucores", "30"}}},
-      {R"("gpus":1,"gpu_policy":"mutex")", {{"nvidia.com/gpu", "1"}}, {{"hami.io/gpu-scheduler-policy", "mutex"}}},
+      {R"("gpus":1,"gpu_policy":"binpack,nuna")", {{"nvidia.com/gpu", "1"}},
+       {{"hami.io/gpu-scheduler-policy", "binpack,nuna"}}},
   };
   for (const auto& c : cases) {
     json p = Preview(c.form);
