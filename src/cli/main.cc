@@ -2,8 +2,25 @@
 // its own subcommand (fracgpu_add_command in CMake); this file only dispatches.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 #include "commands.inc"
+
+namespace {
+
+// The subcommand list, one per line with its description, for the messages below.
+std::string SubcommandList(CLI::App& app) {
+  std::string out = "Subcommands:\n";
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    std::string name = sub->get_name();
+    out += "  " + name + std::string(name.size() < 26 ? 26 - name.size() : 1, ' ') +
+           sub->get_description() + "\n";
+  }
+  out += "Run 'fracgpu <subcommand> --help' for its flags and their defaults.\n";
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"fracgpu: fractional GPU sharing for Kubernetes with hard isolation"};
@@ -12,6 +29,24 @@ int main(int argc, char** argv) {
   auto* version = app.add_subcommand("version", "Print the version");
   version->callback([] { std::printf("fracgpu %s\n", FRACGPU_VERSION); });
   fracgpu::cli::RegisterAllCommands(app);
+  // CLI11 alone says only "A subcommand is required" or "arguments were not expected": say
+  // what is wrong and list what exists (exit 2, the usual status for a usage error).
+  if (argc < 2) {
+    std::fprintf(stderr, "fracgpu: a subcommand is required.\n\n%s", SubcommandList(app).c_str());
+    return 2;
+  }
+  const std::string first = argv[1];
+  if (!first.empty() && first[0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || sub->check_name(first);
+    }
+    if (!known) {
+      std::fprintf(stderr, "fracgpu: unknown subcommand \"%s\".\n\n%s", first.c_str(),
+                   SubcommandList(app).c_str());
+      return 2;
+    }
+  }
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

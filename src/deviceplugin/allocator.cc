@@ -114,6 +114,15 @@ Allocator::Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* cloc
                      std::function<std::vector<core::DeviceInfo>()> devices)
     : options_(std::move(options)), api_(api), clock_(clock), devices_(std::move(devices)) {}
 
+std::string MissingLibraryWarning(const std::string& hook_path) {
+  const fs::path lib = fs::path(hook_path) / "vgpu" / "libvgpu.so";
+  std::error_code ec;
+  if (fs::is_regular_file(lib, ec)) return "";
+  return lib.string() + " is missing: every GPU container will be refused (fracgpu never runs a "
+         "container without isolation). Install it there (the DaemonSet's init container copies it "
+         "from the image) or point --hook-path (env HOOK_PATH) at the folder holding vgpu/libvgpu.so";
+}
+
 Status Allocator::PrepareHostFiles() {
   fs::path vgpu = fs::path(options_.hook_path) / "vgpu";
   std::error_code ec;

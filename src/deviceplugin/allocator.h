@@ -125,4 +125,9 @@ Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& val
 /// `envs` that libvgpu.so takes from the file, in a fixed order.
 std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
 
+/// A start-up warning when `<hook_path>/vgpu/libvgpu.so` is not a regular file (every Allocate
+/// would then be refused: no isolation, no GPU); "" when it is there. The message names the
+/// path and says how it gets there (the DaemonSet's init container copies it from the image).
+std::string MissingLibraryWarning(const std::string& hook_path);
+
 }  // namespace fracgpu::deviceplugin

@@ -125,6 +125,9 @@ int Run(const Flags& f) {
     spdlog::error("{}", st.ToString());
     return 1;
   }
+  if (std::string warning = deviceplugin::MissingLibraryWarning(f.hook_path); !warning.empty()) {
+    spdlog::warn("{}", warning);
+  }
   deviceplugin::ServerOptions sopt;
   sopt.socket_dir = f.socket_dir;
   sopt.socket_name = f.socket_name;
@@ -173,18 +176,19 @@ void RegisterDevicePluginCommand(CLI::App& app) {
   if (!Env("KUBELET_SOCKET_DIR").empty()) flags->socket_dir = Env("KUBELET_SOCKET_DIR");
   auto* cmd = app.add_subcommand("device-plugin", "Run the kubelet device plugin of a GPU node");
   cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)");
-  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/libvgpu.so (env HOOK_PATH)");
-  cmd->add_option("--socket-dir", flags->socket_dir, "kubelet device-plugins dir (env KUBELET_SOCKET_DIR)");
-  cmd->add_option("--socket-name", flags->socket_name, "our socket's file name in --socket-dir");
-  cmd->add_option("--config-file", flags->config_file, "cluster device config YAML (env CONFIG_FILE)");
-  cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON");
-  cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve");
-  cmd->add_option("--signature-key-file", flags->signature_key_file, "allocation-signature key (mounted Secret)");
+  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/libvgpu.so (env HOOK_PATH)")->capture_default_str();
+  cmd->add_option("--socket-dir", flags->socket_dir, "kubelet device-plugins dir (env KUBELET_SOCKET_DIR)")->capture_default_str();
+  cmd->add_option("--socket-name", flags->socket_name, "our socket's file name in --socket-dir")->capture_default_str();
+  cmd->add_option("--config-file", flags->config_file, "cluster device config YAML (env CONFIG_FILE)")->capture_default_str();
+  cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON")->capture_default_str();
+  cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve")->capture_default_str();
+  cmd->add_option("--signature-key-file", flags->signature_key_file, "allocation-signature key (mounted Secret)")->capture_default_str();
   cmd->add_flag("--allow-unsigned", flags->allow_unsigned, "serve unsigned decisions named by the node lock");
-  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)");
-  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen");
+  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)");
+  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")->capture_default_str();
   cmd->add_option("--register-interval", flags->register_interval_s, "seconds between node registrations")
-      ->check(CLI::Range(1, 3600));
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   cmd->callback([flags] {
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);

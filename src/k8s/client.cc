@@ -171,7 +171,9 @@ Result<Client::Reply> Client::Perform(const std::string& method, const std::stri
   curl_slist_free_all(headers);
   ReleaseHandle(curl);
   if (rc != CURLE_OK) {
-    return Unavailable(method + " " + path + ": " + curl_easy_strerror(rc));
+    // Name the whole URL: "API server unreachable" is useless without the address tried.
+    return Unavailable(method + " " + config_.server + path + ": " + curl_easy_strerror(rc) +
+                       " (API server " + config_.server + ")");
   }
   return reply;
 }
@@ -449,7 +451,8 @@ Result<WatchEnd> Client::Watch(const std::string& path, const WatchOptions& opti
     return Unavailable("WATCH " + path + ": malformed event line: " + state.bad_line);
   }
   if (result != CURLE_OK) {
-    return Unavailable("WATCH " + path + ": " + curl_easy_strerror(result));
+    return Unavailable("WATCH " + config_.server + path + ": " + curl_easy_strerror(result) +
+                       " (API server " + config_.server + ")");
   }
   return WatchEnd::kClosed;
 }

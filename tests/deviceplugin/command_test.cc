@@ -6,10 +6,13 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "core/codec.h"
+#include "deviceplugin/allocator.h"
 #include "fake_apiserver.h"
 #include "fake_kubelet.h"
 #include "test_support.h"
@@ -100,6 +103,57 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_FALSE(fs::exists(sockets + "/fracgpu-nvidia.sock"));
+}
+
+// Runs `fracgpu <args>` with stdout and stderr together; returns the output and sets *rc.
+std::string RunFracgpu(const std::string& args, int* rc) {
+  std::string cmd = std::string(FRACGPU_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(Command, HelpShowsTheDefaults) {
+  int rc = -1;
+  std::string help = RunFracgpu("device-plugin --help", &rc);
+  EXPECT_EQ(rc, 0);
+  for (const char* want : {"/usr/local", "/var/lib/kubelet/device-plugins", "fracgpu-nvidia.sock",
+                           "/device-config.yaml", "/config/config.json", "fracgpu-scheduler",
+                           "/etc/fracgpu/signature/key", "libnvidia-ml.so.1", "30"}) {
+    EXPECT_NE(help.find(want), std::string::npos) << want << " in\n" << help;
+  }
+}
+
+TEST(Command, NoOrUnknownSubcommandListsThem) {
+  int rc = -1;
+  std::string alone = RunFracgpu("", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(alone.rfind("fracgpu: a subcommand is required.", 0), 0u) << alone;
+  EXPECT_NE(alone.find("  device-plugin "), std::string::npos) << alone;
+  EXPECT_NE(alone.find("  version "), std::string::npos) << alone;
+  std::string bogus = RunFracgpu("bogus", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(bogus.rfind("fracgpu: unknown subcommand \"bogus\".", 0), 0u) << bogus;
+  EXPECT_NE(bogus.find("  device-plugin "), std::string::npos) << bogus;
+  // A known subcommand still runs.
+  EXPECT_EQ(RunFracgpu("version", &rc).rfind("fracgpu ", 0), 0u);
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(Command, WarnsAtStartWhenLibvgpuIsMissing) {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/vgpu");
+  const std::string warning = MissingLibraryWarning(dir.path());
+  EXPECT_EQ(warning.rfind(dir.path() + "/vgpu/libvgpu.so is missing: every GPU container will be refused", 0), 0u)
+      << warning;
+  std::ofstream(dir.path() + "/vgpu/libvgpu.so") << "ELF";
+  EXPECT_EQ(MissingLibraryWarning(dir.path()), "");
 }
 
 }  // namespace

@@ -280,6 +280,9 @@ TEST(ClientUnreachable, TransportErrorIsUnavailable) {
   ASSERT_TRUE(c.ok());
   auto r = (*c)->Get("/api/v1/nodes");
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  // The message names the URL tried, so a log line says which API server is unreachable.
+  EXPECT_EQ(r.status().message().rfind("GET http://127.0.0.1:1/api/v1/nodes: ", 0), 0u) << r.status().message();
+  EXPECT_NE(r.status().message().find("(API server http://127.0.0.1:1)"), std::string::npos);
   EXPECT_EQ(clock.sleeps().size(), 3u);  // retries = 3
 }
 
