@@ -56,6 +56,7 @@ struct GpuSample {
   /// SM utilisation ratio (0..1) per host PID since the previous poll; empty when NVML has no
   /// per-process utilisation (then no SM finding is made for this GPU).
   std::optional<std::map<uint32_t, double>> sm_utilization;
+  uint32_t index = 0;  ///< NVML index
 };
 
 /// A process the caller mapped to a container (from /proc/<pid>/cgroup on the node, from the

@@ -85,6 +85,7 @@ Result<std::vector<GpuSample>> NvmlProcesses::Sample(std::vector<std::string>* e
   std::vector<GpuSample> out;
   for (unsigned int i = 0; i < n && i < 64; ++i) {
     GpuSample g;
+    g.index = i;
     nvmlDevice_t dev = nullptr;
     char uuid[96] = {};
     if (nvmlReturn_t rc = impl_->by_index(i, &dev); rc != NVML_SUCCESS) {

@@ -1,5 +1,6 @@
 // `fracgpu run` / `fracgpu inspect` (see run_inspect.h).
 #include "vgpu/cli/run_inspect.h"
+#include "vgpu/cli/run_watch.h"
 
 #include <time.h>
 
@@ -145,33 +146,35 @@ Result<std::vector<char>> ReadRegionFile(const std::string& path) {
 namespace fracgpu::cli {
 
 void RegisterRunCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Run a command on this machine under libvgpu.so limits");
+  auto* cmd = app.add_subcommand("run", "Run a command on this machine under libvgpu.so limits, watched by the driver's account");
   auto opts = std::make_shared<vgpu::cli::RunOptions>();
+  auto watch = std::make_shared<vgpu::cli::WatchOptions>();
+  auto no_watch = std::make_shared<bool>(false);
   auto argv = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--gpumem", opts->gpumem, "MiB per GPU, comma-separated (3000 or 3000,4000)")->required();
   cmd->add_option("--gpucores", opts->gpucores, "SM share per GPU, percent (0 = no limit)");
   cmd->add_option("--devices", opts->devices, "GPU indices, comma-separated (default 0..n-1)");
   cmd->add_option("--lib", opts->library, "path of libvgpu.so (default: next to fracgpu, lib/)");
+  cmd->add_option("--poll-ms", watch->poll_ms, "milliseconds between checks of the driver's per-process memory")
+      ->check(CLI::Range(10u, 10000u));
+  cmd->add_option("--nvml-library", watch->nvml_library, "NVML library to dlopen");
+  cmd->add_flag("--no-watch", *no_watch, "do not watch the driver's account (libvgpu.so limits only)");
   cmd->add_option("command", *argv, "command and arguments (after --)")->required();
-  cmd->callback([opts, argv] {
+  cmd->callback([opts, watch, no_watch, argv] {
+    if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
+    // Refuse before anything is created or run when the library cannot be used (fail closed).
+    if (Status st = vgpu::cli::ProbeLibrary(opts->library); !st.ok()) {
+      std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n", st.message().c_str());
+      throw CLI::RuntimeError(vgpu::cli::kRunExitRefused);
+    }
     char tmpl[] = "/tmp/fracgpu-run-XXXXXX";
     if (!mkdtemp(tmpl)) throw CLI::RuntimeError("fracgpu run: cannot create a region directory", 1);
     opts->region = std::string(tmpl) + "/region.cache";
-    if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
-    auto env = vgpu::cli::BuildRunEnvironment(*opts);
-    if (!env.ok()) {
-      std::fprintf(stderr, "fracgpu run: %s\n", env.status().message().c_str());
-      throw CLI::RuntimeError(2);
-    }
-    for (const auto& [k, v] : env.value()) setenv(k.c_str(), v.c_str(), 1);
+    watch->watch = !*no_watch;
     std::fprintf(stderr, "fracgpu run: region %s (inspect it with `fracgpu inspect %s`)\n",
                  opts->region.c_str(), opts->region.c_str());
-    std::vector<char*> args;
-    for (auto& a : *argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "fracgpu run: cannot run %s: %s\n", args[0], std::strerror(errno));
-    throw CLI::RuntimeError(127);
+    int rc = vgpu::cli::RunWatched(*opts, *watch, *argv);
+    if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }
 

@@ -1,0 +1,305 @@
+// `fracgpu run`: fail-closed start and the driver-truth watch (see run_watch.h).
+#include "vgpu/cli/run_watch.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "enforce/enforce.h"
+#include "enforce/nvml_processes.h"
+#include "enforce/proc.h"
+
+namespace fracgpu::vgpu::cli {
+namespace {
+
+std::atomic<pid_t> g_child{0};
+
+void Forward(int sig) {
+  pid_t c = g_child.load();
+  if (c > 0) ::kill(c, sig);
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(',', pos);
+    out.push_back(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return out;
+}
+
+uint64_t NowNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The region's claims: GPU UUID → host PID → bytes of its active slot. `uuid_of_ordinal` names
+// devices the region lists without a UUID. False when the file is absent or not a region.
+bool ReadClaims(const std::string& path, const std::vector<std::string>& uuid_of_ordinal,
+                std::map<std::string, std::map<uint32_t, uint64_t>>* claims, std::string* error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    *error = fmt::format("{}: {}", path, std::strerror(errno));
+    return false;
+  }
+  static Region r;  // large (≈ 400 KiB): not on the stack; one watch per process
+  ssize_t n = ::pread(fd, &r, sizeof r, 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof r) || RegionValidate(&r, sizeof r) != RegionError::kOk) {
+    *error = fmt::format("{}: not a valid region ({} bytes read)", path, n);
+    return false;
+  }
+  for (const RegionSlot& s : r.slots) {
+    if (s.state.load(std::memory_order_relaxed) != kSlotActive) continue;
+    int32_t pid = s.host_pid > 0 ? s.host_pid : s.pid;
+    if (pid <= 0) continue;
+    for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
+      std::string uuid(r.devices[d].uuid, strnlen(r.devices[d].uuid, kUuidSize));
+      if (uuid.empty() && d < uuid_of_ordinal.size()) uuid = uuid_of_ordinal[d];
+      if (!uuid.empty()) (*claims)[uuid][static_cast<uint32_t>(pid)] += s.used[d].load(std::memory_order_relaxed);
+    }
+  }
+  return true;
+}
+
+// Whether `pid` descends from this process (run is the subreaper: orphans of the command are
+// reparented here, so the chain always ends at us while they live).
+bool InTree(const enforce::ProcReader& proc, uint32_t pid) {
+  const uint32_t self = static_cast<uint32_t>(::getpid());
+  for (int depth = 0; depth < 128 && pid > 1; ++depth) {
+    auto parent = proc.ParentPid(pid);
+    if (!parent.ok()) return false;
+    if (*parent == self) return true;
+    pid = *parent;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status ProbeLibrary(const std::string& library) {
+  struct stat st {};
+  if (::stat(library.c_str(), &st) != 0)
+    return NotFound(fmt::format("libvgpu.so at {}: {}", library, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(fmt::format("libvgpu.so at {}: not a regular file", library));
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return Unavailable(fmt::format("pipe: {}", std::strerror(errno)));
+  pid_t pid = ::fork();
+  if (pid < 0) return Unavailable(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::close(p[0]);
+    void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = ::dlerror();
+      std::string msg = e ? e : "dlopen failed";
+      ssize_t w = ::write(p[1], msg.data(), msg.size());
+      (void)w;
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0 && msg.size() < 4096;) msg.append(buf, static_cast<size_t>(n));
+  ::close(p[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  if (msg.empty()) msg = "the probe process died";
+  return InvalidArgument(fmt::format("libvgpu.so at {} cannot be loaded: {}", library, msg));
+}
+
+int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::vector<std::string>& argv) {
+  auto env = BuildRunEnvironment(options);
+  if (!env.ok()) {
+    std::fprintf(stderr, "fracgpu run: %s\n", env.status().message().c_str());
+    return kRunExitRefused;
+  }
+  if (Status st = ProbeLibrary(options.library); !st.ok()) {
+    std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n", st.message().c_str());
+    return kRunExitRefused;
+  }
+  std::unique_ptr<enforce::NvmlProcesses> nvml;
+  std::map<std::string, uint64_t> limits;  // GPU UUID → bytes
+  std::vector<std::string> uuid_of_ordinal;
+  if (watch.watch) {
+    auto n = enforce::NvmlProcesses::Open(watch.nvml_library);
+    if (!n.ok()) {
+      std::fprintf(stderr, "fracgpu run: cannot watch the driver's account (%s); refusing (--no-watch runs with libvgpu.so only)\n",
+                   n.status().message().c_str());
+      return kRunExitRefused;
+    }
+    nvml = std::move(*n);
+    std::vector<std::string> errors;
+    auto gpus = nvml->Sample(&errors);
+    if (!gpus.ok()) {
+      std::fprintf(stderr, "fracgpu run: %s; refusing\n", gpus.status().message().c_str());
+      return kRunExitRefused;
+    }
+    std::vector<std::string> mems = Split(options.gpumem);
+    std::vector<std::string> devs = Split(options.devices);
+    if (options.devices.empty()) {
+      devs.clear();
+      for (size_t i = 0; i < mems.size(); ++i) devs.push_back(std::to_string(i));
+    }
+    for (size_t i = 0; i < devs.size() && i < mems.size(); ++i) {
+      uint32_t index = static_cast<uint32_t>(std::stoul(devs[i]));
+      std::string uuid;
+      for (const auto& g : *gpus)
+        if (g.index == index) uuid = g.uuid;
+      if (uuid.empty()) {
+        std::fprintf(stderr, "fracgpu run: --devices: GPU %u is not on this machine (NVML lists %zu); refusing\n", index,
+                     gpus->size());
+        return kRunExitRefused;
+      }
+      uuid_of_ordinal.push_back(uuid);
+      limits[uuid] = std::stoull(mems[i]) * 1024ull * 1024ull;
+    }
+  }
+
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "fracgpu run: pipe: %s\n", std::strerror(errno));
+    return kRunExitRefused;
+  }
+  std::vector<std::string> args_copy = argv;
+  std::vector<char*> args;
+  for (auto& a : args_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t child = ::fork();
+  if (child < 0) {
+    std::fprintf(stderr, "fracgpu run: fork: %s\n", std::strerror(errno));
+    return kRunExitRefused;
+  }
+  if (child == 0) {
+    ::close(exec_pipe[0]);
+    for (const auto& [k, v] : env.value()) ::setenv(k.c_str(), v.c_str(), 1);
+    ::execvp(args[0], args.data());
+    int e = errno;
+    ssize_t w = ::write(exec_pipe[1], &e, sizeof e);
+    (void)w;
+    ::_exit(127);
+  }
+  ::close(exec_pipe[1]);
+  int exec_errno = 0;
+  if (::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::close(exec_pipe[0]);
+    ::waitpid(child, nullptr, 0);
+    std::fprintf(stderr, "fracgpu run: cannot run %s: %s\n", args[0], std::strerror(exec_errno));
+    return 127;
+  }
+  ::close(exec_pipe[0]);
+  g_child.store(child);
+  struct sigaction sa {};
+  sa.sa_handler = Forward;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+
+  enforce::Policy policy;
+  policy.memory = enforce::Action::kKill;
+  policy.region_mismatch = enforce::Action::kReport;
+  policy.unmanaged = enforce::Action::kNone;  // other users' processes on a shared workstation
+  policy.sm = enforce::Action::kNone;         // the SM limiter's business
+  policy.confirm_polls = watch.confirm_polls;
+  enforce::Enforcer enforcer(policy);
+  enforce::ProcReader proc;
+  const enforce::ContainerId tree{"fracgpu-run", "command"};
+  bool killed = false, without_library = false;
+  int child_status = 0;
+  bool done = false;
+  std::set<uint32_t> reported_without_library;
+  while (!done) {
+    for (pid_t w; (w = ::waitpid(-1, &child_status, WNOHANG)) > 0;) {
+      if (w == child) {
+        done = true;
+        break;
+      }
+      child_status = 0;
+    }
+    if (done) break;
+    if (nvml) {
+      std::vector<std::string> errors;
+      auto gpus = nvml->Sample(&errors);
+      enforce::Observation obs;
+      obs.now_ns = NowNs();
+      if (gpus.ok()) obs.gpus = std::move(*gpus);
+      enforce::ContainerState c;
+      c.id = tree;
+      c.memory_limit_bytes = limits;
+      std::string region_error;
+      if (!ReadClaims(options.region, uuid_of_ordinal, &c.claims, &region_error)) c.claims.clear();
+      for (auto& g : obs.gpus) {
+        g.managed = limits.count(g.uuid) > 0;
+        if (!g.managed) continue;
+        for (const auto& p : g.processes) {
+          if (obs.owners.count(p.host_pid) || !InTree(proc, p.host_pid)) continue;
+          auto start = proc.StartTime(p.host_pid);
+          if (!start.ok()) {
+            obs.exited.insert(p.host_pid);
+            continue;
+          }
+          obs.owners[p.host_pid] = enforce::ProcessOwner{tree, *start};
+        }
+      }
+      obs.containers.push_back(std::move(c));
+      for (const enforce::Finding& f : enforcer.Evaluate(obs)) {
+        if (f.reason == enforce::Reason::kMemoryOverLimit && f.action == enforce::Action::kKill) {
+          Status st = enforce::KillIfSame(proc, f.pid, f.start_time);
+          if (st.ok() && f.new_episode) {
+            std::fprintf(stderr, "fracgpu run: killed pid %u: %s\n", f.pid, f.Describe().c_str());
+          } else if (st.ok()) {
+            std::fprintf(stderr, "fracgpu run: killed pid %u (still over its limit)\n", f.pid);
+          } else if (st.code() != StatusCode::kNotFound) {
+            std::fprintf(stderr, "fracgpu run: cannot kill pid %u: %s\n", f.pid, st.message().c_str());
+          }
+          if (st.ok()) killed = true;
+        } else if (f.reason == enforce::Reason::kRegionMismatch && f.new_episode) {
+          if (f.claimed_bytes == 0 && !reported_without_library.count(f.pid)) {
+            reported_without_library.insert(f.pid);
+            without_library = true;
+            std::fprintf(stderr,
+                         "fracgpu run: pid %u holds %.1f MiB on %s that libvgpu.so never charged (it went around the "
+                         "library)\n",
+                         f.pid, static_cast<double>(f.process_bytes) / 1048576.0, f.gpu_uuid.c_str());
+          } else if (f.claimed_bytes != 0) {
+            std::fprintf(stderr, "fracgpu run: warning: %s\n", f.Describe().c_str());
+          }
+        }
+      }
+    }
+    timespec ts{static_cast<time_t>(watch.poll_ms / 1000), static_cast<long>(watch.poll_ms % 1000) * 1'000'000L};
+    while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+  g_child.store(0);
+  if (killed) return kRunExitKilled;
+  if (without_library) {
+    std::fprintf(stderr, "fracgpu run: exiting %d: a process ran on the GPU without libvgpu.so's accounting\n",
+                 kRunExitUnlimited);
+    return kRunExitUnlimited;
+  }
+  if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);
+  return WIFEXITED(child_status) ? WEXITSTATUS(child_status) : 1;
+}
+
+}  // namespace fracgpu::vgpu::cli
