@@ -182,6 +182,11 @@ CUresult cuCtxGetDevice(CUdevice* dev) FRACGPU_CU_API;
 CUresult cuCtxPushCurrent_v2(CUcontext ctx) FRACGPU_CU_API;
 CUresult cuCtxPopCurrent_v2(CUcontext* ctx) FRACGPU_CU_API;
 CUresult cuCtxSynchronize(void) FRACGPU_CU_API;
+/// CUDA 13.0: synchronises `ctx` (PFN_cuCtxSynchronize_v13000, cudaTypedefs.h).
+CUresult cuCtxSynchronize_v2(CUcontext ctx) FRACGPU_CU_API;
+/// Legacy v1 primary-context release/reset (PFN_..._v7000): same signature as _v2.
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) FRACGPU_CU_API;
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) FRACGPU_CU_API;
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) FRACGPU_CU_API;
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) FRACGPU_CU_API;
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) FRACGPU_CU_API;

@@ -120,8 +120,9 @@ FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice ordina
   return r;
 }
 
-FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice ordinal) noexcept {
-  CUresult r = REAL(cuDevicePrimaryCtxRelease_v2)(ordinal);
+namespace {
+// After the driver released (v1 or _v2: the same operation, cudaTypedefs.h v7000 / v11000).
+CUresult AfterPrimaryRelease(CUresult r, CUdevice ordinal) {
   if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= kMaxOrdinals) return r;
   int prev = g_primary_refs[ordinal].load(std::memory_order_relaxed);
   while (prev > 0 && !g_primary_refs[ordinal].compare_exchange_weak(prev, prev - 1)) {
@@ -130,13 +131,27 @@ FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice ordinal) noexcept 
   return r;
 }
 
-FRACGPU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice ordinal) noexcept {
-  CUresult r = REAL(cuDevicePrimaryCtxReset_v2)(ordinal);
+// After the driver reset the primary context (what cudaDeviceReset does): its charges go.
+CUresult AfterPrimaryReset(CUresult r, CUdevice ordinal) {
   if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= kMaxOrdinals) return r;
   if (g_primary_refs[ordinal].exchange(0, std::memory_order_relaxed) > 0) {
     ContextGone(kPrimaryKeyBit | static_cast<uint64_t>(ordinal));
   }
   return r;
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice ordinal) noexcept {
+  return AfterPrimaryRelease(REAL(cuDevicePrimaryCtxRelease_v2)(ordinal), ordinal);
+}
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice ordinal) noexcept {
+  return AfterPrimaryRelease(REAL(cuDevicePrimaryCtxRelease)(ordinal), ordinal);
+}
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice ordinal) noexcept {
+  return AfterPrimaryReset(REAL(cuDevicePrimaryCtxReset_v2)(ordinal), ordinal);
+}
+FRACGPU_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice ordinal) noexcept {
+  return AfterPrimaryReset(REAL(cuDevicePrimaryCtxReset)(ordinal), ordinal);
 }
 
 FRACGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) noexcept {

@@ -3,6 +3,8 @@
 #include "vgpu/glibc_compat.h"
 #include "vgpu/interpose.h"
 
+#include "vgpu/cuda_variants.def"
+
 #include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
@@ -138,26 +140,103 @@ const HookEntry* FindHook(const HookEntry* table, int count, const char* name) {
   return nullptr;
 }
 
-// Picks our wrapper for what the driver returned for `symbol` (wire-apis.md §7.8): the entry
-// whose real pointer is exactly *pfn; otherwise the newest variant introduced at or before
-// `version`, the per-thread one when asked for with PER_THREAD_DEFAULT_STREAM.
-const HookEntry* MatchProc(const char* symbol, void* real, int version, cuuint64_t flags) {
-  const HookEntry* best = nullptr;
-  for (int i = 0; i < kCudaHookCount; ++i) {
-    const HookEntry& e = kCudaHooks[i];
-    if (std::strcmp(e.base_name, symbol) != 0) continue;
-    if (__atomic_load_n(e.real, __ATOMIC_RELAXED) == real) return &e;
-    if (e.introduced > version) continue;
-    if (e.per_thread && flags != CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) continue;
-    if (!best || e.per_thread > best->per_thread ||
-        (e.per_thread == best->per_thread && e.introduced > best->introduced)) {
-      best = &e;
-    }
-  }
-  return best;
+// ---- The driver's variant table (cuda_variants.def, generated from the CUDA 13.0 toolkit) ----
+struct Variant {
+  const char* base;
+  int version;      // CUDA version that introduced it (PFN_<base>_v<version>)
+  uint8_t flavour;  // 0 plain, 1 _ptsz, 2 _ptds
+  const char* elf;
+};
+#define FRACGPU_VARIANT_ROW(base, ver, fl, elf) {#base, ver, fl, #elf},
+constexpr Variant kVariants[] = {FRACGPU_CUDA_VARIANTS(FRACGPU_VARIANT_ROW)};
+#undef FRACGPU_VARIANT_ROW
+constexpr int kVariantCount = sizeof(kVariants) / sizeof(kVariants[0]);
+constexpr int NewestVersion() {
+  int v = 0;
+  for (const Variant& e : kVariants) v = e.version > v ? e.version : v;
+  return v;
 }
 
-CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuint64_t flags) {
+static_assert(NewestVersion() == kVariantTableVersion, "regenerated table: update kVariantTableVersion");
+
+// First row of `base` (rows are sorted by base name, byte order), or kVariantCount.
+int FirstRow(const char* base) {
+  int lo = 0, hi = kVariantCount;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (std::strcmp(kVariants[mid].base, base) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+bool HookedBase(const char* base) {
+  for (int i = 0; i < kCudaHookCount; ++i)
+    if (std::strcmp(kCudaHooks[i].base_name, base) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+const char* DriverVariantElf(const char* base, int version, cuuint64_t flags) noexcept {
+  const bool want_pt = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  const Variant* best = nullptr;
+  for (int i = FirstRow(base); i < kVariantCount && std::strcmp(kVariants[i].base, base) == 0; ++i) {
+    const Variant& v = kVariants[i];
+    if (v.version > version || (v.flavour != 0 && !want_pt)) continue;
+    bool better = !best || (v.flavour != 0) > (best->flavour != 0) ||
+                  ((v.flavour != 0) == (best->flavour != 0) && v.version >= best->version);
+    if (better) best = &v;
+  }
+  return best ? best->elf : nullptr;
+}
+
+int VariantTableVersion() noexcept { return kVariantTableVersion; }
+int VariantTableSize() noexcept { return kVariantCount; }
+
+namespace {
+
+// Our answer for what the driver returned for (symbol, version, flags) — ABI-exact
+// (docs/vgpu.md "Which hook a cuGetProcAddress answer gets"):
+//  1. the driver's pointer is the real function of one of our hooked ELF names of that base:
+//     that name's hook (pointer identity);
+//  2. otherwise the table names the variant a CUDA 13.0 driver returns (the newest introduced
+//     at or before `version`, the per-thread one when asked with PER_THREAD_DEFAULT_STREAM):
+//     its hook if we have one, else the driver's pointer (passed through);
+//  3. a version above the table's (13000) for a hooked base: the driver is asked again at
+//     13000; the same pointer means no newer variant, and rule 2 applies; a different one is
+//     a variant of a signature we do not know: refused (null, CUDA_ERROR_NOT_SUPPORTED, an
+//     error logged), never answered with a hook of another signature and never unaccounted.
+// Names the table does not know are passed through untouched.
+CUresult MatchProc(const char* symbol, void** pfn, int version, cuuint64_t flags, bool v2,
+                   CUdriverProcAddressQueryResult* status) {
+  for (int i = 0; i < kCudaHookCount; ++i) {
+    const HookEntry& e = kCudaHooks[i];
+    if (std::strcmp(e.base_name, symbol) == 0 && __atomic_load_n(e.real, __ATOMIC_RELAXED) == *pfn) {
+      *pfn = e.hook;
+      return CUDA_SUCCESS;
+    }
+  }
+  if (version > kVariantTableVersion && HookedBase(symbol)) {
+    void* at_table = nullptr;
+    CUresult r = v2 ? REAL(cuGetProcAddress_v2)(symbol, &at_table, kVariantTableVersion, flags, nullptr)
+                    : REAL(cuGetProcAddress)(symbol, &at_table, kVariantTableVersion, flags);
+    if (r != CUDA_SUCCESS || at_table != *pfn) {
+      Log(kLogError, "%s at CUDA %d is a variant newer than libvgpu knows (table: CUDA %d): refused",
+          symbol, version, kVariantTableVersion);
+      *pfn = nullptr;
+      if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  const char* elf = DriverVariantElf(symbol, version < kVariantTableVersion ? version : kVariantTableVersion, flags);
+  if (!elf) return CUDA_SUCCESS;
+  if (const HookEntry* e = FindHook(kCudaHooks, kCudaHookCount, elf)) *pfn = e->hook;
+  return CUDA_SUCCESS;
+}
+
+CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuint64_t flags, bool v2,
+                  CUdriverProcAddressQueryResult* status) {
   if (r != CUDA_SUCCESS || !symbol || !pfn || !*pfn) return r;
   if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
     // Later look-ups go through the pointer returned here: keep them intercepted.
@@ -165,8 +244,7 @@ CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuin
                             : reinterpret_cast<void*>(&::cuGetProcAddress);
     return r;
   }
-  if (const HookEntry* e = MatchProc(symbol, *pfn, version, flags)) *pfn = e->hook;
-  return r;
+  return MatchProc(symbol, pfn, version, flags, v2, status);
 }
 
 }  // namespace
@@ -178,7 +256,7 @@ FRACGPU_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cud
                                          cuuint64_t flags) noexcept {
   ResolveCuda();
   CUresult r = REAL(cuGetProcAddress)(symbol, pfn, cuda_version, flags);
-  return WrapProc(r, symbol, pfn, cuda_version, flags);
+  return WrapProc(r, symbol, pfn, cuda_version, flags, false, nullptr);
 }
 
 FRACGPU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
@@ -186,7 +264,7 @@ FRACGPU_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int 
                                             CUdriverProcAddressQueryResult* status) noexcept {
   ResolveCuda();
   CUresult r = REAL(cuGetProcAddress_v2)(symbol, pfn, cuda_version, flags, status);
-  return WrapProc(r, symbol, pfn, cuda_version, flags);
+  return WrapProc(r, symbol, pfn, cuda_version, flags, true, status);
 }
 
 /// dlsym hook: libraries that dlopen libcuda.so.1 / libnvidia-ml.so.1 and dlsym from the

@@ -70,6 +70,17 @@ extern const int kCudaHookCount;
 extern const HookEntry kNvmlHooks[];
 extern const int kNvmlHookCount;
 
+/// Newest CUDA version in the variant table (src/vgpu/cuda_variants.def): 13000.
+inline constexpr int kVariantTableVersion = 13000;
+/// ELF name of the variant a CUDA 13.0 driver's cuGetProcAddress returns for (base, version,
+/// flags) per the variant table: the newest introduced at or before `version`, the per-thread
+/// one (_ptsz/_ptds) when flags is CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM and one
+/// exists. nullptr when the base is unknown or every variant is newer than `version`.
+const char* DriverVariantElf(const char* base, int version, cuuint64_t flags) noexcept;
+/// Rows of the variant table (for tests).
+int VariantTableSize() noexcept;
+int VariantTableVersion() noexcept;
+
 /// Log levels of LIBCUDA_LOG_LEVEL (CONTRACT.md §4): 0 errors … 4 debug.
 enum LogLevel { kLogError = 0, kLogWarning = 1, kLogInfo = 3, kLogDebug = 4 };
 /// Writes one line "[fracgpu-vgpu <level> <pid>] <message>" to stderr with write(2) if

@@ -280,3 +280,8 @@ FRACGPU_EXPORT CUresult cuCtxSynchronize(void) noexcept {
   ReconcilePools(-1);
   return r;
 }
+FRACGPU_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) noexcept {
+  CUresult r = REAL(cuCtxSynchronize_v2)(ctx);
+  ReconcilePools(-1);
+  return r;
+}

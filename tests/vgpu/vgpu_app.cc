@@ -8,6 +8,7 @@
 //   array:<w>:<h> | array3d:<w>:<h>:<d> | mipmap:<w>:<h>:<levels> | arrayfree | info |
 //   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
 //   module | moduleunload | library | libraryunload | region:<dev> |
+//   proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> |
 //   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -533,6 +534,33 @@ int main(int argc, char** argv) {
         if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
           r = CUDA_ERROR_UNKNOWN;
       std::printf("launch %d\n", r);
+    } else if (op == "proc") {
+      // cuGetProcAddress_v2 through dlopen: "proc <rc> <status> <library> <symbol>" naming
+      // where the answer lives (dladdr): "vgpu" (libvgpu.so), "driver" or "null".
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+      void* fn = nullptr;
+      CUdriverProcAddressQueryResult status = -1;
+      r = gpa(a.size() > 1 ? a[1].c_str() : "", &fn, static_cast<int>(Num(a, 2)), Num(a, 3), &status);
+      Dl_info info{};
+      const char* where = "null";
+      const char* name = "-";
+      if (fn && dladdr(fn, &info) && info.dli_fname) {
+        where = std::strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
+        if (info.dli_sname && info.dli_saddr == fn) name = info.dli_sname;
+      }
+      std::printf("proc %d %d %s %s\n", r, status, where, name);
+    } else if (op == "primary_v1") {
+      // The legacy v1 primary-context release/reset, resolved as cudart 7.0-11.0 did (v7000).
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+      void* fn = nullptr;
+      const char* sym = a.size() > 1 && a[1] == "reset" ? "cuDevicePrimaryCtxReset" : "cuDevicePrimaryCtxRelease";
+      r = gpa(sym, &fn, 7000, 0, nullptr);
+      if (r == CUDA_SUCCESS && fn) r = reinterpret_cast<CUresult (*)(CUdevice)>(fn)(g_ordinal);
+      else if (r == CUDA_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
+      g_ptrs.clear();
+      std::printf("primary_v1 %d\n", r);
     } else if (op == "nosyscall") {
       NoSyscall(Num(a, 1), Num(a, 2), a.size() > 3 ? a[3] : "d");
     } else if (op == "sleepto") {

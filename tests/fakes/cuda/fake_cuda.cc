@@ -555,6 +555,15 @@ CUresult cuCtxSynchronize(void) noexcept {
   return SyncDevice(s, c->phys);
 }
 
+// CUDA 13.0 (cuda.h): synchronises `ctx`; NULL means the current context.
+CUresult cuCtxSynchronize_v2(CUcontext ctx) noexcept {
+  Ctx* c = ctx ? reinterpret_cast<Ctx*>(ctx) : Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  WaitUntil(g_default_end[c->phys].load());
+  FAKE_LOCK();
+  return SyncDevice(s, c->phys);
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
@@ -624,6 +633,10 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
   DropDeviceMemory(s, phys);
   return CUDA_SUCCESS;
 }
+
+// Legacy v1 (PFN_..._v7000): the same operations as _v2.
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) noexcept { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) noexcept { return cuDevicePrimaryCtxReset_v2(dev); }
 
 // ---- Modules and libraries: FAKE_CUDA_MODULE_BYTES each, on the current context's device ----
 static CUresult LoadModule(void** handle, bool library) {
@@ -1059,8 +1072,11 @@ const ProcEntry kProcs[] = {
     E("cuCtxPushCurrent", 4000, false, cuCtxPushCurrent_v2),
     E("cuCtxPopCurrent", 4000, false, cuCtxPopCurrent_v2),
     E("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
+    E("cuCtxSynchronize", 13000, false, cuCtxSynchronize_v2),
     E("cuDevicePrimaryCtxRetain", 7000, false, cuDevicePrimaryCtxRetain),
+    E("cuDevicePrimaryCtxRelease", 7000, false, cuDevicePrimaryCtxRelease),
     E("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
+    E("cuDevicePrimaryCtxReset", 7000, false, cuDevicePrimaryCtxReset),
     E("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
     E("cuMemGetInfo", 3020, false, cuMemGetInfo_v2),
     E("cuMemAlloc", 3020, false, cuMemAlloc_v2),
@@ -1108,12 +1124,26 @@ const ProcEntry kProcs[] = {
 };
 #undef E
 
+// FAKE_CUDA_NEWER_VARIANT=<base>:<version>: the driver has a variant of <base> introduced at
+// <version>, newer than the CUDA 13.0 tables know (a future driver); requests at or above it
+// get this function, which answers CUDA_ERROR_NOT_SUPPORTED if ever called.
+CUresult FakeNewerVariant() noexcept { return CUDA_ERROR_NOT_SUPPORTED; }
+
 CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                      CUdriverProcAddressQueryResult* status) {
   if (!symbol || !pfn || flags > 2) return CUDA_ERROR_INVALID_VALUE;
   int driver = 12080;
   cuDriverGetVersion(&driver);
   if (cuda_version > driver) return CUDA_ERROR_INVALID_VALUE;
+  if (const char* nv = std::getenv("FAKE_CUDA_NEWER_VARIANT")) {
+    const char* colon = std::strchr(nv, ':');
+    if (colon && std::strncmp(nv, symbol, static_cast<size_t>(colon - nv)) == 0 &&
+        symbol[colon - nv] == '\0' && cuda_version >= std::atoi(colon + 1)) {
+      *pfn = reinterpret_cast<void*>(&FakeNewerVariant);
+      if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  }
   const bool want_ptsz = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
   const ProcEntry* best = nullptr;
   bool found_name = false;

@@ -19,6 +19,8 @@
 //                    processes and utilisation samples alike), emulating a container's PID
 //                    namespace (NVML reports host PIDs).
 // FAKE_CUDA_DRIVER_VERSION cuDriverGetVersion (default 12080).
+// FAKE_CUDA_NEWER_VARIANT   <base>:<version>: cuGetProcAddress answers requests for <base> at
+//                           or above <version> with a variant newer than CUDA 13.0 (fake_cuda.cc).
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
