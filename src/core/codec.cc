@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/codec_json.h"
 #include "core/gputype.h"
 #include "core/request_json.h"
 
@@ -110,13 +111,8 @@ Status JsonString(const json& obj, const char* key, const std::string& where, st
   return Status::Ok();
 }
 
-Result<json> ParseJson(std::string_view text) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return InvalidArgument(std::string("not valid JSON: ") + e.what());
-  }
-}
+// Annotation values are outside input: parsed with the depth bound (core/codec_json.h).
+Result<json> ParseJson(std::string_view text) { return ParseJsonBounded(text, ""); }
 
 Result<std::vector<DeviceInfo>> DecodeRegisterJson(std::string_view text) {
   Result<json> parsed = ParseJson(text);

@@ -253,7 +253,7 @@ thread_local bool tls_is_tls = false;
 
 // Refuses the request the calling worker is reading and ends its connection, leaving the rest
 // of the body unread. Plain HTTP: the answer is written here, then the write side is closed
-// and up to 4 MiB / 500 ms of what the client still sends is read and dropped before the
+// and up to 16 MiB / 1 s of what the client still sends is read and dropped before the
 // socket closes (closing with unread bytes would send a TCP RST that can destroy the answer
 // before the client reads it); httplib's own write of `res` then fails and its keep-alive loop
 // ends. TLS: the answer goes through httplib, after the read side is shut (the client may see
@@ -270,10 +270,10 @@ void Refuse(httplib::Response& res, int status, const std::string& message) {
                      std::to_string(res.body.size()) + "\r\n\r\n" + res.body;
   (void)::send(tls_socket, head.data(), head.size(), MSG_NOSIGNAL);
   ::shutdown(tls_socket, SHUT_WR);
-  auto until = Clock::now() + std::chrono::milliseconds(500);
+  auto until = Clock::now() + std::chrono::milliseconds(1000);
   size_t drained = 0;
   char buf[16384];
-  while (drained < (4u << 20) && Clock::now() < until) {
+  while (drained < (16u << 20) && Clock::now() < until) {
     pollfd p{tls_socket, POLLIN, 0};
     int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
     if (::poll(&p, 1, std::max(1, left)) <= 0) break;

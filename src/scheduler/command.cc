@@ -28,6 +28,7 @@ struct Flags {
   std::string lease_namespace = "fracgpu-system", lease_name = "fracgpu-scheduler";
   std::string node_label_selector;
   int lock_expiry_s = 300;
+  int health_port = -1;
 };
 
 int Run(const Flags& f) {
@@ -41,6 +42,7 @@ int Run(const Flags& f) {
   o.http.port = std::atoi(f.bind.substr(colon + 1).c_str());
   o.http.cert_file = f.cert_file;
   o.http.key_file = f.key_file;
+  o.http.health_port = f.health_port;
   o.webhook.scheduler_name = f.scheduler_name;
   o.webhook.allowed_schedulers = f.allowed_schedulers;
   o.webhook.scheduler_user = f.scheduler_user;
@@ -102,6 +104,9 @@ void RegisterSchedulerCommand(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("scheduler", "Admission webhook and kube-scheduler extender");
   cmd->add_option("--http-bind", flags->bind, "host:port of the HTTPS (or HTTP) listener")->capture_default_str();
+  cmd->add_option("--health-port", flags->health_port,
+                  "plain-HTTP port serving only /healthz and /readyz, apart from the workers (-1: none)")
+      ->capture_default_str();
   cmd->add_option("--cert-file", flags->cert_file, "PEM serving certificate (reloaded when it changes)");
   cmd->add_option("--key-file", flags->key_file, "PEM serving key");
   cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/codec_json.h"
+
 namespace fracgpu::scheduler {
 namespace {
 
@@ -19,8 +21,9 @@ bool IEquals(std::string_view a, std::string_view b) {
 }
 
 Result<json> ParseObject(const std::string& body, const char* what) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return InvalidArgument(std::string(what) + " body is not valid JSON");
+  auto parsed = core::ParseJsonBounded(body, std::string(what) + " body");
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
   if (!j.is_object()) return InvalidArgument(std::string(what) + " must be a JSON object, got " + j.type_name());
   return j;
 }
@@ -78,17 +81,20 @@ class ArgsSax {
     return Value(v, "string");  // a copy: v is the lexer's buffer
   }
   bool start_object(std::size_t) {
+    if (!Deeper()) return false;
     if (stream_ != nullptr) return StreamNested("object");
     json* v = Insert(json::object());
     stack_.push_back(v);
     return true;
   }
   bool end_object() {
+    --depth_;
     if (stream_ != nullptr) return EndNested();
     stack_.pop_back();
     return true;
   }
   bool start_array(std::size_t) {
+    if (!Deeper()) return false;
     if (stream_ != nullptr) return StreamNested("array");
     if (stack_.size() == 1 && capture_) {
       // NodeNames (any case) at the top level: stream it. A repeated key restarts it.
@@ -108,6 +114,7 @@ class ArgsSax {
     return true;
   }
   bool end_array() {
+    --depth_;
     if (stream_ != nullptr) {
       if (skip_depth_ > 0) return EndNested();
       stream_ = nullptr;
@@ -125,6 +132,8 @@ class ArgsSax {
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
 
   json& root() { return root_; }
+  // The document nested deeper than core::kMaxJsonDepth (parsing stopped there).
+  bool too_deep() const { return too_deep_; }
   // The streamed array stored under exactly `key`, or nullptr when that key holds a DOM value.
   StreamedNames* streamed(const std::string& key) {
     auto it = streams_.find(key);
@@ -132,6 +141,11 @@ class ArgsSax {
   }
 
  private:
+  // One more open object/array; false (stop parsing) past core::kMaxJsonDepth.
+  bool Deeper() {
+    if (++depth_ > core::kMaxJsonDepth) too_deep_ = true;
+    return !too_deep_;
+  }
   // A scalar value: in NodeNames it is a type error (first one kept); elsewhere a DOM value.
   template <typename T>
   bool Value(const T& v, const char* type) {
@@ -193,6 +207,8 @@ class ArgsSax {
   StreamedNames* stream_ = nullptr;               // the array being streamed, if any
   int64_t stream_index_ = 0;
   int skip_depth_ = 0;  // nesting inside a non-string element of the streamed array
+  int depth_ = 0;       // open objects/arrays
+  bool too_deep_ = false;
 };
 
 // ---- fast path ----
@@ -336,6 +352,99 @@ const json* FindKeyIgnoringCase(const json& obj, const std::string& key) {
   return nullptr;
 }
 
+bool IsDns1123Label(std::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+bool IsDns1123Subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = s.find('.', start);
+    std::string_view part = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (!IsDns1123Label(part)) return false;  // each dot-separated part is a label
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+namespace {
+
+// The value for an error message: quoted, control bytes as '?', cut at 80 bytes.
+std::string Shown(std::string_view v) {
+  std::string out = "\"";
+  for (char c : v.substr(0, 80)) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == '"' ? '?' : c);
+  return out + (v.size() > 80 ? "…\"" : "\"");
+}
+
+}  // namespace
+
+Status CheckName(std::string_view value, const std::string& field, NameRule rule) {
+  if (rule == NameRule::kLabel ? IsDns1123Label(value) : IsDns1123Subdomain(value)) return Status::Ok();
+  return InvalidArgument(field + " " + Shown(value) +
+                         (rule == NameRule::kLabel
+                              ? " is not a DNS-1123 label (at most 63 characters a-z, 0-9 and '-', starting and "
+                                "ending with a letter or digit)"
+                              : " is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 labels joined by "
+                                "'.')"));
+}
+
+Status CheckUid(std::string_view value, const std::string& field) {
+  bool ok = !value.empty() && value.size() <= 128;
+  for (char c : value) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                c == '.');
+  }
+  if (ok) return Status::Ok();
+  return InvalidArgument(field + " " + Shown(value) +
+                         (value.empty() ? " is required (the pod's metadata.uid)"
+                                        : " is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"));
+}
+
+namespace {
+
+Status CheckNodeNames(const std::vector<std::string>& names, const std::string& field) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    FRACGPU_RETURN_IF_ERROR(CheckName(names[i], field + "[" + std::to_string(i) + "]", NameRule::kSubdomain));
+  }
+  return Status::Ok();
+}
+
+// The pod of a filter/prioritize call: metadata.name (DNS-1123 subdomain), metadata.namespace
+// (label) and metadata.uid when present must be valid; kube-scheduler always sends all three.
+Status CheckPodIdentity(const json& pod) {
+  auto md = pod.find("metadata");
+  if (md == pod.end() || !md->is_object()) return Status::Ok();
+  struct Field {
+    const char* key;
+    NameRule rule;
+    bool uid;
+  } fields[] = {{"name", NameRule::kSubdomain, false}, {"namespace", NameRule::kLabel, false}, {"uid", NameRule::kLabel, true}};
+  for (const auto& f : fields) {
+    auto it = md->find(f.key);
+    if (it == md->end() || it->is_null()) continue;
+    std::string where = std::string("ExtenderArgs.Pod.metadata.") + f.key;
+    if (!it->is_string()) return InvalidArgument(where + " must be a string, got " + it->type_name());
+    const std::string& v = it->get_ref<const std::string&>();
+    FRACGPU_RETURN_IF_ERROR(f.uid ? CheckUid(v, where) : CheckName(v, where, f.rule));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateExtenderArgs(const ExtenderArgs& args) {
+  FRACGPU_RETURN_IF_ERROR(core::CheckObjectMetaStrings(args.pod, "ExtenderArgs.Pod"));
+  FRACGPU_RETURN_IF_ERROR(CheckPodIdentity(args.pod));
+  return CheckNodeNames(args.node_names, args.had_nodes_list ? "ExtenderArgs.Nodes.items" : "ExtenderArgs.NodeNames");
+}
+
 Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
   FastScan fast;
   const bool simple = Scanner(body).Run(&fast);
@@ -346,6 +455,10 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
     parsed = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
   } catch (const json::exception&) {
     parsed = false;  // sax_parse reports errors through parse_error; this is belt and braces
+  }
+  if (sax.too_deep()) {
+    return InvalidArgument("ExtenderArgs body nests objects/arrays deeper than " +
+                           std::to_string(core::kMaxJsonDepth) + " levels");
   }
   if (!parsed) return InvalidArgument("ExtenderArgs body is not valid JSON");
   json& j = sax.root();
@@ -375,6 +488,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
     } else {
       out.node_names = std::move(streamed->names);
     }
+    FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));
     return out;
   }
   const json* nodes = FindKeyIgnoringCase(j, "Nodes");
@@ -394,6 +508,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
       }
       out.node_names.push_back(name->get<std::string>());
     }
+    FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));
     return out;
   }
   return InvalidArgument("ExtenderArgs carries neither NodeNames nor Nodes");
@@ -409,7 +524,7 @@ Result<ExtenderBindingArgs> DecodeExtenderBindingArgs(const std::string& body) {
     bool required;
   } fields[] = {{"PodName", &out.pod_name, true},
                 {"PodNamespace", &out.pod_namespace, true},
-                {"PodUID", &out.pod_uid, false},
+                {"PodUID", &out.pod_uid, true},
                 {"Node", &out.node, true}};
   for (const auto& f : fields) {
     const json* v = FindKeyIgnoringCase(*j, f.key);
@@ -423,6 +538,10 @@ Result<ExtenderBindingArgs> DecodeExtenderBindingArgs(const std::string& body) {
     *f.dst = v->get<std::string>();
     if (f.required && f.dst->empty()) return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key + " is empty");
   }
+  FRACGPU_RETURN_IF_ERROR(CheckName(out.pod_name, "ExtenderBindingArgs.PodName", NameRule::kSubdomain));
+  FRACGPU_RETURN_IF_ERROR(CheckName(out.pod_namespace, "ExtenderBindingArgs.PodNamespace", NameRule::kLabel));
+  FRACGPU_RETURN_IF_ERROR(CheckName(out.node, "ExtenderBindingArgs.Node", NameRule::kSubdomain));
+  FRACGPU_RETURN_IF_ERROR(CheckUid(out.pod_uid, "ExtenderBindingArgs.PodUID"));
   return out;
 }
 

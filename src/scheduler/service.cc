@@ -13,6 +13,10 @@ namespace {
 
 using nlohmann::json;
 
+constexpr size_t kWebhookBodyLimit = 3u << 20;   // bytes: object + oldObject, 1.5 MiB each
+constexpr size_t kExtenderBodyLimit = 1u << 20;  // bytes: ExtenderArgs (kube-scheduler's own cap)
+constexpr size_t kBindBodyLimit = 16u << 10;     // bytes: ExtenderBindingArgs
+
 std::string HandshakeValue(std::chrono::system_clock::time_point now) {
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
@@ -60,6 +64,9 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
   auto endpoint = [this](const std::string& name, std::function<http::Response(const http::Request&)> fn) {
     return [this, name, fn](const http::Request& req) { return Timed(name, req, fn); };
   };
+  // Body limits per endpoint (read no further, 413 past them): an AdmissionReview carries the
+  // object and oldObject, each at most etcd's 1.5 MiB request limit; ExtenderArgs hold a Pod
+  // and the candidate node names (~80 KB at 5,000 nodes); ExtenderBindingArgs four names.
   server_.Route("POST", "/webhook", endpoint("/webhook", [this](const http::Request& req) {
     auto r = HandleAdmissionReview(req.body, options_.webhook);
     if (!r.ok()) {
@@ -71,13 +78,17 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
     auto decoded = DecodeAdmissionReview(req.body);
     metrics_.Add("fracgpu_admission_total", {{"operation", decoded.ok() ? decoded->operation : ""}, {"result", result}});
     return http::Response::Json(200, *r);
-  }));
-  server_.Route("POST", "/filter", endpoint("/filter", [this](const http::Request& r) { return HandleFilter(r); }));
+  }), kWebhookBodyLimit);
+  server_.Route("POST", "/filter", endpoint("/filter", [this](const http::Request& r) { return HandleFilter(r); }),
+                kExtenderBodyLimit);
   server_.Route("POST", "/prioritize",
-                endpoint("/prioritize", [this](const http::Request& r) { return HandlePrioritize(r); }));
-  server_.Route("POST", "/bind", endpoint("/bind", [this](const http::Request& r) { return HandleBind(r); }));
-  server_.Route("GET", "/healthz", [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
-  server_.Route("GET", "/readyz", [this](const http::Request&) {
+                endpoint("/prioritize", [this](const http::Request& r) { return HandlePrioritize(r); }),
+                kExtenderBodyLimit);
+  server_.Route("POST", "/bind", endpoint("/bind", [this](const http::Request& r) { return HandleBind(r); }),
+                kBindBodyLimit);
+  // Also on the health listener (--health-port), which answers while the workers are busy.
+  server_.RouteHealth("/healthz", [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
+  server_.RouteHealth("/readyz", [this](const http::Request&) {
     // Serving(): a follower under leader election is not ready, so the Service sends the
     // extender's and the webhook's calls to the leader only.
     return Serving() ? http::Response::Text(200, "ok\n")

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/annotations.h"
+#include "core/codec_json.h"
 #include "core/signature.h"
 
 namespace fracgpu::scheduler {
@@ -50,14 +51,15 @@ std::string Str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// The annotations map of an object (empty when absent or mistyped).
+// The annotations map of an object (empty when absent or mistyped). DecodeAdmissionReview has
+// refused non-string values (core::CheckObjectMetaStrings); none is dumped here.
 std::map<std::string, std::string> Annotations(const json& obj) {
   std::map<std::string, std::string> out;
   const json* md = Obj(obj, "metadata");
   const json* ann = md ? Obj(*md, "annotations") : nullptr;
   if (ann == nullptr) return out;
   for (auto it = ann->begin(); it != ann->end(); ++it) {
-    out[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+    if (it->is_string()) out[it.key()] = it->get<std::string>();
   }
   return out;
 }
@@ -211,8 +213,9 @@ const std::vector<std::string>& DevicePluginAnnotations() {
 }
 
 Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
-  json review = json::parse(body, nullptr, false);
-  if (review.is_discarded()) return InvalidArgument("AdmissionReview body is not valid JSON");
+  auto parsed = core::ParseJsonBounded(body, "AdmissionReview body");
+  if (!parsed.ok()) return parsed.status();
+  json review = std::move(*parsed);
   if (!review.is_object()) {
     return InvalidArgument(std::string("AdmissionReview must be a JSON object, got ") + TypeName(review));
   }
@@ -248,6 +251,7 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
       return InvalidArgument(std::string("AdmissionReview.request.") + key + " must be an object, got " +
                              TypeName(*it));
     }
+    FRACGPU_RETURN_IF_ERROR(core::CheckObjectMetaStrings(*it, std::string("AdmissionReview.request.") + key));
     (std::string(key) == "object" ? out.object : out.old_object) = *it;
   }
   return out;

@@ -37,6 +37,7 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
       }
       out.node_names.push_back((*names)[i].get<std::string>());
     }
+    FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));  // the shared post-decoding checks
     return out;
   }
   const json* nodes = FindKeyIgnoringCase(j, "Nodes");
@@ -55,6 +56,7 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
       }
       out.node_names.push_back(name->get<std::string>());
     }
+    FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));
     return out;
   }
   return InvalidArgument("ExtenderArgs carries neither NodeNames nor Nodes");

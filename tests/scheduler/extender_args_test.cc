@@ -89,10 +89,13 @@ TEST(ExtenderArgsTest, KeysMatchIgnoringCaseExactFirst) {
   EXPECT_EQ(r->pod["NodeNames"], json::array({"in-pod"}));
   EXPECT_TRUE(r->node_names.empty());
 
-  // Escapes and non-ASCII names survive.
-  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["a\"b","\u00e9\n","\ud83d\ude00"]})");
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->node_names, (std::vector<std::string>{"a\"b", "\xc3\xa9\n", "\xf0\x9f\x98\x80"}));
+  // Escaped and non-ASCII names decode, and are then refused: node names are DNS-1123
+  // subdomains (issue 15), and the error names the element.
+  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["ok-1","a\"b","\u00e9\n","\ud83d\ude00"]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "ExtenderArgs.NodeNames[1] \"a?b\" is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 "
+            "labels joined by '.')");
 }
 
 // Every body of a generated family — key spellings, value types, order, repeats, nesting —
@@ -221,6 +224,110 @@ TEST(ExtenderFilterReplyTest, NonGpuPodPassesEveryNodeAndBadRequestIsAnError) {
   EXPECT_TRUE(reply["NodeNames"].is_null());
   EXPECT_EQ(reply["FailedNodes"], json::object());
   EXPECT_NE(reply["Error"].get<std::string>(), "");
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// Depth bombs in every field kind, non-string annotation/label values, bad names, missing UID:
+// each refused with the field named (issue 15). Expected messages are written out here.
+TEST(ExtenderArgsHostileTest, TableOfBadBodies) {
+  std::string deep_array = std::string(100000, '[') + std::string(100000, ']');
+  std::string deep_object;
+  for (int i = 0; i < 20000; ++i) deep_object += "{\"a\":";
+  deep_object += "1" + std::string(20000, '}');
+  const std::string too_deep = "ExtenderArgs body nests objects/arrays deeper than 64 levels";
+  struct Case {
+    std::string body, want;
+  } cases[] = {
+      {R"({"Pod":{"metadata":{"annotations":{"x":)" + deep_array + "}}},\"NodeNames\":[]}", too_deep},
+      {R"({"Pod":{"metadata":{"labels":{"x":)" + deep_object + "}}},\"NodeNames\":[]}", too_deep},
+      {R"({"Pod":{},"NodeNames":[)" + deep_array + "]}", too_deep},
+      {R"({"Pod":{},"Unknown":)" + deep_array + ",\"NodeNames\":[]}", too_deep},
+      {deep_array, too_deep},
+      {R"({"Pod":{"metadata":{"annotations":{"hami.io/vgpu-node":["a"]}}},"NodeNames":[]})",
+       "ExtenderArgs.Pod.metadata.annotations[\"hami.io/vgpu-node\"] must be a string (Kubernetes "
+       "map[string]string), got an array"},
+      {R"({"Pod":{"metadata":{"labels":{"app":{"x":1}}}},"NodeNames":[]})",
+       "ExtenderArgs.Pod.metadata.labels[\"app\"] must be a string (Kubernetes map[string]string), got an object"},
+      {R"({"Pod":{"metadata":{"annotations":[1]}},"NodeNames":[]})",
+       "ExtenderArgs.Pod.metadata.annotations must be an object of strings, got an array"},
+      {R"({"Pod":{"metadata":{"name":"../x"}},"NodeNames":[]})",
+       "ExtenderArgs.Pod.metadata.name \"../x\" is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 "
+       "labels joined by '.')"},
+      {R"({"Pod":{"metadata":{"namespace":"a.b"}},"NodeNames":[]})",
+       "ExtenderArgs.Pod.metadata.namespace \"a.b\" is not a DNS-1123 label (at most 63 characters a-z, 0-9 and "
+       "'-', starting and ending with a letter or digit)"},
+      {R"({"Pod":{"metadata":{"uid":"a/b"}},"NodeNames":[]})",
+       "ExtenderArgs.Pod.metadata.uid \"a/b\" is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"},
+      {R"({"Pod":{},"NodeNames":["node-a","../../api/v1/secrets"]})",
+       "ExtenderArgs.NodeNames[1] \"../../api/v1/secrets\" is not a DNS-1123 subdomain (at most 253 characters: "
+       "DNS-1123 labels joined by '.')"},
+      {R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"Node-A"}}]}})",
+       "ExtenderArgs.Nodes.items[0] \"Node-A\" is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 "
+       "labels joined by '.')"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeExtenderArgs(c.body);
+    ASSERT_FALSE(r.ok()) << c.body.substr(0, 120);
+    EXPECT_EQ(r.status().message(), c.want) << c.body.substr(0, 120);
+  }
+  // 64 levels are accepted (the top-level object is level 1).
+  std::string ok64 = R"({"Pod":{"x":)" + std::string(62, '[') + std::string(62, ']') + R"(},"NodeNames":["n"]})";
+  EXPECT_TRUE(DecodeExtenderArgs(ok64).ok());
+  std::string bad65 = R"({"Pod":{"x":)" + std::string(63, '[') + std::string(63, ']') + R"(},"NodeNames":["n"]})";
+  EXPECT_EQ(DecodeExtenderArgs(bad65).status().message(), too_deep);
+}
+
+TEST(ExtenderArgsHostileTest, BindArgsNamesAndUid) {
+  const std::string sub = " is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 labels joined by '.')";
+  struct Case {
+    std::string body, want;
+  } cases[] = {
+      {R"({"PodName":"p","PodNamespace":"ml","Node":"n"})", "ExtenderBindingArgs.PodUID is missing"},
+      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"","Node":"n"})", "ExtenderBindingArgs.PodUID is empty"},
+      {R"({"PodName":"../../../nodes/n","PodNamespace":"ml","PodUID":"u","Node":"n"})",
+       "ExtenderBindingArgs.PodName \"../../../nodes/n\"" + sub},
+      {R"({"PodName":"p","PodNamespace":"ml/x","PodUID":"u","Node":"n"})",
+       "ExtenderBindingArgs.PodNamespace \"ml/x\" is not a DNS-1123 label (at most 63 characters a-z, 0-9 and '-', "
+       "starting and ending with a letter or digit)"},
+      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":"n?x=1"})",
+       "ExtenderBindingArgs.Node \"n?x=1\"" + sub},
+      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u/../x","Node":"n"})",
+       "ExtenderBindingArgs.PodUID \"u/../x\" is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"},
+      {R"({"PodName":")" + std::string(254, 'a') + R"(","PodNamespace":"ml","PodUID":"u","Node":"n"})",
+       "ExtenderBindingArgs.PodName \"" + std::string(80, 'a') + "…\"" + sub},
+      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":"n","X":)" + std::string(1000, '[') +
+           std::string(1000, ']') + "}",
+       "ExtenderBindingArgs body nests objects/arrays deeper than 64 levels"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeExtenderBindingArgs(c.body);
+    ASSERT_FALSE(r.ok()) << c.body.substr(0, 120);
+    EXPECT_EQ(r.status().message(), c.want);
+  }
+  auto ok = DecodeExtenderBindingArgs(R"({"PodName":"p-1.a","PodNamespace":"ml","PodUID":"0f3c-9a","Node":"gpu-1.x"})");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->pod_name, "p-1.a");
+  // The DNS-1123 rules at their edges (k8s.io/apimachinery validation).
+  EXPECT_TRUE(IsDns1123Label(std::string(63, 'a')));
+  EXPECT_FALSE(IsDns1123Label(std::string(64, 'a')));
+  EXPECT_FALSE(IsDns1123Label("-a"));
+  EXPECT_FALSE(IsDns1123Label("a-"));
+  EXPECT_FALSE(IsDns1123Label("A"));
+  EXPECT_TRUE(IsDns1123Label("0"));
+  EXPECT_TRUE(IsDns1123Subdomain("a.b-c.d"));
+  EXPECT_FALSE(IsDns1123Subdomain("a..b"));
+  EXPECT_FALSE(IsDns1123Subdomain(".a"));
+  EXPECT_FALSE(IsDns1123Subdomain("a."));
+  std::string s253 = std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
+                     std::string(61, 'd');
+  ASSERT_EQ(s253.size(), 253u);
+  EXPECT_TRUE(IsDns1123Subdomain(s253));
+  EXPECT_FALSE(IsDns1123Subdomain(s253 + "d"));
 }
 
 }  // namespace

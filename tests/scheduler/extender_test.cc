@@ -272,14 +272,29 @@ TEST_F(ExtenderTest, BadBodiesGet400WithAMessageAndNoCrash) {
       {"/filter", R"({"Pod":{},"NodeNames":[1]})", "NodeNames[0] must be a string"},
       {"/prioritize", R"([1,2])", "must be a JSON object"},
       {"/bind", R"({"PodName":1})", "PodName must be a string"},
-      {"/bind", R"({"PodName":"a","PodNamespace":"b"})", "Node is missing"},
+      {"/bind", R"({"PodName":"a","PodNamespace":"b","PodUID":"u"})", "Node is missing"},
+      {"/bind", R"({"PodName":"a","PodNamespace":"b","Node":"n"})", "PodUID is missing"},
+      {"/bind", R"({"PodName":"../../../nodes/node-a","PodNamespace":"ml","PodUID":"u","Node":"node-a"})",
+       "PodName \"../../../nodes/node-a\" is not a DNS-1123 subdomain"},
+      // The attack of issue 15: an annotation value that is an array nested 100,000 deep.
+      {"/webhook",
+       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE",)"
+       R"("object":{"metadata":{"annotations":{"x":)" + std::string(100000, '[') + std::string(100000, ']') + "}}}}}",
+       "AdmissionReview body nests objects/arrays deeper than 64 levels"},
+      {"/webhook",
+       R"({"request":{"uid":"u","operation":"UPDATE","object":{"metadata":{"labels":{"a":1}}},"oldObject":{}}})",
+       "AdmissionReview.request.object.metadata.labels[\"a\"] must be a string (Kubernetes map[string]string), got a "
+       "number"},
+      {"/filter", R"({"Pod":{"metadata":{"annotations":{"x":)" + std::string(100000, '[') +
+                      std::string(100000, ']') + R"(}}},"NodeNames":["node-a"]})",
+       "ExtenderArgs body nests objects/arrays deeper than 64 levels"},
       {"/webhook", R"({"request":{"uid":"x"}})", "operation must be a string"},
       {"/webhook", "{\"kind\":\"AdmissionReview\",\"request\":", "not valid JSON"},
-      {"/filter", huge, "limit is 1048576"},
-      {"/webhook", huge, "limit is 1048576"},
+      {"/filter", huge, "the limit of POST /filter is 1048576 bytes"},
+      {"/webhook", huge, "the limit of POST /webhook is 3145728 bytes"},
   };
   for (const auto& c : cases) {
-    json r = Post(*svc, c.path, c.body, 400);
+    json r = Post(*svc, c.path, c.body, c.body.size() > (1u << 20) ? 413 : 400);
     ASSERT_TRUE(r.is_object()) << c.path;
     EXPECT_NE(r.value("error", "").find(c.want), std::string::npos) << c.path << ": " << r.dump();
   }
@@ -287,6 +302,15 @@ TEST_F(ExtenderTest, BadBodiesGet400WithAMessageAndNoCrash) {
   auto health = http.Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  // The process survived every case and serves a normal request right after.
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request", {{"uid", "ok-1"}, {"operation", "CREATE"}, {"object", {{"metadata", {{"name", "p"}}}}}}}};
+  json ok = Post(*svc, "/webhook", review.dump());
+  EXPECT_EQ(ok["response"]["uid"], "ok-1");
+  EXPECT_EQ(ok["response"]["allowed"], true);
+  json f = Filter(*svc, GpuPod("p", {{"nvidia.com/gpumem", "1000"}}), {"node-a"});
+  EXPECT_TRUE(f["NodeNames"].is_array()) << f.dump();
 }
 
 TEST_F(ExtenderTest, ThirtyTwoConcurrentBindsNeverOverCommitOneGpu) {
