@@ -1,0 +1,130 @@
+// The CDI spec of a claim carries exactly what the device plugin's Allocate gives a container
+// for the same grant (computed by running the real Allocator), its files are written whole or
+// not at all, and removed again.
+#include "dra/cdi.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "deviceplugin/allocator.h"
+#include "deviceplugin/device_state.h"
+#include "fake_cluster.h"
+#include "test_support.h"
+#include "test_util.h"
+
+namespace fracgpu::dra {
+namespace {
+
+namespace fs = std::filesystem;
+namespace dp = deviceplugin;
+
+class CdiTest : public ::testing::Test {
+ protected:
+  CdiTest() {
+    hook_ = dir_.path() + "/hook";
+    fs::create_directories(hook_ + "/vgpu");
+    std::ofstream(hook_ + "/vgpu/libvgpu.so") << "ELF";
+    opts_.cdi_dir = dir_.path() + "/cdi";
+    fs::create_directories(opts_.cdi_dir);
+    opts_.hook_path = hook_;
+  }
+  testing::TempDir dir_;
+  std::string hook_;
+  CdiOptions opts_;
+};
+
+TEST_F(CdiTest, EditsAreWhatAllocateGivesForTheSameGrant) {
+  // The device plugin's Allocate for a pod granted 3000 MiB / 30 % of GPU A.
+  dp::testing::FakeCluster cluster;
+  k8s::ManualClock clock;
+  dp::DeviceState state(dp::testing::TwoGpus(), dp::DeviceConfig{});
+  const std::string grant = std::string(dp::testing::kUuidA) + ",NVIDIA,3000,30:;";
+  cluster.PutNode(dp::testing::MakeNode("ml", "train"));
+  cluster.PutPod(dp::testing::MakePod("train", {{"main", false, 1}}, grant));
+  dp::AllocatorOptions ao;
+  ao.node_name = dp::testing::kNode;
+  ao.hook_path = hook_;
+  ao.verify_signature = [](const std::string& uid, const std::string& node, const std::string& allocated,
+                           const std::string& sig) {
+    return sig == dp::testing::Sign(uid, node, allocated) ? Status::Ok() : PermissionDenied("bad");
+  };
+  dp::Allocator allocator(ao, &cluster, &clock, [&] { return state.Devices(); });
+  ASSERT_TRUE(allocator.PrepareHostFiles().ok());
+  auto a = allocator.Allocate({{std::string(dp::testing::kUuidA) + "-0"}});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const dp::ContainerAllocation& want = (*a)[0];
+
+  AllocatedShare share{"gpu", "node-a", "gpu-0", dp::testing::kUuidA, 3000, 30, "s-1"};
+  ClaimEdits got = BuildClaimEdits("uid-c", {share}, opts_);
+  EXPECT_EQ(got.env, want.envs);
+  // Same mounts, in the same order; only the slot name differs (claim_<uid> for a claim).
+  ASSERT_EQ(got.mounts.size(), want.mounts.size());
+  for (size_t i = 0; i < got.mounts.size(); ++i) {
+    dp::MountSpec w = want.mounts[i];
+    for (std::string* p : {&w.host_path, &w.container_path}) {
+      auto at = p->find("uid-train_main");
+      if (at != std::string::npos) p->replace(at, std::string("uid-train_main").size(), "claim_uid-c");
+    }
+    EXPECT_EQ(got.mounts[i], w) << i;
+  }
+  // The limits file has the same content as the plugin's.
+  ASSERT_TRUE(WriteClaimFiles("uid-c", {share}, opts_).ok());
+  EXPECT_EQ(testing::ReadFile(hook_ + "/vgpu/limits/claim_uid-c.env"),
+            testing::ReadFile(hook_ + "/vgpu/limits/uid-train_main.env"));
+}
+
+TEST_F(CdiTest, SpecFileIsValidCdiAndRemovedAgain) {
+  AllocatedShare s0{"gpu", "node-a", "gpu-0", testing::kUuid0, 3000, 30, "a"};
+  AllocatedShare s1{"gpu", "node-a", "gpu-1", testing::kUuid1, 16384, 100, ""};
+  ASSERT_TRUE(WriteClaimFiles("u2", {s0, s1}, opts_).ok());
+  std::string path = CdiSpecPath(opts_, "u2");
+  EXPECT_EQ(path, opts_.cdi_dir + "/fracgpu.io-gpu-claim-u2.json");
+  json spec = json::parse(testing::ReadFile(path));
+  EXPECT_EQ(spec["cdiVersion"], "0.6.0");
+  EXPECT_EQ(spec["kind"], "fracgpu.io/gpu");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  EXPECT_EQ(spec["devices"][0]["name"], "claim-u2");
+  EXPECT_EQ(CdiDeviceId("u2"), "fracgpu.io/gpu=claim-u2");
+  const json& edits = spec["devices"][0]["containerEdits"];
+  std::set<std::string> env(edits["env"].begin(), edits["env"].end());
+  EXPECT_TRUE(env.count(std::string("NVIDIA_VISIBLE_DEVICES=") + testing::kUuid0 + "," + testing::kUuid1));
+  EXPECT_TRUE(env.count("CUDA_DEVICE_MEMORY_LIMIT_0=3000m"));
+  EXPECT_TRUE(env.count("CUDA_DEVICE_MEMORY_LIMIT_1=16384m"));
+  EXPECT_TRUE(env.count("CUDA_DEVICE_SM_LIMIT_1=100"));
+  ASSERT_EQ(edits["mounts"].size(), 5u);
+  EXPECT_EQ(edits["mounts"][3]["containerPath"], "/etc/fracgpu/limits.env");
+  EXPECT_EQ(edits["mounts"][3]["options"], json({"ro", "nosuid", "nodev", "bind"}));
+  EXPECT_EQ(edits["mounts"][2]["options"][0], "rw");
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_TRUE(RemoveClaimFiles("u2", opts_).ok());
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(hook_ + "/vgpu/limits/claim_u2.env"));
+  EXPECT_FALSE(fs::exists(hook_ + "/vgpu/containers/claim_u2"));
+  EXPECT_TRUE(RemoveClaimFiles("u2", opts_).ok());  // idempotent
+}
+
+TEST_F(CdiTest, UnwritableCdiDirLeavesNothingBehind) {
+  std::ofstream(dir_.path() + "/not-a-dir") << "x";
+  opts_.cdi_dir = dir_.path() + "/not-a-dir/cdi";  // ENOTDIR even for root
+  AllocatedShare s{"gpu", "node-a", "gpu-0", testing::kUuid0, 3000, 30, "a"};
+  Status st = WriteClaimFiles("u3", {s}, opts_);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("CDI spec directory " + opts_.cdi_dir), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(hook_ + "/vgpu/limits/claim_u3.env"));
+  EXPECT_FALSE(fs::exists(hook_ + "/vgpu/containers/claim_u3"));
+}
+
+TEST_F(CdiTest, MissingLibvgpuRefusesToPrepare) {
+  fs::remove(hook_ + "/vgpu/libvgpu.so");
+  AllocatedShare s{"gpu", "node-a", "gpu-0", testing::kUuid0, 3000, 30, "a"};
+  Status st = WriteClaimFiles("u4", {s}, opts_);
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("without isolation"), std::string::npos);
+  EXPECT_FALSE(fs::exists(CdiSpecPath(opts_, "u4")));
+}
+
+}  // namespace
+}  // namespace fracgpu::dra

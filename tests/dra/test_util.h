@@ -1,0 +1,85 @@
+#pragma once
+// Helpers of the DRA tests: the node's GPUs, claims in the exact wire format kube-scheduler
+// writes (resource.k8s.io/v1 ResourceClaim status.allocation), a temporary directory.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "core/device.h"
+
+namespace fracgpu::dra::testing {
+
+using nlohmann::json;
+
+inline constexpr const char* kNode = "node-a";
+inline constexpr const char* kUuid0 = "GPU-aaaaaaaa-1111-2222-3333-000000000001";
+inline constexpr const char* kUuid1 = "GPU-bbbbbbbb-1111-2222-3333-000000000002";
+
+/// Two healthy 16 GiB GPUs as the device plugin's BuildDeviceInfos reports them.
+inline std::vector<core::DeviceInfo> TwoGpus() {
+  core::DeviceInfo a;
+  a.uuid = kUuid0;
+  a.index = 0;
+  a.devmem_mib = 16384;
+  a.type = "NVIDIA-Tesla T4";
+  core::DeviceInfo b = a;
+  b.uuid = kUuid1;
+  b.index = 1;
+  b.numa = 1;
+  return {a, b};
+}
+
+/// One allocation result entry.
+inline json Result(const std::string& device, const std::string& memory = "", const std::string& cores = "",
+                   const std::string& share = "", const std::string& request = "gpu") {
+  json r = {{"request", request}, {"driver", "gpu.fracgpu.io"}, {"pool", kNode}, {"device", device}};
+  if (!share.empty()) r["shareID"] = share;
+  if (!memory.empty()) r["consumedCapacity"] = {{"memory", memory}, {"cores", cores}};
+  return r;
+}
+
+/// An allocated ResourceClaim with `results`.
+inline json Claim(const std::string& name, const std::string& uid, json results) {
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceClaim"},
+              {"metadata", {{"name", name}, {"namespace", "ml"}, {"uid", uid}}},
+              {"spec", {{"devices", {{"requests", json::array({{{"name", "gpu"},
+                                                                {"exactly", {{"deviceClassName", "gpu.fracgpu.io"}}}}})}}}}},
+              {"status",
+               {{"allocation",
+                 {{"devices", {{"results", results}}},
+                  {"nodeSelector",
+                   {{"nodeSelectorTerms",
+                     json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                                 {"operator", "In"},
+                                                                 {"values", json::array({kNode})}}})}}})}}}}}}}};
+}
+
+/// A fresh directory under /tmp (short: Unix socket paths), removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/fgdraXXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace fracgpu::dra::testing
