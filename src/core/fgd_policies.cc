@@ -20,8 +20,10 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double Trunc(double x) { return static_cast<double>(static_cast<int64_t>(x)); }
 
 // `scale`: the score is int(sigmoid(ΔF / 1000) × scale); 0 = the exact ΔF.
+using Measure = double (*)(const FragNode&, const FragWorkload&);
+
 PlacementScore FgdScore(const FragNode& node, const FragDemand& d, const FragWorkload& w,
-                   double before, double scale) {
+                   double before, double scale, Measure measure = &NodeFragment) {
   auto score_of = [&](double after) {
     const double delta = before - after;
     return scale == 0 ? delta : Trunc(Sigmoid(delta / 1000.0) * scale);
@@ -46,7 +48,7 @@ PlacementScore FgdScore(const FragNode& node, const FragDemand& d, const FragWor
       FragNode after = node;
       after.cpu_left -= d.cpu_milli;
       after.gpu_left[g] -= d.gpu_milli;
-      const double s = score_of(NodeFragment(after, w));
+      const double s = score_of(measure(after, w));
       if (!have || s > best.score) {
         have = true;
         best.score = s;
@@ -59,7 +61,7 @@ PlacementScore FgdScore(const FragNode& node, const FragDemand& d, const FragWor
   best.pick = PickTightestGpus(node, d);
   FragNode after = node;
   Apply(after, d, best.pick);
-  best.score = score_of(NodeFragment(after, w));
+  best.score = score_of(measure(after, w));
   return best;
 }
 
@@ -137,6 +139,11 @@ std::vector<PlacementPolicy> AllPlacementPolicies() {
   all.push_back(PlacementPolicy::kFgdCoarse);
   all.push_back(PlacementPolicy::kFgdPacking);
   all.push_back(PlacementPolicy::kFgdGpuWeighted);
+  all.push_back(PlacementPolicy::kFgdCpu);
+  all.push_back(PlacementPolicy::kFgdCpuBestFit);
+  all.push_back(PlacementPolicy::kFgdFine);
+  all.push_back(PlacementPolicy::kFgdHybrid);
+  all.push_back(PlacementPolicy::kFgdKeepFree);
   return all;
 }
 
@@ -153,6 +160,11 @@ const char* PlacementPolicyName(PlacementPolicy policy) {
     case PlacementPolicy::kFgdCoarse: return "FGD-coarse";
     case PlacementPolicy::kFgdPacking: return "FGD+GpuPacking";
     case PlacementPolicy::kFgdGpuWeighted: return "FGD-gpuweighted";
+    case PlacementPolicy::kFgdCpu: return "FGD-cpu";
+    case PlacementPolicy::kFgdCpuBestFit: return "FGD-cpu+BestFit";
+    case PlacementPolicy::kFgdFine: return "FGD-fine";
+    case PlacementPolicy::kFgdHybrid: return "FGD-hybrid";
+    case PlacementPolicy::kFgdKeepFree: return "FGD+KeepFree";
   }
   return "?";
 }
@@ -160,7 +172,7 @@ const char* PlacementPolicyName(PlacementPolicy policy) {
 Result<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
   const std::string lower = Lower(name);
   if (lower == "dotprod") return PlacementPolicy::kDotProduct;
-  if (lower == "fragmentation-aware") return PlacementPolicy::kFgd;
+  if (lower == "fragmentation-aware") return kFragmentationAwarePolicy;
   std::string valid;
   for (PlacementPolicy p : AllPlacementPolicies()) {
     if (Lower(PlacementPolicyName(p)) == lower) return p;
@@ -174,7 +186,20 @@ Result<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
 bool UsesFragment(PlacementPolicy policy) {
   return policy == PlacementPolicy::kFgd || policy == PlacementPolicy::kFgdBestFit ||
          policy == PlacementPolicy::kFgdExact || policy == PlacementPolicy::kFgdCoarse ||
-         policy == PlacementPolicy::kFgdPacking || policy == PlacementPolicy::kFgdGpuWeighted;
+         policy == PlacementPolicy::kFgdPacking || policy == PlacementPolicy::kFgdGpuWeighted ||
+         policy == PlacementPolicy::kFgdCpu || policy == PlacementPolicy::kFgdCpuBestFit ||
+         policy == PlacementPolicy::kFgdFine || policy == PlacementPolicy::kFgdHybrid ||
+         policy == PlacementPolicy::kFgdKeepFree;
+}
+
+double PolicyFragment(PlacementPolicy policy, const FragNode& node, const FragWorkload& workload) {
+  switch (policy) {
+    case PlacementPolicy::kFgdCpu:
+    case PlacementPolicy::kFgdCpuBestFit:
+      return NodeFragmentCpuAware(node, workload);
+    default:
+      return NodeFragment(node, workload);
+  }
 }
 
 std::vector<ShapeCount> GpuWeightedCounts(std::vector<ShapeCount> counts) {
@@ -195,6 +220,27 @@ PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const Fra
     case PlacementPolicy::kFgdBestFit: {
       PlacementScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
       s.score = s.score * 1000.0 + BestFitScore(node, demand);
+      return s;
+    }
+    case PlacementPolicy::kFgdCpu:
+      return FgdScore(node, demand, workload, frag_before, kMaxNodeScore, &NodeFragmentCpuAware);
+    case PlacementPolicy::kFgdCpuBestFit: {
+      PlacementScore s =
+          FgdScore(node, demand, workload, frag_before, kMaxNodeScore, &NodeFragmentCpuAware);
+      s.score = s.score * 1000.0 + BestFitScore(node, demand);
+      return s;
+    }
+    case PlacementPolicy::kFgdFine:
+      return FgdScore(node, demand, workload, frag_before, 10 * kMaxNodeScore);
+    case PlacementPolicy::kFgdHybrid:
+      return FgdScore(node, demand, workload, frag_before, demand.num_gpus > 0 ? 0 : kMaxNodeScore);
+    case PlacementPolicy::kFgdKeepFree: {
+      PlacementScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
+      const int64_t left = node.TotalGpuLeft();
+      const bool keeps = demand.num_gpus == 0
+                             ? left == 0
+                             : left < static_cast<int64_t>(node.num_gpus) * kMilliPerGpu;
+      s.score = s.score * 10.0 + (keeps ? 1.0 : 0.0);
       return s;
     }
     case PlacementPolicy::kFgdPacking: {

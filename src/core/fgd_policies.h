@@ -38,7 +38,27 @@ enum class PlacementPolicy {
   /// shape needs (GpuWeightedCounts): protects whole free cards for multi-GPU pods. Scored like
   /// kFgd; the caller passes the GPU-weighted FragWorkload.
   kFgdGpuWeighted,
+  /// fracgpu: FGD over the CPU-aware measure NodeFragmentCpuAware (GPU that a shape's CPU
+  /// cannot reach counts as fragment, gradually, not only at the cliff). Integer scores as kFgd.
+  kFgdCpu,
+  /// fracgpu: kFgdCpu, ties between nodes broken by the BestFit score.
+  kFgdCpuBestFit,
+  /// fracgpu: FGD with finer scores, int(sigmoid(ΔF / 1000) × 1000): fewer ties.
+  kFgdFine,
+  /// fracgpu: exact ΔF for GPU pods, the paper's integer score for CPU-only pods (which then
+  /// still tie and follow the node order).
+  kFgdHybrid,
+  /// fracgpu: FGD; ties of a CPU-only pod go first to nodes whose GPUs are all allocated (its
+  /// CPU strands no GPU there), ties of a GPU pod first to nodes already using a GPU (keeps
+  /// whole nodes free for multi-GPU pods); then node order.
+  kFgdKeepFree,
 };
+
+/// The FGD variant that `fragmentation-aware` selects in the scheduler, the simulator and the
+/// UI (docs/simulate.md, "Beyond FGD"): FGD+KeepFree, the paper's FGD with ties between nodes
+/// broken to keep whole nodes free for multi-GPU pods and to put CPU-only pods where they strand
+/// no GPU. Within one node its GPU order is FGD's.
+inline constexpr PlacementPolicy kFragmentationAwarePolicy = PlacementPolicy::kFgdKeepFree;
 
 /// The six policies of the paper, in its order (01-Random … 06-FGD).
 std::vector<PlacementPolicy> PaperPolicies();
@@ -48,7 +68,7 @@ std::vector<PlacementPolicy> AllPlacementPolicies();
 /// "FGD+BestFit", "FGD-exact", "FGD-coarse", "FGD+GpuPacking", "FGD-gpuweighted".
 const char* PlacementPolicyName(PlacementPolicy policy);
 /// Parses a display name, case-insensitively; also accepts the paper's "DotProd" and the
-/// scheduler names "fgd" / "fragmentation-aware". Errors: kInvalidArgument naming the value and
+/// scheduler name "fragmentation-aware" (kFragmentationAwarePolicy). Errors: kInvalidArgument naming the value and
 /// listing the valid names.
 Result<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 
@@ -67,7 +87,7 @@ struct PlacementScore {
 ///  - DotProduct: int(100 × (1 − (cpuLeft/128000·cpu/128000 + gpuLeft/8000·gpuReq/8000) / 2)).
 ///  - GpuPacking, GpuClustering: as the authors' plugins (see the .cc).
 ///  - Random: score 0 (ChooseNode picks uniformly instead).
-/// `frag_before` is NodeFragment(node, workload) (only FGD variants read it and `workload`).
+/// `frag_before` is PolicyFragment(policy, node, workload) (only FGD variants read it and `workload`).
 PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
                     const FragWorkload& workload, double frag_before);
 
@@ -89,6 +109,10 @@ Placement ChooseNode(PlacementPolicy policy, std::span<const FragNode> nodes,
 
 /// True for the policies that read F_n(M) (the FGD family).
 bool UsesFragment(PlacementPolicy policy);
+
+/// The fragment measure the policy reads, milli-GPU: NodeFragmentCpuAware for the CPU-aware
+/// variants, NodeFragment otherwise. ChooseNode's `node_frag[i]` must equal this.
+double PolicyFragment(PlacementPolicy policy, const FragNode& node, const FragWorkload& workload);
 
 /// Shape counts scaled by max(1, num_gpus), for selecting the target workload of
 /// kFgdGpuWeighted with SelectTargetWorkload: an 8-GPU shape weighs as much as 8 one-GPU pods,

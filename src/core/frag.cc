@@ -99,6 +99,40 @@ double NodeFragment(const FragNode& node, const FragWorkload& workload) {
   return f;
 }
 
+int64_t ShapeFragmentCpuAware(const FragNode& node, const FragDemand& shape) {
+  int64_t total = 0;
+  int64_t unusable = 0;
+  int32_t usable = 0;
+  for (int g = 0; g < node.num_gpus; ++g) {
+    const int32_t left = node.gpu_left[g];
+    total += left;
+    if (shape.GpuFits(node, g)) {
+      ++usable;
+    } else {
+      unusable += left;
+    }
+  }
+  if (shape.num_gpus == 0 || node.cpu_left < shape.cpu_milli || usable < shape.num_gpus) {
+    return total;
+  }
+  if (shape.cpu_milli <= 0) return unusable;
+  const int64_t reachable_left = total - unusable;
+  const int64_t per_copy = static_cast<int64_t>(shape.num_gpus) * shape.gpu_milli;
+  const int64_t copies = node.cpu_left / shape.cpu_milli;
+  // copies can be huge (untracked CPU): compare by division, never multiply past the leftover.
+  if (per_copy <= 0 || copies >= (reachable_left + per_copy - 1) / per_copy) return unusable;
+  return unusable + (reachable_left - copies * per_copy);
+}
+
+double NodeFragmentCpuAware(const FragNode& node, const FragWorkload& workload) {
+  double f = 0;
+  const size_t n = workload.shapes.size();
+  for (size_t i = 0; i < n; ++i) {
+    f += workload.popularity[i] * static_cast<double>(ShapeFragmentCpuAware(node, workload.shapes[i]));
+  }
+  return f;
+}
+
 bool Fits(const FragNode& node, const FragDemand& demand) {
   if (node.cpu_left < demand.cpu_milli || node.mem_left < demand.mem_mib) return false;
   if (demand.num_gpus == 0) return true;

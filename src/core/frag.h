@@ -122,6 +122,17 @@ int64_t ShapeFragment(const FragNode& node, const FragDemand& shape);
 /// F_n(M) = Σ_m p_m · F_n(m), milli-GPU (the expected fragment under the workload).
 double NodeFragment(const FragNode& node, const FragWorkload& workload);
 
+/// fracgpu's CPU-aware F_n(m), milli-GPU: ShapeFragment plus the GPU that m could use by type
+/// and size but that m's CPU request cannot reach: with k = ⌊cpu_left / m.cpu_milli⌋ copies of m
+/// fitting by CPU, the leftover of the GPUs that can host m beyond k · m.num_gpus · m.gpu_milli
+/// is stranded for m. Equals ShapeFragment when m asks no CPU, or when the node has CPU for
+/// enough copies of m to use all of that leftover. (FGD counts CPU only as a cliff: all or
+/// nothing at cpu_left < m.cpu_milli; this adds the slope before the cliff.)
+int64_t ShapeFragmentCpuAware(const FragNode& node, const FragDemand& shape);
+
+/// Σ_m p_m · ShapeFragmentCpuAware(node, m), milli-GPU.
+double NodeFragmentCpuAware(const FragNode& node, const FragWorkload& workload);
+
 /// True when `demand` fits on `node` (§3 point 6): CPU ≤ left, memory ≤ left and, for a GPU
 /// request, at least num_gpus allowed GPUs with leftover ≥ gpu_milli.
 bool Fits(const FragNode& node, const FragDemand& demand);

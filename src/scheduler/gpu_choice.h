@@ -15,7 +15,10 @@
 
 namespace fracgpu::scheduler {
 
-/// Target workload M for the fragmentation measure: one task shape per GPU-using container of
+/// Adapter of core/frag_choice.h (the one code path of the fragmentation-aware choice) over the
+/// scheduler's ClusterState.
+///
+/// Target workload M for the fragmentation measure (core::ShapeCounter): one task shape per GPU-using container of
 /// every recorded allocation plus the `incoming` pod's containers — per-GPU share in milli-GPU
 /// (cores % × 10), number of GPUs, CPU 0 (the scheduler does not track CPU) and any GPU type —
 /// weighted by count, the most popular covering ≥ 95 % kept (fgd-evaluation.md §3 point 4).
@@ -25,7 +28,7 @@ std::vector<core::WeightedShape> TargetWorkload(const std::vector<PodAllocation>
                                                 const core::PodRequest& incoming);
 
 /// Fits `req` on `node` for a bind, with reasons. The GPU policy is the pod's, else
-/// `default_policy`; for kFragmentationAware the GPU order comes from a FragmentationModel over
+/// `default_policy`; for kFragmentationAware core::FitFragmentationAware over
 /// TargetWorkload(state.Allocations(), req) (spread order when that workload is empty).
 core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& node,
                            const ClusterState& state, core::GpuPolicy default_policy);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "sim/bound.h"
 #include "sim/expected.h"
 #include "sim/simulator.h"
 
@@ -38,6 +39,7 @@ struct Flags {
   std::string node_order = "seeded";
   bool verify = false;
   bool quiet = false;
+  bool bound = true;
 };
 
 // A relative path that does not exist from the working directory is looked up relative to the
@@ -246,19 +248,33 @@ int Run(const Flags& flags) {
     throw CLI::ValidationError("--node-order: \"" + flags.node_order +
                                "\" is not seeded, cpu-per-gpu-desc or cpu-per-gpu-asc");
   }
+  // The packing upper bound (sim/bound.h) of each seed's arrival sequence, at every 5 % of
+  // arrived from 80 % to the end (for the chart near the knee) — one more job per seed.
+  std::vector<int> bound_pcts;
+  const int last_pct = std::max(100, static_cast<int>(std::floor(flags.tune * 100 + 1e-9)));
+  for (int b = 80; b <= last_pct; b += 5) bound_pcts.push_back(b);
+  if (bound_pcts.back() != last_pct) bound_pcts.push_back(last_pct);
+  std::vector<std::optional<Result<std::vector<double>>>> bounds(flags.bound ? seeds->size() : 0);
+  const size_t total_jobs = jobs.size() + bounds.size();
   auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
-      results[i] = sim::RunExperiment(*cluster, *workload, jobs[i].policy, jobs[i].seed, run_options);
+    for (size_t i; (i = next.fetch_add(1)) < total_jobs;) {
+      if (i < bounds.size()) {  // bounds first: they are the longest single jobs
+        bounds[i] = sim::ArrivalBounds(*cluster, *workload, (*seeds)[i], flags.tune, bound_pcts);
+      } else {
+        const size_t j = i - bounds.size();
+        results[j] =
+            sim::RunExperiment(*cluster, *workload, jobs[j].policy, jobs[j].seed, run_options);
+      }
       const size_t d = ++done;
       if (!flags.quiet) {
         std::lock_guard<std::mutex> lock(progress_mu);
-        Progress(d, jobs.size(), elapsed());
+        Progress(d, total_jobs, elapsed());
       }
     }
   };
   int threads = flags.jobs > 0 ? flags.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::clamp<int>(threads, 1, static_cast<int>(jobs.size()));
-  if (!flags.quiet) Progress(0, jobs.size(), 0);
+  threads = std::clamp<int>(threads, 1, static_cast<int>(total_jobs));
+  if (!flags.quiet) Progress(0, total_jobs, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
@@ -271,13 +287,35 @@ int Run(const Flags& flags) {
     }
   }
 
+  // Mean bound per arrived % over the seeds.
+  std::vector<double> bound_mean;
+  for (size_t b = 0; b < bounds.size(); ++b) {
+    if (!bounds[b]->ok()) {
+      std::fprintf(stderr, "error: bound seed %llu: %s\n",
+                   static_cast<unsigned long long>((*seeds)[b]), bounds[b]->status().message().c_str());
+      return 1;
+    }
+  }
+  for (size_t k = 0; k < bound_pcts.size() && !bounds.empty(); ++k) {
+    std::vector<double> v;
+    for (const auto& b : bounds) v.push_back((**b)[k]);
+    bound_mean.push_back(Mean(v));
+  }
+  auto bound_at = [&](int pct) -> std::optional<double> {
+    for (size_t k = 0; k < bound_mean.size(); ++k) {
+      if (bound_pcts[k] == pct) return bound_mean[k];
+    }
+    return std::nullopt;
+  };
+
   // The table: means over seeds, the paper's means beside ours.
   const double gpus = static_cast<double>(cluster->total_gpus);
   std::printf("\nGPU allocation ratio (%% of %lld GPUs) by arrived workload, mean of %zu seeds; "
               "paper = the authors' published runs (expected_results/)\n",
               static_cast<long long>(cluster->total_gpus), seeds->size());
-  std::printf("%-14s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s\n", "policy", "@100%", "paper",
-              "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper", "failed");
+  std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n", "policy", "@100%",
+              "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper", "failed",
+              "bound130", "gap");
   std::vector<std::vector<double>> curves;  // per policy: mean allocation per bucket
   for (auto p : *policies) {
     std::vector<double> a100, a130, f90, failed;
@@ -305,16 +343,27 @@ int Run(const Flags& flags) {
     }
     if (paper.frag_ratio) pf90 = sim::PaperMean(*paper.frag_ratio, trace_name, p, "90");
     const double m130 = Mean(a130);
-    std::printf("%-14s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s\n",
+    const std::optional<double> b130 = bound_at(130);
+    std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n",
                 core::PlacementPolicyName(p), Fmt(Mean(a100)).c_str(), Fmt(p100).c_str(),
                 Fmt(m130).c_str(), Fmt(p130).c_str(),
                 p130 ? (std::string(m130 - *p130 >= 0 ? "+" : "") + Fmt(m130 - *p130)).c_str() : "n/a",
                 Fmt((100 - m130) / 100 * gpus, 0).c_str(),
                 p130 ? Fmt((100 - *p130) / 100 * gpus, 0).c_str() : "n/a", Fmt(Mean(f90), 1).c_str(),
-                Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str());
+                Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str(), Fmt(b130).c_str(),
+                b130 ? Fmt(*b130 - m130).c_str() : "n/a");
   }
   std::printf("(unalloc = unallocated GPUs at 130 %%; frag@90%% = fragmentation rate, fragment / "
-              "unallocated GPU × 100, at 90 %% arrived; failed = pods that fit nowhere, mean per run)\n");
+              "unallocated GPU × 100, at 90 %% arrived; failed = pods that fit nowhere, mean per run; bound130 = upper bound on the "
+              "allocation any policy could reach for the same arrivals at 130 %%, mean of the seeds "
+              "(docs/simulate.md), gap = bound130 − @130%%)\n");
+  if (!bound_mean.empty()) {
+    std::printf("upper bound by arrived %%:");
+    for (size_t k = 0; k < bound_pcts.size(); ++k) {
+      std::printf(" %d%%: %s", bound_pcts[k], Fmt(bound_mean[k]).c_str());
+    }
+    std::printf("\n");
+  }
 
   // CSV of allocation vs arrived % per policy, and a chart when gnuplot is installed.
   std::error_code ec;
@@ -324,10 +373,15 @@ int Run(const Flags& flags) {
     std::ofstream csv(csv_path);
     csv << "arrived_pct";
     for (auto p : *policies) csv << "," << core::PlacementPolicyName(p);
+    if (!bound_mean.empty()) csv << ",upper_bound";
     csv << "\n";
     for (size_t b = 0; b < curves.front().size(); ++b) {
       csv << b;
       for (const auto& c : curves) csv << "," << (std::isnan(c[b]) ? std::string("") : Fmt(c[b]));
+      if (!bound_mean.empty()) {
+        const auto v = bound_at(static_cast<int>(b));
+        csv << "," << (v ? Fmt(*v) : std::string(""));
+      }
       csv << "\n";
     }
     if (!csv) {
@@ -337,24 +391,38 @@ int Run(const Flags& flags) {
   }
   std::printf("wrote %s\n", csv_path.c_str());
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
-    const std::string png = flags.out + "/allocation_" + trace_name + ".png";
-    const std::string gp = flags.out + "/allocation_" + trace_name + ".gp";
-    std::ofstream script(gp);
-    script << "set terminal png size 900,600 noenhanced\nset output '" << png << "'\n"
-           << "set datafile separator ','\nset key left top\nset grid\n"
-           << "set title 'GPU allocation vs arrived workload (" << trace_name << ", mean of "
-           << seeds->size() << " seeds)'\n"
-           << "set xlabel 'arrived GPU request (% of capacity)'\n"
-           << "set ylabel 'GPU allocation ratio (%)'\nset xrange [0:" << curves.front().size() - 1
-           << "]\nplot x title 'arrived' with lines dashtype 2 lc rgb 'gray'";
-    for (size_t i = 0; i < policies->size(); ++i) {
-      script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 title '"
-             << core::PlacementPolicyName((*policies)[i]) << "'";
-    }
-    script << "\n";
-    script.close();
-    if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0) {
-      std::printf("wrote %s\n", png.c_str());
+    // Two charts: the whole curve, and the knee (80 % arrived to the end) where the policies
+    // part and the upper bound is drawn (points every 5 %).
+    for (const bool knee : {false, true}) {
+      const std::string stem = flags.out + "/allocation_" + trace_name + (knee ? "_knee" : "");
+      const std::string png = stem + ".png", gp = stem + ".gp";
+      std::ofstream script(gp);
+      script << "set terminal png size 900,600 noenhanced\nset output '" << png << "'\n"
+             << "set datafile separator ','\nset datafile missing ''\nset key left top\nset grid\n"
+             << "set title 'GPU allocation vs arrived workload (" << trace_name
+             << (knee ? ", near the knee" : "") << ", mean of " << seeds->size() << " seeds)'\n"
+             << "set xlabel 'arrived GPU request (% of capacity)'\n"
+             << "set ylabel 'GPU allocation ratio (%)'\n";
+      if (knee) {
+        script << "set xrange [80:" << curves.front().size() - 1 << "]\nset yrange [85:101]\n"
+               << "set key right bottom\n";
+      } else {
+        script << "set xrange [0:" << curves.front().size() - 1 << "]\n";
+      }
+      script << "plot x title 'arrived' with lines dashtype 2 lc rgb 'gray'";
+      for (size_t i = 0; i < policies->size(); ++i) {
+        script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 title '"
+               << core::PlacementPolicyName((*policies)[i]) << "'";
+      }
+      if (!bound_mean.empty()) {
+        script << ", '" << csv_path << "' using 1:" << policies->size() + 2
+               << " with linespoints lw 2 dashtype 3 lc rgb 'black' title 'upper bound (LP)'";
+      }
+      script << "\n";
+      script.close();
+      if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0) {
+        std::printf("wrote %s\n", png.c_str());
+      }
     }
   }
   return 0;
@@ -391,6 +459,8 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_flag("--verify", flags->verify,
                 "also check with core fit that no node could host a failed pod (slower)");
   cmd->add_flag("-q,--quiet", flags->quiet, "no progress bar");
+  cmd->add_flag("!--no-bound", flags->bound,
+                "skip the packing upper bound (one GLPK LP per seed and 5 % of arrived)");
   cmd->callback([flags] {
     const int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);

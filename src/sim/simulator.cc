@@ -73,12 +73,14 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
     node_frag[i] = core::NodeFragment(nodes[i], workload.compiled);
     cluster_frag += node_frag[i];
   }
-  const bool own_workload = policy == core::PlacementPolicy::kFgdGpuWeighted;
+  const bool gpu_weighted = policy == core::PlacementPolicy::kFgdGpuWeighted;
   const core::FragWorkload& policy_workload =
-      own_workload ? workload.compiled_gpu_weighted : workload.compiled;
+      gpu_weighted ? workload.compiled_gpu_weighted : workload.compiled;
+  // The policy reads its own F when its workload or its measure differs from the metric's.
+  const bool own_workload = core::UsesFragment(policy);
   std::vector<double> policy_frag;
   if (own_workload) {
-    for (const auto& n : nodes) policy_frag.push_back(core::NodeFragment(n, policy_workload));
+    for (const auto& n : nodes) policy_frag.push_back(core::PolicyFragment(policy, n, policy_workload));
   }
 
   std::vector<Sample> samples;
@@ -138,7 +140,7 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
       const double f = core::NodeFragment(nodes[p.node], workload.compiled);
       cluster_frag += f - node_frag[p.node];
       node_frag[p.node] = f;
-      if (own_workload) policy_frag[p.node] = core::NodeFragment(nodes[p.node], policy_workload);
+      if (own_workload) policy_frag[p.node] = core::PolicyFragment(policy, nodes[p.node], policy_workload);
       out.used_milli += d.TotalGpuMilli();
     }
     samples.push_back({out.arrived_milli, out.used_milli, cluster_frag});

@@ -307,7 +307,7 @@ TEST(PlacementPolicyNames, RoundTripAndAliases) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("\"tetris\""), std::string::npos);
   EXPECT_EQ(PaperPolicies().size(), 6u);
-  EXPECT_EQ(*ParsePlacementPolicy("fragmentation-aware"), PlacementPolicy::kFgd);
+  EXPECT_EQ(*ParsePlacementPolicy("fragmentation-aware"), kFragmentationAwarePolicy);
 }
 
 TEST(SeededRng, DeterministicAndInRange) {

@@ -1,0 +1,48 @@
+#pragma once
+// The one code path of the fragmentation-aware GPU choice (`hami.io/gpu-scheduler-policy:
+// fragmentation-aware`, GpuPolicy::kFragmentationAware): the scheduler's /bind
+// (scheduler/gpu_choice.h is its adapter over ClusterState), the simulator's policy and the UI's
+// policy list all name the same variant, kFragmentationAwarePolicy (fgd_policies.h), and this fit.
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/fgd_policies.h"
+#include "core/fit.h"
+#include "core/frag.h"
+#include "core/node.h"
+#include "core/request.h"
+
+namespace fracgpu::core {
+
+/// Coverage of the target workload, as in the paper's experiments
+/// (--pod-popularity-threshold 95, fgd-evaluation.md §3 point 4).
+inline constexpr double kFragmentationCoveragePercent = 95.0;
+
+/// Counts the task shapes of what a cluster runs, for the target workload M: one shape per
+/// GPU-using container — per-GPU share in milli-GPU (cores % × 10), number of GPUs, CPU 0 (the
+/// scheduler does not track CPU), any GPU type. Containers without an SM share (cores 0,
+/// memory-only slices) are not shapes of the measure.
+class ShapeCounter {
+ public:
+  /// Adds the containers of a recorded allocation (each container's first grant gives the share).
+  void AddGrants(const PodGrants& grants);
+  /// Adds the containers of a request (the incoming pod).
+  void AddRequest(const PodRequest& pod);
+  /// M: the most popular shapes covering ≥ kFragmentationCoveragePercent % (SelectTargetWorkload);
+  /// empty when no container had an SM share.
+  std::vector<WeightedShape> Workload() const;
+
+ private:
+  void Count(int32_t cores_percent, int32_t num_gpus);
+  std::map<TaskShape, int64_t> counts_;
+};
+
+/// Fits `req` on `node` for a bind, with reasons. The GPU policy is the pod's, else
+/// `default_policy`; for kFragmentationAware the GPU order comes from a FragmentationModel of
+/// kFragmentationAwarePolicy over `workload` (the spread order when `workload` is empty).
+FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
+                                std::vector<WeightedShape> workload, GpuPolicy default_policy);
+
+}  // namespace fracgpu::core

@@ -1,0 +1,185 @@
+#include "sim/bound.h"
+
+#include <glpk.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <string>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+namespace fracgpu::sim {
+namespace {
+
+constexpr int32_t kHalfCard = core::kMilliPerGpu / 2;
+
+struct PodClass {
+  int64_t cpu = 0, mem = 0;
+  int32_t num_gpus = 0, gpu_milli = 0;
+  uint64_t mask = 0;
+  auto operator<=>(const PodClass&) const = default;
+};
+
+struct NodeClass {
+  int64_t cpu = 0, mem = 0;
+  int32_t num_gpus = 0;
+  std::array<uint8_t, core::kMaxFragGpus> types{};
+  auto operator<=>(const NodeClass&) const = default;
+};
+
+// GPUs of node class t whose type the mask allows.
+int32_t AllowedGpus(const NodeClass& t, uint64_t mask) {
+  int32_t n = 0;
+  for (int g = 0; g < t.num_gpus; ++g) n += (mask >> t.types[g]) & 1;
+  return n;
+}
+
+// Bit g set = GPU g of the node class is allowed by the mask.
+uint32_t AllowedSet(const NodeClass& t, uint64_t mask) {
+  uint32_t s = 0;
+  for (int g = 0; g < t.num_gpus; ++g) s |= static_cast<uint32_t>((mask >> t.types[g]) & 1) << g;
+  return s;
+}
+
+// GLPK keeps a per-thread environment, but its error handler aborts the process; one LP at a
+// time keeps a failure's message readable and costs nothing at the simulator's scale.
+std::mutex glpk_mu;
+
+}  // namespace
+
+Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
+                                       std::span<const core::FragDemand> pods) {
+  std::map<PodClass, int64_t> pod_count;
+  for (const auto& d : pods) {
+    if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
+    ++pod_count[{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask}];
+  }
+  std::map<NodeClass, int64_t> node_count;
+  for (const auto& n : cluster.frag) {
+    NodeClass t{n.cpu_left, n.mem_left, n.num_gpus, {}};
+    for (int g = 0; g < n.num_gpus; ++g) t.types[g] = n.gpu_type[g];
+    ++node_count[t];
+  }
+  PackingBound out;
+  out.pod_classes = static_cast<int32_t>(pod_count.size());
+  out.node_classes = static_cast<int32_t>(node_count.size());
+  if (pod_count.empty()) return out;
+
+  std::vector<std::pair<PodClass, int64_t>> pc(pod_count.begin(), pod_count.end());
+  std::vector<std::pair<NodeClass, int64_t>> nc(node_count.begin(), node_count.end());
+
+  // Rows: 1..P = pod counts, then per node class: cpu, mem, big shares, "one per node", and
+  // one GPU row per distinct allowed-GPU set that some class has on it.
+  std::vector<double> row_ub;
+  std::vector<int> ia{0}, ja{0};
+  std::vector<double> ar{0};
+  for (const auto& [c, n] : pc) row_ub.push_back(static_cast<double>(n));
+  struct Column {
+    int pod, node;
+  };
+  std::vector<Column> cols;
+  std::vector<double> obj;
+  auto add = [&](int row, int col, double v) {
+    ia.push_back(row);
+    ja.push_back(col);
+    ar.push_back(v);
+  };
+  for (size_t t = 0; t < nc.size(); ++t) {
+    const auto& [node, count] = nc[t];
+    const double N = static_cast<double>(count);
+    const int cpu_row = static_cast<int>(row_ub.size()) + 1;
+    row_ub.push_back(N * static_cast<double>(node.cpu));
+    const int mem_row = cpu_row + 1;
+    row_ub.push_back(N * static_cast<double>(node.mem));
+    const int big_row = cpu_row + 2;
+    row_ub.push_back(N * node.num_gpus);
+    const int one_row = cpu_row + 3;
+    row_ub.push_back(N);
+    std::vector<std::pair<int, uint32_t>> node_cols;  // (column, allowed-GPU set)
+    for (size_t c = 0; c < pc.size(); ++c) {
+      const PodClass& p = pc[c].first;
+      if (p.cpu > node.cpu || p.mem > node.mem || AllowedGpus(node, p.mask) < p.num_gpus) continue;
+      const int col = static_cast<int>(cols.size()) + 1;
+      cols.push_back({static_cast<int>(c), static_cast<int>(t)});
+      const double gpu = static_cast<double>(p.num_gpus) * p.gpu_milli;
+      obj.push_back(gpu);
+      add(static_cast<int>(c) + 1, col, 1);
+      if (p.cpu > 0) add(cpu_row, col, static_cast<double>(p.cpu));
+      if (p.mem > 0) add(mem_row, col, static_cast<double>(p.mem));
+      if (p.gpu_milli > kHalfCard) add(big_row, col, p.num_gpus);
+      if (2 * p.num_gpus > node.num_gpus || 2 * p.cpu > node.cpu || 2 * p.mem > node.mem) {
+        add(one_row, col, 1);
+      }
+      node_cols.emplace_back(col, AllowedSet(node, p.mask));
+    }
+    // GPU milli per allowed set S: the classes that may use only GPUs of S share S's cards
+    // (Hall-type rows; S = all GPUs gives the node class's total).
+    std::vector<uint32_t> sets{(node.num_gpus >= 32 ? ~0u : (1u << node.num_gpus) - 1)};
+    for (const auto& [col, set] : node_cols) {
+      if (std::find(sets.begin(), sets.end(), set) == sets.end()) sets.push_back(set);
+    }
+    for (uint32_t set : sets) {
+      const int row = static_cast<int>(row_ub.size()) + 1;
+      row_ub.push_back(N * std::popcount(set) * core::kMilliPerGpu);
+      for (const auto& [col, s] : node_cols) {
+        if ((s & ~set) == 0) add(row, col, obj[col - 1]);
+      }
+    }
+  }
+  if (cols.empty()) return out;
+
+  std::lock_guard<std::mutex> lock(glpk_mu);
+  glp_prob* lp = glp_create_prob();
+  glp_set_obj_dir(lp, GLP_MAX);
+  glp_add_rows(lp, static_cast<int>(row_ub.size()));
+  for (size_t r = 0; r < row_ub.size(); ++r) glp_set_row_bnds(lp, static_cast<int>(r) + 1, GLP_UP, 0, row_ub[r]);
+  glp_add_cols(lp, static_cast<int>(cols.size()));
+  for (size_t k = 0; k < cols.size(); ++k) {
+    glp_set_col_bnds(lp, static_cast<int>(k) + 1, GLP_LO, 0, 0);
+    glp_set_obj_coef(lp, static_cast<int>(k) + 1, obj[k]);
+  }
+  glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  const int rc = glp_simplex(lp, &parm);
+  const int status = glp_get_status(lp);
+  if (rc != 0 || status != GLP_OPT) {
+    glp_delete_prob(lp);
+    return Internal("packing bound: GLPK simplex failed (rc " + std::to_string(rc) + ", status " +
+                    std::to_string(status) + ")");
+  }
+  out.gpu_milli = glp_get_obj_val(lp);
+  glp_delete_prob(lp);
+  return out;
+}
+
+Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
+                                          uint64_t seed, double tune,
+                                          std::span<const int> arrived_pct) {
+  core::SeededRng arrivals_rng(seed, 0);  // the stream RunExperiment draws its arrivals from
+  const std::vector<int32_t> arrivals =
+      BuildArrivals(workload.pods, cluster.CapacityMilli(), tune, arrivals_rng);
+  const double capacity = static_cast<double>(cluster.CapacityMilli());
+  std::vector<double> out;
+  for (int pct : arrived_pct) {
+    std::vector<core::FragDemand> prefix;
+    double arrived = 0;
+    for (int32_t idx : arrivals) {
+      const core::FragDemand& d = workload.demand[idx];
+      if (arrived + static_cast<double>(d.TotalGpuMilli()) > capacity * pct / 100.0) break;
+      arrived += static_cast<double>(d.TotalGpuMilli());
+      prefix.push_back(d);
+    }
+    auto bound = PackingUpperBound(cluster, prefix);
+    if (!bound.ok()) return bound.status();
+    out.push_back(100.0 * std::min({bound->gpu_milli, arrived, capacity}) / capacity);
+  }
+  return out;
+}
+
+}  // namespace fracgpu::sim
