@@ -9,14 +9,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/codec_json.h"
 #include "scheduler/extender_args.h"
 
 namespace fracgpu::scheduler::reference {
 
 inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body) {
   using nlohmann::json;
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return InvalidArgument("ExtenderArgs body is not valid JSON");
+  auto parsed = core::ParseJsonBounded(body, "ExtenderArgs body");  // the same depth limit
+  if (!parsed.ok()) {
+    if (parsed.status().message().find("nests objects/arrays deeper") != std::string::npos) return parsed.status();
+    return InvalidArgument("ExtenderArgs body is not valid JSON");
+  }
+  json j = std::move(*parsed);
   if (!j.is_object()) return InvalidArgument(std::string("ExtenderArgs must be a JSON object, got ") + j.type_name());
   ExtenderArgs out;
   const json* pod = FindKeyIgnoringCase(j, "Pod");
