@@ -6,7 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 
+// C linkage, except in tests/vgpu/pfn_types_test.cc, which includes this header inside a
+// namespace next to NVIDIA's cuda.h to compare every hook's type with its PFN typedef.
+#ifndef FRACGPU_CUDA_API_C_LINKAGE
+#define FRACGPU_CUDA_API_C_LINKAGE 1
+#endif
+#if FRACGPU_CUDA_API_C_LINKAGE
 extern "C" {
+#endif
 
 /// Every hook and every fake function is noexcept: a C ABI must never unwind.
 #define FRACGPU_CU_API noexcept
@@ -278,7 +285,9 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid_x, unsig
 CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
 CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
 
+#if FRACGPU_CUDA_API_C_LINKAGE
 }  // extern "C"
+#endif
 
 /// Bytes per channel of a CUarray_format, 0 for formats the interposer does not size
 /// (block-compressed and video formats; wire-apis.md §7.4).

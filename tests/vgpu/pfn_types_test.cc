@@ -1,0 +1,115 @@
+// Compile-time check, when NVIDIA's headers are present (/usr/local/cuda/include, added by
+// tests/vgpu/CMakeLists.txt): every hook in src/vgpu/hooks.def has the shape of the PFN
+// typedef of its own variant in cudaTypedefs.h — PFN_<base>_v<introduced>[_ptsz] — so no
+// cuGetProcAddress answer can be a function of another signature. Shape: the same number of
+// parameters and, for each parameter and the result, the same size, the same pointer-ness,
+// and for pointers the same pointee size where both are complete (unsigned int* of a v1
+// entry point vs size_t* of _v2 differ). Our declarations (src/vgpu/cuda_api.h) are read in a
+// namespace, without C linkage, next to cuda.h's. Without the headers the test is skipped.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#if __has_include(<cudaTypedefs.h>)
+#define FRACGPU_HAVE_CUDA_HEADERS 1
+// Legacy v1 PFN typedefs (e.g. PFN_cuDevicePrimaryCtxRelease_v7000) live under this macro,
+// which also keeps cuda.h from renaming cuMemAlloc to cuMemAlloc_v2 and so on.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#define FRACGPU_CUDA_API_C_LINKAGE 0
+namespace ours {
+#include "vgpu/cuda_api.h"
+}
+#include "vgpu/hooks.def"
+
+namespace {
+
+template <typename T, typename = void>
+struct Complete : std::false_type {};
+template <typename T>
+struct Complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
+
+template <typename A, typename B>
+constexpr bool SameArg() {
+  if (sizeof(A) != sizeof(B) || std::is_pointer_v<A> != std::is_pointer_v<B>) return false;
+  if constexpr (std::is_pointer_v<A> && std::is_pointer_v<B>) {
+    using PA = std::remove_cv_t<std::remove_pointer_t<A>>;
+    using PB = std::remove_cv_t<std::remove_pointer_t<B>>;
+    if constexpr (!std::is_void_v<PA> && !std::is_void_v<PB> && Complete<PA>::value && Complete<PB>::value &&
+                  !std::is_function_v<PA> && !std::is_function_v<PB>) {
+      return sizeof(PA) == sizeof(PB);
+    }
+  }
+  return true;
+}
+
+template <typename A, typename B>
+struct SameShape : std::false_type {};
+template <typename RA, typename... A, typename RB, typename... B>
+struct SameShape<RA (*)(A...) noexcept, RB (*)(B...)> {
+  static constexpr bool Args() {
+    if constexpr (sizeof...(A) != sizeof...(B)) {
+      return false;
+    } else {
+      return (SameArg<A, B>() && ...);
+    }
+  }
+  static constexpr bool value = sizeof(RA) == sizeof(RB) && Args();
+};
+
+#define FRACGPU_PFN_0(base, ver) PFN_##base##_v##ver
+#define FRACGPU_PFN_1(base, ver) PFN_##base##_v##ver##_ptsz
+#define FRACGPU_CHECK_HOOK(elf, base, ver, pt)                                             \
+  static_assert(SameShape<decltype(&ours::elf), FRACGPU_PFN_##pt(base, ver)>::value,      \
+                #elf " does not have the shape of its PFN typedef (" #base " v" #ver ")");
+FRACGPU_CUDA_HOOKS(FRACGPU_CHECK_HOOK)
+
+#define FRACGPU_COUNT(...) +1
+constexpr int kHooksChecked = 0 FRACGPU_CUDA_HOOKS(FRACGPU_COUNT);
+
+// The check itself can fail: the v1 cuCtxSynchronize hook against the v13000 typedef.
+static_assert(!SameShape<decltype(&ours::cuCtxSynchronize), PFN_cuCtxSynchronize_v13000>::value);
+static_assert(!SameShape<decltype(&ours::cuMemAlloc_v2), PFN_cuMemAlloc_v2000>::value);
+
+}  // namespace
+#endif
+
+// Everywhere (no toolkit needed): each hook names a row of the committed variant table
+// (src/vgpu/cuda_variants.def) — its ELF name, base name, version and flavour.
+#include "vgpu/cuda_variants.def"
+#include "vgpu/hooks.def"
+namespace {
+struct Row {
+  const char* base;
+  int version;
+  int flavour;
+  const char* elf;
+};
+#define FRACGPU_ROW(base, ver, fl, elf) {#base, ver, fl, #elf},
+constexpr Row kRows[] = {FRACGPU_CUDA_VARIANTS(FRACGPU_ROW)};
+constexpr bool StrEq(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+constexpr bool InTable(const char* elf, const char* base, int ver, int pt) {
+  for (const Row& r : kRows)
+    if (StrEq(r.elf, elf)) return StrEq(r.base, base) && r.version == ver && r.flavour == pt;
+  return false;
+}
+#define FRACGPU_IN_TABLE(elf, base, ver, pt) \
+  static_assert(InTable(#elf, #base, ver, pt), #elf " is not the table's " #base " v" #ver);
+FRACGPU_CUDA_HOOKS(FRACGPU_IN_TABLE)
+static_assert(!InTable("cuCtxSynchronize", "cuCtxSynchronize", 13000, 0));
+}  // namespace
+
+TEST(VgpuPfnTypes, EveryHookHasItsVariantsShape) {
+#ifdef FRACGPU_HAVE_CUDA_HEADERS
+  EXPECT_GT(kHooksChecked, 50);  // the static_asserts above ran for each of them
+#else
+  GTEST_SKIP() << "no cuda.h/cudaTypedefs.h (CUDA toolkit) on this machine";
+#endif
+}
