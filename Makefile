@@ -1,7 +1,7 @@
 # The README's two set-up commands. Both install what is missing first.
 #   make demo  — builds and runs `fracgpu simulate` on the bundled Alibaba trace
 #   make test  — builds and runs the whole suite, release and ASan+UBSan
-.PHONY: demo test deps build-release build-asan fuzz bench clean
+.PHONY: demo test deps build-release build-asan fuzz bench clean image
 
 deps:
 	@bash scripts/install-deps.sh
@@ -35,3 +35,25 @@ bench: build-release
 
 clean:
 	rm -rf build
+
+# The fracgpu image (deploy/image/Dockerfile, BuildKit), for `kubectl apply -k deploy/`
+# (docs/install.md). IMAGE=registry.example.com/fracgpu:0.1.0 make image; then docker push.
+# Without docker, or with its daemon down, it says so and prints what to run (exit 2).
+IMAGE ?= ghcr.io/fracgpu/fracgpu:0.1.0
+image:
+	@if ! command -v docker >/dev/null 2>&1; then \
+	  echo "make image: docker is not installed here. On a machine with docker, from the repository root:" >&2; \
+	  echo "  DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t $(IMAGE) ." >&2; \
+	  echo "  docker push $(IMAGE)" >&2; \
+	  echo "then set that image under images: in deploy/kustomization.yaml (docs/install.md)." >&2; \
+	  exit 2; \
+	elif ! docker info >/dev/null 2>&1; then \
+	  echo "make image: docker is installed but its daemon does not answer (docker info failed)." >&2; \
+	  echo "Start it (e.g. sudo systemctl start docker) or run on a machine where it runs:" >&2; \
+	  echo "  DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t $(IMAGE) ." >&2; \
+	  exit 2; \
+	else \
+	  echo "DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t $(IMAGE) ."; \
+	  DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t $(IMAGE) . && \
+	  echo "built $(IMAGE); next: docker push $(IMAGE), and set it under images: in deploy/kustomization.yaml"; \
+	fi

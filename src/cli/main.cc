@@ -6,6 +6,10 @@
 
 #include "commands.inc"
 
+namespace fracgpu::cli {
+void RegisterKubeSchedulerManifestCommand(CLI::App& app);  // kube_scheduler_manifest.cc
+}  // namespace fracgpu::cli
+
 namespace {
 
 // The subcommand list, one per line with its description, for the messages below.
@@ -29,6 +33,7 @@ int main(int argc, char** argv) {
   auto* version = app.add_subcommand("version", "Print the version");
   version->callback([] { std::printf("fracgpu %s\n", FRACGPU_VERSION); });
   fracgpu::cli::RegisterAllCommands(app);
+  fracgpu::cli::RegisterKubeSchedulerManifestCommand(app);
   // CLI11 alone says only "A subcommand is required" or "arguments were not expected": say
   // what is wrong and list what exists (exit 2, the usual status for a usage error).
   if (argc < 2) {

@@ -96,6 +96,16 @@ class InstallDoc : public ::testing::Test {
       }
       return "";
     }
+    if (cmd == "make") {
+      // A target of the repository's Makefile (e.g. `make image`).
+      std::ifstream mk(kSource + "/Makefile");
+      std::string text((std::istreambuf_iterator<char>(mk)), std::istreambuf_iterator<char>());
+      return args.size() == 2 && text.find("\n" + args[1] + ":") != std::string::npos ? "" : "no Makefile target " + args.back();
+    }
+    if (cmd == "fracgpu" && args.size() >= 2 && args[1] == "kube-scheduler-manifest") {
+      // Its behaviour per Kubernetes version is tested in tests/cli.
+      return args.size() == 4 && args[2] == "--server-version" ? "" : "kube-scheduler-manifest takes --server-version <v>";
+    }
     if (cmd == "fracgpu") {
       auto parsed = ParseFracgpuArgs(std::vector<std::string>(args.begin() + 1, args.end()));
       if (!parsed.ok()) return parsed.status().message();
@@ -117,7 +127,7 @@ class InstallDoc : public ::testing::Test {
     if (!ns.empty() && !HasObject("Namespace", ns, "")) return "namespace " + ns + " is not created by deploy/";
     for (size_t i = 1; i + 1 < args.size(); ++i) {
       if (args[i] == "-k" && !fs::exists(kSource + "/" + args[i + 1] + "/kustomization.yaml")) return "no kustomization in " + args[i + 1];
-      if (args[i] == "-f" && !fs::exists(kSource + "/" + args[i + 1])) return "no file " + args[i + 1];
+      if (args[i] == "-f" && args[i + 1] != "-" && !fs::exists(kSource + "/" + args[i + 1])) return "no file " + args[i + 1];
     }
     static const std::map<std::string, std::string> kKinds = {
         {"job", "Job"}, {"deployment", "Deployment"}, {"daemonset", "DaemonSet"}};
@@ -133,6 +143,10 @@ class InstallDoc : public ::testing::Test {
       if (l.back() == '-') return sel[l.substr(0, l.size() - 1)] ? "" : "removes a label the DaemonSet does not select on";
       auto eq = l.find('=');
       return sel[l.substr(0, eq)] && sel[l.substr(0, eq)].as<std::string>() == l.substr(eq + 1) ? "" : "label " + l + " is not the DaemonSet's nodeSelector";
+    }
+    if (args[1] == "get" && Has(args, "--raw")) {
+      ++kubectl_;
+      return args.back() == "/version" ? "" : "only `kubectl get --raw /version` is used";
     }
     if (args[1] == "get" || args[1] == "logs" || args[1] == "describe") {
       YAML::Node pod = YAML::LoadFile(kSource + "/deploy/examples/gpu-pod.yaml");
@@ -157,12 +171,13 @@ TEST_F(InstallDoc, EveryCommandRefersToWhatExists) {
     std::string rest = line;
     size_t pos;
     while (true) {
-      pos = rest.find("&&");
+      // Commands joined by && or a pipe are checked one by one.
+      pos = std::min(rest.find("&&"), rest.find('|'));
       std::string part = rest.substr(0, pos);
       std::string problem = CheckCommand(Words(part));
       EXPECT_TRUE(problem.empty()) << "docs/install.md: `" << line << "`: " << problem;
       if (pos == std::string::npos) break;
-      rest = rest.substr(pos + 2);
+      rest = rest.substr(pos + (rest.compare(pos, 2, "&&") == 0 ? 2 : 1));
     }
   }
   EXPECT_EQ(fracgpu_, 1);      // the manual `fracgpu certs`
