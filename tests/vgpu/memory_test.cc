@@ -82,6 +82,25 @@ TEST(VgpuMemory, PoolsAreChargedWhatTheyReserve) {
   EXPECT_EQ(InfoFree(out[12]), 16 * kMiB);  // trimmed
 }
 
+// UINT64_MAX, the "never release" threshold NVIDIA's samples set: the pool keeps its memory at
+// synchronisation, and libvgpu keeps it charged (the fake once overflowed and released all).
+TEST(VgpuMemory, PoolAtMaxThresholdStaysCharged) {
+  Sandbox box;
+  auto env = box.Env();
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "16m";
+  auto out = RunApp(box, env,
+                    {"init", "threshold:18446744073709551615", "async:3145728", "freeasync", "sync", "info",
+                     "async:1048576", "freeasync", "sync", "info", "managed:13631488", "trim:0", "info",
+                     "managed:12582912"});
+  ASSERT_EQ(out.size(), 14u);
+  EXPECT_EQ(Rc(out[1]), 0);
+  EXPECT_EQ(InfoFree(out[5]), 12 * kMiB);  // 3 MiB in 2 MiB steps = 4 MiB kept and charged
+  EXPECT_EQ(InfoFree(out[9]), 12 * kMiB);  // reused from the pool: nothing more
+  EXPECT_EQ(Rc(out[10]), 2);               // 4 + 13 > 16: what the pool keeps counts
+  EXPECT_EQ(InfoFree(out[12]), 16 * kMiB); // trimmed: given back and uncharged
+  EXPECT_EQ(Rc(out[13]), 0);               // now 12 MiB fits
+}
+
 TEST(VgpuMemory, VmmChargedUntilReleasedAndUnmapped) {
   Sandbox box;
   auto env = box.Env();

@@ -249,7 +249,11 @@ Pool* DefaultPool(State& s, int phys) {
 }
 
 // Gives back pool memory above max(threshold, used), as the real pools do at synchronisation.
+// A threshold at or above what is reserved keeps everything: UINT64_MAX is the documented
+// "never release" setting (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, cuda.h), and rounding it up
+// would overflow to a small floor.
 void ReleaseToThreshold(State& s, Pool* p, uint64_t keep) {
+  if (keep >= p->reserved) return;
   uint64_t floor = RoundUp(std::max(p->used, keep), kGranularity);
   if (p->reserved > floor) {
     Give(s, p->phys, p->reserved - floor);
