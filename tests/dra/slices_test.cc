@@ -1,0 +1,127 @@
+// ResourceSlice content (attributes, capacities, request policies; whole-device mode) and
+// publishing against the fake API server (create, no-op, generation bump on change).
+#include "dra/slices.h"
+
+#include <gtest/gtest.h>
+
+#include "deviceplugin/inventory.h"
+#include "dra/api.h"
+#include "dra/placement.h"
+#include "fake_apiserver.h"
+#include "k8s/client.h"
+#include "test_util.h"
+
+namespace fracgpu::dra {
+namespace {
+
+using namespace testing;  // NOLINT
+
+std::vector<nvml::GpuInfo> Gpus() {
+  return {{kUuid0, 0, "NVIDIA A100-SXM4-80GB", 80ULL << 30, "0000:3b:00.0", 0},
+          {kUuid1, 1, "NVIDIA A100-SXM4-80GB", 80ULL << 30, "0000:86:00.0", 1}};
+}
+
+TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
+  // The device plugin's own inventory code makes the register entries.
+  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
+  std::map<std::string, GpuFacts> facts = {{kUuid0, {"Ampere", "8.0", "535.104.05"}}};
+  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0, 0});
+  ASSERT_EQ(devices.size(), 2u);
+  const json& d = devices[0];
+  EXPECT_EQ(d["name"], "gpu-0");
+  EXPECT_EQ(d["allowMultipleAllocations"], true);
+  const json& a = d["attributes"];
+  EXPECT_EQ(a["uuid"]["string"], kUuid0);
+  EXPECT_EQ(a["productName"]["string"], "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(a["type"]["string"], "NVIDIA A100-SXM4-80GB");  // already starts with NVIDIA: no prefix
+  EXPECT_EQ(a["typeTokens"]["string"], ",NVIDIA,A100,SXM4,80GB,");
+  EXPECT_EQ(a["index"]["int"], 0);
+  EXPECT_EQ(a["numaNode"]["int"], 0);
+  EXPECT_EQ(a["healthy"]["bool"], true);
+  EXPECT_EQ(a["pciBusID"]["string"], "0000:3b:00.0");
+  EXPECT_EQ(a["architecture"]["string"], "Ampere");
+  EXPECT_EQ(a["computeCapability"]["version"], "8.0.0");
+  EXPECT_EQ(a["driverVersion"]["version"], "535.104.5");
+  EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
+  EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"],
+            json({{"default", "81920Mi"}, {"validRange", {{"min", "1Mi"}, {"max", "81920Mi"}, {"step", "1Mi"}}}}));
+  EXPECT_EQ(d["capacity"]["cores"]["value"], "100");
+  EXPECT_EQ(d["capacity"]["cores"]["requestPolicy"]["validRange"], json({{"min", "0"}, {"max", "100"}, {"step", "1"}}));
+  // The unhealthy GPU is published as such; no NVML facts → no such attributes.
+  EXPECT_EQ(devices[1]["attributes"]["healthy"]["bool"], false);
+  EXPECT_EQ(devices[1]["attributes"]["numaNode"]["int"], 1);
+  EXPECT_FALSE(devices[1]["attributes"].contains("computeCapability"));
+}
+
+TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
+  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0, 0});
+  for (const auto& d : devices) {
+    EXPECT_FALSE(d.contains("allowMultipleAllocations"));
+    EXPECT_FALSE(d["capacity"]["memory"].contains("requestPolicy"));
+    EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
+  }
+  // First-fit over whole devices: two claims take the two cards, a third does not fit.
+  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0, 0}, 1);
+  auto usage = UsageFromSlices({slice}, {}, kDriverName);
+  ASSERT_TRUE(usage.ok());
+  int n = 0;
+  auto id = [&] { return "share-" + std::to_string(++n); };
+  auto r1 = FirstFit(&*usage, ShareRequest{}, kDriverName, id);
+  auto r2 = FirstFit(&*usage, ShareRequest{}, kDriverName, id);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ((*r1)[0]["device"], "gpu-0");
+  EXPECT_EQ((*r2)[0]["device"], "gpu-1");
+  EXPECT_FALSE((*r1)[0].contains("consumedCapacity"));
+  EXPECT_EQ(FirstFit(&*usage, ShareRequest{}, kDriverName, id).status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(SlicesTest, SemverAndTokens) {
+  EXPECT_EQ(SemverOf("9").value(), "9.0.0");
+  EXPECT_EQ(SemverOf("12.4").value(), "12.4.0");
+  EXPECT_FALSE(SemverOf("1.2.3.4").ok());
+  EXPECT_FALSE(SemverOf("r535").ok());
+  EXPECT_FALSE(SemverOf("1..2").ok());
+  EXPECT_EQ(TypeTokensAttribute("NVIDIA-Tesla T4"), ",NVIDIA,TESLA,T4,");
+}
+
+TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
+  fakes::FakeApiServer api;
+  k8s::Config config;
+  config.server = api.url();
+  auto client = k8s::Client::Create(config);
+  ASSERT_TRUE(client.ok());
+  SliceOptions opt{kDriverName, kNode, true, 0, 0};
+  SlicePublisher pub(opt, client->get());
+  auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  auto g1 = pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt));
+  ASSERT_TRUE(g1.ok()) << g1.status().ToString();
+  EXPECT_EQ(*g1, 1);
+  auto stored = api.Get("resourceslices", "", "node-a-gpu.fracgpu.io");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ((*stored)["spec"]["nodeName"], kNode);
+  EXPECT_EQ((*stored)["spec"]["driver"], kDriverName);
+  EXPECT_EQ((*stored)["spec"]["pool"], json({{"name", kNode}, {"generation", 1}, {"resourceSliceCount", 1}}));
+  int puts_before = api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices");
+  // A restarted driver with the same GPUs changes nothing.
+  SlicePublisher again(opt, client->get());
+  EXPECT_EQ(again.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt)).value(), 1);
+  EXPECT_EQ(api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices"), puts_before);
+  // A GPU turns unhealthy: generation 2.
+  auto sick = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid0});
+  EXPECT_EQ(again.Sync(BuildSliceDevices(sick, Gpus(), {}, opt)).value(), 2);
+  stored = api.Get("resourceslices", "", "node-a-gpu.fracgpu.io");
+  EXPECT_EQ((*stored)["spec"]["pool"]["generation"], 2);
+  EXPECT_EQ((*stored)["spec"]["devices"][0]["attributes"]["healthy"]["bool"], false);
+  // Listing by the upstream field selectors finds it.
+  k8s::ListOptions lo;
+  lo.field_selector = "spec.nodeName=node-a,spec.driver=gpu.fracgpu.io";
+  auto list = (*client)->List("/apis/resource.k8s.io/v1/resourceslices", lo);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ((*list)["items"].size(), 1u);
+  EXPECT_TRUE(again.Delete().ok());
+  EXPECT_FALSE(api.Get("resourceslices", "", "node-a-gpu.fracgpu.io").has_value());
+}
+
+}  // namespace
+}  // namespace fracgpu::dra
