@@ -40,6 +40,7 @@ struct Flags {
                                      "kubeflownotebookswg/jupyter-tensorflow-cuda-full:v1.8.0"};
   std::string gpu_policy = "spread";
   int cache_ms = 2000;
+  bool dashboard_only = false;
 };
 
 // The web folder when --web-dir is not given: next to an installed binary
@@ -90,6 +91,10 @@ int Run(const Flags& f) {
   options.images = f.images;
   options.web_dir = f.web_dir.empty() ? DefaultWebDir() : f.web_dir;
   options.fit.default_gpu_policy = *policy;
+  options.dashboard_only = f.dashboard_only;
+  if (!f.dashboard_only) {
+    if (Status crd = ui::CheckNotebookCrd(*client->get()); !crd.ok()) spdlog::warn("{}", crd.message());
+  }
   if (options.web_dir.empty()) spdlog::warn("no web folder found; serving the JSON API only (use --web-dir)");
   ui::UiService service(client->get(), &cluster, options);
   http::ServerOptions server_options;
@@ -126,6 +131,8 @@ void RegisterUiCommand(CLI::App& app) {
   cmd->add_option("--user-prefix", f->user_prefix, "prefix added to the user name in SubjectAccessReviews");
   cmd->add_option("--images", f->images, "images the form offers")->delimiter(',')->capture_default_str();
   cmd->add_option("--gpu-scheduler-policy", f->gpu_policy, "default GPU policy for the fit preview")->capture_default_str();
+  cmd->add_flag("--dashboard-only", f->dashboard_only,
+                "serve the GPU dashboard only (no Kubeflow: no Notebook CRD, no auth gateway needed)");
   cmd->add_option("--cluster-cache-ms", f->cache_ms, "reuse a cluster listing for this long, milliseconds")
       ->capture_default_str();
   cmd->callback([f] {

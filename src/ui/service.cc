@@ -96,6 +96,21 @@ Status ReviewAccess(k8s::Client& client, const std::string& user, const std::vec
   return PermissionDenied(message);
 }
 
+Status CheckNotebookCrd(k8s::Client& client) {
+  auto group = client.Get("/apis/kubeflow.org/v1");
+  if (!group.ok()) {
+    if (group.status().code() != StatusCode::kNotFound) return group.status();
+  } else if (group->contains("resources") && (*group)["resources"].is_array()) {
+    for (const auto& r : (*group)["resources"]) {
+      if (r.is_object() && r.value("name", "") == "notebooks") return Status::Ok();
+    }
+  }
+  return NotFound(
+      "the API server does not serve notebooks.kubeflow.org/v1 (Kubeflow's Notebook CRD): creating "
+      "notebooks will fail. Install Kubeflow's notebook controller and put the UI behind its auth gateway, "
+      "or run fracgpu ui --dashboard-only");
+}
+
 std::string NotebookState(const json& nb) {
   if (auto stopped = k8s::Annotation(nb, "kubeflow-resource-stopped"); stopped && !stopped->empty()) return "Stopped";
   if (!nb.contains("status") || !nb["status"].is_object()) return "Pending";
@@ -123,8 +138,14 @@ void UiService::Register(http::Server& server) const {
   server.Route("POST", "/api/preview", [this](const http::Request& r) { return Preview(r); });
   server.Route("GET", "/api/cluster", [this](const http::Request& r) { return Cluster(r); });
   server.Route("GET", "/api/options", [this](const http::Request& r) { return Options(r); });
-  server.Route("POST", "/api/notebooks", [this](const http::Request& r) { return CreateNotebook(r); });
-  server.Route("GET", "/api/notebooks", [this](const http::Request& r) { return ListNotebooks(r); });
+  if (options_.dashboard_only) {
+    auto refuse = [](const http::Request&) { return http::Response::Error(404, kDashboardOnlyMessage); };
+    server.Route("POST", "/api/notebooks", refuse);
+    server.Route("GET", "/api/notebooks", refuse);
+  } else {
+    server.Route("POST", "/api/notebooks", [this](const http::Request& r) { return CreateNotebook(r); });
+    server.Route("GET", "/api/notebooks", [this](const http::Request& r) { return ListNotebooks(r); });
+  }
   server.RoutePrefix("GET", "/", [this](const http::Request& r) { return Static(r); });
 }
 
@@ -171,7 +192,8 @@ http::Response UiService::Options(const http::Request& req) const {
               {"node_policies", {"binpack", "spread"}},
               {"gpu_policies", {"binpack", "spread", "topology-aware", "fragmentation-aware"}},
               {"user", nullptr},
-              {"user_header", options_.user_header}};
+              {"user_header", options_.user_header},
+              {"dashboard_only", options_.dashboard_only}};
   if (std::string user = req.Header(options_.user_header); !user.empty()) out["user"] = user;
   auto snap = cluster_->Get();
   if (snap.ok()) {
@@ -244,7 +266,7 @@ http::Response UiService::ListNotebooks(const http::Request& req) const {
 
 http::Response UiService::Static(const http::Request& req) const {
   if (options_.web_dir.empty()) return http::Response::Error(404, "no web folder configured");
-  std::string path = req.path == "/" ? "/index.html" : req.path;
+  std::string path = req.path == "/" ? (options_.dashboard_only ? "/dashboard.html" : "/index.html") : req.path;
   if (path.find("..") != std::string::npos || path.find('\\') != std::string::npos) {
     return http::Response::Error(404, "not found: " + req.path);
   }

@@ -34,7 +34,22 @@ struct UiOptions {
   std::string web_dir;                         ///< folder of index.html, *.js, *.css ("" = no static files)
   NotebookOptions notebook;                    ///< resource names
   core::FitOptions fit;                        ///< default GPU policy for the fit preview
+  /// Dashboard-only mode (`--dashboard-only`): for clusters without Kubeflow. "/" is the
+  /// dashboard; the notebook endpoints answer 404 saying they need Kubeflow's Notebook CRD and
+  /// its auth gateway; the cluster view, options and preview work without a user header.
+  bool dashboard_only = false;
 };
+
+/// The message of the notebook endpoints in dashboard-only mode.
+inline constexpr char kDashboardOnlyMessage[] =
+    "fracgpu ui runs with --dashboard-only: creating and listing notebooks needs Kubeflow's "
+    "Notebook CRD (notebooks.kubeflow.org/v1) and its auth gateway (which sets the user header)";
+
+/// Whether the API server serves Kubeflow's Notebook resource (GET /apis/kubeflow.org/v1 lists
+/// `notebooks`). OK when it does; kNotFound with a message saying what is missing and what to do
+/// (install Kubeflow's notebook controller, or run --dashboard-only); the client's error when
+/// the API server cannot be asked.
+Status CheckNotebookCrd(k8s::Client& client);
 
 /// The Kubernetes path of a namespace's notebooks: "/apis/kubeflow.org/v1/namespaces/<ns>/notebooks".
 std::string NotebooksPath(const std::string& ns);

@@ -457,4 +457,48 @@ TEST_F(UiApiTest, NoWebFolderServesTheApiOnly) {
 }
 
 }  // namespace
+// Without Kubeflow: "/" is the dashboard, the notebook endpoints say what they need, the
+// cluster view and the preview work with no user header.
+class UiDashboardOnlyTest : public UiStaticTest {
+ protected:
+  UiOptions Options() const override {
+    UiOptions o = UiStaticTest::Options();
+    o.dashboard_only = true;
+    return o;
+  }
+};
+
+TEST_F(UiDashboardOnlyTest, ServesTheDashboardAndRefusesNotebooks) {
+  auto [status, type, body] = Fetch("/");
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(body, ReadFile(std::string(FRACGPU_WEB_DIR) + "/dashboard.html"));
+  auto [cs, cluster] = Get("/api/cluster");
+  EXPECT_EQ(cs, 200);
+  EXPECT_EQ(cluster["totals"]["nodes"], 3);
+  auto [os, options] = Get("/api/options");
+  EXPECT_EQ(os, 200);
+  EXPECT_EQ(options["dashboard_only"], true);
+  auto [ls, list] = Get("/api/notebooks?namespace=team-a", "alice");
+  EXPECT_EQ(ls, 404);
+  EXPECT_EQ(list["error"], kDashboardOnlyMessage);
+  auto [ps, created] = Post("/api/notebooks", R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1","gpus":1})",
+                            "alice");
+  EXPECT_EQ(ps, 404);
+  EXPECT_EQ(created["error"], kDashboardOnlyMessage);
+  EXPECT_TRUE(authz_.created().empty());
+}
+
+TEST_F(UiApiTest, NotebookCrdCheck) {
+  // The authz front serves kubeflow.org/v1 discovery: the CRD is there.
+  EXPECT_TRUE(CheckNotebookCrd(*client_).ok());
+  // The bare fake API server has no kubeflow.org group: NotFound, saying what to do.
+  k8s::Config config;
+  config.server = fake_.url();
+  auto bare = k8s::Client::Create(config);
+  ASSERT_TRUE(bare.ok());
+  Status st = CheckNotebookCrd(**bare);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("or run fracgpu ui --dashboard-only"), std::string::npos) << st.message();
+}
+
 }  // namespace fracgpu::ui

@@ -46,6 +46,13 @@ class AuthzAndNotebooks {
                    res.status = 201;
                    res.set_content(review.dump(), "application/json");
                  });
+    // API discovery of group kubeflow.org/v1 (an APIResourceList), as the API server answers
+    // once Kubeflow's Notebook CRD is installed.
+    server_.Get("/apis/kubeflow.org/v1", [](const httplib::Request&, httplib::Response& res) {
+      json list = {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", "kubeflow.org/v1"},
+                   {"resources", json::array({{{"name", "notebooks"}, {"namespaced", true}, {"kind", "Notebook"}}})}};
+      res.set_content(list.dump(), "application/json");
+    });
     server_.Post(R"(/apis/kubeflow.org/v1/namespaces/([a-z0-9-]+)/notebooks)",
                  [this](const httplib::Request& req, httplib::Response& res) {
                    json nb = json::parse(req.body, nullptr, false);
