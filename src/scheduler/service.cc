@@ -43,6 +43,7 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
       events_(std::make_unique<EventRecorder>(client)),
       server_(options_.http) {
   options_.extender.names = options_.webhook.names;
+  state_.SetSigningKey(options_.extender.signing_key);  // accounting only from verified signatures
   extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(), &metrics_, clock_);
   metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter, "HTTP requests by endpoint and status code.");
   metrics_.Describe("fracgpu_http_request_duration_seconds", metrics::Type::kHistogram,
@@ -208,6 +209,9 @@ Status SchedulerService::Start() {
         k8s::InformerHandlers{[this](const json& p) {
                                 Status st = state_.UpsertPod(p);
                                 if (!st.ok()) spdlog::warn("{}", st.ToString());
+                                if (st.code() == StatusCode::kPermissionDenied && events_ != nullptr) {
+                                  events_->Record(p, "Warning", "UnverifiedAllocation", st.message());
+                                }
                               },
                               [this](const json& p) { state_.RemovePod(p); }, nullptr});
     nodes_->Start();

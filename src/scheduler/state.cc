@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
+#include "core/signature.h"
 #include "k8s/objects.h"
 
 namespace fracgpu::scheduler {
@@ -48,6 +49,43 @@ bool InitFinished(const json& pod, size_t num_init) {
     if (code == t->end() || !code->is_number_integer() || code->get<int64_t>() != 0) return false;
   }
   return true;
+}
+
+// Every GPU of the node in full: all memory and cores on the first container, and one slot
+// per split on each (count containers), so nothing else fits on any of them.
+core::PodGrants WholeNodeGrants(const core::NodeState& node) {
+  int32_t slots = 1;
+  for (const auto& g : node.gpus) slots = std::max(slots, g.info.count);
+  core::PodGrants grants(static_cast<size_t>(slots));
+  for (const auto& g : node.gpus) {
+    for (int32_t c = 0; c < std::max(1, g.info.count); ++c) {
+      core::DeviceGrant grant;
+      grant.uuid = g.info.uuid;
+      grant.mem_mib = c == 0 ? g.info.devmem_mib : 0;
+      grant.cores_percent = c == 0 ? g.info.devcore : 0;
+      grants[static_cast<size_t>(c)].push_back(grant);
+    }
+  }
+  return grants;
+}
+
+// A container of the pod lists `resource` in its limits or requests.
+bool AsksFor(const json& pod, const std::string& resource) {
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  for (const char* list : {"initContainers", "containers"}) {
+    auto cs = spec->find(list);
+    if (cs == spec->end() || !cs->is_array()) continue;
+    for (const auto& c : *cs) {
+      auto res = c.is_object() ? c.find("resources") : c.end();
+      if (!c.is_object() || res == c.end() || !res->is_object()) continue;
+      for (const char* kind : {"limits", "requests"}) {
+        auto m = res->find(kind);
+        if (m != res->end() && m->is_object() && m->contains(resource)) return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -135,10 +173,15 @@ void ClusterState::RebuildNodeLocked(const std::string& name) {
 
 // Adds (or removes) a pod's collapsed usage on its node; tracks which pods are applied so
 // add and remove always pair up.
-void ClusterState::ApplyLocked(const PodAllocation& a, bool add) {
+void ClusterState::ApplyLocked(PodAllocation& a, bool add) {
   auto it = nodes_.find(a.node);
   if (add) {
     if (applied_.count(a.uid) || it == nodes_.end()) return;
+    if (a.whole_node) {
+      a.grants = WholeNodeGrants(it->second.state);  // the node's GPUs as they are now
+      a.num_init = 0;
+      a.init_finished = false;
+    }
     Status st = core::AddPodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
     if (st.ok()) {
       applied_.insert(a.uid);
@@ -167,6 +210,48 @@ Status ClusterState::UpsertPod(const json& pod) {
   auto alloc = AllocationFromPod(pod);
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto existing = pods_.find(uid);
+  Status unverified;
+  if (!signing_key_.empty()) {
+    // Accounting only from verified signatures (docs/scheduler.md).
+    auto node = k8s::Annotation(pod, core::kAnnotationVgpuNode);
+    auto allocated = k8s::Annotation(pod, core::kAnnotationVgpuDevicesAllocated);
+    auto signature = k8s::Annotation(pod, core::kAnnotationAllocationSignature);
+    const std::string bound = k8s::PodNodeName(pod);
+    bool claims = node.has_value() || allocated.has_value() || signature.has_value();
+    bool verified = alloc.ok() && alloc->has_value() && signature &&
+                    core::VerifyAllocation(signing_key_, uid, *node, *allocated, *signature) &&
+                    (bound.empty() || bound == *node);
+    if (verified) {
+      (*alloc)->verified = true;
+    } else if (claims || (!bound.empty() && AsksFor(pod, gpu_resource_))) {
+      ++unverified_;
+      std::string what = !signature ? "carries no valid fracgpu.io/allocation-signature"
+                                    : "has an allocation whose signature does not verify";
+      if (existing != pods_.end() && (existing->second.verified || existing->second.assumed) &&
+          !existing->second.whole_node) {
+        // An edit cannot lower the accounting: the last verified allocation stays.
+        return PermissionDenied("pod " + k8s::Key(pod) + " " + what +
+                                "; still counting its last verified allocation on node " + existing->second.node);
+      }
+      PodAllocation whole;
+      whole.key = k8s::Key(pod);
+      whole.uid = uid;
+      whole.node = bound;  // spec.nodeName: immutable once bound, unlike the annotations
+      whole.whole_node = true;
+      if (whole.node.empty()) {
+        // Not bound: no kubelet runs it, so no device plugin served it anything.
+        if (existing != pods_.end()) {
+          ApplyLocked(existing->second, false);
+          pods_by_node_[existing->second.node].erase(uid);
+          pods_.erase(existing);
+        }
+        return PermissionDenied("pod " + k8s::Key(pod) + " " + what + " and is not bound to a node; not counted");
+      }
+      alloc = std::optional<PodAllocation>(std::move(whole));
+      unverified = PermissionDenied("pod " + k8s::Key(pod) + " " + what + "; counted as holding every GPU of node " +
+                                    (*alloc)->node);
+    }
+  }
   if (!alloc.ok() || !alloc->has_value()) {
     // An assumed decision survives older versions of the pod that do not show it yet.
     if (existing != pods_.end() && !existing->second.assumed) {
@@ -178,10 +263,12 @@ Status ClusterState::UpsertPod(const json& pod) {
   }
   PodAllocation a = std::move(**alloc);
   if (existing != pods_.end()) {
-    const PodAllocation& old = existing->second;
-    if (old.node == a.node && old.grants == a.grants && old.init_finished == a.init_finished &&
-        old.num_init == a.num_init) {
+    PodAllocation& old = existing->second;
+    if (a.whole_node && old.whole_node && old.node == a.node) return unverified;
+    if (!a.whole_node && !old.whole_node && old.node == a.node && old.grants == a.grants &&
+        old.init_finished == a.init_finished && old.num_init == a.num_init) {
       existing->second.assumed = false;
+      existing->second.verified = existing->second.verified || a.verified;
       return Status::Ok();
     }
     ApplyLocked(old, false);
@@ -190,7 +277,7 @@ Status ClusterState::UpsertPod(const json& pod) {
   pods_by_node_[a.node].insert(uid);
   pods_[uid] = a;
   ApplyLocked(pods_[uid], true);
-  return Status::Ok();
+  return unverified;
 }
 
 void ClusterState::RemovePod(const json& pod) { Forget(k8s::Uid(pod)); }
@@ -208,6 +295,7 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
   FRACGPU_RETURN_IF_ERROR(core::AddPodGrants(trial, allocation.grants, allocation.num_init, allocation.init_finished));
   PodAllocation a = allocation;
   a.assumed = true;
+  a.verified = true;  // this scheduler's own decision
   pods_by_node_[a.node].insert(a.uid);
   pods_[a.uid] = a;
   it->second.state = std::move(trial);

@@ -14,6 +14,7 @@
 //    an older version of the pod arriving later does not erase it.
 // Thread-safe: readers take a shared lock, writers an exclusive one.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +48,8 @@ struct PodAllocation {
   size_t num_init = 0;
   bool init_finished = false;
   bool assumed = false;  ///< recorded by Bind, not yet seen with annotations through the watch
+  bool verified = false;    ///< its signature verified (or Bind decided it): the grants are fracgpu's
+  bool whole_node = false;  ///< unverifiable and nothing verified known: reserves every GPU of `node`
 };
 
 /// The cluster state cache. See the file comment.
@@ -54,13 +57,26 @@ class ClusterState {
  public:
   explicit ClusterState(std::string gpu_resource = "nvidia.com/gpu");
 
+  /// The HMAC key of `fracgpu.io/allocation-signature` (core/signature.h). With a key, only
+  /// allocations whose signature verifies are counted as written; an unsigned, altered or
+  /// undecodable one — or a bound pod that asks for `gpu_resource` and carries none — is
+  /// counted conservatively (docs/scheduler.md "Accounting only from verified signatures"):
+  /// the last verified allocation of the same UID when the state holds one, else every GPU
+  /// of the pod's node in full (spec.nodeName when bound). Without a key (unsigned mode)
+  /// annotations are trusted. Call before the first UpsertPod.
+  void SetSigningKey(std::string key) { signing_key_ = std::move(key); }
+  /// Pods counted conservatively since start (unsigned or altered allocations).
+  int64_t unverified_allocations() const { return unverified_.load(); }
+
   /// Node added or changed: decodes its devices (a bad register annotation makes the node
   /// GPU-less and is returned as kInvalidArgument naming the node), cordon list, topology
   /// and allocatable count, then re-applies the usage of its pods.
   Status UpsertNode(const nlohmann::json& node);
   void RemoveNode(const std::string& name);
   /// Pod added or changed (see the rules above). Returns kInvalidArgument for a pod whose
-  /// allocation annotation does not decode (the pod is then ignored).
+  /// allocation annotation does not decode (ignored in unsigned mode), kPermissionDenied
+  /// naming the pod when its allocation does not verify (then counted conservatively; the
+  /// caller logs it and records an Event).
   Status UpsertPod(const nlohmann::json& pod);
   void RemovePod(const nlohmann::json& pod);
 
@@ -98,7 +114,7 @@ class ClusterState {
     bool usable = false;
   };
   void RebuildNodeLocked(const std::string& name);
-  void ApplyLocked(const PodAllocation& a, bool add);
+  void ApplyLocked(PodAllocation& a, bool add);
 
   std::string gpu_resource_;
   mutable std::shared_mutex mu_;
@@ -108,6 +124,8 @@ class ClusterState {
   std::map<std::string, std::set<std::string>> pods_by_node_;  // node → uids
   std::set<std::string> applied_;                              // uids whose usage is on their node
   int64_t orphaned_ = 0;
+  std::string signing_key_;
+  std::atomic<int64_t> unverified_{0};
 };
 
 /// Decodes a pod's allocation from its annotations; nullopt when it has none (no

@@ -47,6 +47,14 @@ json GpuPod(const std::string& name, json limits) {
                     {"containers", {{{"name", "c"}, {"resources", {{"limits", limits}}}}}}}}};
 }
 
+// Gives `pod` UID `uid` and the allocation `value` on `node`, signed with kKey as Bind signs.
+void SignedAllocation(json& pod, const std::string& uid, const std::string& node, const std::string& value) {
+  pod["metadata"]["uid"] = uid;
+  pod["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, node},
+                                    {core::kAnnotationVgpuDevicesAllocated, value},
+                                    {core::kAnnotationAllocationSignature, core::SignAllocation(kKey, uid, node, value)}};
+}
+
 // The allocation recorded on a pod, decoded.
 core::PodGrants GrantsOf(const json& pod) {
   auto v = k8s::Annotation(pod, core::kAnnotationVgpuDevicesAllocated);
@@ -148,7 +156,7 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 40000}, {"GPU-b1", 40000}}));
   api_.Put("nodes", {{"metadata", {{"name", "cpu-only"}}}});
   json busy = GpuPod("busy", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}});
-  busy["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-a"}, {core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,8000,0:;"}};
+  SignedAllocation(busy, "uid-busy", "node-a", "GPU-a0,NVIDIA,8000,0:;");
   busy["spec"]["nodeName"] = "node-a";
   api_.Put("pods", busy);
   json pod = api_.Put("pods", GpuPod("train", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10k"}}));
@@ -434,7 +442,7 @@ TEST_F(ExtenderTest, FinishedAndDeletedPodsReleaseTheirSlice) {
 TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json a = GpuPod("a", {{"nvidia.com/gpumem", "1000"}});
-  a["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-a"}, {core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,1000,0:;"}};
+  SignedAllocation(a, "uid-a", "node-a", "GPU-a0,NVIDIA,1000,0:;");
   api_.Put("pods", a);
   auto svc = StartService();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 1000));
@@ -444,7 +452,7 @@ TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   api_.DropWatches();
   api_.Remove("pods", "ml", "a");
   json b = GpuPod("b", {{"nvidia.com/gpumem", "3000"}});
-  b["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-a"}, {core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,3000,0:;"}};
+  SignedAllocation(b, "uid-b", "node-a", "GPU-a0,NVIDIA,3000,0:;");
   api_.Put("pods", b);
   api_.ExpireHistory();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 3000));
@@ -486,6 +494,68 @@ TEST_F(ExtenderTest, WebhookOverHttp) {
   EXPECT_EQ(r["response"]["uid"], "abc");
   EXPECT_EQ(r["response"]["allowed"], false);
   EXPECT_EQ(r["response"]["status"]["code"], 400);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// Issue 15's tenant attacks, with the webhook out of the way (the pods carry the opt-out
+// label and the fake API server has no webhook: edits land as a tenant would make them).
+TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 23028}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 23028}}));
+  json p1 = GpuPod("p1", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "20000"}});
+  p1["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
+  p1 = api_.Put("pods", p1);
+  auto svc = StartService();
+  ASSERT_EQ(Bind(*svc, p1, "node-a")["Error"], "");
+  ReleaseLock("node-a");
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000));
+
+  // Edit-down: the bound pod's allocation rewritten to 1000 MiB (the signature no longer matches).
+  api_.Patch("pods", "ml", "p1",
+             {{"metadata", {{"annotations", {{core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,1000,0:;"}}}}}});
+  ASSERT_TRUE(api_.WaitFor([&] { return svc->state().unverified_allocations() >= 1; }));
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000)) << "the last verified allocation still counts";
+  // A second 20000 MiB pod does not fit on the 23028 MiB card: no over-commit.
+  json p2 = api_.Put("pods", GpuPod("p2", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "20000"}}));
+  json f = Filter(*svc, p2, {"node-a"});
+  EXPECT_EQ(f["NodeNames"], json::array()) << f.dump();
+  EXPECT_NE(Bind(*svc, p2, "node-a")["Error"], "");
+
+  // Removing the annotations altogether does not free the card either.
+  api_.Patch("pods", "ml", "p1",
+             {{"metadata", {{"annotations", {{core::kAnnotationVgpuDevicesAllocated, nullptr},
+                                             {core::kAnnotationAllocationSignature, nullptr}}}}}});
+  ASSERT_TRUE(api_.WaitFor([&] { return svc->state().unverified_allocations() >= 2; }));
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000));
+
+  // A restarted scheduler has no memory of p1's signed allocation: the bound pod with an
+  // unverifiable one holds the whole node (every GPU, all memory and cores).
+  svc->Stop();
+  auto restarted = StartService();
+  ASSERT_TRUE(WaitUsed(*restarted, "node-a", "GPU-a0", 23028));
+  f = Filter(*restarted, p2, {"node-a", "node-b"});
+  EXPECT_EQ(f["NodeNames"], json::array({"node-b"})) << f.dump();
+
+  // A forged, unsigned allocation on an unbound opted-out pod reserves nothing: no device
+  // plugin served it (they verify the signature), and it cannot lower anything either.
+  json forged = GpuPod("forged", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "23028"}});
+  forged["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
+  forged["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-b"},
+                                       {core::kAnnotationVgpuDevicesAllocated, "GPU-b0,NVIDIA,23028,100:;"}};
+  api_.Put("pods", forged);
+  int64_t before = restarted->state().unverified_allocations();
+  ASSERT_TRUE(api_.WaitFor([&] { return restarted->state().unverified_allocations() > before; }));
+  EXPECT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 0));
+  EXPECT_FALSE(restarted->state().Allocation(k8s::Uid(api_.Get("pods", "ml", "forged").value())).has_value());
+  // Each unverifiable allocation was evented.
+  int warned = 0;
+  for (const auto& e : api_.List("events")) warned += e["reason"] == "UnverifiedAllocation";
+  EXPECT_GE(warned, 3);
 }
 
 }  // namespace
