@@ -144,6 +144,7 @@ std::vector<PlacementPolicy> AllPlacementPolicies() {
   all.push_back(PlacementPolicy::kFgdFine);
   all.push_back(PlacementPolicy::kFgdHybrid);
   all.push_back(PlacementPolicy::kFgdKeepFree);
+  all.push_back(PlacementPolicy::kFgdCpuBalance);
   return all;
 }
 
@@ -165,6 +166,7 @@ const char* PlacementPolicyName(PlacementPolicy policy) {
     case PlacementPolicy::kFgdFine: return "FGD-fine";
     case PlacementPolicy::kFgdHybrid: return "FGD-hybrid";
     case PlacementPolicy::kFgdKeepFree: return "FGD+KeepFree";
+    case PlacementPolicy::kFgdCpuBalance: return "FGD+CpuBalance";
   }
   return "?";
 }
@@ -189,7 +191,7 @@ bool UsesFragment(PlacementPolicy policy) {
          policy == PlacementPolicy::kFgdPacking || policy == PlacementPolicy::kFgdGpuWeighted ||
          policy == PlacementPolicy::kFgdCpu || policy == PlacementPolicy::kFgdCpuBestFit ||
          policy == PlacementPolicy::kFgdFine || policy == PlacementPolicy::kFgdHybrid ||
-         policy == PlacementPolicy::kFgdKeepFree;
+         policy == PlacementPolicy::kFgdKeepFree || policy == PlacementPolicy::kFgdCpuBalance;
 }
 
 double PolicyFragment(PlacementPolicy policy, const FragNode& node, const FragWorkload& workload) {
@@ -241,6 +243,21 @@ PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const Fra
                              ? left == 0
                              : left < static_cast<int64_t>(node.num_gpus) * kMilliPerGpu;
       s.score = s.score * 10.0 + (keeps ? 1.0 : 0.0);
+      return s;
+    }
+    case PlacementPolicy::kFgdCpuBalance: {
+      PlacementScore s = FgdScore(node, demand, workload, frag_before, kMaxNodeScore);
+      double cpu = 0, gpu = 0;  // M's CPU per milli-GPU over its GPU shapes
+      for (size_t m = 0; m < workload.shapes.size(); ++m) {
+        if (workload.shapes[m].num_gpus == 0) continue;
+        cpu += workload.popularity[m] * static_cast<double>(workload.shapes[m].cpu_milli);
+        gpu += workload.popularity[m] * static_cast<double>(workload.shapes[m].TotalGpuMilli());
+      }
+      const double ratio = gpu > 0 ? cpu / gpu : 0;
+      const double surplus =
+          static_cast<double>(node.cpu_left - demand.cpu_milli) -
+          ratio * static_cast<double>(node.TotalGpuLeft() - demand.TotalGpuMilli());
+      s.score = s.score * 10.0 + (demand.num_gpus == 0 && surplus >= 0 ? 1.0 : 0.0);
       return s;
     }
     case PlacementPolicy::kFgdPacking: {

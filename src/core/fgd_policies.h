@@ -52,6 +52,10 @@ enum class PlacementPolicy {
   /// CPU strands no GPU there), ties of a GPU pod first to nodes already using a GPU (keeps
   /// whole nodes free for multi-GPU pods); then node order.
   kFgdKeepFree,
+  /// fracgpu: FGD; ties of a CPU-only pod go first to nodes whose CPU surplus after the
+  /// placement — CPU left minus the CPU their GPU left would need at the workload's CPU per GPU,
+  /// r = Σ p·cpu / Σ p·GPU over M's GPU shapes — stays ≥ 0 (CPU to spare), then node order.
+  kFgdCpuBalance,
 };
 
 /// The FGD variant that `fragmentation-aware` selects in the scheduler, the simulator and the

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 #include "core/fit.h"
 
@@ -29,6 +32,51 @@ class PickOrderer : public core::GpuOrderer {
 
  private:
   core::GpuPick pick_;
+};
+
+// Memo of ScoreNode for the FGD family (the authors' simulator memoises node states the same
+// way): a node's score for a demand depends only on the node's state and the demand's CPU, GPU
+// count, share and allowed types, and one placement changes one node. Entries are stamped with
+// the node's version; a node's version moves on every placement there. Decisions are exactly
+// those of core::ChooseNode (same feasibility, same scores, first best in node order).
+class ScoreMemo {
+ public:
+  explicit ScoreMemo(size_t nodes) : version_(nodes, 1) {}
+  void Touch(size_t node) { ++version_[node]; }
+
+  core::Placement Choose(core::PlacementPolicy policy, std::span<const core::FragNode> nodes,
+                         std::span<const double> frag, const core::FragDemand& d,
+                         const core::FragWorkload& w) {
+    const Key key{d.cpu_milli, d.num_gpus, d.gpu_milli, d.type_mask};
+    auto [it, fresh] = ids_.try_emplace(key, table_.size());
+    if (fresh) table_.emplace_back(nodes.size());
+    std::vector<Entry>& row = table_[it->second];
+    core::Placement best;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!core::Fits(nodes[i], d)) continue;
+      Entry& e = row[i];
+      if (e.version != version_[i]) {
+        e.score = core::ScoreNode(policy, nodes[i], d, w, frag[i]);
+        e.version = version_[i];
+      }
+      if (best.node < 0 || e.score.score > best.score) {
+        best.node = static_cast<int32_t>(i);
+        best.score = e.score.score;
+        best.pick = e.score.pick;
+      }
+    }
+    return best;
+  }
+
+ private:
+  using Key = std::tuple<int64_t, int32_t, int32_t, uint64_t>;
+  struct Entry {
+    uint64_t version = 0;
+    core::PlacementScore score;
+  };
+  std::vector<uint64_t> version_;
+  std::map<Key, size_t> ids_;
+  std::vector<std::vector<Entry>> table_;
 };
 
 }  // namespace
@@ -83,6 +131,9 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
     for (const auto& n : nodes) policy_frag.push_back(core::PolicyFragment(policy, n, policy_workload));
   }
 
+  std::optional<ScoreMemo> memo;
+  if (own_workload && options.memoize) memo.emplace(nodes.size());
+
   std::vector<Sample> samples;
   samples.reserve(arrivals.size());
   core::FitOptions fit_options;
@@ -94,8 +145,9 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
     ++out.pods;
     out.arrived_milli += d.TotalGpuMilli();
     const core::Placement p =
-        core::ChooseNode(policy, nodes, own_workload ? policy_frag : node_frag, d,
-                         policy_workload, policy_rng);
+        memo ? memo->Choose(policy, nodes, policy_frag, d, policy_workload)
+             : core::ChooseNode(policy, nodes, own_workload ? policy_frag : node_frag, d,
+                                policy_workload, policy_rng);
     if (p.node < 0) {
       ++out.failed;
       if (options.verify_failures) {
@@ -141,6 +193,7 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
       cluster_frag += f - node_frag[p.node];
       node_frag[p.node] = f;
       if (own_workload) policy_frag[p.node] = core::PolicyFragment(policy, nodes[p.node], policy_workload);
+      if (memo) memo->Touch(static_cast<size_t>(p.node));
       out.used_milli += d.TotalGpuMilli();
     }
     samples.push_back({out.arrived_milli, out.used_milli, cluster_frag});

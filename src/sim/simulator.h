@@ -24,6 +24,9 @@ struct RunOptions {
   /// stably sorted by CPU capacity per GPU (descending: CPU-rich nodes first; ascending).
   enum class NodeOrder { kSeeded, kCpuPerGpuDesc, kCpuPerGpuAsc };
   NodeOrder node_order = NodeOrder::kSeeded;
+  /// FGD family: reuse a node's score for a demand shape until the node changes (same
+  /// decisions as without, several times faster). Off only to cross-check that claim.
+  bool memoize = true;
 };
 
 /// What one run produced.

@@ -3,6 +3,7 @@
 // against the scheduler's core fit.
 #include <gtest/gtest.h>
 
+#include "sim/bound.h"
 #include "sim/simulator.h"
 
 namespace fracgpu::sim {
@@ -125,6 +126,50 @@ TEST(RunExperiment, RealTraceSliceAgreesWithCoreFit) {
     EXPECT_LE(r->used_milli, r->arrived_milli);
     EXPECT_GT(r->arrived_milli, cluster->CapacityMilli() * 129 / 100);
     EXPECT_GT(r->failed, 0);  // 130 % cannot all fit
+    // The score memo of the FGD family changes no decision: the same run without it.
+    if (core::UsesFragment(policy)) {
+      RunOptions plain = options;
+      plain.memoize = false;
+      plain.keep_samples = true;
+      RunOptions memo = plain;
+      memo.memoize = true;
+      auto a = RunExperiment(*cluster, *w, policy, 42, plain);
+      auto b = RunExperiment(*cluster, *w, policy, 42, memo);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(a->failed, b->failed) << core::PlacementPolicyName(policy);
+      ASSERT_EQ(a->samples.size(), b->samples.size());
+      for (size_t i = 0; i < a->samples.size(); ++i) {
+        ASSERT_EQ(a->samples[i].used_milli, b->samples[i].used_milli) << i;
+        ASSERT_DOUBLE_EQ(a->samples[i].frag_milli, b->samples[i].frag_milli) << i;
+      }
+    }
+  }
+}
+
+// The packing bound of a run's arrivals is at least what any policy placed (it bounds them
+// all) and at most the capacity and the arrived request.
+TEST(ArrivalBounds, BoundEveryPolicyOnTheRealTraceSlice) {
+  auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
+  auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
+  ASSERT_TRUE(nodes.ok() && pods.ok());
+  nodes->resize(60);
+  pods->resize(400);
+  auto cluster = BuildCluster(*nodes, "nodes");
+  ASSERT_TRUE(cluster.ok());
+  auto w = PrepareWorkload(*pods, *cluster, 95, "pods");
+  ASSERT_TRUE(w.ok());
+  const int pcts[] = {100, 130};
+  auto bound = ArrivalBounds(*cluster, *w, 42, 1.3, pcts);
+  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  ASSERT_EQ(bound->size(), 2u);
+  EXPECT_LE((*bound)[0], (*bound)[1] + 1e-9);
+  EXPECT_LE((*bound)[1], 100.0 + 1e-9);
+  for (auto policy : core::AllPlacementPolicies()) {
+    auto r = RunExperiment(*cluster, *w, policy, 42);
+    ASSERT_TRUE(r.ok());
+    const double placed = 100.0 * static_cast<double>(r->used_milli) /
+                          static_cast<double>(cluster->CapacityMilli());
+    EXPECT_LE(placed, (*bound)[1] + 1e-9) << core::PlacementPolicyName(policy);
   }
 }
 
