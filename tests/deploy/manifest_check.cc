@@ -43,7 +43,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::set<std::string> kClusterScoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
-                                              "MutatingWebhookConfiguration"};
+                                              "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+                                              "ValidatingAdmissionPolicyBinding"};
 
 std::string S(const YAML::Node& n) {
   if (!n.IsDefined() || !n.IsScalar()) return "";
