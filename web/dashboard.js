@@ -39,7 +39,7 @@ function gpuCard(g) {
           el('tr', {}, el('td', {}, s.pod), el('td', {}, s.namespace), el('td', {}, `${s.mem_mib.toLocaleString()} MiB`),
              // cores 0: no SM limit, the card's cores are time-shared (CONTRACT.md §1).
              el('td', { title: s.cores === 0 ? 'no SM limit: time-shared' : 'SM share' },
-                s.cores === 0 ? 'shared' : `${s.cores} %`)))))
+                s.cores === 0 ? 'time-shared' : `${s.cores} %`)))))
     : el('p', { class: 'help' }, 'No slices.');
   return el('article', { class: 'gpu', 'aria-label': `GPU ${g.index} ${g.uuid}` },
     el('h4', {}, `#${g.index} ${g.type}`, badges),

@@ -69,10 +69,68 @@ function setList(el, items) {
   }));
 }
 
+// MiB as people read it: "20480 MiB (20 GiB)".
+function mib(n) {
+  return n >= 1024 && n % 1024 === 0 ? `${n} MiB (${n / 1024} GiB)` : `${n} MiB`;
+}
+
+/** One per-node line of the fit: where it fits and what the slice means on each candidate. */
+export function nodeLine(n) {
+  if (!n.fits) return `${n.node}: does not fit — ${n.reason}`;
+  const cands = (n.candidates ?? []).map((c) => `${c.uuid} ${mib(c.mem_mib)} of ${c.devmem_mib} MiB`);
+  return `${n.node}: fits — would take ${n.gpus.join(', ')}; candidates: ${cands.join(', ')}`;
+}
+
+// Which input a validation message is about, and that input's label: the message is shown
+// next to it ("Cores %: must be …") as well as in the list.
+function fieldOf(message) {
+  const m = mode();
+  const rules = [
+    [/gpumem-percentage|memory_percent/, 'frac-mem'],
+    [/nvidia\.com\/gpumem\b|memory_value/, m === 'cores' ? 'cores-mem' : 'mem-value'],
+    [/gpucores|cores_percent/, m === 'fraction' ? 'frac-cores' : (m === 'memory' ? 'mem-cores' : 'cores-value')],
+    [/nvidia\.com\/gpu\b|^gpus\b/, 'gpus'],
+    [/^namespace\b/, 'namespace'],
+    [/^name\b/, 'name'],
+    [/^cpu\b/, 'cpu'],
+    [/^memory\b/, 'memory'],
+  ];
+  for (const [re, id] of rules) if (re.test(message)) return id;
+  return null;
+}
+
+function showFieldErrors(messages) {
+  for (const old of document.querySelectorAll('.field-error')) {
+    const input = $(old.dataset.for);
+    if (input) {
+      input.removeAttribute('aria-invalid');
+      input.setAttribute('aria-describedby', (input.getAttribute('aria-describedby') ?? '')
+        .split(' ').filter((d) => d && d !== old.id).join(' '));
+    }
+    old.remove();
+  }
+  for (const message of messages) {
+    const id = fieldOf(message);
+    const input = id && $(id);
+    if (!input || $(`${id}-error`)) continue;
+    const label = document.querySelector(`label[for="${id}"]`)?.textContent.trim() ?? id;
+    const small = document.createElement('small');
+    small.className = 'field-error';
+    small.id = `${id}-error`;
+    small.dataset.for = id;
+    small.setAttribute('role', 'alert');
+    small.textContent = `${label}: ${message}`;
+    input.insertAdjacentElement('afterend', small);
+    input.setAttribute('aria-invalid', 'true');
+    input.setAttribute('aria-describedby', `${input.getAttribute('aria-describedby') ?? ''} ${small.id}`.trim());
+  }
+}
+
 function render(preview) {
   $('yaml').textContent = preview.yaml ?? '';
   setList($('errors'), preview.errors ?? []);
   $('errors').classList.toggle('empty', !(preview.errors ?? []).length);
+  showFieldErrors(preview.errors ?? []);
   setList($('warnings'), preview.warnings ?? []);
   const fit = preview.fit;
   const fitEl = $('fit');
@@ -85,15 +143,14 @@ function render(preview) {
   }
   fitEl.textContent = fit.message;
   fitEl.classList.add(fit.fits ? 'ok' : 'no');
-  setList($('fit-nodes'), (fit.per_node ?? []).map((n) =>
-    n.fits ? `${n.node}: fits (on ${n.gpus.join(', ')}; ${n.eligible.length} GPU(s) eligible)`
-           : `${n.node}: does not fit — ${n.reason}`));
+  setList($('fit-nodes'), (fit.per_node ?? []).map(nodeLine));
   $('fit-details').open = !fit.fits;
 }
 
 function showError(message) {
   setList($('errors'), [message]);
   $('errors').classList.remove('empty');
+  showFieldErrors([message]);
 }
 
 let timer = null;
@@ -149,7 +206,8 @@ async function loadNotebooks() {
     tbody.replaceChildren(...body.notebooks.map((nb) => {
       const tr = document.createElement('tr');
       const gpu = Object.entries(nb.limits).filter(([k]) => k.startsWith('nvidia.com/'))
-        .map(([k, v]) => `${k.replace('nvidia.com/', '')}=${v}`).join(' ');
+        .map(([k, v]) => (k === 'nvidia.com/gpucores' && String(v) === '0'
+          ? 'gpucores=0 (time-shared)' : `${k.replace('nvidia.com/', '')}=${v}`)).join(' ');
       for (const text of [nb.name, nb.state, nb.image, gpu || '—']) {
         const td = document.createElement('td');
         td.textContent = text;

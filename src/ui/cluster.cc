@@ -144,16 +144,21 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
   json per_node = json::array();
   for (const auto& node : nodes) {
     json eligible = json::array();
+    json candidates = json::array();  // what the slice means on each eligible card, in MiB
     for (const auto& g : node.gpus) {
-      if (core::CheckGpu(*first, request, g) == core::FitReason::kFits) eligible.push_back(g.info.uuid);
+      if (core::CheckGpu(*first, request, g) == core::FitReason::kFits) {
+        eligible.push_back(g.info.uuid);
+        candidates.push_back({{"uuid", g.info.uuid}, {"mem_mib", first->MemOn(g.info.devmem_mib)},
+                              {"devmem_mib", g.info.devmem_mib}, {"free_mem_mib", g.FreeMemMib()}});
+      }
     }
     if (cordoned.count(node.name)) {
       per_node.push_back({{"node", node.name}, {"fits", false}, {"eligible", eligible}, {"gpus", json::array()},
-                          {"reason", kCordonedNodeReason}});
+                          {"candidates", candidates}, {"reason", kCordonedNodeReason}});
       continue;
     }
     auto result = core::Fit(request, node, fit_options);
-    json entry = {{"node", node.name}, {"fits", result.fits}, {"eligible", eligible}};
+    json entry = {{"node", node.name}, {"fits", result.fits}, {"eligible", eligible}, {"candidates", candidates}};
     if (result.fits) {
       ++fit_nodes;
       fit_gpus += static_cast<int64_t>(eligible.size());
@@ -168,11 +173,18 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
     }
     per_node.push_back(std::move(entry));
   }
-  std::string message = fit_nodes > 0 ? "fits now on " + std::to_string(fit_gpus) + " GPU" +
-                                            (fit_gpus == 1 ? "" : "s") + " of " + std::to_string(fit_nodes) +
-                                            " node" + (fit_nodes == 1 ? "" : "s")
-                                      : (nodes.empty() ? "fits on no node: the cluster has no GPU nodes"
-                                                       : "fits on no node");
+  // Say what the pod takes apart from where it could go: "fits now on 2 GPUs of 2 nodes" for a
+  // 1-GPU request read as "will use 2 GPUs".
+  int64_t takes = 0;
+  for (const auto& c : request.containers) takes = std::max<int64_t>(takes, c.num_gpus);
+  auto plural = [](int64_t n, const char* word) {
+    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+  };
+  std::string message =
+      fit_nodes > 0 ? "fits now: takes " + plural(takes, "GPU") + " on one node; " + plural(fit_nodes, "node") +
+                          " of " + std::to_string(nodes.size()) + " can take it (" + plural(fit_gpus, "candidate GPU") +
+                          ")"
+                    : (nodes.empty() ? "fits on no node: the cluster has no GPU nodes" : "fits on no node");
   return {{"fits", fit_nodes > 0}, {"gpus", fit_gpus}, {"nodes", fit_nodes}, {"total_nodes", nodes.size()},
           {"message", message}, {"per_node", per_node}};
 }

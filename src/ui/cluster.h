@@ -62,7 +62,7 @@ inline constexpr char kCordonedNodeReason[] =
     "node is cordoned (spec.unschedulable): no new pods are scheduled there";
 
 /// Where the request fits now: {"fits": bool, "gpus": N, "nodes": M, "total_nodes": T,
-/// "message": "fits now on N GPUs of M nodes" | "fits on no node",
+/// "message": "fits now: takes G GPU(s) on one node; M nodes of T can take it (N candidate GPUs)" | "fits on no node",
 /// "per_node": [{node, fits, gpus: [uuid...] (the GPUs Fit would pick), eligible: [uuid...],
 /// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
 /// check for the first GPU-using container on the nodes where the whole pod fits; M those

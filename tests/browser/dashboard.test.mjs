@@ -52,7 +52,7 @@ test('every GPU of the seeded cluster with its bars and slices', async () => {
       const rows = await card.locator('table.slices tbody tr').evaluateAll((trs) =>
         trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
       assert.deepEqual(rows.sort(), g.slices.map((s) => [s.pod, s.namespace, `${fmt(s.mem)} MiB`,
-                                                         s.cores === 0 ? 'shared' : `${s.cores} %`]).sort());
+                                                         s.cores === 0 ? 'time-shared' : `${s.cores} %`]).sort());
     }
   }
   const total = allGpus.reduce((s, g) => s + g.devmem, 0);

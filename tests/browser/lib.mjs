@@ -191,8 +191,11 @@ export function expectedFit(req) {
   let nodes = 0;
   const perNode = {};
   const eligible = {};
+  const candidates = {};
+  let total = 0;
   for (const n of seedGpus()) {
     if (!n.gpuReady) continue;
+    total += 1;
     const reasons = n.gpus.map((g) => {
       const need = req.memMiB ?? Math.floor((g.devmem * (req.memPercent ?? 100)) / 100);
       if (!g.health) return 'CardNotHealth';
@@ -210,6 +213,9 @@ export function expectedFit(req) {
     });
     const passing = reasons.filter((r) => r === null).length;
     eligible[n.name] = passing;
+    // What the slice takes on each passing card, in MiB (the UI shows it per candidate).
+    candidates[n.name] = n.gpus.filter((g, i) => reasons[i] === null).map((g) => ({
+      uuid: g.uuid, mem: req.memMiB ?? Math.floor((g.devmem * (req.memPercent ?? 100)) / 100), devmem: g.devmem }));
     if (n.unschedulable) {
       perNode[n.name] = 'node is cordoned (spec.unschedulable): no new pods are scheduled there';
     } else if (req.gpus > n.gpus.length) {
@@ -224,13 +230,23 @@ export function expectedFit(req) {
         .map((r) => `${all.filter((x) => x === r).length}/${all.length} ${r}`).join(', ');
     }
   }
-  return { gpus, nodes, perNode, eligible };
+  return { gpus, nodes, perNode, eligible, candidates, total, takes: req.gpus };
 }
 
-/** The UI's sentence for a fit: "fits now on 2 GPUs of 1 node" / "fits on no node". */
-export function fitMessage({ gpus, nodes }) {
+/**
+ * The UI's sentence for a fit, which says what the pod takes apart from where it could go:
+ * "fits now: takes 1 GPU on one node; 2 nodes of 3 can take it (4 candidate GPUs)" / "fits on no node".
+ */
+export function fitMessage({ gpus, nodes, total, takes }) {
   if (nodes === 0) return 'fits on no node';
-  return `fits now on ${gpus} GPU${gpus === 1 ? '' : 's'} of ${nodes} node${nodes === 1 ? '' : 's'}`;
+  const pl = (n, w) => `${n} ${w}${n === 1 ? '' : 's'}`;
+  return `fits now: takes ${pl(takes, 'GPU')} on one node; ${pl(nodes, 'node')} of ${total} can take it ` +
+         `(${pl(gpus, 'candidate GPU')})`;
+}
+
+/** "20480 MiB (20 GiB)" as the UI writes MiB. */
+function mibText(n) {
+  return n >= 1024 && n % 1024 === 0 ? `${n} MiB (${n / 1024} GiB)` : `${n} MiB`;
 }
 
 /** The GPU types present in the seed, sorted (what the form offers). */
@@ -307,8 +323,10 @@ export function expectedNodeLines(fit) {
   return seedGpus().filter((n) => n.gpuReady).map((n) => {
     const reason = fit.perNode[n.name];
     // Which GPUs the policy picks is the scheduler's business; how many pass is checked.
-    return reason === null ? new RegExp(`^${n.name}: fits \\(on GPU-[a-z0-9]+(, GPU-[a-z0-9]+)*; ${fit.eligible[n.name]} GPU\\(s\\) eligible\\)$`)
-                           : `${n.name}: does not fit — ${reason}`;
+    if (reason !== null) return `${n.name}: does not fit — ${reason}`;
+    const cands = fit.candidates[n.name].map((c) => `${c.uuid} ${mibText(c.mem)} of ${c.devmem} MiB`).join(', ');
+    const esc = (t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    return new RegExp(`^${n.name}: fits — would take GPU-[a-z0-9]+(, GPU-[a-z0-9]+)*; candidates: ${esc(cands)}$`);
   });
 }
 

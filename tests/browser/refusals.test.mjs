@@ -18,7 +18,7 @@ test('a user the SubjectAccessReview denies sees why, and nothing is created', a
   const spec = { name: 'nb-bob', namespace: 'team-a', gpus: 1, mode: 'fraction', fraction: '50' };
   await fillForm(page, spec);
   // The preview is for everyone: it reads the cluster, creates nothing.
-  await waitFor(page, () => document.getElementById('fit').textContent.startsWith('fits now on'), null,
+  await waitFor(page, () => document.getElementById('fit').textContent.startsWith('fits now:'), null,
                 'the fit preview');
   await page.click('#create');
   const refusal = 'Not created: user "bob" may not create notebooks (kubeflow.org) in namespace "team-a": no RBAC policy matched';
@@ -68,6 +68,10 @@ test('out-of-range values show the webhook\'s message and no fit', async () => {
   const page = await openForm(bob.context);
   await fillForm(page, { name: 'nb1', gpus: 1, mode: 'cores', coresValue: 150 });
   await waitForText(page, '#errors', 'container "nb1": nvidia.com/gpucores must be an integer 0..100, got "150"');
+  // The same message sits next to the field it is about, with that field's label.
+  await waitForText(page, '#cores-value-error', 'Cores %: container "nb1": nvidia.com/gpucores must be an integer 0..100, got "150"');
+  assert.equal(await page.locator('#cores-value').getAttribute('aria-invalid'), 'true');
+  assert.match(await page.locator('#cores-value').getAttribute('aria-describedby'), /cores-value-error/);
   await waitForText(page, '#fit', 'Fix the values above to see where it fits.');
   assert.equal(await page.locator('#fit-nodes li').count(), 0);
   // A bad name is the form's own check (the API answers 400 naming the field).
@@ -75,4 +79,26 @@ test('out-of-range values show the webhook\'s message and no fit', async () => {
   await waitFor(page, () => document.getElementById('errors').textContent.includes('name'), null,
                 'an error naming the field "name"', async () => page.locator('#errors').textContent());
   assert.match(await page.locator('#errors').textContent(), /Bad_Name/);
+  await waitFor(page, () => (document.getElementById('name-error')?.textContent ?? '').startsWith('Name: name'), null,
+                'the name error next to the Name field', async () => page.locator('#errors').textContent());
+  assert.equal(await page.locator('#cores-value-error').count(), 0, 'the fixed cores error is gone');
+});
+
+test('the form fits a 420 px wide screen', async () => {
+  const narrow = await launch({ user: 'bob', width: 420, height: 800 });
+  try {
+    const page = await openForm(narrow.context);
+    await waitFor(page, () => document.getElementById('fit').textContent.startsWith('fits now:'), null, 'the fit preview');
+    for (const m of ['fraction', 'memory', 'cores', 'whole']) {
+      await page.check(`input[name="mode"][value="${m}"]`);
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 420, `mode ${m}: the page is ${width} px wide at a 420 px viewport`);
+    }
+    await page.click('#advanced summary');
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 420, `advanced open: the page is ${width} px wide`);
+    await screenshot(page, 'ui-form-420px.png');
+  } finally {
+    await narrow.close();
+  }
 });

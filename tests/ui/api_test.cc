@@ -34,13 +34,16 @@ TEST_F(UiApiTest, PreviewFractionHalf) {
   EXPECT_NE(p["yaml"].get<std::string>().find("nvidia.com/gpumem-percentage: \"50\""), std::string::npos);
   // 50 % of 40960 = 20480: GPU-a0 (40960 free) yes, GPU-a1 (10240 free) no;
   // node-b is cordoned (and 50 % of 15360 = 7680 > 5360 free on GPU-b0 anyway).
-  EXPECT_EQ(p["fit"]["message"], "fits now on 1 GPU of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   EXPECT_EQ(p["fit"]["gpus"], 1);
   EXPECT_EQ(p["fit"]["nodes"], 1);
   EXPECT_EQ(p["fit"]["total_nodes"], 2);
   ASSERT_EQ(p["fit"]["per_node"].size(), 2u);
   EXPECT_EQ(p["fit"]["per_node"][0]["node"], "node-a");
   EXPECT_EQ(p["fit"]["per_node"][0]["gpus"], json({"GPU-a0"}));
+  // What 50 % means on the candidate card: 20480 of its 40960 MiB (all 40960 free).
+  EXPECT_EQ(p["fit"]["per_node"][0]["candidates"],
+            json::parse(R"([{"uuid":"GPU-a0","mem_mib":20480,"devmem_mib":40960,"free_mem_mib":40960}])"));
   EXPECT_EQ(p["fit"]["per_node"][1]["node"], "node-b");
   EXPECT_EQ(p["fit"]["per_node"][1]["fits"], false);
   EXPECT_EQ(p["fit"]["per_node"][1]["reason"], kCordonedNodeReason);
@@ -48,7 +51,7 @@ TEST_F(UiApiTest, PreviewFractionHalf) {
   // Uncordoned, GPU-b0 is judged on its own: too little memory.
   Uncordon(fake_);
   p = Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
-  EXPECT_EQ(p["fit"]["message"], "fits now on 1 GPU of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   EXPECT_EQ(p["fit"]["per_node"][1]["reason"], "1/1 CardInsufficientMemory")
       << p["fit"]["per_node"][1]["reason"];
 }
@@ -57,7 +60,7 @@ TEST_F(UiApiTest, CordonedNodeNeverFits) {
   // 4096 MiB, time-shared: GPU-b0 passes every per-GPU check (5360 MiB free), but node-b is
   // cordoned: kube-scheduler would not place the pod there.
   json p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
-  EXPECT_EQ(p["fit"]["message"], "fits now on 2 GPUs of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   EXPECT_EQ(p["fit"]["per_node"][1]["node"], "node-b");
   EXPECT_EQ(p["fit"]["per_node"][1]["fits"], false);
   EXPECT_EQ(p["fit"]["per_node"][1]["eligible"], json({"GPU-b0"}));
@@ -68,27 +71,27 @@ TEST_F(UiApiTest, CordonedNodeNeverFits) {
   EXPECT_EQ(p["fit"]["message"], "fits on no node");
   Uncordon(fake_);
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
-  EXPECT_EQ(p["fit"]["message"], "fits now on 3 GPUs of 2 nodes");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
 }
 
 TEST_F(UiApiTest, PreviewMemoryModes) {
   // 8 GiB = 8192 MiB, cores 30: GPU-a0 and GPU-a1 (10240 free); GPU-b0 has 5360 free.
   json p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":8,"memory_unit":"GiB","cores_percent":30})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8192"}, {"nvidia.com/gpucores", "30"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now on 2 GPUs of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   Uncordon(fake_);
   // 4096 MiB, no cores (time-shared): every GPU; GPU-b0's 50 % booked cores do not matter.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now on 3 GPUs of 2 nodes");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
   // Never T4 → the two A100s only.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096},"nouse_types":["T4"])");
   EXPECT_EQ(p["notebook"]["metadata"]["annotations"], json({{"nvidia.com/nouse-gputype", "T4"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now on 2 GPUs of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   // Only GPU-b0.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096},"use_uuids":["GPU-b0"])");
   EXPECT_EQ(p["notebook"]["metadata"]["annotations"], json({{"nvidia.com/use-gpuuuid", "GPU-b0"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now on 1 GPU of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   EXPECT_EQ(p["fit"]["per_node"][1]["gpus"], json({"GPU-b0"}));
 }
 
@@ -97,14 +100,14 @@ TEST_F(UiApiTest, PreviewCoresModes) {
   // Cores 30 alone: memory is the whole card; only GPU-a0 has all its memory free.
   json p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":30})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now on 1 GPU of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   // Cores 30 + 2048 MiB: a0, a1 (10240 free, 0 cores used), b0 (5360 free, 50 + 30 ≤ 100).
   p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":30,"memory_value":2048})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "2048"}, {"nvidia.com/gpucores", "30"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now on 3 GPUs of 2 nodes");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
   // Cores 60 + 2048 MiB: b0 has 50 % free cores → a0 and a1 only.
   p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":60,"memory_value":2048})");
-  EXPECT_EQ(p["fit"]["message"], "fits now on 2 GPUs of 1 node");
+  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   EXPECT_NE(p["fit"]["per_node"][1]["reason"].get<std::string>().find("CardInsufficientCore"), std::string::npos);
 }
 
