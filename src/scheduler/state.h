@@ -103,6 +103,13 @@ class ClusterState {
   std::optional<PodAllocation> Allocation(const std::string& uid) const;
   /// Every allocation (for metrics and tests).
   std::vector<PodAllocation> Allocations() const;
+  /// Calls fn(allocation) for every allocation under one shared lock, without copies (the
+  /// fragmentation-aware bind counts their shapes); fn must not call back into the state.
+  template <typename Fn>
+  void ForEachAllocation(Fn&& fn) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    for (const auto& [uid, a] : pods_) fn(a);
+  }
   /// Every usable node (for metrics and tests), sorted by name.
   std::vector<core::NodeState> Nodes() const;
   /// Number of pods whose usage could not be applied (GPU gone from the node).
