@@ -18,8 +18,12 @@ core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& n
   if (policy != core::GpuPolicy::kFragmentationAware) {
     return core::FitFragmentationAware(req, node, {}, default_policy);
   }
-  return core::FitFragmentationAware(req, node, TargetWorkload(state.Allocations(), req),
-                                     default_policy);
+  // Counted in place under the state's lock: copying every allocation cost 20 ms at 5,000
+  // nodes (bench_frag_bind).
+  core::ShapeCounter counter;
+  state.ForEachAllocation([&](const PodAllocation& a) { counter.AddGrants(a.grants); });
+  counter.AddRequest(req);
+  return core::FitFragmentationAware(req, node, counter.Workload(), default_policy);
 }
 
 }  // namespace fracgpu::scheduler
