@@ -1041,93 +1041,21 @@ CUresult cuGraphLaunch(CUgraphExec g, CUstream st) noexcept {
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream st) noexcept { return cuGraphLaunch(g, st); }
 
-// ---- cuGetProcAddress ----
-namespace {
-struct ProcEntry {
+// ---- cuGetProcAddress: the driver's variant table (src/vgpu/cuda_variants.def, generated from
+// the CUDA 13.0 toolkit) with the fake's function for each ELF name (fake_exports.cc) ----
+namespace fracgpu::fakes {
+struct FakeVariant {
   const char* base;
-  int version;  // CUDA version that introduced this variant
-  bool per_thread;
+  int version;
+  int flavour;
+  const char* elf;
   void* fn;
 };
-#define E(base, ver, pt, fn) {base, ver, pt, reinterpret_cast<void*>(&fn)}
-const ProcEntry kProcs[] = {
-    E("cuInit", 2000, false, cuInit),
-    E("cuDriverGetVersion", 2020, false, cuDriverGetVersion),
-    E("cuGetProcAddress", 11030, false, cuGetProcAddress),
-    E("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
-    E("cuGetErrorName", 6000, false, cuGetErrorName),
-    E("cuGetExportTable", 3000, false, cuGetExportTable),
-    E("cuDeviceGet", 2000, false, cuDeviceGet),
-    E("cuDeviceGetCount", 2000, false, cuDeviceGetCount),
-    E("cuDeviceGetName", 2000, false, cuDeviceGetName),
-    E("cuDeviceGetUuid", 9020, false, cuDeviceGetUuid),
-    E("cuDeviceGetUuid", 11040, false, cuDeviceGetUuid_v2),
-    E("cuDeviceTotalMem", 3020, false, cuDeviceTotalMem_v2),
-    E("cuDeviceGetAttribute", 2000, false, cuDeviceGetAttribute),
-    E("cuDeviceGetDefaultMemPool", 11020, false, cuDeviceGetDefaultMemPool),
-    E("cuDeviceGetMemPool", 11020, false, cuDeviceGetMemPool),
-    E("cuCtxCreate", 3020, false, cuCtxCreate_v2),
-    E("cuCtxCreate", 11040, false, cuCtxCreate_v3),
-    E("cuCtxCreate", 12050, false, cuCtxCreate_v4),
-    E("cuCtxDestroy", 4000, false, cuCtxDestroy_v2),
-    E("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),
-    E("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
-    E("cuCtxGetDevice", 2000, false, cuCtxGetDevice),
-    E("cuCtxPushCurrent", 4000, false, cuCtxPushCurrent_v2),
-    E("cuCtxPopCurrent", 4000, false, cuCtxPopCurrent_v2),
-    E("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
-    E("cuCtxSynchronize", 13000, false, cuCtxSynchronize_v2),
-    E("cuDevicePrimaryCtxRetain", 7000, false, cuDevicePrimaryCtxRetain),
-    E("cuDevicePrimaryCtxRelease", 7000, false, cuDevicePrimaryCtxRelease),
-    E("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
-    E("cuDevicePrimaryCtxReset", 7000, false, cuDevicePrimaryCtxReset),
-    E("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
-    E("cuMemGetInfo", 3020, false, cuMemGetInfo_v2),
-    E("cuMemAlloc", 3020, false, cuMemAlloc_v2),
-    E("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
-    E("cuMemAllocManaged", 6000, false, cuMemAllocManaged),
-    E("cuMemFree", 3020, false, cuMemFree_v2),
-    E("cuMemAllocHost", 3020, false, cuMemAllocHost_v2),
-    E("cuMemFreeHost", 2000, false, cuMemFreeHost),
-    E("cuMemcpyHtoD", 3020, false, cuMemcpyHtoD_v2),
-    E("cuMemcpyDtoH", 3020, false, cuMemcpyDtoH_v2),
-    E("cuMemAllocAsync", 11020, false, cuMemAllocAsync),
-    E("cuMemAllocAsync", 11020, true, cuMemAllocAsync_ptsz),
-    E("cuMemAllocFromPoolAsync", 11020, false, cuMemAllocFromPoolAsync),
-    E("cuMemAllocFromPoolAsync", 11020, true, cuMemAllocFromPoolAsync_ptsz),
-    E("cuMemFreeAsync", 11020, false, cuMemFreeAsync),
-    E("cuMemFreeAsync", 11020, true, cuMemFreeAsync_ptsz),
-    E("cuMemPoolCreate", 11020, false, cuMemPoolCreate),
-    E("cuMemPoolDestroy", 11020, false, cuMemPoolDestroy),
-    E("cuMemPoolTrimTo", 11020, false, cuMemPoolTrimTo),
-    E("cuMemPoolSetAttribute", 11020, false, cuMemPoolSetAttribute),
-    E("cuMemPoolGetAttribute", 11020, false, cuMemPoolGetAttribute),
-    E("cuMemCreate", 10020, false, cuMemCreate),
-    E("cuMemRelease", 10020, false, cuMemRelease),
-    E("cuMemAddressReserve", 10020, false, cuMemAddressReserve),
-    E("cuMemAddressFree", 10020, false, cuMemAddressFree),
-    E("cuMemMap", 10020, false, cuMemMap),
-    E("cuMemUnmap", 10020, false, cuMemUnmap),
-    E("cuArrayCreate", 3020, false, cuArrayCreate_v2),
-    E("cuArray3DCreate", 3020, false, cuArray3DCreate_v2),
-    E("cuArrayDestroy", 2000, false, cuArrayDestroy),
-    E("cuMipmappedArrayCreate", 5000, false, cuMipmappedArrayCreate),
-    E("cuMipmappedArrayDestroy", 5000, false, cuMipmappedArrayDestroy),
-    E("cuStreamCreate", 2000, false, cuStreamCreate),
-    E("cuStreamDestroy", 4000, false, cuStreamDestroy_v2),
-    E("cuStreamSynchronize", 2000, false, cuStreamSynchronize),
-    E("cuStreamSynchronize", 7000, true, cuStreamSynchronize_ptsz),
-    E("cuLaunchKernel", 4000, false, cuLaunchKernel),
-    E("cuLaunchKernel", 7000, true, cuLaunchKernel_ptsz),
-    E("cuLaunchKernelEx", 11060, false, cuLaunchKernelEx),
-    E("cuLaunchKernelEx", 11060, true, cuLaunchKernelEx_ptsz),
-    E("cuLaunchCooperativeKernel", 9000, false, cuLaunchCooperativeKernel),
-    E("cuLaunchCooperativeKernel", 9000, true, cuLaunchCooperativeKernel_ptsz),
-    E("cuGraphLaunch", 10000, false, cuGraphLaunch),
-    E("cuGraphLaunch", 10000, true, cuGraphLaunch_ptsz),
-};
-#undef E
+extern const FakeVariant kFakeVariants[];
+extern const int kFakeVariantCount;
+}  // namespace fracgpu::fakes
 
+namespace {
 // FAKE_CUDA_NEWER_VARIANT=<base>:<version>: the driver has a variant of <base> introduced at
 // <version>, newer than the CUDA 13.0 tables know (a future driver); requests at or above it
 // get this function, which answers CUDA_ERROR_NOT_SUPPORTED if ever called.
@@ -1149,15 +1077,16 @@ CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_
     }
   }
   const bool want_ptsz = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  const ProcEntry* best = nullptr;
+  const fracgpu::fakes::FakeVariant* best = nullptr;
   bool found_name = false;
-  for (const ProcEntry& e : kProcs) {
+  for (int i = 0; i < fracgpu::fakes::kFakeVariantCount; ++i) {
+    const fracgpu::fakes::FakeVariant& e = fracgpu::fakes::kFakeVariants[i];
     if (std::strcmp(e.base, symbol) != 0) continue;
     found_name = true;
     if (e.version > cuda_version) continue;
-    if (e.per_thread && !want_ptsz) continue;
-    if (!best || e.per_thread > best->per_thread ||
-        (e.per_thread == best->per_thread && e.version > best->version))
+    bool pt = e.flavour != 0;
+    if (pt && !want_ptsz) continue;
+    if (!best || pt > (best->flavour != 0) || (pt == (best->flavour != 0) && e.version > best->version))
       best = &e;
   }
   *pfn = best ? best->fn : nullptr;

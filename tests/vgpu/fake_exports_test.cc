@@ -1,0 +1,83 @@
+// The fake libcuda.so.1 exports every ELF name the real driver exports (the CUDA 13.0 stub's
+// list, data/cuda/libcuda_exports.txt); the ones it does not implement answer
+// CUDA_ERROR_NOT_SUPPORTED and are exactly tests/fakes/cuda/not_supported.txt; its
+// cuGetProcAddress_v2 resolves every base name of the variant table at 13000.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "vgpu/cuda_variants.def"
+
+namespace {
+
+std::set<std::string> ReadList(const std::string& path) {
+  std::set<std::string> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#') out.insert(line);
+  return out;
+}
+
+struct Fake {
+  Fake() {
+    setenv("FAKE_CUDA_DRIVER_VERSION", "13000", 1);
+    lib = dlopen(FRACGPU_FAKES_LIB "/libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  }
+  ~Fake() {
+    if (lib) dlclose(lib);
+  }
+  void* lib = nullptr;
+};
+
+TEST(FakeCudaExports, EveryDriverNameIsExportedAndTheUnimplementedAreListed) {
+  auto exports = ReadList(FRACGPU_SOURCE_DIR "/data/cuda/libcuda_exports.txt");
+  auto listed = ReadList(FRACGPU_SOURCE_DIR "/tests/fakes/cuda/not_supported.txt");
+  ASSERT_EQ(exports.size(), 637u);  // nm -D --defined-only of the CUDA 13.0 stub
+  Fake fake;
+  ASSERT_NE(fake.lib, nullptr) << dlerror();
+  auto is_stub = reinterpret_cast<int (*)(const char*)>(dlsym(fake.lib, "fakeCudaIsNotSupported"));
+  ASSERT_NE(is_stub, nullptr);
+  std::set<std::string> stubs;
+  for (const std::string& name : exports) {
+    EXPECT_NE(dlsym(fake.lib, name.c_str()), nullptr) << name;
+    int s = is_stub(name.c_str());
+    EXPECT_GE(s, 0) << name;
+    if (s == 1) stubs.insert(name);
+  }
+  EXPECT_EQ(stubs, listed);
+  for (const std::string& name : listed) EXPECT_TRUE(exports.count(name)) << name;
+  // An unimplemented one answers CUDA_ERROR_NOT_SUPPORTED.
+  auto graph_trim = reinterpret_cast<int (*)(int)>(dlsym(fake.lib, "cuDeviceGraphMemTrim"));
+  ASSERT_NE(graph_trim, nullptr);
+  if (listed.count("cuDeviceGraphMemTrim")) {
+    EXPECT_EQ(graph_trim(0), 801);
+  }
+}
+
+TEST(FakeCudaExports, GetProcAddressResolvesEveryBaseNameOfTheTable) {
+  Fake fake;
+  ASSERT_NE(fake.lib, nullptr) << dlerror();
+  using Gpa = int (*)(const char*, void**, int, unsigned long long, int*);
+  auto gpa = reinterpret_cast<Gpa>(dlsym(fake.lib, "cuGetProcAddress_v2"));
+  ASSERT_NE(gpa, nullptr);
+  int checked = 0;
+#define FRACGPU_CHECK_ROW(base, ver, fl, elf)                                         \
+  {                                                                                   \
+    void* fn = nullptr;                                                               \
+    int status = -1;                                                                  \
+    /* at exactly its version, with its flavour: this variant's own ELF function */  \
+    int r = gpa(#base, &fn, ver, fl ? 2 : 0, &status);                                \
+    EXPECT_EQ(r, 0) << #base;                                                         \
+    EXPECT_EQ(status, 0) << #base " v" #ver;                                          \
+    EXPECT_EQ(fn, dlsym(fake.lib, #elf)) << #base " v" #ver " -> " #elf;             \
+    ++checked;                                                                        \
+  }
+  FRACGPU_CUDA_VARIANTS(FRACGPU_CHECK_ROW)
+#undef FRACGPU_CHECK_ROW
+  EXPECT_EQ(checked, 614);
+}
+
+}  // namespace
