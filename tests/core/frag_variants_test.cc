@@ -102,6 +102,28 @@ TEST(FgdScore, FineAndHybridVariants) {
   EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdHybrid, node, Demand(1000, 0, 0), w, before).score, 50);
 }
 
+// M = one shape (2 vCPU, 1 × 500): r = 2000 / 500 = 4 millicores per milli-GPU. A CPU-only pod
+// of 1 vCPU changes no F on nodes with ≥ 3 vCPU left (score 50 everywhere). Node A: 4 vCPU,
+// 1000 milli left → surplus after = 3000 − 4 × 1000 < 0; node B: 8 vCPU, 1000 left → 7000 − 4000
+// ≥ 0. FGD takes A (first); CpuBalance takes B (its CPU is spare).
+TEST(FgdCpuBalance, CpuOnlyPodsGoWhereCpuIsSpare) {
+  const FragWorkload w = OneShape(Demand(2000, 1, 500));
+  const std::vector<FragNode> nodes = {MakeNode(4000, {1000}), MakeNode(8000, {1000})};
+  std::vector<double> frag;
+  for (const auto& n : nodes) frag.push_back(NodeFragment(n, w));
+  SeededRng rng(1, 0);
+  const FragDemand cpu_pod = Demand(1000, 0, 0);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgd, nodes, frag, cpu_pod, w, rng).node, 0);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgdCpuBalance, nodes, frag, cpu_pod, w, rng).node, 1);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuBalance, nodes[1], cpu_pod, w, frag[1]).score, 501);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuBalance, nodes[0], cpu_pod, w, frag[0]).score, 500);
+  // GPU pods: no tie-break, FGD's score × 10.
+  const FragDemand gpu_pod = Demand(0, 1, 500);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuBalance, nodes[1], gpu_pod, w, frag[1]).score,
+            10 * ScoreNode(PlacementPolicy::kFgd, nodes[1], gpu_pod, w, frag[1]).score);
+  EXPECT_EQ(ParsePlacementPolicy("fragmentation-aware").value(), PlacementPolicy::kFgdCpuBalance);
+}
+
 TEST(ShapeCounter, CountsSharesOfGrantsAndTheIncomingPod) {
   ShapeCounter counter;
   EXPECT_TRUE(counter.Workload().empty());
