@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/codec_json.h"
+
 namespace fracgpu::ui {
 namespace {
 
@@ -121,8 +123,13 @@ bool IsDnsLabel(const std::string& s) {
 }
 
 Result<NotebookForm> DecodeNotebookForm(const std::string& body) {
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgument("request body is not valid JSON");
+  // Depth-bounded (core/codec_json.h): Shown() below dumps values, which recurses (issue 15).
+  auto parsed = core::ParseJsonBounded(body, "request body");
+  if (!parsed.ok()) {
+    return parsed.status().message().find("nests") != std::string::npos ? parsed.status()
+                                                                         : InvalidArgument("request body is not valid JSON");
+  }
+  json doc = std::move(*parsed);
   if (!doc.is_object()) return InvalidArgument("request body must be a JSON object, got " + Shown(doc).substr(0, 80));
   NotebookForm form;
   FRACGPU_RETURN_IF_ERROR(ReadString(doc, "name", "", &form.name));

@@ -167,5 +167,15 @@ TEST(YamlTest, NotebookTextShowsLimits) {
             "1");
 }
 
+// Issue 15: a depth bomb is refused while parsing (it used to reach Shown()'s recursive dump).
+TEST(FormTest, DepthBombIsRefused) {
+  for (const std::string& body : {std::string(100000, '[') + std::string(100000, ']'),
+                                  "{\"name\":" + std::string(100000, '[') + std::string(100000, ']') + "}"}) {
+    auto form = DecodeNotebookForm(body);
+    ASSERT_FALSE(form.ok());
+    EXPECT_EQ(form.status().message(), "request body nests objects/arrays deeper than 64 levels");
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::ui
