@@ -1,7 +1,7 @@
 # The README's two set-up commands. Both install what is missing first.
 #   make demo  — builds and runs `fracgpu simulate` on the bundled Alibaba trace
 #   make test  — builds and runs the whole suite, release and ASan+UBSan
-.PHONY: demo test deps build-release build-asan fuzz bench clean image
+.PHONY: demo test deps build-release build-asan fuzz bench clean image sandbox
 
 deps:
 	@bash scripts/install-deps.sh
@@ -57,3 +57,10 @@ image:
 	  DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t $(IMAGE) . && \
 	  echo "built $(IMAGE); next: docker push $(IMAGE), and set it under images: in deploy/kustomization.yaml"; \
 	fi
+
+# fracgpu without a GPU or a cluster (README): fake driver + NVML for `fracgpu run`, and the
+# fake API server with a seeded cluster + `fracgpu ui` on 127.0.0.1. Ctrl-C stops it.
+sandbox: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release --target fracgpu vgpu fake_cuda fake_nvml vgpu_app fake-apiserver
+	bash scripts/sandbox.sh --build build/release
