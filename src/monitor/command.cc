@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -14,6 +15,8 @@
 #include "k8s/clock.h"
 #include "k8s/config.h"
 #include "k8s/signals.h"
+#include "enforce/nvml_processes.h"
+#include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
 
@@ -38,6 +41,14 @@ struct Flags {
   std::string kubeconfig;
   std::string nvml_library = "libnvidia-ml.so.1";
   bool once = false;
+  // Enforcement (docs/enforcement.md).
+  double enforce_interval_s = 0.5;
+  std::string enforce_memory = "kill";
+  std::string enforce_mismatch = "report";
+  std::string enforce_unmanaged = "report";
+  int enforce_confirm_polls = 2;
+  std::string proc_root = "/proc";
+  bool no_enforce = false;
 };
 
 std::string Env(const char* name) {
@@ -78,8 +89,35 @@ int Run(const Flags& f) {
     pods = std::make_unique<monitor::K8sPodLister>(client.get());
   }
   monitor::Monitor mon(options, nvml.get(), pods.get());
+  std::unique_ptr<enforce::NvmlProcesses> driver;
+  std::unique_ptr<monitor::K8sEventSink> events;
+  std::unique_ptr<monitor::NodeEnforcer> enforcer;
+  if (!f.no_enforce) {
+    monitor::EnforcementOptions eo;
+    eo.hook_path = f.hook_path;
+    eo.proc_root = f.proc_root;
+    eo.policy.confirm_polls = f.enforce_confirm_polls;
+    if (!enforce::ParseAction(f.enforce_memory, &eo.policy.memory) ||
+        !enforce::ParseAction(f.enforce_mismatch, &eo.policy.region_mismatch) ||
+        !enforce::ParseAction(f.enforce_unmanaged, &eo.policy.unmanaged)) {
+      spdlog::error("--enforce-memory/--enforce-mismatch/--enforce-unmanaged: none, report or kill");
+      return 2;
+    }
+    if (auto d = enforce::NvmlProcesses::Open(f.nvml_library); d.ok()) {
+      driver = std::move(*d);
+      if (client) events = std::make_unique<monitor::K8sEventSink>(client.get());
+      enforcer = std::make_unique<monitor::NodeEnforcer>(eo, driver.get(), events.get(), &mon.registry());
+      spdlog::info("enforcement on: every {} s, memory {}, region mismatch {}", f.enforce_interval_s, f.enforce_memory,
+                   f.enforce_mismatch);
+    } else {
+      // Said loudly and counted: without NVML there is no driver truth to enforce.
+      spdlog::error("enforcement OFF: {}", d.status().ToString());
+      mon.registry().Add("fracgpu_monitor_errors_total", {{"source", "nvml_processes"}});
+    }
+  }
   if (f.once) {
     mon.Poll(monitor::MonotonicNowNs());
+    if (enforcer) enforcer->Poll(monitor::MonotonicNowNs(), mon.known_pods());
     std::fputs(mon.registry().Render().c_str(), stdout);
     return 0;
   }
@@ -99,10 +137,22 @@ int Run(const Flags& f) {
     return 1;
   }
   spdlog::info("monitor on {} (node {}, regions under {})", server.BaseUrl(), f.node_name, mon.containers_root());
-  auto period = std::chrono::nanoseconds(static_cast<int64_t>(f.interval_s * 1e9));
+  const uint64_t period = static_cast<uint64_t>(f.interval_s * 1e9);
+  const uint64_t enforce_period = static_cast<uint64_t>(f.enforce_interval_s * 1e9);
+  uint64_t next_metrics = 0, next_enforce = 0;
   while (!stop.stopped()) {
-    mon.Poll(monitor::MonotonicNowNs());
-    stop.WaitFor(period);
+    uint64_t now = monitor::MonotonicNowNs();
+    if (now >= next_metrics) {
+      mon.Poll(now);
+      next_metrics = now + period;
+    }
+    if (enforcer && now >= next_enforce) {
+      enforcer->Poll(monitor::MonotonicNowNs(), mon.known_pods());
+      next_enforce = now + enforce_period;
+    }
+    uint64_t wake = enforcer ? std::min(next_metrics, next_enforce) : next_metrics;
+    uint64_t after = monitor::MonotonicNowNs();
+    if (wake > after) stop.WaitFor(std::chrono::nanoseconds(wake - after));
   }
   server.Stop();
   spdlog::info("monitor stopped");
@@ -131,6 +181,19 @@ void RegisterMonitorCommand(CLI::App& app) {
   cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)");
   cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen");
   cmd->add_flag("--once", flags->once, "poll once, print the metrics to stdout and exit");
+  cmd->add_option("--enforce-interval", flags->enforce_interval_s, "seconds between checks of the driver's account")
+      ->check(CLI::Range(0.05, 60.0));
+  cmd->add_option("--enforce-memory", flags->enforce_memory,
+                  "over the memory limit: kill (default), report or none; pods override with fracgpu.io/enforcement");
+  cmd->add_option("--enforce-mismatch", flags->enforce_mismatch,
+                  "driver usage above the region's claim (bypass, edited region): report (default), kill or none");
+  cmd->add_option("--enforce-unmanaged", flags->enforce_unmanaged,
+                  "a process on a fracgpu GPU in no fracgpu container: report (default) or none (never killed)");
+  cmd->add_option("--enforce-confirm-polls", flags->enforce_confirm_polls,
+                  "consecutive polls a finding must persist before it is acted on")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--proc-root", flags->proc_root, "the host's /proc (the DaemonSet runs with hostPID)");
+  cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
   cmd->callback([flags] {
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -74,6 +74,10 @@ class Monitor {
   /// The metrics (Prometheus text via Render()).
   metrics::Registry& registry() { return registry_; }
 
+  /// This node's pods seen by the last polls, by UID (kept while the API server is down); for
+  /// the enforcement (monitor/enforcement.h). Same thread as Poll().
+  const std::map<std::string, PodRef>& known_pods() const { return known_pods_; }
+
   /// The region directory root: <hook_path>/vgpu/containers.
   std::string containers_root() const { return options_.hook_path + "/vgpu/containers"; }
 

@@ -3,6 +3,7 @@
 // (<pod UID>_<container>) after its pod's namespace and name, and removes directories of pods
 // that are gone. K8sPodLister asks the API server; tests use an in-memory lister.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@ struct PodRef {
   std::string uid;
   std::string namespace_name;
   std::string name;
+  /// CRI container ID (status.containerStatuses[].containerID without "<runtime>://") → name:
+  /// how the enforcement maps a process's cgroup to its container.
+  std::map<std::string, std::string> container_names;
+  /// Annotation fracgpu.io/enforcement ("report" | "kill"), "" when absent: the pod's opt-in
+  /// memory action (docs/enforcement.md).
+  std::string enforcement;
 
   bool operator==(const PodRef&) const = default;
 };

@@ -1,0 +1,242 @@
+#include "monitor/enforcement.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "enforce/region_claims.h"
+#include "k8s/client.h"
+#include "monitor/container_dirs.h"
+#include "vgpu/limits.h"
+
+namespace fracgpu::monitor {
+namespace {
+
+constexpr size_t kMaxLimitsFileBytes = 64 * 1024;
+
+const char* EventReason(enforce::Reason r, bool killed) {
+  if (killed) return "GPUProcessKilled";
+  switch (r) {
+    case enforce::Reason::kMemoryOverLimit: return "GPUMemoryOverLimit";
+    case enforce::Reason::kRegionMismatch: return "GPURegionMismatch";
+    case enforce::Reason::kUnmanagedProcess: return "GPUUnmanagedProcess";
+    case enforce::Reason::kSmOverLimit: return "GPUSMOverLimit";
+    case enforce::Reason::kLimitsUnreadable: return "GPULimitsUnreadable";
+  }
+  return "GPUEnforcement";
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t c = s.find(',', pos);
+    if (c == std::string::npos) c = s.size();
+    out.push_back(s.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
+// Reads a limits file (written by the device plugin, mode 0444, outside the tenant's reach):
+// bounded, no symlink followed. Errors name the path.
+Result<std::string> ReadLimitsText(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Unavailable(path + ": " + std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return Unavailable(path + ": " + std::strerror(e));
+    }
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxLimitsFileBytes) {
+      ::close(fd);
+      return InvalidArgument(path + ": larger than " + std::to_string(kMaxLimitsFileBytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
+
+void K8sEventSink::PodWarning(const PodRef& pod, const std::string& reason, const std::string& message) {
+  nlohmann::json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"namespace", pod.namespace_name},
+                                                                                  {"name", pod.name},
+                                                                                  {"uid", pod.uid}}}};
+  Status st = client_->CreateEvent(involved, "Warning", reason, message, "fracgpu-monitor");
+  if (!st.ok()) spdlog::warn("event {} on pod {}/{} not recorded: {}", reason, pod.namespace_name, pod.name, st.ToString());
+}
+
+NodeEnforcer::NodeEnforcer(EnforcementOptions options, enforce::ProcessSource* processes, EventSink* events,
+                           metrics::Registry* registry)
+    : options_(std::move(options)),
+      processes_(processes),
+      events_(events),
+      registry_(registry),
+      reader_(options_.proc_root),
+      resolver_(&reader_),
+      enforcer_(options_.policy) {
+  using metrics::Type;
+  registry_->Describe("fracgpu_enforcement_violations_total", Type::kCounter,
+                      "Confirmed enforcement findings (episodes, not polls), by reason (docs/enforcement.md).");
+  registry_->Describe("fracgpu_enforcement_kills_total", Type::kCounter,
+                      "Processes SIGKILLed by the enforcement, by reason.");
+  registry_->Describe("fracgpu_enforcement_polls_total", Type::kCounter, "Enforcement polls of the driver's account.");
+}
+
+std::vector<enforce::Finding> NodeEnforcer::Poll(uint64_t now_ns, const std::map<std::string, PodRef>& pods,
+                                                 const std::map<std::string, std::map<uint32_t, double>>& sm) {
+  registry_->Add("fracgpu_enforcement_polls_total", {});
+  enforce::Observation obs;
+  obs.now_ns = now_ns;
+  std::set<std::string> managed;
+  std::map<std::string, std::string> dir_of;  // "<uid>/<container>" → dir name
+  std::map<std::string, std::vector<std::string>> containers_of_pod;
+
+  // Containers with fracgpu limits.
+  const std::string vgpu = options_.hook_path + "/vgpu";
+  if (DIR* d = ::opendir((vgpu + "/limits").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string file = e->d_name;
+      if (file.size() <= 4 || file.substr(file.size() - 4) != ".env") continue;
+      auto parsed = ParseContainerDirName(file.substr(0, file.size() - 4));
+      if (!parsed.ok()) continue;
+      enforce::ContainerState c;
+      c.id = {parsed->pod_uid, parsed->container};
+      std::vector<std::string> uuids;
+      auto text = ReadLimitsText(vgpu + "/limits/" + file);
+      if (!text.ok()) {
+        c.limits_ok = false;
+        c.limits_error = text.status().message();
+      } else {
+        auto config = std::make_unique<vgpu::Config>();
+        vgpu::ParseLimitsFile(config.get(), text->data(), text->size());
+        vgpu::FinishConfig(config.get());
+        uuids = SplitComma(config->visible_devices);
+        if (config->error_count > 0) {
+          c.limits_ok = false;
+          c.limits_error = config->error;
+        } else if (uuids.empty()) {
+          c.limits_ok = false;
+          c.limits_error = "NVIDIA_VISIBLE_DEVICES names no GPU";
+        }
+        for (size_t i = 0; i < uuids.size() && i < static_cast<size_t>(vgpu::kMaxDevices); ++i) {
+          bool fail_closed = false;
+          c.memory_limit_bytes[uuids[i]] = vgpu::EffectiveMemoryLimit(*config, static_cast<int>(i), &fail_closed);
+          c.sm_limit_percent[uuids[i]] = vgpu::EffectiveSmLimit(*config, static_cast<int>(i));
+          managed.insert(uuids[i]);
+        }
+      }
+      std::string& last = last_limits_error_[parsed->name];
+      if (!c.limits_ok && last != c.limits_error) spdlog::warn("limits of {}: {}", parsed->name, c.limits_error);
+      last = c.limits_ok ? "" : c.limits_error;
+      auto claims = enforce::ReadRegionClaims(vgpu + "/containers/" + parsed->name + "/region.cache", uuids);
+      if (claims.ok()) {
+        c.claims = std::move(*claims);
+        for (const auto& [uuid, _] : c.claims) managed.insert(uuid);
+      } else if (claims.status().code() != StatusCode::kNotFound) {
+        c.region_ok = false;  // zeroed, truncated, foreign: the tenant's region cannot be trusted
+        c.region_error = claims.status().message();
+      }
+      auto pod = pods.find(c.id.pod_uid);
+      enforce::Action a;
+      if (pod != pods.end() && !pod->second.enforcement.empty() && enforce::ParseAction(pod->second.enforcement, &a))
+        c.memory_action = a;
+      containers_of_pod[c.id.pod_uid].push_back(c.id.container);
+      obs.containers.push_back(std::move(c));
+    }
+    ::closedir(d);
+  }
+
+  // The driver's account.
+  std::vector<std::string> errors;
+  auto gpus = processes_->Sample(&errors);
+  std::string nvml_error = gpus.ok() ? "" : gpus.status().message();
+  for (const auto& e : errors) nvml_error += (nvml_error.empty() ? "" : "; ") + e;
+  if (!nvml_error.empty()) {
+    registry_->Add("fracgpu_monitor_errors_total", {{"source", "nvml_processes"}});
+    if (nvml_error != last_nvml_error_) spdlog::warn("enforcement: NVML: {} (still polling)", nvml_error);
+  } else if (!last_nvml_error_.empty()) {
+    spdlog::info("enforcement: NVML answers again");
+  }
+  last_nvml_error_ = nvml_error;
+  if (!gpus.ok()) return {};
+  obs.gpus = std::move(*gpus);
+
+  // Host PID → container, for processes on managed GPUs only.
+  std::set<enforce::ContainerId> known;
+  for (const auto& c : obs.containers) known.insert(c.id);
+  for (auto& g : obs.gpus) {
+    g.managed = managed.count(g.uuid) > 0;
+    if (!g.managed) continue;
+    if (auto u = sm.find(g.uuid); u != sm.end()) g.sm_utilization = u->second;
+    for (const auto& p : g.processes) {
+      if (obs.owners.count(p.host_pid) || obs.exited.count(p.host_pid)) continue;
+      auto id = resolver_.Resolve(p.host_pid);
+      if (!id.ok()) {
+        // Gone between NVML and /proc (exited mid-poll), or not a Kubernetes container.
+        if (!reader_.StartTime(p.host_pid).ok()) obs.exited.insert(p.host_pid);
+        continue;
+      }
+      std::string container;
+      if (auto pod = pods.find(id->cgroup.pod_uid); pod != pods.end()) {
+        auto n = pod->second.container_names.find(id->cgroup.container_id);
+        if (n != pod->second.container_names.end()) container = n->second;
+      }
+      if (container.empty()) {
+        // Without the pod's status: a pod with a single fracgpu container is unambiguous.
+        auto c = containers_of_pod.find(id->cgroup.pod_uid);
+        if (c != containers_of_pod.end() && c->second.size() == 1) container = c->second.front();
+      }
+      if (container.empty()) continue;
+      enforce::ContainerId cid{id->cgroup.pod_uid, container};
+      if (!known.count(cid)) continue;
+      obs.owners[p.host_pid] = enforce::ProcessOwner{cid, id->start_time};
+    }
+  }
+  resolver_.Sweep();
+
+  std::vector<enforce::Finding> findings = enforcer_.Evaluate(obs);
+  for (const auto& f : findings)
+    if (f.new_episode || f.action == enforce::Action::kKill) Act(f, pods);
+  return findings;
+}
+
+void NodeEnforcer::Act(const enforce::Finding& f, const std::map<std::string, PodRef>& pods) {
+  const char* reason = enforce::ReasonName(f.reason);
+  std::string outcome;
+  bool killed = false;
+  if (f.action == enforce::Action::kKill) {
+    Status st = enforce::KillIfSame(reader_, f.pid, f.start_time);
+    if (st.ok()) {
+      killed = true;
+      registry_->Add("fracgpu_enforcement_kills_total", {{"reason", reason}});
+      outcome = "; killed pid " + std::to_string(f.pid);
+      spdlog::warn("enforcement: killed pid {}: {}", f.pid, f.Describe());
+    } else if (st.code() != StatusCode::kNotFound) {
+      outcome = "; kill failed: " + st.message();
+      spdlog::error("enforcement: cannot kill pid {}: {}", f.pid, st.ToString());
+    }
+  }
+  if (!f.new_episode) return;
+  registry_->Add("fracgpu_enforcement_violations_total", {{"reason", reason}});
+  std::string message = f.Describe() + outcome;
+  spdlog::warn("enforcement: {}", message);
+  if (events_ == nullptr || !f.container) return;
+  auto pod = pods.find(f.container->pod_uid);
+  if (pod == pods.end()) return;  // no API server: log and metric only
+  events_->PodWarning(pod->second, EventReason(f.reason, killed), message);
+}
+
+}  // namespace fracgpu::monitor
