@@ -81,3 +81,33 @@ TEST(FakeCudaExports, GetProcAddressResolvesEveryBaseNameOfTheTable) {
 }
 
 }  // namespace
+
+namespace {
+
+// The fake NVML answers the legacy names (nvmlDeviceGetHandleByIndex, the v1/_v2 process list).
+TEST(FakeNvmlExports, LegacyNamesAnswerLikeTheirSuccessors) {
+  setenv("FAKE_GPU_DEVICES", "GPU-11111111-1111-1111-1111-111111111111:1024", 1);
+  void* lib = dlopen(FRACGPU_FAKES_LIB "/libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+  auto by_index = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex"));
+  auto by_index2 = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  using Procs = int (*)(void*, unsigned*, void*);
+  auto p1 = reinterpret_cast<Procs>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses"));
+  auto p2 = reinterpret_cast<Procs>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2"));
+  ASSERT_TRUE(init && by_index && by_index2 && p1 && p2);
+  ASSERT_EQ(init(), 0);
+  void *h1 = nullptr, *h2 = nullptr;
+  EXPECT_EQ(by_index(0, &h1), 0);
+  EXPECT_EQ(by_index2(0, &h2), 0);
+  EXPECT_EQ(h1, h2);
+  EXPECT_NE(by_index(7, &h1), 0);  // no such device: an error, as from _v2
+  unsigned count = 0;
+  EXPECT_EQ(p1(h2, &count, nullptr), 0);  // no process holds the fake GPU
+  EXPECT_EQ(count, 0u);
+  EXPECT_EQ(p2(h2, &count, nullptr), 0);
+  EXPECT_EQ(p1(h2, nullptr, nullptr), 2);  // NVML_ERROR_INVALID_ARGUMENT
+  dlclose(lib);
+}
+
+}  // namespace

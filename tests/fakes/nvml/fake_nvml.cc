@@ -190,6 +190,36 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   return NVML_SUCCESS;
 }
 
+// Legacy names real programs still call (HAMi-core's cuInit path uses the first two):
+// nvmlDeviceGetHandleByIndex (v1, same arguments as _v2), nvmlDeviceGetComputeRunningProcesses
+// (v1: nvmlProcessInfo_v1_t {unsigned int pid; unsigned long long usedGpuMemory;}, nvml.h)
+// and _v2 (the v2 layout of _v3).
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) noexcept {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) noexcept {
+  return nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos);
+}
+struct nvmlProcessInfo_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                  nvmlProcessInfo_v1_t* infos) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  std::vector<ProcUsage> procs = Processes(i);
+  if (*count < procs.size() || (!infos && !procs.empty())) {
+    *count = static_cast<unsigned>(procs.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t k = 0; k < procs.size(); ++k) infos[k] = nvmlProcessInfo_v1_t{procs[k].pid, procs[k].used};
+  *count = static_cast<unsigned>(procs.size());
+  return NVML_SUCCESS;
+}
+
 // Utilisation from the virtual clock (tests/fakes/cuda/fake_clock.h). Samples are taken at the
 // caller's virtual time, in its simulation turn; timestamps are virtual microseconds. Busy
 // time is kept per process, not per device: the fake reports it on every device (tests use
