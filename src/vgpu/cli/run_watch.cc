@@ -22,6 +22,7 @@
 #include "enforce/enforce.h"
 #include "enforce/nvml_processes.h"
 #include "enforce/proc.h"
+#include "enforce/region_claims.h"
 
 namespace fracgpu::vgpu::cli {
 namespace {
@@ -49,35 +50,6 @@ uint64_t NowNs() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// The region's claims: GPU UUID → host PID → bytes of its active slot. `uuid_of_ordinal` names
-// devices the region lists without a UUID. False when the file is absent or not a region.
-bool ReadClaims(const std::string& path, const std::vector<std::string>& uuid_of_ordinal,
-                std::map<std::string, std::map<uint32_t, uint64_t>>* claims, std::string* error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    *error = fmt::format("{}: {}", path, std::strerror(errno));
-    return false;
-  }
-  static Region r;  // large (≈ 400 KiB): not on the stack; one watch per process
-  ssize_t n = ::pread(fd, &r, sizeof r, 0);
-  ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof r) || RegionValidate(&r, sizeof r) != RegionError::kOk) {
-    *error = fmt::format("{}: not a valid region ({} bytes read)", path, n);
-    return false;
-  }
-  for (const RegionSlot& s : r.slots) {
-    if (s.state.load(std::memory_order_relaxed) != kSlotActive) continue;
-    int32_t pid = s.host_pid > 0 ? s.host_pid : s.pid;
-    if (pid <= 0) continue;
-    for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
-      std::string uuid(r.devices[d].uuid, strnlen(r.devices[d].uuid, kUuidSize));
-      if (uuid.empty() && d < uuid_of_ordinal.size()) uuid = uuid_of_ordinal[d];
-      if (!uuid.empty()) (*claims)[uuid][static_cast<uint32_t>(pid)] += s.used[d].load(std::memory_order_relaxed);
-    }
-  }
-  return true;
 }
 
 // Whether `pid` descends from this process (run is the subreaper: orphans of the command are
@@ -229,6 +201,7 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
   bool done = false;
   std::set<uint32_t> reported_without_library;
   while (!done) {
+    bool killed_now = false;
     for (pid_t w; (w = ::waitpid(-1, &child_status, WNOHANG)) > 0;) {
       if (w == child) {
         done = true;
@@ -246,8 +219,8 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
       enforce::ContainerState c;
       c.id = tree;
       c.memory_limit_bytes = limits;
-      std::string region_error;
-      if (!ReadClaims(options.region, uuid_of_ordinal, &c.claims, &region_error)) c.claims.clear();
+      // No region yet (no process initialised libvgpu.so) or an unusable one: no claims.
+      if (auto claims = enforce::ReadRegionClaims(options.region, uuid_of_ordinal); claims.ok()) c.claims = std::move(*claims);
       for (auto& g : obs.gpus) {
         g.managed = limits.count(g.uuid) > 0;
         if (!g.managed) continue;
@@ -272,7 +245,7 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
           } else if (st.code() != StatusCode::kNotFound) {
             std::fprintf(stderr, "fracgpu run: cannot kill pid %u: %s\n", f.pid, st.message().c_str());
           }
-          if (st.ok()) killed = true;
+          if (st.ok()) killed = killed_now = true;
         } else if (f.reason == enforce::Reason::kRegionMismatch && f.new_episode) {
           if (f.claimed_bytes == 0 && !reported_without_library.count(f.pid)) {
             reported_without_library.insert(f.pid);
@@ -287,7 +260,9 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
         }
       }
     }
-    timespec ts{static_cast<time_t>(watch.poll_ms / 1000), static_cast<long>(watch.poll_ms % 1000) * 1'000'000L};
+    // Right after a kill, look again soon: the killed child is reaped (and run exits) at once.
+    uint32_t sleep_ms = killed_now ? 5 : watch.poll_ms;
+    timespec ts{static_cast<time_t>(sleep_ms / 1000), static_cast<long>(sleep_ms % 1000) * 1'000'000L};
     while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
   }
