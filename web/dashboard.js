@@ -37,7 +37,7 @@ function gpuCard(g) {
         el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, ...g.slices.map((s) =>
           el('tr', {}, el('td', {}, s.pod), el('td', {}, s.namespace), el('td', {}, `${s.mem_mib.toLocaleString()} MiB`),
-             // cores 0: no SM limit, the card's cores are time-shared (CONTRACT.md §1).
+             // cores 0: no SM limit, the card's cores are time-shared (docs/design/CONTRACT.md §1).
              el('td', { title: s.cores === 0 ? 'no SM limit: time-shared' : 'SM share' },
                 s.cores === 0 ? 'time-shared' : `${s.cores} %`)))))
     : el('p', { class: 'help' }, 'No slices.');

@@ -1,5 +1,5 @@
 // `fracgpu certs`: the webhook's CA and serving certificate, its caBundle and the signing key
-// (reconcile.h). Thin main (STYLE.md): flags → CertsOptions → Reconcile.
+// (reconcile.h). Thin main (docs/design/STYLE.md): flags → CertsOptions → Reconcile.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 

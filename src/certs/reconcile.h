@@ -14,7 +14,7 @@
 //   right after a CA rotation, so the API server trusts the old serving certificate until the
 //   scheduler reloads the new one).
 // - Secret `<signing_key_secret>` (Opaque, key `key`): the HMAC key of
-//   `fracgpu.io/allocation-signature` (CONTRACT.md §2), 32 random bytes hex-encoded; created when
+//   `fracgpu.io/allocation-signature` (docs/design/CONTRACT.md §2), 32 random bytes hex-encoded; created when
 //   absent, never changed (changing it would void every signed allocation in flight).
 
 #include <ctime>

@@ -1,4 +1,4 @@
-// fracgpu: one executable, several subcommands (ARCHITECTURE.md). Each component registers
+// fracgpu: one executable, several subcommands (docs/design/ARCHITECTURE.md). Each component registers
 // its own subcommand (fracgpu_add_command in CMake); this file only dispatches.
 #include <CLI/CLI.hpp>
 #include <cstdio>

@@ -1,8 +1,8 @@
 #pragma once
-// The annotation keys fracgpu's own components write on pods and nodes — CONTRACT.md §2
+// The annotation keys fracgpu's own components write on pods and nodes — docs/design/CONTRACT.md §2
 // ("What the system writes (users must never set these)") — declared once, for the
 // scheduler, the device plugin and the webhook's guard of them. HAMi's key names
-// (hami-behaviour.md), so a cluster can mix HAMi and fracgpu components.
+// (docs/design/hami-behaviour.md), so a cluster can mix HAMi and fracgpu components.
 //
 // The signature key of §2 lock 3, `fracgpu.io/allocation-signature`, is declared with its
 // signing functions in core/signature.h (core::kAnnotationAllocationSignature) and is
@@ -14,7 +14,7 @@
 
 namespace fracgpu::core {
 
-// ---- pod annotations (CONTRACT.md §2, pod table) ----
+// ---- pod annotations (docs/design/CONTRACT.md §2, pod table) ----
 
 /// Node name the scheduler chose.
 inline constexpr char kAnnotationVgpuNode[] = "hami.io/vgpu-node";
@@ -31,7 +31,7 @@ inline constexpr char kAnnotationBindPhase[] = "hami.io/bind-phase";
 /// Unix seconds of the bind.
 inline constexpr char kAnnotationBindTime[] = "hami.io/bind-time";
 
-/// Values of kAnnotationBindPhase (CONTRACT.md §2).
+/// Values of kAnnotationBindPhase (docs/design/CONTRACT.md §2).
 inline constexpr char kBindPhaseAllocating[] = "allocating";
 inline constexpr char kBindPhaseSuccess[] = "success";
 inline constexpr char kBindPhaseFailed[] = "failed";
@@ -45,7 +45,7 @@ inline constexpr std::array<const char*, 7> kSystemPodAnnotations = {
 inline constexpr std::array<const char*, 2> kDevicePluginPodAnnotations = {kAnnotationVgpuDevicesToAllocate,
                                                                            kAnnotationBindPhase};
 
-// ---- node annotations (CONTRACT.md §2, node table) ----
+// ---- node annotations (docs/design/CONTRACT.md §2, node table) ----
 
 /// The node's GPUs, written by the device plugin on change and every 30 s (JSON array, or
 /// HAMi's legacy colon format; core/codec.h).

@@ -1,4 +1,4 @@
-// Annotation codecs of CONTRACT.md §2 and hami-behaviour.md §3.3 / §3.5.
+// Annotation codecs of docs/design/CONTRACT.md §2 and docs/design/hami-behaviour.md §3.3 / §3.5.
 
 #include "core/codec.h"
 

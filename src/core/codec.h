@@ -1,5 +1,5 @@
 #pragma once
-// Encoders/decoders of the annotations exchanged between components (CONTRACT.md §2).
+// Encoders/decoders of the annotations exchanged between components (docs/design/CONTRACT.md §2).
 // Decoders take outside input: they validate everything, return kInvalidArgument naming the
 // field and value, and never crash (fuzzed under tests/fuzz/).
 
@@ -15,7 +15,7 @@ namespace fracgpu::core {
 // 0..2147483647, got -5") but not the annotation key: callers add it with Status::WithPrefix.
 // Bounds: MiB and split counts fit int32 as in HAMi (devmem ≤ 2147483647 MiB).
 
-/// Encodes `hami.io/node-nvidia-register` as the JSON array of CONTRACT.md §2, every field
+/// Encodes `hami.io/node-nvidia-register` as the JSON array of docs/design/CONTRACT.md §2, every field
 /// written, in HAMi's field order (id, index, count, devmem, devcore, type, numa, health, mode).
 std::string EncodeNodeRegister(const std::vector<DeviceInfo>& devices);
 /// Decodes `hami.io/node-nvidia-register`: the JSON array (absent or null fields read as zero,
@@ -39,7 +39,7 @@ std::string EncodePodGrants(const PodGrants& grants);
 Result<PodGrants> DecodePodGrants(const std::string& value);
 
 /// Decodes `hami.io/node-nvidia-score` (JSON array of {"uuid", "score": {uuid: int}},
-/// hami-behaviour.md §3.3); scores are integers 0..2147483647, a missing score map is empty,
+/// docs/design/hami-behaviour.md §3.3); scores are integers 0..2147483647, a missing score map is empty,
 /// an empty value is no scores. Errors name the entry, the uuid and the field.
 Result<TopologyScores> DecodeTopologyScores(const std::string& value);
 

@@ -1,6 +1,6 @@
 #pragma once
 // Device inventory (what a node's GPUs offer, from `hami.io/node-nvidia-register`) and
-// allocations (what a pod was given, `hami.io/vgpu-devices-allocated`), CONTRACT.md §2.
+// allocations (what a pod was given, `hami.io/vgpu-devices-allocated`), docs/design/CONTRACT.md §2.
 
 #include <cstdint>
 #include <map>
@@ -37,7 +37,7 @@ struct DeviceGrant {
 
 /// The GPUs of one container (empty for a container without GPU).
 using ContainerGrants = std::vector<DeviceGrant>;
-/// A pod's allocation: one entry per container, init containers first (CONTRACT.md §2).
+/// A pod's allocation: one entry per container, init containers first (docs/design/CONTRACT.md §2).
 using PodGrants = std::vector<ContainerGrants>;
 
 /// Pairwise link scores between a node's GPUs (`hami.io/node-nvidia-score`): score[a][b].

@@ -9,7 +9,7 @@ namespace fracgpu::core {
 namespace {
 
 // Normalisers of the authors' BestFit and DotProduct plugins: the largest node shape of the
-// openb cluster (128 vCPU, 8 GPUs), fgd-evaluation.md §3 point 7.
+// openb cluster (128 vCPU, 8 GPUs), docs/design/fgd-evaluation.md §3 point 7.
 constexpr double kCpuNorm = 128000.0;
 constexpr double kGpuNorm = 8000.0;
 constexpr int64_t kMaxNodeScore = 100;  // kube-scheduler framework.MaxNodeScore

@@ -1,7 +1,7 @@
 #pragma once
 // Node + GPU placement policies of the FGD paper (Weng et al., USENIX ATC '23) — FGD and the
 // baselines Random, DotProduct, GpuClustering, GpuPacking, BestFit — with exactly the semantics
-// of the authors' simulator (shared/reference/fgd-evaluation.md §2.3 and §3 points 7–9), plus
+// of the authors' simulator (docs/design/fgd-evaluation.md §2.3 and §3 points 7–9), plus
 // fracgpu's own refinements of FGD. Pure functions: no I/O, no clock; randomness only through
 // the SeededRng the caller passes.
 
@@ -82,7 +82,7 @@ struct PlacementScore {
   GpuPick pick;
 };
 
-/// Scores a node on which `demand` fits (Fits() is true), fgd-evaluation.md §3 point 7:
+/// Scores a node on which `demand` fits (Fits() is true), docs/design/fgd-evaluation.md §3 point 7:
 ///  - FGD: ΔF = F_n(M) before − after the hypothetical placement (CPU included);
 ///    score = int(sigmoid(ΔF / 1000) × 100); a sharing pod tries each fitting GPU in index
 ///    order and keeps the first with the strictly highest score (that GPU is used); other pods

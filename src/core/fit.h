@@ -1,6 +1,6 @@
 #pragma once
-// Fit: which GPUs of a node can host each container of a pod (hami-behaviour.md §3.5–3.6,
-// §3.8; CONTRACT.md §1). No I/O, no clock, no threads; every function here is thread-safe
+// Fit: which GPUs of a node can host each container of a pod (docs/design/hami-behaviour.md §3.5–3.6,
+// §3.8; docs/design/CONTRACT.md §1). No I/O, no clock, no threads; every function here is thread-safe
 // on distinct arguments (a TypeVerdictCache must not be shared between threads).
 //
 // API in one paragraph (for the scheduler, the simulator and the fragmentation code):
@@ -34,7 +34,7 @@
 namespace fracgpu::core {
 
 /// Why a GPU (or a node) cannot host a container. The names are HAMi's reason strings
-/// (hami-behaviour.md §3.6); the enumerators are in the order the checks run.
+/// (docs/design/hami-behaviour.md §3.6); the enumerators are in the order the checks run.
 enum class FitReason : uint8_t {
   kFits = 0,                           ///< not rejected (accepted, or never examined)
   kCardNotHealth,                      ///< device registered unhealthy
@@ -66,7 +66,7 @@ struct GpuUsage {
   static GpuUsage Of(const GpuState& gpu) { return {gpu.used, gpu.used_mem_mib, gpu.used_cores}; }
 };
 
-/// The per-GPU checks of hami-behaviour.md §3.6, rows 1–3, 5–6, 9–12 (NUMA binding is a
+/// The per-GPU checks of docs/design/hami-behaviour.md §3.6, rows 1–3, 5–6, 9–12 (NUMA binding is a
 /// property of a set of GPUs and is applied by Fit/Fits; quota, mutex and MIG rows do not
 /// exist in fracgpu). Returns kFits or the first failing check's reason. `usage` overrides
 /// the GPU's own usage (pass GpuUsage::Of(gpu) for the node as it is). Memory is
@@ -126,7 +126,7 @@ struct FitResult {
   bool fits = false;
   /// When fits: one entry per container of the pod, in pod order (init first), each GPU as
   /// {uuid, "NVIDIA", mem MiB, cores %}; a container without GPU has an empty entry. This is
-  /// what `hami.io/vgpu-devices-allocated` encodes (CONTRACT.md §2).
+  /// what `hami.io/vgpu-devices-allocated` encodes (docs/design/CONTRACT.md §2).
   PodGrants grants;
   /// When fits: per container, the positions in NodeState::gpus of its GPUs (same order as
   /// grants). Lets the simulator apply usage without UUID look-ups.
@@ -148,7 +148,7 @@ struct FitResult {
   std::string summary;
 };
 
-/// Fits `pod` on `node` as the HAMi scheduler would (hami-behaviour.md §3.5 step 4, §3.6):
+/// Fits `pod` on `node` as the HAMi scheduler would (docs/design/hami-behaviour.md §3.5 step 4, §3.6):
 /// containers in pod order; each GPU-using container gets num_gpus distinct GPUs chosen by
 /// the GPU policy's order (score.h OrderGpus, or options.orderer); init containers are each
 /// fitted alone against the node as it is (they run one after another); app containers
@@ -166,7 +166,7 @@ FitResult Fit(const PodRequest& pod, const NodeState& node, const FitOptions& op
 /// (the order cannot matter); otherwise the same ordered greedy as Fit runs.
 bool Fits(const PodRequest& pod, const NodeState& node, const FitOptions& options = {});
 
-/// Usage one placed pod takes on one GPU (hami-behaviour.md §3.8 "collapsed").
+/// Usage one placed pod takes on one GPU (docs/design/hami-behaviour.md §3.8 "collapsed").
 struct GpuUsageDelta {
   std::string uuid;
   int32_t slots = 0;      ///< max(1 if an init container uses it, number of app containers)
@@ -175,7 +175,7 @@ struct GpuUsageDelta {
 };
 
 /// Collapses a pod's grants into per-GPU usage (§3.8): containers 0..num_init-1 are init
-/// containers (init first, CONTRACT.md §2). With init_finished (every init container
+/// containers (init first, docs/design/CONTRACT.md §2). With init_finished (every init container
 /// terminated with exit 0) only app containers count. GPUs in first-seen order.
 /// Errors: kInvalidArgument if num_init > grants.size().
 Result<std::vector<GpuUsageDelta>> CollapsePodUsage(const PodGrants& grants, size_t num_init,

@@ -1,7 +1,7 @@
 #pragma once
 // The GPU fragmentation measure of Weng et al., "Beware of Fragmentation: Scheduling
 // GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC '23 (FGD), as the
-// authors' simulator implements it (shared/reference/fgd-evaluation.md §2.2 and §3 points 4–6).
+// authors' simulator implements it (docs/design/fgd-evaluation.md §2.2 and §3 points 4–6).
 //
 // Units: CPU in millicores, host memory in MiB, GPU in milli-GPU (1000 = one whole card). A GPU's
 // leftover is its unallocated share in milli-GPU; on a fracgpu node it is
@@ -65,7 +65,7 @@ struct FragDemand {
 };
 
 /// A task shape m of the target workload as counted in a trace: (cpu, per-GPU milli, GPUs,
-/// allowed GPU models). Memory is not part of it (fgd-evaluation.md §3 point 4).
+/// allowed GPU models). Memory is not part of it (docs/design/fgd-evaluation.md §3 point 4).
 struct TaskShape {
   int64_t cpu_milli = 0;
   int32_t gpu_milli = 0;
@@ -88,7 +88,7 @@ struct WeightedShape {
   double popularity = 0;
 };
 
-/// Selects the target workload M from per-shape pod counts (fgd-evaluation.md §3 point 4): shapes
+/// Selects the target workload M from per-shape pod counts (docs/design/fgd-evaluation.md §3 point 4): shapes
 /// ordered by count (descending; ties by the shape tuple, descending) are added one at a time
 /// until they cover ≥ `coverage_percent` % of all pods; weights are count / total pods,
 /// renormalised to sum to 1. Empty input gives an empty workload.
@@ -99,7 +99,7 @@ std::vector<WeightedShape> SelectTargetWorkload(std::vector<ShapeCount> counts,
 std::vector<std::string> SplitGpuSpec(const std::string& gpu_spec);
 
 /// Bit mask over `type_table` of the GPU types that the '|'-separated `gpu_spec` allows, using
-/// the token rule of CONTRACT.md §1 (GpuTypeAllowed); "" allows every type. Types past
+/// the token rule of docs/design/CONTRACT.md §1 (GpuTypeAllowed); "" allows every type. Types past
 /// kMaxFragTypes are never allowed.
 uint64_t TypeMaskForSpec(const std::string& gpu_spec, const std::vector<std::string>& type_table);
 
@@ -113,7 +113,7 @@ struct FragWorkload {
                               const std::vector<std::string>& type_table);
 };
 
-/// F_n(m) in milli-GPU (fgd-evaluation.md §3 point 5): all of the node's unallocated GPU when m
+/// F_n(m) in milli-GPU (docs/design/fgd-evaluation.md §3 point 5): all of the node's unallocated GPU when m
 /// is CPU-only, the node lacks CPU for m, or fewer than m.num_gpus allowed GPUs have leftover ≥
 /// m.gpu_milli; otherwise the sum of the leftovers of the GPUs that cannot host m (too small or
 /// of a type m does not allow; on single-type nodes this is "the leftovers < gpu_milli").

@@ -17,7 +17,7 @@
 namespace fracgpu::core {
 
 /// Coverage of the target workload, as in the paper's experiments
-/// (--pod-popularity-threshold 95, fgd-evaluation.md §3 point 4).
+/// (--pod-popularity-threshold 95, docs/design/fgd-evaluation.md §3 point 4).
 inline constexpr double kFragmentationCoveragePercent = 95.0;
 
 /// Counts the task shapes of what a cluster runs, for the target workload M: one shape per

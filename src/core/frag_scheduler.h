@@ -7,7 +7,7 @@
 // the order in which fit tries the GPUs, and scores the node.
 //
 // A GPU's leftover is (devcore − used_cores) × 10 milli-GPU and a container's share is
-// cores_percent × 10 (fgd-evaluation.md; a devcore-100 card has 1000 milli). Memory is not a
+// cores_percent × 10 (docs/design/fgd-evaluation.md; a devcore-100 card has 1000 milli). Memory is not a
 // dimension of the measure (as in the paper); a container asking only for memory (cores 0) has
 // no GPU share and leaves F unchanged. GPUs that cannot take any new slice (unhealthy,
 // cordoned, split count exhausted) have no usable leftover: unhealthy and cordoned ones count

@@ -1,4 +1,4 @@
-// The values the admission webhook writes into container limits (CONTRACT.md §1 "Defaults").
+// The values the admission webhook writes into container limits (docs/design/CONTRACT.md §1 "Defaults").
 
 #include <exception>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // A node's GPUs with their current usage: what fit, the scoring policies and the
 // fragmentation measure read. Built by the scheduler from node and pod annotations, and by
-// the simulator from the trace (CONTRACT.md §2; hami-behaviour.md §3.5 "NodeUsage").
+// the simulator from the trace (docs/design/CONTRACT.md §2; docs/design/hami-behaviour.md §3.5 "NodeUsage").
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// ParsePodRequest: the one request parser of CONTRACT.md §1 (webhook, scheduler, simulator, UI).
+// ParsePodRequest: the one request parser of docs/design/CONTRACT.md §1 (webhook, scheduler, simulator, UI).
 
 #include "core/request.h"
 
@@ -207,7 +207,7 @@ class PodParser {
       out_.scoring_weights = *w;
     }
 
-    // Slice keys written as annotations instead of resources do nothing (CONTRACT.md §1).
+    // Slice keys written as annotations instead of resources do nothing (docs/design/CONTRACT.md §1).
     for (const std::string* key : {&names_.gpu, &names_.gpumem, &names_.gpumem_percentage,
                                    &names_.gpucores, &names_.priority}) {
       if (annotations->contains(*key)) {
@@ -534,7 +534,7 @@ const char* GpuPolicyName(GpuPolicy policy) {
 }
 
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const ResourceNames& names) {
-  // Our code checks every type before reading it; the catch is the library edge (STYLE.md),
+  // Our code checks every type before reading it; the catch is the library edge (docs/design/STYLE.md),
   // so no nlohmann exception can escape to a caller even if a check is ever missed.
   try {
     return PodParser(pod, names).Parse();

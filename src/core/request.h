@@ -1,7 +1,7 @@
 #pragma once
 // The GPU request of a pod, parsed from container resources and pod annotations exactly as
-// shared/design/CONTRACT.md §1 says. One parser serves the webhook, the scheduler, the
-// simulator and the UI (STYLE.md: no copy-paste families).
+// docs/design/CONTRACT.md §1 says. One parser serves the webhook, the scheduler, the
+// simulator and the UI (docs/design/STYLE.md: no copy-paste families).
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +14,7 @@
 
 namespace fracgpu::core {
 
-/// Extended-resource names (configurable per cluster; these are HAMi's defaults, CONTRACT.md §1).
+/// Extended-resource names (configurable per cluster; these are HAMi's defaults, docs/design/CONTRACT.md §1).
 struct ResourceNames {
   std::string gpu = "nvidia.com/gpu";                        ///< count of distinct physical GPUs
   std::string gpumem = "nvidia.com/gpumem";                  ///< MiB per GPU
@@ -23,7 +23,7 @@ struct ResourceNames {
   std::string priority = "nvidia.com/priority";              ///< 0 high, 1 low
 };
 
-/// Pod annotation keys a user may set (CONTRACT.md §1; HAMi's names, hami-behaviour.md §1.4).
+/// Pod annotation keys a user may set (docs/design/CONTRACT.md §1; HAMi's names, docs/design/hami-behaviour.md §1.4).
 inline constexpr char kAnnotationUseGpuType[] = "nvidia.com/use-gputype";
 inline constexpr char kAnnotationNoUseGpuType[] = "nvidia.com/nouse-gputype";
 inline constexpr char kAnnotationUseGpuUuid[] = "nvidia.com/use-gpuuuid";
@@ -31,11 +31,11 @@ inline constexpr char kAnnotationNoUseGpuUuid[] = "nvidia.com/nouse-gpuuuid";
 inline constexpr char kAnnotationNumaBind[] = "nvidia.com/numa-bind";
 inline constexpr char kAnnotationNodePolicy[] = "hami.io/node-scheduler-policy";
 inline constexpr char kAnnotationGpuPolicy[] = "hami.io/gpu-scheduler-policy";
-/// HAMi's GPU mode filter ("hami-core", "mig", "mps"; hami-behaviour.md §1.4).
+/// HAMi's GPU mode filter ("hami-core", "mig", "mps"; docs/design/hami-behaviour.md §1.4).
 inline constexpr char kAnnotationVgpuMode[] = "nvidia.com/vgpu-mode";
 /// HAMi v2.10's per-pod score weights, "slot=<int>,core=<int>,memory=<int>".
 inline constexpr char kAnnotationScoringWeights[] = "hami.io/device-scoring-weights";
-/// The container environment variable that switches libvgpu.so off (CONTRACT.md §3).
+/// The container environment variable that switches libvgpu.so off (docs/design/CONTRACT.md §3).
 inline constexpr char kEnvDisableControl[] = "CUDA_DISABLE_CONTROL";
 
 /// Node-level policy (`hami.io/node-scheduler-policy`): which node to prefer.
@@ -100,7 +100,7 @@ const char* NodePolicyName(NodePolicy policy);
 /// The annotation spelling of a policy ("topology-aware", …); ParseGpuPolicy inverts it.
 const char* GpuPolicyName(GpuPolicy policy);
 
-/// What one container asks for, after defaults (CONTRACT.md §1).
+/// What one container asks for, after defaults (docs/design/CONTRACT.md §1).
 struct ContainerRequest {
   std::string name;
   bool init = false;          ///< an init container (sidecars included)
@@ -172,7 +172,7 @@ struct PodRequest {
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const ResourceNames& names = {});
 
 /// One value the admission webhook writes into a container's `resources.limits`
-/// (CONTRACT.md §1: the `nvidia.com/gpu` and `gpucores` defaults, and every fracgpu resource
+/// (docs/design/CONTRACT.md §1: the `nvidia.com/gpu` and `gpucores` defaults, and every fracgpu resource
 /// given only in `requests`; memory defaults are never written: absent memory = whole card).
 struct LimitDefault {
   /// RFC 6901 JSON pointer of the container, e.g. "/spec/initContainers/0".
@@ -204,7 +204,7 @@ Result<nlohmann::json> LimitDefaultsPatch(const nlohmann::json& pod, const Resou
 Status ApplyLimitDefaults(nlohmann::json& pod, const ResourceNames& names = {});
 
 /// True when a GPU whose type string is `gpu_type` is allowed by the request's use/nouse type
-/// lists, using the token rule of CONTRACT.md §1 (case-insensitive tokens split on space, '-'
+/// lists, using the token rule of docs/design/CONTRACT.md §1 (case-insensitive tokens split on space, '-'
 /// and '_', an entry matches when its tokens appear in order among the type's tokens; nouse wins).
 bool GpuTypeAllowed(const PodRequest& request, const std::string& gpu_type);
 /// True when the GPU `uuid` is allowed by the use/nouse UUID lists (nouse wins).

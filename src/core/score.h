@@ -1,9 +1,9 @@
 #pragma once
-// Scoring policies as the HAMi scheduler applies them (hami-behaviour.md §3.5 steps 4–5 and
+// Scoring policies as the HAMi scheduler applies them (docs/design/hami-behaviour.md §3.5 steps 4–5 and
 // §3.6 "GPU sort order"): the per-GPU score and GPU order for one container (GPU policies
 // binpack / spread), the link-score choice (topology-aware), the node score and node choice
 // (node policies binpack / spread), and the mapping of node scores to the extender's 0–10
-// /prioritize range (CONTRACT.md §5). Pure functions; thread-safe.
+// /prioritize range (docs/design/CONTRACT.md §5). Pure functions; thread-safe.
 
 #include <cstdint>
 #include <span>
@@ -64,7 +64,7 @@ void OrderGpusFor(const PodRequest& pod, GpuPolicy policy, const ContainerReques
 /// (topology[a][b], else topology[b][a], else 0).
 int32_t LinkScore(const NodeState& node, uint16_t a, uint16_t b);
 
-/// topology-aware choice among the GPUs that fit (hami-behaviour.md §3.6): `candidates`
+/// topology-aware choice among the GPUs that fit (docs/design/hami-behaviour.md §3.6): `candidates`
 /// (positions, in scan order) all passed fit; choose `n` of them.
 ///   n == 1: the candidate with the lowest sum of link scores to the other candidates
 ///           (keeps well-connected GPUs free); ties → earlier candidate.
@@ -84,7 +84,7 @@ std::vector<uint16_t> ChooseByTopology(const NodeState& node, std::span<const ui
 size_t ChooseNode(NodePolicy policy, std::span<const float> scores);
 
 /// Maps the NodeScores of the candidate nodes to the extender's /prioritize scores 0–10
-/// (CONTRACT.md §5), preserving the policy's preference as far as integers allow: min–max
+/// (docs/design/CONTRACT.md §5), preserving the policy's preference as far as integers allow: min–max
 /// normalisation over the candidates, rounded to nearest:
 ///   binpack: round(10 × (s − min) / (max − min));  spread: round(10 × (max − s) / (max − min));
 /// all candidates equal (or only one) → 10 each. So the node ChooseNode picks always gets 10.

@@ -1,5 +1,5 @@
 #pragma once
-// The scheduler's signature of an allocation decision (CONTRACT.md §2, lock 3): annotation
+// The scheduler's signature of an allocation decision (docs/design/CONTRACT.md §2, lock 3): annotation
 // `fracgpu.io/allocation-signature` = standard padded base64 of HMAC-SHA256 over the UTF-8
 // bytes of "<pod UID>\n<node name>\n<value of hami.io/vgpu-devices-allocated>", keyed by a
 // Secret only the scheduler and the device plugins mount. The scheduler signs, the device

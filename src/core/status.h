@@ -1,5 +1,5 @@
 #pragma once
-// Status and Result<T>: how fracgpu code reports errors (STYLE.md: no exceptions thrown by
+// Status and Result<T>: how fracgpu code reports errors (docs/design/STYLE.md: no exceptions thrown by
 // our code). A Status carries a code and a message that names the offending input, e.g.
 // `container "train": nvidia.com/gpucores must be 0..100, got "150"`.
 
@@ -106,7 +106,7 @@ class [[nodiscard]] Result {
     if (!_st.ok()) return _st;                  \
   } while (0)
 
-/// Aborts a daemon on a broken invariant (STYLE.md). Never used in libvgpu.so.
+/// Aborts a daemon on a broken invariant (docs/design/STYLE.md). Never used in libvgpu.so.
 #define FRACGPU_CHECK(cond)                                                              \
   do {                                                                                   \
     if (!(cond)) {                                                                       \

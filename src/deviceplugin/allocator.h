@@ -1,5 +1,5 @@
 #pragma once
-// Allocate and GetPreferredAllocation (CONTRACT.md §2–3, hami-behaviour.md §4.4–4.5): find
+// Allocate and GetPreferredAllocation (docs/design/CONTRACT.md §2–3, docs/design/hami-behaviour.md §4.4–4.5): find
 // the pod being bound on this node, check that fracgpu's scheduler decided its allocation,
 // hand the next container its GPUs with the limit environment, the limits file and the
 // mounts, and record progress on the pod (blank the served entry; bind-phase success or
@@ -20,7 +20,7 @@
 
 namespace fracgpu::deviceplugin {
 
-/// Checks the scheduler's signature of a decision (CONTRACT.md §2): OK when `signature`
+/// Checks the scheduler's signature of a decision (docs/design/CONTRACT.md §2): OK when `signature`
 /// is the HMAC-SHA256 of "<pod_uid>\n<node>\n<allocated>"; kPermissionDenied otherwise.
 using SignatureVerifier = std::function<Status(const std::string& pod_uid, const std::string& node,
                                                const std::string& allocated, const std::string& signature)>;
@@ -62,7 +62,7 @@ struct ContainerAllocation {
   std::vector<MountSpec> mounts;
 };
 
-/// One container of a GetPreferredAllocation request (wire-apis.md §1.3).
+/// One container of a GetPreferredAllocation request (docs/design/wire-apis.md §1.3).
 struct PreferredRequest {
   std::vector<std::string> available;
   std::vector<std::string> must_include;
@@ -121,7 +121,7 @@ class Allocator {
 /// no pod).
 Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& value);
 
-/// The limits file content (CONTRACT.md §3): one KEY=VALUE per line, for the keys of
+/// The limits file content (docs/design/CONTRACT.md §3): one KEY=VALUE per line, for the keys of
 /// `envs` that libvgpu.so takes from the file, in a fixed order.
 std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Annotation keys the device plugin reads and writes (CONTRACT.md §2). Declared once in
+// Annotation keys the device plugin reads and writes (docs/design/CONTRACT.md §2). Declared once in
 // core/annotations.h; these are the device plugin's names for the same constants.
 
 #include "core/annotations.h"

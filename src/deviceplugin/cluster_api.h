@@ -1,6 +1,6 @@
 #pragma once
 // The few Kubernetes API calls the device plugin makes, behind a narrow interface so the
-// Allocate logic can be tested in memory (STYLE.md: the network comes in through a small
+// Allocate logic can be tested in memory (docs/design/STYLE.md: the network comes in through a small
 // interface). K8sClusterApi implements it over k8s::Client; tests/fakes/apiserver serves it
 // over real HTTP in the integration test.
 

@@ -1,4 +1,4 @@
-// `fracgpu device-plugin`: one per GPU node (a DaemonSet). Thin main (STYLE.md): flags and
+// `fracgpu device-plugin`: one per GPU node (a DaemonSet). Thin main (docs/design/STYLE.md): flags and
 // environment → the parts in this folder, then run until SIGTERM.
 #include <CLI/CLI.hpp>
 #include <signal.h>

@@ -1,7 +1,7 @@
 #pragma once
 // Device-plugin configuration: the cluster device config (YAML, the `nvidia:` section HAMi's
 // chart ships as device-config.yaml, shared with the scheduler) and the per-node overrides
-// (JSON `{"nodeconfig":[{"name":…}]}`), hami-behaviour.md §4.1. Both are outside input:
+// (JSON `{"nodeconfig":[{"name":…}]}`), docs/design/hami-behaviour.md §4.1. Both are outside input:
 // parsed in one place, validated, fuzzed (tests/fuzz/deviceplugin_config_fuzz.cc).
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// GPU health from NVML Xid critical-error events (hami-behaviour.md §4.7): an Xid outside the
+// GPU health from NVML Xid critical-error events (docs/design/hami-behaviour.md §4.7): an Xid outside the
 // ignored list marks the GPU unhealthy; ListAndWatch and the register annotation follow.
 
 #include <chrono>

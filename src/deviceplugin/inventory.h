@@ -1,6 +1,6 @@
 #pragma once
-// What this node's GPUs offer: the register annotation's entries (CONTRACT.md §2) and the
-// replica device IDs advertised to kubelet (hami-behaviour.md §4.3: each GPU as `count`
+// What this node's GPUs offer: the register annotation's entries (docs/design/CONTRACT.md §2) and the
+// replica device IDs advertised to kubelet (docs/design/hami-behaviour.md §4.3: each GPU as `count`
 // devices `<UUID>-<i>`).
 
 #include <set>
@@ -15,7 +15,7 @@
 namespace fracgpu::deviceplugin {
 
 /// NVML's product name as the register annotation's `type`: prefixed with "NVIDIA-" unless it
-/// already starts with "NVIDIA" (CONTRACT.md §2).
+/// already starts with "NVIDIA" (docs/design/CONTRACT.md §2).
 std::string GpuTypeName(const std::string& nvml_name);
 
 /// Builds the register entries of `gpus` under `config`: GPUs left out by filterdevices are

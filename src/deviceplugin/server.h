@@ -1,5 +1,5 @@
 #pragma once
-// The device plugin's gRPC side (wire-apis.md §1): serve DevicePlugin v1beta1 on our socket
+// The device plugin's gRPC side (docs/design/wire-apis.md §1): serve DevicePlugin v1beta1 on our socket
 // in kubelet's device-plugins directory, Register with kubelet, and start over when kubelet
 // restarts (it deletes our socket and recreates kubelet.sock).
 

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Container paths of the device plugin's mounts (deviceplugin/allocator.cc; libvgpu.so reads
-// them there: CONTRACT.md §3, docs/sm-limiter.md "Priority").
+// them there: docs/design/CONTRACT.md §3, docs/sm-limiter.md "Priority").
 constexpr const char* kLimitsContainerPath = "/etc/fracgpu/limits.env";
 constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
 constexpr const char* kNodeDirContainerPath = "/run/fracgpu/node";

@@ -1,5 +1,5 @@
 // `fracgpu dra-driver`: the DRA kubelet plugin of a GPU node (a DaemonSet, deploy/dra/).
-// Thin main (STYLE.md): flags and environment → the parts in this folder, then run until
+// Thin main (docs/design/STYLE.md): flags and environment → the parts in this folder, then run until
 // SIGTERM. Reuses the device plugin's config parsing, inventory (BuildDeviceInfos via
 // DeviceState), Xid health watch and host-file setup.
 #include <CLI/CLI.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 // The driver's per-process account: nvmlDeviceGetComputeRunningProcesses_v3 on every GPU,
 // over libnvidia-ml.so.1 loaded with dlopen (prototypes from src/vgpu/nvml_api.h, NVML API
-// version 13; wire-apis.md §8). Used by `fracgpu run` and the node agent.
+// version 13; docs/design/wire-apis.md §8). Used by `fracgpu run` and the node agent.
 
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // HTTP(S) server shared by the scheduler (extender + webhook), the monitor and the UI
-// (ARCHITECTURE.md "http/"), on cpp-httplib. With a certificate and key it serves HTTPS
+// (docs/design/ARCHITECTURE.md "http/"), on cpp-httplib. With a certificate and key it serves HTTPS
 // (TLS 1.2+ through OpenSSL) and reloads both files when they change on disk (checked at each
 // TLS handshake), so a rotated Secret takes effect without a restart; without them it serves
 // plain HTTP (tests, metrics behind a Service).

@@ -95,7 +95,7 @@ void Client::ReleaseHandle(void* handle) {
 std::string Client::BearerToken() {
   std::lock_guard<std::mutex> lock(mu_);
   if (config_.token_file.empty()) return token_;
-  // Projected service-account tokens rotate: re-read about once a minute (wire-apis.md §6.1).
+  // Projected service-account tokens rotate: re-read about once a minute (docs/design/wire-apis.md §6.1).
   auto now = std::chrono::steady_clock::now();
   if (token_.empty() || now - token_read_ > std::chrono::seconds(60)) {
     std::ifstream in(config_.token_file);
@@ -342,7 +342,7 @@ struct WatchState {
   CURL* curl = nullptr;
 };
 
-// Splits the chunked stream into lines; each line is one JSON event (wire-apis.md §6.2).
+// Splits the chunked stream into lines; each line is one JSON event (docs/design/wire-apis.md §6.2).
 size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
   auto* st = static_cast<WatchState*>(user);
   st->buffer.append(data, size * n);

@@ -1,5 +1,5 @@
 #pragma once
-// A small Kubernetes REST client over libcurl (ARCHITECTURE.md "k8s/"). Objects are
+// A small Kubernetes REST client over libcurl (docs/design/ARCHITECTURE.md "k8s/"). Objects are
 // nlohmann::json; typed accessors for the few fields we read are in k8s/objects.h.
 //
 // Usage (the device plugin and the scheduler use it the same way):
@@ -51,7 +51,7 @@ struct ListOptions {
   std::string resource_version; ///< "" = consistent read; "0" = any (cached)
 };
 
-/// One event of a watch stream (wire-apis.md §6.2).
+/// One event of a watch stream (docs/design/wire-apis.md §6.2).
 struct WatchEvent {
   std::string type;  ///< ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
   json object;       ///< the object (for ERROR, a metav1.Status)
@@ -111,7 +111,7 @@ class Client {
   /// (returned as is) or a null json to mean "nothing to change" (returns the current object).
   Result<json> PatchWithRetry(const std::string& path,
                               const std::function<Result<json>(const json& current)>& make_patch);
-  /// Creates a Binding of pod `ns/name` to `node` (wire-apis.md §6.5); `uid` (optional) guards
+  /// Creates a Binding of pod `ns/name` to `node` (docs/design/wire-apis.md §6.5); `uid` (optional) guards
   /// against a recreated pod. A pod that is already bound gives kConflict.
   Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
                  const std::string& node);

@@ -1,5 +1,5 @@
 #pragma once
-// Time and cancellation seams for the Kubernetes client (STYLE.md: time comes in through a
+// Time and cancellation seams for the Kubernetes client (docs/design/STYLE.md: time comes in through a
 // small interface so tests can drive it). Real code uses RealClock; tests use a ManualClock
 // that never blocks.
 

@@ -1,6 +1,6 @@
 #pragma once
 // Where the API server is and how to authenticate: in-cluster service-account credentials
-// (wire-apis.md §6.1) or a kubeconfig file (kubectl's format, `clusters` / `users` /
+// (docs/design/wire-apis.md §6.1) or a kubeconfig file (kubectl's format, `clusters` / `users` /
 // `contexts` / `current-context`).
 
 #include <string>

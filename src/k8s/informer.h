@@ -1,6 +1,6 @@
 #pragma once
 // Informer: keeps a local copy of a collection up to date with list + watch, the way
-// client-go's reflector does (wire-apis.md §6.2): list, then watch from the list's
+// client-go's reflector does (docs/design/wire-apis.md §6.2): list, then watch from the list's
 // resourceVersion with bookmarks; on a closed stream reconnect from the last version seen; on
 // 410 Gone relist (and report the differences as add/update/delete); on errors back off with
 // jitter. Handlers run on the informer's thread, in event order.

@@ -1,6 +1,6 @@
 #pragma once
 // The kubelet device-plugin API, v1beta1 (generated from proto/deviceplugin_v1beta1.proto),
-// and its constants. Source: shared/reference/wire-apis.md §1.1 (Kubernetes
+// and its constants. Source: docs/design/wire-apis.md §1.1 (Kubernetes
 // k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1, constants.go).
 
 #include "deviceplugin_v1beta1.grpc.pb.h"  // IWYU pragma: export

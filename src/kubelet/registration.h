@@ -1,6 +1,6 @@
 #pragma once
 // Client side of kubelet's Registration service: how a device plugin announces itself
-// (wire-apis.md §1.4: plaintext gRPC over the Unix socket kubelet.sock).
+// (docs/design/wire-apis.md §1.4: plaintext gRPC over the Unix socket kubelet.sock).
 
 #include <chrono>
 #include <string>

@@ -1,4 +1,4 @@
-// `fracgpu monitor`: one per GPU node (beside the device plugin). Thin main (STYLE.md): flags
+// `fracgpu monitor`: one per GPU node (beside the device plugin). Thin main (docs/design/STYLE.md): flags
 // → Monitor (monitor.h), a poll loop, and /metrics on the HTTP server, until SIGTERM.
 #include <CLI/CLI.hpp>
 #include <signal.h>

@@ -1,7 +1,7 @@
 #pragma once
 // What the monitor reads from the node's GPUs: per-GPU memory and utilisation, and per-process
 // SM utilisation (for per-container utilisation). NvmlGpuStats (nvml_stats.h) implements it
-// over libnvidia-ml.so.1; tests implement it in memory (STYLE.md: every OS access behind one
+// over libnvidia-ml.so.1; tests implement it in memory (docs/design/STYLE.md: every OS access behind one
 // seam).
 
 #include <cstdint>

@@ -78,7 +78,7 @@ Monitor::Monitor(MonitorOptions options, GpuStatsSource* gpus, PodLister* pods)
   r.Describe("fracgpu_monitor_directories_removed_total", Type::kCounter,
              "Region directories removed because their pod left the node.");
   if (options_.hami_metric_names) {
-    // HAMi vGPUmonitor's names and labels (shared/reference/hami-behaviour.md §6.1).
+    // HAMi vGPUmonitor's names and labels (docs/design/hami-behaviour.md §6.1).
     r.Describe("hami_host_gpu_memory_used_bytes", Type::kGauge, "HAMi name: GPU memory used, bytes.");
     r.Describe("hami_host_gpu_utilization_ratio", Type::kGauge, "HAMi name: GPU utilisation, percent 0..100 (as HAMi).");
     r.Describe("hami_host_gpu_memory_controller_utilization_ratio", Type::kGauge,

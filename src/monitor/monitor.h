@@ -1,5 +1,5 @@
 #pragma once
-// The per-node exporter behind `fracgpu monitor` (ARCHITECTURE.md "monitor/"): each Poll()
+// The per-node exporter behind `fracgpu monitor` (docs/design/ARCHITECTURE.md "monitor/"): each Poll()
 // scans the region directories, reads every region as untrusted input (region_reader.h), names
 // each directory after its pod (pods.h), reads NVML (gpu_stats.h) and the SM limiter's per-GPU
 // priority files, removes directories of pods gone for longer than the grace period, and keeps
@@ -35,7 +35,7 @@ struct MonitorOptions {
   std::string node_dir = "/usr/local/vgpu/node";  ///< host dir of the SM limiter's per-GPU priority files (device plugin: <hook>/vgpu/node); "" = off
   std::chrono::nanoseconds orphan_grace = std::chrono::minutes(5);  ///< before removing a gone pod's dir
   bool remove_orphans = true;               ///< false: never remove anything
-  bool hami_metric_names = false;           ///< also emit HAMi's metric names (hami-behaviour.md §6.1)
+  bool hami_metric_names = false;           ///< also emit HAMi's metric names (docs/design/hami-behaviour.md §6.1)
   std::string version = "0.0.0";            ///< for fracgpu_build_info
 };
 

@@ -7,7 +7,7 @@
 namespace fracgpu::monitor {
 namespace {
 
-// Prototypes and layouts from shared/reference/wire-apis.md §8 (NVML API version 13).
+// Prototypes and layouts from docs/design/wire-apis.md §8 (NVML API version 13).
 using nvmlReturn_t = int;
 using nvmlDevice_t = struct nvmlDevice_st*;
 constexpr nvmlReturn_t kSuccess = 0;

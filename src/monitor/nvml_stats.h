@@ -2,7 +2,7 @@
 // GpuStatsSource over the real NVML, loaded with dlopen (default "libnvidia-ml.so.1").
 // src/nvml/ (the device plugin's wrapper) covers discovery and Xid events only; the monitor
 // needs utilisation entry points that wrapper does not load, so this file loads them, with
-// our own prototypes (shared/reference/wire-apis.md §8.2–8.3), no NVIDIA header at build time.
+// our own prototypes (docs/design/wire-apis.md §8.2–8.3), no NVIDIA header at build time.
 
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // What the device plugin needs from the GPUs of its node: discovery and Xid events. NVML
-// implements it (nvml.h); tests implement it in memory (STYLE.md: every OS access behind
+// implements it (nvml.h); tests implement it in memory (docs/design/STYLE.md: every OS access behind
 // one seam).
 
 #include <chrono>

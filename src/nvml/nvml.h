@@ -1,5 +1,5 @@
 #pragma once
-// GpuSource over the real NVML, loaded with dlopen("libnvidia-ml.so.1") (ARCHITECTURE.md:
+// GpuSource over the real NVML, loaded with dlopen("libnvidia-ml.so.1") (docs/design/ARCHITECTURE.md:
 // our own prototypes, nvml_abi.h; no NVIDIA header at build time).
 
 #include <memory>

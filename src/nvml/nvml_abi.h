@@ -1,6 +1,6 @@
 #pragma once
 // Our own declarations of the few NVML types and entry points fracgpu loads with dlopen, so
-// the build needs no NVIDIA header. Values and prototypes from shared/reference/wire-apis.md
+// the build needs no NVIDIA header. Values and prototypes from docs/design/wire-apis.md
 // §8 (NVML API version 13); the event-set API (nvmlEventSetCreate, nvmlDeviceRegisterEvents,
 // nvmlEventSetWait_v2, nvmlEventSetFree, nvmlEventData_t, nvmlEventTypeXidCriticalError =
 // 0x8) as documented in NVIDIA's NVML API reference, "Event Handling Methods".

@@ -1,4 +1,4 @@
-// `fracgpu scheduler`: the admission webhook and scheduler extender (ARCHITECTURE.md).
+// `fracgpu scheduler`: the admission webhook and scheduler extender (docs/design/ARCHITECTURE.md).
 #include <CLI/CLI.hpp>
 
 #include <csignal>

@@ -1,5 +1,5 @@
 #pragma once
-// Asynchronous pod events (FilteringFailed, BindingSucceed, BindingFailed; hami-behaviour.md
+// Asynchronous pod events (FilteringFailed, BindingSucceed, BindingFailed; docs/design/hami-behaviour.md
 // §8.10): the filter and bind paths enqueue, one worker thread posts them, so an API-server
 // round trip never adds to /filter latency. The queue is bounded (events past it are dropped
 // and counted). Thread-safe.

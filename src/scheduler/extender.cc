@@ -306,7 +306,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
     unlock();
     return bound;
   }
-  // The lock stays: the device plugin releases it after Allocate (CONTRACT.md §2).
+  // The lock stays: the device plugin releases it after Allocate (docs/design/CONTRACT.md §2).
   return Status::Ok();
 }
 

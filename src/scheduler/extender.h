@@ -1,5 +1,5 @@
 #pragma once
-// The scheduler extender (CONTRACT.md §5; wire-apis.md §4): /filter, /prioritize, /bind over
+// The scheduler extender (docs/design/CONTRACT.md §5; docs/design/wire-apis.md §4): /filter, /prioritize, /bind over
 // the cluster state, calling the same request parser (core/request.h) and fit (core/fit.h)
 // as the webhook and the simulator.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Decoding of kube-scheduler's extender requests (k8s.io/kube-scheduler/extender/v1,
-// wire-apis.md §4). The Go types carry no json tags, so kube-scheduler sends capitalised keys
+// docs/design/wire-apis.md §4). The Go types carry no json tags, so kube-scheduler sends capitalised keys
 // (`Pod`, `NodeNames`, `PodName`, …) while older clients send lower-case ones; keys are
 // matched case-insensitively, as Go's decoder does.
 

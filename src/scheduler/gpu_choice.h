@@ -21,7 +21,7 @@ namespace fracgpu::scheduler {
 /// Target workload M for the fragmentation measure (core::ShapeCounter): one task shape per GPU-using container of
 /// every recorded allocation plus the `incoming` pod's containers — per-GPU share in milli-GPU
 /// (cores % × 10), number of GPUs, CPU 0 (the scheduler does not track CPU) and any GPU type —
-/// weighted by count, the most popular covering ≥ 95 % kept (fgd-evaluation.md §3 point 4).
+/// weighted by count, the most popular covering ≥ 95 % kept (docs/design/fgd-evaluation.md §3 point 4).
 /// Containers without an SM share (cores 0, memory-only slices) are not shapes of the measure.
 /// Empty when no container has an SM share.
 std::vector<core::WeightedShape> TargetWorkload(const std::vector<PodAllocation>& allocations,

@@ -1,5 +1,5 @@
 #pragma once
-// The node lock `hami.io/mutex.lock` (CONTRACT.md §2; hami-behaviour.md §3.7): value
+// The node lock `hami.io/mutex.lock` (docs/design/CONTRACT.md §2; docs/design/hami-behaviour.md §3.7): value
 // `<RFC3339 time>,<namespace>,<pod name>` on the Node, set by the scheduler at bind and
 // released by the device plugin after Allocate, by the scheduler when a bind fails or the
 // locking pod no longer exists, and by anyone once older than the expiry (5 min). Set and

@@ -35,7 +35,7 @@ size_t ListSize(const json& pod, const char* list) {
   return it != pod["spec"].end() && it->is_array() ? it->size() : 0;
 }
 
-// Every init container terminated with exit code 0 (hami-behaviour.md §3.8).
+// Every init container terminated with exit code 0 (docs/design/hami-behaviour.md §3.8).
 bool InitFinished(const json& pod, size_t num_init) {
   if (num_init == 0) return false;
   if (!pod.contains("status") || !pod["status"].is_object()) return false;

@@ -1,9 +1,9 @@
 #pragma once
 // The scheduler's cluster state: per node, the GPUs it registered and the usage promised on
-// each, rebuilt from the pods' allocation annotations (hami-behaviour.md §3.8), so a restart
+// each, rebuilt from the pods' allocation annotations (docs/design/hami-behaviour.md §3.8), so a restart
 // loses nothing: the decision written on the pod is the source of truth.
 //
-// Rules (CONTRACT.md §2):
+// Rules (docs/design/CONTRACT.md §2):
 //  * a node's GPUs count while `hami.io/node-nvidia-register` decodes to ≥ 1 GPU and
 //    status.allocatable[nvidia.com/gpu] > 0; `hami.io/device-cordon` cordons GPUs by UUID;
 //  * a pod holds usage while it carries `hami.io/vgpu-node` and a decodable
@@ -34,8 +34,8 @@
 
 namespace fracgpu::scheduler {
 
-/// Node annotations the state reads besides CONTRACT.md §2's (core/annotations.h):
-/// HAMi's topology scores, and the device cordon of CONTRACT.md §1 (UUIDs, comma-separated).
+/// Node annotations the state reads besides docs/design/CONTRACT.md §2's (core/annotations.h):
+/// HAMi's topology scores, and the device cordon of docs/design/CONTRACT.md §1 (UUIDs, comma-separated).
 inline constexpr char kAnnotationTopology[] = "hami.io/node-nvidia-score";
 inline constexpr char kAnnotationCordon[] = "hami.io/device-cordon";
 

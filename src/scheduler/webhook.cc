@@ -109,7 +109,7 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
   const json* labels = md ? Obj(*md, "labels") : nullptr;
   if (labels != nullptr && Str(*labels, "hami.io/webhook") == "ignore") return Response(req, true);
 
-  // Lock 1 (CONTRACT.md §2): system annotations are removed from every pod on CREATE.
+  // Lock 1 (docs/design/CONTRACT.md §2): system annotations are removed from every pod on CREATE.
   auto annotations = Annotations(pod);
   for (const auto& key : SystemAnnotations()) {
     if (annotations.count(key)) {

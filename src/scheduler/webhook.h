@@ -1,6 +1,6 @@
 #pragma once
 // The mutating admission webhook (`/webhook`, AdmissionReview admission.k8s.io/v1,
-// wire-apis.md §5; CONTRACT.md §1–3). Pure functions: AdmissionReview in, AdmissionReview
+// docs/design/wire-apis.md §5; docs/design/CONTRACT.md §1–3). Pure functions: AdmissionReview in, AdmissionReview
 // out; no I/O, so the same code runs under the HTTP server, the fuzzer and the unit tests.
 //
 // CREATE: removes system annotations (every pod); for a pod that uses fracgpu: validates the
@@ -20,7 +20,7 @@
 
 namespace fracgpu::scheduler {
 
-/// Pod annotations only the system may write (CONTRACT.md §2).
+/// Pod annotations only the system may write (docs/design/CONTRACT.md §2).
 const std::vector<std::string>& SystemAnnotations();
 /// The subset the device plugin may change on UPDATE.
 const std::vector<std::string>& DevicePluginAnnotations();

@@ -1,6 +1,6 @@
 #pragma once
 // Samples of one run and their bucketing by arrived workload, as the authors' analysis does it
-// (fgd-evaluation.md §3 point 10).
+// (docs/design/fgd-evaluation.md §3 point 10).
 
 #include <cstdint>
 #include <vector>

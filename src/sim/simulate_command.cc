@@ -1,5 +1,5 @@
 // `fracgpu simulate`: the FGD paper's experiment on the bundled Alibaba openb trace, every
-// policy × every seed, with the paper's published means beside ours (fgd-evaluation.md).
+// policy × every seed, with the paper's published means beside ours (docs/design/fgd-evaluation.md).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 #pragma once
-// One run of the paper's experiment: one policy, one seed (fgd-evaluation.md §2.4, §3).
+// One run of the paper's experiment: one policy, one seed (docs/design/fgd-evaluation.md §2.4, §3).
 // Single-threaded and deterministic: the same inputs give the same output on every machine.
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // The workload of one experiment: trace pods mapped to pod specs and parsed by the core
 // request parser (the one the webhook and the scheduler use), the FGD target workload, and
-// the paper's arrival procedure (fgd-evaluation.md §2.4 and §3 points 1–4).
+// the paper's arrival procedure (docs/design/fgd-evaluation.md §2.4 and §3 points 1–4).
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // The cluster as the UI shows it: nodes, their GPUs with usage and the slices placed on each,
 // read from the API server (nodes and pods) and turned into core::NodeState through the
 // scheduler's ClusterState (the same decoding of register, cordon and allocation
-// annotations the scheduler uses, CONTRACT.md §2).
+// annotations the scheduler uses, docs/design/CONTRACT.md §2).
 
 #include <chrono>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // The notebook form: the JSON body the web page posts to /api/preview and /api/notebooks,
 // its decoder, and the Kubeflow Notebook (kubeflow.org/v1) built from it. The GPU part of
-// the form becomes container limits and Notebook annotations exactly as CONTRACT.md §1
+// the form becomes container limits and Notebook annotations exactly as docs/design/CONTRACT.md §1
 // names them; Kubeflow's notebook controller copies the Notebook's annotations to the pod
 // (except keys containing "kubectl" or "notebook") and uses spec.template.spec as the pod spec.
 
@@ -69,7 +69,7 @@ struct NotebookOptions {
 };
 
 /// The Notebook (kubeflow.org/v1) for `form`: metadata.name/namespace, labels {app: name},
-/// annotations for the type/UUID lists and policies (comma-joined, CONTRACT.md §1);
+/// annotations for the type/UUID lists and policies (comma-joined, docs/design/CONTRACT.md §1);
 /// spec.template.spec a pod spec with one container named after the notebook, its image,
 /// CPU/memory requests and limits, and the GPU limits (strings, whole numbers):
 /// whole → gpu; fraction → gpu, gpumem-percentage, gpucores; memory → gpu, gpumem

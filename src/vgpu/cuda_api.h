@@ -1,7 +1,7 @@
 #pragma once
 // The subset of the CUDA driver API (cuda.h, CUDA 12/13) that libvgpu.so and the fake driver
 // touch, declared by us so nothing here needs NVIDIA headers. Types, enum values and ELF
-// symbol names follow shared/reference/wire-apis.md §7 (CUDA 13.0 header, 64-bit Linux).
+// symbol names follow docs/design/wire-apis.md §7 (CUDA 13.0 header, 64-bit Linux).
 // Every function is declared under its ELF name (cuMemAlloc_v2, not cuMemAlloc).
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +18,7 @@ extern "C" {
 /// Every hook and every fake function is noexcept: a C ABI must never unwind.
 #define FRACGPU_CU_API noexcept
 
-typedef int CUresult;  // enum cudaError_enum, wire-apis.md §7.2
+typedef int CUresult;  // enum cudaError_enum, docs/design/wire-apis.md §7.2
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -54,7 +54,7 @@ enum : CUresult {
   CUDA_ERROR_UNKNOWN = 999,
 };
 
-/// cuGetProcAddress flags and symbol status (wire-apis.md §7.8).
+/// cuGetProcAddress flags and symbol status (docs/design/wire-apis.md §7.8).
 enum : cuuint64_t {
   CU_GET_PROC_ADDRESS_DEFAULT = 0,
   CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1,
@@ -75,7 +75,7 @@ enum : CUdevice_attribute {
   CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
 };
 
-/// CUarray_format values and their bytes per channel (wire-apis.md §7.4).
+/// CUarray_format values and their bytes per channel (docs/design/wire-apis.md §7.4).
 typedef int CUarray_format;
 enum : CUarray_format {
   CU_AD_FORMAT_UNSIGNED_INT8 = 0x01,
@@ -157,7 +157,7 @@ typedef struct {
   unsigned int numAttrs;
 } CUlaunchConfig;
 
-// ---- Functions, by ELF name (wire-apis.md §7.3–7.8) ----
+// ---- Functions, by ELF name (docs/design/wire-apis.md §7.3–7.8) ----
 CUresult cuInit(unsigned int flags) FRACGPU_CU_API;
 CUresult cuDriverGetVersion(int* version) FRACGPU_CU_API;
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,
@@ -290,7 +290,7 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
 #endif
 
 /// Bytes per channel of a CUarray_format, 0 for formats the interposer does not size
-/// (block-compressed and video formats; wire-apis.md §7.4).
+/// (block-compressed and video formats; docs/design/wire-apis.md §7.4).
 constexpr size_t CuArrayFormatBytes(CUarray_format format) {
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:

@@ -212,7 +212,7 @@ FRACGPU_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept
 }
 
 // ---- VMM: physical memory is charged from cuMemCreate until it is really freed, i.e. when it
-// has been released and every mapping of it unmapped (wire-apis.md §7.4). Host locations are
+// has been released and every mapping of it unmapped (docs/design/wire-apis.md §7.4). Host locations are
 // never charged.
 namespace {
 void HandleUnref(CUmemGenericAllocationHandle h, bool release) {

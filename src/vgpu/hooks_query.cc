@@ -1,4 +1,4 @@
-// Virtualised memory queries (CONTRACT.md §4): cuMemGetInfo_v2, cuDeviceTotalMem_v2,
+// Virtualised memory queries (docs/design/CONTRACT.md §4): cuMemGetInfo_v2, cuDeviceTotalMem_v2,
 // nvmlDeviceGetMemoryInfo and _v2 report the container's slice, so frameworks and nvidia-smi
 // see a card of the limit's size; and cuInit, which loads the configuration early.
 // Devices are matched by UUID. Unlimited devices are passed through untouched.

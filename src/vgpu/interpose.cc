@@ -1,5 +1,5 @@
 // Symbol interception: the real-function tables, their resolution, the dlsym hook and the
-// cuGetProcAddress(_v2) hooks (wire-apis.md §7.8 describes why all three are needed).
+// cuGetProcAddress(_v2) hooks (docs/design/wire-apis.md §7.8 describes why all three are needed).
 #include "vgpu/glibc_compat.h"
 #include "vgpu/interpose.h"
 

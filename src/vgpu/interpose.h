@@ -81,7 +81,7 @@ const char* DriverVariantElf(const char* base, int version, cuuint64_t flags) no
 int VariantTableSize() noexcept;
 int VariantTableVersion() noexcept;
 
-/// Log levels of LIBCUDA_LOG_LEVEL (CONTRACT.md §4): 0 errors … 4 debug.
+/// Log levels of LIBCUDA_LOG_LEVEL (docs/design/CONTRACT.md §4): 0 errors … 4 debug.
 enum LogLevel { kLogError = 0, kLogWarning = 1, kLogInfo = 3, kLogDebug = 4 };
 /// Writes one line "[fracgpu-vgpu <level> <pid>] <message>" to stderr with write(2) if
 /// `level` <= the configured level. Never allocates; safe in any hook.

@@ -1,10 +1,10 @@
 #pragma once
 // Parsing of libvgpu.so's configuration: the read-only limits file the device plugin mounts
-// (CONTRACT.md §3, /etc/fracgpu/limits.env) and the environment (CONTRACT.md §4).
+// (docs/design/CONTRACT.md §3, /etc/fracgpu/limits.env) and the environment (docs/design/CONTRACT.md §4).
 // Pure functions over caller-provided buffers: no allocation, no I/O, no exceptions (they run
 // inside arbitrary host processes), fuzzed by tests/fuzz/vgpu_limits_fuzz.cc.
 //
-// Precedence: when the limits file exists, every key of CONTRACT.md §3 (memory and SM limits,
+// Precedence: when the limits file exists, every key of docs/design/CONTRACT.md §3 (memory and SM limits,
 // shared cache path, policy, priority, NVIDIA_VISIBLE_DEVICES) comes from the file alone and
 // the environment is ignored for all of them, so `env -i`, an edited environment or a private
 // CUDA_DEVICE_MEMORY_SHARED_CACHE cannot lift or split a limit. Without the file, the same
@@ -25,10 +25,10 @@ namespace fracgpu::vgpu {
 inline constexpr size_t kPathMax = 512;
 inline constexpr size_t kVisibleMax = 1024;
 inline constexpr size_t kErrorMax = 256;
-/// Default shared region path (CONTRACT.md §4).
+/// Default shared region path (docs/design/CONTRACT.md §4).
 inline constexpr const char* kDefaultRegionPath = "/tmp/cudevshr.cache";
 
-/// GPU_CORE_UTILIZATION_POLICY values (CONTRACT.md §4).
+/// GPU_CORE_UTILIZATION_POLICY values (docs/design/CONTRACT.md §4).
 enum class CorePolicy : uint32_t { kDefault = 0, kForce = 1, kDisable = 2 };
 
 /// Limits of one container-visible device index i (CUDA_DEVICE_*_LIMIT_<i>).
@@ -78,7 +78,7 @@ void ApplyKey(Config* config, std::string_view key, std::string_view value, Sour
 /// empty key fails every device closed. Sets config->file_present.
 void ParseLimitsFile(Config* config, const char* text, size_t size) noexcept;
 
-/// Reads the keys of CONTRACT.md §4 from `envp` (a NULL-terminated environ array), honouring
+/// Reads the keys of docs/design/CONTRACT.md §4 from `envp` (a NULL-terminated environ array), honouring
 /// the precedence above (only LIBCUDA_LOG_LEVEL when config->file_present).
 void ApplyEnvironment(Config* config, char* const* envp) noexcept;
 

@@ -1,6 +1,6 @@
 #pragma once
 // The subset of NVML (nvml.h, API version 13) that libvgpu.so and the fake NVML touch,
-// declared by us. Return codes, struct layouts and ELF names: shared/reference/wire-apis.md §8.
+// declared by us. Return codes, struct layouts and ELF names: docs/design/wire-apis.md §8.
 #include <cstdint>
 
 extern "C" {

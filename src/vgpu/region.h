@@ -36,7 +36,7 @@ inline constexpr int kUuidSize = 48;  ///< "GPU-" + 36 chars + NUL fits
 /// RegionDevice::flags bits.
 inline constexpr uint32_t kDeviceFailClosed = 1;  ///< bad configuration: every allocation OOMs
 
-/// One GPU of the container (index = container-visible ordinal, CONTRACT.md §4).
+/// One GPU of the container (index = container-visible ordinal, docs/design/CONTRACT.md §4).
 struct RegionDevice {
   char uuid[kUuidSize];        ///< "GPU-…" or "" when unknown (then matched by CUDA ordinal)
   uint64_t memory_limit;       ///< bytes; 0 = unlimited

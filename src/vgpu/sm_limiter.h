@@ -24,7 +24,7 @@ inline constexpr uint64_t kControlPeriodNs = 100'000'000;
 /// How far (ns) a container that was idle may run ahead of its pace (burst allowance).
 inline constexpr uint64_t kBurstNs = 20'000'000;
 
-/// Priority (CUDA_TASK_PRIORITY, CONTRACT.md §3): containers on one GPU meet in a per-GPU
+/// Priority (CUDA_TASK_PRIORITY, docs/design/CONTRACT.md §3): containers on one GPU meet in a per-GPU
 /// node file <kNodeDir>/<GPU UUID> (NodeGpu). A priority-0 process stamps the time of each of
 /// its launches there; a priority-1 process holds each launch back while the last priority-0
 /// launch on that GPU is less than kPriorityIdleNs old.

@@ -23,7 +23,7 @@
 
 extern char** environ;
 
-// The limits file's path is compiled in (CONTRACT.md §3); there is deliberately no run-time
+// The limits file's path is compiled in (docs/design/CONTRACT.md §3); there is deliberately no run-time
 // override, so nothing a tenant can set moves it. Tests build a second copy of the library,
 // libvgpu_testpath.so, whose path is the relative "fracgpu-limits.env" (resolved against the
 // working directory, which survives `env -i`); it is never installed (docs/vgpu.md).
@@ -110,7 +110,7 @@ bool NvmlUuid(unsigned index, char out[kUuidSize]) {
   return true;
 }
 
-// The container's devices, index i = CUDA_DEVICE_*_LIMIT_<i> (CONTRACT.md §3–4).
+// The container's devices, index i = CUDA_DEVICE_*_LIMIT_<i> (docs/design/CONTRACT.md §3–4).
 int BuildDevices(const Config& c, RegionDevice out[kMaxDevices]) {
   std::memset(static_cast<void*>(out), 0, sizeof(RegionDevice) * kMaxDevices);
   int n = 0;

@@ -1,7 +1,7 @@
 // The notebook form in Chromium, slicing by fraction (a preset and a custom one): fill it, see
 // the YAML preview and "fits now on N GPUs of M nodes" with N and M from an independent fit on
 // seed.json (lib.mjs expectedFit), create, and check the Notebook the fake API server received:
-// resources and annotations exactly per CONTRACT.md §1.
+// resources and annotations exactly per docs/design/CONTRACT.md §1.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 

@@ -1,6 +1,6 @@
 // The notebook form in Chromium, slicing by memory and by cores: fill it, see the YAML preview
 // and "fits now on N GPUs of M nodes" (N, M from an independent fit on seed.json), create,
-// check the Notebook the fake API server received (CONTRACT.md §1); then the notebook list.
+// check the Notebook the fake API server received (docs/design/CONTRACT.md §1); then the notebook list.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 

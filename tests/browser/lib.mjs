@@ -1,7 +1,7 @@
 // Shared helpers of the browser tests (run by ui_browser_harness, see harness.cc):
 //  * launch(): Debian's Chromium through playwright-core (never a downloaded browser), fresh profile;
 //  * the seeded cluster (seed.json) and an independent fit of a request on it, written from
-//    CONTRACT.md §1 and HAMi's per-GPU checks (hami-behaviour.md §3.6), not from src/: the
+//    docs/design/CONTRACT.md §1 and HAMi's per-GPU checks (docs/design/hami-behaviour.md §3.6), not from src/: the
 //    browser tests compare the UI's "fits now on N GPUs of M nodes" with these numbers;
 //  * what the fake API side received (Notebooks, SubjectAccessReviews);
 //  * waits on conditions (no sleeps) and screenshots.
@@ -162,7 +162,7 @@ export function seedGpus() {
   return nodes.sort((a, b) => a.name.localeCompare(b.name));
 }
 
-// CONTRACT.md §1: type entries match on case-insensitive tokens (split on space, '-', '_'), in order.
+// docs/design/CONTRACT.md §1: type entries match on case-insensitive tokens (split on space, '-', '_'), in order.
 function typeMatches(entry, type) {
   const tok = (s) => s.toLowerCase().split(/[ _-]+/).filter((t) => t);
   const want = tok(entry);
@@ -176,7 +176,7 @@ function typeMatches(entry, type) {
  * An independent fit of a one-container request on the seed: {gpus, nodes, perNode: {name:
  * reason|null}, eligible: {name: GPUs passing every per-GPU check}}.
  * request: {gpus, memMiB?, memPercent?, cores?, useTypes, nouseTypes, useUuids, nouseUuids}; memory
- * absent = the whole card; cores absent = 100 for a whole card, else 0 (CONTRACT.md §1 defaults).
+ * absent = the whole card; cores absent = 100 for a whole card, else 0 (docs/design/CONTRACT.md §1 defaults).
  * Per GPU the first failing check in HAMi's order; a node fits when enough GPUs pass; its
  * reason is "<count>/<gpus> <Reason>" per reason, passing GPUs counted as
  * AllocatedCardsInsufficientRequest. A cordoned node (spec.unschedulable) takes no new pod.
@@ -302,7 +302,7 @@ export async function fillForm(page, spec) {
 }
 
 /**
- * The Notebook `fracgpu ui` must post for a form (docs/ui.md; CONTRACT.md §1 resource and
+ * The Notebook `fracgpu ui` must post for a form (docs/ui.md; docs/design/CONTRACT.md §1 resource and
  * annotation names; Kubeflow: GPU limits in spec.template.spec.containers[0].resources.limits,
  * the choices as Notebook annotations, which the notebook controller copies to the pod).
  */

@@ -45,7 +45,7 @@ TEST(NodeRegisterTest, EncodeExactAndRoundTrip) {
   EXPECT_EQ(EncodeNodeRegister({}), "[]");
 }
 
-// hami-behaviour.md §3.3's example: HAMi's omitempty leaves zero fields out.
+// docs/design/hami-behaviour.md §3.3's example: HAMi's omitempty leaves zero fields out.
 TEST(NodeRegisterTest, DecodesHamiJsonWithOmittedZeroFields) {
   const std::string hami =
       R"([{"id":"GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec","count":10,"devmem":32768,"devcore":100,
@@ -172,7 +172,7 @@ TEST(NodeRegisterTest, BadLegacyTable) {
 
 // ---- hami.io/vgpu-devices-allocated ------------------------------------------------------
 
-// CONTRACT.md §2's example (full UUIDs from hami-behaviour.md §3.5): one init container
+// docs/design/CONTRACT.md §2's example (full UUIDs from docs/design/hami-behaviour.md §3.5): one init container
 // without GPU and two app containers.
 TEST(PodGrantsTest, ContractExampleRoundTrip) {
   const std::string example = ";" + kU1 + ",NVIDIA,3000,0:;" + kU1 + ",NVIDIA,5000,30:" + kU2 + ",NVIDIA,5000,30:;";

@@ -1,4 +1,4 @@
-// Tests of src/core/fit.h: the per-GPU checks of hami-behaviour.md §3.6 (one case per row),
+// Tests of src/core/fit.h: the per-GPU checks of docs/design/hami-behaviour.md §3.6 (one case per row),
 // node-level fit (policies, multi-GPU, NUMA binding, topology, several containers, init
 // containers), the reason vocabulary and summary, and the usage bookkeeping of §3.8.
 // Every expected grant, reason and usage below is worked out by hand in the comments.
@@ -140,7 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
                   WithTypes({"A100", "V100"}, {}), FitReason::kFits},
         CheckCase{"Row3NouseTypeWins", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),
                   WithTypes({"V100"}, {"V100"}), FitReason::kCardTypeMismatch},
-        // Token rule (CONTRACT.md §1): "V10" is not a token of the V100's type.
+        // Token rule (docs/design/CONTRACT.md §1): "V10" is not a token of the V100's type.
         CheckCase{"Row3TokenNotSubstring", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),
                   WithTypes({"V10"}, {}), FitReason::kCardTypeMismatch},
         CheckCase{"Row5UseUuidOther", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),

@@ -16,7 +16,7 @@ struct MatchCase {
   bool match;
 };
 
-// CONTRACT.md §1 "(fixed)": tokens on space, '-', '_', case-insensitive, in order.
+// docs/design/CONTRACT.md §1 "(fixed)": tokens on space, '-', '_', case-insensitive, in order.
 TEST(GpuTypeTest, TokenRuleTable) {
   const std::vector<MatchCase> cases = {
       {"A100", "NVIDIA A100-SXM4-80GB", true},

@@ -22,7 +22,7 @@ struct Case {
   std::vector<std::pair<std::string, json>> want;  // resource → value, for /spec/containers/0
 };
 
-// CONTRACT.md §1: the webhook writes the gpu and gpucores defaults (never memory) and copies
+// docs/design/CONTRACT.md §1: the webhook writes the gpu and gpucores defaults (never memory) and copies
 // request-only values into limits.
 TEST(LimitDefaultsTest, Table) {
   const std::string ptr = "/spec/containers/0";

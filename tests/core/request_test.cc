@@ -40,7 +40,7 @@ struct GoodCase {
   std::vector<std::string> warnings = {};
 };
 
-// CONTRACT.md §1 "Defaults"; expected values derived by hand from the rules.
+// docs/design/CONTRACT.md §1 "Defaults"; expected values derived by hand from the rules.
 TEST(ParsePodRequestTest, DefaultsTable) {
   const std::vector<GoodCase> cases = {
       {"no resources", nullptr, {0, 0, 100, 0}},
@@ -135,7 +135,7 @@ void ExpectBad(const std::vector<BadCase>& cases) {
   }
 }
 
-// CONTRACT.md §1 "(stricter)": malformed and out-of-range values are denied, naming the
+// docs/design/CONTRACT.md §1 "(stricter)": malformed and out-of-range values are denied, naming the
 // container, the resource and the value.
 TEST(ParsePodRequestTest, BadResourceValuesTable) {
   auto lim = [](const char* k, json v) { return PodWith(Limits({{k, v}})); };

@@ -1,4 +1,4 @@
-// Tests of src/core/score.h: HAMi's per-GPU and node scores (hami-behaviour.md §3.5 step 4),
+// Tests of src/core/score.h: HAMi's per-GPU and node scores (docs/design/hami-behaviour.md §3.5 step 4),
 // the GPU try-order of each policy (§3.6 "GPU sort order"), the topology-aware choice, node
 // choice and the extender's 0–10 mapping. Expected values are worked out by hand.
 

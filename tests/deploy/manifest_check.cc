@@ -12,8 +12,8 @@
 //  5. Services select a pod template and their targetPorts are ports of it.
 //  6. The webhook: Service, port and path /webhook of the scheduler; pods CREATE+UPDATE;
 //     sideEffects None, admissionReviewVersions v1, timeout, failurePolicy, and the
-//     hami.io/webhook NotIn [ignore] selectors (CONTRACT.md §1).
-//  7. The KubeSchedulerConfiguration (CONTRACT.md §5).
+//     hami.io/webhook NotIn [ignore] selectors (docs/design/CONTRACT.md §1).
+//  7. The KubeSchedulerConfiguration (docs/design/CONTRACT.md §5).
 //  8. RBAC: bindings name existing accounts and roles; every pod's account is bound.
 #include "manifest_check.h"
 
@@ -611,7 +611,7 @@ class Checker {
           for (const auto& e : At(w, {sel, "matchExpressions"})) {
             ok |= S(e, "key") == "hami.io/webhook" && S(e, "operator") == "NotIn" && Has(Strings(e["values"]), "ignore");
           }
-          if (!ok) Problem(where, std::string(sel) + " lacks hami.io/webhook NotIn [ignore] (CONTRACT.md §1)");
+          if (!ok) Problem(where, std::string(sel) + " lacks hami.io/webhook NotIn [ignore] (docs/design/CONTRACT.md §1)");
         }
       }
     }
@@ -699,7 +699,7 @@ class Checker {
     std::string why;
     ProvidedFile(b_, pod, c, ca, &ok, &why);
     if (ca.empty() || !ok) Problem(where, "tlsConfig.caFile \"" + ca + "\" is not mounted: " + why);
-    // managedResources: every resource of CONTRACT.md §1, ignoredByScheduler.
+    // managedResources: every resource of docs/design/CONTRACT.md §1, ignoredByScheduler.
     std::set<std::string> want;
     if (device_config_ok_) {
       want = {resources_.gpu, resources_.gpumem, resources_.gpumem_percentage, resources_.gpucores, resources_.priority};
@@ -719,7 +719,7 @@ class Checker {
       if (!managed.count(r)) Problem(where, "managedResources lacks " + r);
     }
     for (const auto& r : managed) {
-      if (!scheduler_names.count(r)) Problem(where, "managedResources has " + r + ", not a resource of CONTRACT.md §1");
+      if (!scheduler_names.count(r)) Problem(where, "managedResources has " + r + ", not a resource of docs/design/CONTRACT.md §1");
     }
   }
 

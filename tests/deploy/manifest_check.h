@@ -1,7 +1,7 @@
 #pragma once
 // The checker of deploy/ (tests/deploy): loads every manifest and reports every inconsistency
 // between the objects, the binaries' real flags (each `fracgpu` subcommand's CLI11 definition,
-// registered exactly as src/cli does) and CONTRACT.md §1/§5. A report is a list of problems,
+// registered exactly as src/cli does) and docs/design/CONTRACT.md §1/§5. A report is a list of problems,
 // each naming the file, the object and the field, so a test can assert both "the real
 // manifests have none" and "this broken manifest gives that problem".
 

@@ -1,4 +1,4 @@
-// Allocate per CONTRACT.md §2–3 against an in-memory API server: what a container gets, how
+// Allocate per docs/design/CONTRACT.md §2–3 against an in-memory API server: what a container gets, how
 // the pod and the node lock move, and what is refused.
 #include "deviceplugin/allocator.h"
 

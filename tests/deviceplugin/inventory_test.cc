@@ -1,5 +1,5 @@
-// Register entries and replica IDs built from discovered GPUs (CONTRACT.md §2,
-// hami-behaviour.md §4.3), the health watcher, and the node registration annotation.
+// Register entries and replica IDs built from discovered GPUs (docs/design/CONTRACT.md §2,
+// docs/design/hami-behaviour.md §4.3), the health watcher, and the node registration annotation.
 #include "deviceplugin/inventory.h"
 
 #include <gtest/gtest.h>

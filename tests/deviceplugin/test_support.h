@@ -42,7 +42,7 @@ class TempDir {
   std::string path_;
 };
 
-/// Standard padded base64 of HMAC-SHA256(key, "<uid>\n<node>\n<allocated>") (CONTRACT.md §2).
+/// Standard padded base64 of HMAC-SHA256(key, "<uid>\n<node>\n<allocated>") (docs/design/CONTRACT.md §2).
 inline std::string Sign(const std::string& uid, const std::string& node, const std::string& allocated,
                         const std::string& key = kKey) {
   std::string msg = uid + "\n" + node + "\n" + allocated;

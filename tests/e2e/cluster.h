@@ -117,7 +117,7 @@ struct ContainerDef {
 
 /// A pod in namespace "ml" as a user writes it: each GPU container asks for `nvidia.com/gpu`
 /// 1 and `nvidia.com/gpumem` in the API server's canonical quantity form ("3k" for 3000, as
-/// the webhook receives it, CONTRACT.md §1).
+/// the webhook receives it, docs/design/CONTRACT.md §1).
 nlohmann::json UserPod(const std::string& name, const std::vector<ContainerDef>& containers);
 
 /// vgpu_app operations that allocate the whole slice, one MiB more, query memory, and (when
@@ -133,7 +133,7 @@ struct Grant {
   int64_t mib = 0;
   int cores = 0;
 };
-/// Parses `hami.io/vgpu-devices-allocated` (CONTRACT.md §2) independently of the code under
+/// Parses `hami.io/vgpu-devices-allocated` (docs/design/CONTRACT.md §2) independently of the code under
 /// test: one vector per container part (init containers first).
 std::vector<std::vector<Grant>> ParseAllocation(const std::string& value);
 

@@ -1,5 +1,5 @@
 #pragma once
-// kube-scheduler's part in the end-to-end tests, with the configuration CONTRACT.md §5 gives
+// kube-scheduler's part in the end-to-end tests, with the configuration docs/design/CONTRACT.md §5 gives
 // it (nodeCacheCapable extender with filter, prioritize and bind verbs): it watches pods and
 // nodes, and schedules each pending pod that names our scheduler and has no node, one at a
 // time, oldest first:
@@ -7,7 +7,7 @@
 //   POST /prioritize (same body) → [{"Host", "Score"}]; the highest score wins, ties go to the
 //                  first node in name order (kube-scheduler picks among ties at random)
 //   POST /bind     {"PodName", "PodNamespace", "PodUID", "Node"} → {"Error"}
-// (wire-apis.md §4). A pod no node fits gets condition PodScheduled=False, reason
+// (docs/design/wire-apis.md §4). A pod no node fits gets condition PodScheduled=False, reason
 // Unschedulable, message "0/<n> nodes are available: ..." on its status, as kube-scheduler
 // writes it. Failed pods are retried with backoff (50 ms doubling to 1 s); a pod deletion or a
 // node change moves every pod back to the active queue (kube-scheduler's MoveAllToActiveQueue).

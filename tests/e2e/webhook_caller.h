@@ -1,5 +1,5 @@
 #pragma once
-// The API server's side of a mutating admission webhook (wire-apis.md §5): builds the
+// The API server's side of a mutating admission webhook (docs/design/wire-apis.md §5): builds the
 // AdmissionReview v1 for a pod CREATE or UPDATE, POSTs it to the scheduler's /webhook the way
 // kube-apiserver does (`?timeout=10s` appended), and turns the answer into the fake API
 // server's verdict (JSON patch decoded from base64). With failurePolicy Fail, an unreachable

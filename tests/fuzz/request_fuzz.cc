@@ -1,6 +1,6 @@
 // Fuzz target: arbitrary bytes as a JSON pod → ParsePodRequest and the limit defaults; bytes
 // that are not JSON are parsed as a Kubernetes quantity instead.
-// Checks, beyond "no crash": every accepted request is within CONTRACT.md §1's ranges, the
+// Checks, beyond "no crash": every accepted request is within docs/design/CONTRACT.md §1's ranges, the
 // webhook's limit defaults apply cleanly, are idempotent, leave the parsed request unchanged,
 // and the JSON Patch form gives the same pod as applying them in place.
 #include <cstdint>

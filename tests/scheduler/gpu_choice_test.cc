@@ -46,7 +46,7 @@ core::PodRequest Sharing(int32_t cores) {
 
 TEST(TargetWorkloadTest, CountsRunningSharesAndTheIncomingPod) {
   // Shapes 700×1 (running) and 300×1 (incoming), one pod each: both are needed to cover 95 %,
-  // ties ordered by the shape tuple descending (fgd-evaluation.md §3 point 4).
+  // ties ordered by the shape tuple descending (docs/design/fgd-evaluation.md §3 point 4).
   auto m = TargetWorkload({Holding("a", 70, "GPU-0")}, Sharing(30));
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[0].shape.gpu_milli, 700);

@@ -1,4 +1,4 @@
-// The admission webhook: every CONTRACT.md §1–3 rule, bad values, system-annotation locks.
+// The admission webhook: every docs/design/CONTRACT.md §1–3 rule, bad values, system-annotation locks.
 #include "scheduler/webhook.h"
 
 #include <gtest/gtest.h>

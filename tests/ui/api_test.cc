@@ -1,7 +1,7 @@
 // The UI's JSON API over real HTTP: `fracgpu ui`'s service on port 0, talking to the fake
 // API server (nodes, pods) through a small in-test handler that adds what the fake does not
 // serve: SubjectAccessReviews (authorization.k8s.io/v1) and Notebooks (kubeflow.org/v1).
-// Expected figures are computed by hand from the fixture below (CONTRACT.md §1 fit rules).
+// Expected figures are computed by hand from the fixture below (docs/design/CONTRACT.md §1 fit rules).
 #include <fstream>
 #include <sstream>
 #include <tuple>

@@ -1,5 +1,5 @@
 // The form body decoder (table of bad bodies), the Notebook built for each slice mode
-// (limits and annotations computed by hand from CONTRACT.md §1), and the YAML text.
+// (limits and annotations computed by hand from docs/design/CONTRACT.md §1), and the YAML text.
 #include "ui/form.h"
 
 #include <gtest/gtest.h>

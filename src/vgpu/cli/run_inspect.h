@@ -19,7 +19,7 @@ struct RunOptions {
   std::string region;    ///< path of the private region file
 };
 
-/// The environment `fracgpu run` adds (CONTRACT.md §4 keys). Errors (kInvalidArgument) name
+/// The environment `fracgpu run` adds (docs/design/CONTRACT.md §4 keys). Errors (kInvalidArgument) name
 /// the flag and the value, e.g. `--gpumem: "3g" is not a whole number of MiB`.
 Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(const RunOptions& options);
 

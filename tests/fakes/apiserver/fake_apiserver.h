@@ -1,7 +1,7 @@
 #pragma once
-// A fake kube-apiserver over real HTTP on 127.0.0.1 (ARCHITECTURE.md "Testing without a GPU or
+// A fake kube-apiserver over real HTTP on 127.0.0.1 (docs/design/ARCHITECTURE.md "Testing without a GPU or
 // a cluster"). It serves nodes, pods, leases and events with the real REST shapes
-// (wire-apis.md §6): get, list (labelSelector; fieldSelector on spec.nodeName, metadata.name,
+// (docs/design/wire-apis.md §6): get, list (labelSelector; fieldSelector on spec.nodeName, metadata.name,
 // metadata.namespace, status.phase), watch (resourceVersion, bookmarks, timeoutSeconds),
 // POST (create), PUT (409 on a stale metadata.resourceVersion), PATCH (merge RFC 7386 and
 // strategic-merge treated alike, JSON patch RFC 6902; 409 when a merge patch carries a stale
@@ -76,7 +76,7 @@ struct AuditRecord {
   int code = 0;             ///< HTTP status answered
 };
 
-/// What the API server sends a mutating admission webhook for a pod (wire-apis.md §5.1).
+/// What the API server sends a mutating admission webhook for a pod (docs/design/wire-apis.md §5.1).
 struct AdmissionCall {
   std::string operation;    ///< "CREATE" | "UPDATE"
   std::string user;         ///< userInfo.username (the caller's identity)
@@ -86,7 +86,7 @@ struct AdmissionCall {
   nlohmann::json old_object;  ///< the stored object on UPDATE; null on CREATE
 };
 
-/// The webhook's answer (wire-apis.md §5.2).
+/// The webhook's answer (docs/design/wire-apis.md §5.2).
 struct AdmissionVerdict {
   bool allowed = true;
   int code = 403;           ///< status.code when denied

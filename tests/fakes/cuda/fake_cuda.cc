@@ -1,7 +1,7 @@
 // Fake libcuda.so.1: the CUDA driver API surface libvgpu.so touches, with host memory behind
 // device pointers (see fake_gpu.h for the configuration). It follows the real driver's
 // observable behaviour: ELF names and versioned variants, cuGetProcAddress(_v2) flag and
-// version semantics (wire-apis.md §7.8), CUresult codes, contexts (primary and created),
+// version semantics (docs/design/wire-apis.md §7.8), CUresult codes, contexts (primary and created),
 // streams, memory pools that reserve in 2 MiB chunks and give memory back at synchronisation
 // down to their release threshold, VMM handles with device and host locations (physical
 // memory freed when released and unmapped), arrays, managed memory.

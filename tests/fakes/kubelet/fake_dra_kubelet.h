@@ -1,5 +1,5 @@
 #pragma once
-// A stand-in for kubelet's DRA side (ARCHITECTURE.md "Testing without a GPU or a cluster"):
+// A stand-in for kubelet's DRA side (docs/design/ARCHITECTURE.md "Testing without a GPU or a cluster"):
 // the plugin watcher (pkg/kubelet/pluginmanager) finds sockets in plugins_registry, calls
 // pluginregistration.Registration/GetInfo, validates the answer (type "DRAPlugin", a driver
 // name, an endpoint, a DRAPlugin service this kubelet speaks), then answers

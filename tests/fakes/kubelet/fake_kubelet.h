@@ -1,7 +1,7 @@
 #pragma once
-// A stand-in for kubelet's device manager (ARCHITECTURE.md "Testing without a GPU or a
+// A stand-in for kubelet's device manager (docs/design/ARCHITECTURE.md "Testing without a GPU or a
 // cluster"): serves Registration on <dir>/kubelet.sock, and on Register does what kubelet
-// does (wire-apis.md §1.4): checks the version and resource name, dials the plugin's socket,
+// does (docs/design/wire-apis.md §1.4): checks the version and resource name, dials the plugin's socket,
 // calls GetDevicePluginOptions, then follows ListAndWatch in the background. Tests call
 // Allocate / GetPreferredAllocation through it, and Restart() deletes every socket in the
 // directory and recreates kubelet.sock, as a restarting kubelet does.

@@ -2,7 +2,7 @@
 // CUDA_VISIBLE_DEVICES ignored, as with the real NVML), memory and per-process usage from the
 // processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h); PIDs as the host sees them
 // (FAKE_NVML_HOST_PID_OFFSET emulates a PID namespace). Return codes and struct layouts:
-// wire-apis.md §8.
+// docs/design/wire-apis.md §8.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
