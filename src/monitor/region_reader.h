@@ -1,6 +1,6 @@
 #pragma once
 // Reads a container's vgpu region file (src/vgpu/region.h, layout version 2,
-// /work/notes/region-v2.md) as UNTRUSTED input: the file is written by libvgpu.so inside a
+// docs/vgpu.md "The shared region") as UNTRUSTED input: the file is written by libvgpu.so inside a
 // tenant's container, so a tenant can put anything in it. The reader copies the file's bytes
 // (exactly sizeof(vgpu::Region), never more), checks the layout with vgpu::RegionValidate,
 // reads only active slots, clamps counts, never takes the region's lock and never trusts a

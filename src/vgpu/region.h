@@ -4,7 +4,7 @@
 // Shared by libvgpu.so (writer), the monitor and `fracgpu inspect` (readers). Standalone:
 // only the C/C++ runtime and pthreads, no allocation, no exceptions.
 //
-// Layout version 2 (kRegionVersion; /work/notes/region-v2.md). Any change to these structs must
+// Layout version 2 (kRegionVersion; docs/vgpu.md "The shared region"). Any change to these structs must
 // bump the version; a reader refuses a file whose magic, version or sizes differ (RegionValidate).
 // Version 2 added RegionDevice::last_launch_ns, RegionSlot::host_pid and the per-slot breakdown
 // context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region layout").

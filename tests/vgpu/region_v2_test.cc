@@ -1,4 +1,4 @@
-// Region layout version 2 (/work/notes/region-v2.md, docs/vgpu.md): the per-slot breakdown
+// Region layout version 2 (docs/vgpu.md "The shared region"): the per-slot breakdown
 // used = context + module + data, host PIDs (docs/sm-limiter.md "Host PIDs"), and
 // RegionDevice::last_launch_ns. The fake driver occupies FAKE_CUDA_CTX_BYTES per context and
 // FAKE_CUDA_MODULE_BYTES per module, as the real one occupies memory for both; the expected
