@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "enforce/enforce.h"
 #include "enforce/nvml_processes.h"
@@ -200,6 +201,9 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
   int child_status = 0;
   bool done = false;
   std::set<uint32_t> reported_without_library;
+  // Processes already sent SIGKILL (pid, start time): until the kernel reaps them they still
+  // appear in /proc and in NVML's list, and a second kill or line for them would be noise.
+  std::set<std::pair<uint32_t, uint64_t>> sigkilled;
   while (!done) {
     bool killed_now = false;
     for (pid_t w; (w = ::waitpid(-1, &child_status, WNOHANG)) > 0;) {
@@ -237,11 +241,11 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
       obs.containers.push_back(std::move(c));
       for (const enforce::Finding& f : enforcer.Evaluate(obs)) {
         if (f.reason == enforce::Reason::kMemoryOverLimit && f.action == enforce::Action::kKill) {
+          if (sigkilled.count({f.pid, f.start_time})) continue;  // dying: SIGKILL already sent
           Status st = enforce::KillIfSame(proc, f.pid, f.start_time);
-          if (st.ok() && f.new_episode) {
+          if (st.ok()) {
+            sigkilled.insert({f.pid, f.start_time});
             std::fprintf(stderr, "fracgpu run: killed pid %u: %s\n", f.pid, f.Describe().c_str());
-          } else if (st.ok()) {
-            std::fprintf(stderr, "fracgpu run: killed pid %u (still over its limit)\n", f.pid);
           } else if (st.code() != StatusCode::kNotFound) {
             std::fprintf(stderr, "fracgpu run: cannot kill pid %u: %s\n", f.pid, st.message().c_str());
           }
