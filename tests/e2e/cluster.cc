@@ -25,7 +25,8 @@ std::string KubeletToken(const std::string& node) { return "token-kubelet-" + no
 }  // namespace
 
 Artifacts BuiltArtifacts() {
-  return {FRACGPU_BINARY, FRACGPU_FAKE_NVML, FRACGPU_FAKES_LIB, FRACGPU_LIBVGPU_TESTPATH, FRACGPU_VGPU_APP};
+  return {FRACGPU_BINARY, FRACGPU_FAKE_NVML, FRACGPU_FAKES_LIB, FRACGPU_LIBVGPU_TESTPATH, FRACGPU_VGPU_APP,
+          FRACGPU_BYPASS_APP};
 }
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
@@ -91,6 +92,7 @@ bool Cluster::Start(std::string* error) {
     std::string node_dir = dir_ + "/" + name;
     std::filesystem::create_directories(node_dir);
     nodes_.push_back(std::make_unique<NodeAgent>(name, gpus, BuiltArtifacts(), node_dir));
+    if (options_.enforce) nodes_.back()->EnableEnforcement();
     if (!nodes_.back()->Start(api_->url(), KubeletToken(name), plugin_kubeconfig, dir_ + "/signing-key", error)) {
       return false;
     }

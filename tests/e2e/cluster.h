@@ -40,6 +40,7 @@ struct ClusterOptions {
   std::string node_policy = "binpack";  ///< --node-scheduler-policy
   std::string gpu_policy = "binpack";   ///< --gpu-scheduler-policy
   bool leader_elect = false;            ///< --leader-elect
+  bool enforce = false;                 ///< each node also runs `fracgpu monitor` (NodeAgent::EnableEnforcement)
 };
 
 /// An HTTP answer of the fake API server.

@@ -291,5 +291,104 @@ TEST_F(JourneyTest, ForgedPodsAreRefusedEndToEnd) {
   EXPECT_NE(AnnotationOf(failed, "hami.io/bind-phase"), "success");
 }
 
+// Issue 14 in the pod's journey: a container that goes around libvgpu.so (the bypass recipe,
+// tests/enforce/bypass_app.cc) and takes 1100 MiB on a 1000 MiB slice, on a GPU it shares
+// with a neighbour pod, is SIGKILLed by the node's `fracgpu monitor` (fake NVML: the driver's
+// per-process account) within the kill window; the API server gets a Warning Event on the
+// pod, created with the device plugin's account, naming the pod, the numbers and the action;
+// the neighbour then allocates its whole slice. 2048 MiB GPU: both 1000 MiB slices fit, the
+// bypass plus the neighbour's slice (2100 MiB) do not.
+TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeighbourGetsItsSlice) {
+  constexpr int64_t kMiB = 1024 * 1024;
+  ClusterOptions options{{{"node-a", {{kGpuA0, 2048}}}}, "binpack", "binpack"};
+  options.enforce = true;
+  StartCluster(std::move(options));
+  NodeAgent& node = cluster_->node("node-a");
+  // The neighbour: a context, then (once its stdin closes) its whole slice and one MiB more.
+  HttpResult r = cluster_->CreatePod(UserPod(
+      "neighbour", {{"main", 1000, {"init", "wait", "alloc:" + std::to_string(1000 * kMiB), "alloc:" + std::to_string(kMiB),
+                                    "info"}}}));
+  ASSERT_EQ(r.status, 201) << r.body.dump();
+  ASSERT_TRUE(cluster_->WaitRunning("ml", "neighbour"));
+  json over = UserPod("over", {{"main", 1000, {"pid", "bypass:1100", "hold:30000"}}});
+  over["spec"]["containers"][0]["image"] = kBypassImage;
+  r = cluster_->CreatePod(over);
+  ASSERT_EQ(r.status, 201) << r.body.dump();
+  // Same GPU (binpack, one GPU).
+  ASSERT_TRUE(cluster_->WaitForPod("ml", "over", [](const json& p) { return !AnnotationOf(p, "hami.io/bind-phase").empty(); }));
+  EXPECT_EQ(PlacementOf(*cluster_->Pod("ml", "over")).uuid, kGpuA0);
+  EXPECT_EQ(PlacementOf(*cluster_->Pod("ml", "neighbour")).uuid, kGpuA0);
+
+  // The bypass allocates: "over <CLOCK_MONOTONIC ns>".
+  std::string pid;
+  uint64_t over_ns = 0;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto v = node.Container("ml", "over", "main");
+        if (!v) return false;
+        for (const auto& l : v->lines) {
+          if (l.rfind("pid ", 0) == 0) pid = l.substr(4);
+          if (l.rfind("over ", 0) == 0) over_ns = std::stoull(l.substr(5));
+        }
+        return over_ns != 0 || v->exit_status.has_value();
+      },
+      kWait))
+      << node.MonitorLog();
+  ASSERT_NE(over_ns, 0u) << node.Container("ml", "over", "main")->lines.size();
+  auto status = node.WaitExit("ml", "over", "main", kWait);
+  auto killed_after = std::chrono::steady_clock::now().time_since_epoch() - std::chrono::nanoseconds(over_ns);
+  ASSERT_TRUE(status.has_value()) << node.MonitorLog();
+  ASSERT_TRUE(WIFSIGNALED(*status)) << *status << "\n" << node.MonitorLog();
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+  double ms = std::chrono::duration<double, std::milli>(killed_after).count();
+  std::cout << "over the limit → killed (seen by the kubelet): " << ms << " ms\n";
+  // The kill window: confirm_polls (2) × (interval 100 ms + poll time), bounded by issue 14's 1 s.
+  EXPECT_LT(ms, 1000.0) << node.MonitorLog();
+
+  // The Event on the pod: its name, the numbers, the action.
+  json kill_event;
+  ASSERT_TRUE(cluster_->api().WaitFor([&] {
+    for (const auto& e : cluster_->api().List("events")) {
+      if (e.value("reason", "") == "GPUProcessKilled") {
+        kill_event = e;
+        return true;
+      }
+    }
+    return false;
+  })) << node.MonitorLog();
+  EXPECT_EQ(kill_event["involvedObject"].value("kind", ""), "Pod");
+  EXPECT_EQ(kill_event["involvedObject"].value("name", ""), "over");
+  EXPECT_EQ(kill_event["involvedObject"].value("namespace", ""), "ml");
+  EXPECT_EQ(kill_event["involvedObject"].value("uid", ""), k8s::Uid(*cluster_->Pod("ml", "over")));
+  EXPECT_EQ(kill_event.value("type", ""), "Warning");
+  EXPECT_EQ(kill_event["source"].value("component", ""), "fracgpu-monitor") << kill_event.dump();
+  std::string message = kill_event.value("message", "");
+  EXPECT_NE(message.find("uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB)"), std::string::npos) << message;
+  EXPECT_NE(message.find("killed pid " + pid), std::string::npos) << message;
+  // Created by the monitor with the DaemonSet's account (its token), in the pod's namespace.
+  EXPECT_TRUE(cluster_->api().WaitFor([&] {
+    for (const auto& a : cluster_->api().AuditLog()) {
+      if (a.resource == "events" && a.verb == "create" && a.ns == "ml" && a.user == kDevicePluginUser && a.code == 201)
+        return true;
+    }
+    return false;
+  }));
+
+  // The neighbour now gets its whole slice (and nothing more), and was never reported.
+  ASSERT_FALSE(node.Container("ml", "neighbour", "main")->exit_status.has_value())
+      << *node.Container("ml", "neighbour", "main")->exit_status;
+  ASSERT_TRUE(node.CloseStdin("ml", "neighbour", "main"));
+  auto done = node.WaitExit("ml", "neighbour", "main", kWait);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(WIFEXITED(*done) && WEXITSTATUS(*done) == 0) << *done;
+  EXPECT_EQ(node.Container("ml", "neighbour", "main")->lines,
+            (std::vector<std::string>{"init 0", "ready", "alloc 0", "alloc 2", "info 0 0 " + std::to_string(1000 * kMiB)}));
+  for (const auto& e : cluster_->api().List("events")) {
+    if (e.contains("source") && e["source"].value("component", "") == "fracgpu-monitor") {
+      EXPECT_EQ(e["involvedObject"].value("name", ""), "over") << e.dump();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::e2e

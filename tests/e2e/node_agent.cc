@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <openssl/evp.h>
+
 #include "k8s/objects.h"
 
 namespace fracgpu::e2e {
@@ -66,6 +68,22 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
+// The CRI container ID the emulated runtime gives a container: 64 hex digits (SHA-256 of
+// pod UID and name), as containerd's IDs look.
+std::string ContainerId(const std::string& uid, const std::string& name) {
+  std::string in = uid + "/" + name;
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(in.data(), in.size(), md, &n, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
 NodeAgent::NodeAgent(std::string name, std::vector<GpuSpec> gpus, Artifacts artifacts, std::string dir)
@@ -76,7 +94,7 @@ NodeAgent::~NodeAgent() { Stop(); }
 bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_token,
                       const std::string& plugin_kubeconfig, const std::string& key_file, std::string* error) {
   std::error_code ec;
-  for (const char* sub : {"/dp", "/hook/vgpu", "/gpu-state", "/containers"}) fs::create_directories(dir_ + sub, ec);
+  for (const char* sub : {"/dp", "/hook/vgpu", "/gpu-state", "/containers", "/proc"}) fs::create_directories(dir_ + sub, ec);
   fs::copy_file(artifacts_.libvgpu_testpath, dir_ + "/hook/vgpu/libvgpu.so", fs::copy_options::overwrite_existing, ec);
   if (ec) {
     *error = "cannot copy " + artifacts_.libvgpu_testpath + ": " + ec.message();
@@ -110,6 +128,23 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
     *error = "the device plugin of " + name_ + " did not register " + std::to_string(want) + " devices; log:\n" +
              plugin_->Log();
     return false;
+  }
+  if (enforce_) {
+    // The node agent's monitor (the DaemonSet's second container): same account as the plugin,
+    // the node's NVML and driver state, this node's emulated /proc (hostPID).
+    auto menv = CurrentEnvironment();
+    menv["FAKE_GPU_DEVICES"] = devices;
+    menv["FAKE_GPU_STATE_DIR"] = dir_ + "/gpu-state";
+    monitor_ = std::make_unique<Daemon>(
+        std::vector<std::string>{artifacts_.fracgpu, "monitor", "--node-name=" + name_, "--hook-path=" + dir_ + "/hook",
+                                 "--node-dir=", "--listen=127.0.0.1", "--port=0", "--interval=0.1",
+                                 "--enforce-interval=0.1", "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
+                                 "--nvml-library=" + artifacts_.fake_nvml, "--proc-root=" + dir_ + "/proc"},
+        menv, dir_ + "/monitor.log");
+    if (!monitor_->running() || !monitor_->WaitForLog("enforcement on", kStartWait)) {
+      *error = "the monitor of " + name_ + " did not start enforcing; log:\n" + (monitor_ ? monitor_->Log() : "");
+      return false;
+    }
   }
   k8s::Config config;
   config.server = api_url;
@@ -163,8 +198,19 @@ void NodeAgent::Stop() {
   for (PodRun* run : runs) {
     if (run->worker.joinable()) run->worker.join();
   }
+  if (monitor_) monitor_->Stop(SIGTERM);
   if (plugin_) plugin_->Stop(SIGTERM);
   if (kubelet_) kubelet_->Stop();
+}
+
+std::string NodeAgent::MonitorLog() const { return monitor_ ? monitor_->Log() : ""; }
+
+bool NodeAgent::CloseStdin(const std::string& ns, const std::string& pod, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Started* s = FindLocked(ns, pod, name);
+  if (s == nullptr || !s->process) return false;
+  s->process->CloseStdin();
+  return true;
 }
 
 void NodeAgent::HoldAllocations(bool hold) {
@@ -215,6 +261,7 @@ void NodeAgent::OnPodDeleted(const json& pod) {
       if (c->process) c->process->Kill();
     }
   }
+  { std::lock_guard<std::mutex> lock(mu_); }  // the pod's worker is waiting on cv_ or sees run->stop
   cv_.notify_all();
   ReleaseDevices(run->uid);
 }
@@ -333,7 +380,8 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
     env["FAKE_GPU_DEVICES"] = visible;
   }
   view.env = env;
-  std::vector<std::string> argv = {artifacts_.vgpu_app};
+  const bool bypass = spec.value("image", "") == kBypassImage;
+  std::vector<std::string> argv = {bypass ? artifacts_.bypass_app : artifacts_.vgpu_app};
   if (spec.contains("args") && spec["args"].is_array()) {
     for (const auto& a : spec["args"]) argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
   }
@@ -346,7 +394,24 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
   started->view = std::move(view);
   started->process = std::make_unique<ContainerProcess>(argv, env, cwd, cwd + ".stderr");
   bool ok = started->process->started();
-  if (!ok) *error = "cannot start " + artifacts_.vgpu_app;
+  if (!ok) *error = "cannot start " + argv[0];
+  if (ok && enforce_) {
+    // The runtime's part the monitor reads (hostPID): the process's cgroup as kubelet's
+    // systemd driver and containerd name it, and its real stat (start time, PID-reuse check).
+    // Written right after fork, complete or not at all (renamed into place): a poll before
+    // this finds no entry and skips the PID until the next one.
+    std::string pid = std::to_string(started->process->pid());
+    std::string slice_uid = run->uid;
+    std::replace(slice_uid.begin(), slice_uid.end(), '-', '_');
+    std::string tmp = dir_ + "/proc/.new-" + pid;
+    fs::create_directories(tmp, ec);
+    std::ofstream(tmp + "/stat") << ReadFile("/proc/" + pid + "/stat");
+    std::ofstream(tmp + "/cgroup") << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << slice_uid
+                                   << ".slice/cri-containerd-" << ContainerId(run->uid, started->view.name)
+                                   << ".scope\n";
+    fs::remove_all(dir_ + "/proc/" + pid, ec);  // a reused PID's old entry
+    fs::rename(tmp, dir_ + "/proc/" + pid, ec);
+  }
   run->containers.push_back(std::move(started));
   return ok;
 }
@@ -449,6 +514,14 @@ void NodeAgent::RunPod(PodRun* run) {
     if (run->stop) return;
   }
   PatchPodStatus(run->ns, run->name, {{"phase", all_exited ? (all_ok ? "Succeeded" : "Failed") : "Running"}});
+  // The pod's worker lives as long as the pod (kubelet's pod worker does): the containers were
+  // forked by this thread and die with it (PR_SET_PDEATHSIG is per thread), so it returns only
+  // once the pod is deleted or the node stops.
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] {
+    std::lock_guard<std::mutex> run_lock(run->mu);
+    return stopping_ || run->stop;
+  });
 }
 
 const NodeAgent::Started* NodeAgent::FindLocked(const std::string& ns, const std::string& pod,

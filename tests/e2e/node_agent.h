@@ -51,7 +51,12 @@ struct Artifacts {
   std::string fakes_lib_dir;     ///< folder holding the fake libcuda.so.1 and libnvidia-ml.so.1
   std::string libvgpu_testpath;  ///< libvgpu_testpath.so (reads ./fracgpu-limits.env)
   std::string vgpu_app;          ///< tests/vgpu/vgpu_app
+  std::string bypass_app;        ///< tests/enforce/bypass_app (image kBypassImage)
 };
+
+/// A container whose `image` is this runs the bypass recipe of issue 14 (tests/enforce/
+/// bypass_app.cc: allocates through the driver around libvgpu.so) instead of vgpu_app.
+inline constexpr const char* kBypassImage = "fracgpu-e2e/bypass:1";
 
 /// What one started container looked like (for assertions).
 struct ContainerView {
@@ -79,8 +84,19 @@ class NodeAgent {
   /// `kubelet_client`'s identity, and starts watching pods. False (with `error`) on failure.
   bool Start(const std::string& api_url, const std::string& kubelet_token, const std::string& plugin_kubeconfig,
              const std::string& key_file, std::string* error);
-  /// Stops everything (pods' containers killed, plugin SIGTERM).
+  /// Stops everything (pods' containers killed, monitor and plugin SIGTERM).
   void Stop();
+
+  /// Before Start: also run `fracgpu monitor` as the node's agent (driver-truth enforcement,
+  /// docs/enforcement.md) over the node's fake NVML and driver state, with the device plugin's
+  /// kubeconfig (the DaemonSet's account), polling every 100 ms, `--proc-root` the node's
+  /// emulated /proc: each container process gets <dir>/proc/<pid>/cgroup (a kubelet-style
+  /// cgroup v2 path naming its pod UID and container ID) and a copy of its real stat.
+  void EnableEnforcement() { enforce_ = true; }
+  /// The monitor's log so far ("" when not enabled).
+  std::string MonitorLog() const;
+  /// Closes the container's stdin (vgpu_app's `wait` returns and its next ops run).
+  bool CloseStdin(const std::string& ns, const std::string& pod, const std::string& name);
 
   /// While held, newly bound pods wait before Allocate (a kubelet slow to admit them).
   void HoldAllocations(bool hold);
@@ -135,6 +151,8 @@ class NodeAgent {
   std::string dir_;
   std::unique_ptr<fakes::FakeKubelet> kubelet_;
   std::unique_ptr<Daemon> plugin_;
+  bool enforce_ = false;
+  std::unique_ptr<Daemon> monitor_;
   std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<k8s::Informer> pods_;
 

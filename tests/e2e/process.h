@@ -61,6 +61,8 @@ class ContainerProcess {
   ContainerProcess& operator=(const ContainerProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  /// Its host PID (-1 when it did not start).
+  pid_t pid() const { return pid_; }
   /// The lines printed so far.
   std::vector<std::string> Lines() const;
   /// Waits until a printed line equals `line` or the process ended; true when seen.

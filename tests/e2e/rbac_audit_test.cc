@@ -1,7 +1,8 @@
 // RBAC audit (issue 7 "Must show"): run a pod journey that takes every path of the components
 // that talks to the API server — scheduling, a pending pod (event), deletion, a refused
 // Allocate, leader election as deploy/ configures it — record every request the fake API server serves with the
-// caller's service account, and check it against the RBAC objects in deploy/: every call is
+// caller's service account — with `fracgpu monitor` on each node killing a container that bypasses
+// libvgpu.so (an Event) — and check it against the RBAC objects in deploy/: every call is
 // allowed, and nothing granted to fracgpu's service accounts went unused.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -55,7 +56,9 @@ bool BindsOurAccounts(const RbacPolicy& policy) {
 
 // Runs the journey; returns the audit log.
 std::vector<fakes::AuditRecord> RunJourney(bool leader_elect) {
-  Cluster cluster({{{"node-a", {{kGpuA, 16384}}}, {"node-b", {{kGpuB, 16384}}}}, "binpack", "binpack", leader_elect});
+  // Each node also runs `fracgpu monitor` (the DaemonSet's second container, same account).
+  Cluster cluster({{{"node-a", {{kGpuA, 16384}}}, {"node-b", {{kGpuB, 16384}}}}, "binpack", "binpack", leader_elect,
+                   /*enforce=*/true});
   std::string error;
   EXPECT_TRUE(cluster.Start(&error)) << error;
   if (!error.empty()) return {};
@@ -88,6 +91,17 @@ std::vector<fakes::AuditRecord> RunJourney(bool leader_elect) {
   bypass["spec"]["schedulerName"] = kSchedulerName;
   EXPECT_EQ(cluster.CreatePod(bypass).status, 201);
   EXPECT_TRUE(cluster.WaitForPod("ml", "bypass", [](const json& p) { return k8s::PodPhase(p) == "Failed"; }));
+  // A container that bypasses libvgpu.so over its limit: the monitor kills it and records an
+  // Event on the pod (docs/enforcement.md).
+  json over = UserPod("over", {{"main", 1000, {"bypass:1100", "hold:30000"}}});
+  over["spec"]["containers"][0]["image"] = kBypassImage;
+  EXPECT_EQ(cluster.CreatePod(over).status, 201);
+  EXPECT_TRUE(cluster.api().WaitFor([&] {
+    for (const auto& r : cluster.api().AuditLog()) {
+      if (r.user == kDevicePluginUser && r.resource == "events" && r.verb == "create") return true;
+    }
+    return false;
+  })) << "the monitor never recorded an Event";
   // The leader renews its Lease (an update) every retry period (2 s).
   if (leader_elect) {
     EXPECT_TRUE(cluster.api().WaitFor([&] {
