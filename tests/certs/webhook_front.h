@@ -115,6 +115,7 @@ class WebhookFront {
     server_.Delete(R"(/api/.*)", forward);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    if (port_ > 0) fakes::WaitUntilRunning(server_);
   }
   ~WebhookFront() {
     server_.stop();

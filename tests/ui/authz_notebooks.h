@@ -107,6 +107,7 @@ class AuthzAndNotebooks {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    if (port_ > 0) fakes::WaitUntilRunning(server_);
   }
   ~AuthzAndNotebooks() {
     server_.stop();

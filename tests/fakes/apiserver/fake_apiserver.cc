@@ -652,13 +652,13 @@ FakeApiServer::FakeApiServer(int port) : server_(std::make_unique<httplib::Serve
   }
   if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // cpp-httplib 0.11's stop() is lost if it comes before the accept loop runs (is_running()
-  // false), so the destructor could hang in join: wait (bounded) until the server runs.
-  if (port_ > 0) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+  if (port_ > 0) WaitUntilRunning(*server_);
+}
+
+void WaitUntilRunning(httplib::Server& server) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server.is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

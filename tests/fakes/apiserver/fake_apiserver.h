@@ -52,6 +52,12 @@ class Server;
 
 namespace fracgpu::fakes {
 
+/// Waits (at most 10 s) until `server`'s accept loop runs after listen_after_bind() was started
+/// on another thread. cpp-httplib 0.11 drops a stop() that comes before is_running() turns true,
+/// so without this wait a server stopped right after its start leaves its thread in accept()
+/// and the join in the owner's destructor hangs. Every test front built on httplib calls it.
+void WaitUntilRunning(httplib::Server& server);
+
 /// One request the fake received (for assertions).
 struct RecordedRequest {
   std::string method;
