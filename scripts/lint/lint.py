@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""fracgpu's house rules that a compiler does not check (docs/design/STYLE.md, ARCHITECTURE.md).
+
+  lint.py [--root DIR]       check the tree under DIR (default: the repository of this script)
+
+Checks, each failure printed as `path:line: rule: what`:
+  layering   a file of src/<component>/ includes only "<dep>/..." headers of the components the
+             LAYERS table below allows (dependencies point downward only)
+  banned     calls a component must not make (BANNED below): clocks, threads, environment or
+             files in core/ (pure domain logic), exceptions thrown outside command front ends
+Exit status: 0 clean, 1 violations found, 2 bad usage.
+
+Why hand-written: no Debian-packaged tool checks include direction between our own folders or a
+per-folder call list (clang-tidy checks single files; include-what-you-use checks which header,
+not which layer). The C++ lexing here is only what these rules need: comments, string and
+character literals are blanked before matching, so a rule never fires on prose.
+"""
+
+import argparse
+import os
+import re
+import sys
+
+# Which components a component's files may include ("<dep>/header.h"). Its own folder is always
+# allowed. Order: layers top to bottom (docs/design/ARCHITECTURE.md "Layers").
+LAYERS = {
+    # front ends
+    "cli": {"core"},
+    # services and tools
+    "scheduler": {"core", "k8s", "http", "metrics"},
+    "deviceplugin": {"core", "k8s", "kubelet", "nvml"},
+    "dra": {"core", "deviceplugin", "k8s", "nvml"},
+    "monitor": {"core", "enforce", "k8s", "http", "metrics", "vgpu"},
+    # ui -> scheduler goes when the GPU choice at bind time (FitForBind) lives in core/.
+    "ui": {"core", "k8s", "http", "scheduler"},
+    "sim": {"core"},
+    "certs": {"core", "k8s"},
+    # `fracgpu run` / `inspect`: the tools beside libvgpu.so (src/vgpu/cli/)
+    "vgpu/cli": {"core", "enforce", "vgpu"},
+    # adapters to the outside world
+    "enforce": {"core", "vgpu"},
+    "k8s": {"core"},
+    "kubelet": {"core"},
+    "nvml": {"core"},
+    "http": {"core"},
+    "metrics": set(),
+    # pure domain logic
+    "core": set(),
+    # libvgpu.so: standalone, includes nothing of the rest of the tree
+    "vgpu": set(),
+}
+
+# Per component: (rule name, regex on comment-free code, files of that component exempt).
+BANNED = {
+    "core": [
+        ("no clock in core", r"\b(steady_clock|system_clock|high_resolution_clock)\b|\bclock_gettime\s*\(|\btime\s*\(\s*(nullptr|NULL|0)?\s*\)", set()),
+        ("no threads in core", r"\bstd::(thread|jthread|mutex|async)\b|\bpthread_", set()),
+        ("no environment in core", r"\b(std::)?(secure_)?getenv\s*\(", set()),
+        ("no files in core", r"\bstd::(i|o)?fstream\b|\bfopen\s*\(|\bopen\s*\(", set()),
+    ],
+    "vgpu": [
+        ("libvgpu.so throws nothing", r"\bthrow\b", set()),
+        ("libvgpu.so never exits its host", r"\b(std::)?(exit|abort|_exit|quick_exit)\s*\(", set()),
+    ],
+    "*": [
+        # CLI11 reports --help and parse errors by exception: only command front ends throw.
+        ("exceptions only in command front ends", r"\bthrow\b",
+         {"command.cc", "kube_scheduler_manifest.cc", "simulate_command.cc", "run_inspect.cc"}),
+    ],
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z0-9_]+)/')
+
+
+def component_of(rel):
+    """'src/vgpu/cli/run.cc' -> 'vgpu/cli'; 'src/core/fit.cc' -> 'core'; else None."""
+    parts = rel.split("/")
+    if len(parts) < 3 or parts[0] != "src":
+        return None
+    if parts[1] == "vgpu" and len(parts) >= 4 and parts[2] == "cli":
+        return "vgpu/cli"
+    return parts[1]
+
+
+def blank_comments_and_literals(text):
+    """The text with comments, string and char literals replaced by spaces (lines kept)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.match(r'R"([^(\s]{0,16})\(', text[i:])
+            if not m:
+                out.append(c)
+                i += 1
+                continue
+            end = ")" + m.group(1) + '"'
+            j = text.find(end, i + m.end())
+            j = n if j < 0 else j + len(end)
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c in "\"'":
+            if c == "'" and i > 0 and text[i - 1].isalnum():  # digit separator 1'000
+                out.append(c)
+                i += 1
+                continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(c + " " * (j - i - 2) + c if j - i >= 2 else text[i:j])
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def lint(root):
+    """All violations under root/src as (rel path, line, rule, detail), sorted."""
+    found = []
+    src = os.path.join(root, "src")
+    for dirpath, _, files in os.walk(src):
+        for name in sorted(files):
+            if not name.endswith((".cc", ".h", ".def")):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            comp = component_of(rel)
+            if comp is None:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                raw = f.read()
+            for no, line in enumerate(raw.splitlines(), 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                dep = m.group(1)
+                if comp == "vgpu/cli" and dep == "vgpu":
+                    continue
+                if dep == comp.split("/")[0] and comp != "vgpu/cli":
+                    continue
+                if comp not in LAYERS:
+                    found.append((rel, no, "layering", f"component '{comp}' is not in the LAYERS table"))
+                elif dep not in LAYERS[comp]:
+                    allowed = ", ".join(sorted(LAYERS[comp])) or "nothing"
+                    found.append((rel, no, "layering",
+                                  f"'{comp}' includes \"{dep}/...\"; it may include {allowed}"))
+            code = blank_comments_and_literals(raw)
+            lines = code.splitlines()
+            rules = BANNED.get(comp.split("/")[0] if comp != "vgpu/cli" else comp, []) + BANNED["*"]
+            for rule, pattern, exempt in rules:
+                if name in exempt:
+                    continue
+                rx = re.compile(pattern)
+                for no, line in enumerate(lines, 1):
+                    m = rx.search(line)
+                    if m:
+                        found.append((rel, no, "banned", f"{rule}: '{m.group(0).strip()}'"))
+    return sorted(set(found))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    args = ap.parse_args(argv)
+    if not os.path.isdir(os.path.join(args.root, "src")):
+        print(f"lint: --root {args.root!r} has no src/ folder", file=sys.stderr)
+        return 2
+    found = lint(args.root)
+    for rel, no, rule, detail in found:
+        print(f"{rel}:{no}: {rule}: {detail}")
+    if found:
+        print(f"lint: {len(found)} violation(s)", file=sys.stderr)
+        return 1
+    print("lint: clean (layering, banned calls)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

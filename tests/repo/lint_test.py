@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""scripts/lint/lint.py: the real tree is clean, and each rule catches a planted violation
+(and only that one) in a scratch tree built from nothing."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+LINT = os.path.join(ROOT, "scripts", "lint", "lint.py")
+
+
+def run(root):
+    p = subprocess.run([sys.executable, LINT, "--root", root], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Scratch:
+    """A throw-away tree: write(rel, text) then lint it."""
+
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR"))
+        os.makedirs(os.path.join(self.dir.name, "src"))
+
+    def write(self, rel, text):
+        path = os.path.join(self.dir.name, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+    def lint(self):
+        return run(self.dir.name)
+
+
+class LintTest(unittest.TestCase):
+    def scratch(self):
+        t = Scratch()
+        self.addCleanup(t.dir.cleanup)
+        return t
+
+    def test_the_repository_is_clean(self):
+        rc, out, err = run(ROOT)
+        self.assertEqual(rc, 0, out + err)
+
+    def test_a_wrong_include_is_caught_with_file_line_and_the_allowed_set(self):
+        t = self.scratch()
+        t.write("src/core/fit.cc", '#include "core/fit.h"\n\n#include "k8s/client.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.strip(), "src/core/fit.cc:3: layering: 'core' includes \"k8s/...\"; it may include nothing")
+
+    def test_an_upward_include_from_an_adapter_is_caught(self):
+        t = self.scratch()
+        t.write("src/http/server.cc", '#include "scheduler/extender.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertIn("src/http/server.cc:1: layering: 'http' includes \"scheduler/...\"; it may include core", out)
+
+    def test_allowed_includes_pass(self):
+        t = self.scratch()
+        t.write("src/scheduler/a.cc", '#include "core/fit.h"\n#include "http/server.h"\n#include "scheduler/a.h"\n')
+        t.write("src/vgpu/cli/run.cc", '#include "vgpu/region.h"\n#include "enforce/proc.h"\n')
+        self.assertEqual(t.lint()[0], 0)
+
+    def test_libvgpu_includes_nothing_of_the_tree(self):
+        t = self.scratch()
+        t.write("src/vgpu/hooks.cc", '#include "core/status.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertIn("'vgpu' includes \"core/...\"", out)
+
+    def test_an_unknown_component_is_reported(self):
+        t = self.scratch()
+        t.write("src/newthing/a.cc", '#include "core/fit.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertIn("component 'newthing' is not in the LAYERS table", out)
+
+    def test_a_clock_in_core_is_caught_but_not_in_a_comment_or_a_string(self):
+        t = self.scratch()
+        t.write("src/core/a.cc", "// std::chrono::steady_clock is not for core\n"
+                                 'const char* k = "steady_clock::now()";\n'
+                                 "/* clock_gettime(\n */\n"
+                                 "auto t = std::chrono::steady_clock::now();\n")
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        lines = out.strip().splitlines()
+        self.assertEqual(lines, ["src/core/a.cc:5: banned: no clock in core: 'steady_clock'"])
+
+    def test_threads_environment_and_files_in_core_are_caught(self):
+        t = self.scratch()
+        t.write("src/core/a.cc", "std::mutex m;\nconst char* h = getenv(\"HOME\");\nstd::ifstream in(p);\n")
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertIn("src/core/a.cc:1: banned: no threads in core", out)
+        self.assertIn("src/core/a.cc:2: banned: no environment in core", out)
+        self.assertIn("src/core/a.cc:3: banned: no files in core", out)
+
+    def test_throw_only_in_command_front_ends(self):
+        t = self.scratch()
+        t.write("src/scheduler/command.cc", "void F() { throw CLI::RuntimeError(2); }\n")
+        t.write("src/scheduler/state.cc", "void G() { throw 1; }\n")
+        t.write("src/vgpu/limits.cc", "// must not throw\nvoid H() { abort(); }\n")
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertEqual(sorted(out.strip().splitlines()), [
+            "src/scheduler/state.cc:1: banned: exceptions only in command front ends: 'throw'",
+            "src/vgpu/limits.cc:2: banned: libvgpu.so never exits its host: 'abort('",
+        ])
+
+    def test_raw_strings_and_digit_separators_do_not_confuse_the_lexer(self):
+        t = self.scratch()
+        t.write("src/core/a.cc", 'auto s = R"js(throw "x"; getenv(")js";\nint n = 1\'000;\nint m = 2\'000;\n')
+        self.assertEqual(t.lint()[0], 0)
+
+    def test_a_root_without_src_is_bad_usage(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, _, err = run(d)
+        self.assertEqual(rc, 2)
+        self.assertIn("has no src/ folder", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
