@@ -18,11 +18,6 @@ size_t AppendBody(char* data, size_t size, size_t n, void* user) {
 
 long Millis(double seconds) { return static_cast<long>(seconds * 1000.0); }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::string AppendQuery(const std::string& path, const std::string& key, const std::string& value) {
   if (value.empty()) return path;
   return path + (path.find('?') == std::string::npos ? "?" : "&") + key + "=" + UrlEncode(value);
@@ -102,7 +97,7 @@ std::string Client::BearerToken() {
     if (in) {
       std::stringstream ss;
       ss << in.rdbuf();
-      token_ = Trim(ss.str());
+      token_ = TrimLineEnd(ss.str());
       token_read_ = now;
     }
   }
@@ -353,7 +348,7 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
   while ((pos = st->buffer.find('\n')) != std::string::npos) {
     std::string line = st->buffer.substr(0, pos);
     st->buffer.erase(0, pos + 1);
-    if (Trim(line).empty()) continue;
+    if (TrimLineEnd(line).empty()) continue;
     auto parsed = json::parse(line, nullptr, false);
     if (!parsed.is_object() || !parsed.contains("type") || !parsed["type"].is_string()) {
       st->bad_line = line.substr(0, 200);

@@ -21,11 +21,6 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 // Standard base64 (kubeconfig *-data fields) through OpenSSL's decoder.
 Result<std::string> Base64Decode(const std::string& field, const std::string& in) {
   std::string clean;
@@ -81,10 +76,10 @@ Result<Config> InClusterConfig(const std::string& sa_dir) {
   config.token_file = sa_dir + "/token";
   auto token = ReadFile(config.token_file);
   if (!token.ok()) return token.status();
-  config.token = Trim(*token);
+  config.token = TrimLineEnd(*token);
   config.ca_file = sa_dir + "/ca.crt";
   auto ns = ReadFile(sa_dir + "/namespace");
-  if (ns.ok() && !Trim(*ns).empty()) config.default_namespace = Trim(*ns);
+  if (ns.ok() && !TrimLineEnd(*ns).empty()) config.default_namespace = TrimLineEnd(*ns);
   return config;
 }
 
@@ -168,6 +163,11 @@ Result<Config> LoadConfig(const std::string& kubeconfig) {
     return KubeconfigConfig(std::string(home) + "/.kube/config");
   }
   return NotFound("no kubeconfig given, not in a cluster, and $HOME is not set");
+}
+
+std::string TrimLineEnd(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
 }
 
 }  // namespace fracgpu::k8s

@@ -47,4 +47,7 @@ Result<Config> ParseKubeconfig(const std::string& text, const std::string& base_
 /// KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG, else ~/.kube/config.
 Result<Config> LoadConfig(const std::string& kubeconfig = "");
 
+/// Drops trailing newlines, carriage returns and spaces (a token or namespace file's contents).
+std::string TrimLineEnd(std::string s);
+
 }  // namespace fracgpu::k8s
