@@ -21,6 +21,8 @@ extern "C" {
 typedef int CUresult;  // enum cudaError_enum, docs/design/wire-apis.md §7.2
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
+/// The 32-bit device pointer of the legacy v1 entry points (cuda.h, CUDA < 3.2 ABI).
+typedef unsigned int CUdeviceptr_v1;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef uint64_t cuuint64_t;
 typedef struct CUctx_st* CUcontext;
@@ -93,6 +95,21 @@ typedef struct {
   CUarray_format Format;
   unsigned int NumChannels;
 } CUDA_ARRAY_DESCRIPTOR;
+/// Legacy v1 descriptors (cuda.h under __CUDA_API_VERSION_INTERNAL): 32-bit extents.
+typedef struct {
+  unsigned int Width;
+  unsigned int Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct {
+  unsigned int Width;
+  unsigned int Height;
+  unsigned int Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
 typedef struct {
   size_t Width;
   size_t Height;
@@ -199,6 +216,16 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) FRACGPU_CU_API;
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) FRACGPU_CU_API;
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) FRACGPU_CU_API;
+// Legacy v1 entry points (PFN_<name>_v2000, cudaTypedefs.h): 32-bit sizes and pointers. Still
+// exported by the driver, so a program can dlsym them or ask cuGetProcAddress below 3020.
+CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) FRACGPU_CU_API;
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) FRACGPU_CU_API;
+CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) FRACGPU_CU_API;
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width_bytes,
+                         unsigned int height, unsigned int element_size_bytes) FRACGPU_CU_API;
+CUresult cuMemFree(CUdeviceptr_v1 dptr) FRACGPU_CU_API;
+CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* desc) FRACGPU_CU_API;
+CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) FRACGPU_CU_API;
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) FRACGPU_CU_API;
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes, size_t height,
                             unsigned int element_size_bytes) FRACGPU_CU_API;

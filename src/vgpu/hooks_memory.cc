@@ -1,5 +1,6 @@
 // Hooks of the synchronous allocation paths: cuMemAlloc_v2, cuMemAllocPitch_v2,
-// cuMemAllocManaged, cuMemFree_v2, arrays, and VMM (cuMemCreate / cuMemRelease / cuMemMap /
+// cuMemAllocManaged, cuMemFree_v2 and the legacy v1 cuMemAlloc / cuMemAllocPitch / cuMemFree,
+// arrays (v1 and _v2), and VMM (cuMemCreate / cuMemRelease / cuMemMap /
 // cuMemUnmap). Pattern: find the device, charge (refuse with CUDA_ERROR_OUT_OF_MEMORY before
 // the driver sees the call), call the driver, undo the charge if it failed, record the
 // pointer. A free of a pointer we never recorded is passed through untouched.
@@ -119,19 +120,21 @@ FRACGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize,
                       [&] { return REAL(cuMemAllocManaged)(dptr, bytesize, flags); });
 }
 
-FRACGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
-                                           size_t height, unsigned int elem) noexcept {
-  CUdevice ord;
-  int dev = CurrentDeviceIndex(&ord);
+namespace {
+// cuMemAllocPitch_v2 and the legacy v1 cuMemAllocPitch (32-bit pointer, pitch and extents):
+// the pitch is known only afterwards, so the most it can be is charged, then settled.
+// `alloc()` calls the driver; `release(ptr)` frees what it returned.
+template <typename Ptr, typename Size, typename Alloc, typename Release>
+CUresult PitchAlloc(int dev, Ptr* dptr, Size* pitch, uint64_t width, uint64_t height, Alloc alloc,
+                    Release release) {
   if (dev == kUnmanaged || !dptr || !pitch || width == 0 || height == 0 ||
       width > (UINT64_MAX - kPitchAlign) || height > UINT64_MAX / (width + kPitchAlign)) {
-    return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+    return alloc();
   }
-  // The pitch is known only afterwards: charge the most it can be, then settle.
   uint64_t bound = (width + kPitchAlign - 1) / kPitchAlign * kPitchAlign * height;
   CUresult r = ChargeOrOom(dev, bound);
   if (r != CUDA_SUCCESS) return r;
-  r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem);
+  r = alloc();
   if (r != CUDA_SUCCESS) {
     Uncharge(dev, bound);
     return r;
@@ -140,21 +143,85 @@ FRACGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, siz
   if (actual < bound) {
     Uncharge(dev, bound - actual);
   } else if (actual > bound && Charge(dev, actual - bound) != CUDA_SUCCESS) {
-    REAL(cuMemFree_v2)(*dptr);
+    release(*dptr);
     Uncharge(dev, bound);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  Record(Kind::kAlloc, *dptr, dev, actual);
+  Record(Kind::kAlloc, static_cast<uint64_t>(*dptr), dev, actual);
   return r;
 }
 
-FRACGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
+// cuMemFree_v2 and the legacy v1 cuMemFree: a pointer of either width is one table key.
+template <typename Free>
+CUresult ChargedFree(uint64_t key, Free free_call) {
   Entry e;
-  if (!TableRemove(Kind::kAlloc, dptr, &e)) return REAL(cuMemFree_v2)(dptr);
-  CUresult r = REAL(cuMemFree_v2)(dptr);
+  if (!TableRemove(Kind::kAlloc, key, &e)) return free_call();
+  CUresult r = free_call();
   if (r == CUDA_SUCCESS) Uncharge(e.dev, e.size);
   else TableInsert(e);
   return r;
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
+                                           size_t height, unsigned int elem) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  return PitchAlloc(
+      dev, dptr, pitch, width, height, [&] { return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem); },
+      [](CUdeviceptr p) { REAL(cuMemFree_v2)(p); });
+}
+
+FRACGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
+  return ChargedFree(dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
+}
+
+// ---- Legacy v1 entry points (PFN_<name>_v2000): 32-bit sizes, CUdeviceptr_v1. Charged and
+// recorded exactly like their _v2 counterparts; a v1 pointer may be freed by either cuMemFree.
+FRACGPU_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!dptr || bytesize == 0) return REAL(cuMemAlloc)(dptr, bytesize);
+  return ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr, [&] { return REAL(cuMemAlloc)(dptr, bytesize); });
+}
+
+FRACGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width,
+                                        unsigned int height, unsigned int elem) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  return PitchAlloc(
+      dev, dptr, pitch, width, height, [&] { return REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem); },
+      [](CUdeviceptr_v1 p) { REAL(cuMemFree)(p); });
+}
+
+FRACGPU_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) noexcept {
+  return ChargedFree(dptr, [&] { return REAL(cuMemFree)(dptr); });
+}
+
+FRACGPU_EXPORT CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* d) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!array || !d) return REAL(cuArrayCreate)(array, d);
+  uint64_t bytes = ArrayBytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
+  uint64_t key = 0;
+  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
+    CUresult r = REAL(cuArrayCreate)(array, d);
+    key = reinterpret_cast<uint64_t>(*array);
+    return r;
+  });
+}
+
+FRACGPU_EXPORT CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* d) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!array || !d) return REAL(cuArray3DCreate)(array, d);
+  uint64_t bytes = ArrayBytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
+  uint64_t key = 0;
+  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
+    CUresult r = REAL(cuArray3DCreate)(array, d);
+    key = reinterpret_cast<uint64_t>(*array);
+    return r;
+  });
 }
 
 FRACGPU_EXPORT CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* d) noexcept {

@@ -74,6 +74,22 @@ constexpr int kHooksChecked = 0 FRACGPU_CUDA_HOOKS(FRACGPU_COUNT);
 // The check itself can fail: the v1 cuCtxSynchronize hook against the v13000 typedef.
 static_assert(!SameShape<decltype(&ours::cuCtxSynchronize), PFN_cuCtxSynchronize_v13000>::value);
 static_assert(!SameShape<decltype(&ours::cuMemAlloc_v2), PFN_cuMemAlloc_v2000>::value);
+// The legacy v1 hooks (32-bit sizes, CUdeviceptr_v1, v1 descriptors) are not the _v2 shapes,
+// so each is checked against its own v2000 typedef above, not merely against any.
+static_assert(!SameShape<decltype(&ours::cuMemAlloc), PFN_cuMemAlloc_v3020>::value);
+static_assert(!SameShape<decltype(&ours::cuMemAllocPitch), PFN_cuMemAllocPitch_v3020>::value);
+static_assert(!SameShape<decltype(&ours::cuMemFree), PFN_cuMemFree_v3020>::value);
+static_assert(!SameShape<decltype(&ours::cuMemGetInfo), PFN_cuMemGetInfo_v3020>::value);
+static_assert(!SameShape<decltype(&ours::cuDeviceTotalMem), PFN_cuDeviceTotalMem_v3020>::value);
+static_assert(!SameShape<decltype(&ours::cuArrayCreate), PFN_cuArrayCreate_v3020>::value);
+static_assert(!SameShape<decltype(&ours::cuArray3DCreate), PFN_cuArray3DCreate_v3020>::value);
+// Our v1 descriptors have the layout of cuda.h's.
+static_assert(sizeof(ours::CUDA_ARRAY_DESCRIPTOR_v1) == sizeof(::CUDA_ARRAY_DESCRIPTOR_v1));
+static_assert(sizeof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1) == sizeof(::CUDA_ARRAY3D_DESCRIPTOR_v1));
+static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, Format) == offsetof(::CUDA_ARRAY3D_DESCRIPTOR_v1, Format));
+static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels) ==
+              offsetof(::CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels));
+static_assert(sizeof(ours::CUdeviceptr_v1) == sizeof(::CUdeviceptr_v1));
 
 }  // namespace
 #endif
@@ -104,6 +120,21 @@ constexpr bool InTable(const char* elf, const char* base, int ver, int pt) {
   static_assert(InTable(#elf, #base, ver, pt), #elf " is not the table's " #base " v" #ver);
 FRACGPU_CUDA_HOOKS(FRACGPU_IN_TABLE)
 static_assert(!InTable("cuCtxSynchronize", "cuCtxSynchronize", 13000, 0));
+static_assert(!InTable("cuMemAlloc", "cuMemAlloc", 3020, 0));
+// The legacy v1 rows are hooked (issue 13): cuMemAlloc, cuMemAllocPitch, cuMemFree,
+// cuMemGetInfo, cuDeviceTotalMem, cuArrayCreate, cuArray3DCreate at 2000.
+constexpr bool Hooked(const char* elf) {
+  constexpr const char* kHooked[] = {
+#define FRACGPU_NAME(elf, ...) #elf,
+      FRACGPU_CUDA_HOOKS(FRACGPU_NAME)
+#undef FRACGPU_NAME
+  };
+  for (const char* h : kHooked)
+    if (StrEq(h, elf)) return true;
+  return false;
+}
+static_assert(Hooked("cuMemAlloc") && Hooked("cuMemAllocPitch") && Hooked("cuMemFree") && Hooked("cuMemGetInfo") &&
+              Hooked("cuDeviceTotalMem") && Hooked("cuArrayCreate") && Hooked("cuArray3DCreate"));
 }  // namespace
 
 TEST(VgpuPfnTypes, EveryHookHasItsVariantsShape) {

@@ -8,7 +8,7 @@
 //   array:<w>:<h> | array3d:<w>:<h>:<d> | mipmap:<w>:<h>:<levels> | arrayfree | info |
 //   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
 //   module | moduleunload | library | libraryunload | region:<dev> |
-//   proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> |
+//   proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> | v1:<d|g>:<name>[:args] |
 //   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -137,6 +137,23 @@ void Stress(int threads, int iterations, unsigned seed, const char* region_path)
 }
 
 typedef CUresult (*AllocFn)(CUdeviceptr*, size_t);
+
+// The legacy v1 entry point `name` as a program finds it: dlsym from a dlopen'd libcuda.so.1
+// (path "d") or cuGetProcAddress_v2 at CUDA 2.0 (path "g"). *where: "vgpu", "driver" or "null".
+void* LegacyEntry(const std::string& path, const std::string& name, const char** where) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  void* fn = nullptr;
+  if (lib && path == "g") {
+    auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+    if (gpa && gpa(name.c_str(), &fn, 2000, 0, nullptr) != CUDA_SUCCESS) fn = nullptr;
+  } else if (lib) {
+    fn = dlsym(lib, name.c_str());
+  }
+  Dl_info info{};
+  *where = "null";
+  if (fn && dladdr(fn, &info) && info.dli_fname) *where = std::strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
+  return fn;
+}
 
 std::vector<CUmodule> g_modules;
 std::vector<CUlibrary> g_libraries;
@@ -561,6 +578,56 @@ int main(int argc, char** argv) {
       else if (r == CUDA_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
       g_ptrs.clear();
       std::printf("primary_v1 %d\n", r);
+    } else if (op == "v1") {
+      // v1:<d|g>:<name>[:args]: a legacy v1 entry point (32-bit ABI) found by LegacyEntry.
+      // Prints "v1 <rc> <where> [values]". Pointers join g_ptrs (free / freeall free them with
+      // cuMemFree_v2), arrays g_arrays; cuMemFree frees the newest pointer with the v1 free.
+      const std::string path = a.size() > 1 ? a[1] : "d", name = a.size() > 2 ? a[2] : "";
+      const char* where = "null";
+      void* fn = LegacyEntry(path, name, &where);
+      char values[96] = "";
+      if (!fn) {
+        r = CUDA_ERROR_NOT_FOUND;
+      } else if (name == "cuMemAlloc") {
+        CUdeviceptr_v1 p = 0;
+        r = reinterpret_cast<decltype(&cuMemAlloc)>(fn)(&p, static_cast<unsigned>(Num(a, 3)));
+        if (r == CUDA_SUCCESS) g_ptrs.push_back(p);
+        std::snprintf(values, sizeof(values), "%u", p);
+      } else if (name == "cuMemAllocPitch") {
+        CUdeviceptr_v1 p = 0;
+        unsigned pitch = 0;
+        r = reinterpret_cast<decltype(&cuMemAllocPitch)>(fn)(&p, &pitch, static_cast<unsigned>(Num(a, 3)),
+                                                              static_cast<unsigned>(Num(a, 4)), 4);
+        if (r == CUDA_SUCCESS) g_ptrs.push_back(p);
+        std::snprintf(values, sizeof(values), "%u", pitch);
+      } else if (name == "cuMemFree") {
+        CUdeviceptr_v1 p = g_ptrs.empty() ? 0 : static_cast<CUdeviceptr_v1>(g_ptrs.back());
+        if (!g_ptrs.empty()) g_ptrs.pop_back();
+        r = reinterpret_cast<decltype(&cuMemFree)>(fn)(p);
+      } else if (name == "cuArrayCreate") {
+        CUDA_ARRAY_DESCRIPTOR_v1 d{static_cast<unsigned>(Num(a, 3)), static_cast<unsigned>(Num(a, 4)),
+                                   CU_AD_FORMAT_FLOAT, 1};
+        CUarray arr = nullptr;
+        r = reinterpret_cast<decltype(&cuArrayCreate)>(fn)(&arr, &d);
+        if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
+      } else if (name == "cuArray3DCreate") {
+        CUDA_ARRAY3D_DESCRIPTOR_v1 d{static_cast<unsigned>(Num(a, 3)), static_cast<unsigned>(Num(a, 4)),
+                                     static_cast<unsigned>(Num(a, 5)), CU_AD_FORMAT_FLOAT, 1, 0};
+        CUarray arr = nullptr;
+        r = reinterpret_cast<decltype(&cuArray3DCreate)>(fn)(&arr, &d);
+        if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
+      } else if (name == "cuMemGetInfo") {
+        unsigned f = 0, t = 0;
+        r = reinterpret_cast<decltype(&cuMemGetInfo)>(fn)(&f, &t);
+        std::snprintf(values, sizeof(values), "%u %u", f, t);
+      } else if (name == "cuDeviceTotalMem") {
+        unsigned b = 0;
+        r = reinterpret_cast<decltype(&cuDeviceTotalMem)>(fn)(&b, static_cast<CUdevice>(Num(a, 3)));
+        std::snprintf(values, sizeof(values), "%u", b);
+      } else {
+        r = CUDA_ERROR_INVALID_VALUE;
+      }
+      std::printf("v1 %d %s%s%s\n", r, where, values[0] ? " " : "", values);
     } else if (op == "nosyscall") {
       NoSyscall(Num(a, 1), Num(a, 2), a.size() > 3 ? a[3] : "d");
     } else if (op == "sleepto") {

@@ -74,6 +74,7 @@ struct State {
   std::map<CUdeviceptr, uint64_t> reservations;                               // VA ranges
   std::map<CUdeviceptr, std::pair<CUmemGenericAllocationHandle, uint64_t>> maps;  // VA -> handle
   CUdeviceptr next_va = 0x7f0000000000ull;
+  CUdeviceptr next_va32 = 0x10000000ull;  // legacy v1 allocations: 32-bit addresses
   std::map<void*, std::pair<int, uint64_t>> arrays;
   Ctx* primary[fracgpu::fakes::kFakeMaxDevices] = {};
   int primary_refs[fracgpu::fakes::kFakeMaxDevices] = {};
@@ -746,6 +747,57 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
   return CUDA_SUCCESS;
 }
 
+// ---- Legacy v1 entry points (PFN_<name>_v2000, cudaTypedefs.h): the _v2 operations with
+// 32-bit sizes and pointers. A v1 allocation gets an address below 4 GiB (it must fit a
+// CUdeviceptr_v1; the fake backs it with no host memory: v1 memcpy is not modelled) and may be
+// freed by either cuMemFree. 32-bit figures that do not fit (cuMemGetInfo and cuDeviceTotalMem
+// of a device over 4 GiB) saturate at UINT32_MAX — the fake's choice; a real driver's clamping
+// is not documented.
+static unsigned int Saturate32(uint64_t v) { return v > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(v); }
+
+CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) noexcept {
+  if (!free_bytes || !total_bytes) return Current() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
+  size_t f = 0, t = 0;
+  CUresult r = cuMemGetInfo_v2(&f, &t);
+  if (r != CUDA_SUCCESS) return r;
+  *free_bytes = Saturate32(f);
+  *total_bytes = Saturate32(t);
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) noexcept {
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  size_t b = 0;
+  CUresult r = cuDeviceTotalMem_v2(&b, dev);
+  if (r == CUDA_SUCCESS) *bytes = Saturate32(b);
+  return r;
+}
+static CUresult LegacyAlloc(CUdeviceptr_v1* dptr, uint64_t size) {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t span = RoundUp(size, 512);
+  if (s.next_va32 + span > 0xffffffffull) return CUDA_ERROR_OUT_OF_MEMORY;  // no 32-bit room left
+  if (!Take(s, c->phys, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUdeviceptr p = s.next_va32;
+  s.next_va32 += span;
+  s.allocs[p] = Alloc{c->phys, size, nullptr};
+  *dptr = static_cast<CUdeviceptr_v1>(p);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) noexcept { return LegacyAlloc(dptr, bytesize); }
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width, unsigned int height,
+                         unsigned int elem) noexcept {
+  if (!pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  uint64_t p = RoundUp(width, 512);
+  if (p > 0xffffffffull) return CUDA_ERROR_INVALID_VALUE;  // the pitch must fit its 32 bits
+  CUresult r = LegacyAlloc(dptr, p * height);
+  if (r == CUDA_SUCCESS) *pitch = static_cast<unsigned int>(p);
+  return r;
+}
+CUresult cuMemFree(CUdeviceptr_v1 dptr) noexcept { return cuMemFree_v2(dptr); }
+
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) noexcept {
   if (!pp || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   *pp = std::malloc(bytesize);
@@ -1003,6 +1055,17 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESC
   if (!d) return CUDA_ERROR_INVALID_VALUE;
   return ArrayCreate(reinterpret_cast<void**>(array), d->Width, d->Height, d->Depth, d->Format,
                      d->NumChannels, levels);
+}
+// Legacy v1 (32-bit extents).
+CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* d) noexcept {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate(reinterpret_cast<void**>(array), d->Width, d->Height, 1, d->Format,
+                     d->NumChannels, 1);
+}
+CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* d) noexcept {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate(reinterpret_cast<void**>(array), d->Width, d->Height, d->Depth, d->Format,
+                     d->NumChannels, 1);
 }
 CUresult cuArrayDestroy(CUarray array) noexcept { return ArrayDestroy(array); }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept { return ArrayDestroy(array); }
