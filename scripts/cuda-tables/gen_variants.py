@@ -27,7 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEF_PATH = os.path.join(ROOT, "src", "vgpu", "cuda_variants.def")
 EXPORTS_PATH = os.path.join(ROOT, "data", "cuda", "libcuda_exports.txt")
 
-PFN = re.compile(r"typedef\s+CUresult\s+\(CUDAAPI\s+\*PFN_(\w+?)_v(\d+)(?:_(ptds|ptsz))?\)\((.*)\);")
+# "CUresult(CUDAAPI" without a space too: the green-context and coredump typedefs are spelt so.
+PFN = re.compile(r"typedef\s+CUresult\s*\(CUDAAPI\s+\*PFN_(\w+?)_v(\d+)(?:_(ptds|ptsz))?\)\((.*)\);")
 MACRO = re.compile(r"^#define\s+(cu\w+)\s+(?:__CUDA_API_(PTDS|PTSZ)\((cu\w+)\)|(cu\w+))\s*$")
 SUFFIX = re.compile(r"^(.*?)(?:_v(\d+))?$")
 
