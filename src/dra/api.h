@@ -11,6 +11,8 @@
 #include "pluginregistration_v1.grpc.pb.h"  // IWYU pragma: export
 #include "pluginregistration_v1.pb.h"     // IWYU pragma: export
 
+#include "core/dra.h"
+
 namespace fracgpu::dra {
 
 namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
@@ -28,9 +30,8 @@ inline constexpr const char* kPluginsRegistryDir = "/var/lib/kubelet/plugins_reg
 /// Where DRA drivers conventionally put their service socket (<root-dir>/plugins/<driver>).
 inline constexpr const char* kPluginsDir = "/var/lib/kubelet/plugins";
 
-/// fracgpu's DRA driver name (ResourceSlice spec.driver, allocation results' driver): a DNS
-/// subdomain ending in a domain fracgpu owns (resource/v1 ResourceSliceSpec.Driver).
-inline constexpr const char* kDriverName = "gpu.fracgpu.io";
+/// fracgpu's DRA driver name (core/dra.h: the webhook and the simulator use it too).
+inline constexpr const char* kDriverName = core::kDraDriverName;
 /// CDI kind of the specs the driver writes ("vendor/class"; CDI spec §"kind").
 inline constexpr const char* kCdiKind = "fracgpu.io/gpu";
 /// CDI spec version written: 0.6.0 (annotations and dotted kinds; containerd ≥ 1.7, CRI-O ≥
@@ -40,7 +41,7 @@ inline constexpr const char* kCdiVersion = "0.6.0";
 inline constexpr const char* kCdiDir = "/var/run/cdi";
 
 /// Capacity names published per device (unqualified: in the driver's domain).
-inline constexpr const char* kCapacityMemory = "memory";  ///< MiB of device memory
-inline constexpr const char* kCapacityCores = "cores";    ///< percent of the SMs, 0..100
+inline constexpr const char* kCapacityMemory = core::kDraCapacityMemory;  ///< MiB of device memory
+inline constexpr const char* kCapacityCores = core::kDraCapacityCores;    ///< percent of the SMs, 0..100
 
 }  // namespace fracgpu::dra

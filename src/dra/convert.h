@@ -1,45 +1,18 @@
 #pragma once
-// HAMi-style pods in DRA mode (docs/dra.md "Keep writing nvidia.com/gpu"): the GPU requests a
-// user writes today (nvidia.com/gpu + gpumem / gpucores, use/nouse-gputype, use/nouse-gpuuuid)
-// turned into ResourceClaimTemplates for fracgpu's DeviceClass plus the pod changes that use
-// them, as HAMi's DRA mode does in its webhook. What DRA cannot express is refused by name
-// (gpumem-percentage below 100: DRA capacity requests are absolute amounts).
+// HAMi-style pods in DRA mode: the conversion is pure and lives in core/dra_convert.h (the
+// webhook's DRA mode calls it from src/scheduler/); re-exported here for the driver's code.
 
-#include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
-
-#include "core/request.h"
-#include "core/status.h"
+#include "core/dra.h"
+#include "core/dra_convert.h"
 
 namespace fracgpu::dra {
 
-using nlohmann::json;
+using core::CelSelector;
+using core::ConvertHamiPod;
+using core::HamiConversion;
 
-/// DeviceClass names deploy/dra/ installs.
-inline constexpr const char* kFractionalClass = "gpu.fracgpu.io";
-inline constexpr const char* kWholeClass = "whole-gpu.fracgpu.io";
-
-/// The result of converting one pod.
-struct HamiConversion {
-  /// ResourceClaimTemplate objects (resource.k8s.io/v1) to create in the pod's namespace,
-  /// one per GPU container, named "<pod name or generateName>-<container>-gpu".
-  std::vector<json> templates;
-  /// RFC 6902 patch of the pod: adds spec.resourceClaims and each container's
-  /// resources.claims, and removes the nvidia.com/* limits and requests.
-  json pod_patch = json::array();
-};
-
-/// The CEL selector of `request`'s type and UUID rules over attributes of driver `driver`
-/// ("" when there is none): use-gputype entries become an OR of ordered whole-token matches on
-/// typeTokens (the core/gputype.h rule), nouse-gputype its negation, use/nouse-gpuuuid
-/// case-insensitive UUID membership.
-std::string CelSelector(const core::PodRequest& request, const std::string& driver);
-
-/// Converts `pod` (its GPU requests parsed with `names`). A pod without GPU requests gives
-/// an empty conversion. Errors: kInvalidArgument naming the container and the request DRA
-/// cannot express, or the pod request's own parse error.
-Result<HamiConversion> ConvertHamiPod(const json& pod, const core::ResourceNames& names);
+/// DeviceClass names deploy/dra/ installs (core/dra.h).
+inline constexpr const char* kFractionalClass = core::kDraFractionalClass;
+inline constexpr const char* kWholeClass = core::kDraWholeClass;
 
 }  // namespace fracgpu::dra

@@ -61,16 +61,6 @@ std::string MiBQuantity(int64_t mib) {
   return mib % 1024 == 0 && mib != 0 ? std::to_string(mib / 1024) + "Gi" : std::to_string(mib) + "Mi";
 }
 
-int64_t ConsumedAmount(const CapacityPolicy& p, int64_t requested) {
-  int64_t amount = requested < 0 ? (p.has_policy ? p.default_value : p.total) : requested;
-  if (p.has_policy) {
-    amount = std::max(amount, p.min);
-    if (p.step > 0 && amount > p.min) amount = p.min + (amount - p.min + p.step - 1) / p.step * p.step;
-    if (p.max > 0 && amount > p.max) return -1;
-  }
-  return amount > p.total ? -1 : amount;
-}
-
 Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices, const std::vector<json>& claims,
                                                  const std::string& driver) {
   std::map<std::string, int64_t> newest;  // pool → highest generation
@@ -142,41 +132,18 @@ Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices
 
 Result<json> FirstFit(std::vector<DeviceUsage>* usage, const ShareRequest& request, const std::string& driver,
                       const std::function<std::string()>& new_share_id) {
-  std::vector<DeviceUsage> next = *usage;
+  auto taken = core::FirstFitDevices(usage, request);
+  if (!taken.ok()) return Status(taken.status().code(), taken.status().message() + " of driver " + driver);
   json results = json::array();
-  std::vector<size_t> taken;
-  for (int32_t k = 0; k < request.count; ++k) {
-    bool placed = false;
-    for (size_t i = 0; i < next.size() && !placed; ++i) {
-      DeviceUsage& u = next[i];
-      if (std::find(taken.begin(), taken.end(), i) != taken.end()) continue;
-      if (u.allocated_whole) continue;
-      if (request.selector && !request.selector(u.attributes)) continue;
-      json r = {{"request", request.name}, {"driver", driver}, {"pool", u.pool}, {"device", u.device}};
-      if (!u.multiple_allocations) {
-        if (u.shares > 0) continue;
-        u.allocated_whole = true;
-      } else {
-        int64_t mem = ConsumedAmount(u.memory, request.memory_mib);
-        int64_t cores = ConsumedAmount(u.cores, request.cores);
-        if (mem < 0 || cores < 0) continue;
-        if (u.used_memory + mem > u.memory.total || u.used_cores + cores > u.cores.total) continue;
-        u.used_memory += mem;
-        u.used_cores += cores;
-        r["shareID"] = new_share_id();
-        r["consumedCapacity"] = {{kCapacityMemory, MiBQuantity(mem)}, {kCapacityCores, std::to_string(cores)}};
-      }
-      u.shares++;
-      taken.push_back(i);
-      results.push_back(std::move(r));
-      placed = true;
+  for (const core::DeviceTake& t : *taken) {
+    const DeviceUsage& u = (*usage)[t.device];
+    json r = {{"request", request.name}, {"driver", driver}, {"pool", u.pool}, {"device", u.device}};
+    if (t.shared) {
+      r["shareID"] = new_share_id();
+      r["consumedCapacity"] = {{kCapacityMemory, MiBQuantity(t.memory_mib)}, {kCapacityCores, std::to_string(t.cores)}};
     }
-    if (!placed) {
-      return ResourceExhausted("request \"" + request.name + "\": device " + std::to_string(k + 1) + " of " +
-                               std::to_string(request.count) + " fits no device of driver " + driver);
-    }
+    results.push_back(std::move(r));
   }
-  *usage = std::move(next);
   return results;
 }
 

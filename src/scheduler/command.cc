@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/dra.h"
 #include "k8s/config.h"
 #include "scheduler/service.h"
 
@@ -29,6 +30,7 @@ struct Flags {
   std::string node_label_selector;
   int lock_expiry_s = 300;
   int health_port = -1;
+  bool dra_mode = false;
 };
 
 int Run(const Flags& f) {
@@ -47,6 +49,7 @@ int Run(const Flags& f) {
   o.webhook.allowed_schedulers = f.allowed_schedulers;
   o.webhook.scheduler_user = f.scheduler_user;
   o.webhook.device_plugin_user = f.device_plugin_user;
+  o.webhook.dra_mode = f.dra_mode;
   auto np = core::ParseNodePolicy(f.node_policy);
   auto gp = core::ParseGpuPolicy(f.gpu_policy);
   if (!np.ok() || !gp.ok()) {
@@ -81,6 +84,11 @@ int Run(const Flags& f) {
   if (!client.ok()) {
     spdlog::error("{}", client.status().ToString());
     return 1;
+  }
+  if (f.dra_mode) {
+    o.webhook.create_claim_template = scheduler::ClaimTemplateCreator(client->get());
+    spdlog::info("DRA mode: GPU requests become ResourceClaimTemplates (class {} / {})", core::kDraFractionalClass,
+                 core::kDraWholeClass);
   }
   scheduler::TuneMallocForRequests();  // before the server's threads start
   scheduler::SchedulerService service(o, client->get());
@@ -123,6 +131,9 @@ void RegisterSchedulerCommand(CLI::App& app) {
   cmd->add_option("--leader-elect-resource-namespace", flags->lease_namespace)->capture_default_str();
   cmd->add_option("--leader-elect-resource-name", flags->lease_name)->capture_default_str();
   cmd->add_option("--node-label-selector", flags->node_label_selector, "watch only these nodes (k=v,...)");
+  cmd->add_flag("--dra-mode", flags->dra_mode,
+                "webhook turns nvidia.com/gpu + gpumem/gpucores into ResourceClaimTemplates for the DRA driver "
+                "(docs/dra.md); kube-scheduler then places the claims");
   cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")->capture_default_str();
   cmd->callback([flags] {
     int rc = Run(*flags);

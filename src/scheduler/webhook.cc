@@ -7,7 +7,10 @@
 
 #include "core/annotations.h"
 #include "core/codec_json.h"
+#include "core/dra_convert.h"
+#include "core/quantity.h"
 #include "core/signature.h"
+#include "k8s/client.h"
 
 namespace fracgpu::scheduler {
 namespace {
@@ -74,7 +77,7 @@ json Deny(const AdmissionRequest& req, int code, const std::string& message) {
   json r = Response(req, false);
   r["response"]["status"] = {{"status", "Failure"},
                              {"code", code},
-                             {"reason", code == 400 ? "BadRequest" : "Forbidden"},
+                             {"reason", code == 400 ? "BadRequest" : code == 403 ? "Forbidden" : "InternalError"},
                              {"message", message}};
   return r;
 }
@@ -97,6 +100,42 @@ bool Privileged(const json& container) {
   if (sc == nullptr) return false;
   auto it = sc->find("privileged");
   return it != sc->end() && it->is_boolean() && it->get<bool>();
+}
+
+json Patched(const AdmissionRequest& req, const json& patch, const std::vector<std::string>& warnings) {
+  json r = Response(req, true);
+  if (!patch.empty()) {
+    r["response"]["patchType"] = "JSONPatch";
+    r["response"]["patch"] = Base64(patch.dump());
+  }
+  if (!warnings.empty()) r["response"]["warnings"] = warnings;
+  return r;
+}
+
+// DRA mode, a GPU pod that passed validation: its claims instead of the extender's protocol
+// (no schedulerName, no limit defaults: kube-scheduler places the claims, and the nvidia.com/*
+// resources the defaults would write are removed).
+json AdmitCreateDra(const AdmissionRequest& req, const WebhookConfig& config, json patch,
+                    std::vector<std::string> warnings) {
+  auto conversion = core::ConvertHamiPod(req.object, config.names);
+  if (!conversion.ok()) return Deny(req, 400, "DRA mode: " + conversion.status().message());
+  if (!config.create_claim_template) {
+    return Deny(req, 500, "DRA mode: the webhook has no API client to create ResourceClaimTemplates");
+  }
+  for (json& t : conversion->templates) {
+    // The request's namespace is authoritative (metadata.namespace may be empty on CREATE).
+    if (!req.namespace_.empty()) t["metadata"]["namespace"] = req.namespace_;
+    if (req.dry_run) continue;
+    Status st = config.create_claim_template(t);
+    if (!st.ok()) {
+      return Deny(req, 500,
+                  "DRA mode: cannot create ResourceClaimTemplate " + t["metadata"].value("namespace", "") + "/" +
+                      t["metadata"].value("name", "") + " for this pod (pod refused, nothing placed): " +
+                      st.message());
+    }
+  }
+  for (auto& op : conversion->pod_patch) patch.push_back(std::move(op));
+  return Patched(req, patch, warnings);
 }
 
 json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
@@ -135,8 +174,10 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
     std::string scheduler = spec ? Str(*spec, "schedulerName") : "";
     bool allowed_other = std::find(config.allowed_schedulers.begin(), config.allowed_schedulers.end(), scheduler) !=
                          config.allowed_schedulers.end();
-    if (!scheduler.empty() && scheduler != "default-scheduler" && scheduler != config.scheduler_name &&
-        !allowed_other) {
+    // In DRA mode the claims are placed by whichever scheduler runs the pod (kube-scheduler's
+    // DynamicResources plugin), so any schedulerName is fine.
+    if (!config.dra_mode && !scheduler.empty() && scheduler != "default-scheduler" &&
+        scheduler != config.scheduler_name && !allowed_other) {
       return Deny(req, 403,
                   "spec.schedulerName is \"" + scheduler + "\", but GPU slices are placed by \"" +
                       config.scheduler_name + "\": remove spec.schedulerName (or set it to \"" +
@@ -155,6 +196,7 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                         "whole, exclusive cards (nvidia.com/gpucores: 100 and the whole memory)");
       }
     }
+    if (config.dra_mode) return AdmitCreateDra(req, config, std::move(patch), std::move(warnings));
     if (!allowed_other && scheduler != config.scheduler_name) {
       patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});
     }
@@ -163,14 +205,17 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
   auto limits = core::LimitDefaultsPatch(pod, config.names);
   if (!limits.ok()) return Deny(req, 400, limits.status().message());
   for (auto& op : *limits) patch.push_back(std::move(op));
+  return Patched(req, patch, warnings);
+}
 
-  json r = Response(req, true);
-  if (!patch.empty()) {
-    r["response"]["patchType"] = "JSONPatch";
-    r["response"]["patch"] = Base64(patch.dump());
-  }
-  if (!warnings.empty()) r["response"]["warnings"] = warnings;
-  return r;
+// Two strings that are the same Kubernetes quantity ("16Gi" and "16384Mi", "50" and "50").
+bool SameQuantity(const std::string& a, const std::string& b) {
+  auto qa = core::ParseQuantity(a);
+  auto qb = core::ParseQuantity(b);
+  if (!qa.ok() || !qb.ok() || qa->negative != qb->negative) return false;
+  int64_t va = 0, vb = 0;
+  return core::QuantityToInt64(*qa, &va, 0) == core::WholeStatus::kOk &&
+         core::QuantityToInt64(*qb, &vb, 0) == core::WholeStatus::kOk && va == vb;
 }
 
 json AdmitUpdate(const AdmissionRequest& req, const WebhookConfig& config) {
@@ -244,6 +289,12 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
   out.sub_resource = Str(r, "subResource");
   out.namespace_ = Str(r, "namespace");
   if (const json* ui = Obj(r, "userInfo")) out.username = Str(*ui, "username");
+  if (auto dr = r.find("dryRun"); dr != r.end() && !dr->is_null()) {
+    if (!dr->is_boolean()) {
+      return InvalidArgument(std::string("AdmissionReview.request.dryRun must be a boolean, got ") + TypeName(*dr));
+    }
+    out.dry_run = dr->get<bool>();
+  }
   for (const char* key : {"object", "oldObject"}) {
     auto it = r.find(key);
     if (it == r.end() || it->is_null()) continue;
@@ -274,6 +325,53 @@ json Admit(const AdmissionRequest& request, const WebhookConfig& config) {
     return AdmitUpdate(request, config);
   }
   return Response(request, true);
+}
+
+std::string ClaimTemplatePath(const std::string& ns, const std::string& name) {
+  std::string path = "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaimtemplates";
+  return name.empty() ? path : path + "/" + name;
+}
+
+bool SameContent(const json& have, const json& want) {
+  if (want.is_object()) {
+    if (!have.is_object()) return false;
+    for (auto it = want.begin(); it != want.end(); ++it) {
+      auto h = have.find(it.key());
+      if (h == have.end() || !SameContent(*h, it.value())) return false;
+    }
+    return true;
+  }
+  if (want.is_array()) {
+    if (!have.is_array() || have.size() != want.size()) return false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!SameContent(have[i], want[i])) return false;
+    }
+    return true;
+  }
+  if (want.is_string() && have.is_string()) {
+    const auto& a = have.get_ref<const std::string&>();
+    const auto& b = want.get_ref<const std::string&>();
+    return a == b || SameQuantity(a, b);
+  }
+  return have == want;
+}
+
+std::function<Status(const json&)> ClaimTemplateCreator(k8s::Client* client) {
+  return [client](const json& t) -> Status {
+    const json& md = t.value("metadata", json::object());
+    const std::string ns = md.value("namespace", ""), name = md.value("name", "");
+    auto created = client->Create(ClaimTemplatePath(ns), t);
+    if (created.ok()) return Status();
+    if (created.status().code() != StatusCode::kConflict) return created.status();
+    // AlreadyExists: another replica of the same workload (generateName) made it, or an old one.
+    auto existing = client->Get(ClaimTemplatePath(ns, name));
+    if (!existing.ok()) return existing.status();
+    if (!SameContent(existing->value("spec", json::object()), t.value("spec", json::object()))) {
+      return Conflict("ResourceClaimTemplate " + ns + "/" + name +
+                      " already exists with a different spec (delete it, or rename the pod or container)");
+    }
+    return Status();
+  };
 }
 
 Result<json> HandleAdmissionReview(const std::string& body, const WebhookConfig& config) {

@@ -1,15 +1,25 @@
 #pragma once
 // The mutating admission webhook (`/webhook`, AdmissionReview admission.k8s.io/v1,
 // docs/design/wire-apis.md §5; docs/design/CONTRACT.md §1–3). Pure functions: AdmissionReview in, AdmissionReview
-// out; no I/O, so the same code runs under the HTTP server, the fuzzer and the unit tests.
+// out; no I/O, so the same code runs under the HTTP server, the fuzzer and the unit tests. The
+// one exception is DRA mode (WebhookConfig::dra_mode), whose single side effect — creating the
+// pod's ResourceClaimTemplates — goes through the WebhookConfig::create_claim_template callback
+// (ClaimTemplateCreator over the API server in `fracgpu scheduler --dra-mode`, a fake in tests).
 //
 // CREATE: removes system annotations (every pod); for a pod that uses fracgpu: validates the
 // request (400 naming container, resource and value), denies privileged containers, foreign
 // schedulers, a preset nodeName and CUDA_DISABLE_CONTROL=true on a shared slice (403), sets
 // spec.schedulerName, writes the limit defaults (core::LimitDefaultsPatch), adds warnings.
+// CREATE in DRA mode (docs/dra.md "HAMi-style pods"): the same validation and denials, then
+// instead of the scheduler name and the limit defaults, core::ConvertHamiPod: each GPU
+// container's request becomes a ResourceClaimTemplate (resource.k8s.io/v1) created in the
+// pod's namespace, and the patch adds spec.resourceClaims and the containers'
+// resources.claims and removes the nvidia.com/* limits and requests; kube-scheduler then
+// places the claims. A template that cannot be created denies the pod (500, fail closed).
 // UPDATE: denies (403) any change to system annotations unless userInfo.username is the
 // scheduler's service account (all keys) or the device plugin's (to-allocate and bind-phase).
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +27,10 @@
 
 #include "core/request.h"
 #include "core/status.h"
+
+namespace fracgpu::k8s {
+class Client;
+}
 
 namespace fracgpu::scheduler {
 
@@ -33,6 +47,11 @@ struct WebhookConfig {
   std::string scheduler_user = "system:serviceaccount:fracgpu-system:fracgpu-scheduler";
   std::string device_plugin_user = "system:serviceaccount:fracgpu-system:fracgpu-device-plugin";
   core::ResourceNames names;
+  /// DRA mode (`--dra-mode`): GPU requests become ResourceClaims (see the file comment).
+  bool dra_mode = false;
+  /// Creates one ResourceClaimTemplate object; OK when created or when one with the same
+  /// content exists. Required in DRA mode (a GPU pod is denied without it).
+  std::function<Status(const nlohmann::json& claim_template)> create_claim_template;
 };
 
 /// A decoded AdmissionReview request (the fields the webhook reads).
@@ -44,6 +63,7 @@ struct AdmissionRequest {
   std::string sub_resource;
   std::string namespace_;
   std::string username;     ///< request.userInfo.username
+  bool dry_run = false;     ///< request.dryRun: no side effects (DRA mode creates no template)
   nlohmann::json object;    ///< null when absent
   nlohmann::json old_object;
 };
@@ -56,6 +76,22 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body);
 /// The webhook's decision for one request: the full AdmissionReview response object
 /// (apiVersion, kind, response{uid, allowed, status?, patchType?, patch?, warnings?}).
 nlohmann::json Admit(const AdmissionRequest& request, const WebhookConfig& config);
+
+/// The REST path of ResourceClaimTemplates in `ns`, or of one (`name` non-empty):
+/// "/apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaimtemplates[/<name>]".
+std::string ClaimTemplatePath(const std::string& ns, const std::string& name = "");
+
+/// True when `have` (an object read back from the API server) carries every field of `want`
+/// with the same value: objects by key (extra keys of `have`, e.g. server defaults and
+/// metadata, are ignored), arrays element by element and of the same length, strings equal or
+/// equal as Kubernetes quantities ("16384Mi" = "16Gi").
+bool SameContent(const nlohmann::json& have, const nlohmann::json& want);
+
+/// WebhookConfig::create_claim_template over the API server: POST to ClaimTemplatePath; on 409
+/// (AlreadyExists) GET the existing one and accept it when its spec has the same content
+/// (SameContent), else kConflict naming the template. Other errors: the client's (the method,
+/// path and HTTP status named). `client` must outlive the function.
+std::function<Status(const nlohmann::json&)> ClaimTemplateCreator(k8s::Client* client);
 
 /// Decodes the body and admits; a body that does not decode gives kInvalidArgument.
 Result<nlohmann::json> HandleAdmissionReview(const std::string& body, const WebhookConfig& config);

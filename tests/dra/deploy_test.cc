@@ -79,16 +79,33 @@ TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
   std::filesystem::remove_all(root);
   ASSERT_EQ(rc, 0) << testing::ReadFile(out);
   int daemonsets = 0, classes = 0;
+  bool dra_mode = false, dry_run_safe = false, may_create_templates = false;
   for (const auto& d : YAML::LoadAllFromFile(out)) {
     std::string kind = d["kind"].as<std::string>();
+    std::string name = d["metadata"]["name"].as<std::string>();
     if (kind == "DaemonSet") {
       ++daemonsets;
-      EXPECT_EQ(d["metadata"]["name"].as<std::string>(), "fracgpu-dra-driver");
+      EXPECT_EQ(name, "fracgpu-dra-driver");
     }
     classes += kind == "DeviceClass";
+    // The webhook's DRA mode: the flag, dry-run without side effects, RBAC for the templates.
+    if (kind == "Deployment" && name == "fracgpu-scheduler") {
+      for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"]) dra_mode |= a.as<std::string>() == "--dra-mode";
+    }
+    if (kind == "MutatingWebhookConfiguration") {
+      dry_run_safe = d["webhooks"][0]["sideEffects"].as<std::string>() == "NoneOnDryRun";
+    }
+    if (kind == "ClusterRole" && name == "fracgpu-scheduler-dra-mode") {
+      const auto& rule = d["rules"][0];
+      may_create_templates = rule["apiGroups"][0].as<std::string>() == "resource.k8s.io" &&
+                             rule["resources"][0].as<std::string>() == "resourceclaimtemplates";
+    }
   }
   EXPECT_EQ(daemonsets, 1);
   EXPECT_EQ(classes, 2);
+  EXPECT_TRUE(dra_mode);
+  EXPECT_TRUE(dry_run_safe);
+  EXPECT_TRUE(may_create_templates);
 }
 
 }  // namespace

@@ -47,9 +47,10 @@ void Fail(httplib::Response& res, int code, const std::string& message) {
 }
 
 // resource.k8s.io/v1 (Kubernetes 1.34+, k8s.io/api/resource/v1 types.go): DeviceClass and
-// ResourceSlice are cluster-scoped, ResourceClaim is namespaced.
+// ResourceSlice are cluster-scoped, ResourceClaim and ResourceClaimTemplate are namespaced.
 bool IsResourceApi(const std::string& resource) {
-  return resource == "deviceclasses" || resource == "resourceslices" || resource == "resourceclaims";
+  return resource == "deviceclasses" || resource == "resourceslices" || resource == "resourceclaims" ||
+         resource == "resourceclaimtemplates";
 }
 
 bool Namespaced(const std::string& resource) {
@@ -63,6 +64,7 @@ std::string KindOf(const std::string& resource) {
   if (resource == "deviceclasses") return "DeviceClass";
   if (resource == "resourceslices") return "ResourceSlice";
   if (resource == "resourceclaims") return "ResourceClaim";
+  if (resource == "resourceclaimtemplates") return "ResourceClaimTemplate";
   return "Event";
 }
 

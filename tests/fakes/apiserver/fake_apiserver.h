@@ -27,7 +27,8 @@
 //
 // Resource names: "nodes" (cluster-scoped), "pods", "leases", "events" (namespaced).
 // resource.k8s.io/v1 (DRA): "deviceclasses", "resourceslices" (cluster-scoped) and
-// "resourceclaims" (namespaced, with the status subresource); field selectors spec.driver and
+// "resourceclaims" (namespaced, with the status subresource), "resourceclaimtemplates"
+// (namespaced); field selectors spec.driver and
 // spec.pool.name as well as spec.nodeName (k8s.io/api/resource/v1 ResourceSliceSelector*).
 // Thread-safe.
 
