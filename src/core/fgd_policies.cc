@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/dra.h"
+
 namespace fracgpu::core {
 namespace {
 
@@ -145,6 +147,7 @@ std::vector<PlacementPolicy> AllPlacementPolicies() {
   all.push_back(PlacementPolicy::kFgdHybrid);
   all.push_back(PlacementPolicy::kFgdKeepFree);
   all.push_back(PlacementPolicy::kFgdCpuBalance);
+  all.push_back(PlacementPolicy::kDraFirstFit);
   return all;
 }
 
@@ -167,6 +170,7 @@ const char* PlacementPolicyName(PlacementPolicy policy) {
     case PlacementPolicy::kFgdHybrid: return "FGD-hybrid";
     case PlacementPolicy::kFgdKeepFree: return "FGD+KeepFree";
     case PlacementPolicy::kFgdCpuBalance: return "FGD+CpuBalance";
+    case PlacementPolicy::kDraFirstFit: return "DRA-FirstFit";
   }
   return "?";
 }
@@ -269,6 +273,10 @@ PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const Fra
       break;
   }
   PlacementScore s;
+  if (policy == PlacementPolicy::kDraFirstFit) {
+    s.pick = DraFirstFitPick(node, demand);
+    return s;
+  }
   s.pick = PickTightestGpus(node, demand);
   switch (policy) {
     case PlacementPolicy::kDotProduct: s.score = DotProductScore(node, demand); break;
@@ -302,6 +310,18 @@ Placement ChooseNode(PlacementPolicy policy, std::span<const FragNode> nodes,
       best.pick.index[0] = fitting[rng.Uniform(static_cast<uint64_t>(n))];
     } else {
       best.pick = PickTightestGpus(node, demand);
+    }
+    return best;
+  }
+  if (policy == PlacementPolicy::kDraFirstFit) {
+    // kube-scheduler's DRA allocator: the first node whose devices fit, no scoring.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!Fits(nodes[i], demand)) continue;
+      const GpuPick pick = DraFirstFitPick(nodes[i], demand);
+      if (pick.count != std::max(demand.num_gpus, 0)) continue;
+      best.node = static_cast<int32_t>(i);
+      best.pick = pick;
+      return best;
     }
     return best;
   }

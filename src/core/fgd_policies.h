@@ -56,6 +56,10 @@ enum class PlacementPolicy {
   /// placement — CPU left minus the CPU their GPU left would need at the workload's CPU per GPU,
   /// r = Σ p·cpu / Σ p·GPU over M's GPU shapes — stays ≥ 0 (CPU to spare), then node order.
   kFgdCpuBalance,
+  /// Not a policy of the extender: kube-scheduler's DRA structured allocator as the baseline
+  /// (docs/dra.md "The same core"): the first feasible node in node order, on it the first
+  /// GPUs in index (slice) order whose remaining capacity fits (core::DraFirstFitPick).
+  kDraFirstFit,
 };
 
 /// The FGD variant that `fragmentation-aware` selects in the scheduler and the simulator
@@ -69,7 +73,8 @@ std::vector<PlacementPolicy> PaperPolicies();
 /// Every policy this file implements.
 std::vector<PlacementPolicy> AllPlacementPolicies();
 /// Display name: "Random", "DotProduct", "GpuClustering", "GpuPacking", "BestFit", "FGD",
-/// "FGD+BestFit", "FGD-exact", "FGD-coarse", "FGD+GpuPacking", "FGD-gpuweighted".
+/// "FGD+BestFit", "FGD-exact", "FGD-coarse", "FGD+GpuPacking", "FGD-gpuweighted", …,
+/// "DRA-FirstFit".
 const char* PlacementPolicyName(PlacementPolicy policy);
 /// Parses a display name, case-insensitively; also accepts the paper's "DotProd" and the
 /// scheduler name "fragmentation-aware" (kFragmentationAwarePolicy). Errors: kInvalidArgument naming the value and
@@ -91,6 +96,7 @@ struct PlacementScore {
 ///  - DotProduct: int(100 × (1 − (cpuLeft/128000·cpu/128000 + gpuLeft/8000·gpuReq/8000) / 2)).
 ///  - GpuPacking, GpuClustering: as the authors' plugins (see the .cc).
 ///  - Random: score 0 (ChooseNode picks uniformly instead).
+///  - DRA-FirstFit: score 0, the GPUs of DraFirstFitPick (ChooseNode takes the first feasible node).
 /// `frag_before` is PolicyFragment(policy, node, workload) (only FGD variants read it and `workload`).
 PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
                     const FragWorkload& workload, double frag_before);

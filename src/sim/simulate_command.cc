@@ -30,7 +30,7 @@ struct Flags {
   std::string trace = std::string(kDataDir) + "/csv/openb_pod_list_default.csv";
   std::string nodes = std::string(kDataDir) + "/csv/openb_node_list_gpu_node.csv";
   std::string expected = std::string(kDataDir) + "/expected_results";
-  std::string policies = "Random,DotProduct,GpuClustering,GpuPacking,BestFit,FGD";
+  std::string policies = "Random,DotProduct,GpuClustering,GpuPacking,BestFit,FGD,DRA-FirstFit";
   std::string seeds = "42-51";
   double tune = 1.3;
   double coverage = 95;
@@ -442,7 +442,8 @@ void RegisterSimulateCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--policies", flags->policies,
                   "comma list of Random, DotProduct, GpuClustering, GpuPacking, BestFit, FGD, "
-                  "FGD+BestFit, FGD-exact, FGD-coarse, FGD+GpuPacking, FGD-gpuweighted, or all")
+                  "FGD+BestFit, FGD-exact, FGD-coarse, FGD+GpuPacking, FGD-gpuweighted, DRA-FirstFit (kube-scheduler's "
+                  "DRA first fit, docs/dra.md), or all")
       ->capture_default_str();
   cmd->add_option("--seeds", flags->seeds, "seeds: a comma list of numbers and ranges (42-51)")
       ->capture_default_str();
