@@ -60,10 +60,10 @@ trap 'exit 0' INT TERM
 
 GPU=GPU-5a3b6e4f-0c1d-4e2f-8a9b-1c2d3e4f5a6b
 echo "== 1. fracgpu run: a 1000 MiB slice of a 16384 MiB fake GPU =="
-echo "\$ fracgpu run --gpumem 1000 -- vgpu_app init ctx:0 alloc:600MiB alloc:600MiB"
+echo "\$ fracgpu run --keep-region --gpumem 1000 -- vgpu_app init ctx:0 alloc:600MiB alloc:600MiB"
 RUN_ERR="$TMP/run.err"
 LD_LIBRARY_PATH="$FAKES" FAKE_GPU_DEVICES="$GPU:16384" \
-  timeout 60 "$FRACGPU" run --gpumem 1000 --lib "$BUILD/lib/libvgpu.so" \
+  timeout 60 "$FRACGPU" run --keep-region --gpumem 1000 --lib "$BUILD/lib/libvgpu.so" \
     --nvml-library "$FAKES/libnvidia-ml.so.1" -- \
     "$BUILD/tests/vgpu/vgpu_app" init ctx:0 alloc:629145600 alloc:629145600 2>"$RUN_ERR" |
   while read -r op rc rest; do
@@ -78,8 +78,9 @@ REGION="$(sed -n 's/^fracgpu run: region \([^ ]*\) .*/\1/p' "$RUN_ERR" | head -1
 if [ -n "$REGION" ] && [ -f "$REGION" ]; then
   echo "\$ fracgpu inspect $REGION"
   "$FRACGPU" inspect "$REGION"
-  case "$REGION" in /tmp/fracgpu-run-*/region.cache) rm -rf "$(dirname "$REGION")" ;; esac
 fi
+# --keep-region left the directory for the inspect above.
+case "$REGION" in */fracgpu-run-*/region.cache) rm -rf "$(dirname "$REGION")" ;; esac
 
 echo
 echo "== 2. a fake cluster on 127.0.0.1: fake API server + fracgpu ui =="

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "core/gputype.h"
 #include "sim/bound.h"
 #include "sim/expected.h"
 #include "sim/simulator.h"
@@ -97,6 +98,10 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 
 Result<std::vector<PlacementPolicy>> ParsePolicies(const std::string& text) {
   std::vector<PlacementPolicy> out;
+  // An empty entry ("FGD,,BestFit", "FGD,") is a typo, not a list separator: refused.
+  if (!text.empty() && (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos)) {
+    return InvalidArgument("--policies: \"" + text + "\" has an empty entry");
+  }
   for (const std::string& item : SplitCommaList(text)) {
     if (item == "all") {
       for (auto p : core::AllPlacementPolicies()) out.push_back(p);
@@ -165,15 +170,89 @@ void Progress(size_t done, size_t total, double seconds) {
   std::fflush(stderr);
 }
 
-int Run(const Flags& flags) {
-  auto seeds = ParseSeeds(flags.seeds);
-  if (!seeds.ok()) throw CLI::ValidationError(seeds.status().message());
-  auto policies = ParsePolicies(flags.policies);
-  if (!policies.ok()) throw CLI::ValidationError(policies.status().message());
-  if (!(flags.tune >= 0 && flags.tune <= 10)) throw CLI::ValidationError("--tune must be 0..10");
-  if (!(flags.coverage > 0 && flags.coverage <= 100)) {
-    throw CLI::ValidationError("--coverage must be in (0, 100]");
+// A flag value as the user wrote it ("1.3", not "1.300000").
+std::string Shown(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// --out can hold the results: it exists (or is created now) as a directory and a file can be
+// created in it. Checked before anything is simulated.
+Status CheckOutDir(const std::string& out) {
+  if (out.empty()) return InvalidArgument("--out: \"\" is not a directory");
+  std::error_code ec, dir_ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out, dir_ec)) {
+    return InvalidArgument("--out: \"" + out + "\": cannot create the directory" +
+                           (ec ? ": " + ec.message() : std::string(": a file is in the way")));
   }
+  const std::string probe = out + "/.fracgpu-simulate-write-test";
+  {
+    std::ofstream f(probe);
+    if (!f) return InvalidArgument("--out: \"" + out + "\": cannot write in this directory");
+  }
+  fs::remove(probe, ec);
+  return Status::Ok();
+}
+
+// A trace's gpu_spec entry that no GPU model of the cluster matches (GpuTypeEntryMatches, the
+// rule of use-gputype) is a typo or the wrong node list: such pods could never be placed.
+Status CheckGpuSpecs(const std::vector<sim::TracePod>& pods, const sim::SimCluster& cluster,
+                     const std::string& trace_path, const std::string& node_path) {
+  for (const sim::TracePod& p : pods) {
+    if (p.gpu_spec.empty()) continue;
+    for (const std::string& entry : core::SplitGpuSpec(p.gpu_spec)) {
+      bool known = false;
+      for (const std::string& model : cluster.type_table) known = known || core::GpuTypeEntryMatches(entry, model);
+      if (known) continue;
+      std::string models;
+      for (const std::string& model : cluster.type_table) models += (models.empty() ? "" : ", ") + model;
+      return InvalidArgument("--trace " + trace_path + ":" + std::to_string(p.line) + ": gpu_spec: \"" + entry +
+                             "\" (of \"" + p.gpu_spec + "\") is no GPU model of --nodes " + node_path +
+                             " (its models: " + (models.empty() ? "none" : models) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Every flag, before any input is read or anything simulated. Errors name the flag and value.
+Status CheckFlags(const Flags& flags) {
+  if (auto seeds = ParseSeeds(flags.seeds); !seeds.ok()) return seeds.status();
+  if (auto policies = ParsePolicies(flags.policies); !policies.ok()) return policies.status();
+  if (!(flags.tune > 0 && flags.tune <= 10)) {
+    return InvalidArgument("--tune: " + Shown(flags.tune) + " is not in (0, 10] (a multiple of capacity)");
+  }
+  if (!(flags.coverage > 0 && flags.coverage <= 100)) {
+    return InvalidArgument("--coverage: " + Shown(flags.coverage) + " is not in (0, 100]");
+  }
+  if (flags.jobs < 0) {
+    return InvalidArgument("-j/--jobs: " + std::to_string(flags.jobs) +
+                           " is not a number of runs (>= 0; 0 = one per CPU)");
+  }
+  if (flags.node_order != "seeded" && flags.node_order != "cpu-per-gpu-desc" &&
+      flags.node_order != "cpu-per-gpu-asc") {
+    return InvalidArgument("--node-order: \"" + flags.node_order +
+                           "\" is not seeded, cpu-per-gpu-desc or cpu-per-gpu-asc");
+  }
+  if (!flags.expected.empty()) {
+    const std::string expected = Resolve(flags.expected);
+    std::error_code ec;
+    if (!fs::is_directory(expected, ec)) {
+      return InvalidArgument("--expected: \"" + flags.expected + "\" is not a directory" +
+                             (fs::exists(expected, ec) ? "" : " (no such file or directory)"));
+    }
+  }
+  return CheckOutDir(flags.out);
+}
+
+int Run(const Flags& flags) {
+  if (Status st = CheckFlags(flags); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 2;
+  }
+  auto seeds = ParseSeeds(flags.seeds);
+  auto policies = ParsePolicies(flags.policies);
   const std::string trace_path = Resolve(flags.trace), node_path = Resolve(flags.nodes);
 
   // Parse everything before simulating anything.
@@ -190,6 +269,10 @@ int Run(const Flags& flags) {
   auto cluster = sim::BuildCluster(*nodes, node_path);
   if (!cluster.ok()) {
     std::fprintf(stderr, "error: %s\n", cluster.status().message().c_str());
+    return 2;
+  }
+  if (Status st = CheckGpuSpecs(*pods, *cluster, trace_path, node_path); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
     return 2;
   }
   auto workload = sim::PrepareWorkload(std::move(pods).value(), *cluster, flags.coverage, trace_path);
@@ -244,10 +327,7 @@ int Run(const Flags& flags) {
     run_options.node_order = sim::RunOptions::NodeOrder::kCpuPerGpuDesc;
   } else if (flags.node_order == "cpu-per-gpu-asc") {
     run_options.node_order = sim::RunOptions::NodeOrder::kCpuPerGpuAsc;
-  } else if (flags.node_order != "seeded") {
-    throw CLI::ValidationError("--node-order: \"" + flags.node_order +
-                               "\" is not seeded, cpu-per-gpu-desc or cpu-per-gpu-asc");
-  }
+  }  // any other value was refused by CheckFlags
   // The packing upper bound (sim/bound.h) of each seed's arrival sequence, at every 5 % of
   // arrived from 80 % to the end (for the chart near the knee) — one more job per seed.
   std::vector<int> bound_pcts;
@@ -366,8 +446,6 @@ int Run(const Flags& flags) {
   }
 
   // CSV of allocation vs arrived % per policy, and a chart when gnuplot is installed.
-  std::error_code ec;
-  fs::create_directories(flags.out, ec);
   const std::string csv_path = flags.out + "/allocation_" + trace_name + ".csv";
   {
     std::ofstream csv(csv_path);

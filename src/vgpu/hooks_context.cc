@@ -44,7 +44,7 @@ bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before
   uint64_t bytes = MeasureContextBytes(dev);
   // A context NVML cannot size costs nothing, even on a device that fails closed: the
   // refusal belongs to allocations.
-  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kContext) != CUDA_SUCCESS) return false;
+  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kContext, "a new context") != CUDA_SUCCESS) return false;
   Entry e;
   e.kind = Kind::kContext;
   e.key = key;

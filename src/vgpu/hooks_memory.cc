@@ -16,13 +16,14 @@ namespace {
 
 constexpr uint64_t kPitchAlign = 512;  // upper bound of the driver's row alignment
 
-// Charges `bytes` on `dev` (reconciling pools first when short), or says why not.
-CUresult ChargeOrOom(int dev, uint64_t bytes) {
+// Charges `bytes` on `dev` (reconciling pools first when short), or says why not: a refusal
+// for the limit is reported once, naming `api` (by default the calling hook's name).
+CUresult ChargeOrOom(int dev, uint64_t bytes, const char* api = __builtin_FUNCTION()) {
   if (dev == kDenied) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = Charge(dev, bytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     ReconcilePools(dev);  // pools may have given memory back since we last looked
-    r = Charge(dev, bytes);
+    r = Charge(dev, bytes, ChargeKind::kData, api);
   }
   return r;
 }
@@ -42,9 +43,10 @@ void Record(Kind kind, uint64_t key, int dev, uint64_t size, uint64_t aux = 0) {
 }
 
 template <typename Key, typename Call>
-CUresult ChargedAlloc(int dev, uint64_t bytes, Kind kind, Key* key_out, Call call) {
+CUresult ChargedAlloc(int dev, uint64_t bytes, Kind kind, Key* key_out, Call call,
+                      const char* api = __builtin_FUNCTION()) {
   if (dev == kUnmanaged) return call();
-  CUresult r = ChargeOrOom(dev, bytes);
+  CUresult r = ChargeOrOom(dev, bytes, api);
   if (r != CUDA_SUCCESS) return r;
   r = call();
   if (r != CUDA_SUCCESS) {
@@ -126,13 +128,13 @@ namespace {
 // `alloc()` calls the driver; `release(ptr)` frees what it returned.
 template <typename Ptr, typename Size, typename Alloc, typename Release>
 CUresult PitchAlloc(int dev, Ptr* dptr, Size* pitch, uint64_t width, uint64_t height, Alloc alloc,
-                    Release release) {
+                    Release release, const char* api = __builtin_FUNCTION()) {
   if (dev == kUnmanaged || !dptr || !pitch || width == 0 || height == 0 ||
       width > (UINT64_MAX - kPitchAlign) || height > UINT64_MAX / (width + kPitchAlign)) {
     return alloc();
   }
   uint64_t bound = (width + kPitchAlign - 1) / kPitchAlign * kPitchAlign * height;
-  CUresult r = ChargeOrOom(dev, bound);
+  CUresult r = ChargeOrOom(dev, bound, api);
   if (r != CUDA_SUCCESS) return r;
   r = alloc();
   if (r != CUDA_SUCCESS) {
@@ -142,7 +144,7 @@ CUresult PitchAlloc(int dev, Ptr* dptr, Size* pitch, uint64_t width, uint64_t he
   uint64_t actual = static_cast<uint64_t>(*pitch) * height;
   if (actual < bound) {
     Uncharge(dev, bound - actual);
-  } else if (actual > bound && Charge(dev, actual - bound) != CUDA_SUCCESS) {
+  } else if (actual > bound && Charge(dev, actual - bound, ChargeKind::kData, api) != CUDA_SUCCESS) {
     release(*dptr);
     Uncharge(dev, bound);
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -74,7 +74,7 @@ CUresult ChargedLoad(Handle* handle, bool library, Load load, Unload unload) {
   CUresult r = load();
   if (r != CUDA_SUCCESS) return r;
   uint64_t bytes = Delta(before, Read(dev));
-  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kModule) != CUDA_SUCCESS) {
+  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kModule, "a module load") != CUDA_SUCCESS) {
     unload(*handle);
     *handle = nullptr;
     return CUDA_ERROR_OUT_OF_MEMORY;

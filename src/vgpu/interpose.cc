@@ -114,6 +114,8 @@ void ResolveNvml() noexcept {
 
 void SetLogLevel(int level) noexcept { g_log_level.store(level, std::memory_order_relaxed); }
 
+bool LogEnabled(int level) noexcept { return level <= g_log_level.load(std::memory_order_relaxed); }
+
 void Log(int level, const char* format, ...) noexcept {
   if (level > g_log_level.load(std::memory_order_relaxed)) return;
   static const char* kNames[] = {"error", "warning", "warning", "info", "debug"};

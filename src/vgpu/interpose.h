@@ -88,5 +88,7 @@ enum LogLevel { kLogError = 0, kLogWarning = 1, kLogInfo = 3, kLogDebug = 4 };
 void Log(int level, const char* format, ...) noexcept __attribute__((format(printf, 2, 3)));
 /// Sets the level (from the configuration).
 void SetLogLevel(int level) noexcept;
+/// True when a line of `level` is written (level <= the configured level).
+bool LogEnabled(int level) noexcept;
 
 }  // namespace fracgpu::vgpu

@@ -46,6 +46,17 @@ bool CopyString(char* dst, size_t cap, std::string_view v) {
   return true;
 }
 
+// `value` equals the lower-case ASCII word `lower` in any letter case ("FORCE", "Force").
+bool EqualsAsciiNoCase(std::string_view value, std::string_view lower) {
+  if (value.size() != lower.size()) return false;
+  for (size_t i = 0; i < value.size(); ++i) {
+    char ch = value[i];
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    if (ch != lower[i]) return false;
+  }
+  return true;
+}
+
 bool IsContractKey(std::string_view key) {
   return key.starts_with(kMemKey) || key.starts_with(kSmKey) ||
          key == "CUDA_DEVICE_MEMORY_SHARED_CACHE" || key == "GPU_CORE_UTILIZATION_POLICY" ||
@@ -148,9 +159,10 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     return;
   }
   if (key == "GPU_CORE_UTILIZATION_POLICY") {
-    if (value == "default" || value == "DEFAULT") c->policy = CorePolicy::kDefault;
-    else if (value == "force" || value == "FORCE") c->policy = CorePolicy::kForce;
-    else if (value == "disable" || value == "DISABLE") c->policy = CorePolicy::kDisable;
+    // Any letter case: HAMi-core reads FORCE and DISABLE as well as force and disable.
+    if (EqualsAsciiNoCase(value, "default")) c->policy = CorePolicy::kDefault;
+    else if (EqualsAsciiNoCase(value, "force")) c->policy = CorePolicy::kForce;
+    else if (EqualsAsciiNoCase(value, "disable")) c->policy = CorePolicy::kDisable;
     else {
       c->policy = CorePolicy::kForce;  // the strict reading of a bad value
       AddError(c, source, key, value, "must be default, force or disable (using force)");

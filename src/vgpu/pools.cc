@@ -99,7 +99,8 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, int dev, 
     if (c != CUDA_SUCCESS) {
       for (int i = 0; i < g_pool_count; ++i)  // pools may have given memory back
         if (g_pools[i].dev == dev) Settle(g_pools[i]);
-      c = Charge(dev, pre);
+      c = Charge(dev, pre, ChargeKind::kData,
+                 from_pool ? "cuMemAllocFromPoolAsync's pool growth" : "cuMemAllocAsync's pool growth");
       if (c != CUDA_SUCCESS) return c;
     }
     p.charged += pre;

@@ -362,7 +362,37 @@ int CurrentDeviceIndex(CUdevice* ordinal) noexcept {
   return DeviceIndexForOrdinal(dev);
 }
 
-CUresult Charge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
+namespace {
+
+// "5000 MiB", or "2.5 MiB" when not a whole number of MiB.
+void FormatMiB(char* out, size_t cap, uint64_t bytes) noexcept {
+  if (bytes % (1ull << 20) == 0) {
+    std::snprintf(out, cap, "%llu MiB", static_cast<unsigned long long>(bytes >> 20));
+  } else {
+    std::snprintf(out, cap, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  }
+}
+
+// The one line of a refused allocation (cold: only ever on a refusal). write(2), no heap.
+__attribute__((cold, noinline)) void ReportRefusal(const char* api, int dev, uint64_t bytes, uint64_t used,
+                                                   uint64_t limit) noexcept {
+  if (!LogEnabled(kLogWarning)) return;
+  char asked[32], have[32], cap[32], line[256];
+  FormatMiB(asked, sizeof(asked), bytes);
+  FormatMiB(have, sizeof(have), used);
+  FormatMiB(cap, sizeof(cap), limit);
+  int n = std::snprintf(line, sizeof(line), "fracgpu: %s of %s refused: %s used of the %s limit on GPU %d\n", api,
+                        asked, have, cap, dev);
+  if (n <= 0) return;
+  size_t len = static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n) : sizeof(line) - 1;
+  if (line[len - 1] != '\n') line[len - 1] = '\n';
+  ssize_t ignored = ::write(2, line, len);
+  (void)ignored;
+}
+
+}  // namespace
+
+CUresult Charge(int dev, uint64_t bytes, ChargeKind kind, const char* api) noexcept {
   if (dev < 0 || dev >= g_dev_count) return CUDA_ERROR_OUT_OF_MEMORY;
   DeviceState& d = g_dev[dev];
   if (d.fail_closed) {
@@ -385,9 +415,7 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
   }
   if (over()) {
     RegionUnlock(r);
-    Log(kLogInfo, "device %d: out of memory, %llu + %llu > limit %llu bytes", dev,
-        static_cast<unsigned long long>(used), static_cast<unsigned long long>(bytes),
-        static_cast<unsigned long long>(d.limit));
+    if (api) ReportRefusal(api, dev, bytes, used, d.limit);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   std::atomic<uint64_t>& part = Part(slot, dev, kind);

@@ -36,8 +36,11 @@ enum class ChargeKind { kContext, kModule, kData };
 /// changes nothing. The bytes count in the slot's `used` and in the breakdown field of `kind`.
 /// Dead processes' charges are reclaimed first when they are in the way (only then: the
 /// steady state makes no system call). Takes the region lock (robust, uncontended: no system
-/// call); allocates nothing.
-CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;
+/// call); allocates nothing. A refusal for the limit with `api` given (the call being refused,
+/// e.g. "cuMemAlloc_v2") is said once on stderr, in MiB, unless LIBCUDA_LOG_LEVEL is 0:
+/// "fracgpu: <api> of <n> MiB refused: <used> MiB used of the <limit> MiB limit on GPU <dev>".
+/// Pass no `api` for an attempt that is retried: only the final refusal is reported.
+CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData, const char* api = nullptr) noexcept;
 /// Returns `bytes` of device `dev` charged as `kind` (never below zero: at most what this
 /// process holds of that kind). Takes the region lock.
 void Uncharge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;

@@ -48,7 +48,8 @@ class RunTest : public ::testing::Test {
                                               {"FAKE_GPU_DEVICES", kGpus},
                                               {"FAKE_GPU_STATE_DIR", dir_},
                                               {"LIBCUDA_LOG_LEVEL", "0"},
-                                              {"PATH", "/usr/bin:/bin"}};
+                                              {"PATH", "/usr/bin:/bin"},
+                                              {"TMPDIR", dir_}};
     std::vector<std::string> strings;
     for (const auto& [k, v] : env) strings.push_back(k + "=" + v);
     std::vector<char*> envp;
@@ -96,6 +97,22 @@ class RunTest : public ::testing::Test {
     close(out[0]);
     close(err[0]);
     return o;
+  }
+  // The region directory `fracgpu run` named on stderr ("fracgpu run: region <dir>/region.cache
+  // (…"), or "" when it named none.
+  static std::string RegionDir(const std::string& err) {
+    const std::string prefix = "fracgpu run: region ";
+    size_t at = err.find(prefix);
+    if (at == std::string::npos) return "";
+    size_t end = err.find(' ', at + prefix.size());
+    return fs::path(err.substr(at + prefix.size(), end - at - prefix.size())).parent_path().string();
+  }
+  // The fracgpu-run-* entries left in the test's TMPDIR.
+  std::vector<std::string> LeftOver() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().filename().string().rfind("fracgpu-run-", 0) == 0) out.push_back(e.path().string());
+    return out;
   }
   std::string dir_;
 };
@@ -176,6 +193,63 @@ TEST_F(RunTest, BypassUnderTheLimitIsNotKilledButRunFailsClosed) {
   EXPECT_NE(o.out.find("done"), std::string::npos) << o.out;  // ran to its end
   EXPECT_NE(o.err.find("that libvgpu.so never charged"), std::string::npos) << o.err;
   EXPECT_EQ(o.err.find("killed"), std::string::npos) << o.err;
+}
+
+// Refused flags create nothing (the directory used to be made before the flags were checked).
+TEST_F(RunTest, RefusedFlagsCreateNoRegionDirectory) {
+  std::string marker = dir_ + "/ran";
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--gpumem", "3g"}, {"--gpumem", "1000", "--gpucores", "150"},
+        {"--gpumem", "1000", "--devices", "7"}}) {
+    std::vector<std::string> args = {"--lib", FRACGPU_LIBVGPU};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "touch", marker});
+    Outcome o = Run(args);
+    EXPECT_EQ(o.code(), 2) << flags[flags.size() - 1] << ": " << o.err;
+    EXPECT_EQ(RegionDir(o.err), "") << o.err;
+    EXPECT_EQ(LeftOver(), std::vector<std::string>{}) << o.err;
+    EXPECT_FALSE(fs::exists(marker));
+  }
+}
+
+// The command's exit, whatever its code, and a failed exec remove the directory run created.
+TEST_F(RunTest, RegionDirectoryIsRemovedWhenTheCommandExits) {
+  Outcome ok = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init", "alloc:104857600"});
+  EXPECT_EQ(ok.code(), 0) << ok.err << ok.out;
+  Outcome fails = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", "sh", "-c", "exit 7"});
+  EXPECT_EQ(fails.code(), 7) << fails.err;
+  Outcome no_exec = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", dir_ + "/no-such-program"});
+  EXPECT_EQ(no_exec.code(), 127) << no_exec.err;
+  for (const Outcome* o : {&ok, &fails, &no_exec}) {
+    std::string region_dir = RegionDir(o->err);
+    EXPECT_EQ(fs::path(region_dir).parent_path().string(), dir_) << o->err;  // under $TMPDIR
+    EXPECT_FALSE(fs::exists(region_dir)) << region_dir;
+  }
+  EXPECT_EQ(LeftOver(), std::vector<std::string>{});
+}
+
+// SIGTERM to run (here from the command itself, at once: before or after run installs its
+// handlers) reaches the command, and run still removes the directory.
+TEST_F(RunTest, RegionDirectoryIsRemovedWhenRunIsKilled) {
+  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", "sh", "-c", "kill -TERM $PPID; exec sleep 30"});
+  EXPECT_EQ(o.code(), 128 + SIGTERM) << o.err;
+  std::string region_dir = RegionDir(o.err);
+  EXPECT_NE(region_dir, "") << o.err;
+  EXPECT_FALSE(fs::exists(region_dir)) << region_dir;
+  EXPECT_EQ(LeftOver(), std::vector<std::string>{});
+}
+
+// --keep-region leaves it, with the region the command wrote, and says so.
+TEST_F(RunTest, KeepRegionLeavesTheDirectoryForInspect) {
+  Outcome o = Run({"--keep-region", "--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init",
+                   "alloc:104857600"});
+  EXPECT_EQ(o.code(), 0) << o.err;
+  std::string region_dir = RegionDir(o.err);
+  ASSERT_NE(region_dir, "") << o.err;
+  EXPECT_TRUE(fs::is_regular_file(region_dir + "/region.cache")) << o.err;
+  EXPECT_NE(o.err.find("fracgpu run: kept the region directory " + region_dir + " (--keep-region)\n"),
+            std::string::npos)
+      << o.err;
 }
 
 }  // namespace

@@ -2,11 +2,17 @@
 // libvgpu.so itself.
 #include "vgpu/cli/run_inspect.h"
 
+#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "harness.h"
+
+namespace fracgpu::cli {
+void RegisterInspectCommand(CLI::App& app);
+}  // namespace fracgpu::cli
 
 namespace fracgpu::vgpu::testing {
 namespace {
@@ -77,6 +83,46 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
   Finish(a);
   auto bad = cli::ReadRegionFile(box.dir() + "/fracgpu-limits.env-missing");
   EXPECT_FALSE(bad.ok());
+}
+
+// `fracgpu inspect ARGS` through its CLI11 registration, as src/cli/main.cc runs it: the exit
+// code (0, or the CLI::Error's) and what it printed on stderr. Any other exception escapes (and
+// fails the test), as it would abort the executable.
+std::pair<int, std::string> RunInspect(const std::string& path) {
+  CLI::App app("fracgpu");
+  app.require_subcommand(1);
+  fracgpu::cli::RegisterInspectCommand(app);
+  ::testing::internal::CaptureStderr();
+  int rc = 0;
+  try {
+    app.parse(std::vector<std::string>{path, "inspect"});  // CLI11 takes the vector reversed
+  } catch (const CLI::Error& e) {
+    rc = e.get_exit_code();
+  }
+  return {rc, ::testing::internal::GetCapturedStderr()};
+}
+
+TEST(VgpuCli, InspectOfADirectoryIsAnErrorNamingThePath) {
+  Sandbox box;
+  auto bytes = cli::ReadRegionFile(box.dir());  // threw std::ios_base::failure (rc 134 in fracgpu)
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().message(), "region file \"" + box.dir() + "\": is a directory, not a region file");
+  auto [rc, err] = RunInspect(box.dir());
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "\": is a directory, not a region file\n");
+}
+
+TEST(VgpuCli, InspectOfAMissingOrForeignFileIsAnErrorNamingThePath) {
+  Sandbox box;
+  auto [rc, err] = RunInspect(box.dir() + "/missing");
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "/missing\": cannot open: No such file or directory\n");
+  std::ofstream(box.dir() + "/short") << "abc";
+  std::tie(rc, err) = RunInspect(box.dir() + "/short");
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "/short\": not a fracgpu v" +
+                     std::to_string(kRegionVersion) + " region (3 bytes, expected " + std::to_string(sizeof(Region)) +
+                     ")\n");
 }
 
 }  // namespace

@@ -127,5 +127,41 @@ TEST(VgpuLimits, BadInputsFailClosedAndNameTheKey) {
   EXPECT_EQ(c.error_count, 2);
 }
 
+// GPU_CORE_UTILIZATION_POLICY in any letter case, from the environment and from the limits
+// file; an unknown value is still the strict reading (force) with an error.
+TEST(VgpuLimits, CorePolicyInAnyLetterCase) {
+  const std::pair<const char*, CorePolicy> cases[] = {
+      {"force", CorePolicy::kForce},     {"FORCE", CorePolicy::kForce},     {"Force", CorePolicy::kForce},
+      {"fOrCe", CorePolicy::kForce},     {"disable", CorePolicy::kDisable}, {"DISABLE", CorePolicy::kDisable},
+      {"Disable", CorePolicy::kDisable}, {"default", CorePolicy::kDefault}, {"DEFAULT", CorePolicy::kDefault},
+      {"Default", CorePolicy::kDefault}};
+  for (const auto& [value, want] : cases) {
+    SCOPED_TRACE(value);
+    std::string env_string = std::string("GPU_CORE_UTILIZATION_POLICY=") + value;
+    char* envp[] = {env_string.data(), nullptr};
+    Config from_env;
+    from_env.policy = want == CorePolicy::kForce ? CorePolicy::kDisable : CorePolicy::kForce;  // must change
+    ApplyEnvironment(&from_env, envp);
+    EXPECT_EQ(from_env.policy, want);
+    EXPECT_EQ(from_env.error_count, 0) << from_env.error;
+    std::string file = env_string + "\n";
+    Config from_file;
+    from_file.policy = want == CorePolicy::kForce ? CorePolicy::kDisable : CorePolicy::kForce;
+    ParseLimitsFile(&from_file, file.data(), file.size());
+    EXPECT_EQ(from_file.policy, want);
+    EXPECT_EQ(from_file.error_count, 0) << from_file.error;
+  }
+  for (const char* bad : {"forced", "forc", "dis able", "FORCE-D"}) {
+    SCOPED_TRACE(bad);
+    std::string env_string = std::string("GPU_CORE_UTILIZATION_POLICY=") + bad;
+    char* envp[] = {env_string.data(), nullptr};
+    Config c;
+    ApplyEnvironment(&c, envp);
+    EXPECT_EQ(c.policy, CorePolicy::kForce);
+    EXPECT_EQ(c.error_count, 1);
+    EXPECT_NE(std::string(c.error).find("must be default, force or disable"), std::string::npos) << c.error;
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu

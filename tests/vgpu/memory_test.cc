@@ -2,7 +2,12 @@
 // fake driver: every allocation path, pools, VMM, contexts, queries, interception paths.
 // Expected byte counts are computed by hand from the fake's documented behaviour (pitch rows
 // aligned to 512 bytes, pools and VMM in 2 MiB steps).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
 
 #include "harness.h"
 
@@ -65,6 +70,60 @@ TEST(VgpuMemory, OverLimitIsOutOfMemoryWithNoSideEffect) {
   for (int i = 2; i <= 7; ++i) EXPECT_EQ(Rc(out[i]), 2) << out[i];  // CUDA_ERROR_OUT_OF_MEMORY
   EXPECT_EQ(InfoFree(out[8]), 2 * kMiB);  // refused calls charged nothing
   EXPECT_EQ(Rc(out[10]), 0);              // the whole 8 MiB once freed
+}
+
+// vgpu_app `ops` under `env`; returns the lines libvgpu.so wrote on stderr that start with
+// "fracgpu: " (the refusal reports), in order.
+std::vector<std::string> RefusalLines(const Sandbox& box, const std::map<std::string, std::string>& env,
+                                      const std::vector<std::string>& ops, std::vector<std::string>* out) {
+  const std::string err_path = box.dir() + "/stderr.txt";
+  int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int saved = ::dup(2);
+  ::dup2(err_fd, 2);  // the child inherits it
+  Child c = Spawn(box, env, ops);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(err_fd);
+  *out = Finish(c);
+  std::ifstream in(err_path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("fracgpu: ", 0) == 0) lines.push_back(line);
+  return lines;
+}
+
+// A refusal at the limit is said once, by default, in MiB, naming the call; LIBCUDA_LOG_LEVEL=0
+// silences it. Successful allocations say nothing.
+TEST(VgpuMemory, RefusalIsReportedOnceInMiB) {
+  Sandbox box;
+  auto env = box.Env();
+  env.erase("LIBCUDA_LOG_LEVEL");  // the default level
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "8m";
+  const std::vector<std::string> ops = {"init", "alloc:6291456", "alloc:5242880", "pitch:4096:1024",
+                                        "alloc:2621440", "alloc:1048576", "info"};
+  std::vector<std::string> out;
+  auto lines = RefusalLines(box, env, ops, &out);
+  ASSERT_EQ(out.size(), ops.size());
+  EXPECT_EQ(Rc(out[1]), 0);
+  EXPECT_EQ(Rc(out[2]), 2);  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(Rc(out[3]), 2);
+  EXPECT_EQ(Rc(out[4]), 2);
+  EXPECT_EQ(Rc(out[5]), 0);
+  const std::vector<std::string> expected = {
+      "fracgpu: cuMemAlloc_v2 of 5 MiB refused: 6 MiB used of the 8 MiB limit on GPU 0",
+      "fracgpu: cuMemAllocPitch_v2 of 4 MiB refused: 6 MiB used of the 8 MiB limit on GPU 0",
+      "fracgpu: cuMemAlloc_v2 of 2.5 MiB refused: 6 MiB used of the 8 MiB limit on GPU 0"};
+  EXPECT_EQ(lines, expected);
+
+  env["LIBCUDA_LOG_LEVEL"] = "0";
+  Sandbox quiet;
+  auto quiet_env = env;
+  quiet_env["FAKE_GPU_STATE_DIR"] = quiet.dir();
+  quiet_env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = quiet.region();
+  lines = RefusalLines(quiet, quiet_env, ops, &out);
+  ASSERT_EQ(out.size(), ops.size());
+  EXPECT_EQ(Rc(out[2]), 2);
+  EXPECT_EQ(lines, std::vector<std::string>{});
 }
 
 TEST(VgpuMemory, PoolsAreChargedWhatTheyReserve) {

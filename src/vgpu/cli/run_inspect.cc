@@ -6,15 +6,15 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 namespace fracgpu::vgpu::cli {
 namespace {
@@ -131,12 +131,37 @@ std::string FormatRegion(const Region& r) {
 }
 
 Result<std::vector<char>> ReadRegionFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("region file \"{}\": cannot open", path));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() != sizeof(Region) || RegionValidate(bytes.data(), bytes.size()) != RegionError::kOk) {
+  // POSIX calls, not an ifstream: libstdc++'s filebuf throws from underflow() when read() fails
+  // (a directory opens, then reads EISDIR), which aborted `fracgpu inspect <directory>`.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block us
+  if (fd < 0) return NotFound(fmt::format("region file \"{}\": cannot open: {}", path, std::strerror(errno)));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int err = errno;
+    bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    if (dir) return InvalidArgument(fmt::format("region file \"{}\": is a directory, not a region file", path));
+    return InvalidArgument(fmt::format("region file \"{}\": not a regular file{}", path,
+                                       err ? std::string(": ") + std::strerror(err) : std::string()));
+  }
+  std::vector<char> bytes(sizeof(Region) + 1);  // one byte more: a longer file is not a region
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return InvalidArgument(fmt::format("region file \"{}\": cannot read: {}", path, std::strerror(err)));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);
+  if (got != sizeof(Region) || RegionValidate(bytes.data(), bytes.size()) != RegionError::kOk) {
     return InvalidArgument(fmt::format("region file \"{}\": not a fracgpu v{} region ({} bytes, expected {})",
-                                       path, kRegionVersion, bytes.size(), sizeof(Region)));
+                                       path, kRegionVersion, static_cast<uint64_t>(st.st_size), sizeof(Region)));
   }
   return bytes;
 }
@@ -159,6 +184,8 @@ void RegisterRunCommand(CLI::App& app) {
       ->check(CLI::Range(10u, 10000u));
   cmd->add_option("--nvml-library", watch->nvml_library, "NVML library to dlopen");
   cmd->add_flag("--no-watch", *no_watch, "do not watch the driver's account (libvgpu.so limits only)");
+  cmd->add_flag("--keep-region", opts->keep_region,
+                "keep the region's directory ($TMPDIR or /tmp) after the command exits, for `fracgpu inspect`");
   cmd->add_option("command", *argv, "command and arguments (after --)")->required();
   cmd->callback([opts, watch, no_watch, argv] {
     if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
@@ -167,16 +194,15 @@ void RegisterRunCommand(CLI::App& app) {
       std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n", st.message().c_str());
       throw CLI::RuntimeError(vgpu::cli::kRunExitRefused);
     }
-    char tmpl[] = "/tmp/fracgpu-run-XXXXXX";
-    if (!mkdtemp(tmpl)) throw CLI::RuntimeError("fracgpu run: cannot create a region directory", 1);
-    opts->region = std::string(tmpl) + "/region.cache";
+    // RunWatched creates the region's directory once every check has passed, and removes it.
     watch->watch = !*no_watch;
-    std::fprintf(stderr, "fracgpu run: region %s (inspect it with `fracgpu inspect %s`)\n",
-                 opts->region.c_str(), opts->region.c_str());
     int rc = vgpu::cli::RunWatched(*opts, *watch, *argv);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }
+
+// A path that is not a readable region (missing, a directory, another file): a usage error.
+constexpr int kInspectExitUnreadable = 2;
 
 void RegisterInspectCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Print a libvgpu.so region file: per-process, per-device usage");
@@ -186,7 +212,7 @@ void RegisterInspectCommand(CLI::App& app) {
     auto bytes = vgpu::cli::ReadRegionFile(*path);
     if (!bytes.ok()) {
       std::fprintf(stderr, "fracgpu inspect: %s\n", bytes.status().message().c_str());
-      throw CLI::RuntimeError(1);
+      throw CLI::RuntimeError(kInspectExitUnreadable);
     }
     std::fputs(vgpu::cli::FormatRegion(*reinterpret_cast<const vgpu::Region*>(bytes.value().data())).c_str(),
                stdout);

@@ -16,7 +16,8 @@ struct RunOptions {
   int gpucores = 0;      ///< percent 0..100; 0 = no SM limit
   std::string devices;   ///< "0,1": NVML indices; "" = device 0 .. (number of gpumem values - 1)
   std::string library;   ///< path of libvgpu.so
-  std::string region;    ///< path of the private region file
+  std::string region;    ///< path of the private region file; "" = RunWatched creates one (see there)
+  bool keep_region = false;  ///< --keep-region: leave the directory RunWatched created (for inspect)
 };
 
 /// The environment `fracgpu run` adds (docs/design/CONTRACT.md §4 keys). Errors (kInvalidArgument) name

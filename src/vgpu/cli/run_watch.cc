@@ -15,7 +15,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <utility>
@@ -102,7 +104,36 @@ Status ProbeLibrary(const std::string& library) {
   return InvalidArgument(fmt::format("libvgpu.so at {} cannot be loaded: {}", library, msg));
 }
 
-int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::vector<std::string>& argv) {
+namespace {
+
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// What RunWatched created, undone on every return: the region directory is removed (unless
+// kept), then the signal mask is restored (a signal held until then is handled after).
+struct RunCleanup {
+  std::string dir;
+  bool keep = false;
+  bool restore_mask = false;
+  sigset_t old_mask{};
+  RunCleanup() = default;
+  RunCleanup(const RunCleanup&) = delete;
+  RunCleanup& operator=(const RunCleanup&) = delete;
+  ~RunCleanup() {
+    if (!dir.empty() && keep) {
+      std::fprintf(stderr, "fracgpu run: kept the region directory %s (--keep-region)\n", dir.c_str());
+    } else if (!dir.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (ec) std::fprintf(stderr, "fracgpu run: cannot remove %s: %s\n", dir.c_str(), ec.message().c_str());
+    }
+    if (restore_mask) ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  }
+};
+
+}  // namespace
+
+int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const std::vector<std::string>& argv) {
+  RunOptions options = options_in;
   auto env = BuildRunEnvironment(options);
   if (!env.ok()) {
     std::fprintf(stderr, "fracgpu run: %s\n", env.status().message().c_str());
@@ -150,6 +181,30 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
     }
   }
 
+  // From here on something is created: hold the forwarded signals until the child's pid is
+  // known (then they reach the command), and undo what was created on every return.
+  RunCleanup cleanup;
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (int sig : kForwardedSignals) sigaddset(&forwarded, sig);
+  ::sigprocmask(SIG_BLOCK, &forwarded, &cleanup.old_mask);
+  cleanup.restore_mask = true;
+  if (options.region.empty()) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/fracgpu-run-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) {
+      std::fprintf(stderr, "fracgpu run: cannot create a region directory %s: %s\n", tmpl.c_str(),
+                   std::strerror(errno));
+      return kRunExitRefused;
+    }
+    cleanup.dir = tmpl;
+    cleanup.keep = options.keep_region;
+    options.region = tmpl + "/region.cache";
+    env = BuildRunEnvironment(options);
+    std::fprintf(stderr, "fracgpu run: region %s (inspect it with `fracgpu inspect %s`)\n", options.region.c_str(),
+                 options.region.c_str());
+  }
+
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
@@ -166,6 +221,7 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
     return kRunExitRefused;
   }
   if (child == 0) {
+    ::sigprocmask(SIG_SETMASK, &cleanup.old_mask, nullptr);
     ::close(exec_pipe[0]);
     for (const auto& [k, v] : env.value()) ::setenv(k.c_str(), v.c_str(), 1);
     ::execvp(args[0], args.data());
@@ -186,7 +242,9 @@ int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::
   g_child.store(child);
   struct sigaction sa {};
   sa.sa_handler = Forward;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : kForwardedSignals) ::sigaction(sig, &sa, nullptr);
+  ::sigprocmask(SIG_SETMASK, &cleanup.old_mask, nullptr);  // a signal held until now is forwarded here
+  cleanup.restore_mask = false;
 
   enforce::Policy policy;
   policy.memory = enforce::Action::kKill;

@@ -31,7 +31,12 @@ struct WatchOptions {
 /// (the loader's message: not an ELF object, wrong class, missing dependency, …).
 Status ProbeLibrary(const std::string& library);
 
-/// Runs `argv` under `options` (environment from BuildRunEnvironment) and watches it. Returns
+/// Runs `argv` under `options` (environment from BuildRunEnvironment) and watches it. When
+/// `options.region` is "", a private directory `$TMPDIR/fracgpu-run-XXXXXX` (else /tmp) is created
+/// once every check has passed, named on stderr, and removed on every return (the command's
+/// exit, a kill, a failed exec), unless `options.keep_region`; a refusal creates nothing. The
+/// signals run forwards (INT, TERM, HUP, QUIT) are held from then until the child's pid is known,
+/// so a signal at any moment reaches the command and run still cleans up. Returns
 /// the exit code for `fracgpu run`: the command's (128 + signal when it died of a signal),
 /// or kRunExitKilled / kRunExitUnlimited / kRunExitRefused; every refusal and kill prints one
 /// line on stderr starting with "fracgpu run: ".
