@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fracgpu's house rules that a compiler does not check (docs/design/STYLE.md, ARCHITECTURE.md).
+"""fracgpu's house rules that a compiler does not check (docs/design/STYLE.md, docs/design/ARCHITECTURE.md).
 
   lint.py [--root DIR]       check the tree under DIR (default: the repository of this script)
 
@@ -73,7 +73,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z0-9_]+)/')
 
 
 def component_of(rel):
-    """'src/vgpu/cli/run.cc' -> 'vgpu/cli'; 'src/core/fit.cc' -> 'core'; else None."""
+    """'src/vgpu/cli/run_watch.cc' -> 'vgpu/cli'; 'src/core/fit.cc' -> 'core'; else None."""
     parts = rel.split("/")
     if len(parts) < 3 or parts[0] != "src":
         return None

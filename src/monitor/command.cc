@@ -37,7 +37,8 @@ struct Flags {
   double orphan_grace_s = 300;
   bool no_remove = false;
   bool no_apiserver = false;
-  bool hami_metric_names = false;
+  bool hami_metrics = true;
+  bool legacy_metrics = false;
   std::string kubeconfig;
   std::string nvml_library = "libnvidia-ml.so.1";
   bool once = false;
@@ -61,13 +62,22 @@ int Run(const Flags& f) {
     spdlog::error("--node-name (or NODE_NAME) is required unless --no-apiserver");
     return 2;
   }
+  if (std::string warning = monitor::MissingContainersWarning(f.hook_path); !warning.empty()) {
+    spdlog::warn("{}", warning);
+  }
   monitor::MonitorOptions options;
   options.node_name = f.node_name;
   options.hook_path = f.hook_path;
   options.node_dir = f.node_dir;
   options.orphan_grace = std::chrono::nanoseconds(static_cast<int64_t>(f.orphan_grace_s * 1e9));
   options.remove_orphans = !f.no_remove;
-  options.hami_metric_names = f.hami_metric_names;
+  options.hami_metric_names = f.hami_metrics;
+  options.legacy_metric_names = f.legacy_metrics;
+  if (f.legacy_metrics && !f.hami_metrics) {
+    spdlog::error("--legacy-metrics needs HAMi's names on (it adds HAMi's pre-v2.10 names to them); drop "
+                  "--hami-metrics=false");
+    return 2;
+  }
   options.version = FRACGPU_MONITOR_VERSION;
 
   std::unique_ptr<monitor::NvmlGpuStats> nvml;
@@ -166,33 +176,51 @@ void RegisterMonitorCommand(CLI::App& app) {
   flags->node_name = Env("NODE_NAME");
   if (!Env("HOOK_PATH").empty()) flags->hook_path = Env("HOOK_PATH");
   auto* cmd = app.add_subcommand("monitor", "Export per-GPU and per-container-slice metrics of this node");
-  cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)");
-  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/containers (env HOOK_PATH)");
-  cmd->add_option("--node-dir", flags->node_dir, "SM limiter's per-GPU priority files (\"\" = off)");
-  cmd->add_option("--listen", flags->listen, "address of /metrics");
-  cmd->add_option("--port", flags->port, "port of /metrics")->check(CLI::Range(0, 65535));
-  cmd->add_option("--interval", flags->interval_s, "seconds between polls")->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)")->capture_default_str();
+  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/containers (env HOOK_PATH)")
+      ->capture_default_str();
+  cmd->add_option("--node-dir", flags->node_dir, "SM limiter's per-GPU priority files (\"\" = off)")
+      ->capture_default_str();
+  cmd->add_option("--listen", flags->listen, "address of /metrics")->capture_default_str();
+  cmd->add_option("--port", flags->port, "port of /metrics")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--interval", flags->interval_s, "seconds between polls")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   cmd->add_option("--orphan-grace", flags->orphan_grace_s,
                   "seconds a directory of a pod gone from the node is kept before removal")
-      ->check(CLI::Range(0.0, 86400.0 * 30));
+      ->check(CLI::Range(0.0, 86400.0 * 30))
+      ->capture_default_str();
   cmd->add_flag("--no-remove", flags->no_remove, "never remove region directories");
   cmd->add_flag("--no-apiserver", flags->no_apiserver, "do not name pods (labels carry the pod UID); never remove");
-  cmd->add_flag("--hami-metric-names", flags->hami_metric_names, "also emit HAMi vGPUmonitor's metric names");
-  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)");
-  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen");
+  cmd->add_flag("--hami-metrics,--hami-metric-names", flags->hami_metrics,
+                "also expose HAMi v2.10 vGPUmonitor's metric names on /metrics (hami_host_gpu_*, hami_vgpu_*, "
+                "hami_container_*; --hami-metrics=false: fracgpu_* only)")
+      ->capture_default_str();
+  cmd->add_flag("--legacy-metrics", flags->legacy_metrics,
+                "also expose HAMi's pre-v2.10 names (HostGPUMemoryUsage, vGPU_device_memory_usage_in_bytes, ...), "
+                "as HAMi's --legacy-metrics does")
+      ->capture_default_str();
+  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)")->capture_default_str();
+  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")->capture_default_str();
   cmd->add_flag("--once", flags->once, "poll once, print the metrics to stdout and exit");
   cmd->add_option("--enforce-interval", flags->enforce_interval_s, "seconds between checks of the driver's account")
-      ->check(CLI::Range(0.05, 60.0));
+      ->check(CLI::Range(0.05, 60.0))
+      ->capture_default_str();
   cmd->add_option("--enforce-memory", flags->enforce_memory,
-                  "over the memory limit: kill (default), report or none; pods override with fracgpu.io/enforcement");
+                  "over the memory limit: kill (default), report or none; pods override with fracgpu.io/enforcement")
+      ->capture_default_str();
   cmd->add_option("--enforce-mismatch", flags->enforce_mismatch,
-                  "driver usage above the region's claim (bypass, edited region): report (default), kill or none");
+                  "driver usage above the region's claim (bypass, edited region): report (default), kill or none")
+      ->capture_default_str();
   cmd->add_option("--enforce-unmanaged", flags->enforce_unmanaged,
-                  "a process on a fracgpu GPU in no fracgpu container: report (default) or none (never killed)");
+                  "a process on a fracgpu GPU in no fracgpu container: report (default) or none (never killed)")
+      ->capture_default_str();
   cmd->add_option("--enforce-confirm-polls", flags->enforce_confirm_polls,
                   "consecutive polls a finding must persist before it is acted on")
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--proc-root", flags->proc_root, "the host's /proc (the DaemonSet runs with hostPID)");
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--proc-root", flags->proc_root, "the host's /proc (the DaemonSet runs with hostPID)")
+      ->capture_default_str();
   cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
   cmd->callback([flags] {
     int rc = Run(*flags);

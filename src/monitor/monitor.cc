@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "metrics/hami.h"
 #include "vgpu/sm_limiter.h"
 
 namespace fracgpu::monitor {
@@ -78,22 +79,33 @@ Monitor::Monitor(MonitorOptions options, GpuStatsSource* gpus, PodLister* pods)
   r.Describe("fracgpu_monitor_directories_removed_total", Type::kCounter,
              "Region directories removed because their pod left the node.");
   if (options_.hami_metric_names) {
-    // HAMi vGPUmonitor's names and labels (docs/design/hami-behaviour.md §6.1).
-    r.Describe("hami_host_gpu_memory_used_bytes", Type::kGauge, "HAMi name: GPU memory used, bytes.");
-    r.Describe("hami_host_gpu_utilization_ratio", Type::kGauge, "HAMi name: GPU utilisation, percent 0..100 (as HAMi).");
+    // HAMi v2.10 vGPUmonitor's names, help texts and labels (cmd/vGPUmonitor/metrics.go;
+    // docs/design/hami-behaviour.md §6.1), with its constant zone="vGPU"; values in HAMi's
+    // units (utilisation in percent 0..100, as HAMi reports NVML's figures).
+    r.Describe("hami_host_gpu_memory_used_bytes", Type::kGauge, "HAMi-compatible: memory in use on the GPU (NVML), bytes.");
+    r.Describe("hami_host_gpu_utilization_ratio", Type::kGauge, "HAMi-compatible: SM utilisation of the GPU (NVML), percent 0..100.");
     r.Describe("hami_host_gpu_memory_controller_utilization_ratio", Type::kGauge,
-               "HAMi name: memory-controller utilisation, percent 0..100 (as HAMi).");
-    r.Describe("hami_vgpu_memory_used_bytes", Type::kGauge, "HAMi name: container memory used, bytes.");
-    r.Describe("hami_vgpu_memory_limit_bytes", Type::kGauge, "HAMi name: container memory limit, bytes.");
-    r.Describe("hami_container_device_memory_bytes", Type::kGauge, "HAMi name: container memory total, bytes.");
-    r.Describe("hami_vgpu_memory_context_bytes", Type::kGauge, "HAMi name: container context memory, bytes.");
-    r.Describe("hami_vgpu_memory_module_bytes", Type::kGauge, "HAMi name: container module memory, bytes.");
-    r.Describe("hami_vgpu_memory_buffer_bytes", Type::kGauge, "HAMi name: container data memory, bytes.");
-    r.Describe("hami_container_device_utilization_ratio", Type::kGauge,
-               "HAMi name: container SM utilisation, percent 0..100 (as HAMi).");
+               "HAMi-compatible: memory-controller utilisation of the GPU (NVML), percent 0..100.");
+    r.Describe("hami_vgpu_memory_used_bytes", Type::kGauge, "HAMi-compatible: memory a container uses on a GPU (its region), bytes.");
+    r.Describe("hami_vgpu_memory_limit_bytes", Type::kGauge, "HAMi-compatible: a container's memory limit on a GPU, bytes.");
+    r.Describe("hami_container_device_memory_bytes", Type::kGauge, "HAMi-compatible: a container's device memory in use, bytes.");
+    r.Describe("hami_vgpu_memory_context_bytes", Type::kGauge, "HAMi-compatible: a container's context memory, bytes.");
+    r.Describe("hami_vgpu_memory_module_bytes", Type::kGauge, "HAMi-compatible: a container's module (code) memory, bytes.");
+    r.Describe("hami_vgpu_memory_buffer_bytes", Type::kGauge, "HAMi-compatible: a container's buffer (allocation) memory, bytes.");
+    r.Describe("hami_container_device_utilization_ratio", Type::kGauge, "HAMi-compatible: a container's SM utilisation, percent 0..100.");
     r.Describe("hami_container_last_kernel_elapsed_seconds", Type::kGauge,
-               "HAMi name: seconds since the container's last kernel.");
-    r.Describe("hami_build_info", Type::kGauge, "HAMi name: build information (always 1).");
+               "HAMi-compatible: seconds since the container last launched a kernel.");
+    metrics::DescribeHamiBuildInfo(r);
+    if (options_.legacy_metric_names) {
+      // HAMi's pre-v2.10 names (initLegacyDescriptors, emitted with HAMi's --legacy-metrics).
+      r.Describe("HostGPUMemoryUsage", Type::kGauge, "HAMi legacy name: memory in use on the GPU, bytes.");
+      r.Describe("HostCoreUtilization", Type::kGauge, "HAMi legacy name: SM utilisation of the GPU, percent.");
+      r.Describe("vGPU_device_memory_usage_in_bytes", Type::kGauge, "HAMi legacy name: memory a container uses on a GPU, bytes.");
+      r.Describe("vGPU_device_memory_limit_in_bytes", Type::kGauge, "HAMi legacy name: a container's memory limit on a GPU, bytes.");
+      r.Describe("Device_memory_desc_of_container", Type::kGauge, "HAMi legacy name: a container's memory by kind, bytes.");
+      r.Describe("Device_utilization_desc_of_container", Type::kGauge, "HAMi legacy name: a container's SM utilisation, percent.");
+      r.Describe("Device_last_kernel_of_container", Type::kGauge, "HAMi legacy name: seconds since the container's last kernel.");
+    }
   }
   registry_.AddCollector([this](metrics::Registry::Scrape& s) { Collect(s); });
 }
@@ -244,8 +256,7 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string& node = options_.node_name;
   s.Set("fracgpu_build_info", {{"component", "monitor"}, {"version", options_.version}}, 1);
-  if (options_.hami_metric_names)
-    s.Set("hami_build_info", {{"version", options_.version}, {"compiler", "fracgpu"}, {"platform", "linux"}}, 1);
+  if (options_.hami_metric_names) metrics::SetHamiBuildInfo(s, options_.version);
   if (!polled_) return;
   std::map<std::string, int> slices_per_gpu;
   for (const auto& sl : snapshot_.slices) ++slices_per_gpu[sl.device.uuid];
@@ -259,13 +270,21 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
     auto n = slices_per_gpu.find(g.uuid);
     s.Set("fracgpu_gpu_slices", l, n == slices_per_gpu.end() ? 0 : n->second);
     if (options_.hami_metric_names) {
+      const std::string type = "NVIDIA-" + g.name;  // HAMi's device_type: "NVIDIA-" + nvmlDeviceGetName
       metrics::Labels h = {{"node", node}, {"device_index", std::to_string(g.index)}, {"device_uuid", g.uuid},
-                           {"device_type", g.name}};
+                           {"device_type", type}, {"zone", metrics::kHamiZone}};
       s.Set("hami_host_gpu_memory_used_bytes", h, static_cast<double>(g.memory_used_bytes));
       if (g.utilization) s.Set("hami_host_gpu_utilization_ratio", h, *g.utilization * 100);
+      if (options_.legacy_metric_names) {
+        metrics::Labels o = {{"nodeid", node}, {"deviceidx", std::to_string(g.index)}, {"deviceuuid", g.uuid},
+                             {"devicetype", type}, {"zone", metrics::kHamiZone}};
+        s.Set("HostGPUMemoryUsage", o, static_cast<double>(g.memory_used_bytes));
+        if (g.utilization) s.Set("HostCoreUtilization", o, *g.utilization * 100);
+      }
       if (g.memory_utilization)
         s.Set("hami_host_gpu_memory_controller_utilization_ratio",
-              {{"device_index", std::to_string(g.index)}, {"device_uuid", g.uuid}, {"device_type", g.name}},
+              {{"device_index", std::to_string(g.index)}, {"device_uuid", g.uuid}, {"device_type", type},
+               {"zone", metrics::kHamiZone}},
               *g.memory_utilization * 100);
     }
   }
@@ -286,7 +305,8 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
     s.Set("fracgpu_container_processes", l, sl.processes);
     if (options_.hami_metric_names) {
       metrics::Labels h = {{"namespace", sl.namespace_name}, {"pod", sl.pod}, {"container", sl.container},
-                           {"vdevice_index", std::to_string(d.index)}, {"device_uuid", d.uuid}};
+                           {"vdevice_index", std::to_string(d.index)}, {"device_uuid", d.uuid},
+                           {"zone", metrics::kHamiZone}};
       s.Set("hami_vgpu_memory_used_bytes", h, static_cast<double>(d.used_bytes));
       s.Set("hami_vgpu_memory_limit_bytes", h, static_cast<double>(d.memory_limit_bytes));
       s.Set("hami_container_device_memory_bytes", h, static_cast<double>(d.used_bytes));
@@ -295,8 +315,37 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
       s.Set("hami_vgpu_memory_buffer_bytes", h, static_cast<double>(d.data_bytes));
       if (sl.sm_utilization) s.Set("hami_container_device_utilization_ratio", h, *sl.sm_utilization * 100);
       if (sl.last_kernel_age_s) s.Set("hami_container_last_kernel_elapsed_seconds", h, *sl.last_kernel_age_s);
+      if (options_.legacy_metric_names) {
+        metrics::Labels o = {{"podnamespace", sl.namespace_name}, {"podname", sl.pod}, {"ctrname", sl.container},
+                             {"vdeviceid", std::to_string(d.index)}, {"deviceuuid", d.uuid},
+                             {"zone", metrics::kHamiZone}};
+        s.Set("vGPU_device_memory_usage_in_bytes", o, static_cast<double>(d.used_bytes));
+        s.Set("vGPU_device_memory_limit_in_bytes", o, static_cast<double>(d.memory_limit_bytes));
+        if (sl.sm_utilization) s.Set("Device_utilization_desc_of_container", o, *sl.sm_utilization * 100);
+        if (sl.last_kernel_age_s) s.Set("Device_last_kernel_of_container", o, *sl.last_kernel_age_s);
+        // HAMi puts the breakdown in labels; offset = total − context − module − data.
+        const int64_t offset = static_cast<int64_t>(d.used_bytes) - static_cast<int64_t>(d.context_bytes) -
+                               static_cast<int64_t>(d.module_bytes) - static_cast<int64_t>(d.data_bytes);
+        metrics::Labels m = o;
+        m.pop_back();  // zone goes last, after HAMi's four extra labels
+        m.insert(m.end(), {{"context", std::to_string(d.context_bytes)},
+                           {"module", std::to_string(d.module_bytes)},
+                           {"data", std::to_string(d.data_bytes)},
+                           {"offset", std::to_string(offset)},
+                           {"zone", metrics::kHamiZone}});
+        s.Set("Device_memory_desc_of_container", m, static_cast<double>(d.used_bytes));
+      }
     }
   }
+}
+
+std::string MissingContainersWarning(const std::string& hook_path) {
+  const std::string dir = hook_path + "/vgpu/containers";
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "";
+  return dir + " is missing: no container's region can be read, so no slice is measured or enforced "
+         "until it appears (the device plugin creates it when it starts). If the device plugin uses "
+         "another folder, point --hook-path (env HOOK_PATH) at the one holding vgpu/containers";
 }
 
 }  // namespace fracgpu::monitor

@@ -35,7 +35,8 @@ struct MonitorOptions {
   std::string node_dir = "/usr/local/vgpu/node";  ///< host dir of the SM limiter's per-GPU priority files (device plugin: <hook>/vgpu/node); "" = off
   std::chrono::nanoseconds orphan_grace = std::chrono::minutes(5);  ///< before removing a gone pod's dir
   bool remove_orphans = true;               ///< false: never remove anything
-  bool hami_metric_names = false;           ///< also emit HAMi's metric names (docs/design/hami-behaviour.md §6.1)
+  bool hami_metric_names = true;            ///< also emit HAMi's metric names (docs/design/hami-behaviour.md §6.1)
+  bool legacy_metric_names = false;         ///< with them, HAMi's pre-v2.10 names (HAMi's --legacy-metrics)
   std::string version = "0.0.0";            ///< for fracgpu_build_info
 };
 
@@ -99,5 +100,9 @@ class Monitor {
 
 /// CLOCK_MONOTONIC now, ns.
 uint64_t MonotonicNowNs();
+
+/// "" when <hook_path>/vgpu/containers is a directory; otherwise the warning the monitor logs
+/// at start, naming that path and --hook-path (the device plugin creates it when it starts).
+std::string MissingContainersWarning(const std::string& hook_path);
 
 }  // namespace fracgpu::monitor

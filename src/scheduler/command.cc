@@ -31,6 +31,8 @@ struct Flags {
   int lock_expiry_s = 300;
   int health_port = -1;
   bool dra_mode = false;
+  bool hami_metrics = true;
+  bool legacy_metrics = false;
 };
 
 int Run(const Flags& f) {
@@ -79,6 +81,14 @@ int Run(const Flags& f) {
   gethostname(host, sizeof host - 1);
   o.leader.identity = pod != nullptr ? pod : host;
   o.node_label_selector = f.node_label_selector;
+  o.hami_metrics = f.hami_metrics;
+  o.legacy_metrics = f.legacy_metrics;
+  if (o.legacy_metrics && !o.hami_metrics) {
+    spdlog::error("--legacy-metrics needs HAMi's names on (it adds HAMi's pre-v2.10 names to them); drop "
+                  "--hami-metrics=false");
+    return 2;
+  }
+  o.version = FRACGPU_SCHEDULER_VERSION;
 
   auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
@@ -131,6 +141,14 @@ void RegisterSchedulerCommand(CLI::App& app) {
   cmd->add_option("--leader-elect-resource-namespace", flags->lease_namespace)->capture_default_str();
   cmd->add_option("--leader-elect-resource-name", flags->lease_name)->capture_default_str();
   cmd->add_option("--node-label-selector", flags->node_label_selector, "watch only these nodes (k=v,...)");
+  cmd->add_flag("--hami-metrics", flags->hami_metrics,
+                "also expose HAMi v2.10's metric names on /metrics (hami_gpu_*, hami_vgpu_*; --hami-metrics=false: "
+                "fracgpu_* only)")
+      ->capture_default_str();
+  cmd->add_flag("--legacy-metrics", flags->legacy_metrics,
+                "also expose HAMi's pre-v2.10 names (GPUDeviceMemoryLimit, vGPUCoreAllocated, ...), as HAMi's "
+                "--legacy-metrics does")
+      ->capture_default_str();
   cmd->add_flag("--dra-mode", flags->dra_mode,
                 "webhook turns nvidia.com/gpu + gpumem/gpucores into ResourceClaimTemplates for the DRA driver "
                 "(docs/dra.md); kube-scheduler then places the claims");

@@ -54,6 +54,25 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// The Nodes of an ExtenderFilterResult: the request's NodeList (`nodes`, as received) with
+// its items replaced by those at `keep` (indices into the request's items, in that order);
+// every other member of the list (kind, apiVersion, metadata) is kept. Args built by hand
+// without the list get minimal items ({"metadata": {"name": …}}) from `names`.
+json FilteredNodeList(const json& nodes, const std::vector<std::string>& names, const std::vector<size_t>& keep) {
+  json out = json::object();
+  const json* items = FindKeyIgnoringCase(nodes, "items");
+  const bool have = items != nullptr && items->is_array() && items->size() == names.size();
+  if (nodes.is_object()) {
+    for (auto it = nodes.begin(); it != nodes.end(); ++it) {
+      if (&*it != items) out[it.key()] = *it;
+    }
+  }
+  json kept = json::array();
+  for (size_t i : keep) kept.push_back(have ? (*items)[i] : json{{"metadata", {{"name", names[i]}}}});
+  out["items"] = std::move(kept);
+  return out;
+}
+
 }  // namespace
 
 Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client, EventRecorder* events,
@@ -76,9 +95,13 @@ void Extender::Count(const std::string& result) const {
 }
 
 std::string Extender::Filter(const ExtenderArgs& args) const {
+  // The reply takes the request's form (kube-scheduler's HTTPExtender.Filter reads NodeNames
+  // only when nodeCacheCapable, Nodes otherwise); the other member is null, as Go writes a nil
+  // pointer. Keys are the Go field names (the types carry no json tags).
+  const bool full = args.had_nodes_list;
   auto req = core::ParsePodRequest(args.pod, config_.names);
   if (!req.ok()) {
-    std::string out = R"({"NodeNames":null,"FailedNodes":{},"Error":)";
+    std::string out = R"({"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":)";
     AppendJsonString(out, req.status().message());
     out += '}';
     return out;
@@ -87,13 +110,20 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   for (const auto& n : args.node_names) names_bytes += n.size() + 3;
   if (!req->UsesGpu()) {
     std::string out;
-    out.reserve(names_bytes + 64);
-    out += R"({"NodeNames":[)";
-    for (size_t i = 0; i < args.node_names.size(); ++i) {
-      if (i > 0) out += ',';
-      AppendJsonString(out, args.node_names[i]);
+    if (full) {
+      std::vector<size_t> all(args.node_names.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      out = R"({"Nodes":)" + FilteredNodeList(args.nodes, args.node_names, all).dump() + R"(,"NodeNames":null,)";
+    } else {
+      out.reserve(names_bytes + 96);
+      out += R"({"Nodes":null,"NodeNames":[)";
+      for (size_t i = 0; i < args.node_names.size(); ++i) {
+        if (i > 0) out += ',';
+        AppendJsonString(out, args.node_names[i]);
+      }
+      out += "],";
     }
-    out += R"(],"FailedNodes":{},"Error":""})";
+    out += R"("FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})";
     return out;
   }
   static const std::string kNoGpus =
@@ -106,7 +136,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   auto own = state_->Allocation(k8s::Uid(args.pod));
   std::vector<const std::string*> fit;
   fit.reserve(args.node_names.size());
-  std::vector<std::pair<const std::string*, std::string>> failed;  // name, reason ("" = kNoGpus)
+  // name, reason ("" = kNoGpus: no GPUs at all, which preemption cannot change)
+  std::vector<std::pair<const std::string*, std::string>> failed;
   state_->ForEachNode(args.node_names, [&](const std::string& name, const core::NodeState* node) {
     if (node == nullptr) {
       failed.emplace_back(&name, std::string());
@@ -147,20 +178,39 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   std::string out;
   size_t failed_bytes = 0;
   for (const auto& f : failed) failed_bytes += f.first->size() + reason(f).size() + 6;
-  out.reserve(names_bytes + failed_bytes + 64);
-  out += R"({"NodeNames":[)";
-  for (size_t i = 0; i < fit.size(); ++i) {
-    if (i > 0) out += ',';
-    AppendJsonString(out, *fit[i]);
+  out.reserve(names_bytes + failed_bytes + 128);
+  if (full) {
+    // ForEachNode hands out references into args.node_names, whose order is the items'.
+    std::vector<size_t> keep;
+    keep.reserve(fit.size());
+    for (const std::string* n : fit) keep.push_back(static_cast<size_t>(n - args.node_names.data()));
+    out += R"({"Nodes":)";
+    out += FilteredNodeList(args.nodes, args.node_names, keep).dump();
+    out += R"(,"NodeNames":null)";
+  } else {
+    out += R"({"Nodes":null,"NodeNames":[)";
+    for (size_t i = 0; i < fit.size(); ++i) {
+      if (i > 0) out += ',';
+      AppendJsonString(out, *fit[i]);
+    }
+    out += ']';
   }
-  out += R"(],"FailedNodes":{)";
-  for (size_t i = 0; i < failed.size(); ++i) {
-    if (i > 0) out += ',';
-    AppendJsonString(out, *failed[i].first);
-    out += ':';
-    AppendJsonString(out, reason(failed[i]));
+  // A node with no fracgpu GPUs goes to FailedAndUnresolvableNodes, one that is only too full
+  // (or of the wrong type now) to FailedNodes: preemption is tried for the latter only.
+  for (const bool unresolvable : {false, true}) {
+    out += unresolvable ? R"(,"FailedAndUnresolvableNodes":{)" : R"(,"FailedNodes":{)";
+    bool first = true;
+    for (const auto& f : failed) {
+      if (f.second.empty() != unresolvable) continue;
+      if (!first) out += ',';
+      first = false;
+      AppendJsonString(out, *f.first);
+      out += ':';
+      AppendJsonString(out, reason(f));
+    }
+    out += '}';
   }
-  out += R"(},"Error":""})";
+  out += R"(,"Error":""})";
   return out;
 }
 

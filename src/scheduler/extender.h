@@ -3,8 +3,9 @@
 // the cluster state, calling the same request parser (core/request.h) and fit (core/fit.h)
 // as the webhook and the simulator.
 //
-//  * Filter: every candidate node on which the pod fits now; FailedNodes gives a reason per
-//    node that does not (HAMi's "<cnt>/<total> <Reason>" summary, or why the node has no GPUs).
+//  * Filter: every candidate node on which the pod fits now, in the form the request came in
+//    (NodeNames or full Nodes); FailedNodes gives a reason per node that does not fit (HAMi's
+//    "<cnt>/<total> <Reason>" summary), FailedAndUnresolvableNodes one per node with no GPUs.
 //    A pod that uses no fracgpu resource passes with every node.
 //  * Prioritize: core::PriorityScores of the pod's node policy (0–10).
 //  * Bind: node lock (in-process mutex + `hami.io/mutex.lock`), re-check the fit against the
@@ -47,11 +48,16 @@ class Extender {
   Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client, EventRecorder* events,
            metrics::Registry* metrics, k8s::Clock* clock);
 
-  /// ExtenderFilterResult for decoded args, as JSON text: {"NodeNames": [...],
-  /// "FailedNodes": {name: reason}, "Error": ""} (NodeNames null and Error set when the pod's
-  /// request does not parse). Written straight into a string (no DOM): at 5,000 candidate
-  /// nodes the reply is ~80 KB. Node names keep the request's order; a name listed twice is
-  /// answered twice (the same answer).
+  /// ExtenderFilterResult for decoded args, as JSON text with Go's field names:
+  /// {"Nodes": …, "NodeNames": …, "FailedNodes": {name: reason},
+  /// "FailedAndUnresolvableNodes": {name: reason}, "Error": ""}. A request that carried
+  /// NodeNames (nodeCacheCapable: true) gets NodeNames and Nodes null; one that carried Nodes
+  /// gets Nodes — the request's NodeList with only the passing items, each as received — and
+  /// NodeNames null. Nodes with no fracgpu GPUs are FailedAndUnresolvableNodes (preemption
+  /// cannot help), nodes that are too full FailedNodes. Both lists null and Error set when the
+  /// pod's request does not parse. Written straight into a string (no DOM) for NodeNames: at
+  /// 5,000 candidate nodes the reply is ~80 KB. Nodes keep the request's order; a node listed
+  /// twice is answered twice (the same answer).
   std::string Filter(const ExtenderArgs& args) const;
   /// HostPriorityList for decoded args.
   nlohmann::json Prioritize(const ExtenderArgs& args) const;

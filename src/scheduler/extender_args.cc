@@ -491,15 +491,16 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
     FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));
     return out;
   }
-  const json* nodes = FindKeyIgnoringCase(j, "Nodes");
-  if (nodes != nullptr && !nodes->is_null()) {
+  auto nodes = FindIgnoringCase(j, "Nodes");
+  if (nodes != j.end() && !nodes->is_null()) {
     const json* items = FindKeyIgnoringCase(*nodes, "items");
-    if (!nodes->is_object() || items == nullptr || !items->is_array()) {
+    if (!nodes->is_object() || items == nullptr || !(items->is_array() || items->is_null())) {
       return InvalidArgument("ExtenderArgs.Nodes must be a NodeList with an items array");
     }
     out.had_nodes_list = true;
-    out.node_names.reserve(items->size());
-    for (size_t i = 0; i < items->size(); ++i) {
+    const size_t count = items->is_array() ? items->size() : 0;
+    out.node_names.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
       const json& n = (*items)[i];
       const json* md = FindKeyIgnoringCase(n, "metadata");
       const json* name = md != nullptr ? FindKeyIgnoringCase(*md, "name") : nullptr;
@@ -509,6 +510,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
       out.node_names.push_back(name->get<std::string>());
     }
     FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));
+    out.nodes = std::move(*nodes);
     return out;
   }
   return InvalidArgument("ExtenderArgs carries neither NodeNames nor Nodes");

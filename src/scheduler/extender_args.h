@@ -20,6 +20,9 @@ struct ExtenderArgs {
   nlohmann::json pod;                   ///< full v1.Pod
   std::vector<std::string> node_names;  ///< NodeNames, or the names of Nodes.items when not cache-capable
   bool had_nodes_list = false;          ///< the request carried full Nodes (nodeCacheCapable: false)
+  /// The Nodes v1.NodeList as received (its items in node_names' order) when had_nodes_list,
+  /// else null. /filter answers such a request with the passing items of this list.
+  nlohmann::json nodes;
 };
 
 /// ExtenderBindingArgs (bind).
@@ -56,7 +59,8 @@ Status ValidateExtenderArgs(const ExtenderArgs& args);
 /// JSON, nesting deeper than core::kMaxJsonDepth, not an object, Pod missing or not an object,
 /// a non-string annotation or label value of the Pod, a Pod name/namespace/uid that is not a
 /// DNS-1123 subdomain/label/UID, NodeNames not an array of strings, a node name that is not a
-/// DNS-1123 subdomain, neither NodeNames nor Nodes given, Nodes.items malformed.
+/// DNS-1123 subdomain, neither NodeNames nor Nodes given, Nodes.items malformed (an
+/// `items: null` NodeList, which Go writes for an empty list, is an empty list).
 Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body);
 /// Decodes ExtenderBindingArgs. Errors: not JSON (or nested deeper than core::kMaxJsonDepth) /
 /// not an object; PodName, PodNamespace, PodUID or Node missing, empty or not strings;

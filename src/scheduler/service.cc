@@ -1,5 +1,8 @@
 #include "scheduler/service.h"
 
+#include <cmath>
+#include <map>
+
 #include <spdlog/spdlog.h>
 
 #ifdef __GLIBC__
@@ -7,6 +10,7 @@
 #endif
 
 #include "k8s/objects.h"
+#include "metrics/hami.h"
 
 namespace fracgpu::scheduler {
 namespace {
@@ -60,6 +64,36 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
                     "SM share granted to a container on a GPU (1 = the card).");
   metrics_.Describe("fracgpu_orphaned_allocations", metrics::Type::kGauge,
                     "Pod allocations naming GPUs their node no longer registers.");
+  if (options_.hami_metrics) {
+    // HAMi v2.10 cmd/scheduler/metrics.go: names, help texts and labels as HAMi's collector
+    // writes them (plus its constant zone="vGPU"); values in HAMi's units (core ratios 0–100).
+    metrics_.Describe("hami_gpu_memory_limit_bytes", metrics::Type::kGauge, "HAMi-compatible: the GPU's schedulable memory, bytes.");
+    metrics_.Describe("hami_gpu_core_limit_ratio", metrics::Type::kGauge, "HAMi-compatible: the GPU's schedulable cores, percent (100).");
+    metrics_.Describe("hami_gpu_memory_allocated_bytes", metrics::Type::kGauge,
+                      "HAMi-compatible: memory granted on the GPU, bytes.");
+    metrics_.Describe("hami_gpu_shared_count", metrics::Type::kGauge, "HAMi-compatible: containers holding a slice of the GPU.");
+    metrics_.Describe("hami_gpu_core_allocated_ratio", metrics::Type::kGauge, "HAMi-compatible: cores granted on the GPU, percent of it.");
+    metrics_.Describe("hami_node_gpu_overview", metrics::Type::kGauge, "HAMi-compatible: one series per GPU of a node, with its usage in the labels.");
+    metrics_.Describe("hami_node_gpu_memory_allocated_ratio", metrics::Type::kGauge,
+                      "HAMi-compatible: memory granted on the GPU, fraction of it.");
+    metrics_.Describe("hami_vgpu_memory_allocated_bytes", metrics::Type::kGauge, "HAMi-compatible: memory granted to a container on a GPU, bytes.");
+    metrics_.Describe("hami_vgpu_core_allocated_ratio", metrics::Type::kGauge, "HAMi-compatible: cores granted to a container on a GPU, percent.");
+    metrics::DescribeHamiBuildInfo(metrics_);
+  }
+  if (options_.hami_metrics && options_.legacy_metrics) {
+    // HAMi's pre-v2.10 names (cmd/scheduler/metrics.go, --legacy-metrics): raw core counts.
+    const std::pair<const char*, const char*> legacy[] = {
+        {"GPUDeviceMemoryLimit", "HAMi legacy name: the GPU's schedulable memory, bytes."},
+        {"GPUDeviceCoreLimit", "HAMi legacy name: the GPU's schedulable cores (its count)."},
+        {"GPUDeviceMemoryAllocated", "HAMi legacy name: memory granted on the GPU, bytes."},
+        {"GPUDeviceSharedNum", "HAMi legacy name: containers holding a slice of the GPU."},
+        {"GPUDeviceCoreAllocated", "HAMi legacy name: cores granted on the GPU (a count)."},
+        {"nodeGPUOverview", "HAMi legacy name: one series per GPU of a node, with its usage in the labels."},
+        {"nodeGPUMemoryPercentage", "HAMi legacy name: memory granted on the GPU, fraction of it."},
+        {"vGPUMemoryAllocated", "HAMi legacy name: memory granted to a container on a GPU, bytes."},
+        {"vGPUCoreAllocated", "HAMi legacy name: cores granted to a container on a GPU (a count)."}};
+    for (const auto& [name, help] : legacy) metrics_.Describe(name, metrics::Type::kGauge, help);
+  }
   metrics_.AddCollector([this](metrics::Registry::Scrape& s) { Collect(s); });
 
   auto endpoint = [this](const std::string& name, std::function<http::Response(const http::Request&)> fn) {
@@ -125,7 +159,8 @@ http::Response SchedulerService::HandleFilter(const http::Request& req) {
   auto args = DecodeExtenderArgs(req.body);
   if (!args.ok()) return http::Response::Error(400, args.status().message());
   if (!Serving()) {
-    return http::Response::Json(200, {{"NodeNames", nullptr}, {"FailedNodes", json::object()},
+    return http::Response::Json(200, {{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
+                                      {"FailedAndUnresolvableNodes", json::object()},
                                       {"Error", "fracgpu scheduler is not ready (cache not synced or not the leader)"}});
   }
   return http::Response::Text(200, extender_->Filter(*args), "application/json");
@@ -158,7 +193,20 @@ void SchedulerService::OnNode(const json& node) {
   if (!r.ok()) spdlog::warn("node {}: handshake not written: {}", k8s::Name(node), r.status().ToString());
 }
 
+namespace {
+
+// HAMi's core figures (normalizeCoreMetrics in cmd/scheduler/metrics.go): the limit is 100
+// and the allocation ceil(allocated / total × 100), both 0 for a GPU offering no cores.
+double HamiCoreAllocated(int64_t total, int64_t allocated) {
+  return total <= 0 ? 0.0 : std::ceil(static_cast<double>(allocated) / static_cast<double>(total) * 100.0);
+}
+
+}  // namespace
+
 void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
+  const bool hami = options_.hami_metrics;
+  const char* zone = metrics::kHamiZone;
+  std::map<std::string, int64_t> cores_of;  // GPU UUID → devcore, for hami_vgpu_core_allocated_ratio
   for (const auto& node : state_.Nodes()) {
     for (const auto& g : node.gpus) {
       metrics::Labels l = {{"node", node.name},
@@ -170,6 +218,50 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
       s.Set("fracgpu_gpu_core_limit_ratio", l, g.info.devcore / 100.0);
       s.Set("fracgpu_gpu_core_allocated_ratio", l, g.used_cores / 100.0);
       s.Set("fracgpu_gpu_shared_count", l, g.used);
+      if (!hami) continue;
+      cores_of.emplace(g.info.uuid, g.info.devcore);
+      const std::string idx = std::to_string(g.info.index), cores = std::to_string(g.info.devcore);
+      const double used_bytes = static_cast<double>(g.used_mem_mib) * 1048576.0;
+      metrics::Labels h = {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx},
+                           {"device_type", g.info.type}, {"zone", zone}};
+      s.Set("hami_gpu_memory_limit_bytes", h, static_cast<double>(g.info.devmem_mib) * 1048576.0);
+      s.Set("hami_gpu_core_limit_ratio", h, g.info.devcore > 0 ? 100.0 : 0.0);
+      s.Set("hami_gpu_shared_count", h, g.used);
+      s.Set("hami_gpu_core_allocated_ratio", h, HamiCoreAllocated(g.info.devcore, g.used_cores));
+      s.Set("hami_gpu_memory_allocated_bytes",
+            {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx}, {"device_cores", cores},
+             {"device_type", g.info.type}, {"zone", zone}},
+            used_bytes);
+      s.Set("hami_node_gpu_overview",
+            {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx}, {"device_cores", cores},
+             {"device_memory_limit", std::to_string(g.info.devmem_mib)}, {"device_type", g.info.type},
+             {"zone", zone}},
+            used_bytes);
+      if (g.info.devmem_mib > 0) {
+        s.Set("hami_node_gpu_memory_allocated_ratio",
+              {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx}, {"zone", zone}},
+              static_cast<double>(g.used_mem_mib) / static_cast<double>(g.info.devmem_mib));
+      }
+      if (!options_.legacy_metrics) continue;
+      metrics::Labels o = {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx},
+                           {"devicetype", g.info.type}, {"zone", zone}};
+      s.Set("GPUDeviceMemoryLimit", o, static_cast<double>(g.info.devmem_mib) * 1048576.0);
+      s.Set("GPUDeviceCoreLimit", o, g.info.devcore);
+      s.Set("GPUDeviceSharedNum", o, g.used);
+      s.Set("GPUDeviceCoreAllocated", o, g.used_cores);
+      s.Set("GPUDeviceMemoryAllocated",
+            {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx}, {"devicecores", cores},
+             {"devicetype", g.info.type}, {"zone", zone}},
+            used_bytes);
+      s.Set("nodeGPUOverview",
+            {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx}, {"devicecores", cores},
+             {"devicememorylimit", std::to_string(g.info.devmem_mib)}, {"devicetype", g.info.type}, {"zone", zone}},
+            used_bytes);
+      if (g.info.devmem_mib > 0) {
+        s.Set("nodeGPUMemoryPercentage",
+              {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx}, {"zone", zone}},
+              static_cast<double>(g.used_mem_mib) / static_cast<double>(g.info.devmem_mib));
+      }
     }
   }
   for (const auto& a : state_.Allocations()) {
@@ -183,10 +275,25 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
                              {"device_uuid", g.uuid}};
         s.Set("fracgpu_pod_gpu_memory_allocated_bytes", l, static_cast<double>(g.mem_mib) * 1048576.0);
         s.Set("fracgpu_pod_gpu_core_allocated_ratio", l, g.cores_percent / 100.0);
+        if (!hami || g.uuid.empty()) continue;  // HAMi skips a device without UUID
+        metrics::Labels h = {{"namespace", a.key.substr(0, slash)}, {"node", a.node},
+                             {"pod", a.key.substr(slash + 1)},      {"container_index", std::to_string(c)},
+                             {"device_uuid", g.uuid},               {"zone", zone}};
+        auto total = cores_of.find(g.uuid);
+        s.Set("hami_vgpu_memory_allocated_bytes", h, static_cast<double>(g.mem_mib) * 1048576.0);
+        s.Set("hami_vgpu_core_allocated_ratio", h,
+              HamiCoreAllocated(total == cores_of.end() ? 0 : total->second, g.cores_percent));
+        if (!options_.legacy_metrics) continue;
+        metrics::Labels o = {{"podnamespace", a.key.substr(0, slash)}, {"nodename", a.node},
+                             {"podname", a.key.substr(slash + 1)},     {"containeridx", std::to_string(c)},
+                             {"deviceuuid", g.uuid},                   {"zone", zone}};
+        s.Set("vGPUMemoryAllocated", o, static_cast<double>(g.mem_mib) * 1048576.0);
+        s.Set("vGPUCoreAllocated", o, g.cores_percent);
       }
     }
   }
   s.Set("fracgpu_orphaned_allocations", {}, static_cast<double>(state_.orphaned_allocations()));
+  if (hami) metrics::SetHamiBuildInfo(s, options_.version);
 }
 
 Status SchedulerService::Start() {

@@ -27,6 +27,13 @@ struct SchedulerOptions {
   LeaderElectionConfig leader;
   std::string node_label_selector;  ///< limits the nodes watched (e.g. "gpu=on")
   bool write_handshake = true;      ///< write `hami.io/node-handshake` on GPU nodes
+  /// Also expose HAMi v2.10 scheduler's metric names and labels (hami_gpu_*, hami_node_gpu_*,
+  /// hami_vgpu_*_allocated_*, hami_build_info; docs/hami-migration.md "Metrics").
+  bool hami_metrics = true;
+  /// Also expose the names HAMi used before v2.10 (GPUDeviceMemoryLimit, vGPUCoreAllocated, …),
+  /// which HAMi v2.10 emits only with `--legacy-metrics=true`; off by default, as in HAMi.
+  bool legacy_metrics = false;
+  std::string version = "0.0.0";  ///< fracgpu's version, for hami_build_info
 };
 
 /// Process-wide malloc settings for the scheduler's request pattern; call once from main

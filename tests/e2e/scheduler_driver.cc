@@ -176,8 +176,10 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
   json filtered = Post("/filter", args, &attempt.error);
   if (!attempt.error.empty()) return finish(false);
   if (filtered.contains("Error") && filtered["Error"].is_string()) attempt.error = filtered["Error"];
-  if (filtered.contains("FailedNodes") && filtered["FailedNodes"].is_object()) {
-    for (const auto& [n, reason] : filtered["FailedNodes"].items()) {
+  // kube-scheduler's FitError counts both maps (the unresolvable ones take precedence).
+  for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
+    if (!filtered.contains(key) || !filtered[key].is_object()) continue;
+    for (const auto& [n, reason] : filtered[key].items()) {
       attempt.failed_nodes[n] = reason.is_string() ? reason.get<std::string>() : reason.dump();
     }
   }

@@ -32,7 +32,7 @@ namespace fracgpu::e2e {
 struct Attempt {
   std::string stage;  ///< "filter" | "prioritize" | "bind" | "bound"
   std::string error;  ///< the extender's Error or the HTTP failure
-  std::map<std::string, std::string> failed_nodes;  ///< filter's FailedNodes
+  std::map<std::string, std::string> failed_nodes;  ///< filter's FailedNodes and FailedAndUnresolvableNodes
   std::map<std::string, int> scores;                ///< prioritize's answer
   std::string node;   ///< chosen node
 };

@@ -193,7 +193,6 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   options.node_name = "node-1";
   options.hook_path = hook_;
   options.node_dir = "";
-  options.hami_metric_names = true;
   options.version = "golden";
   Monitor monitor(options, nvml->get(), &lister);
   uint64_t now = MonotonicNowNs();
@@ -247,7 +246,7 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   EXPECT_EQ(text.find("pod=\"broken\""), std::string::npos);
   // HAMi names: same values, HAMi's labels and percent units.
   const std::string ha = "{namespace=\"team-a\",pod=\"train\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
-                         std::string(kUuid0) + "\"}";
+                         std::string(kUuid0) + "\",zone=\"vGPU\"}";
   EXPECT_EQ(v["hami_vgpu_memory_used_bytes" + ha], 2 * kCtx + 60 * kMiB + kModule);
   EXPECT_EQ(v["hami_vgpu_memory_module_bytes" + ha], kModule);
   EXPECT_DOUBLE_EQ(v["hami_container_device_utilization_ratio" + ha], 35);

@@ -125,7 +125,8 @@ TEST_F(MonitorTest, NamesSlicesAfterTheirPodsAndExportsExactValues) {
                       "\",device_index=\"0\",model=\"Fake A100\"} 0.5\n"),
             std::string::npos);
   EXPECT_NE(text.find("fracgpu_build_info{component=\"monitor\",version=\"test\"} 1\n"), std::string::npos);
-  EXPECT_EQ(text.find("hami_"), std::string::npos);
+  // HAMi's names come by default (HamiNamesCarryHamiLabelsAndUnits checks them).
+  EXPECT_NE(text.find("hami_vgpu_memory_used_bytes{"), std::string::npos);
 }
 
 TEST_F(MonitorTest, RemovesDirectoriesOfGonePodsOnlyAfterTheGracePeriod) {
@@ -265,26 +266,73 @@ TEST_F(MonitorTest, LastKernelAgeAndPriorityFileAge) {
   EXPECT_TRUE(m.snapshot().priority_launch_age_s.empty());
 }
 
+// HAMi v2.10 vGPUmonitor's names (cmd/vGPUmonitor/metrics.go) by default: HAMi's labels,
+// zone="vGPU", device_type "NVIDIA-" + the NVML name, utilisation in percent.
 TEST_F(MonitorTest, HamiNamesCarryHamiLabelsAndUnits) {
   api_.Put("pods", Pod("team-a", "train", "uid-a", "node-a"));
   AddContainer("uid-a", "main", 30 * kMiB, 500);
   gpus_.util[kGpu0] = {{500, 0.25}};
   MonitorOptions o = Options();
-  o.hami_metric_names = true;
+  ASSERT_TRUE(o.hami_metric_names);  // the default
   Monitor m(o, &gpus_, lister_.get());
   m.Poll(kSec);
   std::string text = m.registry().Render();
   const std::string h = "{namespace=\"team-a\",pod=\"train\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
-                        std::string(kGpu0) + "\"}";
-  EXPECT_NE(text.find("hami_vgpu_memory_used_bytes" + h + " 33554432\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("hami_vgpu_memory_limit_bytes" + h + " 268435456\n"), std::string::npos);
-  EXPECT_NE(text.find("hami_vgpu_memory_context_bytes" + h + " 2097152\n"), std::string::npos);
-  EXPECT_NE(text.find("hami_vgpu_memory_buffer_bytes" + h + " 31457280\n"), std::string::npos);
+                        std::string(kGpu0) + "\",zone=\"vGPU\"}";
+  // 2 MiB context + 30 MiB data (AddContainer), limit 256 MiB, SM 25 %.
+  EXPECT_NE(text.find("hami_vgpu_memory_used_bytes" + h + " " + std::to_string(32 * kMiB) + "\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_container_device_memory_bytes" + h + " " + std::to_string(32 * kMiB) + "\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_limit_bytes" + h + " " + std::to_string(256 * kMiB) + "\n"), std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_context_bytes" + h + " " + std::to_string(2 * kMiB) + "\n"), std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_buffer_bytes" + h + " " + std::to_string(30 * kMiB) + "\n"), std::string::npos);
   EXPECT_NE(text.find("hami_container_device_utilization_ratio" + h + " 25\n"), std::string::npos);
   EXPECT_NE(text.find("hami_host_gpu_utilization_ratio{node=\"node-a\",device_index=\"0\",device_uuid=\"" +
-                      std::string(kGpu0) + "\",device_type=\"Fake A100\"} 50\n"),
+                      std::string(kGpu0) + "\",device_type=\"NVIDIA-Fake A100\",zone=\"vGPU\"} 50\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE hami_vgpu_memory_used_bytes gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("hami_build_info{version=\"test\",revision=\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("vGPU_device_memory"), std::string::npos);  // pre-v2.10 names: only with --legacy-metrics
+
+  // --legacy-metrics: HAMi's pre-v2.10 names too, the memory breakdown in labels.
+  o.legacy_metric_names = true;
+  Monitor legacy(o, &gpus_, lister_.get());
+  legacy.Poll(kSec);
+  std::string text_legacy = legacy.registry().Render();
+  const std::string lo = "{podnamespace=\"team-a\",podname=\"train\",ctrname=\"main\",vdeviceid=\"0\",deviceuuid=\"" +
+                         std::string(kGpu0);
+  EXPECT_NE(text_legacy.find("vGPU_device_memory_usage_in_bytes" + lo + "\",zone=\"vGPU\"} " +
+                             std::to_string(32 * kMiB) + "\n"),
+            std::string::npos)
+      << text_legacy;
+  EXPECT_NE(text_legacy.find("vGPU_device_memory_limit_in_bytes" + lo + "\",zone=\"vGPU\"} " +
+                             std::to_string(256 * kMiB) + "\n"),
             std::string::npos);
-  EXPECT_NE(text.find("hami_build_info{"), std::string::npos);
+  EXPECT_NE(text_legacy.find("Device_memory_desc_of_container" + lo + "\",context=\"" + std::to_string(2 * kMiB) +
+                             "\",module=\"0\",data=\"" + std::to_string(30 * kMiB) +
+                             "\",offset=\"0\",zone=\"vGPU\"} " + std::to_string(32 * kMiB) + "\n"),
+            std::string::npos)
+      << text_legacy;
+  EXPECT_NE(text_legacy.find("Device_utilization_desc_of_container" + lo + "\",zone=\"vGPU\"} 25\n"), std::string::npos);
+  EXPECT_NE(text_legacy.find("HostCoreUtilization{nodeid=\"node-a\",deviceidx=\"0\",deviceuuid=\"" + std::string(kGpu0) +
+                             "\",devicetype=\"NVIDIA-Fake A100\",zone=\"vGPU\"} 50\n"),
+            std::string::npos)
+      << text_legacy;
+  o.legacy_metric_names = false;
+
+  // --hami-metrics=false: fracgpu's names only, same values.
+  o.hami_metric_names = false;
+  Monitor off(o, &gpus_, lister_.get());
+  off.Poll(kSec);
+  std::string text_off = off.registry().Render();
+  EXPECT_EQ(text_off.find("hami_"), std::string::npos) << text_off;
+  EXPECT_NE(text_off.find("fracgpu_container_memory_used_bytes{node=\"node-a\",namespace=\"team-a\",pod=\"train\","
+                          "container=\"main\",device_uuid=\"" + std::string(kGpu0) + "\"} " +
+                          std::to_string(32 * kMiB) + "\n"),
+            std::string::npos)
+      << text_off;
 }
 
 TEST(ContainerDirs, NamesAreParsedOrRefused) {

@@ -48,11 +48,11 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
   const json* nodes = FindKeyIgnoringCase(j, "Nodes");
   if (nodes != nullptr && !nodes->is_null()) {
     const json* items = FindKeyIgnoringCase(*nodes, "items");
-    if (!nodes->is_object() || items == nullptr || !items->is_array()) {
+    if (!nodes->is_object() || items == nullptr || !(items->is_array() || items->is_null())) {
       return InvalidArgument("ExtenderArgs.Nodes must be a NodeList with an items array");
     }
     out.had_nodes_list = true;
-    for (size_t i = 0; i < items->size(); ++i) {
+    for (size_t i = 0; items->is_array() && i < items->size(); ++i) {
       const json& n = (*items)[i];
       const json* md = FindKeyIgnoringCase(n, "metadata");
       const json* name = md != nullptr ? FindKeyIgnoringCase(*md, "name") : nullptr;
@@ -62,6 +62,7 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
       out.node_names.push_back(name->get<std::string>());
     }
     FRACGPU_RETURN_IF_ERROR(ValidateExtenderArgs(out));
+    out.nodes = *nodes;
     return out;
   }
   return InvalidArgument("ExtenderArgs carries neither NodeNames nor Nodes");
@@ -86,6 +87,7 @@ inline std::string CompareDecoders(const std::string& body) {
            nlohmann::json(want->node_names).dump();
   }
   if (got->had_nodes_list != want->had_nodes_list) return "had_nodes_list differs";
+  if (got->nodes != want->nodes) return "Nodes: streaming " + got->nodes.dump() + ", reference " + want->nodes.dump();
   return "";
 }
 

@@ -201,11 +201,15 @@ TEST(ExtenderFilterReplyTest, FitNodesInOrderFailedNodesWithReasons) {
   std::string text = extender.Filter(args);
   json reply = json::parse(text);  // throws (fails the test) when not valid JSON
   EXPECT_EQ(reply["NodeNames"], json::array({"big-2", names[0], names[3]}));
+  EXPECT_TRUE(reply["Nodes"].is_null()) << text;  // a NodeNames request gets NodeNames only
   EXPECT_EQ(reply["Error"], "");
-  ASSERT_EQ(reply["FailedNodes"].size(), 3u);
+  ASSERT_EQ(reply["FailedNodes"].size(), 2u);
   EXPECT_EQ(reply["FailedNodes"][names[1]], "1/1 CardInsufficientMemory");
   EXPECT_EQ(reply["FailedNodes"][names[2]], "1/1 CardInsufficientMemory");
-  EXPECT_NE(reply["FailedNodes"]["unknown\x01"].get<std::string>().find("no fracgpu GPUs registered"), std::string::npos);
+  // A node with no GPUs at all: preemption cannot help, so it is unresolvable.
+  ASSERT_EQ(reply["FailedAndUnresolvableNodes"].size(), 1u) << text;
+  EXPECT_NE(reply["FailedAndUnresolvableNodes"]["unknown\x01"].get<std::string>().find("no fracgpu GPUs registered"),
+            std::string::npos);
   // Control bytes are escaped as \u00XX, as nlohmann's dump() writes them.
   EXPECT_NE(text.find(R"("unknown\u0001")"), std::string::npos) << text;
 }
@@ -217,13 +221,86 @@ TEST(ExtenderFilterReplyTest, NonGpuPodPassesEveryNodeAndBadRequestIsAnError) {
   args.pod = Pod({{"cpu", "1"}});
   args.node_names = {"x", "y\"z"};
   json reply = json::parse(extender.Filter(args));
-  EXPECT_EQ(reply, json({{"NodeNames", {"x", "y\"z"}}, {"FailedNodes", json::object()}, {"Error", ""}}));
+  EXPECT_EQ(reply, json({{"Nodes", nullptr},
+                          {"NodeNames", {"x", "y\"z"}},
+                          {"FailedNodes", json::object()},
+                          {"FailedAndUnresolvableNodes", json::object()},
+                          {"Error", ""}}));
 
   args.pod = Pod({{"nvidia.com/gpucores", "150"}});  // over 100: the request does not parse
   reply = json::parse(extender.Filter(args));
   EXPECT_TRUE(reply["NodeNames"].is_null());
+  EXPECT_TRUE(reply["Nodes"].is_null());
   EXPECT_EQ(reply["FailedNodes"], json::object());
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"], json::object());
   EXPECT_NE(reply["Error"].get<std::string>(), "");
+}
+
+// kube-scheduler with nodeCacheCapable: false sends Nodes (a v1.NodeList) and reads only
+// Nodes of the reply (HTTPExtender.Filter): the passing node objects, each as received.
+TEST(ExtenderFilterReplyTest, NodesRequestIsAnsweredWithThePassingNodeObjects) {
+  ClusterState state;
+  ASSERT_TRUE(state.UpsertNode(Node("big", 40000)).ok());
+  ASSERT_TRUE(state.UpsertNode(Node("small", 1000)).ok());
+  ASSERT_TRUE(state.UpsertNode(Node("big-2", 40000)).ok());
+  Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
+  // What Go's json.Marshal writes for the NodeList (fields beyond the name must come back).
+  auto item = [](const std::string& name, const std::string& zone) {
+    json n = Node(name, 40000);
+    n["kind"] = "Node";
+    n["metadata"]["labels"] = {{"topology.kubernetes.io/zone", zone}};
+    n["metadata"]["resourceVersion"] = "17";
+    n["status"]["capacity"] = {{"cpu", "64"}};
+    return n;
+  };
+  json list = {{"kind", "NodeList"},
+               {"apiVersion", "v1"},
+               {"metadata", {{"resourceVersion", "99"}}},
+               {"items", {item("big", "a"), item("small", "b"), item("cpu-only", "c"), item("big-2", "d")}}};
+  list["items"][2]["metadata"].erase("annotations");  // cpu-only: no fracgpu GPUs registered
+  const std::string body = json{{"Pod", Pod({{"nvidia.com/gpumem", "30000"}})}, {"Nodes", list}, {"NodeNames", nullptr}}.dump();
+  auto args = DecodeExtenderArgs(body);
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_TRUE(args->had_nodes_list);
+  EXPECT_EQ(args->nodes, list);
+  const std::string text = extender.Filter(*args);
+  json reply = json::parse(text);
+  EXPECT_TRUE(reply["NodeNames"].is_null()) << text;
+  json want = list;
+  want["items"] = json::array({list["items"][0], list["items"][3]});
+  EXPECT_EQ(reply["Nodes"], want) << text;
+  EXPECT_EQ(reply["FailedNodes"], json({{"small", "1/1 CardInsufficientMemory"}})) << text;
+  ASSERT_EQ(reply["FailedAndUnresolvableNodes"].size(), 1u) << text;
+  EXPECT_TRUE(reply["FailedAndUnresolvableNodes"].contains("cpu-only")) << text;
+  EXPECT_EQ(reply["Error"], "");
+
+  // A pod without fracgpu resources gets the whole list back, untouched.
+  auto plain = DecodeExtenderArgs(json{{"Pod", Pod({{"cpu", "1"}})}, {"Nodes", list}}.dump());
+  ASSERT_TRUE(plain.ok());
+  reply = json::parse(extender.Filter(*plain));
+  EXPECT_EQ(reply["Nodes"], list);
+  EXPECT_TRUE(reply["NodeNames"].is_null());
+
+  // Nothing fits: an empty items array (not null: kube-scheduler then keeps no node).
+  auto huge = DecodeExtenderArgs(json{{"Pod", Pod({{"nvidia.com/gpumem", "90000"}})}, {"Nodes", list}}.dump());
+  ASSERT_TRUE(huge.ok());
+  reply = json::parse(extender.Filter(*huge));
+  EXPECT_EQ(reply["Nodes"]["items"], json::array());
+  EXPECT_EQ(reply["FailedNodes"].size(), 3u);
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"].size(), 1u);
+}
+
+// Go writes an empty NodeList as {"metadata":{},"items":null}: an empty candidate list.
+TEST(ExtenderArgsTest, NodeListWithNullItemsIsEmpty) {
+  const std::string body = R"({"Pod":{},"Nodes":{"metadata":{},"items":null},"NodeNames":null})";
+  auto args = DecodeExtenderArgs(body);
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_TRUE(args->had_nodes_list);
+  EXPECT_TRUE(args->node_names.empty());
+  EXPECT_EQ(reference::CompareDecoders(body), "");
+  auto bad = DecodeExtenderArgs(R"({"Pod":{},"Nodes":{"items":3}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "ExtenderArgs.Nodes must be a NodeList with an items array");
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "core/codec.h"
@@ -103,9 +105,12 @@ class ExtenderTest : public ::testing::Test {
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
   }
-  std::unique_ptr<SchedulerService> StartService() {
+  std::unique_ptr<SchedulerService> StartService(bool hami_metrics = true, bool legacy_metrics = false) {
     SchedulerOptions o;
     o.extender.signing_key = kKey;
+    o.hami_metrics = hami_metrics;
+    o.legacy_metrics = legacy_metrics;
+    o.version = "9.8.7";
     auto s = std::make_unique<SchedulerService>(o, client_.get());
     EXPECT_TRUE(s->Start().ok());
     EXPECT_TRUE(s->WaitForSync(std::chrono::seconds(10)));
@@ -168,8 +173,11 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   EXPECT_EQ(f["Error"], "");
   EXPECT_NE(f["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"), std::string::npos)
       << f.dump();
-  EXPECT_TRUE(f["FailedNodes"].contains("cpu-only"));
-  EXPECT_TRUE(f["FailedNodes"].contains("ghost"));
+  // No GPUs at all (cpu-only) or not known (ghost): unresolvable, preemption cannot help.
+  EXPECT_EQ(f["FailedNodes"].size(), 1u) << f.dump();
+  EXPECT_TRUE(f["FailedAndUnresolvableNodes"].contains("cpu-only")) << f.dump();
+  EXPECT_TRUE(f["FailedAndUnresolvableNodes"].contains("ghost")) << f.dump();
+  EXPECT_TRUE(f["Nodes"].is_null());
 
   // A pod without fracgpu resources passes every node untouched.
   json plain = GpuPod("plain", json::object());
@@ -219,8 +227,11 @@ TEST_F(ExtenderTest, LowerCaseKeysAndFullNodesAreAccepted) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
   auto svc = StartService();
-  json f = Post(*svc, "/filter", json{{"pod", pod}, {"nodes", {{"items", {{{"metadata", {{"name", "node-a"}}}}}}}}}.dump());
-  EXPECT_EQ(f["NodeNames"], json::array({"node-a"}));
+  json node = {{"metadata", {{"name", "node-a"}, {"labels", {{"zone", "z1"}}}}}};
+  json f = Post(*svc, "/filter", json{{"pod", pod}, {"nodes", {{"items", {node}}}}}.dump());
+  // Answered in the request's form: the node object as sent, no NodeNames.
+  EXPECT_EQ(f["Nodes"], json({{"items", {node}}})) << f.dump();
+  EXPECT_TRUE(f["NodeNames"].is_null()) << f.dump();
 }
 
 TEST_F(ExtenderTest, UnfitFilterRecordsFilteringFailedEvent) {
@@ -485,6 +496,132 @@ TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
   EXPECT_EQ(ready->status, 200);
 }
 
+// The samples of a /metrics scrape: "name{labels}" → value.
+std::map<std::string, double> Samples(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+// HAMi v2.10's scheduler names (cmd/scheduler/metrics.go) next to fracgpu's by default, with
+// HAMi's labels, zone="vGPU" and units (bytes; core ratios 0–100, allocations rounded up).
+TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json odd = GpuNode("node-b", {{"GPU-b0", 24000}});
+  {
+    core::DeviceInfo d;  // a card that offers 300 "cores" (HAMi normalises to 100)
+    d.uuid = "GPU-b0";
+    d.index = 0;
+    d.count = 10;
+    d.devmem_mib = 24000;
+    d.devcore = 300;
+    d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
+    odd["metadata"]["annotations"][core::kAnnotationNodeRegister] = core::EncodeNodeRegister({d});
+  }
+  api_.Put("nodes", odd);
+  json p = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}));
+  json q = api_.Put("pods", GpuPod("q", {{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "50"}}));
+  auto svc = StartService();
+  ASSERT_EQ(Bind(*svc, p, "node-a")["Error"], "");
+  ReleaseLock("node-a");
+  ASSERT_EQ(Bind(*svc, q, "node-b")["Error"], "");
+  httplib::Client http("127.0.0.1", svc->port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  auto v = Samples(res->body);
+  const double mib = 1024.0 * 1024.0;
+  const std::string type = "NVIDIA-NVIDIA A100-SXM4-80GB";
+  const std::string a = "{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_type=\"" + type +
+                        "\",zone=\"vGPU\"}";
+  const std::string b = "{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\",device_type=\"" + type +
+                        "\",zone=\"vGPU\"}";
+  EXPECT_EQ(v.count("hami_gpu_memory_limit_bytes" + a), 1u) << res->body;
+  EXPECT_EQ(v["hami_gpu_memory_limit_bytes" + a], 16000 * mib);
+  EXPECT_EQ(v["hami_gpu_core_limit_ratio" + a], 100);
+  EXPECT_EQ(v["hami_gpu_core_limit_ratio" + b], 100);  // 300 cores offered: still 100
+  EXPECT_EQ(v["hami_gpu_core_allocated_ratio" + a], 25);
+  EXPECT_EQ(v["hami_gpu_core_allocated_ratio" + b], 17);  // ceil(50 / 300 * 100)
+  EXPECT_EQ(v["hami_gpu_shared_count" + a], 1);
+  EXPECT_EQ(v.count("hami_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+                    "device_cores=\"100\",device_type=\"" + type + "\",zone=\"vGPU\"}"),
+            1u);
+  EXPECT_EQ(v["hami_gpu_memory_allocated_bytes{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\","
+              "device_cores=\"300\",device_type=\"" + type + "\",zone=\"vGPU\"}"],
+            1000 * mib);
+  EXPECT_EQ(v["hami_node_gpu_overview{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_cores=\"100\","
+              "device_memory_limit=\"16000\",device_type=\"" + type + "\",zone=\"vGPU\"}"],
+            4096 * mib);
+  EXPECT_DOUBLE_EQ(v["hami_node_gpu_memory_allocated_ratio{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+                     "zone=\"vGPU\"}"],
+                   4096.0 / 16000.0);
+  const std::string pa = "{namespace=\"ml\",node=\"node-a\",pod=\"p\",container_index=\"0\",device_uuid=\"GPU-a0\","
+                         "zone=\"vGPU\"}";
+  const std::string qb = "{namespace=\"ml\",node=\"node-b\",pod=\"q\",container_index=\"0\",device_uuid=\"GPU-b0\","
+                         "zone=\"vGPU\"}";
+  EXPECT_EQ(v["hami_vgpu_memory_allocated_bytes" + pa], 4096 * mib);
+  EXPECT_EQ(v["hami_vgpu_core_allocated_ratio" + pa], 25);
+  EXPECT_EQ(v["hami_vgpu_memory_allocated_bytes" + qb], 1000 * mib);
+  EXPECT_EQ(v["hami_vgpu_core_allocated_ratio" + qb], 17);
+  // hami_build_info with HAMi's six labels, no zone.
+  bool build_info = false;
+  for (const auto& [k, val] : v) {
+    if (k.rfind("hami_build_info{version=\"9.8.7\",revision=\"", 0) != 0) continue;
+    build_info = val == 1 && k.find(",build_date=\"") != std::string::npos &&
+                 k.find(",go_version=\"") != std::string::npos && k.find(",compiler=\"") != std::string::npos &&
+                 k.find(",platform=\"linux/") != std::string::npos && k.find("zone") == std::string::npos;
+  }
+  EXPECT_TRUE(build_info) << res->body;
+  EXPECT_NE(res->body.find("# TYPE hami_gpu_memory_limit_bytes gauge\n"), std::string::npos);
+  EXPECT_EQ(res->body.find("GPUDevice"), std::string::npos);  // pre-v2.10 names: only with --legacy-metrics
+  // fracgpu's own names are still there, with their own units.
+  EXPECT_EQ(v["fracgpu_gpu_core_allocated_ratio{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\","
+              "device_type=\"" + type + "\"}"],
+            0.5);
+  svc->Stop();
+
+  // --hami-metrics=false: fracgpu's names only.
+  auto off = StartService(/*hami_metrics=*/false);
+  ASSERT_TRUE(WaitUsed(*off, "node-a", "GPU-a0", 4096));
+  httplib::Client http_off("127.0.0.1", off->port());
+  auto res_off = http_off.Get("/metrics");
+  ASSERT_TRUE(res_off);
+  EXPECT_EQ(res_off->body.find("hami_"), std::string::npos) << res_off->body;
+  EXPECT_EQ(Samples(res_off->body)["fracgpu_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\","
+                                   "device_index=\"0\",device_type=\"" + type + "\"}"],
+            4096 * mib);
+  off->Stop();
+
+  // --legacy-metrics: HAMi's pre-v2.10 names too, with raw core counts.
+  auto legacy = StartService(/*hami_metrics=*/true, /*legacy_metrics=*/true);
+  ASSERT_TRUE(WaitUsed(*legacy, "node-b", "GPU-b0", 1000));
+  httplib::Client http_legacy("127.0.0.1", legacy->port());
+  auto res_legacy = http_legacy.Get("/metrics");
+  ASSERT_TRUE(res_legacy);
+  auto lv = Samples(res_legacy->body);
+  const std::string ob = "{nodeid=\"node-b\",deviceuuid=\"GPU-b0\",deviceidx=\"0\",devicetype=\"" + type +
+                         "\",zone=\"vGPU\"}";
+  EXPECT_EQ(lv.count("GPUDeviceCoreLimit" + ob), 1u) << res_legacy->body;
+  EXPECT_EQ(lv["GPUDeviceCoreLimit" + ob], 300);
+  EXPECT_EQ(lv["GPUDeviceCoreAllocated" + ob], 50);
+  EXPECT_EQ(lv["GPUDeviceMemoryLimit" + ob], 24000 * mib);
+  EXPECT_EQ(lv["GPUDeviceSharedNum" + ob], 1);
+  EXPECT_EQ(lv["GPUDeviceMemoryAllocated{nodeid=\"node-b\",deviceuuid=\"GPU-b0\",deviceidx=\"0\",devicecores=\"300\","
+               "devicetype=\"" + type + "\",zone=\"vGPU\"}"],
+            1000 * mib);
+  const std::string oq = "{podnamespace=\"ml\",nodename=\"node-b\",podname=\"q\",containeridx=\"0\","
+                         "deviceuuid=\"GPU-b0\",zone=\"vGPU\"}";
+  EXPECT_EQ(lv["vGPUMemoryAllocated" + oq], 1000 * mib);
+  EXPECT_EQ(lv["vGPUCoreAllocated" + oq], 50);
+  EXPECT_EQ(lv["hami_vgpu_core_allocated_ratio{namespace=\"ml\",node=\"node-b\",pod=\"q\",container_index=\"0\","
+               "device_uuid=\"GPU-b0\",zone=\"vGPU\"}"],
+            17);
+}
+
 TEST_F(ExtenderTest, WebhookOverHttp) {
   auto svc = StartService();
   json review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
@@ -547,8 +684,9 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   forged["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
   forged["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-b"},
                                        {core::kAnnotationVgpuDevicesAllocated, "GPU-b0,NVIDIA,23028,100:;"}};
-  api_.Put("pods", forged);
+  // Read before the Put: the informer may count the forged pod before Put returns.
   int64_t before = restarted->state().unverified_allocations();
+  api_.Put("pods", forged);
   ASSERT_TRUE(api_.WaitFor([&] { return restarted->state().unverified_allocations() > before; }));
   EXPECT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 0));
   EXPECT_FALSE(restarted->state().Allocation(k8s::Uid(api_.Get("pods", "ml", "forged").value())).has_value());
