@@ -72,8 +72,17 @@ inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceEx
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
+}  // namespace fracgpu
+
+namespace fracgpu::internal {
+/// Prints "FRACGPU_CHECK failed: <cond> at <file>:<line>" to stderr and aborts (src/core/check.cc).
+[[noreturn]] void CheckFailed(const char* cond, const char* file, int line);
+}  // namespace fracgpu::internal
+
+namespace fracgpu {
+
 /// A value of type T, or a non-OK Status. Accessing value() of an error is a programming
-/// error (asserted in debug builds).
+/// error: checked in every build (release included), it aborts with the file and line.
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -85,15 +94,18 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   /// The error; Status::Ok() when this holds a value.
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  const T& value() const& { CheckOk(); return std::get<T>(v_); }
+  T& value() & { CheckOk(); return std::get<T>(v_); }
+  T&& value() && { CheckOk(); return std::get<T>(std::move(v_)); }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
 
  private:
+  void CheckOk() const {
+    if (!ok()) ::fracgpu::internal::CheckFailed("Result::value() of an error", __FILE__, __LINE__);
+  }
   std::variant<T, Status> v_;
 };
 
@@ -114,6 +126,4 @@ class [[nodiscard]] Result {
     }                                                                                    \
   } while (0)
 
-namespace fracgpu::internal {
-[[noreturn]] void CheckFailed(const char* cond, const char* file, int line);
-}  // namespace fracgpu::internal
+

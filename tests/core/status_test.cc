@@ -1,6 +1,7 @@
 #include "core/status.h"
 
 #include <gtest/gtest.h>
+#include <string>
 
 namespace fracgpu {
 namespace {
@@ -41,6 +42,16 @@ TEST(ResultTest, ReturnIfErrorPropagatesWithPrefix) {
   Status s = Chain(5);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "chain: x must be even, got 5");
+}
+
+// value() of an error aborts in every build, NDEBUG (release) included, naming the check.
+TEST(ResultDeathTest, ValueOfAnErrorAbortsInEveryBuild) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Result<int> r = NotFound("no such pod");
+  EXPECT_DEATH((void)r.value(), "FRACGPU_CHECK failed: Result::value\\(\\) of an error");
+  EXPECT_DEATH((void)*r, "Result::value");
+  Result<std::string> s = Internal("x");
+  EXPECT_DEATH((void)std::move(s).value(), "Result::value");
 }
 
 }  // namespace
