@@ -85,6 +85,10 @@ case "$REGION" in */fracgpu-run-*/region.cache) rm -rf "$(dirname "$REGION")" ;;
 echo
 echo "== 2. a fake cluster on 127.0.0.1: fake API server + fracgpu ui =="
 mkfifo "$TMP/api.in"
+# The logs exist before the background processes open them: the loops below read them at once
+# (under set -e -o pipefail a sed of a missing file would end the script).
+: >"$TMP/api.log"
+: >"$TMP/ui.log"
 "$BUILD/tests/fakes/apiserver/fake-apiserver" 0 "$ROOT/tests/browser/seed.json" <"$TMP/api.in" >"$TMP/api.log" 2>&1 &
 API_PID=$!
 exec 3>"$TMP/api.in"
