@@ -31,6 +31,14 @@ const char* HamiPlatformLabel() {
 
 }  // namespace
 
+std::string CheckHamiMetricFlags(bool hami_metrics, bool legacy_metrics) {
+  if (legacy_metrics && !hami_metrics) {
+    return "--legacy-metrics needs HAMi's names on (it adds HAMi's pre-v2.10 names to them); drop "
+           "--hami-metrics=false";
+  }
+  return "";
+}
+
 void DescribeHamiBuildInfo(Registry& r) {
   r.Describe("hami_build_info", Type::kGauge, "HAMi-compatible: this build (always 1; its facts are the labels).");
 }

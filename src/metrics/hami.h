@@ -20,4 +20,9 @@ void DescribeHamiBuildInfo(Registry& r);
 /// platform (`linux/amd64`, `linux/arm64`, … as Go's GOOS/GOARCH write it).
 void SetHamiBuildInfo(Registry::Scrape& s, const std::string& version);
 
+/// Checks the two name-set flags both daemons take (--hami-metrics, --legacy-metrics): the
+/// legacy names are added to HAMi's, so --legacy-metrics needs --hami-metrics on. Returns ""
+/// when they agree, else the error to print (naming both flags).
+std::string CheckHamiMetricFlags(bool hami_metrics, bool legacy_metrics);
+
 }  // namespace fracgpu::metrics

@@ -17,6 +17,7 @@
 #include "k8s/signals.h"
 #include "enforce/nvml_processes.h"
 #include "monitor/enforcement.h"
+#include "metrics/hami.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
 
@@ -73,9 +74,8 @@ int Run(const Flags& f) {
   options.remove_orphans = !f.no_remove;
   options.hami_metric_names = f.hami_metrics;
   options.legacy_metric_names = f.legacy_metrics;
-  if (f.legacy_metrics && !f.hami_metrics) {
-    spdlog::error("--legacy-metrics needs HAMi's names on (it adds HAMi's pre-v2.10 names to them); drop "
-                  "--hami-metrics=false");
+  if (std::string bad = metrics::CheckHamiMetricFlags(f.hami_metrics, f.legacy_metrics); !bad.empty()) {
+    spdlog::error("{}", bad);
     return 2;
   }
   options.version = FRACGPU_MONITOR_VERSION;

@@ -9,6 +9,7 @@
 
 #include "core/dra.h"
 #include "k8s/config.h"
+#include "metrics/hami.h"
 #include "scheduler/service.h"
 
 namespace fracgpu::cli {
@@ -83,9 +84,8 @@ int Run(const Flags& f) {
   o.node_label_selector = f.node_label_selector;
   o.hami_metrics = f.hami_metrics;
   o.legacy_metrics = f.legacy_metrics;
-  if (o.legacy_metrics && !o.hami_metrics) {
-    spdlog::error("--legacy-metrics needs HAMi's names on (it adds HAMi's pre-v2.10 names to them); drop "
-                  "--hami-metrics=false");
+  if (std::string bad = metrics::CheckHamiMetricFlags(o.hami_metrics, o.legacy_metrics); !bad.empty()) {
+    spdlog::error("{}", bad);
     return 2;
   }
   o.version = FRACGPU_SCHEDULER_VERSION;
