@@ -3,8 +3,8 @@
 // identical existing template is accepted, a different one or an API server that fails denies
 // the pod (fail closed).
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
+#include "admission_patch.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
 #include "scheduler/webhook.h"
@@ -13,23 +13,6 @@ namespace fracgpu::scheduler {
 namespace {
 
 using nlohmann::json;
-
-std::string Unbase64(const std::string& in) {
-  std::string out(in.size() / 4 * 3 + 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  size_t pad = (!in.empty() && in.back() == '=') + (in.size() > 1 && in[in.size() - 2] == '=');
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
-
-// The pod after applying the response's JSON patch (nlohmann's RFC 6902 implementation).
-json Patched(const json& pod, const json& review) {
-  const json& resp = review["response"];
-  if (!resp.contains("patch")) return pod;
-  EXPECT_EQ(resp["patchType"], "JSONPatch");
-  return pod.patch(json::parse(Unbase64(resp["patch"].get<std::string>())));
-}
 
 // Pod "train" in namespace "ml": container "main" asks for one GPU, 3000 MiB and 30 % of the
 // cores (plus a CPU limit that must stay); container "side" uses no GPU.

@@ -2,21 +2,13 @@
 #include "scheduler/webhook.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
+
+#include "admission_patch.h"
 
 namespace fracgpu::scheduler {
 namespace {
 
 using nlohmann::json;
-
-std::string Unbase64(const std::string& in) {
-  std::string out(in.size() / 4 * 3 + 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  size_t pad = (!in.empty() && in.back() == '=') + (in.size() > 1 && in[in.size() - 2] == '=');
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
 
 json Container(const std::string& name, json limits, json extra = json::object()) {
   json c = {{"name", name}, {"image", "x"}, {"resources", {{"limits", limits}}}};
@@ -51,15 +43,6 @@ AdmissionRequest Update(const json& old_pod, const json& pod, const std::string&
   r.operation = "UPDATE";
   r.old_object = old_pod;
   return r;
-}
-
-// The pod after applying the response's JSON patch (also proves the patch applies).
-json Patched(const json& pod, const json& review) {
-  const json& resp = review["response"];
-  if (!resp.contains("patch")) return pod;
-  EXPECT_EQ(resp["patchType"], "JSONPatch");
-  json patch = json::parse(Unbase64(resp["patch"].get<std::string>()));
-  return pod.patch(patch);
 }
 
 WebhookConfig Config() {
