@@ -200,57 +200,47 @@ FRACGPU_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) noexcept {
   return ChargedFree(dptr, [&] { return REAL(cuMemFree)(dptr); });
 }
 
-FRACGPU_EXPORT CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* d) noexcept {
+namespace {
+
+// The array-create hooks (2D and 3D, v1 32-bit and _v2 descriptors): the array's bytes from its
+// descriptor (depth 1 for a 2D one), charged to the current device as one allocation keyed by
+// the CUarray. `real` calls the driver's own entry point; a null argument goes straight to it.
+// `api` is the calling hook's name (for the refusal line).
+template <typename Desc, typename Real>
+CUresult ChargedArrayCreate(CUarray* array, const Desc* d, Real real, const char* api = __builtin_FUNCTION()) {
   CUdevice ord;
   int dev = CurrentDeviceIndex(&ord);
-  if (!array || !d) return REAL(cuArrayCreate)(array, d);
-  uint64_t bytes = ArrayBytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
+  if (!array || !d) return real();
+  uint64_t depth = 1;
+  if constexpr (requires { d->Depth; }) depth = d->Depth;
+  uint64_t bytes = ArrayBytes(d->Width, d->Height, depth, d->Format, d->NumChannels, 1);
   uint64_t key = 0;
-  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
-    CUresult r = REAL(cuArrayCreate)(array, d);
-    key = reinterpret_cast<uint64_t>(*array);
-    return r;
-  });
+  return ChargedAlloc(
+      dev, bytes, Kind::kArray, &key,
+      [&] {
+        CUresult r = real();
+        key = reinterpret_cast<uint64_t>(*array);
+        return r;
+      },
+      api);
+}
+
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* d) noexcept {
+  return ChargedArrayCreate(array, d, [&] { return REAL(cuArrayCreate)(array, d); });
 }
 
 FRACGPU_EXPORT CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* d) noexcept {
-  CUdevice ord;
-  int dev = CurrentDeviceIndex(&ord);
-  if (!array || !d) return REAL(cuArray3DCreate)(array, d);
-  uint64_t bytes = ArrayBytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
-  uint64_t key = 0;
-  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
-    CUresult r = REAL(cuArray3DCreate)(array, d);
-    key = reinterpret_cast<uint64_t>(*array);
-    return r;
-  });
+  return ChargedArrayCreate(array, d, [&] { return REAL(cuArray3DCreate)(array, d); });
 }
 
 FRACGPU_EXPORT CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* d) noexcept {
-  CUdevice ord;
-  int dev = CurrentDeviceIndex(&ord);
-  if (!array || !d) return REAL(cuArrayCreate_v2)(array, d);
-  uint64_t bytes = ArrayBytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1);
-  uint64_t key = 0;
-  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
-    CUresult r = REAL(cuArrayCreate_v2)(array, d);
-    key = reinterpret_cast<uint64_t>(*array);
-    return r;
-  });
+  return ChargedArrayCreate(array, d, [&] { return REAL(cuArrayCreate_v2)(array, d); });
 }
 
-FRACGPU_EXPORT CUresult cuArray3DCreate_v2(CUarray* array,
-                                           const CUDA_ARRAY3D_DESCRIPTOR* d) noexcept {
-  CUdevice ord;
-  int dev = CurrentDeviceIndex(&ord);
-  if (!array || !d) return REAL(cuArray3DCreate_v2)(array, d);
-  uint64_t bytes = ArrayBytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
-  uint64_t key = 0;
-  return ChargedAlloc(dev, bytes, Kind::kArray, &key, [&] {
-    CUresult r = REAL(cuArray3DCreate_v2)(array, d);
-    key = reinterpret_cast<uint64_t>(*array);
-    return r;
-  });
+FRACGPU_EXPORT CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* d) noexcept {
+  return ChargedArrayCreate(array, d, [&] { return REAL(cuArray3DCreate_v2)(array, d); });
 }
 
 FRACGPU_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* array,
