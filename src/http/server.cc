@@ -642,6 +642,12 @@ std::string Server::BaseUrl() const {
   return std::string(tls() ? "https://" : "http://") + host + ":" + std::to_string(port_);
 }
 
+int Server::open_connections() const {
+  if (!gate_) return 0;
+  std::lock_guard<std::mutex> lock(gate_->mu);
+  return static_cast<int>(gate_->conns.size());
+}
+
 int64_t Server::cert_loads() const { return certs_ ? certs_->loads() : 0; }
 
 }  // namespace fracgpu::http

@@ -121,6 +121,9 @@ class Server {
   int64_t refused_connections() const { return refused_.load(); }
   /// Connections cut at their deadline (header_timeout_s) since Start().
   int64_t timed_out_connections() const { return timed_out_.load(); }
+  /// Connections admitted and not yet released (a cut connection is released when its worker
+  /// returns, a moment after the client sees the close); 0 before Start().
+  int open_connections() const;
   bool tls() const { return !options_.cert_file.empty(); }
   /// "http(s)://<host>:<port>" (127.0.0.1 when bound to 0.0.0.0).
   std::string BaseUrl() const;
