@@ -1,7 +1,7 @@
 # The README's two set-up commands. Both install what is missing first.
 #   make demo  — builds and runs `fracgpu simulate` on the bundled Alibaba trace
-#   make test  — builds and runs the whole suite, release and ASan+UBSan
-.PHONY: demo test deps build-release build-asan fuzz bench clean image sandbox
+#   make test  — builds and runs the whole suite, release and ASan+UBSan (and TSan: threaded suites)
+.PHONY: demo test deps build-release build-asan build-tsan fuzz bench clean image sandbox
 
 deps:
 	@bash scripts/install-deps.sh
@@ -14,6 +14,11 @@ build-asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 
+# ThreadSanitizer over the threaded suites only (the build preset lists their test targets).
+build-tsan: deps
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan
+
 # The demo builds only core + sim (preset demo, no tests) and installs only scripts/deps/demo.txt.
 demo:
 	@bash scripts/install-deps.sh --demo
@@ -21,9 +26,10 @@ demo:
 	cmake --build --preset demo
 	./build/demo/fracgpu simulate
 
-test: build-release build-asan
+test: build-release build-asan build-tsan
 	ctest --preset release -j2
 	ctest --preset asan -j2
+	ctest --preset tsan -j2
 
 # Not part of the README: coverage-guided fuzzing with clang's libFuzzer.
 fuzz: deps

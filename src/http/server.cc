@@ -477,9 +477,11 @@ Status Server::Start() {
       auto now = Clock::now();
       for (auto& [sock, c] : gate->conns) {
         if (!c.cut && (gate->stopping || c.deadline <= now)) {
-          ::shutdown(sock, SHUT_RDWR);  // the worker's next read or write fails; it then ends
-          c.cut = true;
+          // Counted before the shutdown: the client sees the close at once, and whoever it
+          // tells (a test, an operator reading /metrics) must already find it counted.
           if (!gate->stopping) ++timed_out_;
+          c.cut = true;
+          ::shutdown(sock, SHUT_RDWR);  // the worker's next read or write fails; it then ends
         }
       }
     }

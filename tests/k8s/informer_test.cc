@@ -102,17 +102,21 @@ TEST_F(InformerTest, WatchBrokenBy410RelistsAndReportsMissedDeletes) {
   ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 1; }));
   // Changes the informer cannot see through the watch: the history is compacted and the
   // open stream gets ERROR 410. The relist must bring it to the server's state.
-  api_.RejectNextWatches(0);
   {
-    // Make the changes and the expiry atomic from the informer's point of view by dropping
-    // the watch first.
+    // Make the changes and the expiry atomic from the informer's point of view: its
+    // reconnect waits until all of them are made, so it cannot see them one by one.
+    api_.HoldWatches(true);
     api_.DropWatches();
     api_.Remove("pods", "ns", "a");
     api_.Put("pods", Pod("c", "n2"));
     api_.ExpireHistory();
+    api_.HoldWatches(false);
   }
-  ASSERT_TRUE(api_.WaitFor([&] { return m.Get() == std::map<std::string, std::string>{{"ns/b", "n1"}, {"ns/c", "n2"}}; }));
-  EXPECT_GE(inf.list_count(), 2);
+  // The mirror reaches the state inside the relist, before the list is counted: wait for both.
+  ASSERT_TRUE(api_.WaitFor([&] {
+    return inf.list_count() >= 2 &&
+           m.Get() == std::map<std::string, std::string>{{"ns/b", "n1"}, {"ns/c", "n2"}};
+  }));
   EXPECT_EQ(m.deletes, 1);
   // And it keeps watching afterwards.
   api_.Put("pods", Pod("d", "n2"));

@@ -525,7 +525,8 @@ class FakeApiServerRoutes {
     w->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
     std::string rv = req.get_param_value("resourceVersion");
     {
-      std::lock_guard<std::mutex> lock(s_->mu_);
+      std::unique_lock<std::mutex> lock(s_->mu_);
+      s_->changed_.wait(lock, [this] { return !s_->hold_watches_ || s_->stopping_; });
       if (s_->reject_watches_ > 0) {
         --s_->reject_watches_;
         return Fail(res, 410, "too old resource version: " + rv + " (" + std::to_string(s_->rv_) + ")");
@@ -800,6 +801,12 @@ void FakeApiServer::RejectNextWatches(int count) {
 void FakeApiServer::DropWatches() {
   std::lock_guard<std::mutex> lock(mu_);
   ++drop_generation_;
+  changed_.notify_all();
+}
+
+void FakeApiServer::HoldWatches(bool hold) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_watches_ = hold;
   changed_.notify_all();
 }
 

@@ -149,6 +149,9 @@ class FakeApiServer {
   void RejectNextWatches(int count);
   /// Closes every open watch abruptly (no terminating chunk), like a dropped connection.
   void DropWatches();
+  /// While held, a new watch request waits (before it is answered) until the hold is
+  /// released: a test can then make several changes that no watch can see one by one.
+  void HoldWatches(bool hold);
   /// Sends a BOOKMARK with the current resourceVersion to every watch that allowed them.
   void SendBookmarks();
 
@@ -212,6 +215,7 @@ class FakeApiServer {
   int64_t drop_generation_ = 0;     // bumping it cuts open watches
   int64_t bookmark_generation_ = 0;
   int reject_watches_ = 0;
+  bool hold_watches_ = false;
   int open_watches_ = 0;
   int64_t next_uid_ = 1;
   bool stopping_ = false;
