@@ -53,6 +53,7 @@ enum : CUresult {
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -163,6 +164,88 @@ enum : CUmemPool_attribute {
   CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
   CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
 };
+
+// ---- Graphs and graph memory (cuda.h: CUDA 10.0 graphs, 11.4 memory nodes, 12.x params) ----
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct {
+  CUmemLocation location;
+  int flags;  // CUmemAccess_flags
+} CUmemAccessDesc;
+typedef struct {
+  unsigned char from_port, to_port, type;
+  unsigned char reserved[5];
+} CUgraphEdgeData;
+typedef int CUgraphNodeType;  // enum CUgraphNodeType_enum
+enum : CUgraphNodeType {
+  CU_GRAPH_NODE_TYPE_KERNEL = 0,
+  CU_GRAPH_NODE_TYPE_MEMCPY = 1,
+  CU_GRAPH_NODE_TYPE_MEMSET = 2,
+  CU_GRAPH_NODE_TYPE_HOST = 3,
+  CU_GRAPH_NODE_TYPE_GRAPH = 4,  ///< child graph
+  CU_GRAPH_NODE_TYPE_EMPTY = 5,
+  CU_GRAPH_NODE_TYPE_WAIT_EVENT = 6,
+  CU_GRAPH_NODE_TYPE_EVENT_RECORD = 7,
+  CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+  CU_GRAPH_NODE_TYPE_MEM_FREE = 11,
+};
+/// CUgraphMem_attribute (cuDeviceGetGraphMemAttribute): bytes of the device's graph pool.
+typedef int CUgraphMem_attribute;
+enum : CUgraphMem_attribute {
+  CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
+  CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,
+  CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2,
+  CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3,
+};
+/// CUgraphInstantiate_flags.
+enum : unsigned long long {
+  CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH = 1,
+  CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD = 2,  ///< cuGraphInstantiateWithParams only
+  CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH = 4,
+  CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8,
+};
+typedef int CUgraphInstantiateResult;
+enum : CUgraphInstantiateResult {
+  CUDA_GRAPH_INSTANTIATE_SUCCESS = 0,
+  CUDA_GRAPH_INSTANTIATE_ERROR = 1,
+  CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED = 3,
+};
+typedef struct {
+  cuuint64_t flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  CUgraphInstantiateResult result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+/// CUDA_MEM_ALLOC_NODE_PARAMS (_v1 and _v2 share this layout): bytesize in bytes; dptr is
+/// written by the driver at node creation (a virtual address fixed for the node's lifetime).
+typedef struct {
+  CUmemPoolProps poolProps;
+  const CUmemAccessDesc* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct {
+  CUdeviceptr dptr;
+} CUDA_MEM_FREE_NODE_PARAMS;
+/// CUgraphNodeParams (cuGraphAddNode, CUDA 12.2): the members the interposer and the fake read.
+typedef struct {
+  CUgraphNodeType type;
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+    CUDA_MEM_FREE_NODE_PARAMS free;
+  };
+  long long reserved2;
+} CUgraphNodeParams;
+typedef int CUstreamCaptureStatus;  // NONE 0, ACTIVE 1, INVALIDATED 2
+enum : CUstreamCaptureStatus {
+  CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
+typedef int CUstreamCaptureMode;  // GLOBAL 0, THREAD_LOCAL 1, RELAXED 2
 
 typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef struct {
@@ -311,6 +394,51 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid_x, unsig
                                         void** kernel_params) FRACGPU_CU_API;
 CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
 CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
+// Graphs: construction, instantiation (the legacy 5-argument cuGraphInstantiate of v10000 and
+// its v11000 _v2 re-export, WithFlags 11.4, WithParams 12.0), upload, destruction, graph memory.
+CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) FRACGPU_CU_API;
+CUresult cuGraphDestroy(CUgraph graph) FRACGPU_CU_API;
+CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                             size_t num_dependencies) FRACGPU_CU_API;
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                size_t num_dependencies, CUDA_MEM_ALLOC_NODE_PARAMS* params) FRACGPU_CU_API;
+CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                               size_t num_dependencies, CUdeviceptr dptr) FRACGPU_CU_API;
+CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                        size_t num_dependencies, CUgraphNodeParams* params) FRACGPU_CU_API;
+CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                           const CUgraphEdgeData* edge_data, size_t num_dependencies,
+                           CUgraphNodeParams* params) FRACGPU_CU_API;
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* num_nodes) FRACGPU_CU_API;
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) FRACGPU_CU_API;
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* params) FRACGPU_CU_API;
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* dptr) FRACGPU_CU_API;
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* graph) FRACGPU_CU_API;
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
+                            size_t buffer_size) FRACGPU_CU_API;
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
+                               size_t buffer_size) FRACGPU_CU_API;
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) FRACGPU_CU_API;
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS* params) FRACGPU_CU_API;
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* params) FRACGPU_CU_API;
+CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) FRACGPU_CU_API;
+CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) FRACGPU_CU_API;
+CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream) FRACGPU_CU_API;
+CUresult cuGraphExecDestroy(CUgraphExec exec) FRACGPU_CU_API;
+CUresult cuDeviceGraphMemTrim(CUdevice device) FRACGPU_CU_API;
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) FRACGPU_CU_API;
+CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) FRACGPU_CU_API;
+// Stream capture (v10000 cuStreamBeginCapture took no mode; _v2 of 10010 does).
+CUresult cuStreamBeginCapture(CUstream stream) FRACGPU_CU_API;
+CUresult cuStreamBeginCapture_ptsz(CUstream stream) FRACGPU_CU_API;
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) FRACGPU_CU_API;
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) FRACGPU_CU_API;
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) FRACGPU_CU_API;
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) FRACGPU_CU_API;
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) FRACGPU_CU_API;
+CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) FRACGPU_CU_API;
 
 #if FRACGPU_CUDA_API_C_LINKAGE
 }  // extern "C"

@@ -2,9 +2,11 @@
 // g_sm_limit_active, the launch stamp check (one CLOCK_MONOTONIC_COARSE read through the vDSO
 // and one relaxed load; the stamp itself, RegionDevice::last_launch_ns, is written at most every
 // kLaunchStampPeriodNs per process) and one indirect call to the driver: no lock, no
-// allocation. With an SM limit, PaceLaunch (sm_limiter.h) paces the launch first.
+// allocation. With an SM limit, PaceLaunch (sm_limiter.h) paces the launch first. A graph
+// launch adds one relaxed load (graph memory, below).
 #include <time.h>
 
+#include "vgpu/accounting.h"
 #include "vgpu/interpose.h"
 #include "vgpu/sm_limiter.h"
 #include "vgpu/state.h"
@@ -79,11 +81,18 @@ FRACGPU_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunct
   if (cfg) MaybePace(1ull * cfg->gridDimX * cfg->gridDimY * cfg->gridDimZ);
   return REAL(cuLaunchKernelEx_ptsz)(cfg, f, params, extra);
 }
+// A graph launch is also where the driver reserves graph memory for an executable graph that
+// was never uploaded (hooks_graph.cc): while no such graph exists (g_graph_pending is 0) that
+// costs one more relaxed load, and no lock.
 FRACGPU_EXPORT CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) noexcept {
   MaybePace(0);
+  if (__builtin_expect(g_graph_pending.load(std::memory_order_relaxed) != 0, false))
+    return GraphLaunchReserving(graph, stream, false);
   return REAL(cuGraphLaunch)(graph, stream);
 }
 FRACGPU_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) noexcept {
   MaybePace(0);
+  if (__builtin_expect(g_graph_pending.load(std::memory_order_relaxed) != 0, false))
+    return GraphLaunchReserving(graph, stream, true);
   return REAL(cuGraphLaunch_ptsz)(graph, stream);
 }

@@ -101,6 +101,7 @@ void PoolsForgetDevice(int dev) noexcept;
 void DropDeviceCharges(int dev) noexcept {
   TableSweep(&DropIfDevice, &dev);
   PoolsForgetDevice(dev);
+  GraphsForgetDevice(dev);
 }
 }  // namespace fracgpu::vgpu
 

@@ -200,8 +200,9 @@ namespace {
 
 // Our answer for what the driver returned for (symbol, version, flags) — ABI-exact
 // (docs/vgpu.md "Which hook a cuGetProcAddress answer gets"):
-//  1. the driver's pointer is the real function of one of our hooked ELF names of that base:
-//     that name's hook (pointer identity);
+//  1. the driver's pointer is the real function of one of our hooked ELF names: that name's
+//     hook (pointer identity, whatever the base: a driver may answer a base with another
+//     base's function, e.g. cuGraphInstantiate with cuGraphInstantiateWithFlags);
 //  2. otherwise the table names the variant a CUDA 13.0 driver returns (the newest introduced
 //     at or before `version`, the per-thread one when asked with PER_THREAD_DEFAULT_STREAM):
 //     its hook if we have one, else the driver's pointer (passed through);
@@ -214,7 +215,7 @@ CUresult MatchProc(const char* symbol, void** pfn, int version, cuuint64_t flags
                    CUdriverProcAddressQueryResult* status) {
   for (int i = 0; i < kCudaHookCount; ++i) {
     const HookEntry& e = kCudaHooks[i];
-    if (std::strcmp(e.base_name, symbol) == 0 && __atomic_load_n(e.real, __ATOMIC_RELAXED) == *pfn) {
+    if (__atomic_load_n(e.real, __ATOMIC_RELAXED) == *pfn) {
       *pfn = e.hook;
       return CUDA_SUCCESS;
     }

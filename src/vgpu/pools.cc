@@ -2,7 +2,9 @@
 // _ptsz variants) and memory pools. A pool is charged what it reserves
 // (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not what is live: memory freed into a pool stays
 // charged until the pool gives it back (at synchronisation, down to its release threshold,
-// or on cuMemPoolTrimTo), exactly as it stays unavailable to other processes.
+// or on cuMemPoolTrimTo), exactly as it stays unavailable to other processes. An allocation
+// captured into a graph (the stream is capturing) reserves nothing here: hooks_graph.cc charges
+// the graph's memory.
 // The pool list is small and guarded by a spinlock; nothing here allocates heap memory.
 #include <sched.h>
 
@@ -46,6 +48,13 @@ uint64_t Used(CUmemoryPool pool) {
   if (REAL(cuMemPoolGetAttribute)(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) != CUDA_SUCCESS)
     return 0;
   return v;
+}
+
+// True when `stream` is being captured into a graph (any capture status but NONE).
+bool Capturing(CUstream stream, bool ptsz) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = ptsz ? REAL(cuStreamIsCapturing_ptsz)(stream, &status) : REAL(cuStreamIsCapturing)(stream, &status);
+  return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 // Index of the pool's record, adding it (charged 0) if new; -1 if the list is full.
@@ -94,6 +103,10 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, int dev, 
   uint64_t reserved = p.charged, used = Used(pool);
   uint64_t need = used + bytes > reserved ? used + bytes - reserved : 0;
   uint64_t pre = (need + kPoolGranule - 1) / kPoolGranule * kPoolGranule;
+  // Captured into a graph (stream capture): the call adds an allocation node and the pool does
+  // not grow; the graph's memory is charged when it is uploaded or launched (hooks_graph.cc).
+  // Asked only when the pool would have to grow, so the steady state pays nothing for it.
+  if (pre > 0 && Capturing(stream, ptsz)) return call();
   if (pre > 0) {
     CUresult c = Charge(dev, pre);
     if (c != CUDA_SUCCESS) {
@@ -155,10 +168,15 @@ CUmemoryPool CurrentPool(CUdevice ordinal) {
 
 namespace fracgpu::vgpu {
 
-void ReconcilePools(int dev) noexcept {
+void ReconcileStreamPools(int dev) noexcept {
   Guard g;
   for (int i = 0; i < g_pool_count; ++i)
     if (dev < 0 || g_pools[i].dev == dev) Settle(g_pools[i]);
+}
+
+void ReconcilePools(int dev) noexcept {
+  ReconcileStreamPools(dev);  // the pool lock is released before the graph lock is taken
+  ReconcileGraphMemory(dev);
 }
 
 void PoolsForgetDevice(int dev) noexcept {

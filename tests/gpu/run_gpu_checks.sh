@@ -13,6 +13,10 @@
 #      needs root) the region slot's host_pid equals the PID nvidia-smi lists for the process,
 #      its context_bytes > 0 and used = context + module + data; with nvcc, the 50 % matmul run
 #      inside such a namespace still runs at ~50 % (the limiter matches NVML's host PIDs).
+#   8. Graph memory: a graph with one allocation node of 60 % of the free slice launches; a
+#      second such graph is refused at launch and at upload (CUDA_ERROR_OUT_OF_MEMORY); once the
+#      first executable graph is destroyed the second runs in its reserve; cuDeviceGraphMemTrim
+#      gives the slice back. Also reports how much the driver reserved for the allocation.
 # Prints a table of results; exits 0 when every run check passed. Skips (exit 0) without a GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -76,6 +80,61 @@ kill "$HOLD_PID" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null
 [[ "$first_line" == "ok 1"* && "$second" == "ok 0 err 2"* && "$third" == "ok 1"* ]] &&
   row "two processes share one limit (512 held; 768 refused; 256 fits)" PASS "" ||
   row "two processes share one limit (512 held; 768 refused; 256 fits)" FAIL "$first_line | $second | $third"
+
+# ---- Graph memory: charged as the graph pool reserves it, refused where it would grow ----
+cat > "$WORK/graph.c" <<'C'
+#include <cuda.h>
+#include <stdio.h>
+/* One graph per stream, each with one allocation node of 60 % of the free slice (freed in the
+   graph). Prints "free <MiB> size <MiB> first <rc> reserved <MiB> second <rc> upload <rc>
+   after_destroy <rc> trimmed <MiB> free_after <MiB>". */
+static CUgraphExec make(size_t bytes) {
+  CUgraph g; CUgraphNode a, f; CUgraphExec e = 0;
+  CUDA_MEM_ALLOC_NODE_PARAMS p = {0};
+  p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE; p.poolProps.location.id = 0;
+  p.bytesize = bytes;
+  if (cuGraphCreate(&g, 0) || cuGraphAddMemAllocNode(&a, g, 0, 0, &p) ||
+      cuGraphAddMemFreeNode(&f, g, &a, 1, p.dptr) || cuGraphInstantiateWithFlags(&e, g, 0)) return 0;
+  return e;
+}
+int main(void) {
+  CUdevice d; CUcontext c; CUstream s1, s2; size_t fr, tot, fr2; cuuint64_t res = 0, trimmed = 0;
+  if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c) ||
+      cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING)) return 3;
+  cuMemGetInfo(&fr, &tot);
+  size_t size = (fr / 10 * 6) >> 21 << 21;
+  CUgraphExec e1 = make(size), e2 = make(size);
+  if (!e1 || !e2) return 4;
+  CUresult first = cuGraphLaunch(e1, s1); cuStreamSynchronize(s1);
+  cuDeviceGetGraphMemAttribute(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &res);
+  CUresult second = cuGraphLaunch(e2, s2), upload = cuGraphUpload(e2, s2);
+  cuGraphExecDestroy(e1);
+  CUresult after = cuGraphLaunch(e2, s2); cuStreamSynchronize(s2);
+  cuGraphExecDestroy(e2);
+  cuDeviceGraphMemTrim(d);
+  cuDeviceGetGraphMemAttribute(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &trimmed);
+  cuMemGetInfo(&fr2, &tot);
+  printf("free %zu size %zu first %d reserved %llu second %d upload %d after_destroy %d trimmed %llu free_after %zu\n",
+         fr >> 20, size >> 20, (int)first, (unsigned long long)(res >> 20), (int)second, (int)upload, (int)after,
+         (unsigned long long)(trimmed >> 20), fr2 >> 20);
+  return 0;
+}
+C
+if gcc -O2 -I"$CUDA_HOME/include" "$WORK/graph.c" -o "$WORK/graph" -L"$CUDA_HOME/lib64/stubs" -lcuda 2>"$WORK/graph.log"; then
+  rm -f "$WORK/region.cache"
+  gout=$(LD_PRELOAD="$LIB" "$WORK/graph")
+  read -r _ gfree _ gsize _ gfirst _ gres _ gsecond _ gupload _ gafter _ gtrim _ gfree2 <<<"$gout"
+  if [[ "${gfirst:-}" == 0 && "${gsecond:-}" == 2 && "${gupload:-}" == 2 && "${gafter:-}" == 0 &&
+        "${gres:-0}" -ge "${gsize:-1}" && "${gfree2:-0}" -ge $((gfree - 64)) ]]; then
+    row "graph memory: second graph refused (launch, upload); trim frees" PASS "$gsize MiB graphs in a $gfree MiB slice"
+  else
+    row "graph memory: second graph refused (launch, upload); trim frees" FAIL "$gout"
+  fi
+  row "graph memory: driver's reservation for one allocation" INFO "${gres:-?} MiB reserved for ${gsize:-?} MiB; ${gtrim:-?} MiB after trim"
+else
+  row "graph memory checks" FAIL "cannot build the graph program: $(head -c 200 "$WORK/graph.log")"
+fi
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   rm -f "$WORK/region.cache"

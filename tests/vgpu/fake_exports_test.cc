@@ -49,12 +49,16 @@ TEST(FakeCudaExports, EveryDriverNameIsExportedAndTheUnimplementedAreListed) {
   }
   EXPECT_EQ(stubs, listed);
   for (const std::string& name : listed) EXPECT_TRUE(exports.count(name)) << name;
-  // An unimplemented one answers CUDA_ERROR_NOT_SUPPORTED.
-  auto graph_trim = reinterpret_cast<int (*)(int)>(dlsym(fake.lib, "cuDeviceGraphMemTrim"));
-  ASSERT_NE(graph_trim, nullptr);
-  if (listed.count("cuDeviceGraphMemTrim")) {
-    EXPECT_EQ(graph_trim(0), 801);
-  }
+  // An unimplemented one answers CUDA_ERROR_NOT_SUPPORTED (cuGraphClone: graphs with memory
+  // nodes cannot be cloned, and the fake clones none).
+  ASSERT_TRUE(listed.count("cuGraphClone"));
+  auto graph_clone = reinterpret_cast<int (*)(void**, void*)>(dlsym(fake.lib, "cuGraphClone"));
+  ASSERT_NE(graph_clone, nullptr);
+  EXPECT_EQ(graph_clone(nullptr, nullptr), 801);
+  // The graph-memory family is implemented (tests/vgpu/graph_memory_test.cc uses it).
+  for (const char* name : {"cuGraphAddMemAllocNode", "cuGraphInstantiateWithParams_ptsz", "cuGraphUpload",
+                           "cuDeviceGraphMemTrim", "cuDeviceGetGraphMemAttribute", "cuStreamBeginCapture_v2"})
+    EXPECT_EQ(is_stub(name), 0) << name;
 }
 
 TEST(FakeCudaExports, GetProcAddressResolvesEveryBaseNameOfTheTable) {

@@ -72,26 +72,6 @@ TEST(VgpuMemory, OverLimitIsOutOfMemoryWithNoSideEffect) {
   EXPECT_EQ(Rc(out[10]), 0);              // the whole 8 MiB once freed
 }
 
-// vgpu_app `ops` under `env`; returns the lines libvgpu.so wrote on stderr that start with
-// "fracgpu: " (the refusal reports), in order.
-std::vector<std::string> RefusalLines(const Sandbox& box, const std::map<std::string, std::string>& env,
-                                      const std::vector<std::string>& ops, std::vector<std::string>* out) {
-  const std::string err_path = box.dir() + "/stderr.txt";
-  int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  int saved = ::dup(2);
-  ::dup2(err_fd, 2);  // the child inherits it
-  Child c = Spawn(box, env, ops);
-  ::dup2(saved, 2);
-  ::close(saved);
-  ::close(err_fd);
-  *out = Finish(c);
-  std::ifstream in(err_path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("fracgpu: ", 0) == 0) lines.push_back(line);
-  return lines;
-}
-
 // A refusal at the limit is said once, by default, in MiB, naming the call; LIBCUDA_LOG_LEVEL=0
 // silences it. Successful allocations say nothing.
 TEST(VgpuMemory, RefusalIsReportedOnceInMiB) {

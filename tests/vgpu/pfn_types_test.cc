@@ -90,6 +90,39 @@ static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, Format) == offsetof(::C
 static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels) ==
               offsetof(::CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels));
 static_assert(sizeof(ours::CUdeviceptr_v1) == sizeof(::CUdeviceptr_v1));
+// The graph hooks: the legacy 5-argument cuGraphInstantiate is not cuGraphInstantiateWithFlags,
+// and the structures they read have cuda.h's layout.
+static_assert(!SameShape<decltype(&ours::cuGraphInstantiate), PFN_cuGraphInstantiateWithFlags_v11040>::value);
+static_assert(!SameShape<decltype(&ours::cuGraphInstantiateWithFlags), PFN_cuGraphInstantiate_v11000>::value);
+static_assert(sizeof(ours::CUmemPoolProps) == sizeof(::CUmemPoolProps));
+static_assert(sizeof(ours::CUmemAccessDesc) == sizeof(::CUmemAccessDesc));
+static_assert(sizeof(ours::CUgraphEdgeData) == sizeof(::CUgraphEdgeData));
+static_assert(sizeof(ours::CUDA_MEM_ALLOC_NODE_PARAMS) == sizeof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1));
+static_assert(sizeof(ours::CUDA_MEM_ALLOC_NODE_PARAMS) == sizeof(::CUDA_MEM_ALLOC_NODE_PARAMS_v2));
+static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, bytesize));
+static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, dptr) == offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, dptr));
+static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, poolProps) + offsetof(ours::CUmemPoolProps, location) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, poolProps) + offsetof(::CUmemPoolProps, location));
+static_assert(sizeof(ours::CUgraphNodeParams) == sizeof(::CUgraphNodeParams));
+static_assert(offsetof(ours::CUgraphNodeParams, alloc) == offsetof(::CUgraphNodeParams, alloc));
+static_assert(offsetof(ours::CUgraphNodeParams, free) == offsetof(::CUgraphNodeParams, free));
+static_assert(sizeof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS) == sizeof(::CUDA_GRAPH_INSTANTIATE_PARAMS));
+static_assert(offsetof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out) ==
+              offsetof(::CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out));
+static_assert(offsetof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS, result_out) ==
+              offsetof(::CUDA_GRAPH_INSTANTIATE_PARAMS, result_out));
+// Our enum constants have cuda.h's values (compared as integers: the enums differ in type).
+constexpr bool SameValue(long long a, long long b) { return a == b; }
+static_assert(SameValue(ours::CU_GRAPH_NODE_TYPE_MEM_ALLOC, ::CU_GRAPH_NODE_TYPE_MEM_ALLOC) &&
+              SameValue(ours::CU_GRAPH_NODE_TYPE_MEM_FREE, ::CU_GRAPH_NODE_TYPE_MEM_FREE) &&
+              SameValue(ours::CU_GRAPH_NODE_TYPE_GRAPH, ::CU_GRAPH_NODE_TYPE_GRAPH) &&
+              SameValue(ours::CU_GRAPH_NODE_TYPE_EMPTY, ::CU_GRAPH_NODE_TYPE_EMPTY));
+static_assert(SameValue(ours::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, ::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) &&
+              SameValue(ours::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) &&
+              SameValue(ours::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH));
+static_assert(SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, ::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) &&
+              SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+                        ::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
 
 }  // namespace
 #endif
@@ -135,6 +168,19 @@ constexpr bool Hooked(const char* elf) {
 }
 static_assert(Hooked("cuMemAlloc") && Hooked("cuMemAllocPitch") && Hooked("cuMemFree") && Hooked("cuMemGetInfo") &&
               Hooked("cuDeviceTotalMem") && Hooked("cuArrayCreate") && Hooked("cuArray3DCreate"));
+// Every variant of the hooked graph-memory bases (the table's rows of cuGraphInstantiate,
+// cuGraphInstantiateWithFlags, cuGraphInstantiateWithParams, cuGraphUpload, cuGraphLaunch,
+// cuGraphExecDestroy, cuDeviceGraphMemTrim) has its hook.
+constexpr bool EveryVariantHooked(const char* base) {
+  for (const Row& r : kRows)
+    if (StrEq(r.base, base) && !Hooked(r.elf)) return false;
+  return true;
+}
+static_assert(EveryVariantHooked("cuGraphInstantiate") && EveryVariantHooked("cuGraphInstantiateWithFlags") &&
+              EveryVariantHooked("cuGraphInstantiateWithParams") && EveryVariantHooked("cuGraphUpload") &&
+              EveryVariantHooked("cuGraphLaunch") && EveryVariantHooked("cuGraphExecDestroy") &&
+              EveryVariantHooked("cuDeviceGraphMemTrim"));
+static_assert(!EveryVariantHooked("cuGraphAddNode"));  // node building is passed through
 }  // namespace
 
 TEST(VgpuPfnTypes, EveryHookHasItsVariantsShape) {

@@ -9,7 +9,8 @@
 //   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
 //   module | moduleunload | library | libraryunload | region:<dev> |
 //   proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> | v1:<d|g>:<name>[:args] |
-//   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g> | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
+//   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g>[:<graph bytes>] | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
+//   | the graph ops of vgpu_app_graph.cc (g…)
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -37,6 +38,7 @@
 #include "vgpu/cuda_api.h"
 #include "vgpu/nvml_api.h"
 #include "vgpu/region.h"
+#include "vgpu_app_graph.h"
 
 // Test-only entry points of the fake driver (tests/fakes/cuda/fake_cuda.cc).
 extern "C" {
@@ -201,6 +203,7 @@ void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t unti
   auto f = reinterpret_cast<CUfunction>(0x1);
   uint64_t launches = 0;
   CUresult r = CUDA_SUCCESS;
+  CUgraphExec graph = path == "g" ? MakeGraphExec(0, g_ordinal) : nullptr;  // one empty node
   while (fakeClockNowNs() < until_ms * 1'000'000ull && r == CUDA_SUCCESS) {
     if (path == "p") {
       r = cuLaunchKernel_ptsz(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr, nullptr);
@@ -212,7 +215,7 @@ void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t unti
     } else if (path == "c") {
       r = cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr);
     } else if (path == "g") {
-      r = cuGraphLaunch(reinterpret_cast<CUgraphExec>(0x1), nullptr);
+      r = cuGraphLaunch(graph, nullptr);
     } else {
       r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr, nullptr);
     }
@@ -232,7 +235,9 @@ void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t unti
 // A forked child warms up (context, slot, table, the fake's heap), then installs a seccomp
 // filter that traps every system call but rt_sigreturn and exit_group, and runs `pairs`
 // cuMemAlloc_v2 + cuMemFree_v2 of `bytes` and launches for 25 ms of coarse time (so the 10 ms
-// launch stamp, hooks_launch.cc, falls due at least twice). The SIGSYS handler records each
+// launch stamp, hooks_launch.cc, falls due at least twice), each kernel launch followed by a
+// cuGraphLaunch of a graph holding `graph_bytes` of graph memory (0: one empty node), already
+// launched once so that its memory is reserved and charged. The SIGSYS handler records each
 // trapped call in memory shared with the parent (a trapped call is not executed).
 // Path d: the linked symbols (interposed by LD_PRELOAD); g: dlopen + cuGetProcAddress_v2
 // at 13000, as the CUDA runtime does. Errors count failed calls and allocations the region
@@ -257,7 +262,8 @@ uint64_t CoarseNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::string& path) {
+void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::string& path,
+               unsigned long long graph_bytes) {
   void* shared = mmap(nullptr, sizeof(SyscallLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) {
     std::printf("nosyscall 1 -1 -1\n");
@@ -270,20 +276,23 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
     decltype(&cuMemAlloc_v2) alloc = &cuMemAlloc_v2;
     decltype(&cuMemFree_v2) mem_free = &cuMemFree_v2;
     decltype(&cuLaunchKernel) launch = &cuLaunchKernel;
+    decltype(&cuGraphLaunch) graph_launch = &cuGraphLaunch;
     if (path == "g") {
       void* lib = dlopen("libcuda.so.1", RTLD_NOW);
       auto gpa = lib ? reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"))
                      : nullptr;
-      void *a = nullptr, *f = nullptr, *l = nullptr;
+      void *a = nullptr, *f = nullptr, *l = nullptr, *gl = nullptr;
       if (!gpa || gpa("cuMemAlloc", &a, 13000, 0, nullptr) != CUDA_SUCCESS ||
           gpa("cuMemFree", &f, 13000, 0, nullptr) != CUDA_SUCCESS ||
-          gpa("cuLaunchKernel", &l, 13000, 0, nullptr) != CUDA_SUCCESS || !a || !f || !l) {
+          gpa("cuLaunchKernel", &l, 13000, 0, nullptr) != CUDA_SUCCESS ||
+          gpa("cuGraphLaunch", &gl, 13000, 0, nullptr) != CUDA_SUCCESS || !a || !f || !l || !gl) {
         g_syslog->errors.store(-2);
         _exit(0);
       }
       alloc = reinterpret_cast<decltype(alloc)>(a);
       mem_free = reinterpret_cast<decltype(mem_free)>(f);
       launch = reinterpret_cast<decltype(launch)>(l);
+      graph_launch = reinterpret_cast<decltype(graph_launch)>(gl);
     }
     // The fake backs device memory with heap memory: keep glibc from mmap/munmap or trimming
     // per allocation, so only libvgpu.so's own system calls (and the fake's, which has none
@@ -295,10 +304,13 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
       _exit(0);
     }
     auto fn = reinterpret_cast<CUfunction>(0x1);
-    for (int w = 0; w < 8; ++w) {  // warm-up: slot claim, table mapping, heap growth
+    CUgraphExec graph = MakeGraphExec(graph_bytes, 0);
+    if (!graph) g_syslog->errors++;
+    for (int w = 0; w < 8; ++w) {  // warm-up: slot claim, table mapping, heap growth, graph memory
       CUdeviceptr p = 0;
       if (alloc(&p, bytes) != CUDA_SUCCESS || mem_free(p) != CUDA_SUCCESS) g_syslog->errors++;
       launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+      if (graph_launch(graph, nullptr) != CUDA_SUCCESS) g_syslog->errors++;
     }
     // The charges must be real: the region's device 0 shows the pair's bytes while it lives.
     const fracgpu::vgpu::Region* region = nullptr;
@@ -308,6 +320,8 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
       if (m != MAP_FAILED) region = static_cast<const fracgpu::vgpu::Region*>(m);
     }
     if (!region) g_syslog->errors++;
+    // The graph's memory is charged (and stays so: checked with every pair below).
+    if (region && region->devices[0].used.load(std::memory_order_relaxed) < graph_bytes) g_syslog->errors++;
     struct sigaction sa {};
     sa.sa_sigaction = OnSigsys;
     sa.sa_flags = SA_SIGINFO;
@@ -332,13 +346,15 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
         g_syslog->errors++;
         continue;
       }
-      if (region && region->devices[0].used.load(std::memory_order_relaxed) < bytes) g_syslog->errors++;
+      if (region && region->devices[0].used.load(std::memory_order_relaxed) < bytes + graph_bytes) g_syslog->errors++;
       if (mem_free(p) != CUDA_SUCCESS) g_syslog->errors++;
     }
     uint64_t until = CoarseNs() + 25'000'000ull;
     while (CoarseNs() < until) {
-      for (int k = 0; k < 1000; ++k)
+      for (int k = 0; k < 1000; ++k) {
         if (launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS) g_syslog->errors++;
+        if (graph_launch(graph, nullptr) != CUDA_SUCCESS) g_syslog->errors++;
+      }
     }
     syscall(SYS_exit_group, 0);
   }
@@ -629,7 +645,7 @@ int main(int argc, char** argv) {
       }
       std::printf("v1 %d %s%s%s\n", r, where, values[0] ? " " : "", values);
     } else if (op == "nosyscall") {
-      NoSyscall(Num(a, 1), Num(a, 2), a.size() > 3 ? a[3] : "d");
+      NoSyscall(Num(a, 1), Num(a, 2), a.size() > 3 ? a[3] : "d", Num(a, 4));
     } else if (op == "sleepto") {
       fakeClockSleepUntilNs(Num(a, 1) * 1'000'000ull);
       std::printf("sleepto 0\n");
@@ -668,6 +684,7 @@ int main(int argc, char** argv) {
       std::printf("libraryunload %d\n", r);
     } else if (op == "region") {
       PrintRegion(static_cast<int>(Num(a, 1)));
+    } else if (RunGraphOp(a, g_ordinal)) {
     } else if (op == "wait") {
       std::printf("ready\n");
       std::fflush(stdout);

@@ -4,7 +4,8 @@
 // version semantics (docs/design/wire-apis.md §7.8), CUresult codes, contexts (primary and created),
 // streams, memory pools that reserve in 2 MiB chunks and give memory back at synchronisation
 // down to their release threshold, VMM handles with device and host locations (physical
-// memory freed when released and unmapped), arrays, managed memory.
+// memory freed when released and unmapped), arrays, managed memory, and graphs with memory
+// nodes and their per-device graph memory pool ("Graphs" below).
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,47 @@ struct Alloc {
   void* base;
 };
 
+// ---- Graphs (the fake's model of CUDA graph memory; see "Graphs" below) ----
+struct GraphNodeRec;
+struct GraphRec {
+  std::vector<GraphNodeRec*> nodes;
+  int execs = 0;           // live executable graphs made from it
+  bool mem_nodes = false;  // has allocation or free nodes: one executable graph at a time
+};
+struct GraphNodeRec {
+  GraphRec* graph = nullptr;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};   // MEM_ALLOC: as given, dptr assigned at creation
+  std::vector<CUmemAccessDesc> access;  // MEM_ALLOC: node-owned copy of accessDescs
+  CUdeviceptr free_dptr = 0;            // MEM_FREE
+};
+// An allocation node's address, for as long as the fake lives (a free node may name it after
+// its graph is gone).
+struct GraphAllocRec {
+  int phys;
+  uint64_t bytes;  // bytesize rounded up to kGranularity
+  GraphRec* graph;  // owning graph; nullptr after cuGraphDestroy
+  bool freed_in_graph = false, freed_elsewhere = false;
+};
+struct GraphExecRec {
+  uint64_t flags = 0;
+  GraphRec* graph = nullptr;  // nullptr after cuGraphDestroy
+  uint64_t footprint[fracgpu::fakes::kFakeMaxDevices] = {};  // bytes per device, see GraphMap
+  bool mapped[fracgpu::fakes::kFakeMaxDevices] = {};         // its footprint is in the reserve
+  std::vector<CUdeviceptr> keeps;  // allocations a launch leaves live (no free node here)
+  std::vector<CUdeviceptr> frees;  // allocations of other graphs its free nodes free
+};
+// A graph allocation alive after the launch that made it (until a free node, cuMemFreeAsync,
+// cuMemFree_v2 or an auto-free relaunch).
+struct GraphLive {
+  int phys;
+  uint64_t bytes;
+  GraphExecRec* owner;  // nullptr once its executable graph is destroyed
+};
+struct GraphPoolRec {
+  uint64_t reserved = 0, reserved_high = 0, used_high = 0;
+};
+
 struct State {
   std::mutex mu;
   bool initialised = false;
@@ -88,6 +131,13 @@ struct State {
   std::map<void*, Module> modules;  // CUmodule / CUlibrary handles
   int driver_version = 12080;
   FakeProcState* published = nullptr;
+  std::set<GraphRec*> graphs;
+  std::set<GraphNodeRec*> graph_nodes;
+  std::set<GraphExecRec*> graph_execs;
+  std::map<CUdeviceptr, GraphAllocRec> graph_allocs;
+  std::map<CUdeviceptr, GraphLive> graph_live;
+  GraphPoolRec graph_pool[fracgpu::fakes::kFakeMaxDevices];
+  CUdeviceptr next_graph_va = 0x7e0000000000ull;
 };
 
 State& S() {
@@ -280,8 +330,15 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t size, Pool* pool) {
   return CUDA_SUCCESS;
 }
 
-CUresult FreeAsync(CUdeviceptr dptr) {
+struct FakeStream;
+FakeStream* Capturing(CUstream stream);
+CUresult CaptureFree(State& s, FakeStream* fs, CUdeviceptr dptr);
+bool FreeGraphAllocation(State& s, CUdeviceptr dptr);
+
+CUresult FreeAsync(CUdeviceptr dptr, CUstream stream) {
   FAKE_LOCK();
+  if (FakeStream* fs = Capturing(stream)) return CaptureFree(s, fs, dptr);
+  if (FreeGraphAllocation(s, dptr)) return CUDA_SUCCESS;
   auto it = s.pool_allocs.find(dptr);
   if (it == s.pool_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   Pool* pool = it->second.first;
@@ -306,7 +363,25 @@ std::atomic<uint64_t> g_default_end[fracgpu::fakes::kFakeMaxDevices];
 struct FakeStream {
   int phys;
   std::atomic<uint64_t> end{0};  // virtual ns at which its last kernel ends
+  // Stream capture (under State::mu): the graph being captured and its newest node.
+  GraphRec* capture = nullptr;
+  GraphNodeRec* capture_last = nullptr;
 };
+
+// Adds a node captured on `fs` (under State::mu), ordered after the previous captured one.
+GraphNodeRec* CaptureNode(State& s, FakeStream* fs, CUgraphNodeType type) {
+  auto* n = new GraphNodeRec();
+  n->graph = fs->capture;
+  n->type = type;
+  fs->capture->nodes.push_back(n);
+  s.graph_nodes.insert(n);
+  fs->capture_last = n;
+  return n;
+}
+FakeStream* Capturing(CUstream stream) {
+  auto* fs = reinterpret_cast<FakeStream*>(stream);
+  return fs && fs->capture ? fs : nullptr;
+}
 
 std::atomic<uint64_t>& StreamEnd(int phys, CUstream stream) {
   return stream ? reinterpret_cast<FakeStream*>(stream)->end : g_default_end[phys];
@@ -316,6 +391,14 @@ std::atomic<uint64_t>& StreamEnd(int phys, CUstream stream) {
 // launch overhead, and schedules grid × block × cost on the stream's device.
 CUresult Launch(CUfunction f, uint64_t grid = 1, uint64_t block = 1, CUstream stream = nullptr) {
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream && reinterpret_cast<FakeStream*>(stream)->capture) {  // captured: a kernel node
+    State& s = S();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (FakeStream* fs = Capturing(stream)) {
+      CaptureNode(s, fs, CU_GRAPH_NODE_TYPE_KERNEL);
+      return CUDA_SUCCESS;
+    }
+  }
   g_launches.fetch_add(1, std::memory_order_relaxed);
   int phys = stream ? reinterpret_cast<FakeStream*>(stream)->phys : -1;
   if (phys < 0) {
@@ -369,6 +452,260 @@ CUresult CreateContext(CUcontext* ctx, CUdevice dev) {
   Ctx* c = new Ctx{phys, false};
   tls_ctx_stack.push_back(c);
   *ctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+// ---- Graphs: the fake's model of CUDA graph memory (cuda.h "cuGraphAddMemAllocNode",
+// "cuDeviceGraphMemTrim"; CUDA Programming Guide, "Graph Memory Nodes") ----
+// An allocation node gets its virtual address when it is created; no physical memory is taken
+// then. An executable graph needs, per device, its footprint: the sum of its allocation
+// nodes' sizes, each rounded up to 2 MiB (the fake never lets two allocations of one graph
+// share memory, unlike the real driver: an upper bound of it). Physical memory comes from
+// the device's graph pool, which grows (takes device memory, so cuMemGetInfo and NVML show
+// it) when an executable graph is mapped: at cuGraphUpload, at its first cuGraphLaunch, or at
+// cuGraphInstantiateWithParams with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD; a mapped graph keeps
+// its memory across launches, and growth that does not fit the device fails the call with
+// CUDA_ERROR_OUT_OF_MEMORY, changing nothing. The pool's used memory is what mapped graphs
+// hold plus graph allocations left alive outside one; reserved is what it took from the
+// device. cuGraphExecDestroy unmaps its graph (the memory stays reserved, for the next graph);
+// cuDeviceGraphMemTrim unmaps every graph of the device (the fake's graph work completes at
+// launch: none is executing or scheduled when the trim runs) and gives back all but the live
+// allocations; the device's last context going frees the pool. Everything under State::mu.
+
+uint64_t GraphUsed(State& s, int phys) {
+  uint64_t used = 0;
+  for (GraphExecRec* e : s.graph_execs)
+    if (e->mapped[phys]) used += e->footprint[phys];
+  for (const auto& [ptr, live] : s.graph_live)
+    if (live.phys == phys && !(live.owner && live.owner->mapped[phys])) used += live.bytes;
+  return used;
+}
+
+// Maps `e`'s footprint on every device it needs, growing the pools: all or nothing. False
+// when a device lacks the memory.
+bool GraphMap(State& s, GraphExecRec* e) {
+  const int n = static_cast<int>(s.devices.size());
+  uint64_t grow[fracgpu::fakes::kFakeMaxDevices] = {};
+  for (int d = 0; d < n; ++d) {
+    if (e->footprint[d] == 0 || e->mapped[d]) continue;
+    uint64_t own = 0;  // its live allocations, counted outside any mapped graph until now
+    for (const auto& [ptr, live] : s.graph_live)
+      if (live.owner == e && live.phys == d) own += live.bytes;
+    uint64_t need = GraphUsed(s, d) - own + e->footprint[d];
+    if (need > s.graph_pool[d].reserved) {
+      grow[d] = need - s.graph_pool[d].reserved;
+      if (s.used[d] + grow[d] > s.devices[d].total_bytes) return false;
+    }
+  }
+  for (int d = 0; d < n; ++d) {
+    if (e->footprint[d] == 0 || e->mapped[d]) continue;
+    GraphPoolRec& p = s.graph_pool[d];
+    Take(s, d, grow[d]);
+    p.reserved += grow[d];
+    p.reserved_high = std::max(p.reserved_high, p.reserved);
+    e->mapped[d] = true;
+    p.used_high = std::max(p.used_high, GraphUsed(s, d));
+  }
+  return true;
+}
+
+void GraphTrim(State& s, int phys) {
+  for (GraphExecRec* e : s.graph_execs) e->mapped[phys] = false;
+  GraphPoolRec& p = s.graph_pool[phys];
+  uint64_t keep = GraphUsed(s, phys);  // live allocations stay
+  if (p.reserved > keep) {
+    Give(s, phys, p.reserved - keep);
+    p.reserved = keep;
+  }
+}
+
+// The device's last context went: the driver frees its graph memory.
+void DropGraphMemory(State& s, int phys) {
+  for (GraphExecRec* e : s.graph_execs) e->mapped[phys] = false;
+  std::erase_if(s.graph_live, [phys](const auto& kv) { return kv.second.phys == phys; });
+  Give(s, phys, s.graph_pool[phys].reserved);
+  s.graph_pool[phys].reserved = 0;
+}
+
+// cuMemFreeAsync / cuMemFree_v2 of a graph allocation alive after its launch.
+bool FreeGraphAllocation(State& s, CUdeviceptr dptr) { return s.graph_live.erase(dptr) != 0; }
+
+void AssignGraphAddress(State& s, GraphNodeRec* n, int phys) {
+  uint64_t bytes = RoundUp(n->alloc.bytesize, kGranularity);
+  n->alloc.dptr = s.next_graph_va;
+  s.next_graph_va += bytes + kGranularity;
+  s.graph_allocs[n->alloc.dptr] = GraphAllocRec{phys, bytes, n->graph};
+  n->graph->mem_nodes = true;
+}
+
+// A free node of `dptr` in graph `g` (cuGraphAddMemFreeNode's rules): the address must come
+// from an allocation node and be freed once, in its own graph or in one other.
+CUresult CheckGraphFree(State& s, GraphRec* g, CUdeviceptr dptr) {
+  auto it = s.graph_allocs.find(dptr);
+  if (it == s.graph_allocs.end() || it->second.freed_in_graph || it->second.freed_elsewhere)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.graph == g) it->second.freed_in_graph = true;
+  else it->second.freed_elsewhere = true;
+  g->mem_nodes = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult CaptureAlloc(State& s, FakeStream* fs, CUdeviceptr* dptr, size_t bytes, int phys) {
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  GraphNodeRec* n = CaptureNode(s, fs, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  n->alloc.poolProps.allocType = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+  n->alloc.poolProps.location = {CU_MEM_LOCATION_TYPE_DEVICE, OrdinalOf(s, phys)};
+  n->alloc.bytesize = bytes;
+  AssignGraphAddress(s, n, phys);
+  *dptr = n->alloc.dptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult CaptureFree(State& s, FakeStream* fs, CUdeviceptr dptr) {
+  CUresult r = CheckGraphFree(s, fs->capture, dptr);
+  if (r != CUDA_SUCCESS) return r;
+  CaptureNode(s, fs, CU_GRAPH_NODE_TYPE_MEM_FREE)->free_dptr = dptr;
+  return CUDA_SUCCESS;
+}
+
+GraphRec* KnownGraph(State& s, CUgraph graph) {
+  auto* g = reinterpret_cast<GraphRec*>(graph);
+  return g && s.graphs.count(g) ? g : nullptr;
+}
+GraphNodeRec* KnownNode(State& s, CUgraphNode node) {
+  auto* n = reinterpret_cast<GraphNodeRec*>(node);
+  return n && s.graph_nodes.count(n) ? n : nullptr;
+}
+GraphExecRec* KnownExec(State& s, CUgraphExec exec) {
+  auto* e = reinterpret_cast<GraphExecRec*>(exec);
+  return e && s.graph_execs.count(e) ? e : nullptr;
+}
+
+// The arguments every cuGraphAdd*Node shares: an output, a graph, and dependencies that are
+// distinct nodes of that graph.
+CUresult CheckNodeArgs(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps) {
+  GraphRec* g = KnownGraph(s, graph);
+  if (!out || !g || (ndeps > 0 && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < ndeps; ++i) {
+    GraphNodeRec* d = KnownNode(s, deps[i]);
+    if (!d || d->graph != g) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t j = 0; j < i; ++j)
+      if (deps[j] == deps[i]) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+GraphNodeRec* NewNode(State& s, CUgraphNode* out, CUgraph graph, CUgraphNodeType type) {
+  GraphRec* g = KnownGraph(s, graph);
+  auto* n = new GraphNodeRec();
+  n->graph = g;
+  n->type = type;
+  g->nodes.push_back(n);
+  s.graph_nodes.insert(n);
+  *out = reinterpret_cast<CUgraphNode>(n);
+  return n;
+}
+
+CUresult AddAllocNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                      CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  CUresult r = CheckNodeArgs(s, out, graph, deps, ndeps);
+  if (r != CUDA_SUCCESS) return r;
+  if (!params || params->bytesize == 0 || params->poolProps.allocType != 1 || params->poolProps.handleTypes != 0 ||
+      params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      (params->accessDescCount > 0 && !params->accessDescs) || params->accessDescCount > s.visible.size())
+    return CUDA_ERROR_INVALID_VALUE;
+  int phys = PhysOf(s, params->poolProps.location.id);
+  if (phys < 0) return CUDA_ERROR_INVALID_VALUE;
+  GraphNodeRec* n = NewNode(s, out, graph, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  n->alloc = *params;
+  n->access.assign(params->accessDescs, params->accessDescs + params->accessDescCount);
+  n->alloc.accessDescs = n->access.empty() ? nullptr : n->access.data();
+  AssignGraphAddress(s, n, phys);
+  params->dptr = n->alloc.dptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult AddFreeNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                     CUdeviceptr dptr) {
+  CUresult r = CheckNodeArgs(s, out, graph, deps, ndeps);
+  if (r == CUDA_SUCCESS) r = CheckGraphFree(s, KnownGraph(s, graph), dptr);
+  if (r == CUDA_SUCCESS) NewNode(s, out, graph, CU_GRAPH_NODE_TYPE_MEM_FREE)->free_dptr = dptr;
+  return r;
+}
+
+CUresult AddPlainNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                      CUgraphNodeType type) {
+  CUresult r = CheckNodeArgs(s, out, graph, deps, ndeps);
+  if (r == CUDA_SUCCESS) NewNode(s, out, graph, type);
+  return r;
+}
+
+// cuGraphAddNode(_v2): memory nodes as their own calls, the plain kinds as no-op nodes; child
+// graphs, conditionals and the rest are not modelled.
+CUresult AddNodeByParams(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                         CUgraphNodeParams* params) {
+  if (!params) return CUDA_ERROR_INVALID_VALUE;
+  switch (params->type) {
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return AddAllocNode(s, out, graph, deps, ndeps, &params->alloc);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return AddFreeNode(s, out, graph, deps, ndeps, params->free.dptr);
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+    case CU_GRAPH_NODE_TYPE_HOST:
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return AddPlainNode(s, out, graph, deps, ndeps, params->type);
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+// Every instantiate entry point. `upload`: map now (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD).
+// *result: the CUgraphInstantiateResult of cuGraphInstantiateWithParams.
+CUresult InstantiateGraph(State& s, CUgraphExec* out, CUgraph graph, cuuint64_t flags, bool upload,
+                          CUgraphInstantiateResult* result) {
+  *result = CUDA_GRAPH_INSTANTIATE_ERROR;
+  GraphRec* g = KnownGraph(s, graph);
+  constexpr cuuint64_t kKnown = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  if (!out || !g || (flags & ~kKnown) ||
+      ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (g->mem_nodes && g->execs > 0) return CUDA_ERROR_INVALID_VALUE;  // one executable graph at a time
+  if (g->mem_nodes && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
+    *result = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto* e = new GraphExecRec();
+  e->flags = flags & ~cuuint64_t{CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD};
+  e->graph = g;
+  for (GraphNodeRec* n : g->nodes) {
+    if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+      const GraphAllocRec& a = s.graph_allocs[n->alloc.dptr];
+      e->footprint[a.phys] += a.bytes;
+      if (!a.freed_in_graph) e->keeps.push_back(n->alloc.dptr);
+    } else if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE && s.graph_allocs[n->free_dptr].graph != g) {
+      e->frees.push_back(n->free_dptr);
+    }
+  }
+  if (upload && !GraphMap(s, e)) {
+    delete e;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  s.graph_execs.insert(e);
+  g->execs++;
+  *out = reinterpret_cast<CUgraphExec>(e);
+  *result = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+CUresult BeginCapture(CUstream stream, CUstreamCaptureMode mode) {
+  FAKE_LOCK();
+  auto* fs = reinterpret_cast<FakeStream*>(stream);
+  if (!fs) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream cannot be captured
+  if (mode < 0 || mode > 2 || fs->capture) return CUDA_ERROR_INVALID_VALUE;
+  fs->capture = new GraphRec();
+  s.graphs.insert(fs->capture);
+  fs->capture_last = nullptr;
   return CUDA_SUCCESS;
 }
 
@@ -589,6 +926,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) noexcept {
 // Frees every allocation and module of a device (the driver does so when its context goes
 // away; a library handle stays valid, with nothing resident).
 void DropDeviceMemory(State& s, int phys) {
+  DropGraphMemory(s, phys);
   for (auto it = s.modules.begin(); it != s.modules.end();) {
     if (it->second.phys != phys) {
       ++it;
@@ -739,6 +1077,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
 CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
   FAKE_LOCK();
   if (dptr == 0) return CUDA_SUCCESS;
+  if (FreeGraphAllocation(s, dptr)) return CUDA_SUCCESS;
   auto it = s.allocs.find(dptr);
   if (it == s.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   Give(s, it->second.phys, it->second.size);
@@ -889,28 +1228,30 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   }
   return CUDA_SUCCESS;
 }
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) noexcept {
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream st) noexcept {
   Ctx* c = Current();
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   FAKE_LOCK();
+  if (FakeStream* fs = Capturing(st)) return CaptureAlloc(s, fs, dptr, bytesize, c->phys);
   return PoolAlloc(dptr, bytesize, DefaultPool(s, c->phys));
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream st) noexcept {
   return cuMemAllocAsync(dptr, bytesize, st);
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                 CUstream) noexcept {
+                                 CUstream st) noexcept {
   FAKE_LOCK();
   Pool* p = reinterpret_cast<Pool*>(pool);
   if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (FakeStream* fs = Capturing(st)) return CaptureAlloc(s, fs, dptr, bytesize, p->phys);
   return PoolAlloc(dptr, bytesize, p);
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream st) noexcept {
   return cuMemAllocFromPoolAsync(dptr, bytesize, pool, st);
 }
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) noexcept { return FreeAsync(dptr); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) noexcept { return FreeAsync(dptr); }
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream st) noexcept { return FreeAsync(dptr, st); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream st) noexcept { return FreeAsync(dptr, st); }
 
 // ---- Streams ----
 CUresult cuStreamCreate(CUstream* stream, unsigned int) noexcept {
@@ -927,6 +1268,7 @@ CUresult cuStreamDestroy_v2(CUstream stream) noexcept {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamSynchronize(CUstream stream) noexcept {
+  if (stream && reinterpret_cast<FakeStream*>(stream)->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   Ctx* c = Current();
   int phys = stream ? reinterpret_cast<FakeStream*>(stream)->phys : (c ? c->phys : -1);
   if (phys < 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -1097,12 +1439,251 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, 
                                         void**) noexcept {
   return Launch(f, FAKE_GRID);
 }
-// A graph runs as one kernel of grid 1 x block 1 times the process's kernel cost.
+// ---- Graphs (the model: "Graphs" above) ----
+CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) noexcept {
+  FAKE_LOCK();
+  if (!graph || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* g = new GraphRec();
+  s.graphs.insert(g);
+  *graph = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+// Destroying a graph leaves its executable graphs and live allocations alone.
+CUresult cuGraphDestroy(CUgraph graph) noexcept {
+  FAKE_LOCK();
+  GraphRec* g = KnownGraph(s, graph);
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  for (GraphExecRec* e : s.graph_execs)
+    if (e->graph == g) e->graph = nullptr;
+  for (auto& [ptr, a] : s.graph_allocs)
+    if (a.graph == g) a.graph = nullptr;
+  for (GraphNodeRec* n : g->nodes) {
+    s.graph_nodes.erase(n);
+    delete n;
+  }
+  s.graphs.erase(g);
+  delete g;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps) noexcept {
+  FAKE_LOCK();
+  return AddPlainNode(s, node, graph, deps, ndeps, CU_GRAPH_NODE_TYPE_EMPTY);
+}
+// Kernel nodes are no-ops here; their parameters (CUDA_KERNEL_NODE_PARAMS v1/v2) are not read.
+CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                              const void* params) noexcept {
+  FAKE_LOCK();
+  if (!params) return CUDA_ERROR_INVALID_VALUE;
+  return AddPlainNode(s, node, graph, deps, ndeps, CU_GRAPH_NODE_TYPE_KERNEL);
+}
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                                 const void* params) noexcept {
+  return cuGraphAddKernelNode(node, graph, deps, ndeps, params);
+}
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* params) noexcept {
+  FAKE_LOCK();
+  return AddAllocNode(s, node, graph, deps, ndeps, params);
+}
+CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                               CUdeviceptr dptr) noexcept {
+  FAKE_LOCK();
+  return AddFreeNode(s, node, graph, deps, ndeps, dptr);
+}
+CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
+                        CUgraphNodeParams* params) noexcept {
+  FAKE_LOCK();
+  return AddNodeByParams(s, node, graph, deps, ndeps, params);
+}
+// CUDA 12.3: edge data per dependency (ignored: the fake keeps no edges).
+CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData*,
+                           size_t ndeps, CUgraphNodeParams* params) noexcept {
+  FAKE_LOCK();
+  return AddNodeByParams(s, node, graph, deps, ndeps, params);
+}
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* num_nodes) noexcept {
+  FAKE_LOCK();
+  GraphRec* g = KnownGraph(s, graph);
+  if (!g || !num_nodes) return CUDA_ERROR_INVALID_VALUE;
+  if (!nodes) {
+    *num_nodes = g->nodes.size();
+    return CUDA_SUCCESS;
+  }
+  size_t n = std::min(*num_nodes, g->nodes.size());
+  for (size_t i = 0; i < *num_nodes; ++i)
+    nodes[i] = i < n ? reinterpret_cast<CUgraphNode>(g->nodes[i]) : nullptr;
+  *num_nodes = n;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) noexcept {
+  FAKE_LOCK();
+  GraphNodeRec* n = KnownNode(s, node);
+  if (!n || !type) return CUDA_ERROR_INVALID_VALUE;
+  *type = n->type;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* params) noexcept {
+  FAKE_LOCK();
+  GraphNodeRec* n = KnownNode(s, node);
+  if (!n || n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || !params) return CUDA_ERROR_INVALID_VALUE;
+  *params = n->alloc;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* dptr) noexcept {
+  FAKE_LOCK();
+  GraphNodeRec* n = KnownNode(s, node);
+  if (!n || n->type != CU_GRAPH_NODE_TYPE_MEM_FREE || !dptr) return CUDA_ERROR_INVALID_VALUE;
+  *dptr = n->free_dptr;
+  return CUDA_SUCCESS;
+}
+// The legacy 5-argument cuGraphInstantiate (v10000) and its v11000 re-export: no flags; the
+// error node and log are cleared (the fake has no structural errors to report).
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
+                            size_t buffer_size) noexcept {
+  FAKE_LOCK();
+  if (error_node) *error_node = nullptr;
+  if (log_buffer && buffer_size > 0) log_buffer[0] = '\0';
+  CUgraphInstantiateResult result;
+  return InstantiateGraph(s, exec, graph, 0, false, &result);
+}
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
+                               size_t buffer_size) noexcept {
+  return cuGraphInstantiate(exec, graph, error_node, log_buffer, buffer_size);
+}
+// CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD is a flag of cuGraphInstantiateWithParams only.
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) return CUDA_ERROR_INVALID_VALUE;
+  CUgraphInstantiateResult result;
+  return InstantiateGraph(s, exec, graph, flags, false, &result);
+}
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
+  FAKE_LOCK();
+  if (!params) return CUDA_ERROR_INVALID_VALUE;
+  CUgraphInstantiateResult result;
+  CUresult r = InstantiateGraph(s, exec, graph, params->flags,
+                                (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0, &result);
+  params->hErrNode_out = nullptr;
+  params->result_out = result;
+  return r;
+}
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
+  return cuGraphInstantiateWithParams(exec, graph, params);
+}
+CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) noexcept {
+  FAKE_LOCK();
+  GraphExecRec* e = KnownExec(s, exec);
+  if (!e || !flags) return CUDA_ERROR_INVALID_VALUE;
+  *flags = e->flags;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphUpload(CUgraphExec exec, CUstream) noexcept {
+  FAKE_LOCK();
+  GraphExecRec* e = KnownExec(s, exec);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  return GraphMap(s, e) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream st) noexcept { return cuGraphUpload(exec, st); }
+// A launch maps the graph if it is not (out of memory: nothing runs), frees what an
+// auto-free-on-launch graph left alive (without that flag, unfreed allocations of a previous
+// launch make it CUDA_ERROR_INVALID_VALUE, as documented for cuGraphLaunch), then runs as one
+// kernel of grid 1 x block 1 times the process's kernel cost.
 std::atomic<uint64_t> g_graph_grid{1}, g_graph_block{1};
-CUresult cuGraphLaunch(CUgraphExec g, CUstream st) noexcept {
-  return Launch(reinterpret_cast<CUfunction>(g), g_graph_grid.load(), g_graph_block.load(), st);
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream st) noexcept {
+  {
+    FAKE_LOCK();
+    GraphExecRec* e = KnownExec(s, exec);
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    bool unfreed = false;
+    for (CUdeviceptr p : e->keeps) unfreed |= s.graph_live.count(p) != 0;
+    if (unfreed && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) return CUDA_ERROR_INVALID_VALUE;
+    if (!GraphMap(s, e)) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (CUdeviceptr p : e->keeps) {
+      const GraphAllocRec& a = s.graph_allocs[p];
+      s.graph_live[p] = GraphLive{a.phys, a.bytes, e};
+    }
+    for (CUdeviceptr p : e->frees) s.graph_live.erase(p);
+  }
+  return Launch(reinterpret_cast<CUfunction>(exec), g_graph_grid.load(), g_graph_block.load(), st);
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream st) noexcept { return cuGraphLaunch(g, st); }
+// The graph's memory stays reserved in the pool (cuDeviceGraphMemTrim gives it back); what it
+// left alive stays allocated until freed.
+CUresult cuGraphExecDestroy(CUgraphExec exec) noexcept {
+  FAKE_LOCK();
+  GraphExecRec* e = KnownExec(s, exec);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& [ptr, live] : s.graph_live)
+    if (live.owner == e) live.owner = nullptr;
+  if (e->graph) e->graph->execs--;
+  s.graph_execs.erase(e);
+  delete e;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGraphMemTrim(CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  GraphTrim(s, phys);
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  const GraphPoolRec& p = s.graph_pool[phys];
+  cuuint64_t* out = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *out = GraphUsed(s, phys); break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *out = p.used_high; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *out = p.reserved; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *out = p.reserved_high; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+// Only the high watermarks can be set, and only to zero (cuda.h).
+CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!value || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) s.graph_pool[phys].used_high = 0;
+  else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) s.graph_pool[phys].reserved_high = 0;
+  else return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+// ---- Stream capture: allocations and frees become memory nodes, launches kernel nodes ----
+CUresult cuStreamBeginCapture(CUstream stream) noexcept { return BeginCapture(stream, 0); }
+CUresult cuStreamBeginCapture_ptsz(CUstream stream) noexcept { return BeginCapture(stream, 0); }
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) noexcept {
+  return BeginCapture(stream, mode);
+}
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) noexcept {
+  return BeginCapture(stream, mode);
+}
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) noexcept {
+  FAKE_LOCK();
+  FakeStream* fs = Capturing(stream);
+  if (!fs || !graph) return CUDA_ERROR_INVALID_VALUE;
+  *graph = reinterpret_cast<CUgraph>(fs->capture);
+  fs->capture = nullptr;
+  fs->capture_last = nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) noexcept { return cuStreamEndCapture(stream, graph); }
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) noexcept {
+  FAKE_LOCK();
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  *status = Capturing(stream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) noexcept {
+  return cuStreamIsCapturing(stream, status);
+}
 
 // ---- cuGetProcAddress: the driver's variant table (src/vgpu/cuda_variants.def, generated from
 // the CUDA 13.0 toolkit) with the fake's function for each ELF name (fake_exports.cc) ----
@@ -1137,6 +1718,19 @@ CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_
       *pfn = reinterpret_cast<void*>(&FakeNewerVariant);
       if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
       return CUDA_SUCCESS;
+    }
+  }
+  if (const char* alias = std::getenv("FAKE_CUDA_ALIAS")) {  // <base>:<version>:<elf>
+    const char* c1 = std::strchr(alias, ':');
+    const char* c2 = c1 ? std::strchr(c1 + 1, ':') : nullptr;
+    if (c2 && std::strncmp(alias, symbol, static_cast<size_t>(c1 - alias)) == 0 && symbol[c1 - alias] == '\0' &&
+        cuda_version >= std::atoi(c1 + 1)) {
+      for (int i = 0; i < fracgpu::fakes::kFakeVariantCount; ++i) {
+        if (std::strcmp(fracgpu::fakes::kFakeVariants[i].elf, c2 + 1) != 0) continue;
+        *pfn = fracgpu::fakes::kFakeVariants[i].fn;
+        if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+      }
     }
   }
   const bool want_ptsz = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;

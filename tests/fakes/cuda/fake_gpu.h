@@ -21,6 +21,10 @@
 // FAKE_CUDA_DRIVER_VERSION cuDriverGetVersion (default 12080).
 // FAKE_CUDA_NEWER_VARIANT   <base>:<version>: cuGetProcAddress answers requests for <base> at
 //                           or above <version> with a variant newer than CUDA 13.0 (fake_cuda.cc).
+// FAKE_CUDA_ALIAS           <base>:<version>:<elf>: cuGetProcAddress answers requests for <base>
+//                           at or above <version> with the function of ELF name <elf>, another
+//                           base's (as a driver may answer cuGraphInstantiate with
+//                           cuGraphInstantiateWithFlags).
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
