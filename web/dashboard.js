@@ -31,7 +31,9 @@ function gpuCard(g) {
   const badges = el('span', { class: 'badges' });
   badges.append(el('span', { class: `badge ${g.health ? 'ok' : 'no'}` }, g.health ? 'healthy' : 'unhealthy'));
   if (g.cordoned) badges.append(el('span', { class: 'badge no' }, 'cordoned'));
-  badges.append(el('span', { class: 'badge' }, `${g.used}/${g.count} slices`));
+  // DRA mode: a shared device has no share limit, only capacity.
+  badges.append(el('span', { class: 'badge' },
+    data.mode === 'dra' ? `${g.used} claim${g.used === 1 ? '' : 's'}` : `${g.used}/${g.count} slices`));
   const slices = g.slices.length
     ? el('table', { class: 'slices' },
         el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),
@@ -63,9 +65,11 @@ function render() {
     const head = el('h3', {}, n.name);
     if (n.unschedulable) head.append(el('span', { class: 'badge no' }, 'node cordoned'));
     if (!n.gpu_ready) head.append(el('span', { class: 'badge' }, 'no GPUs registered'));
+    const none = data.mode === 'dra' ? 'No ResourceSlice of fracgpu\'s DRA driver lists GPUs of this node.'
+                                     : 'No fracgpu device plugin has registered GPUs on this node.';
     out.push(el('section', { class: 'card node', 'aria-label': `Node ${n.name}` }, head,
                 n.gpu_ready ? el('div', { class: 'gpus' }, ...shown.map(gpuCard))
-                            : el('p', { class: 'help' }, 'No fracgpu device plugin has registered GPUs on this node.')));
+                            : el('p', { class: 'help' }, none)));
   }
   $('nodes').replaceChildren(...out);
   const t = data.totals;
@@ -87,7 +91,8 @@ async function load() {
     const body = await r.json();
     if (!r.ok) throw new Error(body.error ?? `HTTP ${r.status}`);
     data = body;
-    $('error').textContent = '';
+    // DRA mode: slices and claims that could not be read are left out, and said.
+    $('error').textContent = (body.problems ?? []).length ? `Left out: ${body.problems.join('; ')}` : '';
     fillTypes();
     render();
   } catch (e) {

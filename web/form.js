@@ -267,6 +267,13 @@ async function init() {
     fill($('use-uuids'), o.gpus ?? [], gpuLabel);
     fill($('nouse-uuids'), o.gpus ?? [], gpuLabel);
     $('user').textContent = o.user ? `Signed in as ${o.user}` : `Not signed in (no ${o.user_header} header)`;
+    if (o.dra_mode) {
+      // DRA capacity requests are absolute MiB: a memory percentage cannot be expressed.
+      const fraction = document.querySelector('input[name="mode"][value="fraction"]');
+      fraction.disabled = true;
+      fraction.parentElement.title = 'DRA mode: ask for memory in MiB or GiB';
+      if (fraction.checked) document.querySelector('input[name="mode"][value="memory"]').checked = true;
+    }
   } catch (e) {
     showError(`cannot load options: ${e}`);
   }

@@ -33,7 +33,9 @@ Result<std::vector<DeviceTake>> FirstFitDevices(std::vector<DeviceUsage>* usage,
         t.memory_mib = ConsumedAmount(d.memory, request.memory_mib);
         t.cores = ConsumedAmount(d.cores, request.cores);
         if (t.memory_mib < 0 || t.cores < 0) continue;
-        if (d.used_memory + t.memory_mib > d.memory.total || d.used_cores + t.cores > d.cores.total) continue;
+        // Overflow-safe form of used + consumed > total (used may be saturated, dra_wire.h).
+        auto over = [](int64_t used, int64_t take, int64_t total) { return used > total || take > total - used; };
+        if (over(d.used_memory, t.memory_mib, d.memory.total) || over(d.used_cores, t.cores, d.cores.total)) continue;
       }
       taken.push_back(t);
       placed = true;

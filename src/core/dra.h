@@ -40,10 +40,21 @@ struct CapacityPolicy {
   int64_t step = 0;  ///< 0 = no step
 };
 
+/// One allocation of a device as a claim records it (status.allocation.devices.results[]);
+/// for display, FirstFitDevices does not read it.
+struct DeviceAllocation {
+  std::string claim;       ///< "<namespace>/<name>" of the ResourceClaim
+  std::string pod;         ///< the first pod of status.reservedFor; "" when none
+  bool whole = false;      ///< no consumed capacity: the whole device
+  int64_t memory_mib = 0;  ///< consumed memory, MiB (0 when whole)
+  int64_t cores = 0;       ///< consumed cores, percent (0 when whole)
+};
+
 /// One device of a node's pool with what is already consumed on it.
 struct DeviceUsage {
   std::string pool;
   std::string device;
+  std::string node;                   ///< spec.nodeName of its ResourceSlice ("" when not node-local)
   bool multiple_allocations = false;  ///< allowMultipleAllocations
   bool allocated_whole = false;       ///< taken by a whole-device allocation
   CapacityPolicy memory;              ///< MiB
@@ -52,6 +63,7 @@ struct DeviceUsage {
   int64_t used_cores = 0;
   int32_t shares = 0;                 ///< allocations on this device
   nlohmann::json attributes = nlohmann::json::object();  ///< the slice's attributes (for selectors)
+  std::vector<DeviceAllocation> allocations;             ///< the claims on it (UsageFromSlices)
 };
 
 /// One exact-count device request of a claim.

@@ -1,6 +1,8 @@
 #include "core/dra_convert.h"
 
+#include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "core/gputype.h"
 
@@ -80,6 +82,61 @@ std::string CelSelector(const PodRequest& r, const std::string& driver) {
   std::string out;
   for (size_t i = 0; i < terms.size(); ++i) out += (i ? " && " : "") + terms[i];
   return out;
+}
+
+namespace {
+
+// device.attributes["<driver>"].<name> of a ResourceSlice device: the plain or the qualified key,
+// nullptr when absent.
+const json* Attribute(const DeviceUsage& d, const std::string& driver, const std::string& name) {
+  if (!d.attributes.is_object()) return nullptr;
+  auto it = d.attributes.find(name);
+  if (it == d.attributes.end()) it = d.attributes.find(driver + "/" + name);
+  return it == d.attributes.end() || !it->is_object() ? nullptr : &*it;
+}
+
+std::optional<std::string> StringAttribute(const DeviceUsage& d, const std::string& driver, const std::string& name) {
+  const json* a = Attribute(d, driver, name);
+  if (a == nullptr || !a->contains("string") || !(*a)["string"].is_string()) return std::nullopt;
+  return (*a)["string"].get<std::string>();
+}
+
+}  // namespace
+
+bool DeviceSelected(const PodRequest& r, const std::string& driver, const DeviceUsage& device) {
+  const json* healthy = Attribute(device, driver, "healthy");
+  if (healthy == nullptr || !healthy->contains("bool") || !(*healthy)["bool"].is_boolean() ||
+      !(*healthy)["bool"].get<bool>()) {
+    return false;
+  }
+  // Entries without tokens write no CEL term (TypeMatch): they are no rule here either.
+  auto with_tokens = [](const std::vector<std::string>& entries) {
+    std::vector<std::string> out;
+    for (const auto& e : entries) {
+      if (!GpuTypeTokens(e).empty()) out.push_back(e);
+    }
+    return out;
+  };
+  const std::vector<std::string> use = with_tokens(r.use_types), nouse = with_tokens(r.nouse_types);
+  if (!use.empty() || !nouse.empty()) {
+    auto tokens = StringAttribute(device, driver, "typeTokens");
+    if (!tokens) return false;
+    // ",NVIDIA,A100,SXM4,80GB," holds the type's tokens: matched as the type itself.
+    std::string type = *tokens;
+    for (char& c : type) c = c == ',' ? ' ' : c;
+    if (!use.empty() && !GpuTypeMatchesAny(use, type)) return false;
+    if (!nouse.empty() && GpuTypeMatchesAny(nouse, type)) return false;
+  }
+  if (!r.use_uuids.empty() || !r.nouse_uuids.empty()) {
+    auto uuid = StringAttribute(device, driver, "uuid");
+    if (!uuid) return false;
+    auto listed = [&](const std::vector<std::string>& list) {
+      return std::any_of(list.begin(), list.end(), [&](const std::string& u) { return GpuUuidEquals(u, *uuid); });
+    };
+    if (!r.use_uuids.empty() && !listed(r.use_uuids)) return false;
+    if (listed(r.nouse_uuids)) return false;
+  }
+  return true;
 }
 
 Result<HamiConversion> ConvertHamiPod(const json& pod, const ResourceNames& names) {

@@ -33,6 +33,15 @@ struct HamiConversion {
 /// case-insensitive UUID membership.
 std::string CelSelector(const PodRequest& request, const std::string& driver);
 
+/// Whether `device` passes what a converted claim selects with: the rules CelSelector(request,
+/// driver) writes as CEL, evaluated here on the device's attributes of `driver` (plain or
+/// qualified "<driver>/<name>" keys) with the same core/gputype.h rules — use/nouse-gputype on
+/// `typeTokens`, use/nouse-gpuuuid on `uuid`, case-insensitive — and the DeviceClasses' own
+/// selector (deploy/dra/deviceclasses.yaml: `healthy == true`). An attribute a rule needs
+/// that is absent or of another type selects nothing (in CEL it is an evaluation error). For
+/// previews without a CEL evaluator (the UI's DRA mode); kube-scheduler evaluates the CEL.
+bool DeviceSelected(const PodRequest& request, const std::string& driver, const DeviceUsage& device);
+
 /// Converts `pod` (its GPU requests parsed with `names`). A pod without GPU requests gives
 /// an empty conversion. Errors: kInvalidArgument naming the container and the request DRA
 /// cannot express, or the pod request's own parse error.

@@ -91,6 +91,15 @@ int Run(Flags f) {
     spdlog::error("{}", gpus.status().ToString());
     return 1;
   }
+  // Optional slice attributes (architecture, computeCapability, driverVersion): an older
+  // driver without an entry point, or a product answering NOT_SUPPORTED, just omits them.
+  nvml::FactsReport facts = (*nvml)->Facts();
+  for (const auto& line : dra::UnpublishableFacts(facts.by_uuid)) facts.omitted.push_back(line);
+  for (const auto& line : facts.omitted) spdlog::debug("ResourceSlice: {}", line);
+  if (!facts.omitted.empty()) {
+    spdlog::info("ResourceSlice: {} NVML fact(s) left out of the device attributes; the first: {}",
+                 facts.omitted.size(), facts.omitted.front());
+  }
   auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
     spdlog::error("{}", client.status().ToString());
@@ -133,7 +142,7 @@ int Run(Flags f) {
   uint64_t seen = 0;
   while (!stop.stopped()) {
     seen = state.version();
-    auto gen = publisher.Sync(dra::BuildSliceDevices(state.Devices(), *gpus, {}, slice_opt));
+    auto gen = publisher.Sync(dra::BuildSliceDevices(state.Devices(), *gpus, facts.by_uuid, slice_opt));
     if (!gen.ok()) spdlog::warn("{}", gen.status().ToString());
     if (!plugin.SocketsPresent()) {
       spdlog::warn("plugin sockets disappeared; serving them again");

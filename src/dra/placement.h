@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dra.h"
+#include "core/dra_wire.h"
 #include "core/status.h"
 
 namespace fracgpu::dra {
@@ -27,11 +28,9 @@ using core::ConsumedAmount;
 using core::DeviceUsage;
 using core::ShareRequest;
 
-/// Reads one node's devices of `driver` from `slices` (ResourceSlice objects; only the
-/// highest pool generation counts) and subtracts what `claims` (ResourceClaim objects with
-/// status.allocation) already consume. Errors: kInvalidArgument naming a malformed field.
-Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices, const std::vector<json>& claims,
-                                                 const std::string& driver);
+/// Reading ResourceSlices and allocated claims into DeviceUsage is core's too (core/dra_wire.h,
+/// shared with the UI's DRA mode).
+using core::UsageFromSlices;
 
 /// First fit (core::FirstFitDevices): for each of `request.count` devices, the first device in
 /// order that is free (whole) or whose remaining capacity fits; a claim's devices are distinct.

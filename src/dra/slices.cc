@@ -46,6 +46,18 @@ Result<std::string> SemverOf(const std::string& dotted) {
   return out;
 }
 
+std::vector<std::string> UnpublishableFacts(const std::map<std::string, GpuFacts>& facts) {
+  std::vector<std::string> out;
+  for (const auto& [uuid, f] : facts) {
+    for (auto [attr, value] : {std::pair<const char*, const std::string*>{"computeCapability", &f.compute_capability},
+                               std::pair<const char*, const std::string*>{"driverVersion", &f.driver_version}}) {
+      if (value->empty()) continue;
+      if (auto v = SemverOf(*value); !v.ok()) out.push_back(uuid + ": attribute " + attr + " omitted: " + v.status().message());
+    }
+  }
+  return out;
+}
+
 std::string TypeTokensAttribute(const std::string& gpu_type) {
   std::string out = ",";
   for (const auto& t : core::GpuTypeTokens(gpu_type)) out += t + ",";

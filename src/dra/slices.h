@@ -33,12 +33,9 @@ namespace fracgpu::dra {
 
 using nlohmann::json;
 
-/// Facts NVML knows beyond nvml::GpuInfo; empty strings are left out of the slice.
-struct GpuFacts {
-  std::string architecture;        ///< e.g. "Ampere"
-  std::string compute_capability;  ///< "major.minor", e.g. "8.0"
-  std::string driver_version;      ///< NVML's, e.g. "535.104.05"
-};
+/// Facts NVML knows beyond nvml::GpuInfo (nvml::Nvml::Facts); empty strings are left out of
+/// the slice.
+using GpuFacts = nvml::GpuFacts;
 
 /// How devices are published.
 struct SliceOptions {
@@ -59,6 +56,11 @@ std::string DeviceName(int32_t index);
 /// dotted number: "8.0" → "8.0.0", "535.104.05" → "535.104.5" (leading zeros are not semver).
 /// Errors: kInvalidArgument naming the value when it is not 1–3 dot-separated numbers.
 Result<std::string> SemverOf(const std::string& dotted);
+
+/// One line per fact of `facts` that BuildSliceDevices leaves out because its version is not
+/// a dotted number SemverOf accepts (naming the GPU, the attribute and the value); empty when
+/// every non-empty fact is published.
+std::vector<std::string> UnpublishableFacts(const std::map<std::string, GpuFacts>& facts);
 
 /// The ",TOKEN,TOKEN," form of a GPU type's use-gputype tokens (core/gputype.h).
 std::string TypeTokensAttribute(const std::string& gpu_type);

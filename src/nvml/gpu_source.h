@@ -25,6 +25,17 @@ struct GpuInfo {
   bool operator==(const GpuInfo&) const = default;
 };
 
+/// Facts of a GPU beyond GpuInfo that a driver may not report (older drivers lack the entry
+/// points, some products answer NVML_ERROR_NOT_SUPPORTED); "" = unknown. Published as
+/// ResourceSlice attributes (dra/slices.h).
+struct GpuFacts {
+  std::string architecture;        ///< e.g. "Hopper" (nvml::ArchitectureName)
+  std::string compute_capability;  ///< CUDA compute capability "major.minor", e.g. "9.0"
+  std::string driver_version;      ///< the driver's version as NVML prints it, e.g. "580.95.05"
+
+  bool operator==(const GpuFacts&) const = default;
+};
+
 /// One Xid event: `uuid` is empty when NVML did not name a device (all devices affected).
 struct XidEvent {
   std::string uuid;

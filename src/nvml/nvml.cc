@@ -87,6 +87,10 @@ struct Nvml::Impl {
   abi::EventSetWaitFn event_wait = nullptr;
   abi::EventSetFreeFn event_free = nullptr;
   abi::nvmlEventSet_t event_set = nullptr;
+  // Optional facts (older drivers lack them).
+  abi::DeviceGetArchitectureFn get_arch = nullptr;
+  abi::DeviceGetCudaComputeCapabilityFn get_cc = nullptr;
+  abi::SystemGetDriverVersionFn get_driver_version = nullptr;
 
   std::string Error(const char* call, abi::nvmlReturn_t r) const {
     std::string text = error_string != nullptr ? error_string(r) : "";
@@ -131,6 +135,9 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
   impl->register_events = Symbol<abi::DeviceRegisterEventsFn>(h, "nvmlDeviceRegisterEvents");
   impl->event_wait = Symbol<abi::EventSetWaitFn>(h, "nvmlEventSetWait_v2");
   impl->event_free = Symbol<abi::EventSetFreeFn>(h, "nvmlEventSetFree");
+  impl->get_arch = Symbol<abi::DeviceGetArchitectureFn>(h, "nvmlDeviceGetArchitecture");
+  impl->get_cc = Symbol<abi::DeviceGetCudaComputeCapabilityFn>(h, "nvmlDeviceGetCudaComputeCapability");
+  impl->get_driver_version = Symbol<abi::SystemGetDriverVersionFn>(h, "nvmlSystemGetDriverVersion");
   const std::pair<const char*, const void*> required[] = {
       {"nvmlInit_v2", reinterpret_cast<const void*>(impl->init)},
       {"nvmlShutdown", reinterpret_cast<const void*>(impl->shutdown)},
@@ -206,6 +213,86 @@ Result<std::vector<GpuInfo>> Nvml::ListGpus() {
     gpus.push_back(std::move(gpu));
   }
   return gpus;
+}
+
+std::string ArchitectureName(unsigned int value) {
+  switch (value) {
+    case abi::kArchKepler: return "Kepler";
+    case abi::kArchMaxwell: return "Maxwell";
+    case abi::kArchPascal: return "Pascal";
+    case abi::kArchVolta: return "Volta";
+    case abi::kArchTuring: return "Turing";
+    case abi::kArchAmpere: return "Ampere";
+    case abi::kArchAda: return "Ada";
+    case abi::kArchHopper: return "Hopper";
+    case abi::kArchBlackwell: return "Blackwell";
+    case abi::kArchT23x: return "Orin";
+    default: return "";
+  }
+}
+
+FactsReport Nvml::Facts() {
+  Impl& n = *impl_;
+  FactsReport report;
+  auto missing = [&](const char* symbol, const char* fact) {
+    report.omitted.push_back("NVML library " + n.options.library + " has no " + symbol + ": " + fact + " omitted");
+  };
+  // The driver version is the system's: one call for every GPU.
+  std::string driver_version;
+  if (n.get_driver_version == nullptr) {
+    missing("nvmlSystemGetDriverVersion", "driverVersion");
+  } else {
+    char buf[abi::kDriverVersionBufferSize] = {};
+    abi::nvmlReturn_t r = n.get_driver_version(buf, sizeof(buf));
+    if (r == abi::NVML_SUCCESS) {
+      driver_version = Trim(std::string(buf, strnlen(buf, sizeof(buf))));
+    } else {
+      report.omitted.push_back(n.Error("nvmlSystemGetDriverVersion", r) + ": driverVersion omitted");
+    }
+  }
+  if (n.get_arch == nullptr) missing("nvmlDeviceGetArchitecture", "architecture");
+  if (n.get_cc == nullptr) missing("nvmlDeviceGetCudaComputeCapability", "computeCapability");
+  unsigned int count = 0;
+  if (abi::nvmlReturn_t r = n.get_count(&count); r != abi::NVML_SUCCESS) {
+    report.omitted.push_back(n.Error("nvmlDeviceGetCount_v2", r) + ": every fact omitted");
+    return report;
+  }
+  for (unsigned int i = 0; i < count; ++i) {
+    abi::nvmlDevice_t device = nullptr;
+    if (n.get_handle(i, &device) != abi::NVML_SUCCESS) continue;
+    auto uuid = n.DeviceUuid(device);
+    if (!uuid.ok() || uuid->empty()) continue;
+    GpuFacts facts;
+    facts.driver_version = driver_version;
+    if (n.get_arch != nullptr) {
+      abi::nvmlDeviceArchitecture_t arch = abi::kArchUnknown;
+      abi::nvmlReturn_t r = n.get_arch(device, &arch);
+      if (r != abi::NVML_SUCCESS) {
+        report.omitted.push_back(n.Error("nvmlDeviceGetArchitecture", r) + " for " + *uuid + ": architecture omitted");
+      } else {
+        facts.architecture = ArchitectureName(arch);
+        if (facts.architecture.empty()) {
+          report.omitted.push_back("nvmlDeviceGetArchitecture gave " + std::to_string(arch) + " for " + *uuid +
+                                   ", which has no name here: architecture omitted");
+        }
+      }
+    }
+    if (n.get_cc != nullptr) {
+      int major = -1, minor = -1;
+      abi::nvmlReturn_t r = n.get_cc(device, &major, &minor);
+      if (r != abi::NVML_SUCCESS) {
+        report.omitted.push_back(n.Error("nvmlDeviceGetCudaComputeCapability", r) + " for " + *uuid +
+                                 ": computeCapability omitted");
+      } else if (major < 0 || minor < 0) {
+        report.omitted.push_back("nvmlDeviceGetCudaComputeCapability gave " + std::to_string(major) + "." +
+                                 std::to_string(minor) + " for " + *uuid + ": computeCapability omitted");
+      } else {
+        facts.compute_capability = std::to_string(major) + "." + std::to_string(minor);
+      }
+    }
+    report.by_uuid[*uuid] = std::move(facts);
+  }
+  return report;
 }
 
 Result<std::optional<XidEvent>> Nvml::WaitXid(std::chrono::milliseconds timeout) {

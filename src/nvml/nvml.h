@@ -2,8 +2,10 @@
 // GpuSource over the real NVML, loaded with dlopen("libnvidia-ml.so.1") (docs/design/ARCHITECTURE.md:
 // our own prototypes, nvml_abi.h; no NVIDIA header at build time).
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nvml/gpu_source.h"
 
@@ -26,6 +28,20 @@ Result<int32_t> ReadNumaNode(const std::string& sysfs_root, const std::string& b
 /// ("0000:3b:00.0"). Errors: kInvalidArgument naming the value when it is not of that shape.
 Result<std::string> SysfsBusId(const std::string& nvml_bus_id);
 
+/// The name fracgpu publishes for an NVML architecture value (nvmlDeviceArchitecture_t, the
+/// NVML_DEVICE_ARCH_* constants): 2 "Kepler", 3 "Maxwell", 4 "Pascal", 5 "Volta", 6 "Turing",
+/// 7 "Ampere", 8 "Ada", 9 "Hopper", 10 "Blackwell", 11 "Orin" (NVML_DEVICE_ARCH_T23X); ""
+/// for NVML_DEVICE_ARCH_UNKNOWN and every value this build does not know.
+std::string ArchitectureName(unsigned int value);
+
+/// The optional facts of every GPU and why any was left out.
+struct FactsReport {
+  std::map<std::string, GpuFacts> by_uuid;  ///< every GPU NVML lists, by UUID
+  /// One line per fact left out: the entry point is not exported, answers
+  /// NVML_ERROR_NOT_SUPPORTED or another error, or gives a value fracgpu cannot name.
+  std::vector<std::string> omitted;
+};
+
 /// The NVML-backed GpuSource. Not copyable; thread-compatible (one caller per method at a time;
 /// ListGpus and WaitXid may run on different threads).
 class Nvml final : public GpuSource {
@@ -39,6 +55,12 @@ class Nvml final : public GpuSource {
   Nvml& operator=(const Nvml&) = delete;
 
   Result<std::vector<GpuInfo>> ListGpus() override;
+  /// Architecture (nvmlDeviceGetArchitecture), CUDA compute capability
+  /// (nvmlDeviceGetCudaComputeCapability) and driver version (nvmlSystemGetDriverVersion, the
+  /// same for every GPU). Each is optional: a missing entry point or an error leaves that fact
+  /// "" and adds a line to `omitted`; never fails. A GPU whose handle or UUID cannot be read is
+  /// left out (ListGpus reports that).
+  FactsReport Facts();
   /// Creates the event set on first use (Xid critical errors on every device).
   Result<std::optional<XidEvent>> WaitXid(std::chrono::milliseconds timeout) override;
 

@@ -7,13 +7,27 @@
 #include <spdlog/spdlog.h>
 
 #include "k8s/objects.h"
+#include "ui/dra_cluster.h"
 
 namespace fracgpu::ui {
 
 using nlohmann::json;
 
-ClusterSource::ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource)
-    : client_(client), ttl_(ttl), gpu_resource_(std::move(gpu_resource)) {}
+ClusterSource::ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource,
+                             bool dra_mode)
+    : client_(client), ttl_(ttl), gpu_resource_(std::move(gpu_resource)), dra_mode_(dra_mode) {}
+
+namespace {
+
+std::vector<json> ItemsOf(const json& list) {
+  std::vector<json> out;
+  if (list.is_object() && list.contains("items") && list["items"].is_array()) {
+    for (const auto& item : list["items"]) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<ClusterSnapshot> ClusterSource::Get() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -21,6 +35,28 @@ Result<ClusterSnapshot> ClusterSource::Get() {
   if (cached_ && ttl_.count() > 0 && now - taken_ < ttl_) return *cached_;
   auto nodes = client_->List("/api/v1/nodes");
   if (!nodes.ok()) return nodes.status();
+  if (dra_mode_) {
+    k8s::ListOptions by_driver;
+    by_driver.field_selector = std::string("spec.driver=") + core::kDraDriverName;
+    auto slices = client_->List("/apis/resource.k8s.io/v1/resourceslices", by_driver);
+    if (!slices.ok()) return slices.status().WithPrefix("listing ResourceSlices");
+    auto claims = client_->List("/apis/resource.k8s.io/v1/resourceclaims");
+    if (!claims.ok()) return claims.status().WithPrefix("listing ResourceClaims");
+    ClusterSnapshot snap;
+    snap.nodes = ItemsOf(*nodes);
+    snap.state = std::make_shared<scheduler::ClusterState>(gpu_resource_);
+    auto dra = std::make_shared<DraCluster>(BuildDraCluster(snap.nodes, ItemsOf(*slices), ItemsOf(*claims)));
+    // Logged when they first appear, not on every listing.
+    std::set<std::string> now_problems(dra->problems.begin(), dra->problems.end());
+    for (const auto& p : now_problems) {
+      if (!logged_problems_.count(p)) spdlog::warn("ui: {}", p);
+    }
+    logged_problems_ = std::move(now_problems);
+    snap.dra = std::move(dra);
+    cached_ = snap;
+    taken_ = now;
+    return snap;
+  }
   auto pods = client_->List("/api/v1/pods");
   if (!pods.ok()) return pods.status();
   auto state = std::make_shared<scheduler::ClusterState>(gpu_resource_);
@@ -39,13 +75,24 @@ Result<ClusterSnapshot> ClusterSource::Get() {
   return snap;
 }
 
-namespace {
-
-bool Unschedulable(const json& node) {
-  if (!node.contains("spec") || !node["spec"].is_object()) return false;
+bool NodeUnschedulable(const json& node) {
+  if (!node.is_object() || !node.contains("spec") || !node["spec"].is_object()) return false;
   auto it = node["spec"].find("unschedulable");
   return it != node["spec"].end() && it->is_boolean() && it->get<bool>();
 }
+
+std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_t total_nodes) {
+  auto plural = [](int64_t n, const char* word) {
+    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+  };
+  if (fit_nodes > 0) {
+    return "fits now: takes " + plural(takes, "GPU") + " on one node; " + plural(fit_nodes, "node") + " of " +
+           std::to_string(total_nodes) + " can take it (" + plural(fit_gpus, "candidate GPU") + ")";
+  }
+  return total_nodes == 0 ? "fits on no node: the cluster has no GPU nodes" : "fits on no node";
+}
+
+namespace {
 
 // Slices per GPU UUID: every recorded allocation collapsed as the scheduler counts it.
 std::map<std::string, json> SlicesByGpu(const scheduler::ClusterState& state) {
@@ -67,6 +114,7 @@ std::map<std::string, json> SlicesByGpu(const scheduler::ClusterState& state) {
 }  // namespace
 
 json ClusterJson(const ClusterSnapshot& snapshot) {
+  if (snapshot.dra) return DraClusterJson(snapshot);
   auto slices = SlicesByGpu(*snapshot.state);
   std::vector<const json*> nodes;
   for (const auto& n : snapshot.nodes) nodes.push_back(&n);
@@ -99,7 +147,7 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
       }
     }
     out_nodes.push_back(
-        {{"name", name}, {"unschedulable", Unschedulable(*node)}, {"gpu_ready", state.has_value()}, {"gpus", gpus}});
+        {{"name", name}, {"unschedulable", NodeUnschedulable(*node)}, {"gpu_ready", state.has_value()}, {"gpus", gpus}});
   }
   return {{"nodes", out_nodes},
           {"totals",
@@ -107,6 +155,7 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
 }
 
 json GpuOptionsJson(const ClusterSnapshot& snapshot) {
+  if (snapshot.dra) return DraGpuOptionsJson(snapshot);
   std::set<std::string> types;
   json gpus = json::array();
   for (const auto& node : snapshot.state->Nodes()) {
@@ -138,7 +187,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
   // filter runs before fracgpu's extender sees the node, so core::Fit never judges it.
   std::set<std::string> cordoned;
   for (const auto& n : snapshot.nodes) {
-    if (Unschedulable(n)) cordoned.insert(k8s::Name(n));
+    if (NodeUnschedulable(n)) cordoned.insert(k8s::Name(n));
   }
   int64_t fit_nodes = 0, fit_gpus = 0;
   json per_node = json::array();
@@ -177,14 +226,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
   // 1-GPU request read as "will use 2 GPUs".
   int64_t takes = 0;
   for (const auto& c : request.containers) takes = std::max<int64_t>(takes, c.num_gpus);
-  auto plural = [](int64_t n, const char* word) {
-    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-  };
-  std::string message =
-      fit_nodes > 0 ? "fits now: takes " + plural(takes, "GPU") + " on one node; " + plural(fit_nodes, "node") +
-                          " of " + std::to_string(nodes.size()) + " can take it (" + plural(fit_gpus, "candidate GPU") +
-                          ")"
-                    : (nodes.empty() ? "fits on no node: the cluster has no GPU nodes" : "fits on no node");
+  std::string message = FitMessage(takes, fit_nodes, fit_gpus, nodes.size());
   return {{"fits", fit_nodes > 0}, {"gpus", fit_gpus}, {"nodes", fit_nodes}, {"total_nodes", nodes.size()},
           {"message", message}, {"per_node", per_node}};
 }

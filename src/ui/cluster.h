@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,18 +23,27 @@
 
 namespace fracgpu::ui {
 
+struct DraCluster;
+
 /// One consistent view of the cluster.
 struct ClusterSnapshot {
-  std::shared_ptr<const scheduler::ClusterState> state;  ///< GPUs and usage per node
+  std::shared_ptr<const scheduler::ClusterState> state;  ///< GPUs and usage per node (empty in DRA mode)
   std::vector<nlohmann::json> nodes;                     ///< the Node objects as listed
+  /// DRA mode only (ui/dra_cluster.h): fracgpu's devices from ResourceSlices and what
+  /// allocated ResourceClaims consume; null in extender mode.
+  std::shared_ptr<const DraCluster> dra;
 };
 
-/// Lists nodes and pods and builds a ClusterSnapshot, at most once per `ttl` (a UI refresh
-/// or a burst of previews reuse the same snapshot). Thread-safe.
+/// Lists nodes and pods (extender mode) or nodes, ResourceSlices of fracgpu's driver and
+/// ResourceClaims (DRA mode) and builds a ClusterSnapshot, at most once per `ttl` (a UI
+/// refresh or a burst of previews reuse the same snapshot). Thread-safe.
 class ClusterSource {
  public:
-  /// `client` is not owned and must outlive this. `ttl` 0 = list on every Get().
-  ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource = "nvidia.com/gpu");
+  /// `client` is not owned and must outlive this. `ttl` 0 = list on every Get(). `dra_mode`:
+  /// read resource.k8s.io/v1 ResourceSlices and ResourceClaims instead of pods' annotations.
+  ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource = "nvidia.com/gpu",
+                bool dra_mode = false);
+  bool dra_mode() const { return dra_mode_; }
   /// The current snapshot. Errors: those of the list calls (kUnavailable, kPermissionDenied…)
   /// when no snapshot could be made.
   Result<ClusterSnapshot> Get();
@@ -41,12 +52,21 @@ class ClusterSource {
   k8s::Client* client_;
   std::chrono::milliseconds ttl_;
   std::string gpu_resource_;
+  bool dra_mode_;
   std::mutex mu_;
   std::chrono::steady_clock::time_point taken_{};
   std::optional<ClusterSnapshot> cached_;
+  std::set<std::string> logged_problems_;  ///< DRA problems of the last listing (logged once)
 };
 
-/// The dashboard's JSON (GET /api/cluster): {"nodes": [{name, unschedulable, gpu_ready,
+/// True when the Node object has spec.unschedulable: true (cordoned).
+bool NodeUnschedulable(const nlohmann::json& node);
+
+/// The preview's summary line: "fits now: takes G GPU(s) on one node; M node(s) of T can take
+/// it (N candidate GPU(s))", or "fits on no node" (": the cluster has no GPU nodes" when T is 0).
+std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_t total_nodes);
+
+/// The dashboard's JSON (GET /api/cluster; DraClusterJson in DRA mode): {"nodes": [{name, unschedulable, gpu_ready,
 /// gpus: [{uuid, index, type, numa, health, cordoned, count, used, devmem_mib,
 /// used_mem_mib, devcore, used_cores, slices: [{pod, namespace, mem_mib, cores}]}]}],
 /// "totals": {nodes, gpus, devmem_mib, used_mem_mib}}. Nodes sorted by name; gpu_ready false
@@ -54,7 +74,7 @@ class ClusterSource {
 nlohmann::json ClusterJson(const ClusterSnapshot& snapshot);
 
 /// The options the form offers (part of GET /api/options): the GPU types present (sorted,
-/// distinct) and every GPU {uuid, node, type, index}.
+/// distinct) and every GPU {uuid, node, type, index} (DraGpuOptionsJson in DRA mode).
 nlohmann::json GpuOptionsJson(const ClusterSnapshot& snapshot);
 
 /// The per-node reason of FitPreviewJson for a cordoned node (spec.unschedulable).
@@ -67,7 +87,8 @@ inline constexpr char kCordonedNodeReason[] =
 /// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
 /// check for the first GPU-using container on the nodes where the whole pod fits; M those
 /// nodes. A cordoned node (spec.unschedulable) never fits: Kubernetes schedules no new pod
-/// there. A pod that uses no GPU gives {"fits": true, "message": "uses no GPU"}.
+/// there. A pod that uses no GPU gives {"fits": true, "message": "uses no GPU"}. Extender mode
+/// only: in DRA mode the preview is DraFitPreviewJson.
 nlohmann::json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
                               const core::FitOptions& options = {});
 

@@ -41,6 +41,7 @@ struct Flags {
   std::string gpu_policy = "spread";
   int cache_ms = 2000;
   bool dashboard_only = false;
+  bool dra_mode = false;
 };
 
 // The web folder when --web-dir is not given: next to an installed binary
@@ -83,7 +84,7 @@ int Run(const Flags& f) {
     spdlog::error("{}", client.status().ToString());
     return 1;
   }
-  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms));
+  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms), "nvidia.com/gpu", f.dra_mode);
   ui::UiOptions options;
   options.user_header = f.user_header;
   options.groups_header = f.groups_header;
@@ -92,6 +93,7 @@ int Run(const Flags& f) {
   options.web_dir = f.web_dir.empty() ? DefaultWebDir() : f.web_dir;
   options.fit.default_gpu_policy = *policy;
   options.dashboard_only = f.dashboard_only;
+  options.dra_mode = f.dra_mode;
   if (!f.dashboard_only) {
     if (Status crd = ui::CheckNotebookCrd(*client->get()); !crd.ok()) spdlog::warn("{}", crd.message());
   }
@@ -133,6 +135,10 @@ void RegisterUiCommand(CLI::App& app) {
   cmd->add_option("--gpu-scheduler-policy", f->gpu_policy, "default GPU policy for the fit preview")->capture_default_str();
   cmd->add_flag("--dashboard-only", f->dashboard_only,
                 "serve the GPU dashboard only (no Kubeflow: no Notebook CRD, no auth gateway needed)");
+  cmd->add_flag("--dra-mode", f->dra_mode,
+                "the cluster runs fracgpu dra-driver and the webhook's --dra-mode: dashboard and fit preview from "
+                "ResourceSlices and ResourceClaims (resource.k8s.io/v1), placed by kube-scheduler's first fit "
+                "(docs/ui.md)");
   cmd->add_option("--cluster-cache-ms", f->cache_ms, "reuse a cluster listing for this long, milliseconds")
       ->capture_default_str();
   cmd->callback([f] {

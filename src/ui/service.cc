@@ -5,8 +5,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/dra_convert.h"
 #include "core/request.h"
 #include "k8s/objects.h"
+#include "ui/dra_cluster.h"
 #include "ui/yaml.h"
 
 namespace fracgpu::ui {
@@ -44,15 +46,28 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
-// The preview (and create) validation: the webhook's parser on the pod the controller makes.
-json Validate(const json& notebook, const NotebookOptions& options, Result<core::PodRequest>* parsed) {
-  *parsed = core::ParsePodRequest(PodOfNotebook(notebook), options.names);
+// The preview (and create) validation: the webhook's parser on the pod the controller makes,
+// and in DRA mode the webhook's conversion into ResourceClaimTemplates (its refusal is an error,
+// with the webhook's "DRA mode: " prefix). `templates` gets the converted templates.
+json Validate(const json& notebook, const NotebookOptions& options, bool dra_mode, Result<core::PodRequest>* parsed,
+              std::vector<json>* templates) {
+  json pod = PodOfNotebook(notebook);
+  *parsed = core::ParsePodRequest(pod, options.names);
   json errors = json::array();
   json warnings = json::array();
   if (!parsed->ok()) {
     errors.push_back(parsed->status().message());
   } else {
     for (const auto& w : (*parsed)->warnings) warnings.push_back(w);
+    if (dra_mode) {
+      auto conversion = core::ConvertHamiPod(pod, options.names);
+      if (!conversion.ok()) {
+        *parsed = Status(conversion.status().code(), "DRA mode: " + conversion.status().message());
+        errors.push_back(parsed->status().message());
+      } else {
+        *templates = std::move(conversion->templates);
+      }
+    }
   }
   return {{"errors", errors}, {"warnings", warnings}};
 }
@@ -165,7 +180,8 @@ http::Response UiService::Preview(const http::Request& req) const {
   if (!form.ok()) return ErrorResponse(form.status());
   json notebook = BuildNotebook(*form, options_.notebook);
   Result<core::PodRequest> parsed = InvalidArgument("not parsed");
-  json out = Validate(notebook, options_.notebook, &parsed);
+  std::vector<json> templates;
+  json out = Validate(notebook, options_.notebook, DraMode(), &parsed, &templates);
   out["notebook"] = notebook;
   out["yaml"] = JsonToYaml(notebook);
   if (!parsed.ok()) {
@@ -175,6 +191,8 @@ http::Response UiService::Preview(const http::Request& req) const {
   auto snap = cluster_->Get();
   if (!snap.ok()) {
     out["fit"] = {{"fits", false}, {"message", "cluster state unavailable: " + snap.status().message()}};
+  } else if (snap->dra) {
+    out["fit"] = DraFitPreviewJson(templates, *parsed, *snap);
   } else {
     out["fit"] = FitPreviewJson(*parsed, *snap, options_.fit);
   }
@@ -193,7 +211,8 @@ http::Response UiService::Options(const http::Request& req) const {
               {"gpu_policies", {"binpack", "spread", "topology-aware", "fragmentation-aware"}},
               {"user", nullptr},
               {"user_header", options_.user_header},
-              {"dashboard_only", options_.dashboard_only}};
+              {"dashboard_only", options_.dashboard_only},
+              {"dra_mode", DraMode()}};
   if (std::string user = req.Header(options_.user_header); !user.empty()) out["user"] = user;
   auto snap = cluster_->Get();
   if (snap.ok()) {
@@ -220,7 +239,8 @@ http::Response UiService::CreateNotebook(const http::Request& req) const {
   }
   json notebook = BuildNotebook(*form, options_.notebook);
   Result<core::PodRequest> parsed = InvalidArgument("not parsed");
-  json checks = Validate(notebook, options_.notebook, &parsed);
+  std::vector<json> templates;
+  json checks = Validate(notebook, options_.notebook, DraMode(), &parsed, &templates);
   if (!parsed.ok()) return http::Response::Error(400, parsed.status().message());
   auto created = client_->Create(NotebooksPath(form->namespace_name), notebook);
   if (!created.ok()) return ErrorResponse(created.status());

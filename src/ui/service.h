@@ -38,6 +38,12 @@ struct UiOptions {
   /// dashboard; the notebook endpoints answer 404 saying they need Kubeflow's Notebook CRD and
   /// its auth gateway; the cluster view, options and preview work without a user header.
   bool dashboard_only = false;
+  /// DRA mode (`--dra-mode`, for clusters running `fracgpu dra-driver` and the webhook's
+  /// `--dra-mode`): the notebook's pod is converted as the webhook converts it
+  /// (core::ConvertHamiPod; what DRA cannot express is an error of the preview and a 400 of the
+  /// create) and the preview places its claims on the ResourceSlices (DraFitPreviewJson). The
+  /// ClusterSource should be in DRA mode too (either one turns the conversion on).
+  bool dra_mode = false;
 };
 
 /// The message of the notebook endpoints in dashboard-only mode.
@@ -82,6 +88,9 @@ class UiService {
   http::Response Static(const http::Request& req) const;
 
  private:
+  /// DRA mode: set in the options or the cluster source (either makes the preview convert the
+  /// pod as the webhook's DRA mode does).
+  bool DraMode() const { return options_.dra_mode || cluster_->dra_mode(); }
   /// The caller's identity or a 403 response naming the header.
   Status Caller(const http::Request& req, std::string* user, std::vector<std::string>* groups) const;
 

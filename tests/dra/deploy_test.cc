@@ -66,6 +66,45 @@ TEST(DraDeployTest, DaemonSetArgsAreRealFlagsAndSocketsAreKubelets) {
   }
 }
 
+// The UI's DRA mode: the component adds --dra-mode to the UI's Deployment and lets its service
+// account list ResourceSlices and ResourceClaims (what ui::ClusterSource reads in DRA mode).
+TEST(DraDeployTest, TheUiReadsSlicesAndClaimsInDraMode) {
+  YAML::Node k = YAML::LoadFile(kDir + "/kustomization.yaml");
+  bool listed = false, patched = false;
+  for (const auto& r : k["resources"]) listed |= r.as<std::string>() == "ui-dra-mode.yaml";
+  for (const auto& p : k["patches"]) {
+    if (p["target"]["kind"].as<std::string>() != "Deployment" || p["target"]["name"].as<std::string>() != "fracgpu-ui") {
+      continue;
+    }
+    for (const auto& op : YAML::Load(p["patch"].as<std::string>())) {
+      patched |= op["op"].as<std::string>() == "add" &&
+                 op["path"].as<std::string>() == "/spec/template/spec/containers/0/args/-" &&
+                 op["value"].as<std::string>() == "--dra-mode";
+    }
+  }
+  EXPECT_TRUE(listed);
+  EXPECT_TRUE(patched);
+  std::set<std::string> can_list;
+  std::string bound_to;
+  for (const auto& d : YAML::LoadAllFromFile(kDir + "/ui-dra-mode.yaml")) {
+    if (d["kind"].as<std::string>() == "ClusterRole") {
+      for (const auto& rule : d["rules"]) {
+        if (rule["apiGroups"][0].as<std::string>() != "resource.k8s.io") continue;
+        bool list = false;
+        for (const auto& v : rule["verbs"]) list |= v.as<std::string>() == "list";
+        for (const auto& r : rule["resources"]) {
+          if (list) can_list.insert(r.as<std::string>());
+        }
+      }
+    }
+    if (d["kind"].as<std::string>() == "ClusterRoleBinding") {
+      bound_to = d["subjects"][0]["namespace"].as<std::string>() + "/" + d["subjects"][0]["name"].as<std::string>();
+    }
+  }
+  EXPECT_EQ(can_list, (std::set<std::string>{"resourceclaims", "resourceslices"}));
+  EXPECT_EQ(bound_to, "fracgpu-system/fracgpu-ui");
+}
+
 TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
   if (std::system("kubectl version --client >/dev/null 2>&1") != 0) GTEST_SKIP() << "kubectl not on this machine";
   testing::TempDir tmp;
@@ -79,7 +118,7 @@ TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
   std::filesystem::remove_all(root);
   ASSERT_EQ(rc, 0) << testing::ReadFile(out);
   int daemonsets = 0, classes = 0;
-  bool dra_mode = false, dry_run_safe = false, may_create_templates = false;
+  bool dra_mode = false, ui_dra_mode = false, dry_run_safe = false, may_create_templates = false;
   for (const auto& d : YAML::LoadAllFromFile(out)) {
     std::string kind = d["kind"].as<std::string>();
     std::string name = d["metadata"]["name"].as<std::string>();
@@ -91,6 +130,9 @@ TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
     // The webhook's DRA mode: the flag, dry-run without side effects, RBAC for the templates.
     if (kind == "Deployment" && name == "fracgpu-scheduler") {
       for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"]) dra_mode |= a.as<std::string>() == "--dra-mode";
+    }
+    if (kind == "Deployment" && name == "fracgpu-ui") {
+      for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"]) ui_dra_mode |= a.as<std::string>() == "--dra-mode";
     }
     if (kind == "MutatingWebhookConfiguration") {
       dry_run_safe = d["webhooks"][0]["sideEffects"].as<std::string>() == "NoneOnDryRun";
@@ -104,6 +146,7 @@ TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
   EXPECT_EQ(daemonsets, 1);
   EXPECT_EQ(classes, 2);
   EXPECT_TRUE(dra_mode);
+  EXPECT_TRUE(ui_dra_mode);
   EXPECT_TRUE(dry_run_safe);
   EXPECT_TRUE(may_create_templates);
 }

@@ -5,8 +5,14 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace fracgpu::nvml {
 namespace {
@@ -68,6 +74,100 @@ TEST(Nvml, LibraryWithoutNvmlEntryPointsIsRefused) {
   auto nvml = Nvml::Open({"libm.so.6", "/sys"});
   ASSERT_FALSE(nvml.ok());
   EXPECT_EQ(nvml.status().message(), "NVML library libm.so.6 lacks entry point nvmlInit_v2");
+}
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  void Set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) setenv(it->first.c_str(), it->second->c_str(), 1);
+      else unsetenv(it->first.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// The devices of DiscoversTheFakeDevices: the fake keeps those of its first initialisation
+// for the life of the process, so every test of this file uses the same list.
+constexpr const char* kDevices =
+    "GPU-11111111-2222-3333-4444-555555555555:40960,GPU-66666666-7777-8888-9999-000000000000:81920";
+constexpr const char* kUuidA = "GPU-11111111-2222-3333-4444-555555555555";
+constexpr const char* kUuidB = "GPU-66666666-7777-8888-9999-000000000000";
+
+TEST(NvmlFacts, WhatAnH100Reports) {
+  ScopedEnv env;
+  env.Set("FAKE_GPU_DEVICES", kDevices);
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  FactsReport report = (*nvml)->Facts();
+  EXPECT_EQ(report.omitted, std::vector<std::string>{});
+  const GpuFacts h100{"Hopper", "9.0", "580.95.05"};
+  EXPECT_EQ(report.by_uuid, (std::map<std::string, GpuFacts>{{kUuidA, h100}, {kUuidB, h100}}));
+}
+
+TEST(NvmlFacts, ConfiguredValuesAndNotSupported) {
+  ScopedEnv env;
+  env.Set("FAKE_GPU_DEVICES", kDevices);
+  env.Set("FAKE_NVML_ARCHITECTURE", "7");
+  env.Set("FAKE_NVML_COMPUTE_CAPABILITY", "8.0");
+  env.Set("FAKE_NVML_DRIVER_VERSION", "550.54.15");
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  EXPECT_EQ((*nvml)->Facts().by_uuid.at(kUuidA), (GpuFacts{"Ampere", "8.0", "550.54.15"}));
+  // A product that answers NOT_SUPPORTED: that fact is left out, the others stay.
+  env.Set("FAKE_NVML_NOT_SUPPORTED", "nvmlDeviceGetArchitecture,nvmlSystemGetDriverVersion");
+  FactsReport report = (*nvml)->Facts();
+  EXPECT_EQ(report.by_uuid.at(kUuidA), (GpuFacts{"", "8.0", ""}));
+  EXPECT_EQ(report.by_uuid.at(kUuidB), (GpuFacts{"", "8.0", ""}));
+  EXPECT_EQ(report.omitted,
+            (std::vector<std::string>{
+                "nvmlSystemGetDriverVersion failed: NVML error 3 (Not Supported): driverVersion omitted",
+                std::string("nvmlDeviceGetArchitecture failed: NVML error 3 (Not Supported) for ") + kUuidA +
+                    ": architecture omitted",
+                std::string("nvmlDeviceGetArchitecture failed: NVML error 3 (Not Supported) for ") + kUuidB +
+                    ": architecture omitted"}));
+  // An architecture value without a name (NVML_DEVICE_ARCH_UNKNOWN) is left out, not guessed.
+  env.Set("FAKE_NVML_NOT_SUPPORTED", "");
+  env.Set("FAKE_NVML_ARCHITECTURE", "0xffffffff");
+  report = (*nvml)->Facts();
+  EXPECT_EQ(report.by_uuid.at(kUuidA), (GpuFacts{"", "8.0", "550.54.15"}));
+  ASSERT_EQ(report.omitted.size(), 2u);
+  EXPECT_EQ(report.omitted[0], std::string("nvmlDeviceGetArchitecture gave 4294967295 for ") + kUuidA +
+                                   ", which has no name here: architecture omitted");
+}
+
+TEST(NvmlFacts, AnOlderDriverWithoutTheEntryPointsOmitsThem) {
+  ScopedEnv env;
+  env.Set("FAKE_GPU_DEVICES", kDevices);
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML_WITHOUT_FACTS, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  auto gpus = (*nvml)->ListGpus();
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  EXPECT_EQ(gpus->size(), 2u);
+  FactsReport report = (*nvml)->Facts();
+  EXPECT_EQ(report.by_uuid, (std::map<std::string, GpuFacts>{{kUuidA, {}}, {kUuidB, {}}}));
+  const std::string lib = FRACGPU_FAKE_NVML_WITHOUT_FACTS;
+  EXPECT_EQ(report.omitted,
+            (std::vector<std::string>{"NVML library " + lib + " has no nvmlSystemGetDriverVersion: driverVersion omitted",
+                                      "NVML library " + lib + " has no nvmlDeviceGetArchitecture: architecture omitted",
+                                      "NVML library " + lib +
+                                          " has no nvmlDeviceGetCudaComputeCapability: computeCapability omitted"}));
+}
+
+TEST(NvmlFacts, ArchitectureNames) {
+  const std::pair<unsigned, const char*> names[] = {{2, "Kepler"}, {3, "Maxwell"}, {4, "Pascal"}, {5, "Volta"},
+                                                    {6, "Turing"}, {7, "Ampere"},  {8, "Ada"},    {9, "Hopper"},
+                                                    {10, "Blackwell"}, {11, "Orin"}};
+  for (const auto& [value, name] : names) EXPECT_EQ(ArchitectureName(value), name) << value;
+  for (unsigned unknown : {0u, 1u, 12u, 0xffffffffu}) EXPECT_EQ(ArchitectureName(unknown), "") << unknown;
 }
 
 TEST(Sysfs, BusIdConversion) {

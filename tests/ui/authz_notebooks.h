@@ -2,7 +2,8 @@
 // A small HTTP server in front of the fake API server (tests/fakes/apiserver) that adds what
 // the fake does not serve: SubjectAccessReviews (authorization.k8s.io/v1, answered from an
 // allow-list of (user, verb, namespace)) and Notebooks (kubeflow.org/v1: create — 409
-// AlreadyExists for a taken name — and list, kept in memory). Every other GET under /api/v1/ is proxied to the fake. Used by tests/ui
+// AlreadyExists for a taken name — and list, kept in memory). Every other GET under /api/v1/
+// and /apis/resource.k8s.io/v1/ (DRA mode) is proxied to the fake. Used by tests/ui
 // (in-process) and by the browser test harness (tests/browser), which reads what the UI sent
 // through GET /apis/kubeflow.org/v1/namespaces/<ns>/notebooks and GET /test/reviews.
 #include <httplib.h>
@@ -95,16 +96,17 @@ class AuthzAndNotebooks {
       std::lock_guard<std::mutex> lock(mu_);
       res.set_content(json(reviews_).dump(), "application/json");
     });
-    server_.Get(R"(/api/v1/.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      httplib::Client fake("127.0.0.1", fake_port_);
-      auto r = fake.Get(req.path, req.params, httplib::Headers{});
-      if (!r) {
-        res.status = 502;
-        return;
-      }
-      res.status = r->status;
-      res.set_content(r->body, "application/json");
-    });
+    server_.Get(R"((/api/v1/|/apis/resource\.k8s\.io/v1/).*)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  httplib::Client fake("127.0.0.1", fake_port_);
+                  auto r = fake.Get(req.path, req.params, httplib::Headers{});
+                  if (!r) {
+                    res.status = 502;
+                    return;
+                  }
+                  res.status = r->status;
+                  res.set_content(r->body, "application/json");
+                });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     if (port_ > 0) fakes::WaitUntilRunning(server_);

@@ -3,6 +3,17 @@
 // processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h); PIDs as the host sees them
 // (FAKE_NVML_HOST_PID_OFFSET emulates a PID namespace). Return codes and struct layouts:
 // docs/design/wire-apis.md §8.
+//
+// The optional facts the DRA driver publishes answer what an H100 / H200 reports, unless set
+// (read on every call):
+//   FAKE_NVML_ARCHITECTURE        nvmlDeviceGetArchitecture's value (default 9,
+//                                 NVML_DEVICE_ARCH_HOPPER)
+//   FAKE_NVML_COMPUTE_CAPABILITY  nvmlDeviceGetCudaComputeCapability's "major.minor" (default "9.0")
+//   FAKE_NVML_DRIVER_VERSION      nvmlSystemGetDriverVersion's string (default "580.95.05")
+//   FAKE_NVML_NOT_SUPPORTED       comma list of those three entry points that answer
+//                                 NVML_ERROR_NOT_SUPPORTED instead
+// Built a second time with FAKE_NVML_WITHOUT_FACTS (fake_nvml_without_facts, an older driver):
+// those three entry points are not exported at all.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +21,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -101,6 +113,7 @@ const char* nvmlErrorString(nvmlReturn_t r) noexcept {
     case NVML_SUCCESS: return "Success";
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
@@ -275,5 +288,55 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   utilization->memory = 0;
   return NVML_SUCCESS;
 }
+
+#ifndef FAKE_NVML_WITHOUT_FACTS
+}  // extern "C"
+
+namespace {
+
+// True when FAKE_NVML_NOT_SUPPORTED lists `entry_point`.
+bool NotSupported(const char* entry_point) {
+  const char* list = std::getenv("FAKE_NVML_NOT_SUPPORTED");
+  if (!list) return false;
+  std::string all = std::string(",") + list + ",";
+  return all.find(std::string(",") + entry_point + ",") != std::string::npos;
+}
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+}  // namespace
+
+extern "C" {
+
+// nvml.h: nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t, nvmlDeviceArchitecture_t*),
+// nvmlDeviceArchitecture_t being unsigned int.
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !arch) return NVML_ERROR_INVALID_ARGUMENT;
+  if (NotSupported("nvmlDeviceGetArchitecture")) return NVML_ERROR_NOT_SUPPORTED;
+  *arch = static_cast<unsigned>(std::strtoul(EnvOr("FAKE_NVML_ARCHITECTURE", "9").c_str(), nullptr, 0));
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
+  if (NotSupported("nvmlDeviceGetCudaComputeCapability")) return NVML_ERROR_NOT_SUPPORTED;
+  std::string cc = EnvOr("FAKE_NVML_COMPUTE_CAPABILITY", "9.0");
+  if (std::sscanf(cc.c_str(), "%d.%d", major, minor) != 2) return NVML_ERROR_UNKNOWN;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) noexcept {
+  NVML_CHECK_INIT();
+  if (!version) return NVML_ERROR_INVALID_ARGUMENT;
+  if (NotSupported("nvmlSystemGetDriverVersion")) return NVML_ERROR_NOT_SUPPORTED;
+  std::string v = EnvOr("FAKE_NVML_DRIVER_VERSION", "580.95.05");
+  if (length < v.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(version, v.c_str(), v.size() + 1);
+  return NVML_SUCCESS;
+}
+#endif  // FAKE_NVML_WITHOUT_FACTS
 
 }  // extern "C"
