@@ -27,9 +27,17 @@ namespace fracgpu::scheduler {
 std::vector<core::WeightedShape> TargetWorkload(const std::vector<PodAllocation>& allocations,
                                                 const core::PodRequest& incoming);
 
+/// The target workload /bind measures fragmentation against for `req`: every allocation `state`
+/// records plus `req`'s containers (as TargetWorkload, counted in place under the state's lock).
+/// Empty when `req`'s GPU policy (else `default_policy`) is not kFragmentationAware: no other
+/// policy reads it. The UI's fit preview calls this once per preview and then
+/// core::FitFragmentationAware per node, so it picks the GPUs /bind would pick.
+std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req, const ClusterState& state,
+                                              core::GpuPolicy default_policy);
+
 /// Fits `req` on `node` for a bind, with reasons. The GPU policy is the pod's, else
 /// `default_policy`; for kFragmentationAware core::FitFragmentationAware over
-/// TargetWorkload(state.Allocations(), req) (spread order when that workload is empty).
+/// BindWorkload(req, state, default_policy) (spread order when that workload is empty).
 core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& node,
                            const ClusterState& state, core::GpuPolicy default_policy);
 

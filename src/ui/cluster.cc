@@ -6,7 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/frag_choice.h"
 #include "k8s/objects.h"
+#include "scheduler/gpu_choice.h"
 #include "ui/dra_cluster.h"
 
 namespace fracgpu::ui {
@@ -181,8 +183,8 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
       break;
     }
   }
-  core::FitOptions fit_options = options;
-  fit_options.want_reasons = true;
+  const std::vector<core::WeightedShape> workload =
+      scheduler::BindWorkload(request, *snapshot.state, options.default_gpu_policy);
   // A cordoned node (spec.unschedulable) takes no new pod: kube-scheduler's NodeUnschedulable
   // filter runs before fracgpu's extender sees the node, so core::Fit never judges it.
   std::set<std::string> cordoned;
@@ -206,7 +208,8 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
                           {"candidates", candidates}, {"reason", kCordonedNodeReason}});
       continue;
     }
-    auto result = core::Fit(request, node, fit_options);
+    // What /bind would choose on this node (scheduler::FitForBind's path: same workload, same fit).
+    auto result = core::FitFragmentationAware(request, node, workload, options.default_gpu_policy);
     json entry = {{"node", node.name}, {"fits", result.fits}, {"eligible", eligible}, {"candidates", candidates}};
     if (result.fits) {
       ++fit_nodes;

@@ -83,7 +83,9 @@ inline constexpr char kCordonedNodeReason[] =
 
 /// Where the request fits now: {"fits": bool, "gpus": N, "nodes": M, "total_nodes": T,
 /// "message": "fits now: takes G GPU(s) on one node; M nodes of T can take it (N candidate GPUs)" | "fits on no node",
-/// "per_node": [{node, fits, gpus: [uuid...] (the GPUs Fit would pick), eligible: [uuid...],
+/// "per_node": [{node, fits, gpus: [uuid...] (the GPUs /bind would pick on that node:
+/// scheduler::FitForBind's workload and core::FitFragmentationAware, with
+/// options.default_gpu_policy as the cluster default), eligible: [uuid...],
 /// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
 /// check for the first GPU-using container on the nodes where the whole pod fits; M those
 /// nodes. A cordoned node (spec.unschedulable) never fits: Kubernetes schedules no new pod

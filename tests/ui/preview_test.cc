@@ -1,0 +1,113 @@
+// The UI's fit preview picks, on each node, the GPUs /bind would pick (scheduler::FitForBind):
+// the same target workload and the same fragmentation-aware fit, so a notebook's preview and
+// its placement agree.
+#include <gtest/gtest.h>
+
+#include "core/codec.h"
+#include "scheduler/gpu_choice.h"
+#include "ui/cluster.h"
+
+namespace fracgpu::ui {
+namespace {
+
+using nlohmann::json;
+
+// One node, two idle 16 GiB T4s, registered as the device plugin does.
+json TwoGpuNode() {
+  std::vector<core::DeviceInfo> devices(2);
+  for (int i = 0; i < 2; ++i) {
+    devices[i].uuid = "GPU-" + std::to_string(i);
+    devices[i].index = i;
+    devices[i].count = 10;
+    devices[i].devmem_mib = 16384;
+    devices[i].devcore = 100;
+    devices[i].type = "NVIDIA-Tesla T4";
+  }
+  return {{"metadata", {{"name", "n1"}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
+}
+
+// A pod asking for `cores` % of one GPU's SMs and memory.
+core::PodRequest Sharing(int32_t cores) {
+  core::PodRequest req;
+  core::ContainerRequest c;
+  c.name = "main";
+  c.num_gpus = 1;
+  c.mem_percent = cores;
+  c.cores_percent = cores;
+  req.containers.push_back(c);
+  return req;
+}
+
+class PreviewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto state = std::make_shared<scheduler::ClusterState>();
+    node_ = TwoGpuNode();
+    ASSERT_TRUE(state->UpsertNode(node_).ok());
+    // GPU-0 holds 70 % of its SMs (and 70 % of its memory); GPU-1 is idle.
+    scheduler::PodAllocation a;
+    a.key = "default/a";
+    a.uid = "a";
+    a.node = "n1";
+    a.grants = {{core::DeviceGrant{"GPU-0", "NVIDIA", 16384 * 70 / 100, 70}}};
+    ASSERT_TRUE(state->Assume(a).ok());
+    state_ = state;
+    snapshot_.state = state_;
+    snapshot_.nodes = {node_};
+  }
+  // The GPUs the preview shows for node n1.
+  std::vector<std::string> PreviewGpus(const core::PodRequest& req, core::GpuPolicy cluster_default) {
+    core::FitOptions options;
+    options.default_gpu_policy = cluster_default;
+    json preview = FitPreviewJson(req, snapshot_, options);
+    EXPECT_EQ(preview["per_node"].size(), 1u) << preview.dump();
+    return preview["per_node"][0]["gpus"].get<std::vector<std::string>>();
+  }
+  // The GPUs /bind picks for the same pod on n1.
+  std::vector<std::string> BindGpus(const core::PodRequest& req, core::GpuPolicy cluster_default) {
+    auto node = state_->Node("n1");
+    EXPECT_TRUE(node.has_value());
+    core::FitResult fit = scheduler::FitForBind(req, *node, *state_, cluster_default);
+    EXPECT_TRUE(fit.fits) << fit.summary;
+    std::vector<std::string> out;
+    for (const auto& cg : fit.grants) {
+      for (const auto& g : cg) out.push_back(g.uuid);
+    }
+    return out;
+  }
+  json node_;
+  std::shared_ptr<const scheduler::ClusterState> state_;
+  ClusterSnapshot snapshot_;
+};
+
+TEST_F(PreviewTest, FragmentationAwareDefaultShowsTheGpuBindChooses) {
+  // Worked by hand (tests/scheduler/gpu_choice_test.cc): with M = {700: 0.5, 300: 0.5} a 30 %
+  // pod on GPU-0 leaves (0, 1000), F = 0; on GPU-1 it leaves (300, 700), F = 150. FGD takes
+  // GPU-0; the spread order (the preview's choice before it shared /bind's path) takes GPU-1.
+  EXPECT_EQ(PreviewGpus(Sharing(30), core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-0"});
+  EXPECT_EQ(BindGpus(Sharing(30), core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-0"});
+}
+
+TEST_F(PreviewTest, ThePodsOwnPolicyWinsInThePreviewAsAtBind) {
+  core::PodRequest fa = Sharing(30);
+  fa.gpu_policy = core::GpuPolicy::kFragmentationAware;
+  EXPECT_EQ(PreviewGpus(fa, core::GpuPolicy::kSpread), std::vector<std::string>{"GPU-0"});
+  core::PodRequest spread = Sharing(30);
+  spread.gpu_policy = core::GpuPolicy::kSpread;
+  EXPECT_EQ(PreviewGpus(spread, core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-1"});
+  EXPECT_EQ(BindGpus(spread, core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-1"});
+}
+
+TEST_F(PreviewTest, EveryPolicyAgreesWithBindOverManyShares) {
+  for (core::GpuPolicy policy :
+       {core::GpuPolicy::kSpread, core::GpuPolicy::kBinpack, core::GpuPolicy::kFragmentationAware}) {
+    for (int32_t cores : {5, 10, 25, 30, 31, 50}) {
+      EXPECT_EQ(PreviewGpus(Sharing(cores), policy), BindGpus(Sharing(cores), policy))
+          << "policy " << static_cast<int>(policy) << " cores " << cores;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fracgpu::ui
