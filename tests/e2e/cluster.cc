@@ -30,9 +30,15 @@ Artifacts BuiltArtifacts() {
 }
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
-  char tmpl[] = "/tmp/fge2e-XXXXXX";  // short: Unix socket paths live under it
-  const char* made = mkdtemp(tmpl);
-  dir_ = made != nullptr ? made : "";
+  if (!options_.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.dir, ec);
+    dir_ = ec ? "" : options_.dir;
+  } else {
+    char tmpl[] = "/tmp/fge2e-XXXXXX";  // short: Unix socket paths live under it
+    const char* made = mkdtemp(tmpl);
+    dir_ = made != nullptr ? made : "";
+  }
   api_ = std::make_unique<fakes::FakeApiServer>();
 }
 
@@ -62,7 +68,8 @@ std::string Cluster::WriteKubeconfig(const std::string& name, const std::string&
 
 bool Cluster::Start(std::string* error) {
   if (dir_.empty() || api_->port() <= 0) {
-    *error = "no temporary directory or API server port";
+    const std::string folder = options_.dir.empty() ? "/tmp/fge2e-XXXXXX" : options_.dir;
+    *error = dir_.empty() ? "cannot make the cluster's folder \"" + folder + "\"" : "the fake API server has no port";
     return false;
   }
   std::map<std::string, std::string> tokens = {{kSchedulerToken, kSchedulerUser},
@@ -70,6 +77,7 @@ bool Cluster::Start(std::string* error) {
                                                {kKubeSchedulerToken, kKubeSchedulerUser},
                                                {kAliceToken, kUserAlice}};
   for (const auto& [name, gpus] : options_.nodes) tokens[KubeletToken(name)] = "system:node:" + name;
+  for (const auto& [token, user] : options_.extra_tokens) tokens[token] = user;
   api_->SetTokens(tokens);
   api_->SetPodAdmission([this](const fakes::AdmissionCall& call) {
     return CallPodWebhook([this] { return scheduler_url(); }, call);
@@ -93,6 +101,7 @@ bool Cluster::Start(std::string* error) {
     std::filesystem::create_directories(node_dir);
     nodes_.push_back(std::make_unique<NodeAgent>(name, gpus, BuiltArtifacts(), node_dir));
     if (options_.enforce) nodes_.back()->EnableEnforcement();
+    nodes_.back()->SetDefaultArgs(options_.default_container_args);
     if (!nodes_.back()->Start(api_->url(), KubeletToken(name), plugin_kubeconfig, dir_ + "/signing-key", error)) {
       return false;
     }

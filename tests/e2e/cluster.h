@@ -41,6 +41,14 @@ struct ClusterOptions {
   std::string gpu_policy = "binpack";   ///< --gpu-scheduler-policy
   bool leader_elect = false;            ///< --leader-elect
   bool enforce = false;                 ///< each node also runs `fracgpu monitor` (NodeAgent::EnableEnforcement)
+  /// More bearer tokens → user names, beside the components' and alice's (the sandbox's UI and
+  /// notebook controller).
+  std::map<std::string, std::string> extra_tokens = {};
+  /// The cluster's folder (made, and removed with the cluster); "" = a new /tmp/fge2e-XXXXXX.
+  /// Unix socket paths live under it: keep it short.
+  std::string dir = "";
+  /// vgpu_app operations of containers without `args` (NodeAgent::SetDefaultArgs).
+  std::vector<std::string> default_container_args = {};
 };
 
 /// An HTTP answer of the fake API server.
@@ -89,11 +97,12 @@ class Cluster {
   bool WaitRunning(const std::string& ns, const std::string& name, std::chrono::milliseconds timeout = kWait) const;
 
   const std::string& dir() const { return dir_; }
+  /// Writes `<dir>/kubeconfig-<name>`: this cluster's API server with bearer `token`; its path.
+  std::string WriteKubeconfig(const std::string& name, const std::string& token) const;
 
  private:
   HttpResult Request(const std::string& method, const std::string& path, const std::string& body,
                      const std::string& content_type, const std::string& token);
-  std::string WriteKubeconfig(const std::string& name, const std::string& token) const;
 
   ClusterOptions options_;
   std::string dir_;

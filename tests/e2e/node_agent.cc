@@ -384,6 +384,8 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
   std::vector<std::string> argv = {bypass ? artifacts_.bypass_app : artifacts_.vgpu_app};
   if (spec.contains("args") && spec["args"].is_array()) {
     for (const auto& a : spec["args"]) argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+  } else {
+    argv.insert(argv.end(), default_args_.begin(), default_args_.end());
   }
   std::lock_guard<std::mutex> lock(run->mu);
   if (run->stop) {

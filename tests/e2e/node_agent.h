@@ -7,10 +7,10 @@
 //    manager does — GetPreferredAllocation + Allocate for every container that asks for GPUs,
 //    init containers first, before any container starts — and then "starts" the containers:
 //    init containers one by one to completion, then the app containers;
-//  * a container is tests/vgpu/vgpu_app run with the container's `args` as its operations and
-//    the environment Allocate returned, its mounts emulated by path translation: a path under a
-//    mount's container path is rewritten to the host path (the region file, and the same key in
-//    the limits file); the limits file is copied to `fracgpu-limits.env` in the container's
+//  * a container is tests/vgpu/vgpu_app run with the container's `args` (or SetDefaultArgs) as
+//    its operations and the environment Allocate returned, its mounts emulated by path
+//    translation: a path under a mount's container path is rewritten to the host path (the
+//    region file, and the same key in the limits file); the limits file is copied to `fracgpu-limits.env` in the container's
 //    working directory (libvgpu_testpath.so reads it there instead of /etc/fracgpu/limits.env);
 //    `/etc/ld.so.preload` becomes LD_PRELOAD of the library it names. The container runtime's
 //    part (only the GPUs in NVIDIA_VISIBLE_DEVICES are visible) is FAKE_GPU_DEVICES;
@@ -93,6 +93,10 @@ class NodeAgent {
   /// emulated /proc: each container process gets <dir>/proc/<pid>/cgroup (a kubelet-style
   /// cgroup v2 path naming its pod UID and container ID) and a copy of its real stat.
   void EnableEnforcement() { enforce_ = true; }
+  /// Before Start: the vgpu_app operations of a container whose spec has no `args` (what its
+  /// image would run; by default none, so such a container exits at once). The sandbox
+  /// (tests/e2e/fake_cluster_main.cc) runs a notebook's container as {"init", "info", "wait"}.
+  void SetDefaultArgs(std::vector<std::string> args) { default_args_ = std::move(args); }
   /// The monitor's log so far ("" when not enabled).
   std::string MonitorLog() const;
   /// Closes the container's stdin (vgpu_app's `wait` returns and its next ops run).
@@ -152,6 +156,7 @@ class NodeAgent {
   std::unique_ptr<fakes::FakeKubelet> kubelet_;
   std::unique_ptr<Daemon> plugin_;
   bool enforce_ = false;
+  std::vector<std::string> default_args_;
   std::unique_ptr<Daemon> monitor_;
   std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<k8s::Informer> pods_;

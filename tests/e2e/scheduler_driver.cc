@@ -86,6 +86,12 @@ int SchedulerDriver::filter_calls() const {
   return filter_calls_;
 }
 
+void SchedulerDriver::SetAttemptObserver(
+    std::function<void(const std::string&, const std::string&, const Attempt&)> observer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observer_ = std::move(observer);
+}
+
 json SchedulerDriver::Post(const std::string& path, const json& body, std::string* error) {
   std::string url = extender_url_();
   if (url.empty()) {
@@ -151,11 +157,17 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
   std::string uid = k8s::Uid(pod), ns = k8s::Namespace(pod), name = k8s::Name(pod);
   Attempt attempt;
   auto record = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    attempts_[ns + "/" + name] = attempt;
+    std::function<void(const std::string&, const std::string&, const Attempt&)> observer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      attempts_[ns + "/" + name] = attempt;
+      observer = observer_;
+    }
+    if (observer) observer(ns, name, attempt);
   };
+  bool recorded = false;  // the unschedulable path records before its status write
   auto finish = [&](bool ok) {
-    record();
+    if (!recorded) record();
     std::lock_guard<std::mutex> lock(mu_);
     if (ok) {
       bound_.insert(uid);
@@ -205,6 +217,7 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
     if (!attempt.error.empty()) message += (first ? "" : ", ") + attempt.error;
     message += ".";
     record();  // before the status write, which observers may wait for
+    recorded = true;
     bool write = false;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -53,6 +53,10 @@ class SchedulerDriver {
   std::optional<Attempt> LastAttempt(const std::string& ns, const std::string& name) const;
   /// Number of /filter calls made (all pods).
   int filter_calls() const;
+  /// Calls `observer(ns, name, attempt)` on the driver's thread after every attempt is recorded
+  /// (a failed one before its PodScheduled condition is written). Empty function = none.
+  void SetAttemptObserver(
+      std::function<void(const std::string& ns, const std::string& name, const Attempt& attempt)> observer);
 
  private:
   void Loop();
@@ -76,6 +80,7 @@ class SchedulerDriver {
   std::map<std::string, Attempt> attempts_;  // by "ns/name"
   std::map<std::string, std::string> condition_message_;  // by UID: last Unschedulable message written
   int filter_calls_ = 0;
+  std::function<void(const std::string&, const std::string&, const Attempt&)> observer_;
 };
 
 }  // namespace fracgpu::e2e

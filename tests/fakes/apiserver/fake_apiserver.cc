@@ -46,33 +46,6 @@ void Fail(httplib::Response& res, int code, const std::string& message) {
   Reply(res, code, StatusBody(code, ReasonFor(code), message));
 }
 
-// resource.k8s.io/v1 (Kubernetes 1.34+, k8s.io/api/resource/v1 types.go): DeviceClass and
-// ResourceSlice are cluster-scoped, ResourceClaim and ResourceClaimTemplate are namespaced.
-bool IsResourceApi(const std::string& resource) {
-  return resource == "deviceclasses" || resource == "resourceslices" || resource == "resourceclaims" ||
-         resource == "resourceclaimtemplates";
-}
-
-bool Namespaced(const std::string& resource) {
-  return resource != "nodes" && resource != "deviceclasses" && resource != "resourceslices";
-}
-
-std::string KindOf(const std::string& resource) {
-  if (resource == "nodes") return "Node";
-  if (resource == "pods") return "Pod";
-  if (resource == "leases") return "Lease";
-  if (resource == "deviceclasses") return "DeviceClass";
-  if (resource == "resourceslices") return "ResourceSlice";
-  if (resource == "resourceclaims") return "ResourceClaim";
-  if (resource == "resourceclaimtemplates") return "ResourceClaimTemplate";
-  return "Event";
-}
-
-std::string ApiVersionOf(const std::string& resource) {
-  if (IsResourceApi(resource)) return "resource.k8s.io/v1";
-  return resource == "leases" ? "coordination.k8s.io/v1" : "v1";
-}
-
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
@@ -90,24 +63,33 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 // The parts of an API path.
 struct Target {
-  std::string group;     // "" core | coordination.k8s.io | other (unknown)
-  std::string resource;  // nodes | pods | leases | events
+  std::string group;     // the path's API group: "" for /api/v1
+  std::string version;   // the path's version
+  std::string resource;  // the path segment (also when not served, for the audit)
   std::string ns;        // "" = all namespaces (collections) or cluster-scoped
   std::string name;      // "" = collection
   std::string sub;       // binding | status | ""
-  bool ok = false;
+  ResourceType type;     // the served row (when ok)
+  bool ok = false;       // a served resource
+  bool discovery = false;  // /api/v1 or /apis/<group>/<version> itself
 };
 
-Target ParsePath(const std::string& path) {
+Target ParsePath(const std::string& path, const std::vector<ResourceType>& types) {
   Target t;
   auto parts = Split(path, '/');  // "", "api", "v1", ...
   size_t i = 0;
   if (parts.size() >= 3 && parts[1] == "api" && parts[2] == "v1") {
+    t.version = "v1";
     i = 3;
   } else if (parts.size() >= 4 && parts[1] == "apis") {
     t.group = parts[2];
-    i = 4;  // the group's version is checked below, with the resource
+    t.version = parts[3];
+    i = 4;
   } else {
+    return t;
+  }
+  if (i == parts.size()) {
+    t.discovery = true;
     return t;
   }
   if (i + 1 < parts.size() && parts[i] == "namespaces") {
@@ -119,17 +101,12 @@ Target ParsePath(const std::string& path) {
   if (i < parts.size()) t.name = parts[i++];
   if (i < parts.size()) t.sub = parts[i++];
   if (i < parts.size()) return t;
-  if (t.resource != "nodes" && t.resource != "pods" && t.resource != "leases" && t.resource != "events" &&
-      !IsResourceApi(t.resource)) {
-    return t;
+  for (const auto& type : types) {
+    if (type.resource == t.resource && type.group == t.group && type.version == t.version) {
+      t.type = type;
+      t.ok = true;
+    }
   }
-  bool core = parts[1] == "api";
-  if (IsResourceApi(t.resource)) {
-    if (t.group != "resource.k8s.io" || parts[3] != "v1") return t;
-  } else if (t.resource == "leases" ? (t.group != "coordination.k8s.io" || parts[3] != "v1") : !core) {
-    return t;
-  }
-  t.ok = true;
   return t;
 }
 
@@ -237,8 +214,8 @@ class FakeApiServerRoutes {
   explicit FakeApiServerRoutes(FakeApiServer* s) : s_(s) {}
 
   void Handle(const httplib::Request& req, httplib::Response& res) {
-    Target t = ParsePath(req.path);
-    if (t.ok && !Namespaced(t.resource)) t.ns.clear();
+    Target t = ParsePath(req.path, s_->Types());
+    if (t.ok && !t.type.namespaced) t.ns.clear();
     AuditRecord rec{kAnonymous, VerbOf(req, t), t.group, t.resource, t.sub, t.ns, t.name, 0};
     if (req.method == "POST" && t.sub.empty()) rec.name.clear();
     bool handled = false;
@@ -273,7 +250,9 @@ class FakeApiServerRoutes {
 
  private:
   void Dispatch(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
+    if (t.discovery && req.method == "GET") return Discovery(t, req, res);
     if (!t.ok) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    if (!t.type.stored) return Review(t, req, res);
     if (req.method == "GET") {
       if (!t.name.empty()) return GetOne(t, res);
       if (req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1") return Watch(t, req, res);
@@ -288,6 +267,47 @@ class FakeApiServerRoutes {
     if (req.method == "PATCH") return Modify(t, req, res, user);
     if (req.method == "DELETE") return DeleteOne(t, res);
     Fail(res, 405, "method not allowed");
+  }
+
+  // GET /api/v1, /apis/<group>/<version>: the APIResourceList of the served rows of that
+  // group/version (404 when none, as for a group nothing installed).
+  void Discovery(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    json resources = json::array();
+    for (const auto& type : s_->Types()) {
+      if (type.group != t.group || type.version != t.version) continue;
+      json verbs = type.stored ? json::array({"create", "delete", "get", "list", "patch", "update", "watch"})
+                               : json::array({"create"});
+      resources.push_back({{"name", type.resource}, {"singularName", ""}, {"namespaced", type.namespaced},
+                           {"kind", type.kind}, {"verbs", verbs}});
+    }
+    if (resources.empty()) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    std::string gv = t.group.empty() ? t.version : t.group + "/" + t.version;
+    Reply(res, 200,
+          {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", gv}, {"resources", resources}});
+  }
+
+  // A review row (SubjectAccessReview): create only, answered by the reviewer, not stored.
+  void Review(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "POST" || !t.name.empty()) {
+      return Fail(res, 405, "only create (POST to the collection) is served for " + t.resource);
+    }
+    std::function<AccessDecision(const json&)> reviewer;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu_);
+      reviewer = s_->reviewer_;
+    }
+    if (!reviewer) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    json review = json::parse(req.body, nullptr, false);
+    if (!review.is_object() || !review.contains("spec") || !review["spec"].is_object()) {
+      return Fail(res, 400, t.type.kind + ": spec must be an object, got " +
+                                (review.is_object() && review.contains("spec") ? review["spec"].dump() : "none"));
+    }
+    AccessDecision d = reviewer(review["spec"]);
+    review["apiVersion"] = t.type.api_version();
+    review["kind"] = t.type.kind;
+    review["status"] = {{"allowed", d.allowed}};
+    if (!d.reason.empty()) review["status"]["reason"] = d.reason;
+    Reply(res, 201, review);
   }
 
   // Runs the pod admission webhook (when installed and `t` is the pod resource itself) on
@@ -321,7 +341,7 @@ class FakeApiServerRoutes {
 
   json* Find(const Target& t) {
     auto& objs = s_->store_[t.resource];
-    auto it = objs.find(FakeApiServer::KeyOf(t.resource, t.ns, t.name));
+    auto it = objs.find(s_->KeyOf(t.resource, t.ns, t.name));
     return it == objs.end() ? nullptr : &it->second;
   }
 
@@ -352,15 +372,15 @@ class FakeApiServerRoutes {
     for (size_t i = start; i < items.size() && page.size() < limit; ++i) page.push_back(items[i]);
     json md = {{"resourceVersion", std::to_string(s_->rv_)}};
     if (start + page.size() < items.size()) md["continue"] = std::to_string(start + page.size());
-    std::string kind = KindOf(t.resource) + "List";
-    Reply(res, 200, {{"kind", kind}, {"apiVersion", ApiVersionOf(t.resource)}, {"metadata", md}, {"items", page}});
+    Reply(res, 200,
+          {{"kind", t.type.kind + "List"}, {"apiVersion", t.type.api_version()}, {"metadata", md}, {"items", page}});
   }
 
   void Create(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
     json body = json::parse(req.body, nullptr, false);
     if (!body.is_object()) return Fail(res, 400, "body is not a JSON object");
     if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = json::object();
-    if (Namespaced(t.resource)) body["metadata"]["namespace"] = t.ns.empty() ? "default" : t.ns;
+    if (t.type.namespaced) body["metadata"]["namespace"] = t.ns.empty() ? "default" : t.ns;
     Target at = t;
     at.ns = Md(body, "namespace");
     if (!Admit(at, "CREATE", user, nullptr, &body, res)) return;
@@ -368,7 +388,7 @@ class FakeApiServerRoutes {
       return Fail(res, 500, "the admission webhook's patch left no metadata");
     }
     std::lock_guard<std::mutex> lock(s_->mu_);
-    if (Namespaced(t.resource)) body["metadata"]["namespace"] = at.ns;
+    if (t.type.namespaced) body["metadata"]["namespace"] = at.ns;
     std::string name = Md(body, "name");
     if (name.empty()) {
       std::string gen = Md(body, "generateName");
@@ -430,7 +450,7 @@ class FakeApiServerRoutes {
     }
     if (!updated.contains("metadata") || !updated["metadata"].is_object()) updated["metadata"] = json::object();
     updated["metadata"]["name"] = t.name;
-    if (Namespaced(t.resource)) updated["metadata"]["namespace"] = t.ns;
+    if (t.type.namespaced) updated["metadata"]["namespace"] = t.ns;
     updated["metadata"]["uid"] = Md(cur, "uid");
     return updated;
   }
@@ -467,7 +487,7 @@ class FakeApiServerRoutes {
     json* cur = Find(t);
     if (cur == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
     json last = *cur;
-    s_->RemoveLocked(t.resource, FakeApiServer::KeyOf(t.resource, t.ns, t.name));
+    s_->RemoveLocked(t.resource, s_->KeyOf(t.resource, t.ns, t.name));
     Reply(res, 200, last);
   }
 
@@ -603,8 +623,9 @@ class FakeApiServerRoutes {
             if (w->bookmark_gen != s->bookmark_generation_) {
               w->bookmark_gen = s->bookmark_generation_;
               if (w->bookmarks) {
-                json bm = {{"kind", KindOf(w->resource)},
-                           {"apiVersion", ApiVersionOf(w->resource)},
+                auto type = s->TypeOf(w->resource);
+                json bm = {{"kind", type ? type->kind : ""},
+                           {"apiVersion", type ? type->api_version() : "v1"},
                            {"metadata", {{"resourceVersion", std::to_string(s->rv_)}}}};
                 if (!send("BOOKMARK", bm)) return false;
                 return true;
@@ -630,7 +651,35 @@ class FakeApiServerRoutes {
   FakeApiServer* s_;
 };
 
-FakeApiServer::FakeApiServer(int port) : server_(std::make_unique<httplib::Server>()) {
+const std::vector<ResourceType>& BuiltinResources() {
+  // k8s.io/api: core/v1 Node, Pod, Event; coordination/v1 Lease; resource/v1 (Kubernetes
+  // 1.34+, types.go): DeviceClass and ResourceSlice cluster-scoped, ResourceClaim and
+  // ResourceClaimTemplate namespaced.
+  static const std::vector<ResourceType> kRows = {
+      {"", "v1", "nodes", "Node", false},
+      {"", "v1", "pods", "Pod", true},
+      {"", "v1", "events", "Event", true},
+      {"coordination.k8s.io", "v1", "leases", "Lease", true},
+      {"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false},
+      {"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false},
+      {"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true},
+      {"resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", true},
+  };
+  return kRows;
+}
+
+// github.com/kubeflow/kubeflow components/notebook-controller config/crd: group kubeflow.org,
+// served version v1, plural notebooks, namespaced.
+const ResourceType kNotebookResource = {"kubeflow.org", "v1", "notebooks", "Notebook", true};
+
+namespace {
+// k8s.io/api/authorization/v1: SubjectAccessReview, cluster-scoped, create only.
+const ResourceType kSubjectAccessReviewResource = {"authorization.k8s.io", "v1", "subjectaccessreviews",
+                                                   "SubjectAccessReview", false, false};
+}  // namespace
+
+FakeApiServer::FakeApiServer(int port)
+    : server_(std::make_unique<httplib::Server>()), types_(BuiltinResources()) {
   auto routes = std::make_shared<FakeApiServerRoutes>(this);
   auto handler = [routes](const httplib::Request& req, httplib::Response& res) { routes->Handle(req, res); };
   server_->Get(R"(/.*)", handler);
@@ -677,23 +726,63 @@ FakeApiServer::~FakeApiServer() {
 
 std::string FakeApiServer::url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
-std::string FakeApiServer::KeyOf(const std::string& resource, const std::string& ns, const std::string& name) {
-  return Namespaced(resource) ? ns + "/" + name : name;
+std::optional<ResourceType> FakeApiServer::TypeOf(const std::string& resource) const {
+  std::lock_guard<std::mutex> lock(types_mu_);
+  for (const auto& type : types_) {
+    if (type.resource == resource) return type;
+  }
+  return std::nullopt;
+}
+
+std::vector<ResourceType> FakeApiServer::Types() const {
+  std::lock_guard<std::mutex> lock(types_mu_);
+  return types_;
+}
+
+bool FakeApiServer::AddResource(const ResourceType& type) {
+  if (type.group.empty() || type.version.empty() || type.resource.empty() || type.kind.empty()) return false;
+  std::lock_guard<std::mutex> lock(types_mu_);
+  for (const auto& t : types_) {
+    if (t.resource == type.resource) return false;
+  }
+  types_.push_back(type);
+  return true;
+}
+
+void FakeApiServer::SetAccessReviewer(std::function<AccessDecision(const json& spec)> reviewer) {
+  const bool serve = static_cast<bool>(reviewer);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reviewer_ = std::move(reviewer);
+  }
+  std::lock_guard<std::mutex> lock(types_mu_);
+  std::erase_if(types_, [](const ResourceType& t) { return t.resource == kSubjectAccessReviewResource.resource; });
+  if (serve) types_.push_back(kSubjectAccessReviewResource);
+}
+
+// Objects of a resource that is not served (direct store access only) count as namespaced.
+std::string FakeApiServer::KeyOf(const std::string& resource, const std::string& ns, const std::string& name) const {
+  auto type = TypeOf(resource);
+  return !type || type->namespaced ? ns + "/" + name : name;
 }
 
 json FakeApiServer::StoreLocked(const std::string& resource, json obj, const std::string& type) {
   if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
   json& md = obj["metadata"];
-  if (Namespaced(resource) && (!md.contains("namespace") || md["namespace"] == "")) md["namespace"] = "default";
-  if (!Namespaced(resource)) md.erase("namespace");
+  auto served = TypeOf(resource);
+  const bool namespaced = !served || served->namespaced;
+  if (namespaced && (!md.contains("namespace") || md["namespace"] == "")) md["namespace"] = "default";
+  if (!namespaced) md.erase("namespace");
   if (!md.contains("uid") || md["uid"] == "") {
     std::ostringstream uid;
     uid << "00000000-0000-4000-8000-" << std::setw(12) << std::setfill('0') << next_uid_++;
     md["uid"] = uid.str();
   }
   if (!md.contains("creationTimestamp")) md["creationTimestamp"] = "2025-01-01T00:00:00Z";
-  obj["kind"] = KindOf(resource);
-  obj["apiVersion"] = ApiVersionOf(resource);
+  if (served) {
+    obj["kind"] = served->kind;
+    obj["apiVersion"] = served->api_version();
+  }
   md["resourceVersion"] = std::to_string(++rv_);
   std::string key = KeyOf(resource, md.value("namespace", ""), md.value("name", ""));
   auto& objs = store_[resource];

@@ -25,11 +25,15 @@
 //   api.SetPodAdmission(fn);                         // a mutating webhook on pod CREATE/UPDATE
 //   api.AuditLog();                                  // who did what, in RBAC terms
 //
-// Resource names: "nodes" (cluster-scoped), "pods", "leases", "events" (namespaced).
-// resource.k8s.io/v1 (DRA): "deviceclasses", "resourceslices" (cluster-scoped) and
+// What it serves is a table of ResourceType rows (BuiltinResources()): core/v1 "nodes"
+// (cluster-scoped), "pods", "events" (namespaced); coordination.k8s.io/v1 "leases";
+// resource.k8s.io/v1 (DRA) "deviceclasses", "resourceslices" (cluster-scoped),
 // "resourceclaims" (namespaced, with the status subresource), "resourceclaimtemplates"
-// (namespaced); field selectors spec.driver and
-// spec.pool.name as well as spec.nodeName (k8s.io/api/resource/v1 ResourceSliceSelector*).
+// (namespaced); field selectors spec.driver and spec.pool.name as well as spec.nodeName
+// (k8s.io/api/resource/v1 ResourceSliceSelector*). AddResource() adds a row, as installing a
+// CRD does (e.g. Kubeflow's kubeflow.org/v1 notebooks); SetAccessReviewer() serves
+// authorization.k8s.io/v1 SubjectAccessReviews. GET /api/v1 and /apis/<group>/<version> answer
+// the group's APIResourceList (discovery) from the table.
 // Thread-safe.
 
 #include <chrono>
@@ -101,6 +105,34 @@ struct AdmissionVerdict {
   nlohmann::json patch;     ///< RFC 6902 array to apply when allowed; null = none
 };
 
+/// One kind of object the fake serves, in the API server's discovery terms (an APIResource of
+/// the group/version's APIResourceList). The store is keyed by `resource`, so a plural names
+/// one row.
+struct ResourceType {
+  std::string group;     ///< API group; "" = the core group (/api/v1)
+  std::string version;   ///< "v1"
+  std::string resource;  ///< plural, lower case: the path segment ("notebooks")
+  std::string kind;      ///< "Notebook"; lists are "<kind>List"
+  bool namespaced = true;
+  /// false: a review (create-only, answered and not stored), as SubjectAccessReview is.
+  bool stored = true;
+
+  /// "v1" for the core group, else "<group>/<version>".
+  std::string api_version() const { return group.empty() ? version : group + "/" + version; }
+};
+
+/// The rows every FakeApiServer serves from its construction.
+const std::vector<ResourceType>& BuiltinResources();
+
+/// Kubeflow's Notebook CRD (kubeflow.org/v1 notebooks, namespaced): AddResource(kNotebookResource).
+extern const ResourceType kNotebookResource;
+
+/// The answer to one SubjectAccessReview (authorization.k8s.io/v1 SubjectAccessReviewStatus).
+struct AccessDecision {
+  bool allowed = false;
+  std::string reason;  ///< status.reason ("" = none)
+};
+
 /// The fake API server. Starts listening in the constructor; stops in the destructor.
 class FakeApiServer {
  public:
@@ -113,6 +145,19 @@ class FakeApiServer {
   /// "http://127.0.0.1:<port>".
   std::string url() const;
   int port() const { return port_; }
+
+  // ---- what is served ----
+
+  /// Serves `type` like the built-in rows (get, list, watch, create, update, patch, delete and
+  /// discovery), as installing a CRD makes the API server do. False (nothing changed) when
+  /// `type.resource` is already served, or `type` has an empty group, version, resource or kind.
+  bool AddResource(const ResourceType& type);
+
+  /// Serves POST /apis/authorization.k8s.io/v1/subjectaccessreviews (what a component asks
+  /// before acting for a user, e.g. `fracgpu ui`): a body without a `spec` object gets 400;
+  /// otherwise `reviewer(spec)` decides and the answer (201) is the review with status
+  /// {allowed, reason}. Reviews are not stored. An empty function stops serving them (404).
+  void SetAccessReviewer(std::function<AccessDecision(const nlohmann::json& spec)> reviewer);
 
   // ---- direct access to the store (no HTTP); every change is seen by watches ----
 
@@ -200,7 +245,11 @@ class FakeApiServer {
 
   nlohmann::json StoreLocked(const std::string& resource, nlohmann::json obj, const std::string& type);
   void RemoveLocked(const std::string& resource, const std::string& key);
-  static std::string KeyOf(const std::string& resource, const std::string& ns, const std::string& name);
+  std::string KeyOf(const std::string& resource, const std::string& ns, const std::string& name) const;
+  /// The served row of `resource`, or nullopt.
+  std::optional<ResourceType> TypeOf(const std::string& resource) const;
+  /// Every served row.
+  std::vector<ResourceType> Types() const;
 
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
@@ -224,6 +273,11 @@ class FakeApiServer {
   std::vector<AuditRecord> audit_;
   std::map<std::string, std::string> tokens_;
   std::function<AdmissionVerdict(const AdmissionCall&)> admission_;
+  std::function<AccessDecision(const nlohmann::json&)> reviewer_;
+
+  // The served rows: their own lock (taken after mu_ when both are held), read on every request.
+  mutable std::mutex types_mu_;
+  std::vector<ResourceType> types_;
 };
 
 }  // namespace fracgpu::fakes

@@ -1,0 +1,203 @@
+#include "journey_printer.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "k8s/objects.h"
+
+namespace fracgpu::e2e {
+namespace {
+
+using nlohmann::json;
+constexpr auto kSyncWait = std::chrono::seconds(30);
+// How long a Running pod's lines wait for its binding's lines (printed by the driver's thread,
+// which may lag the pod watch by a moment).
+constexpr auto kBindLineWait = std::chrono::seconds(5);
+constexpr int64_t kMiB = 1024 * 1024;
+
+std::string Key(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+// "12m" (HAMi's MiB suffix) or a plain number → MiB; -1 when neither.
+int64_t LimitMiB(const std::string& v) {
+  if (v.empty()) return -1;
+  std::string digits = v.back() == 'm' ? v.substr(0, v.size() - 1) : v;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+JourneyPrinter::JourneyPrinter(Cluster* cluster, std::vector<std::pair<std::string, std::vector<GpuSpec>>> nodes,
+                               std::function<void(const std::string&)> say)
+    : cluster_(cluster), nodes_(std::move(nodes)), say_(std::move(say)) {}
+
+JourneyPrinter::~JourneyPrinter() { Stop(); }
+
+bool JourneyPrinter::Start(const std::string& token, std::string* error) {
+  cluster_->driver().SetAttemptObserver(
+      [this](const std::string& ns, const std::string& name, const Attempt& a) { OnAttempt(ns, name, a); });
+  k8s::Config config;
+  config.server = cluster_->api().url();
+  config.token = token;
+  auto client = k8s::Client::Create(config);
+  if (!client.ok()) {
+    *error = client.status().ToString();
+    return false;
+  }
+  client_ = std::move(*client);
+  k8s::InformerOptions options;
+  options.path = "/api/v1/pods";
+  k8s::InformerHandlers handlers;
+  handlers.on_upsert = [this](const json& pod) { OnPod(pod); };
+  handlers.on_delete = [this](const json& pod) { OnDeleted(pod); };
+  pods_ = std::make_unique<k8s::Informer>(client_.get(), options, handlers);
+  pods_->Start();
+  if (!pods_->WaitForSync(kSyncWait)) {
+    *error = "the narrator's pod watch did not sync within 30 s";
+    return false;
+  }
+  return true;
+}
+
+void JourneyPrinter::Stop() {
+  if (pods_) pods_->Stop();
+  if (client_) cluster_->driver().SetAttemptObserver(nullptr);
+}
+
+void JourneyPrinter::SetQuiet(bool quiet) {
+  std::lock_guard<std::mutex> lock(mu_);
+  quiet_ = quiet;
+}
+
+std::string JourneyPrinter::DescribeGpu(const std::string& uuid) const {
+  for (const auto& [node, gpus] : nodes_) {
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (gpus[i].uuid == uuid) {
+        return node + " GPU " + std::to_string(i) + " " + uuid + " (" + std::to_string(gpus[i].mib) + " MiB)";
+      }
+    }
+  }
+  return uuid;
+}
+
+// "GPU 0 GPU-… (40960 MiB): 10240 MiB, 25 % of the SMs" for each GPU of the stored decision.
+std::string JourneyPrinter::Placement(const json& pod) const {
+  std::string out;
+  for (const auto& part : ParseAllocation(AnnotationOf(pod, "hami.io/vgpu-devices-allocated"))) {
+    for (const auto& g : part) {
+      out += (out.empty() ? "" : "; ") + DescribeGpu(g.uuid) + ": " + std::to_string(g.mib) + " MiB, " +
+             std::to_string(g.cores) + " % of the SMs";
+    }
+  }
+  return out.empty() ? "no GPU" : out;
+}
+
+void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, const Attempt& a) {
+  const std::string key = Key(ns, name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (quiet_) {
+      if (a.stage == "bound") bound_.insert(key);
+      cv_.notify_all();
+      return;
+    }
+  }
+  std::string failed;
+  for (const auto& [node, reason] : a.failed_nodes) failed += "; " + node + ": " + reason;
+  if (a.stage != "bound") {
+    std::string answer = a.stage == "filter" ? "no node fits" + failed : "/" + a.stage + " failed";
+    if (!a.error.empty()) answer += " (" + a.error + ")";
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (unschedulable_[key] == answer) return;  // retries with the same answer
+      unschedulable_[key] = answer;
+    }
+    say_("scheduler: pod " + key + " unschedulable: " + answer + " (retried when a pod or node changes)");
+    return;
+  }
+  std::string fits;
+  for (const auto& [node, score] : a.scores) fits += (fits.empty() ? "" : ", ") + node;
+  if (fits.empty()) fits = a.node;
+  std::string scores;
+  for (const auto& [node, score] : a.scores)
+    scores += (scores.empty() ? "" : ", ") + node + " " + std::to_string(score);
+  say_("scheduler: pod " + key + " /filter: fits " + fits + failed);
+  say_("scheduler: pod " + key + " /prioritize: " + (scores.empty() ? "no scores" : scores) + " → /bind " + a.node);
+  auto pod = cluster_->Pod(ns, name);
+  say_("scheduler: pod " + key + " bound to " + a.node + ": " + (pod ? Placement(*pod) : "(pod gone)"));
+  std::lock_guard<std::mutex> lock(mu_);
+  unschedulable_.erase(key);
+  bound_.insert(key);
+  cv_.notify_all();
+}
+
+void JourneyPrinter::OnPod(const json& pod) {
+  const std::string phase = k8s::PodPhase(pod);
+  if (phase != "Running" && phase != "Failed") return;
+  const std::string ns = k8s::Namespace(pod), name = k8s::Name(pod), key = Key(ns, name);
+  const std::string node = k8s::PodNodeName(pod);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!done_.insert(k8s::Uid(pod) + "/" + phase).second) return;
+    if (quiet_ && phase == "Running") {
+      // Printed under the lock: a second caller for this pod returns only once it is out.
+      auto stored = cluster_->Pod(ns, name);
+      say_("  " + key + ": " + (stored ? Placement(*stored) : "(pod gone)") + ", running");
+      return;
+    }
+    if (!quiet_) cv_.wait_for(lock, kBindLineWait, [&] { return bound_.count(key) != 0; });
+  }
+  if (phase == "Failed") {
+    std::string reason = pod.contains("status") ? pod["status"].value("reason", "") : "";
+    std::string message = pod.contains("status") ? pod["status"].value("message", "") : "";
+    say_("kubelet: pod " + key + " Failed on " + node + ": " + reason + (message.empty() ? "" : ": " + message));
+    return;
+  }
+  for (const auto& c : pod["spec"].value("containers", json::array())) {
+    const std::string cname = c.value("name", "");
+    auto view = cluster_->node(node).Container(ns, name, cname);
+    if (!view) continue;
+    std::string env;
+    if (auto it = view->allocate_env.find("NVIDIA_VISIBLE_DEVICES"); it != view->allocate_env.end()) {
+      env = it->first + "=" + it->second;
+    }
+    for (const auto& [k, v] : view->allocate_env) {
+      if (k.rfind("CUDA_DEVICE_MEMORY_LIMIT", 0) == 0) {
+        int64_t mib = LimitMiB(v);
+        env += (env.empty() ? "" : ", ") + k + "=" + v + (mib >= 0 ? " (" + std::to_string(mib) + " MiB)" : "");
+      } else if (k.rfind("CUDA_DEVICE_SM_LIMIT", 0) == 0) {
+        env += (env.empty() ? "" : ", ") + k + "=" + v + " (%)";
+      }
+    }
+    if (!view->allocate_env.empty()) {
+      say_("kubelet: " + node + " Allocate for " + key + " container " + cname + ": " + env);
+    }
+    for (const auto& line : view->lines) {
+      // vgpu_app's "info <CUresult> <free bytes> <total bytes>" (cuMemGetInfo).
+      if (line.rfind("info 0 ", 0) != 0) continue;
+      long long free_b = 0, total_b = 0;
+      if (std::sscanf(line.c_str(), "info 0 %lld %lld", &free_b, &total_b) == 2) {
+        say_("container: " + key + "/" + cname + " under libvgpu.so: cuMemGetInfo " + std::to_string(total_b / kMiB) +
+             " MiB total, " + std::to_string(free_b / kMiB) + " MiB free");
+      }
+    }
+  }
+  say_("pod " + key + ": Running on " + node);
+}
+
+void JourneyPrinter::OnDeleted(const json& pod) {
+  const std::string key = Key(k8s::Namespace(pod), k8s::Name(pod));
+  bool quiet = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quiet = quiet_;
+    bound_.erase(key);
+    unschedulable_.erase(key);
+  }
+  if (!quiet) {
+    std::string node = k8s::PodNodeName(pod);
+    say_("pod " + key + ": deleted" + (node.empty() ? "" : "; its slice on " + node + " is free again"));
+  }
+}
+
+}  // namespace fracgpu::e2e
