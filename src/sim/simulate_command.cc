@@ -397,6 +397,8 @@ int Run(const Flags& flags) {
               "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper", "failed",
               "bound130", "gap");
   std::vector<std::vector<double>> curves;  // per policy: mean allocation per bucket
+  // Per policy: the paper's published means at 100 % and 130 % arrived (the chart's points).
+  std::vector<std::pair<std::optional<double>, std::optional<double>>> paper_points;
   for (auto p : *policies) {
     std::vector<double> a100, a130, f90, failed;
     std::vector<std::vector<double>> per_bucket;
@@ -422,6 +424,7 @@ int Run(const Flags& flags) {
       p130 = sim::PaperMean(*paper.allo, trace_name, p, "130");
     }
     if (paper.frag_ratio) pf90 = sim::PaperMean(*paper.frag_ratio, trace_name, p, "90");
+    paper_points.emplace_back(p100, p130);
     const double m130 = Mean(a130);
     const std::optional<double> b130 = bound_at(130);
     std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n",
@@ -468,7 +471,30 @@ int Run(const Flags& flags) {
     }
   }
   std::printf("wrote %s\n", csv_path.c_str());
+  // The paper's points (x = 100 and 130 % arrived), one column per policy, for the chart.
+  const std::string paper_csv = flags.out + "/paper_" + trace_name + ".csv";
+  bool any_paper = false;
+  {
+    std::ofstream csv(paper_csv);
+    csv << "arrived_pct";
+    for (auto p : *policies) csv << "," << core::PlacementPolicyName(p);
+    csv << "\n";
+    for (const int x : {100, 130}) {
+      csv << x;
+      for (const auto& [p100, p130] : paper_points) {
+        const std::optional<double> v = x == 100 ? p100 : p130;
+        any_paper = any_paper || v.has_value();
+        csv << "," << (v ? Fmt(*v) : std::string(""));
+      }
+      csv << "\n";
+    }
+  }
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    // One colour per policy, told apart also by the line style: gnuplot's default colour cycle
+    // repeats after 8 and its 6th and 8th colours are hard to tell apart on the knee chart.
+    static const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                                           "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#000080", "#800000"};
+    constexpr size_t kNumColours = sizeof(kColours) / sizeof(kColours[0]);
     // Two charts: the whole curve, and the knee (80 % arrived to the end) where the policies
     // part and the upper bound is drawn (points every 5 %).
     for (const bool knee : {false, true}) {
@@ -489,8 +515,19 @@ int Run(const Flags& flags) {
       }
       script << "plot x title 'arrived' with lines dashtype 2 lc rgb 'gray'";
       for (size_t i = 0; i < policies->size(); ++i) {
-        script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 title '"
-               << core::PlacementPolicyName((*policies)[i]) << "'";
+        script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 dashtype " << 1 + i / kNumColours
+               << " lc rgb '" << kColours[i % kNumColours] << "' title '" << core::PlacementPolicyName((*policies)[i])
+               << "'";
+      }
+      // The paper's published means as points of the same colour (no key entry per policy: one
+      // entry says what the points are).
+      if (any_paper) {
+        for (size_t i = 0; i < policies->size(); ++i) {
+          if (!paper_points[i].first && !paper_points[i].second) continue;
+          script << ", '" << paper_csv << "' using 1:" << i + 2 << " with points pt 7 ps 1.5 lc rgb '"
+                 << kColours[i % kNumColours] << "' notitle";
+        }
+        script << ", NaN with points pt 7 ps 1.5 lc rgb 'black' title 'paper (published means)'";
       }
       if (!bound_mean.empty()) {
         script << ", '" << csv_path << "' using 1:" << policies->size() + 2

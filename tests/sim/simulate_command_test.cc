@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -89,6 +90,21 @@ TEST_F(SimulateCommandTest, SmallValidRunRuns) {
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("trace pods: 3 pods (3 GPU pods)"), std::string::npos) << o.out;
   EXPECT_TRUE(fs::exists(dir_ + "/out/allocation_pods.csv"));
+}
+
+TEST_F(SimulateCommandTest, ThePapersMeansAreWrittenForTheChart) {
+  // The authors' table for this trace ("pods"): FGD at 100 % is (80 + 82) / 2 = 81, at 130 %
+  // (90 + 91) / 2 = 90.5; BestFit has no row, so its points are empty.
+  std::ofstream(dir_ + "/expected/analysis_allo_discrete.csv")
+      << "workload,sc_policy,tune,seed,total_gpus,100,130\n"
+         "pods,06-FGD,1.3,42,4,80.0,90.0\n"
+         "pods,06-FGD,1.3,43,4,82.0,91.0\n"
+         "other,06-FGD,1.3,42,4,10.0,10.0\n";
+  Outcome o = Simulate({});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  std::ifstream in(dir_ + "/out/paper_pods.csv");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "arrived_pct,FGD,BestFit\n100,81.00,\n130,90.50,\n");
 }
 
 TEST_F(SimulateCommandTest, BadFlagsAreRefusedUpFrontNamingFlagAndValue) {
