@@ -50,10 +50,14 @@ enum : CUresult {
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_MAP_FAILED = 205,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_INVALID_RESOURCE_TYPE = 914,
+  CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION = 915,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -247,6 +251,57 @@ enum : CUstreamCaptureStatus {
 };
 typedef int CUstreamCaptureMode;  // GLOBAL 0, THREAD_LOCAL 1, RELAXED 2
 
+// ---- Green contexts (CUDA 12.4, cuda.h "Green Contexts") ----
+typedef struct CUgreenCtx_st* CUgreenCtx;
+/// Opaque descriptor made by cuDevResourceGenerateDesc.
+typedef struct CUdevResourceDesc_st* CUdevResourceDesc;
+/// CUgreenCtxCreate_flags: CU_GREEN_CTX_DEFAULT_STREAM is required by cuGreenCtxCreate.
+enum : unsigned int { CU_GREEN_CTX_DEFAULT_STREAM = 0x1 };
+/// CUdevSmResourceSplit_flags (cuDevSmResourceSplitByCount's useFlags).
+enum : unsigned int {
+  CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING = 0x1,
+  CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE = 0x2,
+};
+typedef int CUdevResourceType;
+enum : CUdevResourceType { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 };
+/// SM counts of a resource (outputs of the driver only).
+typedef struct {
+  unsigned int smCount;
+  unsigned int minSmPartitionSize;
+  unsigned int smCoscheduledAlignment;
+} CUdevSmResource;
+/// CUdevResource_v1 (RESOURCE_ABI_VERSION 1): a tagged union of 144 bytes; the padding is the
+/// driver's (the fake keeps its own bookkeeping there).
+typedef struct {
+  CUdevResourceType type;
+  unsigned char _internal_padding[92];
+  union {
+    CUdevSmResource sm;
+    unsigned char _oversize[48];  // RESOURCE_ABI_EXTERNAL_BYTES
+  };
+} CUdevResource;
+/// CU_STREAM_NON_BLOCKING, which cuGreenCtxStreamCreate requires.
+enum : unsigned int { CU_STREAM_NON_BLOCKING = 0x1 };
+
+// ---- Memory shared between processes (cuda.h "IPC", VMM, stream-ordered pools) ----
+/// CUipcMemHandle_v1: CU_IPC_HANDLE_SIZE (64) opaque bytes, passed by value.
+typedef struct {
+  char reserved[64];
+} CUipcMemHandle;
+/// CUipcMem_flags: the only flag of cuIpcOpenMemHandle.
+enum : unsigned int { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
+/// CUmemAllocationHandleType: NONE 0, POSIX_FILE_DESCRIPTOR 1 (an int), WIN32 2, WIN32_KMT 4,
+/// FABRIC 8.
+typedef int CUmemAllocationHandleType;
+enum : CUmemAllocationHandleType {
+  CU_MEM_HANDLE_TYPE_NONE = 0x0,
+  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+};
+/// CUmemPoolPtrExportData_v1: 64 opaque bytes.
+typedef struct {
+  unsigned char reserved[64];
+} CUmemPoolPtrExportData;
+
 typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef struct {
   unsigned int gridDimX, gridDimY, gridDimZ;
@@ -439,6 +494,36 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) FRACGPU_CU_API;
 CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) FRACGPU_CU_API;
 CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) FRACGPU_CU_API;
 CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) FRACGPU_CU_API;
+
+// Green contexts (CUDA 12.4+; cuGreenCtxStreamCreate 12.5, cuGreenCtxGetId 12.9).
+CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) FRACGPU_CU_API;
+CUresult cuGreenCtxDestroy(CUgreenCtx ctx) FRACGPU_CU_API;
+CUresult cuCtxFromGreenCtx(CUcontext* ctx, CUgreenCtx green) FRACGPU_CU_API;
+CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource* resource, CUdevResourceType type) FRACGPU_CU_API;
+CUresult cuCtxGetDevResource(CUcontext ctx, CUdevResource* resource, CUdevResourceType type) FRACGPU_CU_API;
+CUresult cuGreenCtxGetDevResource(CUgreenCtx ctx, CUdevResource* resource, CUdevResourceType type) FRACGPU_CU_API;
+CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* groups, const CUdevResource* input,
+                                     CUdevResource* remaining, unsigned int use_flags,
+                                     unsigned int min_count) FRACGPU_CU_API;
+CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources,
+                                   unsigned int count) FRACGPU_CU_API;
+CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags, int priority) FRACGPU_CU_API;
+CUresult cuGreenCtxGetId(CUgreenCtx green, unsigned long long* id) FRACGPU_CU_API;
+// IPC memory handles (v4010; cuIpcOpenMemHandle_v2 of v11000 has the same signature).
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) FRACGPU_CU_API;
+CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) FRACGPU_CU_API;
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) FRACGPU_CU_API;
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) FRACGPU_CU_API;
+// VMM shareable handles (v10020).
+CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType type, unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                        CUmemAllocationHandleType type) FRACGPU_CU_API;
+// Pools shared between processes (v11020).
+CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType type,
+                                          unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle, CUmemAllocationHandleType type,
+                                            unsigned long long flags) FRACGPU_CU_API;
 
 #if FRACGPU_CUDA_API_C_LINKAGE
 }  // extern "C"

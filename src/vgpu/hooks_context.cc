@@ -38,8 +38,9 @@ uint64_t MeasureContextBytes(int dev) {
 }
 
 // Charges a new context on `dev` under `key`; false if it does not fit.
-// `ctx` is the new context (for the host-PID probe), `before` NVML's processes before it.
-bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before) {
+// `ctx` is the new context (for the host-PID probe), `before` NVML's processes before it;
+// `aux` is kept in its table entry (a green context's CUDA ordinal, kGreenBit set).
+bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before, uint64_t aux = 0) {
   HostPidAfterContext(dev, ctx, before);
   uint64_t bytes = MeasureContextBytes(dev);
   // A context NVML cannot size costs nothing, even on a device that fails closed: the
@@ -50,6 +51,7 @@ bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before
   e.key = key;
   e.dev = static_cast<int8_t>(dev);
   e.size = bytes;
+  e.aux = aux;
   TableInsert(e);
   g_live[dev].fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -170,5 +172,54 @@ FRACGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext* ctx, void* params, unsigned in
 FRACGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
   CUresult r = REAL(cuCtxDestroy_v2)(ctx);
   if (r == CUDA_SUCCESS) ContextGone(reinterpret_cast<uint64_t>(ctx));  // bumps the epoch too
+  return r;
+}
+
+// ---- Green contexts (CUDA 12.4). cuGreenCtxCreate retains the device's primary context and
+// cuGreenCtxDestroy releases it (cuda.h). The hook retains the primary context itself first,
+// through the cuDevicePrimaryCtxRetain hook (what cuda.h advises, "to have the primary context
+// active before calling this API"), so the primary context's footprint is charged as the primary
+// context's, once, and what the driver then adds is the green context's own, measured like any
+// context (MeasureContextBytes) and charged as context_bytes under the green handle. That
+// retain is released after the driver destroyed the green context, through the release hook:
+// the last reference going drops the device's charges, as the driver frees them. Over the limit
+// (the primary context or the green context's own bytes): CUDA_ERROR_OUT_OF_MEMORY, the green
+// context destroyed and our retain released, so nothing stays created or charged. Memory
+// allocated while the CUcontext of cuCtxFromGreenCtx is current is charged by the allocation
+// hooks as usual (that CUcontext is a primary context of the device).
+namespace {
+constexpr uint64_t kGreenBit = 1ull << 62;  // table entry aux: a green context; low bits: ordinal
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx* green, CUdevResourceDesc desc, CUdevice ordinal,
+                                         unsigned int flags) noexcept {
+  int dev = green ? DeviceIndexForOrdinal(ordinal) : kUnmanaged;
+  if (dev == kUnmanaged || dev == kDenied) return REAL(cuGreenCtxCreate)(green, desc, ordinal, flags);
+  CUcontext primary = nullptr;
+  CUresult r = cuDevicePrimaryCtxRetain(&primary, ordinal);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return r;  // the primary context does not fit: nothing created
+  // Any other failure: the driver answers the call itself, with its own code.
+  if (r != CUDA_SUCCESS) return REAL(cuGreenCtxCreate)(green, desc, ordinal, flags);
+  NvmlProcs before;
+  SnapshotBefore(ordinal, &before);
+  r = REAL(cuGreenCtxCreate)(green, desc, ordinal, flags);
+  if (r == CUDA_SUCCESS &&
+      !ChargeContext(dev, reinterpret_cast<uint64_t>(*green), primary, &before,
+                     kGreenBit | static_cast<uint32_t>(ordinal))) {
+    REAL(cuGreenCtxDestroy)(*green);
+    *green = nullptr;
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r != CUDA_SUCCESS) cuDevicePrimaryCtxRelease_v2(ordinal);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx green) noexcept {
+  Entry e;
+  bool known = TableFind(Kind::kContext, reinterpret_cast<uint64_t>(green), &e) && (e.aux & kGreenBit);
+  CUresult r = REAL(cuGreenCtxDestroy)(green);
+  if (r != CUDA_SUCCESS || !known) return r;
+  ContextGone(reinterpret_cast<uint64_t>(green));
+  cuDevicePrimaryCtxRelease_v2(static_cast<CUdevice>(static_cast<uint32_t>(e.aux)));
   return r;
 }

@@ -5,6 +5,10 @@
 // or on cuMemPoolTrimTo), exactly as it stays unavailable to other processes. An allocation
 // captured into a graph (the stream is capturing) reserves nothing here: hooks_graph.cc charges
 // the graph's memory.
+// A pool imported from another process (cuMemPoolImportFromShareableHandle) is the exporter's
+// memory (docs/vgpu.md "Memory shared between processes"): it is never charged here, even if
+// the driver reports the exporter's reservation for it, and allocations from it (which cuda.h
+// says the driver refuses) go straight to the driver.
 // The pool list is small and guarded by a spinlock; nothing here allocates heap memory.
 #include <sched.h>
 
@@ -29,6 +33,8 @@ struct PoolRecord {
 std::atomic<bool> g_lock{false};
 PoolRecord g_pools[kMaxPools];
 int g_pool_count = 0;
+CUmemoryPool g_imported[kMaxPools];  // pools imported from other processes: never charged
+int g_imported_count = 0;
 
 struct Guard {
   Guard() {
@@ -55,6 +61,13 @@ bool Capturing(CUstream stream, bool ptsz) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r = ptsz ? REAL(cuStreamIsCapturing_ptsz)(stream, &status) : REAL(cuStreamIsCapturing)(stream, &status);
   return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// True when `pool` was imported from another process (under the pool lock).
+bool IsImported(CUmemoryPool pool) {
+  for (int i = 0; i < g_imported_count; ++i)
+    if (g_imported[i] == pool) return true;
+  return false;
 }
 
 // Index of the pool's record, adding it (charged 0) if new; -1 if the list is full.
@@ -91,6 +104,7 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, int dev, 
   if (dev == kUnmanaged || !dptr || bytes == 0 || !pool) return call();
   if (dev == kDenied) return CUDA_ERROR_OUT_OF_MEMORY;
   Guard g;
+  if (IsImported(pool)) return call();  // the exporter's memory: the driver answers, uncharged
   int idx = FindOrAdd(pool, dev);
   if (idx < 0) {
     Log(kLogError, "more than %d memory pools: refusing stream-ordered allocation", kMaxPools);
@@ -194,6 +208,7 @@ void PoolsForgetDevice(int dev) noexcept {
 void PoolsResetAfterFork() noexcept {
   g_lock.store(false, std::memory_order_relaxed);
   g_pool_count = 0;
+  g_imported_count = 0;
 }
 
 }  // namespace fracgpu::vgpu
@@ -260,6 +275,12 @@ FRACGPU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
   CUresult r = REAL(cuMemPoolDestroy)(pool);
   if (r == CUDA_SUCCESS) {
     Guard g;
+    for (int i = 0; i < g_imported_count; ++i) {
+      if (g_imported[i] == pool) {
+        g_imported[i] = g_imported[--g_imported_count];
+        break;
+      }
+    }
     for (int i = 0; i < g_pool_count; ++i) {
       if (g_pools[i].pool == pool) {
         Uncharge(g_pools[i].dev, g_pools[i].charged);
@@ -268,6 +289,23 @@ FRACGPU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
       }
     }
   }
+  return r;
+}
+
+// The imported pool is remembered so that no pool hook ever charges it.
+FRACGPU_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                                           CUmemAllocationHandleType type,
+                                                           unsigned long long flags) noexcept {
+  CUresult r = REAL(cuMemPoolImportFromShareableHandle)(pool_out, handle, type, flags);
+  if (r != CUDA_SUCCESS || !pool_out || !*pool_out) return r;
+  Guard g;
+  if (IsImported(*pool_out)) return r;
+  if (g_imported_count == kMaxPools) {
+    Log(kLogError, "more than %d imported memory pools: pool %p may be charged to this process", kMaxPools,
+        static_cast<void*>(*pool_out));
+    return r;
+  }
+  g_imported[g_imported_count++] = *pool_out;
   return r;
 }
 

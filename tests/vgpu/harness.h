@@ -62,7 +62,9 @@ struct Child {
 inline Child Spawn(const Sandbox& box, const std::map<std::string, std::string>& env,
                    const std::vector<std::string>& ops, const char* program = FRACGPU_VGPU_APP) {
   int out_pipe[2], in_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(in_pipe) != 0) return {};
+  // Close-on-exec: a child started later must not hold an earlier child's stdin open (that
+  // child would never see end of file). dup2 below clears the flag on the child's 0 and 1.
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(in_pipe, O_CLOEXEC) != 0) return {};
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -151,6 +153,25 @@ inline std::vector<std::string> Fields(const std::string& line) {
 inline int Rc(const std::string& line) {
   auto f = Fields(line);
   return f.size() >= 2 ? std::stoi(f[1]) : -1;
+}
+
+/// The figures of vgpu_app's "region 0 <host_pid> <used> <context> <module> <data> <last_launch>
+/// <now> <device used>" line (this process's slot on one device, bytes); ok false for any other.
+struct RegionLine {
+  bool ok = false;
+  unsigned long long used = 0, context = 0, module = 0, data = 0, device_used = 0;
+};
+inline RegionLine ParseRegionLine(const std::string& line) {
+  auto f = Fields(line);
+  RegionLine r;
+  if (f.size() != 10 || f[0] != "region" || f[1] != "0") return r;
+  r.ok = true;
+  r.used = std::stoull(f[3]);
+  r.context = std::stoull(f[4]);
+  r.module = std::stoull(f[5]);
+  r.data = std::stoull(f[6]);
+  r.device_used = std::stoull(f[9]);
+  return r;
 }
 
 }  // namespace fracgpu::vgpu::testing

@@ -124,6 +124,48 @@ static_assert(SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, ::CUDA_GRAPH_I
               SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
                         ::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
 
+// Green contexts and memory shared between processes: the structures and constants the hooks
+// and the fake share with cuda.h.
+static_assert(sizeof(ours::CUdevResource) == sizeof(::CUdevResource));
+static_assert(offsetof(ours::CUdevResource, sm) == offsetof(::CUdevResource, sm));
+static_assert(sizeof(ours::CUdevSmResource) == sizeof(::CUdevSmResource));
+static_assert(offsetof(ours::CUdevSmResource, minSmPartitionSize) == offsetof(::CUdevSmResource, minSmPartitionSize));
+static_assert(sizeof(ours::CUipcMemHandle) == sizeof(::CUipcMemHandle));
+static_assert(sizeof(ours::CUmemPoolPtrExportData) == sizeof(::CUmemPoolPtrExportData));
+static_assert(SameValue(ours::CU_GREEN_CTX_DEFAULT_STREAM, ::CU_GREEN_CTX_DEFAULT_STREAM) &&
+              SameValue(ours::CU_DEV_RESOURCE_TYPE_SM, ::CU_DEV_RESOURCE_TYPE_SM) &&
+              SameValue(ours::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                        ::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) &&
+              SameValue(ours::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, ::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) &&
+              SameValue(ours::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, ::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+              SameValue(ours::CU_STREAM_NON_BLOCKING, ::CU_STREAM_NON_BLOCKING));
+static_assert(SameValue(ours::CUDA_ERROR_INVALID_RESOURCE_TYPE, ::CUDA_ERROR_INVALID_RESOURCE_TYPE) &&
+              SameValue(ours::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, ::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION) &&
+              SameValue(ours::CUDA_ERROR_CONTEXT_IS_DESTROYED, ::CUDA_ERROR_CONTEXT_IS_DESTROYED) &&
+              SameValue(ours::CUDA_ERROR_MAP_FAILED, ::CUDA_ERROR_MAP_FAILED));
+// The fake's functions that libvgpu does not hook have cuda.h's shape too (the tests call them
+// directly, so a wrong declaration would test another ABI).
+static_assert(SameShape<decltype(&ours::cuCtxFromGreenCtx), PFN_cuCtxFromGreenCtx_v12040>::value &&
+              SameShape<decltype(&ours::cuDeviceGetDevResource), PFN_cuDeviceGetDevResource_v12040>::value &&
+              SameShape<decltype(&ours::cuDevSmResourceSplitByCount), PFN_cuDevSmResourceSplitByCount_v12040>::value &&
+              SameShape<decltype(&ours::cuDevResourceGenerateDesc), PFN_cuDevResourceGenerateDesc_v12040>::value &&
+              SameShape<decltype(&ours::cuGreenCtxGetDevResource), PFN_cuGreenCtxGetDevResource_v12040>::value &&
+              SameShape<decltype(&ours::cuCtxGetDevResource), PFN_cuCtxGetDevResource_v12040>::value &&
+              SameShape<decltype(&ours::cuGreenCtxStreamCreate), PFN_cuGreenCtxStreamCreate_v12050>::value &&
+              SameShape<decltype(&ours::cuGreenCtxGetId), PFN_cuGreenCtxGetId_v12090>::value &&
+              SameShape<decltype(&ours::cuIpcGetMemHandle), PFN_cuIpcGetMemHandle_v4010>::value &&
+              SameShape<decltype(&ours::cuIpcOpenMemHandle), PFN_cuIpcOpenMemHandle_v4010>::value &&
+              SameShape<decltype(&ours::cuIpcOpenMemHandle_v2), PFN_cuIpcOpenMemHandle_v11000>::value &&
+              SameShape<decltype(&ours::cuIpcCloseMemHandle), PFN_cuIpcCloseMemHandle_v4010>::value &&
+              SameShape<decltype(&ours::cuMemExportToShareableHandle),
+                        PFN_cuMemExportToShareableHandle_v10020>::value &&
+              SameShape<decltype(&ours::cuMemImportFromShareableHandle),
+                        PFN_cuMemImportFromShareableHandle_v10020>::value &&
+              SameShape<decltype(&ours::cuMemPoolExportToShareableHandle),
+                        PFN_cuMemPoolExportToShareableHandle_v11020>::value &&
+              SameShape<decltype(&ours::cuMemPoolImportFromShareableHandle),
+                        PFN_cuMemPoolImportFromShareableHandle_v11020>::value);
+
 }  // namespace
 #endif
 
@@ -181,6 +223,8 @@ static_assert(EveryVariantHooked("cuGraphInstantiate") && EveryVariantHooked("cu
               EveryVariantHooked("cuGraphLaunch") && EveryVariantHooked("cuGraphExecDestroy") &&
               EveryVariantHooked("cuDeviceGraphMemTrim"));
 static_assert(!EveryVariantHooked("cuGraphAddNode"));  // node building is passed through
+// Green contexts are charged like contexts: both of their lifetime calls are hooked.
+static_assert(EveryVariantHooked("cuGreenCtxCreate") && EveryVariantHooked("cuGreenCtxDestroy"));
 }  // namespace
 
 TEST(VgpuPfnTypes, EveryHookHasItsVariantsShape) {

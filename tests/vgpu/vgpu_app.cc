@@ -10,7 +10,10 @@
 //   module | moduleunload | library | libraryunload | region:<dev> |
 //   proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> | v1:<d|g>:<name>[:args] |
 //   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g>[:<graph bytes>] | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
-//   | the graph ops of vgpu_app_graph.cc (g…)
+//   | poolcreate:<handle types> | poolimport (export g_pool as a POSIX fd, import it) |
+//   ipoolalloc:<bytes> | ipoolreserved | ipooldestroy (on the imported pool) |
+//   vmm:<bytes>:<handle types> | vmmexport | vmmimport:<pid|self>:<fd>:<bytes>
+//   | the graph ops of vgpu_app_graph.cc (g…) | the green-context and IPC ops of vgpu_app_share.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -39,6 +42,7 @@
 #include "vgpu/nvml_api.h"
 #include "vgpu/region.h"
 #include "vgpu_app_graph.h"
+#include "vgpu_app_share.h"
 
 // Test-only entry points of the fake driver (tests/fakes/cuda/fake_cuda.cc).
 extern "C" {
@@ -57,6 +61,8 @@ std::vector<CUmipmappedArray> g_mipmaps;
 std::vector<CUmemGenericAllocationHandle> g_handles;
 std::vector<std::pair<CUdeviceptr, size_t>> g_maps;
 CUmemoryPool g_pool = nullptr;
+CUmemoryPool g_imported_pool = nullptr;  // poolimport
+int g_export_fd = -1;                     // vmmexport
 CUstream g_stream = nullptr;
 CUcontext g_ctx = nullptr;
 int g_ordinal = 0;
@@ -432,8 +438,29 @@ int main(int argc, char** argv) {
       props.allocType = 1;
       props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       props.location.id = g_ordinal;
+      props.handleTypes = static_cast<int>(Num(a, 1));  // poolcreate:1: exportable as a POSIX fd
       r = cuMemPoolCreate(&g_pool, &props);
       std::printf("poolcreate %d\n", r);
+    } else if (op == "poolimport") {
+      // Exports g_pool as a POSIX fd and imports it back (the fake allows its own process).
+      int fd = -1;
+      r = cuMemPoolExportToShareableHandle(&fd, g_pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      CUresult ri = r == CUDA_SUCCESS ? cuMemPoolImportFromShareableHandle(
+                                            &g_imported_pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+                                      : r;
+      if (fd >= 0) close(fd);
+      std::printf("poolimport %d %d\n", r, ri);
+    } else if (op == "ipoolalloc") {
+      CUdeviceptr p = 0;
+      r = cuMemAllocFromPoolAsync(&p, Num(a, 1), g_imported_pool, g_stream);
+      std::printf("ipoolalloc %d\n", r);
+    } else if (op == "ipoolreserved") {
+      cuuint64_t v = 0;
+      r = cuMemPoolGetAttribute(g_imported_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v);
+      std::printf("ipoolreserved %d %llu\n", r, static_cast<unsigned long long>(v));
+    } else if (op == "ipooldestroy") {
+      std::printf("ipooldestroy %d\n", cuMemPoolDestroy(g_imported_pool));
     } else if (op == "freeasync") {
       if (!g_async.empty()) {
         r = cuMemFreeAsync(g_async.back(), g_stream);
@@ -459,6 +486,7 @@ int main(int argc, char** argv) {
       prop.type = 1;
       prop.location.type = op == "vmm" ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
       prop.location.id = op == "vmm" ? g_ordinal : 0;
+      prop.requestedHandleTypes = static_cast<int>(Num(a, 2));  // vmm:<bytes>:1: exportable as a POSIX fd
       CUmemGenericAllocationHandle h = 0;
       size_t size = Num(a, 1);
       r = cuMemCreate(&h, size, &prop, 0);
@@ -471,6 +499,33 @@ int main(int argc, char** argv) {
         }
       }
       std::printf("%s %d\n", op.c_str(), r);
+    } else if (op == "vmmexport") {
+      // The newest handle as a POSIX fd, kept open: "vmmexport <rc> <pid> <fd>".
+      r = g_handles.empty() ? CUDA_ERROR_INVALID_VALUE
+                            : cuMemExportToShareableHandle(&g_export_fd, g_handles.back(),
+                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      std::printf("vmmexport %d %d %d\n", r, static_cast<int>(getpid()), g_export_fd);
+    } else if (op == "vmmimport") {
+      // vmmimport:<pid|self>:<fd>:<bytes>: imports another process's fd (through /proc) or this
+      // process's last export, then maps it: "vmmimport <rc> <map rc>".
+      int fd = a.size() > 1 && a[1] == "self"
+                   ? g_export_fd
+                   : open(("/proc/" + (a.size() > 1 ? a[1] : "") + "/fd/" + (a.size() > 2 ? a[2] : "")).c_str(),
+                          O_RDONLY | O_CLOEXEC);
+      CUmemGenericAllocationHandle h = 0;
+      r = cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (fd >= 0 && fd != g_export_fd) close(fd);
+      CUresult mr = CUDA_ERROR_INVALID_VALUE;
+      size_t size = Num(a, 3);
+      if (r == CUDA_SUCCESS) {
+        g_handles.push_back(h);
+        CUdeviceptr va = 0;
+        mr = cuMemAddressReserve(&va, size, 0, 0, 0);
+        if (mr == CUDA_SUCCESS) mr = cuMemMap(va, size, 0, h, 0);
+        if (mr == CUDA_SUCCESS) g_maps.push_back({va, size});
+      }
+      std::printf("vmmimport %d %d\n", r, mr);
     } else if (op == "release") {
       if (!g_handles.empty()) {
         r = cuMemRelease(g_handles.back());
@@ -685,6 +740,7 @@ int main(int argc, char** argv) {
     } else if (op == "region") {
       PrintRegion(static_cast<int>(Num(a, 1)));
     } else if (RunGraphOp(a, g_ordinal)) {
+    } else if (RunShareOp(a, g_ordinal, g_ptrs)) {
     } else if (op == "wait") {
       std::printf("ready\n");
       std::fflush(stdout);

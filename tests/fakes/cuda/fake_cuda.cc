@@ -4,8 +4,9 @@
 // version semantics (docs/design/wire-apis.md §7.8), CUresult codes, contexts (primary and created),
 // streams, memory pools that reserve in 2 MiB chunks and give memory back at synchronisation
 // down to their release threshold, VMM handles with device and host locations (physical
-// memory freed when released and unmapped), arrays, managed memory, and graphs with memory
-// nodes and their per-device graph memory pool ("Graphs" below).
+// memory freed when released and unmapped), arrays, managed memory, graphs with memory
+// nodes and their per-device graph memory pool ("Graphs" below), green contexts ("Green
+// contexts") and IPC memory handles across processes ("IPC").
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -37,28 +38,96 @@ constexpr uint64_t kGranularity = 2 * kMiB;  // pool and VMM granularity
 
 uint64_t RoundUp(uint64_t v, uint64_t g) { return (v + g - 1) / g * g; }
 
+struct GreenCtx;
 struct Ctx {
   int phys;  // physical (NVML) index
   bool primary;
+  GreenCtx* green = nullptr;  // the green context this CUcontext is (cuCtxFromGreenCtx), if any
+};
+
+// A green context (cuGreenCtxCreate): its SMs, its own device memory (FAKE_CUDA_GREEN_CTX_BYTES)
+// and the CUcontext cuCtxFromGreenCtx returns, a primary-context handle of its own.
+struct GreenCtx {
+  int phys;
+  unsigned sm_count;
+  unsigned long long id;
+  Ctx ctx;
+};
+// What cuDevResourceGenerateDesc made (CUdevResourceDesc).
+struct ResourceDesc {
+  int phys;
+  unsigned sm_count;
+};
+
+// An IPC memory handle (cuIpcGetMemHandle) as the fake lays it out in CUipcMemHandle's 64 bytes.
+struct FakeIpcHandle {
+  uint32_t magic;
+  uint32_t pid;      // exporting process
+  uint64_t serial;   // the exported allocation (Alloc::serial)
+  uint64_t size;
+  int32_t phys;
+  uint32_t zero;
+};
+constexpr uint32_t kIpcMagic = 0x46495043;  // "FIPC"
+static_assert(sizeof(FakeIpcHandle) <= sizeof(CUipcMemHandle));
+// A mapping opened with cuIpcOpenMemHandle in this process.
+struct IpcOpen {
+  uint32_t pid;
+  uint64_t serial;
+  int refs;
 };
 
 struct Pool {
   int phys;
   uint64_t reserved = 0, used = 0, threshold = 0, reserved_high = 0, used_high = 0;
   std::map<CUdeviceptr, uint64_t> live;
+  int handle_types = 0;  // CUmemPoolProps::handleTypes: exportable as these
 };
+
+// A pool imported with cuMemPoolImportFromShareableHandle (never in State::pools, so no
+// allocation can come from it: cuda.h, "imported memory pools do not support creating new
+// allocations"). Imported in its exporting process, it reports that pool's figures, the
+// physical memory both name; imported in another, 0 (the fake cannot see other processes'
+// pools).
+struct ImportedPool {
+  Pool* origin;  // nullptr: another process's, or destroyed since
+};
+// What cuMemPoolExportToShareableHandle writes in the file descriptor it returns (a memfd).
+struct PoolExport {
+  uint32_t magic;
+  uint32_t pid;
+  Pool* pool;
+};
+constexpr uint32_t kPoolExportMagic = 0x46504f4c;  // "FPOL"
 
 struct VmmHandle {
   int phys;  // -1: host location
   uint64_t size;
   int mappings = 0;
   bool released = false;
+  int handle_types = 0;  // CUmemAllocationProp::requestedHandleTypes (exportable as)
+  // Imported (cuMemImportFromShareableHandle): the handle of this process it names (0: none),
+  // or foreign (another process's memory: nothing to give back here).
+  CUmemGenericAllocationHandle origin = 0;
+  bool foreign = false;
+  int imports = 0;  // live handles imported from this one: its memory stays while they do
 };
+// What cuMemExportToShareableHandle writes in the file descriptor it returns (a memfd).
+struct VmmExport {
+  uint32_t magic;
+  uint32_t pid;
+  CUmemGenericAllocationHandle handle;
+  uint64_t size;
+  int32_t phys;
+};
+constexpr uint32_t kVmmExportMagic = 0x46564d4d;  // "FVMM"
 
 struct Alloc {
   int phys;
   uint64_t size;
   void* base;
+  uint64_t serial = 0;    // unique per allocation of this process (IPC handles name it)
+  bool exported = false;  // cuIpcGetMemHandle published it (FAKE_GPU_STATE_DIR/ipc-<pid>-<serial>)
 };
 
 // ---- Graphs (the fake's model of CUDA graph memory; see "Graphs" below) ----
@@ -122,7 +191,14 @@ struct State {
   Ctx* primary[fracgpu::fakes::kFakeMaxDevices] = {};
   int primary_refs[fracgpu::fakes::kFakeMaxDevices] = {};
   uint64_t ctx_bytes = 0;
+  uint64_t green_ctx_bytes = 0;  // FAKE_CUDA_GREEN_CTX_BYTES, default ctx_bytes
   uint64_t module_bytes = 0;
+  std::set<GreenCtx*> green;
+  std::set<ResourceDesc*> descs;
+  unsigned long long next_green_id = 1;
+  uint64_t next_alloc_serial = 1;
+  std::map<CUdeviceptr, IpcOpen> ipc_opens;
+  std::set<ImportedPool*> imported_pools;  // cuIpcOpenMemHandle mappings (no device memory)
   struct Module {
     int phys;  // -1: loaded with no current context (a library: nothing resident yet)
     uint64_t bytes;
@@ -227,6 +303,8 @@ uint64_t DeviceUsedAllProcesses(State& s, int phys) {
 void Initialise(State& s) {
   s.devices = fracgpu::fakes::LoadFakeDevices();
   if (const char* v = std::getenv("FAKE_CUDA_CTX_BYTES")) s.ctx_bytes = std::strtoull(v, nullptr, 10);
+  s.green_ctx_bytes = s.ctx_bytes;
+  if (const char* v = std::getenv("FAKE_CUDA_GREEN_CTX_BYTES")) s.green_ctx_bytes = std::strtoull(v, nullptr, 10);
   if (const char* v = std::getenv("FAKE_CUDA_MODULE_BYTES")) s.module_bytes = std::strtoull(v, nullptr, 10);
   if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s.driver_version = std::atoi(v);
   // CUDA_VISIBLE_DEVICES: indices or UUID prefixes; the list stops at the first invalid
@@ -367,6 +445,12 @@ struct FakeStream {
   GraphRec* capture = nullptr;
   GraphNodeRec* capture_last = nullptr;
 };
+
+FakeStream* NewFakeStream(int phys) {
+  auto* fs = new FakeStream();
+  fs->phys = phys;
+  return fs;
+}
 
 // Adds a node captured on `fs` (under State::mu), ordered after the previous captured one.
 GraphNodeRec* CaptureNode(State& s, FakeStream* fs, CUgraphNodeType type) {
@@ -923,6 +1007,28 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) noexcept {
   return CUDA_SUCCESS;
 }
 
+// ---- IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle / cuIpcCloseMemHandle) across the processes
+// of FAKE_GPU_STATE_DIR (without it IPC is CUDA_ERROR_NOT_SUPPORTED). Exporting an allocation of
+// cuMemAlloc_v2 publishes the empty file <dir>/ipc-<pid>-<serial>, removed when it is freed; the
+// handle names the exporter's pid, the serial, the size and the device. Opening it in another
+// process checks the file is there and maps it: a new address with host memory behind it and
+// NO device memory taken (the memory is the exporter's; contents are not shared in the fake).
+// The same handle opened again in a process gets the same address and one more reference
+// (cuda.h); cuIpcCloseMemHandle drops one. The fake's answers for bad input (its choice where
+// cuda.h lists several codes): a handle that is not the fake's, or whose allocation was freed
+// or whose process is gone, CUDA_ERROR_INVALID_HANDLE; opening in the exporting process itself,
+// CUDA_ERROR_INVALID_CONTEXT; flags other than 0 / CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS or a null
+// output, CUDA_ERROR_INVALID_VALUE; closing an address not opened, CUDA_ERROR_INVALID_VALUE.
+static std::string IpcMarker(uint32_t pid, uint64_t serial) {
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  return dir ? std::string(dir) + "/ipc-" + std::to_string(pid) + "-" + std::to_string(serial) : std::string();
+}
+static void Unexport(Alloc& a) {
+  if (!a.exported) return;
+  ::unlink(IpcMarker(static_cast<uint32_t>(getpid()), a.serial).c_str());
+  a.exported = false;
+}
+
 // Frees every allocation and module of a device (the driver does so when its context goes
 // away; a library handle stays valid, with nothing resident).
 void DropDeviceMemory(State& s, int phys) {
@@ -943,6 +1049,7 @@ void DropDeviceMemory(State& s, int phys) {
   }
   for (auto it = s.allocs.begin(); it != s.allocs.end();) {
     if (it->second.phys == phys) {
+      Unexport(it->second);
       Give(s, phys, it->second.size);
       std::free(it->second.base);
       it = s.allocs.erase(it);
@@ -952,16 +1059,22 @@ void DropDeviceMemory(State& s, int phys) {
   }
 }
 
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) noexcept {
-  FAKE_LOCK();
-  int phys = PhysOf(s, dev);
-  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (s.primary_refs[phys] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+// One reference of the primary context of `phys` goes (a release, or a green context's
+// destruction); the last one frees it and everything allocated on the device.
+static void ReleasePrimary(State& s, int phys) {
   if (--s.primary_refs[phys] == 0) {
     Give(s, phys, s.ctx_bytes);
     PublishContexts(s, phys, -1);
     DropDeviceMemory(s, phys);
   }
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (s.primary_refs[phys] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  ReleasePrimary(s, phys);
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
@@ -980,6 +1093,184 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
 // Legacy v1 (PFN_..._v7000): the same operations as _v2.
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev) noexcept { return cuDevicePrimaryCtxRelease_v2(dev); }
 CUresult cuDevicePrimaryCtxReset(CUdevice dev) noexcept { return cuDevicePrimaryCtxReset_v2(dev); }
+
+// ---- Green contexts (cuda.h "Green Contexts"): SM resources of a device (minimum partition
+// 8 SMs, co-scheduled in 8s, as on compute capability 9.0; 2 and 2 with
+// CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING), split by count into equal groups and a
+// remainder, a descriptor of one split's groups, and green contexts made from it. A green
+// context retains the device's primary context (created, taking FAKE_CUDA_CTX_BYTES, if it had
+// no reference) and takes FAKE_CUDA_GREEN_CTX_BYTES of its own; cuGreenCtxDestroy gives that
+// back and releases the primary context (its last reference frees every allocation of the
+// device, as a release does). cuCtxFromGreenCtx gives a CUcontext of its own, a primary one
+// (cuCtxDestroy refuses it) usable with every memory call. Bookkeeping in a resource's
+// padding: bytes 0-3 the device + 1, 4-11 the split it came from (0: the device's own).
+namespace {
+constexpr unsigned kSmMinPartition = 8, kSmAlignment = 8;
+std::atomic<uint64_t> g_next_split{1};
+void FillSm(CUdevResource* r, int phys, uint64_t split, unsigned sms, unsigned min_part, unsigned align) {
+  std::memset(r, 0, sizeof(*r));
+  r->type = CU_DEV_RESOURCE_TYPE_SM;
+  int tag = phys + 1;
+  std::memcpy(r->_internal_padding, &tag, sizeof(tag));
+  std::memcpy(r->_internal_padding + 4, &split, sizeof(split));
+  r->sm.smCount = sms;
+  r->sm.minSmPartitionSize = min_part;
+  r->sm.smCoscheduledAlignment = align;
+}
+int ResourcePhys(const CUdevResource* r) {
+  int tag = 0;
+  std::memcpy(&tag, r->_internal_padding, sizeof(tag));
+  return tag - 1;
+}
+uint64_t ResourceSplit(const CUdevResource* r) {
+  uint64_t split = 0;
+  std::memcpy(&split, r->_internal_padding + 4, sizeof(split));
+  return split;
+}
+GreenCtx* KnownGreen(State& s, CUgreenCtx g) {
+  auto* gc = reinterpret_cast<GreenCtx*>(g);
+  return gc && s.green.count(gc) ? gc : nullptr;
+}
+}  // namespace
+
+CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource* resource, CUdevResourceType type) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!resource) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  FillSm(resource, phys, 0, static_cast<unsigned>(s.devices[phys].sm_count), kSmMinPartition, kSmAlignment);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* groups,
+                                     const CUdevResource* input, CUdevResource* remaining,
+                                     unsigned int use_flags, unsigned int min_count) noexcept {
+  FAKE_LOCK();
+  if (!groups || !input || (use_flags & ~3u)) return CUDA_ERROR_INVALID_VALUE;
+  if (input->type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  int phys = ResourcePhys(input);
+  if (phys < 0 || phys >= static_cast<int>(s.devices.size()) || min_count > input->sm.smCount)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (ResourceSplit(input) != 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;  // split again: cuda.h
+  bool fine = use_flags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING;
+  unsigned min_part = fine ? 2 : kSmMinPartition, align = fine ? 2 : kSmAlignment;
+  unsigned size = std::max(min_count, min_part);
+  size = (size + align - 1) / align * align;
+  unsigned possible = input->sm.smCount / size;
+  if (!result) {
+    *groups = possible;
+    return CUDA_SUCCESS;
+  }
+  unsigned made = std::min(*groups, possible);
+  uint64_t split = g_next_split.fetch_add(1);
+  for (unsigned i = 0; i < made; ++i) FillSm(&result[i], phys, split, size, min_part, align);
+  if (remaining) FillSm(remaining, phys, split, input->sm.smCount - made * size, min_part, align);
+  *groups = made;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources, unsigned int count) noexcept {
+  FAKE_LOCK();
+  if (!desc || !resources || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned sms = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    if (resources[i].type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    if (ResourcePhys(&resources[i]) != ResourcePhys(&resources[0]) ||
+        (count > 1 && ResourceSplit(&resources[i]) != ResourceSplit(&resources[0])))
+      return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    sms += resources[i].sm.smCount;
+  }
+  int phys = ResourcePhys(&resources[0]);
+  if (phys < 0 || phys >= static_cast<int>(s.devices.size())) return CUDA_ERROR_INVALID_VALUE;
+  auto* d = new ResourceDesc{phys, sms};
+  s.descs.insert(d);
+  *desc = reinterpret_cast<CUdevResourceDesc>(d);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  auto* d = reinterpret_cast<ResourceDesc*>(desc);
+  if (!ctx || !d || !s.descs.count(d) || d->phys != phys || flags != CU_GREEN_CTX_DEFAULT_STREAM)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!s.primary[phys]) s.primary[phys] = new Ctx{phys, true};
+  bool new_primary = s.primary_refs[phys] == 0;
+  if (new_primary && !Take(s, phys, s.ctx_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!Take(s, phys, s.green_ctx_bytes)) {
+    if (new_primary) Give(s, phys, s.ctx_bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (new_primary) PublishContexts(s, phys, 1);
+  s.primary_refs[phys]++;
+  auto* g = new GreenCtx{phys, d->sm_count, s.next_green_id++, Ctx{phys, true}};
+  g->ctx.green = g;
+  s.green.insert(g);
+  *ctx = reinterpret_cast<CUgreenCtx>(g);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxDestroy(CUgreenCtx ctx) noexcept {
+  FAKE_LOCK();
+  GreenCtx* g = KnownGreen(s, ctx);
+  if (!g) return CUDA_ERROR_INVALID_CONTEXT;
+  s.green.erase(g);
+  std::erase(tls_ctx_stack, &g->ctx);
+  Give(s, g->phys, s.green_ctx_bytes);
+  if (s.primary_refs[g->phys] > 0) ReleasePrimary(s, g->phys);  // a reset may have dropped it
+  delete g;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxFromGreenCtx(CUcontext* ctx, CUgreenCtx green) noexcept {
+  FAKE_LOCK();
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  GreenCtx* g = KnownGreen(s, green);
+  if (!g) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = reinterpret_cast<CUcontext>(&g->ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxGetDevResource(CUgreenCtx green, CUdevResource* resource, CUdevResourceType type) noexcept {
+  FAKE_LOCK();
+  GreenCtx* g = KnownGreen(s, green);
+  if (!g) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!resource) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  FillSm(resource, g->phys, 0, g->sm_count, kSmMinPartition, kSmAlignment);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevResource(CUcontext ctx, CUdevResource* resource, CUdevResourceType type) noexcept {
+  auto* c = reinterpret_cast<Ctx*>(ctx);
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (c->green) return cuGreenCtxGetDevResource(reinterpret_cast<CUgreenCtx>(c->green), resource, type);
+  FAKE_LOCK();
+  if (!resource) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  FillSm(resource, c->phys, 0, static_cast<unsigned>(s.devices[c->phys].sm_count), kSmMinPartition, kSmAlignment);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags, int) noexcept {
+  FAKE_LOCK();
+  if (!stream || flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  GreenCtx* g = KnownGreen(s, green);
+  if (!g) return CUDA_ERROR_INVALID_CONTEXT;
+  *stream = reinterpret_cast<CUstream>(NewFakeStream(g->phys));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxGetId(CUgreenCtx green, unsigned long long* id) noexcept {
+  FAKE_LOCK();
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  GreenCtx* g = green ? KnownGreen(s, green) : (Current() ? Current()->green : nullptr);
+  if (!g) return CUDA_ERROR_INVALID_CONTEXT;
+  *id = g->id;
+  return CUDA_SUCCESS;
+}
 
 // ---- Modules and libraries: FAKE_CUDA_MODULE_BYTES each, on the current context's device ----
 static CUresult LoadModule(void** handle, bool library) {
@@ -1053,7 +1344,7 @@ static CUresult PlainAlloc(CUdeviceptr* dptr, uint64_t size) {
   if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!Take(s, c->phys, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr p = HostAlloc(size);
-  s.allocs[p] = Alloc{c->phys, size, reinterpret_cast<void*>(p)};
+  s.allocs[p] = Alloc{c->phys, size, reinterpret_cast<void*>(p), s.next_alloc_serial++};
   *dptr = p;
   return CUDA_SUCCESS;
 }
@@ -1080,9 +1371,70 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
   if (FreeGraphAllocation(s, dptr)) return CUDA_SUCCESS;
   auto it = s.allocs.find(dptr);
   if (it == s.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  Unexport(it->second);
   Give(s, it->second.phys, it->second.size);
   std::free(it->second.base);
   s.allocs.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) noexcept {
+  FAKE_LOCK();
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  if (!std::getenv("FAKE_GPU_STATE_DIR")) return CUDA_ERROR_NOT_SUPPORTED;
+  auto it = s.allocs.find(dptr);
+  if (it == s.allocs.end() || !it->second.base) return CUDA_ERROR_INVALID_VALUE;  // not an allocation's base
+  Alloc& a = it->second;
+  if (!a.exported) {
+    int fd = ::open(IpcMarker(static_cast<uint32_t>(getpid()), a.serial).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return CUDA_ERROR_MAP_FAILED;
+    ::close(fd);
+    a.exported = true;
+  }
+  FakeIpcHandle h{kIpcMagic, static_cast<uint32_t>(getpid()), a.serial, a.size, a.phys, 0};
+  std::memset(handle, 0, sizeof(*handle));
+  std::memcpy(handle->reserved, &h, sizeof(h));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) noexcept {
+  if (!Current()) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!dptr || (flags & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS})) return CUDA_ERROR_INVALID_VALUE;
+  if (!std::getenv("FAKE_GPU_STATE_DIR")) return CUDA_ERROR_NOT_SUPPORTED;
+  FakeIpcHandle h;
+  std::memcpy(&h, handle.reserved, sizeof(h));
+  if (h.magic != kIpcMagic || h.phys < 0 || h.phys >= static_cast<int>(s.devices.size()))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (h.pid == static_cast<uint32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+  if (kill(static_cast<pid_t>(h.pid), 0) != 0 || ::access(IpcMarker(h.pid, h.serial).c_str(), F_OK) != 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  for (auto& [ptr, open] : s.ipc_opens) {
+    if (open.pid == h.pid && open.serial == h.serial) {
+      open.refs++;
+      *dptr = ptr;
+      return CUDA_SUCCESS;
+    }
+  }
+  CUdeviceptr p = HostAlloc(h.size);
+  s.ipc_opens[p] = IpcOpen{h.pid, h.serial, 1};
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+// The v4010 entry point: the same operation and signature (PFN_cuIpcOpenMemHandle_v4010).
+CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) noexcept {
+  return cuIpcOpenMemHandle_v2(dptr, handle, flags);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) noexcept {
+  if (!Current()) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  auto it = s.ipc_opens.find(dptr);
+  if (it == s.ipc_opens.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (--it->second.refs == 0) {
+    std::free(reinterpret_cast<void*>(dptr));
+    s.ipc_opens.erase(it);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -1175,13 +1527,20 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) noexce
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   Pool* p = new Pool{};
   p->phys = phys;
+  p->handle_types = props->handleTypes;
   s.pools.push_back(p);
   *pool = reinterpret_cast<CUmemoryPool>(p);
   return CUDA_SUCCESS;
 }
 CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
   FAKE_LOCK();
+  if (auto* ip = reinterpret_cast<ImportedPool*>(pool); s.imported_pools.erase(ip)) {
+    delete ip;
+    return CUDA_SUCCESS;
+  }
   Pool* p = reinterpret_cast<Pool*>(pool);
+  for (ImportedPool* ip : s.imported_pools)
+    if (ip->origin == p) ip->origin = nullptr;
   auto it = std::find(s.pools.begin(), s.pools.end(), p);
   if (it == s.pools.end() || p == s.default_pool[p->phys]) return CUDA_ERROR_INVALID_VALUE;
   // Memory of a destroyed pool goes back once its allocations are freed; the fake frees it now.
@@ -1215,6 +1574,20 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) noexcept {
   FAKE_LOCK();
   Pool* p = reinterpret_cast<Pool*>(pool);
+  if (auto* ip = reinterpret_cast<ImportedPool*>(pool); s.imported_pools.count(ip)) {
+    static Pool kNothing{};
+    p = ip->origin ? ip->origin : &kNothing;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t* out = static_cast<cuuint64_t*>(value);
+    switch (attr) {
+      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; return CUDA_SUCCESS;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
   if (!value || std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
     return CUDA_ERROR_INVALID_VALUE;
   cuuint64_t* out = static_cast<cuuint64_t*>(value);
@@ -1246,6 +1619,43 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
   if (FakeStream* fs = Capturing(st)) return CaptureAlloc(s, fs, dptr, bytesize, p->phys);
   return PoolAlloc(dptr, bytesize, p);
 }
+// Pool export and import with POSIX file descriptors only (other handle types:
+// CUDA_ERROR_NOT_SUPPORTED); the pool must have been created with that handle type.
+CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType type,
+                                          unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  Pool* p = reinterpret_cast<Pool*>(pool);
+  if (!handle_out || flags != 0 || std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
+    return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!(p->handle_types & type)) return CUDA_ERROR_INVALID_VALUE;
+  int fd = ::memfd_create("fake-cuda-pool", MFD_CLOEXEC);
+  PoolExport e{kPoolExportMagic, static_cast<uint32_t>(getpid()), p};
+  if (fd < 0 || ::pwrite(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e))) {
+    if (fd >= 0) ::close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *static_cast<int*>(handle_out) = fd;
+  return CUDA_SUCCESS;
+}
+// `handle` is the file descriptor itself, cast to a pointer (as NVIDIA's samples pass it).
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle, CUmemAllocationHandleType type,
+                                            unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  if (!pool_out || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  PoolExport e{};
+  int fd = static_cast<int>(reinterpret_cast<intptr_t>(handle));
+  if (::pread(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e)) || e.magic != kPoolExportMagic)
+    return CUDA_ERROR_INVALID_VALUE;
+  bool own = e.pid == static_cast<uint32_t>(getpid()) &&
+             std::find(s.pools.begin(), s.pools.end(), e.pool) != s.pools.end();
+  auto* ip = new ImportedPool{own ? e.pool : nullptr};
+  s.imported_pools.insert(ip);
+  *pool_out = reinterpret_cast<CUmemoryPool>(ip);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream st) noexcept {
   return cuMemAllocFromPoolAsync(dptr, bytesize, pool, st);
@@ -1258,9 +1668,7 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int) noexcept {
   Ctx* c = Current();
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   if (!stream) return CUDA_ERROR_INVALID_VALUE;
-  auto* fs = new FakeStream();
-  fs->phys = c->phys;
-  *stream = reinterpret_cast<CUstream>(fs);
+  *stream = reinterpret_cast<CUstream>(NewFakeStream(c->phys));
   return CUDA_SUCCESS;
 }
 CUresult cuStreamDestroy_v2(CUstream stream) noexcept {
@@ -1298,14 +1706,68 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   }
   CUmemGenericAllocationHandle h = s.next_handle++;
   s.vmm[h] = VmmHandle{phys, size};
+  s.vmm[h].handle_types = prop->requestedHandleTypes;
   *handle = h;
   return CUDA_SUCCESS;
 }
+// A handle's memory goes when it is released and unmapped and no handle imported from it is
+// left; an imported handle then lets its origin go (the physical memory is the origin's).
 static void MaybeFreeHandle(State& s, CUmemGenericAllocationHandle h) {
   auto it = s.vmm.find(h);
-  if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0) return;
-  if (it->second.phys >= 0) Give(s, it->second.phys, it->second.size);
+  if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0 || it->second.imports > 0) return;
+  CUmemGenericAllocationHandle origin = it->second.origin;
+  if (origin == 0 && !it->second.foreign && it->second.phys >= 0) Give(s, it->second.phys, it->second.size);
   s.vmm.erase(it);
+  if (auto o = s.vmm.find(origin); origin != 0 && o != s.vmm.end()) {
+    o->second.imports--;
+    MaybeFreeHandle(s, origin);
+  }
+}
+
+// VMM shareable handles, POSIX file descriptors only (other types: CUDA_ERROR_NOT_SUPPORTED); the
+// allocation must have requested that type at cuMemCreate. The fd is a memfd naming the exporter's
+// pid and handle. Imported in the exporting process, the new handle names the same physical
+// memory (kept until both are released and unmapped); imported in another process it takes no
+// device memory there (the memory is the exporter's; contents are not shared in the fake).
+CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType type, unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  auto it = s.vmm.find(handle);
+  if (!shareable || flags != 0 || it == s.vmm.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!(it->second.handle_types & type) || it->second.phys < 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = ::memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
+  VmmExport e{kVmmExportMagic, static_cast<uint32_t>(getpid()), handle, it->second.size, it->second.phys};
+  if (fd < 0 || ::pwrite(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e))) {
+    if (fd >= 0) ::close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *static_cast<int*>(shareable) = fd;
+  return CUDA_SUCCESS;
+}
+// `os_handle` is the file descriptor itself, cast to a pointer.
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                        CUmemAllocationHandleType type) noexcept {
+  FAKE_LOCK();
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  VmmExport e{};
+  int fd = static_cast<int>(reinterpret_cast<intptr_t>(os_handle));
+  if (::pread(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e)) || e.magic != kVmmExportMagic)
+    return CUDA_ERROR_INVALID_VALUE;
+  VmmHandle v{e.phys, e.size};
+  auto o = s.vmm.find(e.handle);
+  if (e.pid == static_cast<uint32_t>(getpid())) {
+    if (o == s.vmm.end() || o->second.origin != 0 || o->second.foreign) return CUDA_ERROR_INVALID_VALUE;
+    o->second.imports++;
+    v.origin = e.handle;
+  } else {
+    v.foreign = true;
+  }
+  CUmemGenericAllocationHandle h = s.next_handle++;
+  s.vmm[h] = v;
+  *handle = h;
+  return CUDA_SUCCESS;
 }
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
   FAKE_LOCK();

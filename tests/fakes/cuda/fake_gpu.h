@@ -9,6 +9,8 @@
 //                    report per-process memory and the fake driver the physical free memory
 //                    of the whole device, as the real ones do.
 // FAKE_CUDA_CTX_BYTES device memory a context occupies (default 0).
+// FAKE_CUDA_GREEN_CTX_BYTES device memory a green context occupies besides the primary context
+//                    it retains (default FAKE_CUDA_CTX_BYTES).
 // FAKE_CUDA_MODULE_BYTES device memory every module or library load occupies on the current
 //                    context's device until unloaded (default 0), like the real driver's code
 //                    and data segments.
