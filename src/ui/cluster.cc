@@ -115,12 +115,17 @@ std::map<std::string, json> SlicesByGpu(const scheduler::ClusterState& state) {
 
 }  // namespace
 
-json ClusterJson(const ClusterSnapshot& snapshot) {
-  if (snapshot.dra) return DraClusterJson(snapshot);
-  auto slices = SlicesByGpu(*snapshot.state);
+std::vector<const json*> NodesByName(const ClusterSnapshot& snapshot) {
   std::vector<const json*> nodes;
   for (const auto& n : snapshot.nodes) nodes.push_back(&n);
   std::sort(nodes.begin(), nodes.end(), [](const json* a, const json* b) { return k8s::Name(*a) < k8s::Name(*b); });
+  return nodes;
+}
+
+json ClusterJson(const ClusterSnapshot& snapshot) {
+  if (snapshot.dra) return DraClusterJson(snapshot);
+  auto slices = SlicesByGpu(*snapshot.state);
+  const std::vector<const json*> nodes = NodesByName(snapshot);
   json out_nodes = json::array();
   int64_t total_gpus = 0, total_mem = 0, used_mem = 0;
   for (const json* node : nodes) {

@@ -66,6 +66,10 @@ bool NodeUnschedulable(const nlohmann::json& node);
 /// it (N candidate GPU(s))", or "fits on no node" (": the cluster has no GPU nodes" when T is 0).
 std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_t total_nodes);
 
+/// The snapshot's Node objects ordered by metadata.name (the dashboard's order in both modes).
+/// The pointers point into `snapshot.nodes`.
+std::vector<const nlohmann::json*> NodesByName(const ClusterSnapshot& snapshot);
+
 /// The dashboard's JSON (GET /api/cluster; DraClusterJson in DRA mode): {"nodes": [{name, unschedulable, gpu_ready,
 /// gpus: [{uuid, index, type, numa, health, cordoned, count, used, devmem_mib,
 /// used_mem_mib, devcore, used_cores, slices: [{pod, namespace, mem_mib, cores}]}]}],

@@ -139,9 +139,7 @@ json DraClusterJson(const ClusterSnapshot& snapshot) {
   const DraCluster& dra = *snapshot.dra;
   std::map<std::string, const DraCluster::Node*> by_name;
   for (const auto& n : dra.nodes) by_name[n.name] = &n;
-  std::vector<const json*> nodes;
-  for (const auto& n : snapshot.nodes) nodes.push_back(&n);
-  std::sort(nodes.begin(), nodes.end(), [](const json* a, const json* b) { return k8s::Name(*a) < k8s::Name(*b); });
+  const std::vector<const json*> nodes = NodesByName(snapshot);
   json out_nodes = json::array();
   int64_t total_gpus = 0, total_mem = 0, used_mem = 0;
   for (const json* node : nodes) {

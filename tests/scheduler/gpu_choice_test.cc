@@ -2,27 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/gpu_fixtures.h"
 #include "core/codec.h"
 
 namespace fracgpu::scheduler {
 namespace {
 
 using nlohmann::json;
-
-// A node with two idle 16 GiB GPUs, registered as the device plugin does.
-json TwoGpuNode() {
-  std::vector<core::DeviceInfo> devices(2);
-  for (int i = 0; i < 2; ++i) {
-    devices[i].uuid = "GPU-" + std::to_string(i);
-    devices[i].index = i;
-    devices[i].count = 10;
-    devices[i].devmem_mib = 16384;
-    devices[i].devcore = 100;
-    devices[i].type = "NVIDIA-Tesla T4";
-  }
-  return {{"metadata", {{"name", "n1"}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
-          {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
-}
 
 PodAllocation Holding(const std::string& uid, int32_t cores, const std::string& gpu) {
   PodAllocation a;
@@ -33,16 +19,8 @@ PodAllocation Holding(const std::string& uid, int32_t cores, const std::string& 
   return a;
 }
 
-core::PodRequest Sharing(int32_t cores) {
-  core::PodRequest req;
-  core::ContainerRequest c;
-  c.name = "main";
-  c.num_gpus = 1;
-  c.mem_percent = cores;
-  c.cores_percent = cores;
-  req.containers.push_back(c);
-  return req;
-}
+using testsupport::Sharing;
+using testsupport::TwoGpuNode;
 
 TEST(TargetWorkloadTest, CountsRunningSharesAndTheIncomingPod) {
   // Shapes 700×1 (running) and 300×1 (incoming), one pod each: both are needed to cover 95 %,

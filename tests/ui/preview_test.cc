@@ -3,6 +3,7 @@
 // its placement agree.
 #include <gtest/gtest.h>
 
+#include "../support/gpu_fixtures.h"
 #include "core/codec.h"
 #include "scheduler/gpu_choice.h"
 #include "ui/cluster.h"
@@ -12,32 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-// One node, two idle 16 GiB T4s, registered as the device plugin does.
-json TwoGpuNode() {
-  std::vector<core::DeviceInfo> devices(2);
-  for (int i = 0; i < 2; ++i) {
-    devices[i].uuid = "GPU-" + std::to_string(i);
-    devices[i].index = i;
-    devices[i].count = 10;
-    devices[i].devmem_mib = 16384;
-    devices[i].devcore = 100;
-    devices[i].type = "NVIDIA-Tesla T4";
-  }
-  return {{"metadata", {{"name", "n1"}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
-          {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
-}
-
-// A pod asking for `cores` % of one GPU's SMs and memory.
-core::PodRequest Sharing(int32_t cores) {
-  core::PodRequest req;
-  core::ContainerRequest c;
-  c.name = "main";
-  c.num_gpus = 1;
-  c.mem_percent = cores;
-  c.cores_percent = cores;
-  req.containers.push_back(c);
-  return req;
-}
+using testsupport::Sharing;
+using testsupport::TwoGpuNode;
 
 class PreviewTest : public ::testing::Test {
  protected:
