@@ -693,7 +693,10 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   ASSERT_TRUE(api_.WaitFor([&] { return restarted->state().unverified_allocations() > before; }));
   EXPECT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 0));
   EXPECT_FALSE(restarted->state().Allocation(k8s::Uid(api_.Get("pods", "ml", "forged").value())).has_value());
-  // Each unverifiable allocation was evented.
+  // Each unverifiable allocation was evented (the recorders post in the background: wait until
+  // both services' queues are empty before reading the events).
+  ASSERT_TRUE(svc->events().Flush(std::chrono::seconds(30)));
+  ASSERT_TRUE(restarted->events().Flush(std::chrono::seconds(30)));
   int warned = 0;
   for (const auto& e : api_.List("events")) warned += e["reason"] == "UnverifiedAllocation";
   EXPECT_GE(warned, 3);
