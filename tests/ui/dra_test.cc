@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "authz_notebooks.h"
+#include "ui_fixture.h"
 #include "core/quantity.h"
 #include "fake_apiserver.h"
 #include "http/server.h"
@@ -104,7 +105,7 @@ constexpr const char* kT4Tokens = ",NVIDIA,TESLA,T4,";
 //   node-c: cordoned; gpu-0 GPU-c0 T4 16384 MiB free.
 //   node-d: no ResourceSlice (no GPUs).
 //   c4: a claim not allocated yet (no status): consumes nothing.
-class UiDraTest : public ::testing::Test {
+class UiDraTest : public uitest::UiHarness {
  protected:
   void SetUp() override {
     for (const char* n : {"node-a", "node-b", "node-d"}) fake_.Put("nodes", Node(n));
@@ -123,46 +124,11 @@ class UiDraTest : public ::testing::Test {
     pending.erase("status");
     fake_.Put("resourceclaims", pending);
 
-    k8s::Config config;
-    config.server = authz_.url();
-    k8s::ClientOptions client_options;
-    client_options.retries = 0;
-    auto client = k8s::Client::Create(config, client_options);
-    ASSERT_TRUE(client.ok()) << client.status().message();
-    client_ = std::move(*client);
-    cluster_ = std::make_unique<ClusterSource>(client_.get(), std::chrono::milliseconds(0), "nvidia.com/gpu", true);
     UiOptions options;
-    options.dra_mode = true;
     options.images = {"jupyter-scipy:v1"};
-    service_ = std::make_unique<UiService>(client_.get(), cluster_.get(), options);
-    server_ = std::make_unique<http::Server>(http::ServerOptions{});
-    service_->Register(*server_);
-    ASSERT_TRUE(server_->Start().ok());
-    http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
+    StartUi(options, /*dra_mode=*/true);
   }
 
-  std::pair<int, json> Post(const std::string& path, const std::string& body, const std::string& user = "") {
-    httplib::Headers h;
-    if (!user.empty()) h.emplace("kubeflow-userid", user);
-    auto r = http_->Post(path.c_str(), h, body, "application/json");
-    if (!r) return {0, json()};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-  std::pair<int, json> Get(const std::string& path) {
-    auto r = http_->Get(path.c_str());
-    if (!r) return {0, json()};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-  // The preview of a notebook with `gpu_part` (the body's GPU fields).
-  json Preview(const std::string& gpu_part) {
-    auto [status, body] =
-        Post("/api/preview", R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1",)" + gpu_part + "}");
-    EXPECT_EQ(status, 200) << body.dump();
-    return body;
-  }
   static std::string Memory(int mib, int cores = -1) {
     std::string slice = R"("slice":{"mode":"memory","memory_value":)" + std::to_string(mib) + R"(,"memory_unit":"MiB")";
     if (cores >= 0) slice += R"(,"cores_percent":)" + std::to_string(cores);
@@ -176,14 +142,6 @@ class UiDraTest : public ::testing::Test {
     ADD_FAILURE() << "no per_node entry for " << node << " in " << preview["fit"].dump();
     return none;
   }
-
-  fakes::FakeApiServer fake_;
-  uitest::AuthzAndNotebooks authz_{fake_};
-  std::unique_ptr<k8s::Client> client_;
-  std::unique_ptr<ClusterSource> cluster_;
-  std::unique_ptr<UiService> service_;
-  std::unique_ptr<http::Server> server_;
-  std::unique_ptr<httplib::Client> http_;
 };
 
 TEST_F(UiDraTest, ClusterShowsDevicesAndConsumedCapacity) {

@@ -43,29 +43,11 @@ inline json PlacedPod(const std::string& ns, const std::string& name, const std:
           {"status", {{"phase", "Running"}}}};
 }
 
-// Fixture cluster:
-//   node-a: GPU-a0, GPU-a1  NVIDIA-A100-SXM4-40GB, 40960 MiB, count 10; GPU-a1 holds pod
-//           team-b/train (30720 MiB, cores 0), so it has 10240 MiB free.
-//   node-b: GPU-b0 NVIDIA-Tesla T4, 15360 MiB; holds team-a/infer (10000 MiB, 50 %): 5360 MiB free.
-//           Node is cordoned (spec.unschedulable); GPU-b0 is healthy.
-//   node-c: no register annotation (no GPUs count).
-class UiApiTest : public ::testing::Test {
+// `fracgpu ui`'s service on port 0 over the fake API server (through AuthzAndNotebooks), and
+// the HTTP calls the tests make to it. A suite seeds `fake_` in its SetUp, then calls StartUi.
+class UiHarness : public ::testing::Test {
  protected:
-  virtual UiOptions Options() const { return {}; }
-  void SetUp() override {
-    fake_.Put("nodes", GpuNode("node-a",
-                               R"([{"id":"GPU-a0","index":0,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"},
-                                   {"id":"GPU-a1","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"}])",
-                               20));
-    json b = GpuNode("node-b",
-                     R"([{"id":"GPU-b0","index":0,"count":10,"devmem":15360,"devcore":100,"type":"NVIDIA-Tesla T4","numa":0,"health":true,"mode":"hami-core"}])",
-                     10);
-    b["spec"] = {{"unschedulable", true}};
-    fake_.Put("nodes", b);
-    fake_.Put("nodes", GpuNode("node-c", "", 0));
-    fake_.Put("pods", PlacedPod("team-b", "train", "node-a", "GPU-a1,NVIDIA,30720,0:;"));
-    fake_.Put("pods", PlacedPod("team-a", "infer", "node-b", "GPU-b0,NVIDIA,10000,50:;"));
-
+  void StartUi(UiOptions options, bool dra_mode = false) {
     k8s::Config config;
     config.server = authz_.url();
     k8s::ClientOptions client_options;
@@ -73,9 +55,8 @@ class UiApiTest : public ::testing::Test {
     auto client = k8s::Client::Create(config, client_options);
     ASSERT_TRUE(client.ok()) << client.status().message();
     client_ = std::move(*client);
-    cluster_ = std::make_unique<ClusterSource>(client_.get(), std::chrono::milliseconds(0));
-    UiOptions options = Options();
-    options.images = {"jupyter-scipy:v1", "jupyter-pytorch-cuda:v1"};
+    cluster_ = std::make_unique<ClusterSource>(client_.get(), std::chrono::milliseconds(0), "nvidia.com/gpu", dra_mode);
+    options.dra_mode = dra_mode;
     service_ = std::make_unique<UiService>(client_.get(), cluster_.get(), options);
     server_ = std::make_unique<http::Server>(http::ServerOptions{});
     service_->Register(*server_);
@@ -101,6 +82,7 @@ class UiApiTest : public ::testing::Test {
     if (!r) return {0, json()};
     return {r->status, json::parse(r->body, nullptr, false)};
   }
+  // The preview of notebook nb1 in team-a with `slice_and_more` (the body's GPU fields).
   json Preview(const std::string& slice_and_more) {
     auto [status, body] = Post("/api/preview", R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1",)" +
                                                    slice_and_more + "}");
@@ -115,6 +97,35 @@ class UiApiTest : public ::testing::Test {
   std::unique_ptr<UiService> service_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<httplib::Client> http_;
+};
+
+// Fixture cluster:
+//   node-a: GPU-a0, GPU-a1  NVIDIA-A100-SXM4-40GB, 40960 MiB, count 10; GPU-a1 holds pod
+//           team-b/train (30720 MiB, cores 0), so it has 10240 MiB free.
+//   node-b: GPU-b0 NVIDIA-Tesla T4, 15360 MiB; holds team-a/infer (10000 MiB, 50 %): 5360 MiB free.
+//           Node is cordoned (spec.unschedulable); GPU-b0 is healthy.
+//   node-c: no register annotation (no GPUs count).
+class UiApiTest : public UiHarness {
+ protected:
+  virtual UiOptions Options() const { return {}; }
+  void SetUp() override {
+    fake_.Put("nodes", GpuNode("node-a",
+                               R"([{"id":"GPU-a0","index":0,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"},
+                                   {"id":"GPU-a1","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"}])",
+                               20));
+    json b = GpuNode("node-b",
+                     R"([{"id":"GPU-b0","index":0,"count":10,"devmem":15360,"devcore":100,"type":"NVIDIA-Tesla T4","numa":0,"health":true,"mode":"hami-core"}])",
+                     10);
+    b["spec"] = {{"unschedulable", true}};
+    fake_.Put("nodes", b);
+    fake_.Put("nodes", GpuNode("node-c", "", 0));
+    fake_.Put("pods", PlacedPod("team-b", "train", "node-a", "GPU-a1,NVIDIA,30720,0:;"));
+    fake_.Put("pods", PlacedPod("team-a", "infer", "node-b", "GPU-b0,NVIDIA,10000,50:;"));
+
+    UiOptions options = Options();
+    options.images = {"jupyter-scipy:v1", "jupyter-pytorch-cuda:v1"};
+    StartUi(options);
+  }
 };
 
 }  // namespace fracgpu::ui::uitest
