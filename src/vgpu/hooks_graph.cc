@@ -27,11 +27,11 @@
 // Executable graphs with graph memory are recorded in a fixed open-addressing table whose keys
 // are read without a lock (the launch path) and written under a spinlock. Nothing here
 // allocates heap memory; the walk at instantiate maps its node list with mmap.
-#include <sched.h>
 #include <sys/mman.h>
 
 #include "vgpu/accounting.h"
 #include "vgpu/interpose.h"
+#include "vgpu/spinlock.h"
 #include "vgpu/state.h"
 
 using namespace fracgpu::vgpu;
@@ -59,17 +59,14 @@ struct DevicePool {
   uint64_t charged = 0;   // bytes of the device's graph reservation charged
 };
 
-std::atomic<bool> g_lock{false};
+SpinLock g_lock;
 ExecRecord g_execs[kExecSlots];
 int g_exec_count = 0, g_dead_count = 0;  // live and deleted keys in g_execs
 DevicePool g_pools[kMaxDevices];
 std::atomic<bool> g_any_pool{false};  // some DevicePool has an ordinal
 
-struct Guard {
-  Guard() {
-    while (g_lock.exchange(true, std::memory_order_acquire)) sched_yield();
-  }
-  ~Guard() { g_lock.store(false, std::memory_order_release); }
+struct Guard : SpinGuard {
+  Guard() : SpinGuard(g_lock) {}
 };
 
 uint32_t FirstSlot(uintptr_t key) {
@@ -371,7 +368,7 @@ void GraphsForgetDevice(int dev) noexcept {
 }
 
 void GraphsResetAfterFork() noexcept {
-  g_lock.store(false, std::memory_order_relaxed);
+  g_lock.ResetAfterFork();
   for (ExecRecord& r : g_execs) {
     r.key.store(kEmptyKey, std::memory_order_relaxed);
     r.resident.store(0, std::memory_order_relaxed);

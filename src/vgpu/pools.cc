@@ -10,10 +10,10 @@
 // the driver reports the exporter's reservation for it, and allocations from it (which cuda.h
 // says the driver refuses) go straight to the driver.
 // The pool list is small and guarded by a spinlock; nothing here allocates heap memory.
-#include <sched.h>
 
 #include "vgpu/accounting.h"
 #include "vgpu/interpose.h"
+#include "vgpu/spinlock.h"
 #include "vgpu/state.h"
 #include "vgpu/table.h"
 
@@ -30,17 +30,14 @@ struct PoolRecord {
   uint64_t charged;  // bytes of reservation charged
 };
 
-std::atomic<bool> g_lock{false};
+SpinLock g_lock;
 PoolRecord g_pools[kMaxPools];
 int g_pool_count = 0;
 CUmemoryPool g_imported[kMaxPools];  // pools imported from other processes: never charged
 int g_imported_count = 0;
 
-struct Guard {
-  Guard() {
-    while (g_lock.exchange(true, std::memory_order_acquire)) sched_yield();
-  }
-  ~Guard() { g_lock.store(false, std::memory_order_release); }
+struct Guard : SpinGuard {
+  Guard() : SpinGuard(g_lock) {}
 };
 
 uint64_t Reserved(CUmemoryPool pool) {
@@ -206,7 +203,7 @@ void PoolsForgetDevice(int dev) noexcept {
 }
 
 void PoolsResetAfterFork() noexcept {
-  g_lock.store(false, std::memory_order_relaxed);
+  g_lock.ResetAfterFork();
   g_pool_count = 0;
   g_imported_count = 0;
 }

@@ -1,27 +1,23 @@
 // Allocation table (see table.h).
 #include "vgpu/table.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
 
+#include "vgpu/spinlock.h"
+
 namespace fracgpu::vgpu {
 namespace {
 
-std::atomic<bool> g_lock{false};
+SpinLock g_lock;
 Entry* g_slots = nullptr;
 uint64_t g_capacity = 0;  // power of two
 uint64_t g_size = 0;
 
-struct Guard {
-  Guard() {
-    while (g_lock.exchange(true, std::memory_order_acquire)) {
-      while (g_lock.load(std::memory_order_relaxed)) sched_yield();
-    }
-  }
-  ~Guard() { g_lock.store(false, std::memory_order_release); }
+struct Guard : SpinGuard {
+  Guard() : SpinGuard(g_lock) {}
 };
 
 uint64_t Hash(Kind kind, uint64_t key) {
@@ -136,7 +132,7 @@ void TableSweep(bool (*fn)(const Entry&, void*), void* ctx) noexcept {
 }
 
 void TableResetAfterFork() noexcept {
-  g_lock.store(false, std::memory_order_relaxed);
+  g_lock.ResetAfterFork();
   if (g_slots) std::memset(static_cast<void*>(g_slots), 0, g_capacity * sizeof(Entry));
   g_size = 0;
 }
