@@ -39,7 +39,9 @@ uint32_t Pid(int c, int k) { return static_cast<uint32_t>(200000 + c * kProcsPer
 
 class Source : public enforce::ProcessSource {
  public:
-  Result<std::vector<enforce::GpuSample>> Sample(std::vector<std::string>*) override { return gpus; }
+  Result<std::vector<enforce::GpuSample>> Sample(std::vector<std::string>*) override {
+    return gpus;
+  }
   std::vector<enforce::GpuSample> gpus;
 };
 
@@ -52,12 +54,15 @@ struct Node {
     char tmpl[] = "/tmp/fracgpu-bench-enforce-XXXXXX";
     dir = mkdtemp(tmpl);
     fs::create_directories(dir + "/hook/vgpu/limits");
-    for (int g = 0; g < kGpus; ++g) source.gpus.push_back(enforce::GpuSample{Uuid(g), true, true, {}, std::nullopt, static_cast<uint32_t>(g)});
+    for (int g = 0; g < kGpus; ++g)
+      source.gpus.push_back(
+          enforce::GpuSample{Uuid(g), true, true, {}, std::nullopt, static_cast<uint32_t>(g)});
     for (int c = 0; c < kContainers; ++c) {
       int g = c / kContainersPerGpu;
       std::string name = PodUid(c) + "_main";
       std::ofstream(dir + "/hook/vgpu/limits/" + name + ".env")
-          << "NVIDIA_VISIBLE_DEVICES=" << Uuid(g) << "\nCUDA_DEVICE_MEMORY_LIMIT_0=" << kProcsPerContainer * 100 << "m\n";
+          << "NVIDIA_VISIBLE_DEVICES=" << Uuid(g)
+          << "\nCUDA_DEVICE_MEMORY_LIMIT_0=" << kProcsPerContainer * 100 << "m\n";
       fs::create_directories(dir + "/hook/vgpu/containers/" + name);
       auto r = std::make_unique<vgpu::Region>();
       r->magic = vgpu::kRegionMagic;
@@ -85,8 +90,9 @@ struct Node {
         std::ofstream(p + "/stat") << stat << "\n";
         std::string sd = PodUid(c);
         for (char& ch : sd) ch = ch == '-' ? '_' : ch;
-        std::ofstream(p + "/cgroup") << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << sd
-                                     << ".slice/cri-containerd-" << std::string(64, 'a' + c % 6) << ".scope\n";
+        std::ofstream(p + "/cgroup")
+            << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << sd
+            << ".slice/cri-containerd-" << std::string(64, 'a' + c % 6) << ".scope\n";
         obs.owners[pid] = enforce::ProcessOwner{cs.id, 4242};
         cs.claims[Uuid(g)][pid] = kPerProcess;
       }

@@ -68,15 +68,22 @@ void Populate(scheduler::ClusterState& state, int nodes) {
       d.numa = g / 4;
       devices.push_back(d);
     }
-    json node = {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
-                 {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
+    json node = {
+        {"metadata",
+         {{"name", name},
+          {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
+        {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
     (void)state.UpsertNode(node);
     for (int g = 0; g < 8; g += 2) {
-      json pod = {{"metadata", {{"name", name + "-p" + std::to_string(g)}, {"namespace", "bench"},
-                                {"uid", name + "-u" + std::to_string(g)},
-                                {"annotations", {{core::kAnnotationVgpuNode, name},
-                                                 {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
-                  {"status", {{"phase", "Running"}}}};
+      json pod = {
+          {"metadata",
+           {{"name", name + "-p" + std::to_string(g)},
+            {"namespace", "bench"},
+            {"uid", name + "-u" + std::to_string(g)},
+            {"annotations",
+             {{core::kAnnotationVgpuNode, name},
+              {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
+          {"status", {{"phase", "Running"}}}};
       (void)state.UpsertPod(pod);
     }
   }
@@ -92,12 +99,14 @@ int main(int argc, char** argv) {
   int requests = argc > 1 ? std::max(50, std::atoi(argv[1])) : 300;
   double load[1] = {0};
   if (getloadavg(load, 1) != 1) load[0] = -1;
-  std::printf("load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s\n", load[0],
-              requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults");
-  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus", "p50_ms", "p99_ms",
-              "max_ms", "state_MiB", "srv_cpu", "srv_decode", "proc_cpu", "decode", "filter", "total", "reply_KiB");
-  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "", "", "", "", "us/req", "us/req",
-              "us/req", "us(med)", "us(med)", "us(med)", "");
+  std::printf(
+      "load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s\n",
+      load[0], requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults");
+  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus",
+              "p50_ms", "p99_ms", "max_ms", "state_MiB", "srv_cpu", "srv_decode", "proc_cpu",
+              "decode", "filter", "total", "reply_KiB");
+  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "", "", "",
+              "", "us/req", "us/req", "us/req", "us(med)", "us(med)", "us(med)", "");
   for (int nodes : {1000, 5000}) {
     long rss0 = RssKiB();
     scheduler::ClusterState state;
@@ -124,8 +133,14 @@ int main(int argc, char** argv) {
     json names = json::array();
     for (int n = 0; n < nodes; ++n) names.push_back("node-" + std::to_string(n));
     json pod = {{"metadata", {{"name", "q"}, {"namespace", "bench"}, {"uid", "q"}}},
-                {"spec", {{"containers", {{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"},
-                  {"nvidia.com/gpumem", "30000"}, {"nvidia.com/gpucores", "30"}}}}}}}}}}};
+                {"spec",
+                 {{"containers",
+                   {{{"name", "c"},
+                     {"resources",
+                      {{"limits",
+                        {{"nvidia.com/gpu", "1"},
+                         {"nvidia.com/gpumem", "30000"},
+                         {"nvidia.com/gpucores", "30"}}}}}}}}}}};
     std::string body = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
 
     // In-process stage breakdown (no HTTP).
@@ -159,16 +174,24 @@ int main(int argc, char** argv) {
       auto t1 = std::chrono::steady_clock::now();
       if (!res || res->status != 200) return 1;
       if (i == 0) fit_nodes = json::parse(res->body)["NodeNames"].size();
-      if (i >= 20) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());  // warm-up excluded
+      if (i >= 20)
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(t1 - t0).count());  // warm-up excluded
     }
     double proc_cpu = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - proc0;
     std::sort(ms.begin(), ms.end());
-    auto pct = [&](double p) { return ms[static_cast<size_t>(p * static_cast<double>(ms.size() - 1))]; };
+    auto pct = [&](double p) {
+      return ms[static_cast<size_t>(p * static_cast<double>(ms.size() - 1))];
+    };
     double n = static_cast<double>(ms.size());
-    std::printf("%-6d %-6d %8.3f %8.3f %8.3f %10.1f %10.0f %10.0f %10.0f %9.0f %9.0f %9.0f %10.1f   (%zu nodes fit, body %.1f KiB)\n",
-                nodes, nodes * 8, pct(0.5), pct(0.99), ms.back(), static_cast<double>(rss1 - rss0) / 1024.0,
-                static_cast<double>(handler_cpu_ns.load()) / n * 1e-3, static_cast<double>(decode_cpu_ns.load()) / n * 1e-3, proc_cpu / n * 1e6, Median(t_decode), Median(t_filter), Median(t_total),
-                static_cast<double>(reply_bytes) / 1024.0, fit_nodes, static_cast<double>(body.size()) / 1024.0);
+    std::printf(
+        "%-6d %-6d %8.3f %8.3f %8.3f %10.1f %10.0f %10.0f %10.0f %9.0f %9.0f %9.0f %10.1f   (%zu "
+        "nodes fit, body %.1f KiB)\n",
+        nodes, nodes * 8, pct(0.5), pct(0.99), ms.back(), static_cast<double>(rss1 - rss0) / 1024.0,
+        static_cast<double>(handler_cpu_ns.load()) / n * 1e-3,
+        static_cast<double>(decode_cpu_ns.load()) / n * 1e-3, proc_cpu / n * 1e6, Median(t_decode),
+        Median(t_filter), Median(t_total), static_cast<double>(reply_bytes) / 1024.0, fit_nodes,
+        static_cast<double>(body.size()) / 1024.0);
     server.Stop();
   }
   if (getloadavg(load, 1) == 1) std::printf("load average (1 min) at end: %.2f\n", load[0]);

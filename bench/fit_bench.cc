@@ -113,7 +113,8 @@ const char* KindName(int kind) {
 void CountNodes(benchmark::State& state, int64_t nodes) {
   state.SetItemsProcessed(state.iterations() * nodes);
   state.counters["nodes/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(nodes), benchmark::Counter::kIsRate);
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(nodes),
+                         benchmark::Counter::kIsRate);
 }
 
 // What every pod family starts from, built from the benchmark's arguments (range(0) = nodes,
@@ -121,7 +122,9 @@ void CountNodes(benchmark::State& state, int64_t nodes) {
 // Not copyable: `options.type_cache` points at `cache`, which points at `pod`.
 struct PodSetup {
   PodSetup(const benchmark::State& state, bool want_reasons)
-      : nodes(Cluster(static_cast<int>(state.range(0)))), pod(MakePod(static_cast<int>(state.range(1)))), cache(pod) {
+      : nodes(Cluster(static_cast<int>(state.range(0)))),
+        pod(MakePod(static_cast<int>(state.range(1)))),
+        cache(pod) {
     options.want_reasons = want_reasons;
     options.type_cache = &cache;
   }

@@ -40,15 +40,22 @@ void Populate(scheduler::ClusterState& state, int nodes) {
       d.numa = g / 4;
       devices.push_back(d);
     }
-    json node = {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
-                 {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
+    json node = {
+        {"metadata",
+         {{"name", name},
+          {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
+        {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
     (void)state.UpsertNode(node);
     for (int g = 0; g < 8; g += 2) {
-      json pod = {{"metadata", {{"name", name + "-p" + std::to_string(g)}, {"namespace", "bench"},
-                                {"uid", name + "-u" + std::to_string(g)},
-                                {"annotations", {{core::kAnnotationVgpuNode, name},
-                                                 {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
-                  {"status", {{"phase", "Running"}}}};
+      json pod = {
+          {"metadata",
+           {{"name", name + "-p" + std::to_string(g)},
+            {"namespace", "bench"},
+            {"uid", name + "-u" + std::to_string(g)},
+            {"annotations",
+             {{core::kAnnotationVgpuNode, name},
+              {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
+          {"status", {{"phase", "Running"}}}};
       (void)state.UpsertPod(pod);
     }
   }
@@ -62,7 +69,9 @@ double ThreadCpuMs() {
 
 double Pct(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  return v.empty()
+             ? 0.0
+             : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
 }  // namespace
@@ -73,8 +82,8 @@ int main(int argc, char** argv) {
   if (getloadavg(load, 1) != 1) load[0] = -1;
   std::printf("load average (1 min) at start: %.2f; %d binds per size; fragmentation-aware = %s\n",
               load[0], binds, core::PlacementPolicyName(core::kFragmentationAwarePolicy));
-  std::printf("%-6s %-6s %-20s %8s %8s %8s %10s %10s\n", "nodes", "gpus", "policy", "p50_ms", "p99_ms",
-              "max_ms", "cpu_p50_ms", "cpu_p99_ms");
+  std::printf("%-6s %-6s %-20s %8s %8s %8s %10s %10s\n", "nodes", "gpus", "policy", "p50_ms",
+              "p99_ms", "max_ms", "cpu_p50_ms", "cpu_p99_ms");
   core::PodRequest req;
   core::ContainerRequest c;
   c.name = "main";
@@ -85,7 +94,8 @@ int main(int argc, char** argv) {
   for (int nodes : {1000, 5000}) {
     scheduler::ClusterState state;
     Populate(state, nodes);
-    for (const core::GpuPolicy policy : {core::GpuPolicy::kSpread, core::GpuPolicy::kFragmentationAware}) {
+    for (const core::GpuPolicy policy :
+         {core::GpuPolicy::kSpread, core::GpuPolicy::kFragmentationAware}) {
       std::vector<double> ms, cpu_ms;
       size_t fits = 0;
       for (int i = 0; i < binds + 20; ++i) {
@@ -106,8 +116,8 @@ int main(int argc, char** argv) {
       }
       std::printf("%-6d %-6d %-20s %8.3f %8.3f %8.3f %10.3f %10.3f   (%zu of %d fit)\n", nodes,
                   nodes * 8, policy == core::GpuPolicy::kSpread ? "spread" : "fragmentation-aware",
-                  Pct(ms, 0.5), Pct(ms, 0.99), Pct(ms, 1.0), Pct(cpu_ms, 0.5), Pct(cpu_ms, 0.99), fits,
-                  binds + 20);
+                  Pct(ms, 0.5), Pct(ms, 0.99), Pct(ms, 1.0), Pct(cpu_ms, 0.5), Pct(cpu_ms, 0.99),
+                  fits, binds + 20);
     }
   }
   return 0;

@@ -34,7 +34,8 @@ template <typename Fn>
 bool Proc(decltype(&cuGetProcAddress_v2) gpa, const char* name, Fn* out) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult status = -1;
-  if (gpa(name, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p) return false;
+  if (gpa(name, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p)
+    return false;
   *out = reinterpret_cast<Fn>(p);
   return true;
 }
@@ -56,7 +57,8 @@ int Child() {
     return 1;
   }
   CUcontext ctx;
-  if (init(0) != CUDA_SUCCESS || retain(&ctx, 0) != CUDA_SUCCESS || set_current(ctx) != CUDA_SUCCESS) {
+  if (init(0) != CUDA_SUCCESS || retain(&ctx, 0) != CUDA_SUCCESS ||
+      set_current(ctx) != CUDA_SUCCESS) {
     return 1;
   }
   const int kAllocs = 50000, kLaunches = 20000000;
@@ -84,7 +86,8 @@ int Child() {
 }
 
 // sm_limit: "" = none; else CUDA_DEVICE_SM_LIMIT for the preloaded child.
-bool RunChild(const char* self, bool preload, double* pair, double* launch, const char* sm_limit = "") {
+bool RunChild(const char* self, bool preload, double* pair, double* launch,
+              const char* sm_limit = "") {
   int fds[2];
   if (pipe(fds) != 0) return false;
   std::string region = std::string("/tmp/fracgpu-bench-") + std::to_string(getpid()) + ".cache";
@@ -115,7 +118,8 @@ bool RunChild(const char* self, bool preload, double* pair, double* launch, cons
   int status = 0;
   waitpid(pid, &status, 0);
   unlink(region.c_str());
-  return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && std::sscanf(buf, "%lf %lf", pair, launch) == 2;
+  return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+         std::sscanf(buf, "%lf %lf", pair, launch) == 2;
 }
 
 }  // namespace
@@ -134,12 +138,17 @@ int main() {
     std::fprintf(stderr, "bench_vgpu: a child run failed\n");
     return 1;
   }
-  std::printf("path: dlopen(libcuda.so.1) + cuGetProcAddress_v2(13000), region file, limit 4 GiB\n");
-  std::printf("%-38s %12s %12s %12s %10s\n", "operation (fake driver)", "plain ns", "preloaded ns", "added ns",
-              "target");
-  std::printf("%-38s %12.1f %12.1f %12.1f %10s\n", "cuMemAlloc_v2 + cuMemFree_v2, 1 MiB", p0, p1, p1 - p0, "<= 250");
-  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, no SM limit", l0, l1, l1 - l0, "<= 5");
-  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, SM limit 100 %", l0, l2, l2 - l0, "<= 5");
-  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, SM 90 %, under budget", l0, l3, l3 - l0, "-");
+  std::printf(
+      "path: dlopen(libcuda.so.1) + cuGetProcAddress_v2(13000), region file, limit 4 GiB\n");
+  std::printf("%-38s %12s %12s %12s %10s\n", "operation (fake driver)", "plain ns", "preloaded ns",
+              "added ns", "target");
+  std::printf("%-38s %12.1f %12.1f %12.1f %10s\n", "cuMemAlloc_v2 + cuMemFree_v2, 1 MiB", p0, p1,
+              p1 - p0, "<= 250");
+  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, no SM limit", l0, l1, l1 - l0,
+              "<= 5");
+  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, SM limit 100 %", l0, l2,
+              l2 - l0, "<= 5");
+  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, SM 90 %, under budget", l0, l3,
+              l3 - l0, "-");
   return 0;
 }

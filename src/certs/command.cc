@@ -1,8 +1,8 @@
 // `fracgpu certs`: the webhook's CA and serving certificate, its caBundle and the signing key
 // (reconcile.h). Thin main (docs/design/STYLE.md): flags → CertsOptions → Reconcile.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <ctime>
 #include <memory>
 
@@ -43,8 +43,8 @@ int Run(Flags f) {
   }
   for (const auto& note : out->notes) spdlog::info("{}", note);
   if (out->notes.empty()) {
-    spdlog::info("Secret {}/{}: certificate kept (valid, SANs present, caBundle current)", f.options.namespace_name,
-                 f.options.secret_name);
+    spdlog::info("Secret {}/{}: certificate kept (valid, SANs present, caBundle current)",
+                 f.options.namespace_name, f.options.secret_name);
   }
   return 0;
 }
@@ -53,23 +53,33 @@ int Run(Flags f) {
 
 void RegisterCertsCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
-  auto* cmd = app.add_subcommand(
-      "certs", "Create or renew the webhook's CA and serving certificate Secret, patch the caBundle, ensure the signing key");
+  auto* cmd = app.add_subcommand("certs",
+                                 "Create or renew the webhook's CA and serving certificate Secret, "
+                                 "patch the caBundle, ensure the signing key");
   auto& o = f->options;
-  cmd->add_option("--kubeconfig", f->kubeconfig, "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
-  cmd->add_option("--namespace", o.namespace_name, "namespace of the Service and the Secrets")->capture_default_str();
-  cmd->add_option("--service", o.service, "Service in front of the webhook (its DNS names become SANs)")
+  cmd->add_option("--kubeconfig", f->kubeconfig,
+                  "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
+  cmd->add_option("--namespace", o.namespace_name, "namespace of the Service and the Secrets")
       ->capture_default_str();
-  cmd->add_option("--cluster-domain", o.cluster_domain, "cluster DNS domain")->capture_default_str();
-  cmd->add_option("--extra-san", o.extra_sans, "another DNS name or IP address for the certificate (repeatable)");
-  cmd->add_option("--secret-name", o.secret_name, "kubernetes.io/tls Secret to write")->capture_default_str();
-  cmd->add_option("--webhook-config", o.webhook_configs, "MutatingWebhookConfiguration whose caBundle to set (repeatable)")
+  cmd->add_option("--service", o.service,
+                  "Service in front of the webhook (its DNS names become SANs)")
+      ->capture_default_str();
+  cmd->add_option("--cluster-domain", o.cluster_domain, "cluster DNS domain")
+      ->capture_default_str();
+  cmd->add_option("--extra-san", o.extra_sans,
+                  "another DNS name or IP address for the certificate (repeatable)");
+  cmd->add_option("--secret-name", o.secret_name, "kubernetes.io/tls Secret to write")
+      ->capture_default_str();
+  cmd->add_option("--webhook-config", o.webhook_configs,
+                  "MutatingWebhookConfiguration whose caBundle to set (repeatable)")
       ->capture_default_str();
   cmd->add_flag("--skip-webhook", f->skip_webhook, "do not patch any webhook configuration");
-  cmd->add_option("--signing-key-secret", o.signing_key_secret,
-                  "Secret holding the allocation-signing key, created when absent (\"\" = leave alone)")
+  cmd->add_option(
+         "--signing-key-secret", o.signing_key_secret,
+         "Secret holding the allocation-signing key, created when absent (\"\" = leave alone)")
       ->capture_default_str();
-  cmd->add_option("--validity-days", f->validity_days, "lifetime of a new serving certificate, days")
+  cmd->add_option("--validity-days", f->validity_days,
+                  "lifetime of a new serving certificate, days")
       ->check(CLI::Range(1, 36500))
       ->capture_default_str();
   cmd->add_option("--ca-validity-days", f->ca_validity_days, "lifetime of a new CA, days")

@@ -3,10 +3,6 @@
 #include "certs/pki.h"
 
 #include <arpa/inet.h>
-
-#include <algorithm>
-#include <memory>
-
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -15,6 +11,9 @@
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <memory>
 
 namespace fracgpu::certs {
 namespace {
@@ -67,7 +66,8 @@ KeyPtr ParseKey(const std::string& pem) {
 
 Result<std::string> ToPem(X509* cert) {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1) return Internal(OpenSslError("writing certificate PEM"));
+  if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1)
+    return Internal(OpenSslError("writing certificate PEM"));
   char* data = nullptr;
   long len = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(len));
@@ -75,7 +75,8 @@ Result<std::string> ToPem(X509* cert) {
 
 Result<std::string> ToPem(EVP_PKEY* key) {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+  if (!bio ||
+      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return Internal(OpenSslError("writing key PEM"));
   }
   char* data = nullptr;
@@ -108,7 +109,8 @@ Status AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
 
 // A new certificate with a random 127-bit serial, the subject CN, the validity window and the
 // public key set; the caller adds extensions and signs.
-Result<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key, std::time_t not_before, std::time_t not_after) {
+Result<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key, std::time_t not_before,
+                        std::time_t not_after) {
   X509Ptr cert(X509_new());
   if (!cert) return Internal(OpenSslError("X509_new"));
   BnPtr serial(BN_new());
@@ -119,8 +121,9 @@ Result<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key, std::time_t not_be
   }
   X509_NAME* name = X509_get_subject_name(cert.get());
   if (X509_set_version(cert.get(), 2) != 1 ||
-      X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1,
-                                 -1, 0) != 1 ||
+      X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                                 reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
+                                 0) != 1 ||
       ASN1_TIME_set(X509_getm_notBefore(cert.get()), not_before) == nullptr ||
       ASN1_TIME_set(X509_getm_notAfter(cert.get()), not_after) == nullptr ||
       X509_set_pubkey(cert.get(), key) != 1) {
@@ -147,14 +150,17 @@ Status ValidateSan(const std::string& san) {
   size_t start = 0;
   while (true) {
     size_t dot = rest.find('.', start);
-    std::string label = rest.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string label =
+        rest.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (label.empty()) return bad("has an empty label");
     if (label.size() > 63) return bad("has a label longer than 63 characters");
-    if (label.front() == '-' || label.back() == '-') return bad("has a label starting or ending with '-'");
+    if (label.front() == '-' || label.back() == '-')
+      return bad("has a label starting or ending with '-'");
     for (char c : label) {
       bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-      if (!ok) return bad("is not an IP address or a lower-case DNS name (RFC 1123): bad character '" +
-                          std::string(1, c) + "'");
+      if (!ok)
+        return bad("is not an IP address or a lower-case DNS name (RFC 1123): bad character '" +
+                   std::string(1, c) + "'");
     }
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -164,13 +170,15 @@ Status ValidateSan(const std::string& san) {
 
 Result<KeyPair> GenerateCa(const std::string& common_name, int64_t validity_s, std::time_t now) {
   if (common_name.empty()) return InvalidArgument("CA common name is empty");
-  if (validity_s <= 0) return InvalidArgument("CA validity must be > 0 seconds, got " + std::to_string(validity_s));
+  if (validity_s <= 0)
+    return InvalidArgument("CA validity must be > 0 seconds, got " + std::to_string(validity_s));
   auto key = NewKey();
   if (!key.ok()) return key.status();
   auto cert = NewCert(common_name, key->get(), now - kBackdateSeconds, now + validity_s);
   if (!cert.ok()) return cert.status();
   X509* c = cert->get();
-  if (X509_set_issuer_name(c, X509_get_subject_name(c)) != 1) return Internal(OpenSslError("issuer name"));
+  if (X509_set_issuer_name(c, X509_get_subject_name(c)) != 1)
+    return Internal(OpenSslError("issuer name"));
   FRACGPU_RETURN_IF_ERROR(AddExt(c, c, NID_basic_constraints, "critical,CA:TRUE"));
   FRACGPU_RETURN_IF_ERROR(AddExt(c, c, NID_key_usage, "critical,keyCertSign,cRLSign"));
   FRACGPU_RETURN_IF_ERROR(AddExt(c, c, NID_subject_key_identifier, "hash"));
@@ -182,11 +190,12 @@ Result<KeyPair> GenerateCa(const std::string& common_name, int64_t validity_s, s
   return KeyPair{*cert_pem, *key_pem};
 }
 
-Result<KeyPair> IssueServingCert(const KeyPair& ca, const std::vector<std::string>& sans, int64_t validity_s,
-                                 std::time_t now) {
+Result<KeyPair> IssueServingCert(const KeyPair& ca, const std::vector<std::string>& sans,
+                                 int64_t validity_s, std::time_t now) {
   if (sans.empty()) return InvalidArgument("a serving certificate needs at least one SAN");
   if (validity_s <= 0) {
-    return InvalidArgument("certificate validity must be > 0 seconds, got " + std::to_string(validity_s));
+    return InvalidArgument("certificate validity must be > 0 seconds, got " +
+                           std::to_string(validity_s));
   }
   std::string san_value;
   for (const auto& s : sans) {
@@ -196,10 +205,12 @@ Result<KeyPair> IssueServingCert(const KeyPair& ca, const std::vector<std::strin
   }
   X509Ptr ca_cert = ParseCert(ca.cert_pem);
   KeyPtr ca_key = ParseKey(ca.key_pem);
-  if (!ca_cert || !ca_key) return InvalidArgument("the CA certificate or key does not parse as PEM");
+  if (!ca_cert || !ca_key)
+    return InvalidArgument("the CA certificate or key does not parse as PEM");
   auto key = NewKey();
   if (!key.ok()) return key.status();
-  std::time_t not_after = std::min<std::time_t>(now + validity_s, AsnTimeToUnix(X509_get0_notAfter(ca_cert.get())));
+  std::time_t not_after =
+      std::min<std::time_t>(now + validity_s, AsnTimeToUnix(X509_get0_notAfter(ca_cert.get())));
   auto cert = NewCert(sans.front(), key->get(), now - kBackdateSeconds, not_after);
   if (!cert.ok()) return cert.status();
   X509* c = cert->get();
@@ -207,11 +218,13 @@ Result<KeyPair> IssueServingCert(const KeyPair& ca, const std::vector<std::strin
     return Internal(OpenSslError("issuer name"));
   }
   FRACGPU_RETURN_IF_ERROR(AddExt(c, ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE"));
-  FRACGPU_RETURN_IF_ERROR(AddExt(c, ca_cert.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment"));
+  FRACGPU_RETURN_IF_ERROR(
+      AddExt(c, ca_cert.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment"));
   FRACGPU_RETURN_IF_ERROR(AddExt(c, ca_cert.get(), NID_ext_key_usage, "serverAuth"));
   FRACGPU_RETURN_IF_ERROR(AddExt(c, ca_cert.get(), NID_subject_alt_name, san_value));
   FRACGPU_RETURN_IF_ERROR(AddExt(c, ca_cert.get(), NID_authority_key_identifier, "keyid:always"));
-  if (X509_sign(c, ca_key.get(), EVP_sha256()) == 0) return Internal(OpenSslError("signing the certificate"));
+  if (X509_sign(c, ca_key.get(), EVP_sha256()) == 0)
+    return Internal(OpenSslError("signing the certificate"));
   auto cert_pem = ToPem(c);
   if (!cert_pem.ok()) return cert_pem.status();
   auto key_pem = ToPem(key->get());
@@ -232,14 +245,17 @@ Result<CertInfo> InspectCert(const std::string& cert_pem) {
   }
   info.not_before = AsnTimeToUnix(X509_get0_notBefore(cert.get()));
   info.not_after = AsnTimeToUnix(X509_get0_notAfter(cert.get()));
-  BasicPtr bc(static_cast<BASIC_CONSTRAINTS*>(X509_get_ext_d2i(cert.get(), NID_basic_constraints, nullptr, nullptr)));
+  BasicPtr bc(static_cast<BASIC_CONSTRAINTS*>(
+      X509_get_ext_d2i(cert.get(), NID_basic_constraints, nullptr, nullptr)));
   info.is_ca = bc && bc->ca != 0;
-  NamesPtr names(static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr)));
+  NamesPtr names(static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr)));
   for (int i = 0; names && i < sk_GENERAL_NAME_num(names.get()); ++i) {
     const GENERAL_NAME* n = sk_GENERAL_NAME_value(names.get(), i);
     if (n->type == GEN_DNS) {
-      info.dns_names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.dNSName)),
-                                  static_cast<size_t>(ASN1_STRING_length(n->d.dNSName)));
+      info.dns_names.emplace_back(
+          reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.dNSName)),
+          static_cast<size_t>(ASN1_STRING_length(n->d.dNSName)));
     } else if (n->type == GEN_IPADD) {
       int len = ASN1_STRING_length(n->d.iPAddress);
       char text[INET6_ADDRSTRLEN] = {0};
@@ -290,21 +306,25 @@ Status KeyMatchesCert(const std::string& cert_pem, const std::string& key_pem) {
 std::string Base64Encode(const std::string& bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
   int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+                          reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
   out.resize(static_cast<size_t>(n));
   return out;
 }
 
 Result<std::string> Base64Decode(const std::string& text) {
-  if (text.size() % 4 != 0) return InvalidArgument("base64 length " + std::to_string(text.size()) + " is not a multiple of 4");
+  if (text.size() % 4 != 0)
+    return InvalidArgument("base64 length " + std::to_string(text.size()) +
+                           " is not a multiple of 4");
   for (char c : text) {
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
-              c == '=';
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/' || c == '=';
     if (!ok) return InvalidArgument("base64 has a bad character '" + std::string(1, c) + "'");
   }
   std::string out(3 * (text.size() / 4) + 1, '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+                          reinterpret_cast<const unsigned char*>(text.data()),
+                          static_cast<int>(text.size()));
   if (n < 0) return InvalidArgument("not valid base64");
   // EVP_DecodeBlock counts padding as zero bytes: drop one per '='.
   size_t pad = 0;

@@ -29,12 +29,12 @@ struct KeyPair {
 
 /// What InspectCert reads back from a certificate.
 struct CertInfo {
-  std::string common_name;               ///< subject CN ("" when absent)
-  std::time_t not_before = 0;            ///< unix seconds
-  std::time_t not_after = 0;             ///< unix seconds
-  bool is_ca = false;                    ///< basicConstraints CA:TRUE
-  std::vector<std::string> dns_names;    ///< subjectAltName dNSName entries, in order
-  std::vector<std::string> ip_addresses; ///< subjectAltName iPAddress entries, text form
+  std::string common_name;                ///< subject CN ("" when absent)
+  std::time_t not_before = 0;             ///< unix seconds
+  std::time_t not_after = 0;              ///< unix seconds
+  bool is_ca = false;                     ///< basicConstraints CA:TRUE
+  std::vector<std::string> dns_names;     ///< subjectAltName dNSName entries, in order
+  std::vector<std::string> ip_addresses;  ///< subjectAltName iPAddress entries, text form
 };
 
 /// How far before `now` a new certificate's notBefore is set (tolerates clock skew between
@@ -53,8 +53,8 @@ Result<KeyPair> GenerateCa(const std::string& common_name, int64_t validity_s, s
 /// `now` (never past the CA's notAfter: it is clamped to it).
 /// Errors: kInvalidArgument for no SANs, a SAN that is neither an IP nor a DNS name
 /// (ValidateSan), validity_s <= 0, or a CA that does not parse; kInternal on OpenSSL failure.
-Result<KeyPair> IssueServingCert(const KeyPair& ca, const std::vector<std::string>& sans, int64_t validity_s,
-                                 std::time_t now);
+Result<KeyPair> IssueServingCert(const KeyPair& ca, const std::vector<std::string>& sans,
+                                 int64_t validity_s, std::time_t now);
 
 /// Checks one SAN: an IPv4/IPv6 literal, or a DNS name of RFC 1123 labels (letters, digits,
 /// '-', not starting or ending with '-', 1–63 characters each, 253 in all, lower case),

@@ -17,7 +17,9 @@ constexpr char kCaCommonName[] = "fracgpu-webhook-ca";
 // and ending alphanumeric.
 bool IsDnsLabel(const std::string& s) {
   if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
 }
 
 // DNS-1123 subdomain (names of Secrets and webhook configurations): dot-separated labels, ≤ 253.
@@ -26,13 +28,16 @@ bool IsDnsSubdomain(const std::string& s) {
   size_t start = 0;
   while (true) {
     size_t dot = s.find('.', start);
-    if (!IsDnsLabel(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start))) return false;
+    if (!IsDnsLabel(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start)))
+      return false;
     if (dot == std::string::npos) return true;
     start = dot + 1;
   }
 }
 
-json Labels() { return {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/managed-by", kManagedBy}}; }
+json Labels() {
+  return {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/managed-by", kManagedBy}};
+}
 
 // data[key] decoded, or "" when absent or not base64.
 std::string DataField(const json& secret, const std::string& key) {
@@ -50,7 +55,8 @@ std::string CaProblem(const KeyPair& ca, const CertsOptions& o, std::time_t now)
   auto info = InspectCert(ca.cert_pem);
   if (!info.ok()) return "stored ca.crt: " + info.status().message();
   if (!info->is_ca) return "stored ca.crt is not a CA";
-  if (Status st = KeyMatchesCert(ca.cert_pem, ca.key_pem); !st.ok()) return "stored ca.key: " + st.message();
+  if (Status st = KeyMatchesCert(ca.cert_pem, ca.key_pem); !st.ok())
+    return "stored ca.key: " + st.message();
   if (info->not_after - now < o.renew_before_s) {
     return "CA expires in " + std::to_string((info->not_after - now) / 86400) + " days";
   }
@@ -58,20 +64,26 @@ std::string CaProblem(const KeyPair& ca, const CertsOptions& o, std::time_t now)
 }
 
 // Why the stored serving pair cannot be kept ("" = it can).
-std::string ServingProblem(const KeyPair& srv, const std::string& ca_pem, const std::vector<std::string>& sans,
-                           const CertsOptions& o, std::time_t now) {
+std::string ServingProblem(const KeyPair& srv, const std::string& ca_pem,
+                           const std::vector<std::string>& sans, const CertsOptions& o,
+                           std::time_t now) {
   if (srv.cert_pem.empty() || srv.key_pem.empty()) return "no serving certificate stored";
   auto info = InspectCert(srv.cert_pem);
   if (!info.ok()) return "stored tls.crt: " + info.status().message();
-  if (Status st = VerifyIssuedBy(srv.cert_pem, ca_pem, now); !st.ok()) return "stored tls.crt: " + st.message();
-  if (Status st = KeyMatchesCert(srv.cert_pem, srv.key_pem); !st.ok()) return "stored tls.key: " + st.message();
+  if (Status st = VerifyIssuedBy(srv.cert_pem, ca_pem, now); !st.ok())
+    return "stored tls.crt: " + st.message();
+  if (Status st = KeyMatchesCert(srv.cert_pem, srv.key_pem); !st.ok())
+    return "stored tls.key: " + st.message();
   for (const auto& san : sans) {
-    bool has = std::find(info->dns_names.begin(), info->dns_names.end(), san) != info->dns_names.end() ||
-               std::find(info->ip_addresses.begin(), info->ip_addresses.end(), san) != info->ip_addresses.end();
+    bool has =
+        std::find(info->dns_names.begin(), info->dns_names.end(), san) != info->dns_names.end() ||
+        std::find(info->ip_addresses.begin(), info->ip_addresses.end(), san) !=
+            info->ip_addresses.end();
     if (!has) return "stored tls.crt lacks SAN " + san;
   }
   if (info->not_after - now < o.renew_before_s) {
-    return "serving certificate expires in " + std::to_string((info->not_after - now) / 86400) + " days";
+    return "serving certificate expires in " + std::to_string((info->not_after - now) / 86400) +
+           " days";
   }
   return "";
 }
@@ -94,7 +106,8 @@ Status EnsureSigningKey(k8s::Client& client, const CertsOptions& o, Outcome* out
   if (!got.ok()) return got.status().WithPrefix(where);
   if (found) {
     if (DataField(*got, "key").empty()) {
-      return InvalidArgument(where + " exists without a usable data.key; delete it to have a new key made");
+      return InvalidArgument(where +
+                             " exists without a usable data.key; delete it to have a new key made");
     }
     return Status::Ok();
   }
@@ -106,11 +119,13 @@ Status EnsureSigningKey(k8s::Client& client, const CertsOptions& o, Outcome* out
     hex.push_back(kHex[c >> 4]);
     hex.push_back(kHex[c & 15]);
   }
-  json secret = {{"apiVersion", "v1"},
-                 {"kind", "Secret"},
-                 {"metadata", {{"name", o.signing_key_secret}, {"namespace", o.namespace_name}, {"labels", Labels()}}},
-                 {"type", "Opaque"},
-                 {"data", {{"key", Base64Encode(hex)}}}};
+  json secret = {
+      {"apiVersion", "v1"},
+      {"kind", "Secret"},
+      {"metadata",
+       {{"name", o.signing_key_secret}, {"namespace", o.namespace_name}, {"labels", Labels()}}},
+      {"type", "Opaque"},
+      {"data", {{"key", Base64Encode(hex)}}}};
   auto created = client.Create(SecretPath(o.namespace_name), secret);
   if (!created.ok()) {
     // Another run created it between our GET and POST: theirs is as good as ours.
@@ -122,26 +137,28 @@ Status EnsureSigningKey(k8s::Client& client, const CertsOptions& o, Outcome* out
   return Status::Ok();
 }
 
-Status PatchWebhook(k8s::Client& client, const std::string& name, const std::string& bundle_b64, Outcome* out) {
+Status PatchWebhook(k8s::Client& client, const std::string& name, const std::string& bundle_b64,
+                    Outcome* out) {
   bool changed = false;
-  auto r = client.PatchWithRetry(MutatingWebhookPath(name), [&](const json& current) -> Result<json> {
-    changed = false;
-    auto hooks = current.find("webhooks");
-    if (hooks == current.end() || !hooks->is_array() || hooks->empty()) {
-      return InvalidArgument("MutatingWebhookConfiguration " + name + " has no webhooks");
-    }
-    json updated = *hooks;
-    for (auto& hook : updated) {
-      json& cc = hook["clientConfig"];
-      if (cc.value("caBundle", "") != bundle_b64) {
-        cc["caBundle"] = bundle_b64;
-        changed = true;
-      }
-    }
-    // A merge patch replaces the whole list (RFC 7386); the resourceVersion PatchWithRetry adds
-    // makes a concurrent edit a 409 and a re-read instead of a lost update.
-    return changed ? json{{"webhooks", updated}} : json();
-  });
+  auto r =
+      client.PatchWithRetry(MutatingWebhookPath(name), [&](const json& current) -> Result<json> {
+        changed = false;
+        auto hooks = current.find("webhooks");
+        if (hooks == current.end() || !hooks->is_array() || hooks->empty()) {
+          return InvalidArgument("MutatingWebhookConfiguration " + name + " has no webhooks");
+        }
+        json updated = *hooks;
+        for (auto& hook : updated) {
+          json& cc = hook["clientConfig"];
+          if (cc.value("caBundle", "") != bundle_b64) {
+            cc["caBundle"] = bundle_b64;
+            changed = true;
+          }
+        }
+        // A merge patch replaces the whole list (RFC 7386); the resourceVersion PatchWithRetry adds
+        // makes a concurrent edit a 409 and a re-read instead of a lost update.
+        return changed ? json{{"webhooks", updated}} : json();
+      });
   if (!r.ok()) return r.status().WithPrefix("MutatingWebhookConfiguration " + name);
   if (changed) {
     ++out->webhooks_patched;
@@ -164,9 +181,11 @@ Status ValidateOptions(const CertsOptions& o) {
   auto bad = [](const std::string& flag, const std::string& value, const std::string& why) {
     return InvalidArgument(flag + " \"" + value + "\" " + why);
   };
-  if (!IsDnsLabel(o.namespace_name)) return bad("--namespace", o.namespace_name, "is not a DNS-1123 label");
+  if (!IsDnsLabel(o.namespace_name))
+    return bad("--namespace", o.namespace_name, "is not a DNS-1123 label");
   if (!IsDnsLabel(o.service)) return bad("--service", o.service, "is not a DNS-1123 label");
-  if (!IsDnsSubdomain(o.secret_name)) return bad("--secret-name", o.secret_name, "is not a DNS-1123 subdomain");
+  if (!IsDnsSubdomain(o.secret_name))
+    return bad("--secret-name", o.secret_name, "is not a DNS-1123 subdomain");
   if (!o.signing_key_secret.empty() && !IsDnsSubdomain(o.signing_key_secret)) {
     return bad("--signing-key-secret", o.signing_key_secret, "is not a DNS-1123 subdomain");
   }
@@ -176,17 +195,21 @@ Status ValidateOptions(const CertsOptions& o) {
   for (const auto& w : o.webhook_configs) {
     if (!IsDnsSubdomain(w)) return bad("--webhook-config", w, "is not a DNS-1123 subdomain");
   }
-  if (Status st = ValidateSan(o.cluster_domain); !st.ok()) return bad("--cluster-domain", o.cluster_domain, "is invalid: " + st.message());
+  if (Status st = ValidateSan(o.cluster_domain); !st.ok())
+    return bad("--cluster-domain", o.cluster_domain, "is invalid: " + st.message());
   for (const auto& s : o.extra_sans) {
-    if (Status st = ValidateSan(s); !st.ok()) return InvalidArgument("--extra-san: " + st.message());
+    if (Status st = ValidateSan(s); !st.ok())
+      return InvalidArgument("--extra-san: " + st.message());
   }
   auto days = [](int64_t s) { return std::to_string(s / 86400); };
   if (o.cert_validity_s <= 0) return bad("--validity-days", days(o.cert_validity_s), "must be > 0");
   if (o.ca_validity_s <= 0) return bad("--ca-validity-days", days(o.ca_validity_s), "must be > 0");
-  if (o.renew_before_s < 0) return bad("--renew-before-days", days(o.renew_before_s), "must be >= 0");
+  if (o.renew_before_s < 0)
+    return bad("--renew-before-days", days(o.renew_before_s), "must be >= 0");
   if (o.renew_before_s >= o.cert_validity_s) {
     return bad("--renew-before-days", days(o.renew_before_s),
-               "must be less than --validity-days (" + days(o.cert_validity_s) + "), or every run would renew");
+               "must be less than --validity-days (" + days(o.cert_validity_s) +
+                   "), or every run would renew");
   }
   if (o.renew_before_s >= o.ca_validity_s) {
     return bad("--renew-before-days", days(o.renew_before_s),
@@ -215,8 +238,9 @@ Result<Outcome> Reconcile(k8s::Client& client, const CertsOptions& o, std::time_
   auto existing = GetOptional(client, SecretPath(o.namespace_name, o.secret_name), &found);
   if (!existing.ok()) return existing.status().WithPrefix(where);
   if (found && existing->value("type", "") != "kubernetes.io/tls") {
-    return InvalidArgument(where + " has type \"" + existing->value("type", "") +
-                           "\", not kubernetes.io/tls (the type cannot change; delete it or pick --secret-name)");
+    return InvalidArgument(
+        where + " has type \"" + existing->value("type", "") +
+        "\", not kubernetes.io/tls (the type cannot change; delete it or pick --secret-name)");
   }
   KeyPair ca{DataField(*existing, "ca.crt"), DataField(*existing, "ca.key")};
   KeyPair srv{DataField(*existing, "tls.crt"), DataField(*existing, "tls.key")};
@@ -260,7 +284,8 @@ Result<Outcome> Reconcile(k8s::Client& client, const CertsOptions& o, std::time_
   }
 
   const std::string bundle = Base64Encode(ca.cert_pem + previous_ca);
-  for (const auto& name : o.webhook_configs) FRACGPU_RETURN_IF_ERROR(PatchWebhook(client, name, bundle, &out));
+  for (const auto& name : o.webhook_configs)
+    FRACGPU_RETURN_IF_ERROR(PatchWebhook(client, name, bundle, &out));
   if (!o.signing_key_secret.empty()) FRACGPU_RETURN_IF_ERROR(EnsureSigningKey(client, o, &out));
   return out;
 }

@@ -14,8 +14,8 @@
 //   right after a CA rotation, so the API server trusts the old serving certificate until the
 //   scheduler reloads the new one).
 // - Secret `<signing_key_secret>` (Opaque, key `key`): the HMAC key of
-//   `fracgpu.io/allocation-signature` (docs/design/CONTRACT.md §2), 32 random bytes hex-encoded; created when
-//   absent, never changed (changing it would void every signed allocation in flight).
+//   `fracgpu.io/allocation-signature` (docs/design/CONTRACT.md §2), 32 random bytes hex-encoded;
+//   created when absent, never changed (changing it would void every signed allocation in flight).
 
 #include <ctime>
 #include <string>
@@ -29,9 +29,9 @@ namespace fracgpu::certs {
 /// What to reconcile. Durations are seconds.
 struct CertsOptions {
   std::string namespace_name = "fracgpu-system";
-  std::string service = "fracgpu-scheduler";        ///< Service in front of the webhook
+  std::string service = "fracgpu-scheduler";  ///< Service in front of the webhook
   std::string cluster_domain = "cluster.local";
-  std::vector<std::string> extra_sans;               ///< more DNS names or IP addresses
+  std::vector<std::string> extra_sans;  ///< more DNS names or IP addresses
   std::string secret_name = "fracgpu-scheduler-tls";
   std::vector<std::string> webhook_configs = {"fracgpu-webhook"};  ///< empty = patch none
   std::string signing_key_secret = "fracgpu-signing-key";          ///< "" = do not manage
@@ -42,12 +42,12 @@ struct CertsOptions {
 
 /// What Reconcile did.
 struct Outcome {
-  bool ca_generated = false;        ///< a new CA was made (none, invalid or expiring)
-  bool cert_issued = false;         ///< a new serving certificate was issued
-  bool secret_written = false;      ///< the TLS Secret was created or updated
-  int webhooks_patched = 0;         ///< webhook configurations whose caBundle changed
-  bool signing_key_created = false; ///< the signing-key Secret was created
-  std::vector<std::string> notes;   ///< why each thing was (re)made, for the log
+  bool ca_generated = false;         ///< a new CA was made (none, invalid or expiring)
+  bool cert_issued = false;          ///< a new serving certificate was issued
+  bool secret_written = false;       ///< the TLS Secret was created or updated
+  int webhooks_patched = 0;          ///< webhook configurations whose caBundle changed
+  bool signing_key_created = false;  ///< the signing-key Secret was created
+  std::vector<std::string> notes;    ///< why each thing was (re)made, for the log
 };
 
 /// Checks the options: names are DNS-1123 (namespace, service, secrets, webhook configs),

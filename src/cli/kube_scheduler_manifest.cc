@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace fracgpu::cli {
 namespace {
@@ -40,8 +39,12 @@ bool ReadNumber(std::string_view s, size_t* i, int32_t* out) {
 }
 
 Result<KubeVersion> ParsePlain(std::string_view s, const std::string& shown) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\n' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\n' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   if (!s.empty() && s.front() == 'v') s.remove_prefix(1);
   KubeVersion v;
   size_t i = 0;
@@ -73,13 +76,15 @@ Result<KubeVersion> ParseServerVersion(const std::string& text) {
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) return InvalidArgument("server version " + shown + " is not valid JSON" + kForms);
+    if (!j.is_object())
+      return InvalidArgument("server version " + shown + " is not valid JSON" + kForms);
     const nlohmann::json* src = &j;
     if (auto sv = j.find("serverVersion"); sv != j.end() && sv->is_object()) src = &*sv;
     auto git = src->find("gitVersion");
     if (git == src->end() || !git->is_string()) {
-      return InvalidArgument("server version JSON has no gitVersion (nor serverVersion.gitVersion)" +
-                             std::string(kForms));
+      return InvalidArgument(
+          "server version JSON has no gitVersion (nor serverVersion.gitVersion)" +
+          std::string(kForms));
     }
     const std::string& g = git->get_ref<const std::string&>();
     return ParsePlain(g, Shown(g));
@@ -88,15 +93,17 @@ Result<KubeVersion> ParseServerVersion(const std::string& text) {
 }
 
 std::string KubeSchedulerImage(const KubeVersion& v) {
-  return "registry.k8s.io/kube-scheduler:v" + std::to_string(v.major) + "." + std::to_string(v.minor) + "." +
-         std::to_string(v.patch < 0 ? 0 : v.patch);
+  return "registry.k8s.io/kube-scheduler:v" + std::to_string(v.major) + "." +
+         std::to_string(v.minor) + "." + std::to_string(v.patch < 0 ? 0 : v.patch);
 }
 
 Result<std::string> KubeSchedulerManifest(const std::string& manifest, const KubeVersion& v) {
   if (v.major != 1 || v.minor < kOldestSupportedMinor) {
-    return InvalidArgument("Kubernetes " + std::to_string(v.major) + "." + std::to_string(v.minor) +
-                           " is not supported: the kube-scheduler config is kubescheduler.config.k8s.io/v1, "
-                           "which needs 1." + std::to_string(kOldestSupportedMinor) + " or newer");
+    return InvalidArgument(
+        "Kubernetes " + std::to_string(v.major) + "." + std::to_string(v.minor) +
+        " is not supported: the kube-scheduler config is kubescheduler.config.k8s.io/v1, "
+        "which needs 1." +
+        std::to_string(kOldestSupportedMinor) + " or newer");
   }
   size_t at = std::string::npos;
   size_t count = 0;
@@ -106,8 +113,8 @@ Result<std::string> KubeSchedulerManifest(const std::string& manifest, const Kub
     ++count;
   }
   if (count != 1) {
-    return Internal("the kube-scheduler manifest must have exactly one '" + std::string(kImagePrefix) +
-                    "' line, found " + std::to_string(count));
+    return Internal("the kube-scheduler manifest must have exactly one '" +
+                    std::string(kImagePrefix) + "' line, found " + std::to_string(count));
   }
   size_t end = manifest.find('\n', at);
   if (end == std::string::npos) end = manifest.size();
@@ -134,14 +141,16 @@ void RegisterKubeSchedulerManifestCommand(CLI::App& app) {
                   "`kubectl get --raw /version` from stdin")
       ->required();
   cmd->footer(
-      "Example:\n  kubectl get --raw /version | fracgpu kube-scheduler-manifest --server-version - | kubectl apply -f -");
+      "Example:\n  kubectl get --raw /version | fracgpu kube-scheduler-manifest --server-version - "
+      "| kubectl apply -f -");
   cmd->callback([version] {
     std::string text = *version;
     if (text == "-") {
       text.clear();
       char buf[4096];
       size_t n = 0;
-      while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0 && text.size() <= kMaxInput) text.append(buf, n);
+      while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0 && text.size() <= kMaxInput)
+        text.append(buf, n);
     }
     Result<KubeVersion> v = ParseServerVersion(text);
     if (!v.ok()) {
@@ -154,10 +163,11 @@ void RegisterKubeSchedulerManifestCommand(CLI::App& app) {
       throw CLI::RuntimeError(2);
     }
     if (v->minor < kOldestTestedMinor || v->minor > kNewestTestedMinor) {
-      std::fprintf(stderr,
-                   "fracgpu kube-scheduler-manifest: warning: tested with Kubernetes 1.%d through 1.%d; "
-                   "1.%d is untested\n",
-                   kOldestTestedMinor, kNewestTestedMinor, v->minor);
+      std::fprintf(
+          stderr,
+          "fracgpu kube-scheduler-manifest: warning: tested with Kubernetes 1.%d through 1.%d; "
+          "1.%d is untested\n",
+          kOldestTestedMinor, kNewestTestedMinor, v->minor);
     }
     std::fwrite(m->data(), 1, m->size(), stdout);
   });

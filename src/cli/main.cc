@@ -1,5 +1,5 @@
-// fracgpu: one executable, several subcommands (docs/design/ARCHITECTURE.md). Each component registers
-// its own subcommand (fracgpu_add_command in CMake); this file only dispatches.
+// fracgpu: one executable, several subcommands (docs/design/ARCHITECTURE.md). Each component
+// registers its own subcommand (fracgpu_add_command in CMake); this file only dispatches.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>

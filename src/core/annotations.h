@@ -39,11 +39,16 @@ inline constexpr char kBindPhaseFailed[] = "failed";
 /// Every pod annotation of §2: removed on CREATE, and changed on UPDATE only by fracgpu's
 /// service accounts (§2 locks 1–2).
 inline constexpr std::array<const char*, 7> kSystemPodAnnotations = {
-    kAnnotationVgpuNode,   kAnnotationVgpuTime, kAnnotationVgpuDevicesAllocated, kAnnotationVgpuDevicesToAllocate,
-    kAnnotationBindPhase,  kAnnotationBindTime, kAnnotationAllocationSignature};
+    kAnnotationVgpuNode,
+    kAnnotationVgpuTime,
+    kAnnotationVgpuDevicesAllocated,
+    kAnnotationVgpuDevicesToAllocate,
+    kAnnotationBindPhase,
+    kAnnotationBindTime,
+    kAnnotationAllocationSignature};
 /// The subset the device plugin's service account may change (§2 lock 2).
-inline constexpr std::array<const char*, 2> kDevicePluginPodAnnotations = {kAnnotationVgpuDevicesToAllocate,
-                                                                           kAnnotationBindPhase};
+inline constexpr std::array<const char*, 2> kDevicePluginPodAnnotations = {
+    kAnnotationVgpuDevicesToAllocate, kAnnotationBindPhase};
 
 // ---- node annotations (docs/design/CONTRACT.md §2, node table) ----
 

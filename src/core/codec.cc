@@ -6,13 +6,12 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/codec_json.h"
 #include "core/gputype.h"
@@ -80,7 +79,8 @@ std::string RangeText(int64_t min, int64_t max) {
 
 // Reads an optional integer member of a JSON object (absent or null → 0, as Go's omitempty
 // writes zero values). Floats, strings and booleans are errors, as in Go's encoding/json.
-Status JsonInt(const json& obj, const char* key, int64_t max, const std::string& where, int64_t* out) {
+Status JsonInt(const json& obj, const char* key, int64_t max, const std::string& where,
+               int64_t* out) {
   *out = 0;
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::Ok();
@@ -96,8 +96,8 @@ Status JsonInt(const json& obj, const char* key, int64_t max, const std::string&
       return Status::Ok();
     }
   }
-  return InvalidArgument(where + ": " + key + " must be an integer " + RangeText(0, max) + ", got " +
-                         Describe(*it));
+  return InvalidArgument(where + ": " + key + " must be an integer " + RangeText(0, max) +
+                         ", got " + Describe(*it));
 }
 
 Status JsonString(const json& obj, const char* key, const std::string& where, std::string* out) {
@@ -170,9 +170,11 @@ Result<std::vector<DeviceInfo>> DecodeRegisterLegacy(std::string_view text) {
     std::vector<std::string_view> f = Split(records[r], ',');
     std::string where = "record " + std::to_string(r);
     if (f.size() != 7 && f.size() != 9) {
-      return InvalidArgument(where + ": want 7 or 9 comma-separated fields "
-                             "(<UUID>,<count>,<devmem>,<devcore>,<type>,<numa>,<health>[,<index>,<mode>]), got " +
-                             std::to_string(f.size()) + " in " + Quote(records[r]));
+      return InvalidArgument(
+          where +
+          ": want 7 or 9 comma-separated fields "
+          "(<UUID>,<count>,<devmem>,<devcore>,<type>,<numa>,<health>[,<index>,<mode>]), got " +
+          std::to_string(f.size()) + " in " + Quote(records[r]));
     }
     if (!ValidUtf8(records[r])) return InvalidArgument(where + ": not valid UTF-8");
     DeviceInfo info;
@@ -196,7 +198,8 @@ Result<std::vector<DeviceInfo>> DecodeRegisterLegacy(std::string_view text) {
     FRACGPU_RETURN_IF_ERROR(field(f[5], "numa", kInt32Max, &v));
     info.numa = static_cast<int32_t>(v);
     std::optional<bool> health = request_json::ParseGoBool(f[6]);
-    if (!health) return InvalidArgument(where + ": health must be true or false, got " + Quote(f[6]));
+    if (!health)
+      return InvalidArgument(where + ": health must be true or false, got " + Quote(f[6]));
     info.health = *health;
     if (f.size() == 9) {
       FRACGPU_RETURN_IF_ERROR(field(f[7], "index", kInt32Max, &v));
@@ -221,8 +224,9 @@ Result<ContainerGrants> DecodeContainer(std::string_view part, size_t k) {
     const std::string dwhere = where + " device " + std::to_string(j);
     std::vector<std::string_view> f = Split(devices[j], ',');
     if (f.size() != 4) {
-      return InvalidArgument(dwhere + ": want 4 comma-separated fields <UUID>,<type>,<mem MiB>,<cores %>, got " +
-                             std::to_string(f.size()) + " in " + Quote(devices[j]));
+      return InvalidArgument(
+          dwhere + ": want 4 comma-separated fields <UUID>,<type>,<mem MiB>,<cores %>, got " +
+          std::to_string(f.size()) + " in " + Quote(devices[j]));
     }
     DeviceGrant g;
     if (f[0].empty()) return InvalidArgument(dwhere + ": uuid is empty");
@@ -257,7 +261,8 @@ Result<PodGrants> DecodePodGrantsImpl(const std::string& value) {
     return InvalidArgument("container " + std::to_string(Split(value, ';').size() - 1) +
                            ": part not terminated by ';'");
   }
-  std::vector<std::string_view> parts = Split(std::string_view(value).substr(0, value.size() - 1), ';');
+  std::vector<std::string_view> parts =
+      Split(std::string_view(value).substr(0, value.size() - 1), ';');
   for (size_t k = 0; k < parts.size(); ++k) {
     Result<ContainerGrants> c = DecodeContainer(parts[k], k);
     if (!c.ok()) return c.status();
@@ -273,7 +278,8 @@ Result<TopologyScores> DecodeTopologyScoresImpl(const std::string& value) {
   Result<json> parsed = ParseJson(text);
   if (!parsed.ok()) return parsed.status();
   const json& doc = *parsed;
-  if (!doc.is_array()) return InvalidArgument("want a JSON array of GPU scores, got " + Describe(doc));
+  if (!doc.is_array())
+    return InvalidArgument("want a JSON array of GPU scores, got " + Describe(doc));
   for (size_t i = 0; i < doc.size(); ++i) {
     const json& e = doc[i];
     std::string where = "entry " + std::to_string(i);
@@ -290,13 +296,15 @@ Result<TopologyScores> DecodeTopologyScoresImpl(const std::string& value) {
     auto score = e.find("score");
     if (score == e.end() || score->is_null()) continue;
     if (!score->is_object()) {
-      return InvalidArgument(where + ": score must be an object of uuid → integer, got " + Describe(*score));
+      return InvalidArgument(where + ": score must be an object of uuid → integer, got " +
+                             Describe(*score));
     }
     for (auto it = score->begin(); it != score->end(); ++it) {
       int64_t v = -1;
       if (it->is_number_unsigned() && it->get<uint64_t>() <= static_cast<uint64_t>(kInt32Max)) {
         v = static_cast<int64_t>(it->get<uint64_t>());
-      } else if (it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() <= kInt32Max) {
+      } else if (it->is_number_integer() && it->get<int64_t>() >= 0 &&
+                 it->get<int64_t>() <= kInt32Max) {
         v = it->get<int64_t>();
       } else {
         return InvalidArgument(where + ": score[" + Quote(it.key()) + "] must be an integer " +

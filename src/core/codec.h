@@ -15,8 +15,9 @@ namespace fracgpu::core {
 // 0..2147483647, got -5") but not the annotation key: callers add it with Status::WithPrefix.
 // Bounds: MiB and split counts fit int32 as in HAMi (devmem ≤ 2147483647 MiB).
 
-/// Encodes `hami.io/node-nvidia-register` as the JSON array of docs/design/CONTRACT.md §2, every field
-/// written, in HAMi's field order (id, index, count, devmem, devcore, type, numa, health, mode).
+/// Encodes `hami.io/node-nvidia-register` as the JSON array of docs/design/CONTRACT.md §2, every
+/// field written, in HAMi's field order (id, index, count, devmem, devcore, type, numa, health,
+/// mode).
 std::string EncodeNodeRegister(const std::vector<DeviceInfo>& devices);
 /// Decodes `hami.io/node-nvidia-register`: the JSON array (absent or null fields read as zero,
 /// "" and false, as Go's omitempty leaves them out; unknown fields such as migProfiles are
@@ -39,8 +40,8 @@ std::string EncodePodGrants(const PodGrants& grants);
 Result<PodGrants> DecodePodGrants(const std::string& value);
 
 /// Decodes `hami.io/node-nvidia-score` (JSON array of {"uuid", "score": {uuid: int}},
-/// docs/design/hami-behaviour.md §3.3); scores are integers 0..2147483647, a missing score map is empty,
-/// an empty value is no scores. Errors name the entry, the uuid and the field.
+/// docs/design/hami-behaviour.md §3.3); scores are integers 0..2147483647, a missing score map is
+/// empty, an empty value is no scores. Errors name the entry, the uuid and the field.
 Result<TopologyScores> DecodeTopologyScores(const std::string& value);
 
 }  // namespace fracgpu::core

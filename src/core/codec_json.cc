@@ -44,8 +44,9 @@ Result<json> ParseJsonBounded(std::string_view text, const std::string& what, in
     return InvalidArgument((what.empty() ? "" : what + " is ") + "not valid JSON: " + e.what());
   }
   if (too_deep) {
-    return InvalidArgument((what.empty() ? std::string("JSON") : what) + " nests objects/arrays deeper than " +
-                           std::to_string(max_depth) + " levels");
+    return InvalidArgument((what.empty() ? std::string("JSON") : what) +
+                           " nests objects/arrays deeper than " + std::to_string(max_depth) +
+                           " levels");
   }
   return doc;
 }
@@ -54,17 +55,20 @@ Status CheckObjectMetaStrings(const json& object, const std::string& where) {
   if (!object.is_object()) return Status::Ok();
   auto md = object.find("metadata");
   if (md == object.end() || md->is_null()) return Status::Ok();
-  if (!md->is_object()) return InvalidArgument(where + ".metadata must be an object, got " + Kind(*md));
+  if (!md->is_object())
+    return InvalidArgument(where + ".metadata must be an object, got " + Kind(*md));
   for (const char* field : {"annotations", "labels"}) {
     auto m = md->find(field);
     if (m == md->end() || m->is_null()) continue;
     if (!m->is_object()) {
-      return InvalidArgument(where + ".metadata." + field + " must be an object of strings, got " + Kind(*m));
+      return InvalidArgument(where + ".metadata." + field + " must be an object of strings, got " +
+                             Kind(*m));
     }
     for (auto it = m->begin(); it != m->end(); ++it) {
       if (!it->is_string()) {
         return InvalidArgument(where + ".metadata." + field + "[" + Quoted(it.key()) +
-                               "] must be a string (Kubernetes map[string]string), got " + Kind(*it));
+                               "] must be a string (Kubernetes map[string]string), got " +
+                               Kind(*it));
       }
     }
   }

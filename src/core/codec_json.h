@@ -7,10 +7,9 @@
 // nesting level, so a ~200 KB array nested 100,000 deep overflowed the webhook's stack. A
 // document that passes ParseJsonBounded can be dumped, copied and compared safely.
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -30,9 +29,10 @@ Result<nlohmann::json> ParseJsonBounded(std::string_view text, const std::string
 
 /// Checks that `object`'s metadata.annotations and metadata.labels, when present and not null,
 /// are objects whose every value is a string (k8s.io/api core/v1 ObjectMeta:
-/// map[string]string). `where` prefixes the field path in errors, e.g. "AdmissionReview.request.object".
-/// Errors (kInvalidArgument) name the field: `<where>.metadata.annotations["k"] must be a
-/// string, got an array`. A non-object metadata is refused the same way.
+/// map[string]string). `where` prefixes the field path in errors, e.g.
+/// "AdmissionReview.request.object". Errors (kInvalidArgument) name the field:
+/// `<where>.metadata.annotations["k"] must be a string, got an array`. A non-object metadata is
+/// refused the same way.
 Status CheckObjectMetaStrings(const nlohmann::json& object, const std::string& where);
 
 }  // namespace fracgpu::core

@@ -8,17 +8,20 @@ int64_t ConsumedAmount(const CapacityPolicy& p, int64_t requested) {
   int64_t amount = requested < 0 ? (p.has_policy ? p.default_value : p.total) : requested;
   if (p.has_policy) {
     amount = std::max(amount, p.min);
-    if (p.step > 0 && amount > p.min) amount = p.min + (amount - p.min + p.step - 1) / p.step * p.step;
+    if (p.step > 0 && amount > p.min)
+      amount = p.min + (amount - p.min + p.step - 1) / p.step * p.step;
     if (p.max > 0 && amount > p.max) return -1;
   }
   return amount > p.total ? -1 : amount;
 }
 
-Result<std::vector<DeviceTake>> FirstFitDevices(std::vector<DeviceUsage>* usage, const ShareRequest& request) {
+Result<std::vector<DeviceTake>> FirstFitDevices(std::vector<DeviceUsage>* usage,
+                                                const ShareRequest& request) {
   std::vector<DeviceUsage>& u = *usage;
   std::vector<DeviceTake> taken;
   auto is_taken = [&](size_t i) {
-    return std::any_of(taken.begin(), taken.end(), [&](const DeviceTake& t) { return t.device == i; });
+    return std::any_of(taken.begin(), taken.end(),
+                       [&](const DeviceTake& t) { return t.device == i; });
   };
   for (int32_t k = 0; k < request.count; ++k) {
     bool placed = false;
@@ -34,15 +37,19 @@ Result<std::vector<DeviceTake>> FirstFitDevices(std::vector<DeviceUsage>* usage,
         t.cores = ConsumedAmount(d.cores, request.cores);
         if (t.memory_mib < 0 || t.cores < 0) continue;
         // Overflow-safe form of used + consumed > total (used may be saturated, dra_wire.h).
-        auto over = [](int64_t used, int64_t take, int64_t total) { return used > total || take > total - used; };
-        if (over(d.used_memory, t.memory_mib, d.memory.total) || over(d.used_cores, t.cores, d.cores.total)) continue;
+        auto over = [](int64_t used, int64_t take, int64_t total) {
+          return used > total || take > total - used;
+        };
+        if (over(d.used_memory, t.memory_mib, d.memory.total) ||
+            over(d.used_cores, t.cores, d.cores.total))
+          continue;
       }
       taken.push_back(t);
       placed = true;
     }
     if (!placed) {
-      return ResourceExhausted("request \"" + request.name + "\": device " + std::to_string(k + 1) + " of " +
-                               std::to_string(request.count) + " fits no device");
+      return ResourceExhausted("request \"" + request.name + "\": device " + std::to_string(k + 1) +
+                               " of " + std::to_string(request.count) + " fits no device");
     }
   }
   for (const DeviceTake& t : taken) {

@@ -9,10 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/frag.h"
 #include "core/status.h"
@@ -54,14 +53,14 @@ struct DeviceAllocation {
 struct DeviceUsage {
   std::string pool;
   std::string device;
-  std::string node;                   ///< spec.nodeName of its ResourceSlice ("" when not node-local)
+  std::string node;  ///< spec.nodeName of its ResourceSlice ("" when not node-local)
   bool multiple_allocations = false;  ///< allowMultipleAllocations
   bool allocated_whole = false;       ///< taken by a whole-device allocation
   CapacityPolicy memory;              ///< MiB
   CapacityPolicy cores;               ///< percent
   int64_t used_memory = 0;            ///< MiB consumed by existing shares
   int64_t used_cores = 0;
-  int32_t shares = 0;                 ///< allocations on this device
+  int32_t shares = 0;                                    ///< allocations on this device
   nlohmann::json attributes = nlohmann::json::object();  ///< the slice's attributes (for selectors)
   std::vector<DeviceAllocation> allocations;             ///< the claims on it (UsageFromSlices)
 };
@@ -79,10 +78,10 @@ struct ShareRequest {
 
 /// One device a first fit took, with what it consumes there.
 struct DeviceTake {
-  size_t device = 0;        ///< index into the usage list
-  bool shared = false;      ///< a share of a multi-allocatable device (else the whole device)
-  int64_t memory_mib = 0;   ///< consumed (shared only)
-  int64_t cores = 0;        ///< consumed (shared only)
+  size_t device = 0;       ///< index into the usage list
+  bool shared = false;     ///< a share of a multi-allocatable device (else the whole device)
+  int64_t memory_mib = 0;  ///< consumed (shared only)
+  int64_t cores = 0;       ///< consumed (shared only)
 };
 
 /// The amount a request consumes of a capacity under `p` (rounded up to min + n·step), or -1
@@ -93,7 +92,8 @@ int64_t ConsumedAmount(const CapacityPolicy& p, int64_t requested);
 /// (whole) or whose remaining capacity fits (ConsumedAmount); a claim's devices are distinct.
 /// Updates `usage` and returns the devices taken, in request order. Errors:
 /// kResourceExhausted naming the request and which of its devices fits nowhere (usage unchanged).
-Result<std::vector<DeviceTake>> FirstFitDevices(std::vector<DeviceUsage>* usage, const ShareRequest& request);
+Result<std::vector<DeviceTake>> FirstFitDevices(std::vector<DeviceUsage>* usage,
+                                                const ShareRequest& request);
 
 /// kube-scheduler's DRA first fit on the simulator's compact node: each GPU is a
 /// multi-allocatable device with capacity `cores` = its leftover in milli-GPU of 1000 (step 1,

@@ -37,7 +37,8 @@ std::string TypeMatch(const std::vector<std::string>& entries, const std::string
     auto tokens = GpuTypeTokens(e);
     if (tokens.empty()) continue;
     std::string re = ",";
-    for (size_t i = 0; i < tokens.size(); ++i) re += (i ? "([^,]+,)*" : "") + ReToken(tokens[i]) + ",";
+    for (size_t i = 0; i < tokens.size(); ++i)
+      re += (i ? "([^,]+,)*" : "") + ReToken(tokens[i]) + ",";
     any += (any.empty() ? "" : " || ") + attr + ".matches(\"" + re + "\")";
   }
   return any;
@@ -48,7 +49,8 @@ std::string UuidList(const std::vector<std::string>& uuids) {
   for (size_t i = 0; i < uuids.size(); ++i) {
     std::string lower;
     for (char c : uuids[i]) {
-      if (std::isalnum(static_cast<unsigned char>(c)) || c == '-') lower.push_back(static_cast<char>(std::tolower(c)));
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '-')
+        lower.push_back(static_cast<char>(std::tolower(c)));
     }
     out += (i ? ", " : "") + std::string("\"") + lower + "\"";
   }
@@ -56,16 +58,20 @@ std::string UuidList(const std::vector<std::string>& uuids) {
 }
 
 bool IsGpuResource(const std::string& key, const ResourceNames& n) {
-  return key == n.gpu || key == n.gpumem || key == n.gpumem_percentage || key == n.gpucores || key == n.priority;
+  return key == n.gpu || key == n.gpumem || key == n.gpumem_percentage || key == n.gpucores ||
+         key == n.priority;
 }
 
 // "~1" escaping of "/" in a JSON pointer token (RFC 6901).
 std::string PointerToken(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out.push_back(c);
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -75,10 +81,14 @@ std::string PointerToken(const std::string& s) {
 std::string CelSelector(const PodRequest& r, const std::string& driver) {
   std::string base = "device.attributes[\"" + driver + "\"]";
   std::vector<std::string> terms;
-  if (std::string use = TypeMatch(r.use_types, base + ".typeTokens"); !use.empty()) terms.push_back("(" + use + ")");
-  if (std::string nouse = TypeMatch(r.nouse_types, base + ".typeTokens"); !nouse.empty()) terms.push_back("!(" + nouse + ")");
-  if (!r.use_uuids.empty()) terms.push_back(base + ".uuid.lowerAscii() in " + UuidList(r.use_uuids));
-  if (!r.nouse_uuids.empty()) terms.push_back("!(" + base + ".uuid.lowerAscii() in " + UuidList(r.nouse_uuids) + ")");
+  if (std::string use = TypeMatch(r.use_types, base + ".typeTokens"); !use.empty())
+    terms.push_back("(" + use + ")");
+  if (std::string nouse = TypeMatch(r.nouse_types, base + ".typeTokens"); !nouse.empty())
+    terms.push_back("!(" + nouse + ")");
+  if (!r.use_uuids.empty())
+    terms.push_back(base + ".uuid.lowerAscii() in " + UuidList(r.use_uuids));
+  if (!r.nouse_uuids.empty())
+    terms.push_back("!(" + base + ".uuid.lowerAscii() in " + UuidList(r.nouse_uuids) + ")");
   std::string out;
   for (size_t i = 0; i < terms.size(); ++i) out += (i ? " && " : "") + terms[i];
   return out;
@@ -95,7 +105,8 @@ const json* Attribute(const DeviceUsage& d, const std::string& driver, const std
   return it == d.attributes.end() || !it->is_object() ? nullptr : &*it;
 }
 
-std::optional<std::string> StringAttribute(const DeviceUsage& d, const std::string& driver, const std::string& name) {
+std::optional<std::string> StringAttribute(const DeviceUsage& d, const std::string& driver,
+                                           const std::string& name) {
   const json* a = Attribute(d, driver, name);
   if (a == nullptr || !a->contains("string") || !(*a)["string"].is_string()) return std::nullopt;
   return (*a)["string"].get<std::string>();
@@ -131,7 +142,8 @@ bool DeviceSelected(const PodRequest& r, const std::string& driver, const Device
     auto uuid = StringAttribute(device, driver, "uuid");
     if (!uuid) return false;
     auto listed = [&](const std::vector<std::string>& list) {
-      return std::any_of(list.begin(), list.end(), [&](const std::string& u) { return GpuUuidEquals(u, *uuid); });
+      return std::any_of(list.begin(), list.end(),
+                         [&](const std::string& u) { return GpuUuidEquals(u, *uuid); });
     };
     if (!r.use_uuids.empty() && !listed(r.use_uuids)) return false;
     if (listed(r.nouse_uuids)) return false;
@@ -161,8 +173,10 @@ Result<HamiConversion> ConvertHamiPod(const json& pod, const ResourceNames& name
       if (!req.UsesGpu()) continue;
       std::string who = "container \"" + req.name + "\"";
       if (req.mem_mib == 0 && req.mem_percent != 100) {
-        return InvalidArgument(who + ": " + names.gpumem_percentage + " " + std::to_string(req.mem_percent) +
-                               " cannot be expressed in DRA (capacity requests are absolute MiB); use " + names.gpumem);
+        return InvalidArgument(
+            who + ": " + names.gpumem_percentage + " " + std::to_string(req.mem_percent) +
+            " cannot be expressed in DRA (capacity requests are absolute MiB); use " +
+            names.gpumem);
       }
       json exactly = {{"deviceClassName", req.WholeCards() ? kDraWholeClass : kDraFractionalClass},
                       {"allocationMode", "ExactCount"},
@@ -173,30 +187,42 @@ Result<HamiConversion> ConvertHamiPod(const json& pod, const ResourceNames& name
         if (req.mem_mib > 0) requests[kDraCapacityMemory] = std::to_string(req.mem_mib) + "Mi";
         exactly["capacity"] = {{"requests", requests}};
       }
-      if (!selector.empty()) exactly["selectors"] = json::array({{{"cel", {{"expression", selector}}}}});
+      if (!selector.empty())
+        exactly["selectors"] = json::array({{{"cel", {{"expression", selector}}}}});
       std::string claim_name = req.name + "-gpu";
       std::string template_name = base + "-" + req.name + "-gpu";
-      out.templates.push_back({{"apiVersion", "resource.k8s.io/v1"},
-                               {"kind", "ResourceClaimTemplate"},
-                               {"metadata", {{"name", template_name}, {"namespace", ns}}},
-                               {"spec", {{"spec", {{"devices", {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}}}}}}}});
+      out.templates.push_back(
+          {{"apiVersion", "resource.k8s.io/v1"},
+           {"kind", "ResourceClaimTemplate"},
+           {"metadata", {{"name", template_name}, {"namespace", ns}}},
+           {"spec",
+            {{"spec",
+              {{"devices",
+                {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}}}}}}}});
       if (!has_claims) {
-        out.pod_patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims"}, {"value", json::array()}});
+        out.pod_patch.push_back(
+            {{"op", "add"}, {"path", "/spec/resourceClaims"}, {"value", json::array()}});
         has_claims = true;
       }
-      out.pod_patch.push_back({{"op", "add"},
-                               {"path", "/spec/resourceClaims/-"},
-                               {"value", {{"name", claim_name}, {"resourceClaimTemplateName", template_name}}}});
+      out.pod_patch.push_back(
+          {{"op", "add"},
+           {"path", "/spec/resourceClaims/-"},
+           {"value", {{"name", claim_name}, {"resourceClaimTemplateName", template_name}}}});
       std::string cpath = std::string("/spec/") + list + "/" + std::to_string(i) + "/resources";
       const json& res = c.value("resources", json::object());
-      if (!c.contains("resources")) out.pod_patch.push_back({{"op", "add"}, {"path", cpath}, {"value", json::object()}});
-      if (!res.contains("claims")) out.pod_patch.push_back({{"op", "add"}, {"path", cpath + "/claims"}, {"value", json::array()}});
-      out.pod_patch.push_back({{"op", "add"}, {"path", cpath + "/claims/-"}, {"value", {{"name", claim_name}}}});
+      if (!c.contains("resources"))
+        out.pod_patch.push_back({{"op", "add"}, {"path", cpath}, {"value", json::object()}});
+      if (!res.contains("claims"))
+        out.pod_patch.push_back(
+            {{"op", "add"}, {"path", cpath + "/claims"}, {"value", json::array()}});
+      out.pod_patch.push_back(
+          {{"op", "add"}, {"path", cpath + "/claims/-"}, {"value", {{"name", claim_name}}}});
       for (const char* section : {"limits", "requests"}) {
         if (!res.contains(section) || !res[section].is_object()) continue;
         for (const auto& [key, v] : res[section].items()) {
           if (IsGpuResource(key, names)) {
-            out.pod_patch.push_back({{"op", "remove"}, {"path", cpath + "/" + section + "/" + PointerToken(key)}});
+            out.pod_patch.push_back(
+                {{"op", "remove"}, {"path", cpath + "/" + section + "/" + PointerToken(key)}});
           }
         }
       }

@@ -6,10 +6,9 @@
 // (gpumem-percentage below 100: DRA capacity requests are absolute amounts). Pure: the
 // webhook's DRA mode (src/scheduler/webhook.h) creates the templates; dra/convert.h re-exports.
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/dra.h"
 #include "core/request.h"
@@ -40,7 +39,8 @@ std::string CelSelector(const PodRequest& request, const std::string& driver);
 /// selector (deploy/dra/deviceclasses.yaml: `healthy == true`). An attribute a rule needs
 /// that is absent or of another type selects nothing (in CEL it is an evaluation error). For
 /// previews without a CEL evaluator (the UI's DRA mode); kube-scheduler evaluates the CEL.
-bool DeviceSelected(const PodRequest& request, const std::string& driver, const DeviceUsage& device);
+bool DeviceSelected(const PodRequest& request, const std::string& driver,
+                    const DeviceUsage& device);
 
 /// Converts `pod` (its GPU requests parsed with `names`). A pod without GPU requests gives
 /// an empty conversion. Errors: kInvalidArgument naming the container and the request DRA

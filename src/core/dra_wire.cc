@@ -31,7 +31,8 @@ const json* WireMember(const json& obj, const char* key) {
 Result<std::string> StringMember(const json& obj, const char* key, const std::string& what) {
   const json* v = WireMember(obj, key);
   if (v == nullptr || v->is_null()) return std::string();
-  if (!v->is_string()) return InvalidArgument(what + "." + key + " must be a string, got " + Clip(*v));
+  if (!v->is_string())
+    return InvalidArgument(what + "." + key + " must be a string, got " + Clip(*v));
   return v->get<std::string>();
 }
 
@@ -44,10 +45,13 @@ Result<int64_t> Whole(const json& v, int32_t shift, const std::string& what) {
   if (q->negative) return InvalidArgument(what + " " + shown + " is negative");
   int64_t out = 0;
   switch (QuantityToInt64(*q, &out, shift)) {
-    case WholeStatus::kOk: return out;
+    case WholeStatus::kOk:
+      return out;
     case WholeStatus::kFraction:
-      return InvalidArgument(what + " " + shown + " is not a whole number of " + (shift ? "MiB" : "units"));
-    case WholeStatus::kOutOfRange: break;
+      return InvalidArgument(what + " " + shown + " is not a whole number of " +
+                             (shift ? "MiB" : "units"));
+    case WholeStatus::kOutOfRange:
+      break;
   }
   return InvalidArgument(what + " " + shown + " is out of range");
 }
@@ -61,7 +65,8 @@ Result<CapacityPolicy> PolicyOf(const json& cap, int32_t shift, const std::strin
   p.total = *total;
   const json* rp = WireMember(cap, "requestPolicy");
   if (rp == nullptr || rp->is_null()) return p;
-  if (!rp->is_object()) return InvalidArgument(what + ".requestPolicy must be an object, got " + Clip(*rp));
+  if (!rp->is_object())
+    return InvalidArgument(what + ".requestPolicy must be an object, got " + Clip(*rp));
   p.has_policy = true;
   p.default_value = p.total;
   if (const json* d = WireMember(*rp, "default")) {
@@ -71,8 +76,10 @@ Result<CapacityPolicy> PolicyOf(const json& cap, int32_t shift, const std::strin
   }
   const json* vr = WireMember(*rp, "validRange");
   if (vr == nullptr || vr->is_null()) return p;
-  if (!vr->is_object()) return InvalidArgument(what + ".requestPolicy.validRange must be an object, got " + Clip(*vr));
-  for (auto [key, field] : {std::pair{"min", &p.min}, std::pair{"max", &p.max}, std::pair{"step", &p.step}}) {
+  if (!vr->is_object())
+    return InvalidArgument(what + ".requestPolicy.validRange must be an object, got " + Clip(*vr));
+  for (auto [key, field] :
+       {std::pair{"min", &p.min}, std::pair{"max", &p.max}, std::pair{"step", &p.step}}) {
     const json* v = WireMember(*vr, key);
     if (v == nullptr) continue;
     auto n = Whole(*v, shift, what + ".requestPolicy.validRange." + key);
@@ -114,12 +121,14 @@ Result<SliceHead> HeadOf(const json& s) {
   if (!node.ok()) return node.status();
   h.node = *node;
   const json* pool = WireMember(*spec, "pool");
-  if (pool == nullptr || !pool->is_object()) return InvalidArgument(what + ".pool must be an object");
+  if (pool == nullptr || !pool->is_object())
+    return InvalidArgument(what + ".pool must be an object");
   auto pool_name = StringMember(*pool, "name", what + ".pool");
   if (!pool_name.ok()) return pool_name.status();
   h.pool = *pool_name;
   if (const json* g = WireMember(*pool, "generation"); g != nullptr && !g->is_null()) {
-    if (!g->is_number_integer()) return InvalidArgument(what + ".pool.generation must be an integer, got " + Clip(*g));
+    if (!g->is_number_integer())
+      return InvalidArgument(what + ".pool.generation must be an integer, got " + Clip(*g));
     h.generation = g->get<int64_t>();
   }
   return h;
@@ -138,7 +147,8 @@ Result<DeviceUsage> DeviceOf(const json& d, const SliceHead& h, size_t i) {
   what += " (" + u.device + ")";
   const std::string at = what + " ";  // "… spec.devices[2] (gpu-2) capacity.memory"
   if (const json* m = WireMember(d, "allowMultipleAllocations"); m != nullptr && !m->is_null()) {
-    if (!m->is_boolean()) return InvalidArgument(at + "allowMultipleAllocations must be a boolean, got " + Clip(*m));
+    if (!m->is_boolean())
+      return InvalidArgument(at + "allowMultipleAllocations must be a boolean, got " + Clip(*m));
     u.multiple_allocations = m->get<bool>();
   }
   const json* attrs = WireMember(d, "attributes");
@@ -149,9 +159,11 @@ Result<DeviceUsage> DeviceOf(const json& d, const SliceHead& h, size_t i) {
   if (caps != nullptr && !caps->is_null() && !caps->is_object()) {
     return InvalidArgument(at + "capacity must be an object, got " + Clip(*caps));
   }
-  size_t n = (attrs && attrs->is_object() ? attrs->size() : 0) + (caps && caps->is_object() ? caps->size() : 0);
+  size_t n = (attrs && attrs->is_object() ? attrs->size() : 0) +
+             (caps && caps->is_object() ? caps->size() : 0);
   if (n > kDraMaxAttributesAndCapacities) {
-    return InvalidArgument(what + " has " + std::to_string(n) + " attributes and capacities (at most " +
+    return InvalidArgument(what + " has " + std::to_string(n) +
+                           " attributes and capacities (at most " +
                            std::to_string(kDraMaxAttributesAndCapacities) + ")");
   }
   if (attrs && attrs->is_object()) u.attributes = *attrs;
@@ -171,8 +183,10 @@ Result<DeviceUsage> DeviceOf(const json& d, const SliceHead& h, size_t i) {
 
 }  // namespace
 
-Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices, const std::vector<json>& claims,
-                                                 const std::string& driver, std::vector<std::string>* problems) {
+Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices,
+                                                 const std::vector<json>& claims,
+                                                 const std::string& driver,
+                                                 std::vector<std::string>* problems) {
   // Strict: the first problem is the error. Lenient: note it and go on.
   auto report = [&](const Status& st) -> bool {
     if (problems == nullptr) return false;
@@ -201,13 +215,15 @@ Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices
     const json* devices = WireMember(*WireMember(slices[i], "spec"), "devices");
     if (devices == nullptr || devices->is_null()) continue;
     if (!devices->is_array()) {
-      Status st = InvalidArgument("ResourceSlice " + h.name + " spec.devices must be a list, got " + Clip(*devices));
+      Status st = InvalidArgument("ResourceSlice " + h.name + " spec.devices must be a list, got " +
+                                  Clip(*devices));
       if (!report(st)) return st;
       continue;
     }
     if (devices->size() > kDraMaxDevicesPerSlice) {
-      Status st = InvalidArgument("ResourceSlice " + h.name + " spec.devices has " + std::to_string(devices->size()) +
-                                  " entries (at most " + std::to_string(kDraMaxDevicesPerSlice) + ")");
+      Status st = InvalidArgument("ResourceSlice " + h.name + " spec.devices has " +
+                                  std::to_string(devices->size()) + " entries (at most " +
+                                  std::to_string(kDraMaxDevicesPerSlice) + ")");
       if (!report(st)) return st;
       continue;
     }
@@ -247,18 +263,21 @@ Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices
     const json* results = devs ? WireMember(*devs, "results") : nullptr;
     if (results == nullptr || results->is_null()) continue;
     if (!results->is_array()) {
-      Status st = InvalidArgument(who + " status.allocation.devices.results must be a list, got " + Clip(*results));
+      Status st = InvalidArgument(who + " status.allocation.devices.results must be a list, got " +
+                                  Clip(*results));
       if (!report(st)) return st;
       continue;
     }
     if (results->size() > kDraMaxResults) {
-      Status st = InvalidArgument(who + " status.allocation.devices.results has " + std::to_string(results->size()) +
-                                  " entries (at most " + std::to_string(kDraMaxResults) + ")");
+      Status st = InvalidArgument(who + " status.allocation.devices.results has " +
+                                  std::to_string(results->size()) + " entries (at most " +
+                                  std::to_string(kDraMaxResults) + ")");
       if (!report(st)) return st;
       continue;
     }
     std::string pod;
-    if (const json* rf = WireMember(*status, "reservedFor"); rf != nullptr && rf->is_array() && !rf->empty()) {
+    if (const json* rf = WireMember(*status, "reservedFor");
+        rf != nullptr && rf->is_array() && !rf->empty()) {
       if (auto n = StringMember((*rf)[0], "name", who + " status.reservedFor[0]"); n.ok()) pod = *n;
     }
     for (size_t i = 0; i < results->size(); ++i) {
@@ -273,7 +292,9 @@ Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices
       auto rpool = StringMember(r, "pool", what);
       auto rdevice = StringMember(r, "device", what);
       if (!rdriver.ok() || !rpool.ok() || !rdevice.ok()) {
-        Status st = !rdriver.ok() ? rdriver.status() : !rpool.ok() ? rpool.status() : rdevice.status();
+        Status st = !rdriver.ok() ? rdriver.status()
+                    : !rpool.ok() ? rpool.status()
+                                  : rdevice.status();
         if (!report(st)) return st;
         continue;
       }
@@ -300,7 +321,8 @@ Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<json>& slices
         return report(st);
       };
       if (!consumed->is_object()) {
-        Status st = InvalidArgument(what + ".consumedCapacity must be an object, got " + Clip(*consumed));
+        Status st =
+            InvalidArgument(what + ".consumedCapacity must be an object, got " + Clip(*consumed));
         if (!bad(st)) return st;
         continue;
       }
@@ -335,23 +357,26 @@ Result<ShareRequest> ShareRequestOf(const json& r, const std::string& what) {
   if (!name.ok()) return name.status();
   out.name = *name;
   if (WireMember(r, "firstAvailable") != nullptr) {
-    return InvalidArgument(what + ".firstAvailable is not supported (fracgpu's claims use exactly)");
+    return InvalidArgument(what +
+                           ".firstAvailable is not supported (fracgpu's claims use exactly)");
   }
   const json* exactly = WireMember(r, "exactly");
   if (exactly == nullptr || !exactly->is_object()) {
-    return InvalidArgument(what + ".exactly must be an object, got " + (exactly ? Clip(*exactly) : "nothing"));
+    return InvalidArgument(what + ".exactly must be an object, got " +
+                           (exactly ? Clip(*exactly) : "nothing"));
   }
   std::string ew = what + ".exactly";
   auto mode = StringMember(*exactly, "allocationMode", ew);
   if (!mode.ok()) return mode.status();
   if (!mode->empty() && *mode != "ExactCount") {
-    return InvalidArgument(ew + ".allocationMode " + Clip(json(*mode)) + " is not supported (only ExactCount)");
+    return InvalidArgument(ew + ".allocationMode " + Clip(json(*mode)) +
+                           " is not supported (only ExactCount)");
   }
   if (const json* count = WireMember(*exactly, "count"); count != nullptr && !count->is_null()) {
     if (!count->is_number_integer() || count->get<int64_t>() < 1 ||
         count->get<int64_t>() > static_cast<int64_t>(kDraMaxResults)) {
-      return InvalidArgument(ew + ".count must be an integer 1.." + std::to_string(kDraMaxResults) + ", got " +
-                             Clip(*count));
+      return InvalidArgument(ew + ".count must be an integer 1.." + std::to_string(kDraMaxResults) +
+                             ", got " + Clip(*count));
     }
     out.count = static_cast<int32_t>(count->get<int64_t>());
   }
@@ -362,8 +387,8 @@ Result<ShareRequest> ShareRequestOf(const json& r, const std::string& what) {
     return InvalidArgument(ew + ".capacity.requests must be an object, got " +
                            (requests ? Clip(*requests) : "nothing"));
   }
-  for (auto [name_c, shift, field] :
-       {std::tuple{kDraCapacityMemory, 20, &out.memory_mib}, std::tuple{kDraCapacityCores, 0, &out.cores}}) {
+  for (auto [name_c, shift, field] : {std::tuple{kDraCapacityMemory, 20, &out.memory_mib},
+                                      std::tuple{kDraCapacityCores, 0, &out.cores}}) {
     const json* v = WireMember(*requests, name_c);
     if (v == nullptr) continue;
     auto n = Whole(*v, shift, ew + ".capacity.requests." + name_c);

@@ -7,10 +7,9 @@
 // value (clipped), and lists are bounded by the API's own validation limits. Pure: no I/O.
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/dra.h"
 #include "core/status.h"
@@ -41,7 +40,8 @@ inline constexpr size_t kDraMaxAttributesAndCapacities = 32;
 /// kDraMaxAttributesAndCapacities attributes + capacities is malformed; sums of consumed
 /// capacity saturate instead of overflowing.
 Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<nlohmann::json>& slices,
-                                                 const std::vector<nlohmann::json>& claims, const std::string& driver,
+                                                 const std::vector<nlohmann::json>& claims,
+                                                 const std::string& driver,
                                                  std::vector<std::string>* problems = nullptr);
 
 /// One request of a claim's spec.devices.requests (resource/v1 DeviceRequest, as
@@ -51,6 +51,7 @@ Result<std::vector<DeviceUsage>> UsageFromSlices(const std::vector<nlohmann::jso
 /// selector is left empty: selectors are CEL, the caller's (core::DeviceSelected evaluates
 /// fracgpu's own rules). Errors: kInvalidArgument naming the field and value (`what` prefixes
 /// it), also for what fracgpu's claims never use (firstAvailable, allocationMode All).
-Result<ShareRequest> ShareRequestOf(const nlohmann::json& device_request, const std::string& what = "request");
+Result<ShareRequest> ShareRequestOf(const nlohmann::json& device_request,
+                                    const std::string& what = "request");
 
 }  // namespace fracgpu::core

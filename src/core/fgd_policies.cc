@@ -25,7 +25,7 @@ double Trunc(double x) { return static_cast<double>(static_cast<int64_t>(x)); }
 using Measure = double (*)(const FragNode&, const FragWorkload&);
 
 PlacementScore FgdScore(const FragNode& node, const FragDemand& d, const FragWorkload& w,
-                   double before, double scale, Measure measure = &NodeFragment) {
+                        double before, double scale, Measure measure = &NodeFragment) {
   auto score_of = [&](double after) {
     const double delta = before - after;
     return scale == 0 ? delta : Trunc(Sigmoid(delta / 1000.0) * scale);
@@ -101,7 +101,8 @@ double GpuPackingScore(const FragNode& node, const FragDemand& d) {
     opened += left == kMilliPerGpu;
     free_ratio += static_cast<int64_t>(left) * 100 / kMilliPerGpu;
   }
-  if (opened > 0) return static_cast<double>(std::max(kMaxNodeScore / 2 - opened, kMaxNodeScore / 3));
+  if (opened > 0)
+    return static_cast<double>(std::max(kMaxNodeScore / 2 - opened, kMaxNodeScore / 3));
   return static_cast<double>(std::max(kMaxNodeScore - free_ratio / 10, kMaxNodeScore / 2));
 }
 
@@ -130,8 +131,9 @@ std::string Lower(std::string_view s) {
 }  // namespace
 
 std::vector<PlacementPolicy> PaperPolicies() {
-  return {PlacementPolicy::kRandom,     PlacementPolicy::kDotProduct, PlacementPolicy::kGpuClustering,
-          PlacementPolicy::kGpuPacking, PlacementPolicy::kBestFit,    PlacementPolicy::kFgd};
+  return {PlacementPolicy::kRandom,        PlacementPolicy::kDotProduct,
+          PlacementPolicy::kGpuClustering, PlacementPolicy::kGpuPacking,
+          PlacementPolicy::kBestFit,       PlacementPolicy::kFgd};
 }
 
 std::vector<PlacementPolicy> AllPlacementPolicies() {
@@ -153,24 +155,42 @@ std::vector<PlacementPolicy> AllPlacementPolicies() {
 
 const char* PlacementPolicyName(PlacementPolicy policy) {
   switch (policy) {
-    case PlacementPolicy::kRandom: return "Random";
-    case PlacementPolicy::kDotProduct: return "DotProduct";
-    case PlacementPolicy::kGpuClustering: return "GpuClustering";
-    case PlacementPolicy::kGpuPacking: return "GpuPacking";
-    case PlacementPolicy::kBestFit: return "BestFit";
-    case PlacementPolicy::kFgd: return "FGD";
-    case PlacementPolicy::kFgdBestFit: return "FGD+BestFit";
-    case PlacementPolicy::kFgdExact: return "FGD-exact";
-    case PlacementPolicy::kFgdCoarse: return "FGD-coarse";
-    case PlacementPolicy::kFgdPacking: return "FGD+GpuPacking";
-    case PlacementPolicy::kFgdGpuWeighted: return "FGD-gpuweighted";
-    case PlacementPolicy::kFgdCpu: return "FGD-cpu";
-    case PlacementPolicy::kFgdCpuBestFit: return "FGD-cpu+BestFit";
-    case PlacementPolicy::kFgdFine: return "FGD-fine";
-    case PlacementPolicy::kFgdHybrid: return "FGD-hybrid";
-    case PlacementPolicy::kFgdKeepFree: return "FGD+KeepFree";
-    case PlacementPolicy::kFgdCpuBalance: return "FGD+CpuBalance";
-    case PlacementPolicy::kDraFirstFit: return "DRA-FirstFit";
+    case PlacementPolicy::kRandom:
+      return "Random";
+    case PlacementPolicy::kDotProduct:
+      return "DotProduct";
+    case PlacementPolicy::kGpuClustering:
+      return "GpuClustering";
+    case PlacementPolicy::kGpuPacking:
+      return "GpuPacking";
+    case PlacementPolicy::kBestFit:
+      return "BestFit";
+    case PlacementPolicy::kFgd:
+      return "FGD";
+    case PlacementPolicy::kFgdBestFit:
+      return "FGD+BestFit";
+    case PlacementPolicy::kFgdExact:
+      return "FGD-exact";
+    case PlacementPolicy::kFgdCoarse:
+      return "FGD-coarse";
+    case PlacementPolicy::kFgdPacking:
+      return "FGD+GpuPacking";
+    case PlacementPolicy::kFgdGpuWeighted:
+      return "FGD-gpuweighted";
+    case PlacementPolicy::kFgdCpu:
+      return "FGD-cpu";
+    case PlacementPolicy::kFgdCpuBestFit:
+      return "FGD-cpu+BestFit";
+    case PlacementPolicy::kFgdFine:
+      return "FGD-fine";
+    case PlacementPolicy::kFgdHybrid:
+      return "FGD-hybrid";
+    case PlacementPolicy::kFgdKeepFree:
+      return "FGD+KeepFree";
+    case PlacementPolicy::kFgdCpuBalance:
+      return "FGD+CpuBalance";
+    case PlacementPolicy::kDraFirstFit:
+      return "DRA-FirstFit";
   }
   return "?";
 }
@@ -214,7 +234,7 @@ std::vector<ShapeCount> GpuWeightedCounts(std::vector<ShapeCount> counts) {
 }
 
 PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
-                    const FragWorkload& workload, double frag_before) {
+                         const FragWorkload& workload, double frag_before) {
   switch (policy) {
     case PlacementPolicy::kFgd:
     case PlacementPolicy::kFgdGpuWeighted:
@@ -279,11 +299,21 @@ PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const Fra
   }
   s.pick = PickTightestGpus(node, demand);
   switch (policy) {
-    case PlacementPolicy::kDotProduct: s.score = DotProductScore(node, demand); break;
-    case PlacementPolicy::kGpuClustering: s.score = GpuClusteringScore(node, demand); break;
-    case PlacementPolicy::kGpuPacking: s.score = GpuPackingScore(node, demand); break;
-    case PlacementPolicy::kBestFit: s.score = BestFitScore(node, demand); break;
-    default: s.score = 0; break;
+    case PlacementPolicy::kDotProduct:
+      s.score = DotProductScore(node, demand);
+      break;
+    case PlacementPolicy::kGpuClustering:
+      s.score = GpuClusteringScore(node, demand);
+      break;
+    case PlacementPolicy::kGpuPacking:
+      s.score = GpuPackingScore(node, demand);
+      break;
+    case PlacementPolicy::kBestFit:
+      s.score = BestFitScore(node, demand);
+      break;
+    default:
+      s.score = 0;
+      break;
   }
   return s;
 }
@@ -328,7 +358,8 @@ Placement ChooseNode(PlacementPolicy policy, std::span<const FragNode> nodes,
   const bool frag = UsesFragment(policy);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!Fits(nodes[i], demand)) continue;
-    const PlacementScore s = ScoreNode(policy, nodes[i], demand, workload, frag ? node_frag[i] : 0.0);
+    const PlacementScore s =
+        ScoreNode(policy, nodes[i], demand, workload, frag ? node_frag[i] : 0.0);
     if (best.node < 0 || s.score > best.score) {
       best.node = static_cast<int32_t>(i);
       best.score = s.score;

@@ -77,8 +77,8 @@ std::vector<PlacementPolicy> AllPlacementPolicies();
 /// "DRA-FirstFit".
 const char* PlacementPolicyName(PlacementPolicy policy);
 /// Parses a display name, case-insensitively; also accepts the paper's "DotProd" and the
-/// scheduler name "fragmentation-aware" (kFragmentationAwarePolicy). Errors: kInvalidArgument naming the value and
-/// listing the valid names.
+/// scheduler name "fragmentation-aware" (kFragmentationAwarePolicy). Errors: kInvalidArgument
+/// naming the value and listing the valid names.
 Result<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 
 /// A node's score under a policy and the GPUs the policy would give the pod there.
@@ -96,10 +96,12 @@ struct PlacementScore {
 ///  - DotProduct: int(100 × (1 − (cpuLeft/128000·cpu/128000 + gpuLeft/8000·gpuReq/8000) / 2)).
 ///  - GpuPacking, GpuClustering: as the authors' plugins (see the .cc).
 ///  - Random: score 0 (ChooseNode picks uniformly instead).
-///  - DRA-FirstFit: score 0, the GPUs of DraFirstFitPick (ChooseNode takes the first feasible node).
-/// `frag_before` is PolicyFragment(policy, node, workload) (only FGD variants read it and `workload`).
+///  - DRA-FirstFit: score 0, the GPUs of DraFirstFitPick (ChooseNode takes the first feasible
+///  node).
+/// `frag_before` is PolicyFragment(policy, node, workload) (only FGD variants read it and
+/// `workload`).
 PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const FragDemand& demand,
-                    const FragWorkload& workload, double frag_before);
+                         const FragWorkload& workload, double frag_before);
 
 /// Where one pod goes.
 struct Placement {

@@ -11,19 +11,32 @@ namespace fracgpu::core {
 
 const char* FitReasonName(FitReason reason) {
   switch (reason) {
-    case FitReason::kFits: return "Fits";
-    case FitReason::kCardNotHealth: return "CardNotHealth";
-    case FitReason::kCardCordoned: return "CardCordoned";
-    case FitReason::kCardTypeMismatch: return "CardTypeMismatch";
-    case FitReason::kNumaNotFit: return "NumaNotFit";
-    case FitReason::kCardUuidMismatch: return "CardUuidMismatch";
-    case FitReason::kCardTimeSlicingExhausted: return "CardTimeSlicingExhausted";
-    case FitReason::kCardInsufficientMemory: return "CardInsufficientMemory";
-    case FitReason::kCardInsufficientCore: return "CardInsufficientCore";
-    case FitReason::kExclusiveDeviceAllocateConflict: return "ExclusiveDeviceAllocateConflict";
-    case FitReason::kCardComputeUnitsExhausted: return "CardComputeUnitsExhausted";
-    case FitReason::kAllocatedCardsInsufficientRequest: return "AllocatedCardsInsufficientRequest";
-    case FitReason::kNodeInsufficientDevice: return "NodeInsufficientDevice";
+    case FitReason::kFits:
+      return "Fits";
+    case FitReason::kCardNotHealth:
+      return "CardNotHealth";
+    case FitReason::kCardCordoned:
+      return "CardCordoned";
+    case FitReason::kCardTypeMismatch:
+      return "CardTypeMismatch";
+    case FitReason::kNumaNotFit:
+      return "NumaNotFit";
+    case FitReason::kCardUuidMismatch:
+      return "CardUuidMismatch";
+    case FitReason::kCardTimeSlicingExhausted:
+      return "CardTimeSlicingExhausted";
+    case FitReason::kCardInsufficientMemory:
+      return "CardInsufficientMemory";
+    case FitReason::kCardInsufficientCore:
+      return "CardInsufficientCore";
+    case FitReason::kExclusiveDeviceAllocateConflict:
+      return "ExclusiveDeviceAllocateConflict";
+    case FitReason::kCardComputeUnitsExhausted:
+      return "CardComputeUnitsExhausted";
+    case FitReason::kAllocatedCardsInsufficientRequest:
+      return "AllocatedCardsInsufficientRequest";
+    case FitReason::kNodeInsufficientDevice:
+      return "NodeInsufficientDevice";
   }
   return "Unknown";
 }
@@ -292,8 +305,8 @@ bool FitOrdered(const PodRequest& pod, const NodeState& node, const FitOptions& 
 
 // Whether `c` alone fits against the node's own usage: counts the GPUs that pass every
 // check (per NUMA node under numa-bind). Exact when the GPU order cannot matter.
-bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod,
-                          const NodeState& node, TypeVerdictCache* cache) {
+bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod, const NodeState& node,
+                          TypeVerdictCache* cache) {
   const size_t n_gpus = node.gpus.size();
   if (static_cast<size_t>(c.num_gpus) > n_gpus) return false;
   TypeMemo memo;
@@ -325,8 +338,8 @@ bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod,
 
 }  // namespace
 
-FitReason CheckGpu(const ContainerRequest& container, const PodRequest& pod,
-                   const DeviceInfo& info, bool cordoned, const GpuUsage& usage) {
+FitReason CheckGpu(const ContainerRequest& container, const PodRequest& pod, const DeviceInfo& info,
+                   bool cordoned, const GpuUsage& usage) {
   FitReason r = PreNumaChecks(pod, info, cordoned, nullptr, nullptr);
   if (r != FitReason::kFits) return r;
   return PostNumaChecks(container, pod, info, usage);
@@ -449,8 +462,10 @@ Status RemovePodUsage(NodeState& node, std::span<const GpuUsageDelta> usage) {
     a.used -= usage[k].slots;
     a.used_mem_mib -= usage[k].mem_mib;
     a.used_cores -= usage[k].cores;
-    const char* field = a.used < 0 ? "used slots" : a.used_mem_mib < 0 ? "used memory (MiB)"
-                        : a.used_cores < 0 ? "used cores (%)" : nullptr;
+    const char* field = a.used < 0           ? "used slots"
+                        : a.used_mem_mib < 0 ? "used memory (MiB)"
+                        : a.used_cores < 0   ? "used cores (%)"
+                                             : nullptr;
     if (field != nullptr) {
       return InvalidArgument("removing the usage of GPU " + usage[k].uuid + " from node " +
                              node.name + " would make its " + field +

@@ -1,7 +1,7 @@
 #pragma once
-// Fit: which GPUs of a node can host each container of a pod (docs/design/hami-behaviour.md §3.5–3.6,
-// §3.8; docs/design/CONTRACT.md §1). No I/O, no clock, no threads; every function here is thread-safe
-// on distinct arguments (a TypeVerdictCache must not be shared between threads).
+// Fit: which GPUs of a node can host each container of a pod (docs/design/hami-behaviour.md
+// §3.5–3.6, §3.8; docs/design/CONTRACT.md §1). No I/O, no clock, no threads; every function here is
+// thread-safe on distinct arguments (a TypeVerdictCache must not be shared between threads).
 //
 // API in one paragraph (for the scheduler, the simulator and the fragmentation code):
 //   * CheckGpu(container, pod, gpu)  — the per-GPU checks of §3.6 (all but the NUMA grouping),
@@ -73,8 +73,8 @@ struct GpuUsage {
 /// container.MemOn(devmem) MiB; cores above 100 are clamped to 100 as HAMi does.
 /// Allocation-free when the pod has no type lists; with type lists it calls GpuTypeAllowed
 /// (request.h), which a TypeVerdictCache can memoise (see FitOptions).
-FitReason CheckGpu(const ContainerRequest& container, const PodRequest& pod,
-                   const DeviceInfo& info, bool cordoned, const GpuUsage& usage);
+FitReason CheckGpu(const ContainerRequest& container, const PodRequest& pod, const DeviceInfo& info,
+                   bool cordoned, const GpuUsage& usage);
 /// CheckGpu on a GpuState as it is.
 inline FitReason CheckGpu(const ContainerRequest& container, const PodRequest& pod,
                           const GpuState& gpu) {
@@ -148,8 +148,8 @@ struct FitResult {
   std::string summary;
 };
 
-/// Fits `pod` on `node` as the HAMi scheduler would (docs/design/hami-behaviour.md §3.5 step 4, §3.6):
-/// containers in pod order; each GPU-using container gets num_gpus distinct GPUs chosen by
+/// Fits `pod` on `node` as the HAMi scheduler would (docs/design/hami-behaviour.md §3.5 step 4,
+/// §3.6): containers in pod order; each GPU-using container gets num_gpus distinct GPUs chosen by
 /// the GPU policy's order (score.h OrderGpus, or options.orderer); init containers are each
 /// fitted alone against the node as it is (they run one after another); app containers
 /// are fitted cumulatively (each sees the usage of the earlier app containers), so several
@@ -169,9 +169,9 @@ bool Fits(const PodRequest& pod, const NodeState& node, const FitOptions& option
 /// Usage one placed pod takes on one GPU (docs/design/hami-behaviour.md §3.8 "collapsed").
 struct GpuUsageDelta {
   std::string uuid;
-  int32_t slots = 0;      ///< max(1 if an init container uses it, number of app containers)
-  int64_t mem_mib = 0;    ///< max(peak of init containers, sum of app containers), MiB
-  int32_t cores = 0;      ///< same rule, SM %
+  int32_t slots = 0;    ///< max(1 if an init container uses it, number of app containers)
+  int64_t mem_mib = 0;  ///< max(peak of init containers, sum of app containers), MiB
+  int32_t cores = 0;    ///< same rule, SM %
 };
 
 /// Collapses a pod's grants into per-GPU usage (§3.8): containers 0..num_init-1 are init

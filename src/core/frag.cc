@@ -128,7 +128,8 @@ double NodeFragmentCpuAware(const FragNode& node, const FragWorkload& workload) 
   double f = 0;
   const size_t n = workload.shapes.size();
   for (size_t i = 0; i < n; ++i) {
-    f += workload.popularity[i] * static_cast<double>(ShapeFragmentCpuAware(node, workload.shapes[i]));
+    f += workload.popularity[i] *
+         static_cast<double>(ShapeFragmentCpuAware(node, workload.shapes[i]));
   }
   return f;
 }

@@ -27,9 +27,9 @@ inline constexpr int32_t kMilliPerGpu = 1000;
 
 /// A node as the fragmentation measure and the FGD-paper policies see it.
 struct FragNode {
-  int64_t cpu_left = 0;   ///< unallocated CPU, millicores
-  int64_t mem_left = 0;   ///< unallocated host memory, MiB
-  int32_t num_gpus = 0;   ///< GPUs in use of gpu_left / gpu_type (≤ kMaxFragGpus)
+  int64_t cpu_left = 0;  ///< unallocated CPU, millicores
+  int64_t mem_left = 0;  ///< unallocated host memory, MiB
+  int32_t num_gpus = 0;  ///< GPUs in use of gpu_left / gpu_type (≤ kMaxFragGpus)
   std::array<int32_t, kMaxFragGpus> gpu_left{};  ///< leftover per GPU, milli-GPU, NVML index order
   std::array<uint8_t, kMaxFragGpus> gpu_type{};  ///< type id per GPU (< kMaxFragTypes)
   /// GpuClustering affinity tags of the GPU pods placed here: bit 0 = "share-gpu",
@@ -46,10 +46,10 @@ struct FragNode {
 
 /// What one pod (or one task shape of the target workload) asks for.
 struct FragDemand {
-  int64_t cpu_milli = 0;  ///< millicores
-  int64_t mem_mib = 0;    ///< host memory, MiB (feasibility only; never in a score or in F)
-  int32_t num_gpus = 0;   ///< distinct GPUs; 0 = CPU-only
-  int32_t gpu_milli = 0;  ///< share per GPU, milli-GPU (1000 = whole card); 0 when CPU-only
+  int64_t cpu_milli = 0;       ///< millicores
+  int64_t mem_mib = 0;         ///< host memory, MiB (feasibility only; never in a score or in F)
+  int32_t num_gpus = 0;        ///< distinct GPUs; 0 = CPU-only
+  int32_t gpu_milli = 0;       ///< share per GPU, milli-GPU (1000 = whole card); 0 when CPU-only
   uint64_t type_mask = ~0ULL;  ///< bit t set = GPUs of type id t are allowed
 
   /// A GPU-sharing request: one GPU, less than a whole card.
@@ -57,8 +57,11 @@ struct FragDemand {
   /// Total GPU request, milli-GPU.
   int64_t TotalGpuMilli() const { return static_cast<int64_t>(num_gpus) * gpu_milli; }
   /// True when GPU g of `node` has an allowed type.
-  bool TypeAllowed(const FragNode& node, int g) const { return (type_mask >> node.gpu_type[g]) & 1; }
-  /// True when GPU g of `node` can host one of this request's GPUs (type allowed, leftover ≥ gpu_milli).
+  bool TypeAllowed(const FragNode& node, int g) const {
+    return (type_mask >> node.gpu_type[g]) & 1;
+  }
+  /// True when GPU g of `node` can host one of this request's GPUs (type allowed, leftover ≥
+  /// gpu_milli).
   bool GpuFits(const FragNode& node, int g) const {
     return TypeAllowed(node, g) && node.gpu_left[g] >= gpu_milli;
   }
@@ -88,9 +91,9 @@ struct WeightedShape {
   double popularity = 0;
 };
 
-/// Selects the target workload M from per-shape pod counts (docs/design/fgd-evaluation.md §3 point 4): shapes
-/// ordered by count (descending; ties by the shape tuple, descending) are added one at a time
-/// until they cover ≥ `coverage_percent` % of all pods; weights are count / total pods,
+/// Selects the target workload M from per-shape pod counts (docs/design/fgd-evaluation.md §3 point
+/// 4): shapes ordered by count (descending; ties by the shape tuple, descending) are added one at a
+/// time until they cover ≥ `coverage_percent` % of all pods; weights are count / total pods,
 /// renormalised to sum to 1. Empty input gives an empty workload.
 std::vector<WeightedShape> SelectTargetWorkload(std::vector<ShapeCount> counts,
                                                 double coverage_percent);
@@ -105,18 +108,18 @@ uint64_t TypeMaskForSpec(const std::string& gpu_spec, const std::vector<std::str
 
 /// The target workload compiled against a GPU type table, ready for fast evaluation.
 struct FragWorkload {
-  std::vector<FragDemand> shapes;   ///< cpu, gpu and type mask of each shape (mem 0)
-  std::vector<double> popularity;   ///< p_m, same order
+  std::vector<FragDemand> shapes;  ///< cpu, gpu and type mask of each shape (mem 0)
+  std::vector<double> popularity;  ///< p_m, same order
 
   /// Compiles `workload` against `type_table` (type id = index in the table).
   static FragWorkload Compile(const std::vector<WeightedShape>& workload,
                               const std::vector<std::string>& type_table);
 };
 
-/// F_n(m) in milli-GPU (docs/design/fgd-evaluation.md §3 point 5): all of the node's unallocated GPU when m
-/// is CPU-only, the node lacks CPU for m, or fewer than m.num_gpus allowed GPUs have leftover ≥
-/// m.gpu_milli; otherwise the sum of the leftovers of the GPUs that cannot host m (too small or
-/// of a type m does not allow; on single-type nodes this is "the leftovers < gpu_milli").
+/// F_n(m) in milli-GPU (docs/design/fgd-evaluation.md §3 point 5): all of the node's unallocated
+/// GPU when m is CPU-only, the node lacks CPU for m, or fewer than m.num_gpus allowed GPUs have
+/// leftover ≥ m.gpu_milli; otherwise the sum of the leftovers of the GPUs that cannot host m (too
+/// small or of a type m does not allow; on single-type nodes this is "the leftovers < gpu_milli").
 int64_t ShapeFragment(const FragNode& node, const FragDemand& shape);
 
 /// F_n(M) = Σ_m p_m · F_n(m), milli-GPU (the expected fragment under the workload).

@@ -58,7 +58,8 @@ FragNode ToFragNode(const NodeState& node, std::vector<std::string>& type_table,
 }
 
 FragmentationModel::FragmentationModel(std::vector<WeightedShape> workload, PlacementPolicy policy)
-    : workload_(std::move(workload)), policy_(UsesFragment(policy) ? policy : PlacementPolicy::kFgd) {}
+    : workload_(std::move(workload)),
+      policy_(UsesFragment(policy) ? policy : PlacementPolicy::kFgd) {}
 
 FragWorkload FragmentationModel::Compile(const std::vector<std::string>& type_table) const {
   return FragWorkload::Compile(workload_, type_table);
@@ -110,8 +111,9 @@ void FragmentationModel::Orderer::Order(const ContainerRequest& container, const
       after.gpu_left[g] -= d.gpu_milli;
       const double a = core::NodeFragment(after, w);
       r.cls = 0;
-      r.key = model_->policy_ == PlacementPolicy::kFgdExact ? -(before - a)
-                                                            : -static_cast<double>(FgdIntScore(before, a));
+      r.key = model_->policy_ == PlacementPolicy::kFgdExact
+                  ? -(before - a)
+                  : -static_cast<double>(FgdIntScore(before, a));
     } else {
       r.cls = 0;
       r.key = f.gpu_left[g];

@@ -7,9 +7,9 @@
 // the order in which fit tries the GPUs, and scores the node.
 //
 // A GPU's leftover is (devcore − used_cores) × 10 milli-GPU and a container's share is
-// cores_percent × 10 (docs/design/fgd-evaluation.md; a devcore-100 card has 1000 milli). Memory is not a
-// dimension of the measure (as in the paper); a container asking only for memory (cores 0) has
-// no GPU share and leaves F unchanged. GPUs that cannot take any new slice (unhealthy,
+// cores_percent × 10 (docs/design/fgd-evaluation.md; a devcore-100 card has 1000 milli). Memory is
+// not a dimension of the measure (as in the paper); a container asking only for memory (cores 0)
+// has no GPU share and leaves F unchanged. GPUs that cannot take any new slice (unhealthy,
 // cordoned, split count exhausted) have no usable leftover: unhealthy and cordoned ones count
 // as 0, an exhausted one's leftover counts as fragment for every task shape.
 
@@ -54,7 +54,8 @@ class FragmentationModel {
   /// Fits `pod` on `node` with the FGD GPU order and scores the node by ΔF of the whole pod
   /// (pod_cpu_milli is the pod's CPU request, subtracted in the hypothetical as the paper does).
   /// Errors: kResourceExhausted with fit's summary when the pod does not fit.
-  Result<Score> ScoreNode(const PodRequest& pod, int64_t pod_cpu_milli, const NodeState& node) const;
+  Result<Score> ScoreNode(const PodRequest& pod, int64_t pod_cpu_milli,
+                          const NodeState& node) const;
 
   /// A GpuOrderer for FitOptions::orderer: for a sharing container (one GPU, cores < 100) the
   /// GPUs by FGD score (highest first, index order among equals); for other containers the

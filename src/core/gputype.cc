@@ -30,8 +30,8 @@ class TokenCursor {
 };
 
 bool TokenEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return Upper(x) == Upper(y); });
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                            [](char x, char y) { return Upper(x) == Upper(y); });
 }
 
 bool HasTokens(std::string_view text) { return !TokenCursor(text).Next().empty(); }

@@ -1,6 +1,6 @@
 #pragma once
-// The GPU type token rule and the comma lists of the use/nouse annotations (docs/design/CONTRACT.md §1,
-// marked "(fixed)": HAMi matches raw upper-cased substrings, so "A10" matched "A100").
+// The GPU type token rule and the comma lists of the use/nouse annotations (docs/design/CONTRACT.md
+// §1, marked "(fixed)": HAMi matches raw upper-cased substrings, so "A10" matched "A100").
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,5 @@
-// The values the admission webhook writes into container limits (docs/design/CONTRACT.md §1 "Defaults").
+// The values the admission webhook writes into container limits (docs/design/CONTRACT.md §1
+// "Defaults").
 
 #include <exception>
 #include <string>
@@ -73,7 +74,8 @@ Result<std::vector<ContainerDefaults>> Compute(const json& pod, const ResourceNa
 
 }  // namespace
 
-Result<std::vector<LimitDefault>> ComputeLimitDefaults(const json& pod, const ResourceNames& names) {
+Result<std::vector<LimitDefault>> ComputeLimitDefaults(const json& pod,
+                                                       const ResourceNames& names) {
   try {
     Result<std::vector<ContainerDefaults>> per_container = Compute(pod, names);
     if (!per_container.ok()) return per_container.status();
@@ -99,12 +101,14 @@ Result<json> LimitDefaultsPatch(const json& pod, const ResourceNames& names) {
       // slice value), so `resources` is an object here; "add" on a null `limits` member
       // replaces it (RFC 6902 §4.1).
       if (!d.has_limits) {
-        patch.push_back({{"op", "add"}, {"path", d.pointer + "/resources/limits"}, {"value", limits}});
+        patch.push_back(
+            {{"op", "add"}, {"path", d.pointer + "/resources/limits"}, {"value", limits}});
       } else {
         for (const LimitDefault& v : d.values) {
-          patch.push_back({{"op", "add"},
-                           {"path", d.pointer + "/resources/limits/" + EscapePointerToken(v.resource)},
-                           {"value", v.value}});
+          patch.push_back(
+              {{"op", "add"},
+               {"path", d.pointer + "/resources/limits/" + EscapePointerToken(v.resource)},
+               {"value", v.value}});
         }
       }
     }

@@ -1,7 +1,8 @@
 #pragma once
 // A node's GPUs with their current usage: what fit, the scoring policies and the
 // fragmentation measure read. Built by the scheduler from node and pod annotations, and by
-// the simulator from the trace (docs/design/CONTRACT.md §2; docs/design/hami-behaviour.md §3.5 "NodeUsage").
+// the simulator from the trace (docs/design/CONTRACT.md §2; docs/design/hami-behaviour.md §3.5
+// "NodeUsage").
 
 #include <cstdint>
 #include <string>
@@ -14,10 +15,10 @@ namespace fracgpu::core {
 /// One GPU of a node: what it offers and what is already promised on it.
 struct GpuState {
   DeviceInfo info;
-  int32_t used = 0;            ///< slices (containers) placed on it
-  int64_t used_mem_mib = 0;    ///< MiB promised
-  int32_t used_cores = 0;      ///< SM % promised (out of info.devcore)
-  bool cordoned = false;       ///< UUID listed in `hami.io/device-cordon`
+  int32_t used = 0;          ///< slices (containers) placed on it
+  int64_t used_mem_mib = 0;  ///< MiB promised
+  int32_t used_cores = 0;    ///< SM % promised (out of info.devcore)
+  bool cordoned = false;     ///< UUID listed in `hami.io/device-cordon`
 
   int64_t FreeMemMib() const { return info.devmem_mib - used_mem_mib; }
   int32_t FreeCores() const { return info.devcore - used_cores; }
@@ -27,11 +28,11 @@ struct GpuState {
 /// CPU and memory kube-scheduler's NodeResourcesFit would check.
 struct NodeState {
   std::string name;
-  std::vector<GpuState> gpus;       ///< in NVML index order
-  TopologyScores topology;          ///< empty when the node publishes none
-  int64_t cpu_milli_total = 0;      ///< 0 = not tracked
+  std::vector<GpuState> gpus;   ///< in NVML index order
+  TopologyScores topology;      ///< empty when the node publishes none
+  int64_t cpu_milli_total = 0;  ///< 0 = not tracked
   int64_t cpu_milli_used = 0;
-  int64_t mem_mib_total = 0;        ///< host memory, MiB; 0 = not tracked
+  int64_t mem_mib_total = 0;  ///< host memory, MiB; 0 = not tracked
   int64_t mem_mib_used = 0;
 };
 

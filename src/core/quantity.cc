@@ -70,7 +70,8 @@ class SmallBig {
     for (size_t pos = 0; pos < digits.size(); pos += (pos == 0 ? first : 9)) {
       size_t len = pos == 0 ? first : 9;
       uint32_t limb = 0;
-      for (size_t k = 0; k < len; ++k) limb = limb * 10 + static_cast<uint32_t>(digits[pos + k] - '0');
+      for (size_t k = 0; k < len; ++k)
+        limb = limb * 10 + static_cast<uint32_t>(digits[pos + k] - '0');
       limbs_.push_back(limb);
     }
   }
@@ -139,8 +140,8 @@ Result<Quantity> ParseQuantity(std::string_view text) {
   if (rest.size() > 1 && (rest[0] == 'e' || rest[0] == 'E') && rest[1] != 'i') {
     int64_t e = 0;
     if (!ParseExponent(rest.substr(1), &e)) {
-      return InvalidArgument("bad exponent \"" + std::string(rest) + "\" (want e<integer>, |e| <= " +
-                             std::to_string(kMaxExponent) + ")");
+      return InvalidArgument("bad exponent \"" + std::string(rest) +
+                             "\" (want e<integer>, |e| <= " + std::to_string(kMaxExponent) + ")");
     }
     exp10 += e;
     matched = true;

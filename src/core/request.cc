@@ -1,4 +1,5 @@
-// ParsePodRequest: the one request parser of docs/design/CONTRACT.md §1 (webhook, scheduler, simulator, UI).
+// ParsePodRequest: the one request parser of docs/design/CONTRACT.md §1 (webhook, scheduler,
+// simulator, UI).
 
 #include "core/request.h"
 
@@ -79,9 +80,12 @@ Result<int64_t> ReadResource(const json& value, const ResourceRule& rule) {
       if (!q.ok()) return RangeError(rule, value);
       if (q->HasBinarySuffix()) return WholeError(rule, value, &*q);
       switch (QuantityToInt64(*q, &v)) {
-        case WholeStatus::kOk: break;
-        case WholeStatus::kFraction: return WholeError(rule, value, &*q);
-        case WholeStatus::kOutOfRange: return RangeError(rule, value);
+        case WholeStatus::kOk:
+          break;
+        case WholeStatus::kFraction:
+          return WholeError(rule, value, &*q);
+        case WholeStatus::kOutOfRange:
+          return RangeError(rule, value);
       }
       break;
     }
@@ -122,10 +126,12 @@ class PodParser {
   PodParser(const json& pod, const ResourceNames& names) : pod_(pod), names_(names) {}
 
   Result<PodRequest> Parse() {
-    if (!pod_.is_object()) return InvalidArgument("pod must be a JSON object, got " + Describe(pod_));
+    if (!pod_.is_object())
+      return InvalidArgument("pod must be a JSON object, got " + Describe(pod_));
     FRACGPU_RETURN_IF_ERROR(ParseAnnotations());
     const json* spec = nullptr;
-    FRACGPU_RETURN_IF_ERROR(request_json::Member(pod_, "spec", json::value_t::object, "spec", &spec));
+    FRACGPU_RETURN_IF_ERROR(
+        request_json::Member(pod_, "spec", json::value_t::object, "spec", &spec));
     if (spec != nullptr) {
       // Init containers (sidecars included) first, then app containers; never ephemeral ones.
       FRACGPU_RETURN_IF_ERROR(ParseContainerList(*spec, "initContainers", /*init=*/true));
@@ -203,11 +209,13 @@ class PodParser {
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationScoringWeights, &v));
     if (!v.empty()) {
       Result<ScoringWeights> w = ParseScoringWeights(v);
-      if (!w.ok()) return w.status().WithPrefix(std::string("annotation ") + kAnnotationScoringWeights);
+      if (!w.ok())
+        return w.status().WithPrefix(std::string("annotation ") + kAnnotationScoringWeights);
       out_.scoring_weights = *w;
     }
 
-    // Slice keys written as annotations instead of resources do nothing (docs/design/CONTRACT.md §1).
+    // Slice keys written as annotations instead of resources do nothing (docs/design/CONTRACT.md
+    // §1).
     for (const std::string* key : {&names_.gpu, &names_.gpumem, &names_.gpumem_percentage,
                                    &names_.gpucores, &names_.priority}) {
       if (annotations->contains(*key)) {
@@ -261,17 +269,26 @@ class PodParser {
     Status st = request_json::FindResources(c, &res);
     if (!st.ok()) return st.WithPrefix(label);
 
-    const ResourceRule gpu_rule{names_.gpu, 0, kInt32Max, "an integer 0..2147483647",
-                                "is a whole number of GPUs", false};
-    const ResourceRule mem_rule{names_.gpumem, 1, kInt32Max, "an integer 1..2147483647 (MiB)",
-                                "is MiB as a whole number", true};
+    const ResourceRule gpu_rule{
+        names_.gpu, 0, kInt32Max, "an integer 0..2147483647", "is a whole number of GPUs", false};
+    const ResourceRule mem_rule{
+        names_.gpumem, 1, kInt32Max, "an integer 1..2147483647 (MiB)", "is MiB as a whole number",
+        true};
     // 0 is HAMi's "not set" (v2.10.0 webhook accepts 0..100; 0 leaves the whole card's memory).
-    const ResourceRule pct_rule{names_.gpumem_percentage, 0, 100, "an integer 0..100",
-                                "is a whole percentage of the card's memory", false};
-    const ResourceRule cores_rule{names_.gpucores, 0, 100, "an integer 0..100",
-                                  "is a whole percentage of the card's SMs", false};
-    const ResourceRule prio_rule{names_.priority, 0, 1, "0 (high) or 1 (low)",
-                                 "must be 0 (high) or 1 (low)", false};
+    const ResourceRule pct_rule{names_.gpumem_percentage,
+                                0,
+                                100,
+                                "an integer 0..100",
+                                "is a whole percentage of the card's memory",
+                                false};
+    const ResourceRule cores_rule{names_.gpucores,
+                                  0,
+                                  100,
+                                  "an integer 0..100",
+                                  "is a whole percentage of the card's SMs",
+                                  false};
+    const ResourceRule prio_rule{
+        names_.priority, 0, 1, "0 (high) or 1 (low)", "must be 0 (high) or 1 (low)", false};
 
     std::optional<int64_t> gpu, mem, pct, cores, prio;
     const json* gpu_v = nullptr;
@@ -293,7 +310,8 @@ class PodParser {
     const bool slice_given = mem || pct || cores;
     if (gpu && *gpu == 0 && slice_given) {
       const json* first = mem ? mem_v : (pct ? pct_v : cores_v);
-      const std::string& first_name = mem ? names_.gpumem : (pct ? names_.gpumem_percentage : names_.gpucores);
+      const std::string& first_name =
+          mem ? names_.gpumem : (pct ? names_.gpumem_percentage : names_.gpucores);
       return InvalidArgument(label + ": " + names_.gpu + " is 0 (no GPU) but " + first_name +
                              " is " + Describe(*first) + "; remove one of them");
     }
@@ -456,7 +474,8 @@ Result<GpuPolicySpec> ParseGpuPolicySpec(const std::string& value) {
                              "a comma list");
     } else {
       return InvalidArgument("unknown GPU policy " + Quote(std::string(entry)) + " in " +
-                             Quote(value) + " (a list takes binpack, spread, numa, mutex and "
+                             Quote(value) +
+                             " (a list takes binpack, spread, numa, mutex and "
                              "topology-aware)");
     }
     if (comma == std::string_view::npos) break;
@@ -481,7 +500,8 @@ Result<ScoringWeights> ParseScoringWeights(const std::string& value) {
     const std::string_view key = TrimSpace(entry.substr(0, eq));
     const std::string_view num = TrimSpace(entry.substr(eq + 1));
     int slot = key == "slot" ? 0 : key == "core" ? 1 : key == "memory" ? 2 : -1;
-    if (slot < 0) return InvalidArgument(what + " (unknown weight " + Quote(std::string(key)) + ")");
+    if (slot < 0)
+      return InvalidArgument(what + " (unknown weight " + Quote(std::string(key)) + ")");
     if (seen[slot]) return InvalidArgument(what + " (duplicate " + Quote(std::string(key)) + ")");
     seen[slot] = true;
     // Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits, within int64.
@@ -497,12 +517,14 @@ Result<ScoringWeights> ParseScoringWeights(const std::string& value) {
     int64_t n = 0;
     for (char c : digits) {
       if (c < '0' || c > '9') {
-        return InvalidArgument(what + " (" + Quote(std::string(key)) + " weight must be an integer)");
+        return InvalidArgument(what + " (" + Quote(std::string(key)) +
+                               " weight must be an integer)");
       }
       n = n * 10 + (c - '0');
     }
     if (negative && n > 0) {
-      return InvalidArgument(what + " (" + Quote(std::string(key)) + " weight must not be negative)");
+      return InvalidArgument(what + " (" + Quote(std::string(key)) +
+                             " weight must not be negative)");
     }
     (slot == 0 ? w.slot : slot == 1 ? w.core : w.memory) = n;
     if (comma == std::string_view::npos) break;
@@ -517,25 +539,32 @@ Result<ScoringWeights> ParseScoringWeights(const std::string& value) {
 
 const char* NodePolicyName(NodePolicy policy) {
   switch (policy) {
-    case NodePolicy::kBinpack: return "binpack";
-    case NodePolicy::kSpread: return "spread";
+    case NodePolicy::kBinpack:
+      return "binpack";
+    case NodePolicy::kSpread:
+      return "spread";
   }
   return "unknown";
 }
 
 const char* GpuPolicyName(GpuPolicy policy) {
   switch (policy) {
-    case GpuPolicy::kBinpack: return "binpack";
-    case GpuPolicy::kSpread: return "spread";
-    case GpuPolicy::kTopologyAware: return "topology-aware";
-    case GpuPolicy::kFragmentationAware: return "fragmentation-aware";
+    case GpuPolicy::kBinpack:
+      return "binpack";
+    case GpuPolicy::kSpread:
+      return "spread";
+    case GpuPolicy::kTopologyAware:
+      return "topology-aware";
+    case GpuPolicy::kFragmentationAware:
+      return "fragmentation-aware";
   }
   return "unknown";
 }
 
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const ResourceNames& names) {
-  // Our code checks every type before reading it; the catch is the library edge (docs/design/STYLE.md),
-  // so no nlohmann exception can escape to a caller even if a check is ever missed.
+  // Our code checks every type before reading it; the catch is the library edge
+  // (docs/design/STYLE.md), so no nlohmann exception can escape to a caller even if a check is ever
+  // missed.
   try {
     return PodParser(pod, names).Parse();
   } catch (const std::exception& e) {

@@ -4,26 +4,27 @@
 // simulator and the UI (docs/design/STYLE.md: no copy-paste families).
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
 namespace fracgpu::core {
 
-/// Extended-resource names (configurable per cluster; these are HAMi's defaults, docs/design/CONTRACT.md §1).
+/// Extended-resource names (configurable per cluster; these are HAMi's defaults,
+/// docs/design/CONTRACT.md §1).
 struct ResourceNames {
-  std::string gpu = "nvidia.com/gpu";                        ///< count of distinct physical GPUs
-  std::string gpumem = "nvidia.com/gpumem";                  ///< MiB per GPU
+  std::string gpu = "nvidia.com/gpu";        ///< count of distinct physical GPUs
+  std::string gpumem = "nvidia.com/gpumem";  ///< MiB per GPU
   std::string gpumem_percentage = "nvidia.com/gpumem-percentage";  ///< % of the card's memory
-  std::string gpucores = "nvidia.com/gpucores";              ///< SM share per GPU, %
-  std::string priority = "nvidia.com/priority";              ///< 0 high, 1 low
+  std::string gpucores = "nvidia.com/gpucores";                    ///< SM share per GPU, %
+  std::string priority = "nvidia.com/priority";                    ///< 0 high, 1 low
 };
 
-/// Pod annotation keys a user may set (docs/design/CONTRACT.md §1; HAMi's names, docs/design/hami-behaviour.md §1.4).
+/// Pod annotation keys a user may set (docs/design/CONTRACT.md §1; HAMi's names,
+/// docs/design/hami-behaviour.md §1.4).
 inline constexpr char kAnnotationUseGpuType[] = "nvidia.com/use-gputype";
 inline constexpr char kAnnotationNoUseGpuType[] = "nvidia.com/nouse-gputype";
 inline constexpr char kAnnotationUseGpuUuid[] = "nvidia.com/use-gpuuuid";
@@ -103,8 +104,8 @@ const char* GpuPolicyName(GpuPolicy policy);
 /// What one container asks for, after defaults (docs/design/CONTRACT.md §1).
 struct ContainerRequest {
   std::string name;
-  bool init = false;          ///< an init container (sidecars included)
-  int32_t num_gpus = 0;       ///< distinct physical GPUs; 0 = this container uses no GPU
+  bool init = false;     ///< an init container (sidecars included)
+  int32_t num_gpus = 0;  ///< distinct physical GPUs; 0 = this container uses no GPU
   /// Memory per GPU in MiB when `nvidia.com/gpumem` was given; 0 otherwise.
   int64_t mem_mib = 0;
   /// Memory per GPU as % of the card when mem_mib == 0 (100 when no memory was given).
@@ -130,13 +131,13 @@ struct ContainerRequest {
 /// containers; ephemeral containers never get GPUs) and the user-settable annotations.
 struct PodRequest {
   std::vector<ContainerRequest> containers;
-  std::vector<std::string> use_types;    ///< nvidia.com/use-gputype entries (empty = any)
-  std::vector<std::string> nouse_types;  ///< nvidia.com/nouse-gputype entries
-  std::vector<std::string> use_uuids;    ///< nvidia.com/use-gpuuuid
-  std::vector<std::string> nouse_uuids;  ///< nvidia.com/nouse-gpuuuid
-  bool numa_bind = false;                ///< nvidia.com/numa-bind (Go strconv.ParseBool)
-  std::optional<NodePolicy> node_policy; ///< hami.io/node-scheduler-policy, when set
-  std::optional<GpuPolicy> gpu_policy;   ///< hami.io/gpu-scheduler-policy, when set
+  std::vector<std::string> use_types;     ///< nvidia.com/use-gputype entries (empty = any)
+  std::vector<std::string> nouse_types;   ///< nvidia.com/nouse-gputype entries
+  std::vector<std::string> use_uuids;     ///< nvidia.com/use-gpuuuid
+  std::vector<std::string> nouse_uuids;   ///< nvidia.com/nouse-gpuuuid
+  bool numa_bind = false;                 ///< nvidia.com/numa-bind (Go strconv.ParseBool)
+  std::optional<NodePolicy> node_policy;  ///< hami.io/node-scheduler-policy, when set
+  std::optional<GpuPolicy> gpu_policy;    ///< hami.io/gpu-scheduler-policy, when set
   /// The whole gpu-scheduler-policy value (chain keys, mutex); `spec.policy` == *gpu_policy.
   std::optional<GpuPolicySpec> gpu_policy_spec;
   /// nvidia.com/vgpu-mode ("" = any): a GPU fits only when this value contains its mode.
@@ -172,8 +173,9 @@ struct PodRequest {
 Result<PodRequest> ParsePodRequest(const nlohmann::json& pod, const ResourceNames& names = {});
 
 /// One value the admission webhook writes into a container's `resources.limits`
-/// (docs/design/CONTRACT.md §1: the `nvidia.com/gpu` and `gpucores` defaults, and every fracgpu resource
-/// given only in `requests`; memory defaults are never written: absent memory = whole card).
+/// (docs/design/CONTRACT.md §1: the `nvidia.com/gpu` and `gpucores` defaults, and every fracgpu
+/// resource given only in `requests`; memory defaults are never written: absent memory = whole
+/// card).
 struct LimitDefault {
   /// RFC 6901 JSON pointer of the container, e.g. "/spec/initContainers/0".
   std::string container_pointer;
@@ -194,9 +196,10 @@ Result<std::vector<LimitDefault>> ComputeLimitDefaults(const nlohmann::json& pod
 
 /// The same values as an RFC 6902 JSON Patch (an array of "add" operations) ready for an
 /// AdmissionResponse: when a container has no `resources.limits` object, one "add" creates it
-/// with all its values; otherwise one "add" per value (names escaped per RFC 6901). Empty array when
-/// there is nothing to write. Errors: those of ParsePodRequest.
-Result<nlohmann::json> LimitDefaultsPatch(const nlohmann::json& pod, const ResourceNames& names = {});
+/// with all its values; otherwise one "add" per value (names escaped per RFC 6901). Empty array
+/// when there is nothing to write. Errors: those of ParsePodRequest.
+Result<nlohmann::json> LimitDefaultsPatch(const nlohmann::json& pod,
+                                          const ResourceNames& names = {});
 
 /// Writes the limit defaults into `pod` in place (the simulator and tests use this; the
 /// webhook sends LimitDefaultsPatch). Idempotent: a second call changes nothing, and
@@ -204,8 +207,9 @@ Result<nlohmann::json> LimitDefaultsPatch(const nlohmann::json& pod, const Resou
 Status ApplyLimitDefaults(nlohmann::json& pod, const ResourceNames& names = {});
 
 /// True when a GPU whose type string is `gpu_type` is allowed by the request's use/nouse type
-/// lists, using the token rule of docs/design/CONTRACT.md §1 (case-insensitive tokens split on space, '-'
-/// and '_', an entry matches when its tokens appear in order among the type's tokens; nouse wins).
+/// lists, using the token rule of docs/design/CONTRACT.md §1 (case-insensitive tokens split on
+/// space, '-' and '_', an entry matches when its tokens appear in order among the type's tokens;
+/// nouse wins).
 bool GpuTypeAllowed(const PodRequest& request, const std::string& gpu_type);
 /// True when the GPU `uuid` is allowed by the use/nouse UUID lists (nouse wins).
 bool GpuUuidAllowed(const PodRequest& request, const std::string& uuid);

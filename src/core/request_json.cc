@@ -36,16 +36,24 @@ std::string Quote(std::string_view s) {
 
 std::string Describe(const json& value) {
   switch (value.type()) {
-    case json::value_t::string: return Quote(value.get_ref<const std::string&>());
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return value.get<bool>() ? "true" : "false";
+    case json::value_t::string:
+      return Quote(value.get_ref<const std::string&>());
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return value.get<bool>() ? "true" : "false";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return value.dump();
-    case json::value_t::binary: return "binary data";
-    case json::value_t::discarded: return "nothing";
+    case json::value_t::number_float:
+      return value.dump();
+    case json::value_t::binary:
+      return "binary data";
+    case json::value_t::discarded:
+      return "nothing";
   }
   return "a value";
 }
@@ -75,7 +83,8 @@ const json* ContainerResources::InRequests(const std::string& name) const {
 Status FindResources(const json& container, ContainerResources* out) {
   *out = {};
   const json* resources = nullptr;
-  FRACGPU_RETURN_IF_ERROR(Member(container, "resources", json::value_t::object, "resources", &resources));
+  FRACGPU_RETURN_IF_ERROR(
+      Member(container, "resources", json::value_t::object, "resources", &resources));
   if (resources == nullptr) return Status::Ok();
   FRACGPU_RETURN_IF_ERROR(
       Member(*resources, "limits", json::value_t::object, "resources.limits", &out->limits));

@@ -3,11 +3,10 @@
 // (limit_defaults.cc): type-checked member access and value descriptions for error messages.
 // Internal to core/; other components use request.h.
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -41,7 +40,8 @@ struct ContainerResources {
   const nlohmann::json* InLimits(const std::string& name) const;
   /// The non-null value of `name` in requests, if present there.
   const nlohmann::json* InRequests(const std::string& name) const;
-  /// limits[name], falling back to requests[name] (docs/design/CONTRACT.md §1); nullptr when neither.
+  /// limits[name], falling back to requests[name] (docs/design/CONTRACT.md §1); nullptr when
+  /// neither.
   const nlohmann::json* Lookup(const std::string& name) const {
     const nlohmann::json* v = InLimits(name);
     return v != nullptr ? v : InRequests(name);

@@ -33,9 +33,9 @@ float WeightedDeviceScore(const ContainerRequest& container, const DeviceInfo& i
   const float slots = Ratio(int64_t{container.num_gpus} + usage.used, info.count);
   const float cores = Ratio(int64_t{container.cores_percent} + usage.used_cores, info.devcore);
   const float memory = Ratio(mem + usage.used_mem_mib, info.devmem_mib);
-  return kWeight * (static_cast<float>(weights.slot) * slots +
-                    static_cast<float>(weights.core) * cores +
-                    static_cast<float>(weights.memory) * memory);
+  return kWeight *
+         (static_cast<float>(weights.slot) * slots + static_cast<float>(weights.core) * cores +
+          static_cast<float>(weights.memory) * memory);
 }
 
 float NodeScore(const NodeState& node) {
@@ -49,12 +49,12 @@ float NodeScore(const NodeState& node) {
     total_cores += g.info.devcore;
     total_mem += g.info.devmem_mib;
   }
-  return kWeight * (Ratio(used, total) + Ratio(used_cores, total_cores) + Ratio(used_mem, total_mem));
+  return kWeight *
+         (Ratio(used, total) + Ratio(used_cores, total_cores) + Ratio(used_mem, total_mem));
 }
 
 void OrderGpus(GpuPolicy policy, bool numa_bind, const ContainerRequest& container,
-               const NodeState& node, std::span<const GpuUsage> usage,
-               std::span<uint16_t> order) {
+               const NodeState& node, std::span<const GpuUsage> usage, std::span<uint16_t> order) {
   const size_t n = node.gpus.size();
   internal::SmallBuffer<float> score(n);
   for (size_t i = 0; i < n; ++i) {
@@ -272,8 +272,8 @@ std::vector<uint16_t> ChooseByTopology(const NodeState& node, std::span<const ui
 size_t ChooseNode(NodePolicy policy, std::span<const float> scores) {
   size_t best = 0;
   for (size_t i = 1; i < scores.size(); ++i) {
-    const bool better = policy == NodePolicy::kBinpack ? scores[i] > scores[best]
-                                                       : scores[i] < scores[best];
+    const bool better =
+        policy == NodePolicy::kBinpack ? scores[i] > scores[best] : scores[i] < scores[best];
     if (better) best = i;
   }
   return best;

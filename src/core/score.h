@@ -1,6 +1,6 @@
 #pragma once
-// Scoring policies as the HAMi scheduler applies them (docs/design/hami-behaviour.md §3.5 steps 4–5 and
-// §3.6 "GPU sort order"): the per-GPU score and GPU order for one container (GPU policies
+// Scoring policies as the HAMi scheduler applies them (docs/design/hami-behaviour.md §3.5 steps 4–5
+// and §3.6 "GPU sort order"): the per-GPU score and GPU order for one container (GPU policies
 // binpack / spread), the link-score choice (topology-aware), the node score and node choice
 // (node policies binpack / spread), and the mapping of node scores to the extender's 0–10
 // /prioritize range (docs/design/CONTRACT.md §5). Pure functions; thread-safe.
@@ -39,8 +39,7 @@ float NodeScore(const NodeState& node);
 /// The final position tie-break is fracgpu's (HAMi's sort.Sort is unstable).
 /// `usage` (same size) is the usage to score against. Allocation-free up to 16 GPUs.
 void OrderGpus(GpuPolicy policy, bool numa_bind, const ContainerRequest& container,
-               const NodeState& node, std::span<const GpuUsage> usage,
-               std::span<uint16_t> order);
+               const NodeState& node, std::span<const GpuUsage> usage, std::span<uint16_t> order);
 
 /// DeviceScore with HAMi v2.10.0's per-pod weights (`ComputeScore`):
 ///   10 × (slot × slots term + core × cores term + memory × memory term).
@@ -58,7 +57,8 @@ float WeightedDeviceScore(const ContainerRequest& container, const DeviceInfo& i
 ///       position;
 ///   otherwise OrderGpus's order with the weighted score.
 void OrderGpusFor(const PodRequest& pod, GpuPolicy policy, const ContainerRequest& container,
-                  const NodeState& node, std::span<const GpuUsage> usage, std::span<uint16_t> order);
+                  const NodeState& node, std::span<const GpuUsage> usage,
+                  std::span<uint16_t> order);
 
 /// Link score between two GPUs of the node from `hami.io/node-nvidia-score`
 /// (topology[a][b], else topology[b][a], else 0).
@@ -84,8 +84,8 @@ std::vector<uint16_t> ChooseByTopology(const NodeState& node, std::span<const ui
 size_t ChooseNode(NodePolicy policy, std::span<const float> scores);
 
 /// Maps the NodeScores of the candidate nodes to the extender's /prioritize scores 0–10
-/// (docs/design/CONTRACT.md §5), preserving the policy's preference as far as integers allow: min–max
-/// normalisation over the candidates, rounded to nearest:
+/// (docs/design/CONTRACT.md §5), preserving the policy's preference as far as integers allow:
+/// min–max normalisation over the candidates, rounded to nearest:
 ///   binpack: round(10 × (s − min) / (max − min));  spread: round(10 × (max − s) / (max − min));
 /// all candidates equal (or only one) → 10 each. So the node ChooseNode picks always gets 10.
 std::vector<int64_t> PriorityScores(NodePolicy policy, std::span<const float> scores);

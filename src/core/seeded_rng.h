@@ -1,7 +1,7 @@
 #pragma once
 // A small seeded pseudo-random generator for the simulator and the policies that need
-// randomness (core/ takes no randomness from the environment: docs/design/STYLE.md, "time, randomness …
-// come in through small interfaces"). The algorithm is xoshiro256** (Blackman & Vigna,
+// randomness (core/ takes no randomness from the environment: docs/design/STYLE.md, "time,
+// randomness … come in through small interfaces"). The algorithm is xoshiro256** (Blackman & Vigna,
 // "Scrambled linear pseudorandom number generators", 2018) seeded through SplitMix64; it is
 // written out here rather than using <random> because std::uniform_int_distribution and
 // std::shuffle are implementation-defined, and simulation results must not change with the

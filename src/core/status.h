@@ -1,6 +1,6 @@
 #pragma once
-// Status and Result<T>: how fracgpu code reports errors (docs/design/STYLE.md: no exceptions thrown by
-// our code). A Status carries a code and a message that names the offending input, e.g.
+// Status and Result<T>: how fracgpu code reports errors (docs/design/STYLE.md: no exceptions thrown
+// by our code). A Status carries a code and a message that names the offending input, e.g.
 // `container "train": nvidia.com/gpucores must be 0..100, got "150"`.
 
 #include <cassert>
@@ -19,23 +19,31 @@ enum class StatusCode {
   kInvalidArgument,   ///< malformed, out-of-range or contradictory input
   kPermissionDenied,  ///< a policy refusal
   kNotFound,
-  kConflict,          ///< optimistic-concurrency conflict, lock held by another
-  kResourceExhausted, ///< does not fit
-  kUnavailable,       ///< a peer is down or timed out; retrying may help
+  kConflict,           ///< optimistic-concurrency conflict, lock held by another
+  kResourceExhausted,  ///< does not fit
+  kUnavailable,        ///< a peer is down or timed out; retrying may help
   kInternal,
 };
 
 /// Human-readable name of a code ("INVALID_ARGUMENT", …).
 constexpr const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kConflict: return "CONFLICT";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kConflict:
+      return "CONFLICT";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }
@@ -64,11 +72,17 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status Conflict(std::string m) { return {StatusCode::kConflict, std::move(m)}; }
-inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
@@ -86,17 +100,26 @@ namespace fracgpu {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                   // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {              // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).ok() && "Result constructed from an OK Status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   /// The error; Status::Ok() when this holds a value.
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
-  const T& value() const& { CheckOk(); return std::get<T>(v_); }
-  T& value() & { CheckOk(); return std::get<T>(v_); }
-  T&& value() && { CheckOk(); return std::get<T>(std::move(v_)); }
+  const T& value() const& {
+    CheckOk();
+    return std::get<T>(v_);
+  }
+  T& value() & {
+    CheckOk();
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    CheckOk();
+    return std::get<T>(std::move(v_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -112,18 +135,16 @@ class [[nodiscard]] Result {
 }  // namespace fracgpu
 
 /// Returns early from the enclosing function if `expr` (a Status) is not OK.
-#define FRACGPU_RETURN_IF_ERROR(expr)           \
-  do {                                          \
-    ::fracgpu::Status _st = (expr);             \
-    if (!_st.ok()) return _st;                  \
+#define FRACGPU_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::fracgpu::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 /// Aborts a daemon on a broken invariant (docs/design/STYLE.md). Never used in libvgpu.so.
-#define FRACGPU_CHECK(cond)                                                              \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      ::fracgpu::internal::CheckFailed(#cond, __FILE__, __LINE__);                       \
-    }                                                                                    \
+#define FRACGPU_CHECK(cond)                                        \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      ::fracgpu::internal::CheckFailed(#cond, __FILE__, __LINE__); \
+    }                                                              \
   } while (0)
-
-

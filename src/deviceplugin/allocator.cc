@@ -40,7 +40,8 @@ std::optional<std::string> LiteralEnv(const json& container, const std::string& 
   auto env = container.find("env");
   if (env == container.end() || !env->is_array()) return std::nullopt;
   for (const auto& e : *env) {
-    if (e.is_object() && e.value("name", "") == key && e.contains("value") && e["value"].is_string()) {
+    if (e.is_object() && e.value("name", "") == key && e.contains("value") &&
+        e["value"].is_string()) {
       return e["value"].get<std::string>();
     }
   }
@@ -60,7 +61,8 @@ Status WriteFileAtomically(const fs::path& path, const std::string& content, fs:
   fs::permissions(tmp, perms, ec);
   if (ec) return Internal("cannot chmod " + tmp.string() + ": " + ec.message());
   fs::rename(tmp, path, ec);
-  if (ec) return Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  if (ec)
+    return Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
   return Status::Ok();
 }
 
@@ -70,12 +72,14 @@ Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& val
   size_t c1 = value.find(',');
   size_t c2 = c1 == std::string::npos ? c1 : value.find(',', c1 + 1);
   if (c2 == std::string::npos || value.find(',', c2 + 1) != std::string::npos || c1 == 0) {
-    return InvalidArgument(std::string(kNodeLockKey) + " must be <RFC3339 time>,<namespace>,<pod name>, got \"" +
+    return InvalidArgument(std::string(kNodeLockKey) +
+                           " must be <RFC3339 time>,<namespace>,<pod name>, got \"" +
                            value.substr(0, 120) + "\"");
   }
   std::string ns = value.substr(c1 + 1, c2 - c1 - 1), name = value.substr(c2 + 1);
   if (ns.empty() || name.empty()) {
-    return InvalidArgument(std::string(kNodeLockKey) + " names no pod: \"" + value.substr(0, 120) + "\"");
+    return InvalidArgument(std::string(kNodeLockKey) + " names no pod: \"" + value.substr(0, 120) +
+                           "\"");
   }
   return std::make_pair(ns, name);
 }
@@ -118,9 +122,11 @@ std::string MissingLibraryWarning(const std::string& hook_path) {
   const fs::path lib = fs::path(hook_path) / "vgpu" / "libvgpu.so";
   std::error_code ec;
   if (fs::is_regular_file(lib, ec)) return "";
-  return lib.string() + " is missing: every GPU container will be refused (fracgpu never runs a "
+  return lib.string() +
+         " is missing: every GPU container will be refused (fracgpu never runs a "
          "container without isolation). Install it there (the DaemonSet's init container copies it "
-         "from the image) or point --hook-path (env HOOK_PATH) at the folder holding vgpu/libvgpu.so";
+         "from the image) or point --hook-path (env HOOK_PATH) at the folder holding "
+         "vgpu/libvgpu.so";
 }
 
 Status Allocator::PrepareHostFiles() {
@@ -138,8 +144,9 @@ Status Allocator::PrepareHostFiles() {
   std::ifstream in(preload);
   std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (have == want) return Status::Ok();
-  return WriteFileAtomically(preload, want, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                                               fs::perms::others_read);
+  return WriteFileAtomically(preload, want,
+                             fs::perms::owner_read | fs::perms::owner_write |
+                                 fs::perms::group_read | fs::perms::others_read);
 }
 
 Result<Allocator::FoundPod> Allocator::FindPod() {
@@ -156,13 +163,16 @@ Result<Allocator::FoundPod> Allocator::FindPod() {
         found.via_lock = true;
       } else if (pod.ok()) {
         // A stale lock (its pod already served or failed): never touch that pod again.
-        spdlog::warn("node lock of {} names pod {}/{} whose bind-phase is \"{}\"; looking for a pending pod", node,
-                     named->first, named->second, k8s::Annotation(*pod, kBindPhaseKey).value_or(""));
+        spdlog::warn(
+            "node lock of {} names pod {}/{} whose bind-phase is \"{}\"; looking for a pending pod",
+            node, named->first, named->second, k8s::Annotation(*pod, kBindPhaseKey).value_or(""));
       } else if (pod.status().code() != StatusCode::kNotFound) {
-        return pod.status().WithPrefix("reading pod " + named->first + "/" + named->second + " named by the node lock");
+        return pod.status().WithPrefix("reading pod " + named->first + "/" + named->second +
+                                       " named by the node lock");
       } else {
-        spdlog::warn("node lock of {} names pod {}/{}, which does not exist; looking for a pending pod", node,
-                     named->first, named->second);
+        spdlog::warn(
+            "node lock of {} names pod {}/{}, which does not exist; looking for a pending pod",
+            node, named->first, named->second);
       }
     } else {
       spdlog::warn("node {}: {}", node, named.status().message());
@@ -177,8 +187,9 @@ Result<Allocator::FoundPod> Allocator::FindPod() {
       if (k8s::Annotation(p, kBindPhaseKey).value_or("") != kBindPhaseAllocating) continue;
       if (k8s::Annotation(p, kVgpuNodeKey).value_or("") != node) continue;
       if (!k8s::Annotation(p, kBindTimeKey)) continue;
-      if (best == nullptr || std::make_pair(k8s::Annotation(p, kBindTimeKey).value_or(""), k8s::Key(p)) <
-                                 std::make_pair(k8s::Annotation(*best, kBindTimeKey).value_or(""), k8s::Key(*best))) {
+      if (best == nullptr ||
+          std::make_pair(k8s::Annotation(p, kBindTimeKey).value_or(""), k8s::Key(p)) <
+              std::make_pair(k8s::Annotation(*best, kBindTimeKey).value_or(""), k8s::Key(*best))) {
         best = &p;
       }
     }
@@ -196,65 +207,81 @@ Status Allocator::Verify(const FoundPod& f) {
   const json& pod = f.pod;
   std::string who = "pod " + f.Key();
   if (k8s::PodSchedulerName(pod) != options_.scheduler_name) {
-    return PermissionDenied(who + " was not placed by " + options_.scheduler_name + " (spec.schedulerName \"" +
-                            k8s::PodSchedulerName(pod) + "\")");
+    return PermissionDenied(who + " was not placed by " + options_.scheduler_name +
+                            " (spec.schedulerName \"" + k8s::PodSchedulerName(pod) + "\")");
   }
   if (k8s::Annotation(pod, kVgpuNodeKey).value_or("") != node) {
-    return PermissionDenied(who + ": " + kVgpuNodeKey + " is \"" + k8s::Annotation(pod, kVgpuNodeKey).value_or("") +
-                            "\", not this node " + node);
+    return PermissionDenied(who + ": " + kVgpuNodeKey + " is \"" +
+                            k8s::Annotation(pod, kVgpuNodeKey).value_or("") + "\", not this node " +
+                            node);
   }
   if (!k8s::PodNodeName(pod).empty() && k8s::PodNodeName(pod) != node) {
     return PermissionDenied(who + " is bound to node " + k8s::PodNodeName(pod) + ", not " + node);
   }
   std::string phase = k8s::Annotation(pod, kBindPhaseKey).value_or("");
   if (phase != kBindPhaseAllocating) {
-    return InvalidArgument(who + ": " + kBindPhaseKey + " is \"" + phase + "\", not \"allocating\"");
+    return InvalidArgument(who + ": " + kBindPhaseKey + " is \"" + phase +
+                           "\", not \"allocating\"");
   }
   auto allocated = k8s::Annotation(pod, kAllocatedKey);
   if (!allocated) return InvalidArgument(who + " has no " + kAllocatedKey + " annotation");
   auto signature = k8s::Annotation(pod, kSignatureKey);
   if (signature || !options_.allow_unsigned) {
-    if (!signature) return PermissionDenied(who + " has no " + kSignatureKey + ": its allocation was not decided by our scheduler");
+    if (!signature)
+      return PermissionDenied(who + " has no " + kSignatureKey +
+                              ": its allocation was not decided by our scheduler");
     if (!options_.verify_signature) return Internal("no signature key configured");
     Status st = options_.verify_signature(f.uid, node, *allocated, *signature);
-    if (!st.ok()) return PermissionDenied(who + ": allocation signature does not verify (" + st.message() + ")");
+    if (!st.ok())
+      return PermissionDenied(who + ": allocation signature does not verify (" + st.message() +
+                              ")");
   } else if (!f.via_lock) {
     return PermissionDenied(who + " is unsigned and not named by the node lock of " + node);
   }
   return Status::Ok();
 }
 
-Result<json> Allocator::WriteWithRetry(const std::function<Result<json>()>& write, const std::string& what) {
+Result<json> Allocator::WriteWithRetry(const std::function<Result<json>()>& write,
+                                       const std::string& what) {
   auto delay = options_.retry_delay;
   for (int attempt = 1;; ++attempt) {
     auto r = write();
-    if (r.ok() || r.status().code() != StatusCode::kUnavailable || attempt >= options_.write_attempts) {
+    if (r.ok() || r.status().code() != StatusCode::kUnavailable ||
+        attempt >= options_.write_attempts) {
       if (!r.ok()) return r.status().WithPrefix(what);
       return r;
     }
-    spdlog::warn("{}: {} (attempt {}/{}, retrying)", what, r.status().ToString(), attempt, options_.write_attempts);
+    spdlog::warn("{}: {} (attempt {}/{}, retrying)", what, r.status().ToString(), attempt,
+                 options_.write_attempts);
     clock_->Sleep(delay, nullptr);
     delay *= 2;
   }
 }
 
-Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, const std::vector<std::string>& device_ids) {
+Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
+                                             const std::vector<std::string>& device_ids) {
   const core::ContainerGrants& grants = f.allocated[index];
   const json& spec = f.containers[index];
   std::string container = spec.value("name", "");
   std::string who = "pod " + f.Key() + " container \"" + container + "\"";
   if (grants.size() != device_ids.size()) {
-    return InvalidArgument(who + ": device number not matched: kubelet allocates " + std::to_string(device_ids.size()) +
-                           " device(s), the scheduler granted " + std::to_string(grants.size()) + " GPU(s)");
+    return InvalidArgument(who + ": device number not matched: kubelet allocates " +
+                           std::to_string(device_ids.size()) +
+                           " device(s), the scheduler granted " + std::to_string(grants.size()) +
+                           " GPU(s)");
   }
   auto devices = devices_();
   std::vector<std::string> uuids;
   for (const auto& g : grants) {
-    auto it = std::find_if(devices.begin(), devices.end(), [&](const core::DeviceInfo& d) { return d.uuid == g.uuid; });
-    if (it == devices.end()) return InvalidArgument(who + ": granted GPU " + g.uuid + " is not a GPU of node " + options_.node_name);
+    auto it = std::find_if(devices.begin(), devices.end(),
+                           [&](const core::DeviceInfo& d) { return d.uuid == g.uuid; });
+    if (it == devices.end())
+      return InvalidArgument(who + ": granted GPU " + g.uuid + " is not a GPU of node " +
+                             options_.node_name);
     if (!it->health) return Unavailable(who + ": granted GPU " + g.uuid + " is unhealthy");
     if (g.mem_mib <= 0 || g.cores_percent < 0 || g.cores_percent > 100) {
-      return InvalidArgument(who + ": grant on " + g.uuid + " has memory " + std::to_string(g.mem_mib) + " MiB, cores " +
+      return InvalidArgument(who + ": grant on " + g.uuid + " has memory " +
+                             std::to_string(g.mem_mib) + " MiB, cores " +
                              std::to_string(g.cores_percent) + "%");
     }
     if (std::find(uuids.begin(), uuids.end(), g.uuid) != uuids.end()) {
@@ -265,8 +292,10 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   for (const auto& id : device_ids) {
     auto uuid = ReplicaUuid(id);
     if (!uuid.ok() || std::find(uuids.begin(), uuids.end(), *uuid) == uuids.end()) {
-      spdlog::info("pod {} container {}: kubelet chose device {} outside the granted GPUs {}; the granted GPUs are used",
-                   f.Key(), container, id, Join(uuids, ","));
+      spdlog::info(
+          "pod {} container {}: kubelet chose device {} outside the granted GPUs {}; the granted "
+          "GPUs are used",
+          f.Key(), container, id, Join(uuids, ","));
     }
   }
   const core::ContainerRequest& req = f.request.containers[index];
@@ -278,7 +307,8 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   fs::path limits = vgpu / "limits" / (slot + ".env");
   fs::path lib = vgpu / "libvgpu.so";
   std::error_code ec;
-  if (!fs::is_regular_file(lib, ec)) return Internal(who + ": " + lib.string() + " is missing; refusing to start without isolation");
+  if (!fs::is_regular_file(lib, ec))
+    return Internal(who + ": " + lib.string() + " is missing; refusing to start without isolation");
 
   ContainerAllocation a;
   a.pod = f.Key();
@@ -286,7 +316,8 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   a.uuids = uuids;
   a.envs["NVIDIA_VISIBLE_DEVICES"] = Join(uuids, ",");
   for (size_t i = 0; i < grants.size(); ++i) {
-    a.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(grants[i].mem_mib) + "m";
+    a.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] =
+        std::to_string(grants[i].mem_mib) + "m";
     a.envs["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(grants[i].cores_percent);
   }
   a.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(grants.front().cores_percent);
@@ -308,7 +339,8 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   }
   a.envs["GPU_CORE_UTILIZATION_POLICY"] = policy;
   if (options_.config.memory_scaling > 1.0) a.envs["CUDA_OVERSUBSCRIBE"] = "true";
-  if (!options_.config.libcuda_log_level.empty()) a.envs["LIBCUDA_LOG_LEVEL"] = options_.config.libcuda_log_level;
+  if (!options_.config.libcuda_log_level.empty())
+    a.envs["LIBCUDA_LOG_LEVEL"] = options_.config.libcuda_log_level;
 
   // The region directory starts empty for each allocation (a container restart without a
   // new Allocate keeps it).
@@ -317,11 +349,13 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index, co
   if (ec) return Internal(who + ": cannot create " + region.string() + ": " + ec.message());
   fs::permissions(region, fs::perms::all, ec);
   if (ec) return Internal(who + ": cannot chmod " + region.string() + ": " + ec.message());
-  FRACGPU_RETURN_IF_ERROR(WriteFileAtomically(limits, LimitsFileContent(a.envs),
-                                              fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
+  FRACGPU_RETURN_IF_ERROR(
+      WriteFileAtomically(limits, LimitsFileContent(a.envs),
+                          fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
 
   a.mounts.push_back({lib.string(), lib.string(), true});
-  if (!disable_control) a.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
+  if (!disable_control)
+    a.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
   a.mounts.push_back({vgpu.string(), region.string(), false});
   a.mounts.push_back({kLimitsContainerPath, limits.string(), true});
   a.mounts.push_back({kNodeDirContainerPath, (vgpu / "node").string(), false});
@@ -332,17 +366,20 @@ Status Allocator::Commit(const FoundPod& f, const std::vector<size_t>& served) {
   std::string encoded_allocated = k8s::Annotation(f.pod, kAllocatedKey).value_or("");
   bool all_served = false;
   auto make_patch = [&](const json& current) -> Result<json> {
-    if (k8s::Uid(current) != f.uid) return NotFound("pod " + f.Key() + " was deleted and recreated during Allocate");
+    if (k8s::Uid(current) != f.uid)
+      return NotFound("pod " + f.Key() + " was deleted and recreated during Allocate");
     if (k8s::Annotation(current, kAllocatedKey).value_or("") != encoded_allocated) {
       return PermissionDenied("pod " + f.Key() + ": " + kAllocatedKey + " changed during Allocate");
     }
     auto to_allocate = core::DecodePodGrants(k8s::Annotation(current, kToAllocateKey).value_or(""));
     if (!to_allocate.ok()) return to_allocate.status().WithPrefix(kToAllocateKey);
-    if (to_allocate->size() != f.allocated.size()) return InvalidArgument(std::string(kToAllocateKey) + " changed shape");
+    if (to_allocate->size() != f.allocated.size())
+      return InvalidArgument(std::string(kToAllocateKey) + " changed shape");
     for (size_t i : served) {
       // Blank already (a retried write that had reached the server): nothing to do.
       if (!Blank((*to_allocate)[i]) && (*to_allocate)[i] != f.allocated[i]) {
-        return InvalidArgument(std::string(kToAllocateKey) + " entry " + std::to_string(i) + " changed during Allocate");
+        return InvalidArgument(std::string(kToAllocateKey) + " entry " + std::to_string(i) +
+                               " changed during Allocate");
       }
       (*to_allocate)[i].clear();
     }
@@ -366,19 +403,22 @@ void Allocator::ReleaseLock(const std::string& ns, const std::string& name) {
     auto lock = k8s::Annotation(node, kNodeLockKey);
     if (!lock) return json();
     auto named = ParseNodeLock(*lock);
-    if (!named.ok() || named->first != ns || named->second != name) return json();  // not ours to release
+    if (!named.ok() || named->first != ns || named->second != name)
+      return json();  // not ours to release
     return json{{"metadata", {{"annotations", {{kNodeLockKey, nullptr}}}}}};
   };
   auto r = WriteWithRetry([&] { return api_->PatchNode(options_.node_name, make_patch); },
                           "releasing the node lock of " + options_.node_name);
-  if (!r.ok()) spdlog::warn("{} (the lock expires on its own after 5 minutes)", r.status().ToString());
+  if (!r.ok())
+    spdlog::warn("{} (the lock expires on its own after 5 minutes)", r.status().ToString());
 }
 
 void Allocator::MarkFailed(const FoundPod& f, const std::string& reason) {
   spdlog::error("pod {}: allocation failed: {}", f.Key(), reason);
   auto make_patch = [&](const json& current) -> Result<json> {
     // Only a pod still being allocated is marked: a finished pod keeps its outcome.
-    if (k8s::Uid(current) != f.uid || k8s::Annotation(current, kBindPhaseKey).value_or("") != kBindPhaseAllocating) {
+    if (k8s::Uid(current) != f.uid ||
+        k8s::Annotation(current, kBindPhaseKey).value_or("") != kBindPhaseAllocating) {
       return json();
     }
     return json{{"metadata", {{"annotations", {{kBindPhaseKey, kBindPhaseFailed}}}}}};
@@ -389,7 +429,8 @@ void Allocator::MarkFailed(const FoundPod& f, const std::string& reason) {
   ReleaseLock(f.ns, f.name);
 }
 
-Result<std::vector<ContainerAllocation>> Allocator::Allocate(const std::vector<std::vector<std::string>>& requests) {
+Result<std::vector<ContainerAllocation>> Allocator::Allocate(
+    const std::vector<std::vector<std::string>>& requests) {
   std::lock_guard<std::mutex> lock(mu_);
   auto found_or = FindPod();
   if (!found_or.ok()) {
@@ -408,10 +449,12 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(const std::vector<s
   }
   {
     auto allocated = core::DecodePodGrants(k8s::Annotation(f.pod, kAllocatedKey).value_or(""));
-    if (!allocated.ok()) return fail(allocated.status().WithPrefix("pod " + f.Key() + ": " + kAllocatedKey));
+    if (!allocated.ok())
+      return fail(allocated.status().WithPrefix("pod " + f.Key() + ": " + kAllocatedKey));
     f.allocated = std::move(allocated).value();
     auto to_allocate = core::DecodePodGrants(k8s::Annotation(f.pod, kToAllocateKey).value_or(""));
-    if (!to_allocate.ok()) return fail(to_allocate.status().WithPrefix("pod " + f.Key() + ": " + kToAllocateKey));
+    if (!to_allocate.ok())
+      return fail(to_allocate.status().WithPrefix("pod " + f.Key() + ": " + kToAllocateKey));
     f.to_allocate = std::move(to_allocate).value();
     auto request = core::ParsePodRequest(f.pod, options_.config.resources);
     if (!request.ok()) return fail(request.status().WithPrefix("pod " + f.Key()));
@@ -425,14 +468,16 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(const std::vector<s
   }
   if (f.allocated.size() != f.containers.size() || f.to_allocate.size() != f.containers.size() ||
       f.request.containers.size() != f.containers.size()) {
-    return fail(InvalidArgument("pod " + f.Key() + " has " + std::to_string(f.containers.size()) + " containers but " +
-                                kAllocatedKey + " has " + std::to_string(f.allocated.size()) + " entries and " +
+    return fail(InvalidArgument("pod " + f.Key() + " has " + std::to_string(f.containers.size()) +
+                                " containers but " + kAllocatedKey + " has " +
+                                std::to_string(f.allocated.size()) + " entries and " +
                                 kToAllocateKey + " " + std::to_string(f.to_allocate.size())));
   }
   for (size_t i = 0; i < f.to_allocate.size(); ++i) {
     if (!Blank(f.to_allocate[i]) && f.to_allocate[i] != f.allocated[i]) {
-      return fail(PermissionDenied("pod " + f.Key() + ": " + kToAllocateKey + " entry " + std::to_string(i) +
-                                   " differs from the signed " + kAllocatedKey));
+      return fail(PermissionDenied("pod " + f.Key() + ": " + kToAllocateKey + " entry " +
+                                   std::to_string(i) + " differs from the signed " +
+                                   kAllocatedKey));
     }
   }
   std::vector<ContainerAllocation> out;
@@ -441,8 +486,9 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(const std::vector<s
   for (const auto& ids : requests) {
     while (next < f.to_allocate.size() && Blank(f.to_allocate[next])) ++next;
     if (next >= f.to_allocate.size()) {
-      return fail(InvalidArgument("pod " + f.Key() + ": kubelet asks for " + std::to_string(requests.size()) +
-                                  " container(s) but no container entry is left in " + kToAllocateKey));
+      return fail(InvalidArgument(
+          "pod " + f.Key() + ": kubelet asks for " + std::to_string(requests.size()) +
+          " container(s) but no container entry is left in " + kToAllocateKey));
     }
     auto a = Serve(f, next, ids);
     if (!a.ok()) return fail(a.status());
@@ -453,19 +499,22 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(const std::vector<s
   Status st = Commit(f, served);
   if (!st.ok()) return fail(st);
   for (const auto& a : out) {
-    spdlog::info("Allocate pod={} container={} gpus={} memory_limits={} sm_limit={}", a.pod, a.container,
-                 Join(a.uuids, ","), a.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), a.envs.at("CUDA_DEVICE_SM_LIMIT"));
+    spdlog::info("Allocate pod={} container={} gpus={} memory_limits={} sm_limit={}", a.pod,
+                 a.container, Join(a.uuids, ","), a.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"),
+                 a.envs.at("CUDA_DEVICE_SM_LIMIT"));
   }
   return out;
 }
 
-std::vector<std::vector<std::string>> Allocator::PreferredAllocation(const std::vector<PreferredRequest>& requests) {
+std::vector<std::vector<std::string>> Allocator::PreferredAllocation(
+    const std::vector<PreferredRequest>& requests) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::vector<std::string>> out;
   core::PodGrants pending;
   auto found = FindPod();
   if (found.ok() && Verify(*found).ok()) {
-    auto to_allocate = core::DecodePodGrants(k8s::Annotation(found->pod, kToAllocateKey).value_or(""));
+    auto to_allocate =
+        core::DecodePodGrants(k8s::Annotation(found->pod, kToAllocateKey).value_or(""));
     if (to_allocate.ok()) {
       for (auto& g : *to_allocate) {
         if (!Blank(g)) pending.push_back(std::move(g));
@@ -476,7 +525,8 @@ std::vector<std::vector<std::string>> Allocator::PreferredAllocation(const std::
     const PreferredRequest& r = requests[k];
     std::vector<std::string> chosen = r.must_include;
     auto take = [&](const std::string& id) {
-      if (static_cast<int32_t>(chosen.size()) < r.size && std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
+      if (static_cast<int32_t>(chosen.size()) < r.size &&
+          std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
         chosen.push_back(id);
       }
     };

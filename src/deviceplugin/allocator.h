@@ -1,7 +1,7 @@
 #pragma once
-// Allocate and GetPreferredAllocation (docs/design/CONTRACT.md §2–3, docs/design/hami-behaviour.md §4.4–4.5): find
-// the pod being bound on this node, check that fracgpu's scheduler decided its allocation,
-// hand the next container its GPUs with the limit environment, the limits file and the
+// Allocate and GetPreferredAllocation (docs/design/CONTRACT.md §2–3, docs/design/hami-behaviour.md
+// §4.4–4.5): find the pod being bound on this node, check that fracgpu's scheduler decided its
+// allocation, hand the next container its GPUs with the limit environment, the limits file and the
 // mounts, and record progress on the pod (blank the served entry; bind-phase success or
 // failed; release the node lock).
 
@@ -22,8 +22,9 @@ namespace fracgpu::deviceplugin {
 
 /// Checks the scheduler's signature of a decision (docs/design/CONTRACT.md §2): OK when `signature`
 /// is the HMAC-SHA256 of "<pod_uid>\n<node>\n<allocated>"; kPermissionDenied otherwise.
-using SignatureVerifier = std::function<Status(const std::string& pod_uid, const std::string& node,
-                                               const std::string& allocated, const std::string& signature)>;
+using SignatureVerifier =
+    std::function<Status(const std::string& pod_uid, const std::string& node,
+                         const std::string& allocated, const std::string& signature)>;
 
 /// Settings of the Allocate logic.
 struct AllocatorOptions {
@@ -84,12 +85,14 @@ class Allocator {
   /// decided by our scheduler: foreign scheduler, bad or missing signature, not named by the
   /// lock), kInvalidArgument (malformed annotations, device count mismatch, unknown GPU),
   /// kUnavailable (unhealthy GPU, API server unreachable after retries), kInternal (host files).
-  Result<std::vector<ContainerAllocation>> Allocate(const std::vector<std::vector<std::string>>& requests);
+  Result<std::vector<ContainerAllocation>> Allocate(
+      const std::vector<std::vector<std::string>>& requests);
 
   /// GetPreferredAllocation: for the k-th request, the first available replica of each GPU the
   /// scheduler granted the pod's k-th container that still awaits allocation (must-include IDs
   /// kept). Falls back to kubelet's own order (first `size` available IDs) when no pod is found.
-  std::vector<std::vector<std::string>> PreferredAllocation(const std::vector<PreferredRequest>& requests);
+  std::vector<std::vector<std::string>> PreferredAllocation(
+      const std::vector<PreferredRequest>& requests);
 
   /// Writes `<hook>/vgpu/ld.so.preload` (one line: the container path of libvgpu.so) when its
   /// content differs, and creates the region and limits directories and the node directory
@@ -107,7 +110,8 @@ class Allocator {
   Status Commit(const FoundPod& found, const std::vector<size_t>& served);
   void ReleaseLock(const std::string& ns, const std::string& name);
   void MarkFailed(const FoundPod& found, const std::string& reason);
-  Result<ContainerAllocation> Serve(const FoundPod& found, size_t index, const std::vector<std::string>& device_ids);
+  Result<ContainerAllocation> Serve(const FoundPod& found, size_t index,
+                                    const std::vector<std::string>& device_ids);
 
   AllocatorOptions options_;
   ClusterApi* api_;

@@ -4,7 +4,9 @@
 
 namespace fracgpu::deviceplugin {
 
-Result<json> K8sClusterApi::GetNode(const std::string& name) { return client_->Get(k8s::NodePath(name)); }
+Result<json> K8sClusterApi::GetNode(const std::string& name) {
+  return client_->Get(k8s::NodePath(name));
+}
 
 Result<json> K8sClusterApi::GetPod(const std::string& ns, const std::string& name) {
   return client_->Get(k8s::PodPath(ns, name));
@@ -21,7 +23,8 @@ Result<json> K8sClusterApi::ListPodsOnNode(const std::string& node) {
   return *items;
 }
 
-Result<json> K8sClusterApi::PatchPod(const std::string& ns, const std::string& name, const PatchFn& make_patch) {
+Result<json> K8sClusterApi::PatchPod(const std::string& ns, const std::string& name,
+                                     const PatchFn& make_patch) {
   return client_->PatchWithRetry(k8s::PodPath(ns, name), make_patch);
 }
 

@@ -1,13 +1,12 @@
 #pragma once
 // The few Kubernetes API calls the device plugin makes, behind a narrow interface so the
-// Allocate logic can be tested in memory (docs/design/STYLE.md: the network comes in through a small
-// interface). K8sClusterApi implements it over k8s::Client; tests/fakes/apiserver serves it
+// Allocate logic can be tested in memory (docs/design/STYLE.md: the network comes in through a
+// small interface). K8sClusterApi implements it over k8s::Client; tests/fakes/apiserver serves it
 // over real HTTP in the integration test.
 
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/status.h"
 
@@ -36,7 +35,8 @@ class ClusterApi {
   /// Read-modify-write of a pod with optimistic concurrency: reads it, calls `make_patch`,
   /// applies the patch guarded by the read resourceVersion, and on a conflict starts over.
   /// Returns the patched object (the current one when `make_patch` returned null).
-  virtual Result<json> PatchPod(const std::string& ns, const std::string& name, const PatchFn& make_patch) = 0;
+  virtual Result<json> PatchPod(const std::string& ns, const std::string& name,
+                                const PatchFn& make_patch) = 0;
   /// The same for a node.
   virtual Result<json> PatchNode(const std::string& name, const PatchFn& make_patch) = 0;
 };
@@ -48,7 +48,8 @@ class K8sClusterApi final : public ClusterApi {
   Result<json> GetNode(const std::string& name) override;
   Result<json> GetPod(const std::string& ns, const std::string& name) override;
   Result<json> ListPodsOnNode(const std::string& node) override;
-  Result<json> PatchPod(const std::string& ns, const std::string& name, const PatchFn& make_patch) override;
+  Result<json> PatchPod(const std::string& ns, const std::string& name,
+                        const PatchFn& make_patch) override;
   Result<json> PatchNode(const std::string& name, const PatchFn& make_patch) override;
 
  private:

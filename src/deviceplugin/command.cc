@@ -1,9 +1,9 @@
-// `fracgpu device-plugin`: one per GPU node (a DaemonSet). Thin main (docs/design/STYLE.md): flags and
-// environment → the parts in this folder, then run until SIGTERM.
-#include <CLI/CLI.hpp>
+// `fracgpu device-plugin`: one per GPU node (a DaemonSet). Thin main (docs/design/STYLE.md): flags
+// and environment → the parts in this folder, then run until SIGTERM.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -78,7 +78,8 @@ int Run(const Flags& f) {
       return 2;
     }
   }
-  auto policy = deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
+  auto policy =
+      deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
   if (!policy.ok()) {
     spdlog::error("{}", policy.status().message());
     return 2;
@@ -114,13 +115,15 @@ int Run(const Flags& f) {
   aopt.allow_unsigned = f.allow_unsigned;
   aopt.config = *config;
   if (!key.empty()) {
-    aopt.verify_signature = [key](const std::string& uid, const std::string& node, const std::string& allocated,
-                                  const std::string& signature) {
-      return core::VerifyAllocation(key, uid, node, allocated, signature) ? Status::Ok()
-                                                                          : PermissionDenied("HMAC mismatch");
+    aopt.verify_signature = [key](const std::string& uid, const std::string& node,
+                                  const std::string& allocated, const std::string& signature) {
+      return core::VerifyAllocation(key, uid, node, allocated, signature)
+                 ? Status::Ok()
+                 : PermissionDenied("HMAC mismatch");
     };
   }
-  deviceplugin::Allocator allocator(aopt, &api, k8s::RealClock::Get(), [&state] { return state.Devices(); });
+  deviceplugin::Allocator allocator(aopt, &api, k8s::RealClock::Get(),
+                                    [&state] { return state.Devices(); });
   if (Status st = allocator.PrepareHostFiles(); !st.ok()) {
     spdlog::error("{}", st.ToString());
     return 1;
@@ -146,7 +149,8 @@ int Run(const Flags& f) {
       if (!r.ok()) spdlog::warn("{}", r.status().ToString());
       auto wait = r.ok() ? std::chrono::seconds(f.register_interval_s) : std::chrono::seconds(5);
       auto deadline = std::chrono::steady_clock::now() + wait;
-      while (!stop.stopped() && state.version() == seen && std::chrono::steady_clock::now() < deadline) {
+      while (!stop.stopped() && state.version() == seen &&
+             std::chrono::steady_clock::now() < deadline) {
         state.WaitForChange(seen, std::chrono::milliseconds(1000));
       }
     }
@@ -176,17 +180,32 @@ void RegisterDevicePluginCommand(CLI::App& app) {
   if (!Env("KUBELET_SOCKET_DIR").empty()) flags->socket_dir = Env("KUBELET_SOCKET_DIR");
   auto* cmd = app.add_subcommand("device-plugin", "Run the kubelet device plugin of a GPU node");
   cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)");
-  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/libvgpu.so (env HOOK_PATH)")->capture_default_str();
-  cmd->add_option("--socket-dir", flags->socket_dir, "kubelet device-plugins dir (env KUBELET_SOCKET_DIR)")->capture_default_str();
-  cmd->add_option("--socket-name", flags->socket_name, "our socket's file name in --socket-dir")->capture_default_str();
-  cmd->add_option("--config-file", flags->config_file, "cluster device config YAML (env CONFIG_FILE)")->capture_default_str();
-  cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON")->capture_default_str();
-  cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve")->capture_default_str();
-  cmd->add_option("--signature-key-file", flags->signature_key_file, "allocation-signature key (mounted Secret)")->capture_default_str();
-  cmd->add_flag("--allow-unsigned", flags->allow_unsigned, "serve unsigned decisions named by the node lock");
-  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)");
-  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")->capture_default_str();
-  cmd->add_option("--register-interval", flags->register_interval_s, "seconds between node registrations")
+  cmd->add_option("--hook-path", flags->hook_path,
+                  "host dir holding vgpu/libvgpu.so (env HOOK_PATH)")
+      ->capture_default_str();
+  cmd->add_option("--socket-dir", flags->socket_dir,
+                  "kubelet device-plugins dir (env KUBELET_SOCKET_DIR)")
+      ->capture_default_str();
+  cmd->add_option("--socket-name", flags->socket_name, "our socket's file name in --socket-dir")
+      ->capture_default_str();
+  cmd->add_option("--config-file", flags->config_file,
+                  "cluster device config YAML (env CONFIG_FILE)")
+      ->capture_default_str();
+  cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON")
+      ->capture_default_str();
+  cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve")
+      ->capture_default_str();
+  cmd->add_option("--signature-key-file", flags->signature_key_file,
+                  "allocation-signature key (mounted Secret)")
+      ->capture_default_str();
+  cmd->add_flag("--allow-unsigned", flags->allow_unsigned,
+                "serve unsigned decisions named by the node lock");
+  cmd->add_option("--kubeconfig", flags->kubeconfig,
+                  "kubeconfig (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)");
+  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+  cmd->add_option("--register-interval", flags->register_interval_s,
+                  "seconds between node registrations")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   cmd->callback([flags] {

@@ -3,8 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace fracgpu::deviceplugin {
 
@@ -69,9 +69,11 @@ Result<std::string> YamlResourceName(const YAML::Node& node, const std::string& 
   if (!s.ok()) return s.status();
   // An extended resource name is domain-prefixed: "<domain>/<name>".
   size_t slash = s->find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == s->size() || s->find('/', slash + 1) != std::string::npos ||
+  if (slash == std::string::npos || slash == 0 || slash + 1 == s->size() ||
+      s->find('/', slash + 1) != std::string::npos ||
       s->find_first_of(" \t\n,;") != std::string::npos) {
-    return InvalidArgument("nvidia." + key + " must be a domain-prefixed resource name like nvidia.com/gpu, got " +
+    return InvalidArgument("nvidia." + key +
+                           " must be a domain-prefixed resource name like nvidia.com/gpu, got " +
                            Shown(*s));
   }
   return *s;
@@ -101,31 +103,43 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
   for (const auto& entry : nv) {
     std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
     const YAML::Node& v = entry.second;
-#define FRACGPU_SET(expr, target)       \
-  {                                     \
-    auto r = (expr);                    \
-    if (!r.ok()) return r.status();     \
-    target = *r;                        \
+#define FRACGPU_SET(expr, target)   \
+  {                                 \
+    auto r = (expr);                \
+    if (!r.ok()) return r.status(); \
+    target = *r;                    \
   }
-    if (key == "resourceCountName") FRACGPU_SET(YamlResourceName(v, key), c->resources.gpu)
-    else if (key == "resourceMemoryName") FRACGPU_SET(YamlResourceName(v, key), c->resources.gpumem)
-    else if (key == "resourceMemoryPercentageName") FRACGPU_SET(YamlResourceName(v, key), c->resources.gpumem_percentage)
-    else if (key == "resourceCoreName") FRACGPU_SET(YamlResourceName(v, key), c->resources.gpucores)
-    else if (key == "resourcePriorityName") FRACGPU_SET(YamlResourceName(v, key), c->resources.priority)
-    else if (key == "deviceSplitCount") FRACGPU_SET(YamlInt(v, key, 1, kMaxSplitCount), c->split_count)
-    else if (key == "deviceMemoryScaling") FRACGPU_SET(YamlScale(v, key), c->memory_scaling)
-    else if (key == "deviceCoreScaling") FRACGPU_SET(YamlScale(v, key), c->core_scaling)
-    else if (key == "defaultMemory") FRACGPU_SET(YamlInt(v, key, 0, int64_t{1} << 40), c->default_memory_mib)
-    else if (key == "defaultCores") FRACGPU_SET(YamlInt(v, key, 0, 100), c->default_cores)
-    else if (key == "disableCoreLimit") FRACGPU_SET(YamlBool(v, key), c->disable_core_limit)
-    else if (key == "enableNumaTopology") FRACGPU_SET(YamlBool(v, key), c->enable_numa_topology)
-    else if (key == "preConfiguredDeviceMemory") FRACGPU_SET(YamlInt(v, key, 0, int64_t{1} << 40), c->preconfigured_memory_mib)
+    if (key == "resourceCountName")
+      FRACGPU_SET(YamlResourceName(v, key), c->resources.gpu)
+    else if (key == "resourceMemoryName")
+      FRACGPU_SET(YamlResourceName(v, key), c->resources.gpumem)
+    else if (key == "resourceMemoryPercentageName")
+      FRACGPU_SET(YamlResourceName(v, key), c->resources.gpumem_percentage)
+    else if (key == "resourceCoreName")
+      FRACGPU_SET(YamlResourceName(v, key), c->resources.gpucores)
+    else if (key == "resourcePriorityName")
+      FRACGPU_SET(YamlResourceName(v, key), c->resources.priority)
+    else if (key == "deviceSplitCount")
+      FRACGPU_SET(YamlInt(v, key, 1, kMaxSplitCount), c->split_count)
+    else if (key == "deviceMemoryScaling")
+      FRACGPU_SET(YamlScale(v, key), c->memory_scaling)
+    else if (key == "deviceCoreScaling")
+      FRACGPU_SET(YamlScale(v, key), c->core_scaling)
+    else if (key == "defaultMemory")
+      FRACGPU_SET(YamlInt(v, key, 0, int64_t{1} << 40), c->default_memory_mib)
+    else if (key == "defaultCores")
+      FRACGPU_SET(YamlInt(v, key, 0, 100), c->default_cores)
+    else if (key == "disableCoreLimit")
+      FRACGPU_SET(YamlBool(v, key), c->disable_core_limit)
+    else if (key == "enableNumaTopology")
+      FRACGPU_SET(YamlBool(v, key), c->enable_numa_topology)
+    else if (key == "preConfiguredDeviceMemory")
+      FRACGPU_SET(YamlInt(v, key, 0, int64_t{1} << 40), c->preconfigured_memory_mib)
     else if (key == "gpuCorePolicy") {
       auto s = YamlScalar(v, key);
       if (!s.ok()) return s.status();
       FRACGPU_SET(CorePolicy(*s, "nvidia.gpuCorePolicy"), c->core_policy)
-    }
-    else if (key == "libCudaLogLevel") {
+    } else if (key == "libCudaLogLevel") {
       auto s = YamlScalar(v, key);
       if (!s.ok()) return s.status();
       FRACGPU_SET(LogLevel(*s, "nvidia.libCudaLogLevel"), c->libcuda_log_level)
@@ -138,8 +152,10 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
 // ---- JSON ----
 
 Result<double> JsonScale(const json& v, const std::string& field) {
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 || v.get<double>() > kMaxScaling) {
-    return InvalidArgument(field + " must be a number > 0 and <= 100, got " + v.dump().substr(0, 64));
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 ||
+      v.get<double>() > kMaxScaling) {
+    return InvalidArgument(field + " must be a number > 0 and <= 100, got " +
+                           v.dump().substr(0, 64));
   }
   return v.get<double>();
 }
@@ -147,14 +163,15 @@ Result<double> JsonScale(const json& v, const std::string& field) {
 Result<int64_t> JsonInt(const json& v, const std::string& field, int64_t lo, int64_t hi) {
   if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi ||
       (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))) {
-    return InvalidArgument(field + " must be an integer " + std::to_string(lo) + ".." + std::to_string(hi) +
-                           ", got " + v.dump().substr(0, 64));
+    return InvalidArgument(field + " must be an integer " + std::to_string(lo) + ".." +
+                           std::to_string(hi) + ", got " + v.dump().substr(0, 64));
   }
   return v.get<int64_t>();
 }
 
 Result<bool> JsonBool(const json& v, const std::string& field) {
-  if (!v.is_boolean()) return InvalidArgument(field + " must be true or false, got " + v.dump().substr(0, 64));
+  if (!v.is_boolean())
+    return InvalidArgument(field + " must be true or false, got " + v.dump().substr(0, 64));
   return v.get<bool>();
 }
 
@@ -168,36 +185,50 @@ Status ApplyEntry(const json& e, const std::string& where, DeviceConfig* c) {
     if (!r.ok()) return r.status(); \
     target = *r;                    \
   }
-    if (key == "devicememoryscaling") FRACGPU_SET(JsonScale(v, field), c->memory_scaling)
-    else if (key == "devicecorescaling") FRACGPU_SET(JsonScale(v, field), c->core_scaling)
-    else if (key == "devicesplitcount") FRACGPU_SET(JsonInt(v, field, 1, kMaxSplitCount), c->split_count)
-    else if (key == "preconfigureddevicememory") FRACGPU_SET(JsonInt(v, field, 0, int64_t{1} << 40), c->preconfigured_memory_mib)
-    else if (key == "enablenumatopology") FRACGPU_SET(JsonBool(v, field), c->enable_numa_topology)
-    else if (key == "enablegetpreferredallocation") FRACGPU_SET(JsonBool(v, field), c->preferred_allocation)
+    if (key == "devicememoryscaling")
+      FRACGPU_SET(JsonScale(v, field), c->memory_scaling)
+    else if (key == "devicecorescaling")
+      FRACGPU_SET(JsonScale(v, field), c->core_scaling)
+    else if (key == "devicesplitcount")
+      FRACGPU_SET(JsonInt(v, field, 1, kMaxSplitCount), c->split_count)
+    else if (key == "preconfigureddevicememory")
+      FRACGPU_SET(JsonInt(v, field, 0, int64_t{1} << 40), c->preconfigured_memory_mib)
+    else if (key == "enablenumatopology")
+      FRACGPU_SET(JsonBool(v, field), c->enable_numa_topology)
+    else if (key == "enablegetpreferredallocation")
+      FRACGPU_SET(JsonBool(v, field), c->preferred_allocation)
     else if (key == "libcudaloglevel") {
-      if (!v.is_string()) return InvalidArgument(field + " must be a string \"0\"..\"4\", got " + v.dump().substr(0, 64));
+      if (!v.is_string())
+        return InvalidArgument(field + " must be a string \"0\"..\"4\", got " +
+                               v.dump().substr(0, 64));
       FRACGPU_SET(LogLevel(v.get<std::string>(), field), c->libcuda_log_level)
     } else if (key == "operatingmode") {
-      if (!v.is_string() || (v.get<std::string>() != "hami-core" && !v.get<std::string>().empty())) {
-        return InvalidArgument(field + " must be \"hami-core\" (mig and mps modes are not supported), got " +
-                               v.dump().substr(0, 64));
+      if (!v.is_string() ||
+          (v.get<std::string>() != "hami-core" && !v.get<std::string>().empty())) {
+        return InvalidArgument(
+            field + " must be \"hami-core\" (mig and mps modes are not supported), got " +
+            v.dump().substr(0, 64));
       }
     } else if (key == "migstrategy") {
       if (!v.is_string() || (v.get<std::string>() != "none" && !v.get<std::string>().empty())) {
-        return InvalidArgument(field + " must be \"none\" (MIG is not supported), got " + v.dump().substr(0, 64));
+        return InvalidArgument(field + " must be \"none\" (MIG is not supported), got " +
+                               v.dump().substr(0, 64));
       }
     } else if (key == "filterdevices") {
-      if (!v.is_object()) return InvalidArgument(field + " must be an object {\"uuid\":[…],\"index\":[…]}");
+      if (!v.is_object())
+        return InvalidArgument(field + " must be an object {\"uuid\":[…],\"index\":[…]}");
       c->filter_uuids.clear();
       c->filter_indices.clear();
       for (const auto& [fk, fv] : v.items()) {
         std::string ff = field + "." + fk;
         if (fv.is_null()) continue;
-        if (!fv.is_array()) return InvalidArgument(ff + " must be a list, got " + fv.dump().substr(0, 64));
+        if (!fv.is_array())
+          return InvalidArgument(ff + " must be a list, got " + fv.dump().substr(0, 64));
         for (const auto& item : fv) {
           if (fk == "uuid") {
             if (!item.is_string() || item.get<std::string>().empty()) {
-              return InvalidArgument(ff + " entries must be non-empty strings, got " + item.dump().substr(0, 64));
+              return InvalidArgument(ff + " entries must be non-empty strings, got " +
+                                     item.dump().substr(0, 64));
             }
             c->filter_uuids.push_back(item.get<std::string>());
           } else if (fk == "index") {
@@ -220,9 +251,10 @@ bool DeviceConfig::operator==(const DeviceConfig& o) const {
     return std::tie(r.gpu, r.gpumem, r.gpumem_percentage, r.gpucores, r.priority);
   };
   auto rest = [](const DeviceConfig& c) {
-    return std::tie(c.split_count, c.memory_scaling, c.core_scaling, c.default_memory_mib, c.default_cores,
-                    c.disable_core_limit, c.core_policy, c.libcuda_log_level, c.enable_numa_topology, c.preconfigured_memory_mib,
-                    c.preferred_allocation, c.filter_uuids, c.filter_indices);
+    return std::tie(c.split_count, c.memory_scaling, c.core_scaling, c.default_memory_mib,
+                    c.default_cores, c.disable_core_limit, c.core_policy, c.libcuda_log_level,
+                    c.enable_numa_topology, c.preconfigured_memory_mib, c.preferred_allocation,
+                    c.filter_uuids, c.filter_indices);
   };
   return names(resources) == names(o.resources) && rest(*this) == rest(o);
 }
@@ -232,7 +264,8 @@ Result<DeviceConfig> ParseDeviceConfigYaml(const std::string& text) {
   try {
     YAML::Node root = YAML::Load(text);
     if (!root || root.IsNull()) return config;
-    if (!root.IsMap()) return InvalidArgument("device config must be a YAML mapping with an nvidia: section");
+    if (!root.IsMap())
+      return InvalidArgument("device config must be a YAML mapping with an nvidia: section");
     YAML::Node nv = root["nvidia"];
     if (!nv || nv.IsNull()) return config;
     if (!nv.IsMap()) return InvalidArgument("device config: nvidia must be a mapping");
@@ -247,15 +280,19 @@ Result<DeviceConfig> ApplyNodeOverrides(const DeviceConfig& base, const std::str
                                         const std::string& node_name) {
   json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return InvalidArgument("node config is not valid JSON");
-  if (!root.is_object()) return InvalidArgument("node config must be a JSON object with a nodeconfig list");
+  if (!root.is_object())
+    return InvalidArgument("node config must be a JSON object with a nodeconfig list");
   auto it = root.find("nodeconfig");
   if (it == root.end() || it->is_null()) return base;
-  if (!it->is_array()) return InvalidArgument("node config: nodeconfig must be a list, got " + it->dump().substr(0, 64));
+  if (!it->is_array())
+    return InvalidArgument("node config: nodeconfig must be a list, got " +
+                           it->dump().substr(0, 64));
   DeviceConfig out = base;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& e = (*it)[i];
     std::string where = "nodeconfig[" + std::to_string(i) + "]";
-    if (!e.is_object()) return InvalidArgument(where + " must be an object, got " + e.dump().substr(0, 64));
+    if (!e.is_object())
+      return InvalidArgument(where + " must be an object, got " + e.dump().substr(0, 64));
     auto name = e.find("name");
     if (name == e.end() || !name->is_string() || name->get<std::string>().empty()) {
       return InvalidArgument(where + ".name must be a non-empty string");

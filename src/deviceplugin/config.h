@@ -15,23 +15,24 @@ namespace fracgpu::deviceplugin {
 
 /// Everything the device plugin reads from configuration files.
 struct DeviceConfig {
-  core::ResourceNames resources;     ///< resourceCountName, resourceMemoryName, …
-  int32_t split_count = 10;          ///< deviceSplitCount: slices per GPU, 1..1000
-  double memory_scaling = 1.0;       ///< deviceMemoryScaling (> 0; > 1 oversubscribes)
-  double core_scaling = 1.0;         ///< deviceCoreScaling (> 0)
-  int64_t default_memory_mib = 0;    ///< defaultMemory, MiB (0 = whole card; read by the scheduler)
-  int32_t default_cores = 0;         ///< defaultCores, percent 0..100
-  bool disable_core_limit = false;   ///< disableCoreLimit → GPU_CORE_UTILIZATION_POLICY=disable
+  core::ResourceNames resources;    ///< resourceCountName, resourceMemoryName, …
+  int32_t split_count = 10;         ///< deviceSplitCount: slices per GPU, 1..1000
+  double memory_scaling = 1.0;      ///< deviceMemoryScaling (> 0; > 1 oversubscribes)
+  double core_scaling = 1.0;        ///< deviceCoreScaling (> 0)
+  int64_t default_memory_mib = 0;   ///< defaultMemory, MiB (0 = whole card; read by the scheduler)
+  int32_t default_cores = 0;        ///< defaultCores, percent 0..100
+  bool disable_core_limit = false;  ///< disableCoreLimit → GPU_CORE_UTILIZATION_POLICY=disable
   /// gpuCorePolicy (HAMi's `devices.nvidia.gpuCorePolicy`): "default", "force" or "disable",
   /// stored lower case. Not "default": every container gets GPU_CORE_UTILIZATION_POLICY=<it>,
   /// over the container's own value (HAMi's webhook appends it after the user's env).
   std::string core_policy = "default";
-  std::string libcuda_log_level;     ///< libCudaLogLevel ("" = not set), "0".."4"
-  bool enable_numa_topology = false; ///< enableNumaTopology: report NUMA to kubelet
-  int64_t preconfigured_memory_mib = 0;  ///< preConfiguredDeviceMemory, MiB, for GPUs NVML cannot size
+  std::string libcuda_log_level;      ///< libCudaLogLevel ("" = not set), "0".."4"
+  bool enable_numa_topology = false;  ///< enableNumaTopology: report NUMA to kubelet
+  int64_t preconfigured_memory_mib =
+      0;                             ///< preConfiguredDeviceMemory, MiB, for GPUs NVML cannot size
   bool preferred_allocation = true;  ///< enablegetpreferredallocation (per node)
-  std::vector<std::string> filter_uuids;   ///< filterdevices.uuid: GPUs left out
-  std::vector<uint32_t> filter_indices;    ///< filterdevices.index: GPUs left out
+  std::vector<std::string> filter_uuids;  ///< filterdevices.uuid: GPUs left out
+  std::vector<uint32_t> filter_indices;   ///< filterdevices.index: GPUs left out
 
   /// Field-wise equality (core::ResourceNames has no operator==, so not defaulted).
   bool operator==(const DeviceConfig& other) const;

@@ -20,7 +20,8 @@ Status ParseXidList(const std::string& value, const std::string& var, std::set<u
       uint64_t xid = 0;
       auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), xid);
       if (ec != std::errc() || ptr != item.data() + item.size()) {
-        return InvalidArgument(var + " must be all, xids or a comma list of Xid numbers; got entry \"" +
+        return InvalidArgument(var +
+                               " must be all, xids or a comma list of Xid numbers; got entry \"" +
                                item.substr(0, 32) + "\"");
       }
       out->insert(xid);
@@ -47,15 +48,18 @@ Result<XidPolicy> ParseXidPolicy(const std::string& disable_env, const std::stri
 
 bool ApplyXidEvent(const nvml::XidEvent& event, const XidPolicy& policy, DeviceState* state) {
   if (!policy.Counts(event.xid)) {
-    spdlog::info("Xid {} on {} ignored (application error)", event.xid, event.uuid.empty() ? "all GPUs" : event.uuid);
+    spdlog::info("Xid {} on {} ignored (application error)", event.xid,
+                 event.uuid.empty() ? "all GPUs" : event.uuid);
     return false;
   }
-  spdlog::error("Xid {} on {}: marking unhealthy", event.xid, event.uuid.empty() ? "all GPUs" : event.uuid);
+  spdlog::error("Xid {} on {}: marking unhealthy", event.xid,
+                event.uuid.empty() ? "all GPUs" : event.uuid);
   return event.uuid.empty() ? state->MarkAllUnhealthy() : state->MarkUnhealthy(event.uuid);
 }
 
-Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState* state, k8s::StopSignal* stop,
-                   const std::function<void()>& on_change, std::chrono::milliseconds wait_step) {
+Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState* state,
+                   k8s::StopSignal* stop, const std::function<void()>& on_change,
+                   std::chrono::milliseconds wait_step) {
   if (!policy.enabled) return Status::Ok();
   while (!stop->stopped()) {
     auto event = source->WaitXid(wait_step);

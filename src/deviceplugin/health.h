@@ -1,6 +1,7 @@
 #pragma once
-// GPU health from NVML Xid critical-error events (docs/design/hami-behaviour.md §4.7): an Xid outside the
-// ignored list marks the GPU unhealthy; ListAndWatch and the register annotation follow.
+// GPU health from NVML Xid critical-error events (docs/design/hami-behaviour.md §4.7): an Xid
+// outside the ignored list marks the GPU unhealthy; ListAndWatch and the register annotation
+// follow.
 
 #include <chrono>
 #include <functional>
@@ -34,8 +35,8 @@ bool ApplyXidEvent(const nvml::XidEvent& event, const XidPolicy& policy, DeviceS
 /// Waits for Xid events (`wait_step` per NVML wait) until `stop` fires, applying each and
 /// calling `on_change` after a change. Returns when stopped, or when `source` cannot report
 /// events (that error is returned).
-Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState* state, k8s::StopSignal* stop,
-                   const std::function<void()>& on_change,
+Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState* state,
+                   k8s::StopSignal* stop, const std::function<void()>& on_change,
                    std::chrono::milliseconds wait_step = std::chrono::milliseconds(1000));
 
 }  // namespace fracgpu::deviceplugin

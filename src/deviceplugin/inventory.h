@@ -1,7 +1,7 @@
 #pragma once
-// What this node's GPUs offer: the register annotation's entries (docs/design/CONTRACT.md §2) and the
-// replica device IDs advertised to kubelet (docs/design/hami-behaviour.md §4.3: each GPU as `count`
-// devices `<UUID>-<i>`).
+// What this node's GPUs offer: the register annotation's entries (docs/design/CONTRACT.md §2) and
+// the replica device IDs advertised to kubelet (docs/design/hami-behaviour.md §4.3: each GPU as
+// `count` devices `<UUID>-<i>`).
 
 #include <set>
 #include <string>
@@ -22,7 +22,8 @@ std::string GpuTypeName(const std::string& nvml_name);
 /// dropped; `count` = split count; `devmem` = floor(total MiB × memory scaling) (a GPU NVML
 /// reports 0 bytes for takes preConfiguredDeviceMemory, or is dropped when that is 0);
 /// `devcore` = round(100 × core scaling); `health` false for UUIDs in `unhealthy`.
-std::vector<core::DeviceInfo> BuildDeviceInfos(const std::vector<nvml::GpuInfo>& gpus, const DeviceConfig& config,
+std::vector<core::DeviceInfo> BuildDeviceInfos(const std::vector<nvml::GpuInfo>& gpus,
+                                               const DeviceConfig& config,
                                                const std::set<std::string>& unhealthy);
 
 /// The kubelet device ID of replica `replica` of GPU `uuid`: "<uuid>-<replica>".

@@ -1,6 +1,6 @@
 #pragma once
-// Node registration: the `hami.io/node-nvidia-register` annotation (docs/design/CONTRACT.md §2), written
-// on start, on change and periodically, and patched only when its value differs.
+// Node registration: the `hami.io/node-nvidia-register` annotation (docs/design/CONTRACT.md §2),
+// written on start, on change and periodically, and patched only when its value differs.
 
 #include <string>
 #include <vector>

@@ -29,7 +29,8 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
     state_->Wake();
   }
 
-  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const pb::Empty*, pb::DevicePluginOptions* out) override {
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const pb::Empty*,
+                                      pb::DevicePluginOptions* out) override {
     out->set_pre_start_required(false);
     out->set_get_preferred_allocation_available(options_.preferred_allocation);
     return grpc::Status::OK;
@@ -51,7 +52,8 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
           }
         }
         if (!writer->Write(response)) break;
-        spdlog::info("ListAndWatch: sent {} devices (state version {})", response.devices_size(), version);
+        spdlog::info("ListAndWatch: sent {} devices (state version {})", response.devices_size(),
+                     version);
         sent = version;
       }
       // Bounded wait so a stream whose client went away is noticed.
@@ -60,7 +62,8 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetPreferredAllocation(grpc::ServerContext*, const pb::PreferredAllocationRequest* request,
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
+                                      const pb::PreferredAllocationRequest* request,
                                       pb::PreferredAllocationResponse* out) override {
     std::vector<PreferredRequest> requests;
     for (const auto& r : request->container_requests()) {
@@ -77,18 +80,30 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* request, pb::AllocateResponse* out) override {
+  grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* request,
+                        pb::AllocateResponse* out) override {
     std::vector<std::vector<std::string>> requests;
-    for (const auto& r : request->container_requests()) requests.emplace_back(r.devices_ids().begin(), r.devices_ids().end());
+    for (const auto& r : request->container_requests())
+      requests.emplace_back(r.devices_ids().begin(), r.devices_ids().end());
     auto result = allocator_->Allocate(requests);
     if (!result.ok()) {
       grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
       switch (result.status().code()) {
-        case StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
-        case StatusCode::kPermissionDenied: code = grpc::StatusCode::PERMISSION_DENIED; break;
-        case StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-        case StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
-        default: code = grpc::StatusCode::INTERNAL; break;
+        case StatusCode::kNotFound:
+          code = grpc::StatusCode::NOT_FOUND;
+          break;
+        case StatusCode::kPermissionDenied:
+          code = grpc::StatusCode::PERMISSION_DENIED;
+          break;
+        case StatusCode::kInvalidArgument:
+          code = grpc::StatusCode::INVALID_ARGUMENT;
+          break;
+        case StatusCode::kUnavailable:
+          code = grpc::StatusCode::UNAVAILABLE;
+          break;
+        default:
+          code = grpc::StatusCode::INTERNAL;
+          break;
       }
       return grpc::Status(code, result.status().message());
     }
@@ -122,7 +137,9 @@ PluginServer::PluginServer(ServerOptions options, DeviceState* state, Allocator*
 
 PluginServer::~PluginServer() { Stop(); }
 
-std::string PluginServer::socket_path() const { return (fs::path(options_.socket_dir) / options_.socket_name).string(); }
+std::string PluginServer::socket_path() const {
+  return (fs::path(options_.socket_dir) / options_.socket_name).string();
+}
 std::string PluginServer::kubelet_socket_path() const {
   return (fs::path(options_.socket_dir) / kubelet::kKubeletSocketName).string();
 }
@@ -148,7 +165,8 @@ Status PluginServer::Register() {
   request.set_endpoint(options_.socket_name);
   request.set_resource_name(options_.resource_name);
   request.mutable_options()->set_get_preferred_allocation_available(options_.preferred_allocation);
-  Status st = kubelet::RegisterWithKubelet(kubelet_socket_path(), request, options_.register_timeout);
+  Status st =
+      kubelet::RegisterWithKubelet(kubelet_socket_path(), request, options_.register_timeout);
   registered_ = st.ok();
   if (st.ok()) {
     ++registrations_;
@@ -181,7 +199,8 @@ void PluginServer::Stop() {
 Status PluginServer::Run(k8s::StopSignal* stop) {
   int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (in < 0) return Internal("inotify_init1 failed");
-  int wd = inotify_add_watch(in, options_.socket_dir.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM);
+  int wd = inotify_add_watch(in, options_.socket_dir.c_str(),
+                             IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM);
   if (wd < 0) {
     close(in);
     return Internal("cannot watch " + options_.socket_dir);
@@ -209,17 +228,20 @@ Status PluginServer::Run(k8s::StopSignal* stop) {
         for (char* p = buf; p < buf + len;) {
           auto* ev = reinterpret_cast<inotify_event*>(p);
           std::string name = ev->len ? ev->name : "";
-          if (name == kubelet::kKubeletSocketName && (ev->mask & (IN_CREATE | IN_MOVED_TO))) kubelet_created = true;
-          if (name == options_.socket_name && (ev->mask & (IN_DELETE | IN_MOVED_FROM))) ours_gone = true;
+          if (name == kubelet::kKubeletSocketName && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+            kubelet_created = true;
+          if (name == options_.socket_name && (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+            ours_gone = true;
           p += sizeof(inotify_event) + ev->len;
         }
       }
     }
     std::error_code ec;
-    if (ours_gone && fs::exists(socket_path(), ec)) ours_gone = false;  // our own restart recreated it
+    if (ours_gone && fs::exists(socket_path(), ec))
+      ours_gone = false;  // our own restart recreated it
     if (kubelet_created || ours_gone) {
-      spdlog::info("kubelet restarted ({}); restarting the device plugin server", kubelet_created ? "kubelet.sock created"
-                                                                                                   : "our socket removed");
+      spdlog::info("kubelet restarted ({}); restarting the device plugin server",
+                   kubelet_created ? "kubelet.sock created" : "our socket removed");
       Stop();
       Status st = Start();
       if (!st.ok()) spdlog::warn("restart: {}", st.ToString());

@@ -1,6 +1,6 @@
 #pragma once
-// The device plugin's gRPC side (docs/design/wire-apis.md §1): serve DevicePlugin v1beta1 on our socket
-// in kubelet's device-plugins directory, Register with kubelet, and start over when kubelet
+// The device plugin's gRPC side (docs/design/wire-apis.md §1): serve DevicePlugin v1beta1 on our
+// socket in kubelet's device-plugins directory, Register with kubelet, and start over when kubelet
 // restarts (it deletes our socket and recreates kubelet.sock).
 
 #include <atomic>

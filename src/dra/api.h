@@ -4,14 +4,13 @@
 // Sources: k8s.io/kubelet/pkg/apis/pluginregistration/v1 (api.proto, constants.go),
 // k8s.io/kubelet/pkg/apis/dra/{v1,v1beta1} (api.proto, types.go), k8s.io/api/resource/v1.
 
-#include "dra_v1.grpc.pb.h"               // IWYU pragma: export
-#include "dra_v1.pb.h"                    // IWYU pragma: export
-#include "dra_v1beta1.grpc.pb.h"          // IWYU pragma: export
-#include "dra_v1beta1.pb.h"               // IWYU pragma: export
-#include "pluginregistration_v1.grpc.pb.h"  // IWYU pragma: export
-#include "pluginregistration_v1.pb.h"     // IWYU pragma: export
-
 #include "core/dra.h"
+#include "dra_v1.grpc.pb.h"                 // IWYU pragma: export
+#include "dra_v1.pb.h"                      // IWYU pragma: export
+#include "dra_v1beta1.grpc.pb.h"            // IWYU pragma: export
+#include "dra_v1beta1.pb.h"                 // IWYU pragma: export
+#include "pluginregistration_v1.grpc.pb.h"  // IWYU pragma: export
+#include "pluginregistration_v1.pb.h"       // IWYU pragma: export
 
 namespace fracgpu::dra {
 
@@ -42,6 +41,7 @@ inline constexpr const char* kCdiDir = "/var/run/cdi";
 
 /// Capacity names published per device (unqualified: in the driver's domain).
 inline constexpr const char* kCapacityMemory = core::kDraCapacityMemory;  ///< MiB of device memory
-inline constexpr const char* kCapacityCores = core::kDraCapacityCores;    ///< percent of the SMs, 0..100
+inline constexpr const char* kCapacityCores =
+    core::kDraCapacityCores;  ///< percent of the SMs, 0..100
 
 }  // namespace fracgpu::dra

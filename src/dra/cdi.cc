@@ -32,7 +32,9 @@ std::string Join(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string ClaimSlot(const std::string& claim_uid) { return "claim_" + claim_uid; }
-std::string CdiDeviceId(const std::string& claim_uid) { return std::string(kCdiKind) + "=claim-" + claim_uid; }
+std::string CdiDeviceId(const std::string& claim_uid) {
+  return std::string(kCdiKind) + "=claim-" + claim_uid;
+}
 std::string CdiSpecPath(const CdiOptions& options, const std::string& claim_uid) {
   return (fs::path(options.cdi_dir) / ("fracgpu.io-gpu-claim-" + claim_uid + ".json")).string();
 }
@@ -46,7 +48,8 @@ ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<Alloc
   for (const auto& s : shares) uuids.push_back(s.uuid);
   e.env["NVIDIA_VISIBLE_DEVICES"] = Join(uuids);
   for (size_t i = 0; i < shares.size(); ++i) {
-    e.env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(shares[i].mem_mib) + "m";
+    e.env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] =
+        std::to_string(shares[i].mem_mib) + "m";
     e.env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(shares[i].cores);
   }
   if (!shares.empty()) e.env["CUDA_DEVICE_SM_LIMIT"] = std::to_string(shares.front().cores);
@@ -54,7 +57,8 @@ ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<Alloc
   e.env["CUDA_TASK_PRIORITY"] = "1";  // core::ContainerRequest's default (low)
   e.env["GPU_CORE_UTILIZATION_POLICY"] = options.config.disable_core_limit ? "disable" : "default";
   if (options.config.memory_scaling > 1.0) e.env["CUDA_OVERSUBSCRIBE"] = "true";
-  if (!options.config.libcuda_log_level.empty()) e.env["LIBCUDA_LOG_LEVEL"] = options.config.libcuda_log_level;
+  if (!options.config.libcuda_log_level.empty())
+    e.env["LIBCUDA_LOG_LEVEL"] = options.config.libcuda_log_level;
   fs::path lib = vgpu / "libvgpu.so";
   e.mounts.push_back({lib.string(), lib.string(), true});
   e.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
@@ -72,7 +76,8 @@ json BuildCdiSpec(const std::string& claim_uid, const ClaimEdits& edits) {
     mounts.push_back({{"hostPath", m.host_path},
                       {"containerPath", m.container_path},
                       {"type", "bind"},
-                      {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"} : json{"rw", "nosuid", "nodev", "bind"}}});
+                      {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"}
+                                              : json{"rw", "nosuid", "nodev", "bind"}}});
   }
   return json{{"cdiVersion", kCdiVersion},
               {"kind", kCdiKind},
@@ -130,14 +135,21 @@ Status WriteClaimFiles(const std::string& claim_uid, const std::vector<Allocated
   };
   fs::remove_all(region, ec);
   fs::create_directories(region, ec);
-  if (ec) return undo(), Internal("claim " + claim_uid + ": cannot create " + region.string() + ": " + ec.message());
+  if (ec)
+    return undo(), Internal("claim " + claim_uid + ": cannot create " + region.string() + ": " +
+                            ec.message());
   fs::permissions(region, fs::perms::all, ec);
-  if (ec) return undo(), Internal("claim " + claim_uid + ": cannot chmod " + region.string() + ": " + ec.message());
+  if (ec)
+    return undo(), Internal("claim " + claim_uid + ": cannot chmod " + region.string() + ": " +
+                            ec.message());
   fs::create_directories(limits.parent_path(), ec);
-  Status st = WriteFileAtomically(limits.string(), deviceplugin::LimitsFileContent(edits.env), 0444);
+  Status st =
+      WriteFileAtomically(limits.string(), deviceplugin::LimitsFileContent(edits.env), 0444);
   if (!st.ok()) return undo(), st.WithPrefix("claim " + claim_uid);
-  st = WriteFileAtomically(CdiSpecPath(options, claim_uid), BuildCdiSpec(claim_uid, edits).dump(2) + "\n", 0644);
-  if (!st.ok()) return undo(), st.WithPrefix("claim " + claim_uid + ": CDI spec directory " + options.cdi_dir);
+  st = WriteFileAtomically(CdiSpecPath(options, claim_uid),
+                           BuildCdiSpec(claim_uid, edits).dump(2) + "\n", 0644);
+  if (!st.ok())
+    return undo(), st.WithPrefix("claim " + claim_uid + ": CDI spec directory " + options.cdi_dir);
   return Status::Ok();
 }
 
@@ -145,12 +157,16 @@ Status RemoveClaimFiles(const std::string& claim_uid, const CdiOptions& options)
   fs::path vgpu = fs::path(options.hook_path) / "vgpu";
   std::string slot = ClaimSlot(claim_uid);
   std::error_code ec;
-  for (const fs::path& p : {fs::path(CdiSpecPath(options, claim_uid)), vgpu / "limits" / (slot + ".env")}) {
+  for (const fs::path& p :
+       {fs::path(CdiSpecPath(options, claim_uid)), vgpu / "limits" / (slot + ".env")}) {
     fs::remove(p, ec);
-    if (ec) return Internal("claim " + claim_uid + ": cannot remove " + p.string() + ": " + ec.message());
+    if (ec)
+      return Internal("claim " + claim_uid + ": cannot remove " + p.string() + ": " + ec.message());
   }
   fs::remove_all(vgpu / "containers" / slot, ec);
-  if (ec) return Internal("claim " + claim_uid + ": cannot remove " + (vgpu / "containers" / slot).string() + ": " + ec.message());
+  if (ec)
+    return Internal("claim " + claim_uid + ": cannot remove " +
+                    (vgpu / "containers" / slot).string() + ": " + ec.message());
   return Status::Ok();
 }
 

@@ -9,10 +9,9 @@
 // region and one limit: a shared claim shares its limit, as DRA semantics say.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "deviceplugin/allocator.h"

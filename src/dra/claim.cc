@@ -32,30 +32,37 @@ Result<int64_t> Whole(const json& v, int32_t shift, const std::string& what) {
   if (q->negative) return InvalidArgument(what + " \"" + Clip(v) + "\" is negative");
   int64_t out = 0;
   switch (core::QuantityToInt64(*q, &out, shift)) {
-    case core::WholeStatus::kOk: return out;
+    case core::WholeStatus::kOk:
+      return out;
     case core::WholeStatus::kFraction:
-      return InvalidArgument(what + " \"" + Clip(v) + "\" is not a whole number of " + (shift ? "MiB" : "units"));
-    case core::WholeStatus::kOutOfRange: break;
+      return InvalidArgument(what + " \"" + Clip(v) + "\" is not a whole number of " +
+                             (shift ? "MiB" : "units"));
+    case core::WholeStatus::kOutOfRange:
+      break;
   }
   return InvalidArgument(what + " \"" + Clip(v) + "\" is out of range");
 }
 
 }  // namespace
 
-Result<std::vector<AllocatedShare>> ParseClaimAllocation(const json& claim, const std::string& driver,
-                                                         const std::string& pool,
-                                                         const std::vector<core::DeviceInfo>& devices) {
+Result<std::vector<AllocatedShare>> ParseClaimAllocation(
+    const json& claim, const std::string& driver, const std::string& pool,
+    const std::vector<core::DeviceInfo>& devices) {
   if (!claim.is_object()) return InvalidArgument("ResourceClaim is not a JSON object");
   const json* results = nullptr;
   {
     json::json_pointer p("/status/allocation/devices/results");
-    if (!claim.contains(p)) return InvalidArgument("claim has no status.allocation.devices.results (not allocated)");
+    if (!claim.contains(p))
+      return InvalidArgument("claim has no status.allocation.devices.results (not allocated)");
     results = &claim.at(p);
   }
-  if (!results->is_array()) return InvalidArgument("status.allocation.devices.results must be a list, got " + Clip(*results));
+  if (!results->is_array())
+    return InvalidArgument("status.allocation.devices.results must be a list, got " +
+                           Clip(*results));
   if (results->size() > kMaxResults) {
-    return InvalidArgument("status.allocation.devices.results has " + std::to_string(results->size()) +
-                           " entries (at most " + std::to_string(kMaxResults) + ")");
+    return InvalidArgument("status.allocation.devices.results has " +
+                           std::to_string(results->size()) + " entries (at most " +
+                           std::to_string(kMaxResults) + ")");
   }
   std::vector<AllocatedShare> out;
   std::set<std::string> whole_devices;
@@ -75,22 +82,28 @@ Result<std::vector<AllocatedShare>> ParseClaimAllocation(const json& claim, cons
     s.pool = r["pool"];
     s.device = r["device"];
     if (s.pool != pool) {
-      return InvalidArgument(at + ".pool is \"" + Clip(r["pool"]) + "\", not this node's pool \"" + pool + "\"");
+      return InvalidArgument(at + ".pool is \"" + Clip(r["pool"]) + "\", not this node's pool \"" +
+                             pool + "\"");
     }
-    auto dev = std::find_if(devices.begin(), devices.end(),
-                            [&](const core::DeviceInfo& d) { return DeviceName(d.index) == s.device; });
+    auto dev = std::find_if(devices.begin(), devices.end(), [&](const core::DeviceInfo& d) {
+      return DeviceName(d.index) == s.device;
+    });
     if (dev == devices.end()) {
       return NotFound(at + ".device \"" + Clip(r["device"]) + "\" is not a device of pool " + pool);
     }
-    if (!dev->health) return Unavailable(at + ": device " + s.device + " (" + dev->uuid + ") is unhealthy");
+    if (!dev->health)
+      return Unavailable(at + ": device " + s.device + " (" + dev->uuid + ") is unhealthy");
     s.uuid = dev->uuid;
     if (r.contains("shareID") && !r["shareID"].is_null()) {
-      if (!r["shareID"].is_string() || r["shareID"].get<std::string>().empty() || r["shareID"].get<std::string>().size() > 64) {
+      if (!r["shareID"].is_string() || r["shareID"].get<std::string>().empty() ||
+          r["shareID"].get<std::string>().size() > 64) {
         return InvalidArgument(at + ".shareID must be a UID string, got " + Clip(r["shareID"]));
       }
       s.share_id = r["shareID"];
     }
-    const json* consumed = r.contains("consumedCapacity") && !r["consumedCapacity"].is_null() ? &r["consumedCapacity"] : nullptr;
+    const json* consumed = r.contains("consumedCapacity") && !r["consumedCapacity"].is_null()
+                               ? &r["consumedCapacity"]
+                               : nullptr;
     if (consumed != nullptr && !consumed->is_object()) {
       return InvalidArgument(at + ".consumedCapacity must be a map, got " + Clip(*consumed));
     }
@@ -104,30 +117,35 @@ Result<std::vector<AllocatedShare>> ParseClaimAllocation(const json& claim, cons
       auto mib = Whole(*mem, 20, at + ".consumedCapacity.memory");
       if (!mib.ok()) return mib.status();
       if (*mib <= 0 || *mib > dev->devmem_mib) {
-        return InvalidArgument(at + ".consumedCapacity.memory is " + std::to_string(*mib) + " MiB; device " + s.device +
-                               " has " + std::to_string(dev->devmem_mib) + " MiB");
+        return InvalidArgument(at + ".consumedCapacity.memory is " + std::to_string(*mib) +
+                               " MiB; device " + s.device + " has " +
+                               std::to_string(dev->devmem_mib) + " MiB");
       }
       s.mem_mib = *mib;
       if (cores != nullptr) {
         auto pct = Whole(*cores, 0, at + ".consumedCapacity.cores");
         if (!pct.ok()) return pct.status();
-        if (*pct > 100) return InvalidArgument(at + ".consumedCapacity.cores is " + std::to_string(*pct) + " (at most 100)");
+        if (*pct > 100)
+          return InvalidArgument(at + ".consumedCapacity.cores is " + std::to_string(*pct) +
+                                 " (at most 100)");
         s.cores = static_cast<int32_t>(*pct);
       }
     }
     for (const auto& o : out) {
       if (o.device == s.device) {
-        return InvalidArgument(at + ": device " + s.device + " is allocated twice in one claim (one limit per GPU)");
+        return InvalidArgument(at + ": device " + s.device +
+                               " is allocated twice in one claim (one limit per GPU)");
       }
     }
     out.push_back(std::move(s));
   }
-  if (out.empty()) return InvalidArgument("status.allocation.devices.results has no device of driver " + driver);
+  if (out.empty())
+    return InvalidArgument("status.allocation.devices.results has no device of driver " + driver);
   return out;
 }
 
 json ShareToJson(const AllocatedShare& s) {
-  return json{{"request", s.request}, {"pool", s.pool},   {"device", s.device},    {"uuid", s.uuid},
+  return json{{"request", s.request}, {"pool", s.pool},   {"device", s.device},   {"uuid", s.uuid},
               {"memMiB", s.mem_mib},  {"cores", s.cores}, {"shareID", s.share_id}};
 }
 

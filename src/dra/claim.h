@@ -5,10 +5,9 @@
 // checked and named in the error; nothing is trusted to fit the node.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/device.h"
 #include "core/status.h"
@@ -41,9 +40,9 @@ inline constexpr size_t kMaxResults = 32;
 /// a quantity that is not whole MiB / whole percent, beyond the device, the same device twice
 /// in one claim); kNotFound when a device is not one of this node's; kUnavailable when the
 /// device is unhealthy.
-Result<std::vector<AllocatedShare>> ParseClaimAllocation(const json& claim, const std::string& driver,
-                                                         const std::string& pool,
-                                                         const std::vector<core::DeviceInfo>& devices);
+Result<std::vector<AllocatedShare>> ParseClaimAllocation(
+    const json& claim, const std::string& driver, const std::string& pool,
+    const std::vector<core::DeviceInfo>& devices);
 
 /// AllocatedShare ⇄ JSON (the checkpoint's form).
 json ShareToJson(const AllocatedShare& s);

@@ -1,10 +1,10 @@
 // `fracgpu dra-driver`: the DRA kubelet plugin of a GPU node (a DaemonSet, deploy/dra/).
-// Thin main (docs/design/STYLE.md): flags and environment → the parts in this folder, then run until
-// SIGTERM. Reuses the device plugin's config parsing, inventory (BuildDeviceInfos via
+// Thin main (docs/design/STYLE.md): flags and environment → the parts in this folder, then run
+// until SIGTERM. Reuses the device plugin's config parsing, inventory (BuildDeviceInfos via
 // DeviceState), Xid health watch and host-file setup.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -33,7 +33,7 @@ struct Flags {
   std::string registry_dir = dra::kPluginsRegistryDir;
   std::string plugin_dir;  // default <kPluginsDir>/<driver>
   std::string cdi_dir = dra::kCdiDir;
-  std::string state_dir;   // default <plugin_dir>
+  std::string state_dir;  // default <plugin_dir>
   std::string config_file = "/device-config.yaml";
   std::string node_config_file = "/config/config.json";
   std::string kubeconfig;
@@ -76,7 +76,8 @@ int Run(Flags f) {
       return 2;
     }
   }
-  auto policy = deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
+  auto policy =
+      deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
   if (!policy.ok()) {
     spdlog::error("{}", policy.status().message());
     return 2;
@@ -112,23 +113,26 @@ int Run(Flags f) {
     deviceplugin::AllocatorOptions aopt;
     aopt.node_name = f.node_name;
     aopt.hook_path = f.hook_path;
-    deviceplugin::Allocator host_files(aopt, nullptr, k8s::RealClock::Get(), [] { return std::vector<core::DeviceInfo>{}; });
+    deviceplugin::Allocator host_files(aopt, nullptr, k8s::RealClock::Get(),
+                                       [] { return std::vector<core::DeviceInfo>{}; });
     if (Status st = host_files.PrepareHostFiles(); !st.ok()) {
       spdlog::error("{}", st.ToString());
       return 1;
     }
   }
-  dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity, config->default_memory_mib,
-                              config->default_cores};
+  dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity,
+                              config->default_memory_mib, config->default_cores};
   dra::SlicePublisher publisher(slice_opt, client->get());
   dra::K8sClaimSource claims(client->get());
-  dra::DriverOptions dopt{f.driver_name, f.node_name, f.state_dir, {f.cdi_dir, f.hook_path, *config}};
+  dra::DriverOptions dopt{
+      f.driver_name, f.node_name, f.state_dir, {f.cdi_dir, f.hook_path, *config}};
   dra::Driver driver(dopt, &claims, [&state] { return state.Devices(); });
   if (Status st = driver.Load(); !st.ok()) {
     spdlog::error("{}", st.ToString());
     return 1;
   }
-  dra::KubeletPlugin plugin({f.driver_name, f.registry_dir, f.plugin_dir, f.serve_v1beta1}, &driver);
+  dra::KubeletPlugin plugin({f.driver_name, f.registry_dir, f.plugin_dir, f.serve_v1beta1},
+                            &driver);
   if (Status st = plugin.Start(); !st.ok()) {
     spdlog::error("{}", st.ToString());
     return 1;
@@ -142,15 +146,18 @@ int Run(Flags f) {
   uint64_t seen = 0;
   while (!stop.stopped()) {
     seen = state.version();
-    auto gen = publisher.Sync(dra::BuildSliceDevices(state.Devices(), *gpus, facts.by_uuid, slice_opt));
+    auto gen =
+        publisher.Sync(dra::BuildSliceDevices(state.Devices(), *gpus, facts.by_uuid, slice_opt));
     if (!gen.ok()) spdlog::warn("{}", gen.status().ToString());
     if (!plugin.SocketsPresent()) {
       spdlog::warn("plugin sockets disappeared; serving them again");
       plugin.Stop();
       if (Status st = plugin.Start(); !st.ok()) spdlog::error("{}", st.ToString());
     }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(gen.ok() ? f.slice_interval_s : 5);
-    while (!stop.stopped() && state.version() == seen && std::chrono::steady_clock::now() < deadline) {
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(gen.ok() ? f.slice_interval_s : 5);
+    while (!stop.stopped() && state.version() == seen &&
+           std::chrono::steady_clock::now() < deadline) {
       state.WaitForChange(seen, std::chrono::milliseconds(1000));
     }
   }
@@ -168,22 +175,29 @@ void RegisterDraDriverCommand(CLI::App& app) {
   flags->node_name = Env("NODE_NAME");
   if (!Env("HOOK_PATH").empty()) flags->hook_path = Env("HOOK_PATH");
   if (!Env("CONFIG_FILE").empty()) flags->config_file = Env("CONFIG_FILE");
-  auto* cmd = app.add_subcommand("dra-driver", "Run the DRA kubelet plugin of a GPU node (docs/dra.md)");
+  auto* cmd =
+      app.add_subcommand("dra-driver", "Run the DRA kubelet plugin of a GPU node (docs/dra.md)");
   cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME); also the pool name");
   cmd->add_option("--driver-name", flags->driver_name, "DRA driver name");
-  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/libvgpu.so (env HOOK_PATH)");
+  cmd->add_option("--hook-path", flags->hook_path,
+                  "host dir holding vgpu/libvgpu.so (env HOOK_PATH)");
   cmd->add_option("--registry-dir", flags->registry_dir, "kubelet plugins_registry dir");
-  cmd->add_option("--plugin-dir", flags->plugin_dir, "dir of the DRA service socket (default <plugins>/<driver>)");
+  cmd->add_option("--plugin-dir", flags->plugin_dir,
+                  "dir of the DRA service socket (default <plugins>/<driver>)");
   cmd->add_option("--cdi-dir", flags->cdi_dir, "CDI spec dir the container runtime reads");
   cmd->add_option("--state-dir", flags->state_dir, "dir of the checkpoint (default --plugin-dir)");
-  cmd->add_option("--config-file", flags->config_file, "cluster device config YAML (env CONFIG_FILE)");
+  cmd->add_option("--config-file", flags->config_file,
+                  "cluster device config YAML (env CONFIG_FILE)");
   cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON");
   cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)");
   cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen");
-  cmd->add_option("--consumable-capacity", flags->consumable_capacity,
-                  "publish shareable devices (KEP-5075, DRAConsumableCapacity); false = whole cards");
-  cmd->add_option("--serve-v1beta1", flags->serve_v1beta1, "also serve the v1beta1 DRAPlugin (kubelet 1.32-1.33)");
-  cmd->add_option("--slice-interval", flags->slice_interval_s, "seconds between ResourceSlice checks")
+  cmd->add_option(
+      "--consumable-capacity", flags->consumable_capacity,
+      "publish shareable devices (KEP-5075, DRAConsumableCapacity); false = whole cards");
+  cmd->add_option("--serve-v1beta1", flags->serve_v1beta1,
+                  "also serve the v1beta1 DRAPlugin (kubelet 1.32-1.33)");
+  cmd->add_option("--slice-interval", flags->slice_interval_s,
+                  "seconds between ResourceSlice checks")
       ->check(CLI::Range(1, 3600));
   cmd->callback([flags] {
     int rc = Run(*flags);

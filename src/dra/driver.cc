@@ -22,9 +22,12 @@ Result<json> K8sClaimSource::GetClaim(const std::string& ns, const std::string& 
   return client_->Get("/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name);
 }
 
-std::string CheckpointPath(const std::string& state_dir) { return (fs::path(state_dir) / "checkpoint.json").string(); }
+std::string CheckpointPath(const std::string& state_dir) {
+  return (fs::path(state_dir) / "checkpoint.json").string();
+}
 
-Driver::Driver(DriverOptions options, ClaimSource* claims, std::function<std::vector<core::DeviceInfo>()> devices)
+Driver::Driver(DriverOptions options, ClaimSource* claims,
+               std::function<std::vector<core::DeviceInfo>()> devices)
     : options_(std::move(options)), claims_(claims), devices_(std::move(devices)) {}
 
 Status Driver::Load() {
@@ -36,13 +39,14 @@ Status Driver::Load() {
     return Status::Ok();
   }
   auto size = fs::file_size(path, ec);
-  if (ec || size > kMaxCheckpointBytes) return Internal("checkpoint " + path + " cannot be read or is too large");
+  if (ec || size > kMaxCheckpointBytes)
+    return Internal("checkpoint " + path + " cannot be read or is too large");
   std::ifstream in(path);
   std::stringstream buf;
   buf << in.rdbuf();
   json j = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || j.value("version", 0) != kCheckpointVersion || !j.contains("claims") ||
-      !j["claims"].is_object()) {
+  if (j.is_discarded() || !j.is_object() || j.value("version", 0) != kCheckpointVersion ||
+      !j.contains("claims") || !j["claims"].is_object()) {
     return Internal("checkpoint " + path + " is not a version-1 fracgpu DRA checkpoint");
   }
   std::map<std::string, PreparedClaim> loaded;
@@ -51,10 +55,12 @@ Status Driver::Load() {
     pc.uid = uid;
     pc.ns = c.value("namespace", "");
     pc.name = c.value("name", "");
-    if (!c.contains("shares") || !c["shares"].is_array()) return Internal("checkpoint " + path + ": claim " + uid + " has no shares");
+    if (!c.contains("shares") || !c["shares"].is_array())
+      return Internal("checkpoint " + path + ": claim " + uid + " has no shares");
     for (const auto& s : c["shares"]) {
       auto share = ShareFromJson(s);
-      if (!share.ok()) return Internal("checkpoint " + path + ": claim " + uid + ": " + share.status().message());
+      if (!share.ok())
+        return Internal("checkpoint " + path + ": claim " + uid + ": " + share.status().message());
       pc.shares.push_back(std::move(share).value());
     }
     loaded[uid] = std::move(pc);
@@ -97,7 +103,8 @@ Result<std::vector<PreparedDevice>> Driver::Prepare(const std::string& ns, const
                                                     const std::string& uid) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string who = "claim " + ns + "/" + name + " (" + uid + ")";
-  if (ns.empty() || name.empty() || uid.empty()) return InvalidArgument("claim needs namespace, name and uid: " + who);
+  if (ns.empty() || name.empty() || uid.empty())
+    return InvalidArgument("claim needs namespace, name and uid: " + who);
   if (auto it = prepared_.find(uid); it != prepared_.end()) {
     std::error_code ec;
     if (!fs::exists(CdiSpecPath(options_.cdi, uid), ec)) {
@@ -108,7 +115,8 @@ Result<std::vector<PreparedDevice>> Driver::Prepare(const std::string& ns, const
   auto claim = claims_->GetClaim(ns, name);
   if (!claim.ok()) return claim.status().WithPrefix("reading " + who);
   std::string got_uid = claim->contains("metadata") ? (*claim)["metadata"].value("uid", "") : "";
-  if (got_uid != uid) return NotFound(who + ": the API server has UID \"" + got_uid + "\" (claim was recreated)");
+  if (got_uid != uid)
+    return NotFound(who + ": the API server has UID \"" + got_uid + "\" (claim was recreated)");
   auto shares = ParseClaimAllocation(*claim, options_.driver, options_.pool, devices_());
   if (!shares.ok()) return shares.status().WithPrefix(who);
   FRACGPU_RETURN_IF_ERROR(WriteClaimFiles(uid, *shares, options_.cdi));
@@ -122,8 +130,8 @@ Result<std::vector<PreparedDevice>> Driver::Prepare(const std::string& ns, const
   }
   prepared_ = std::move(next);
   for (const auto& s : pc.shares) {
-    spdlog::info("NodePrepareResources {}: {} {} memory={}MiB cores={}% share={}", who, s.device, s.uuid, s.mem_mib,
-                 s.cores, s.share_id.empty() ? "-" : s.share_id);
+    spdlog::info("NodePrepareResources {}: {} {} memory={}MiB cores={}% share={}", who, s.device,
+                 s.uuid, s.mem_mib, s.cores, s.share_id.empty() ? "-" : s.share_id);
   }
   return DevicesOf(pc);
 }

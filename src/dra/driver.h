@@ -6,10 +6,9 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/device.h"
 #include "core/status.h"
@@ -32,7 +31,8 @@ class ClaimSource {
   virtual Result<json> GetClaim(const std::string& ns, const std::string& name) = 0;
 };
 
-/// ClaimSource over the REST client (GET /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>).
+/// ClaimSource over the REST client (GET
+/// /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>).
 class K8sClaimSource final : public ClaimSource {
  public:
   explicit K8sClaimSource(k8s::Client* client) : client_(client) {}
@@ -68,7 +68,8 @@ struct PreparedClaim {
 class Driver {
  public:
   /// `claims` not owned; `devices` returns the node's register entries (health included).
-  Driver(DriverOptions options, ClaimSource* claims, std::function<std::vector<core::DeviceInfo>()> devices);
+  Driver(DriverOptions options, ClaimSource* claims,
+         std::function<std::vector<core::DeviceInfo>()> devices);
 
   /// Reads the checkpoint (absent = nothing prepared). Errors: kInternal naming the file
   /// when it exists but cannot be read or parsed (the driver refuses to start blind).
@@ -80,7 +81,8 @@ class Driver {
   /// rewritten if missing). Errors: as ParseClaimAllocation, kNotFound / kInvalidArgument
   /// when the claim is gone or its UID differs, kInternal for host files (nothing of the
   /// claim left behind).
-  Result<std::vector<PreparedDevice>> Prepare(const std::string& ns, const std::string& name, const std::string& uid);
+  Result<std::vector<PreparedDevice>> Prepare(const std::string& ns, const std::string& name,
+                                              const std::string& uid);
 
   /// Removes the claim's files and checkpoint entry. Unknown UIDs succeed (idempotent).
   Status Unprepare(const std::string& uid);

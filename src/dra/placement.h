@@ -9,10 +9,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/dra.h"
 #include "core/dra_wire.h"
@@ -35,10 +34,10 @@ using core::UsageFromSlices;
 /// First fit (core::FirstFitDevices): for each of `request.count` devices, the first device in
 /// order that is free (whole) or whose remaining capacity fits; a claim's devices are distinct.
 /// Updates `usage` and returns the allocation results (wire format) with shareIDs from
-/// `new_share_id` for multi-allocatable devices. Errors: kResourceExhausted when the request does not fit (usage
-/// unchanged).
-Result<json> FirstFit(std::vector<DeviceUsage>* usage, const ShareRequest& request, const std::string& driver,
-                      const std::function<std::string()>& new_share_id);
+/// `new_share_id` for multi-allocatable devices. Errors: kResourceExhausted when the request does
+/// not fit (usage unchanged).
+Result<json> FirstFit(std::vector<DeviceUsage>* usage, const ShareRequest& request,
+                      const std::string& driver, const std::function<std::string()>& new_share_id);
 
 /// A quantity in MiB the way the API server serialises it canonically: "<n>Gi" when a whole
 /// number of GiB, else "<n>Mi".

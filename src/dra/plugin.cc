@@ -21,7 +21,8 @@ void PrepareInto(Driver* driver, const typename Api::NodePrepareResourcesRequest
     auto& out = (*resp->mutable_claims())[c.uid()];
     auto devices = driver->Prepare(c.namespace_(), c.name(), c.uid());
     if (!devices.ok()) {
-      spdlog::error("NodePrepareResources {}/{} ({}): {}", c.namespace_(), c.name(), c.uid(), devices.status().ToString());
+      spdlog::error("NodePrepareResources {}/{} ({}): {}", c.namespace_(), c.name(), c.uid(),
+                    devices.status().ToString());
       out.set_error(devices.status().ToString());
       continue;
     }
@@ -42,16 +43,20 @@ void UnprepareInto(Driver* driver, const typename Api::NodeUnprepareResourcesReq
     auto& out = (*resp->mutable_claims())[c.uid()];
     Status st = driver->Unprepare(c.uid());
     if (!st.ok()) {
-      spdlog::error("NodeUnprepareResources {}/{} ({}): {}", c.namespace_(), c.name(), c.uid(), st.ToString());
+      spdlog::error("NodeUnprepareResources {}/{} ({}): {}", c.namespace_(), c.name(), c.uid(),
+                    st.ToString());
       out.set_error(st.ToString());
     }
   }
 }
 
-Status ServeOn(const std::string& socket, grpc::Service* a, grpc::Service* b, std::unique_ptr<grpc::Server>* out) {
+Status ServeOn(const std::string& socket, grpc::Service* a, grpc::Service* b,
+               std::unique_ptr<grpc::Server>* out) {
   std::error_code ec;
   fs::create_directories(fs::path(socket).parent_path(), ec);
-  if (ec) return Internal("cannot create " + fs::path(socket).parent_path().string() + ": " + ec.message());
+  if (ec)
+    return Internal("cannot create " + fs::path(socket).parent_path().string() + ": " +
+                    ec.message());
   fs::remove(socket, ec);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
@@ -67,12 +72,14 @@ Status ServeOn(const std::string& socket, grpc::Service* a, grpc::Service* b, st
 class KubeletPlugin::ServiceV1 final : public drav1::DRAPlugin::Service {
  public:
   explicit ServiceV1(Driver* d) : d_(d) {}
-  grpc::Status NodePrepareResources(grpc::ServerContext*, const drav1::NodePrepareResourcesRequest* req,
+  grpc::Status NodePrepareResources(grpc::ServerContext*,
+                                    const drav1::NodePrepareResourcesRequest* req,
                                     drav1::NodePrepareResourcesResponse* resp) override {
     PrepareInto<Api>(d_, *req, resp);
     return grpc::Status::OK;
   }
-  grpc::Status NodeUnprepareResources(grpc::ServerContext*, const drav1::NodeUnprepareResourcesRequest* req,
+  grpc::Status NodeUnprepareResources(grpc::ServerContext*,
+                                      const drav1::NodeUnprepareResourcesRequest* req,
                                       drav1::NodeUnprepareResourcesResponse* resp) override {
     UnprepareInto<Api>(d_, *req, resp);
     return grpc::Status::OK;
@@ -91,12 +98,14 @@ class KubeletPlugin::ServiceV1 final : public drav1::DRAPlugin::Service {
 class KubeletPlugin::ServiceV1beta1 final : public drav1beta1::DRAPlugin::Service {
  public:
   explicit ServiceV1beta1(Driver* d) : d_(d) {}
-  grpc::Status NodePrepareResources(grpc::ServerContext*, const drav1beta1::NodePrepareResourcesRequest* req,
+  grpc::Status NodePrepareResources(grpc::ServerContext*,
+                                    const drav1beta1::NodePrepareResourcesRequest* req,
                                     drav1beta1::NodePrepareResourcesResponse* resp) override {
     PrepareInto<Api>(d_, *req, resp);
     return grpc::Status::OK;
   }
-  grpc::Status NodeUnprepareResources(grpc::ServerContext*, const drav1beta1::NodeUnprepareResourcesRequest* req,
+  grpc::Status NodeUnprepareResources(grpc::ServerContext*,
+                                      const drav1beta1::NodeUnprepareResourcesRequest* req,
                                       drav1beta1::NodeUnprepareResourcesResponse* resp) override {
     UnprepareInto<Api>(d_, *req, resp);
     return grpc::Status::OK;
@@ -115,7 +124,8 @@ class KubeletPlugin::ServiceV1beta1 final : public drav1beta1::DRAPlugin::Servic
 class KubeletPlugin::RegistrationService final : public regv1::Registration::Service {
  public:
   explicit RegistrationService(KubeletPlugin* p) : p_(p) {}
-  grpc::Status GetInfo(grpc::ServerContext*, const regv1::InfoRequest*, regv1::PluginInfo* info) override {
+  grpc::Status GetInfo(grpc::ServerContext*, const regv1::InfoRequest*,
+                       regv1::PluginInfo* info) override {
     info->set_type(kPluginTypeDra);
     info->set_name(p_->options_.driver);
     info->set_endpoint(p_->service_socket());
@@ -123,7 +133,8 @@ class KubeletPlugin::RegistrationService final : public regv1::Registration::Ser
     if (p_->options_.serve_v1beta1) info->add_supported_versions(kServiceV1beta1);
     return grpc::Status::OK;
   }
-  grpc::Status NotifyRegistrationStatus(grpc::ServerContext*, const regv1::RegistrationStatus* status,
+  grpc::Status NotifyRegistrationStatus(grpc::ServerContext*,
+                                        const regv1::RegistrationStatus* status,
                                         regv1::RegistrationStatusResponse*) override {
     {
       std::lock_guard<std::mutex> lock(p_->error_mu_);
@@ -143,14 +154,17 @@ class KubeletPlugin::RegistrationService final : public regv1::Registration::Ser
   KubeletPlugin* p_;
 };
 
-KubeletPlugin::KubeletPlugin(PluginOptions options, Driver* driver) : options_(std::move(options)), driver_(driver) {}
+KubeletPlugin::KubeletPlugin(PluginOptions options, Driver* driver)
+    : options_(std::move(options)), driver_(driver) {}
 
 KubeletPlugin::~KubeletPlugin() { Stop(); }
 
 std::string KubeletPlugin::registration_socket() const {
   return (fs::path(options_.registry_dir) / (options_.driver + "-reg.sock")).string();
 }
-std::string KubeletPlugin::service_socket() const { return (fs::path(options_.plugin_dir) / "dra.sock").string(); }
+std::string KubeletPlugin::service_socket() const {
+  return (fs::path(options_.plugin_dir) / "dra.sock").string();
+}
 
 std::string KubeletPlugin::registration_error() const {
   std::lock_guard<std::mutex> lock(error_mu_);
@@ -163,7 +177,8 @@ Status KubeletPlugin::Start() {
   v1_ = std::make_unique<ServiceV1>(driver_);
   v1beta1_ = std::make_unique<ServiceV1beta1>(driver_);
   registration_ = std::make_unique<RegistrationService>(this);
-  FRACGPU_RETURN_IF_ERROR(ServeOn(service_socket(), v1_.get(), options_.serve_v1beta1 ? v1beta1_.get() : nullptr,
+  FRACGPU_RETURN_IF_ERROR(ServeOn(service_socket(), v1_.get(),
+                                  options_.serve_v1beta1 ? v1beta1_.get() : nullptr,
                                   &service_server_));
   Status st = ServeOn(registration_socket(), registration_.get(), nullptr, &registration_server_);
   if (!st.ok()) {
@@ -171,7 +186,8 @@ Status KubeletPlugin::Start() {
     service_server_.reset();
     return st;
   }
-  spdlog::info("DRA driver {} serving {} (registration {})", options_.driver, service_socket(), registration_socket());
+  spdlog::info("DRA driver {} serving {} (registration {})", options_.driver, service_socket(),
+               registration_socket());
   return Status::Ok();
 }
 

@@ -21,10 +21,10 @@ class Server;
 namespace fracgpu::dra {
 
 struct PluginOptions {
-  std::string driver;        ///< kDriverName
-  std::string registry_dir;  ///< kubelet's plugins_registry directory
-  std::string plugin_dir;    ///< directory of the service socket (<kPluginsDir>/<driver>)
-  bool serve_v1beta1 = true; ///< also offer v1beta1.DRAPlugin (kubelet 1.32–1.33)
+  std::string driver;         ///< kDriverName
+  std::string registry_dir;   ///< kubelet's plugins_registry directory
+  std::string plugin_dir;     ///< directory of the service socket (<kPluginsDir>/<driver>)
+  bool serve_v1beta1 = true;  ///< also offer v1beta1.DRAPlugin (kubelet 1.32–1.33)
 };
 
 /// Owns both gRPC servers. Thread-safe.

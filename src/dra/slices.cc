@@ -33,26 +33,32 @@ Result<std::string> SemverOf(const std::string& dotted) {
     } else if (std::isdigit(static_cast<unsigned char>(c)) && cur.size() < 9) {
       cur.push_back(c);
     } else {
-      return InvalidArgument("version \"" + dotted.substr(0, 64) + "\" is not 1 to 3 dot-separated numbers");
+      return InvalidArgument("version \"" + dotted.substr(0, 64) +
+                             "\" is not 1 to 3 dot-separated numbers");
     }
   }
   parts.push_back(cur);
-  if (parts.size() > 3 || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
-    return InvalidArgument("version \"" + dotted.substr(0, 64) + "\" is not 1 to 3 dot-separated numbers");
+  if (parts.size() > 3 ||
+      std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+    return InvalidArgument("version \"" + dotted.substr(0, 64) +
+                           "\" is not 1 to 3 dot-separated numbers");
   }
   while (parts.size() < 3) parts.push_back("0");
   std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "." : "") + std::to_string(std::stoll(parts[i]));
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i ? "." : "") + std::to_string(std::stoll(parts[i]));
   return out;
 }
 
 std::vector<std::string> UnpublishableFacts(const std::map<std::string, GpuFacts>& facts) {
   std::vector<std::string> out;
   for (const auto& [uuid, f] : facts) {
-    for (auto [attr, value] : {std::pair<const char*, const std::string*>{"computeCapability", &f.compute_capability},
-                               std::pair<const char*, const std::string*>{"driverVersion", &f.driver_version}}) {
+    for (auto [attr, value] :
+         {std::pair<const char*, const std::string*>{"computeCapability", &f.compute_capability},
+          std::pair<const char*, const std::string*>{"driverVersion", &f.driver_version}}) {
       if (value->empty()) continue;
-      if (auto v = SemverOf(*value); !v.ok()) out.push_back(uuid + ": attribute " + attr + " omitted: " + v.status().message());
+      if (auto v = SemverOf(*value); !v.ok())
+        out.push_back(uuid + ": attribute " + attr + " omitted: " + v.status().message());
     }
   }
   return out;
@@ -64,7 +70,8 @@ std::string TypeTokensAttribute(const std::string& gpu_type) {
   return out;
 }
 
-json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices, const std::vector<nvml::GpuInfo>& gpus,
+json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
+                       const std::vector<nvml::GpuInfo>& gpus,
                        const std::map<std::string, GpuFacts>& facts, const SliceOptions& options) {
   json out = json::array();
   for (const auto& d : devices) {
@@ -75,24 +82,30 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices, const std::
                   {"healthy", {{"bool", d.health}}}};
     std::string tokens = TypeTokensAttribute(d.type);
     if (tokens.size() <= kMaxAttributeValue) attrs["typeTokens"] = Str(tokens);
-    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const nvml::GpuInfo& x) { return x.uuid == d.uuid; });
+    auto g = std::find_if(gpus.begin(), gpus.end(),
+                          [&](const nvml::GpuInfo& x) { return x.uuid == d.uuid; });
     if (g != gpus.end()) {
       attrs["productName"] = Str(g->name);
       if (!g->pci_bus_id.empty()) attrs["pciBusID"] = Str(g->pci_bus_id);
     }
     if (auto f = facts.find(d.uuid); f != facts.end()) {
       if (!f->second.architecture.empty()) attrs["architecture"] = Str(f->second.architecture);
-      if (auto v = SemverOf(f->second.compute_capability); v.ok()) attrs["computeCapability"] = {{"version", *v}};
-      if (auto v = SemverOf(f->second.driver_version); v.ok()) attrs["driverVersion"] = {{"version", *v}};
+      if (auto v = SemverOf(f->second.compute_capability); v.ok())
+        attrs["computeCapability"] = {{"version", *v}};
+      if (auto v = SemverOf(f->second.driver_version); v.ok())
+        attrs["driverVersion"] = {{"version", *v}};
     }
     json memory = {{"value", Mi(d.devmem_mib)}};
     json cores = {{"value", "100"}};
     json dev = {{"name", DeviceName(d.index)}, {"attributes", attrs}};
     if (options.consumable_capacity) {
-      int64_t def_mem = options.default_memory_mib > 0 ? std::min(options.default_memory_mib, d.devmem_mib) : d.devmem_mib;
+      int64_t def_mem = options.default_memory_mib > 0
+                            ? std::min(options.default_memory_mib, d.devmem_mib)
+                            : d.devmem_mib;
       int32_t def_cores = std::clamp(options.default_cores, 0, 100);
-      memory["requestPolicy"] = {{"default", Mi(def_mem)},
-                                 {"validRange", {{"min", "1Mi"}, {"max", Mi(d.devmem_mib)}, {"step", "1Mi"}}}};
+      memory["requestPolicy"] = {
+          {"default", Mi(def_mem)},
+          {"validRange", {{"min", "1Mi"}, {"max", Mi(d.devmem_mib)}, {"step", "1Mi"}}}};
       cores["requestPolicy"] = {{"default", std::to_string(def_cores)},
                                 {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}};
       dev["allowMultipleAllocations"] = true;
@@ -104,16 +117,19 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices, const std::
 }
 
 json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation) {
-  return json{{"apiVersion", "resource.k8s.io/v1"},
-              {"kind", "ResourceSlice"},
-              {"metadata",
-               {{"name", options.node_name + "-" + options.driver},
-                {"labels", {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/component", "dra-driver"}}}}},
-              {"spec",
-               {{"driver", options.driver},
-                {"nodeName", options.node_name},
-                {"pool", {{"name", options.node_name}, {"generation", generation}, {"resourceSliceCount", 1}}},
-                {"devices", devices}}}};
+  return json{
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceSlice"},
+      {"metadata",
+       {{"name", options.node_name + "-" + options.driver},
+        {"labels",
+         {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/component", "dra-driver"}}}}},
+      {"spec",
+       {{"driver", options.driver},
+        {"nodeName", options.node_name},
+        {"pool",
+         {{"name", options.node_name}, {"generation", generation}, {"resourceSliceCount", 1}}},
+        {"devices", devices}}}};
 }
 
 std::string SlicePublisher::SliceName() const { return options_.node_name + "-" + options_.driver; }
@@ -131,7 +147,8 @@ Result<int64_t> SlicePublisher::Sync(const json& devices) {
     if (!cur.ok()) return cur.status().WithPrefix("reading ResourceSlice " + SliceName());
     const json& spec = cur->contains("spec") ? (*cur)["spec"] : json::object();
     int64_t generation = 0;
-    if (spec.contains("pool") && spec["pool"].contains("generation") && spec["pool"]["generation"].is_number_integer()) {
+    if (spec.contains("pool") && spec["pool"].contains("generation") &&
+        spec["pool"]["generation"].is_number_integer()) {
       generation = spec["pool"]["generation"].get<int64_t>();
     }
     json want = BuildResourceSlice(devices, options_, generation);

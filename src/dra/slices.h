@@ -16,10 +16,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/device.h"
 #include "core/status.h"
@@ -68,7 +67,8 @@ std::string TypeTokensAttribute(const std::string& gpu_type);
 /// spec.devices of the node's slice: one entry per register entry of `devices` (the device
 /// plugin's BuildDeviceInfos, health included); `gpus` gives product names and bus IDs by
 /// UUID, `facts` the optional NVML facts by UUID.
-json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices, const std::vector<nvml::GpuInfo>& gpus,
+json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
+                       const std::vector<nvml::GpuInfo>& gpus,
                        const std::map<std::string, GpuFacts>& facts, const SliceOptions& options);
 
 /// The ResourceSlice object (name "<node>-<driver>") for `devices` at pool `generation`.
@@ -78,7 +78,8 @@ json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_
 class SlicePublisher {
  public:
   /// `client` not owned.
-  SlicePublisher(SliceOptions options, k8s::Client* client) : options_(std::move(options)), client_(client) {}
+  SlicePublisher(SliceOptions options, k8s::Client* client)
+      : options_(std::move(options)), client_(client) {}
   /// Creates the slice (generation 1), or updates it with generation + 1 when its devices or
   /// pool differ; nothing when equal. Returns the pool generation now published.
   /// Errors: the API server's (kUnavailable, kConflict after retries, …).

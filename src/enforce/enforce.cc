@@ -1,9 +1,9 @@
 #include "enforce/enforce.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <tuple>
-
-#include <fmt/format.h>
 
 namespace fracgpu::enforce {
 namespace {
@@ -20,72 +20,92 @@ std::string Who(const ContainerId& c) { return c.pod_uid + "/" + c.container; }
 
 const char* ReasonName(Reason r) {
   switch (r) {
-    case Reason::kMemoryOverLimit: return "memory_over_limit";
-    case Reason::kRegionMismatch: return "region_mismatch";
-    case Reason::kUnmanagedProcess: return "unmanaged_process";
-    case Reason::kSmOverLimit: return "sm_over_limit";
-    case Reason::kLimitsUnreadable: return "limits_unreadable";
+    case Reason::kMemoryOverLimit:
+      return "memory_over_limit";
+    case Reason::kRegionMismatch:
+      return "region_mismatch";
+    case Reason::kUnmanagedProcess:
+      return "unmanaged_process";
+    case Reason::kSmOverLimit:
+      return "sm_over_limit";
+    case Reason::kLimitsUnreadable:
+      return "limits_unreadable";
   }
   return "unknown";
 }
 
 const char* ActionName(Action a) {
   switch (a) {
-    case Action::kNone: return "none";
-    case Action::kReport: return "report";
-    case Action::kKill: return "kill";
+    case Action::kNone:
+      return "none";
+    case Action::kReport:
+      return "report";
+    case Action::kKill:
+      return "kill";
   }
   return "unknown";
 }
 
 bool ParseAction(const std::string& text, Action* out) {
-  if (text == "report") *out = Action::kReport;
-  else if (text == "kill") *out = Action::kKill;
-  else if (text == "none") *out = Action::kNone;
-  else return false;
+  if (text == "report")
+    *out = Action::kReport;
+  else if (text == "kill")
+    *out = Action::kKill;
+  else if (text == "none")
+    *out = Action::kNone;
+  else
+    return false;
   return true;
 }
 
 std::string Finding::Describe() const {
-  std::string who = container ? fmt::format("pod {} container {}", container->pod_uid, container->container)
-                              : fmt::format("pid {}", pid);
+  std::string who =
+      container ? fmt::format("pod {} container {}", container->pod_uid, container->container)
+                : fmt::format("pid {}", pid);
   std::string text;
   switch (reason) {
     case Reason::kMemoryOverLimit:
-      text = fmt::format("{} on {}: {} uses {:.1f} MiB of {:.1f} MiB (+{:.1f} MiB), pushed over by pid {} ({:.1f} MiB)",
-                         ReasonName(reason), gpu_uuid, who, MiB(used_bytes), MiB(limit_bytes),
-                         MiB(used_bytes - std::min(used_bytes, limit_bytes)), pid, MiB(process_bytes));
+      text = fmt::format(
+          "{} on {}: {} uses {:.1f} MiB of {:.1f} MiB (+{:.1f} MiB), pushed over by pid {} ({:.1f} "
+          "MiB)",
+          ReasonName(reason), gpu_uuid, who, MiB(used_bytes), MiB(limit_bytes),
+          MiB(used_bytes - std::min(used_bytes, limit_bytes)), pid, MiB(process_bytes));
       break;
     case Reason::kRegionMismatch:
-      text = fmt::format("{} on {}: {}: pid {} holds {:.1f} MiB on the driver, its region claims {:.1f} MiB", ReasonName(reason),
-                         gpu_uuid, who, pid, MiB(process_bytes), MiB(claimed_bytes));
+      text = fmt::format(
+          "{} on {}: {}: pid {} holds {:.1f} MiB on the driver, its region claims {:.1f} MiB",
+          ReasonName(reason), gpu_uuid, who, pid, MiB(process_bytes), MiB(claimed_bytes));
       break;
     case Reason::kUnmanagedProcess:
-      text = fmt::format("{} on {}: pid {} holds {:.1f} MiB and belongs to no fracgpu container", ReasonName(reason),
-                         gpu_uuid, pid, MiB(process_bytes));
+      text = fmt::format("{} on {}: pid {} holds {:.1f} MiB and belongs to no fracgpu container",
+                         ReasonName(reason), gpu_uuid, pid, MiB(process_bytes));
       break;
     case Reason::kSmOverLimit:
-      text = fmt::format("{} on {}: {} uses {:.0f}% of the SMs, limit {:.0f}%", ReasonName(reason), gpu_uuid, who,
-                         sm_ratio * 100, sm_limit_ratio * 100);
+      text = fmt::format("{} on {}: {} uses {:.0f}% of the SMs, limit {:.0f}%", ReasonName(reason),
+                         gpu_uuid, who, sm_ratio * 100, sm_limit_ratio * 100);
       break;
     case Reason::kLimitsUnreadable:
-      text = fmt::format("{} on {}: {} has processes holding {:.1f} MiB but its limits cannot be read", ReasonName(reason),
-                         gpu_uuid, who, MiB(used_bytes));
+      text =
+          fmt::format("{} on {}: {} has processes holding {:.1f} MiB but its limits cannot be read",
+                      ReasonName(reason), gpu_uuid, who, MiB(used_bytes));
       break;
   }
   if (!detail.empty()) text += " (" + detail + ")";
-  text += fmt::format("; action {}", ActionName(action == Action::kNone && confirmed ? Action::kReport : action));
+  text += fmt::format("; action {}",
+                      ActionName(action == Action::kNone && confirmed ? Action::kReport : action));
   return text;
 }
 
-Finding Enforcer::Track(const std::string& key, Finding f, uint64_t now_ns, bool sm, std::set<std::string>* seen) {
+Finding Enforcer::Track(const std::string& key, Finding f, uint64_t now_ns, bool sm,
+                        std::set<std::string>* seen) {
   seen->insert(key);
   auto [it, fresh] = episodes_.try_emplace(key);
   Episode& e = it->second;
   if (fresh) e.since_ns = now_ns;
   ++e.polls;
   f.polls = e.polls;
-  f.confirmed = sm ? now_ns - e.since_ns >= policy_.sm_window_ns : e.polls >= std::max(1, policy_.confirm_polls);
+  f.confirmed = sm ? now_ns - e.since_ns >= policy_.sm_window_ns
+                   : e.polls >= std::max(1, policy_.confirm_polls);
   f.new_episode = f.confirmed && !e.reported;
   if (f.confirmed) e.reported = true;
   if (!f.confirmed) f.action = Action::kNone;
@@ -112,7 +132,8 @@ std::vector<Finding> Enforcer::Evaluate(const Observation& obs) {
       if (obs.exited.count(p.host_pid)) continue;
       auto owner = obs.owners.find(p.host_pid);
       if (owner == obs.owners.end() || !states.count(owner->second.container)) {
-        if (policy_.unmanaged == Action::kNone || p.used_bytes <= policy_.ignore_below_bytes) continue;
+        if (policy_.unmanaged == Action::kNone || p.used_bytes <= policy_.ignore_below_bytes)
+          continue;
         Finding f;
         f.reason = Reason::kUnmanagedProcess;
         f.gpu_uuid = gpu.uuid;
@@ -120,7 +141,8 @@ std::vector<Finding> Enforcer::Evaluate(const Observation& obs) {
         f.start_time = owner == obs.owners.end() ? 0 : owner->second.start_time;
         f.used_bytes = f.process_bytes = p.used_bytes;
         f.action = Action::kReport;  // never kill what is not ours
-        out.push_back(Track(Key(f.reason, gpu.uuid, std::to_string(p.host_pid)), f, obs.now_ns, false, &seen));
+        out.push_back(Track(Key(f.reason, gpu.uuid, std::to_string(p.host_pid)), f, obs.now_ns,
+                            false, &seen));
         continue;
       }
       groups[owner->second.container].push_back(p);
@@ -129,7 +151,8 @@ std::vector<Finding> Enforcer::Evaluate(const Observation& obs) {
     for (const auto& [id, procs] : groups) {
       const ContainerState& c = *states.at(id);
       uint64_t total = 0;
-      for (const auto& p : procs) total = total + p.used_bytes < total ? UINT64_MAX : total + p.used_bytes;
+      for (const auto& p : procs)
+        total = total + p.used_bytes < total ? UINT64_MAX : total + p.used_bytes;
       auto start_of = [&](uint32_t pid) { return obs.owners.at(pid).start_time; };
       if (!c.limits_ok) {
         Finding f;
@@ -260,7 +283,8 @@ std::vector<Finding> Enforcer::Evaluate(const Observation& obs) {
   }
 
   std::sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
-    return std::tie(a.reason, a.gpu_uuid, a.container, a.pid) < std::tie(b.reason, b.gpu_uuid, b.container, b.pid);
+    return std::tie(a.reason, a.gpu_uuid, a.container, a.pid) <
+           std::tie(b.reason, b.gpu_uuid, b.container, b.pid);
   });
   return out;
 }

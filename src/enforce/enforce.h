@@ -81,9 +81,11 @@ struct ContainerState {
   /// false: the limits file exists but could not be read or parsed; its processes are
   /// reported ("limits_unreadable") and never killed.
   bool limits_ok = true;
-  std::string limits_error;                          ///< why, when !limits_ok
-  std::map<std::string, uint64_t> memory_limit_bytes;  ///< GPU UUID → bytes; absent or 0 = unlimited
-  std::map<std::string, uint32_t> sm_limit_percent;    ///< GPU UUID → 1..100; absent, 0 or 100 = unlimited
+  std::string limits_error;  ///< why, when !limits_ok
+  std::map<std::string, uint64_t>
+      memory_limit_bytes;  ///< GPU UUID → bytes; absent or 0 = unlimited
+  std::map<std::string, uint32_t>
+      sm_limit_percent;  ///< GPU UUID → 1..100; absent, 0 or 100 = unlimited
   /// false: the region file is missing, unreadable or fails validation (e.g. zeroed by the
   /// tenant) while the container has processes on a GPU.
   bool region_ok = true;
@@ -99,7 +101,8 @@ struct ContainerState {
 struct Observation {
   uint64_t now_ns = 0;  ///< CLOCK_MONOTONIC, ns
   std::vector<GpuSample> gpus;
-  std::map<uint32_t, ProcessOwner> owners;  ///< host PID → container; absent = in no container we know
+  std::map<uint32_t, ProcessOwner>
+      owners;                 ///< host PID → container; absent = in no container we know
   std::set<uint32_t> exited;  ///< host PIDs NVML listed that were gone when mapped (ignored)
   std::vector<ContainerState> containers;  ///< every fracgpu container of the node
 };
@@ -122,7 +125,7 @@ bool ParseAction(const std::string& text, Action* out);
 
 /// What the policy says, per reason.
 struct Policy {
-  Action memory = Action::kKill;       ///< memory over the limit
+  Action memory = Action::kKill;  ///< memory over the limit
   Action region_mismatch = Action::kReport;
   Action unmanaged = Action::kReport;  ///< never kKill (treated as kReport)
   Action sm = Action::kReport;         ///< never kKill (treated as kReport)
@@ -148,20 +151,22 @@ struct Finding {
   std::optional<ContainerId> container;  ///< empty for kUnmanagedProcess
   /// The process acted on or named: for memory, the one that pushed the container over (the
   /// largest usage above its own region claim, then the largest growth since the container's
-  /// last poll within its limit, then the largest usage); for a mismatch, the process with the largest excess.
+  /// last poll within its limit, then the largest usage); for a mismatch, the process with the
+  /// largest excess.
   uint32_t pid = 0;
   uint64_t start_time = 0;   ///< of `pid` when mapped (0 unknown)
   uint64_t used_bytes = 0;   ///< memory/unmanaged: driver bytes (container Σ, or the process's)
   uint64_t limit_bytes = 0;  ///< memory: the limit
-  uint64_t claimed_bytes = 0;  ///< mismatch: what the region claims for `pid` (Σ when region invalid)
-  uint64_t process_bytes = 0;  ///< driver bytes of `pid`
-  double sm_ratio = 0;         ///< SM: Σ utilisation ratio of the container
-  double sm_limit_ratio = 0;   ///< SM: limit ratio
-  int polls = 0;               ///< consecutive polls this finding has been seen
-  bool confirmed = false;      ///< persisted long enough (polls / SM window)
-  bool new_episode = false;    ///< first confirmed poll of this episode: report now
+  uint64_t claimed_bytes =
+      0;  ///< mismatch: what the region claims for `pid` (Σ when region invalid)
+  uint64_t process_bytes = 0;     ///< driver bytes of `pid`
+  double sm_ratio = 0;            ///< SM: Σ utilisation ratio of the container
+  double sm_limit_ratio = 0;      ///< SM: limit ratio
+  int polls = 0;                  ///< consecutive polls this finding has been seen
+  bool confirmed = false;         ///< persisted long enough (polls / SM window)
+  bool new_episode = false;       ///< first confirmed poll of this episode: report now
   Action action = Action::kNone;  ///< kKill: kill `pid` now (every confirmed poll until it is gone)
-  std::string detail;          ///< e.g. the limits file's or region's error
+  std::string detail;             ///< e.g. the limits file's or region's error
 
   /// One line with the numbers, e.g. "memory_over_limit on GPU-…: pod p container c uses
   /// 1100.0 MiB of 1000.0 MiB (+100.0 MiB), pushed over by pid 42".
@@ -185,7 +190,8 @@ class Enforcer {
     uint64_t since_ns = 0;
     bool reported = false;
   };
-  Finding Track(const std::string& key, Finding f, uint64_t now_ns, bool sm, std::set<std::string>* seen);
+  Finding Track(const std::string& key, Finding f, uint64_t now_ns, bool sm,
+                std::set<std::string>* seen);
 
   Policy policy_;
   std::map<std::string, Episode> episodes_;

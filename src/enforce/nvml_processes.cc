@@ -39,7 +39,8 @@ struct NvmlProcesses::Impl {
   std::vector<nvmlProcessInfo_t> buffer;
 
   std::string Error(const std::string& what, nvmlReturn_t rc) const {
-    return what + ": " + (error_string ? error_string(rc) : "NVML error") + " (" + std::to_string(rc) + ")";
+    return what + ": " + (error_string ? error_string(rc) : "NVML error") + " (" +
+           std::to_string(rc) + ")";
   }
 };
 
@@ -59,11 +60,16 @@ Result<std::unique_ptr<NvmlProcesses>> NvmlProcesses::Open(const std::string& li
   }
   Load(impl->lib, "nvmlErrorString", &impl->error_string);
   const char* missing = nullptr;
-  if (!Load(impl->lib, "nvmlInit_v2", &impl->init)) missing = "nvmlInit_v2";
-  else if (!Load(impl->lib, "nvmlShutdown", &impl->shutdown)) missing = "nvmlShutdown";
-  else if (!Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count)) missing = "nvmlDeviceGetCount_v2";
-  else if (!Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index)) missing = "nvmlDeviceGetHandleByIndex_v2";
-  else if (!Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid)) missing = "nvmlDeviceGetUUID";
+  if (!Load(impl->lib, "nvmlInit_v2", &impl->init))
+    missing = "nvmlInit_v2";
+  else if (!Load(impl->lib, "nvmlShutdown", &impl->shutdown))
+    missing = "nvmlShutdown";
+  else if (!Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count))
+    missing = "nvmlDeviceGetCount_v2";
+  else if (!Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index))
+    missing = "nvmlDeviceGetHandleByIndex_v2";
+  else if (!Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid))
+    missing = "nvmlDeviceGetUUID";
   else if (!Load(impl->lib, "nvmlDeviceGetComputeRunningProcesses_v3", &impl->processes))
     missing = "nvmlDeviceGetComputeRunningProcesses_v3";
   if (missing) {
@@ -89,18 +95,22 @@ Result<std::vector<GpuSample>> NvmlProcesses::Sample(std::vector<std::string>* e
     nvmlDevice_t dev = nullptr;
     char uuid[96] = {};
     if (nvmlReturn_t rc = impl_->by_index(i, &dev); rc != NVML_SUCCESS) {
-      if (errors) errors->push_back(impl_->Error("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")", rc));
+      if (errors)
+        errors->push_back(
+            impl_->Error("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")", rc));
       continue;  // no UUID: cannot even be matched to a slice
     }
     if (nvmlReturn_t rc = impl_->uuid(dev, uuid, sizeof uuid); rc != NVML_SUCCESS) {
-      if (errors) errors->push_back(impl_->Error("nvmlDeviceGetUUID(" + std::to_string(i) + ")", rc));
+      if (errors)
+        errors->push_back(impl_->Error("nvmlDeviceGetUUID(" + std::to_string(i) + ")", rc));
       continue;
     }
     uuid[sizeof uuid - 1] = '\0';
     g.uuid = uuid;
     // The list may grow between calls: a few attempts with the count the driver asked for.
     unsigned int count = static_cast<unsigned int>(impl_->buffer.size());
-    nvmlReturn_t rc = impl_->processes(dev, &count, impl_->buffer.empty() ? nullptr : impl_->buffer.data());
+    nvmlReturn_t rc =
+        impl_->processes(dev, &count, impl_->buffer.empty() ? nullptr : impl_->buffer.data());
     for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
       impl_->buffer.resize(count + 16);
       count = static_cast<unsigned int>(impl_->buffer.size());
@@ -108,7 +118,9 @@ Result<std::vector<GpuSample>> NvmlProcesses::Sample(std::vector<std::string>* e
     }
     if (rc != NVML_SUCCESS) {
       g.processes_ok = false;
-      if (errors) errors->push_back(impl_->Error("nvmlDeviceGetComputeRunningProcesses_v3(" + g.uuid + ")", rc));
+      if (errors)
+        errors->push_back(
+            impl_->Error("nvmlDeviceGetComputeRunningProcesses_v3(" + g.uuid + ")", rc));
     } else {
       for (unsigned int k = 0; k < count && k < impl_->buffer.size(); ++k) {
         const nvmlProcessInfo_t& p = impl_->buffer[k];

@@ -26,7 +26,8 @@ class ProcessSource {
 class NvmlProcesses final : public ProcessSource {
  public:
   /// dlopens `library`, calls nvmlInit_v2. Errors: kUnavailable naming the library and why.
-  static Result<std::unique_ptr<NvmlProcesses>> Open(const std::string& library = "libnvidia-ml.so.1");
+  static Result<std::unique_ptr<NvmlProcesses>> Open(
+      const std::string& library = "libnvidia-ml.so.1");
   ~NvmlProcesses() override;
   NvmlProcesses(const NvmlProcesses&) = delete;
   NvmlProcesses& operator=(const NvmlProcesses&) = delete;

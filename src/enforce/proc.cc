@@ -119,18 +119,19 @@ Result<CgroupIdentity> ParseCgroupFile(std::string_view text) {
       int pod = PodComponent(comp, &uid);
       if (pod == 0) continue;
       if (pod < 0)
-        return InvalidArgument("cgroup file line " + std::to_string(line_no) + ": malformed pod UID in \"" +
-                               Printable(comp) + "\"");
+        return InvalidArgument("cgroup file line " + std::to_string(line_no) +
+                               ": malformed pod UID in \"" + Printable(comp) + "\"");
       // The next component is the container's.
       size_t r = path.find('/', p);
-      std::string_view next = p <= path.size() ? path.substr(p, (r == std::string_view::npos ? path.size() : r) - p)
-                                               : std::string_view();
+      std::string_view next =
+          p <= path.size() ? path.substr(p, (r == std::string_view::npos ? path.size() : r) - p)
+                           : std::string_view();
       CgroupIdentity id;
       id.pod_uid = uid;
       int ctr = ContainerComponent(next, &id);
       if (ctr < 0)
-        return InvalidArgument("cgroup file line " + std::to_string(line_no) + ": malformed container ID in \"" +
-                               Printable(next) + "\"");
+        return InvalidArgument("cgroup file line " + std::to_string(line_no) +
+                               ": malformed container ID in \"" + Printable(next) + "\"");
       if (ctr == 0) break;  // the pod's own cgroup, or conmon: not a container's process
       return id;
     }
@@ -201,7 +202,8 @@ Result<uint32_t> ProcReader::ParentPid(uint32_t pid) const {
   if (close == std::string::npos) return InvalidArgument("stat: no \"(comm)\"");
   unsigned ppid = 0;
   char state = 0;
-  if (std::sscanf(text->c_str() + close + 1, " %c %u", &state, &ppid) != 2) return InvalidArgument("stat: no ppid");
+  if (std::sscanf(text->c_str() + close + 1, " %c %u", &state, &ppid) != 2)
+    return InvalidArgument("stat: no ppid");
   return static_cast<uint32_t>(ppid);
 }
 
@@ -212,7 +214,8 @@ Result<ProcessIdentity> ProcReader::Identify(uint32_t pid) const {
   if (!cg.ok()) return cg.status();
   auto after = StartTime(pid);
   if (!after.ok()) return after.status();
-  if (*after != *before) return NotFound("pid " + std::to_string(pid) + " exited and was reused while read");
+  if (*after != *before)
+    return NotFound("pid " + std::to_string(pid) + " exited and was reused while read");
   auto id = ParseCgroupFile(*cg);
   if (!id.ok()) return id.status().WithPrefix("pid " + std::to_string(pid));
   return ProcessIdentity{*id, *before};
@@ -268,19 +271,23 @@ Status KillIfSame(const ProcReader& reader, uint32_t pid, uint64_t start_time) {
     ::close(pidfd);
     if (rc == 0) return Status::Ok();
     if (e == ESRCH) return NotFound(who + " exited before the signal");
-    if (e != ENOSYS) return e == EPERM ? PermissionDenied(who + ": " + std::strerror(e)) : Unavailable(who + ": " + std::strerror(e));
+    if (e != ENOSYS)
+      return e == EPERM ? PermissionDenied(who + ": " + std::strerror(e))
+                        : Unavailable(who + ": " + std::strerror(e));
   } else if (errno == ESRCH) {
     return NotFound(who + " is gone");
   }
 #endif
   if (start_time != 0) {
     auto now = reader.StartTime(pid);
-    if (!now.ok() || *now != start_time) return NotFound(who + " is gone or was reused (start time changed): not signalled");
+    if (!now.ok() || *now != start_time)
+      return NotFound(who + " is gone or was reused (start time changed): not signalled");
   }
   if (::kill(static_cast<pid_t>(pid), SIGKILL) != 0) {
     int e = errno;
     if (e == ESRCH) return NotFound(who + " exited before the signal");
-    return e == EPERM ? PermissionDenied(who + ": " + std::strerror(e)) : Unavailable(who + ": " + std::strerror(e));
+    return e == EPERM ? PermissionDenied(who + ": " + std::strerror(e))
+                      : Unavailable(who + ": " + std::strerror(e));
   }
   return Status::Ok();
 }

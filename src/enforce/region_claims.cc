@@ -12,7 +12,8 @@
 
 namespace fracgpu::enforce {
 
-Result<Claims> ReadRegionClaims(const std::string& path, const std::vector<std::string>& uuid_of_ordinal) {
+Result<Claims> ReadRegionClaims(const std::string& path,
+                                const std::vector<std::string>& uuid_of_ordinal) {
   using vgpu::Region;
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -33,16 +34,18 @@ Result<Claims> ReadRegionClaims(const std::string& path, const std::vector<std::
   auto r = std::make_unique<Region>();  // ≈ 400 KiB: on the heap
   ssize_t n = ::pread(fd, r.get(), sizeof(Region), 0);
   ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof(Region))) return InvalidArgument(path + ": truncated while read");
+  if (n != static_cast<ssize_t>(sizeof(Region)))
+    return InvalidArgument(path + ": truncated while read");
   if (vgpu::RegionValidate(r.get(), sizeof(Region)) != vgpu::RegionError::kOk) {
     char magic[16];
     std::snprintf(magic, sizeof magic, "0x%x", r->magic);
-    return InvalidArgument(path + ": not a valid region (magic " + magic + ", version " + std::to_string(r->version) +
-                           ")");
+    return InvalidArgument(path + ": not a valid region (magic " + magic + ", version " +
+                           std::to_string(r->version) + ")");
   }
   Claims claims;
-  const uint32_t devices = r->device_count < static_cast<uint32_t>(vgpu::kMaxDevices) ? r->device_count
-                                                                                       : vgpu::kMaxDevices;
+  const uint32_t devices = r->device_count < static_cast<uint32_t>(vgpu::kMaxDevices)
+                               ? r->device_count
+                               : vgpu::kMaxDevices;
   for (const vgpu::RegionSlot& s : r->slots) {
     if (s.state.load(std::memory_order_relaxed) != vgpu::kSlotActive) continue;
     int32_t pid = s.host_pid > 0 ? s.host_pid : s.pid;

@@ -21,6 +21,7 @@ using Claims = std::map<std::string, std::map<uint32_t, uint64_t>>;
 /// named by `uuid_of_ordinal[d]` (the container's NVIDIA_VISIBLE_DEVICES order).
 /// Errors: kNotFound (no file), kUnavailable (cannot open/read), kInvalidArgument (not a
 /// regular file, wrong size, fails RegionValidate: e.g. a zeroed file, naming what is wrong).
-Result<Claims> ReadRegionClaims(const std::string& path, const std::vector<std::string>& uuid_of_ordinal);
+Result<Claims> ReadRegionClaims(const std::string& path,
+                                const std::vector<std::string>& uuid_of_ordinal);
 
 }  // namespace fracgpu::enforce

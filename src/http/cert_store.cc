@@ -40,7 +40,8 @@ Status Server::CertStore::Load() {
   X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
   STACK_OF(X509)* chain = sk_X509_new_null();
   if (cert != nullptr) {
-    while (X509* extra = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr)) sk_X509_push(chain, extra);
+    while (X509* extra = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr))
+      sk_X509_push(chain, extra);
   }
   BIO_free(cb);
   ERR_clear_error();
@@ -57,7 +58,8 @@ Status Server::CertStore::Load() {
   EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
   BIO_free(kb);
   if (key == nullptr || X509_check_private_key(cert, key) != 1) {
-    std::string why = key == nullptr ? "holds no PEM private key" : "does not match the certificate";
+    std::string why =
+        key == nullptr ? "holds no PEM private key" : "does not match the certificate";
     ERR_clear_error();
     X509_free(cert);
     sk_X509_pop_free(chain, X509_free);

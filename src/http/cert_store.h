@@ -2,11 +2,11 @@
 // The serving certificate and key, reloaded when their files change (http/server.h).
 
 #include <openssl/ssl.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <sys/stat.h>
 
 #include "core/status.h"
 #include "http/server.h"
@@ -38,7 +38,7 @@ class Server::CertStore {
   std::string cert_file_, key_file_;
   mutable std::mutex mu_;
   X509* cert_ = nullptr;
-  STACK_OF(X509)* chain_ = nullptr;
+  STACK_OF(X509) * chain_ = nullptr;
   EVP_PKEY* key_ = nullptr;
   Stamp cert_stamp_, key_stamp_;
   int64_t loads_ = 0;

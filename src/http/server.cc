@@ -1,18 +1,17 @@
 #include "http/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "http/cert_store.h"
 
@@ -95,14 +94,17 @@ std::string PeerAddress(::socket_t sock) {
   return buf;
 }
 
-bool IsBodyMethod(const std::string& m) { return m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE"; }
+bool IsBodyMethod(const std::string& m) {
+  return m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE";
+}
 
 // The socket of the connection the calling worker thread serves (-1 outside a worker).
 thread_local ::socket_t tls_socket = -1;
 
 bool IEquals(const std::string& a, const std::string& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
          });
 }
 
@@ -145,7 +147,6 @@ Response Response::Error(int status, const std::string& message) {
   return Json(status, {{"error", message}});
 }
 
-
 /// Caps and deadlines of the connections of one Server (see server.h). Each admitted
 /// connection's socket stays open (the serving server gets a dup) until it is deregistered,
 /// so the watchdog's shutdown() never reaches a reused descriptor number.
@@ -174,7 +175,8 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {}
 
 Server::~Server() { Stop(); }
 
-void Server::Route(const std::string& method, const std::string& path, Handler handler, size_t max_body_bytes) {
+void Server::Route(const std::string& method, const std::string& path, Handler handler,
+                   size_t max_body_bytes) {
   exact_[{method, path}] = std::move(handler);
   if (max_body_bytes > 0) body_limits_[{method, path}] = max_body_bytes;
 }
@@ -186,8 +188,9 @@ void Server::RouteHealth(const std::string& path, Handler handler) {
 
 void Server::RoutePrefix(const std::string& method, const std::string& prefix, Handler handler) {
   prefix_.emplace_back(method, prefix, std::move(handler));
-  std::sort(prefix_.begin(), prefix_.end(),
-            [](const auto& a, const auto& b) { return std::get<1>(a).size() > std::get<1>(b).size(); });
+  std::sort(prefix_.begin(), prefix_.end(), [](const auto& a, const auto& b) {
+    return std::get<1>(a).size() > std::get<1>(b).size();
+  });
 }
 
 size_t Server::BodyLimit(const std::string& method, const std::string& path) const {
@@ -220,8 +223,9 @@ Response Server::Dispatch(const Request& req) const {
   }
   size_t limit = BodyLimit(req.method, req.path);
   if (req.body.size() > limit) {  // read with this limit already; kept for direct callers
-    return Response::Error(413, "request body is " + std::to_string(req.body.size()) + " bytes; the limit of " +
-                                    req.method + " " + req.path + " is " + std::to_string(limit));
+    return Response::Error(413, "request body is " + std::to_string(req.body.size()) +
+                                    " bytes; the limit of " + req.method + " " + req.path + " is " +
+                                    std::to_string(limit));
   }
   try {
     return (*handler)(req);
@@ -241,10 +245,14 @@ void SetError(httplib::Response& res, int status, const std::string& message) {
 
 const char* Reason(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    default:
+      return "Error";
   }
 }
 
@@ -275,7 +283,8 @@ void Refuse(httplib::Response& res, int status, const std::string& message) {
   char buf[16384];
   while (drained < (16u << 20) && Clock::now() < until) {
     pollfd p{tls_socket, POLLIN, 0};
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
     if (::poll(&p, 1, std::max(1, left)) <= 0) break;
     ssize_t n = ::recv(tls_socket, buf, sizeof(buf), MSG_DONTWAIT);
     if (n <= 0) break;
@@ -297,7 +306,8 @@ Status Server::Start() {
     CertStore* store = certs_.get();
     server_ = std::make_unique<Serving<httplib::SSLServer>>([store](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-      SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+      SSL_CTX_set_options(&ctx,
+                          SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
       SSL_CTX_set_cert_cb(&ctx, &CertCallback, store);
       return true;
     });
@@ -339,8 +349,9 @@ Status Server::Start() {
     }
     size_t limit = BodyLimit(hreq.method, hreq.path);
     if (has_length && length > limit) {
-      *message = "request body is " + std::to_string(length) + " bytes (Content-Length); the limit of " +
-                 hreq.method + " " + hreq.path + " is " + std::to_string(limit) + " bytes";
+      *message = "request body is " + std::to_string(length) +
+                 " bytes (Content-Length); the limit of " + hreq.method + " " + hreq.path + " is " +
+                 std::to_string(limit) + " bytes";
       return 413;
     }
     if (hreq.is_multipart_form_data()) {
@@ -349,21 +360,24 @@ Status Server::Start() {
     }
     return 0;
   };
-  server_->set_expect_100_continue_handler([check_headers](const httplib::Request& hreq, httplib::Response& res) {
-    std::string message;
-    int status = check_headers(hreq, &message);
-    if (status == 0) return 100;
-    Refuse(res, status, message);
-    return status;
-  });
-  server_->set_pre_routing_handler([check_headers](const httplib::Request& hreq, httplib::Response& res) {
-    std::string message;
-    int status = check_headers(hreq, &message);
-    if (status == 0) return httplib::Server::HandlerResponse::Unhandled;
-    Refuse(res, status, message);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  auto serve = [this, gate, after_response](const httplib::Request& hreq, std::string body, httplib::Response& hres) {
+  server_->set_expect_100_continue_handler(
+      [check_headers](const httplib::Request& hreq, httplib::Response& res) {
+        std::string message;
+        int status = check_headers(hreq, &message);
+        if (status == 0) return 100;
+        Refuse(res, status, message);
+        return status;
+      });
+  server_->set_pre_routing_handler(
+      [check_headers](const httplib::Request& hreq, httplib::Response& res) {
+        std::string message;
+        int status = check_headers(hreq, &message);
+        if (status == 0) return httplib::Server::HandlerResponse::Unhandled;
+        Refuse(res, status, message);
+        return httplib::Server::HandlerResponse::Handled;
+      });
+  auto serve = [this, gate, after_response](const httplib::Request& hreq, std::string body,
+                                            httplib::Response& hres) {
     Request req;
     req.method = hreq.method;
     req.path = hreq.path;
@@ -379,7 +393,9 @@ Status Server::Start() {
     for (const auto& [k, v] : res.headers) hres.set_header(k, v);
     hres.set_content(res.body, res.content_type);
   };
-  auto plain = [serve](const httplib::Request& hreq, httplib::Response& hres) { serve(hreq, hreq.body, hres); };
+  auto plain = [serve](const httplib::Request& hreq, httplib::Response& hres) {
+    serve(hreq, hreq.body, hres);
+  };
   auto with_body = [this, serve](const httplib::Request& hreq, httplib::Response& hres,
                                  const httplib::ContentReader& reader) {
     const size_t limit = BodyLimit(hreq.method, hreq.path);
@@ -395,10 +411,13 @@ Status Server::Start() {
     });
     if (!read) {
       if (over) {
-        Refuse(hres, 413, "request body exceeds the limit of " + hreq.method + " " + hreq.path + " (" +
-                              std::to_string(limit) + " bytes)");
+        Refuse(hres, 413,
+               "request body exceeds the limit of " + hreq.method + " " + hreq.path + " (" +
+                   std::to_string(limit) + " bytes)");
       } else {
-        Refuse(hres, 400, "request body could not be read (malformed chunked encoding, or the client stopped)");
+        Refuse(
+            hres, 400,
+            "request body could not be read (malformed chunked encoding, or the client stopped)");
       }
       return;
     }
@@ -413,15 +432,18 @@ Status Server::Start() {
     if (res.status == 413) {
       SetError(res, 413, "request body exceeds the limit");
     } else if (res.body.empty()) {
-      res.set_content(Response::Error(res.status, "HTTP " + std::to_string(res.status)).body, "application/json");
+      res.set_content(Response::Error(res.status, "HTTP " + std::to_string(res.status)).body,
+                      "application/json");
     }
   });
 
   // The acceptor: counts, admits or refuses at once, and hands admitted sockets to the pool.
   httplib::Server* serving = server_.get();
   const bool is_tls = tls();
-  gate->pool = std::make_unique<httplib::ThreadPool>(static_cast<size_t>(std::max(1, options_.threads)));
-  acceptor_ = std::make_unique<Acceptor>([this, gate, serving, header_timeout, is_tls](::socket_t sock) {
+  gate->pool =
+      std::make_unique<httplib::ThreadPool>(static_cast<size_t>(std::max(1, options_.threads)));
+  acceptor_ = std::make_unique<Acceptor>([this, gate, serving, header_timeout,
+                                          is_tls](::socket_t sock) {
     std::string peer = PeerAddress(sock);
     bool admit = false;
     {
@@ -441,8 +463,10 @@ Status Server::Start() {
       // Plain text on purpose: on a TLS port the client sees a failed handshake, which is
       // just as clear; nothing here may block the accept thread (MSG_DONTWAIT).
       static const char kBusy[] =
-          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-          "Content-Length: 62\r\n\r\n{\"error\":\"too many connections from this client or in total\"}\n";
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: "
+          "close\r\n"
+          "Content-Length: 62\r\n\r\n{\"error\":\"too many connections from this client or in "
+          "total\"}\n";
       (void)::send(sock, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
       ::shutdown(sock, SHUT_RDWR);
       ::close(sock);
@@ -503,8 +527,8 @@ Status Server::Start() {
   int bind_errno = errno;
   if (port_ <= 0) {
     StopGate();
-    return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " +
-                       (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
+    return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                       ": " + (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
   }
   if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
   if (tls()) {
@@ -567,16 +591,18 @@ Status Server::StartHealth() {
     hres.set_content(res.body, res.content_type);
   });
   errno = 0;
-  health_port_ = options_.health_port == 0 ? health_->bind_to_any_port(options_.host)
-                                           : (health_->bind_to_port(options_.host, options_.health_port)
-                                                  ? options_.health_port
-                                                  : -1);
+  health_port_ =
+      options_.health_port == 0
+          ? health_->bind_to_any_port(options_.host)
+          : (health_->bind_to_port(options_.host, options_.health_port) ? options_.health_port
+                                                                        : -1);
   int bind_errno = errno;
   if (health_port_ <= 0) {
     health_.reset();
     health_port_ = -1;
-    return Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.health_port) +
-                       " (health): " + (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
+    return Unavailable(
+        "cannot listen on " + options_.host + ":" + std::to_string(options_.health_port) +
+        " (health): " + (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
   }
   health_thread_ = std::thread([this] { health_->listen_after_bind(); });
   while (!health_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -640,7 +666,8 @@ void Server::Stop() {
 }
 
 std::string Server::BaseUrl() const {
-  std::string host = options_.host == "0.0.0.0" || options_.host.empty() ? "127.0.0.1" : options_.host;
+  std::string host =
+      options_.host == "0.0.0.0" || options_.host.empty() ? "127.0.0.1" : options_.host;
   return std::string(tls() ? "https://" : "http://") + host + ":" + std::to_string(port_);
 }
 

@@ -6,9 +6,9 @@
 // plain HTTP (tests, metrics behind a Service).
 //
 //   http::Server server({.host = "0.0.0.0", .port = 8443, .cert_file = c, .key_file = k});
-//   server.Route("POST", "/filter", [](const http::Request& r) { return http::Response::Json(200, ...); });
-//   if (auto st = server.Start(); !st.ok()) ...;   // binds and serves on a background thread
-//   server.port();                                 // the bound port (when port was 0)
+//   server.Route("POST", "/filter", [](const http::Request& r) { return http::Response::Json(200,
+//   ...); }); if (auto st = server.Start(); !st.ok()) ...;   // binds and serves on a background
+//   thread server.port();                                 // the bound port (when port was 0)
 //   server.Stop();
 //
 // Hostile traffic (issue 15): every body limit is enforced while reading, per route (a
@@ -27,12 +27,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -45,9 +44,9 @@ namespace fracgpu::http {
 /// An incoming request. Header names are matched case-insensitively by Header().
 struct Request {
   std::string method;
-  std::string path;                                  ///< without the query string
+  std::string path;  ///< without the query string
   std::string body;
-  std::multimap<std::string, std::string> params;    ///< query parameters
+  std::multimap<std::string, std::string> params;  ///< query parameters
   std::vector<std::pair<std::string, std::string>> headers;
   std::string remote_addr;
 
@@ -65,7 +64,8 @@ struct Response {
   std::vector<std::pair<std::string, std::string>> headers;
 
   static Response Json(int status, const nlohmann::json& body);
-  static Response Text(int status, std::string body, std::string content_type = "text/plain; charset=utf-8");
+  static Response Text(int status, std::string body,
+                       std::string content_type = "text/plain; charset=utf-8");
   /// A JSON error body {"error": message} with `status`.
   static Response Error(int status, const std::string& message);
 };
@@ -75,18 +75,18 @@ using Handler = std::function<Response(const Request&)>;
 /// Listening and limits.
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                        ///< 0 = any free port
-  std::string cert_file;               ///< PEM; with key_file → HTTPS
-  std::string key_file;                ///< PEM private key
-  size_t max_body_bytes = 1 << 20;     ///< default per-route body limit, bytes (413 past it)
-  int threads = 32;                    ///< worker threads (connections served at once)
-  int read_timeout_s = 10;             ///< per-read (recv) timeout, seconds
-  int write_timeout_s = 10;            ///< per-write (send) timeout, seconds
-  int header_timeout_s = 10;           ///< deadline for a request's line, headers and body, seconds
-  int keep_alive_timeout_s = 5;        ///< idle time allowed between two requests of a connection
-  int max_connections = 256;           ///< connections admitted at once (served + waiting); 503 past it
-  int max_connections_per_client = 64; ///< the same, per client IP address
-  int health_port = -1;                ///< -1: no health listener; 0: any free port; else that port
+  int port = 0;                     ///< 0 = any free port
+  std::string cert_file;            ///< PEM; with key_file → HTTPS
+  std::string key_file;             ///< PEM private key
+  size_t max_body_bytes = 1 << 20;  ///< default per-route body limit, bytes (413 past it)
+  int threads = 32;                 ///< worker threads (connections served at once)
+  int read_timeout_s = 10;          ///< per-read (recv) timeout, seconds
+  int write_timeout_s = 10;         ///< per-write (send) timeout, seconds
+  int header_timeout_s = 10;        ///< deadline for a request's line, headers and body, seconds
+  int keep_alive_timeout_s = 5;     ///< idle time allowed between two requests of a connection
+  int max_connections = 256;  ///< connections admitted at once (served + waiting); 503 past it
+  int max_connections_per_client = 64;  ///< the same, per client IP address
+  int health_port = -1;  ///< -1: no health listener; 0: any free port; else that port
 };
 
 /// The server. Routes are exact paths (the query string is ignored), plus prefix routes.
@@ -100,7 +100,8 @@ class Server {
 
   /// Routes `method` ("GET", "POST", …) on exactly `path`; bodies up to
   /// ServerOptions::max_body_bytes, or `max_body_bytes` when given (> 0).
-  void Route(const std::string& method, const std::string& path, Handler handler, size_t max_body_bytes = 0);
+  void Route(const std::string& method, const std::string& path, Handler handler,
+             size_t max_body_bytes = 0);
   /// Routes GET `path` on the main listener and on the health listener (when health_port ≥ 0).
   /// The health listener has its own two threads and serves only these routes.
   void RouteHealth(const std::string& path, Handler handler);
@@ -131,7 +132,7 @@ class Server {
   int64_t cert_loads() const;
 
   class CertStore;  // implementation detail (tls.cc)
-  struct Gate;       // implementation detail (server.cc): caps, deadlines, the watchdog
+  struct Gate;      // implementation detail (server.cc): caps, deadlines, the watchdog
 
  private:
   Response Dispatch(const Request& req) const;
@@ -145,7 +146,7 @@ class Server {
 
   ServerOptions options_;
   std::unique_ptr<CertStore> certs_;
-  std::unique_ptr<httplib::Server> server_;  // serves the requests (never listens itself)
+  std::unique_ptr<httplib::Server> server_;    // serves the requests (never listens itself)
   std::unique_ptr<httplib::Server> acceptor_;  // accepts and hands each connection to gate_
   std::unique_ptr<Gate> gate_;
   std::unique_ptr<httplib::Server> health_;

@@ -59,7 +59,10 @@ Result<std::unique_ptr<Client>> Client::Create(Config config, ClientOptions opti
 }
 
 Client::Client(Config config, ClientOptions options, Clock* clock)
-    : config_(std::move(config)), options_(std::move(options)), clock_(clock), token_(config_.token) {}
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      clock_(clock),
+      token_(config_.token) {}
 
 Client::~Client() {
   for (void* h : idle_handles_) curl_easy_cleanup(static_cast<CURL*>(h));
@@ -90,7 +93,8 @@ void Client::ReleaseHandle(void* handle) {
 std::string Client::BearerToken() {
   std::lock_guard<std::mutex> lock(mu_);
   if (config_.token_file.empty()) return token_;
-  // Projected service-account tokens rotate: re-read about once a minute (docs/design/wire-apis.md §6.1).
+  // Projected service-account tokens rotate: re-read about once a minute (docs/design/wire-apis.md
+  // §6.1).
   auto now = std::chrono::steady_clock::now();
   if (token_.empty() || now - token_read_ > std::chrono::seconds(60)) {
     std::ifstream in(config_.token_file);
@@ -113,23 +117,24 @@ void Client::ApplyCommon(void* h, const std::string& url, std::vector<std::strin
   curl_easy_setopt(curl, CURLOPT_USERAGENT, options_.user_agent.c_str());
   if (!config_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
   if (!config_.ca_data.empty()) {
-    curl_blob blob{const_cast<char*>(config_.ca_data.data()), config_.ca_data.size(), CURL_BLOB_COPY};
+    curl_blob blob{const_cast<char*>(config_.ca_data.data()), config_.ca_data.size(),
+                   CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &blob);
   }
   if (!config_.client_cert_file.empty()) {
     curl_easy_setopt(curl, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
   }
   if (!config_.client_cert_data.empty()) {
-    curl_blob blob{const_cast<char*>(config_.client_cert_data.data()), config_.client_cert_data.size(),
-                   CURL_BLOB_COPY};
+    curl_blob blob{const_cast<char*>(config_.client_cert_data.data()),
+                   config_.client_cert_data.size(), CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &blob);
   }
   if (!config_.client_key_file.empty()) {
     curl_easy_setopt(curl, CURLOPT_SSLKEY, config_.client_key_file.c_str());
   }
   if (!config_.client_key_data.empty()) {
-    curl_blob blob{const_cast<char*>(config_.client_key_data.data()), config_.client_key_data.size(),
-                   CURL_BLOB_COPY};
+    curl_blob blob{const_cast<char*>(config_.client_key_data.data()),
+                   config_.client_key_data.size(), CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &blob);
   }
   if (config_.insecure_skip_tls_verify) {
@@ -173,7 +178,8 @@ Result<Client::Reply> Client::Perform(const std::string& method, const std::stri
   return reply;
 }
 
-Status Client::ErrorFor(const std::string& method, const std::string& path, const Reply& reply) const {
+Status Client::ErrorFor(const std::string& method, const std::string& path,
+                        const Reply& reply) const {
   std::string detail = reply.body.substr(0, 512);
   auto parsed = json::parse(reply.body, nullptr, false);
   if (parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()) {
@@ -181,12 +187,19 @@ Status Client::ErrorFor(const std::string& method, const std::string& path, cons
   }
   std::string msg = method + " " + path + ": HTTP " + std::to_string(reply.status) + ": " + detail;
   switch (reply.status) {
-    case 400: case 422: return InvalidArgument(msg);
-    case 401: case 403: return PermissionDenied(msg);
-    case 404: return NotFound(msg);
-    case 409: return Conflict(msg);
+    case 400:
+    case 422:
+      return InvalidArgument(msg);
+    case 401:
+    case 403:
+      return PermissionDenied(msg);
+    case 404:
+      return NotFound(msg);
+    case 409:
+      return Conflict(msg);
     default:
-      if (reply.status == 410 || reply.status == 429 || reply.status >= 500) return Unavailable(msg);
+      if (reply.status == 410 || reply.status == 429 || reply.status >= 500)
+        return Unavailable(msg);
       return Internal(msg);
   }
 }
@@ -236,7 +249,8 @@ Result<json> Client::List(const std::string& path, const ListOptions& options) {
     cont.clear();
     if (pj.contains("metadata") && pj["metadata"].is_object()) {
       const auto& md = pj["metadata"];
-      if (md.contains("continue") && md["continue"].is_string()) cont = md["continue"].get<std::string>();
+      if (md.contains("continue") && md["continue"].is_string())
+        cont = md["continue"].get<std::string>();
     }
   } while (!cont.empty());
   if (all.contains("metadata") && all["metadata"].is_object()) all["metadata"].erase("continue");
@@ -260,8 +274,8 @@ Result<json> Client::MergePatch(const std::string& path, const json& patch) {
   return Call("PATCH", path, "application/merge-patch+json", patch.dump(), true);
 }
 
-Result<json> Client::PatchWithRetry(const std::string& path,
-                                    const std::function<Result<json>(const json& current)>& make_patch) {
+Result<json> Client::PatchWithRetry(
+    const std::string& path, const std::function<Result<json>(const json& current)>& make_patch) {
   Backoff backoff(options_.backoff);
   for (int attempt = 0;; ++attempt) {
     auto current = Get(path);
@@ -313,8 +327,11 @@ Status Client::CreateEvent(const json& involved, const std::string& type, const 
       {"kind", "Event"},
       {"metadata", {{"generateName", md.value("name", "object") + "."}, {"namespace", ns}}},
       {"involvedObject",
-       {{"apiVersion", "v1"}, {"kind", kind}, {"name", md.value("name", "")},
-        {"namespace", md.value("namespace", "")}, {"uid", md.value("uid", "")}}},
+       {{"apiVersion", "v1"},
+        {"kind", kind},
+        {"name", md.value("name", "")},
+        {"namespace", md.value("namespace", "")},
+        {"uid", md.value("uid", "")}}},
       {"type", type},
       {"reason", reason},
       {"message", message.substr(0, 1024)},
@@ -337,7 +354,8 @@ struct WatchState {
   CURL* curl = nullptr;
 };
 
-// Splits the chunked stream into lines; each line is one JSON event (docs/design/wire-apis.md §6.2).
+// Splits the chunked stream into lines; each line is one JSON event (docs/design/wire-apis.md
+// §6.2).
 size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
   auto* st = static_cast<WatchState*>(user);
   st->buffer.append(data, size * n);
@@ -372,7 +390,8 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 Result<WatchEnd> Client::Watch(const std::string& path, const WatchOptions& options,
-                               const std::function<bool(const WatchEvent&)>& on_event, StopSignal* stop) {
+                               const std::function<bool(const WatchEvent&)>& on_event,
+                               StopSignal* stop) {
   std::string p = AppendQuery(path, "watch", "true");
   p = AppendQuery(p, "labelSelector", options.label_selector);
   p = AppendQuery(p, "fieldSelector", options.field_selector);

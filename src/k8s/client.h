@@ -30,10 +30,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "k8s/clock.h"
@@ -45,10 +44,10 @@ using nlohmann::json;
 
 /// Selectors and paging for List and Watch (Kubernetes API conventions).
 struct ListOptions {
-  std::string label_selector;   ///< e.g. "app=x,tier!=db"
-  std::string field_selector;   ///< e.g. "spec.nodeName=node-a"
-  int64_t limit = 500;          ///< page size; pages are followed with `continue`
-  std::string resource_version; ///< "" = consistent read; "0" = any (cached)
+  std::string label_selector;    ///< e.g. "app=x,tier!=db"
+  std::string field_selector;    ///< e.g. "spec.nodeName=node-a"
+  int64_t limit = 500;           ///< page size; pages are followed with `continue`
+  std::string resource_version;  ///< "" = consistent read; "0" = any (cached)
 };
 
 /// One event of a watch stream (docs/design/wire-apis.md §6.2).
@@ -61,9 +60,9 @@ struct WatchEvent {
 struct WatchOptions {
   std::string label_selector;
   std::string field_selector;
-  std::string resource_version;   ///< changes after this version only ("" = synthetic ADDED first)
+  std::string resource_version;  ///< changes after this version only ("" = synthetic ADDED first)
   bool allow_bookmarks = true;
-  int64_t timeout_s = 300;        ///< server-side timeoutSeconds; the client waits 30 s more
+  int64_t timeout_s = 300;  ///< server-side timeoutSeconds; the client waits 30 s more
 };
 
 /// How a watch ended.
@@ -75,9 +74,10 @@ enum class WatchEnd {
 
 /// Client tuning.
 struct ClientOptions {
-  int retries = 3;              ///< extra attempts for idempotent calls on kUnavailable
-  int conflict_retries = 5;     ///< re-read-and-retry rounds of PatchWithRetry on 409
-  Backoff::Options backoff{std::chrono::milliseconds(100), 2.0, 0.5, std::chrono::milliseconds(2000)};
+  int retries = 3;           ///< extra attempts for idempotent calls on kUnavailable
+  int conflict_retries = 5;  ///< re-read-and-retry rounds of PatchWithRetry on 409
+  Backoff::Options backoff{std::chrono::milliseconds(100), 2.0, 0.5,
+                           std::chrono::milliseconds(2000)};
   std::string user_agent = "fracgpu";
 };
 
@@ -111,8 +111,8 @@ class Client {
   /// (returned as is) or a null json to mean "nothing to change" (returns the current object).
   Result<json> PatchWithRetry(const std::string& path,
                               const std::function<Result<json>(const json& current)>& make_patch);
-  /// Creates a Binding of pod `ns/name` to `node` (docs/design/wire-apis.md §6.5); `uid` (optional) guards
-  /// against a recreated pod. A pod that is already bound gives kConflict.
+  /// Creates a Binding of pod `ns/name` to `node` (docs/design/wire-apis.md §6.5); `uid` (optional)
+  /// guards against a recreated pod. A pod that is already bound gives kConflict.
   Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
                  const std::string& node);
   /// Records a core/v1 Event about `involved` (a pod or node object): `type` Normal|Warning,

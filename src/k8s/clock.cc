@@ -107,8 +107,8 @@ std::vector<std::chrono::nanoseconds> ManualClock::sleeps() const {
 Backoff::Backoff(Options options, uint64_t seed) : options_(options), rng_(seed) {}
 
 std::chrono::nanoseconds Backoff::Next() {
-  double base = std::chrono::duration<double>(options_.initial).count() *
-                std::pow(options_.factor, attempt_);
+  double base =
+      std::chrono::duration<double>(options_.initial).count() * std::pow(options_.factor, attempt_);
   double cap = std::chrono::duration<double>(options_.cap).count();
   base = std::min(base, cap);
   if (base < cap) ++attempt_;

@@ -1,7 +1,7 @@
 #pragma once
-// Time and cancellation seams for the Kubernetes client (docs/design/STYLE.md: time comes in through a
-// small interface so tests can drive it). Real code uses RealClock; tests use a ManualClock
-// that never blocks.
+// Time and cancellation seams for the Kubernetes client (docs/design/STYLE.md: time comes in
+// through a small interface so tests can drive it). Real code uses RealClock; tests use a
+// ManualClock that never blocks.
 
 #include <chrono>
 #include <condition_variable>

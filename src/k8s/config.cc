@@ -1,14 +1,13 @@
 #include "k8s/config.h"
 
 #include <openssl/evp.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 namespace fracgpu::k8s {
 namespace {
@@ -49,7 +48,8 @@ std::string Resolve(const std::string& base_dir, const std::string& p) {
 std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name) {
   if (!list.IsDefined() || !list.IsSequence()) return std::nullopt;
   for (const auto& item : list) {
-    if (item.IsMap() && item["name"] && item["name"].IsScalar() && item["name"].as<std::string>() == name) {
+    if (item.IsMap() && item["name"] && item["name"].IsScalar() &&
+        item["name"].as<std::string>() == name) {
       return item;
     }
   }
@@ -67,7 +67,8 @@ Result<Config> InClusterConfig(const std::string& sa_dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (host == nullptr || port == nullptr || *host == '\0' || *port == '\0') {
-    return NotFound("KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT are not set (not in a cluster)");
+    return NotFound(
+        "KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT are not set (not in a cluster)");
   }
   Config config;
   std::string h = host;
@@ -95,7 +96,8 @@ Result<Config> ParseKubeconfig(const std::string& text, const std::string& base_
   if (!root.IsMap()) return InvalidArgument("kubeconfig: top level is not a map");
   try {
     std::string ctx_name = context.empty() ? Str(root, "current-context") : context;
-    if (ctx_name.empty()) return InvalidArgument("kubeconfig: no current-context and no context given");
+    if (ctx_name.empty())
+      return InvalidArgument("kubeconfig: no current-context and no context given");
     auto ctx = FindNamed(root["contexts"], ctx_name);
     if (!ctx) return InvalidArgument("kubeconfig: context \"" + ctx_name + "\" not found");
     const YAML::Node c = (*ctx)["context"];

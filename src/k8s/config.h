@@ -11,26 +11,27 @@ namespace fracgpu::k8s {
 
 /// Connection settings of a Client. Every PEM field is either a file path or inline PEM bytes.
 struct Config {
-  std::string server;             ///< "https://10.0.0.1:443" or "http://127.0.0.1:8080"
-  std::string token;              ///< bearer token (static)
-  std::string token_file;         ///< bearer token re-read from this file (projected tokens rotate)
-  std::string ca_file;            ///< PEM CA bundle path
-  std::string ca_data;            ///< PEM CA bundle bytes (kubeconfig certificate-authority-data, decoded)
-  std::string client_cert_file;   ///< PEM client certificate path
-  std::string client_cert_data;   ///< PEM client certificate bytes
-  std::string client_key_file;    ///< PEM client key path
-  std::string client_key_data;    ///< PEM client key bytes
+  std::string server;      ///< "https://10.0.0.1:443" or "http://127.0.0.1:8080"
+  std::string token;       ///< bearer token (static)
+  std::string token_file;  ///< bearer token re-read from this file (projected tokens rotate)
+  std::string ca_file;     ///< PEM CA bundle path
+  std::string ca_data;     ///< PEM CA bundle bytes (kubeconfig certificate-authority-data, decoded)
+  std::string client_cert_file;  ///< PEM client certificate path
+  std::string client_cert_data;  ///< PEM client certificate bytes
+  std::string client_key_file;   ///< PEM client key path
+  std::string client_key_data;   ///< PEM client key bytes
   bool insecure_skip_tls_verify = false;
   std::string default_namespace = "default";  ///< the service account's or the context's namespace
-  double timeout_s = 10.0;        ///< per-request timeout, seconds (watches use their own)
-  double connect_timeout_s = 5.0; ///< TCP + TLS connect timeout, seconds
+  double timeout_s = 10.0;         ///< per-request timeout, seconds (watches use their own)
+  double connect_timeout_s = 5.0;  ///< TCP + TLS connect timeout, seconds
 };
 
 /// The in-cluster configuration: `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
 /// (IPv6 host bracketed), token and CA under `sa_dir` (default
 /// /var/run/secrets/kubernetes.io/serviceaccount). Errors: kNotFound when the environment
 /// variables or the token file are missing.
-Result<Config> InClusterConfig(const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+Result<Config> InClusterConfig(
+    const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
 /// Reads a kubeconfig file and resolves `context` (empty = current-context). Supports
 /// server, certificate-authority(-data), insecure-skip-tls-verify, token, tokenFile,

@@ -1,8 +1,8 @@
 #include "k8s/informer.h"
 
-#include <random>
-
 #include <spdlog/spdlog.h>
+
+#include <random>
 
 #include "k8s/objects.h"
 

@@ -27,12 +27,13 @@ namespace fracgpu::k8s {
 
 /// What an Informer watches.
 struct InformerOptions {
-  std::string path;            ///< collection, e.g. "/api/v1/pods" or "/api/v1/nodes"
+  std::string path;  ///< collection, e.g. "/api/v1/pods" or "/api/v1/nodes"
   std::string label_selector;
   std::string field_selector;
   int64_t watch_timeout_s = 300;
-  Backoff::Options backoff{std::chrono::milliseconds(200), 2.0, 0.5, std::chrono::milliseconds(30000)};
-  uint64_t seed = 0;           ///< backoff jitter seed (0 = random)
+  Backoff::Options backoff{std::chrono::milliseconds(200), 2.0, 0.5,
+                           std::chrono::milliseconds(30000)};
+  uint64_t seed = 0;  ///< backoff jitter seed (0 = random)
 };
 
 /// Callbacks; any may be empty. Run on the informer thread; must not call Stop().

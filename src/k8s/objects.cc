@@ -34,7 +34,9 @@ std::optional<std::string> MapEntry(const json& obj, const char* map, const std:
 std::string Name(const json& obj) { return StringField(obj, "metadata", "name"); }
 std::string Namespace(const json& obj) { return StringField(obj, "metadata", "namespace"); }
 std::string Uid(const json& obj) { return StringField(obj, "metadata", "uid"); }
-std::string ResourceVersion(const json& obj) { return StringField(obj, "metadata", "resourceVersion"); }
+std::string ResourceVersion(const json& obj) {
+  return StringField(obj, "metadata", "resourceVersion");
+}
 
 std::string Key(const json& obj) {
   std::string ns = Namespace(obj);

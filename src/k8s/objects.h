@@ -2,10 +2,9 @@
 // Typed accessors for the few fields of Kubernetes objects fracgpu reads. They never throw:
 // a missing or mistyped field reads as empty / the default.
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace fracgpu::k8s {
 

@@ -18,7 +18,8 @@ std::string UnixTarget(const std::string& socket_path);
 /// Kubelet dials the plugin back inside Register, so the plugin must already serve.
 /// Errors: kUnavailable when kubelet cannot be reached or times out, kInvalidArgument when
 /// kubelet rejects the request (its message is included). Thread-safe.
-Status RegisterWithKubelet(const std::string& kubelet_socket, const v1beta1::RegisterRequest& request,
+Status RegisterWithKubelet(const std::string& kubelet_socket,
+                           const v1beta1::RegisterRequest& request,
                            std::chrono::milliseconds timeout);
 
 }  // namespace fracgpu::kubelet

@@ -40,7 +40,8 @@ std::string CheckHamiMetricFlags(bool hami_metrics, bool legacy_metrics) {
 }
 
 void DescribeHamiBuildInfo(Registry& r) {
-  r.Describe("hami_build_info", Type::kGauge, "HAMi-compatible: this build (always 1; its facts are the labels).");
+  r.Describe("hami_build_info", Type::kGauge,
+             "HAMi-compatible: this build (always 1; its facts are the labels).");
 }
 
 void SetHamiBuildInfo(Registry::Scrape& s, const std::string& version) {

@@ -27,9 +27,12 @@ std::string FormatValue(double v) {
 
 const char* TypeName(Type t) {
   switch (t) {
-    case Type::kCounter: return "counter";
-    case Type::kGauge: return "gauge";
-    case Type::kHistogram: return "histogram";
+    case Type::kCounter:
+      return "counter";
+    case Type::kGauge:
+      return "gauge";
+    case Type::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -44,7 +47,8 @@ std::string WithLe(const std::string& labels, const std::string& le) {
 }  // namespace
 
 std::vector<double> DefaultLatencyBuckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -77,7 +81,8 @@ void Registry::Scrape::Set(const std::string& name, const Labels& labels, double
   samples_[name][RenderLabels(labels)] = value;
 }
 
-void Registry::Describe(const std::string& name, Type type, const std::string& help, std::vector<double> buckets) {
+void Registry::Describe(const std::string& name, Type type, const std::string& help,
+                        std::vector<double> buckets) {
   std::lock_guard<std::mutex> lock(mu_);
   Family& f = families_[name];
   f.type = type;
@@ -143,7 +148,8 @@ std::string Registry::Render() const {
         uint64_t cumulative = 0;
         for (size_t i = 0; i < f.buckets.size(); ++i) {
           cumulative += i < h.counts.size() ? h.counts[i] : 0;
-          out += name + "_bucket" + WithLe(labels, FormatValue(f.buckets[i])) + " " + std::to_string(cumulative) + "\n";
+          out += name + "_bucket" + WithLe(labels, FormatValue(f.buckets[i])) + " " +
+                 std::to_string(cumulative) + "\n";
         }
         out += name + "_bucket" + WithLe(labels, "+Inf") + " " + std::to_string(h.count) + "\n";
         out += name + "_sum" + labels + " " + FormatValue(h.sum) + "\n";

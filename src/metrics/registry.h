@@ -1,8 +1,8 @@
 #pragma once
 // Prometheus text exposition (format 0.0.4): counters, gauges and histograms with labels,
-// each family with its # HELP and # TYPE lines (https://prometheus.io/docs/instrumenting/exposition_formats/).
-// Names follow Prometheus conventions: `fracgpu_*`, base units (bytes, seconds, ratios 0–1),
-// counters end in `_total`.
+// each family with its # HELP and # TYPE lines
+// (https://prometheus.io/docs/instrumenting/exposition_formats/). Names follow Prometheus
+// conventions: `fracgpu_*`, base units (bytes, seconds, ratios 0–1), counters end in `_total`.
 //
 //   metrics::Registry reg;
 //   reg.Describe("fracgpu_binds_total", metrics::Type::kCounter, "Binds by result.");
@@ -48,7 +48,8 @@ class Registry {
   };
 
   /// Declares a family; must precede its samples. Histograms need ascending `buckets`.
-  void Describe(const std::string& name, Type type, const std::string& help, std::vector<double> buckets = {});
+  void Describe(const std::string& name, Type type, const std::string& help,
+                std::vector<double> buckets = {});
   /// Adds `value` (≥ 0) to a counter (or a gauge).
   void Add(const std::string& name, const Labels& labels, double value = 1.0);
   /// Sets a gauge.

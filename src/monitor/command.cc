@@ -1,23 +1,23 @@
-// `fracgpu monitor`: one per GPU node (beside the device plugin). Thin main (docs/design/STYLE.md): flags
-// → Monitor (monitor.h), a poll loop, and /metrics on the HTTP server, until SIGTERM.
-#include <CLI/CLI.hpp>
+// `fracgpu monitor`: one per GPU node (beside the device plugin). Thin main (docs/design/STYLE.md):
+// flags → Monitor (monitor.h), a poll loop, and /metrics on the HTTP server, until SIGTERM.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <thread>
 
+#include "enforce/nvml_processes.h"
 #include "http/server.h"
 #include "k8s/client.h"
 #include "k8s/clock.h"
 #include "k8s/config.h"
 #include "k8s/signals.h"
-#include "enforce/nvml_processes.h"
-#include "monitor/enforcement.h"
 #include "metrics/hami.h"
+#include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
 
@@ -74,7 +74,8 @@ int Run(const Flags& f) {
   options.remove_orphans = !f.no_remove;
   options.hami_metric_names = f.hami_metrics;
   options.legacy_metric_names = f.legacy_metrics;
-  if (std::string bad = metrics::CheckHamiMetricFlags(f.hami_metrics, f.legacy_metrics); !bad.empty()) {
+  if (std::string bad = metrics::CheckHamiMetricFlags(f.hami_metrics, f.legacy_metrics);
+      !bad.empty()) {
     spdlog::error("{}", bad);
     return 2;
   }
@@ -110,15 +111,17 @@ int Run(const Flags& f) {
     if (!enforce::ParseAction(f.enforce_memory, &eo.policy.memory) ||
         !enforce::ParseAction(f.enforce_mismatch, &eo.policy.region_mismatch) ||
         !enforce::ParseAction(f.enforce_unmanaged, &eo.policy.unmanaged)) {
-      spdlog::error("--enforce-memory/--enforce-mismatch/--enforce-unmanaged: none, report or kill");
+      spdlog::error(
+          "--enforce-memory/--enforce-mismatch/--enforce-unmanaged: none, report or kill");
       return 2;
     }
     if (auto d = enforce::NvmlProcesses::Open(f.nvml_library); d.ok()) {
       driver = std::move(*d);
       if (client) events = std::make_unique<monitor::K8sEventSink>(client.get());
-      enforcer = std::make_unique<monitor::NodeEnforcer>(eo, driver.get(), events.get(), &mon.registry());
-      spdlog::info("enforcement on: every {} s, memory {}, region mismatch {}", f.enforce_interval_s, f.enforce_memory,
-                   f.enforce_mismatch);
+      enforcer =
+          std::make_unique<monitor::NodeEnforcer>(eo, driver.get(), events.get(), &mon.registry());
+      spdlog::info("enforcement on: every {} s, memory {}, region mismatch {}",
+                   f.enforce_interval_s, f.enforce_memory, f.enforce_mismatch);
     } else {
       // Said loudly and counted: without NVML there is no driver truth to enforce.
       spdlog::error("enforcement OFF: {}", d.status().ToString());
@@ -139,14 +142,17 @@ int Run(const Flags& f) {
   http_options.port = f.port;
   http::Server server(http_options);
   server.Route("GET", "/metrics", [&mon](const http::Request&) {
-    return http::Response::Text(200, mon.registry().Render(), "text/plain; version=0.0.4; charset=utf-8");
+    return http::Response::Text(200, mon.registry().Render(),
+                                "text/plain; version=0.0.4; charset=utf-8");
   });
-  server.Route("GET", "/healthz", [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
+  server.Route("GET", "/healthz",
+               [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
   if (Status st = server.Start(); !st.ok()) {
     spdlog::error("{}", st.ToString());
     return 1;
   }
-  spdlog::info("monitor on {} (node {}, regions under {})", server.BaseUrl(), f.node_name, mon.containers_root());
+  spdlog::info("monitor on {} (node {}, regions under {})", server.BaseUrl(), f.node_name,
+               mon.containers_root());
   const uint64_t period = static_cast<uint64_t>(f.interval_s * 1e9);
   const uint64_t enforce_period = static_cast<uint64_t>(f.enforce_interval_s * 1e9);
   uint64_t next_metrics = 0, next_enforce = 0;
@@ -175,14 +181,19 @@ void RegisterMonitorCommand(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   flags->node_name = Env("NODE_NAME");
   if (!Env("HOOK_PATH").empty()) flags->hook_path = Env("HOOK_PATH");
-  auto* cmd = app.add_subcommand("monitor", "Export per-GPU and per-container-slice metrics of this node");
-  cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)")->capture_default_str();
-  cmd->add_option("--hook-path", flags->hook_path, "host dir holding vgpu/containers (env HOOK_PATH)")
+  auto* cmd =
+      app.add_subcommand("monitor", "Export per-GPU and per-container-slice metrics of this node");
+  cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)")
+      ->capture_default_str();
+  cmd->add_option("--hook-path", flags->hook_path,
+                  "host dir holding vgpu/containers (env HOOK_PATH)")
       ->capture_default_str();
   cmd->add_option("--node-dir", flags->node_dir, "SM limiter's per-GPU priority files (\"\" = off)")
       ->capture_default_str();
   cmd->add_option("--listen", flags->listen, "address of /metrics")->capture_default_str();
-  cmd->add_option("--port", flags->port, "port of /metrics")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--port", flags->port, "port of /metrics")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--interval", flags->interval_s, "seconds between polls")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
@@ -191,35 +202,45 @@ void RegisterMonitorCommand(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0 * 30))
       ->capture_default_str();
   cmd->add_flag("--no-remove", flags->no_remove, "never remove region directories");
-  cmd->add_flag("--no-apiserver", flags->no_apiserver, "do not name pods (labels carry the pod UID); never remove");
+  cmd->add_flag("--no-apiserver", flags->no_apiserver,
+                "do not name pods (labels carry the pod UID); never remove");
   cmd->add_flag("--hami-metrics,--hami-metric-names", flags->hami_metrics,
-                "also expose HAMi v2.10 vGPUmonitor's metric names on /metrics (hami_host_gpu_*, hami_vgpu_*, "
+                "also expose HAMi v2.10 vGPUmonitor's metric names on /metrics (hami_host_gpu_*, "
+                "hami_vgpu_*, "
                 "hami_container_*; --hami-metrics=false: fracgpu_* only)")
       ->capture_default_str();
   cmd->add_flag("--legacy-metrics", flags->legacy_metrics,
-                "also expose HAMi's pre-v2.10 names (HostGPUMemoryUsage, vGPU_device_memory_usage_in_bytes, ...), "
+                "also expose HAMi's pre-v2.10 names (HostGPUMemoryUsage, "
+                "vGPU_device_memory_usage_in_bytes, ...), "
                 "as HAMi's --legacy-metrics does")
       ->capture_default_str();
-  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)")->capture_default_str();
-  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")->capture_default_str();
+  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)")
+      ->capture_default_str();
+  cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
   cmd->add_flag("--once", flags->once, "poll once, print the metrics to stdout and exit");
-  cmd->add_option("--enforce-interval", flags->enforce_interval_s, "seconds between checks of the driver's account")
+  cmd->add_option("--enforce-interval", flags->enforce_interval_s,
+                  "seconds between checks of the driver's account")
       ->check(CLI::Range(0.05, 60.0))
       ->capture_default_str();
   cmd->add_option("--enforce-memory", flags->enforce_memory,
-                  "over the memory limit: kill (default), report or none; pods override with fracgpu.io/enforcement")
+                  "over the memory limit: kill (default), report or none; pods override with "
+                  "fracgpu.io/enforcement")
       ->capture_default_str();
   cmd->add_option("--enforce-mismatch", flags->enforce_mismatch,
-                  "driver usage above the region's claim (bypass, edited region): report (default), kill or none")
+                  "driver usage above the region's claim (bypass, edited region): report "
+                  "(default), kill or none")
       ->capture_default_str();
   cmd->add_option("--enforce-unmanaged", flags->enforce_unmanaged,
-                  "a process on a fracgpu GPU in no fracgpu container: report (default) or none (never killed)")
+                  "a process on a fracgpu GPU in no fracgpu container: report (default) or none "
+                  "(never killed)")
       ->capture_default_str();
   cmd->add_option("--enforce-confirm-polls", flags->enforce_confirm_polls,
                   "consecutive polls a finding must persist before it is acted on")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  cmd->add_option("--proc-root", flags->proc_root, "the host's /proc (the DaemonSet runs with hostPID)")
+  cmd->add_option("--proc-root", flags->proc_root,
+                  "the host's /proc (the DaemonSet runs with hostPID)")
       ->capture_default_str();
   cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
   cmd->callback([flags] {

@@ -30,7 +30,8 @@ Result<ContainerDir> ParseContainerDirName(const std::string& name) {
   d.pod_uid = name.substr(0, us);
   d.container = name.substr(us + 1);
   if (!SafePart(d.pod_uid) || !SafePart(d.container))
-    return InvalidArgument("directory \"" + name + "\" is not <pod UID>_<container>: empty or unsafe part");
+    return InvalidArgument("directory \"" + name +
+                           "\" is not <pod UID>_<container>: empty or unsafe part");
   return d;
 }
 
@@ -59,8 +60,10 @@ Result<DirScan> ScanContainerDirs(const std::string& root) {
     parsed->path = (fs::path(root) / name).string();
     scan.dirs.push_back(std::move(*parsed));
   }
-  std::sort(scan.dirs.begin(), scan.dirs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  std::sort(scan.skipped.begin(), scan.skipped.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(scan.dirs.begin(), scan.dirs.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(scan.skipped.begin(), scan.skipped.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   return scan;
 }
 

@@ -14,8 +14,8 @@ namespace fracgpu::monitor {
 
 /// One per-container directory.
 struct ContainerDir {
-  std::string name;       ///< "<pod UID>_<container>"
-  std::string path;       ///< <root>/<name>
+  std::string name;  ///< "<pod UID>_<container>"
+  std::string path;  ///< <root>/<name>
   std::string pod_uid;
   std::string container;
 
@@ -53,7 +53,8 @@ class OrphanReaper {
   /// Updates the orphan timers from one poll: `dirs` now present, `live_uids` the UIDs of the
   /// node's pods (nullptr = the list failed: timers are kept, nothing is due). Returns the
   /// directories due for removal (orphaned for >= grace), in name order.
-  std::vector<ContainerDir> Due(const std::vector<ContainerDir>& dirs, const std::vector<std::string>* live_uids,
+  std::vector<ContainerDir> Due(const std::vector<ContainerDir>& dirs,
+                                const std::vector<std::string>* live_uids,
                                 std::chrono::nanoseconds now);
   /// Forgets a directory (after removing it).
   void Forget(const std::string& name) { orphaned_since_.erase(name); }

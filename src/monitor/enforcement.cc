@@ -2,14 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "enforce/region_claims.h"
 #include "k8s/client.h"
@@ -24,11 +23,16 @@ constexpr size_t kMaxLimitsFileBytes = 64 * 1024;
 const char* EventReason(enforce::Reason r, bool killed) {
   if (killed) return "GPUProcessKilled";
   switch (r) {
-    case enforce::Reason::kMemoryOverLimit: return "GPUMemoryOverLimit";
-    case enforce::Reason::kRegionMismatch: return "GPURegionMismatch";
-    case enforce::Reason::kUnmanagedProcess: return "GPUUnmanagedProcess";
-    case enforce::Reason::kSmOverLimit: return "GPUSMOverLimit";
-    case enforce::Reason::kLimitsUnreadable: return "GPULimitsUnreadable";
+    case enforce::Reason::kMemoryOverLimit:
+      return "GPUMemoryOverLimit";
+    case enforce::Reason::kRegionMismatch:
+      return "GPURegionMismatch";
+    case enforce::Reason::kUnmanagedProcess:
+      return "GPUUnmanagedProcess";
+    case enforce::Reason::kSmOverLimit:
+      return "GPUSMOverLimit";
+    case enforce::Reason::kLimitsUnreadable:
+      return "GPULimitsUnreadable";
   }
   return "GPUEnforcement";
 }
@@ -61,7 +65,8 @@ Result<std::string> ReadLimitsText(const std::string& path) {
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxLimitsFileBytes) {
       ::close(fd);
-      return InvalidArgument(path + ": larger than " + std::to_string(kMaxLimitsFileBytes) + " bytes");
+      return InvalidArgument(path + ": larger than " + std::to_string(kMaxLimitsFileBytes) +
+                             " bytes");
     }
   }
   ::close(fd);
@@ -70,16 +75,20 @@ Result<std::string> ReadLimitsText(const std::string& path) {
 
 }  // namespace
 
-void K8sEventSink::PodWarning(const PodRef& pod, const std::string& reason, const std::string& message) {
-  nlohmann::json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"namespace", pod.namespace_name},
-                                                                                  {"name", pod.name},
-                                                                                  {"uid", pod.uid}}}};
+void K8sEventSink::PodWarning(const PodRef& pod, const std::string& reason,
+                              const std::string& message) {
+  nlohmann::json involved = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"namespace", pod.namespace_name}, {"name", pod.name}, {"uid", pod.uid}}}};
   Status st = client_->CreateEvent(involved, "Warning", reason, message, "fracgpu-monitor");
-  if (!st.ok()) spdlog::warn("event {} on pod {}/{} not recorded: {}", reason, pod.namespace_name, pod.name, st.ToString());
+  if (!st.ok())
+    spdlog::warn("event {} on pod {}/{} not recorded: {}", reason, pod.namespace_name, pod.name,
+                 st.ToString());
 }
 
-NodeEnforcer::NodeEnforcer(EnforcementOptions options, enforce::ProcessSource* processes, EventSink* events,
-                           metrics::Registry* registry)
+NodeEnforcer::NodeEnforcer(EnforcementOptions options, enforce::ProcessSource* processes,
+                           EventSink* events, metrics::Registry* registry)
     : options_(std::move(options)),
       processes_(processes),
       events_(events),
@@ -88,15 +97,18 @@ NodeEnforcer::NodeEnforcer(EnforcementOptions options, enforce::ProcessSource* p
       resolver_(&reader_),
       enforcer_(options_.policy) {
   using metrics::Type;
-  registry_->Describe("fracgpu_enforcement_violations_total", Type::kCounter,
-                      "Confirmed enforcement findings (episodes, not polls), by reason (docs/enforcement.md).");
+  registry_->Describe(
+      "fracgpu_enforcement_violations_total", Type::kCounter,
+      "Confirmed enforcement findings (episodes, not polls), by reason (docs/enforcement.md).");
   registry_->Describe("fracgpu_enforcement_kills_total", Type::kCounter,
                       "Processes SIGKILLed by the enforcement, by reason.");
-  registry_->Describe("fracgpu_enforcement_polls_total", Type::kCounter, "Enforcement polls of the driver's account.");
+  registry_->Describe("fracgpu_enforcement_polls_total", Type::kCounter,
+                      "Enforcement polls of the driver's account.");
 }
 
-std::vector<enforce::Finding> NodeEnforcer::Poll(uint64_t now_ns, const std::map<std::string, PodRef>& pods,
-                                                 const std::map<std::string, std::map<uint32_t, double>>& sm) {
+std::vector<enforce::Finding> NodeEnforcer::Poll(
+    uint64_t now_ns, const std::map<std::string, PodRef>& pods,
+    const std::map<std::string, std::map<uint32_t, double>>& sm) {
   registry_->Add("fracgpu_enforcement_polls_total", {});
   enforce::Observation obs;
   obs.now_ns = now_ns;
@@ -133,15 +145,18 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(uint64_t now_ns, const std::map
         }
         for (size_t i = 0; i < uuids.size() && i < static_cast<size_t>(vgpu::kMaxDevices); ++i) {
           bool fail_closed = false;
-          c.memory_limit_bytes[uuids[i]] = vgpu::EffectiveMemoryLimit(*config, static_cast<int>(i), &fail_closed);
+          c.memory_limit_bytes[uuids[i]] =
+              vgpu::EffectiveMemoryLimit(*config, static_cast<int>(i), &fail_closed);
           c.sm_limit_percent[uuids[i]] = vgpu::EffectiveSmLimit(*config, static_cast<int>(i));
           managed.insert(uuids[i]);
         }
       }
       std::string& last = last_limits_error_[parsed->name];
-      if (!c.limits_ok && last != c.limits_error) spdlog::warn("limits of {}: {}", parsed->name, c.limits_error);
+      if (!c.limits_ok && last != c.limits_error)
+        spdlog::warn("limits of {}: {}", parsed->name, c.limits_error);
       last = c.limits_ok ? "" : c.limits_error;
-      auto claims = enforce::ReadRegionClaims(vgpu + "/containers/" + parsed->name + "/region.cache", uuids);
+      auto claims =
+          enforce::ReadRegionClaims(vgpu + "/containers/" + parsed->name + "/region.cache", uuids);
       if (claims.ok()) {
         c.claims = std::move(*claims);
         for (const auto& [uuid, _] : c.claims) managed.insert(uuid);
@@ -151,7 +166,8 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(uint64_t now_ns, const std::map
       }
       auto pod = pods.find(c.id.pod_uid);
       enforce::Action a;
-      if (pod != pods.end() && !pod->second.enforcement.empty() && enforce::ParseAction(pod->second.enforcement, &a))
+      if (pod != pods.end() && !pod->second.enforcement.empty() &&
+          enforce::ParseAction(pod->second.enforcement, &a))
         c.memory_action = a;
       containers_of_pod[c.id.pod_uid].push_back(c.id.container);
       obs.containers.push_back(std::move(c));
@@ -166,7 +182,8 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(uint64_t now_ns, const std::map
   for (const auto& e : errors) nvml_error += (nvml_error.empty() ? "" : "; ") + e;
   if (!nvml_error.empty()) {
     registry_->Add("fracgpu_monitor_errors_total", {{"source", "nvml_processes"}});
-    if (nvml_error != last_nvml_error_) spdlog::warn("enforcement: NVML: {} (still polling)", nvml_error);
+    if (nvml_error != last_nvml_error_)
+      spdlog::warn("enforcement: NVML: {} (still polling)", nvml_error);
   } else if (!last_nvml_error_.empty()) {
     spdlog::info("enforcement: NVML answers again");
   }

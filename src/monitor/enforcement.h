@@ -30,14 +30,16 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   /// A Warning Event about `pod` (reason CamelCase, e.g. "GPUMemoryOverLimit").
-  virtual void PodWarning(const PodRef& pod, const std::string& reason, const std::string& message) = 0;
+  virtual void PodWarning(const PodRef& pod, const std::string& reason,
+                          const std::string& message) = 0;
 };
 
 /// EventSink over the API server (core/v1 Events, component "fracgpu-monitor").
 class K8sEventSink final : public EventSink {
  public:
   explicit K8sEventSink(k8s::Client* client) : client_(client) {}
-  void PodWarning(const PodRef& pod, const std::string& reason, const std::string& message) override;
+  void PodWarning(const PodRef& pod, const std::string& reason,
+                  const std::string& message) override;
 
  private:
   k8s::Client* client_;
@@ -45,9 +47,10 @@ class K8sEventSink final : public EventSink {
 
 /// Settings (the monitor's --enforce-* flags).
 struct EnforcementOptions {
-  std::string hook_path = "/usr/local";  ///< limits under <hook>/vgpu/limits, regions under <hook>/vgpu/containers
-  std::string proc_root = "/proc";       ///< the host's /proc (hostPID)
-  enforce::Policy policy;                ///< actions per reason, confirm polls (default: kill memory after 2)
+  std::string hook_path =
+      "/usr/local";  ///< limits under <hook>/vgpu/limits, regions under <hook>/vgpu/containers
+  std::string proc_root = "/proc";  ///< the host's /proc (hostPID)
+  enforce::Policy policy;  ///< actions per reason, confirm polls (default: kill memory after 2)
 };
 
 /// One poll's enforcement on this node.
@@ -62,8 +65,9 @@ class NodeEnforcer {
   /// is unknown). `sm_utilization`: per GPU UUID, per host PID, when the caller has it.
   /// Never fails: NVML errors are logged once per change and counted
   /// (fracgpu_monitor_errors_total{source="nvml_processes"}); the next poll tries again.
-  std::vector<enforce::Finding> Poll(uint64_t now_ns, const std::map<std::string, PodRef>& pods,
-                                     const std::map<std::string, std::map<uint32_t, double>>& sm_utilization = {});
+  std::vector<enforce::Finding> Poll(
+      uint64_t now_ns, const std::map<std::string, PodRef>& pods,
+      const std::map<std::string, std::map<uint32_t, double>>& sm_utilization = {});
 
  private:
   void Act(const enforce::Finding& f, const std::map<std::string, PodRef>& pods);

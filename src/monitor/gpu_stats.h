@@ -1,8 +1,8 @@
 #pragma once
 // What the monitor reads from the node's GPUs: per-GPU memory and utilisation, and per-process
 // SM utilisation (for per-container utilisation). NvmlGpuStats (nvml_stats.h) implements it
-// over libnvidia-ml.so.1; tests implement it in memory (docs/design/STYLE.md: every OS access behind one
-// seam).
+// over libnvidia-ml.so.1; tests implement it in memory (docs/design/STYLE.md: every OS access
+// behind one seam).
 
 #include <cstdint>
 #include <map>
@@ -16,9 +16,9 @@ namespace fracgpu::monitor {
 
 /// One physical GPU as NVML reports it at one poll.
 struct GpuStats {
-  std::string uuid;                 ///< "GPU-…"
-  uint32_t index = 0;               ///< NVML index
-  std::string name;                 ///< product name, e.g. "NVIDIA A100-SXM4-40GB"
+  std::string uuid;    ///< "GPU-…"
+  uint32_t index = 0;  ///< NVML index
+  std::string name;    ///< product name, e.g. "NVIDIA A100-SXM4-40GB"
   uint64_t memory_total_bytes = 0;
   uint64_t memory_used_bytes = 0;
   std::optional<double> utilization;         ///< GPU busy ratio 0..1 (nvmlUtilization_t.gpu / 100)

@@ -1,13 +1,12 @@
 #include "monitor/monitor.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "metrics/hami.h"
 #include "vgpu/sm_limiter.h"
@@ -46,9 +45,12 @@ Monitor::Monitor(MonitorOptions options, GpuStatsSource* gpus, PodLister* pods)
     : options_(std::move(options)), gpus_(gpus), pods_(pods), reaper_(options_.orphan_grace) {
   using metrics::Type;
   auto& r = registry_;
-  r.Describe("fracgpu_build_info", Type::kGauge, "Build of the fracgpu component serving these metrics (always 1).");
-  r.Describe("fracgpu_gpu_memory_used_bytes", Type::kGauge, "Device memory in use on a GPU as NVML reports it, bytes.");
-  r.Describe("fracgpu_gpu_memory_total_bytes", Type::kGauge, "Device memory of a GPU as NVML reports it, bytes.");
+  r.Describe("fracgpu_build_info", Type::kGauge,
+             "Build of the fracgpu component serving these metrics (always 1).");
+  r.Describe("fracgpu_gpu_memory_used_bytes", Type::kGauge,
+             "Device memory in use on a GPU as NVML reports it, bytes.");
+  r.Describe("fracgpu_gpu_memory_total_bytes", Type::kGauge,
+             "Device memory of a GPU as NVML reports it, bytes.");
   r.Describe("fracgpu_gpu_utilization_ratio", Type::kGauge,
              "Share of the last NVML sample period a kernel ran on the GPU (0..1).");
   r.Describe("fracgpu_gpu_memory_controller_utilization_ratio", Type::kGauge,
@@ -67,50 +69,72 @@ Monitor::Monitor(MonitorOptions options, GpuStatsSource* gpus, PodLister* pods)
   r.Describe("fracgpu_container_memory_data_bytes", Type::kGauge,
              "Of the slice's memory: allocations (cuMemAlloc*, pools, arrays, VMM), bytes.");
   r.Describe("fracgpu_container_sm_utilization_ratio", Type::kGauge,
-             "SM utilisation of the slice's processes on the GPU since the previous poll (NVML per process, 0..1).");
-  r.Describe("fracgpu_container_sm_limit_ratio", Type::kGauge, "SM limit of the slice on the GPU (1 = unlimited).");
+             "SM utilisation of the slice's processes on the GPU since the previous poll (NVML per "
+             "process, 0..1).");
+  r.Describe("fracgpu_container_sm_limit_ratio", Type::kGauge,
+             "SM limit of the slice on the GPU (1 = unlimited).");
   r.Describe("fracgpu_container_last_kernel_age_seconds", Type::kGauge,
              "Seconds since the slice's last kernel launch on the GPU (absent: none yet).");
-  r.Describe("fracgpu_container_processes", Type::kGauge, "Processes of the container holding a region slot.");
-  r.Describe("fracgpu_monitor_polls_total", Type::kCounter, "Polls of the region directory and NVML.");
+  r.Describe("fracgpu_container_processes", Type::kGauge,
+             "Processes of the container holding a region slot.");
+  r.Describe("fracgpu_monitor_polls_total", Type::kCounter,
+             "Polls of the region directory and NVML.");
   r.Describe("fracgpu_monitor_region_skipped_total", Type::kCounter,
              "Region files skipped by a poll, by reason (untrusted input that did not validate).");
-  r.Describe("fracgpu_monitor_errors_total", Type::kCounter, "Polls in which a source failed, by source.");
+  r.Describe("fracgpu_monitor_errors_total", Type::kCounter,
+             "Polls in which a source failed, by source.");
   r.Describe("fracgpu_monitor_directories_removed_total", Type::kCounter,
              "Region directories removed because their pod left the node.");
   if (options_.hami_metric_names) {
     // HAMi v2.10 vGPUmonitor's names, help texts and labels (cmd/vGPUmonitor/metrics.go;
     // docs/design/hami-behaviour.md §6.1), with its constant zone="vGPU"; values in HAMi's
     // units (utilisation in percent 0..100, as HAMi reports NVML's figures).
-    r.Describe("hami_host_gpu_memory_used_bytes", Type::kGauge, "HAMi-compatible: memory in use on the GPU (NVML), bytes.");
-    r.Describe("hami_host_gpu_utilization_ratio", Type::kGauge, "HAMi-compatible: SM utilisation of the GPU (NVML), percent 0..100.");
+    r.Describe("hami_host_gpu_memory_used_bytes", Type::kGauge,
+               "HAMi-compatible: memory in use on the GPU (NVML), bytes.");
+    r.Describe("hami_host_gpu_utilization_ratio", Type::kGauge,
+               "HAMi-compatible: SM utilisation of the GPU (NVML), percent 0..100.");
     r.Describe("hami_host_gpu_memory_controller_utilization_ratio", Type::kGauge,
                "HAMi-compatible: memory-controller utilisation of the GPU (NVML), percent 0..100.");
-    r.Describe("hami_vgpu_memory_used_bytes", Type::kGauge, "HAMi-compatible: memory a container uses on a GPU (its region), bytes.");
-    r.Describe("hami_vgpu_memory_limit_bytes", Type::kGauge, "HAMi-compatible: a container's memory limit on a GPU, bytes.");
-    r.Describe("hami_container_device_memory_bytes", Type::kGauge, "HAMi-compatible: a container's device memory in use, bytes.");
-    r.Describe("hami_vgpu_memory_context_bytes", Type::kGauge, "HAMi-compatible: a container's context memory, bytes.");
-    r.Describe("hami_vgpu_memory_module_bytes", Type::kGauge, "HAMi-compatible: a container's module (code) memory, bytes.");
-    r.Describe("hami_vgpu_memory_buffer_bytes", Type::kGauge, "HAMi-compatible: a container's buffer (allocation) memory, bytes.");
-    r.Describe("hami_container_device_utilization_ratio", Type::kGauge, "HAMi-compatible: a container's SM utilisation, percent 0..100.");
+    r.Describe("hami_vgpu_memory_used_bytes", Type::kGauge,
+               "HAMi-compatible: memory a container uses on a GPU (its region), bytes.");
+    r.Describe("hami_vgpu_memory_limit_bytes", Type::kGauge,
+               "HAMi-compatible: a container's memory limit on a GPU, bytes.");
+    r.Describe("hami_container_device_memory_bytes", Type::kGauge,
+               "HAMi-compatible: a container's device memory in use, bytes.");
+    r.Describe("hami_vgpu_memory_context_bytes", Type::kGauge,
+               "HAMi-compatible: a container's context memory, bytes.");
+    r.Describe("hami_vgpu_memory_module_bytes", Type::kGauge,
+               "HAMi-compatible: a container's module (code) memory, bytes.");
+    r.Describe("hami_vgpu_memory_buffer_bytes", Type::kGauge,
+               "HAMi-compatible: a container's buffer (allocation) memory, bytes.");
+    r.Describe("hami_container_device_utilization_ratio", Type::kGauge,
+               "HAMi-compatible: a container's SM utilisation, percent 0..100.");
     r.Describe("hami_container_last_kernel_elapsed_seconds", Type::kGauge,
                "HAMi-compatible: seconds since the container last launched a kernel.");
     metrics::DescribeHamiBuildInfo(r);
     if (options_.legacy_metric_names) {
       // HAMi's pre-v2.10 names (initLegacyDescriptors, emitted with HAMi's --legacy-metrics).
-      r.Describe("HostGPUMemoryUsage", Type::kGauge, "HAMi legacy name: memory in use on the GPU, bytes.");
-      r.Describe("HostCoreUtilization", Type::kGauge, "HAMi legacy name: SM utilisation of the GPU, percent.");
-      r.Describe("vGPU_device_memory_usage_in_bytes", Type::kGauge, "HAMi legacy name: memory a container uses on a GPU, bytes.");
-      r.Describe("vGPU_device_memory_limit_in_bytes", Type::kGauge, "HAMi legacy name: a container's memory limit on a GPU, bytes.");
-      r.Describe("Device_memory_desc_of_container", Type::kGauge, "HAMi legacy name: a container's memory by kind, bytes.");
-      r.Describe("Device_utilization_desc_of_container", Type::kGauge, "HAMi legacy name: a container's SM utilisation, percent.");
-      r.Describe("Device_last_kernel_of_container", Type::kGauge, "HAMi legacy name: seconds since the container's last kernel.");
+      r.Describe("HostGPUMemoryUsage", Type::kGauge,
+                 "HAMi legacy name: memory in use on the GPU, bytes.");
+      r.Describe("HostCoreUtilization", Type::kGauge,
+                 "HAMi legacy name: SM utilisation of the GPU, percent.");
+      r.Describe("vGPU_device_memory_usage_in_bytes", Type::kGauge,
+                 "HAMi legacy name: memory a container uses on a GPU, bytes.");
+      r.Describe("vGPU_device_memory_limit_in_bytes", Type::kGauge,
+                 "HAMi legacy name: a container's memory limit on a GPU, bytes.");
+      r.Describe("Device_memory_desc_of_container", Type::kGauge,
+                 "HAMi legacy name: a container's memory by kind, bytes.");
+      r.Describe("Device_utilization_desc_of_container", Type::kGauge,
+                 "HAMi legacy name: a container's SM utilisation, percent.");
+      r.Describe("Device_last_kernel_of_container", Type::kGauge,
+                 "HAMi legacy name: seconds since the container's last kernel.");
     }
   }
   registry_.AddCollector([this](metrics::Registry::Scrape& s) { Collect(s); });
 }
 
-void Monitor::ReadPriorityFiles(const std::vector<GpuStats>& gpus, uint64_t now_ns, Snapshot* snap) const {
+void Monitor::ReadPriorityFiles(const std::vector<GpuStats>& gpus, uint64_t now_ns,
+                                Snapshot* snap) const {
   if (options_.node_dir.empty()) return;
   for (const auto& g : gpus) {
     if (g.uuid.empty() || g.uuid.find('/') != std::string::npos) continue;
@@ -169,7 +193,8 @@ void Monitor::Poll(uint64_t now_ns) {
         spdlog::warn("{}", st.ToString());
         continue;
       }
-      spdlog::info("removed {}: pod {} is no longer on node {}", d.path, d.pod_uid, options_.node_name);
+      spdlog::info("removed {}: pod {} is no longer on node {}", d.path, d.pod_uid,
+                   options_.node_name);
       registry_.Add("fracgpu_monitor_directories_removed_total", {});
       reaper_.Forget(d.name);
       removed.insert(d.name);
@@ -261,29 +286,41 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
   std::map<std::string, int> slices_per_gpu;
   for (const auto& sl : snapshot_.slices) ++slices_per_gpu[sl.device.uuid];
   for (const auto& g : snapshot_.gpus) {
-    metrics::Labels l = {{"node", node}, {"device_uuid", g.uuid}, {"device_index", std::to_string(g.index)},
+    metrics::Labels l = {{"node", node},
+                         {"device_uuid", g.uuid},
+                         {"device_index", std::to_string(g.index)},
                          {"model", g.name}};
     s.Set("fracgpu_gpu_memory_used_bytes", l, static_cast<double>(g.memory_used_bytes));
     s.Set("fracgpu_gpu_memory_total_bytes", l, static_cast<double>(g.memory_total_bytes));
     if (g.utilization) s.Set("fracgpu_gpu_utilization_ratio", l, *g.utilization);
-    if (g.memory_utilization) s.Set("fracgpu_gpu_memory_controller_utilization_ratio", l, *g.memory_utilization);
+    if (g.memory_utilization)
+      s.Set("fracgpu_gpu_memory_controller_utilization_ratio", l, *g.memory_utilization);
     auto n = slices_per_gpu.find(g.uuid);
     s.Set("fracgpu_gpu_slices", l, n == slices_per_gpu.end() ? 0 : n->second);
     if (options_.hami_metric_names) {
-      const std::string type = "NVIDIA-" + g.name;  // HAMi's device_type: "NVIDIA-" + nvmlDeviceGetName
-      metrics::Labels h = {{"node", node}, {"device_index", std::to_string(g.index)}, {"device_uuid", g.uuid},
-                           {"device_type", type}, {"zone", metrics::kHamiZone}};
+      const std::string type =
+          "NVIDIA-" + g.name;  // HAMi's device_type: "NVIDIA-" + nvmlDeviceGetName
+      metrics::Labels h = {{"node", node},
+                           {"device_index", std::to_string(g.index)},
+                           {"device_uuid", g.uuid},
+                           {"device_type", type},
+                           {"zone", metrics::kHamiZone}};
       s.Set("hami_host_gpu_memory_used_bytes", h, static_cast<double>(g.memory_used_bytes));
       if (g.utilization) s.Set("hami_host_gpu_utilization_ratio", h, *g.utilization * 100);
       if (options_.legacy_metric_names) {
-        metrics::Labels o = {{"nodeid", node}, {"deviceidx", std::to_string(g.index)}, {"deviceuuid", g.uuid},
-                             {"devicetype", type}, {"zone", metrics::kHamiZone}};
+        metrics::Labels o = {{"nodeid", node},
+                             {"deviceidx", std::to_string(g.index)},
+                             {"deviceuuid", g.uuid},
+                             {"devicetype", type},
+                             {"zone", metrics::kHamiZone}};
         s.Set("HostGPUMemoryUsage", o, static_cast<double>(g.memory_used_bytes));
         if (g.utilization) s.Set("HostCoreUtilization", o, *g.utilization * 100);
       }
       if (g.memory_utilization)
         s.Set("hami_host_gpu_memory_controller_utilization_ratio",
-              {{"device_index", std::to_string(g.index)}, {"device_uuid", g.uuid}, {"device_type", type},
+              {{"device_index", std::to_string(g.index)},
+               {"device_uuid", g.uuid},
+               {"device_type", type},
                {"zone", metrics::kHamiZone}},
               *g.memory_utilization * 100);
     }
@@ -292,40 +329,54 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
     s.Set("fracgpu_gpu_priority_launch_age_seconds", {{"node", node}, {"device_uuid", uuid}}, age);
   for (const auto& sl : snapshot_.slices) {
     const SliceDevice& d = sl.device;
-    metrics::Labels l = {{"node", node}, {"namespace", sl.namespace_name}, {"pod", sl.pod},
-                         {"container", sl.container}, {"device_uuid", d.uuid}};
+    metrics::Labels l = {{"node", node},
+                         {"namespace", sl.namespace_name},
+                         {"pod", sl.pod},
+                         {"container", sl.container},
+                         {"device_uuid", d.uuid}};
     s.Set("fracgpu_container_memory_used_bytes", l, static_cast<double>(d.used_bytes));
     s.Set("fracgpu_container_memory_limit_bytes", l, static_cast<double>(d.memory_limit_bytes));
     s.Set("fracgpu_container_memory_context_bytes", l, static_cast<double>(d.context_bytes));
     s.Set("fracgpu_container_memory_module_bytes", l, static_cast<double>(d.module_bytes));
     s.Set("fracgpu_container_memory_data_bytes", l, static_cast<double>(d.data_bytes));
-    s.Set("fracgpu_container_sm_limit_ratio", l, d.sm_limit_percent == 0 ? 1.0 : Ratio(d.sm_limit_percent));
+    s.Set("fracgpu_container_sm_limit_ratio", l,
+          d.sm_limit_percent == 0 ? 1.0 : Ratio(d.sm_limit_percent));
     if (sl.sm_utilization) s.Set("fracgpu_container_sm_utilization_ratio", l, *sl.sm_utilization);
-    if (sl.last_kernel_age_s) s.Set("fracgpu_container_last_kernel_age_seconds", l, *sl.last_kernel_age_s);
+    if (sl.last_kernel_age_s)
+      s.Set("fracgpu_container_last_kernel_age_seconds", l, *sl.last_kernel_age_s);
     s.Set("fracgpu_container_processes", l, sl.processes);
     if (options_.hami_metric_names) {
-      metrics::Labels h = {{"namespace", sl.namespace_name}, {"pod", sl.pod}, {"container", sl.container},
-                           {"vdevice_index", std::to_string(d.index)}, {"device_uuid", d.uuid},
-                           {"zone", metrics::kHamiZone}};
+      metrics::Labels h = {
+          {"namespace", sl.namespace_name}, {"pod", sl.pod},
+          {"container", sl.container},      {"vdevice_index", std::to_string(d.index)},
+          {"device_uuid", d.uuid},          {"zone", metrics::kHamiZone}};
       s.Set("hami_vgpu_memory_used_bytes", h, static_cast<double>(d.used_bytes));
       s.Set("hami_vgpu_memory_limit_bytes", h, static_cast<double>(d.memory_limit_bytes));
       s.Set("hami_container_device_memory_bytes", h, static_cast<double>(d.used_bytes));
       s.Set("hami_vgpu_memory_context_bytes", h, static_cast<double>(d.context_bytes));
       s.Set("hami_vgpu_memory_module_bytes", h, static_cast<double>(d.module_bytes));
       s.Set("hami_vgpu_memory_buffer_bytes", h, static_cast<double>(d.data_bytes));
-      if (sl.sm_utilization) s.Set("hami_container_device_utilization_ratio", h, *sl.sm_utilization * 100);
-      if (sl.last_kernel_age_s) s.Set("hami_container_last_kernel_elapsed_seconds", h, *sl.last_kernel_age_s);
+      if (sl.sm_utilization)
+        s.Set("hami_container_device_utilization_ratio", h, *sl.sm_utilization * 100);
+      if (sl.last_kernel_age_s)
+        s.Set("hami_container_last_kernel_elapsed_seconds", h, *sl.last_kernel_age_s);
       if (options_.legacy_metric_names) {
-        metrics::Labels o = {{"podnamespace", sl.namespace_name}, {"podname", sl.pod}, {"ctrname", sl.container},
-                             {"vdeviceid", std::to_string(d.index)}, {"deviceuuid", d.uuid},
+        metrics::Labels o = {{"podnamespace", sl.namespace_name},
+                             {"podname", sl.pod},
+                             {"ctrname", sl.container},
+                             {"vdeviceid", std::to_string(d.index)},
+                             {"deviceuuid", d.uuid},
                              {"zone", metrics::kHamiZone}};
         s.Set("vGPU_device_memory_usage_in_bytes", o, static_cast<double>(d.used_bytes));
         s.Set("vGPU_device_memory_limit_in_bytes", o, static_cast<double>(d.memory_limit_bytes));
-        if (sl.sm_utilization) s.Set("Device_utilization_desc_of_container", o, *sl.sm_utilization * 100);
-        if (sl.last_kernel_age_s) s.Set("Device_last_kernel_of_container", o, *sl.last_kernel_age_s);
+        if (sl.sm_utilization)
+          s.Set("Device_utilization_desc_of_container", o, *sl.sm_utilization * 100);
+        if (sl.last_kernel_age_s)
+          s.Set("Device_last_kernel_of_container", o, *sl.last_kernel_age_s);
         // HAMi puts the breakdown in labels; offset = total − context − module − data.
-        const int64_t offset = static_cast<int64_t>(d.used_bytes) - static_cast<int64_t>(d.context_bytes) -
-                               static_cast<int64_t>(d.module_bytes) - static_cast<int64_t>(d.data_bytes);
+        const int64_t offset =
+            static_cast<int64_t>(d.used_bytes) - static_cast<int64_t>(d.context_bytes) -
+            static_cast<int64_t>(d.module_bytes) - static_cast<int64_t>(d.data_bytes);
         metrics::Labels m = o;
         m.pop_back();  // zone goes last, after HAMi's four extra labels
         m.insert(m.end(), {{"context", std::to_string(d.context_bytes)},
@@ -343,8 +394,10 @@ std::string MissingContainersWarning(const std::string& hook_path) {
   const std::string dir = hook_path + "/vgpu/containers";
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "";
-  return dir + " is missing: no container's region can be read, so no slice is measured or enforced "
-         "until it appears (the device plugin creates it when it starts). If the device plugin uses "
+  return dir +
+         " is missing: no container's region can be read, so no slice is measured or enforced "
+         "until it appears (the device plugin creates it when it starts). If the device plugin "
+         "uses "
          "another folder, point --hook-path (env HOOK_PATH) at the one holding vgpu/containers";
 }
 

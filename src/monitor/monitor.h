@@ -1,9 +1,9 @@
 #pragma once
-// The per-node exporter behind `fracgpu monitor` (docs/design/ARCHITECTURE.md "monitor/"): each Poll()
-// scans the region directories, reads every region as untrusted input (region_reader.h), names
-// each directory after its pod (pods.h), reads NVML (gpu_stats.h) and the SM limiter's per-GPU
-// priority files, removes directories of pods gone for longer than the grace period, and keeps
-// the result as a snapshot that /metrics renders (docs/monitor.md lists every metric).
+// The per-node exporter behind `fracgpu monitor` (docs/design/ARCHITECTURE.md "monitor/"): each
+// Poll() scans the region directories, reads every region as untrusted input (region_reader.h),
+// names each directory after its pod (pods.h), reads NVML (gpu_stats.h) and the SM limiter's
+// per-GPU priority files, removes directories of pods gone for longer than the grace period, and
+// keeps the result as a snapshot that /metrics renders (docs/monitor.md lists every metric).
 //
 //   monitor::Monitor m(options, &nvml, &pods);
 //   m.Poll(MonotonicNow());          // every --interval
@@ -30,14 +30,19 @@ namespace fracgpu::monitor {
 
 /// Settings (the command's flags).
 struct MonitorOptions {
-  std::string node_name;                    ///< this node (the `node` label, the pod list)
-  std::string hook_path = "/usr/local";     ///< regions under <hook>/vgpu/containers
-  std::string node_dir = "/usr/local/vgpu/node";  ///< host dir of the SM limiter's per-GPU priority files (device plugin: <hook>/vgpu/node); "" = off
-  std::chrono::nanoseconds orphan_grace = std::chrono::minutes(5);  ///< before removing a gone pod's dir
-  bool remove_orphans = true;               ///< false: never remove anything
-  bool hami_metric_names = true;            ///< also emit HAMi's metric names (docs/design/hami-behaviour.md §6.1)
-  bool legacy_metric_names = false;         ///< with them, HAMi's pre-v2.10 names (HAMi's --legacy-metrics)
-  std::string version = "0.0.0";            ///< for fracgpu_build_info
+  std::string node_name;                 ///< this node (the `node` label, the pod list)
+  std::string hook_path = "/usr/local";  ///< regions under <hook>/vgpu/containers
+  std::string node_dir =
+      "/usr/local/vgpu/node";  ///< host dir of the SM limiter's per-GPU priority files (device
+                               ///< plugin: <hook>/vgpu/node); "" = off
+  std::chrono::nanoseconds orphan_grace =
+      std::chrono::minutes(5);  ///< before removing a gone pod's dir
+  bool remove_orphans = true;   ///< false: never remove anything
+  bool hami_metric_names =
+      true;  ///< also emit HAMi's metric names (docs/design/hami-behaviour.md §6.1)
+  bool legacy_metric_names =
+      false;                      ///< with them, HAMi's pre-v2.10 names (HAMi's --legacy-metrics)
+  std::string version = "0.0.0";  ///< for fracgpu_build_info
 };
 
 /// One container slice on one GPU, as last polled.
@@ -49,14 +54,16 @@ struct SliceSample {
   SliceDevice device;
   int processes = 0;                     ///< active region slots of the container
   std::optional<double> sm_utilization;  ///< Σ NVML per-process SM ratio over the slots' host PIDs
-  std::optional<double> last_kernel_age_s;  ///< now − last_launch_ns, seconds; empty = never / in the future
+  std::optional<double>
+      last_kernel_age_s;  ///< now − last_launch_ns, seconds; empty = never / in the future
 };
 
 /// What a poll saw (also for tests).
 struct Snapshot {
   std::vector<GpuStats> gpus;
   std::vector<SliceSample> slices;
-  std::map<std::string, double> priority_launch_age_s;  ///< GPU UUID → age of the last priority-0 launch
+  std::map<std::string, double>
+      priority_launch_age_s;  ///< GPU UUID → age of the last priority-0 launch
   std::vector<std::pair<std::string, std::string>> skipped;  ///< (directory, reason: message)
 };
 
@@ -90,7 +97,7 @@ class Monitor {
   GpuStatsSource* gpus_;
   PodLister* pods_;
   OrphanReaper reaper_;
-  std::map<std::string, PodRef> known_pods_;  // uid → pod (kept while the API server is down)
+  std::map<std::string, PodRef> known_pods_;      // uid → pod (kept while the API server is down)
   std::map<std::string, std::string> last_skip_;  // directory → last refusal message (log once)
   metrics::Registry registry_;
   mutable std::mutex mu_;

@@ -41,8 +41,8 @@ using HandleByUuidFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
 using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
 using MemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 using UtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
-using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
-                                              unsigned long long);
+using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*,
+                                              unsigned int*, unsigned long long);
 
 template <typename Fn>
 bool Load(void* lib, const char* name, Fn* out) {
@@ -63,8 +63,8 @@ struct NvmlGpuStats::Impl {
   StringFn uuid = nullptr;
   StringFn name = nullptr;
   MemoryFn memory = nullptr;
-  UtilizationFn utilization = nullptr;                 // optional
-  ProcessUtilizationFn process_utilization = nullptr;  // optional
+  UtilizationFn utilization = nullptr;                  // optional
+  ProcessUtilizationFn process_utilization = nullptr;   // optional
   std::map<std::string, unsigned long long> last_seen;  // uuid → newest sample timestamp (µs)
 
   std::string Error(const char* what, nvmlReturn_t rc) const {
@@ -96,7 +96,8 @@ Result<std::unique_ptr<NvmlGpuStats>> NvmlGpuStats::Open(const std::string& libr
       {"nvmlInit_v2", Load(impl->lib, "nvmlInit_v2", &impl->init)},
       {"nvmlShutdown", Load(impl->lib, "nvmlShutdown", &impl->shutdown)},
       {"nvmlDeviceGetCount_v2", Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count)},
-      {"nvmlDeviceGetHandleByIndex_v2", Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index)},
+      {"nvmlDeviceGetHandleByIndex_v2",
+       Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index)},
       {"nvmlDeviceGetHandleByUUID", Load(impl->lib, "nvmlDeviceGetHandleByUUID", &impl->by_uuid)},
       {"nvmlDeviceGetUUID", Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid)},
       {"nvmlDeviceGetName", Load(impl->lib, "nvmlDeviceGetName", &impl->name)},
@@ -131,12 +132,14 @@ Result<std::vector<GpuStats>> NvmlGpuStats::ListGpus() {
   for (unsigned int i = 0; i < n; ++i) {
     nvmlDevice_t dev = nullptr;
     if (nvmlReturn_t rc = impl_->by_index(i, &dev); rc != kSuccess)
-      return Unavailable(impl_->Error(("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")").c_str(), rc));
+      return Unavailable(
+          impl_->Error(("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")").c_str(), rc));
     GpuStats g;
     g.index = i;
     char buf[96] = {};
     if (nvmlReturn_t rc = impl_->uuid(dev, buf, sizeof buf); rc != kSuccess)
-      return Unavailable(impl_->Error(("nvmlDeviceGetUUID(" + std::to_string(i) + ")").c_str(), rc));
+      return Unavailable(
+          impl_->Error(("nvmlDeviceGetUUID(" + std::to_string(i) + ")").c_str(), rc));
     buf[sizeof buf - 1] = '\0';
     g.uuid = buf;
     char name[96] = {};
@@ -160,7 +163,8 @@ Result<std::vector<GpuStats>> NvmlGpuStats::ListGpus() {
 }
 
 Result<std::map<uint32_t, double>> NvmlGpuStats::ProcessSmUtilization(const std::string& uuid) {
-  if (!impl_->process_utilization) return Unavailable("nvmlDeviceGetProcessUtilization is not available");
+  if (!impl_->process_utilization)
+    return Unavailable("nvmlDeviceGetProcessUtilization is not available");
   nvmlDevice_t dev = nullptr;
   if (nvmlReturn_t rc = impl_->by_uuid(uuid.c_str(), &dev); rc != kSuccess) {
     std::string msg = impl_->Error(("nvmlDeviceGetHandleByUUID(" + uuid + ")").c_str(), rc);
@@ -178,7 +182,8 @@ Result<std::map<uint32_t, double>> NvmlGpuStats::ProcessSmUtilization(const std:
   }
   std::map<uint32_t, double> out;
   if (rc == kNotFound || (rc == kSuccess && samples.empty())) return out;  // no samples
-  if (rc != kSuccess) return Unavailable(impl_->Error(("nvmlDeviceGetProcessUtilization(" + uuid + ")").c_str(), rc));
+  if (rc != kSuccess)
+    return Unavailable(impl_->Error(("nvmlDeviceGetProcessUtilization(" + uuid + ")").c_str(), rc));
   std::map<uint32_t, std::pair<double, int>> sums;
   for (unsigned int k = 0; k < count && k < samples.size(); ++k) {
     const auto& s = samples[k];

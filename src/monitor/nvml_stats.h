@@ -16,7 +16,8 @@ class NvmlGpuStats final : public GpuStatsSource {
  public:
   /// dlopens `library` and calls nvmlInit_v2. Errors: kUnavailable naming the library and
   /// dlerror() or the NVML error, or the missing entry point.
-  static Result<std::unique_ptr<NvmlGpuStats>> Open(const std::string& library = "libnvidia-ml.so.1");
+  static Result<std::unique_ptr<NvmlGpuStats>> Open(
+      const std::string& library = "libnvidia-ml.so.1");
   ~NvmlGpuStats() override;
   NvmlGpuStats(const NvmlGpuStats&) = delete;
   NvmlGpuStats& operator=(const NvmlGpuStats&) = delete;

@@ -13,7 +13,8 @@ Result<std::vector<PodRef>> PodsFromList(const nlohmann::json& list) {
     PodRef p{k8s::Uid(item), k8s::Namespace(item), k8s::Name(item), {}, {}};
     if (p.uid.empty()) continue;
     // Bounded: a pod has at most a few hundred containers; the IDs are CRI-formatted strings.
-    const auto* status = item.contains("status") && item["status"].is_object() ? &item["status"] : nullptr;
+    const auto* status =
+        item.contains("status") && item["status"].is_object() ? &item["status"] : nullptr;
     for (const char* key : {"containerStatuses", "initContainerStatuses"}) {
       if (!status || !status->contains(key) || !(*status)[key].is_array()) continue;
       for (const auto& cs : (*status)[key]) {
@@ -25,7 +26,8 @@ Result<std::vector<PodRef>> PodsFromList(const nlohmann::json& list) {
         p.container_names[id.substr(sep + 3)] = name;
       }
     }
-    const auto* meta = item.contains("metadata") && item["metadata"].is_object() ? &item["metadata"] : nullptr;
+    const auto* meta =
+        item.contains("metadata") && item["metadata"].is_object() ? &item["metadata"] : nullptr;
     if (meta && meta->contains("annotations") && (*meta)["annotations"].is_object()) {
       const auto& a = (*meta)["annotations"];
       if (a.contains("fracgpu.io/enforcement") && a["fracgpu.io/enforcement"].is_string())

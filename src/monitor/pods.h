@@ -4,10 +4,9 @@
 // that are gone. K8sPodLister asks the API server; tests use an in-memory lister.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "k8s/client.h"

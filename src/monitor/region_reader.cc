@@ -25,7 +25,8 @@ struct AlignedDelete {
 using RegionCopy = std::unique_ptr<Region, AlignedDelete>;
 
 RegionCopy AllocateCopy() {
-  return RegionCopy(static_cast<Region*>(::operator new(sizeof(Region), std::align_val_t(alignof(Region)))));
+  return RegionCopy(
+      static_cast<Region*>(::operator new(sizeof(Region), std::align_val_t(alignof(Region)))));
 }
 
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -49,12 +50,15 @@ std::string SafeUuid(const char (&raw)[vgpu::kUuidSize]) {
 Status DescribeBadLayout(const Region& r, std::string* reason) {
   auto field = [&](const char* name, uint64_t got, uint64_t want, const char* why) {
     SetReason(reason, why);
-    return InvalidArgument(std::string("region ") + name + " is " + std::to_string(got) + ", want " +
-                           std::to_string(want));
+    return InvalidArgument(std::string("region ") + name + " is " + std::to_string(got) +
+                           ", want " + std::to_string(want));
   };
-  if (r.magic != vgpu::kRegionMagic) return field("magic", r.magic, vgpu::kRegionMagic, "bad_magic");
-  if (r.version != vgpu::kRegionVersion) return field("version", r.version, vgpu::kRegionVersion, "bad_version");
-  if (r.region_size != sizeof(Region)) return field("region_size", r.region_size, sizeof(Region), "bad_layout");
+  if (r.magic != vgpu::kRegionMagic)
+    return field("magic", r.magic, vgpu::kRegionMagic, "bad_magic");
+  if (r.version != vgpu::kRegionVersion)
+    return field("version", r.version, vgpu::kRegionVersion, "bad_version");
+  if (r.region_size != sizeof(Region))
+    return field("region_size", r.region_size, sizeof(Region), "bad_layout");
   if (r.slot_size != sizeof(vgpu::RegionSlot))
     return field("slot_size", r.slot_size, sizeof(vgpu::RegionSlot), "bad_layout");
   if (r.max_devices != static_cast<uint32_t>(vgpu::kMaxDevices))
@@ -62,12 +66,13 @@ Status DescribeBadLayout(const Region& r, std::string* reason) {
   if (r.max_slots != static_cast<uint32_t>(vgpu::kMaxSlots))
     return field("max_slots", r.max_slots, vgpu::kMaxSlots, "bad_layout");
   SetReason(reason, "bad_layout");
-  return InvalidArgument("region device_count is " + std::to_string(r.device_count) + ", want <= " +
-                         std::to_string(vgpu::kMaxDevices));
+  return InvalidArgument("region device_count is " + std::to_string(r.device_count) +
+                         ", want <= " + std::to_string(vgpu::kMaxDevices));
 }
 
 Result<RegionContents> ParseAligned(const Region& r, std::string* reason) {
-  if (vgpu::RegionValidate(&r, sizeof(Region)) != vgpu::RegionError::kOk) return DescribeBadLayout(r, reason);
+  if (vgpu::RegionValidate(&r, sizeof(Region)) != vgpu::RegionError::kOk)
+    return DescribeBadLayout(r, reason);
   RegionContents out;
   // RegionValidate bounds device_count; clamp again so this loop never depends on it.
   const int devices = static_cast<int>(std::min<uint32_t>(r.device_count, vgpu::kMaxDevices));
@@ -95,8 +100,10 @@ Result<RegionContents> ParseAligned(const Region& r, std::string* reason) {
     for (int d = 0; d < devices; ++d) {
       SliceDevice& sd = out.devices[static_cast<size_t>(d)];
       sd.used_bytes = SatAdd(sd.used_bytes, slot.used[d].load(std::memory_order_relaxed));
-      sd.context_bytes = SatAdd(sd.context_bytes, slot.context_bytes[d].load(std::memory_order_relaxed));
-      sd.module_bytes = SatAdd(sd.module_bytes, slot.module_bytes[d].load(std::memory_order_relaxed));
+      sd.context_bytes =
+          SatAdd(sd.context_bytes, slot.context_bytes[d].load(std::memory_order_relaxed));
+      sd.module_bytes =
+          SatAdd(sd.module_bytes, slot.module_bytes[d].load(std::memory_order_relaxed));
       sd.data_bytes = SatAdd(sd.data_bytes, slot.data_bytes[d].load(std::memory_order_relaxed));
     }
   }

@@ -19,8 +19,8 @@ namespace fracgpu::monitor {
 /// What one container slice holds on one of its GPUs (one RegionDevice plus the sums over the
 /// active slots of that device).
 struct SliceDevice {
-  int index = 0;                  ///< container-visible ordinal (RegionDevice index)
-  std::string uuid;               ///< "GPU-…"; "" when the region does not name it
+  int index = 0;                    ///< container-visible ordinal (RegionDevice index)
+  std::string uuid;                 ///< "GPU-…"; "" when the region does not name it
   uint64_t memory_limit_bytes = 0;  ///< 0 = unlimited
   uint32_t sm_limit_percent = 0;    ///< as written: 1..100, 0 = unlimited (not clamped)
   uint64_t used_bytes = 0;          ///< Σ active slots used[d] (saturating)

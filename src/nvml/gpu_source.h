@@ -1,7 +1,7 @@
 #pragma once
 // What the device plugin needs from the GPUs of its node: discovery and Xid events. NVML
-// implements it (nvml.h); tests implement it in memory (docs/design/STYLE.md: every OS access behind
-// one seam).
+// implements it (nvml.h); tests implement it in memory (docs/design/STYLE.md: every OS access
+// behind one seam).
 
 #include <chrono>
 #include <cstdint>
@@ -15,12 +15,12 @@ namespace fracgpu::nvml {
 
 /// One physical GPU as discovered.
 struct GpuInfo {
-  std::string uuid;           ///< "GPU-…"
-  uint32_t index = 0;         ///< NVML index
-  std::string name;           ///< NVML product name, e.g. "Tesla V100-PCIE-32GB"
+  std::string uuid;    ///< "GPU-…"
+  uint32_t index = 0;  ///< NVML index
+  std::string name;    ///< NVML product name, e.g. "Tesla V100-PCIE-32GB"
   uint64_t total_memory_bytes = 0;
-  std::string pci_bus_id;     ///< sysfs form "0000:3b:00.0"; empty when unknown
-  int32_t numa_node = 0;      ///< from sysfs; 0 when unknown or negative
+  std::string pci_bus_id;  ///< sysfs form "0000:3b:00.0"; empty when unknown
+  int32_t numa_node = 0;   ///< from sysfs; 0 when unknown or negative
 
   bool operator==(const GpuInfo&) const = default;
 };

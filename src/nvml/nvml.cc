@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <fstream>
@@ -34,15 +34,18 @@ bool IsHex(const std::string& s) {
 Result<std::string> SysfsBusId(const std::string& nvml_bus_id) {
   // Shape: <domain>:<bus>:<device>.<function>, domain 4 or 8 hex digits.
   std::string id = nvml_bus_id;
-  auto bad = [&] { return InvalidArgument("PCI bus id must look like 00000000:3B:00.0, got \"" + nvml_bus_id + "\""); };
+  auto bad = [&] {
+    return InvalidArgument("PCI bus id must look like 00000000:3B:00.0, got \"" + nvml_bus_id +
+                           "\"");
+  };
   size_t c1 = id.find(':');
   size_t c2 = c1 == std::string::npos ? c1 : id.find(':', c1 + 1);
   size_t dot = c2 == std::string::npos ? c2 : id.find('.', c2 + 1);
   if (dot == std::string::npos) return bad();
   std::string domain = id.substr(0, c1), bus = id.substr(c1 + 1, c2 - c1 - 1),
               dev = id.substr(c2 + 1, dot - c2 - 1), fn = id.substr(dot + 1);
-  if ((domain.size() != 4 && domain.size() != 8) || bus.size() != 2 || dev.size() != 2 || fn.size() != 1 ||
-      !IsHex(domain) || !IsHex(bus) || !IsHex(dev) || !IsHex(fn)) {
+  if ((domain.size() != 4 && domain.size() != 8) || bus.size() != 2 || dev.size() != 2 ||
+      fn.size() != 1 || !IsHex(domain) || !IsHex(bus) || !IsHex(dev) || !IsHex(fn)) {
     return bad();
   }
   if (domain.size() == 8) {
@@ -64,7 +67,8 @@ Result<int32_t> ReadNumaNode(const std::string& sysfs_root, const std::string& b
   int32_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
-    return InvalidArgument(path + " must hold an integer NUMA node, got \"" + text.substr(0, 64) + "\"");
+    return InvalidArgument(path + " must hold an integer NUMA node, got \"" + text.substr(0, 64) +
+                           "\"");
   }
   return value < 0 ? 0 : value;
 }
@@ -94,7 +98,8 @@ struct Nvml::Impl {
 
   std::string Error(const char* call, abi::nvmlReturn_t r) const {
     std::string text = error_string != nullptr ? error_string(r) : "";
-    return std::string(call) + " failed: NVML error " + std::to_string(r) + (text.empty() ? "" : " (" + text + ")");
+    return std::string(call) + " failed: NVML error " + std::to_string(r) +
+           (text.empty() ? "" : " (" + text + ")");
   }
 
   Result<std::string> DeviceUuid(abi::nvmlDevice_t device) const {
@@ -118,7 +123,8 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
   impl->handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (impl->handle == nullptr) {
     const char* err = dlerror();
-    return Unavailable("cannot load NVML library " + options.library + ": " + (err ? err : "unknown error"));
+    return Unavailable("cannot load NVML library " + options.library + ": " +
+                       (err ? err : "unknown error"));
   }
   void* h = impl->handle;
   impl->init = Symbol<abi::InitFn>(h, "nvmlInit_v2");
@@ -136,7 +142,8 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
   impl->event_wait = Symbol<abi::EventSetWaitFn>(h, "nvmlEventSetWait_v2");
   impl->event_free = Symbol<abi::EventSetFreeFn>(h, "nvmlEventSetFree");
   impl->get_arch = Symbol<abi::DeviceGetArchitectureFn>(h, "nvmlDeviceGetArchitecture");
-  impl->get_cc = Symbol<abi::DeviceGetCudaComputeCapabilityFn>(h, "nvmlDeviceGetCudaComputeCapability");
+  impl->get_cc =
+      Symbol<abi::DeviceGetCudaComputeCapabilityFn>(h, "nvmlDeviceGetCudaComputeCapability");
   impl->get_driver_version = Symbol<abi::SystemGetDriverVersionFn>(h, "nvmlSystemGetDriverVersion");
   const std::pair<const char*, const void*> required[] = {
       {"nvmlInit_v2", reinterpret_cast<const void*>(impl->init)},
@@ -165,7 +172,8 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
 Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Nvml::~Nvml() {
-  if (impl_->event_set != nullptr && impl_->event_free != nullptr) impl_->event_free(impl_->event_set);
+  if (impl_->event_set != nullptr && impl_->event_free != nullptr)
+    impl_->event_free(impl_->event_set);
   impl_->shutdown();
   dlclose(impl_->handle);
 }
@@ -179,7 +187,9 @@ Result<std::vector<GpuInfo>> Nvml::ListGpus() {
   for (unsigned int i = 0; i < count; ++i) {
     abi::nvmlDevice_t device = nullptr;
     r = n.get_handle(i, &device);
-    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetHandleByIndex_v2", r) + " for index " + std::to_string(i));
+    if (r != abi::NVML_SUCCESS)
+      return Unavailable(n.Error("nvmlDeviceGetHandleByIndex_v2", r) + " for index " +
+                         std::to_string(i));
     GpuInfo gpu;
     gpu.index = i;
     if (n.get_index != nullptr) {
@@ -189,14 +199,17 @@ Result<std::vector<GpuInfo>> Nvml::ListGpus() {
     auto uuid = n.DeviceUuid(device);
     if (!uuid.ok()) return uuid.status().WithPrefix("GPU index " + std::to_string(i));
     gpu.uuid = *uuid;
-    if (gpu.uuid.empty()) return Internal("GPU index " + std::to_string(i) + ": NVML returned an empty UUID");
+    if (gpu.uuid.empty())
+      return Internal("GPU index " + std::to_string(i) + ": NVML returned an empty UUID");
     char name[abi::kNameBufferSize] = {};
     r = n.get_name(device, name, sizeof(name));
-    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetName", r) + " for " + gpu.uuid);
+    if (r != abi::NVML_SUCCESS)
+      return Unavailable(n.Error("nvmlDeviceGetName", r) + " for " + gpu.uuid);
     gpu.name.assign(name, strnlen(name, sizeof(name)));
     abi::nvmlMemory_t memory{};
     r = n.get_memory(device, &memory);
-    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetMemoryInfo", r) + " for " + gpu.uuid);
+    if (r != abi::NVML_SUCCESS)
+      return Unavailable(n.Error("nvmlDeviceGetMemoryInfo", r) + " for " + gpu.uuid);
     gpu.total_memory_bytes = memory.total;
     if (n.get_pci != nullptr) {
       abi::nvmlPciInfo_t pci{};
@@ -217,17 +230,28 @@ Result<std::vector<GpuInfo>> Nvml::ListGpus() {
 
 std::string ArchitectureName(unsigned int value) {
   switch (value) {
-    case abi::kArchKepler: return "Kepler";
-    case abi::kArchMaxwell: return "Maxwell";
-    case abi::kArchPascal: return "Pascal";
-    case abi::kArchVolta: return "Volta";
-    case abi::kArchTuring: return "Turing";
-    case abi::kArchAmpere: return "Ampere";
-    case abi::kArchAda: return "Ada";
-    case abi::kArchHopper: return "Hopper";
-    case abi::kArchBlackwell: return "Blackwell";
-    case abi::kArchT23x: return "Orin";
-    default: return "";
+    case abi::kArchKepler:
+      return "Kepler";
+    case abi::kArchMaxwell:
+      return "Maxwell";
+    case abi::kArchPascal:
+      return "Pascal";
+    case abi::kArchVolta:
+      return "Volta";
+    case abi::kArchTuring:
+      return "Turing";
+    case abi::kArchAmpere:
+      return "Ampere";
+    case abi::kArchAda:
+      return "Ada";
+    case abi::kArchHopper:
+      return "Hopper";
+    case abi::kArchBlackwell:
+      return "Blackwell";
+    case abi::kArchT23x:
+      return "Orin";
+    default:
+      return "";
   }
 }
 
@@ -235,7 +259,8 @@ FactsReport Nvml::Facts() {
   Impl& n = *impl_;
   FactsReport report;
   auto missing = [&](const char* symbol, const char* fact) {
-    report.omitted.push_back("NVML library " + n.options.library + " has no " + symbol + ": " + fact + " omitted");
+    report.omitted.push_back("NVML library " + n.options.library + " has no " + symbol + ": " +
+                             fact + " omitted");
   };
   // The driver version is the system's: one call for every GPU.
   std::string driver_version;
@@ -247,7 +272,8 @@ FactsReport Nvml::Facts() {
     if (r == abi::NVML_SUCCESS) {
       driver_version = Trim(std::string(buf, strnlen(buf, sizeof(buf))));
     } else {
-      report.omitted.push_back(n.Error("nvmlSystemGetDriverVersion", r) + ": driverVersion omitted");
+      report.omitted.push_back(n.Error("nvmlSystemGetDriverVersion", r) +
+                               ": driverVersion omitted");
     }
   }
   if (n.get_arch == nullptr) missing("nvmlDeviceGetArchitecture", "architecture");
@@ -268,11 +294,13 @@ FactsReport Nvml::Facts() {
       abi::nvmlDeviceArchitecture_t arch = abi::kArchUnknown;
       abi::nvmlReturn_t r = n.get_arch(device, &arch);
       if (r != abi::NVML_SUCCESS) {
-        report.omitted.push_back(n.Error("nvmlDeviceGetArchitecture", r) + " for " + *uuid + ": architecture omitted");
+        report.omitted.push_back(n.Error("nvmlDeviceGetArchitecture", r) + " for " + *uuid +
+                                 ": architecture omitted");
       } else {
         facts.architecture = ArchitectureName(arch);
         if (facts.architecture.empty()) {
-          report.omitted.push_back("nvmlDeviceGetArchitecture gave " + std::to_string(arch) + " for " + *uuid +
+          report.omitted.push_back("nvmlDeviceGetArchitecture gave " + std::to_string(arch) +
+                                   " for " + *uuid +
                                    ", which has no name here: architecture omitted");
         }
       }
@@ -281,11 +309,12 @@ FactsReport Nvml::Facts() {
       int major = -1, minor = -1;
       abi::nvmlReturn_t r = n.get_cc(device, &major, &minor);
       if (r != abi::NVML_SUCCESS) {
-        report.omitted.push_back(n.Error("nvmlDeviceGetCudaComputeCapability", r) + " for " + *uuid +
-                                 ": computeCapability omitted");
+        report.omitted.push_back(n.Error("nvmlDeviceGetCudaComputeCapability", r) + " for " +
+                                 *uuid + ": computeCapability omitted");
       } else if (major < 0 || minor < 0) {
-        report.omitted.push_back("nvmlDeviceGetCudaComputeCapability gave " + std::to_string(major) + "." +
-                                 std::to_string(minor) + " for " + *uuid + ": computeCapability omitted");
+        report.omitted.push_back("nvmlDeviceGetCudaComputeCapability gave " +
+                                 std::to_string(major) + "." + std::to_string(minor) + " for " +
+                                 *uuid + ": computeCapability omitted");
       } else {
         facts.compute_capability = std::to_string(major) + "." + std::to_string(minor);
       }
@@ -298,7 +327,8 @@ FactsReport Nvml::Facts() {
 Result<std::optional<XidEvent>> Nvml::WaitXid(std::chrono::milliseconds timeout) {
   Impl& n = *impl_;
   if (n.event_create == nullptr || n.register_events == nullptr || n.event_wait == nullptr) {
-    return Unavailable("NVML library " + n.options.library + " has no event API: Xid health checks are off");
+    return Unavailable("NVML library " + n.options.library +
+                       " has no event API: Xid health checks are off");
   }
   if (n.event_set == nullptr) {
     abi::nvmlReturn_t r = n.event_create(&n.event_set);
@@ -312,7 +342,8 @@ Result<std::optional<XidEvent>> Nvml::WaitXid(std::chrono::milliseconds timeout)
       r = n.register_events(device, abi::kEventTypeXidCriticalError, n.event_set);
       // A device that does not support Xid events is simply not watched.
       if (r != abi::NVML_SUCCESS && r != abi::NVML_ERROR_NOT_SUPPORTED) {
-        return Unavailable(n.Error("nvmlDeviceRegisterEvents", r) + " for index " + std::to_string(i));
+        return Unavailable(n.Error("nvmlDeviceRegisterEvents", r) + " for index " +
+                           std::to_string(i));
       }
     }
   }

@@ -1,6 +1,6 @@
 #pragma once
-// GpuSource over the real NVML, loaded with dlopen("libnvidia-ml.so.1") (docs/design/ARCHITECTURE.md:
-// our own prototypes, nvml_abi.h; no NVIDIA header at build time).
+// GpuSource over the real NVML, loaded with dlopen("libnvidia-ml.so.1")
+// (docs/design/ARCHITECTURE.md: our own prototypes, nvml_abi.h; no NVIDIA header at build time).
 
 #include <map>
 #include <memory>

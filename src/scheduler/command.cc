@@ -1,11 +1,10 @@
 // `fracgpu scheduler`: the admission webhook and scheduler extender (docs/design/ARCHITECTURE.md).
-#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <fstream>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "core/dra.h"
 #include "k8s/config.h"
@@ -72,7 +71,9 @@ int Run(const Flags& f) {
     ss << in.rdbuf();
     o.extender.signing_key = ss.str();
   } else {
-    spdlog::warn("no --signing-key-file: allocations are not signed; device plugins that verify will refuse them");
+    spdlog::warn(
+        "no --signing-key-file: allocations are not signed; device plugins that verify will refuse "
+        "them");
   }
   o.leader_elect = f.leader_elect;
   o.leader.lease_namespace = f.lease_namespace;
@@ -84,7 +85,8 @@ int Run(const Flags& f) {
   o.node_label_selector = f.node_label_selector;
   o.hami_metrics = f.hami_metrics;
   o.legacy_metrics = f.legacy_metrics;
-  if (std::string bad = metrics::CheckHamiMetricFlags(o.hami_metrics, o.legacy_metrics); !bad.empty()) {
+  if (std::string bad = metrics::CheckHamiMetricFlags(o.hami_metrics, o.legacy_metrics);
+      !bad.empty()) {
     spdlog::error("{}", bad);
     return 2;
   }
@@ -97,8 +99,8 @@ int Run(const Flags& f) {
   }
   if (f.dra_mode) {
     o.webhook.create_claim_template = scheduler::ClaimTemplateCreator(client->get());
-    spdlog::info("DRA mode: GPU requests become ResourceClaimTemplates (class {} / {})", core::kDraFractionalClass,
-                 core::kDraWholeClass);
+    spdlog::info("DRA mode: GPU requests become ResourceClaimTemplates (class {} / {})",
+                 core::kDraFractionalClass, core::kDraWholeClass);
   }
   scheduler::TuneMallocForRequests();  // before the server's threads start
   scheduler::SchedulerService service(o, client->get());
@@ -121,38 +123,56 @@ int Run(const Flags& f) {
 void RegisterSchedulerCommand(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("scheduler", "Admission webhook and kube-scheduler extender");
-  cmd->add_option("--http-bind", flags->bind, "host:port of the HTTPS (or HTTP) listener")->capture_default_str();
-  cmd->add_option("--health-port", flags->health_port,
-                  "plain-HTTP port serving only /healthz and /readyz, apart from the workers (-1: none)")
+  cmd->add_option("--http-bind", flags->bind, "host:port of the HTTPS (or HTTP) listener")
       ->capture_default_str();
-  cmd->add_option("--cert-file", flags->cert_file, "PEM serving certificate (reloaded when it changes)");
+  cmd->add_option(
+         "--health-port", flags->health_port,
+         "plain-HTTP port serving only /healthz and /readyz, apart from the workers (-1: none)")
+      ->capture_default_str();
+  cmd->add_option("--cert-file", flags->cert_file,
+                  "PEM serving certificate (reloaded when it changes)");
   cmd->add_option("--key-file", flags->key_file, "PEM serving key");
-  cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
-  cmd->add_option("--scheduler-name", flags->scheduler_name, "schedulerName set on GPU pods")->capture_default_str();
-  cmd->add_option("--node-scheduler-policy", flags->node_policy, "binpack | spread")->capture_default_str();
-  cmd->add_option("--gpu-scheduler-policy", flags->gpu_policy,
-                  "binpack | spread | topology-aware | fragmentation-aware")->capture_default_str();
-  cmd->add_option("--allowed-schedulers", flags->allowed_schedulers, "other schedulers that speak this contract");
-  cmd->add_option("--scheduler-user", flags->scheduler_user, "the scheduler's service account user")->capture_default_str();
-  cmd->add_option("--device-plugin-user", flags->device_plugin_user, "the device plugin's service account user")
+  cmd->add_option("--kubeconfig", flags->kubeconfig,
+                  "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
+  cmd->add_option("--scheduler-name", flags->scheduler_name, "schedulerName set on GPU pods")
       ->capture_default_str();
-  cmd->add_option("--signing-key-file", flags->signing_key_file, "HMAC key of the allocation signature");
-  cmd->add_flag("--leader-elect", flags->leader_elect, "elect a leader through a Lease (for several replicas)");
-  cmd->add_option("--leader-elect-resource-namespace", flags->lease_namespace)->capture_default_str();
+  cmd->add_option("--node-scheduler-policy", flags->node_policy, "binpack | spread")
+      ->capture_default_str();
+  cmd->add_option("--gpu-scheduler-policy", flags->gpu_policy,
+                  "binpack | spread | topology-aware | fragmentation-aware")
+      ->capture_default_str();
+  cmd->add_option("--allowed-schedulers", flags->allowed_schedulers,
+                  "other schedulers that speak this contract");
+  cmd->add_option("--scheduler-user", flags->scheduler_user, "the scheduler's service account user")
+      ->capture_default_str();
+  cmd->add_option("--device-plugin-user", flags->device_plugin_user,
+                  "the device plugin's service account user")
+      ->capture_default_str();
+  cmd->add_option("--signing-key-file", flags->signing_key_file,
+                  "HMAC key of the allocation signature");
+  cmd->add_flag("--leader-elect", flags->leader_elect,
+                "elect a leader through a Lease (for several replicas)");
+  cmd->add_option("--leader-elect-resource-namespace", flags->lease_namespace)
+      ->capture_default_str();
   cmd->add_option("--leader-elect-resource-name", flags->lease_name)->capture_default_str();
-  cmd->add_option("--node-label-selector", flags->node_label_selector, "watch only these nodes (k=v,...)");
+  cmd->add_option("--node-label-selector", flags->node_label_selector,
+                  "watch only these nodes (k=v,...)");
   cmd->add_flag("--hami-metrics", flags->hami_metrics,
-                "also expose HAMi v2.10's metric names on /metrics (hami_gpu_*, hami_vgpu_*; --hami-metrics=false: "
+                "also expose HAMi v2.10's metric names on /metrics (hami_gpu_*, hami_vgpu_*; "
+                "--hami-metrics=false: "
                 "fracgpu_* only)")
       ->capture_default_str();
   cmd->add_flag("--legacy-metrics", flags->legacy_metrics,
-                "also expose HAMi's pre-v2.10 names (GPUDeviceMemoryLimit, vGPUCoreAllocated, ...), as HAMi's "
+                "also expose HAMi's pre-v2.10 names (GPUDeviceMemoryLimit, vGPUCoreAllocated, "
+                "...), as HAMi's "
                 "--legacy-metrics does")
       ->capture_default_str();
   cmd->add_flag("--dra-mode", flags->dra_mode,
-                "webhook turns nvidia.com/gpu + gpumem/gpucores into ResourceClaimTemplates for the DRA driver "
+                "webhook turns nvidia.com/gpu + gpumem/gpucores into ResourceClaimTemplates for "
+                "the DRA driver "
                 "(docs/dra.md); kube-scheduler then places the claims");
-  cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")->capture_default_str();
+  cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")
+      ->capture_default_str();
   cmd->callback([flags] {
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);

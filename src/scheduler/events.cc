@@ -5,7 +5,10 @@
 namespace fracgpu::scheduler {
 
 EventRecorder::EventRecorder(k8s::Client* client, std::string component, size_t capacity)
-    : client_(client), component_(std::move(component)), capacity_(capacity), thread_([this] { Run(); }) {}
+    : client_(client),
+      component_(std::move(component)),
+      capacity_(capacity),
+      thread_([this] { Run(); }) {}
 
 EventRecorder::~EventRecorder() {
   {
@@ -16,8 +19,8 @@ EventRecorder::~EventRecorder() {
   thread_.join();
 }
 
-void EventRecorder::Record(const nlohmann::json& object, const std::string& type, const std::string& reason,
-                           const std::string& message) {
+void EventRecorder::Record(const nlohmann::json& object, const std::string& type,
+                           const std::string& reason, const std::string& message) {
   if (client_ == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(mu_);

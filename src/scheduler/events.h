@@ -1,17 +1,16 @@
 #pragma once
-// Asynchronous pod events (FilteringFailed, BindingSucceed, BindingFailed; docs/design/hami-behaviour.md
-// §8.10): the filter and bind paths enqueue, one worker thread posts them, so an API-server
-// round trip never adds to /filter latency. The queue is bounded (events past it are dropped
-// and counted). Thread-safe.
+// Asynchronous pod events (FilteringFailed, BindingSucceed, BindingFailed;
+// docs/design/hami-behaviour.md §8.10): the filter and bind paths enqueue, one worker thread posts
+// them, so an API-server round trip never adds to /filter latency. The queue is bounded (events
+// past it are dropped and counted). Thread-safe.
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "k8s/client.h"
 

@@ -1,22 +1,23 @@
 #include "scheduler/extender.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "core/codec.h"
 #include "core/fit.h"
 #include "core/score.h"
 #include "core/signature.h"
-#include "scheduler/gpu_choice.h"
 #include "k8s/objects.h"
+#include "scheduler/gpu_choice.h"
 
 namespace fracgpu::scheduler {
 namespace {
 
 using nlohmann::json;
 
-core::FitOptions FitOptionsFor(const core::PodRequest& req, const ExtenderConfig& config, bool reasons) {
+core::FitOptions FitOptionsFor(const core::PodRequest& req, const ExtenderConfig& config,
+                               bool reasons) {
   core::FitOptions o;
   o.want_reasons = reasons;
   o.default_gpu_policy = req.gpu_policy.value_or(config.default_gpu_policy);
@@ -37,13 +38,27 @@ void AppendJsonString(std::string& out, std::string_view s) {
     out.append(s.data() + run, i - run);
     run = i + 1;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         out += "\\u00";
         out += kHex[c >> 4];
@@ -58,7 +73,8 @@ void AppendJsonString(std::string& out, std::string_view s) {
 // its items replaced by those at `keep` (indices into the request's items, in that order);
 // every other member of the list (kind, apiVersion, metadata) is kept. Args built by hand
 // without the list get minimal items ({"metadata": {"name": …}}) from `names`.
-json FilteredNodeList(const json& nodes, const std::vector<std::string>& names, const std::vector<size_t>& keep) {
+json FilteredNodeList(const json& nodes, const std::vector<std::string>& names,
+                      const std::vector<size_t>& keep) {
   json out = json::object();
   const json* items = FindKeyIgnoringCase(nodes, "items");
   const bool have = items != nullptr && items->is_array() && items->size() == names.size();
@@ -68,22 +84,24 @@ json FilteredNodeList(const json& nodes, const std::vector<std::string>& names, 
     }
   }
   json kept = json::array();
-  for (size_t i : keep) kept.push_back(have ? (*items)[i] : json{{"metadata", {{"name", names[i]}}}});
+  for (size_t i : keep)
+    kept.push_back(have ? (*items)[i] : json{{"metadata", {{"name", names[i]}}}});
   out["items"] = std::move(kept);
   return out;
 }
 
 }  // namespace
 
-Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client, EventRecorder* events,
-                   metrics::Registry* metrics, k8s::Clock* clock)
+Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client,
+                   EventRecorder* events, metrics::Registry* metrics, k8s::Clock* clock)
     : config_(std::move(config)),
       state_(state),
       client_(client),
       events_(events),
       metrics_(metrics),
       clock_(clock != nullptr ? clock : k8s::RealClock::Get()) {
-  if (client_ != nullptr) locker_ = std::make_unique<NodeLocker>(client_, clock_, config_.lock_expiry);
+  if (client_ != nullptr)
+    locker_ = std::make_unique<NodeLocker>(client_, clock_, config_.lock_expiry);
   if (metrics_ != nullptr) {
     metrics_->Describe("fracgpu_binds_total", metrics::Type::kCounter,
                        "Bind requests by result (ok, conflict, unfit, error).");
@@ -101,7 +119,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   const bool full = args.had_nodes_list;
   auto req = core::ParsePodRequest(args.pod, config_.names);
   if (!req.ok()) {
-    std::string out = R"({"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":)";
+    std::string out =
+        R"({"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":)";
     AppendJsonString(out, req.status().message());
     out += '}';
     return out;
@@ -113,7 +132,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
     if (full) {
       std::vector<size_t> all(args.node_names.size());
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-      out = R"({"Nodes":)" + FilteredNodeList(args.nodes, args.node_names, all).dump() + R"(,"NodeNames":null,)";
+      out = R"({"Nodes":)" + FilteredNodeList(args.nodes, args.node_names, all).dump() +
+            R"(,"NodeNames":null,)";
     } else {
       out.reserve(names_bytes + 96);
       out += R"({"Nodes":null,"NodeNames":[)";
@@ -155,7 +175,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
       return;
     }
     core::FitResult r = core::Fit(*req, *view, with_reasons);
-    failed.emplace_back(&name, r.summary.empty() ? std::string("does not fit") : std::move(r.summary));
+    failed.emplace_back(&name,
+                        r.summary.empty() ? std::string("does not fit") : std::move(r.summary));
   });
   auto reason = [&](const std::pair<const std::string*, std::string>& f) -> const std::string& {
     return f.second.empty() ? kNoGpus : f.second;
@@ -165,7 +186,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
     std::vector<const std::pair<const std::string*, std::string>*> by_name;
     by_name.reserve(failed.size());
     for (const auto& f : failed) by_name.push_back(&f);
-    std::stable_sort(by_name.begin(), by_name.end(), [](const auto* a, const auto* b) { return *a->first < *b->first; });
+    std::stable_sort(by_name.begin(), by_name.end(),
+                     [](const auto* a, const auto* b) { return *a->first < *b->first; });
     by_name.erase(std::unique(by_name.begin(), by_name.end(),
                               [](const auto* a, const auto* b) { return *a->first == *b->first; }),
                   by_name.end());
@@ -183,7 +205,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
     // ForEachNode hands out references into args.node_names, whose order is the items'.
     std::vector<size_t> keep;
     keep.reserve(fit.size());
-    for (const std::string* n : fit) keep.push_back(static_cast<size_t>(n - args.node_names.data()));
+    for (const std::string* n : fit)
+      keep.push_back(static_cast<size_t>(n - args.node_names.data()));
     out += R"({"Nodes":)";
     out += FilteredNodeList(args.nodes, args.node_names, keep).dump();
     out += R"(,"NodeNames":null)";
@@ -235,7 +258,8 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   });
   if (!scores.empty()) {
     auto prio = core::PriorityScores(policy, scores);
-    for (size_t i = 0; i < names.size(); ++i) out.push_back({{"Host", names[i]}, {"Score", prio[i]}});
+    for (size_t i = 0; i < names.size(); ++i)
+      out.push_back({{"Host", names[i]}, {"Score", prio[i]}});
   }
   return out;
 }
@@ -262,10 +286,12 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
   auto pod = client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
   if (!pod.ok()) return fail(pod.status(), json(), "error");
   if (!args.pod_uid.empty() && k8s::Uid(*pod) != args.pod_uid) {
-    return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid), *pod, "error");
+    return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid),
+                *pod, "error");
   }
   if (!k8s::PodNodeName(*pod).empty()) {
-    return fail(Conflict("pod " + who + " is already bound to node " + k8s::PodNodeName(*pod)), *pod, "conflict");
+    return fail(Conflict("pod " + who + " is already bound to node " + k8s::PodNodeName(*pod)),
+                *pod, "conflict");
   }
   auto req = core::ParsePodRequest(*pod, config_.names);
   if (!req.ok()) return fail(req.status(), *pod, "error");
@@ -281,19 +307,21 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
     st = BindLocked(args, *pod, *req);
   }
   if (!st.ok()) {
-    const char* result = st.code() == StatusCode::kConflict          ? "conflict"
+    const char* result = st.code() == StatusCode::kConflict            ? "conflict"
                          : st.code() == StatusCode::kResourceExhausted ? "unfit"
                                                                        : "error";
     return fail(st, *pod, result);
   }
   Count("ok");
   if (events_ != nullptr) {
-    events_->Record(*pod, "Normal", "BindingSucceed", "Successfully binding node [" + args.node + "] to " + who);
+    events_->Record(*pod, "Normal", "BindingSucceed",
+                    "Successfully binding node [" + args.node + "] to " + who);
   }
   return json{{"Error", ""}};
 }
 
-Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, const core::PodRequest& req) {
+Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
+                            const core::PodRequest& req) {
   const std::string& ns = args.pod_namespace;
   const std::string& name = args.pod_name;
   std::string uid = k8s::Uid(pod);
@@ -327,7 +355,8 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
   }
   std::string encoded = core::EncodePodGrants(fit.grants);
   auto now = clock_->Now();
-  std::string secs = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
+  std::string secs = std::to_string(
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
   json annotations = {{core::kAnnotationVgpuNode, args.node},
                       {core::kAnnotationVgpuTime, secs},
                       {core::kAnnotationVgpuDevicesAllocated, encoded},
@@ -335,9 +364,12 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
                       {core::kAnnotationBindPhase, core::kBindPhaseAllocating},
                       {core::kAnnotationBindTime, secs}};
   if (!config_.signing_key.empty()) {
-    annotations[core::kAnnotationAllocationSignature] = core::SignAllocation(config_.signing_key, uid, args.node, encoded);
+    annotations[core::kAnnotationAllocationSignature] =
+        core::SignAllocation(config_.signing_key, uid, args.node, encoded);
   }
-  json patch = {{"metadata", {{"annotations", annotations}, {"labels", {{core::kAnnotationVgpuNode, args.node}}}}}};
+  json patch = {
+      {"metadata",
+       {{"annotations", annotations}, {"labels", {{core::kAnnotationVgpuNode, args.node}}}}}};
   auto patched = client_->MergePatch(k8s::PodPath(ns, name), patch);
   if (!patched.ok()) {
     state_->Forget(uid);
@@ -349,9 +381,12 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod, co
     // Roll back: the pod must not keep a decision it was not bound with.
     json clear = json::object();
     for (const auto& [k, v] : annotations.items()) clear[k] = nullptr;
-    auto cleared = client_->MergePatch(k8s::PodPath(ns, name),
-                                       {{"metadata", {{"annotations", clear}, {"labels", {{core::kAnnotationVgpuNode, nullptr}}}}}});
-    if (!cleared.ok()) spdlog::warn("pod {}/{}: decision not cleared: {}", ns, name, cleared.status().ToString());
+    auto cleared = client_->MergePatch(
+        k8s::PodPath(ns, name),
+        {{"metadata",
+          {{"annotations", clear}, {"labels", {{core::kAnnotationVgpuNode, nullptr}}}}}});
+    if (!cleared.ok())
+      spdlog::warn("pod {}/{}: decision not cleared: {}", ns, name, cleared.status().ToString());
     state_->Forget(uid);
     unlock();
     return bound;

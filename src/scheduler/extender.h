@@ -1,7 +1,7 @@
 #pragma once
-// The scheduler extender (docs/design/CONTRACT.md §5; docs/design/wire-apis.md §4): /filter, /prioritize, /bind over
-// the cluster state, calling the same request parser (core/request.h) and fit (core/fit.h)
-// as the webhook and the simulator.
+// The scheduler extender (docs/design/CONTRACT.md §5; docs/design/wire-apis.md §4): /filter,
+// /prioritize, /bind over the cluster state, calling the same request parser (core/request.h) and
+// fit (core/fit.h) as the webhook and the simulator.
 //
 //  * Filter: every candidate node on which the pod fits now, in the form the request came in
 //    (NodeNames or full Nodes); FailedNodes gives a reason per node that does not fit (HAMi's
@@ -16,10 +16,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "core/request.h"
 #include "k8s/client.h"
@@ -65,7 +64,8 @@ class Extender {
   nlohmann::json Bind(const ExtenderBindingArgs& args);
 
  private:
-  Status BindLocked(const ExtenderBindingArgs& args, const nlohmann::json& pod, const core::PodRequest& req);
+  Status BindLocked(const ExtenderBindingArgs& args, const nlohmann::json& pod,
+                    const core::PodRequest& req);
   std::mutex& NodeMutex(const std::string& node);
   void Count(const std::string& result) const;
 

@@ -15,7 +15,9 @@ using nlohmann::json;
 bool IEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
   }
   return true;
 }
@@ -24,7 +26,8 @@ Result<json> ParseObject(const std::string& body, const char* what) {
   auto parsed = core::ParseJsonBounded(body, std::string(what) + " body");
   if (!parsed.ok()) return parsed.status();
   json j = std::move(*parsed);
-  if (!j.is_object()) return InvalidArgument(std::string(what) + " must be a JSON object, got " + j.type_name());
+  if (!j.is_object())
+    return InvalidArgument(std::string(what) + " must be a JSON object, got " + j.type_name());
   return j;
 }
 
@@ -125,11 +128,13 @@ class ArgsSax {
   }
   bool key(string_t& k) {
     if (stream_ != nullptr) return true;  // inside a skipped element of NodeNames
-    key_ = k;  // a copy: k is the lexer's buffer
+    key_ = k;                             // a copy: k is the lexer's buffer
     capture_ = stack_.size() == 1 && IEquals(key_, "NodeNames");
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
 
   json& root() { return root_; }
   // The document nested deeper than core::kMaxJsonDepth (parsing stopped there).
@@ -227,8 +232,8 @@ class ArgsSax {
 bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 struct FastScan {
-  std::string rest;                                          // body with each NodeNames array replaced by []
-  std::map<std::string, std::vector<std::string>> by_key;   // exact key → names of its last array
+  std::string rest;  // body with each NodeNames array replaced by []
+  std::map<std::string, std::vector<std::string>> by_key;  // exact key → names of its last array
 };
 
 class Scanner {
@@ -367,7 +372,8 @@ bool IsDns1123Subdomain(std::string_view s) {
   size_t start = 0;
   while (true) {
     size_t dot = s.find('.', start);
-    std::string_view part = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    std::string_view part =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (!IsDns1123Label(part)) return false;  // each dot-separated part is a label
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
@@ -379,39 +385,44 @@ namespace {
 // The value for an error message: quoted, control bytes as '?', cut at 80 bytes.
 std::string Shown(std::string_view v) {
   std::string out = "\"";
-  for (char c : v.substr(0, 80)) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == '"' ? '?' : c);
+  for (char c : v.substr(0, 80))
+    out.push_back(static_cast<unsigned char>(c) < 0x20 || c == '"' ? '?' : c);
   return out + (v.size() > 80 ? "…\"" : "\"");
 }
 
 }  // namespace
 
 Status CheckName(std::string_view value, const std::string& field, NameRule rule) {
-  if (rule == NameRule::kLabel ? IsDns1123Label(value) : IsDns1123Subdomain(value)) return Status::Ok();
-  return InvalidArgument(field + " " + Shown(value) +
-                         (rule == NameRule::kLabel
-                              ? " is not a DNS-1123 label (at most 63 characters a-z, 0-9 and '-', starting and "
-                                "ending with a letter or digit)"
-                              : " is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 labels joined by "
-                                "'.')"));
+  if (rule == NameRule::kLabel ? IsDns1123Label(value) : IsDns1123Subdomain(value))
+    return Status::Ok();
+  return InvalidArgument(
+      field + " " + Shown(value) +
+      (rule == NameRule::kLabel
+           ? " is not a DNS-1123 label (at most 63 characters a-z, 0-9 and '-', starting and "
+             "ending with a letter or digit)"
+           : " is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 labels joined by "
+             "'.')"));
 }
 
 Status CheckUid(std::string_view value, const std::string& field) {
   bool ok = !value.empty() && value.size() <= 128;
   for (char c : value) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-                c == '.');
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_' || c == '.');
   }
   if (ok) return Status::Ok();
-  return InvalidArgument(field + " " + Shown(value) +
-                         (value.empty() ? " is required (the pod's metadata.uid)"
-                                        : " is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"));
+  return InvalidArgument(
+      field + " " + Shown(value) +
+      (value.empty() ? " is required (the pod's metadata.uid)"
+                     : " is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"));
 }
 
 namespace {
 
 Status CheckNodeNames(const std::vector<std::string>& names, const std::string& field) {
   for (size_t i = 0; i < names.size(); ++i) {
-    FRACGPU_RETURN_IF_ERROR(CheckName(names[i], field + "[" + std::to_string(i) + "]", NameRule::kSubdomain));
+    FRACGPU_RETURN_IF_ERROR(
+        CheckName(names[i], field + "[" + std::to_string(i) + "]", NameRule::kSubdomain));
   }
   return Status::Ok();
 }
@@ -425,12 +436,15 @@ Status CheckPodIdentity(const json& pod) {
     const char* key;
     NameRule rule;
     bool uid;
-  } fields[] = {{"name", NameRule::kSubdomain, false}, {"namespace", NameRule::kLabel, false}, {"uid", NameRule::kLabel, true}};
+  } fields[] = {{"name", NameRule::kSubdomain, false},
+                {"namespace", NameRule::kLabel, false},
+                {"uid", NameRule::kLabel, true}};
   for (const auto& f : fields) {
     auto it = md->find(f.key);
     if (it == md->end() || it->is_null()) continue;
     std::string where = std::string("ExtenderArgs.Pod.metadata.") + f.key;
-    if (!it->is_string()) return InvalidArgument(where + " must be a string, got " + it->type_name());
+    if (!it->is_string())
+      return InvalidArgument(where + " must be a string, got " + it->type_name());
     const std::string& v = it->get_ref<const std::string&>();
     FRACGPU_RETURN_IF_ERROR(f.uid ? CheckUid(v, where) : CheckName(v, where, f.rule));
   }
@@ -442,7 +456,8 @@ Status CheckPodIdentity(const json& pod) {
 Status ValidateExtenderArgs(const ExtenderArgs& args) {
   FRACGPU_RETURN_IF_ERROR(core::CheckObjectMetaStrings(args.pod, "ExtenderArgs.Pod"));
   FRACGPU_RETURN_IF_ERROR(CheckPodIdentity(args.pod));
-  return CheckNodeNames(args.node_names, args.had_nodes_list ? "ExtenderArgs.Nodes.items" : "ExtenderArgs.NodeNames");
+  return CheckNodeNames(
+      args.node_names, args.had_nodes_list ? "ExtenderArgs.Nodes.items" : "ExtenderArgs.NodeNames");
 }
 
 Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
@@ -462,7 +477,8 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
   }
   if (!parsed) return InvalidArgument("ExtenderArgs body is not valid JSON");
   json& j = sax.root();
-  if (!j.is_object()) return InvalidArgument(std::string("ExtenderArgs must be a JSON object, got ") + j.type_name());
+  if (!j.is_object())
+    return InvalidArgument(std::string("ExtenderArgs must be a JSON object, got ") + j.type_name());
   ExtenderArgs out;
   auto pod = FindIgnoringCase(j, "Pod");
   if (pod == j.end() || !pod->is_object()) {
@@ -474,8 +490,9 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
   if (names != j.end() && !names->is_null()) {
     StreamedNames* streamed = sax.streamed(names.key());
     if (streamed == nullptr) {  // a DOM value: never an array (arrays are streamed)
-      return InvalidArgument(std::string("ExtenderArgs.NodeNames must be an array of strings, got ") +
-                             names->type_name());
+      return InvalidArgument(
+          std::string("ExtenderArgs.NodeNames must be an array of strings, got ") +
+          names->type_name());
     }
     if (streamed->bad_type != nullptr) {
       return InvalidArgument("ExtenderArgs.NodeNames[" + std::to_string(streamed->bad_index) +
@@ -505,7 +522,8 @@ Result<ExtenderArgs> DecodeExtenderArgs(const std::string& body) {
       const json* md = FindKeyIgnoringCase(n, "metadata");
       const json* name = md != nullptr ? FindKeyIgnoringCase(*md, "name") : nullptr;
       if (name == nullptr || !name->is_string()) {
-        return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) + "].metadata.name must be a string");
+        return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) +
+                               "].metadata.name must be a string");
       }
       out.node_names.push_back(name->get<std::string>());
     }
@@ -531,17 +549,22 @@ Result<ExtenderBindingArgs> DecodeExtenderBindingArgs(const std::string& body) {
   for (const auto& f : fields) {
     const json* v = FindKeyIgnoringCase(*j, f.key);
     if (v == nullptr || v->is_null()) {
-      if (f.required) return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key + " is missing");
+      if (f.required)
+        return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key + " is missing");
       continue;
     }
     if (!v->is_string()) {
-      return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key + " must be a string, got " + v->type_name());
+      return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key +
+                             " must be a string, got " + v->type_name());
     }
     *f.dst = v->get<std::string>();
-    if (f.required && f.dst->empty()) return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key + " is empty");
+    if (f.required && f.dst->empty())
+      return InvalidArgument(std::string("ExtenderBindingArgs.") + f.key + " is empty");
   }
-  FRACGPU_RETURN_IF_ERROR(CheckName(out.pod_name, "ExtenderBindingArgs.PodName", NameRule::kSubdomain));
-  FRACGPU_RETURN_IF_ERROR(CheckName(out.pod_namespace, "ExtenderBindingArgs.PodNamespace", NameRule::kLabel));
+  FRACGPU_RETURN_IF_ERROR(
+      CheckName(out.pod_name, "ExtenderBindingArgs.PodName", NameRule::kSubdomain));
+  FRACGPU_RETURN_IF_ERROR(
+      CheckName(out.pod_namespace, "ExtenderBindingArgs.PodNamespace", NameRule::kLabel));
   FRACGPU_RETURN_IF_ERROR(CheckName(out.node, "ExtenderBindingArgs.Node", NameRule::kSubdomain));
   FRACGPU_RETURN_IF_ERROR(CheckUid(out.pod_uid, "ExtenderBindingArgs.PodUID"));
   return out;

@@ -1,15 +1,15 @@
 #pragma once
 // Decoding of kube-scheduler's extender requests (k8s.io/kube-scheduler/extender/v1,
-// docs/design/wire-apis.md §4). The Go types carry no json tags, so kube-scheduler sends capitalised keys
+// docs/design/wire-apis.md §4). The Go types carry no json tags, so kube-scheduler sends
+// capitalised keys
 // (`Pod`, `NodeNames`, `PodName`, …) while older clients send lower-case ones; keys are
 // matched case-insensitively, as Go's decoder does.
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -17,9 +17,10 @@ namespace fracgpu::scheduler {
 
 /// ExtenderArgs (filter and prioritize).
 struct ExtenderArgs {
-  nlohmann::json pod;                   ///< full v1.Pod
-  std::vector<std::string> node_names;  ///< NodeNames, or the names of Nodes.items when not cache-capable
-  bool had_nodes_list = false;          ///< the request carried full Nodes (nodeCacheCapable: false)
+  nlohmann::json pod;  ///< full v1.Pod
+  std::vector<std::string>
+      node_names;               ///< NodeNames, or the names of Nodes.items when not cache-capable
+  bool had_nodes_list = false;  ///< the request carried full Nodes (nodeCacheCapable: false)
   /// The Nodes v1.NodeList as received (its items in node_names' order) when had_nodes_list,
   /// else null. /filter answers such a request with the passing items of this list.
   nlohmann::json nodes;

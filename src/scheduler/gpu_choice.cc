@@ -12,7 +12,8 @@ std::vector<core::WeightedShape> TargetWorkload(const std::vector<PodAllocation>
   return counter.Workload();
 }
 
-std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req, const ClusterState& state,
+std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req,
+                                              const ClusterState& state,
                                               core::GpuPolicy default_policy) {
   if (req.gpu_policy.value_or(default_policy) != core::GpuPolicy::kFragmentationAware) return {};
   // Counted in place under the state's lock: copying every allocation cost 20 ms at 5,000
@@ -25,7 +26,8 @@ std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req, const
 
 core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& node,
                            const ClusterState& state, core::GpuPolicy default_policy) {
-  return core::FitFragmentationAware(req, node, BindWorkload(req, state, default_policy), default_policy);
+  return core::FitFragmentationAware(req, node, BindWorkload(req, state, default_policy),
+                                     default_policy);
 }
 
 }  // namespace fracgpu::scheduler

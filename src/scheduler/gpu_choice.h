@@ -18,12 +18,12 @@ namespace fracgpu::scheduler {
 /// Adapter of core/frag_choice.h (the one code path of the fragmentation-aware choice) over the
 /// scheduler's ClusterState.
 ///
-/// Target workload M for the fragmentation measure (core::ShapeCounter): one task shape per GPU-using container of
-/// every recorded allocation plus the `incoming` pod's containers — per-GPU share in milli-GPU
-/// (cores % × 10), number of GPUs, CPU 0 (the scheduler does not track CPU) and any GPU type —
-/// weighted by count, the most popular covering ≥ 95 % kept (docs/design/fgd-evaluation.md §3 point 4).
-/// Containers without an SM share (cores 0, memory-only slices) are not shapes of the measure.
-/// Empty when no container has an SM share.
+/// Target workload M for the fragmentation measure (core::ShapeCounter): one task shape per
+/// GPU-using container of every recorded allocation plus the `incoming` pod's containers — per-GPU
+/// share in milli-GPU (cores % × 10), number of GPUs, CPU 0 (the scheduler does not track CPU) and
+/// any GPU type — weighted by count, the most popular covering ≥ 95 % kept
+/// (docs/design/fgd-evaluation.md §3 point 4). Containers without an SM share (cores 0, memory-only
+/// slices) are not shapes of the measure. Empty when no container has an SM share.
 std::vector<core::WeightedShape> TargetWorkload(const std::vector<PodAllocation>& allocations,
                                                 const core::PodRequest& incoming);
 
@@ -32,7 +32,8 @@ std::vector<core::WeightedShape> TargetWorkload(const std::vector<PodAllocation>
 /// Empty when `req`'s GPU policy (else `default_policy`) is not kFragmentationAware: no other
 /// policy reads it. The UI's fit preview calls this once per preview and then
 /// core::FitFragmentationAware per node, so it picks the GPUs /bind would pick.
-std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req, const ClusterState& state,
+std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req,
+                                              const ClusterState& state,
                                               core::GpuPolicy default_policy);
 
 /// Fits `req` on `node` for a bind, with reasons. The GPU policy is the pod's, else

@@ -1,8 +1,8 @@
 #include "scheduler/leader.h"
 
-#include <ctime>
-
 #include <spdlog/spdlog.h>
+
+#include <ctime>
 
 #include "k8s/objects.h"
 
@@ -26,15 +26,18 @@ std::string MicroTime(std::chrono::system_clock::time_point t) {
 
 LeaderElector::LeaderElector(k8s::Client* client, k8s::Clock* clock, LeaderElectionConfig config,
                              std::function<void(bool)> on_change)
-    : client_(client), clock_(clock), config_(std::move(config)), on_change_(std::move(on_change)) {}
+    : client_(client),
+      clock_(clock),
+      config_(std::move(config)),
+      on_change_(std::move(on_change)) {}
 
 LeaderElector::~LeaderElector() { Stop(); }
 
 void LeaderElector::SetLeader(bool leader) {
   bool was = leader_.exchange(leader);
   if (was != leader) {
-    spdlog::info("leader election: {} {} the lease {}/{}", config_.identity, leader ? "holds" : "lost",
-                 config_.lease_namespace, config_.lease_name);
+    spdlog::info("leader election: {} {} the lease {}/{}", config_.identity,
+                 leader ? "holds" : "lost", config_.lease_namespace, config_.lease_name);
     if (on_change_) on_change_(leader);
   }
 }
@@ -53,10 +56,11 @@ bool LeaderElector::TryAcquireOrRenew() {
     }
     spec["acquireTime"] = MicroTime(now);
     spec["leaseTransitions"] = 0;
-    nlohmann::json obj = {{"apiVersion", "coordination.k8s.io/v1"},
-                          {"kind", "Lease"},
-                          {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
-                          {"spec", spec}};
+    nlohmann::json obj = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
+        {"spec", spec}};
     auto created = client_->Create(k8s::LeasePath(config_.lease_namespace), obj);
     SetLeader(created.ok());
     return created.ok();
@@ -70,7 +74,8 @@ bool LeaderElector::TryAcquireOrRenew() {
   }
   int64_t transitions = old_spec.value("leaseTransitions", 0);
   if (holder != config_.identity) {
-    auto duration = std::chrono::seconds(old_spec.value("leaseDurationSeconds", config_.lease_duration.count()));
+    auto duration = std::chrono::seconds(
+        old_spec.value("leaseDurationSeconds", config_.lease_duration.count()));
     if (!holder.empty() && now < observed_time_ + duration) {
       SetLeader(false);
       return false;

@@ -27,7 +27,8 @@ Result<NodeLockValue> ParseNodeLock(const std::string& value) {
   auto c1 = value.find(',');
   if (c1 != std::string::npos) {
     auto c2 = value.find(',', c1 + 1);
-    if (c2 == std::string::npos) return InvalidArgument("node lock \"" + value + "\" is not <time>,<namespace>,<pod>");
+    if (c2 == std::string::npos)
+      return InvalidArgument("node lock \"" + value + "\" is not <time>,<namespace>,<pod>");
     ts = value.substr(0, c1);
     out.pod_namespace = value.substr(c1 + 1, c2 - c1 - 1);
     out.pod_name = value.substr(c2 + 1);
@@ -59,37 +60,44 @@ NodeLocker::NodeLocker(k8s::Client* client, k8s::Clock* clock, std::chrono::seco
     : client_(client), clock_(clock), expiry_(expiry) {}
 
 Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name) {
-  auto r = client_->PatchWithRetry(k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
-    auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
-    auto now = clock_->Now();
-    if (held && !held->empty()) {
-      auto v = ParseNodeLock(*held);
-      bool take = !v.ok();  // an unreadable lock is treated as stale
-      if (v.ok()) {
-        if (v->pod_namespace == ns && v->pod_name == name) {
-          take = true;
-        } else if (now - v->time > expiry_) {
-          take = true;
-        } else if (!v->pod_name.empty()) {
-          auto owner = client_->Get(k8s::PodPath(v->pod_namespace, v->pod_name));
-          if (!owner.ok() && owner.status().code() == StatusCode::kNotFound) take = true;
+  auto r = client_->PatchWithRetry(
+      k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
+        auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
+        auto now = clock_->Now();
+        if (held && !held->empty()) {
+          auto v = ParseNodeLock(*held);
+          bool take = !v.ok();  // an unreadable lock is treated as stale
+          if (v.ok()) {
+            if (v->pod_namespace == ns && v->pod_name == name) {
+              take = true;
+            } else if (now - v->time > expiry_) {
+              take = true;
+            } else if (!v->pod_name.empty()) {
+              auto owner = client_->Get(k8s::PodPath(v->pod_namespace, v->pod_name));
+              if (!owner.ok() && owner.status().code() == StatusCode::kNotFound) take = true;
+            }
+          }
+          if (!take) return Conflict("node " + node + " is locked by " + *held);
         }
-      }
-      if (!take) return Conflict("node " + node + " is locked by " + *held);
-    }
-    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, FormatNodeLock(now, ns, name)}}}}}};
-  });
+        return nlohmann::json{
+            {"metadata",
+             {{"annotations", {{core::kAnnotationNodeLock, FormatNodeLock(now, ns, name)}}}}}};
+      });
   return r.ok() ? Status::Ok() : r.status();
 }
 
-Status NodeLocker::Unlock(const std::string& node, const std::string& ns, const std::string& name, bool force) {
-  auto r = client_->PatchWithRetry(k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
-    auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
-    if (!held) return nlohmann::json();
-    auto v = ParseNodeLock(*held);
-    if (!force && v.ok() && !(v->pod_namespace == ns && v->pod_name == name)) return nlohmann::json();
-    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}};
-  });
+Status NodeLocker::Unlock(const std::string& node, const std::string& ns, const std::string& name,
+                          bool force) {
+  auto r = client_->PatchWithRetry(
+      k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
+        auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
+        if (!held) return nlohmann::json();
+        auto v = ParseNodeLock(*held);
+        if (!force && v.ok() && !(v->pod_namespace == ns && v->pod_name == name))
+          return nlohmann::json();
+        return nlohmann::json{
+            {"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}};
+      });
   return r.ok() ? Status::Ok() : r.status();
 }
 

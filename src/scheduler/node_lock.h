@@ -1,5 +1,6 @@
 #pragma once
-// The node lock `hami.io/mutex.lock` (docs/design/CONTRACT.md §2; docs/design/hami-behaviour.md §3.7): value
+// The node lock `hami.io/mutex.lock` (docs/design/CONTRACT.md §2; docs/design/hami-behaviour.md
+// §3.7): value
 // `<RFC3339 time>,<namespace>,<pod name>` on the Node, set by the scheduler at bind and
 // released by the device plugin after Allocate, by the scheduler when a bind fails or the
 // locking pod no longer exists, and by anyone once older than the expiry (5 min). Set and
@@ -32,13 +33,15 @@ std::string Rfc3339(std::chrono::system_clock::time_point time);
 class NodeLocker {
  public:
   /// `client` must outlive the locker; `clock` decides expiry.
-  NodeLocker(k8s::Client* client, k8s::Clock* clock, std::chrono::seconds expiry = std::chrono::minutes(5));
+  NodeLocker(k8s::Client* client, k8s::Clock* clock,
+             std::chrono::seconds expiry = std::chrono::minutes(5));
   /// Locks `node` for pod ns/name. Succeeds when the node is unlocked, already locked by this
   /// pod, locked longer than the expiry, or locked by a pod that no longer exists.
   /// Errors: kConflict ("node X is locked by ns/pod since T"), or the API error.
   Status Lock(const std::string& node, const std::string& ns, const std::string& name);
   /// Releases the lock if it is held by ns/name (or `force`). Errors: the API error.
-  Status Unlock(const std::string& node, const std::string& ns, const std::string& name, bool force = false);
+  Status Unlock(const std::string& node, const std::string& ns, const std::string& name,
+                bool force = false);
 
  private:
   k8s::Client* client_;

@@ -1,9 +1,9 @@
 #include "scheduler/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <map>
-
-#include <spdlog/spdlog.h>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -48,15 +48,22 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
       server_(options_.http) {
   options_.extender.names = options_.webhook.names;
   state_.SetSigningKey(options_.extender.signing_key);  // accounting only from verified signatures
-  extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(), &metrics_, clock_);
-  metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter, "HTTP requests by endpoint and status code.");
+  extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(),
+                                         &metrics_, clock_);
+  metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter,
+                    "HTTP requests by endpoint and status code.");
   metrics_.Describe("fracgpu_http_request_duration_seconds", metrics::Type::kHistogram,
                     "HTTP request latency by endpoint, seconds.", metrics::DefaultLatencyBuckets());
-  metrics_.Describe("fracgpu_admission_total", metrics::Type::kCounter, "Admission reviews by operation and result.");
-  metrics_.Describe("fracgpu_gpu_memory_limit_bytes", metrics::Type::kGauge, "Device memory a GPU offers, bytes.");
-  metrics_.Describe("fracgpu_gpu_memory_allocated_bytes", metrics::Type::kGauge, "Device memory promised on a GPU, bytes.");
-  metrics_.Describe("fracgpu_gpu_core_limit_ratio", metrics::Type::kGauge, "SM share a GPU offers (1 = the card).");
-  metrics_.Describe("fracgpu_gpu_core_allocated_ratio", metrics::Type::kGauge, "SM share promised on a GPU (1 = the card).");
+  metrics_.Describe("fracgpu_admission_total", metrics::Type::kCounter,
+                    "Admission reviews by operation and result.");
+  metrics_.Describe("fracgpu_gpu_memory_limit_bytes", metrics::Type::kGauge,
+                    "Device memory a GPU offers, bytes.");
+  metrics_.Describe("fracgpu_gpu_memory_allocated_bytes", metrics::Type::kGauge,
+                    "Device memory promised on a GPU, bytes.");
+  metrics_.Describe("fracgpu_gpu_core_limit_ratio", metrics::Type::kGauge,
+                    "SM share a GPU offers (1 = the card).");
+  metrics_.Describe("fracgpu_gpu_core_allocated_ratio", metrics::Type::kGauge,
+                    "SM share promised on a GPU (1 = the card).");
   metrics_.Describe("fracgpu_gpu_shared_count", metrics::Type::kGauge, "Slices placed on a GPU.");
   metrics_.Describe("fracgpu_pod_gpu_memory_allocated_bytes", metrics::Type::kGauge,
                     "Device memory granted to a container on a GPU, bytes.");
@@ -67,17 +74,25 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
   if (options_.hami_metrics) {
     // HAMi v2.10 cmd/scheduler/metrics.go: names, help texts and labels as HAMi's collector
     // writes them (plus its constant zone="vGPU"); values in HAMi's units (core ratios 0–100).
-    metrics_.Describe("hami_gpu_memory_limit_bytes", metrics::Type::kGauge, "HAMi-compatible: the GPU's schedulable memory, bytes.");
-    metrics_.Describe("hami_gpu_core_limit_ratio", metrics::Type::kGauge, "HAMi-compatible: the GPU's schedulable cores, percent (100).");
+    metrics_.Describe("hami_gpu_memory_limit_bytes", metrics::Type::kGauge,
+                      "HAMi-compatible: the GPU's schedulable memory, bytes.");
+    metrics_.Describe("hami_gpu_core_limit_ratio", metrics::Type::kGauge,
+                      "HAMi-compatible: the GPU's schedulable cores, percent (100).");
     metrics_.Describe("hami_gpu_memory_allocated_bytes", metrics::Type::kGauge,
                       "HAMi-compatible: memory granted on the GPU, bytes.");
-    metrics_.Describe("hami_gpu_shared_count", metrics::Type::kGauge, "HAMi-compatible: containers holding a slice of the GPU.");
-    metrics_.Describe("hami_gpu_core_allocated_ratio", metrics::Type::kGauge, "HAMi-compatible: cores granted on the GPU, percent of it.");
-    metrics_.Describe("hami_node_gpu_overview", metrics::Type::kGauge, "HAMi-compatible: one series per GPU of a node, with its usage in the labels.");
+    metrics_.Describe("hami_gpu_shared_count", metrics::Type::kGauge,
+                      "HAMi-compatible: containers holding a slice of the GPU.");
+    metrics_.Describe("hami_gpu_core_allocated_ratio", metrics::Type::kGauge,
+                      "HAMi-compatible: cores granted on the GPU, percent of it.");
+    metrics_.Describe(
+        "hami_node_gpu_overview", metrics::Type::kGauge,
+        "HAMi-compatible: one series per GPU of a node, with its usage in the labels.");
     metrics_.Describe("hami_node_gpu_memory_allocated_ratio", metrics::Type::kGauge,
                       "HAMi-compatible: memory granted on the GPU, fraction of it.");
-    metrics_.Describe("hami_vgpu_memory_allocated_bytes", metrics::Type::kGauge, "HAMi-compatible: memory granted to a container on a GPU, bytes.");
-    metrics_.Describe("hami_vgpu_core_allocated_ratio", metrics::Type::kGauge, "HAMi-compatible: cores granted to a container on a GPU, percent.");
+    metrics_.Describe("hami_vgpu_memory_allocated_bytes", metrics::Type::kGauge,
+                      "HAMi-compatible: memory granted to a container on a GPU, bytes.");
+    metrics_.Describe("hami_vgpu_core_allocated_ratio", metrics::Type::kGauge,
+                      "HAMi-compatible: cores granted to a container on a GPU, percent.");
     metrics::DescribeHamiBuildInfo(metrics_);
   }
   if (options_.hami_metrics && options_.legacy_metrics) {
@@ -88,41 +103,57 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
         {"GPUDeviceMemoryAllocated", "HAMi legacy name: memory granted on the GPU, bytes."},
         {"GPUDeviceSharedNum", "HAMi legacy name: containers holding a slice of the GPU."},
         {"GPUDeviceCoreAllocated", "HAMi legacy name: cores granted on the GPU (a count)."},
-        {"nodeGPUOverview", "HAMi legacy name: one series per GPU of a node, with its usage in the labels."},
+        {"nodeGPUOverview",
+         "HAMi legacy name: one series per GPU of a node, with its usage in the labels."},
         {"nodeGPUMemoryPercentage", "HAMi legacy name: memory granted on the GPU, fraction of it."},
         {"vGPUMemoryAllocated", "HAMi legacy name: memory granted to a container on a GPU, bytes."},
-        {"vGPUCoreAllocated", "HAMi legacy name: cores granted to a container on a GPU (a count)."}};
+        {"vGPUCoreAllocated",
+         "HAMi legacy name: cores granted to a container on a GPU (a count)."}};
     for (const auto& [name, help] : legacy) metrics_.Describe(name, metrics::Type::kGauge, help);
   }
   metrics_.AddCollector([this](metrics::Registry::Scrape& s) { Collect(s); });
 
-  auto endpoint = [this](const std::string& name, std::function<http::Response(const http::Request&)> fn) {
+  auto endpoint = [this](const std::string& name,
+                         std::function<http::Response(const http::Request&)> fn) {
     return [this, name, fn](const http::Request& req) { return Timed(name, req, fn); };
   };
   // Body limits per endpoint (read no further, 413 past them): an AdmissionReview carries the
   // object and oldObject, each at most etcd's 1.5 MiB request limit; ExtenderArgs hold a Pod
   // and the candidate node names (~80 KB at 5,000 nodes); ExtenderBindingArgs four names.
-  server_.Route("POST", "/webhook", endpoint("/webhook", [this](const http::Request& req) {
-    auto r = HandleAdmissionReview(req.body, options_.webhook);
-    if (!r.ok()) {
-      metrics_.Add("fracgpu_admission_total", {{"operation", "unknown"}, {"result", "bad_request"}});
-      return http::Response::Error(400, r.status().message());
-    }
-    const json& resp = (*r)["response"];
-    std::string result = resp.value("allowed", false) ? (resp.contains("patch") ? "patched" : "allowed") : "denied";
-    auto decoded = DecodeAdmissionReview(req.body);
-    metrics_.Add("fracgpu_admission_total", {{"operation", decoded.ok() ? decoded->operation : ""}, {"result", result}});
-    return http::Response::Json(200, *r);
-  }), kWebhookBodyLimit);
-  server_.Route("POST", "/filter", endpoint("/filter", [this](const http::Request& r) { return HandleFilter(r); }),
+  server_.Route(
+      "POST", "/webhook",
+      endpoint("/webhook",
+               [this](const http::Request& req) {
+                 auto r = HandleAdmissionReview(req.body, options_.webhook);
+                 if (!r.ok()) {
+                   metrics_.Add("fracgpu_admission_total",
+                                {{"operation", "unknown"}, {"result", "bad_request"}});
+                   return http::Response::Error(400, r.status().message());
+                 }
+                 const json& resp = (*r)["response"];
+                 std::string result = resp.value("allowed", false)
+                                          ? (resp.contains("patch") ? "patched" : "allowed")
+                                          : "denied";
+                 auto decoded = DecodeAdmissionReview(req.body);
+                 metrics_.Add(
+                     "fracgpu_admission_total",
+                     {{"operation", decoded.ok() ? decoded->operation : ""}, {"result", result}});
+                 return http::Response::Json(200, *r);
+               }),
+      kWebhookBodyLimit);
+  server_.Route("POST", "/filter",
+                endpoint("/filter", [this](const http::Request& r) { return HandleFilter(r); }),
                 kExtenderBodyLimit);
-  server_.Route("POST", "/prioritize",
-                endpoint("/prioritize", [this](const http::Request& r) { return HandlePrioritize(r); }),
-                kExtenderBodyLimit);
-  server_.Route("POST", "/bind", endpoint("/bind", [this](const http::Request& r) { return HandleBind(r); }),
+  server_.Route(
+      "POST", "/prioritize",
+      endpoint("/prioritize", [this](const http::Request& r) { return HandlePrioritize(r); }),
+      kExtenderBodyLimit);
+  server_.Route("POST", "/bind",
+                endpoint("/bind", [this](const http::Request& r) { return HandleBind(r); }),
                 kBindBodyLimit);
   // Also on the health listener (--health-port), which answers while the workers are busy.
-  server_.RouteHealth("/healthz", [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
+  server_.RouteHealth("/healthz",
+                      [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
   server_.RouteHealth("/readyz", [this](const http::Request&) {
     // Serving(): a follower under leader election is not ready, so the Service sends the
     // extender's and the webhook's calls to the leader only.
@@ -136,12 +167,14 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
 
 SchedulerService::~SchedulerService() { Stop(); }
 
-http::Response SchedulerService::Timed(const std::string& endpoint, const http::Request& req,
-                                       const std::function<http::Response(const http::Request&)>& fn) {
+http::Response SchedulerService::Timed(
+    const std::string& endpoint, const http::Request& req,
+    const std::function<http::Response(const http::Request&)>& fn) {
   auto start = std::chrono::steady_clock::now();
   http::Response res = fn(req);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics_.Add("fracgpu_http_requests_total", {{"endpoint", endpoint}, {"code", std::to_string(res.status)}});
+  metrics_.Add("fracgpu_http_requests_total",
+               {{"endpoint", endpoint}, {"code", std::to_string(res.status)}});
   metrics_.Observe("fracgpu_http_request_duration_seconds", {{"endpoint", endpoint}}, secs);
   return res;
 }
@@ -159,9 +192,12 @@ http::Response SchedulerService::HandleFilter(const http::Request& req) {
   auto args = DecodeExtenderArgs(req.body);
   if (!args.ok()) return http::Response::Error(400, args.status().message());
   if (!Serving()) {
-    return http::Response::Json(200, {{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
-                                      {"FailedAndUnresolvableNodes", json::object()},
-                                      {"Error", "fracgpu scheduler is not ready (cache not synced or not the leader)"}});
+    return http::Response::Json(
+        200, {{"Nodes", nullptr},
+              {"NodeNames", nullptr},
+              {"FailedNodes", json::object()},
+              {"FailedAndUnresolvableNodes", json::object()},
+              {"Error", "fracgpu scheduler is not ready (cache not synced or not the leader)"}});
   }
   return http::Response::Text(200, extender_->Filter(*args), "application/json");
 }
@@ -176,7 +212,8 @@ http::Response SchedulerService::HandleBind(const http::Request& req) {
   auto args = DecodeExtenderBindingArgs(req.body);
   if (!args.ok()) return http::Response::Error(400, args.status().message());
   if (!Serving()) {
-    return http::Response::Json(200, {{"Error", "fracgpu scheduler is not ready (cache not synced or not the leader)"}});
+    return http::Response::Json(
+        200, {{"Error", "fracgpu scheduler is not ready (cache not synced or not the leader)"}});
   }
   return http::Response::Json(200, extender_->Bind(*args));
 }
@@ -184,13 +221,18 @@ http::Response SchedulerService::HandleBind(const http::Request& req) {
 void SchedulerService::OnNode(const json& node) {
   Status st = state_.UpsertNode(node);
   if (!st.ok()) spdlog::warn("{}", st.ToString());
-  if (!options_.write_handshake || client_ == nullptr || !k8s::Annotation(node, core::kAnnotationNodeRegister)) return;
+  if (!options_.write_handshake || client_ == nullptr ||
+      !k8s::Annotation(node, core::kAnnotationNodeRegister))
+    return;
   if (options_.leader_elect && (!elector_ || !elector_->is_leader())) return;
   auto hs = k8s::Annotation(node, core::kAnnotationNodeHandshake);
   if (hs && hs->find("Requesting") != std::string::npos) return;
-  auto r = client_->MergePatch(k8s::NodePath(k8s::Name(node)),
-                               {{"metadata", {{"annotations", {{core::kAnnotationNodeHandshake, HandshakeValue(clock_->Now())}}}}}});
-  if (!r.ok()) spdlog::warn("node {}: handshake not written: {}", k8s::Name(node), r.status().ToString());
+  auto r = client_->MergePatch(
+      k8s::NodePath(k8s::Name(node)),
+      {{"metadata",
+        {{"annotations", {{core::kAnnotationNodeHandshake, HandshakeValue(clock_->Now())}}}}}});
+  if (!r.ok())
+    spdlog::warn("node {}: handshake not written: {}", k8s::Name(node), r.status().ToString());
 }
 
 namespace {
@@ -198,7 +240,9 @@ namespace {
 // HAMi's core figures (normalizeCoreMetrics in cmd/scheduler/metrics.go): the limit is 100
 // and the allocation ceil(allocated / total × 100), both 0 for a GPU offering no cores.
 double HamiCoreAllocated(int64_t total, int64_t allocated) {
-  return total <= 0 ? 0.0 : std::ceil(static_cast<double>(allocated) / static_cast<double>(total) * 100.0);
+  return total <= 0
+             ? 0.0
+             : std::ceil(static_cast<double>(allocated) / static_cast<double>(total) * 100.0);
 }
 
 }  // namespace
@@ -206,15 +250,18 @@ double HamiCoreAllocated(int64_t total, int64_t allocated) {
 void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
   const bool hami = options_.hami_metrics;
   const char* zone = metrics::kHamiZone;
-  std::map<std::string, int64_t> cores_of;  // GPU UUID → devcore, for hami_vgpu_core_allocated_ratio
+  std::map<std::string, int64_t>
+      cores_of;  // GPU UUID → devcore, for hami_vgpu_core_allocated_ratio
   for (const auto& node : state_.Nodes()) {
     for (const auto& g : node.gpus) {
       metrics::Labels l = {{"node", node.name},
                            {"device_uuid", g.info.uuid},
                            {"device_index", std::to_string(g.info.index)},
                            {"device_type", g.info.type}};
-      s.Set("fracgpu_gpu_memory_limit_bytes", l, static_cast<double>(g.info.devmem_mib) * 1048576.0);
-      s.Set("fracgpu_gpu_memory_allocated_bytes", l, static_cast<double>(g.used_mem_mib) * 1048576.0);
+      s.Set("fracgpu_gpu_memory_limit_bytes", l,
+            static_cast<double>(g.info.devmem_mib) * 1048576.0);
+      s.Set("fracgpu_gpu_memory_allocated_bytes", l,
+            static_cast<double>(g.used_mem_mib) * 1048576.0);
       s.Set("fracgpu_gpu_core_limit_ratio", l, g.info.devcore / 100.0);
       s.Set("fracgpu_gpu_core_allocated_ratio", l, g.used_cores / 100.0);
       s.Set("fracgpu_gpu_shared_count", l, g.used);
@@ -222,44 +269,73 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
       cores_of.emplace(g.info.uuid, g.info.devcore);
       const std::string idx = std::to_string(g.info.index), cores = std::to_string(g.info.devcore);
       const double used_bytes = static_cast<double>(g.used_mem_mib) * 1048576.0;
-      metrics::Labels h = {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx},
-                           {"device_type", g.info.type}, {"zone", zone}};
+      metrics::Labels h = {{"node", node.name},
+                           {"device_uuid", g.info.uuid},
+                           {"device_index", idx},
+                           {"device_type", g.info.type},
+                           {"zone", zone}};
       s.Set("hami_gpu_memory_limit_bytes", h, static_cast<double>(g.info.devmem_mib) * 1048576.0);
       s.Set("hami_gpu_core_limit_ratio", h, g.info.devcore > 0 ? 100.0 : 0.0);
       s.Set("hami_gpu_shared_count", h, g.used);
       s.Set("hami_gpu_core_allocated_ratio", h, HamiCoreAllocated(g.info.devcore, g.used_cores));
       s.Set("hami_gpu_memory_allocated_bytes",
-            {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx}, {"device_cores", cores},
-             {"device_type", g.info.type}, {"zone", zone}},
+            {{"node", node.name},
+             {"device_uuid", g.info.uuid},
+             {"device_index", idx},
+             {"device_cores", cores},
+             {"device_type", g.info.type},
+             {"zone", zone}},
             used_bytes);
       s.Set("hami_node_gpu_overview",
-            {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx}, {"device_cores", cores},
-             {"device_memory_limit", std::to_string(g.info.devmem_mib)}, {"device_type", g.info.type},
+            {{"node", node.name},
+             {"device_uuid", g.info.uuid},
+             {"device_index", idx},
+             {"device_cores", cores},
+             {"device_memory_limit", std::to_string(g.info.devmem_mib)},
+             {"device_type", g.info.type},
              {"zone", zone}},
             used_bytes);
       if (g.info.devmem_mib > 0) {
         s.Set("hami_node_gpu_memory_allocated_ratio",
-              {{"node", node.name}, {"device_uuid", g.info.uuid}, {"device_index", idx}, {"zone", zone}},
+              {{"node", node.name},
+               {"device_uuid", g.info.uuid},
+               {"device_index", idx},
+               {"zone", zone}},
               static_cast<double>(g.used_mem_mib) / static_cast<double>(g.info.devmem_mib));
       }
       if (!options_.legacy_metrics) continue;
-      metrics::Labels o = {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx},
-                           {"devicetype", g.info.type}, {"zone", zone}};
+      metrics::Labels o = {{"nodeid", node.name},
+                           {"deviceuuid", g.info.uuid},
+                           {"deviceidx", idx},
+                           {"devicetype", g.info.type},
+                           {"zone", zone}};
       s.Set("GPUDeviceMemoryLimit", o, static_cast<double>(g.info.devmem_mib) * 1048576.0);
       s.Set("GPUDeviceCoreLimit", o, g.info.devcore);
       s.Set("GPUDeviceSharedNum", o, g.used);
       s.Set("GPUDeviceCoreAllocated", o, g.used_cores);
       s.Set("GPUDeviceMemoryAllocated",
-            {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx}, {"devicecores", cores},
-             {"devicetype", g.info.type}, {"zone", zone}},
+            {{"nodeid", node.name},
+             {"deviceuuid", g.info.uuid},
+             {"deviceidx", idx},
+             {"devicecores", cores},
+             {"devicetype", g.info.type},
+             {"zone", zone}},
             used_bytes);
       s.Set("nodeGPUOverview",
-            {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx}, {"devicecores", cores},
-             {"devicememorylimit", std::to_string(g.info.devmem_mib)}, {"devicetype", g.info.type}, {"zone", zone}},
+            {{"nodeid", node.name},
+             {"deviceuuid", g.info.uuid},
+             {"deviceidx", idx},
+             {"devicecores", cores},
+             {"devicememorylimit", std::to_string(g.info.devmem_mib)},
+             {"devicetype", g.info.type},
+             {"zone", zone}},
             used_bytes);
       if (g.info.devmem_mib > 0) {
         s.Set("nodeGPUMemoryPercentage",
-              {{"nodeid", node.name}, {"deviceuuid", g.info.uuid}, {"deviceidx", idx}, {"zone", zone}},
+              {{"nodeid", node.name},
+               {"deviceuuid", g.info.uuid},
+               {"deviceidx", idx},
+               {"zone", zone}},
               static_cast<double>(g.used_mem_mib) / static_cast<double>(g.info.devmem_mib));
       }
     }
@@ -273,20 +349,27 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
                              {"node", a.node},
                              {"container_index", std::to_string(c)},
                              {"device_uuid", g.uuid}};
-        s.Set("fracgpu_pod_gpu_memory_allocated_bytes", l, static_cast<double>(g.mem_mib) * 1048576.0);
+        s.Set("fracgpu_pod_gpu_memory_allocated_bytes", l,
+              static_cast<double>(g.mem_mib) * 1048576.0);
         s.Set("fracgpu_pod_gpu_core_allocated_ratio", l, g.cores_percent / 100.0);
         if (!hami || g.uuid.empty()) continue;  // HAMi skips a device without UUID
-        metrics::Labels h = {{"namespace", a.key.substr(0, slash)}, {"node", a.node},
-                             {"pod", a.key.substr(slash + 1)},      {"container_index", std::to_string(c)},
-                             {"device_uuid", g.uuid},               {"zone", zone}};
+        metrics::Labels h = {{"namespace", a.key.substr(0, slash)},
+                             {"node", a.node},
+                             {"pod", a.key.substr(slash + 1)},
+                             {"container_index", std::to_string(c)},
+                             {"device_uuid", g.uuid},
+                             {"zone", zone}};
         auto total = cores_of.find(g.uuid);
         s.Set("hami_vgpu_memory_allocated_bytes", h, static_cast<double>(g.mem_mib) * 1048576.0);
         s.Set("hami_vgpu_core_allocated_ratio", h,
               HamiCoreAllocated(total == cores_of.end() ? 0 : total->second, g.cores_percent));
         if (!options_.legacy_metrics) continue;
-        metrics::Labels o = {{"podnamespace", a.key.substr(0, slash)}, {"nodename", a.node},
-                             {"podname", a.key.substr(slash + 1)},     {"containeridx", std::to_string(c)},
-                             {"deviceuuid", g.uuid},                   {"zone", zone}};
+        metrics::Labels o = {{"podnamespace", a.key.substr(0, slash)},
+                             {"nodename", a.node},
+                             {"podname", a.key.substr(slash + 1)},
+                             {"containeridx", std::to_string(c)},
+                             {"deviceuuid", g.uuid},
+                             {"zone", zone}};
         s.Set("vGPUMemoryAllocated", o, static_cast<double>(g.mem_mib) * 1048576.0);
         s.Set("vGPUCoreAllocated", o, g.cores_percent);
       }
@@ -313,14 +396,15 @@ Status SchedulerService::Start() {
     po.path = "/api/v1/pods";
     pods_ = std::make_unique<k8s::Informer>(
         client_, po,
-        k8s::InformerHandlers{[this](const json& p) {
-                                Status st = state_.UpsertPod(p);
-                                if (!st.ok()) spdlog::warn("{}", st.ToString());
-                                if (st.code() == StatusCode::kPermissionDenied && events_ != nullptr) {
-                                  events_->Record(p, "Warning", "UnverifiedAllocation", st.message());
-                                }
-                              },
-                              [this](const json& p) { state_.RemovePod(p); }, nullptr});
+        k8s::InformerHandlers{
+            [this](const json& p) {
+              Status st = state_.UpsertPod(p);
+              if (!st.ok()) spdlog::warn("{}", st.ToString());
+              if (st.code() == StatusCode::kPermissionDenied && events_ != nullptr) {
+                events_->Record(p, "Warning", "UnverifiedAllocation", st.message());
+              }
+            },
+            [this](const json& p) { state_.RemovePod(p); }, nullptr});
     nodes_->Start();
     pods_->Start();
   }

@@ -1,8 +1,8 @@
 #include "scheduler/state.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "core/codec.h"
 #include "core/signature.h"
@@ -96,7 +96,8 @@ Result<std::optional<PodAllocation>> AllocationFromPod(const json& pod) {
   if (!node || node->empty() || !allocated) return std::optional<PodAllocation>();
   auto grants = core::DecodePodGrants(*allocated);
   if (!grants.ok()) {
-    return grants.status().WithPrefix("pod " + k8s::Key(pod) + ": annotation " + core::kAnnotationVgpuDevicesAllocated);
+    return grants.status().WithPrefix("pod " + k8s::Key(pod) + ": annotation " +
+                                      core::kAnnotationVgpuDevicesAllocated);
   }
   PodAllocation a;
   a.key = k8s::Key(pod);
@@ -122,7 +123,8 @@ Status ClusterState::UpsertNode(const json& node) {
     if (decoded.ok()) {
       devices = std::move(*decoded);
     } else {
-      result = decoded.status().WithPrefix("node " + name + ": annotation " + core::kAnnotationNodeRegister);
+      result = decoded.status().WithPrefix("node " + name + ": annotation " +
+                                           core::kAnnotationNodeRegister);
     }
   }
   std::set<std::string> cordon;
@@ -195,7 +197,8 @@ void ClusterState::ApplyLocked(PodAllocation& a, bool add) {
       return;
     }
     Status st = core::RemovePodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
-    if (!st.ok()) spdlog::error("pod {}: cannot release usage on {}: {}", a.key, a.node, st.ToString());
+    if (!st.ok())
+      spdlog::error("pod {}: cannot release usage on {}: {}", a.key, a.node, st.ToString());
     applied_.erase(a.uid);
   }
 }
@@ -231,7 +234,8 @@ Status ClusterState::UpsertPod(const json& pod) {
           !existing->second.whole_node) {
         // An edit cannot lower the accounting: the last verified allocation stays.
         return PermissionDenied("pod " + k8s::Key(pod) + " " + what +
-                                "; still counting its last verified allocation on node " + existing->second.node);
+                                "; still counting its last verified allocation on node " +
+                                existing->second.node);
       }
       PodAllocation whole;
       whole.key = k8s::Key(pod);
@@ -245,11 +249,12 @@ Status ClusterState::UpsertPod(const json& pod) {
           pods_by_node_[existing->second.node].erase(uid);
           pods_.erase(existing);
         }
-        return PermissionDenied("pod " + k8s::Key(pod) + " " + what + " and is not bound to a node; not counted");
+        return PermissionDenied("pod " + k8s::Key(pod) + " " + what +
+                                " and is not bound to a node; not counted");
       }
       alloc = std::optional<PodAllocation>(std::move(whole));
-      unverified = PermissionDenied("pod " + k8s::Key(pod) + " " + what + "; counted as holding every GPU of node " +
-                                    (*alloc)->node);
+      unverified = PermissionDenied("pod " + k8s::Key(pod) + " " + what +
+                                    "; counted as holding every GPU of node " + (*alloc)->node);
     }
   }
   if (!alloc.ok() || !alloc->has_value()) {
@@ -292,7 +297,8 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
     pods_.erase(old);
   }
   core::NodeState trial = it->second.state;
-  FRACGPU_RETURN_IF_ERROR(core::AddPodGrants(trial, allocation.grants, allocation.num_init, allocation.init_finished));
+  FRACGPU_RETURN_IF_ERROR(
+      core::AddPodGrants(trial, allocation.grants, allocation.num_init, allocation.init_finished));
   PodAllocation a = allocation;
   a.assumed = true;
   a.verified = true;  // this scheduler's own decision
@@ -339,7 +345,8 @@ std::vector<core::NodeState> ClusterState::Nodes() const {
   for (const auto& [name, e] : nodes_) {
     if (e.usable) out.push_back(e.state);
   }
-  std::sort(out.begin(), out.end(), [](const core::NodeState& a, const core::NodeState& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const core::NodeState& a, const core::NodeState& b) { return a.name < b.name; });
   return out;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The scheduler's cluster state: per node, the GPUs it registered and the usage promised on
-// each, rebuilt from the pods' allocation annotations (docs/design/hami-behaviour.md §3.8), so a restart
-// loses nothing: the decision written on the pod is the source of truth.
+// each, rebuilt from the pods' allocation annotations (docs/design/hami-behaviour.md §3.8), so a
+// restart loses nothing: the decision written on the pod is the source of truth.
 //
 // Rules (docs/design/CONTRACT.md §2):
 //  * a node's GPUs count while `hami.io/node-nvidia-register` decodes to ≥ 1 GPU and
@@ -17,14 +17,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/annotations.h"
 #include "core/device.h"
@@ -35,21 +34,23 @@
 namespace fracgpu::scheduler {
 
 /// Node annotations the state reads besides docs/design/CONTRACT.md §2's (core/annotations.h):
-/// HAMi's topology scores, and the device cordon of docs/design/CONTRACT.md §1 (UUIDs, comma-separated).
+/// HAMi's topology scores, and the device cordon of docs/design/CONTRACT.md §1 (UUIDs,
+/// comma-separated).
 inline constexpr char kAnnotationTopology[] = "hami.io/node-nvidia-score";
 inline constexpr char kAnnotationCordon[] = "hami.io/device-cordon";
 
 /// One pod's recorded allocation.
 struct PodAllocation {
-  std::string key;   ///< "<namespace>/<name>"
+  std::string key;  ///< "<namespace>/<name>"
   std::string uid;
   std::string node;
   core::PodGrants grants;
   size_t num_init = 0;
   bool init_finished = false;
-  bool assumed = false;  ///< recorded by Bind, not yet seen with annotations through the watch
-  bool verified = false;    ///< its signature verified (or Bind decided it): the grants are fracgpu's
-  bool whole_node = false;  ///< unverifiable and nothing verified known: reserves every GPU of `node`
+  bool assumed = false;   ///< recorded by Bind, not yet seen with annotations through the watch
+  bool verified = false;  ///< its signature verified (or Bind decided it): the grants are fracgpu's
+  bool whole_node =
+      false;  ///< unverifiable and nothing verified known: reserves every GPU of `node`
 };
 
 /// The cluster state cache. See the file comment.

@@ -22,7 +22,8 @@ const char* TypeName(const json& j) { return j.type_name(); }
 std::string Base64(const std::string& in) {
   std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
   int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
   out.resize(static_cast<size_t>(n));
   return out;
 }
@@ -77,7 +78,9 @@ json Deny(const AdmissionRequest& req, int code, const std::string& message) {
   json r = Response(req, false);
   r["response"]["status"] = {{"status", "Failure"},
                              {"code", code},
-                             {"reason", code == 400 ? "BadRequest" : code == 403 ? "Forbidden" : "InternalError"},
+                             {"reason", code == 400   ? "BadRequest"
+                                        : code == 403 ? "Forbidden"
+                                                      : "InternalError"},
                              {"message", message}};
   return r;
 }
@@ -102,7 +105,8 @@ bool Privileged(const json& container) {
   return it != sc->end() && it->is_boolean() && it->get<bool>();
 }
 
-json Patched(const AdmissionRequest& req, const json& patch, const std::vector<std::string>& warnings) {
+json Patched(const AdmissionRequest& req, const json& patch,
+             const std::vector<std::string>& warnings) {
   json r = Response(req, true);
   if (!patch.empty()) {
     r["response"]["patchType"] = "JSONPatch";
@@ -120,7 +124,8 @@ json AdmitCreateDra(const AdmissionRequest& req, const WebhookConfig& config, js
   auto conversion = core::ConvertHamiPod(req.object, config.names);
   if (!conversion.ok()) return Deny(req, 400, "DRA mode: " + conversion.status().message());
   if (!config.create_claim_template) {
-    return Deny(req, 500, "DRA mode: the webhook has no API client to create ResourceClaimTemplates");
+    return Deny(req, 500,
+                "DRA mode: the webhook has no API client to create ResourceClaimTemplates");
   }
   for (json& t : conversion->templates) {
     // The request's namespace is authoritative (metadata.namespace may be empty on CREATE).
@@ -129,9 +134,9 @@ json AdmitCreateDra(const AdmissionRequest& req, const WebhookConfig& config, js
     Status st = config.create_claim_template(t);
     if (!st.ok()) {
       return Deny(req, 500,
-                  "DRA mode: cannot create ResourceClaimTemplate " + t["metadata"].value("namespace", "") + "/" +
-                      t["metadata"].value("name", "") + " for this pod (pod refused, nothing placed): " +
-                      st.message());
+                  "DRA mode: cannot create ResourceClaimTemplate " +
+                      t["metadata"].value("namespace", "") + "/" + t["metadata"].value("name", "") +
+                      " for this pod (pod refused, nothing placed): " + st.message());
     }
   }
   for (auto& op : conversion->pod_patch) patch.push_back(std::move(op));
@@ -165,15 +170,17 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
     const json* spec = Obj(pod, "spec");
     for (const auto& [list, c] : AllContainers(pod)) {
       if (Privileged(*c)) {
-        return Deny(req, 403,
-                    "container \"" + Str(*c, "name") +
-                        "\" is privileged: a privileged container reaches every GPU of the node, past all "
-                        "fracgpu limits; remove securityContext.privileged or the fracgpu resources");
+        return Deny(
+            req, 403,
+            "container \"" + Str(*c, "name") +
+                "\" is privileged: a privileged container reaches every GPU of the node, past all "
+                "fracgpu limits; remove securityContext.privileged or the fracgpu resources");
       }
     }
     std::string scheduler = spec ? Str(*spec, "schedulerName") : "";
-    bool allowed_other = std::find(config.allowed_schedulers.begin(), config.allowed_schedulers.end(), scheduler) !=
-                         config.allowed_schedulers.end();
+    bool allowed_other =
+        std::find(config.allowed_schedulers.begin(), config.allowed_schedulers.end(), scheduler) !=
+        config.allowed_schedulers.end();
     // In DRA mode the claims are placed by whichever scheduler runs the pod (kube-scheduler's
     // DynamicResources plugin), so any schedulerName is fine.
     if (!config.dra_mode && !scheduler.empty() && scheduler != "default-scheduler" &&
@@ -186,19 +193,22 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
     if (spec != nullptr && !Str(*spec, "nodeName").empty()) {
       return Deny(req, 403,
                   "spec.nodeName is set to \"" + Str(*spec, "nodeName") +
-                      "\": fracgpu must choose the node and its GPUs; use a nodeSelector or node affinity instead");
+                      "\": fracgpu must choose the node and its GPUs; use a nodeSelector or node "
+                      "affinity instead");
     }
     for (const auto& c : request->containers) {
       if (c.UsesGpu() && c.disable_control.value_or(false) && !c.WholeCards()) {
         return Deny(req, 403,
                     "container \"" + c.name +
-                        "\": CUDA_DISABLE_CONTROL=true switches GPU isolation off, which is allowed only for "
+                        "\": CUDA_DISABLE_CONTROL=true switches GPU isolation off, which is "
+                        "allowed only for "
                         "whole, exclusive cards (nvidia.com/gpucores: 100 and the whole memory)");
       }
     }
     if (config.dra_mode) return AdmitCreateDra(req, config, std::move(patch), std::move(warnings));
     if (!allowed_other && scheduler != config.scheduler_name) {
-      patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});
+      patch.push_back(
+          {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});
     }
   }
   // Defaults into limits (and request-only values copied), for every container.
@@ -247,7 +257,8 @@ json AdmitUpdate(const AdmissionRequest& req, const WebhookConfig& config) {
 }  // namespace
 
 const std::vector<std::string>& SystemAnnotations() {
-  static const std::vector<std::string> kKeys(core::kSystemPodAnnotations.begin(), core::kSystemPodAnnotations.end());
+  static const std::vector<std::string> kKeys(core::kSystemPodAnnotations.begin(),
+                                              core::kSystemPodAnnotations.end());
   return kKeys;
 }
 
@@ -262,13 +273,15 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
   if (!parsed.ok()) return parsed.status();
   json review = std::move(*parsed);
   if (!review.is_object()) {
-    return InvalidArgument(std::string("AdmissionReview must be a JSON object, got ") + TypeName(review));
+    return InvalidArgument(std::string("AdmissionReview must be a JSON object, got ") +
+                           TypeName(review));
   }
   AdmissionRequest out;
   out.api_version = Str(review, "apiVersion");
   if (!out.api_version.empty() && out.api_version != "admission.k8s.io/v1" &&
       out.api_version != "admission.k8s.io/v1beta1") {
-    return InvalidArgument("AdmissionReview apiVersion \"" + out.api_version + "\" is not admission.k8s.io/v1");
+    return InvalidArgument("AdmissionReview apiVersion \"" + out.api_version +
+                           "\" is not admission.k8s.io/v1");
   }
   auto rit = review.find("request");
   if (rit == review.end() || !rit->is_object()) {
@@ -279,7 +292,8 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
   for (const char* key : {"uid", "operation"}) {
     auto it = r.find(key);
     if (it == r.end() || !it->is_string()) {
-      return InvalidArgument(std::string("AdmissionReview.request.") + key + " must be a string, got " +
+      return InvalidArgument(std::string("AdmissionReview.request.") + key +
+                             " must be a string, got " +
                              (it == r.end() ? "nothing" : TypeName(*it)));
     }
   }
@@ -291,7 +305,8 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
   if (const json* ui = Obj(r, "userInfo")) out.username = Str(*ui, "username");
   if (auto dr = r.find("dryRun"); dr != r.end() && !dr->is_null()) {
     if (!dr->is_boolean()) {
-      return InvalidArgument(std::string("AdmissionReview.request.dryRun must be a boolean, got ") + TypeName(*dr));
+      return InvalidArgument(std::string("AdmissionReview.request.dryRun must be a boolean, got ") +
+                             TypeName(*dr));
     }
     out.dry_run = dr->get<bool>();
   }
@@ -299,10 +314,11 @@ Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
     auto it = r.find(key);
     if (it == r.end() || it->is_null()) continue;
     if (!it->is_object()) {
-      return InvalidArgument(std::string("AdmissionReview.request.") + key + " must be an object, got " +
-                             TypeName(*it));
+      return InvalidArgument(std::string("AdmissionReview.request.") + key +
+                             " must be an object, got " + TypeName(*it));
     }
-    FRACGPU_RETURN_IF_ERROR(core::CheckObjectMetaStrings(*it, std::string("AdmissionReview.request.") + key));
+    FRACGPU_RETURN_IF_ERROR(
+        core::CheckObjectMetaStrings(*it, std::string("AdmissionReview.request.") + key));
     (std::string(key) == "object" ? out.object : out.old_object) = *it;
   }
   return out;
@@ -315,12 +331,14 @@ json Admit(const AdmissionRequest& request, const WebhookConfig& config) {
     return Response(request, true);
   }
   if (request.operation == "CREATE") {
-    if (!request.object.is_object()) return Deny(request, 400, "AdmissionReview.request.object is missing");
+    if (!request.object.is_object())
+      return Deny(request, 400, "AdmissionReview.request.object is missing");
     return AdmitCreate(request, config);
   }
   if (request.operation == "UPDATE") {
     if (!request.object.is_object() || !request.old_object.is_object()) {
-      return Deny(request, 400, "AdmissionReview.request.object and oldObject are required on UPDATE");
+      return Deny(request, 400,
+                  "AdmissionReview.request.object and oldObject are required on UPDATE");
     }
     return AdmitUpdate(request, config);
   }
@@ -367,8 +385,9 @@ std::function<Status(const json&)> ClaimTemplateCreator(k8s::Client* client) {
     auto existing = client->Get(ClaimTemplatePath(ns, name));
     if (!existing.ok()) return existing.status();
     if (!SameContent(existing->value("spec", json::object()), t.value("spec", json::object()))) {
-      return Conflict("ResourceClaimTemplate " + ns + "/" + name +
-                      " already exists with a different spec (delete it, or rename the pod or container)");
+      return Conflict(
+          "ResourceClaimTemplate " + ns + "/" + name +
+          " already exists with a different spec (delete it, or rename the pod or container)");
     }
     return Status();
   };

@@ -1,10 +1,11 @@
 #pragma once
 // The mutating admission webhook (`/webhook`, AdmissionReview admission.k8s.io/v1,
-// docs/design/wire-apis.md §5; docs/design/CONTRACT.md §1–3). Pure functions: AdmissionReview in, AdmissionReview
-// out; no I/O, so the same code runs under the HTTP server, the fuzzer and the unit tests. The
-// one exception is DRA mode (WebhookConfig::dra_mode), whose single side effect — creating the
-// pod's ResourceClaimTemplates — goes through the WebhookConfig::create_claim_template callback
-// (ClaimTemplateCreator over the API server in `fracgpu scheduler --dra-mode`, a fake in tests).
+// docs/design/wire-apis.md §5; docs/design/CONTRACT.md §1–3). Pure functions: AdmissionReview in,
+// AdmissionReview out; no I/O, so the same code runs under the HTTP server, the fuzzer and the unit
+// tests. The one exception is DRA mode (WebhookConfig::dra_mode), whose single side effect —
+// creating the pod's ResourceClaimTemplates — goes through the WebhookConfig::create_claim_template
+// callback (ClaimTemplateCreator over the API server in `fracgpu scheduler --dra-mode`, a fake in
+// tests).
 //
 // CREATE: removes system annotations (every pod); for a pod that uses fracgpu: validates the
 // request (400 naming container, resource and value), denies privileged containers, foreign
@@ -20,10 +21,9 @@
 // scheduler's service account (all keys) or the device plugin's (to-allocate and bind-phase).
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/request.h"
 #include "core/status.h"
@@ -58,13 +58,13 @@ struct WebhookConfig {
 struct AdmissionRequest {
   std::string api_version;  ///< echoed in the response ("admission.k8s.io/v1")
   std::string uid;
-  std::string operation;    ///< CREATE | UPDATE | DELETE | CONNECT
-  std::string kind;         ///< request.kind.kind, e.g. "Pod"
+  std::string operation;  ///< CREATE | UPDATE | DELETE | CONNECT
+  std::string kind;       ///< request.kind.kind, e.g. "Pod"
   std::string sub_resource;
   std::string namespace_;
-  std::string username;     ///< request.userInfo.username
-  bool dry_run = false;     ///< request.dryRun: no side effects (DRA mode creates no template)
-  nlohmann::json object;    ///< null when absent
+  std::string username;   ///< request.userInfo.username
+  bool dry_run = false;   ///< request.dryRun: no side effects (DRA mode creates no template)
+  nlohmann::json object;  ///< null when absent
   nlohmann::json old_object;
 };
 

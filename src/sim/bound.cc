@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <string>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -135,7 +135,8 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   glp_prob* lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MAX);
   glp_add_rows(lp, static_cast<int>(row_ub.size()));
-  for (size_t r = 0; r < row_ub.size(); ++r) glp_set_row_bnds(lp, static_cast<int>(r) + 1, GLP_UP, 0, row_ub[r]);
+  for (size_t r = 0; r < row_ub.size(); ++r)
+    glp_set_row_bnds(lp, static_cast<int>(r) + 1, GLP_UP, 0, row_ub[r]);
   glp_add_cols(lp, static_cast<int>(cols.size()));
   for (size_t k = 0; k < cols.size(); ++k) {
     glp_set_col_bnds(lp, static_cast<int>(k) + 1, GLP_LO, 0, 0);

@@ -16,7 +16,7 @@ namespace fracgpu::sim {
 
 /// The bound for one multiset of pods.
 struct PackingBound {
-  double gpu_milli = 0;  ///< LP optimum: most milli-GPU any packing of these pods can place
+  double gpu_milli = 0;      ///< LP optimum: most milli-GPU any packing of these pods can place
   int32_t pod_classes = 0;   ///< distinct pod shapes in the LP
   int32_t node_classes = 0;  ///< distinct node shapes in the LP
 };

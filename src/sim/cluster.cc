@@ -6,8 +6,8 @@ namespace fracgpu::sim {
 
 const std::vector<GpuModelSpec>& KnownGpuModels() {
   static const std::vector<GpuModelSpec> kModels = {
-      {"T4", 16384},      {"P100", 16384}, {"V100M16", 16384}, {"V100M32", 32768},
-      {"A10", 24576},     {"G2", 32768},   {"G3", 32768},
+      {"T4", 16384},  {"P100", 16384}, {"V100M16", 16384}, {"V100M32", 32768},
+      {"A10", 24576}, {"G2", 32768},   {"G3", 32768},
   };
   return kModels;
 }
@@ -27,8 +27,9 @@ Result<SimCluster> BuildCluster(const std::vector<TraceNode>& nodes, const std::
     const auto spec = std::find_if(KnownGpuModels().begin(), KnownGpuModels().end(),
                                    [&](const GpuModelSpec& m) { return m.model == n->model; });
     if (spec == KnownGpuModels().end()) {
-      return InvalidArgument(file + ":" + std::to_string(n->line) + ": model: unknown GPU model \"" +
-                             n->model + "\" (known: " + known + ")");
+      return InvalidArgument(file + ":" + std::to_string(n->line) +
+                             ": model: unknown GPU model \"" + n->model + "\" (known: " + known +
+                             ")");
     }
     auto type = std::find(c.type_table.begin(), c.type_table.end(), n->model);
     if (type == c.type_table.end()) {

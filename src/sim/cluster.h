@@ -33,9 +33,9 @@ inline constexpr int32_t kSimSplitCount = 100;
 
 /// A cluster built from a node list.
 struct SimCluster {
-  std::vector<std::string> type_table;    ///< GPU model codes; FragNode type id = index
-  std::vector<core::NodeState> states;    ///< nodes sorted by name
-  std::vector<core::FragNode> frag;       ///< the same nodes, compact, same order
+  std::vector<std::string> type_table;  ///< GPU model codes; FragNode type id = index
+  std::vector<core::NodeState> states;  ///< nodes sorted by name
+  std::vector<core::FragNode> frag;     ///< the same nodes, compact, same order
   int64_t total_gpus = 0;
 
   int64_t CapacityMilli() const { return total_gpus * core::kMilliPerGpu; }

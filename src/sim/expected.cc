@@ -54,8 +54,9 @@ Result<PaperTable> ParsePaperCsv(std::string_view text, std::string_view file) {
       continue;
     }
     if (fields.size() != header.size()) {
-      return err(line_no, "row", "expected " + std::to_string(header.size()) + " columns, got " +
-                                     std::to_string(fields.size()));
+      return err(line_no, "row",
+                 "expected " + std::to_string(header.size()) + " columns, got " +
+                     std::to_string(fields.size()));
     }
     PaperTable::Row row;
     for (size_t i = 0; i < fields.size(); ++i) {

@@ -1,7 +1,9 @@
 // `fracgpu simulate`: the FGD paper's experiment on the bundled Alibaba openb trace, every
-// policy × every seed, with the paper's published means beside ours (docs/design/fgd-evaluation.md).
-#include <CLI/CLI.hpp>
+// policy × every seed, with the paper's published means beside ours
+// (docs/design/fgd-evaluation.md).
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,7 +14,6 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 
 #include "core/gputype.h"
 #include "sim/bound.h"
@@ -99,7 +100,8 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 Result<std::vector<PlacementPolicy>> ParsePolicies(const std::string& text) {
   std::vector<PlacementPolicy> out;
   // An empty entry ("FGD,,BestFit", "FGD,") is a typo, not a list separator: refused.
-  if (!text.empty() && (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos)) {
+  if (!text.empty() &&
+      (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos)) {
     return InvalidArgument("--policies: \"" + text + "\" has an empty entry");
   }
   for (const std::string& item : SplitCommaList(text)) {
@@ -163,9 +165,8 @@ PaperFiles LoadPaper(const std::string& dir) {
 void Progress(size_t done, size_t total, double seconds) {
   const int width = 30;
   const int filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
-  std::fprintf(stderr, "\r[%.*s%.*s] %zu/%zu runs %.0fs", filled,
-               "##############################", width - filled,
-               "..............................", done, total, seconds);
+  std::fprintf(stderr, "\r[%.*s%.*s] %zu/%zu runs %.0fs", filled, "##############################",
+               width - filled, "..............................", done, total, seconds);
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
@@ -204,12 +205,15 @@ Status CheckGpuSpecs(const std::vector<sim::TracePod>& pods, const sim::SimClust
     if (p.gpu_spec.empty()) continue;
     for (const std::string& entry : core::SplitGpuSpec(p.gpu_spec)) {
       bool known = false;
-      for (const std::string& model : cluster.type_table) known = known || core::GpuTypeEntryMatches(entry, model);
+      for (const std::string& model : cluster.type_table)
+        known = known || core::GpuTypeEntryMatches(entry, model);
       if (known) continue;
       std::string models;
-      for (const std::string& model : cluster.type_table) models += (models.empty() ? "" : ", ") + model;
-      return InvalidArgument("--trace " + trace_path + ":" + std::to_string(p.line) + ": gpu_spec: \"" + entry +
-                             "\" (of \"" + p.gpu_spec + "\") is no GPU model of --nodes " + node_path +
+      for (const std::string& model : cluster.type_table)
+        models += (models.empty() ? "" : ", ") + model;
+      return InvalidArgument("--trace " + trace_path + ":" + std::to_string(p.line) +
+                             ": gpu_spec: \"" + entry + "\" (of \"" + p.gpu_spec +
+                             "\") is no GPU model of --nodes " + node_path +
                              " (its models: " + (models.empty() ? "none" : models) + ")");
     }
   }
@@ -221,7 +225,8 @@ Status CheckFlags(const Flags& flags) {
   if (auto seeds = ParseSeeds(flags.seeds); !seeds.ok()) return seeds.status();
   if (auto policies = ParsePolicies(flags.policies); !policies.ok()) return policies.status();
   if (!(flags.tune > 0 && flags.tune <= 10)) {
-    return InvalidArgument("--tune: " + Shown(flags.tune) + " is not in (0, 10] (a multiple of capacity)");
+    return InvalidArgument("--tune: " + Shown(flags.tune) +
+                           " is not in (0, 10] (a multiple of capacity)");
   }
   if (!(flags.coverage > 0 && flags.coverage <= 100)) {
     return InvalidArgument("--coverage: " + Shown(flags.coverage) + " is not in (0, 100]");
@@ -275,7 +280,8 @@ int Run(const Flags& flags) {
     std::fprintf(stderr, "error: %s\n", st.message().c_str());
     return 2;
   }
-  auto workload = sim::PrepareWorkload(std::move(pods).value(), *cluster, flags.coverage, trace_path);
+  auto workload =
+      sim::PrepareWorkload(std::move(pods).value(), *cluster, flags.coverage, trace_path);
   if (!workload.ok()) {
     std::fprintf(stderr, "error: %s\n", workload.status().message().c_str());
     return 2;
@@ -290,19 +296,22 @@ int Run(const Flags& flags) {
     gpu_pods += p.num_gpus > 0;
   }
   double covered = 0;
-  std::printf("trace %s: %zu pods (%lld GPU pods), %.0f GPUs requested; cluster %s: %zu nodes, %lld GPUs\n",
-              trace_name.c_str(), workload->pods.size(), static_cast<long long>(gpu_pods),
-              static_cast<double>(workload->total_gpu_milli) / 1000.0,
-              fs::path(node_path).filename().c_str(), cluster->states.size(),
-              static_cast<long long>(cluster->total_gpus));
+  std::printf(
+      "trace %s: %zu pods (%lld GPU pods), %.0f GPUs requested; cluster %s: %zu nodes, %lld GPUs\n",
+      trace_name.c_str(), workload->pods.size(), static_cast<long long>(gpu_pods),
+      static_cast<double>(workload->total_gpu_milli) / 1000.0,
+      fs::path(node_path).filename().c_str(), cluster->states.size(),
+      static_cast<long long>(cluster->total_gpus));
   (void)covered;
-  std::printf("target workload M: %zu task shapes (coverage threshold %.0f %%); tune %.2f; seeds %s\n",
-              workload->target.size(), flags.coverage, flags.tune, flags.seeds.c_str());
-  std::printf("sharing gain: the trace's GPU pods need %lld GPUs allocated whole, %lld with "
-              "fractional sharing (Σ gpu_milli / 1000, rounded up): %.1f %% fewer\n",
-              static_cast<long long>(whole),
-              static_cast<long long>((workload->total_gpu_milli + 999) / 1000),
-              whole ? 100.0 * (1.0 - std::ceil(workload->total_gpu_milli / 1000.0) / whole) : 0.0);
+  std::printf(
+      "target workload M: %zu task shapes (coverage threshold %.0f %%); tune %.2f; seeds %s\n",
+      workload->target.size(), flags.coverage, flags.tune, flags.seeds.c_str());
+  std::printf(
+      "sharing gain: the trace's GPU pods need %lld GPUs allocated whole, %lld with "
+      "fractional sharing (Σ gpu_milli / 1000, rounded up): %.1f %% fewer\n",
+      static_cast<long long>(whole),
+      static_cast<long long>((workload->total_gpu_milli + 999) / 1000),
+      whole ? 100.0 * (1.0 - std::ceil(workload->total_gpu_milli / 1000.0) / whole) : 0.0);
 
   // Every policy × seed, spread over threads (each run is single-threaded).
   struct Job {
@@ -372,7 +381,8 @@ int Run(const Flags& flags) {
   for (size_t b = 0; b < bounds.size(); ++b) {
     if (!bounds[b]->ok()) {
       std::fprintf(stderr, "error: bound seed %llu: %s\n",
-                   static_cast<unsigned long long>((*seeds)[b]), bounds[b]->status().message().c_str());
+                   static_cast<unsigned long long>((*seeds)[b]),
+                   bounds[b]->status().message().c_str());
       return 1;
     }
   }
@@ -390,12 +400,13 @@ int Run(const Flags& flags) {
 
   // The table: means over seeds, the paper's means beside ours.
   const double gpus = static_cast<double>(cluster->total_gpus);
-  std::printf("\nGPU allocation ratio (%% of %lld GPUs) by arrived workload, mean of %zu seeds; "
-              "paper = the authors' published runs (expected_results/)\n",
-              static_cast<long long>(cluster->total_gpus), seeds->size());
-  std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n", "policy", "@100%",
-              "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper", "failed",
-              "bound130", "gap");
+  std::printf(
+      "\nGPU allocation ratio (%% of %lld GPUs) by arrived workload, mean of %zu seeds; "
+      "paper = the authors' published runs (expected_results/)\n",
+      static_cast<long long>(cluster->total_gpus), seeds->size());
+  std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n", "policy",
+              "@100%", "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper",
+              "failed", "bound130", "gap");
   std::vector<std::vector<double>> curves;  // per policy: mean allocation per bucket
   // Per policy: the paper's published means at 100 % and 130 % arrived (the chart's points).
   std::vector<std::pair<std::optional<double>, std::optional<double>>> paper_points;
@@ -427,19 +438,22 @@ int Run(const Flags& flags) {
     paper_points.emplace_back(p100, p130);
     const double m130 = Mean(a130);
     const std::optional<double> b130 = bound_at(130);
-    std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n",
-                core::PlacementPolicyName(p), Fmt(Mean(a100)).c_str(), Fmt(p100).c_str(),
-                Fmt(m130).c_str(), Fmt(p130).c_str(),
-                p130 ? (std::string(m130 - *p130 >= 0 ? "+" : "") + Fmt(m130 - *p130)).c_str() : "n/a",
-                Fmt((100 - m130) / 100 * gpus, 0).c_str(),
-                p130 ? Fmt((100 - *p130) / 100 * gpus, 0).c_str() : "n/a", Fmt(Mean(f90), 1).c_str(),
-                Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str(), Fmt(b130).c_str(),
-                b130 ? Fmt(*b130 - m130).c_str() : "n/a");
+    std::printf(
+        "%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n",
+        core::PlacementPolicyName(p), Fmt(Mean(a100)).c_str(), Fmt(p100).c_str(), Fmt(m130).c_str(),
+        Fmt(p130).c_str(),
+        p130 ? (std::string(m130 - *p130 >= 0 ? "+" : "") + Fmt(m130 - *p130)).c_str() : "n/a",
+        Fmt((100 - m130) / 100 * gpus, 0).c_str(),
+        p130 ? Fmt((100 - *p130) / 100 * gpus, 0).c_str() : "n/a", Fmt(Mean(f90), 1).c_str(),
+        Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str(), Fmt(b130).c_str(),
+        b130 ? Fmt(*b130 - m130).c_str() : "n/a");
   }
-  std::printf("(unalloc = unallocated GPUs at 130 %%; frag@90%% = fragmentation rate, fragment / "
-              "unallocated GPU × 100, at 90 %% arrived; failed = pods that fit nowhere, mean per run; bound130 = upper bound on the "
-              "allocation any policy could reach for the same arrivals at 130 %%, mean of the seeds "
-              "(docs/simulate.md), gap = bound130 − @130%%)\n");
+  std::printf(
+      "(unalloc = unallocated GPUs at 130 %%; frag@90%% = fragmentation rate, fragment / "
+      "unallocated GPU × 100, at 90 %% arrived; failed = pods that fit nowhere, mean per run; "
+      "bound130 = upper bound on the "
+      "allocation any policy could reach for the same arrivals at 130 %%, mean of the seeds "
+      "(docs/simulate.md), gap = bound130 − @130%%)\n");
   if (!bound_mean.empty()) {
     std::printf("upper bound by arrived %%:");
     for (size_t k = 0; k < bound_pcts.size(); ++k) {
@@ -492,8 +506,9 @@ int Run(const Flags& flags) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     // One colour per policy, told apart also by the line style: gnuplot's default colour cycle
     // repeats after 8 and its 6th and 8th colours are hard to tell apart on the knee chart.
-    static const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-                                           "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#000080", "#800000"};
+    static const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                           "#9467bd", "#8c564b", "#e377c2", "#17becf",
+                                           "#bcbd22", "#7f7f7f", "#000080", "#800000"};
     constexpr size_t kNumColours = sizeof(kColours) / sizeof(kColours[0]);
     // Two charts: the whole curve, and the knee (80 % arrived to the end) where the policies
     // part and the upper bound is drawn (points every 5 %).
@@ -515,17 +530,17 @@ int Run(const Flags& flags) {
       }
       script << "plot x title 'arrived' with lines dashtype 2 lc rgb 'gray'";
       for (size_t i = 0; i < policies->size(); ++i) {
-        script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 dashtype " << 1 + i / kNumColours
-               << " lc rgb '" << kColours[i % kNumColours] << "' title '" << core::PlacementPolicyName((*policies)[i])
-               << "'";
+        script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 dashtype "
+               << 1 + i / kNumColours << " lc rgb '" << kColours[i % kNumColours] << "' title '"
+               << core::PlacementPolicyName((*policies)[i]) << "'";
       }
       // The paper's published means as points of the same colour (no key entry per policy: one
       // entry says what the points are).
       if (any_paper) {
         for (size_t i = 0; i < policies->size(); ++i) {
           if (!paper_points[i].first && !paper_points[i].second) continue;
-          script << ", '" << paper_csv << "' using 1:" << i + 2 << " with points pt 7 ps 1.5 lc rgb '"
-                 << kColours[i % kNumColours] << "' notitle";
+          script << ", '" << paper_csv << "' using 1:" << i + 2
+                 << " with points pt 7 ps 1.5 lc rgb '" << kColours[i % kNumColours] << "' notitle";
         }
         script << ", NaN with points pt 7 ps 1.5 lc rgb 'black' title 'paper (published means)'";
       }
@@ -551,13 +566,16 @@ void RegisterSimulateCommand(CLI::App& app) {
       "simulate",
       "Run the FGD paper's experiment (Weng et al., ATC '23) on the Alibaba openb trace: every "
       "policy x seed, our means beside the paper's");
-  cmd->add_option("--trace", flags->trace, "pod list CSV (openb_pod_list_*.csv)")->capture_default_str();
-  cmd->add_option("--nodes", flags->nodes, "node list CSV (openb_node_list_*.csv)")->capture_default_str();
+  cmd->add_option("--trace", flags->trace, "pod list CSV (openb_pod_list_*.csv)")
+      ->capture_default_str();
+  cmd->add_option("--nodes", flags->nodes, "node list CSV (openb_node_list_*.csv)")
+      ->capture_default_str();
   cmd->add_option("--expected", flags->expected, "the authors' expected_results/ directory")
       ->capture_default_str();
   cmd->add_option("--policies", flags->policies,
                   "comma list of Random, DotProduct, GpuClustering, GpuPacking, BestFit, FGD, "
-                  "FGD+BestFit, FGD-exact, FGD-coarse, FGD+GpuPacking, FGD-gpuweighted, DRA-FirstFit (kube-scheduler's "
+                  "FGD+BestFit, FGD-exact, FGD-coarse, FGD+GpuPacking, FGD-gpuweighted, "
+                  "DRA-FirstFit (kube-scheduler's "
                   "DRA first fit, docs/dra.md), or all")
       ->capture_default_str();
   cmd->add_option("--seeds", flags->seeds, "seeds: a comma list of numbers and ranges (42-51)")
@@ -567,8 +585,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_option("--coverage", flags->coverage,
                   "target workload M: most popular shapes covering this % of pods")
       ->capture_default_str();
-  cmd->add_option("--out", flags->out, "directory for the CSV and the PNG chart")->capture_default_str();
-  cmd->add_option("-j,--jobs", flags->jobs, "runs in parallel (0 = one per CPU)")->capture_default_str();
+  cmd->add_option("--out", flags->out, "directory for the CSV and the PNG chart")
+      ->capture_default_str();
+  cmd->add_option("-j,--jobs", flags->jobs, "runs in parallel (0 = one per CPU)")
+      ->capture_default_str();
   cmd->add_option("--node-order", flags->node_order,
                   "tie-break order of nodes: seeded (the paper), cpu-per-gpu-desc, cpu-per-gpu-asc")
       ->capture_default_str();

@@ -26,7 +26,8 @@ class PickOrderer : public core::GpuOrderer {
       first[pick_.index[i]] = true;
     }
     for (size_t g = 0; g < node.gpus.size(); ++g) {
-      if (g >= static_cast<size_t>(core::kMaxFragGpus) || !first[g]) order[k++] = static_cast<uint16_t>(g);
+      if (g >= static_cast<size_t>(core::kMaxFragGpus) || !first[g])
+        order[k++] = static_cast<uint16_t>(g);
     }
   }
 
@@ -128,7 +129,8 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
   const bool own_workload = core::UsesFragment(policy);
   std::vector<double> policy_frag;
   if (own_workload) {
-    for (const auto& n : nodes) policy_frag.push_back(core::PolicyFragment(policy, n, policy_workload));
+    for (const auto& n : nodes)
+      policy_frag.push_back(core::PolicyFragment(policy, n, policy_workload));
   }
 
   std::optional<ScoreMemo> memo;
@@ -185,14 +187,16 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
                         " chose GPUs core fit does not grant (" +
                         (fit.fits ? std::string("different GPUs") : fit.summary) + ")");
       }
-      FRACGPU_RETURN_IF_ERROR(core::AddPodGrants(s, fit.grants, core::CountInitContainers(request)));
+      FRACGPU_RETURN_IF_ERROR(
+          core::AddPodGrants(s, fit.grants, core::CountInitContainers(request)));
       s.cpu_milli_used += d.cpu_milli;
       s.mem_mib_used += d.mem_mib;
       core::Apply(nodes[p.node], d, p.pick);
       const double f = core::NodeFragment(nodes[p.node], workload.compiled);
       cluster_frag += f - node_frag[p.node];
       node_frag[p.node] = f;
-      if (own_workload) policy_frag[p.node] = core::PolicyFragment(policy, nodes[p.node], policy_workload);
+      if (own_workload)
+        policy_frag[p.node] = core::PolicyFragment(policy, nodes[p.node], policy_workload);
       if (memo) memo->Touch(static_cast<size_t>(p.node));
       out.used_milli += d.TotalGpuMilli();
     }

@@ -15,7 +15,7 @@ namespace fracgpu::sim {
 
 /// Options of a run.
 struct RunOptions {
-  double tune = 1.3;   ///< arrived GPU request as a multiple of capacity (the paper: 1.3)
+  double tune = 1.3;  ///< arrived GPU request as a multiple of capacity (the paper: 1.3)
   /// Cross-check every decision with the scheduler's core fit (core::Fit on the NodeState):
   /// placements always (cheap); with verify_failures also that no node fits a failed pod.
   bool verify_failures = false;
@@ -33,11 +33,11 @@ struct RunOptions {
 struct RunResult {
   core::PlacementPolicy policy = core::PlacementPolicy::kRandom;
   uint64_t seed = 0;
-  int64_t pods = 0;           ///< pods that arrived
-  int64_t failed = 0;         ///< pods that fit nowhere
-  int64_t arrived_milli = 0;  ///< at the end
-  int64_t used_milli = 0;     ///< at the end
-  BucketedRun buckets;        ///< buckets 0..max(130, ⌈tune·100⌉)
+  int64_t pods = 0;             ///< pods that arrived
+  int64_t failed = 0;           ///< pods that fit nowhere
+  int64_t arrived_milli = 0;    ///< at the end
+  int64_t used_milli = 0;       ///< at the end
+  BucketedRun buckets;          ///< buckets 0..max(130, ⌈tune·100⌉)
   std::vector<Sample> samples;  ///< only with keep_samples
 };
 

@@ -88,8 +88,9 @@ std::string JoinHeader(const std::vector<std::string_view>& fields) {
 // A non-negative decimal integer in [lo, hi], digits only.
 Result<int64_t> ParseInt(std::string_view v, int64_t lo, int64_t hi) {
   int64_t x = 0;
-  if (v.empty()) return InvalidArgument("must be an integer " + std::to_string(lo) + ".." +
-                                        std::to_string(hi) + ", got an empty value");
+  if (v.empty())
+    return InvalidArgument("must be an integer " + std::to_string(lo) + ".." + std::to_string(hi) +
+                           ", got an empty value");
   const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (ec != std::errc() || ptr != v.data() + v.size() || v[0] == '-' || x < lo || x > hi) {
     return InvalidArgument("must be an integer " + std::to_string(lo) + ".." + std::to_string(hi) +
@@ -107,8 +108,9 @@ Result<std::vector<TraceNode>> ParseNodeCsv(std::string_view text, std::string_v
   if (!rows.ok()) return rows.status();
   const std::string expected = "sn,cpu_milli,memory_mib,gpu,model";
   if (JoinHeader(rows->front().fields) != expected) {
-    return RowError(file, 1, "header",
-                    "expected \"" + expected + "\", got " + Quote(JoinHeader(rows->front().fields)));
+    return RowError(
+        file, 1, "header",
+        "expected \"" + expected + "\", got " + Quote(JoinHeader(rows->front().fields)));
   }
   std::vector<TraceNode> nodes;
   std::set<std::string_view> names;
@@ -138,8 +140,8 @@ Result<std::vector<TraceNode>> ParseNodeCsv(std::string_view text, std::string_v
     n.gpus = static_cast<int32_t>(v[2]);
     n.model = std::string(row.fields[4]);
     if (n.gpus > 0 && n.model.empty()) {
-      return RowError(file, row.line, "model", "missing on a node with " + std::to_string(n.gpus) +
-                                                   " GPUs");
+      return RowError(file, row.line, "model",
+                      "missing on a node with " + std::to_string(n.gpus) + " GPUs");
     }
     if (n.gpus == 0 && !n.model.empty()) {
       return RowError(file, row.line, "model", Quote(n.model) + " given on a node with 0 GPUs");
@@ -166,8 +168,8 @@ Result<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::string_vie
     return RowError(file, 1, "header",
                     "expected \"" + full + "\" or \"" + short_layout + "\", got " + Quote(header));
   }
-  static const char* kCols[] = {"name",      "cpu_milli", "memory_mib",    "num_gpu",
-                                "gpu_milli", "gpu_spec",  "qos",           "pod_phase",
+  static const char* kCols[] = {"name",          "cpu_milli",     "memory_mib",    "num_gpu",
+                                "gpu_milli",     "gpu_spec",      "qos",           "pod_phase",
                                 "creation_time", "deletion_time", "scheduled_time"};
   std::vector<TracePod> pods;
   std::set<std::string_view> names;
@@ -201,13 +203,14 @@ Result<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::string_vie
                       "must be 0 when num_gpu is 0, got " + Quote(row.fields[4]));
     }
     if (p.num_gpus > 0 && p.gpu_milli == 0) {
-      return RowError(file, row.line, "gpu_milli",
-                      "must be 10..1000 when num_gpu is " + std::to_string(p.num_gpus) + ", got \"0\"");
+      return RowError(
+          file, row.line, "gpu_milli",
+          "must be 10..1000 when num_gpu is " + std::to_string(p.num_gpus) + ", got \"0\"");
     }
     if (p.gpu_milli % 10 != 0) {
-      return RowError(file, row.line, "gpu_milli",
-                      "must be a multiple of 10 (gpucores are whole percent), got " +
-                          Quote(row.fields[4]));
+      return RowError(
+          file, row.line, "gpu_milli",
+          "must be a multiple of 10 (gpucores are whole percent), got " + Quote(row.fields[4]));
     }
     if (ncols == 11) {
       p.gpu_spec = std::string(row.fields[5]);

@@ -31,9 +31,10 @@ struct TracePod {
   int64_t cpu_milli = 0;   ///< CPU request, millicores
   int64_t memory_mib = 0;  ///< memory request, MiB
   int32_t num_gpus = 0;    ///< distinct GPUs (0..16)
-  int32_t gpu_milli = 0;   ///< share per GPU, milli-GPU: 10..1000 in steps of 10, 0 iff num_gpus == 0
-  std::string gpu_spec;    ///< allowed models separated by '|' ("" = any)
-  int32_t line = 0;        ///< 1-based line in the file
+  int32_t gpu_milli =
+      0;                 ///< share per GPU, milli-GPU: 10..1000 in steps of 10, 0 iff num_gpus == 0
+  std::string gpu_spec;  ///< allowed models separated by '|' ("" = any)
+  int32_t line = 0;      ///< 1-based line in the file
 
   /// Total GPU request, milli-GPU.
   int64_t TotalGpuMilli() const { return static_cast<int64_t>(num_gpus) * gpu_milli; }

@@ -23,8 +23,8 @@ nlohmann::json TracePodSpec(const TracePod& pod) {
       {"metadata", {{"name", pod.name}, {"annotations", nlohmann::json::object()}}},
       {"spec",
        {{"containers",
-         nlohmann::json::array({{{"name", "main"},
-                                 {"resources", {{"requests", requests}, {"limits", limits}}}}})}}}};
+         nlohmann::json::array(
+             {{{"name", "main"}, {"resources", {{"requests", requests}, {"limits", limits}}}}})}}}};
   if (!pod.gpu_spec.empty()) {
     std::string list;
     for (const auto& m : core::SplitGpuSpec(pod.gpu_spec)) list += (list.empty() ? "" : ",") + m;
@@ -49,8 +49,8 @@ Result<SimWorkload> PrepareWorkload(std::vector<TracePod> pods, const SimCluster
     if (it == classes.end()) {
       auto req = core::ParsePodRequest(TracePodSpec(p));
       if (!req.ok()) {
-        return InvalidArgument(file + ":" + std::to_string(p.line) + ": pod spec: " +
-                               req.status().message());
+        return InvalidArgument(file + ":" + std::to_string(p.line) +
+                               ": pod spec: " + req.status().message());
       }
       core::FragDemand d;
       for (const auto& c : req->containers) {

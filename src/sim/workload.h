@@ -4,10 +4,9 @@
 // the paper's arrival procedure (docs/design/fgd-evaluation.md §2.4 and §3 points 1–4).
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/fgd_policies.h"
 #include "core/frag.h"
@@ -27,14 +26,14 @@ nlohmann::json TracePodSpec(const TracePod& pod);
 
 /// Everything a run needs about the pods, prepared once per trace.
 struct SimWorkload {
-  std::vector<TracePod> pods;                   ///< sorted by name
-  std::vector<core::PodRequest> requests;       ///< one per distinct (num_gpu, gpu_milli, gpu_spec)
-  std::vector<int32_t> request_of;              ///< per pod: index into requests
-  std::vector<core::FragDemand> demand;         ///< per pod: what the policies see
-  std::vector<core::WeightedShape> target;      ///< the target workload M
-  core::FragWorkload compiled;                  ///< M compiled against the cluster's types
-  core::FragWorkload compiled_gpu_weighted;     ///< GpuWeightedWorkload(M), compiled
-  int64_t total_gpu_milli = 0;                  ///< Σ num_gpu × gpu_milli of the trace
+  std::vector<TracePod> pods;                ///< sorted by name
+  std::vector<core::PodRequest> requests;    ///< one per distinct (num_gpu, gpu_milli, gpu_spec)
+  std::vector<int32_t> request_of;           ///< per pod: index into requests
+  std::vector<core::FragDemand> demand;      ///< per pod: what the policies see
+  std::vector<core::WeightedShape> target;   ///< the target workload M
+  core::FragWorkload compiled;               ///< M compiled against the cluster's types
+  core::FragWorkload compiled_gpu_weighted;  ///< GpuWeightedWorkload(M), compiled
+  int64_t total_gpu_milli = 0;               ///< Σ num_gpu × gpu_milli of the trace
 };
 
 /// Sorts the pods by name, parses one pod spec per distinct GPU request with

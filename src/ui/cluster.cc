@@ -1,10 +1,10 @@
 #include "ui/cluster.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "core/frag_choice.h"
 #include "k8s/objects.h"
@@ -15,8 +15,8 @@ namespace fracgpu::ui {
 
 using nlohmann::json;
 
-ClusterSource::ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource,
-                             bool dra_mode)
+ClusterSource::ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl,
+                             std::string gpu_resource, bool dra_mode)
     : client_(client), ttl_(ttl), gpu_resource_(std::move(gpu_resource)), dra_mode_(dra_mode) {}
 
 namespace {
@@ -47,7 +47,8 @@ Result<ClusterSnapshot> ClusterSource::Get() {
     ClusterSnapshot snap;
     snap.nodes = ItemsOf(*nodes);
     snap.state = std::make_shared<scheduler::ClusterState>(gpu_resource_);
-    auto dra = std::make_shared<DraCluster>(BuildDraCluster(snap.nodes, ItemsOf(*slices), ItemsOf(*claims)));
+    auto dra = std::make_shared<DraCluster>(
+        BuildDraCluster(snap.nodes, ItemsOf(*slices), ItemsOf(*claims)));
     // Logged when they first appear, not on every listing.
     std::set<std::string> now_problems(dra->problems.begin(), dra->problems.end());
     for (const auto& p : now_problems) {
@@ -88,8 +89,9 @@ std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_
     return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
   };
   if (fit_nodes > 0) {
-    return "fits now: takes " + plural(takes, "GPU") + " on one node; " + plural(fit_nodes, "node") + " of " +
-           std::to_string(total_nodes) + " can take it (" + plural(fit_gpus, "candidate GPU") + ")";
+    return "fits now: takes " + plural(takes, "GPU") + " on one node; " +
+           plural(fit_nodes, "node") + " of " + std::to_string(total_nodes) + " can take it (" +
+           plural(fit_gpus, "candidate GPU") + ")";
   }
   return total_nodes == 0 ? "fits on no node: the cluster has no GPU nodes" : "fits on no node";
 }
@@ -118,7 +120,8 @@ std::map<std::string, json> SlicesByGpu(const scheduler::ClusterState& state) {
 std::vector<const json*> NodesByName(const ClusterSnapshot& snapshot) {
   std::vector<const json*> nodes;
   for (const auto& n : snapshot.nodes) nodes.push_back(&n);
-  std::sort(nodes.begin(), nodes.end(), [](const json* a, const json* b) { return k8s::Name(*a) < k8s::Name(*b); });
+  std::sort(nodes.begin(), nodes.end(),
+            [](const json* a, const json* b) { return k8s::Name(*a) < k8s::Name(*b); });
   return nodes;
 }
 
@@ -153,12 +156,17 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
         used_mem += g.used_mem_mib;
       }
     }
-    out_nodes.push_back(
-        {{"name", name}, {"unschedulable", NodeUnschedulable(*node)}, {"gpu_ready", state.has_value()}, {"gpus", gpus}});
+    out_nodes.push_back({{"name", name},
+                         {"unschedulable", NodeUnschedulable(*node)},
+                         {"gpu_ready", state.has_value()},
+                         {"gpus", gpus}});
   }
   return {{"nodes", out_nodes},
           {"totals",
-           {{"nodes", out_nodes.size()}, {"gpus", total_gpus}, {"devmem_mib", total_mem}, {"used_mem_mib", used_mem}}}};
+           {{"nodes", out_nodes.size()},
+            {"gpus", total_gpus},
+            {"devmem_mib", total_mem},
+            {"used_mem_mib", used_mem}}}};
 }
 
 json GpuOptionsJson(const ClusterSnapshot& snapshot) {
@@ -168,18 +176,26 @@ json GpuOptionsJson(const ClusterSnapshot& snapshot) {
   for (const auto& node : snapshot.state->Nodes()) {
     for (const auto& g : node.gpus) {
       types.insert(g.info.type);
-      gpus.push_back({{"uuid", g.info.uuid}, {"node", node.name}, {"type", g.info.type}, {"index", g.info.index}});
+      gpus.push_back({{"uuid", g.info.uuid},
+                      {"node", node.name},
+                      {"type", g.info.type},
+                      {"index", g.info.index}});
     }
   }
-  return {{"gpu_types", json(std::vector<std::string>(types.begin(), types.end()))}, {"gpus", gpus}};
+  return {{"gpu_types", json(std::vector<std::string>(types.begin(), types.end()))},
+          {"gpus", gpus}};
 }
 
 json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
                     const core::FitOptions& options) {
   auto nodes = snapshot.state->Nodes();
   if (!request.UsesGpu()) {
-    return {{"fits", true}, {"gpus", 0}, {"nodes", 0}, {"total_nodes", nodes.size()},
-            {"message", "uses no GPU"}, {"per_node", json::array()}};
+    return {{"fits", true},
+            {"gpus", 0},
+            {"nodes", 0},
+            {"total_nodes", nodes.size()},
+            {"message", "uses no GPU"},
+            {"per_node", json::array()}};
   }
   const core::ContainerRequest* first = nullptr;
   for (const auto& c : request.containers) {
@@ -204,18 +220,27 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
     for (const auto& g : node.gpus) {
       if (core::CheckGpu(*first, request, g) == core::FitReason::kFits) {
         eligible.push_back(g.info.uuid);
-        candidates.push_back({{"uuid", g.info.uuid}, {"mem_mib", first->MemOn(g.info.devmem_mib)},
-                              {"devmem_mib", g.info.devmem_mib}, {"free_mem_mib", g.FreeMemMib()}});
+        candidates.push_back({{"uuid", g.info.uuid},
+                              {"mem_mib", first->MemOn(g.info.devmem_mib)},
+                              {"devmem_mib", g.info.devmem_mib},
+                              {"free_mem_mib", g.FreeMemMib()}});
       }
     }
     if (cordoned.count(node.name)) {
-      per_node.push_back({{"node", node.name}, {"fits", false}, {"eligible", eligible}, {"gpus", json::array()},
-                          {"candidates", candidates}, {"reason", kCordonedNodeReason}});
+      per_node.push_back({{"node", node.name},
+                          {"fits", false},
+                          {"eligible", eligible},
+                          {"gpus", json::array()},
+                          {"candidates", candidates},
+                          {"reason", kCordonedNodeReason}});
       continue;
     }
     // What /bind would choose on this node (scheduler::FitForBind's path: same workload, same fit).
     auto result = core::FitFragmentationAware(request, node, workload, options.default_gpu_policy);
-    json entry = {{"node", node.name}, {"fits", result.fits}, {"eligible", eligible}, {"candidates", candidates}};
+    json entry = {{"node", node.name},
+                  {"fits", result.fits},
+                  {"eligible", eligible},
+                  {"candidates", candidates}};
     if (result.fits) {
       ++fit_nodes;
       fit_gpus += static_cast<int64_t>(eligible.size());
@@ -235,8 +260,8 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
   int64_t takes = 0;
   for (const auto& c : request.containers) takes = std::max<int64_t>(takes, c.num_gpus);
   std::string message = FitMessage(takes, fit_nodes, fit_gpus, nodes.size());
-  return {{"fits", fit_nodes > 0}, {"gpus", fit_gpus}, {"nodes", fit_nodes}, {"total_nodes", nodes.size()},
-          {"message", message}, {"per_node", per_node}};
+  return {{"fits", fit_nodes > 0},       {"gpus", fit_gpus},   {"nodes", fit_nodes},
+          {"total_nodes", nodes.size()}, {"message", message}, {"per_node", per_node}};
 }
 
 }  // namespace fracgpu::ui

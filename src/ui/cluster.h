@@ -8,12 +8,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/fit.h"
 #include "core/request.h"
@@ -27,8 +26,9 @@ struct DraCluster;
 
 /// One consistent view of the cluster.
 struct ClusterSnapshot {
-  std::shared_ptr<const scheduler::ClusterState> state;  ///< GPUs and usage per node (empty in DRA mode)
-  std::vector<nlohmann::json> nodes;                     ///< the Node objects as listed
+  std::shared_ptr<const scheduler::ClusterState>
+      state;                          ///< GPUs and usage per node (empty in DRA mode)
+  std::vector<nlohmann::json> nodes;  ///< the Node objects as listed
   /// DRA mode only (ui/dra_cluster.h): fracgpu's devices from ResourceSlices and what
   /// allocated ResourceClaims consume; null in extender mode.
   std::shared_ptr<const DraCluster> dra;
@@ -41,8 +41,8 @@ class ClusterSource {
  public:
   /// `client` is not owned and must outlive this. `ttl` 0 = list on every Get(). `dra_mode`:
   /// read resource.k8s.io/v1 ResourceSlices and ResourceClaims instead of pods' annotations.
-  ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl, std::string gpu_resource = "nvidia.com/gpu",
-                bool dra_mode = false);
+  ClusterSource(k8s::Client* client, std::chrono::milliseconds ttl,
+                std::string gpu_resource = "nvidia.com/gpu", bool dra_mode = false);
   bool dra_mode() const { return dra_mode_; }
   /// The current snapshot. Errors: those of the list calls (kUnavailable, kPermissionDenied…)
   /// when no snapshot could be made.
@@ -70,9 +70,9 @@ std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_
 /// The pointers point into `snapshot.nodes`.
 std::vector<const nlohmann::json*> NodesByName(const ClusterSnapshot& snapshot);
 
-/// The dashboard's JSON (GET /api/cluster; DraClusterJson in DRA mode): {"nodes": [{name, unschedulable, gpu_ready,
-/// gpus: [{uuid, index, type, numa, health, cordoned, count, used, devmem_mib,
-/// used_mem_mib, devcore, used_cores, slices: [{pod, namespace, mem_mib, cores}]}]}],
+/// The dashboard's JSON (GET /api/cluster; DraClusterJson in DRA mode): {"nodes": [{name,
+/// unschedulable, gpu_ready, gpus: [{uuid, index, type, numa, health, cordoned, count, used,
+/// devmem_mib, used_mem_mib, devcore, used_cores, slices: [{pod, namespace, mem_mib, cores}]}]}],
 /// "totals": {nodes, gpus, devmem_mib, used_mem_mib}}. Nodes sorted by name; gpu_ready false
 /// (and gpus empty) for nodes whose GPUs do not count. Memory in MiB, cores in %.
 nlohmann::json ClusterJson(const ClusterSnapshot& snapshot);
@@ -86,9 +86,9 @@ inline constexpr char kCordonedNodeReason[] =
     "node is cordoned (spec.unschedulable): no new pods are scheduled there";
 
 /// Where the request fits now: {"fits": bool, "gpus": N, "nodes": M, "total_nodes": T,
-/// "message": "fits now: takes G GPU(s) on one node; M nodes of T can take it (N candidate GPUs)" | "fits on no node",
-/// "per_node": [{node, fits, gpus: [uuid...] (the GPUs /bind would pick on that node:
-/// scheduler::FitForBind's workload and core::FitFragmentationAware, with
+/// "message": "fits now: takes G GPU(s) on one node; M nodes of T can take it (N candidate GPUs)" |
+/// "fits on no node", "per_node": [{node, fits, gpus: [uuid...] (the GPUs /bind would pick on that
+/// node: scheduler::FitForBind's workload and core::FitFragmentationAware, with
 /// options.default_gpu_policy as the cluster default), eligible: [uuid...],
 /// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
 /// check for the first GPU-using container on the nodes where the whole pod fits; M those

@@ -1,15 +1,14 @@
 // `fracgpu ui`: the notebook form and the GPU dashboard (docs/ui.md).
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "core/request.h"
 #include "http/server.h"
@@ -56,7 +55,8 @@ std::string DefaultWebDir() {
   }
   candidates.emplace_back(FRACGPU_WEB_SOURCE_DIR);
   for (const auto& c : candidates) {
-    if (!c.empty() && std::filesystem::exists(c / "index.html", ec)) return std::filesystem::weakly_canonical(c, ec).string();
+    if (!c.empty() && std::filesystem::exists(c / "index.html", ec))
+      return std::filesystem::weakly_canonical(c, ec).string();
   }
   return "";
 }
@@ -84,7 +84,8 @@ int Run(const Flags& f) {
     spdlog::error("{}", client.status().ToString());
     return 1;
   }
-  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms), "nvidia.com/gpu", f.dra_mode);
+  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms), "nvidia.com/gpu",
+                            f.dra_mode);
   ui::UiOptions options;
   options.user_header = f.user_header;
   options.groups_header = f.groups_header;
@@ -95,9 +96,11 @@ int Run(const Flags& f) {
   options.dashboard_only = f.dashboard_only;
   options.dra_mode = f.dra_mode;
   if (!f.dashboard_only) {
-    if (Status crd = ui::CheckNotebookCrd(*client->get()); !crd.ok()) spdlog::warn("{}", crd.message());
+    if (Status crd = ui::CheckNotebookCrd(*client->get()); !crd.ok())
+      spdlog::warn("{}", crd.message());
   }
-  if (options.web_dir.empty()) spdlog::warn("no web folder found; serving the JSON API only (use --web-dir)");
+  if (options.web_dir.empty())
+    spdlog::warn("no web folder found; serving the JSON API only (use --web-dir)");
   ui::UiService service(client->get(), &cluster, options);
   http::ServerOptions server_options;
   server_options.host = f.bind.substr(0, colon);
@@ -122,24 +125,38 @@ int Run(const Flags& f) {
 
 void RegisterUiCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
-  auto* cmd = app.add_subcommand("ui", "Notebook form with fractional GPUs and the cluster GPU dashboard");
+  auto* cmd =
+      app.add_subcommand("ui", "Notebook form with fractional GPUs and the cluster GPU dashboard");
   cmd->add_option("--http-bind", f->bind, "host:port to listen on")->capture_default_str();
   cmd->add_option("--cert-file", f->cert_file, "PEM serving certificate (HTTPS when given)");
   cmd->add_option("--key-file", f->key_file, "PEM serving key");
-  cmd->add_option("--kubeconfig", f->kubeconfig, "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
-  cmd->add_option("--web-dir", f->web_dir, "folder with index.html (default: found next to the binary or in the source tree)");
-  cmd->add_option("--user-header", f->user_header, "header with the caller's user name")->capture_default_str();
-  cmd->add_option("--groups-header", f->groups_header, "header with the caller's groups, comma-separated");
-  cmd->add_option("--user-prefix", f->user_prefix, "prefix added to the user name in SubjectAccessReviews");
-  cmd->add_option("--images", f->images, "images the form offers")->delimiter(',')->capture_default_str();
-  cmd->add_option("--gpu-scheduler-policy", f->gpu_policy, "default GPU policy for the fit preview")->capture_default_str();
-  cmd->add_flag("--dashboard-only", f->dashboard_only,
-                "serve the GPU dashboard only (no Kubeflow: no Notebook CRD, no auth gateway needed)");
+  cmd->add_option("--kubeconfig", f->kubeconfig,
+                  "kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)");
+  cmd->add_option(
+      "--web-dir", f->web_dir,
+      "folder with index.html (default: found next to the binary or in the source tree)");
+  cmd->add_option("--user-header", f->user_header, "header with the caller's user name")
+      ->capture_default_str();
+  cmd->add_option("--groups-header", f->groups_header,
+                  "header with the caller's groups, comma-separated");
+  cmd->add_option("--user-prefix", f->user_prefix,
+                  "prefix added to the user name in SubjectAccessReviews");
+  cmd->add_option("--images", f->images, "images the form offers")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--gpu-scheduler-policy", f->gpu_policy, "default GPU policy for the fit preview")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--dashboard-only", f->dashboard_only,
+      "serve the GPU dashboard only (no Kubeflow: no Notebook CRD, no auth gateway needed)");
   cmd->add_flag("--dra-mode", f->dra_mode,
-                "the cluster runs fracgpu dra-driver and the webhook's --dra-mode: dashboard and fit preview from "
-                "ResourceSlices and ResourceClaims (resource.k8s.io/v1), placed by kube-scheduler's first fit "
+                "the cluster runs fracgpu dra-driver and the webhook's --dra-mode: dashboard and "
+                "fit preview from "
+                "ResourceSlices and ResourceClaims (resource.k8s.io/v1), placed by "
+                "kube-scheduler's first fit "
                 "(docs/ui.md)");
-  cmd->add_option("--cluster-cache-ms", f->cache_ms, "reuse a cluster listing for this long, milliseconds")
+  cmd->add_option("--cluster-cache-ms", f->cache_ms,
+                  "reuse a cluster listing for this long, milliseconds")
       ->capture_default_str();
   cmd->callback([f] {
     int rc = Run(*f);

@@ -21,7 +21,8 @@ namespace {
 const json* DraAttr(const core::DeviceUsage& d, const char* name, const char* kind) {
   if (!d.attributes.is_object()) return nullptr;
   auto it = d.attributes.find(name);
-  if (it == d.attributes.end()) it = d.attributes.find(std::string(core::kDraDriverName) + "/" + name);
+  if (it == d.attributes.end())
+    it = d.attributes.find(std::string(core::kDraDriverName) + "/" + name);
   if (it == d.attributes.end() || !it->is_object()) return nullptr;
   auto v = it->find(kind);
   return v == it->end() ? nullptr : &*v;
@@ -59,14 +60,18 @@ int64_t DraSum(int64_t a, int64_t b) {
 }
 
 // Consumed capacity as the dashboard shows it: a whole allocation consumes everything.
-int64_t DraUsedMemory(const core::DeviceUsage& d) { return d.allocated_whole ? d.memory.total : d.used_memory; }
-int64_t DraUsedCores(const core::DeviceUsage& d) { return d.allocated_whole ? d.cores.total : d.used_cores; }
+int64_t DraUsedMemory(const core::DeviceUsage& d) {
+  return d.allocated_whole ? d.memory.total : d.used_memory;
+}
+int64_t DraUsedCores(const core::DeviceUsage& d) {
+  return d.allocated_whole ? d.cores.total : d.used_cores;
+}
 
 std::vector<json> DraItems(const std::vector<json>& list, size_t max, const char* kind,
                            std::vector<std::string>* problems) {
   if (list.size() <= max) return list;
-  problems->push_back(std::string(kind) + ": " + std::to_string(list.size()) + " listed, only the first " +
-                      std::to_string(max) + " are read");
+  problems->push_back(std::string(kind) + ": " + std::to_string(list.size()) +
+                      " listed, only the first " + std::to_string(max) + " are read");
   return std::vector<json>(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(max));
 }
 
@@ -74,14 +79,19 @@ std::vector<json> DraItems(const std::vector<json>& list, size_t max, const char
 std::string DraRefusal(const core::DeviceUsage& d, const core::ShareRequest& r) {
   if (!DraHealthy(d)) return "unhealthy";
   if (r.selector && !r.selector(d)) return "not selected by the type/UUID rules";
-  if (d.allocated_whole || (!d.multiple_allocations && d.shares > 0)) return "taken whole by a claim";
+  if (d.allocated_whole || (!d.multiple_allocations && d.shares > 0))
+    return "taken whole by a claim";
   if (!d.multiple_allocations) return "could take one";
   int64_t mem = core::ConsumedAmount(d.memory, r.memory_mib);
   int64_t cores = core::ConsumedAmount(d.cores, r.cores);
-  if (mem < 0) return "memory request outside the device's request policy (" + std::to_string(d.memory.total) + " MiB)";
+  if (mem < 0)
+    return "memory request outside the device's request policy (" + std::to_string(d.memory.total) +
+           " MiB)";
   if (cores < 0) return "cores request outside the device's request policy";
   // Overflow-safe used + take > total (sums of hostile claims saturate, core/dra_wire.h).
-  auto over = [](int64_t used, int64_t take, int64_t total) { return used > total || take > total - used; };
+  auto over = [](int64_t used, int64_t take, int64_t total) {
+    return used > total || take > total - used;
+  };
   if (over(d.used_memory, mem, d.memory.total)) {
     return "needs " + std::to_string(mem) + " MiB, " +
            std::to_string(std::max<int64_t>(0, d.memory.total - d.used_memory)) + " MiB free";
@@ -120,8 +130,9 @@ DraCluster BuildDraCluster(const std::vector<json>& nodes, const std::vector<jso
     if (d.node.empty() || !known.count(d.node)) {
       std::string key = d.node + "\n" + d.pool;
       if (reported.insert(key).second) {
-        std::string where = d.node.empty() ? " has no spec.nodeName"
-                                           : " is for node \"" + d.node + "\", which is not a node of the cluster";
+        std::string where =
+            d.node.empty() ? " has no spec.nodeName"
+                           : " is for node \"" + d.node + "\", which is not a node of the cluster";
         out.problems.push_back("ResourceSlice pool \"" + d.pool + "\" of driver " + driver + where +
                                ": its devices are not shown");
       }
@@ -190,7 +201,10 @@ json DraClusterJson(const ClusterSnapshot& snapshot) {
   return {{"mode", "dra"},
           {"nodes", out_nodes},
           {"totals",
-           {{"nodes", out_nodes.size()}, {"gpus", total_gpus}, {"devmem_mib", total_mem}, {"used_mem_mib", used_mem}}},
+           {{"nodes", out_nodes.size()},
+            {"gpus", total_gpus},
+            {"devmem_mib", total_mem},
+            {"used_mem_mib", used_mem}}},
           {"problems", dra.problems}};
 }
 
@@ -202,11 +216,15 @@ json DraGpuOptionsJson(const ClusterSnapshot& snapshot) {
     for (const auto& d : n.devices) {
       std::string type = DraType(d);
       if (!type.empty()) types.insert(type);
-      gpus.push_back({{"uuid", DraUuid(d)}, {"node", n.name}, {"type", type}, {"index", DraInt(d, "index", position)}});
+      gpus.push_back({{"uuid", DraUuid(d)},
+                      {"node", n.name},
+                      {"type", type},
+                      {"index", DraInt(d, "index", position)}});
       ++position;
     }
   }
-  return {{"gpu_types", json(std::vector<std::string>(types.begin(), types.end()))}, {"gpus", gpus}};
+  return {{"gpu_types", json(std::vector<std::string>(types.begin(), types.end()))},
+          {"gpus", gpus}};
 }
 
 json DraFitPreviewJson(const std::vector<json>& templates, const core::PodRequest& request,
@@ -225,26 +243,39 @@ json DraFitPreviewJson(const std::vector<json>& templates, const core::PodReques
   };
   for (size_t t = 0; t < templates.size(); ++t) {
     const json& tmpl = templates[t];
-    std::string what = "ResourceClaimTemplate " + tmpl.value("/metadata/name"_json_pointer, std::string()) +
+    std::string what = "ResourceClaimTemplate " +
+                       tmpl.value("/metadata/name"_json_pointer, std::string()) +
                        " spec.spec.devices.requests";
     const json* requests = tmpl.contains("/spec/spec/devices/requests"_json_pointer)
                                ? &tmpl.at("/spec/spec/devices/requests"_json_pointer)
                                : nullptr;
     if (requests == nullptr || !requests->is_array()) {
-      return {{"mode", "dra"}, {"fits", false}, {"message", what + " is missing"}, {"per_node", json::array()}};
+      return {{"mode", "dra"},
+              {"fits", false},
+              {"message", what + " is missing"},
+              {"per_node", json::array()}};
     }
     for (size_t i = 0; i < requests->size(); ++i) {
       auto share = core::ShareRequestOf((*requests)[i], what + "[" + std::to_string(i) + "]");
       if (!share.ok()) {
-        return {{"mode", "dra"}, {"fits", false}, {"message", share.status().message()}, {"per_node", json::array()}};
+        return {{"mode", "dra"},
+                {"fits", false},
+                {"message", share.status().message()},
+                {"per_node", json::array()}};
       }
       share->selector = selector;
-      claims.push_back({t < gpu_containers.size() ? gpu_containers[t]->name : "", std::move(*share)});
+      claims.push_back(
+          {t < gpu_containers.size() ? gpu_containers[t]->name : "", std::move(*share)});
     }
   }
   if (claims.empty()) {
-    return {{"mode", "dra"}, {"fits", true}, {"gpus", 0}, {"nodes", 0}, {"total_nodes", total_nodes},
-            {"message", "uses no GPU"}, {"per_node", json::array()}};
+    return {{"mode", "dra"},
+            {"fits", true},
+            {"gpus", 0},
+            {"nodes", 0},
+            {"total_nodes", total_nodes},
+            {"message", "uses no GPU"},
+            {"per_node", json::array()}};
   }
   std::set<std::string> cordoned;
   for (const auto& n : snapshot.nodes) {
@@ -263,13 +294,17 @@ json DraFitPreviewJson(const std::vector<json>& templates, const core::PodReques
       if (!taken.ok()) continue;
       const core::DeviceTake& t = (*taken)[0];
       eligible.push_back(DraUuid(d));
-      candidates.push_back({{"uuid", DraUuid(d)},
-                            {"device", d.device},
-                            {"mem_mib", t.shared ? t.memory_mib : d.memory.total},
-                            {"devmem_mib", d.memory.total},
-                            {"free_mem_mib", std::max<int64_t>(0, d.memory.total - DraUsedMemory(d))}});
+      candidates.push_back(
+          {{"uuid", DraUuid(d)},
+           {"device", d.device},
+           {"mem_mib", t.shared ? t.memory_mib : d.memory.total},
+           {"devmem_mib", d.memory.total},
+           {"free_mem_mib", std::max<int64_t>(0, d.memory.total - DraUsedMemory(d))}});
     }
-    json entry = {{"node", node.name}, {"eligible", eligible}, {"candidates", candidates}, {"gpus", json::array()},
+    json entry = {{"node", node.name},
+                  {"eligible", eligible},
+                  {"candidates", candidates},
+                  {"gpus", json::array()},
                   {"devices", json::array()}};
     if (cordoned.count(node.name)) {
       entry["fits"] = false;
@@ -294,8 +329,8 @@ json DraFitPreviewJson(const std::vector<json>& templates, const core::PodReques
           }
           why += (shown++ ? "; " : "") + d.device + ": " + DraRefusal(d, c.share);
         }
-        reason = (c.container.empty() ? "" : "container \"" + c.container + "\": ") + taken.status().message() +
-                 " (" + why + ")";
+        reason = (c.container.empty() ? "" : "container \"" + c.container + "\": ") +
+                 taken.status().message() + " (" + why + ")";
         break;
       }
       for (const auto& t : *taken) {

@@ -8,10 +8,9 @@
 // simulator's DRA-FirstFit row and of the tests' allocator stand-in.
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/dra.h"
 #include "core/request.h"
@@ -39,8 +38,10 @@ struct DraCluster {
 
 /// Builds the DRA view from the listed Node, ResourceSlice and ResourceClaim objects; only
 /// slices of `driver` count. Never fails: what cannot be read is in `problems`.
-DraCluster BuildDraCluster(const std::vector<nlohmann::json>& nodes, const std::vector<nlohmann::json>& slices,
-                           const std::vector<nlohmann::json>& claims, const std::string& driver = core::kDraDriverName);
+DraCluster BuildDraCluster(const std::vector<nlohmann::json>& nodes,
+                           const std::vector<nlohmann::json>& slices,
+                           const std::vector<nlohmann::json>& claims,
+                           const std::string& driver = core::kDraDriverName);
 
 /// GET /api/cluster in DRA mode: the same shape as ClusterJson (so the dashboard draws it) with
 /// "mode": "dra" and "problems"; per GPU the device's `device`, `pool`, `shared`
@@ -62,7 +63,7 @@ nlohmann::json DraGpuOptionsJson(const ClusterSnapshot& snapshot);
 /// [{uuid, device, mem_mib (what it would consume), devmem_mib, free_mem_mib}], `reason` when it
 /// does not fit: the container, the first-fit error and why each device refused. A cordoned node
 /// never fits (kCordonedNodeReason).
-nlohmann::json DraFitPreviewJson(const std::vector<nlohmann::json>& templates, const core::PodRequest& request,
-                                 const ClusterSnapshot& snapshot);
+nlohmann::json DraFitPreviewJson(const std::vector<nlohmann::json>& templates,
+                                 const core::PodRequest& request, const ClusterSnapshot& snapshot);
 
 }  // namespace fracgpu::ui

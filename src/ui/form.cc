@@ -16,17 +16,20 @@ std::string Shown(const json& v) { return v.dump(); }
 Status ReadString(const json& obj, const char* key, const std::string& where, std::string* out) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::Ok();
-  if (!it->is_string()) return InvalidArgument(where + key + " must be a string, got " + Shown(*it));
+  if (!it->is_string())
+    return InvalidArgument(where + key + " must be a string, got " + Shown(*it));
   *out = it->get<std::string>();
   return Status::Ok();
 }
 
 // Reads an optional integer field (a JSON integer, or a float with no fractional part).
-Status ReadInt(const json& obj, const char* key, const std::string& where, std::optional<int64_t>* out) {
+Status ReadInt(const json& obj, const char* key, const std::string& where,
+               std::optional<int64_t>* out) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::Ok();
   if (it->is_number_integer()) {
-    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    if (it->is_number_unsigned() &&
+        it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return InvalidArgument(where + key + " is too large, got " + Shown(*it));
     }
     *out = it->get<int64_t>();
@@ -46,16 +49,18 @@ Status ReadInt(const json& obj, const char* key, const std::string& where, std::
 Status ReadList(const json& obj, const char* key, std::vector<std::string>* out) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::Ok();
-  if (!it->is_array()) return InvalidArgument(std::string(key) + " must be an array of strings, got " + Shown(*it));
+  if (!it->is_array())
+    return InvalidArgument(std::string(key) + " must be an array of strings, got " + Shown(*it));
   for (size_t i = 0; i < it->size(); ++i) {
     const json& e = (*it)[i];
     if (!e.is_string()) {
-      return InvalidArgument(std::string(key) + "[" + std::to_string(i) + "] must be a string, got " + Shown(e));
+      return InvalidArgument(std::string(key) + "[" + std::to_string(i) +
+                             "] must be a string, got " + Shown(e));
     }
     std::string v = e.get<std::string>();
     if (v.find(',') != std::string::npos) {
-      return InvalidArgument(std::string(key) + "[" + std::to_string(i) + "] must not contain a comma, got " +
-                             Shown(e));
+      return InvalidArgument(std::string(key) + "[" + std::to_string(i) +
+                             "] must not contain a comma, got " + Shown(e));
     }
     if (!v.empty()) out->push_back(std::move(v));
   }
@@ -74,11 +79,13 @@ Status DecodeSlice(const json& slice, NotebookForm* form) {
     form->mode = SliceMode::kFraction;
     FRACGPU_RETURN_IF_ERROR(ReadInt(slice, "memory_percent", "slice.", &form->memory_percent));
     FRACGPU_RETURN_IF_ERROR(ReadInt(slice, "cores_percent", "slice.", &form->cores_percent));
-    if (!form->memory_percent) return InvalidArgument("slice.memory_percent is required in fraction mode");
+    if (!form->memory_percent)
+      return InvalidArgument("slice.memory_percent is required in fraction mode");
     return Status::Ok();
   }
   if (mode != "memory" && mode != "cores") {
-    return InvalidArgument("slice.mode must be one of whole, fraction, memory, cores, got \"" + mode + "\"");
+    return InvalidArgument("slice.mode must be one of whole, fraction, memory, cores, got \"" +
+                           mode + "\"");
   }
   form->mode = mode == "memory" ? SliceMode::kMemory : SliceMode::kCores;
   FRACGPU_RETURN_IF_ERROR(ReadInt(slice, "cores_percent", "slice.", &form->cores_percent));
@@ -89,11 +96,13 @@ Status DecodeSlice(const json& slice, NotebookForm* form) {
   }
   auto it = slice.find("memory_value");
   if (it != slice.end() && !it->is_null()) {
-    if (!it->is_number()) return InvalidArgument("slice.memory_value must be a number, got " + Shown(*it));
+    if (!it->is_number())
+      return InvalidArgument("slice.memory_value must be a number, got " + Shown(*it));
     double v = it->get<double>();
     double mib = unit == "GiB" ? v * 1024.0 : v;
     if (!std::isfinite(mib) || mib != std::floor(mib) || std::fabs(mib) > 9.0e15) {
-      return InvalidArgument("slice.memory_value " + Shown(*it) + " " + unit + " is not a whole number of MiB");
+      return InvalidArgument("slice.memory_value " + Shown(*it) + " " + unit +
+                             " is not a whole number of MiB");
     }
     form->memory_mib = static_cast<int64_t>(mib);
   }
@@ -126,11 +135,13 @@ Result<NotebookForm> DecodeNotebookForm(const std::string& body) {
   // Depth-bounded (core/codec_json.h): Shown() below dumps values, which recurses (issue 15).
   auto parsed = core::ParseJsonBounded(body, "request body");
   if (!parsed.ok()) {
-    return parsed.status().message().find("nests") != std::string::npos ? parsed.status()
-                                                                         : InvalidArgument("request body is not valid JSON");
+    return parsed.status().message().find("nests") != std::string::npos
+               ? parsed.status()
+               : InvalidArgument("request body is not valid JSON");
   }
   json doc = std::move(*parsed);
-  if (!doc.is_object()) return InvalidArgument("request body must be a JSON object, got " + Shown(doc).substr(0, 80));
+  if (!doc.is_object())
+    return InvalidArgument("request body must be a JSON object, got " + Shown(doc).substr(0, 80));
   NotebookForm form;
   FRACGPU_RETURN_IF_ERROR(ReadString(doc, "name", "", &form.name));
   FRACGPU_RETURN_IF_ERROR(ReadString(doc, "namespace", "", &form.namespace_name));
@@ -153,12 +164,14 @@ Result<NotebookForm> DecodeNotebookForm(const std::string& body) {
   if (form.namespace_name.empty()) return InvalidArgument("namespace is required");
   if (form.image.empty()) return InvalidArgument("image is required");
   if (!IsDnsLabel(form.name)) {
-    return InvalidArgument("name must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got \"" +
-                           form.name + "\"");
+    return InvalidArgument(
+        "name must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got \"" +
+        form.name + "\"");
   }
   if (!IsDnsLabel(form.namespace_name)) {
     return InvalidArgument(
-        "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got \"" +
+        "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
+        "\"" +
         form.namespace_name + "\"");
   }
   return form;
@@ -189,9 +202,11 @@ json BuildNotebook(const NotebookForm& form, const NotebookOptions& options) {
   }
   json annotations = json::object();
   if (!form.use_types.empty()) annotations[core::kAnnotationUseGpuType] = Join(form.use_types);
-  if (!form.nouse_types.empty()) annotations[core::kAnnotationNoUseGpuType] = Join(form.nouse_types);
+  if (!form.nouse_types.empty())
+    annotations[core::kAnnotationNoUseGpuType] = Join(form.nouse_types);
   if (!form.use_uuids.empty()) annotations[core::kAnnotationUseGpuUuid] = Join(form.use_uuids);
-  if (!form.nouse_uuids.empty()) annotations[core::kAnnotationNoUseGpuUuid] = Join(form.nouse_uuids);
+  if (!form.nouse_uuids.empty())
+    annotations[core::kAnnotationNoUseGpuUuid] = Join(form.nouse_uuids);
   if (!form.node_policy.empty()) annotations[core::kAnnotationNodePolicy] = form.node_policy;
   if (!form.gpu_policy.empty()) annotations[core::kAnnotationGpuPolicy] = form.gpu_policy;
 
@@ -200,7 +215,8 @@ json BuildNotebook(const NotebookForm& form, const NotebookOptions& options) {
   if (!requests.empty()) resources["requests"] = requests;
   if (!limits.empty()) resources["limits"] = limits;
   container["resources"] = resources;
-  json metadata = {{"name", form.name}, {"namespace", form.namespace_name}, {"labels", {{"app", form.name}}}};
+  json metadata = {
+      {"name", form.name}, {"namespace", form.namespace_name}, {"labels", {{"app", form.name}}}};
   if (!annotations.empty()) metadata["annotations"] = annotations;
   return {{"apiVersion", "kubeflow.org/v1"},
           {"kind", "Notebook"},
@@ -209,7 +225,10 @@ json BuildNotebook(const NotebookForm& form, const NotebookOptions& options) {
 }
 
 json PodOfNotebook(const json& notebook) {
-  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", json::object()}, {"spec", json::object()}};
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", json::object()},
+              {"spec", json::object()}};
   const json md = notebook.value("metadata", json::object());
   if (md.is_object()) {
     if (md.contains("name")) pod["metadata"]["name"] = md["name"];
@@ -217,14 +236,16 @@ json PodOfNotebook(const json& notebook) {
     if (md.contains("annotations") && md["annotations"].is_object()) {
       json copied = json::object();
       for (const auto& [k, v] : md["annotations"].items()) {
-        if (k.find("kubectl") == std::string::npos && k.find("notebook") == std::string::npos) copied[k] = v;
+        if (k.find("kubectl") == std::string::npos && k.find("notebook") == std::string::npos)
+          copied[k] = v;
       }
       pod["metadata"]["annotations"] = copied;
     }
   }
   const json* spec = nullptr;
-  if (notebook.contains("spec") && notebook["spec"].is_object() && notebook["spec"].contains("template") &&
-      notebook["spec"]["template"].is_object() && notebook["spec"]["template"].contains("spec")) {
+  if (notebook.contains("spec") && notebook["spec"].is_object() &&
+      notebook["spec"].contains("template") && notebook["spec"]["template"].is_object() &&
+      notebook["spec"]["template"].contains("spec")) {
     spec = &notebook["spec"]["template"]["spec"];
   }
   if (spec != nullptr && spec->is_object()) pod["spec"] = *spec;

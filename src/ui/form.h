@@ -6,11 +6,10 @@
 // (except keys containing "kubectl" or "notebook") and uses spec.template.spec as the pod spec.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/request.h"
 #include "core/status.h"
@@ -55,8 +54,9 @@ struct NotebookForm {
 /// must then be a whole number of MiB.
 /// Errors: kInvalidArgument naming the field and the value for malformed JSON, a wrong JSON
 /// type, an unknown mode or unit, a fractional value where an integer is needed, or a missing
-/// name, namespace or image, or a name or namespace that is not a DNS-1123 label. Out-of-range numbers (negative, cores 150) are kept, so that
-/// the core parser reports them with the webhook's message. Never throws.
+/// name, namespace or image, or a name or namespace that is not a DNS-1123 label. Out-of-range
+/// numbers (negative, cores 150) are kept, so that the core parser reports them with the webhook's
+/// message. Never throws.
 Result<NotebookForm> DecodeNotebookForm(const std::string& body);
 
 /// True when `s` is a DNS-1123 label (RFC 1123: 1–63 of [a-z0-9-], not starting or ending

@@ -1,9 +1,9 @@
 #include "ui/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "core/dra_convert.h"
 #include "core/request.h"
@@ -19,16 +19,24 @@ namespace {
 
 int HttpStatusOf(const Status& st) {
   switch (st.code()) {
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kConflict: return 409;
-    case StatusCode::kUnavailable: return 503;
-    default: return 500;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kConflict:
+      return 409;
+    case StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
   }
 }
 
-http::Response ErrorResponse(const Status& st) { return http::Response::Error(HttpStatusOf(st), st.message()); }
+http::Response ErrorResponse(const Status& st) {
+  return http::Response::Error(HttpStatusOf(st), st.message());
+}
 
 std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
@@ -49,8 +57,8 @@ std::vector<std::string> SplitComma(const std::string& s) {
 // The preview (and create) validation: the webhook's parser on the pod the controller makes,
 // and in DRA mode the webhook's conversion into ResourceClaimTemplates (its refusal is an error,
 // with the webhook's "DRA mode: " prefix). `templates` gets the converted templates.
-json Validate(const json& notebook, const NotebookOptions& options, bool dra_mode, Result<core::PodRequest>* parsed,
-              std::vector<json>* templates) {
+json Validate(const json& notebook, const NotebookOptions& options, bool dra_mode,
+              Result<core::PodRequest>* parsed, std::vector<json>* templates) {
   json pod = PodOfNotebook(notebook);
   *parsed = core::ParsePodRequest(pod, options.names);
   json errors = json::array();
@@ -88,22 +96,28 @@ const char* ContentType(const std::string& path) {
 
 }  // namespace
 
-std::string NotebooksPath(const std::string& ns) { return "/apis/kubeflow.org/v1/namespaces/" + ns + "/notebooks"; }
+std::string NotebooksPath(const std::string& ns) {
+  return "/apis/kubeflow.org/v1/namespaces/" + ns + "/notebooks";
+}
 
-Status ReviewAccess(k8s::Client& client, const std::string& user, const std::vector<std::string>& groups,
-                    const std::string& verb, const std::string& ns) {
-  json spec = {{"user", user},
-               {"resourceAttributes",
-                {{"namespace", ns}, {"verb", verb}, {"group", "kubeflow.org"}, {"resource", "notebooks"}}}};
+Status ReviewAccess(k8s::Client& client, const std::string& user,
+                    const std::vector<std::string>& groups, const std::string& verb,
+                    const std::string& ns) {
+  json spec = {
+      {"user", user},
+      {"resourceAttributes",
+       {{"namespace", ns}, {"verb", verb}, {"group", "kubeflow.org"}, {"resource", "notebooks"}}}};
   if (!groups.empty()) spec["groups"] = groups;
-  json review = {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SubjectAccessReview"}, {"spec", spec}};
+  json review = {
+      {"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SubjectAccessReview"}, {"spec", spec}};
   auto reply = client.Create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review);
   if (!reply.ok()) return reply.status().WithPrefix("cannot check access (SubjectAccessReview)");
   const json& status = reply->contains("status") ? (*reply)["status"] : json::object();
-  bool allowed = status.is_object() && status.contains("allowed") && status["allowed"].is_boolean() &&
-                 status["allowed"].get<bool>();
+  bool allowed = status.is_object() && status.contains("allowed") &&
+                 status["allowed"].is_boolean() && status["allowed"].get<bool>();
   if (allowed) return Status::Ok();
-  std::string message = "user \"" + user + "\" may not " + verb + " notebooks (kubeflow.org) in namespace \"" + ns + "\"";
+  std::string message = "user \"" + user + "\" may not " + verb +
+                        " notebooks (kubeflow.org) in namespace \"" + ns + "\"";
   if (status.is_object() && status.contains("reason") && status["reason"].is_string() &&
       !status["reason"].get<std::string>().empty()) {
     message += ": " + status["reason"].get<std::string>();
@@ -122,15 +136,18 @@ Status CheckNotebookCrd(k8s::Client& client) {
   }
   return NotFound(
       "the API server does not serve notebooks.kubeflow.org/v1 (Kubeflow's Notebook CRD): creating "
-      "notebooks will fail. Install Kubeflow's notebook controller and put the UI behind its auth gateway, "
+      "notebooks will fail. Install Kubeflow's notebook controller and put the UI behind its auth "
+      "gateway, "
       "or run fracgpu ui --dashboard-only");
 }
 
 std::string NotebookState(const json& nb) {
-  if (auto stopped = k8s::Annotation(nb, "kubeflow-resource-stopped"); stopped && !stopped->empty()) return "Stopped";
+  if (auto stopped = k8s::Annotation(nb, "kubeflow-resource-stopped"); stopped && !stopped->empty())
+    return "Stopped";
   if (!nb.contains("status") || !nb["status"].is_object()) return "Pending";
   const json& st = nb["status"];
-  if (st.contains("readyReplicas") && st["readyReplicas"].is_number_integer() && st["readyReplicas"].get<int64_t>() >= 1) {
+  if (st.contains("readyReplicas") && st["readyReplicas"].is_number_integer() &&
+      st["readyReplicas"].get<int64_t>() >= 1) {
     return "Ready";
   }
   if (st.contains("containerState") && st["containerState"].is_object()) {
@@ -154,17 +171,22 @@ void UiService::Register(http::Server& server) const {
   server.Route("GET", "/api/cluster", [this](const http::Request& r) { return Cluster(r); });
   server.Route("GET", "/api/options", [this](const http::Request& r) { return Options(r); });
   if (options_.dashboard_only) {
-    auto refuse = [](const http::Request&) { return http::Response::Error(404, kDashboardOnlyMessage); };
+    auto refuse = [](const http::Request&) {
+      return http::Response::Error(404, kDashboardOnlyMessage);
+    };
     server.Route("POST", "/api/notebooks", refuse);
     server.Route("GET", "/api/notebooks", refuse);
   } else {
-    server.Route("POST", "/api/notebooks", [this](const http::Request& r) { return CreateNotebook(r); });
-    server.Route("GET", "/api/notebooks", [this](const http::Request& r) { return ListNotebooks(r); });
+    server.Route("POST", "/api/notebooks",
+                 [this](const http::Request& r) { return CreateNotebook(r); });
+    server.Route("GET", "/api/notebooks",
+                 [this](const http::Request& r) { return ListNotebooks(r); });
   }
   server.RoutePrefix("GET", "/", [this](const http::Request& r) { return Static(r); });
 }
 
-Status UiService::Caller(const http::Request& req, std::string* user, std::vector<std::string>* groups) const {
+Status UiService::Caller(const http::Request& req, std::string* user,
+                         std::vector<std::string>* groups) const {
   std::string name = req.Header(options_.user_header);
   if (name.empty()) {
     return PermissionDenied("no user identity: the request has no " + options_.user_header +
@@ -190,7 +212,8 @@ http::Response UiService::Preview(const http::Request& req) const {
   }
   auto snap = cluster_->Get();
   if (!snap.ok()) {
-    out["fit"] = {{"fits", false}, {"message", "cluster state unavailable: " + snap.status().message()}};
+    out["fit"] = {{"fits", false},
+                  {"message", "cluster state unavailable: " + snap.status().message()}};
   } else if (snap->dra) {
     out["fit"] = DraFitPreviewJson(templates, *parsed, *snap);
   } else {
@@ -234,7 +257,8 @@ http::Response UiService::CreateNotebook(const http::Request& req) const {
   auto form = DecodeNotebookForm(req.body);
   if (!form.ok()) return ErrorResponse(form.status());
   if (auto st = ReviewAccess(*client_, user, groups, "create", form->namespace_name); !st.ok()) {
-    spdlog::info("ui: refused create of {}/{} for {}: {}", form->namespace_name, form->name, user, st.message());
+    spdlog::info("ui: refused create of {}/{} for {}: {}", form->namespace_name, form->name, user,
+                 st.message());
     return ErrorResponse(st);
   }
   json notebook = BuildNotebook(*form, options_.notebook);
@@ -254,9 +278,11 @@ http::Response UiService::ListNotebooks(const http::Request& req) const {
   if (auto st = Caller(req, &user, &groups); !st.ok()) return ErrorResponse(st);
   std::string ns = req.Param("namespace");
   if (!IsDnsLabel(ns)) {
-    return http::Response::Error(400, "query parameter namespace must be a DNS-1123 label, got \"" + ns + "\"");
+    return http::Response::Error(
+        400, "query parameter namespace must be a DNS-1123 label, got \"" + ns + "\"");
   }
-  if (auto st = ReviewAccess(*client_, user, groups, "list", ns); !st.ok()) return ErrorResponse(st);
+  if (auto st = ReviewAccess(*client_, user, groups, "list", ns); !st.ok())
+    return ErrorResponse(st);
   auto list = client_->List(NotebooksPath(ns));
   if (!list.ok()) return ErrorResponse(list.status());
   json items = json::array();
@@ -269,8 +295,8 @@ http::Response UiService::ListNotebooks(const http::Request& req) const {
       const json& c = pod["spec"]["containers"][0];
       if (c.is_object()) {
         image = c.value("image", "");
-        if (c.contains("resources") && c["resources"].is_object() && c["resources"].contains("limits") &&
-            c["resources"]["limits"].is_object()) {
+        if (c.contains("resources") && c["resources"].is_object() &&
+            c["resources"].contains("limits") && c["resources"]["limits"].is_object()) {
           limits = c["resources"]["limits"];
         }
       }
@@ -286,7 +312,8 @@ http::Response UiService::ListNotebooks(const http::Request& req) const {
 
 http::Response UiService::Static(const http::Request& req) const {
   if (options_.web_dir.empty()) return http::Response::Error(404, "no web folder configured");
-  std::string path = req.path == "/" ? (options_.dashboard_only ? "/dashboard.html" : "/index.html") : req.path;
+  std::string path =
+      req.path == "/" ? (options_.dashboard_only ? "/dashboard.html" : "/index.html") : req.path;
   if (path.find("..") != std::string::npos || path.find('\\') != std::string::npos) {
     return http::Response::Error(404, "not found: " + req.path);
   }

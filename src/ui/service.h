@@ -11,10 +11,9 @@
 // notebooks for a caller the API server has not authorised (SubjectAccessReview,
 // authorization.k8s.io/v1).
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/fit.h"
 #include "core/status.h"
@@ -28,12 +27,12 @@ namespace fracgpu::ui {
 /// Settings of the UI service.
 struct UiOptions {
   std::string user_header = "kubeflow-userid";  ///< header carrying the caller's user name
-  std::string groups_header;                   ///< optional header with comma-separated groups
-  std::string user_prefix;                     ///< prepended to the user name for the SAR (e.g. "oidc:")
-  std::vector<std::string> images;             ///< images the form offers
-  std::string web_dir;                         ///< folder of index.html, *.js, *.css ("" = no static files)
-  NotebookOptions notebook;                    ///< resource names
-  core::FitOptions fit;                        ///< default GPU policy for the fit preview
+  std::string groups_header;                    ///< optional header with comma-separated groups
+  std::string user_prefix;          ///< prepended to the user name for the SAR (e.g. "oidc:")
+  std::vector<std::string> images;  ///< images the form offers
+  std::string web_dir;              ///< folder of index.html, *.js, *.css ("" = no static files)
+  NotebookOptions notebook;         ///< resource names
+  core::FitOptions fit;             ///< default GPU policy for the fit preview
   /// Dashboard-only mode (`--dashboard-only`): for clusters without Kubeflow. "/" is the
   /// dashboard; the notebook endpoints answer 404 saying they need Kubeflow's Notebook CRD and
   /// its auth gateway; the cluster view, options and preview work without a user header.
@@ -57,7 +56,8 @@ inline constexpr char kDashboardOnlyMessage[] =
 /// the API server cannot be asked.
 Status CheckNotebookCrd(k8s::Client& client);
 
-/// The Kubernetes path of a namespace's notebooks: "/apis/kubeflow.org/v1/namespaces/<ns>/notebooks".
+/// The Kubernetes path of a namespace's notebooks:
+/// "/apis/kubeflow.org/v1/namespaces/<ns>/notebooks".
 std::string NotebooksPath(const std::string& ns);
 
 /// Asks the API server whether `user` (with `groups`) may `verb` notebooks (group
@@ -65,8 +65,9 @@ std::string NotebooksPath(const std::string& ns);
 /// Returns OK when status.allowed is true; kPermissionDenied naming the user, the verb and
 /// the namespace (and the API server's reason, if any) when not; the client's error when
 /// the review could not be made (then the caller must refuse too).
-Status ReviewAccess(k8s::Client& client, const std::string& user, const std::vector<std::string>& groups,
-                    const std::string& verb, const std::string& ns);
+Status ReviewAccess(k8s::Client& client, const std::string& user,
+                    const std::vector<std::string>& groups, const std::string& verb,
+                    const std::string& ns);
 
 /// A notebook's state for the list: "Ready", "Stopped", "Waiting: <reason>",
 /// "Terminated: <reason>" or "Pending", from status.readyReplicas, status.containerState and
@@ -92,7 +93,8 @@ class UiService {
   /// pod as the webhook's DRA mode does).
   bool DraMode() const { return options_.dra_mode || cluster_->dra_mode(); }
   /// The caller's identity or a 403 response naming the header.
-  Status Caller(const http::Request& req, std::string* user, std::vector<std::string>* groups) const;
+  Status Caller(const http::Request& req, std::string* user,
+                std::vector<std::string>* groups) const;
 
   k8s::Client* client_;
   ClusterSource* cluster_;

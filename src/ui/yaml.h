@@ -2,9 +2,8 @@
 // JSON → YAML text for the form's preview (what `kubectl get -o yaml` would show), written
 // with yaml-cpp's emitter.
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace fracgpu::ui {
 

@@ -35,8 +35,8 @@ typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUmod_st* CUmodule;
 typedef struct CUlib_st* CUlibrary;
-typedef int CUjit_option;      // enum CUjit_option_enum
-typedef int CUlibraryOption;   // enum CUlibraryOption_enum (CUDA 12.0)
+typedef int CUjit_option;     // enum CUjit_option_enum
+typedef int CUlibraryOption;  // enum CUlibraryOption_enum (CUDA 12.0)
 typedef struct CUuuid_st {
   char bytes[16];
 } CUuuid;
@@ -456,7 +456,8 @@ CUresult cuGraphDestroy(CUgraph graph) FRACGPU_CU_API;
 CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
                              size_t num_dependencies) FRACGPU_CU_API;
 CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
-                                size_t num_dependencies, CUDA_MEM_ALLOC_NODE_PARAMS* params) FRACGPU_CU_API;
+                                size_t num_dependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* params) FRACGPU_CU_API;
 CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
                                size_t num_dependencies, CUdeviceptr dptr) FRACGPU_CU_API;
 CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
@@ -466,14 +467,16 @@ CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* 
                            CUgraphNodeParams* params) FRACGPU_CU_API;
 CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* num_nodes) FRACGPU_CU_API;
 CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) FRACGPU_CU_API;
-CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* params) FRACGPU_CU_API;
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
+                                      CUDA_MEM_ALLOC_NODE_PARAMS* params) FRACGPU_CU_API;
 CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* dptr) FRACGPU_CU_API;
 CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* graph) FRACGPU_CU_API;
-CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
-                            size_t buffer_size) FRACGPU_CU_API;
-CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
-                               size_t buffer_size) FRACGPU_CU_API;
-CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) FRACGPU_CU_API;
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
+                            char* log_buffer, size_t buffer_size) FRACGPU_CU_API;
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
+                               char* log_buffer, size_t buffer_size) FRACGPU_CU_API;
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                     unsigned long long flags) FRACGPU_CU_API;
 CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
                                       CUDA_GRAPH_INSTANTIATE_PARAMS* params) FRACGPU_CU_API;
 CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
@@ -483,8 +486,10 @@ CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) FRACGPU_CU_API;
 CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream) FRACGPU_CU_API;
 CUresult cuGraphExecDestroy(CUgraphExec exec) FRACGPU_CU_API;
 CUresult cuDeviceGraphMemTrim(CUdevice device) FRACGPU_CU_API;
-CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) FRACGPU_CU_API;
-CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) FRACGPU_CU_API;
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                      void* value) FRACGPU_CU_API;
+CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                      void* value) FRACGPU_CU_API;
 // Stream capture (v10000 cuStreamBeginCapture took no mode; _v2 of 10010 does).
 CUresult cuStreamBeginCapture(CUstream stream) FRACGPU_CU_API;
 CUresult cuStreamBeginCapture_ptsz(CUstream stream) FRACGPU_CU_API;
@@ -496,33 +501,43 @@ CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) FRA
 CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) FRACGPU_CU_API;
 
 // Green contexts (CUDA 12.4+; cuGreenCtxStreamCreate 12.5, cuGreenCtxGetId 12.9).
-CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) FRACGPU_CU_API;
+CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags) FRACGPU_CU_API;
 CUresult cuGreenCtxDestroy(CUgreenCtx ctx) FRACGPU_CU_API;
 CUresult cuCtxFromGreenCtx(CUcontext* ctx, CUgreenCtx green) FRACGPU_CU_API;
-CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource* resource, CUdevResourceType type) FRACGPU_CU_API;
-CUresult cuCtxGetDevResource(CUcontext ctx, CUdevResource* resource, CUdevResourceType type) FRACGPU_CU_API;
-CUresult cuGreenCtxGetDevResource(CUgreenCtx ctx, CUdevResource* resource, CUdevResourceType type) FRACGPU_CU_API;
-CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* groups, const CUdevResource* input,
-                                     CUdevResource* remaining, unsigned int use_flags,
-                                     unsigned int min_count) FRACGPU_CU_API;
+CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource* resource,
+                                CUdevResourceType type) FRACGPU_CU_API;
+CUresult cuCtxGetDevResource(CUcontext ctx, CUdevResource* resource,
+                             CUdevResourceType type) FRACGPU_CU_API;
+CUresult cuGreenCtxGetDevResource(CUgreenCtx ctx, CUdevResource* resource,
+                                  CUdevResourceType type) FRACGPU_CU_API;
+CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* groups,
+                                     const CUdevResource* input, CUdevResource* remaining,
+                                     unsigned int use_flags, unsigned int min_count) FRACGPU_CU_API;
 CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources,
                                    unsigned int count) FRACGPU_CU_API;
-CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags, int priority) FRACGPU_CU_API;
+CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags,
+                                int priority) FRACGPU_CU_API;
 CUresult cuGreenCtxGetId(CUgreenCtx green, unsigned long long* id) FRACGPU_CU_API;
 // IPC memory handles (v4010; cuIpcOpenMemHandle_v2 of v11000 has the same signature).
 CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) FRACGPU_CU_API;
-CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) FRACGPU_CU_API;
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) FRACGPU_CU_API;
+CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle,
+                            unsigned int flags) FRACGPU_CU_API;
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
+                               unsigned int flags) FRACGPU_CU_API;
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) FRACGPU_CU_API;
 // VMM shareable handles (v10020).
 CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
-                                      CUmemAllocationHandleType type, unsigned long long flags) FRACGPU_CU_API;
+                                      CUmemAllocationHandleType type,
+                                      unsigned long long flags) FRACGPU_CU_API;
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
                                         CUmemAllocationHandleType type) FRACGPU_CU_API;
 // Pools shared between processes (v11020).
-CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType type,
+CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                          CUmemAllocationHandleType type,
                                           unsigned long long flags) FRACGPU_CU_API;
-CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle, CUmemAllocationHandleType type,
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                            CUmemAllocationHandleType type,
                                             unsigned long long flags) FRACGPU_CU_API;
 
 #if FRACGPU_CUDA_API_C_LINKAGE
@@ -534,13 +549,17 @@ CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle
 constexpr size_t CuArrayFormatBytes(CUarray_format format) {
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_HALF:
+      return 2;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT: return 4;
-    default: return 0;
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 0;
   }
 }

@@ -40,12 +40,14 @@ uint64_t MeasureContextBytes(int dev) {
 // Charges a new context on `dev` under `key`; false if it does not fit.
 // `ctx` is the new context (for the host-PID probe), `before` NVML's processes before it;
 // `aux` is kept in its table entry (a green context's CUDA ordinal, kGreenBit set).
-bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before, uint64_t aux = 0) {
+bool ChargeContext(int dev, uint64_t key, CUcontext ctx, const NvmlProcs* before,
+                   uint64_t aux = 0) {
   HostPidAfterContext(dev, ctx, before);
   uint64_t bytes = MeasureContextBytes(dev);
   // A context NVML cannot size costs nothing, even on a device that fails closed: the
   // refusal belongs to allocations.
-  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kContext, "a new context") != CUDA_SUCCESS) return false;
+  if (bytes > 0 && Charge(dev, bytes, ChargeKind::kContext, "a new context") != CUDA_SUCCESS)
+    return false;
   Entry e;
   e.kind = Kind::kContext;
   e.key = key;
@@ -104,7 +106,8 @@ void ContextsResetAfterFork() noexcept {
 FRACGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice ordinal) noexcept {
   NvmlProcs before;
   before.ok = false;
-  if (ordinal >= 0 && ordinal < kMaxOrdinals && g_primary_refs[ordinal].load(std::memory_order_relaxed) == 0) {
+  if (ordinal >= 0 && ordinal < kMaxOrdinals &&
+      g_primary_refs[ordinal].load(std::memory_order_relaxed) == 0) {
     SnapshotBefore(ordinal, &before);
   }
   CUresult r = REAL(cuDevicePrimaryCtxRetain)(ctx, ordinal);
@@ -191,10 +194,11 @@ namespace {
 constexpr uint64_t kGreenBit = 1ull << 62;  // table entry aux: a green context; low bits: ordinal
 }  // namespace
 
-FRACGPU_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx* green, CUdevResourceDesc desc, CUdevice ordinal,
-                                         unsigned int flags) noexcept {
+FRACGPU_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx* green, CUdevResourceDesc desc,
+                                         CUdevice ordinal, unsigned int flags) noexcept {
   int dev = green ? DeviceIndexForOrdinal(ordinal) : kUnmanaged;
-  if (dev == kUnmanaged || dev == kDenied) return REAL(cuGreenCtxCreate)(green, desc, ordinal, flags);
+  if (dev == kUnmanaged || dev == kDenied)
+    return REAL(cuGreenCtxCreate)(green, desc, ordinal, flags);
   CUcontext primary = nullptr;
   CUresult r = cuDevicePrimaryCtxRetain(&primary, ordinal);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return r;  // the primary context does not fit: nothing created
@@ -203,9 +207,8 @@ FRACGPU_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx* green, CUdevResourceDesc de
   NvmlProcs before;
   SnapshotBefore(ordinal, &before);
   r = REAL(cuGreenCtxCreate)(green, desc, ordinal, flags);
-  if (r == CUDA_SUCCESS &&
-      !ChargeContext(dev, reinterpret_cast<uint64_t>(*green), primary, &before,
-                     kGreenBit | static_cast<uint32_t>(ordinal))) {
+  if (r == CUDA_SUCCESS && !ChargeContext(dev, reinterpret_cast<uint64_t>(*green), primary, &before,
+                                          kGreenBit | static_cast<uint32_t>(ordinal))) {
     REAL(cuGreenCtxDestroy)(*green);
     *green = nullptr;
     r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -216,7 +219,8 @@ FRACGPU_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx* green, CUdevResourceDesc de
 
 FRACGPU_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx green) noexcept {
   Entry e;
-  bool known = TableFind(Kind::kContext, reinterpret_cast<uint64_t>(green), &e) && (e.aux & kGreenBit);
+  bool known =
+      TableFind(Kind::kContext, reinterpret_cast<uint64_t>(green), &e) && (e.aux & kGreenBit);
   CUresult r = REAL(cuGreenCtxDestroy)(green);
   if (r != CUDA_SUCCESS || !known) return r;
   ContextGone(reinterpret_cast<uint64_t>(green));

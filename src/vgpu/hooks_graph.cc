@@ -137,7 +137,8 @@ bool Attr(CUdevice ordinal, CUgraphMem_attribute attr, uint64_t* out) {
 bool Settle(int d) {
   DevicePool& p = g_pools[d];
   uint64_t reserved = 0;
-  if (p.ordinal < 0 || !Attr(p.ordinal, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved)) return true;
+  if (p.ordinal < 0 || !Attr(p.ordinal, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved))
+    return true;
   if (reserved < p.charged) {
     Uncharge(d, p.charged - reserved);
     p.charged = reserved;
@@ -152,7 +153,9 @@ bool Settle(int d) {
 void SettleAfter(const uint64_t* bytes, const char* api) {
   for (int d = 0; d < kMaxDevices; ++d) {
     if (bytes[d] != 0 && !Settle(d)) {
-      Log(kLogWarning, "%s: the graph memory pool of GPU %d grew past the limit; charged when room is made", api, d);
+      Log(kLogWarning,
+          "%s: the graph memory pool of GPU %d grew past the limit; charged when room is made", api,
+          d);
     }
   }
 }
@@ -162,7 +165,8 @@ uint64_t ResidentBytes(int d) {
   uint64_t sum = 0;
   for (const ExecRecord& r : g_execs) {
     uintptr_t k = r.key.load(std::memory_order_relaxed);
-    if (k != kEmptyKey && k != kDeadKey && r.resident.load(std::memory_order_relaxed)) sum += r.bytes[d];
+    if (k != kEmptyKey && k != kDeadKey && r.resident.load(std::memory_order_relaxed))
+      sum += r.bytes[d];
   }
   return sum;
 }
@@ -264,7 +268,8 @@ CUresult Walk(CUgraph graph, Footprint* fp, int depth) {
       fp->total += bytes;
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
       if (depth + 1 >= kMaxGraphDepth) {
-        Log(kLogWarning, "child graphs nested deeper than %d levels: their memory is charged once reserved",
+        Log(kLogWarning,
+            "child graphs nested deeper than %d levels: their memory is charged once reserved",
             kMaxGraphDepth);
         continue;
       }
@@ -288,7 +293,8 @@ template <typename Call>
 CUresult Instantiate(CUgraphExec* exec, CUgraph graph, bool upload, Call call, const char* api) {
   if (!exec || !graph) return call();  // the driver's own answer
   CUdevice ordinal = -1;
-  if (CurrentDeviceIndex(&ordinal) == kUnmanaged && ordinal >= 0) return call();  // no limit configured
+  if (CurrentDeviceIndex(&ordinal) == kUnmanaged && ordinal >= 0)
+    return call();  // no limit configured
   Footprint fp;
   CUresult w = Walk(graph, &fp, 0);
   if (w == kWalkInvalidGraph) return call();
@@ -343,10 +349,12 @@ namespace fracgpu::vgpu {
 
 CUresult GraphLaunchReserving(CUgraphExec exec, CUstream stream, bool ptsz) noexcept {
   if (ptsz) {
-    return Reserving(exec, [&] { return REAL(cuGraphLaunch_ptsz)(exec, stream); },
-                     "cuGraphLaunch_ptsz's graph memory");
+    return Reserving(
+        exec, [&] { return REAL(cuGraphLaunch_ptsz)(exec, stream); },
+        "cuGraphLaunch_ptsz's graph memory");
   }
-  return Reserving(exec, [&] { return REAL(cuGraphLaunch)(exec, stream); }, "cuGraphLaunch's graph memory");
+  return Reserving(
+      exec, [&] { return REAL(cuGraphLaunch)(exec, stream); }, "cuGraphLaunch's graph memory");
 }
 
 void ReconcileGraphMemory(int dev) noexcept {
@@ -384,14 +392,17 @@ void GraphsResetAfterFork() noexcept {
 // ---- Instantiation: every variant with its own signature (cudaTypedefs.h) ----
 // The legacy 5-argument cuGraphInstantiate (PFN_cuGraphInstantiate_v10000) and its v11000
 // re-export cuGraphInstantiate_v2 take no flags: they never upload.
-FRACGPU_EXPORT CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
-                                           char* log_buffer, size_t buffer_size) noexcept {
+FRACGPU_EXPORT CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph,
+                                           CUgraphNode* error_node, char* log_buffer,
+                                           size_t buffer_size) noexcept {
   return Instantiate(
-      exec, graph, false, [&] { return REAL(cuGraphInstantiate)(exec, graph, error_node, log_buffer, buffer_size); },
+      exec, graph, false,
+      [&] { return REAL(cuGraphInstantiate)(exec, graph, error_node, log_buffer, buffer_size); },
       "cuGraphInstantiate");
 }
-FRACGPU_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
-                                              char* log_buffer, size_t buffer_size) noexcept {
+FRACGPU_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph,
+                                              CUgraphNode* error_node, char* log_buffer,
+                                              size_t buffer_size) noexcept {
   return Instantiate(
       exec, graph, false,
       [&] { return REAL(cuGraphInstantiate_v2)(exec, graph, error_node, log_buffer, buffer_size); },
@@ -407,10 +418,11 @@ namespace {
 // cuGraphInstantiateWithParams(_ptsz): a refusal reports in the parameters as a failing driver
 // does (CUDA_GRAPH_INSTANTIATE_ERROR: "described by the return value"; no error node).
 template <typename Call>
-CUresult InstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params, Call call,
-                               const char* api) {
+CUresult InstantiateWithParams(CUgraphExec* exec, CUgraph graph,
+                               CUDA_GRAPH_INSTANTIATE_PARAMS* params, Call call, const char* api) {
   if (!params) return call();
-  CUresult r = Instantiate(exec, graph, (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0, call, api);
+  CUresult r = Instantiate(exec, graph, (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0,
+                           call, api);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     params->hErrNode_out = nullptr;
     params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
@@ -419,26 +431,29 @@ CUresult InstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INST
 }
 }  // namespace
 
-FRACGPU_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
-                                                     CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
+FRACGPU_EXPORT CUresult cuGraphInstantiateWithParams(
+    CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
   return InstantiateWithParams(
       exec, graph, params, [&] { return REAL(cuGraphInstantiateWithParams)(exec, graph, params); },
       "cuGraphInstantiateWithParams's graph memory");
 }
-FRACGPU_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
-                                                          CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
+FRACGPU_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(
+    CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
   return InstantiateWithParams(
-      exec, graph, params, [&] { return REAL(cuGraphInstantiateWithParams_ptsz)(exec, graph, params); },
+      exec, graph, params,
+      [&] { return REAL(cuGraphInstantiateWithParams_ptsz)(exec, graph, params); },
       "cuGraphInstantiateWithParams_ptsz's graph memory");
 }
 
 // ---- Upload, destruction, trim ----
 FRACGPU_EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) noexcept {
-  return Reserving(exec, [&] { return REAL(cuGraphUpload)(exec, stream); }, "cuGraphUpload's graph memory");
+  return Reserving(
+      exec, [&] { return REAL(cuGraphUpload)(exec, stream); }, "cuGraphUpload's graph memory");
 }
 FRACGPU_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream) noexcept {
-  return Reserving(exec, [&] { return REAL(cuGraphUpload_ptsz)(exec, stream); },
-                   "cuGraphUpload_ptsz's graph memory");
+  return Reserving(
+      exec, [&] { return REAL(cuGraphUpload_ptsz)(exec, stream); },
+      "cuGraphUpload_ptsz's graph memory");
 }
 
 // The driver keeps the graph's memory in the pool (reusable by the next graph, still charged):
@@ -468,7 +483,9 @@ FRACGPU_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) noexcept {
   if (g_pools[d].ordinal < 0) return r;
   Settle(d);
   uint64_t used = 0;
-  if (!Attr(g_pools[d].ordinal, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) || used >= ResidentBytes(d)) return r;
+  if (!Attr(g_pools[d].ordinal, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) ||
+      used >= ResidentBytes(d))
+    return r;
   for (ExecRecord& rec : g_execs) {
     uintptr_t k = rec.key.load(std::memory_order_relaxed);
     if (k != kEmptyKey && k != kDeadKey && rec.bytes[d] != 0) SetResident(&rec, false);

@@ -51,8 +51,8 @@ inline void MaybePace(unsigned long long /*blocks*/) {
 }
 }  // namespace
 
-#define FRACGPU_LAUNCH_ARGS                                                                   \
-  CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
+#define FRACGPU_LAUNCH_ARGS                                                         \
+  CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, \
       unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void **params
 
 FRACGPU_EXPORT CUresult cuLaunchKernel(FRACGPU_LAUNCH_ARGS, void** extra) noexcept {

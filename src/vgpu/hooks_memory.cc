@@ -74,8 +74,10 @@ CUresult ArrayFree(Kind kind, uint64_t key, CUresult (*real)(void*)) {
   bool known = TableRemove(kind, key, &e);
   CUresult r = real(reinterpret_cast<void*>(key));
   if (known) {
-    if (r == CUDA_SUCCESS) Uncharge(e.dev, e.size);
-    else TableInsert(e);
+    if (r == CUDA_SUCCESS)
+      Uncharge(e.dev, e.size);
+    else
+      TableInsert(e);
   }
   return r;
 }
@@ -145,7 +147,8 @@ CUresult PitchAlloc(int dev, Ptr* dptr, Size* pitch, uint64_t width, uint64_t he
   uint64_t actual = static_cast<uint64_t>(*pitch) * height;
   if (actual < bound) {
     Uncharge(dev, bound - actual);
-  } else if (actual > bound && Charge(dev, actual - bound, ChargeKind::kData, api) != CUDA_SUCCESS) {
+  } else if (actual > bound &&
+             Charge(dev, actual - bound, ChargeKind::kData, api) != CUDA_SUCCESS) {
     release(*dptr);
     Uncharge(dev, bound);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -160,8 +163,10 @@ CUresult ChargedFree(uint64_t key, Free free_call) {
   Entry e;
   if (!TableRemove(Kind::kAlloc, key, &e)) return free_call();
   CUresult r = free_call();
-  if (r == CUDA_SUCCESS) Uncharge(e.dev, e.size);
-  else TableInsert(e);
+  if (r == CUDA_SUCCESS)
+    Uncharge(e.dev, e.size);
+  else
+    TableInsert(e);
   return r;
 }
 }  // namespace
@@ -171,8 +176,10 @@ FRACGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, siz
   CUdevice ord;
   int dev = CurrentDeviceIndex(&ord);
   return PitchAlloc(
-      dev, dptr, pitch, width, height, [&] { return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem); },
-      [](CUdeviceptr p) { REAL(cuMemFree_v2)(p); });
+      dev, dptr, pitch, width, height,
+      [&] { return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem); },
+      [](CUdeviceptr p) { REAL(cuMemFree_v2)
+                          (p); });
 }
 
 FRACGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
@@ -185,16 +192,20 @@ FRACGPU_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) 
   CUdevice ord;
   int dev = CurrentDeviceIndex(&ord);
   if (!dptr || bytesize == 0) return REAL(cuMemAlloc)(dptr, bytesize);
-  return ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr, [&] { return REAL(cuMemAlloc)(dptr, bytesize); });
+  return ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr,
+                      [&] { return REAL(cuMemAlloc)(dptr, bytesize); });
 }
 
-FRACGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width,
-                                        unsigned int height, unsigned int elem) noexcept {
+FRACGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch,
+                                        unsigned int width, unsigned int height,
+                                        unsigned int elem) noexcept {
   CUdevice ord;
   int dev = CurrentDeviceIndex(&ord);
   return PitchAlloc(
-      dev, dptr, pitch, width, height, [&] { return REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem); },
-      [](CUdeviceptr_v1 p) { REAL(cuMemFree)(p); });
+      dev, dptr, pitch, width, height,
+      [&] { return REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem); },
+      [](CUdeviceptr_v1 p) { REAL(cuMemFree)
+                             (p); });
 }
 
 FRACGPU_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) noexcept {
@@ -208,7 +219,8 @@ namespace {
 // the CUarray. `real` calls the driver's own entry point; a null argument goes straight to it.
 // `api` is the calling hook's name (for the refusal line).
 template <typename Desc, typename Real>
-CUresult ChargedArrayCreate(CUarray* array, const Desc* d, Real real, const char* api = __builtin_FUNCTION()) {
+CUresult ChargedArrayCreate(CUarray* array, const Desc* d, Real real,
+                            const char* api = __builtin_FUNCTION()) {
   CUdevice ord;
   int dev = CurrentDeviceIndex(&ord);
   if (!array || !d) return real();
@@ -232,7 +244,8 @@ FRACGPU_EXPORT CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTO
   return ChargedArrayCreate(array, d, [&] { return REAL(cuArrayCreate)(array, d); });
 }
 
-FRACGPU_EXPORT CUresult cuArray3DCreate(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR_v1* d) noexcept {
+FRACGPU_EXPORT CUresult cuArray3DCreate(CUarray* array,
+                                        const CUDA_ARRAY3D_DESCRIPTOR_v1* d) noexcept {
   return ChargedArrayCreate(array, d, [&] { return REAL(cuArray3DCreate)(array, d); });
 }
 
@@ -240,7 +253,8 @@ FRACGPU_EXPORT CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRI
   return ChargedArrayCreate(array, d, [&] { return REAL(cuArrayCreate_v2)(array, d); });
 }
 
-FRACGPU_EXPORT CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* d) noexcept {
+FRACGPU_EXPORT CUresult cuArray3DCreate_v2(CUarray* array,
+                                           const CUDA_ARRAY3D_DESCRIPTOR* d) noexcept {
   return ChargedArrayCreate(array, d, [&] { return REAL(cuArray3DCreate_v2)(array, d); });
 }
 
@@ -260,9 +274,8 @@ FRACGPU_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* array,
 }
 
 FRACGPU_EXPORT CUresult cuArrayDestroy(CUarray array) noexcept {
-  return ArrayFree(Kind::kArray, reinterpret_cast<uint64_t>(array), [](void* a) noexcept {
-    return REAL(cuArrayDestroy)(static_cast<CUarray>(a));
-  });
+  return ArrayFree(Kind::kArray, reinterpret_cast<uint64_t>(array),
+                   [](void* a) noexcept { return REAL(cuArrayDestroy)(static_cast<CUarray>(a)); });
 }
 
 FRACGPU_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept {
@@ -272,14 +285,16 @@ FRACGPU_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept
 }
 
 // ---- VMM: physical memory is charged from cuMemCreate until it is really freed, i.e. when it
-// has been released and every mapping of it unmapped (docs/design/wire-apis.md §7.4). Host locations are
-// never charged.
+// has been released and every mapping of it unmapped (docs/design/wire-apis.md §7.4). Host
+// locations are never charged.
 namespace {
 void HandleUnref(CUmemGenericAllocationHandle h, bool release) {
   Entry e;
   if (!TableFind(Kind::kVmmHandle, h, &e)) return;
-  if (release) e.aux2 = 1;
-  else if (e.aux > 0) e.aux--;
+  if (release)
+    e.aux2 = 1;
+  else if (e.aux > 0)
+    e.aux--;
   if (e.aux2 && e.aux == 0) {
     TableRemove(Kind::kVmmHandle, h, nullptr);
     Uncharge(e.dev, e.size);

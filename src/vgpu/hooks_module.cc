@@ -41,8 +41,10 @@ Reading Read(int dev) {
       r.ok = r.nvml = true;
       for (unsigned i = 0; i < procs.count; ++i) {
         if (procs.pid[i] != static_cast<unsigned>(host_pid)) continue;
-        if (procs.used[i] == ~0ull) r.ok = false;  // NVML_VALUE_NOT_AVAILABLE
-        else r.usage = procs.used[i];
+        if (procs.used[i] == ~0ull)
+          r.ok = false;  // NVML_VALUE_NOT_AVAILABLE
+        else
+          r.usage = procs.used[i];
       }
       if (r.ok) return r;
     }
@@ -98,8 +100,10 @@ CUresult ChargedUnload(Handle handle, Unload unload) {
   bool known = TableRemove(Kind::kModule, reinterpret_cast<uint64_t>(handle), &e);
   CUresult r = unload(handle);
   if (known) {
-    if (r == CUDA_SUCCESS) Uncharge(e.dev, e.size, ChargeKind::kModule);
-    else TableInsert(e);
+    if (r == CUDA_SUCCESS)
+      Uncharge(e.dev, e.size, ChargeKind::kModule);
+    else
+      TableInsert(e);
   }
   return r;
 }
@@ -110,41 +114,48 @@ CUresult UnloadLibrary(CUlibrary l) { return REAL(cuLibraryUnload)(l); }
 }  // namespace
 
 FRACGPU_EXPORT CUresult cuModuleLoad(CUmodule* module, const char* fname) noexcept {
-  return ChargedLoad(module, false, [&] { return REAL(cuModuleLoad)(module, fname); }, UnloadModule);
+  return ChargedLoad(
+      module, false, [&] { return REAL(cuModuleLoad)(module, fname); }, UnloadModule);
 }
 FRACGPU_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) noexcept {
-  return ChargedLoad(module, false, [&] { return REAL(cuModuleLoadData)(module, image); }, UnloadModule);
+  return ChargedLoad(
+      module, false, [&] { return REAL(cuModuleLoadData)(module, image); }, UnloadModule);
 }
-FRACGPU_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int num_options,
-                                           CUjit_option* options, void** option_values) noexcept {
+FRACGPU_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image,
+                                           unsigned int num_options, CUjit_option* options,
+                                           void** option_values) noexcept {
   return ChargedLoad(
       module, false,
       [&] { return REAL(cuModuleLoadDataEx)(module, image, num_options, options, option_values); },
       UnloadModule);
 }
 FRACGPU_EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) noexcept {
-  return ChargedLoad(module, false, [&] { return REAL(cuModuleLoadFatBinary)(module, fat_cubin); },
-                     UnloadModule);
+  return ChargedLoad(
+      module, false, [&] { return REAL(cuModuleLoadFatBinary)(module, fat_cubin); }, UnloadModule);
 }
 FRACGPU_EXPORT CUresult cuModuleUnload(CUmodule module) noexcept {
   return ChargedUnload(module, UnloadModule);
 }
 
-FRACGPU_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options,
-                                          void** jit_option_values, unsigned int num_jit_options,
-                                          CUlibraryOption* library_options, void** library_option_values,
+FRACGPU_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code,
+                                          CUjit_option* jit_options, void** jit_option_values,
+                                          unsigned int num_jit_options,
+                                          CUlibraryOption* library_options,
+                                          void** library_option_values,
                                           unsigned int num_library_options) noexcept {
   return ChargedLoad(
       library, true,
       [&] {
-        return REAL(cuLibraryLoadData)(library, code, jit_options, jit_option_values, num_jit_options,
-                                       library_options, library_option_values, num_library_options);
+        return REAL(cuLibraryLoadData)(library, code, jit_options, jit_option_values,
+                                       num_jit_options, library_options, library_option_values,
+                                       num_library_options);
       },
       UnloadLibrary);
 }
 FRACGPU_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* file_name,
                                               CUjit_option* jit_options, void** jit_option_values,
-                                              unsigned int num_jit_options, CUlibraryOption* library_options,
+                                              unsigned int num_jit_options,
+                                              CUlibraryOption* library_options,
                                               void** library_option_values,
                                               unsigned int num_library_options) noexcept {
   return ChargedLoad(

@@ -1,6 +1,5 @@
 // Host-PID detection (host_pid.h, docs/sm-limiter.md "Host PIDs"). Compiled once per copy of
 // libvgpu.so: the test copy lets the fake NVML emulate a PID namespace.
-#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/host_pid.h"
 
 #include <time.h>
@@ -10,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/interpose.h"
 #include "vgpu/state.h"
 
@@ -103,7 +103,8 @@ int32_t DecideLocked(Region* r, RegionSlot* slot, int dev, void* ctx, const Nvml
     for (unsigned j = 0; j < during.count; ++j) {
       if (during.pid[j] != pid) continue;
       unsigned long long now = during.used[j];
-      if (was != kNvmlValueNotAvailable && now != kNvmlValueNotAvailable && now >= was + kHostPidProbeBytes) {
+      if (was != kNvmlValueNotAvailable && now != kNvmlValueNotAvailable &&
+          now >= was + kHostPidProbeBytes) {
         found = static_cast<int32_t>(pid);
         ++winners;
       }
@@ -130,7 +131,8 @@ void Decide(int dev, void* ctx, const NvmlProcs* before) {
     bool probed = false;
     if (RegionLock(r)) {
       pid = DecideLocked(r, slot, dev, ctx, before, probe, &probed);
-      if (pid > 0) Set(slot, pid, probed ? "probe allocation" : "the one unclaimed new NVML process");
+      if (pid > 0)
+        Set(slot, pid, probed ? "probe allocation" : "the one unclaimed new NVML process");
       RegionUnlock(r);
     }
     if (probe) Uncharge(dev, kHostPidProbeBytes);

@@ -1,7 +1,7 @@
 #pragma once
 // The process's host PID: the PID NVML reports for it (nvmlDeviceGetComputeRunningProcesses,
-// nvmlDeviceGetProcessUtilization report host PIDs, docs/design/wire-apis.md §8.3), which differs from
-// getpid() inside a container's PID namespace. Written into RegionSlot::host_pid so that the
+// nvmlDeviceGetProcessUtilization report host PIDs, docs/design/wire-apis.md §8.3), which differs
+// from getpid() inside a container's PID namespace. Written into RegionSlot::host_pid so that the
 // SM limiter (and the node monitor) can match NVML's samples to the container's processes.
 // Design and limits: docs/sm-limiter.md "Host PIDs".
 #include <cstdint>

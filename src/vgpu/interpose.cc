@@ -1,9 +1,6 @@
 // Symbol interception: the real-function tables, their resolution, the dlsym hook and the
 // cuGetProcAddress(_v2) hooks (docs/design/wire-apis.md §7.8 describes why all three are needed).
-#include "vgpu/glibc_compat.h"
 #include "vgpu/interpose.h"
-
-#include "vgpu/cuda_variants.def"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -12,15 +9,20 @@
 #include <cstdio>
 #include <cstring>
 
+#include "vgpu/cuda_variants.def"
+#include "vgpu/glibc_compat.h"
+
 namespace fracgpu::vgpu {
 
 // ---- Real tables: each slot starts as a resolving trampoline ----
-#define FRACGPU_DEFINE_CUDA_REAL(elf, ...)                                                  \
-  std::atomic<decltype(&::elf)> real_##elf{                                                 \
-      &Forward<decltype(&::elf)>::template Trampoline<&real_##elf, &ResolveCuda, CUDA_ERROR_NOT_INITIALIZED>};
-#define FRACGPU_DEFINE_NVML_REAL(elf, ...)                                                  \
-  std::atomic<decltype(&::elf)> real_##elf{                                                 \
-      &Forward<decltype(&::elf)>::template Trampoline<&real_##elf, &ResolveNvml, NVML_ERROR_UNINITIALIZED>};
+#define FRACGPU_DEFINE_CUDA_REAL(elf, ...)                                       \
+  std::atomic<decltype(&::elf)> real_##elf{                                      \
+      &Forward<decltype(&::elf)>::template Trampoline<&real_##elf, &ResolveCuda, \
+                                                      CUDA_ERROR_NOT_INITIALIZED>};
+#define FRACGPU_DEFINE_NVML_REAL(elf, ...)                                       \
+  std::atomic<decltype(&::elf)> real_##elf{                                      \
+      &Forward<decltype(&::elf)>::template Trampoline<&real_##elf, &ResolveNvml, \
+                                                      NVML_ERROR_UNINITIALIZED>};
 FRACGPU_CUDA_HOOKS(FRACGPU_DEFINE_CUDA_REAL)
 FRACGPU_CUDA_REAL_ONLY(FRACGPU_DEFINE_CUDA_REAL)
 FRACGPU_NVML_HOOKS(FRACGPU_DEFINE_NVML_REAL)
@@ -29,7 +31,12 @@ FRACGPU_NVML_REAL_ONLY(FRACGPU_DEFINE_NVML_REAL)
 #undef FRACGPU_DEFINE_NVML_REAL
 
 #define FRACGPU_CUDA_ENTRY(elf, base, ver, ptsz) \
-  {#elf, #base, ver, ptsz != 0, reinterpret_cast<void*>(&::elf), reinterpret_cast<void**>(&real_##elf)},
+  {#elf,                                         \
+   #base,                                        \
+   ver,                                          \
+   ptsz != 0,                                    \
+   reinterpret_cast<void*>(&::elf),              \
+   reinterpret_cast<void**>(&real_##elf)},
 #define FRACGPU_NVML_ENTRY(elf) \
   {#elf, #elf, 0, false, reinterpret_cast<void*>(&::elf), reinterpret_cast<void**>(&real_##elf)},
 const HookEntry kCudaHooks[] = {FRACGPU_CUDA_HOOKS(FRACGPU_CUDA_ENTRY)};
@@ -92,8 +99,9 @@ void ResolveCuda() noexcept {
   Once(g_cuda_once, [] {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NODELETE);
     if (!lib) Log(kLogError, "cannot load libcuda.so.1: every CUDA call will fail");
-#define FRACGPU_BIND(elf, ...) \
-  Bind<decltype(&::elf), &Forward<decltype(&::elf)>::template Missing<CUDA_ERROR_NOT_FOUND>>(real_##elf, lib, #elf);
+#define FRACGPU_BIND(elf, ...)                                                                \
+  Bind<decltype(&::elf), &Forward<decltype(&::elf)>::template Missing<CUDA_ERROR_NOT_FOUND>>( \
+      real_##elf, lib, #elf);
     FRACGPU_CUDA_HOOKS(FRACGPU_BIND)
     FRACGPU_CUDA_REAL_ONLY(FRACGPU_BIND)
 #undef FRACGPU_BIND
@@ -104,8 +112,9 @@ void ResolveNvml() noexcept {
   Once(g_nvml_once, [] {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NODELETE);
 #define FRACGPU_BIND(elf, ...)                                                                  \
-  Bind<decltype(&::elf), &Forward<decltype(&::elf)>::template Missing<NVML_ERROR_FUNCTION_NOT_FOUND>>( \
-      real_##elf, lib, #elf);
+  Bind<decltype(&::elf),                                                                        \
+       &Forward<decltype(&::elf)>::template Missing<NVML_ERROR_FUNCTION_NOT_FOUND>>(real_##elf, \
+                                                                                    lib, #elf);
     FRACGPU_NVML_HOOKS(FRACGPU_BIND)
     FRACGPU_NVML_REAL_ONLY(FRACGPU_BIND)
 #undef FRACGPU_BIND
@@ -120,7 +129,10 @@ void Log(int level, const char* format, ...) noexcept {
   if (level > g_log_level.load(std::memory_order_relaxed)) return;
   static const char* kNames[] = {"error", "warning", "warning", "info", "debug"};
   char buf[768];
-  int n = std::snprintf(buf, sizeof(buf), "[fracgpu-vgpu %s %d] ", kNames[level < 0 ? 0 : level > 4 ? 4 : level],
+  int n = std::snprintf(buf, sizeof(buf), "[fracgpu-vgpu %s %d] ",
+                        kNames[level < 0   ? 0
+                               : level > 4 ? 4
+                                           : level],
                         static_cast<int>(getpid()));
   va_list ap;
   va_start(ap, format);
@@ -159,15 +171,18 @@ constexpr int NewestVersion() {
   return v;
 }
 
-static_assert(NewestVersion() == kVariantTableVersion, "regenerated table: update kVariantTableVersion");
+static_assert(NewestVersion() == kVariantTableVersion,
+              "regenerated table: update kVariantTableVersion");
 
 // First row of `base` (rows are sorted by base name, byte order), or kVariantCount.
 int FirstRow(const char* base) {
   int lo = 0, hi = kVariantCount;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    if (std::strcmp(kVariants[mid].base, base) < 0) lo = mid + 1;
-    else hi = mid;
+    if (std::strcmp(kVariants[mid].base, base) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -183,7 +198,8 @@ bool HookedBase(const char* base) {
 const char* DriverVariantElf(const char* base, int version, cuuint64_t flags) noexcept {
   const bool want_pt = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
   const Variant* best = nullptr;
-  for (int i = FirstRow(base); i < kVariantCount && std::strcmp(kVariants[i].base, base) == 0; ++i) {
+  for (int i = FirstRow(base); i < kVariantCount && std::strcmp(kVariants[i].base, base) == 0;
+       ++i) {
     const Variant& v = kVariants[i];
     if (v.version > version || (v.flavour != 0 && !want_pt)) continue;
     bool better = !best || (v.flavour != 0) > (best->flavour != 0) ||
@@ -222,24 +238,27 @@ CUresult MatchProc(const char* symbol, void** pfn, int version, cuuint64_t flags
   }
   if (version > kVariantTableVersion && HookedBase(symbol)) {
     void* at_table = nullptr;
-    CUresult r = v2 ? REAL(cuGetProcAddress_v2)(symbol, &at_table, kVariantTableVersion, flags, nullptr)
-                    : REAL(cuGetProcAddress)(symbol, &at_table, kVariantTableVersion, flags);
+    CUresult r =
+        v2 ? REAL(cuGetProcAddress_v2)(symbol, &at_table, kVariantTableVersion, flags, nullptr)
+           : REAL(cuGetProcAddress)(symbol, &at_table, kVariantTableVersion, flags);
     if (r != CUDA_SUCCESS || at_table != *pfn) {
-      Log(kLogError, "%s at CUDA %d is a variant newer than libvgpu knows (table: CUDA %d): refused",
-          symbol, version, kVariantTableVersion);
+      Log(kLogError,
+          "%s at CUDA %d is a variant newer than libvgpu knows (table: CUDA %d): refused", symbol,
+          version, kVariantTableVersion);
       *pfn = nullptr;
       if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
       return CUDA_ERROR_NOT_SUPPORTED;
     }
   }
-  const char* elf = DriverVariantElf(symbol, version < kVariantTableVersion ? version : kVariantTableVersion, flags);
+  const char* elf = DriverVariantElf(
+      symbol, version < kVariantTableVersion ? version : kVariantTableVersion, flags);
   if (!elf) return CUDA_SUCCESS;
   if (const HookEntry* e = FindHook(kCudaHooks, kCudaHookCount, elf)) *pfn = e->hook;
   return CUDA_SUCCESS;
 }
 
-CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuint64_t flags, bool v2,
-                  CUdriverProcAddressQueryResult* status) {
+CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuint64_t flags,
+                  bool v2, CUdriverProcAddressQueryResult* status) {
   if (r != CUDA_SUCCESS || !symbol || !pfn || !*pfn) return r;
   if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
     // Later look-ups go through the pointer returned here: keep them intercepted.

@@ -113,7 +113,8 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     }
     uint64_t bytes = 0;
     bool ok = ParseMemoryLimit(value, &bytes);
-    if (!ok) AddError(c, source, key, value, "memory limit must be digits with optional k/m/g suffix");
+    if (!ok)
+      AddError(c, source, key, value, "memory limit must be digits with optional k/m/g suffix");
     if (idx == -2) {
       c->global_memory_set = ok;
       c->global_memory_bytes = bytes;
@@ -160,9 +161,12 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
   }
   if (key == "GPU_CORE_UTILIZATION_POLICY") {
     // Any letter case: HAMi-core reads FORCE and DISABLE as well as force and disable.
-    if (EqualsAsciiNoCase(value, "default")) c->policy = CorePolicy::kDefault;
-    else if (EqualsAsciiNoCase(value, "force")) c->policy = CorePolicy::kForce;
-    else if (EqualsAsciiNoCase(value, "disable")) c->policy = CorePolicy::kDisable;
+    if (EqualsAsciiNoCase(value, "default"))
+      c->policy = CorePolicy::kDefault;
+    else if (EqualsAsciiNoCase(value, "force"))
+      c->policy = CorePolicy::kForce;
+    else if (EqualsAsciiNoCase(value, "disable"))
+      c->policy = CorePolicy::kDisable;
     else {
       c->policy = CorePolicy::kForce;  // the strict reading of a bad value
       AddError(c, source, key, value, "must be default, force or disable (using force)");
@@ -170,8 +174,10 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     return;
   }
   if (key == "CUDA_TASK_PRIORITY") {
-    if (value == "0") c->priority = 0;
-    else if (value == "1") c->priority = 1;
+    if (value == "0")
+      c->priority = 0;
+    else if (value == "1")
+      c->priority = 1;
     else {
       c->priority = 1;  // the lower priority for a bad value
       AddError(c, source, key, value, "must be 0 or 1 (using 1)");
@@ -240,8 +246,10 @@ uint64_t EffectiveMemoryLimit(const Config& c, int i, bool* fail_closed) noexcep
 
 uint32_t EffectiveSmLimit(const Config& c, int i) noexcept {
   uint32_t v = 0;
-  if (i >= 0 && i < kMaxDevices && c.devices[i].sm_set) v = c.devices[i].sm_percent;
-  else if (c.global_sm_set) v = c.global_sm_percent;
+  if (i >= 0 && i < kMaxDevices && c.devices[i].sm_set)
+    v = c.devices[i].sm_percent;
+  else if (c.global_sm_set)
+    v = c.global_sm_percent;
   return v >= 100 ? 0 : v;
 }
 

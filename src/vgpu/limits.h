@@ -1,12 +1,13 @@
 #pragma once
 // Parsing of libvgpu.so's configuration: the read-only limits file the device plugin mounts
-// (docs/design/CONTRACT.md §3, /etc/fracgpu/limits.env) and the environment (docs/design/CONTRACT.md §4).
-// Pure functions over caller-provided buffers: no allocation, no I/O, no exceptions (they run
-// inside arbitrary host processes), fuzzed by tests/fuzz/vgpu_limits_fuzz.cc.
+// (docs/design/CONTRACT.md §3, /etc/fracgpu/limits.env) and the environment
+// (docs/design/CONTRACT.md §4). Pure functions over caller-provided buffers: no allocation, no I/O,
+// no exceptions (they run inside arbitrary host processes), fuzzed by
+// tests/fuzz/vgpu_limits_fuzz.cc.
 //
-// Precedence: when the limits file exists, every key of docs/design/CONTRACT.md §3 (memory and SM limits,
-// shared cache path, policy, priority, NVIDIA_VISIBLE_DEVICES) comes from the file alone and
-// the environment is ignored for all of them, so `env -i`, an edited environment or a private
+// Precedence: when the limits file exists, every key of docs/design/CONTRACT.md §3 (memory and SM
+// limits, shared cache path, policy, priority, NVIDIA_VISIBLE_DEVICES) comes from the file alone
+// and the environment is ignored for all of them, so `env -i`, an edited environment or a private
 // CUDA_DEVICE_MEMORY_SHARED_CACHE cannot lift or split a limit. Without the file, the same
 // keys come from the environment. LIBCUDA_LOG_LEVEL always comes from the environment.
 //
@@ -36,7 +37,7 @@ struct DeviceConfig {
   bool memory_set = false;
   uint64_t memory_bytes = 0;  ///< bytes; 0 = unlimited
   bool sm_set = false;
-  uint32_t sm_percent = 0;    ///< 1..99 limit; 0 or 100 = unlimited
+  uint32_t sm_percent = 0;  ///< 1..99 limit; 0 or 100 = unlimited
   bool fail_closed = false;
 };
 
@@ -78,8 +79,8 @@ void ApplyKey(Config* config, std::string_view key, std::string_view value, Sour
 /// empty key fails every device closed. Sets config->file_present.
 void ParseLimitsFile(Config* config, const char* text, size_t size) noexcept;
 
-/// Reads the keys of docs/design/CONTRACT.md §4 from `envp` (a NULL-terminated environ array), honouring
-/// the precedence above (only LIBCUDA_LOG_LEVEL when config->file_present).
+/// Reads the keys of docs/design/CONTRACT.md §4 from `envp` (a NULL-terminated environ array),
+/// honouring the precedence above (only LIBCUDA_LOG_LEVEL when config->file_present).
 void ApplyEnvironment(Config* config, char* const* envp) noexcept;
 
 /// Fills defaults (region path) after the file and the environment were applied.

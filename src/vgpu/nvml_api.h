@@ -37,8 +37,8 @@ typedef struct {
   unsigned long long used;
 } nvmlMemory_v2_t;
 /// NVML_STRUCT_VERSION(Memory, 2) = sizeof(nvmlMemory_v2_t) | (2 << 24) = 0x02000028.
-constexpr unsigned int kNvmlMemoryV2Version = static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) |
-                                              (2u << 24);
+constexpr unsigned int kNvmlMemoryV2Version =
+    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
 /// nvmlProcessInfo_t (v2 layout, used by the _v2 and _v3 process queries).
 typedef struct {
   unsigned int pid;
@@ -70,13 +70,17 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) FRACGPU_NVML_API;
 nvmlReturn_t nvmlShutdown(void) FRACGPU_NVML_API;
 const char* nvmlErrorString(nvmlReturn_t result) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) FRACGPU_NVML_API;
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index,
+                                           nvmlDevice_t* device) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) FRACGPU_NVML_API;
-nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) FRACGPU_NVML_API;
-nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
+                               unsigned int length) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
+                               unsigned int length) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) FRACGPU_NVML_API;
-nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                        nvmlMemory_v2_t* memory) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
                                                      nvmlProcessInfo_t* infos) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,

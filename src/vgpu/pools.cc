@@ -56,7 +56,8 @@ uint64_t Used(CUmemoryPool pool) {
 // True when `stream` is being captured into a graph (any capture status but NONE).
 bool Capturing(CUstream stream, bool ptsz) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult r = ptsz ? REAL(cuStreamIsCapturing_ptsz)(stream, &status) : REAL(cuStreamIsCapturing)(stream, &status);
+  CUresult r = ptsz ? REAL(cuStreamIsCapturing_ptsz)(stream, &status)
+                    : REAL(cuStreamIsCapturing)(stream, &status);
   return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -123,8 +124,9 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, int dev, 
     if (c != CUDA_SUCCESS) {
       for (int i = 0; i < g_pool_count; ++i)  // pools may have given memory back
         if (g_pools[i].dev == dev) Settle(g_pools[i]);
-      c = Charge(dev, pre, ChargeKind::kData,
-                 from_pool ? "cuMemAllocFromPoolAsync's pool growth" : "cuMemAllocAsync's pool growth");
+      c = Charge(
+          dev, pre, ChargeKind::kData,
+          from_pool ? "cuMemAllocFromPoolAsync's pool growth" : "cuMemAllocAsync's pool growth");
       if (c != CUDA_SUCCESS) return c;
     }
     p.charged += pre;
@@ -140,8 +142,10 @@ CUresult PoolAlloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, int dev, 
       p.charged = after;
     } else if (r == CUDA_SUCCESS) {
       // Over the limit after all: undo the allocation and give the growth back.
-      if (ptsz) REAL(cuMemFreeAsync_ptsz)(*dptr, stream);
-      else REAL(cuMemFreeAsync)(*dptr, stream);
+      if (ptsz)
+        REAL(cuMemFreeAsync_ptsz)(*dptr, stream);
+      else
+        REAL(cuMemFreeAsync)(*dptr, stream);
       REAL(cuStreamSynchronize)(stream);
       REAL(cuMemPoolTrimTo)(pool, p.charged > used ? p.charged : used);
       Settle(p);
@@ -298,8 +302,8 @@ FRACGPU_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_ou
   Guard g;
   if (IsImported(*pool_out)) return r;
   if (g_imported_count == kMaxPools) {
-    Log(kLogError, "more than %d imported memory pools: pool %p may be charged to this process", kMaxPools,
-        static_cast<void*>(*pool_out));
+    Log(kLogError, "more than %d imported memory pools: pool %p may be charged to this process",
+        kMaxPools, static_cast<void*>(*pool_out));
     return r;
   }
   g_imported[g_imported_count++] = *pool_out;

@@ -1,6 +1,5 @@
 // Shared region: open/initialise, robust locking, slot claim/release and dead-slot reaping.
 // See region.h for the layout and invariants.
-#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/region.h"
 
 #include <errno.h>
@@ -14,6 +13,8 @@
 
 #include <cstdio>
 #include <cstring>
+
+#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 
 namespace fracgpu::vgpu {
 namespace {
@@ -212,9 +213,9 @@ int RegionReapLocked(Region* r) noexcept {
   }
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  r->last_reap_ns.store(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull +
-                            static_cast<uint64_t>(ts.tv_nsec),
-                        std::memory_order_relaxed);
+  r->last_reap_ns.store(
+      static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec),
+      std::memory_order_relaxed);
   return reaped;
 }
 

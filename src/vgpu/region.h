@@ -4,10 +4,10 @@
 // Shared by libvgpu.so (writer), the monitor and `fracgpu inspect` (readers). Standalone:
 // only the C/C++ runtime and pthreads, no allocation, no exceptions.
 //
-// Layout version 2 (kRegionVersion; docs/vgpu.md "The shared region"). Any change to these structs must
-// bump the version; a reader refuses a file whose magic, version or sizes differ (RegionValidate).
-// Version 2 added RegionDevice::last_launch_ns, RegionSlot::host_pid and the per-slot breakdown
-// context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region layout").
+// Layout version 2 (kRegionVersion; docs/vgpu.md "The shared region"). Any change to these structs
+// must bump the version; a reader refuses a file whose magic, version or sizes differ
+// (RegionValidate). Version 2 added RegionDevice::last_launch_ns, RegionSlot::host_pid and the
+// per-slot breakdown context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region layout").
 //
 // Invariants, under `lock` (a process-shared, robust pthread mutex inside the mapping):
 //   devices[d].used == Σ over active slots s of slots[s].used[d]
@@ -47,7 +47,7 @@ struct RegionDevice {
   /// path), 0 = never. Coarse: stamped at most every kLaunchStampPeriodNs per process, so the
   /// launch path stays cheap; a reader's "seconds since last kernel" may be up to that late.
   std::atomic<uint64_t> last_launch_ns;
-  uint64_t reserved[8];        ///< for the SM limiter (utilisation, tokens)
+  uint64_t reserved[8];  ///< for the SM limiter (utilisation, tokens)
 };
 
 /// Granularity of RegionDevice::last_launch_ns: a process re-stamps it only when its own
@@ -66,24 +66,24 @@ struct RegionSlot {
   /// when the process runs in the host's PID namespace (docs/sm-limiter.md "Host PIDs").
   int32_t host_pid;
   uint32_t pad;
-  uint64_t start_time;          ///< clock ticks after boot (/proc/<pid>/stat field 22)
+  uint64_t start_time;                      ///< clock ticks after boot (/proc/<pid>/stat field 22)
   std::atomic<uint64_t> used[kMaxDevices];  ///< bytes charged by this process per device
   std::atomic<uint64_t> context_bytes[kMaxDevices];  ///< of used: CUDA context overhead
   /// of used: loaded modules and libraries (cuModuleLoad*, cuLibraryLoad*)
   std::atomic<uint64_t> module_bytes[kMaxDevices];
   /// of used: allocations (cuMemAlloc*, pools, arrays, cuMemCreate, ...)
   std::atomic<uint64_t> data_bytes[kMaxDevices];
-  uint64_t reserved[16];                    ///< for the SM limiter (per-process launches)
+  uint64_t reserved[16];  ///< for the SM limiter (per-process launches)
 };
 
 /// The whole file.
 struct Region {
-  uint32_t magic;        ///< kRegionMagic once initialised
-  uint32_t version;      ///< kRegionVersion
-  uint32_t region_size;  ///< sizeof(Region)
-  uint32_t slot_size;    ///< sizeof(RegionSlot)
-  uint32_t max_devices;  ///< kMaxDevices
-  uint32_t max_slots;    ///< kMaxSlots
+  uint32_t magic;         ///< kRegionMagic once initialised
+  uint32_t version;       ///< kRegionVersion
+  uint32_t region_size;   ///< sizeof(Region)
+  uint32_t slot_size;     ///< sizeof(RegionSlot)
+  uint32_t max_devices;   ///< kMaxDevices
+  uint32_t max_slots;     ///< kMaxSlots
   uint32_t device_count;  ///< devices in use, <= kMaxDevices
   uint32_t policy;        ///< GPU_CORE_UTILIZATION_POLICY: 0 default, 1 force, 2 disable
   int32_t priority;       ///< CUDA_TASK_PRIORITY: 0 high, 1 low
@@ -100,9 +100,9 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 /// Result codes of the region functions (no Status: libvgpu.so is standalone).
 enum class RegionError {
   kOk = 0,
-  kOpenFailed,     ///< open/ftruncate/mmap failed (errno kept)
-  kBadLayout,      ///< magic, version or sizes do not match this build
-  kNoSlot,         ///< every slot is taken by a live process
+  kOpenFailed,  ///< open/ftruncate/mmap failed (errno kept)
+  kBadLayout,   ///< magic, version or sizes do not match this build
+  kNoSlot,      ///< every slot is taken by a live process
 };
 
 /// An open region (a mapping of the file).

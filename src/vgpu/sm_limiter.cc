@@ -1,6 +1,5 @@
 // The SM limiter (sm_limiter.h, docs/sm-limiter.md). Compiled once per copy of libvgpu.so:
 // the test copy (FRACGPU_VGPU_TEST_CLOCK) takes time from the fake driver's virtual clock.
-#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/sm_limiter.h"
 
 #include <dlfcn.h>
@@ -13,6 +12,7 @@
 
 #include <atomic>
 
+#include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
 #include "vgpu/state.h"
@@ -71,7 +71,9 @@ uint64_t NvmlNowUs() noexcept {
 #endif
 }
 
-std::atomic_ref<uint64_t> Field(RegionDevice& d, int i) { return std::atomic_ref<uint64_t>(d.reserved[i]); }
+std::atomic_ref<uint64_t> Field(RegionDevice& d, int i) {
+  return std::atomic_ref<uint64_t>(d.reserved[i]);
+}
 
 // Busy ns of the container's processes on device `dev` over the last `window_ns`, from
 // nvmlDeviceGetProcessUtilization; false when NVML cannot say.
@@ -109,7 +111,8 @@ bool ContainerBusyNs(Region* r, int dev, uint64_t window_ns, uint64_t* busy) noe
   for (unsigned k = 0; k < count && k < 64; ++k) {
     for (const RegionSlot& slot : r->slots) {
       if (slot.state.load(std::memory_order_relaxed) != kSlotActive) continue;
-      int32_t host_pid = std::atomic_ref<const int32_t>(slot.host_pid).load(std::memory_order_relaxed);
+      int32_t host_pid =
+          std::atomic_ref<const int32_t>(slot.host_pid).load(std::memory_order_relaxed);
       int32_t match = host_pid > 0 ? host_pid : (host_ns ? slot.pid : 0);
       if (match > 0 && static_cast<unsigned>(match) == samples[k].pid) {
         pct += samples[k].smUtil;
@@ -156,7 +159,8 @@ NodeGpu* NodeFile(Region* r, int dev) noexcept {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd >= 0) {
       off_t size = lseek(fd, 0, SEEK_END);
-      if (size >= 0 && (static_cast<size_t>(size) >= sizeof(NodeGpu) || ftruncate(fd, sizeof(NodeGpu)) == 0)) {
+      if (size >= 0 &&
+          (static_cast<size_t>(size) >= sizeof(NodeGpu) || ftruncate(fd, sizeof(NodeGpu)) == 0)) {
         void* m = mmap(nullptr, sizeof(NodeGpu), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) {
           f = static_cast<NodeGpu*>(m);
@@ -251,8 +255,7 @@ void PaceLaunch() noexcept {
   uint64_t period = Field(d, 2).load(std::memory_order_relaxed);
   if (period == 0) {
     Field(d, 2).compare_exchange_strong(period, now);
-  } else if (now >= period + kControlPeriodNs &&
-             Field(d, 2).compare_exchange_strong(period, now)) {
+  } else if (now >= period + kControlPeriodNs && Field(d, 2).compare_exchange_strong(period, now)) {
     Control(r, dev, now - period, limit);
   }
   // Pace: claim the next slot of the shared horizon (lock-free).

@@ -24,17 +24,17 @@ inline constexpr uint64_t kControlPeriodNs = 100'000'000;
 /// How far (ns) a container that was idle may run ahead of its pace (burst allowance).
 inline constexpr uint64_t kBurstNs = 20'000'000;
 
-/// Priority (CUDA_TASK_PRIORITY, docs/design/CONTRACT.md §3): containers on one GPU meet in a per-GPU
-/// node file <kNodeDir>/<GPU UUID> (NodeGpu). A priority-0 process stamps the time of each of
-/// its launches there; a priority-1 process holds each launch back while the last priority-0
+/// Priority (CUDA_TASK_PRIORITY, docs/design/CONTRACT.md §3): containers on one GPU meet in a
+/// per-GPU node file <kNodeDir>/<GPU UUID> (NodeGpu). A priority-0 process stamps the time of each
+/// of its launches there; a priority-1 process holds each launch back while the last priority-0
 /// launch on that GPU is less than kPriorityIdleNs old.
 inline constexpr uint64_t kPriorityIdleNs = 50'000'000;
 
 /// The per-GPU node file's layout (shared by every container on the node).
 struct NodeGpu {
-  uint32_t magic;                        ///< kNodeGpuMagic once initialised
-  uint32_t version;                      ///< 1
-  uint64_t high_last_launch_ns;          ///< limiter clock of the last priority-0 launch (atomic)
+  uint32_t magic;                ///< kNodeGpuMagic once initialised
+  uint32_t version;              ///< 1
+  uint64_t high_last_launch_ns;  ///< limiter clock of the last priority-0 launch (atomic)
   uint64_t reserved[6];
 };
 inline constexpr uint32_t kNodeGpuMagic = 0x4e474746;  // "FGGN"

@@ -1,8 +1,5 @@
 // Process state of libvgpu.so (see state.h).
-#include "vgpu/glibc_compat.h"
 #include "vgpu/state.h"
-
-#include "vgpu/sm_limiter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,17 +13,19 @@
 #include <cstring>
 
 #include "vgpu/accounting.h"
+#include "vgpu/glibc_compat.h"
 #include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
 #include "vgpu/limits.h"
+#include "vgpu/sm_limiter.h"
 #include "vgpu/table.h"
 
 extern char** environ;
 
-// The limits file's path is compiled in (docs/design/CONTRACT.md §3); there is deliberately no run-time
-// override, so nothing a tenant can set moves it. Tests build a second copy of the library,
-// libvgpu_testpath.so, whose path is the relative "fracgpu-limits.env" (resolved against the
-// working directory, which survives `env -i`); it is never installed (docs/vgpu.md).
+// The limits file's path is compiled in (docs/design/CONTRACT.md §3); there is deliberately no
+// run-time override, so nothing a tenant can set moves it. Tests build a second copy of the
+// library, libvgpu_testpath.so, whose path is the relative "fracgpu-limits.env" (resolved against
+// the working directory, which survives `env -i`); it is never installed (docs/vgpu.md).
 #ifndef FRACGPU_VGPU_LIMITS_PATH
 #define FRACGPU_VGPU_LIMITS_PATH "/etc/fracgpu/limits.env"
 #endif
@@ -48,8 +47,8 @@ struct DeviceState {
 
 std::atomic<int> g_init{0};  // 0 none, 1 running, 2 done
 Config g_config;
-bool g_managed = false;      // some limit is configured: account and enforce
-bool g_all_denied = false;   // region unusable: everything fails closed
+bool g_managed = false;     // some limit is configured: account and enforce
+bool g_all_denied = false;  // region unusable: everything fails closed
 RegionHandle g_region;
 int g_dev_count = 0;
 DeviceState g_dev[kMaxDevices];
@@ -74,8 +73,9 @@ void ReadLimitsFile(Config* c) {
     if (errno != ENOENT) {
       c->file_present = true;
       c->all_fail_closed = true;
-      std::snprintf(c->error, sizeof(c->error), "limits file %s exists but cannot be read (errno %d)",
-                    FRACGPU_VGPU_LIMITS_PATH, errno);
+      std::snprintf(c->error, sizeof(c->error),
+                    "limits file %s exists but cannot be read (errno %d)", FRACGPU_VGPU_LIMITS_PATH,
+                    errno);
       c->error_count++;
     }
     return;
@@ -204,10 +204,12 @@ void DoInit() {
     g_all_denied = true;
     return;
   }
-  RegionError err = RegionOpen(g_config.region_path, own, own_count,
-                               static_cast<uint32_t>(g_config.policy), g_config.priority, &g_region);
+  RegionError err =
+      RegionOpen(g_config.region_path, own, own_count, static_cast<uint32_t>(g_config.policy),
+                 g_config.priority, &g_region);
   if (err != RegionError::kOk) {
-    Log(kLogError, "cannot use shared region %s (%s, errno %d): failing closed", g_config.region_path,
+    Log(kLogError, "cannot use shared region %s (%s, errno %d): failing closed",
+        g_config.region_path,
         err == RegionError::kBadLayout ? "foreign or corrupt layout" : "open failed", errno);
     g_all_denied = true;
     return;
@@ -225,7 +227,8 @@ void DoInit() {
     }
     if (match >= 0) {
       if (own[match].memory_limit != limit) {
-        Log(kLogWarning, "device %s: limit %llu bytes here, %llu in the shared region; using the smaller",
+        Log(kLogWarning,
+            "device %s: limit %llu bytes here, %llu in the shared region; using the smaller",
             rd.uuid, static_cast<unsigned long long>(own[match].memory_limit),
             static_cast<unsigned long long>(limit));
       }
@@ -237,8 +240,9 @@ void DoInit() {
     if (rd.sm_limit > 0 && rd.sm_limit < 100) any_sm = true;
   }
   if (own_count != g_dev_count) {
-    Log(kLogWarning, "this process sees %d devices, the shared region %d; the region's list is used",
-        own_count, g_dev_count);
+    Log(kLogWarning,
+        "this process sees %d devices, the shared region %d; the region's list is used", own_count,
+        g_dev_count);
   }
   g_sm_enforce = any_sm && g_config.policy != CorePolicy::kDisable;
   g_node_dir = NodeDirPresent();
@@ -256,7 +260,8 @@ RegionSlot* EnsureSlot() {
     if (s) {
       // Known at once in the host's PID namespace; otherwise found at the first context.
       int32_t host_pid = HostPidAtClaim();
-      if (host_pid > 0) std::atomic_ref<int32_t>(s->host_pid).store(host_pid, std::memory_order_relaxed);
+      if (host_pid > 0)
+        std::atomic_ref<int32_t>(s->host_pid).store(host_pid, std::memory_order_relaxed);
     }
     if (!s && !g_slot_logged.exchange(true)) {
       Log(kLogError, "no free slot in shared region %s (%d processes): failing closed",
@@ -315,15 +320,17 @@ void EnsureInit() noexcept {
 
 void FormatUuid(const unsigned char b[16], char out[kUuidSize]) noexcept {
   std::snprintf(out, kUuidSize,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
 }
 
 int DeviceIndexForUuid(const char* uuid) noexcept {
   EnsureInit();
   if (!g_region.region) return -1;
   for (int d = 0; d < g_dev_count; ++d)
-    if (g_region.region->devices[d].uuid[0] && strcasecmp(g_region.region->devices[d].uuid, uuid) == 0)
+    if (g_region.region->devices[d].uuid[0] &&
+        strcasecmp(g_region.region->devices[d].uuid, uuid) == 0)
       return d;
   return -1;
 }
@@ -348,7 +355,8 @@ int DeviceIndexForOrdinal(CUdevice ordinal) noexcept {
       break;
     }
   }
-  if (ordinal >= 0 && ordinal < kMaxOrdinals) g_ordinal_cache[ordinal].store(result + 3, std::memory_order_relaxed);
+  if (ordinal >= 0 && ordinal < kMaxOrdinals)
+    g_ordinal_cache[ordinal].store(result + 3, std::memory_order_relaxed);
   return result;
 }
 
@@ -374,14 +382,15 @@ void FormatMiB(char* out, size_t cap, uint64_t bytes) noexcept {
 }
 
 // The one line of a refused allocation (cold: only ever on a refusal). write(2), no heap.
-__attribute__((cold, noinline)) void ReportRefusal(const char* api, int dev, uint64_t bytes, uint64_t used,
-                                                   uint64_t limit) noexcept {
+__attribute__((cold, noinline)) void ReportRefusal(const char* api, int dev, uint64_t bytes,
+                                                   uint64_t used, uint64_t limit) noexcept {
   if (!LogEnabled(kLogWarning)) return;
   char asked[32], have[32], cap[32], line[256];
   FormatMiB(asked, sizeof(asked), bytes);
   FormatMiB(have, sizeof(have), used);
   FormatMiB(cap, sizeof(cap), limit);
-  int n = std::snprintf(line, sizeof(line), "fracgpu: %s of %s refused: %s used of the %s limit on GPU %d\n", api,
+  int n = std::snprintf(line, sizeof(line),
+                        "fracgpu: %s of %s refused: %s used of the %s limit on GPU %d\n", api,
                         asked, have, cap, dev);
   if (n <= 0) return;
   size_t len = static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n) : sizeof(line) - 1;
@@ -420,7 +429,8 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind, const char* api) noexc
   }
   std::atomic<uint64_t>& part = Part(slot, dev, kind);
   part.store(part.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
-  slot->used[dev].store(slot->used[dev].load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  slot->used[dev].store(slot->used[dev].load(std::memory_order_relaxed) + bytes,
+                        std::memory_order_relaxed);
   r->devices[dev].used.store(used + bytes, std::memory_order_relaxed);
   RegionUnlock(r);
   return CUDA_SUCCESS;
@@ -464,7 +474,8 @@ uint64_t ProcessCharged(int dev) noexcept {
 
 uint64_t ProcessCharged(int dev, ChargeKind kind) noexcept {
   RegionSlot* s = g_slot.load(std::memory_order_acquire);
-  return s && dev >= 0 && dev < kMaxDevices ? Part(s, dev, kind).load(std::memory_order_relaxed) : 0;
+  return s && dev >= 0 && dev < kMaxDevices ? Part(s, dev, kind).load(std::memory_order_relaxed)
+                                            : 0;
 }
 
 uint64_t DeviceLimit(int dev) noexcept {

@@ -40,7 +40,8 @@ enum class ChargeKind { kContext, kModule, kData };
 /// e.g. "cuMemAlloc_v2") is said once on stderr, in MiB, unless LIBCUDA_LOG_LEVEL is 0:
 /// "fracgpu: <api> of <n> MiB refused: <used> MiB used of the <limit> MiB limit on GPU <dev>".
 /// Pass no `api` for an attempt that is retried: only the final refusal is reported.
-CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData, const char* api = nullptr) noexcept;
+CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData,
+                const char* api = nullptr) noexcept;
 /// Returns `bytes` of device `dev` charged as `kind` (never below zero: at most what this
 /// process holds of that kind). Takes the region lock.
 void Uncharge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;

@@ -26,7 +26,7 @@ struct Entry {
   uint64_t aux = 0;
   uint32_t aux2 = 0;
   Kind kind = Kind::kAlloc;
-  int8_t dev = -1;    ///< region device index
+  int8_t dev = -1;  ///< region device index
   uint8_t occupied = 0;
 };
 

@@ -32,12 +32,11 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "authz_notebooks.h"
 #include "fake_apiserver.h"
@@ -50,7 +49,8 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr auto kUiStartTimeout = std::chrono::seconds(60);  // ASan builds start slowly on 2 busy cores
+constexpr auto kUiStartTimeout =
+    std::chrono::seconds(60);  // ASan builds start slowly on 2 busy cores
 constexpr auto kScriptTimeout = std::chrono::seconds(200);  // below CTest's 240 s per test
 
 int Fail(const std::string& message) {
@@ -58,7 +58,9 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-bool Executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
+bool Executable(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), X_OK) == 0;
+}
 
 // Starts `argv` with `env` (KEY=VALUE strings appended to ours); stdout+stderr go to `out_fd`
 // when >= 0. The child gets SIGTERM if the harness dies (CTest's timeout kills the harness
@@ -101,14 +103,15 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 // waitpid in a thread so the main thread can wait with a deadline (no polling sleeps).
 class Child {
  public:
-  explicit Child(pid_t pid) : pid_(pid), waiter_([this] {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    status_ = status;
-    cv_.notify_all();
-  }) {}
+  explicit Child(pid_t pid)
+      : pid_(pid), waiter_([this] {
+          int status = 0;
+          while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          status_ = status;
+          cv_.notify_all();
+        }) {}
   ~Child() {
     Kill(SIGKILL);
     waiter_.join();
@@ -191,21 +194,26 @@ class UiOutput {
 };
 
 int Run(const std::map<std::string, std::string>& flags) {
-  for (const char* f : {"--fracgpu", "--node", "--chromium", "--seed", "--web-dir", "--artifacts", "--script"}) {
+  for (const char* f :
+       {"--fracgpu", "--node", "--chromium", "--seed", "--web-dir", "--artifacts", "--script"}) {
     if (!flags.count(f) || flags.at(f).empty()) return Fail(std::string("missing flag ") + f);
   }
   const std::string script = flags.at("--script");
   const fs::path browser_dir = fs::path(script).parent_path();
   // Everything the test needs, each with how to get it.
-  if (!Executable(flags.at("--fracgpu"))) return Fail("no fracgpu binary at " + flags.at("--fracgpu") + " (build target fracgpu)");
+  if (!Executable(flags.at("--fracgpu")))
+    return Fail("no fracgpu binary at " + flags.at("--fracgpu") + " (build target fracgpu)");
   if (!Executable(flags.at("--node"))) {
-    return Fail("Node.js not found (\"" + flags.at("--node") + "\"): install Debian package nodejs (scripts/install-deps.sh)");
+    return Fail("Node.js not found (\"" + flags.at("--node") +
+                "\"): install Debian package nodejs (scripts/install-deps.sh)");
   }
   if (!Executable(flags.at("--chromium"))) {
-    return Fail("chromium not found at " + flags.at("--chromium") + ": install Debian package chromium (scripts/install-deps.sh)");
+    return Fail("chromium not found at " + flags.at("--chromium") +
+                ": install Debian package chromium (scripts/install-deps.sh)");
   }
   if (!fs::exists(browser_dir / "node_modules" / "playwright-core" / "package.json")) {
-    return Fail("npm package playwright-core is not installed in " + (browser_dir / "node_modules").string() +
+    return Fail("npm package playwright-core is not installed in " +
+                (browser_dir / "node_modules").string() +
                 ": run scripts/deps/ui-npm.sh (npm ci in tests/browser)");
   }
   std::ifstream seed_in(flags.at("--seed"));
@@ -229,18 +237,23 @@ int Run(const std::map<std::string, std::string>& flags) {
   const fs::path kubeconfig = tmp / "kubeconfig";
   {
     std::ofstream k(kubeconfig);
-    k << "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: " << authz.url()
-      << "\nusers:\n- name: ui\n  user: {}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: ui\n"
+    k << "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: "
+      << authz.url()
+      << "\nusers:\n- name: ui\n  user: {}\ncontexts:\n- name: fake\n  context:\n    cluster: "
+         "fake\n    user: ui\n"
       << "current-context: fake\n";
   }
   std::string images;
-  for (const auto& i : seed.value("images", json::array())) images += (images.empty() ? "" : ",") + i.get<std::string>();
+  for (const auto& i : seed.value("images", json::array()))
+    images += (images.empty() ? "" : ",") + i.get<std::string>();
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail("pipe failed");
-  std::vector<std::string> ui_argv = {flags.at("--fracgpu"), "ui", "--http-bind", "127.0.0.1:0", "--kubeconfig",
-                                      kubeconfig.string(), "--web-dir", flags.at("--web-dir"),
-                                      "--cluster-cache-ms", "0"};
+  std::vector<std::string> ui_argv = {flags.at("--fracgpu"), "ui",
+                                      "--http-bind",         "127.0.0.1:0",
+                                      "--kubeconfig",        kubeconfig.string(),
+                                      "--web-dir",           flags.at("--web-dir"),
+                                      "--cluster-cache-ms",  "0"};
   if (!images.empty()) ui_argv.insert(ui_argv.end(), {"--images", images});
   pid_t ui_pid = Spawn(ui_argv, {}, pipe_fds[1]);
   ::close(pipe_fds[1]);
@@ -257,11 +270,12 @@ int Run(const std::map<std::string, std::string>& flags) {
       rc = Fail("fracgpu ui did not report its URL within 60 s");
     } else {
       fs::create_directories(flags.at("--artifacts"), ec);
-      pid_t node_pid = Spawn({flags.at("--node"), script},
-                             {"FRACGPU_UI_URL=" + *url, "FRACGPU_API_URL=" + authz.url(),
-                              "FRACGPU_SEED=" + flags.at("--seed"), "FRACGPU_ARTIFACT_DIR=" + flags.at("--artifacts"),
-                              "FRACGPU_CHROMIUM=" + flags.at("--chromium"), "FRACGPU_TMP=" + tmp.string()},
-                             -1);
+      pid_t node_pid = Spawn(
+          {flags.at("--node"), script},
+          {"FRACGPU_UI_URL=" + *url, "FRACGPU_API_URL=" + authz.url(),
+           "FRACGPU_SEED=" + flags.at("--seed"), "FRACGPU_ARTIFACT_DIR=" + flags.at("--artifacts"),
+           "FRACGPU_CHROMIUM=" + flags.at("--chromium"), "FRACGPU_TMP=" + tmp.string()},
+          -1);
       if (node_pid < 0) {
         rc = Fail("cannot start node");
       } else {

@@ -1,8 +1,8 @@
 // `fracgpu certs` command line (src/certs/command.cc), run in process against the fake API
 // server through a kubeconfig, as the install Job runs it.
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,10 +27,11 @@ class CertsCommandTest : public ::testing::Test {
     kubeconfig_ = std::filesystem::temp_directory_path() /
                   ("certs-kubeconfig-" + std::to_string(::getpid()) + "-" +
                    ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml");
-    std::ofstream(kubeconfig_) << "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: "
-                               << front_.url()
-                               << "\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n"
-                                  "    cluster: fake\n    user: u\ncurrent-context: c\n";
+    std::ofstream(kubeconfig_)
+        << "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: "
+        << front_.url()
+        << "\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n"
+           "    cluster: fake\n    user: u\ncurrent-context: c\n";
   }
   void TearDown() override { std::filesystem::remove(kubeconfig_); }
 
@@ -59,7 +60,9 @@ class CertsCommandTest : public ::testing::Test {
 };
 
 TEST_F(CertsCommandTest, InstallCommandLineCreatesTheSecretAndRerunKeepsIt) {
-  ASSERT_EQ(Run({"--namespace", "fracgpu-system", "--service", "fracgpu-scheduler", "--extra-san", "127.0.0.1"}), 0)
+  ASSERT_EQ(Run({"--namespace", "fracgpu-system", "--service", "fracgpu-scheduler", "--extra-san",
+                 "127.0.0.1"}),
+            0)
       << last_error_;
   auto secret = front_.Secret("fracgpu-system", "fracgpu-scheduler-tls");
   ASSERT_TRUE(secret.has_value());
@@ -67,10 +70,14 @@ TEST_F(CertsCommandTest, InstallCommandLineCreatesTheSecretAndRerunKeepsIt) {
   std::string ca = *Base64Decode((*secret)["data"]["ca.crt"]);
   EXPECT_TRUE(VerifyIssuedBy(crt, ca, std::time(nullptr)).ok());
   EXPECT_EQ(InspectCert(crt)->ip_addresses, std::vector<std::string>{"127.0.0.1"});
-  EXPECT_EQ(*Base64Decode(front_.Config("fracgpu-webhook")->at("webhooks")[0]["clientConfig"]["caBundle"]), ca);
+  EXPECT_EQ(*Base64Decode(
+                front_.Config("fracgpu-webhook")->at("webhooks")[0]["clientConfig"]["caBundle"]),
+            ca);
   std::string rv = (*secret)["metadata"]["resourceVersion"];
   ASSERT_EQ(Run({"--extra-san", "127.0.0.1"}), 0);
-  EXPECT_EQ((*front_.Secret("fracgpu-system", "fracgpu-scheduler-tls"))["metadata"]["resourceVersion"], rv);
+  EXPECT_EQ(
+      (*front_.Secret("fracgpu-system", "fracgpu-scheduler-tls"))["metadata"]["resourceVersion"],
+      rv);
 }
 
 TEST_F(CertsCommandTest, SkipWebhookAndNoSigningKeyLeaveThemAlone) {
@@ -83,13 +90,19 @@ TEST_F(CertsCommandTest, SkipWebhookAndNoSigningKeyLeaveThemAlone) {
 TEST_F(CertsCommandTest, BadFlagsGiveClearErrorsAndWriteNothing) {
   struct Case {
     std::vector<std::string> args;
-    int rc;              // CLI11's exit code for parse errors, 2 for our validation
-    std::string message; // in CLI11's error text ("" = logged by us)
+    int rc;               // CLI11's exit code for parse errors, 2 for our validation
+    std::string message;  // in CLI11's error text ("" = logged by us)
   };
   const std::vector<Case> cases = {
-      {{"--validity-days", "0"}, static_cast<int>(CLI::ExitCodes::ValidationError), "--validity-days"},
-      {{"--validity-days", "ten"}, static_cast<int>(CLI::ExitCodes::ValidationError), "--validity-days"},
-      {{"--renew-before-days", "-1"}, static_cast<int>(CLI::ExitCodes::ValidationError), "--renew-before-days"},
+      {{"--validity-days", "0"},
+       static_cast<int>(CLI::ExitCodes::ValidationError),
+       "--validity-days"},
+      {{"--validity-days", "ten"},
+       static_cast<int>(CLI::ExitCodes::ValidationError),
+       "--validity-days"},
+      {{"--renew-before-days", "-1"},
+       static_cast<int>(CLI::ExitCodes::ValidationError),
+       "--renew-before-days"},
       {{"--no-such-flag"}, static_cast<int>(CLI::ExitCodes::ExtrasError), "--no-such-flag"},
       {{"--namespace", "Bad_NS"}, 2, ""},
       {{"--renew-before-days", "400"}, 2, ""},

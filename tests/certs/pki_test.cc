@@ -40,7 +40,8 @@ TEST(PkiTest, ServingCertHasSansAndVerifiesAgainstItsCaOnly) {
   EXPECT_TRUE(VerifyIssuedBy(srv->cert_pem, ca->cert_pem, kNow).ok());
   Status wrong_ca = VerifyIssuedBy(srv->cert_pem, other->cert_pem, kNow);
   EXPECT_EQ(wrong_ca.code(), StatusCode::kPermissionDenied);
-  EXPECT_NE(wrong_ca.message().find("unable to get local issuer certificate"), std::string::npos) << wrong_ca.message();
+  EXPECT_NE(wrong_ca.message().find("unable to get local issuer certificate"), std::string::npos)
+      << wrong_ca.message();
   Status expired = VerifyIssuedBy(srv->cert_pem, ca->cert_pem, kNow + 31 * kDay);
   EXPECT_NE(expired.message().find("expired"), std::string::npos) << expired.message();
   Status early = VerifyIssuedBy(srv->cert_pem, ca->cert_pem, kNow - kBackdateSeconds - 10);
@@ -83,7 +84,8 @@ TEST(PkiTest, BadInputsAreRefusedWithTheValue) {
   }
   EXPECT_EQ(GenerateCa("", kDay, kNow).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(GenerateCa("ca", -1, kNow).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(IssueServingCert({"junk", "junk"}, {"svc"}, kDay, kNow).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(IssueServingCert({"junk", "junk"}, {"svc"}, kDay, kNow).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(InspectCert("not a certificate").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(VerifyIssuedBy("junk", ca->cert_pem, kNow).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ValidateSan("*.svc.cluster.local").ok());
@@ -92,9 +94,13 @@ TEST(PkiTest, BadInputsAreRefusedWithTheValue) {
 
 TEST(PkiTest, Base64MatchesRfc4648Vectors) {
   // RFC 4648 §10 test vectors.
-  const std::vector<std::pair<std::string, std::string>> vectors = {
-      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
-      {"foobar", "Zm9vYmFy"}};
+  const std::vector<std::pair<std::string, std::string>> vectors = {{"", ""},
+                                                                    {"f", "Zg=="},
+                                                                    {"fo", "Zm8="},
+                                                                    {"foo", "Zm9v"},
+                                                                    {"foob", "Zm9vYg=="},
+                                                                    {"fooba", "Zm9vYmE="},
+                                                                    {"foobar", "Zm9vYmFy"}};
   for (const auto& [plain, encoded] : vectors) {
     EXPECT_EQ(Base64Encode(plain), encoded);
     auto back = Base64Decode(encoded);

@@ -49,9 +49,7 @@ class ReconcileTest : public ::testing::Test {
     }
     return out;
   }
-  int SecretWrites() {
-    return front_.secret_writes();
-  }
+  int SecretWrites() { return front_.secret_writes(); }
 
   fakes::FakeApiServer fake_;
   WebhookFront front_{fake_};
@@ -71,16 +69,18 @@ TEST_F(ReconcileTest, FirstRunCreatesSecretCaBundleAndSigningKey) {
 
   json secret = Secret();
   EXPECT_EQ(secret["type"], "kubernetes.io/tls");
-  std::string crt = Field(secret, "tls.crt"), key = Field(secret, "tls.key"), ca = Field(secret, "ca.crt");
+  std::string crt = Field(secret, "tls.crt"), key = Field(secret, "tls.key"),
+              ca = Field(secret, "ca.crt");
   EXPECT_TRUE(VerifyIssuedBy(crt, ca, kNow).ok());
   EXPECT_TRUE(KeyMatchesCert(crt, key).ok());
   EXPECT_TRUE(KeyMatchesCert(ca, Field(secret, "ca.key")).ok());
   auto info = InspectCert(crt);
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->dns_names, (std::vector<std::string>{"fracgpu-scheduler", "fracgpu-scheduler.fracgpu-system",
-                                                      "fracgpu-scheduler.fracgpu-system.svc",
-                                                      "fracgpu-scheduler.fracgpu-system.svc.cluster.local",
-                                                      "fracgpu-scheduler.example.com"}));
+  EXPECT_EQ(info->dns_names,
+            (std::vector<std::string>{"fracgpu-scheduler", "fracgpu-scheduler.fracgpu-system",
+                                      "fracgpu-scheduler.fracgpu-system.svc",
+                                      "fracgpu-scheduler.fracgpu-system.svc.cluster.local",
+                                      "fracgpu-scheduler.example.com"}));
   EXPECT_EQ(info->ip_addresses, (std::vector<std::string>{"10.96.0.42"}));
   EXPECT_EQ(info->not_after, kNow + 365 * kDay);
   EXPECT_EQ(InspectCert(ca)->not_after, kNow + 3650 * kDay);
@@ -101,7 +101,8 @@ TEST_F(ReconcileTest, RerunKeepsAValidCertificateAndWritesNothing) {
   int writes = SecretWrites(), patches = front_.patches();
   auto out = Reconcile(*client_, options_, kNow + 300 * kDay);  // 65 days left > 30
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_FALSE(out->ca_generated || out->cert_issued || out->secret_written || out->signing_key_created);
+  EXPECT_FALSE(out->ca_generated || out->cert_issued || out->secret_written ||
+               out->signing_key_created);
   EXPECT_EQ(out->webhooks_patched, 0);
   EXPECT_TRUE(out->notes.empty());
   EXPECT_EQ(SecretWrites(), writes);
@@ -179,12 +180,15 @@ TEST_F(ReconcileTest, ConcurrentWebhookEditIsRetried) {
 
 TEST_F(ReconcileTest, ErrorsNameTheObjectAndChangeNothingElse) {
   // A Secret of another type under our name: refused, not overwritten.
-  front_.PutSecret({{"metadata", {{"name", "fracgpu-scheduler-tls"}, {"namespace", "fracgpu-system"}}},
-                        {"type", "Opaque"}, {"data", {{"x", "eA=="}}}});
+  front_.PutSecret(
+      {{"metadata", {{"name", "fracgpu-scheduler-tls"}, {"namespace", "fracgpu-system"}}},
+       {"type", "Opaque"},
+       {"data", {{"x", "eA=="}}}});
   auto out = Reconcile(*client_, options_, kNow);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(out.status().message().find("fracgpu-system/fracgpu-scheduler-tls has type \"Opaque\""), std::string::npos)
+  EXPECT_NE(out.status().message().find("fracgpu-system/fracgpu-scheduler-tls has type \"Opaque\""),
+            std::string::npos)
       << out.status().message();
   EXPECT_EQ(Secret()["type"], "Opaque");
   EXPECT_EQ(front_.patches(), 0);
@@ -195,15 +199,19 @@ TEST_F(ReconcileTest, ErrorsNameTheObjectAndChangeNothingElse) {
   out = Reconcile(*client_, options_, kNow);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(out.status().message().find("MutatingWebhookConfiguration missing-webhook"), std::string::npos);
+  EXPECT_NE(out.status().message().find("MutatingWebhookConfiguration missing-webhook"),
+            std::string::npos);
 
   // A signing-key Secret without a key is reported, never replaced.
   options_.webhook_configs = {"fracgpu-webhook"};
-  front_.PutSecret({{"metadata", {{"name", "fracgpu-signing-key"}, {"namespace", "fracgpu-system"}}},
-                        {"type", "Opaque"}, {"data", json::object()}});
+  front_.PutSecret(
+      {{"metadata", {{"name", "fracgpu-signing-key"}, {"namespace", "fracgpu-system"}}},
+       {"type", "Opaque"},
+       {"data", json::object()}});
   out = Reconcile(*client_, options_, kNow);
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.status().message().find("without a usable data.key"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("without a usable data.key"), std::string::npos)
+      << out.status().message();
   EXPECT_EQ(Secret("fracgpu-signing-key")["data"], json::object());
 
   // No RBAC: the API server's 403 comes back naming the Secret.
@@ -211,7 +219,8 @@ TEST_F(ReconcileTest, ErrorsNameTheObjectAndChangeNothingElse) {
   out = Reconcile(*client_, options_, kNow);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kPermissionDenied);
-  EXPECT_NE(out.status().message().find("Secret fracgpu-system/fracgpu-scheduler-tls"), std::string::npos);
+  EXPECT_NE(out.status().message().find("Secret fracgpu-system/fracgpu-scheduler-tls"),
+            std::string::npos);
 }
 
 TEST(CertsOptionsTest, BadOptionsNameTheFlagAndValue) {
@@ -220,15 +229,20 @@ TEST(CertsOptionsTest, BadOptionsNameTheFlagAndValue) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {[](CertsOptions& o) { o.namespace_name = "Fracgpu"; }, "--namespace \"Fracgpu\" is not a DNS-1123 label"},
+      {[](CertsOptions& o) { o.namespace_name = "Fracgpu"; },
+       "--namespace \"Fracgpu\" is not a DNS-1123 label"},
       {[](CertsOptions& o) { o.service = ""; }, "--service \"\""},
       {[](CertsOptions& o) { o.secret_name = "tls_secret"; }, "--secret-name \"tls_secret\""},
-      {[](CertsOptions& o) { o.signing_key_secret = "fracgpu-scheduler-tls"; }, "must differ from --secret-name"},
+      {[](CertsOptions& o) { o.signing_key_secret = "fracgpu-scheduler-tls"; },
+       "must differ from --secret-name"},
       {[](CertsOptions& o) { o.webhook_configs = {"a..b"}; }, "--webhook-config \"a..b\""},
-      {[](CertsOptions& o) { o.cluster_domain = "cluster_local"; }, "--cluster-domain \"cluster_local\""},
+      {[](CertsOptions& o) { o.cluster_domain = "cluster_local"; },
+       "--cluster-domain \"cluster_local\""},
       {[](CertsOptions& o) { o.extra_sans = {"Bad Name"}; }, "--extra-san: SAN \"Bad Name\""},
-      {[](CertsOptions& o) { o.renew_before_s = 365 * kDay; }, "--renew-before-days \"365\" must be less than --validity-days (365)"},
-      {[](CertsOptions& o) { o.ca_validity_s = 10 * kDay; }, "must be less than --ca-validity-days (10)"},
+      {[](CertsOptions& o) { o.renew_before_s = 365 * kDay; },
+       "--renew-before-days \"365\" must be less than --validity-days (365)"},
+      {[](CertsOptions& o) { o.ca_validity_s = 10 * kDay; },
+       "must be less than --ca-validity-days (10)"},
       {[](CertsOptions& o) { o.cert_validity_s = 0; }, "--validity-days \"0\" must be > 0"},
   };
   for (const auto& c : cases) {

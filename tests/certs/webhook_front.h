@@ -11,13 +11,12 @@
 
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fake_apiserver.h"
 
@@ -28,38 +27,45 @@ using nlohmann::json;
 class WebhookFront {
  public:
   explicit WebhookFront(const fakes::FakeApiServer& fake) : fake_port_(fake.port()) {
-    const std::string hooks = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/";
+    const std::string hooks =
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/";
     const std::string secrets = R"(/api/v1/namespaces/([a-z0-9-]+)/secrets)";
-    server_.Get(hooks + "([a-z0-9.-]+)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (Injected(req, res)) return;
-      auto it = configs_.find(req.matches[1].str());
-      if (it == configs_.end()) {
-        return Fail(res, 404, "mutatingwebhookconfigurations \"" + req.matches[1].str() + "\" not found");
-      }
-      res.set_content(it->second.dump(), "application/json");
-    });
-    server_.Patch(hooks + "([a-z0-9.-]+)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++patches_;
-      if (Injected(req, res)) return;
-      auto it = configs_.find(req.matches[1].str());
-      if (it == configs_.end()) return Fail(res, 404, "not found");
-      json patch = json::parse(req.body, nullptr, false);
-      if (!patch.is_object()) return Fail(res, 400, "patch is not a JSON object");
-      std::string rv = patch.value("/metadata/resourceVersion"_json_pointer, "");
-      if (!rv.empty() && rv != it->second["metadata"]["resourceVersion"]) return Fail(res, 409, "stale resourceVersion");
-      it->second.merge_patch(patch);
-      it->second["metadata"]["resourceVersion"] = std::to_string(++rv_);
-      res.set_content(it->second.dump(), "application/json");
-    });
-    server_.Get(secrets + "/([a-z0-9.-]+)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (Injected(req, res)) return;
-      auto it = secrets_.find(req.matches[1].str() + "/" + req.matches[2].str());
-      if (it == secrets_.end()) return Fail(res, 404, "secrets \"" + req.matches[2].str() + "\" not found");
-      res.set_content(it->second.dump(), "application/json");
-    });
+    server_.Get(
+        hooks + "([a-z0-9.-]+)", [this](const httplib::Request& req, httplib::Response& res) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (Injected(req, res)) return;
+          auto it = configs_.find(req.matches[1].str());
+          if (it == configs_.end()) {
+            return Fail(res, 404,
+                        "mutatingwebhookconfigurations \"" + req.matches[1].str() + "\" not found");
+          }
+          res.set_content(it->second.dump(), "application/json");
+        });
+    server_.Patch(hooks + "([a-z0-9.-]+)",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                    std::lock_guard<std::mutex> lock(mu_);
+                    ++patches_;
+                    if (Injected(req, res)) return;
+                    auto it = configs_.find(req.matches[1].str());
+                    if (it == configs_.end()) return Fail(res, 404, "not found");
+                    json patch = json::parse(req.body, nullptr, false);
+                    if (!patch.is_object()) return Fail(res, 400, "patch is not a JSON object");
+                    std::string rv = patch.value("/metadata/resourceVersion"_json_pointer, "");
+                    if (!rv.empty() && rv != it->second["metadata"]["resourceVersion"])
+                      return Fail(res, 409, "stale resourceVersion");
+                    it->second.merge_patch(patch);
+                    it->second["metadata"]["resourceVersion"] = std::to_string(++rv_);
+                    res.set_content(it->second.dump(), "application/json");
+                  });
+    server_.Get(secrets + "/([a-z0-9.-]+)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  if (Injected(req, res)) return;
+                  auto it = secrets_.find(req.matches[1].str() + "/" + req.matches[2].str());
+                  if (it == secrets_.end())
+                    return Fail(res, 404, "secrets \"" + req.matches[2].str() + "\" not found");
+                  res.set_content(it->second.dump(), "application/json");
+                });
     server_.Post(secrets, [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard<std::mutex> lock(mu_);
       ++secret_writes_;
@@ -74,21 +80,23 @@ class WebhookFront {
       res.status = 201;
       res.set_content(body.dump(), "application/json");
     });
-    server_.Put(secrets + "/([a-z0-9.-]+)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++secret_writes_;
-      if (Injected(req, res)) return;
-      auto it = secrets_.find(req.matches[1].str() + "/" + req.matches[2].str());
-      if (it == secrets_.end()) return Fail(res, 404, "not found");
-      json body = json::parse(req.body, nullptr, false);
-      if (!body.is_object()) return Fail(res, 400, "bad Secret");
-      if (body["metadata"].value("resourceVersion", "") != it->second["metadata"]["resourceVersion"]) {
-        return Fail(res, 409, "the object has been modified");
-      }
-      body["metadata"]["resourceVersion"] = std::to_string(++rv_);
-      it->second = body;
-      res.set_content(body.dump(), "application/json");
-    });
+    server_.Put(secrets + "/([a-z0-9.-]+)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  ++secret_writes_;
+                  if (Injected(req, res)) return;
+                  auto it = secrets_.find(req.matches[1].str() + "/" + req.matches[2].str());
+                  if (it == secrets_.end()) return Fail(res, 404, "not found");
+                  json body = json::parse(req.body, nullptr, false);
+                  if (!body.is_object()) return Fail(res, 400, "bad Secret");
+                  if (body["metadata"].value("resourceVersion", "") !=
+                      it->second["metadata"]["resourceVersion"]) {
+                    return Fail(res, 409, "the object has been modified");
+                  }
+                  body["metadata"]["resourceVersion"] = std::to_string(++rv_);
+                  it->second = body;
+                  res.set_content(body.dump(), "application/json");
+                });
     auto forward = [this](const httplib::Request& req, httplib::Response& res) {
       httplib::Client fake("127.0.0.1", fake_port_);
       std::string target = req.path;
@@ -142,8 +150,8 @@ class WebhookFront {
   void PutSecret(json secret) {
     std::lock_guard<std::mutex> lock(mu_);
     secret["metadata"]["resourceVersion"] = std::to_string(++rv_);
-    secrets_[secret["metadata"]["namespace"].get<std::string>() + "/" + secret["metadata"]["name"].get<std::string>()] =
-        secret;
+    secrets_[secret["metadata"]["namespace"].get<std::string>() + "/" +
+             secret["metadata"]["name"].get<std::string>()] = secret;
   }
   std::optional<json> Secret(const std::string& ns, const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -182,14 +190,18 @@ class WebhookFront {
   };
   bool Injected(const httplib::Request& req, httplib::Response& res) {
     log_.push_back({req.method, req.path});
-    if (fail_.status == 0 || fail_.method != req.method || req.path.rfind(fail_.prefix, 0) != 0) return false;
+    if (fail_.status == 0 || fail_.method != req.method || req.path.rfind(fail_.prefix, 0) != 0)
+      return false;
     Fail(res, fail_.status, "injected failure");
     fail_ = {};
     return true;
   }
   static void Fail(httplib::Response& res, int status, const std::string& message) {
     res.status = status;
-    res.set_content(json({{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"}, {"message", message},
+    res.set_content(json({{"kind", "Status"},
+                          {"apiVersion", "v1"},
+                          {"status", "Failure"},
+                          {"message", message},
                           {"code", status}})
                         .dump(),
                     "application/json");
@@ -209,14 +221,18 @@ class WebhookFront {
   std::vector<std::pair<std::string, std::string>> log_;
 };
 
-/// A MutatingWebhookConfiguration like deploy/webhook.yaml's, with `hooks` webhooks and no caBundle.
+/// A MutatingWebhookConfiguration like deploy/webhook.yaml's, with `hooks` webhooks and no
+/// caBundle.
 inline json SampleWebhookConfig(const std::string& name, int hooks = 1) {
   json list = json::array();
   for (int i = 0; i < hooks; ++i) {
     list.push_back({{"name", "hook" + std::to_string(i) + ".fracgpu.io"},
                     {"clientConfig",
-                     {{"service", {{"name", "fracgpu-scheduler"}, {"namespace", "fracgpu-system"}, {"path", "/webhook"},
-                                   {"port", 443}}}}},
+                     {{"service",
+                       {{"name", "fracgpu-scheduler"},
+                        {"namespace", "fracgpu-system"},
+                        {"path", "/webhook"},
+                        {"port", 443}}}}},
                     {"sideEffects", "None"},
                     {"admissionReviewVersions", {"v1"}}});
   }

@@ -29,7 +29,8 @@ std::string WithoutImage(const std::string& m) {
   std::istringstream in(m);
   std::string line, out;
   while (std::getline(in, line)) {
-    if (line.find("image: registry.k8s.io/kube-scheduler:") == std::string::npos) out += line + "\n";
+    if (line.find("image: registry.k8s.io/kube-scheduler:") == std::string::npos)
+      out += line + "\n";
   }
   return out;
 }
@@ -62,17 +63,20 @@ TEST(KubeSchedulerManifest, VersionForms) {
     std::string in;
     KubeVersion want;
   };
-  for (const Case& c : {
-           Case{"1.31", {1, 31, -1}},
-           Case{"v1.30.4-eks-a737599", {1, 30, 4}},
-           Case{"v1.29.3+k3s1", {1, 29, 3}},
-           Case{" v1.33.0\n", {1, 33, 0}},
-           // `kubectl get --raw /version`
-           Case{R"({"major":"1","minor":"32","gitVersion":"v1.32.2","platform":"linux/amd64"})", {1, 32, 2}},
-           // `kubectl version -o json`
-           Case{R"({"clientVersion":{"gitVersion":"v1.35.0"},"serverVersion":{"gitVersion":"v1.28.15-gke.100"}})",
-                {1, 28, 15}},
-       }) {
+  for (
+      const Case& c : {
+          Case{"1.31", {1, 31, -1}},
+          Case{"v1.30.4-eks-a737599", {1, 30, 4}},
+          Case{"v1.29.3+k3s1", {1, 29, 3}},
+          Case{" v1.33.0\n", {1, 33, 0}},
+          // `kubectl get --raw /version`
+          Case{R"({"major":"1","minor":"32","gitVersion":"v1.32.2","platform":"linux/amd64"})",
+               {1, 32, 2}},
+          // `kubectl version -o json`
+          Case{
+              R"({"clientVersion":{"gitVersion":"v1.35.0"},"serverVersion":{"gitVersion":"v1.28.15-gke.100"}})",
+              {1, 28, 15}},
+      }) {
     SCOPED_TRACE(c.in);
     Result<KubeVersion> v = ParseServerVersion(c.in);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -82,19 +86,22 @@ TEST(KubeSchedulerManifest, VersionForms) {
 }
 
 TEST(KubeSchedulerManifest, BadVersionsSayWhy) {
-  for (const char* bad : {"", "latest", "v1", "v1.x", "1.30.4.5", "v1.30 beta", "{\"major\":\"1\"}", "{"}) {
+  for (const char* bad :
+       {"", "latest", "v1", "v1.x", "1.30.4.5", "v1.30 beta", "{\"major\":\"1\"}", "{"}) {
     SCOPED_TRACE(bad);
     Result<KubeVersion> v = ParseServerVersion(bad);
     ASSERT_FALSE(v.ok());
     EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(ParseServerVersion("latest").status().message(),
-            "server version \"latest\" is not a Kubernetes version (want v1.31.2, 1.31, a vendor build like "
+            "server version \"latest\" is not a Kubernetes version (want v1.31.2, 1.31, a vendor "
+            "build like "
             "v1.30.4-eks-…, or the JSON of `kubectl get --raw /version`)");
   Result<std::string> old = KubeSchedulerManifest(BuiltInKubeSchedulerManifest(), {1, 24, 0});
   ASSERT_FALSE(old.ok());
   EXPECT_EQ(old.status().message(),
-            "Kubernetes 1.24 is not supported: the kube-scheduler config is kubescheduler.config.k8s.io/v1, which "
+            "Kubernetes 1.24 is not supported: the kube-scheduler config is "
+            "kubescheduler.config.k8s.io/v1, which "
             "needs 1.25 or newer");
   EXPECT_FALSE(KubeSchedulerManifest("kind: Deployment\n", {1, 30, 0}).ok());
   EXPECT_FALSE(ParseServerVersion(std::string(70000, '1')).ok());
@@ -114,7 +121,8 @@ TEST(KubeSchedulerManifest, KustomizationHasAnImagesEntryForKubeScheduler) {
   EXPECT_LE(v->minor, kNewestTestedMinor);
 
   // With kubectl here (not on CI), its built-in kustomize must render that tag.
-  if (std::system("kubectl version --client >/dev/null 2>&1") != 0) GTEST_SKIP() << "kubectl not installed";
+  if (std::system("kubectl version --client >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "kubectl not installed";
   std::string cmd = "kubectl kustomize " + kDeploy + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -45,8 +45,8 @@ class MakeImage : public ::testing::Test {
   }
   // Runs make image with PATH = <dir>/bin only; returns output, sets *rc.
   std::string Run(const std::string& image, int* rc) {
-    std::string cmd = "cd " + kSource + " && env -i PATH=" + dir_ + "/bin " + dir_ + "/bin/make -s image" +
-                      (image.empty() ? "" : " IMAGE=" + image) + " 2>&1";
+    std::string cmd = "cd " + kSource + " && env -i PATH=" + dir_ + "/bin " + dir_ +
+                      "/bin/make -s image" + (image.empty() ? "" : " IMAGE=" + image) + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];
@@ -68,7 +68,8 @@ TEST_F(MakeImage, WithoutDockerSaysWhatToRun) {
   std::string out = Run("", &rc);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("make image: docker is not installed here."), std::string::npos) << out;
-  EXPECT_NE(out.find("DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t ghcr.io/fracgpu/fracgpu:0.1.0 ."),
+  EXPECT_NE(out.find("DOCKER_BUILDKIT=1 docker build -f deploy/image/Dockerfile -t "
+                     "ghcr.io/fracgpu/fracgpu:0.1.0 ."),
             std::string::npos)
       << out;
 }
@@ -78,7 +79,8 @@ TEST_F(MakeImage, DaemonDownSaysSo) {
   int rc = -1;
   std::string out = Run("", &rc);
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find("docker is installed but its daemon does not answer"), std::string::npos) << out;
+  EXPECT_NE(out.find("docker is installed but its daemon does not answer"), std::string::npos)
+      << out;
   EXPECT_EQ(Log(), " info\n");  // nothing built
 }
 
@@ -87,7 +89,8 @@ TEST_F(MakeImage, WithDockerBuildsTheDockerfileWithTheTag) {
   int rc = -1;
   std::string out = Run("registry.example.com/fracgpu:9.9", &rc);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(Log(), " info\n1 build -f deploy/image/Dockerfile -t registry.example.com/fracgpu:9.9 .\n");
+  EXPECT_EQ(Log(),
+            " info\n1 build -f deploy/image/Dockerfile -t registry.example.com/fracgpu:9.9 .\n");
   EXPECT_TRUE(fs::exists(kSource + "/deploy/image/Dockerfile"));
 }
 

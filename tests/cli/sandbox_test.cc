@@ -1,7 +1,7 @@
 // scripts/sandbox.sh (`make sandbox`) end to end: `sandbox.sh --for 1` shows the refused
-// allocation and the region; brings up the fake cluster (tests/e2e/fake_cluster_main.cc), `fracgpu ui`
-// and the gateway stand-in on 127.0.0.1 only; creates a notebook through the UI's HTTP API
-// (¼ of a GPU: gpumem-percentage 25, gpucores 25) and prints its pod's journey: admitted by the
+// allocation and the region; brings up the fake cluster (tests/e2e/fake_cluster_main.cc), `fracgpu
+// ui` and the gateway stand-in on 127.0.0.1 only; creates a notebook through the UI's HTTP API (¼
+// of a GPU: gpumem-percentage 25, gpucores 25) and prints its pod's journey: admitted by the
 // webhook, bound to a GPU with its slice, Allocate's limits, what the container sees. The MiB
 // expected are computed here from the request and the sandbox cluster's GPU sizes as
 // documented (README "Try it without a GPU or a cluster"), not read from the code under test.
@@ -66,7 +66,8 @@ std::vector<std::string> ProcessesNaming(const std::string& needle) {
   const std::string self = std::to_string(::getpid());
   while (dirent* e = ::readdir(proc)) {
     std::string pid = e->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == self)
+      continue;
     const std::string dir = "/proc/" + pid;
     std::string cmdline = ReadAll(dir + "/cmdline");
     std::string environ = ReadAll(dir + "/environ");
@@ -85,7 +86,8 @@ std::vector<std::string> ProcessesNaming(const std::string& needle) {
 // Runs `argv` with stdout+stderr into one pipe, reads it to EOF within `limit` (every writer,
 // grandchildren included, must close it); on the deadline kills the process group. Returns the
 // wait status (-1 when killed at the deadline).
-int RunWithDeadline(const std::vector<std::string>& argv, std::chrono::seconds limit, std::string* out) {
+int RunWithDeadline(const std::vector<std::string>& argv, std::chrono::seconds limit,
+                    std::string* out) {
   int fds[2];
   if (::pipe(fds) != 0) return -1;
   pid_t pid = ::fork();
@@ -106,7 +108,8 @@ int RunWithDeadline(const std::vector<std::string>& argv, std::chrono::seconds l
   bool timed_out = false;
   char buf[4096];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -128,31 +131,41 @@ int RunWithDeadline(const std::vector<std::string>& argv, std::chrono::seconds l
 
 TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
   std::string out;
-  const int st = RunWithDeadline(
-      {"bash", std::string(FRACGPU_SOURCE_DIR) + "/scripts/sandbox.sh", "--build", FRACGPU_BUILD_DIR, "--for", "1"},
-      std::chrono::seconds(150), &out);
-  ASSERT_NE(st, -1) << "sandbox.sh --for 1 (or a process it left holding its output) ran past 150 s:\n" << out;
+  const int st = RunWithDeadline({"bash", std::string(FRACGPU_SOURCE_DIR) + "/scripts/sandbox.sh",
+                                  "--build", FRACGPU_BUILD_DIR, "--for", "1"},
+                                 std::chrono::seconds(150), &out);
+  ASSERT_NE(st, -1)
+      << "sandbox.sh --for 1 (or a process it left holding its output) ran past 150 s:\n"
+      << out;
   ASSERT_TRUE(WIFEXITED(st)) << out;
   EXPECT_EQ(WEXITSTATUS(st), 0) << out;
 
   // 1. fracgpu run: granted, then refused at the limit; the region's inspect table.
   EXPECT_NE(out.find("alloc 600 MiB: CUDA_SUCCESS (granted)\n"), std::string::npos) << out;
-  EXPECT_NE(out.find("alloc 600 MiB: CUDA_ERROR_OUT_OF_MEMORY (refused: 1200 MiB > the 1000 MiB limit)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(
+          "alloc 600 MiB: CUDA_ERROR_OUT_OF_MEMORY (refused: 1200 MiB > the 1000 MiB limit)\n"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("region v2  devices 1"), std::string::npos) << out;  // fracgpu inspect
   EXPECT_NE(out.find("1000.0"), std::string::npos) << out;                // the limit, MiB
 
   // 2. The cluster as documented, with its four seeded slices running.
   const std::map<std::string, int64_t> gpu_mib = {
-      {"GPU-aaaa0000-0000-4000-8000-000000000000", 40960}, {"GPU-aaaa0001-0000-4000-8000-000000000000", 40960},
-      {"GPU-bbbb0000-0000-4000-8000-000000000000", 15360}, {"GPU-cccc0000-0000-4000-8000-000000000000", 81920},
-      {"GPU-cccc0001-0000-4000-8000-000000000000", 81920}, {"GPU-cccc0002-0000-4000-8000-000000000000", 81920}};
+      {"GPU-aaaa0000-0000-4000-8000-000000000000", 40960},
+      {"GPU-aaaa0001-0000-4000-8000-000000000000", 40960},
+      {"GPU-bbbb0000-0000-4000-8000-000000000000", 15360},
+      {"GPU-cccc0000-0000-4000-8000-000000000000", 81920},
+      {"GPU-cccc0001-0000-4000-8000-000000000000", 81920},
+      {"GPU-cccc0002-0000-4000-8000-000000000000", 81920}};
   const std::string cordoned = "GPU-cccc0002-0000-4000-8000-000000000000";
   for (const auto& [uuid, mib] : gpu_mib) {
-    EXPECT_NE(out.find(" " + uuid + " (" + std::to_string(mib) + " MiB)"), std::string::npos) << uuid << "\n" << out;
+    EXPECT_NE(out.find(" " + uuid + " (" + std::to_string(mib) + " MiB)"), std::string::npos)
+        << uuid << "\n"
+        << out;
   }
-  EXPECT_NE(out.find("  team-b/train: node-a GPU 1 GPU-aaaa0001-0000-4000-8000-000000000000 (40960 MiB): 30720 MiB, "
+  EXPECT_NE(out.find("  team-b/train: node-a GPU 1 GPU-aaaa0001-0000-4000-8000-000000000000 (40960 "
+                     "MiB): 30720 MiB, "
                      "0 % of the SMs, running\n"),
             std::string::npos)
       << out;
@@ -161,15 +174,18 @@ TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
   // 3. The notebook: created through the UI (SubjectAccessReview allowed), its pod through the
   // webhook, bound with its slice, Allocate's limits, and the UI lists it Ready.
   EXPECT_NE(out.find("preview: fits now: takes 1 GPU on one node"), std::string::npos) << out;
-  EXPECT_NE(out.find("API server: SubjectAccessReview: may alice create notebooks in team-a? allowed"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("API server: SubjectAccessReview: may alice create notebooks in team-a? allowed"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("HTTP 201: Notebook team-a/demo created"), std::string::npos) << out;
-  EXPECT_NE(out.find("notebook controller: Notebook team-a/demo → pod team-a/demo-0 from its spec.template.spec "
+  EXPECT_NE(out.find("notebook controller: Notebook team-a/demo → pod team-a/demo-0 from its "
+                     "spec.template.spec "
                      "(nvidia.com/gpu=1, nvidia.com/gpucores=25, nvidia.com/gpumem-percentage=25)"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("webhook: pod team-a/demo-0 admitted: spec.schedulerName=fracgpu-scheduler"), std::string::npos)
+  EXPECT_NE(out.find("webhook: pod team-a/demo-0 admitted: spec.schedulerName=fracgpu-scheduler"),
+            std::string::npos)
       << out;
   // "scheduler: pod team-a/demo-0 bound to <node>: <node> GPU <i> <uuid> (<MiB> MiB): <MiB> MiB,
   // <cores> % of the SMs"
@@ -184,17 +200,21 @@ TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
   ASSERT_TRUE(gpu_mib.count(uuid)) << line;
   EXPECT_NE(uuid, cordoned);
   EXPECT_EQ(line.rfind(node + ": " + node + " GPU ", 0), 0u) << line;
-  const int64_t want_mib = gpu_mib.at(uuid) * 25 / 100;  // nvidia.com/gpumem-percentage: 25 of the card
+  const int64_t want_mib =
+      gpu_mib.at(uuid) * 25 / 100;  // nvidia.com/gpumem-percentage: 25 of the card
   const std::string mib = std::to_string(want_mib);
-  EXPECT_NE(line.find(uuid + " (" + std::to_string(gpu_mib.at(uuid)) + " MiB): " + mib + " MiB, 25 % of the SMs"),
+  EXPECT_NE(line.find(uuid + " (" + std::to_string(gpu_mib.at(uuid)) + " MiB): " + mib +
+                      " MiB, 25 % of the SMs"),
             std::string::npos)
       << line;
-  EXPECT_NE(out.find("kubelet: " + node + " Allocate for team-a/demo-0 container demo: NVIDIA_VISIBLE_DEVICES=" + uuid +
-                     ", CUDA_DEVICE_MEMORY_LIMIT_0=" + mib + "m (" + mib + " MiB), CUDA_DEVICE_SM_LIMIT=25 (%)"),
+  EXPECT_NE(out.find("kubelet: " + node +
+                     " Allocate for team-a/demo-0 container demo: NVIDIA_VISIBLE_DEVICES=" + uuid +
+                     ", CUDA_DEVICE_MEMORY_LIMIT_0=" + mib + "m (" + mib +
+                     " MiB), CUDA_DEVICE_SM_LIMIT=25 (%)"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("container: team-a/demo-0/demo under libvgpu.so: cuMemGetInfo " + mib + " MiB total, " + mib +
-                     " MiB free"),
+  EXPECT_NE(out.find("container: team-a/demo-0/demo under libvgpu.so: cuMemGetInfo " + mib +
+                     " MiB total, " + mib + " MiB free"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("pod team-a/demo-0: Running on " + node), std::string::npos) << out;

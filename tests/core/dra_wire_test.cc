@@ -28,7 +28,10 @@ json Shared(const std::string& name, const std::string& mib) {
           {"allowMultipleAllocations", true},
           {"attributes", {{"uuid", {{"string", "GPU-" + name}}}, {"healthy", {{"bool", true}}}}},
           {"capacity",
-           {{"memory", {{"value", mib}, {"requestPolicy", {{"default", mib}, {"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}}}}},
+           {{"memory",
+             {{"value", mib},
+              {"requestPolicy",
+               {{"default", mib}, {"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}}}}},
             {"cores", {{"value", "100"}}}}}};
 }
 
@@ -46,13 +49,15 @@ json Result(const std::string& pool, const std::string& device, json consumed = 
 }
 
 TEST(DraWire, UsageFromSlicesReadsCapacityPolicyAndConsumption) {
-  std::vector<json> slices = {Slice("a-old", "a", 1, json::array({Shared("gpu-9", "1Gi")})),
-                              Slice("a-new", "a", 2, json::array({Shared("gpu-0", "16Gi"), Shared("gpu-1", "16384Mi")}))};
+  std::vector<json> slices = {
+      Slice("a-old", "a", 1, json::array({Shared("gpu-9", "1Gi")})),
+      Slice("a-new", "a", 2, json::array({Shared("gpu-0", "16Gi"), Shared("gpu-1", "16384Mi")}))};
   std::vector<json> claims = {
       Claim("c1", json::array({Result("a", "gpu-0", {{"memory", "3000Mi"}, {"cores", "30"}})}),
             json::array({{{"resource", "pods"}, {"name", "p1"}}})),
       Claim("c2", json::array({Result("a", "gpu-0", {{"gpu.fracgpu.io/memory", "1Gi"}})})),
-      Claim("c3", json::array({Result("b", "gpu-0", {{"memory", "1Mi"}})})),  // another pool: ignored
+      Claim("c3",
+            json::array({Result("b", "gpu-0", {{"memory", "1Mi"}})})),  // another pool: ignored
   };
   auto usage = UsageFromSlices(slices, claims, "gpu.fracgpu.io");
   ASSERT_TRUE(usage.ok()) << usage.status().ToString();
@@ -91,23 +96,34 @@ TEST(DraWire, StrictErrorsNameTheObjectFieldAndValue) {
   json results = json::array();
   for (int i = 0; i < 33; ++i) results.push_back(Result("a", "gpu-0"));
   const Case cases[] = {
-      {{Slice("s", "a", 1, json::array({bad_cap}))}, {},
-       "ResourceSlice s spec.devices[0] (gpu-0) capacity.memory.requestPolicy.validRange.step must be a quantity "
+      {{Slice("s", "a", 1, json::array({bad_cap}))},
+       {},
+       "ResourceSlice s spec.devices[0] (gpu-0) capacity.memory.requestPolicy.validRange.step must "
+       "be a quantity "
        "string, got 5"},
-      {{Slice("s", "a", 1, too_many)}, {}, "ResourceSlice s spec.devices has 129 entries (at most 128)"},
-      {{Slice("s", "a", 1, json::array({attrs}))}, {},
+      {{Slice("s", "a", 1, too_many)},
+       {},
+       "ResourceSlice s spec.devices has 129 entries (at most 128)"},
+      {{Slice("s", "a", 1, json::array({attrs}))},
+       {},
        "ResourceSlice s spec.devices[0] (gpu-0) has 35 attributes and capacities (at most 32)"},
-      {{Slice("s", "a", 1, json::array({{{"name", 7}}}))}, {}, "ResourceSlice s spec.devices[0].name must be a string, got 7"},
+      {{Slice("s", "a", 1, json::array({{{"name", 7}}}))},
+       {},
+       "ResourceSlice s spec.devices[0].name must be a string, got 7"},
       {{json::array()}, {}, "ResourceSlice must be a JSON object, got []"},
-      {{{{"metadata", {{"name", "s"}}}, {"spec", {{"driver", "gpu.fracgpu.io"}, {"pool", {{"name", "a"}, {"generation", "2"}}}}}}},
+      {{{{"metadata", {{"name", "s"}}},
+         {"spec", {{"driver", "gpu.fracgpu.io"}, {"pool", {{"name", "a"}, {"generation", "2"}}}}}}},
        {},
        "ResourceSlice s spec.pool.generation must be an integer, got \"2\""},
       {{Slice("s", "a", 1, json::array({Shared("gpu-0", "1Gi")}))},
        {Claim("c", json::array({Result("a", "gpu-0", {{"cores", "-5"}})}))},
-       "ResourceClaim ns/c status.allocation.devices.results[0].consumedCapacity.cores \"-5\" is negative"},
-      {{Slice("s", "a", 1, json::array({Shared("gpu-0", "1Gi")}))}, {Claim("c", results)},
+       "ResourceClaim ns/c status.allocation.devices.results[0].consumedCapacity.cores \"-5\" is "
+       "negative"},
+      {{Slice("s", "a", 1, json::array({Shared("gpu-0", "1Gi")}))},
+       {Claim("c", results)},
        "ResourceClaim ns/c status.allocation.devices.results has 33 entries (at most 32)"},
-      {{Slice("s", "a", 1, json::array({Shared("gpu-0", "1Gi")}))}, {Claim("c", json::array({{{"driver", 1}}}))},
+      {{Slice("s", "a", 1, json::array({Shared("gpu-0", "1Gi")}))},
+       {Claim("c", json::array({{{"driver", 1}}}))},
        "ResourceClaim ns/c status.allocation.devices.results[0].driver must be a string, got 1"},
   };
   for (const auto& c : cases) {
@@ -124,13 +140,16 @@ TEST(DraWire, StrictErrorsNameTheObjectFieldAndValue) {
 }
 
 TEST(DraWire, LenientMarksADeviceWithAnUnreadableResultTakenWhole) {
-  std::vector<json> slices = {Slice("s", "a", 1, json::array({Shared("gpu-0", "16Gi"), Shared("gpu-1", "16Gi")}))};
-  std::vector<json> claims = {Claim("c", json::array({Result("a", "gpu-1", {{"memory", "0.5Mi"}})}))};
+  std::vector<json> slices = {
+      Slice("s", "a", 1, json::array({Shared("gpu-0", "16Gi"), Shared("gpu-1", "16Gi")}))};
+  std::vector<json> claims = {
+      Claim("c", json::array({Result("a", "gpu-1", {{"memory", "0.5Mi"}})}))};
   std::vector<std::string> problems;
   auto usage = UsageFromSlices(slices, claims, "gpu.fracgpu.io", &problems);
   ASSERT_TRUE(usage.ok());
-  EXPECT_EQ(problems, std::vector<std::string>{"ResourceClaim ns/c status.allocation.devices.results[0]"
-                                               ".consumedCapacity.memory \"0.5Mi\" is not a whole number of MiB"});
+  EXPECT_EQ(problems, std::vector<std::string>{
+                          "ResourceClaim ns/c status.allocation.devices.results[0]"
+                          ".consumedCapacity.memory \"0.5Mi\" is not a whole number of MiB"});
   EXPECT_FALSE((*usage)[0].allocated_whole);
   EXPECT_TRUE((*usage)[1].allocated_whole);
   ShareRequest r;
@@ -144,7 +163,9 @@ TEST(DraWire, ConsumedCapacitySaturatesInsteadOfOverflowing) {
   std::vector<json> slices = {Slice("s", "a", 1, json::array({Shared("gpu-0", "16Gi")}))};
   std::vector<json> claims;
   for (int i = 0; i < 3; ++i) {
-    claims.push_back(Claim("c" + std::to_string(i), json::array({Result("a", "gpu-0", {{"cores", "4000000000000000000"}})})));
+    claims.push_back(
+        Claim("c" + std::to_string(i),
+              json::array({Result("a", "gpu-0", {{"cores", "4000000000000000000"}})})));
   }
   auto usage = UsageFromSlices(slices, claims, "gpu.fracgpu.io");
   ASSERT_TRUE(usage.ok()) << usage.status().ToString();
@@ -157,11 +178,12 @@ TEST(DraWire, ConsumedCapacitySaturatesInsteadOfOverflowing) {
 TEST(DraWire, ShareRequestOfTheWebhooksTemplates) {
   json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}}},
               {"spec",
-               {{"containers",
-                 json::array({{{"name", "main"},
-                               {"resources",
-                                {{"limits",
-                                  {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}}}}}})}}}};
+               {{"containers", json::array({{{"name", "main"},
+                                             {"resources",
+                                              {{"limits",
+                                                {{"nvidia.com/gpu", "2"},
+                                                 {"nvidia.com/gpumem", "3000"},
+                                                 {"nvidia.com/gpucores", "30"}}}}}}})}}}};
   auto conv = ConvertHamiPod(pod, ResourceNames{});
   ASSERT_TRUE(conv.ok()) << conv.status().ToString();
   const json& req = conv->templates[0]["spec"]["spec"]["devices"]["requests"][0];
@@ -179,9 +201,12 @@ TEST(DraWire, ShareRequestOfTheWebhooksTemplates) {
     std::string error;
   } bad[] = {
       {{{"name", "gpu"}}, "r.exactly must be an object, got nothing"},
-      {{{"name", "gpu"}, {"firstAvailable", json::array()}}, "r.firstAvailable is not supported (fracgpu's claims use exactly)"},
-      {{{"name", "gpu"}, {"exactly", {{"allocationMode", "All"}}}}, "r.exactly.allocationMode \"All\" is not supported (only ExactCount)"},
-      {{{"name", "gpu"}, {"exactly", {{"count", 40}}}}, "r.exactly.count must be an integer 1..32, got 40"},
+      {{{"name", "gpu"}, {"firstAvailable", json::array()}},
+       "r.firstAvailable is not supported (fracgpu's claims use exactly)"},
+      {{{"name", "gpu"}, {"exactly", {{"allocationMode", "All"}}}},
+       "r.exactly.allocationMode \"All\" is not supported (only ExactCount)"},
+      {{{"name", "gpu"}, {"exactly", {{"count", 40}}}},
+       "r.exactly.count must be an integer 1..32, got 40"},
       {{{"name", "gpu"}, {"exactly", {{"capacity", {{"requests", {{"memory", "1.5Mi"}}}}}}}},
        "r.exactly.capacity.requests.memory \"1.5Mi\" is not a whole number of MiB"},
   };
@@ -213,7 +238,8 @@ TEST(DraWire, DeviceSelectedAppliesTheCelSelectorsRules) {
   EXPECT_FALSE(DeviceSelected(r, kDraDriverName, d));
   // Qualified attribute names count; the DeviceClass's healthy == true always applies.
   DeviceUsage q;
-  q.attributes = {{"gpu.fracgpu.io/healthy", {{"bool", true}}}, {"gpu.fracgpu.io/uuid", {{"string", "GPU-1"}}}};
+  q.attributes = {{"gpu.fracgpu.io/healthy", {{"bool", true}}},
+                  {"gpu.fracgpu.io/uuid", {{"string", "GPU-1"}}}};
   EXPECT_TRUE(DeviceSelected(PodRequest{}, kDraDriverName, q));
   q.attributes["gpu.fracgpu.io/healthy"] = {{"bool", false}};
   EXPECT_FALSE(DeviceSelected(PodRequest{}, kDraDriverName, q));

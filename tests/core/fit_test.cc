@@ -1,5 +1,5 @@
-// Tests of src/core/fit.h: the per-GPU checks of docs/design/hami-behaviour.md §3.6 (one case per row),
-// node-level fit (policies, multi-GPU, NUMA binding, topology, several containers, init
+// Tests of src/core/fit.h: the per-GPU checks of docs/design/hami-behaviour.md §3.6 (one case per
+// row), node-level fit (policies, multi-GPU, NUMA binding, topology, several containers, init
 // containers), the reason vocabulary and summary, and the usage bookkeeping of §3.8.
 // Every expected grant, reason and usage below is worked out by hand in the comments.
 
@@ -122,7 +122,8 @@ class CheckGpuTest : public ::testing::TestWithParam<CheckCase> {};
 
 TEST_P(CheckGpuTest, Reason) {
   const CheckCase& tc = GetParam();
-  EXPECT_EQ(FitReasonName(CheckGpu(tc.container, tc.pod, tc.gpu)), std::string(FitReasonName(tc.want)))
+  EXPECT_EQ(FitReasonName(CheckGpu(tc.container, tc.pod, tc.gpu)),
+            std::string(FitReasonName(tc.want)))
       << tc.name;
 }
 
@@ -132,7 +133,10 @@ INSTANTIATE_TEST_SUITE_P(
         CheckCase{"IdleCardFits", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30), {}, FitReason::kFits},
         CheckCase{"Row1NotHealthy", Unhealthy(), Ctr(1, 1000, 30), {}, FitReason::kCardNotHealth},
         CheckCase{"Row2Cordoned", Cordoned(), Ctr(1, 1000, 30), {}, FitReason::kCardCordoned},
-        CheckCase{"HealthCheckedBeforeCordon", UnhealthyCordoned(), Ctr(1, 1000, 30), {},
+        CheckCase{"HealthCheckedBeforeCordon",
+                  UnhealthyCordoned(),
+                  Ctr(1, 1000, 30),
+                  {},
                   FitReason::kCardNotHealth},
         CheckCase{"Row3UseTypeOtherModel", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),
                   WithTypes({"A100"}, {}), FitReason::kCardTypeMismatch},
@@ -143,56 +147,95 @@ INSTANTIATE_TEST_SUITE_P(
         // Token rule (docs/design/CONTRACT.md §1): "V10" is not a token of the V100's type.
         CheckCase{"Row3TokenNotSubstring", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),
                   WithTypes({"V10"}, {}), FitReason::kCardTypeMismatch},
-        CheckCase{"Row5UseUuidOther", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),
-                  WithUuids({"GPU-b"}, {}), FitReason::kCardUuidMismatch},
+        CheckCase{"Row5UseUuidOther", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30), WithUuids({"GPU-b"}, {}),
+                  FitReason::kCardUuidMismatch},
         CheckCase{"Row5UseUuidListed", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30),
                   WithUuids({"GPU-b", "GPU-a"}, {}), FitReason::kFits},
         CheckCase{"Row5NouseUuid", Gpu(Dev("GPU-a")), Ctr(1, 1000, 30), WithUuids({}, {"GPU-a"}),
                   FitReason::kCardUuidMismatch},
         // Row 6: count 10, used 10 → every slice taken; used 9 leaves one.
-        CheckCase{"Row6SlicesExhausted", Gpu(Dev("GPU-a"), 10, 0, 0), Ctr(1, 1000, 0), {},
+        CheckCase{"Row6SlicesExhausted",
+                  Gpu(Dev("GPU-a"), 10, 0, 0),
+                  Ctr(1, 1000, 0),
+                  {},
                   FitReason::kCardTimeSlicingExhausted},
-        CheckCase{"Row6LastSliceFree", Gpu(Dev("GPU-a"), 9, 0, 0), Ctr(1, 1000, 0), {},
-                  FitReason::kFits},
+        CheckCase{
+            "Row6LastSliceFree", Gpu(Dev("GPU-a"), 9, 0, 0), Ctr(1, 1000, 0), {}, FitReason::kFits},
         // Row 9: free = 32768 − 30000 = 2768 < 3000.
-        CheckCase{"Row9MemoryShort", Gpu(Dev("GPU-a"), 1, 30000, 0), Ctr(1, 3000, 0), {},
+        CheckCase{"Row9MemoryShort",
+                  Gpu(Dev("GPU-a"), 1, 30000, 0),
+                  Ctr(1, 3000, 0),
+                  {},
                   FitReason::kCardInsufficientMemory},
         // free = 32768 − 29768 = 3000 = request → fits.
-        CheckCase{"Row9MemoryExact", Gpu(Dev("GPU-a"), 1, 29768, 0), Ctr(1, 3000, 0), {},
+        CheckCase{"Row9MemoryExact",
+                  Gpu(Dev("GPU-a"), 1, 29768, 0),
+                  Ctr(1, 3000, 0),
+                  {},
                   FitReason::kFits},
         // 50 % of 32768 = 16384; free = 32768 − 16385 = 16383.
-        CheckCase{"Row9PercentShort", Gpu(Dev("GPU-a"), 1, 16385, 0), Ctr(1, 0, 0, false, 50), {},
+        CheckCase{"Row9PercentShort",
+                  Gpu(Dev("GPU-a"), 1, 16385, 0),
+                  Ctr(1, 0, 0, false, 50),
+                  {},
                   FitReason::kCardInsufficientMemory},
-        CheckCase{"Row9PercentExact", Gpu(Dev("GPU-a"), 1, 16384, 0), Ctr(1, 0, 0, false, 50), {},
+        CheckCase{"Row9PercentExact",
+                  Gpu(Dev("GPU-a"), 1, 16384, 0),
+                  Ctr(1, 0, 0, false, 50),
+                  {},
                   FitReason::kFits},
         // Row 10: free cores 100 − 80 = 20 < 30; 100 − 70 = 30 fits.
-        CheckCase{"Row10CoresShort", Gpu(Dev("GPU-a"), 1, 0, 80), Ctr(1, 1000, 30), {},
+        CheckCase{"Row10CoresShort",
+                  Gpu(Dev("GPU-a"), 1, 0, 80),
+                  Ctr(1, 1000, 30),
+                  {},
                   FitReason::kCardInsufficientCore},
-        CheckCase{"Row10CoresExact", Gpu(Dev("GPU-a"), 1, 0, 70), Ctr(1, 1000, 30), {},
-                  FitReason::kFits},
+        CheckCase{
+            "Row10CoresExact", Gpu(Dev("GPU-a"), 1, 0, 70), Ctr(1, 1000, 30), {}, FitReason::kFits},
         // Row 11: cores 100 on a card with a (core-0) tenant: cores are free, but not idle.
-        CheckCase{"Row11ExclusiveOnUsedCard", Gpu(Dev("GPU-a"), 1, 1000, 0), Ctr(1, 1000, 100), {},
+        CheckCase{"Row11ExclusiveOnUsedCard",
+                  Gpu(Dev("GPU-a"), 1, 1000, 0),
+                  Ctr(1, 1000, 100),
+                  {},
                   FitReason::kExclusiveDeviceAllocateConflict},
-        CheckCase{"Row11ExclusiveOnIdleCard", Gpu(Dev("GPU-a")), Ctr(1, 1000, 100), {},
-                  FitReason::kFits},
+        CheckCase{
+            "Row11ExclusiveOnIdleCard", Gpu(Dev("GPU-a")), Ctr(1, 1000, 100), {}, FitReason::kFits},
         // devcore 200 (core scaling 2): the exclusivity rule only applies to devcore 100.
-        CheckCase{"Row11NotForScaledCores", Gpu(Dev("GPU-a", 32768, 0, kV100, 10, 200), 1, 0, 50),
-                  Ctr(1, 1000, 100), {}, FitReason::kFits},
+        CheckCase{"Row11NotForScaledCores",
+                  Gpu(Dev("GPU-a", 32768, 0, kV100, 10, 200), 1, 0, 50),
+                  Ctr(1, 1000, 100),
+                  {},
+                  FitReason::kFits},
         // Row 12: cores-0 job onto a card whose 100 % is booked.
-        CheckCase{"Row12CoresExhausted", Gpu(Dev("GPU-a"), 1, 1000, 100), Ctr(1, 1000, 0), {},
+        CheckCase{"Row12CoresExhausted",
+                  Gpu(Dev("GPU-a"), 1, 1000, 100),
+                  Ctr(1, 1000, 0),
+                  {},
                   FitReason::kCardComputeUnitsExhausted},
-        CheckCase{"Row12OneCoreLeft", Gpu(Dev("GPU-a"), 1, 1000, 99), Ctr(1, 1000, 0), {},
+        CheckCase{"Row12OneCoreLeft",
+                  Gpu(Dev("GPU-a"), 1, 1000, 99),
+                  Ctr(1, 1000, 0),
+                  {},
                   FitReason::kFits},
         // cores above 100 are clamped to 100: fits an idle card, not one with 1 % booked.
-        CheckCase{"CoresClampedTo100Idle", Gpu(Dev("GPU-a")), Ctr(1, 1000, 150), {},
-                  FitReason::kFits},
-        CheckCase{"CoresClampedTo100Booked", Gpu(Dev("GPU-a"), 1, 0, 1), Ctr(1, 1000, 150), {},
+        CheckCase{
+            "CoresClampedTo100Idle", Gpu(Dev("GPU-a")), Ctr(1, 1000, 150), {}, FitReason::kFits},
+        CheckCase{"CoresClampedTo100Booked",
+                  Gpu(Dev("GPU-a"), 1, 0, 1),
+                  Ctr(1, 1000, 150),
+                  {},
                   FitReason::kCardInsufficientCore},
         // A bare nvidia.com/gpu: 1 (whole memory, cores 100) on a card with 1 MiB used.
-        CheckCase{"WholeCardNeedsAllMemory", Gpu(Dev("GPU-a"), 0, 1, 0), Ctr(1, 0, 100), {},
+        CheckCase{"WholeCardNeedsAllMemory",
+                  Gpu(Dev("GPU-a"), 0, 1, 0),
+                  Ctr(1, 0, 100),
+                  {},
                   FitReason::kCardInsufficientMemory},
         // Order: slices (row 6) are checked before memory (row 9).
-        CheckCase{"SlicesBeforeMemory", Gpu(Dev("GPU-a"), 10, 32768, 100), Ctr(1, 1000, 0), {},
+        CheckCase{"SlicesBeforeMemory",
+                  Gpu(Dev("GPU-a"), 10, 32768, 100),
+                  Ctr(1, 1000, 0),
+                  {},
                   FitReason::kCardTimeSlicingExhausted}),
     [](const ::testing::TestParamInfo<CheckCase>& info) { return std::string(info.param.name); });
 
@@ -220,9 +263,7 @@ TEST(FitReasonTest, NamesAreHamiStrings) {
 // g0: 1 slice, 8192 MiB, 20 % used; g1 idle. Request 1 × 4096 MiB, 10 %.
 // Scores: g0 = 10 × ((1+1)/10 + (10+20)/100 + (4096+8192)/32768) = 8.75,
 //         g1 = 10 × (1/10 + 10/100 + 4096/32768) = 3.25.
-NodeState TwoGpusOneBusy() {
-  return Node({Gpu(Dev("GPU-0"), 1, 8192, 20), Gpu(Dev("GPU-1"))});
-}
+NodeState TwoGpusOneBusy() { return Node({Gpu(Dev("GPU-0"), 1, 8192, 20), Gpu(Dev("GPU-1"))}); }
 
 TEST(FitTest, SpreadPicksLeastUsedGpu) {
   PodRequest pod = Pod({Ctr(1, 4096, 10)});
@@ -280,16 +321,16 @@ TEST(FitTest, MultiGpuGetsDistinctCards) {
 TEST(FitTest, MultiGpuNeedsThatManyFreeCards) {
   // 2 cards asked, only GPU-2 idle (GPU-0 and GPU-1 have a cores-0 tenant: every SM is
   // free, but the card is not idle → exclusive conflict).
-  NodeState node = Node({Gpu(Dev("GPU-0"), 1, 100, 0), Gpu(Dev("GPU-1"), 1, 100, 0),
-                         Gpu(Dev("GPU-2"))});
+  NodeState node =
+      Node({Gpu(Dev("GPU-0"), 1, 100, 0), Gpu(Dev("GPU-1"), 1, 100, 0), Gpu(Dev("GPU-2"))});
   FitResult r = Fit(Pod({Ctr(2, 1000, 100)}), node);
   EXPECT_FALSE(r.fits);
   EXPECT_EQ(r.node_reason, FitReason::kAllocatedCardsInsufficientRequest);
-  EXPECT_EQ(r.gpu_reasons,
-            (std::vector<FitReason>{FitReason::kExclusiveDeviceAllocateConflict,
-                                    FitReason::kExclusiveDeviceAllocateConflict,
-                                    FitReason::kAllocatedCardsInsufficientRequest}));
-  EXPECT_EQ(r.summary, "2/3 ExclusiveDeviceAllocateConflict, 1/3 AllocatedCardsInsufficientRequest");
+  EXPECT_EQ(r.gpu_reasons, (std::vector<FitReason>{FitReason::kExclusiveDeviceAllocateConflict,
+                                                   FitReason::kExclusiveDeviceAllocateConflict,
+                                                   FitReason::kAllocatedCardsInsufficientRequest}));
+  EXPECT_EQ(r.summary,
+            "2/3 ExclusiveDeviceAllocateConflict, 1/3 AllocatedCardsInsufficientRequest");
 }
 
 TEST(FitTest, NodeInsufficientDevice) {
@@ -312,16 +353,16 @@ TEST(FitTest, SummaryCountsEveryGpuInCheckOrder) {
   // g0 unhealthy, g1 and g2 full memory, g3 fits; 2 GPUs asked → g3 accepted but alone.
   GpuState bad = Gpu(Dev("GPU-0"));
   bad.info.health = false;
-  NodeState node = Node({bad, Gpu(Dev("GPU-1"), 1, 32000, 10), Gpu(Dev("GPU-2"), 1, 32000, 10),
-                         Gpu(Dev("GPU-3"))});
+  NodeState node = Node(
+      {bad, Gpu(Dev("GPU-1"), 1, 32000, 10), Gpu(Dev("GPU-2"), 1, 32000, 10), Gpu(Dev("GPU-3"))});
   FitResult r = Fit(Pod({Ctr(2, 1000, 10)}), node);
   EXPECT_FALSE(r.fits);
   EXPECT_EQ(r.failed_container, 0);
   EXPECT_EQ(r.node_reason, FitReason::kAllocatedCardsInsufficientRequest);
-  EXPECT_EQ(r.gpu_reasons, (std::vector<FitReason>{FitReason::kCardNotHealth,
-                                                   FitReason::kCardInsufficientMemory,
-                                                   FitReason::kCardInsufficientMemory,
-                                                   FitReason::kAllocatedCardsInsufficientRequest}));
+  EXPECT_EQ(r.gpu_reasons,
+            (std::vector<FitReason>{FitReason::kCardNotHealth, FitReason::kCardInsufficientMemory,
+                                    FitReason::kCardInsufficientMemory,
+                                    FitReason::kAllocatedCardsInsufficientRequest}));
   EXPECT_EQ(r.summary,
             "1/4 CardNotHealth, 2/4 CardInsufficientMemory, 1/4 AllocatedCardsInsufficientRequest");
 }
@@ -463,7 +504,8 @@ TEST(FitTest, InitContainerTooBigFails) {
 
 // NUMA: GPU-0, GPU-1 on NUMA 0; GPU-2, GPU-3 on NUMA 1; GPU-3 has no memory left.
 NodeState NumaNode(bool gpu1_full) {
-  return Node({Gpu(Dev("GPU-0", 32768, 0)), Gpu(Dev("GPU-1", 32768, 0), 1, gpu1_full ? 32768 : 0, 0),
+  return Node({Gpu(Dev("GPU-0", 32768, 0)),
+               Gpu(Dev("GPU-1", 32768, 0), 1, gpu1_full ? 32768 : 0, 0),
                Gpu(Dev("GPU-2", 32768, 1)), Gpu(Dev("GPU-3", 32768, 1), 1, 32768, 0)});
 }
 
@@ -490,10 +532,10 @@ TEST(FitTest, NumaBindNoNumaNodeHasEnough) {
   pod.numa_bind = true;
   FitResult r = Fit(pod, NumaNode(true));
   EXPECT_FALSE(r.fits);
-  EXPECT_EQ(r.gpu_reasons, (std::vector<FitReason>{FitReason::kAllocatedCardsInsufficientRequest,
-                                                   FitReason::kCardInsufficientMemory,
-                                                   FitReason::kNumaNotFit,
-                                                   FitReason::kCardInsufficientMemory}));
+  EXPECT_EQ(r.gpu_reasons,
+            (std::vector<FitReason>{FitReason::kAllocatedCardsInsufficientRequest,
+                                    FitReason::kCardInsufficientMemory, FitReason::kNumaNotFit,
+                                    FitReason::kCardInsufficientMemory}));
   EXPECT_EQ(r.summary,
             "1/4 NumaNotFit, 2/4 CardInsufficientMemory, 1/4 AllocatedCardsInsufficientRequest");
   EXPECT_FALSE(Fits(pod, NumaNode(true)));
@@ -548,8 +590,9 @@ TEST(FitTest, TopologyThreeGpusTakeTheBestTriple) {
   pod.gpu_policy = GpuPolicy::kTopologyAware;
   FitResult r = Fit(pod, TopoNode());
   ASSERT_TRUE(r.fits);
-  EXPECT_EQ(r.grants, PodGrants({{Grant("GPU-0", 1000, 0), Grant("GPU-2", 1000, 0),
-                                  Grant("GPU-3", 1000, 0)}}));
+  EXPECT_EQ(
+      r.grants,
+      PodGrants({{Grant("GPU-0", 1000, 0), Grant("GPU-2", 1000, 0), Grant("GPU-3", 1000, 0)}}));
 }
 
 TEST(FitTest, TopologyChoosesOnlyAmongFittingGpus) {
@@ -684,8 +727,9 @@ TEST(FitTest, FitsAgreesWithFit) {
     PodRequest pod = Pod(containers);
     pod.numa_bind = uni(0, 2) == 0;
     const int pol = uni(0, 2);
-    pod.gpu_policy = pol == 0 ? GpuPolicy::kSpread : pol == 1 ? GpuPolicy::kBinpack
-                                                                : GpuPolicy::kTopologyAware;
+    pod.gpu_policy = pol == 0   ? GpuPolicy::kSpread
+                     : pol == 1 ? GpuPolicy::kBinpack
+                                : GpuPolicy::kTopologyAware;
     if (uni(0, 4) == 0) pod.use_types = {"A100"};
     FitOptions opt;
     opt.want_reasons = uni(0, 1);

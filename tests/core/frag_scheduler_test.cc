@@ -1,8 +1,8 @@
 // The fragmentation-aware policy on the scheduler's NodeState / PodRequest
 // (src/core/frag_scheduler.h), with hand-computed scores.
-#include <gtest/gtest.h>
-
 #include "core/frag_scheduler.h"
+
+#include <gtest/gtest.h>
 
 namespace fracgpu::core {
 namespace {
@@ -73,7 +73,8 @@ TEST(FragmentationModel, DoesNotFitIsResourceExhausted) {
   auto s = model.ScoreNode(SharingPod(80), 0, TwoGpuNode(30, 30));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(s.status().message().find("CardInsufficient"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("CardInsufficient"), std::string::npos)
+      << s.status().message();
 }
 
 TEST(ToFragNode, UnhealthyCordonedAndExhaustedGpus) {

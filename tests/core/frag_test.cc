@@ -1,12 +1,13 @@
 // The FGD paper's fragmentation measure and placement policies (src/core/frag.h,
 // fgd_policies.h). Every expected value is computed by hand in the comment beside it.
+#include "core/frag.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/fgd_policies.h"
-#include "core/frag.h"
 
 namespace fracgpu::core {
 namespace {
@@ -82,9 +83,8 @@ TEST(ShapeFragment, MixedTypesCountDisallowedGpusAsFragment) {
 TEST(NodeFragment, IsPopularityWeightedSum) {
   const FragNode node = MakeNode(8000, {1000, 500, 200, 0});
   // 0.5 × 200 (share-300) + 0.25 × 1700 (cpu-only) + 0.25 × 700 (share-600) = 100 + 425 + 175.
-  const FragWorkload w = Workload({{Demand(4000, 1, 300), 0.5},
-                                   {Demand(1000, 0, 0), 0.25},
-                                   {Demand(4000, 1, 600), 0.25}});
+  const FragWorkload w = Workload(
+      {{Demand(4000, 1, 300), 0.5}, {Demand(1000, 0, 0), 0.25}, {Demand(4000, 1, 600), 0.25}});
   EXPECT_DOUBLE_EQ(NodeFragment(node, w), 700.0);
 }
 
@@ -171,8 +171,8 @@ TEST(FgdScore, FracgpuVariants) {
 }
 
 TEST(GpuWeightedCounts, ScalesByGpusNeeded) {
-  const auto c = GpuWeightedCounts({{TaskShape{0, 0, 0, ""}, 5}, {TaskShape{0, 1000, 8, ""}, 3},
-                                    {TaskShape{0, 500, 1, ""}, 2}});
+  const auto c = GpuWeightedCounts(
+      {{TaskShape{0, 0, 0, ""}, 5}, {TaskShape{0, 1000, 8, ""}, 3}, {TaskShape{0, 500, 1, ""}, 2}});
   EXPECT_EQ(c[0].count, 5);   // CPU-only: × 1
   EXPECT_EQ(c[1].count, 24);  // 8 GPUs: × 8
   EXPECT_EQ(c[2].count, 2);
@@ -185,7 +185,8 @@ TEST(GpuWeightedCounts, ScalesByGpusNeeded) {
 TEST(FgdScore, NegativeDescentAndFirstOfEqualScores) {
   const FragWorkload w = Workload({{Demand(0, 1, 500), 1.0}});
   const FragNode node = MakeNode(8000, {1000, 600});
-  PlacementScore s = ScoreNode(PlacementPolicy::kFgd, node, Demand(0, 1, 500), w, NodeFragment(node, w));
+  PlacementScore s =
+      ScoreNode(PlacementPolicy::kFgd, node, Demand(0, 1, 500), w, NodeFragment(node, w));
   EXPECT_EQ(s.score, 50);
   EXPECT_EQ(s.pick.index[0], 0);
   EXPECT_EQ(ScoreNode(PlacementPolicy::kBestFit, node, Demand(0, 1, 500), w, 0).pick.index[0], 1);
@@ -225,13 +226,25 @@ TEST(DotProductScore, HandComputed) {
 TEST(GpuPackingScore, HandComputedTiers) {
   const FragWorkload none;
   // Untouched node with 2 GPUs: 33 − 2 = 31.
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 1000}), Demand(0, 1, 300), none, 0).score, 31);
+  EXPECT_EQ(
+      ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 1000}), Demand(0, 1, 300), none, 0)
+          .score,
+      31);
   // Fits on the partially used GPU (400 left): 100 − (400·100/1000)/10 = 100 − 4 = 96.
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 400}), Demand(0, 1, 300), none, 0).score, 96);
+  EXPECT_EQ(
+      ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 400}), Demand(0, 1, 300), none, 0)
+          .score,
+      96);
   // Must open one fully free GPU on a used node: 50 − 1 = 49.
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 200}), Demand(0, 1, 300), none, 0).score, 49);
+  EXPECT_EQ(
+      ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 200}), Demand(0, 1, 300), none, 0)
+          .score,
+      49);
   // CPU-only pods: 0.
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 200}), Demand(1000, 0, 0), none, 0).score, 0);
+  EXPECT_EQ(
+      ScoreNode(PlacementPolicy::kGpuPacking, MakeNode(0, {1000, 200}), Demand(1000, 0, 0), none, 0)
+          .score,
+      0);
 }
 
 TEST(GpuClusteringScore, HandComputedTiers) {
@@ -239,12 +252,15 @@ TEST(GpuClusteringScore, HandComputedTiers) {
   FragNode node = MakeNode(0, {1000, 1000, 1000, 1000, 1000, 1000, 500, 500});  // 7000 left
   // base = 25 × (8000 − 7000) / 8000 = 3 (integer).
   node.gpu_tags = 1;  // only share-gpu pods
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 300), none, 0).score, 3 + 75);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 300), none, 0).score,
+            3 + 75);
   EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 1000), none, 0).score, 3);
   node.gpu_tags = 1 | (1 << 1);  // share-gpu and 1-gpu
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 300), none, 0).score, 3 + 50);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 300), none, 0).score,
+            3 + 50);
   node.gpu_tags = 0;  // no GPU pods
-  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 300), none, 0).score, 3 + 25);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(0, 1, 300), none, 0).score,
+            3 + 25);
   EXPECT_EQ(ScoreNode(PlacementPolicy::kGpuClustering, node, Demand(500, 0, 0), none, 0).score, 0);
 }
 
@@ -267,7 +283,8 @@ TEST(ChooseNode, TiesGoToTheFirstNodeInOrder) {
                                        MakeNode(8000, {1000})};
   SeededRng rng(1);
   // BestFit: node 0 lacks CPU (2000 > 1000); nodes 1 and 2 tie → node 1.
-  const Placement p = ChooseNode(PlacementPolicy::kBestFit, nodes, {}, Demand(2000, 1, 500), {}, rng);
+  const Placement p =
+      ChooseNode(PlacementPolicy::kBestFit, nodes, {}, Demand(2000, 1, 500), {}, rng);
   EXPECT_EQ(p.node, 1);
   EXPECT_EQ(ChooseNode(PlacementPolicy::kBestFit, nodes, {}, Demand(9000, 0, 0), {}, rng).node, -1);
 }
@@ -285,7 +302,8 @@ TEST(ChooseNode, RandomDrawsOnlyFeasibleNodesAndGpus) {
   SeededRng rng(7);
   int gpu_seen[4] = {};
   for (int i = 0; i < 200; ++i) {
-    const Placement p = ChooseNode(PlacementPolicy::kRandom, nodes, {}, Demand(1000, 1, 500), {}, rng);
+    const Placement p =
+        ChooseNode(PlacementPolicy::kRandom, nodes, {}, Demand(1000, 1, 500), {}, rng);
     ASSERT_EQ(p.node, 1);
     ASSERT_EQ(p.pick.count, 1);
     ++gpu_seen[p.pick.index[0]];

@@ -22,7 +22,7 @@ TEST(QuantityTest, WholeNumbersTable) {
       {"0", 0, WholeStatus::kOk, 0},
       {"-0", 0, WholeStatus::kOk, 0},
       {"3000", 0, WholeStatus::kOk, 3000},
-      {"3k", 0, WholeStatus::kOk, 3000},      // the API server's canonical form of 3000
+      {"3k", 0, WholeStatus::kOk, 3000},  // the API server's canonical form of 3000
       {"40k", 0, WholeStatus::kOk, 40000},
       {"1M", 0, WholeStatus::kOk, 1000000},
       {"2G", 0, WholeStatus::kOk, 2000000000},
@@ -41,7 +41,7 @@ TEST(QuantityTest, WholeNumbersTable) {
       {"0.000001M", 0, WholeStatus::kOk, 1},
       {"0.5Ki", 0, WholeStatus::kOk, 512},
       {"3Gi", 0, WholeStatus::kOk, 3221225472},
-      {"3Gi", 20, WholeStatus::kOk, 3072},    // bytes → MiB
+      {"3Gi", 20, WholeStatus::kOk, 3072},  // bytes → MiB
       {"512Mi", 20, WholeStatus::kOk, 512},
       {"1.5Gi", 20, WholeStatus::kOk, 1536},
       {"7Ei", 0, WholeStatus::kOk, 8070450532247928832},  // 7 × 2^60
@@ -55,7 +55,7 @@ TEST(QuantityTest, WholeNumbersTable) {
       {"1Ki", 20, WholeStatus::kFraction, 0},
       {"9223372036854775808", 0, WholeStatus::kOutOfRange, 0},
       {"10E", 0, WholeStatus::kOutOfRange, 0},
-      {"8Ei", 0, WholeStatus::kOutOfRange, 0},   // 2^63
+      {"8Ei", 0, WholeStatus::kOutOfRange, 0},  // 2^63
       {"1e400", 0, WholeStatus::kOutOfRange, 0},
       {"99999999999999999999999999999999999999999999999999", 0, WholeStatus::kOutOfRange, 0},
   };
@@ -114,13 +114,15 @@ TEST(QuantityTest, BadSyntaxTable) {
       {"k", "quantity has no digits"},
       {" 1", "quantity has no digits"},
       {"e3", "quantity has no digits"},
-      {"1.2.3", "unknown suffix \".3\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
+      {"1.2.3",
+       "unknown suffix \".3\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1Kb", "unknown suffix \"Kb\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1K", "unknown suffix \"K\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1ki", "unknown suffix \"ki\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1 k", "unknown suffix \" k\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1 ", "unknown suffix \" \" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
-      {"0x10", "unknown suffix \"x10\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
+      {"0x10",
+       "unknown suffix \"x10\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1e", "unknown suffix \"e\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1ei", "unknown suffix \"ei\" (want one of m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>)"},
       {"1e+", "bad exponent \"e+\" (want e<integer>, |e| <= 1000)"},

@@ -42,9 +42,9 @@ NodeState FourGpus() {
 PodRequest Pod(json annotations) {
   json pod = {{"metadata", {{"name", "p"}, {"annotations", annotations}}},
               {"spec",
-               {{"containers", json::array({{{"name", "app"},
-                                             {"resources",
-                                              {{"limits", {{"nvidia.com/gpumem", "4000"}}}}}}})}}}};
+               {{"containers",
+                 json::array({{{"name", "app"},
+                               {"resources", {{"limits", {{"nvidia.com/gpumem", "4000"}}}}}}})}}}};
   Result<PodRequest> r = ParsePodRequest(pod);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : PodRequest{};

@@ -45,31 +45,44 @@ TEST(ParsePodRequestTest, DefaultsTable) {
   const std::vector<GoodCase> cases = {
       {"no resources", nullptr, {0, 0, 100, 0}},
       {"unrelated resources", Limits({{"cpu", "1"}, {"memory", "1Gi"}}), {0, 0, 100, 0}},
-      {"bare gpu 1 = one whole exclusive card", Limits({{"nvidia.com/gpu", "1"}}), {1, 0, 100, 100}},
+      {"bare gpu 1 = one whole exclusive card",
+       Limits({{"nvidia.com/gpu", "1"}}),
+       {1, 0, 100, 100}},
       {"bare gpu 2 = two whole cards", Limits({{"nvidia.com/gpu", "2"}}), {2, 0, 100, 100}},
       {"gpumem alone → gpu 1, cores 0", Limits({{"nvidia.com/gpumem", "3000"}}), {1, 3000, 100, 0}},
       {"gpumem canonical 3k", Limits({{"nvidia.com/gpumem", "3k"}}), {1, 3000, 100, 0}},
       {"gpumem canonical 1M", Limits({{"nvidia.com/gpumem", "1M"}}), {1, 1000000, 100, 0}},
-      {"percentage 50 alone → partial, cores 0", Limits({{"nvidia.com/gpumem-percentage", "50"}}),
+      {"percentage 50 alone → partial, cores 0",
+       Limits({{"nvidia.com/gpumem-percentage", "50"}}),
        {1, 0, 50, 0}},
       {"percentage 100 alone → whole card, cores 100",
-       Limits({{"nvidia.com/gpumem-percentage", "100"}}), {1, 0, 100, 100}},
+       Limits({{"nvidia.com/gpumem-percentage", "100"}}),
+       {1, 0, 100, 100}},
       // HAMi v2.10.0: percentage 0 is "not set" (whole memory) and adds no exclusive cores.
       {"percentage 0 → whole memory, time-shared (HAMi)",
-       Limits({{"nvidia.com/gpumem-percentage", "0"}}), {1, 0, 100, 0}},
+       Limits({{"nvidia.com/gpumem-percentage", "0"}}),
+       {1, 0, 100, 0}},
       {"percentage 0 with gpu 1 → whole memory, cores 0",
-       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", 0}}), {1, 0, 100, 0}},
+       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", 0}}),
+       {1, 0, 100, 0}},
       {"percentage 0 with gpumem → gpumem",
-       Limits({{"nvidia.com/gpumem", "2000"}, {"nvidia.com/gpumem-percentage", "0"}}), {1, 2000, 100, 0},
+       Limits({{"nvidia.com/gpumem", "2000"}, {"nvidia.com/gpumem-percentage", "0"}}),
+       {1, 2000, 100, 0},
        {"container \"train\": both nvidia.com/gpumem and nvidia.com/gpumem-percentage are set; "
         "nvidia.com/gpumem (2000 MiB) wins"}},
-      {"cores alone → gpu 1, whole memory", Limits({{"nvidia.com/gpucores", "30"}}), {1, 0, 100, 30}},
+      {"cores alone → gpu 1, whole memory",
+       Limits({{"nvidia.com/gpucores", "30"}}),
+       {1, 0, 100, 30}},
       {"explicit cores 0 on a whole card is kept",
-       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "0"}}), {1, 0, 100, 0}},
+       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "0"}}),
+       {1, 0, 100, 0}},
       {"explicit cores 100 on a slice is kept",
-       Limits({{"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "100"}}), {1, 3000, 100, 100}},
+       Limits({{"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "100"}}),
+       {1, 3000, 100, 100}},
       {"full slice spec",
-       Limits({{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "5000"}, {"nvidia.com/gpucores", "30"},
+       Limits({{"nvidia.com/gpu", "2"},
+               {"nvidia.com/gpumem", "5000"},
+               {"nvidia.com/gpucores", "30"},
                {"nvidia.com/priority", "0"}}),
        {2, 5000, 100, 30, 0}},
       {"gpu 0 = no GPU, no defaults", Limits({{"nvidia.com/gpu", "0"}}), {0, 0, 100, 0}},
@@ -83,7 +96,9 @@ TEST(ParsePodRequestTest, DefaultsTable) {
       {"null limits value falls back",
        {{"limits", {{"nvidia.com/gpu", nullptr}}}, {"requests", {{"nvidia.com/gpu", "3"}}}},
        {3, 0, 100, 100}},
-      {"JSON numbers", Limits({{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}}), {1, 3000, 100, 0}},
+      {"JSON numbers",
+       Limits({{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}}),
+       {1, 3000, 100, 0}},
       {"whole JSON float", Limits({{"nvidia.com/gpu", 2.0}}), {2, 0, 100, 100}},
       {"exponent form", Limits({{"nvidia.com/gpumem", "1e3"}}), {1, 1000, 100, 0}},
       {"gpumem wins over percentage, with a warning",
@@ -91,13 +106,17 @@ TEST(ParsePodRequestTest, DefaultsTable) {
        {1, 3000, 100, 0},
        {"container \"train\": both nvidia.com/gpumem and nvidia.com/gpumem-percentage are set; "
         "nvidia.com/gpumem (3000 MiB) wins"}},
-      {"priority alone warns and uses no GPU", Limits({{"nvidia.com/priority", "0"}}),
+      {"priority alone warns and uses no GPU",
+       Limits({{"nvidia.com/priority", "0"}}),
        {0, 0, 100, 0, 0},
-       {"container \"train\": nvidia.com/priority has no effect without a GPU (nvidia.com/gpu >= 1, "
+       {"container \"train\": nvidia.com/priority has no effect without a GPU (nvidia.com/gpu >= "
+        "1, "
         "or nvidia.com/gpumem, nvidia.com/gpumem-percentage or nvidia.com/gpucores)"}},
-      {"priority with gpu 0 warns", Limits({{"nvidia.com/gpu", "0"}, {"nvidia.com/priority", "1"}}),
+      {"priority with gpu 0 warns",
+       Limits({{"nvidia.com/gpu", "0"}, {"nvidia.com/priority", "1"}}),
        {0, 0, 100, 0, 1},
-       {"container \"train\": nvidia.com/priority has no effect without a GPU (nvidia.com/gpu >= 1, "
+       {"container \"train\": nvidia.com/priority has no effect without a GPU (nvidia.com/gpu >= "
+        "1, "
         "or nvidia.com/gpumem, nvidia.com/gpumem-percentage or nvidia.com/gpucores)"}},
   };
   for (const GoodCase& c : cases) {
@@ -185,30 +204,35 @@ TEST(ParsePodRequestTest, BadResourceValuesTable) {
        c + "nvidia.com/gpumem must be an integer 1..2147483647 (MiB), got 1e+300"},
       {"gpu 0.5 string", lim("nvidia.com/gpu", "0.5"),
        c + "nvidia.com/gpu is a whole number of GPUs, got \"0.5\""},
-      {"gpu 0.5 JSON", lim("nvidia.com/gpu", 0.5), c + "nvidia.com/gpu is a whole number of GPUs, got 0.5"},
+      {"gpu 0.5 JSON", lim("nvidia.com/gpu", 0.5),
+       c + "nvidia.com/gpu is a whole number of GPUs, got 0.5"},
       {"gpu 500m", lim("nvidia.com/gpu", "500m"),
        c + "nvidia.com/gpu is a whole number of GPUs, got \"500m\""},
-      {"gpu 1Ki", lim("nvidia.com/gpu", "1Ki"), c + "nvidia.com/gpu is a whole number of GPUs, got \"1Ki\""},
-      {"gpu -1", lim("nvidia.com/gpu", "-1"), c + "nvidia.com/gpu must be an integer 0..2147483647, got \"-1\""},
+      {"gpu 1Ki", lim("nvidia.com/gpu", "1Ki"),
+       c + "nvidia.com/gpu is a whole number of GPUs, got \"1Ki\""},
+      {"gpu -1", lim("nvidia.com/gpu", "-1"),
+       c + "nvidia.com/gpu must be an integer 0..2147483647, got \"-1\""},
       {"gpu above int32", lim("nvidia.com/gpu", "3G"),
        c + "nvidia.com/gpu must be an integer 0..2147483647, got \"3G\""},
       {"gpu non-numeric", lim("nvidia.com/gpu", "abc"),
        c + "nvidia.com/gpu must be an integer 0..2147483647, got \"abc\""},
       {"gpu empty string", lim("nvidia.com/gpu", ""),
        c + "nvidia.com/gpu must be an integer 0..2147483647, got \"\""},
-      {"gpu boolean", lim("nvidia.com/gpu", true), c + "nvidia.com/gpu must be an integer 0..2147483647, got true"},
+      {"gpu boolean", lim("nvidia.com/gpu", true),
+       c + "nvidia.com/gpu must be an integer 0..2147483647, got true"},
       {"gpu object", lim("nvidia.com/gpu", json::object()),
        c + "nvidia.com/gpu must be an integer 0..2147483647, got an object"},
       {"gpu array", lim("nvidia.com/gpu", json::array({1})),
        c + "nvidia.com/gpu must be an integer 0..2147483647, got an array"},
       {"priority 2", lim("nvidia.com/priority", "2"),
        c + "nvidia.com/priority must be 0 (high) or 1 (low), got \"2\""},
-      {"priority -1", lim("nvidia.com/priority", -1), c + "nvidia.com/priority must be 0 (high) or 1 (low), got -1"},
+      {"priority -1", lim("nvidia.com/priority", -1),
+       c + "nvidia.com/priority must be 0 (high) or 1 (low), got -1"},
       {"priority fraction", lim("nvidia.com/priority", "500m"),
        c + "nvidia.com/priority must be 0 (high) or 1 (low), got \"500m\""},
       {"long value is cut", lim("nvidia.com/gpumem", "1" + std::string(99, 'x')),
-       c + "nvidia.com/gpumem must be an integer 1..2147483647 (MiB), got \"1" + std::string(63, 'x') +
-           "…\""},
+       c + "nvidia.com/gpumem must be an integer 1..2147483647 (MiB), got \"1" +
+           std::string(63, 'x') + "…\""},
       {"bad value in requests", PodWith({{"requests", {{"nvidia.com/gpucores", "150"}}}}),
        c + "nvidia.com/gpucores must be an integer 0..100, got \"150\""},
   });
@@ -221,11 +245,13 @@ TEST(ParsePodRequestTest, ZeroGpuWithSliceIsContradictory) {
        c + "nvidia.com/gpu is 0 (no GPU) but nvidia.com/gpumem is \"3000\"; remove one of them"},
       {"gpu 0 + percentage",
        PodWith(Limits({{"nvidia.com/gpu", "0"}, {"nvidia.com/gpumem-percentage", "50"}})),
-       c + "nvidia.com/gpu is 0 (no GPU) but nvidia.com/gpumem-percentage is \"50\"; remove one of them"},
+       c + "nvidia.com/gpu is 0 (no GPU) but nvidia.com/gpumem-percentage is \"50\"; remove one of "
+           "them"},
       {"gpu 0 + cores 0", PodWith(Limits({{"nvidia.com/gpu", 0}, {"nvidia.com/gpucores", 0}})),
        c + "nvidia.com/gpu is 0 (no GPU) but nvidia.com/gpucores is 0; remove one of them"},
       {"gpu 0 in requests + cores in limits",
-       PodWith({{"limits", {{"nvidia.com/gpucores", "10"}}}, {"requests", {{"nvidia.com/gpu", "0"}}}}),
+       PodWith(
+           {{"limits", {{"nvidia.com/gpucores", "10"}}}, {"requests", {{"nvidia.com/gpu", "0"}}}}),
        c + "nvidia.com/gpu is 0 (no GPU) but nvidia.com/gpucores is \"10\"; remove one of them"},
   });
 }
@@ -243,7 +269,8 @@ TEST(ParsePodRequestTest, BadShapesTable) {
       {"pod array", json::array(), "pod must be a JSON object, got an array"},
       {"pod string", "pod", "pod must be a JSON object, got \"pod\""},
       {"pod null", nullptr, "pod must be a JSON object, got null"},
-      {"metadata array", with("/metadata"_json_pointer, json::array()), "metadata must be an object, got an array"},
+      {"metadata array", with("/metadata"_json_pointer, json::array()),
+       "metadata must be an object, got an array"},
       {"annotations string", with("/metadata/annotations"_json_pointer, "x"),
        "metadata.annotations must be an object, got \"x\""},
       {"spec string", with("/spec"_json_pointer, "x"), "spec must be an object, got \"x\""},
@@ -265,20 +292,23 @@ TEST(ParsePodRequestTest, BadShapesTable) {
        c + "env must be an array, got an object"},
       {"env entry string", with("/spec/containers/0/env"_json_pointer, json::array({"x"})),
        c + "env[0] must be an object, got \"x\""},
-      {"env entry without name", with("/spec/containers/0/env"_json_pointer, json::array({{{"value", "1"}}})),
+      {"env entry without name",
+       with("/spec/containers/0/env"_json_pointer, json::array({{{"value", "1"}}})),
        c + "env[0].name must be a string, got nothing"},
       {"env name number", with("/spec/containers/0/env"_json_pointer, json::array({{{"name", 1}}})),
        c + "env[0].name must be a string, got 1"},
-      {"unnamed container", with("/spec/containers/0"_json_pointer, {{"resources", Limits({{"nvidia.com/gpu", "x"}})}}),
+      {"unnamed container",
+       with("/spec/containers/0"_json_pointer, {{"resources", Limits({{"nvidia.com/gpu", "x"}})}}),
        "spec.containers[0]: nvidia.com/gpu must be an integer 0..2147483647, got \"x\""},
   });
 }
 
 TEST(ParsePodRequestTest, AbsentAndNullMapsAreEmpty) {
-  for (const json& pod : {json::object(), json{{"metadata", nullptr}, {"spec", nullptr}},
-                          json{{"spec", {{"containers", nullptr}, {"initContainers", nullptr}}}},
-                          json{{"metadata", {{"annotations", nullptr}}}, {"spec", json::object()}},
-                          json{{"spec", {{"containers", json::array({{{"name", "a"}, {"resources", nullptr}}})}}}}}) {
+  for (const json& pod :
+       {json::object(), json{{"metadata", nullptr}, {"spec", nullptr}},
+        json{{"spec", {{"containers", nullptr}, {"initContainers", nullptr}}}},
+        json{{"metadata", {{"annotations", nullptr}}}, {"spec", json::object()}},
+        json{{"spec", {{"containers", json::array({{{"name", "a"}, {"resources", nullptr}}})}}}}}) {
     SCOPED_TRACE(pod.dump());
     Result<PodRequest> r = ParsePodRequest(pod);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -293,11 +323,10 @@ TEST(ParsePodRequestTest, InitContainersFirstEphemeralNever) {
        {{"containers",
          json::array({{{"name", "app1"}, {"resources", Limits({{"nvidia.com/gpumem", "5000"}})}},
                       {{"name", "app2"}}})},
-        {"initContainers",
-         json::array({{{"name", "init1"}},
-                      {{"name", "sidecar"},
-                       {"restartPolicy", "Always"},
-                       {"resources", Limits({{"nvidia.com/gpucores", "20"}})}}})},
+        {"initContainers", json::array({{{"name", "init1"}},
+                                        {{"name", "sidecar"},
+                                         {"restartPolicy", "Always"},
+                                         {"resources", Limits({{"nvidia.com/gpucores", "20"}})}}})},
         // Ephemeral containers never get GPUs and are not read at all, even when malformed.
         {"ephemeralContainers",
          json::array({{{"name", "debug"}, {"resources", Limits({{"nvidia.com/gpu", "abc"}})}}})}}}};
@@ -321,16 +350,24 @@ TEST(ParsePodRequestTest, InitContainersFirstEphemeralNever) {
 
 TEST(ParsePodRequestTest, ErrorNamesTheOffendingContainer) {
   json pod = {{"spec",
-               {{"initContainers", json::array({{{"name", "setup"}, {"resources", Limits({{"nvidia.com/gpucores", "101"}})}}})},
+               {{"initContainers",
+                 json::array({{{"name", "setup"},
+                               {"resources", Limits({{"nvidia.com/gpucores", "101"}})}}})},
                 {"containers", json::array({{{"name", "train"}}})}}}};
   Result<PodRequest> r = ParsePodRequest(pod);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "container \"setup\": nvidia.com/gpucores must be an integer 0..100, got \"101\"");
+  EXPECT_EQ(r.status().message(),
+            "container \"setup\": nvidia.com/gpucores must be an integer 0..100, got \"101\"");
 
-  json pod2 = {{"spec", {{"containers", json::array({{{"name", "ok"}}, {{"name", "bad"}, {"resources", Limits({{"nvidia.com/gpu", "-2"}})}}})}}}};
+  json pod2 = {
+      {"spec",
+       {{"containers",
+         json::array({{{"name", "ok"}},
+                      {{"name", "bad"}, {"resources", Limits({{"nvidia.com/gpu", "-2"}})}}})}}}};
   r = ParsePodRequest(pod2);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "container \"bad\": nvidia.com/gpu must be an integer 0..2147483647, got \"-2\"");
+  EXPECT_EQ(r.status().message(),
+            "container \"bad\": nvidia.com/gpu must be an integer 0..2147483647, got \"-2\"");
 }
 
 TEST(ParsePodRequestTest, Annotations) {
@@ -360,7 +397,8 @@ TEST(ParsePodRequestTest, Annotations) {
   EXPECT_FALSE(GpuUuidAllowed(*r, "GPU-c"));
 
   // Defaults: no lists, no NUMA binding, policies unset (the cluster default applies).
-  Result<PodRequest> plain = ParsePodRequest(PodWith(nullptr, {{"hami.io/gpu-scheduler-policy", ""}}));
+  Result<PodRequest> plain =
+      ParsePodRequest(PodWith(nullptr, {{"hami.io/gpu-scheduler-policy", ""}}));
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->use_types.empty());
   EXPECT_FALSE(plain->numa_bind);
@@ -417,9 +455,10 @@ TEST(ParsePodRequestTest, UnparsableBooleansWarnLikeHami) {
   Result<PodRequest> r = ParsePodRequest(PodWith(nullptr, {{"nvidia.com/numa-bind", "yes"}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->numa_bind);
-  EXPECT_EQ(r->warnings, (std::vector<std::string>{
-                             "annotation nvidia.com/numa-bind \"yes\" is not a boolean (1, t, true, 0, "
-                             "f, false, …); it counts as false, as in HAMi"}));
+  EXPECT_EQ(r->warnings,
+            (std::vector<std::string>{
+                "annotation nvidia.com/numa-bind \"yes\" is not a boolean (1, t, true, 0, "
+                "f, false, …); it counts as false, as in HAMi"}));
 }
 
 TEST(ParsePodRequestTest, VgpuModeAndWeights) {
@@ -433,9 +472,10 @@ TEST(ParsePodRequestTest, VgpuModeAndWeights) {
   Result<PodRequest> mig = ParsePodRequest(PodWith(nullptr, {{"nvidia.com/vgpu-mode", "mig"}}));
   ASSERT_TRUE(mig.ok());
   EXPECT_EQ(mig->vgpu_mode, "mig");
-  EXPECT_EQ(mig->warnings, (std::vector<std::string>{
-                               "annotation nvidia.com/vgpu-mode \"mig\": fracgpu GPUs run in hami-core "
-                               "mode only, so no GPU matches and the pod will stay Pending"}));
+  EXPECT_EQ(mig->warnings,
+            (std::vector<std::string>{
+                "annotation nvidia.com/vgpu-mode \"mig\": fracgpu GPUs run in hami-core "
+                "mode only, so no GPU matches and the pod will stay Pending"}));
 }
 
 TEST(ParsePodRequestTest, BadAnnotationsTable) {
@@ -444,19 +484,24 @@ TEST(ParsePodRequestTest, BadAnnotationsTable) {
       {"numa-bind bool", ann("nvidia.com/numa-bind", true),
        "annotation nvidia.com/numa-bind must be a string, got true"},
       {"node policy unknown", ann("hami.io/node-scheduler-policy", "foo"),
-       "annotation hami.io/node-scheduler-policy: unknown node policy \"foo\" (want binpack or spread)"},
+       "annotation hami.io/node-scheduler-policy: unknown node policy \"foo\" (want binpack or "
+       "spread)"},
       {"node policy topology", ann("hami.io/node-scheduler-policy", "topology-aware"),
-       "annotation hami.io/node-scheduler-policy: unknown node policy \"topology-aware\" (want binpack or spread)"},
+       "annotation hami.io/node-scheduler-policy: unknown node policy \"topology-aware\" (want "
+       "binpack or spread)"},
       {"gpu policy unknown in a chain", ann("hami.io/gpu-scheduler-policy", "binpack,nuna"),
-       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"nuna\" in \"binpack,nuna\" (a list "
+       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"nuna\" in \"binpack,nuna\" "
+       "(a list "
        "takes binpack, spread, numa, mutex and topology-aware)"},
       {"gpu policy fragmentation-aware in a chain",
        ann("hami.io/gpu-scheduler-policy", "fragmentation-aware,numa"),
        "annotation hami.io/gpu-scheduler-policy: GPU policy \"fragmentation-aware,numa\": "
        "fragmentation-aware is a policy of its own and cannot be part of a comma list"},
       {"gpu policy case", ann("hami.io/gpu-scheduler-policy", "Binpack"),
-       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"Binpack\" (want binpack, spread, "
-       "topology-aware, fragmentation-aware, mutex, numa, or a comma list of binpack, spread, numa, "
+       "annotation hami.io/gpu-scheduler-policy: unknown GPU policy \"Binpack\" (want binpack, "
+       "spread, "
+       "topology-aware, fragmentation-aware, mutex, numa, or a comma list of binpack, spread, "
+       "numa, "
        "mutex and topology-aware)"},
       // HAMi v2.10.0 ParseDeviceScoringWeights fails Filter on each of these.
       {"weights two entries", ann("hami.io/device-scoring-weights", "slot=1,core=1"),
@@ -485,15 +530,17 @@ TEST(ParsePodRequestTest, BadAnnotationsTable) {
 }
 
 TEST(ParsePodRequestTest, SliceKeysAsAnnotationsWarn) {
-  Result<PodRequest> r = ParsePodRequest(
-      PodWith(nullptr, {{"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpu", "1"}}));
+  Result<PodRequest> r =
+      ParsePodRequest(PodWith(nullptr, {{"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpu", "1"}}));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->UsesGpu());
-  EXPECT_EQ(r->warnings,
-            (std::vector<std::string>{
-                "annotation nvidia.com/gpu has no effect: GPU resources belong in each container's resources.limits",
-                "annotation nvidia.com/gpumem has no effect: GPU resources belong in each container's "
-                "resources.limits"}));
+  EXPECT_EQ(
+      r->warnings,
+      (std::vector<std::string>{
+          "annotation nvidia.com/gpu has no effect: GPU resources belong in each container's "
+          "resources.limits",
+          "annotation nvidia.com/gpumem has no effect: GPU resources belong in each container's "
+          "resources.limits"}));
 }
 
 json PodWithEnv(json resources, json env) {
@@ -533,11 +580,12 @@ TEST(ParsePodRequestTest, DisableControlLiteralOnly) {
                     {{"name", "CUDA_DISABLE_CONTROL"}, {"value", "false"}}}),
        false},
       {"later valueFrom hides a literal", gpu,
-       json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}}, from_secret}), std::nullopt},
-      {"no GPU: anything goes", nullptr, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "yes"}}}),
+       json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}}, from_secret}),
        std::nullopt},
-      {"no GPU: valid value kept", nullptr, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}}}),
-       true},
+      {"no GPU: anything goes", nullptr,
+       json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "yes"}}}), std::nullopt},
+      {"no GPU: valid value kept", nullptr,
+       json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}}}), true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -548,9 +596,10 @@ TEST(ParsePodRequestTest, DisableControlLiteralOnly) {
   Result<PodRequest> w = ParsePodRequest(
       PodWithEnv(gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "yes"}}})));
   ASSERT_TRUE(w.ok());
-  EXPECT_EQ(w->warnings, (std::vector<std::string>{
-                             "container \"train\": env CUDA_DISABLE_CONTROL \"yes\" is not a boolean "
-                             "(1, t, true, 0, f, false, …); isolation stays on"}));
+  EXPECT_EQ(w->warnings,
+            (std::vector<std::string>{
+                "container \"train\": env CUDA_DISABLE_CONTROL \"yes\" is not a boolean "
+                "(1, t, true, 0, f, false, …); isolation stays on"}));
   const std::string p = "container \"train\": ";
   ExpectBad({
       {"number", PodWithEnv(gpu, json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", 1}}})),
@@ -570,7 +619,8 @@ TEST(ParsePodRequestTest, CustomResourceNames) {
   EXPECT_EQ(r->containers[0].mem_mib, 2000);
   Result<PodRequest> bad = ParsePodRequest(PodWith(Limits({{"example.com/vcores", "101"}})), names);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "container \"train\": example.com/vcores must be an integer 0..100, got \"101\"");
+  EXPECT_EQ(bad.status().message(),
+            "container \"train\": example.com/vcores must be an integer 0..100, got \"101\"");
 }
 
 TEST(ContainerRequestTest, MemOnAndWholeCards) {
@@ -608,7 +658,8 @@ TEST(PolicyNamesTest, RoundTripAndErrors) {
     EXPECT_FALSE(ParseNodePolicy(bad).ok()) << bad;
     EXPECT_FALSE(ParseGpuPolicy(bad).ok()) << bad;
   }
-  EXPECT_EQ(ParseNodePolicy("x").status().message(), "unknown node policy \"x\" (want binpack or spread)");
+  EXPECT_EQ(ParseNodePolicy("x").status().message(),
+            "unknown node policy \"x\" (want binpack or spread)");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Tests of src/core/score.h: HAMi's per-GPU and node scores (docs/design/hami-behaviour.md §3.5 step 4),
-// the GPU try-order of each policy (§3.6 "GPU sort order"), the topology-aware choice, node
-// choice and the extender's 0–10 mapping. Expected values are worked out by hand.
+// Tests of src/core/score.h: HAMi's per-GPU and node scores (docs/design/hami-behaviour.md §3.5
+// step 4), the GPU try-order of each policy (§3.6 "GPU sort order"), the topology-aware choice,
+// node choice and the extender's 0–10 mapping. Expected values are worked out by hand.
 
 #include "core/score.h"
 
@@ -20,8 +20,8 @@ std::string Name(int i) {
   return s;
 }
 
-DeviceInfo Dev(const std::string& uuid, int64_t mem = 32768, int32_t numa = 0,
-               int32_t count = 10, int32_t devcore = 100) {
+DeviceInfo Dev(const std::string& uuid, int64_t mem = 32768, int32_t numa = 0, int32_t count = 10,
+               int32_t devcore = 100) {
   DeviceInfo d;
   d.uuid = uuid;
   d.devmem_mib = mem;

@@ -1,6 +1,7 @@
 #include "core/status.h"
 
 #include <gtest/gtest.h>
+
 #include <string>
 
 namespace fracgpu {

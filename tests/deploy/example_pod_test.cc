@@ -2,8 +2,8 @@
 // `fracgpu scheduler`'s webhook at the path deploy/webhook.yaml registers (over real HTTP), as
 // the API server would send it; and the extender verbs of the KubeSchedulerConfiguration are
 // routes the scheduler serves.
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "certs/pki.h"
 #include "manifest_check.h"
@@ -38,7 +38,8 @@ class ExamplePodTest : public ::testing::Test {
     // The scheduler as deploy/scheduler.yaml runs it (its name and users), on plain HTTP.
     YAML::Node dep = FindObject(bundle_, "Deployment", "fracgpu-scheduler");
     std::vector<std::string> args;
-    for (const auto& a : dep["spec"]["template"]["spec"]["containers"][0]["args"]) args.push_back(a.as<std::string>());
+    for (const auto& a : dep["spec"]["template"]["spec"]["containers"][0]["args"])
+      args.push_back(a.as<std::string>());
     auto parsed = ParseFracgpuArgs(args);
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
     scheduler::SchedulerOptions o;
@@ -78,9 +79,10 @@ TEST_F(ExamplePodTest, SamplePodIsAdmittedAndSentToOurScheduler) {
                    {"name", pod["metadata"]["name"]},
                    {"userInfo", {{"username", "alice"}}},
                    {"object", pod}}}};
-  YAML::Node hook = FindObject(bundle_, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0];
-  std::string path = hook["clientConfig"]["service"]["path"].as<std::string>() + "?timeout=" +
-                     hook["timeoutSeconds"].as<std::string>() + "s";
+  YAML::Node hook =
+      FindObject(bundle_, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0];
+  std::string path = hook["clientConfig"]["service"]["path"].as<std::string>() +
+                     "?timeout=" + hook["timeoutSeconds"].as<std::string>() + "s";
   auto r = http_->Post(path, review.dump(), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -102,23 +104,29 @@ TEST_F(ExamplePodTest, SamplePodIsAdmittedAndSentToOurScheduler) {
 }
 
 TEST_F(ExamplePodTest, ExtenderVerbsAreRoutesOfTheScheduler) {
-  YAML::Node ksc = YAML::Load(FindObject(bundle_, "ConfigMap", "fracgpu-kube-scheduler-config")["data"]["config.yaml"].as<std::string>());
+  YAML::Node ksc = YAML::Load(
+      FindObject(bundle_, "ConfigMap", "fracgpu-kube-scheduler-config")["data"]["config.yaml"]
+          .as<std::string>());
   const YAML::Node e = ksc["extenders"][0];
   json pod = {{"metadata", {{"name", "p"}, {"namespace", "default"}, {"uid", "u1"}}},
               {"spec", {{"containers", json::array({{{"name", "c"}}})}}}};
   for (const char* verb : {"filterVerb", "prioritizeVerb"}) {
-    auto r = http_->Post("/" + e[verb].as<std::string>(), json({{"Pod", pod}, {"NodeNames", json::array({"n1"})}}).dump(),
+    auto r = http_->Post("/" + e[verb].as<std::string>(),
+                         json({{"Pod", pod}, {"NodeNames", json::array({"n1"})}}).dump(),
                          "application/json");
     ASSERT_TRUE(r) << verb;
     EXPECT_EQ(r->status, 200) << verb << ": " << r->body;
     EXPECT_TRUE(json::accept(r->body)) << r->body;
   }
-  auto bind = http_->Post("/" + e["bindVerb"].as<std::string>(),
-                          json({{"PodName", "p"}, {"PodNamespace", "default"}, {"PodUID", "u1"}, {"Node", "n1"}}).dump(),
-                          "application/json");
+  auto bind = http_->Post(
+      "/" + e["bindVerb"].as<std::string>(),
+      json({{"PodName", "p"}, {"PodNamespace", "default"}, {"PodUID", "u1"}, {"Node", "n1"}})
+          .dump(),
+      "application/json");
   ASSERT_TRUE(bind);
   EXPECT_EQ(bind->status, 200) << bind->body;
-  EXPECT_TRUE(json::parse(bind->body).contains("Error")) << bind->body;  // no API client here: an Error, not a 404
+  EXPECT_TRUE(json::parse(bind->body).contains("Error"))
+      << bind->body;  // no API client here: an Error, not a 404
 }
 
 }  // namespace

@@ -53,8 +53,9 @@ std::vector<std::string> Words(const std::string& s) {
 TEST(DeployImage, CopySourcesExistAndInitContainerPathsAreInstalled) {
   auto ins = Instructions(Read(kSource + "/deploy/image/Dockerfile"));
   ASSERT_FALSE(ins.empty());
-  auto ignored = Words(Read(kSource + "/deploy/image/Dockerfile.dockerignore").substr(
-      Read(kSource + "/deploy/image/Dockerfile.dockerignore").find('\n') + 1));
+  auto ignored =
+      Words(Read(kSource + "/deploy/image/Dockerfile.dockerignore")
+                .substr(Read(kSource + "/deploy/image/Dockerfile.dockerignore").find('\n') + 1));
   std::set<std::string> final_stage_dests;
   int stages = 0, copies = 0;
   for (const auto& [op, rest] : ins) {
@@ -76,7 +77,8 @@ TEST(DeployImage, CopySourcesExistAndInitContainerPathsAreInstalled) {
       EXPECT_TRUE(fs::exists(kSource + "/" + src)) << "COPY source " << src << " does not exist";
       for (const auto& ig : ignored) {
         if (ig[0] == '#') continue;
-        EXPECT_NE(src.rfind(ig, 0), 0u) << "COPY source " << src << " is excluded by Dockerfile.dockerignore (" << ig << ")";
+        EXPECT_NE(src.rfind(ig, 0), 0u)
+            << "COPY source " << src << " is excluded by Dockerfile.dockerignore (" << ig << ")";
       }
     }
   }
@@ -85,7 +87,8 @@ TEST(DeployImage, CopySourcesExistAndInitContainerPathsAreInstalled) {
   // The init container runs the install script on the library, both from the final stage.
   auto b = LoadDeploy(kSource + "/deploy");
   ASSERT_TRUE(b.ok());
-  YAML::Node init = FindObject(*b, "DaemonSet", "fracgpu-device-plugin")["spec"]["template"]["spec"]["initContainers"][0];
+  YAML::Node init = FindObject(
+      *b, "DaemonSet", "fracgpu-device-plugin")["spec"]["template"]["spec"]["initContainers"][0];
   EXPECT_TRUE(final_stage_dests.count(init["command"][0].as<std::string>())) << init["command"][0];
   EXPECT_TRUE(final_stage_dests.count(init["command"][1].as<std::string>())) << init["command"][1];
   EXPECT_TRUE(final_stage_dests.count("/usr/local/bin/fracgpu"));
@@ -113,8 +116,9 @@ TEST(DeployImage, BuildStageTargetsAndOutputsExist) {
 class InstallScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("deploy-install-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("deploy-install-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "image");
     std::ofstream(dir_ / "image/libvgpu.so") << "ELF v1";
@@ -122,7 +126,8 @@ class InstallScriptTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   // Runs the script; returns its exit status.
   int Run(const std::string& args) {
-    std::string cmd = "sh " + kSource + "/deploy/image/install-vgpu.sh " + args + " >/dev/null 2>&1";
+    std::string cmd =
+        "sh " + kSource + "/deploy/image/install-vgpu.sh " + args + " >/dev/null 2>&1";
     int st = std::system(cmd.c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }

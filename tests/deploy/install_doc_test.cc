@@ -51,7 +51,8 @@ class InstallDoc : public ::testing::Test {
 
   bool HasObject(const std::string& kind, const std::string& name, const std::string& ns) {
     for (const auto& o : ObjectsOfKind(b_, kind)) {
-      if (o["metadata"]["name"].as<std::string>() == name && (ns.empty() || o["metadata"]["namespace"].as<std::string>() == ns)) {
+      if (o["metadata"]["name"].as<std::string>() == name &&
+          (ns.empty() || o["metadata"]["namespace"].as<std::string>() == ns)) {
         return true;
       }
     }
@@ -64,25 +65,31 @@ class InstallDoc : public ::testing::Test {
     std::vector<std::string> args = w;
     if (args[0] == "sudo") args.erase(args.begin());
     const std::string& cmd = args[0];
-    if (cmd == "cd") return fs::is_directory(kSource + "/" + args[1]) || args[1] == ".." ? "" : "no folder " + args[1];
+    if (cmd == "cd")
+      return fs::is_directory(kSource + "/" + args[1]) || args[1] == ".." ? ""
+                                                                          : "no folder " + args[1];
     if (cmd == "nvidia-ctk" || cmd == "systemctl") {
       ++external_;
       return "";
     }
     if (cmd == "docker") {
-      if (args[1] == "push") return args[2] == built_tag_ ? "" : "pushes " + args[2] + ", not the tag built";
+      if (args[1] == "push")
+        return args[2] == built_tag_ ? "" : "pushes " + args[2] + ", not the tag built";
       for (size_t i = 1; i + 1 < args.size(); ++i) {
-        if (args[i] == "-f" && !fs::exists(kSource + "/" + args[i + 1])) return "no Dockerfile " + args[i + 1];
+        if (args[i] == "-f" && !fs::exists(kSource + "/" + args[i + 1]))
+          return "no Dockerfile " + args[i + 1];
         if (args[i] == "-t") built_tag_ = args[i + 1];
       }
-      return args.back() == "." ? "" : "docker build must run from the repository root with context .";
+      return args.back() == "." ? ""
+                                : "docker build must run from the repository root with context .";
     }
     if (cmd == "kustomize") {
       // kustomize edit set image fracgpu=<ref> (run inside deploy/)
       std::string ref = args.back();
       std::string name = ref.substr(0, ref.find('='));
       bool mapped = false;
-      for (const auto& i : b_.kustomization["images"]) mapped |= i["name"].as<std::string>() == name;
+      for (const auto& i : b_.kustomization["images"])
+        mapped |= i["name"].as<std::string>() == name;
       return mapped ? "" : "image " + name + " is not an image of kustomization.yaml";
     }
     if (cmd == "rm") {
@@ -100,21 +107,27 @@ class InstallDoc : public ::testing::Test {
       // A target of the repository's Makefile (e.g. `make image`).
       std::ifstream mk(kSource + "/Makefile");
       std::string text((std::istreambuf_iterator<char>(mk)), std::istreambuf_iterator<char>());
-      return args.size() == 2 && text.find("\n" + args[1] + ":") != std::string::npos ? "" : "no Makefile target " + args.back();
+      return args.size() == 2 && text.find("\n" + args[1] + ":") != std::string::npos
+                 ? ""
+                 : "no Makefile target " + args.back();
     }
     if (cmd == "fracgpu" && args.size() >= 2 && args[1] == "kube-scheduler-manifest") {
       // Its behaviour per Kubernetes version is tested in tests/cli.
-      return args.size() == 4 && args[2] == "--server-version" ? "" : "kube-scheduler-manifest takes --server-version <v>";
+      return args.size() == 4 && args[2] == "--server-version"
+                 ? ""
+                 : "kube-scheduler-manifest takes --server-version <v>";
     }
     if (cmd == "fracgpu") {
       auto parsed = ParseFracgpuArgs(std::vector<std::string>(args.begin() + 1, args.end()));
       if (!parsed.ok()) return parsed.status().message();
       YAML::Node job = FindObject(b_, "Job", "fracgpu-certs");
       std::vector<std::string> job_args;
-      for (const auto& a : job["spec"]["template"]["spec"]["containers"][0]["args"]) job_args.push_back(a.as<std::string>());
+      for (const auto& a : job["spec"]["template"]["spec"]["containers"][0]["args"])
+        job_args.push_back(a.as<std::string>());
       auto job_parsed = ParseFracgpuArgs(job_args);
       for (const auto& [flag, value] : parsed->values) {
-        if (flag != "--kubeconfig" && job_parsed->Get(flag) != value) return flag + " differs from the Job's";
+        if (flag != "--kubeconfig" && job_parsed->Get(flag) != value)
+          return flag + " differs from the Job's";
       }
       ++fracgpu_;
       return "";
@@ -124,10 +137,13 @@ class InstallDoc : public ::testing::Test {
     for (size_t i = 1; i + 1 < args.size(); ++i) {
       if (args[i] == "-n") ns = args[i + 1];
     }
-    if (!ns.empty() && !HasObject("Namespace", ns, "")) return "namespace " + ns + " is not created by deploy/";
+    if (!ns.empty() && !HasObject("Namespace", ns, ""))
+      return "namespace " + ns + " is not created by deploy/";
     for (size_t i = 1; i + 1 < args.size(); ++i) {
-      if (args[i] == "-k" && !fs::exists(kSource + "/" + args[i + 1] + "/kustomization.yaml")) return "no kustomization in " + args[i + 1];
-      if (args[i] == "-f" && args[i + 1] != "-" && !fs::exists(kSource + "/" + args[i + 1])) return "no file " + args[i + 1];
+      if (args[i] == "-k" && !fs::exists(kSource + "/" + args[i + 1] + "/kustomization.yaml"))
+        return "no kustomization in " + args[i + 1];
+      if (args[i] == "-f" && args[i + 1] != "-" && !fs::exists(kSource + "/" + args[i + 1]))
+        return "no file " + args[i + 1];
     }
     static const std::map<std::string, std::string> kKinds = {
         {"job", "Job"}, {"deployment", "Deployment"}, {"daemonset", "DaemonSet"}};
@@ -135,14 +151,19 @@ class InstallDoc : public ::testing::Test {
       auto slash = a.find('/');
       if (slash == std::string::npos || a.find("--") == 0) continue;
       auto kind = kKinds.find(a.substr(0, slash));
-      if (kind != kKinds.end() && !HasObject(kind->second, a.substr(slash + 1), ns)) return a + " is not in deploy/ (namespace " + ns + ")";
+      if (kind != kKinds.end() && !HasObject(kind->second, a.substr(slash + 1), ns))
+        return a + " is not in deploy/ (namespace " + ns + ")";
     }
     if (args[1] == "label") {
       const YAML::Node sel = ds_["spec"]["template"]["spec"]["nodeSelector"];
       std::string l = args.back();
-      if (l.back() == '-') return sel[l.substr(0, l.size() - 1)] ? "" : "removes a label the DaemonSet does not select on";
+      if (l.back() == '-')
+        return sel[l.substr(0, l.size() - 1)] ? ""
+                                              : "removes a label the DaemonSet does not select on";
       auto eq = l.find('=');
-      return sel[l.substr(0, eq)] && sel[l.substr(0, eq)].as<std::string>() == l.substr(eq + 1) ? "" : "label " + l + " is not the DaemonSet's nodeSelector";
+      return sel[l.substr(0, eq)] && sel[l.substr(0, eq)].as<std::string>() == l.substr(eq + 1)
+                 ? ""
+                 : "label " + l + " is not the DaemonSet's nodeSelector";
     }
     if (args[1] == "get" && Has(args, "--raw")) {
       ++kubectl_;
@@ -156,7 +177,9 @@ class InstallDoc : public ::testing::Test {
     ++kubectl_;
     return "";
   }
-  static bool Has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+  static bool Has(const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  }
 
   Bundle b_;
   YAML::Node ds_;
@@ -180,14 +203,16 @@ TEST_F(InstallDoc, EveryCommandRefersToWhatExists) {
       rest = rest.substr(pos + (rest.compare(pos, 2, "&&") == 0 ? 2 : 1));
     }
   }
-  EXPECT_EQ(fracgpu_, 1);      // the manual `fracgpu certs`
-  EXPECT_EQ(external_, 2);     // nvidia-ctk, systemctl
+  EXPECT_EQ(fracgpu_, 1);   // the manual `fracgpu certs`
+  EXPECT_EQ(external_, 2);  // nvidia-ctk, systemctl
   EXPECT_GE(kubectl_, 11);
 }
 
 TEST_F(InstallDoc, CheckerCatchesAWrongCommand) {
   EXPECT_NE(CheckCommand(Words("kubectl apply -k deploy/typo/")), "");
-  EXPECT_NE(CheckCommand(Words("kubectl -n fracgpu-system rollout status deployment/fracgpu-schedular")), "");
+  EXPECT_NE(
+      CheckCommand(Words("kubectl -n fracgpu-system rollout status deployment/fracgpu-schedular")),
+      "");
   EXPECT_NE(CheckCommand(Words("kubectl label node n1 nvidia=yes")), "");
   EXPECT_NE(CheckCommand(Words("fracgpu certs --namespace=other")), "");
   EXPECT_NE(CheckCommand(Words("fracgpu certs --no-such-flag")), "");

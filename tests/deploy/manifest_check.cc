@@ -18,7 +18,6 @@
 #include "manifest_check.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -42,8 +41,11 @@ namespace fracgpu::deploytest {
 namespace fs = std::filesystem;
 namespace {
 
-const std::set<std::string> kClusterScoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
-                                              "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+const std::set<std::string> kClusterScoped = {"Namespace",
+                                              "ClusterRole",
+                                              "ClusterRoleBinding",
+                                              "MutatingWebhookConfiguration",
+                                              "ValidatingAdmissionPolicy",
                                               "ValidatingAdmissionPolicyBinding"};
 
 std::string S(const YAML::Node& n) {
@@ -74,7 +76,9 @@ std::vector<std::string> Strings(const YAML::Node& n) {
   }
   return out;
 }
-bool Has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 // host:port → port ("" when malformed).
 std::string PortOf(const std::string& bind) {
@@ -95,10 +99,12 @@ std::vector<Pod> Pods(const Bundle& b) {
   for (const auto& m : b.objects) {
     std::string kind = Kind(m.node);
     YAML::Node tmpl(YAML::NodeType::Undefined);
-    if (kind == "Deployment" || kind == "DaemonSet" || kind == "Job") tmpl.reset(At(m.node, {"spec", "template"}));
+    if (kind == "Deployment" || kind == "DaemonSet" || kind == "Job")
+      tmpl.reset(At(m.node, {"spec", "template"}));
     if (kind == "CronJob") tmpl.reset(At(m.node, {"spec", "jobTemplate", "spec", "template"}));
     if (!tmpl.IsDefined() || tmpl.IsNull()) continue;
-    out.push_back({m.file, kind + "/" + Name(m.node), Ns(m.node), At(tmpl, {"metadata", "labels"}), At(tmpl, {"spec"})});
+    out.push_back({m.file, kind + "/" + Name(m.node), Ns(m.node), At(tmpl, {"metadata", "labels"}),
+                   At(tmpl, {"spec"})});
   }
   return out;
 }
@@ -116,7 +122,9 @@ std::vector<YAML::Node> Containers(const YAML::Node& spec, bool with_init = true
 }
 
 std::vector<std::string> Args(const YAML::Node& c) { return Strings(At(c, {"args"})); }
-bool IsFracgpu(const YAML::Node& c) { return S(c, "image") == "fracgpu" && !At(c, {"command"}).IsDefined(); }
+bool IsFracgpu(const YAML::Node& c) {
+  return S(c, "image") == "fracgpu" && !At(c, {"command"}).IsDefined();
+}
 
 // The keys each Secret the `fracgpu certs` Job writes carries (src/certs/reconcile.h).
 std::map<std::string, std::set<std::string>> ProducedSecrets(const Bundle& b) {
@@ -129,7 +137,8 @@ std::map<std::string, std::set<std::string>> ProducedSecrets(const Bundle& b) {
       auto parsed = ParseFracgpuArgs(args);
       if (!parsed.ok()) continue;
       out[pod.ns + "/" + parsed->Get("--secret-name")] = {"tls.crt", "tls.key", "ca.crt", "ca.key"};
-      if (!parsed->Get("--signing-key-secret").empty()) out[pod.ns + "/" + parsed->Get("--signing-key-secret")] = {"key"};
+      if (!parsed->Get("--signing-key-secret").empty())
+        out[pod.ns + "/" + parsed->Get("--signing-key-secret")] = {"key"};
     }
   }
   for (const auto& s : ObjectsOfKind(b, "Secret")) {
@@ -145,8 +154,8 @@ std::map<std::string, std::set<std::string>> ProducedSecrets(const Bundle& b) {
 
 // The file content a mount provides at `path` in container `c` of `pod`: "" with *ok=false
 // when no mount provides it; for Secrets the content is unknown ("" with *ok=true).
-std::string ProvidedFile(const Bundle& b, const Pod& pod, const YAML::Node& c, const std::string& path, bool* ok,
-                         std::string* why) {
+std::string ProvidedFile(const Bundle& b, const Pod& pod, const YAML::Node& c,
+                         const std::string& path, bool* ok, std::string* why) {
   *ok = false;
   const YAML::Node mounts = At(c, {"volumeMounts"});
   for (const auto& m : mounts.IsSequence() ? mounts : YAML::Node(YAML::NodeType::Sequence)) {
@@ -210,7 +219,8 @@ std::string HostPathAt(const Pod& pod, const YAML::Node& c, const std::string& d
   for (const auto& m : mounts) {
     if (S(m, "mountPath") != dir) continue;
     for (const auto& v : pod.spec["volumes"]) {
-      if (S(v, "name") == S(m, "name") && v["hostPath"].IsDefined()) return S(v["hostPath"], "path");
+      if (S(v, "name") == S(m, "name") && v["hostPath"].IsDefined())
+        return S(v["hostPath"], "path");
     }
   }
   return "";
@@ -277,7 +287,9 @@ class Checker {
   }
 
  private:
-  void Problem(const std::string& where, const std::string& what) { problems_.push_back(where + ": " + what); }
+  void Problem(const std::string& where, const std::string& what) {
+    problems_.push_back(where + ": " + what);
+  }
 
   void Kustomization() {
     auto listed = Strings(b_.kustomization["resources"]);
@@ -285,11 +297,14 @@ class Checker {
       if (!Has(listed, f)) Problem("kustomization.yaml", "resources does not list " + f);
     }
     for (const auto& f : listed) {
-      if (!Has(b_.yaml_files, f)) Problem("kustomization.yaml", "resources lists " + f + ", which is not a file of deploy/");
+      if (!Has(b_.yaml_files, f))
+        Problem("kustomization.yaml", "resources lists " + f + ", which is not a file of deploy/");
     }
     bool image = false;
-    for (const auto& i : b_.kustomization["images"]) image |= S(i, "name") == "fracgpu" && !S(i, "newName").empty();
-    if (!image) Problem("kustomization.yaml", "images does not map image \"fracgpu\" to a registry name");
+    for (const auto& i : b_.kustomization["images"])
+      image |= S(i, "name") == "fracgpu" && !S(i, "newName").empty();
+    if (!image)
+      Problem("kustomization.yaml", "images does not map image \"fracgpu\" to a registry name");
   }
 
   void Objects() {
@@ -313,10 +328,14 @@ class Checker {
     const std::string where = pod.file + ": " + pod.owner;
     std::string sa = S(pod.spec, "serviceAccountName");
     bool sa_found = false;
-    for (const auto& a : ObjectsOfKind(b_, "ServiceAccount")) sa_found |= Name(a) == sa && Ns(a) == pod.ns;
-    if (!sa_found) Problem(where, "serviceAccountName \"" + sa + "\" is not a ServiceAccount in " + pod.ns);
+    for (const auto& a : ObjectsOfKind(b_, "ServiceAccount"))
+      sa_found |= Name(a) == sa && Ns(a) == pod.ns;
+    if (!sa_found)
+      Problem(where, "serviceAccountName \"" + sa + "\" is not a ServiceAccount in " + pod.ns);
     if (S(pod.labels, "hami.io/webhook") != "ignore") {
-      Problem(where, "pod label hami.io/webhook: ignore is missing (fracgpu's own pods opt out of its webhook)");
+      Problem(where,
+              "pod label hami.io/webhook: ignore is missing (fracgpu's own pods opt out of its "
+              "webhook)");
     }
     auto produced = ProducedSecrets(b_);
     std::set<std::string> volumes;
@@ -330,12 +349,14 @@ class Checker {
           if (Name(o) == name && Ns(o) == pod.ns) cm.reset(o);
         }
         if (!cm.IsDefined()) {
-          Problem(where, "volume " + S(v, "name") + ": ConfigMap " + name + " does not exist in " + pod.ns);
+          Problem(where, "volume " + S(v, "name") + ": ConfigMap " + name + " does not exist in " +
+                             pod.ns);
           continue;
         }
         for (const auto& item : v["configMap"]["items"]) {
           if (!At(cm, {"data", S(item, "key").c_str()}).IsDefined()) {
-            Problem(where, "volume " + S(v, "name") + ": ConfigMap " + name + " has no key " + S(item, "key"));
+            Problem(where, "volume " + S(v, "name") + ": ConfigMap " + name + " has no key " +
+                               S(item, "key"));
           }
         }
       }
@@ -343,13 +364,15 @@ class Checker {
         std::string name = S(v["secret"], "secretName");
         auto it = produced.find(pod.ns + "/" + name);
         if (it == produced.end()) {
-          Problem(where, "volume " + S(v, "name") + ": Secret " + name +
-                             " is neither defined in deploy/ nor written by the `fracgpu certs` Job");
+          Problem(where,
+                  "volume " + S(v, "name") + ": Secret " + name +
+                      " is neither defined in deploy/ nor written by the `fracgpu certs` Job");
           continue;
         }
         for (const auto& item : v["secret"]["items"]) {
           if (!it->second.count(S(item, "key"))) {
-            Problem(where, "volume " + S(v, "name") + ": Secret " + name + " has no key " + S(item, "key"));
+            Problem(where, "volume " + S(v, "name") + ": Secret " + name + " has no key " +
+                               S(item, "key"));
           }
         }
       }
@@ -357,7 +380,8 @@ class Checker {
     for (const auto& c : Containers(pod.spec)) {
       const std::string cw = where + " container " + S(c, "name");
       for (const auto& m : At(c, {"volumeMounts"})) {
-        if (!volumes.count(S(m, "name"))) Problem(cw, "volumeMount " + S(m, "name") + " names no volume");
+        if (!volumes.count(S(m, "name")))
+          Problem(cw, "volumeMount " + S(m, "name") + " names no volume");
       }
       for (const char* probe : {"readinessProbe", "livenessProbe", "startupProbe"}) {
         for (const char* kind : {"httpGet", "tcpSocket", "grpc"}) {
@@ -365,7 +389,8 @@ class Checker {
           if (!port.IsDefined()) continue;
           std::string p = S(port);
           bool numeric = !p.empty() && std::all_of(p.begin(), p.end(), ::isdigit);
-          if (!numeric && !DeclaresPort(c, p)) Problem(cw, std::string(probe) + " uses port " + p + ", not declared");
+          if (!numeric && !DeclaresPort(c, p))
+            Problem(cw, std::string(probe) + " uses port " + p + ", not declared");
           if (numeric && IsFracgpu(c) && !DeclaresPort(c, p)) {
             Problem(cw, std::string(probe) + " uses port " + p + ", not declared");
           }
@@ -374,9 +399,11 @@ class Checker {
       if (IsFracgpu(c)) {
         auto args = Args(c);
         auto parsed = ParseFracgpuArgs(args);
-        if (!parsed.ok()) Problem(cw, "args do not parse as `fracgpu` flags: " + parsed.status().message());
+        if (!parsed.ok())
+          Problem(cw, "args do not parse as `fracgpu` flags: " + parsed.status().message());
       }
-      if (S(c, "image") == "fracgpu" && At(c, {"command"}).IsDefined()) InstallContainer(pod, c, cw);
+      if (S(c, "image") == "fracgpu" && At(c, {"command"}).IsDefined())
+        InstallContainer(pod, c, cw);
     }
   }
 
@@ -387,7 +414,8 @@ class Checker {
       Problem(cw, "command must be /usr/local/bin/fracgpu-install-vgpu SOURCE DEST");
       return;
     }
-    if (HostPathAt(pod, c, cmd[2]).empty()) Problem(cw, "install destination " + cmd[2] + " is not a hostPath mount");
+    if (HostPathAt(pod, c, cmd[2]).empty())
+      Problem(cw, "install destination " + cmd[2] + " is not a hostPath mount");
     install_dest_ = cmd[2];
     install_source_ = cmd[1];
   }
@@ -408,7 +436,8 @@ class Checker {
   void ListenPort(const Running& r, const std::string& port, const std::string& flag) {
     const std::string cw = r.pod.file + ": " + r.pod.owner + " container " + S(r.container, "name");
     if (port.empty() || !DeclaresPort(r.container, port)) {
-      Problem(cw, flag + " listens on port \"" + port + "\", which is not a declared containerPort");
+      Problem(cw,
+              flag + " listens on port \"" + port + "\", which is not a declared containerPort");
     }
   }
 
@@ -416,17 +445,24 @@ class Checker {
     const std::string cw = r.pod.file + ": " + r.pod.owner + " container " + S(r.container, "name");
     std::string host = HostPathAt(r.pod, r.container, dir);
     if (host != dir) {
-      Problem(cw, flag + " needs host directory " + dir + " mounted at the same path (found \"" + host + "\")");
+      Problem(cw, flag + " needs host directory " + dir + " mounted at the same path (found \"" +
+                      host + "\")");
     }
   }
 
-  std::string Sa(const Pod& pod) { return "system:serviceaccount:" + pod.ns + ":" + S(pod.spec, "serviceAccountName"); }
+  std::string Sa(const Pod& pod) {
+    return "system:serviceaccount:" + pod.ns + ":" + S(pod.spec, "serviceAccountName");
+  }
 
   void FracgpuContainers() {
     auto schedulers = RunningSub(b_, "scheduler");
     auto plugins = RunningSub(b_, "device-plugin");
-    if (schedulers.size() != 1) Problem("deploy", "expected one `fracgpu scheduler` container, found " + std::to_string(schedulers.size()));
-    if (plugins.size() != 1) Problem("deploy", "expected one `fracgpu device-plugin` container, found " + std::to_string(plugins.size()));
+    if (schedulers.size() != 1)
+      Problem("deploy", "expected one `fracgpu scheduler` container, found " +
+                            std::to_string(schedulers.size()));
+    if (plugins.size() != 1)
+      Problem("deploy", "expected one `fracgpu device-plugin` container, found " +
+                            std::to_string(plugins.size()));
     for (const auto& r : schedulers) {
       const std::string cw = r.pod.file + ": " + r.pod.owner;
       ListenPort(r, PortOf(r.args.Get("--http-bind")), "--http-bind");
@@ -438,7 +474,8 @@ class Checker {
       scheduler_port_ = PortOf(r.args.Get("--http-bind"));
       scheduler_port_name_ = PortName(r.container, scheduler_port_);
       if (r.args.Get("--scheduler-user") != Sa(r.pod)) {
-        Problem(cw, "--scheduler-user \"" + r.args.Get("--scheduler-user") + "\" is not this pod's account " + Sa(r.pod));
+        Problem(cw, "--scheduler-user \"" + r.args.Get("--scheduler-user") +
+                        "\" is not this pod's account " + Sa(r.pod));
       }
       for (const auto& p : plugins) {
         if (r.args.Get("--device-plugin-user") != Sa(p.pod)) {
@@ -448,14 +485,17 @@ class Checker {
       }
       if (r.args.values.count("--leader-elect") &&
           !Allowed(b_, r.pod.ns, S(r.pod.spec, "serviceAccountName"),
-                   {"update", "coordination.k8s.io", "leases", r.args.Get("--leader-elect-resource-namespace"),
+                   {"update", "coordination.k8s.io", "leases",
+                    r.args.Get("--leader-elect-resource-namespace"),
                     r.args.Get("--leader-elect-resource-name")})) {
-        Problem(cw, "--leader-elect: the account may not update Lease " + r.args.Get("--leader-elect-resource-namespace") +
-                        "/" + r.args.Get("--leader-elect-resource-name"));
+        Problem(cw, "--leader-elect: the account may not update Lease " +
+                        r.args.Get("--leader-elect-resource-namespace") + "/" +
+                        r.args.Get("--leader-elect-resource-name"));
       }
     }
     for (const auto& r : plugins) {
-      const std::string cw = r.pod.file + ": " + r.pod.owner + " container " + S(r.container, "name");
+      const std::string cw =
+          r.pod.file + ": " + r.pod.owner + " container " + S(r.container, "name");
       FileFlag(r, "--config-file");
       FileFlag(r, "--node-config");
       FileFlag(r, "--signature-key-file");
@@ -463,18 +503,22 @@ class Checker {
       std::string vgpu = r.args.Get("--hook-path") + "/vgpu";
       HostDir(r, vgpu, "--hook-path");
       if (!install_dest_.empty() && install_dest_ != vgpu) {
-        Problem(cw, "libvgpu.so is installed into " + install_dest_ + " but --hook-path expects " + vgpu);
+        Problem(cw, "libvgpu.so is installed into " + install_dest_ + " but --hook-path expects " +
+                        vgpu);
       }
       if (install_dest_.empty()) Problem(cw, "no init container installs libvgpu.so into " + vgpu);
-      if (S(At(r.container, {"securityContext", "privileged"})) != "true") Problem(cw, "must be privileged");
+      if (S(At(r.container, {"securityContext", "privileged"})) != "true")
+        Problem(cw, "must be privileged");
       if (r.args.Get("--scheduler-name") != scheduler_name_) {
-        Problem(cw, "--scheduler-name \"" + r.args.Get("--scheduler-name") + "\" differs from the scheduler's \"" +
-                        scheduler_name_ + "\"");
+        Problem(cw, "--scheduler-name \"" + r.args.Get("--scheduler-name") +
+                        "\" differs from the scheduler's \"" + scheduler_name_ + "\"");
       }
-      if (r.args.values.count("--allow-unsigned")) Problem(cw, "--allow-unsigned turns the signature lock off");
+      if (r.args.values.count("--allow-unsigned"))
+        Problem(cw, "--allow-unsigned turns the signature lock off");
       bool ok = false;
       std::string why;
-      std::string yaml = ProvidedFile(b_, r.pod, r.container, r.args.Get("--config-file"), &ok, &why);
+      std::string yaml =
+          ProvidedFile(b_, r.pod, r.container, r.args.Get("--config-file"), &ok, &why);
       if (ok) {
         auto config = deviceplugin::ParseDeviceConfigYaml(yaml);
         if (!config.ok()) {
@@ -482,16 +526,20 @@ class Checker {
         } else {
           device_config_ok_ = true;
           resources_ = config->resources;
-          std::string node_json = ProvidedFile(b_, r.pod, r.container, r.args.Get("--node-config"), &ok, &why);
+          std::string node_json =
+              ProvidedFile(b_, r.pod, r.container, r.args.Get("--node-config"), &ok, &why);
           if (ok) {
             auto node = deviceplugin::ApplyNodeOverrides(*config, node_json, "any-node");
-            if (!node.ok()) Problem(cw, "per-node config does not parse: " + node.status().message());
+            if (!node.ok())
+              Problem(cw, "per-node config does not parse: " + node.status().message());
           }
         }
       }
-      if (S(At(r.pod.spec, {"nodeSelector", "gpu"})) != "on") Problem(r.pod.file + ": " + r.pod.owner, "nodeSelector gpu: \"on\" is missing");
+      if (S(At(r.pod.spec, {"nodeSelector", "gpu"})) != "on")
+        Problem(r.pod.file + ": " + r.pod.owner, "nodeSelector gpu: \"on\" is missing");
     }
-    for (const auto& r : RunningSub(b_, "ui")) ListenPort(r, PortOf(r.args.Get("--http-bind")), "--http-bind");
+    for (const auto& r : RunningSub(b_, "ui"))
+      ListenPort(r, PortOf(r.args.Get("--http-bind")), "--http-bind");
     for (const auto& r : RunningSub(b_, "monitor")) {
       ListenPort(r, r.args.Get("--port"), "--port");
       HostDir(r, r.args.Get("--hook-path") + "/vgpu", "--hook-path");
@@ -501,7 +549,9 @@ class Checker {
         // The device plugin keeps the SM limiter's per-GPU files in <hook>/vgpu/node.
         const std::string want = r.args.Get("--hook-path") + "/vgpu/node";
         if (node_dir != want) {
-          Problem(r.pod.file + ": " + r.pod.owner, "--node-dir \"" + node_dir + "\" is not the device plugin's node directory " + want);
+          Problem(
+              r.pod.file + ": " + r.pod.owner,
+              "--node-dir \"" + node_dir + "\" is not the device plugin's node directory " + want);
         }
       }
     }
@@ -509,22 +559,27 @@ class Checker {
     if (certs.empty()) Problem("deploy", "no `fracgpu certs` Job");
     for (const auto& r : certs) {
       const std::string cw = r.pod.file + ": " + r.pod.owner;
-      if (r.args.Get("--namespace") != r.pod.ns) Problem(cw, "--namespace \"" + r.args.Get("--namespace") + "\" is not " + r.pod.ns);
+      if (r.args.Get("--namespace") != r.pod.ns)
+        Problem(cw, "--namespace \"" + r.args.Get("--namespace") + "\" is not " + r.pod.ns);
       if (!certs_service_.empty() && certs_service_ != r.args.Get("--service")) {
-        Problem(cw, "--service \"" + r.args.Get("--service") + "\" differs from the other `fracgpu certs` run's \"" +
-                        certs_service_ + "\"");
+        Problem(cw, "--service \"" + r.args.Get("--service") +
+                        "\" differs from the other `fracgpu certs` run's \"" + certs_service_ +
+                        "\"");
       }
       if (certs_service_.empty()) certs_service_ = r.args.Get("--service");
       for (const auto& hook : ObjectsOfKind(b_, "MutatingWebhookConfiguration")) {
         for (const auto& w : hook["webhooks"]) {
           if (S(At(w, {"clientConfig", "service", "name"})) != r.args.Get("--service")) {
-            Problem(cw, "--service \"" + r.args.Get("--service") + "\" is not the webhook's Service: the certificate's SANs would not match");
+            Problem(cw,
+                    "--service \"" + r.args.Get("--service") +
+                        "\" is not the webhook's Service: the certificate's SANs would not match");
           }
         }
       }
       certs_webhook_ = r.args.Get("--webhook-config");
       if (!FindObject(b_, "MutatingWebhookConfiguration", certs_webhook_).IsDefined()) {
-        Problem(cw, "--webhook-config \"" + certs_webhook_ + "\" is not a MutatingWebhookConfiguration of deploy/");
+        Problem(cw, "--webhook-config \"" + certs_webhook_ +
+                        "\" is not a MutatingWebhookConfiguration of deploy/");
       }
     }
   }
@@ -534,14 +589,16 @@ class Checker {
       const std::string where = "Service/" + Name(svc);
       std::vector<Pod> selected;
       for (const auto& pod : Pods(b_)) {
-        if (pod.ns == Ns(svc) && LabelsMatch(At(svc, {"spec", "selector"}), pod.labels)) selected.push_back(pod);
+        if (pod.ns == Ns(svc) && LabelsMatch(At(svc, {"spec", "selector"}), pod.labels))
+          selected.push_back(pod);
       }
       if (selected.empty()) {
         Problem(where, "selector matches no pod template");
         continue;
       }
       for (const auto& port : At(svc, {"spec", "ports"})) {
-        std::string target = S(port, "targetPort").empty() ? S(port, "port") : S(port, "targetPort");
+        std::string target =
+            S(port, "targetPort").empty() ? S(port, "port") : S(port, "targetPort");
         for (const auto& pod : selected) {
           bool found = false;
           for (const auto& c : Containers(pod.spec, false)) found |= DeclaresPort(c, target);
@@ -559,7 +616,8 @@ class Checker {
     }
     for (const auto& port : At(svc, {"spec", "ports"})) {
       std::string t = S(port, "targetPort");
-      if (t == scheduler_port_ || (!scheduler_port_name_.empty() && t == scheduler_port_name_)) return S(port, "port");
+      if (t == scheduler_port_ || (!scheduler_port_name_.empty() && t == scheduler_port_name_))
+        return S(port, "port");
     }
     return "";
   }
@@ -569,26 +627,33 @@ class Checker {
     if (hooks.size() != 1) Problem("deploy", "expected one MutatingWebhookConfiguration");
     for (const auto& cfg : hooks) {
       for (const auto& w : cfg["webhooks"]) {
-        const std::string where = "MutatingWebhookConfiguration/" + Name(cfg) + " webhook " + S(w, "name");
+        const std::string where =
+            "MutatingWebhookConfiguration/" + Name(cfg) + " webhook " + S(w, "name");
         const YAML::Node svc_ref = At(w, {"clientConfig", "service"});
         YAML::Node svc(YAML::NodeType::Undefined);
         for (const auto& s : ObjectsOfKind(b_, "Service")) {
           if (Name(s) == S(svc_ref, "name") && Ns(s) == S(svc_ref, "namespace")) svc.reset(s);
         }
         if (!svc.IsDefined()) {
-          Problem(where, "clientConfig.service " + S(svc_ref, "namespace") + "/" + S(svc_ref, "name") + " does not exist");
+          Problem(where, "clientConfig.service " + S(svc_ref, "namespace") + "/" +
+                             S(svc_ref, "name") + " does not exist");
         } else {
           std::string port = S(svc_ref, "port").empty() ? "443" : S(svc_ref, "port");
           if (SchedulerServicePort(svc) != port) {
-            Problem(where, "clientConfig.service port " + port + " does not reach `fracgpu scheduler`'s listener");
+            Problem(where, "clientConfig.service port " + port +
+                               " does not reach `fracgpu scheduler`'s listener");
           }
           if (!certs_service_.empty() && Name(svc) != certs_service_) {
-            Problem(where, "Service " + Name(svc) + " is not the one `fracgpu certs --service` names (" + certs_service_ +
-                               "): the certificate's SANs would not match");
+            Problem(where, "Service " + Name(svc) +
+                               " is not the one `fracgpu certs --service` names (" +
+                               certs_service_ + "): the certificate's SANs would not match");
           }
         }
-        if (S(svc_ref, "path") != "/webhook") Problem(where, "clientConfig.service.path \"" + S(svc_ref, "path") + "\" is not /webhook");
-        if (At(w, {"clientConfig", "url"}).IsDefined()) Problem(where, "clientConfig.url set: use the Service");
+        if (S(svc_ref, "path") != "/webhook")
+          Problem(where,
+                  "clientConfig.service.path \"" + S(svc_ref, "path") + "\" is not /webhook");
+        if (At(w, {"clientConfig", "url"}).IsDefined())
+          Problem(where, "clientConfig.url set: use the Service");
         bool create = false, update = false, pods = false;
         for (const auto& rule : w["rules"]) {
           auto ops = Strings(rule["operations"]);
@@ -597,11 +662,14 @@ class Checker {
           pods |= Has(Strings(rule["resources"]), "pods") && Has(Strings(rule["apiGroups"]), "") &&
                   Has(Strings(rule["apiVersions"]), "v1");
         }
-        if (!create || !update || !pods) Problem(where, "rules must cover pods (group \"\", v1) on CREATE and UPDATE");
+        if (!create || !update || !pods)
+          Problem(where, "rules must cover pods (group \"\", v1) on CREATE and UPDATE");
         if (S(w, "sideEffects") != "None") Problem(where, "sideEffects must be None");
-        if (!Has(Strings(w["admissionReviewVersions"]), "v1")) Problem(where, "admissionReviewVersions must include v1");
+        if (!Has(Strings(w["admissionReviewVersions"]), "v1"))
+          Problem(where, "admissionReviewVersions must include v1");
         std::string policy = S(w, "failurePolicy");
-        if (policy != "Ignore" && policy != "Fail") Problem(where, "failurePolicy must be Ignore or Fail, got \"" + policy + "\"");
+        if (policy != "Ignore" && policy != "Fail")
+          Problem(where, "failurePolicy must be Ignore or Fail, got \"" + policy + "\"");
         std::string timeout = S(w, "timeoutSeconds");
         if (timeout.empty() || std::stoi(timeout) < 1 || std::stoi(timeout) > 30) {
           Problem(where, "timeoutSeconds must be 1..30, got \"" + timeout + "\"");
@@ -609,9 +677,13 @@ class Checker {
         for (const char* sel : {"namespaceSelector", "objectSelector"}) {
           bool ok = false;
           for (const auto& e : At(w, {sel, "matchExpressions"})) {
-            ok |= S(e, "key") == "hami.io/webhook" && S(e, "operator") == "NotIn" && Has(Strings(e["values"]), "ignore");
+            ok |= S(e, "key") == "hami.io/webhook" && S(e, "operator") == "NotIn" &&
+                  Has(Strings(e["values"]), "ignore");
           }
-          if (!ok) Problem(where, std::string(sel) + " lacks hami.io/webhook NotIn [ignore] (docs/design/CONTRACT.md §1)");
+          if (!ok)
+            Problem(where,
+                    std::string(sel) +
+                        " lacks hami.io/webhook NotIn [ignore] (docs/design/CONTRACT.md §1)");
         }
       }
     }
@@ -649,22 +721,28 @@ class Checker {
         KubeSchedulerConfiguration(pod, c, cw, config);
       }
     }
-    if (found != 1) Problem("deploy", "expected one kube-scheduler container, found " + std::to_string(found));
+    if (found != 1)
+      Problem("deploy", "expected one kube-scheduler container, found " + std::to_string(found));
   }
 
-  void KubeSchedulerConfiguration(const Pod& pod, const YAML::Node& c, const std::string& cw, const YAML::Node& config) {
+  void KubeSchedulerConfiguration(const Pod& pod, const YAML::Node& c, const std::string& cw,
+                                  const YAML::Node& config) {
     const std::string where = cw + " KubeSchedulerConfiguration";
-    if (S(config, "apiVersion") != "kubescheduler.config.k8s.io/v1" || S(config, "kind") != "KubeSchedulerConfiguration") {
-      Problem(where, "must be kind KubeSchedulerConfiguration, apiVersion kubescheduler.config.k8s.io/v1");
+    if (S(config, "apiVersion") != "kubescheduler.config.k8s.io/v1" ||
+        S(config, "kind") != "KubeSchedulerConfiguration") {
+      Problem(where,
+              "must be kind KubeSchedulerConfiguration, apiVersion kubescheduler.config.k8s.io/v1");
     }
     std::vector<std::string> profiles;
     for (const auto& p : config["profiles"]) profiles.push_back(S(p, "schedulerName"));
     if (!Has(profiles, scheduler_name_)) {
-      Problem(where, "no profile named \"" + scheduler_name_ + "\" (the scheduler name the webhook writes)");
+      Problem(where, "no profile named \"" + scheduler_name_ +
+                         "\" (the scheduler name the webhook writes)");
     }
     if (S(At(config, {"leaderElection", "leaderElect"})) == "true" &&
         S(At(config, {"leaderElection", "resourceNamespace"})) != pod.ns) {
-      Problem(where, "leaderElection.resourceNamespace must be " + pod.ns + " (not kube-system's default scheduler lease)");
+      Problem(where, "leaderElection.resourceNamespace must be " + pod.ns +
+                         " (not kube-system's default scheduler lease)");
     }
     const YAML::Node extenders = config["extenders"];
     if (!extenders.IsSequence() || extenders.size() != 1) {
@@ -673,28 +751,34 @@ class Checker {
     }
     const YAML::Node e = extenders[0];
     auto expect = [&](const std::string& key, const std::string& want) {
-      if (S(e, key) != want) Problem(where, "extender " + key + " is \"" + S(e, key) + "\", want \"" + want + "\"");
+      if (S(e, key) != want)
+        Problem(where, "extender " + key + " is \"" + S(e, key) + "\", want \"" + want + "\"");
     };
     expect("filterVerb", "filter");
     expect("prioritizeVerb", "prioritize");
     expect("bindVerb", "bind");
     expect("nodeCacheCapable", "true");
     expect("enableHTTPS", "true");
-    if (S(e, "weight").empty() || std::stoi(S(e, "weight")) < 1) Problem(where, "extender weight must be >= 1 with a prioritizeVerb");
+    if (S(e, "weight").empty() || std::stoi(S(e, "weight")) < 1)
+      Problem(where, "extender weight must be >= 1 with a prioritizeVerb");
     // urlPrefix: https://<service>.<ns>.svc[.cluster.local]:<port reaching the scheduler>.
     std::string url = S(e, "urlPrefix");
     bool url_ok = false;
     for (const auto& svc : ObjectsOfKind(b_, "Service")) {
       std::string port = SchedulerServicePort(svc);
       if (port.empty()) continue;
-      for (const std::string& host : {Name(svc) + "." + Ns(svc) + ".svc", Name(svc) + "." + Ns(svc) + ".svc.cluster.local"}) {
+      for (const std::string& host :
+           {Name(svc) + "." + Ns(svc) + ".svc", Name(svc) + "." + Ns(svc) + ".svc.cluster.local"}) {
         url_ok |= url == "https://" + host + ":" + port;
       }
       if (!certs_service_.empty() && Name(svc) != certs_service_) url_ok = false;
     }
-    if (!url_ok) Problem(where, "extender urlPrefix \"" + url + "\" is not https://<the scheduler's Service>.<ns>.svc:<its port>");
+    if (!url_ok)
+      Problem(where, "extender urlPrefix \"" + url +
+                         "\" is not https://<the scheduler's Service>.<ns>.svc:<its port>");
     std::string ca = S(At(e, {"tlsConfig", "caFile"}));
-    if (S(At(e, {"tlsConfig", "insecure"})) == "true") Problem(where, "tlsConfig.insecure: verify with the CA instead");
+    if (S(At(e, {"tlsConfig", "insecure"})) == "true")
+      Problem(where, "tlsConfig.insecure: verify with the CA instead");
     bool ok = false;
     std::string why;
     ProvidedFile(b_, pod, c, ca, &ok, &why);
@@ -702,52 +786,63 @@ class Checker {
     // managedResources: every resource of docs/design/CONTRACT.md §1, ignoredByScheduler.
     std::set<std::string> want;
     if (device_config_ok_) {
-      want = {resources_.gpu, resources_.gpumem, resources_.gpumem_percentage, resources_.gpucores, resources_.priority};
+      want = {resources_.gpu, resources_.gpumem, resources_.gpumem_percentage, resources_.gpucores,
+              resources_.priority};
     }
     core::ResourceNames defaults;
-    std::set<std::string> scheduler_names = {defaults.gpu, defaults.gpumem, defaults.gpumem_percentage, defaults.gpucores,
+    std::set<std::string> scheduler_names = {defaults.gpu, defaults.gpumem,
+                                             defaults.gpumem_percentage, defaults.gpucores,
                                              defaults.priority};
     if (device_config_ok_ && want != scheduler_names) {
-      Problem(where, "the device config renames resources, but `fracgpu scheduler` has no flag for that");
+      Problem(where,
+              "the device config renames resources, but `fracgpu scheduler` has no flag for that");
     }
     std::set<std::string> managed;
     for (const auto& r : e["managedResources"]) {
       managed.insert(S(r, "name"));
-      if (S(r, "ignoredByScheduler") != "true") Problem(where, "managedResources " + S(r, "name") + " needs ignoredByScheduler: true");
+      if (S(r, "ignoredByScheduler") != "true")
+        Problem(where, "managedResources " + S(r, "name") + " needs ignoredByScheduler: true");
     }
     for (const auto& r : scheduler_names) {
       if (!managed.count(r)) Problem(where, "managedResources lacks " + r);
     }
     for (const auto& r : managed) {
-      if (!scheduler_names.count(r)) Problem(where, "managedResources has " + r + ", not a resource of docs/design/CONTRACT.md §1");
+      if (!scheduler_names.count(r))
+        Problem(where,
+                "managedResources has " + r + ", not a resource of docs/design/CONTRACT.md §1");
     }
   }
 
   void Rbac() {
     std::set<std::string> accounts;
-    for (const auto& a : ObjectsOfKind(b_, "ServiceAccount")) accounts.insert(Ns(a) + "/" + Name(a));
+    for (const auto& a : ObjectsOfKind(b_, "ServiceAccount"))
+      accounts.insert(Ns(a) + "/" + Name(a));
     std::set<std::string> bound;
     for (const char* kind : {"RoleBinding", "ClusterRoleBinding"}) {
       for (const auto& rb : ObjectsOfKind(b_, kind)) {
         const std::string where = std::string(kind) + "/" + Name(rb);
         std::string role_kind = S(rb["roleRef"], "kind"), role = S(rb["roleRef"], "name");
-        bool builtin = role.rfind("system:", 0) == 0 || role == "extension-apiserver-authentication-reader";
+        bool builtin =
+            role.rfind("system:", 0) == 0 || role == "extension-apiserver-authentication-reader";
         bool defined = false;
         for (const auto& r : ObjectsOfKind(b_, role_kind)) {
           defined |= Name(r) == role && (role_kind == "ClusterRole" || Ns(r) == Ns(rb));
         }
-        if (!defined && !builtin) Problem(where, "roleRef " + role_kind + "/" + role + " is not defined");
+        if (!defined && !builtin)
+          Problem(where, "roleRef " + role_kind + "/" + role + " is not defined");
         for (const auto& s : rb["subjects"]) {
           if (S(s, "kind") != "ServiceAccount") continue;
           std::string key = S(s, "namespace") + "/" + S(s, "name");
-          if (!accounts.count(key)) Problem(where, "subject ServiceAccount " + key + " does not exist");
+          if (!accounts.count(key))
+            Problem(where, "subject ServiceAccount " + key + " does not exist");
           bound.insert(key);
         }
       }
     }
     for (const auto& pod : Pods(b_)) {
       std::string key = pod.ns + "/" + S(pod.spec, "serviceAccountName");
-      if (!bound.count(key)) Problem(pod.file + ": " + pod.owner, "service account " + key + " has no role binding");
+      if (!bound.count(key))
+        Problem(pod.file + ": " + pod.owner, "service account " + key + " has no role binding");
     }
   }
 
@@ -767,19 +862,23 @@ bool RuleMatches(const YAML::Node& rule, const Access& a) {
     auto v = Strings(list);
     return Has(v, x) || Has(v, "*");
   };
-  if (!in(rule["apiGroups"], a.group) || !in(rule["resources"], a.resource) || !in(rule["verbs"], a.verb)) return false;
+  if (!in(rule["apiGroups"], a.group) || !in(rule["resources"], a.resource) ||
+      !in(rule["verbs"], a.verb))
+    return false;
   auto names = Strings(rule["resourceNames"]);
   return names.empty() || Has(names, a.name);
 }
 
 // Calls `fn(role kind, role, binding namespace ("" for cluster))` for every role bound to ns/sa.
-void ForEachBoundRole(const Bundle& b, const std::string& ns, const std::string& sa,
-                      const std::function<void(const YAML::Node& role, const std::string& scope)>& fn) {
+void ForEachBoundRole(
+    const Bundle& b, const std::string& ns, const std::string& sa,
+    const std::function<void(const YAML::Node& role, const std::string& scope)>& fn) {
   for (const char* kind : {"RoleBinding", "ClusterRoleBinding"}) {
     for (const auto& rb : ObjectsOfKind(b, kind)) {
       bool subject = false;
       for (const auto& s : rb["subjects"]) {
-        subject |= S(s, "kind") == "ServiceAccount" && S(s, "name") == sa && S(s, "namespace") == ns;
+        subject |=
+            S(s, "kind") == "ServiceAccount" && S(s, "name") == sa && S(s, "namespace") == ns;
       }
       if (!subject) continue;
       std::string role_kind = S(rb["roleRef"], "kind"), role = S(rb["roleRef"], "name");
@@ -809,7 +908,8 @@ Result<Bundle> LoadDeploy(const std::string& dir) {
   b.kustomization = (*k)[0];
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && entry.path().extension() == ".yaml" && name != "kustomization.yaml") {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml" &&
+        name != "kustomization.yaml") {
       b.yaml_files.push_back(name);
     }
   }
@@ -864,7 +964,8 @@ Result<ParsedArgs> ParseFracgpuArgs(const std::vector<std::string>& args) {
       if (name == "--help") continue;
       if (opt->count() > 0) {
         auto results = opt->results();
-        out.values[name] = opt->get_type_size() == 0 ? "true" : (results.empty() ? "" : results.back());
+        out.values[name] =
+            opt->get_type_size() == 0 ? "true" : (results.empty() ? "" : results.back());
       } else if (!opt->get_default_str().empty()) {
         out.values[name] = opt->get_default_str();
       }
@@ -920,7 +1021,8 @@ YAML::Node FindObject(const Bundle& b, const std::string& kind, const std::strin
   return YAML::Node(YAML::NodeType::Undefined);
 }
 
-bool Allowed(const Bundle& b, const std::string& ns, const std::string& sa, const Access& a, std::set<std::string>* used) {
+bool Allowed(const Bundle& b, const std::string& ns, const std::string& sa, const Access& a,
+             std::set<std::string>* used) {
   bool allowed = false;
   ForEachBoundRole(b, ns, sa, [&](const YAML::Node& role, const std::string& scope) {
     if (!scope.empty() && scope != a.ns) return;  // a RoleBinding grants only in its namespace
@@ -939,7 +1041,8 @@ bool Allowed(const Bundle& b, const std::string& ns, const std::string& sa, cons
 std::set<std::string> RulesOf(const Bundle& b, const std::string& ns, const std::string& sa) {
   std::set<std::string> out;
   ForEachBoundRole(b, ns, sa, [&](const YAML::Node& role, const std::string&) {
-    for (size_t i = 0; i < role["rules"].size(); ++i) out.insert(Kind(role) + "/" + Name(role) + "#" + std::to_string(i));
+    for (size_t i = 0; i < role["rules"].size(); ++i)
+      out.insert(Kind(role) + "/" + Name(role) + "#" + std::to_string(i));
   });
   return out;
 }

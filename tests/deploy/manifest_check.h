@@ -1,17 +1,17 @@
 #pragma once
 // The checker of deploy/ (tests/deploy): loads every manifest and reports every inconsistency
 // between the objects, the binaries' real flags (each `fracgpu` subcommand's CLI11 definition,
-// registered exactly as src/cli does) and docs/design/CONTRACT.md §1/§5. A report is a list of problems,
-// each naming the file, the object and the field, so a test can assert both "the real
+// registered exactly as src/cli does) and docs/design/CONTRACT.md §1/§5. A report is a list of
+// problems, each naming the file, the object and the field, so a test can assert both "the real
 // manifests have none" and "this broken manifest gives that problem".
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "core/status.h"
 

@@ -20,13 +20,16 @@ std::string Join(const std::vector<std::string>& v) {
 // The first object of `kind` named `name`, mutable (shares the bundle's tree).
 YAML::Node Obj(Bundle& b, const std::string& kind, const std::string& name) {
   for (auto& m : b.objects) {
-    if (m.node["kind"].as<std::string>() == kind && m.node["metadata"]["name"].as<std::string>() == name) return m.node;
+    if (m.node["kind"].as<std::string>() == kind &&
+        m.node["metadata"]["name"].as<std::string>() == name)
+      return m.node;
   }
   ADD_FAILURE() << kind << "/" << name << " not found";
   return YAML::Node();
 }
 // The pod spec's container `name` of a workload.
-YAML::Node Container(YAML::Node workload, const std::string& name, const char* list = "containers") {
+YAML::Node Container(YAML::Node workload, const std::string& name,
+                     const char* list = "containers") {
   for (auto c : workload["spec"]["template"]["spec"][list]) {
     if (c["name"].as<std::string>() == name) return c;
   }
@@ -54,7 +57,8 @@ void EditSchedulerConfig(Bundle& b, const std::function<void(YAML::Node&)>& edit
 }
 void RemoveObject(Bundle& b, const std::string& kind, const std::string& name) {
   std::erase_if(b.objects, [&](const Manifest& m) {
-    return m.node["kind"].as<std::string>() == kind && m.node["metadata"]["name"].as<std::string>() == name;
+    return m.node["kind"].as<std::string>() == kind &&
+           m.node["metadata"]["name"].as<std::string>() == name;
   });
 }
 
@@ -100,7 +104,8 @@ TEST(DeployManifests, ArgsParseWithTheRealFlagDefinitions) {
   EXPECT_EQ(ok->Get("--scheduler-name"), "fracgpu-scheduler");  // captured default
   auto unknown = ParseFracgpuArgs({"scheduler", "--no-such-flag=1"});
   EXPECT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("--no-such-flag"), std::string::npos) << unknown.status().message();
+  EXPECT_NE(unknown.status().message().find("--no-such-flag"), std::string::npos)
+      << unknown.status().message();
   EXPECT_FALSE(ParseFracgpuArgs({"device-plugin", "--register-interval=0"}).ok());
   EXPECT_FALSE(ParseFracgpuArgs({"no-such-command"}).ok());
 }
@@ -123,11 +128,14 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
            if (m["name"].as<std::string>() == "node-dir") m["mountPath"] = "/run/fracgpu/node";
          }
          for (auto v : ds["spec"]["template"]["spec"]["volumes"]) {
-           if (v["name"].as<std::string>() == "node-dir") v["hostPath"]["path"] = "/run/fracgpu/node";
+           if (v["name"].as<std::string>() == "node-dir")
+             v["hostPath"]["path"] = "/run/fracgpu/node";
          }
        },
-       "--node-dir \"/run/fracgpu/node\" is not the device plugin's node directory /usr/local/vgpu/node"},
-      {"missing ConfigMap", [](Bundle& b) { RemoveObject(b, "ConfigMap", "fracgpu-device-config"); },
+       "--node-dir \"/run/fracgpu/node\" is not the device plugin's node directory "
+       "/usr/local/vgpu/node"},
+      {"missing ConfigMap",
+       [](Bundle& b) { RemoveObject(b, "ConfigMap", "fracgpu-device-config"); },
        "ConfigMap fracgpu-device-config does not exist"},
       {"ConfigMap key renamed",
        [](Bundle& b) {
@@ -135,105 +143,137 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
          cm["data"]["nodes.json"] = cm["data"]["config.json"].as<std::string>();
          cm["data"].remove("config.json");
        },
-       "--node-config=/etc/fracgpu/node-config/config.json is not provided by a mount: ConfigMap fracgpu-node-config has no key config.json"},
+       "--node-config=/etc/fracgpu/node-config/config.json is not provided by a mount: ConfigMap "
+       "fracgpu-node-config has no key config.json"},
       {"wrong scheduler port",
-       [](Bundle& b) { Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler")["ports"][0]["containerPort"] = 8444; },
+       [](Bundle& b) {
+         Container(Obj(b, "Deployment", "fracgpu-scheduler"),
+                   "scheduler")["ports"][0]["containerPort"] = 8444;
+       },
        "--http-bind listens on port \"8443\", which is not a declared containerPort"},
       {"Service targetPort unknown",
        [](Bundle& b) { Obj(b, "Service", "fracgpu-ui")["spec"]["ports"][0]["targetPort"] = "web"; },
        "Service/fracgpu-ui: targetPort web is not a port of Deployment/fracgpu-ui"},
       {"service account typo",
-       [](Bundle& b) { Obj(b, "Deployment", "fracgpu-ui")["spec"]["template"]["spec"]["serviceAccountName"] = "fracgpu-iu"; },
+       [](Bundle& b) {
+         Obj(b, "Deployment", "fracgpu-ui")["spec"]["template"]["spec"]["serviceAccountName"] =
+             "fracgpu-iu";
+       },
        "serviceAccountName \"fracgpu-iu\" is not a ServiceAccount"},
       {"unknown flag",
-       [](Bundle& b) { SetArg(Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin"), "--verbose", "--verbose"); },
+       [](Bundle& b) {
+         SetArg(Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin"),
+                "--verbose", "--verbose");
+       },
        "args do not parse as `fracgpu` flags"},
       {"secret key missing",
        [](Bundle& b) {
-         Obj(b, "Deployment", "fracgpu-scheduler")["spec"]["template"]["spec"]["volumes"][0]["secret"]["items"][0]["key"] = "tls.pem";
+         Obj(b, "Deployment", "fracgpu-scheduler")["spec"]["template"]["spec"]["volumes"][0]
+                                                  ["secret"]["items"][0]["key"] = "tls.pem";
        },
        "Secret fracgpu-scheduler-tls has no key tls.pem"},
       {"signing key not mounted",
        [](Bundle& b) {
-         SetArg(Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler"), "--signing-key-file",
-                "--signing-key-file=/etc/fracgpu/key");
+         SetArg(Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler"),
+                "--signing-key-file", "--signing-key-file=/etc/fracgpu/key");
        },
        "--signing-key-file=/etc/fracgpu/key is not provided by a mount"},
       {"webhook path",
        [](Bundle& b) {
-         Obj(b, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0]["clientConfig"]["service"]["path"] = "/mutate";
+         Obj(b, "MutatingWebhookConfiguration",
+             "fracgpu-webhook")["webhooks"][0]["clientConfig"]["service"]["path"] = "/mutate";
        },
        "clientConfig.service.path \"/mutate\" is not /webhook"},
       {"webhook port",
        [](Bundle& b) {
-         Obj(b, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0]["clientConfig"]["service"]["port"] = 8443;
+         Obj(b, "MutatingWebhookConfiguration",
+             "fracgpu-webhook")["webhooks"][0]["clientConfig"]["service"]["port"] = 8443;
        },
        "port 8443 does not reach `fracgpu scheduler`'s listener"},
       {"webhook without UPDATE",
        [](Bundle& b) {
-         Obj(b, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0]["rules"][0]["operations"] =
-             YAML::Load("[CREATE]");
+         Obj(b, "MutatingWebhookConfiguration",
+             "fracgpu-webhook")["webhooks"][0]["rules"][0]["operations"] = YAML::Load("[CREATE]");
        },
        "rules must cover pods (group \"\", v1) on CREATE and UPDATE"},
       {"webhook opt-out selector",
-       [](Bundle& b) { Obj(b, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0].remove("objectSelector"); },
+       [](Bundle& b) {
+         Obj(b, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0].remove(
+             "objectSelector");
+       },
        "objectSelector lacks hami.io/webhook NotIn [ignore]"},
       {"managed resource missing",
        [](Bundle& b) {
-         EditSchedulerConfig(b, [](YAML::Node& c) { c["extenders"][0]["managedResources"].remove(4); });
+         EditSchedulerConfig(
+             b, [](YAML::Node& c) { c["extenders"][0]["managedResources"].remove(4); });
        },
        "managedResources lacks nvidia.com/priority"},
       {"managed resource not ignored",
        [](Bundle& b) {
-         EditSchedulerConfig(b, [](YAML::Node& c) { c["extenders"][0]["managedResources"][1]["ignoredByScheduler"] = false; });
+         EditSchedulerConfig(b, [](YAML::Node& c) {
+           c["extenders"][0]["managedResources"][1]["ignoredByScheduler"] = false;
+         });
        },
        "managedResources nvidia.com/gpumem needs ignoredByScheduler: true"},
       {"nodeCacheCapable off",
-       [](Bundle& b) { EditSchedulerConfig(b, [](YAML::Node& c) { c["extenders"][0]["nodeCacheCapable"] = false; }); },
+       [](Bundle& b) {
+         EditSchedulerConfig(b,
+                             [](YAML::Node& c) { c["extenders"][0]["nodeCacheCapable"] = false; });
+       },
        "extender nodeCacheCapable is \"false\", want \"true\""},
       {"extender over plain HTTP",
-       [](Bundle& b) { EditSchedulerConfig(b, [](YAML::Node& c) { c["extenders"][0]["enableHTTPS"] = false; }); },
+       [](Bundle& b) {
+         EditSchedulerConfig(b, [](YAML::Node& c) { c["extenders"][0]["enableHTTPS"] = false; });
+       },
        "extender enableHTTPS is \"false\""},
       {"extender URL",
        [](Bundle& b) {
-         EditSchedulerConfig(b, [](YAML::Node& c) { c["extenders"][0]["urlPrefix"] = "https://127.0.0.1:8443"; });
+         EditSchedulerConfig(
+             b, [](YAML::Node& c) { c["extenders"][0]["urlPrefix"] = "https://127.0.0.1:8443"; });
        },
        "extender urlPrefix \"https://127.0.0.1:8443\""},
       {"profile name",
        [](Bundle& b) {
-         EditSchedulerConfig(b, [](YAML::Node& c) { c["profiles"][0]["schedulerName"] = "hami-scheduler"; });
+         EditSchedulerConfig(
+             b, [](YAML::Node& c) { c["profiles"][0]["schedulerName"] = "hami-scheduler"; });
        },
        "no profile named \"fracgpu-scheduler\""},
       {"scheduler names differ",
        [](Bundle& b) {
-         SetArg(Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin"), "--scheduler-name",
-                "--scheduler-name=other");
+         SetArg(Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin"),
+                "--scheduler-name", "--scheduler-name=other");
        },
        "--scheduler-name \"other\" differs from the scheduler's \"fracgpu-scheduler\""},
       {"device config invalid",
        [](Bundle& b) {
-         Obj(b, "ConfigMap", "fracgpu-device-config")["data"]["device-config.yaml"] = "nvidia:\n  deviceSplitCount: 0\n";
+         Obj(b, "ConfigMap", "fracgpu-device-config")["data"]["device-config.yaml"] =
+             "nvidia:\n  deviceSplitCount: 0\n";
        },
        "device config does not parse"},
       {"hook path not the install dir",
        [](Bundle& b) {
-         SetArg(Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin"), "--hook-path", "--hook-path=/opt");
+         SetArg(Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin"),
+                "--hook-path", "--hook-path=/opt");
        },
        "--hook-path needs host directory /opt/vgpu mounted"},
       {"device plugin not privileged",
        [](Bundle& b) {
-         Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"), "device-plugin")["securityContext"]["privileged"] = false;
+         Container(Obj(b, "DaemonSet", "fracgpu-device-plugin"),
+                   "device-plugin")["securityContext"]["privileged"] = false;
        },
        "must be privileged"},
       {"device-plugin user",
        [](Bundle& b) {
-         Obj(b, "DaemonSet", "fracgpu-device-plugin")["spec"]["template"]["spec"]["serviceAccountName"] = "fracgpu-ui";
+         Obj(b, "DaemonSet",
+             "fracgpu-device-plugin")["spec"]["template"]["spec"]["serviceAccountName"] =
+             "fracgpu-ui";
        },
-       "--device-plugin-user \"system:serviceaccount:fracgpu-system:fracgpu-device-plugin\" is not the device plugin's account"},
+       "--device-plugin-user \"system:serviceaccount:fracgpu-system:fracgpu-device-plugin\" is not "
+       "the device plugin's account"},
       {"lease not granted",
        [](Bundle& b) {
-         SetArg(Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler"), "--leader-elect-resource-name=",
-                "--leader-elect-resource-name=other-lease");
+         SetArg(Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler"),
+                "--leader-elect-resource-name=", "--leader-elect-resource-name=other-lease");
        },
        "may not update Lease fracgpu-system/other-lease"},
       {"kustomization misses a file",
@@ -246,22 +286,32 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
        },
        "resources does not list ui.yaml"},
       {"binding to a missing role",
-       [](Bundle& b) { Obj(b, "ClusterRoleBinding", "fracgpu-ui")["roleRef"]["name"] = "fracgpu-viewer"; },
+       [](Bundle& b) {
+         Obj(b, "ClusterRoleBinding", "fracgpu-ui")["roleRef"]["name"] = "fracgpu-viewer";
+       },
        "roleRef ClusterRole/fracgpu-viewer is not defined"},
       {"pod not opted out of the webhook",
-       [](Bundle& b) { Obj(b, "Deployment", "fracgpu-ui")["spec"]["template"]["metadata"]["labels"].remove("hami.io/webhook"); },
+       [](Bundle& b) {
+         Obj(b, "Deployment", "fracgpu-ui")["spec"]["template"]["metadata"]["labels"].remove(
+             "hami.io/webhook");
+       },
        "pod label hami.io/webhook: ignore is missing"},
       {"certs service is not the webhook's",
-       [](Bundle& b) { SetArg(Container(Obj(b, "Job", "fracgpu-certs"), "certs"), "--service", "--service=fracgpu-ui"); },
+       [](Bundle& b) {
+         SetArg(Container(Obj(b, "Job", "fracgpu-certs"), "certs"), "--service",
+                "--service=fracgpu-ui");
+       },
        "--service \"fracgpu-ui\" is not the webhook's Service"},
   };
   for (const auto& c : cases) {
     Bundle b = CloneBundle(*loaded);
     c.edit(b);
     auto problems = Check(b);
-    bool found = std::any_of(problems.begin(), problems.end(),
-                             [&](const std::string& p) { return p.find(c.problem) != std::string::npos; });
-    EXPECT_TRUE(found) << c.name << ": expected a problem containing\n  " << c.problem << "\ngot:\n" << Join(problems);
+    bool found = std::any_of(problems.begin(), problems.end(), [&](const std::string& p) {
+      return p.find(c.problem) != std::string::npos;
+    });
+    EXPECT_TRUE(found) << c.name << ": expected a problem containing\n  " << c.problem << "\ngot:\n"
+                       << Join(problems);
   }
   // The edits above were made on copies: the loaded bundle is still clean.
   EXPECT_TRUE(Check(*loaded).empty());

@@ -1,5 +1,5 @@
-// Allocate per docs/design/CONTRACT.md §2–3 against an in-memory API server: what a container gets, how
-// the pod and the node lock move, and what is refused.
+// Allocate per docs/design/CONTRACT.md §2–3 against an in-memory API server: what a container gets,
+// how the pod and the node lock move, and what is refused.
 #include "deviceplugin/allocator.h"
 
 #include <gtest/gtest.h>
@@ -36,12 +36,13 @@ class AllocatorTest : public ::testing::Test {
     o.node_name = kNode;
     o.hook_path = hook_;
     if (!o.verify_signature) {
-      o.verify_signature = [](const std::string& uid, const std::string& node, const std::string& allocated,
-                              const std::string& sig) {
+      o.verify_signature = [](const std::string& uid, const std::string& node,
+                              const std::string& allocated, const std::string& sig) {
         return sig == Sign(uid, node, allocated) ? Status::Ok() : PermissionDenied("HMAC mismatch");
       };
     }
-    allocator_ = std::make_unique<Allocator>(o, &cluster_, &clock_, [this] { return state_.Devices(); });
+    allocator_ =
+        std::make_unique<Allocator>(o, &cluster_, &clock_, [this] { return state_.Devices(); });
     EXPECT_TRUE(allocator_->PrepareHostFiles().ok());
     return *allocator_;
   }
@@ -93,7 +94,9 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   EXPECT_EQ(a.mounts, mounts);
   EXPECT_EQ(ReadFile(limits), std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA +
                                   "\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT_0=30\n"
-                                  "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + vgpu + "/region.cache\n"
+                                  "CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+                                  vgpu +
+                                  "/region.cache\n"
                                   "GPU_CORE_UTILIZATION_POLICY=default\nCUDA_TASK_PRIORITY=1\n");
   struct stat st {};
   ASSERT_EQ(stat(limits.c_str(), &st), 0);
@@ -122,7 +125,8 @@ TEST_F(AllocatorTest, SeveralContainersAreServedInOrderAndTheLockHeldUntilTheLas
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ((*first)[0].container, "a");
   EXPECT_EQ((*first)[0].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m");
-  EXPECT_EQ(PodAnnotation("multi", "hami.io/vgpu-devices-to-allocate"), std::string(";") + kUuidB + ",NVIDIA,2000,20:;");
+  EXPECT_EQ(PodAnnotation("multi", "hami.io/vgpu-devices-to-allocate"),
+            std::string(";") + kUuidB + ",NVIDIA,2000,20:;");
   EXPECT_EQ(PodAnnotation("multi", "hami.io/bind-phase"), "allocating");
   EXPECT_EQ(Lock(), "2024-05-01T10:00:00Z,ml,multi");
   auto second = al.Allocate({{std::string(kUuidB) + "-0"}});
@@ -152,14 +156,16 @@ TEST_F(AllocatorTest, InitContainersFirstAndContainersWithoutGpuSkipped) {
   // init "setup" (GPU), app "sidecar" (no GPU), app "main" (GPU).
   std::string alloc = std::string(kUuidA) + ",NVIDIA,1000,0:;;" + kUuidA + ",NVIDIA,2000,50:;";
   cluster_.PutNode(MakeNode("ml", "mixed"));
-  cluster_.PutPod(MakePod("mixed", {{"setup", true, 1}, {"sidecar", false, 0}, {"main", false, 1, {}, "0"}}, alloc));
+  cluster_.PutPod(MakePod(
+      "mixed", {{"setup", true, 1}, {"sidecar", false, 0}, {"main", false, 1, {}, "0"}}, alloc));
   Allocator& al = Make();
   auto init = al.Allocate({{std::string(kUuidA) + "-0"}});
   ASSERT_TRUE(init.ok()) << init.status().ToString();
   EXPECT_EQ((*init)[0].container, "setup");
   EXPECT_EQ((*init)[0].envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m");
   EXPECT_EQ((*init)[0].envs.at("CUDA_DEVICE_SM_LIMIT"), "0");
-  EXPECT_EQ(PodAnnotation("mixed", "hami.io/vgpu-devices-to-allocate"), std::string(";;") + kUuidA + ",NVIDIA,2000,50:;");
+  EXPECT_EQ(PodAnnotation("mixed", "hami.io/vgpu-devices-to-allocate"),
+            std::string(";;") + kUuidA + ",NVIDIA,2000,50:;");
   auto app = al.Allocate({{std::string(kUuidA) + "-1"}});
   ASSERT_TRUE(app.ok()) << app.status().ToString();
   EXPECT_EQ((*app)[0].container, "main");
@@ -176,7 +182,8 @@ TEST_F(AllocatorTest, TwoGpusInOneContainer) {
   auto r = Make().Allocate({{std::string(kUuidA) + "-0", std::string(kUuidB) + "-0"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const Env& env = (*r)[0].envs;
-  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), std::string(kUuidB) + "," + kUuidA);  // allocation order
+  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"),
+            std::string(kUuidB) + "," + kUuidA);  // allocation order
   EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4000m");
   EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "5000m");
   EXPECT_EQ(env.at("CUDA_DEVICE_SM_LIMIT_0"), "25");
@@ -240,7 +247,8 @@ TEST_F(AllocatorTest, ConfigAddsOversubscribeLogLevelAndDisablePolicy) {
 TEST_F(AllocatorTest, CorePolicyFromConfigAndContainerEnv) {
   cluster_.PutNode(MakeNode("ml", "train"));
   json pod = MakePod("train", {{"main", false, 1}}, kOneA);
-  pod["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_CORE_UTILIZATION_POLICY"}, {"value", "DISABLE"}}});
+  pod["spec"]["containers"][0]["env"] =
+      json::array({{{"name", "GPU_CORE_UTILIZATION_POLICY"}, {"value", "DISABLE"}}});
   cluster_.PutPod(pod);
   auto own = Make().Allocate({{std::string(kUuidA) + "-0"}});
   ASSERT_TRUE(own.ok()) << own.status().ToString();
@@ -294,7 +302,8 @@ TEST_F(AllocatorTest, DeviceCountMismatchFailsThePodAndReleasesTheLock) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(),
-            "pod ml/train container \"main\": device number not matched: kubelet allocates 2 device(s), the "
+            "pod ml/train container \"main\": device number not matched: kubelet allocates 2 "
+            "device(s), the "
             "scheduler granted 1 GPU(s)");
   EXPECT_EQ(PodAnnotation("train", "hami.io/bind-phase"), "failed");
   EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"), kOneA);  // nothing served
@@ -308,7 +317,8 @@ TEST_F(AllocatorTest, UnhealthyGpuIsNotHandedOut) {
   auto r = Make().Allocate({{std::string(kUuidA) + "-0"}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find(std::string("granted GPU ") + kUuidA + " is unhealthy"), std::string::npos);
+  EXPECT_NE(r.status().message().find(std::string("granted GPU ") + kUuidA + " is unhealthy"),
+            std::string::npos);
   EXPECT_EQ(PodAnnotation("train", "hami.io/bind-phase"), "failed");
   EXPECT_EQ(Lock(), "<absent>");
 }
@@ -339,7 +349,8 @@ TEST_P(ForgedPodTest, IsRefusedAndGetsNothing) {
   const ForgeryCase& c = GetParam();
   json pod = MakePod("evil", {{"main", false, 1}}, kOneA);
   c.tamper(pod);
-  const std::string to_allocate = pod["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"];
+  const std::string to_allocate =
+      pod["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"];
   cluster_.PutNode(c.named_by_lock ? MakeNode("ml", "evil") : MakeNode());
   cluster_.PutPod(pod);
   AllocatorOptions o;
@@ -348,7 +359,8 @@ TEST_P(ForgedPodTest, IsRefusedAndGetsNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), c.code) << r.status().ToString();
   EXPECT_NE(r.status().message().find(c.message_part), std::string::npos) << r.status().message();
-  EXPECT_EQ(PodAnnotation("evil", "hami.io/vgpu-devices-to-allocate"), to_allocate);  // nothing served
+  EXPECT_EQ(PodAnnotation("evil", "hami.io/vgpu-devices-to-allocate"),
+            to_allocate);  // nothing served
   EXPECT_EQ(PodAnnotation("evil", "hami.io/bind-phase"), "failed");
   EXPECT_FALSE(fs::exists(hook_ + "/vgpu/limits/uid-evil_main.env"));
 }
@@ -358,9 +370,10 @@ const std::string kBigA = std::string(kUuidA) + ",NVIDIA,32000,100:;";
 INSTANTIATE_TEST_SUITE_P(
     Cases, ForgedPodTest,
     ::testing::Values(
-        ForgeryCase{"NoSignature",
-                    [](json& p) { p["metadata"]["annotations"].erase("fracgpu.io/allocation-signature"); }, true, false,
-                    StatusCode::kPermissionDenied, "has no fracgpu.io/allocation-signature"},
+        ForgeryCase{
+            "NoSignature",
+            [](json& p) { p["metadata"]["annotations"].erase("fracgpu.io/allocation-signature"); },
+            true, false, StatusCode::kPermissionDenied, "has no fracgpu.io/allocation-signature"},
         ForgeryCase{"SignedWithAnotherKey",
                     [](json& p) {
                       p["metadata"]["annotations"]["fracgpu.io/allocation-signature"] =
@@ -375,17 +388,22 @@ INSTANTIATE_TEST_SUITE_P(
                     true, false, StatusCode::kPermissionDenied, "signature does not verify"},
         ForgeryCase{"SignatureOfAnotherPod",
                     [](json& p) {
-                      p["metadata"]["annotations"]["fracgpu.io/allocation-signature"] = Sign("uid-other", kNode, kOneA);
+                      p["metadata"]["annotations"]["fracgpu.io/allocation-signature"] =
+                          Sign("uid-other", kNode, kOneA);
                     },
                     true, false, StatusCode::kPermissionDenied, "signature does not verify"},
         ForgeryCase{"ToAllocateEditedByUser",
-                    [](json& p) { p["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] = kBigA; }, true,
-                    false, StatusCode::kPermissionDenied, "differs from the signed"},
-        ForgeryCase{"ForeignScheduler", [](json& p) { p["spec"]["schedulerName"] = "default-scheduler"; }, true, false,
+                    [](json& p) {
+                      p["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] = kBigA;
+                    },
+                    true, false, StatusCode::kPermissionDenied, "differs from the signed"},
+        ForgeryCase{"ForeignScheduler",
+                    [](json& p) { p["spec"]["schedulerName"] = "default-scheduler"; }, true, false,
                     StatusCode::kPermissionDenied, "was not placed by fracgpu-scheduler"},
-        ForgeryCase{"UnsignedNotNamedByLock",
-                    [](json& p) { p["metadata"]["annotations"].erase("fracgpu.io/allocation-signature"); }, false, true,
-                    StatusCode::kPermissionDenied, "unsigned and not named by the node lock"}),
+        ForgeryCase{
+            "UnsignedNotNamedByLock",
+            [](json& p) { p["metadata"]["annotations"].erase("fracgpu.io/allocation-signature"); },
+            false, true, StatusCode::kPermissionDenied, "unsigned and not named by the node lock"}),
     [](const ::testing::TestParamInfo<ForgeryCase>& info) { return std::string(info.param.name); });
 
 TEST_F(AllocatorTest, UnsignedPodNamedByTheLockIsServedWhenAllowed) {
@@ -409,7 +427,8 @@ TEST_F(AllocatorTest, ApiServerErrorsAreRetriedWithBackoff) {
   EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"), ";");
   EXPECT_EQ(Lock(), "<absent>");
   using std::chrono::milliseconds;
-  std::vector<std::chrono::nanoseconds> want = {milliseconds(200), milliseconds(400), milliseconds(200)};
+  std::vector<std::chrono::nanoseconds> want = {milliseconds(200), milliseconds(400),
+                                                milliseconds(200)};
   EXPECT_EQ(clock_.sleeps(), want);
 }
 
@@ -423,7 +442,8 @@ TEST_F(AllocatorTest, LostReplyIsRetriedWithoutServingTheNextContainerTwice) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ((*first)[0].container, "a");
   // Container b's entry survived the retry.
-  EXPECT_EQ(PodAnnotation("multi", "hami.io/vgpu-devices-to-allocate"), std::string(";") + kUuidB + ",NVIDIA,2000,20:;");
+  EXPECT_EQ(PodAnnotation("multi", "hami.io/vgpu-devices-to-allocate"),
+            std::string(";") + kUuidB + ",NVIDIA,2000,20:;");
   auto second = al.Allocate({{std::string(kUuidB) + "-0"}});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ((*second)[0].container, "b");
@@ -462,8 +482,8 @@ TEST_F(AllocatorTest, PreferredAllocationSteersToTheGrantedGpus) {
   cluster_.PutNode(MakeNode("ml", "p"));
   cluster_.PutPod(MakePod("p", {{"main", false, 1}}, alloc));
   PreferredRequest req;
-  req.available = {std::string(kUuidA) + "-0", std::string(kUuidA) + "-1", std::string(kUuidB) + "-4",
-                   std::string(kUuidB) + "-5"};
+  req.available = {std::string(kUuidA) + "-0", std::string(kUuidA) + "-1",
+                   std::string(kUuidB) + "-4", std::string(kUuidB) + "-5"};
   req.size = 1;
   auto out = Make().PreferredAllocation({req});
   ASSERT_EQ(out.size(), 1u);

@@ -37,11 +37,14 @@ class ApiServerTest : public ::testing::Test {
     o.hook_path = dir_.path();
     // The scheduler's own verifier (src/core/signature.h); the pods are signed by test_support's
     // independent OpenSSL HMAC.
-    o.verify_signature = [](const std::string& uid, const std::string& node, const std::string& allocated,
-                            const std::string& sig) {
-      return core::VerifyAllocation(kKey, uid, node, allocated, sig) ? Status::Ok() : PermissionDenied("HMAC mismatch");
+    o.verify_signature = [](const std::string& uid, const std::string& node,
+                            const std::string& allocated, const std::string& sig) {
+      return core::VerifyAllocation(kKey, uid, node, allocated, sig)
+                 ? Status::Ok()
+                 : PermissionDenied("HMAC mismatch");
     };
-    allocator_ = std::make_unique<Allocator>(o, cluster_.get(), &clock_, [this] { return state_.Devices(); });
+    allocator_ = std::make_unique<Allocator>(o, cluster_.get(), &clock_,
+                                             [this] { return state_.Devices(); });
     EXPECT_TRUE(allocator_->PrepareHostFiles().ok());
   }
 
@@ -71,7 +74,8 @@ TEST_F(ApiServerTest, AllocateOverHttpRecordsSuccessAndReleasesTheLock) {
   api_.Put("pods", MakePod("train", {{"a", false, 1}, {"b", false, 1}}, alloc));
   auto first = allocator_->Allocate({{std::string(kUuidA) + "-0"}});
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"), std::string(";") + kUuidB + ",NVIDIA,2000,20:;");
+  EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"),
+            std::string(";") + kUuidB + ",NVIDIA,2000,20:;");
   EXPECT_TRUE(Locked());
   auto second = allocator_->Allocate({{std::string(kUuidB) + "-0"}});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
@@ -83,7 +87,8 @@ TEST_F(ApiServerTest, AllocateOverHttpRecordsSuccessAndReleasesTheLock) {
 
 TEST_F(ApiServerTest, ServerErrorsAreRetriedWithoutLosingTheAllocation) {
   api_.Put("nodes", MakeNode("ml", "train"));
-  api_.Put("pods", MakePod("train", {{"main", false, 1}}, std::string(kUuidA) + ",NVIDIA,3000,30:;"));
+  api_.Put("pods",
+           MakePod("train", {{"main", false, 1}}, std::string(kUuidA) + ",NVIDIA,3000,30:;"));
   api_.FailNext("GET", "/api/v1/nodes/node-a", 503, 1);
   api_.FailNext("PATCH", "/api/v1/namespaces/ml/pods/train", 500, 2);
   api_.FailNext("PATCH", "/api/v1/nodes/node-a", 503, 1);
@@ -103,7 +108,8 @@ TEST_F(ApiServerTest, ForgedPodOverHttpGetsNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(PodAnnotation("evil", "hami.io/bind-phase"), "failed");
-  EXPECT_EQ(PodAnnotation("evil", "hami.io/vgpu-devices-to-allocate"), std::string(kUuidA) + ",NVIDIA,3000,30:;");
+  EXPECT_EQ(PodAnnotation("evil", "hami.io/vgpu-devices-to-allocate"),
+            std::string(kUuidA) + ",NVIDIA,3000,30:;");
   EXPECT_FALSE(Locked());
 }
 
@@ -115,7 +121,8 @@ TEST_F(ApiServerTest, NodeRegistrationIsPatchedOnlyWhenChanged) {
   EXPECT_EQ(api_.CountRequests("PATCH", "/api/v1/nodes/node-a"), 1);
   auto node = api_.Get("nodes", "", kNode);
   ASSERT_TRUE(node.has_value());
-  auto decoded = core::DecodeNodeRegister((*node)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
+  auto decoded =
+      core::DecodeNodeRegister((*node)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(*decoded, state_.Devices());
   ASSERT_TRUE(state_.MarkUnhealthy(kUuidB));

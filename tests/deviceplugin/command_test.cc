@@ -33,12 +33,14 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   fs::create_directories(hook + "/vgpu");
   std::ofstream(hook + "/vgpu/libvgpu.so") << "ELF";
   std::ofstream(dir.path() + "/key") << kKey;
-  std::ofstream(dir.path() + "/device-config.yaml") << "nvidia:\n  deviceSplitCount: 3\n  resourceCountName: nvidia.com/gpu\n";
+  std::ofstream(dir.path() + "/device-config.yaml")
+      << "nvidia:\n  deviceSplitCount: 3\n  resourceCountName: nvidia.com/gpu\n";
   fakes::FakeApiServer api;
   api.Put("nodes", MakeNode());
   std::ofstream(dir.path() + "/kubeconfig")
       << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << api.url()
-      << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
+      << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    "
+         "user: u\n"
          "current-context: x\n";
   fakes::FakeKubelet kubelet(sockets);
   ASSERT_TRUE(kubelet.Start());
@@ -56,8 +58,8 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_store = {
-      std::string("FAKE_GPU_DEVICES=") + kUuidA + ":32768," + kUuidB + ":16384"};
+  std::vector<std::string> env_store = {std::string("FAKE_GPU_DEVICES=") + kUuidA + ":32768," +
+                                        kUuidB + ":16384"};
   for (char** e = environ; *e; ++e) env_store.push_back(*e);
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
@@ -69,12 +71,15 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   EXPECT_EQ(kubelet.registrations()[0].resource_name, "nvidia.com/gpu");
   ASSERT_TRUE(kubelet.WaitForDevices([](const auto& d) { return d.size() == 6; }, kWait));
   // Node registration: both fake GPUs, split count 3, memory from the fake NVML.
-  ASSERT_TRUE(api.WaitFor([&] {
-    auto node = api.Get("nodes", "", kNode);
-    return node && (*node)["metadata"]["annotations"].contains("hami.io/node-nvidia-register");
-  }, kWait));
+  ASSERT_TRUE(api.WaitFor(
+      [&] {
+        auto node = api.Get("nodes", "", kNode);
+        return node && (*node)["metadata"]["annotations"].contains("hami.io/node-nvidia-register");
+      },
+      kWait));
   auto node = api.Get("nodes", "", kNode);
-  auto devices = core::DecodeNodeRegister((*node)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
+  auto devices =
+      core::DecodeNodeRegister((*node)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
   ASSERT_TRUE(devices.ok());
   ASSERT_EQ(devices->size(), 2u);
   EXPECT_EQ((*devices)[0].uuid, kUuidA);
@@ -84,7 +89,9 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   EXPECT_EQ((*devices)[1].devmem_mib, 16384);
 
   // A pod the scheduler bound, signed with the shared key.
-  api.Patch("nodes", "", kNode, {{"metadata", {{"annotations", {{"hami.io/mutex.lock", "2024-05-01T10:00:00Z,ml,train"}}}}}});
+  api.Patch(
+      "nodes", "", kNode,
+      {{"metadata", {{"annotations", {{"hami.io/mutex.lock", "2024-05-01T10:00:00Z,ml,train"}}}}}});
   std::string alloc = std::string(kUuidB) + ",NVIDIA,4096,50:;";
   api.Put("pods", MakePod("train", {{"main", false, 1}}, alloc));
   std::string uid = (*api.Get("pods", "ml", "train"))["metadata"]["uid"];
@@ -94,8 +101,10 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(response.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kUuidB);
   EXPECT_EQ(response.container_responses(0).envs().at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4096m");
-  EXPECT_EQ((*api.Get("pods", "ml", "train"))["metadata"]["annotations"]["hami.io/bind-phase"], "success");
-  EXPECT_FALSE((*api.Get("nodes", "", kNode))["metadata"]["annotations"].contains("hami.io/mutex.lock"));
+  EXPECT_EQ((*api.Get("pods", "ml", "train"))["metadata"]["annotations"]["hami.io/bind-phase"],
+            "success");
+  EXPECT_FALSE(
+      (*api.Get("nodes", "", kNode))["metadata"]["annotations"].contains("hami.io/mutex.lock"));
 
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = 0;
@@ -150,7 +159,9 @@ TEST(Command, WarnsAtStartWhenLibvgpuIsMissing) {
   TempDir dir;
   fs::create_directories(dir.path() + "/vgpu");
   const std::string warning = MissingLibraryWarning(dir.path());
-  EXPECT_EQ(warning.rfind(dir.path() + "/vgpu/libvgpu.so is missing: every GPU container will be refused", 0), 0u)
+  EXPECT_EQ(warning.rfind(
+                dir.path() + "/vgpu/libvgpu.so is missing: every GPU container will be refused", 0),
+            0u)
       << warning;
   std::ofstream(dir.path() + "/vgpu/libvgpu.so") << "ELF";
   EXPECT_EQ(MissingLibraryWarning(dir.path()), "");

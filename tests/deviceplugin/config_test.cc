@@ -62,18 +62,28 @@ TEST(DeviceConfigYaml, BadValuesNameTheKeyAndValue) {
     const char* yaml;
     const char* message;
   } cases[] = {
-      {"nvidia:\n  deviceSplitCount: 0\n", "nvidia.deviceSplitCount must be an integer 1..1000, got \"0\""},
-      {"nvidia:\n  deviceSplitCount: ten\n", "nvidia.deviceSplitCount must be an integer 1..1000, got \"ten\""},
-      {"nvidia:\n  deviceSplitCount: 2.5\n", "nvidia.deviceSplitCount must be an integer 1..1000, got \"2.5\""},
-      {"nvidia:\n  deviceMemoryScaling: 0\n", "nvidia.deviceMemoryScaling must be a number > 0 and <= 100, got \"0\""},
-      {"nvidia:\n  deviceCoreScaling: -1\n", "nvidia.deviceCoreScaling must be a number > 0 and <= 100, got \"-1\""},
-      {"nvidia:\n  deviceCoreScaling: .nan\n", "nvidia.deviceCoreScaling must be a number > 0 and <= 100, got \".nan\""},
-      {"nvidia:\n  defaultCores: 150\n", "nvidia.defaultCores must be an integer 0..100, got \"150\""},
-      {"nvidia:\n  disableCoreLimit: maybe\n", "nvidia.disableCoreLimit must be true or false, got \"maybe\""},
+      {"nvidia:\n  deviceSplitCount: 0\n",
+       "nvidia.deviceSplitCount must be an integer 1..1000, got \"0\""},
+      {"nvidia:\n  deviceSplitCount: ten\n",
+       "nvidia.deviceSplitCount must be an integer 1..1000, got \"ten\""},
+      {"nvidia:\n  deviceSplitCount: 2.5\n",
+       "nvidia.deviceSplitCount must be an integer 1..1000, got \"2.5\""},
+      {"nvidia:\n  deviceMemoryScaling: 0\n",
+       "nvidia.deviceMemoryScaling must be a number > 0 and <= 100, got \"0\""},
+      {"nvidia:\n  deviceCoreScaling: -1\n",
+       "nvidia.deviceCoreScaling must be a number > 0 and <= 100, got \"-1\""},
+      {"nvidia:\n  deviceCoreScaling: .nan\n",
+       "nvidia.deviceCoreScaling must be a number > 0 and <= 100, got \".nan\""},
+      {"nvidia:\n  defaultCores: 150\n",
+       "nvidia.defaultCores must be an integer 0..100, got \"150\""},
+      {"nvidia:\n  disableCoreLimit: maybe\n",
+       "nvidia.disableCoreLimit must be true or false, got \"maybe\""},
       {"nvidia:\n  libCudaLogLevel: 9\n", "nvidia.libCudaLogLevel must be 0..4, got \"9\""},
-      {"nvidia:\n  gpuCorePolicy: strict\n", "nvidia.gpuCorePolicy must be default, force or disable, got \"strict\""},
+      {"nvidia:\n  gpuCorePolicy: strict\n",
+       "nvidia.gpuCorePolicy must be default, force or disable, got \"strict\""},
       {"nvidia:\n  resourceCountName: gpu\n",
-       "nvidia.resourceCountName must be a domain-prefixed resource name like nvidia.com/gpu, got \"gpu\""},
+       "nvidia.resourceCountName must be a domain-prefixed resource name like nvidia.com/gpu, got "
+       "\"gpu\""},
       {"nvidia:\n  deviceSplitCount: [1]\n", "nvidia.deviceSplitCount must be a scalar"},
       {"nvidia: 3\n", "device config: nvidia must be a mapping"},
       {"- a\n- b\n", "device config must be a YAML mapping with an nvidia: section"},
@@ -107,7 +117,8 @@ TEST(NodeOverrides, TheEntryNamingThisNodeWins) {
   EXPECT_EQ(c->filter_uuids, std::vector<std::string>{"GPU-x"});
   EXPECT_EQ(c->filter_indices, std::vector<uint32_t>{3});
   EXPECT_FALSE(c->preferred_allocation);
-  auto other = ApplyNodeOverrides(base, R"({"nodeconfig":[{"name":"node-b","devicesplitcount":3}]})", "node-a");
+  auto other = ApplyNodeOverrides(
+      base, R"({"nodeconfig":[{"name":"node-b","devicesplitcount":3}]})", "node-a");
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(*other, base);
 }
@@ -121,7 +132,8 @@ TEST(NodeOverrides, BadEntriesNameTheFieldAndValue) {
       {"[]", "node config must be a JSON object with a nodeconfig list"},
       {R"({"nodeconfig":{}})", "node config: nodeconfig must be a list, got {}"},
       {R"({"nodeconfig":[3]})", "nodeconfig[0] must be an object, got 3"},
-      {R"({"nodeconfig":[{"devicesplitcount":3}]})", "nodeconfig[0].name must be a non-empty string"},
+      {R"({"nodeconfig":[{"devicesplitcount":3}]})",
+       "nodeconfig[0].name must be a non-empty string"},
       {R"({"nodeconfig":[{"name":"node-a","devicesplitcount":0}]})",
        "nodeconfig[0].devicesplitcount must be an integer 1..1000, got 0"},
       {R"({"nodeconfig":[{"name":"node-a","devicesplitcount":"4"}]})",
@@ -129,7 +141,8 @@ TEST(NodeOverrides, BadEntriesNameTheFieldAndValue) {
       {R"({"nodeconfig":[{"name":"node-a","devicememoryscaling":-2}]})",
        "nodeconfig[0].devicememoryscaling must be a number > 0 and <= 100, got -2"},
       {R"({"nodeconfig":[{"name":"node-a","operatingmode":"mig"}]})",
-       "nodeconfig[0].operatingmode must be \"hami-core\" (mig and mps modes are not supported), got \"mig\""},
+       "nodeconfig[0].operatingmode must be \"hami-core\" (mig and mps modes are not supported), "
+       "got \"mig\""},
       {R"({"nodeconfig":[{"name":"node-a","enablenumatopology":"yes"}]})",
        "nodeconfig[0].enablenumatopology must be true or false, got \"yes\""},
       {R"({"nodeconfig":[{"name":"node-a","filterdevices":{"index":[-1]}}]})",
@@ -165,8 +178,9 @@ TEST(XidPolicy, DefaultsAndEnvironment) {
   EXPECT_TRUE(more->Counts(13));
   auto bad = ParseXidPolicy("79,x", "");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            "DP_DISABLE_HEALTHCHECKS must be all, xids or a comma list of Xid numbers; got entry \"x\"");
+  EXPECT_EQ(
+      bad.status().message(),
+      "DP_DISABLE_HEALTHCHECKS must be all, xids or a comma list of Xid numbers; got entry \"x\"");
   auto bad2 = ParseXidPolicy("", "-1");
   ASSERT_FALSE(bad2.ok());
   EXPECT_NE(bad2.status().message().find("DP_ENABLE_HEALTHCHECKS"), std::string::npos);

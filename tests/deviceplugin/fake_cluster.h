@@ -89,7 +89,8 @@ class FakeCluster : public ClusterApi {
     }
     return items;
   }
-  Result<json> PatchPod(const std::string& ns, const std::string& name, const PatchFn& make_patch) override {
+  Result<json> PatchPod(const std::string& ns, const std::string& name,
+                        const PatchFn& make_patch) override {
     return Patch("patch_pod", ns + "/" + name, make_patch, &pods_, &pod_patches_);
   }
   Result<json> PatchNode(const std::string& name, const PatchFn& make_patch) override {

@@ -34,7 +34,8 @@ TEST(Inventory, EntriesApplyScalingSplitCountHealthAndFilters) {
   auto d = BuildDeviceInfos(gpus, c, {kUuidB});
   ASSERT_EQ(d.size(), 2u);
   core::DeviceInfo a{kUuidA, 0, 5, 49152, 200, "NVIDIA-Tesla V100-PCIE-32GB", 0, true, "hami-core"};
-  core::DeviceInfo b{kUuidB, 1, 5, 24576, 200, "NVIDIA-Tesla V100-PCIE-32GB", 1, false, "hami-core"};  // floor(16384×1.5)
+  core::DeviceInfo b{kUuidB, 1,     5,          24576, 200, "NVIDIA-Tesla V100-PCIE-32GB",
+                     1,      false, "hami-core"};  // floor(16384×1.5)
   EXPECT_EQ(d[0], a);
   EXPECT_EQ(d[1], b);
   c.filter_indices = {0};
@@ -127,7 +128,8 @@ TEST(Registrar, PatchesOnlyWhenTheValueChanges) {
   auto first = registrar.Sync(state.Devices());
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(*first);
-  std::string value = cluster.Node(kNode)["metadata"]["annotations"]["hami.io/node-nvidia-register"];
+  std::string value =
+      cluster.Node(kNode)["metadata"]["annotations"]["hami.io/node-nvidia-register"];
   auto decoded = core::DecodeNodeRegister(value);
   ASSERT_TRUE(decoded.ok()) << value;
   EXPECT_EQ(*decoded, state.Devices());
@@ -140,7 +142,8 @@ TEST(Registrar, PatchesOnlyWhenTheValueChanges) {
   ASSERT_TRUE(changed.ok());
   EXPECT_TRUE(*changed);
   EXPECT_EQ(cluster.node_patches(), 2);
-  auto after = core::DecodeNodeRegister(cluster.Node(kNode)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
+  auto after = core::DecodeNodeRegister(
+      cluster.Node(kNode)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
   ASSERT_TRUE(after.ok());
   EXPECT_FALSE((*after)[0].health);
   EXPECT_TRUE((*after)[1].health);

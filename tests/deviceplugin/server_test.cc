@@ -20,7 +20,8 @@ using namespace testing;  // NOLINT
 namespace fs = std::filesystem;
 constexpr auto kWait = std::chrono::seconds(20);
 
-std::set<std::string> Ids(const std::vector<v1beta1::Device>& devices, const std::string& health = "") {
+std::set<std::string> Ids(const std::vector<v1beta1::Device>& devices,
+                          const std::string& health = "") {
   std::set<std::string> out;
   for (const auto& d : devices) {
     if (health.empty() || d.health() == health) out.insert(d.id());
@@ -36,11 +37,12 @@ class ServerTest : public ::testing::Test {
     AllocatorOptions a;
     a.node_name = kNode;
     a.hook_path = dir_.path() + "/hook";
-    a.verify_signature = [](const std::string& uid, const std::string& node, const std::string& alloc,
-                            const std::string& sig) {
+    a.verify_signature = [](const std::string& uid, const std::string& node,
+                            const std::string& alloc, const std::string& sig) {
       return sig == Sign(uid, node, alloc) ? Status::Ok() : PermissionDenied("HMAC mismatch");
     };
-    allocator_ = std::make_unique<Allocator>(a, &cluster_, &clock_, [this] { return state_.Devices(); });
+    allocator_ =
+        std::make_unique<Allocator>(a, &cluster_, &clock_, [this] { return state_.Devices(); });
     EXPECT_TRUE(allocator_->PrepareHostFiles().ok());
   }
   ~ServerTest() override { StopPlugin(); }
@@ -90,7 +92,8 @@ TEST_F(ServerTest, RegistersAndListsEachGpuAsSplitCountReplicas) {
   for (const char* u : {kUuidA, kUuidB}) {
     for (int i = 0; i < 4; ++i) want.insert(std::string(u) + "-" + std::to_string(i));
   }
-  ASSERT_TRUE(kubelet_.WaitForDevices([&](const auto& d) { return Ids(d, "Healthy") == want; }, kWait));
+  ASSERT_TRUE(
+      kubelet_.WaitForDevices([&](const auto& d) { return Ids(d, "Healthy") == want; }, kWait));
   EXPECT_EQ(kubelet_.devices().size(), 8u);
   EXPECT_FALSE(kubelet_.devices()[0].has_topology());
   EXPECT_TRUE(kubelet_.PreStartContainer({std::string(kUuidA) + "-0"}).ok());
@@ -117,15 +120,19 @@ TEST_F(ServerTest, ReRegistersAfterKubeletRestart) {
   ASSERT_TRUE(kubelet_.WaitForDevices([](const auto& d) { return d.size() == 8; }, kWait));
   // The new server answers calls.
   cluster_.PutNode(MakeNode("ml", "train"));
-  cluster_.PutPod(MakePod("train", {{"main", false, 1}}, std::string(kUuidA) + ",NVIDIA,3000,30:;"));
+  cluster_.PutPod(
+      MakePod("train", {{"main", false, 1}}, std::string(kUuidA) + ",NVIDIA,3000,30:;"));
   v1beta1::AllocateResponse response;
   grpc::Status st;
   // A third registration may still be under way (kubelet.sock appeared after our socket went):
   // retry through the fake's current stub until the call lands.
   for (int i = 0; i < 50; ++i) {
     st = kubelet_.Allocate({{std::string(kUuidA) + "-1"}}, &response);
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::CANCELLED) break;
-    kubelet_.WaitForRegistrations(kubelet_.registrations().size() + 1, std::chrono::milliseconds(200));
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        st.error_code() != grpc::StatusCode::CANCELLED)
+      break;
+    kubelet_.WaitForRegistrations(kubelet_.registrations().size() + 1,
+                                  std::chrono::milliseconds(200));
   }
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(response.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), kUuidA);
@@ -141,13 +148,15 @@ TEST_F(ServerTest, RegistersOnceKubeletComesUp) {
 TEST_F(ServerTest, UnhealthyGpuIsResentToKubelet) {
   ASSERT_TRUE(kubelet_.Start());
   StartPlugin();
-  ASSERT_TRUE(kubelet_.WaitForDevices([](const auto& d) { return Ids(d, "Healthy").size() == 8; }, kWait));
+  ASSERT_TRUE(
+      kubelet_.WaitForDevices([](const auto& d) { return Ids(d, "Healthy").size() == 8; }, kWait));
   int before = kubelet_.lists_received();
   ASSERT_TRUE(state_.MarkUnhealthy(kUuidB));
   std::set<std::string> sick;
   for (int i = 0; i < 4; ++i) sick.insert(std::string(kUuidB) + "-" + std::to_string(i));
   ASSERT_TRUE(kubelet_.WaitForDevices(
-      [&](const auto& d) { return Ids(d, "Unhealthy") == sick && Ids(d, "Healthy").size() == 4; }, kWait));
+      [&](const auto& d) { return Ids(d, "Unhealthy") == sick && Ids(d, "Healthy").size() == 4; },
+      kWait));
   EXPECT_EQ(kubelet_.lists_received(), before + 1);
 }
 
@@ -156,7 +165,8 @@ TEST_F(ServerTest, AllocateAndPreferredAllocationOverGrpc) {
   StartPlugin();
   ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kWait));
   cluster_.PutNode(MakeNode("ml", "train"));
-  cluster_.PutPod(MakePod("train", {{"main", false, 1}}, std::string(kUuidB) + ",NVIDIA,3000,30:;"));
+  cluster_.PutPod(
+      MakePod("train", {{"main", false, 1}}, std::string(kUuidB) + ",NVIDIA,3000,30:;"));
 
   v1beta1::PreferredAllocationRequest preq;
   auto* c = preq.add_container_requests();

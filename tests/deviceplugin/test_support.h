@@ -8,11 +8,10 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "nvml/gpu_source.h"
 
@@ -42,14 +41,15 @@ class TempDir {
   std::string path_;
 };
 
-/// Standard padded base64 of HMAC-SHA256(key, "<uid>\n<node>\n<allocated>") (docs/design/CONTRACT.md §2).
-inline std::string Sign(const std::string& uid, const std::string& node, const std::string& allocated,
-                        const std::string& key = kKey) {
+/// Standard padded base64 of HMAC-SHA256(key, "<uid>\n<node>\n<allocated>")
+/// (docs/design/CONTRACT.md §2).
+inline std::string Sign(const std::string& uid, const std::string& node,
+                        const std::string& allocated, const std::string& key = kKey) {
   std::string msg = uid + "\n" + node + "\n" + allocated;
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-       msg.size(), mac, &len);
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len);
   unsigned char b64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
   int n = EVP_EncodeBlock(b64, mac, static_cast<int>(len));
   return std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
@@ -63,9 +63,14 @@ inline std::vector<nvml::GpuInfo> TwoGpus() {
 }
 
 struct ContainerSpec {
-  ContainerSpec(std::string n, bool i = false, int g = 0, std::optional<std::string> dc = std::nullopt,
+  ContainerSpec(std::string n, bool i = false, int g = 0,
+                std::optional<std::string> dc = std::nullopt,
                 std::optional<std::string> p = std::nullopt)
-      : name(std::move(n)), init(i), gpus(g), disable_control(std::move(dc)), priority(std::move(p)) {}
+      : name(std::move(n)),
+        init(i),
+        gpus(g),
+        disable_control(std::move(dc)),
+        priority(std::move(p)) {}
   std::string name;
   bool init = false;
   int gpus = 0;
@@ -76,8 +81,10 @@ struct ContainerSpec {
 /// A pod as fracgpu's scheduler leaves it after /bind: schedulerName ours, bound to kNode,
 /// Pending, bind-phase allocating, allocated == to-allocate == `allocated`, signed with kKey
 /// (unless `signature` is given; "" = no signature annotation).
-inline json MakePod(const std::string& name, const std::vector<ContainerSpec>& containers, const std::string& allocated,
-                    std::optional<std::string> signature = std::nullopt, const std::string& ns = "ml") {
+inline json MakePod(const std::string& name, const std::vector<ContainerSpec>& containers,
+                    const std::string& allocated,
+                    std::optional<std::string> signature = std::nullopt,
+                    const std::string& ns = "ml") {
   std::string uid = "uid-" + name;
   json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
@@ -100,7 +107,9 @@ inline json MakePod(const std::string& name, const std::vector<ContainerSpec>& c
     json spec = {{"name", c.name}, {"image", "cuda"}};
     if (c.gpus > 0) spec["resources"]["limits"]["nvidia.com/gpu"] = std::to_string(c.gpus);
     if (c.priority) spec["resources"]["limits"]["nvidia.com/priority"] = *c.priority;
-    if (c.disable_control) spec["env"] = json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", *c.disable_control}}});
+    if (c.disable_control)
+      spec["env"] =
+          json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", *c.disable_control}}});
     pod["spec"][c.init ? "initContainers" : "containers"].push_back(spec);
   }
   return pod;
@@ -108,9 +117,12 @@ inline json MakePod(const std::string& name, const std::vector<ContainerSpec>& c
 
 /// The node, optionally locked for pod `ns/name`.
 inline json MakeNode(const std::string& lock_ns = "", const std::string& lock_name = "") {
-  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}, {"annotations", json::object()}}}};
+  json node = {{"apiVersion", "v1"},
+               {"kind", "Node"},
+               {"metadata", {{"name", kNode}, {"annotations", json::object()}}}};
   if (!lock_name.empty()) {
-    node["metadata"]["annotations"]["hami.io/mutex.lock"] = "2024-05-01T10:00:00Z," + lock_ns + "," + lock_name;
+    node["metadata"]["annotations"]["hami.io/mutex.lock"] =
+        "2024-05-01T10:00:00Z," + lock_ns + "," + lock_name;
   }
   return node;
 }

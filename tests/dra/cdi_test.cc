@@ -44,8 +44,8 @@ TEST_F(CdiTest, EditsAreWhatAllocateGivesForTheSameGrant) {
   dp::AllocatorOptions ao;
   ao.node_name = dp::testing::kNode;
   ao.hook_path = hook_;
-  ao.verify_signature = [](const std::string& uid, const std::string& node, const std::string& allocated,
-                           const std::string& sig) {
+  ao.verify_signature = [](const std::string& uid, const std::string& node,
+                           const std::string& allocated, const std::string& sig) {
     return sig == dp::testing::Sign(uid, node, allocated) ? Status::Ok() : PermissionDenied("bad");
   };
   dp::Allocator allocator(ao, &cluster, &clock, [&] { return state.Devices(); });
@@ -63,7 +63,8 @@ TEST_F(CdiTest, EditsAreWhatAllocateGivesForTheSameGrant) {
     dp::MountSpec w = want.mounts[i];
     for (std::string* p : {&w.host_path, &w.container_path}) {
       auto at = p->find("uid-train_main");
-      if (at != std::string::npos) p->replace(at, std::string("uid-train_main").size(), "claim_uid-c");
+      if (at != std::string::npos)
+        p->replace(at, std::string("uid-train_main").size(), "claim_uid-c");
     }
     EXPECT_EQ(got.mounts[i], w) << i;
   }
@@ -87,7 +88,8 @@ TEST_F(CdiTest, SpecFileIsValidCdiAndRemovedAgain) {
   EXPECT_EQ(CdiDeviceId("u2"), "fracgpu.io/gpu=claim-u2");
   const json& edits = spec["devices"][0]["containerEdits"];
   std::set<std::string> env(edits["env"].begin(), edits["env"].end());
-  EXPECT_TRUE(env.count(std::string("NVIDIA_VISIBLE_DEVICES=") + testing::kUuid0 + "," + testing::kUuid1));
+  EXPECT_TRUE(
+      env.count(std::string("NVIDIA_VISIBLE_DEVICES=") + testing::kUuid0 + "," + testing::kUuid1));
   EXPECT_TRUE(env.count("CUDA_DEVICE_MEMORY_LIMIT_0=3000m"));
   EXPECT_TRUE(env.count("CUDA_DEVICE_MEMORY_LIMIT_1=16384m"));
   EXPECT_TRUE(env.count("CUDA_DEVICE_SM_LIMIT_1=100"));
@@ -112,7 +114,8 @@ TEST_F(CdiTest, UnwritableCdiDirLeavesNothingBehind) {
   Status st = WriteClaimFiles("u3", {s}, opts_);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kInternal);
-  EXPECT_NE(st.message().find("CDI spec directory " + opts_.cdi_dir), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("CDI spec directory " + opts_.cdi_dir), std::string::npos)
+      << st.message();
   EXPECT_FALSE(fs::exists(hook_ + "/vgpu/limits/claim_u3.env"));
   EXPECT_FALSE(fs::exists(hook_ + "/vgpu/containers/claim_u3"));
 }

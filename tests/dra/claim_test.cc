@@ -12,12 +12,15 @@ namespace {
 using namespace testing;  // NOLINT
 
 TEST(ClaimTest, SharesWithConsumedCapacityAndWholeDevices) {
-  json claim = Claim("c", "uid-1", json::array({Result("gpu-0", "3000Mi", "30", "11111111-2222-3333-4444-555555555555"),
-                                                Result("gpu-1")}));
+  json claim =
+      Claim("c", "uid-1",
+            json::array({Result("gpu-0", "3000Mi", "30", "11111111-2222-3333-4444-555555555555"),
+                         Result("gpu-1")}));
   auto shares = ParseClaimAllocation(claim, "gpu.fracgpu.io", kNode, TwoGpus());
   ASSERT_TRUE(shares.ok()) << shares.status().ToString();
   ASSERT_EQ(shares->size(), 2u);
-  EXPECT_EQ((*shares)[0], (AllocatedShare{"gpu", kNode, "gpu-0", kUuid0, 3000, 30, "11111111-2222-3333-4444-555555555555"}));
+  EXPECT_EQ((*shares)[0], (AllocatedShare{"gpu", kNode, "gpu-0", kUuid0, 3000, 30,
+                                          "11111111-2222-3333-4444-555555555555"}));
   // No consumedCapacity: the whole card (16384 MiB, 100 %).
   EXPECT_EQ((*shares)[1], (AllocatedShare{"gpu", kNode, "gpu-1", kUuid1, 16384, 100, ""}));
 }
@@ -25,8 +28,10 @@ TEST(ClaimTest, SharesWithConsumedCapacityAndWholeDevices) {
 TEST(ClaimTest, CanonicalQuantitiesQualifiedNamesAndOtherDrivers) {
   json r = Result("gpu-1", "", "", "s1");
   r["consumedCapacity"] = {{"gpu.fracgpu.io/memory", "3Gi"}, {"gpu.fracgpu.io/cores", "0"}};
-  json other = {{"request", "nic"}, {"driver", "nic.example.com"}, {"pool", "elsewhere"}, {"device", "eth0"}};
-  auto shares = ParseClaimAllocation(Claim("c", "u", json::array({other, r})), "gpu.fracgpu.io", kNode, TwoGpus());
+  json other = {
+      {"request", "nic"}, {"driver", "nic.example.com"}, {"pool", "elsewhere"}, {"device", "eth0"}};
+  auto shares = ParseClaimAllocation(Claim("c", "u", json::array({other, r})), "gpu.fracgpu.io",
+                                     kNode, TwoGpus());
   ASSERT_TRUE(shares.ok()) << shares.status().ToString();
   ASSERT_EQ(shares->size(), 1u);
   EXPECT_EQ((*shares)[0].mem_mib, 3072);
@@ -57,36 +62,54 @@ TEST(ClaimTest, MalformedAllocationsAreRefusedNamingTheField) {
   std::vector<Case> cases = {
       {"results not a list", json::object(), StatusCode::kInvalidArgument, "must be a list"},
       {"too many", many, StatusCode::kInvalidArgument, "at most 32"},
-      {"entry not an object", json::array({"gpu-0"}), StatusCode::kInvalidArgument, "results[0] must be an object"},
+      {"entry not an object", json::array({"gpu-0"}), StatusCode::kInvalidArgument,
+       "results[0] must be an object"},
       {"no request", json::array({no_request}), StatusCode::kInvalidArgument, "results[0].request"},
-      {"other pool", json::array({[] { json r = Result("gpu-0"); r["pool"] = "node-b"; return r; }()}),
+      {"other pool", json::array({[] {
+         json r = Result("gpu-0");
+         r["pool"] = "node-b";
+         return r;
+       }()}),
        StatusCode::kInvalidArgument, "not this node's pool"},
-      {"unknown device", json::array({Result("gpu-7")}), StatusCode::kNotFound, "\"gpu-7\" is not a device of pool"},
-      {"memory not a string", json::array({[] { json r = Result("gpu-0", "1Mi", "1"); r["consumedCapacity"]["memory"] = 3000; return r; }()}),
+      {"unknown device", json::array({Result("gpu-7")}), StatusCode::kNotFound,
+       "\"gpu-7\" is not a device of pool"},
+      {"memory not a string", json::array({[] {
+         json r = Result("gpu-0", "1Mi", "1");
+         r["consumedCapacity"]["memory"] = 3000;
+         return r;
+       }()}),
        StatusCode::kInvalidArgument, "consumedCapacity.memory must be a quantity string"},
-      {"memory garbage", json::array({Result("gpu-0", "lots", "1", "s")}), StatusCode::kInvalidArgument,
-       "consumedCapacity.memory \"lots\""},
-      {"memory fraction of MiB", json::array({Result("gpu-0", "1000", "1", "s")}), StatusCode::kInvalidArgument,
-       "not a whole number of MiB"},
-      {"memory beyond card", json::array({Result("gpu-0", "17Gi", "1", "s")}), StatusCode::kInvalidArgument,
-       "17408 MiB; device gpu-0 has 16384 MiB"},
-      {"memory zero", json::array({Result("gpu-0", "0", "1", "s")}), StatusCode::kInvalidArgument, "is 0 MiB"},
-      {"cores over 100", json::array({Result("gpu-0", "1Gi", "101", "s")}), StatusCode::kInvalidArgument,
-       "cores is 101"},
-      {"cores negative", json::array({Result("gpu-0", "1Gi", "-1", "s")}), StatusCode::kInvalidArgument, "negative"},
-      {"shareID not a string", json::array({bad_share}), StatusCode::kInvalidArgument, "shareID must be a UID"},
-      {"consumedCapacity a list", json::array({caps_list}), StatusCode::kInvalidArgument, "must be a map"},
-      {"no memory entry", json::array({no_mem}), StatusCode::kInvalidArgument, "no \"memory\" entry"},
-      {"same device twice", json::array({Result("gpu-0", "1Gi", "1", "a"), Result("gpu-0", "1Gi", "1", "b")}),
+      {"memory garbage", json::array({Result("gpu-0", "lots", "1", "s")}),
+       StatusCode::kInvalidArgument, "consumedCapacity.memory \"lots\""},
+      {"memory fraction of MiB", json::array({Result("gpu-0", "1000", "1", "s")}),
+       StatusCode::kInvalidArgument, "not a whole number of MiB"},
+      {"memory beyond card", json::array({Result("gpu-0", "17Gi", "1", "s")}),
+       StatusCode::kInvalidArgument, "17408 MiB; device gpu-0 has 16384 MiB"},
+      {"memory zero", json::array({Result("gpu-0", "0", "1", "s")}), StatusCode::kInvalidArgument,
+       "is 0 MiB"},
+      {"cores over 100", json::array({Result("gpu-0", "1Gi", "101", "s")}),
+       StatusCode::kInvalidArgument, "cores is 101"},
+      {"cores negative", json::array({Result("gpu-0", "1Gi", "-1", "s")}),
+       StatusCode::kInvalidArgument, "negative"},
+      {"shareID not a string", json::array({bad_share}), StatusCode::kInvalidArgument,
+       "shareID must be a UID"},
+      {"consumedCapacity a list", json::array({caps_list}), StatusCode::kInvalidArgument,
+       "must be a map"},
+      {"no memory entry", json::array({no_mem}), StatusCode::kInvalidArgument,
+       "no \"memory\" entry"},
+      {"same device twice",
+       json::array({Result("gpu-0", "1Gi", "1", "a"), Result("gpu-0", "1Gi", "1", "b")}),
        StatusCode::kInvalidArgument, "allocated twice"},
-      {"no result of ours", json::array({{{"request", "x"}, {"driver", "other.io"}, {"pool", "p"}, {"device", "d"}}}),
+      {"no result of ours",
+       json::array({{{"request", "x"}, {"driver", "other.io"}, {"pool", "p"}, {"device", "d"}}}),
        StatusCode::kInvalidArgument, "no device of driver gpu.fracgpu.io"},
   };
   for (const auto& c : cases) {
     auto r = ParseClaimAllocation(Claim("c", "u", c.results), "gpu.fracgpu.io", kNode, TwoGpus());
     ASSERT_FALSE(r.ok()) << c.what;
     EXPECT_EQ(r.status().code(), c.code) << c.what << ": " << r.status().ToString();
-    EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << c.what << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
+        << c.what << ": " << r.status().message();
   }
   json unallocated = Claim("c", "u", json::array());
   unallocated["status"] = json::object();
@@ -99,8 +122,8 @@ TEST(ClaimTest, MalformedAllocationsAreRefusedNamingTheField) {
 TEST(ClaimTest, UnhealthyDeviceIsUnavailable) {
   auto devices = TwoGpus();
   devices[0].health = false;
-  auto r = ParseClaimAllocation(Claim("c", "u", json::array({Result("gpu-0", "1Gi", "1", "s")})), "gpu.fracgpu.io",
-                                kNode, devices);
+  auto r = ParseClaimAllocation(Claim("c", "u", json::array({Result("gpu-0", "1Gi", "1", "s")})),
+                                "gpu.fracgpu.io", kNode, devices);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
 }
 

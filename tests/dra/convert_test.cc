@@ -9,15 +9,21 @@ namespace fracgpu::dra {
 namespace {
 
 json Pod(json limits, json annotations = json::object()) {
-  return json{{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", "train"}, {"namespace", "ml"}, {"annotations", annotations}}},
-              {"spec", {{"containers", json::array({{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", limits}}}},
-                                                    {{"name", "side"}, {"image", "y"}}})}}}};
+  return json{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "train"}, {"namespace", "ml"}, {"annotations", annotations}}},
+      {"spec",
+       {{"containers",
+         json::array({{{"name", "main"}, {"image", "x"}, {"resources", {{"limits", limits}}}},
+                      {{"name", "side"}, {"image", "y"}}})}}}};
 }
 
 TEST(ConvertTest, GpumemAndGpucoresBecomeACapacityRequestAndThePodIsPatched) {
-  json pod = Pod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}, {"cpu", "1"}},
+  json pod = Pod({{"nvidia.com/gpu", "1"},
+                  {"nvidia.com/gpumem", "3000"},
+                  {"nvidia.com/gpucores", "30"},
+                  {"cpu", "1"}},
                  {{"nvidia.com/use-gputype", "A100-80GB"}});
   auto c = ConvertHamiPod(pod, core::ResourceNames{});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -34,7 +40,8 @@ TEST(ConvertTest, GpumemAndGpucoresBecomeACapacityRequestAndThePodIsPatched) {
   json patched = pod.patch(c->pod_patch);
   EXPECT_EQ(patched["spec"]["resourceClaims"],
             json::array({{{"name", "main-gpu"}, {"resourceClaimTemplateName", "train-main-gpu"}}}));
-  EXPECT_EQ(patched["spec"]["containers"][0]["resources"]["claims"], json::array({{{"name", "main-gpu"}}}));
+  EXPECT_EQ(patched["spec"]["containers"][0]["resources"]["claims"],
+            json::array({{{"name", "main-gpu"}}}));
   EXPECT_EQ(patched["spec"]["containers"][0]["resources"]["limits"], json({{"cpu", "1"}}));
   EXPECT_FALSE(patched["spec"]["containers"][1].contains("resources"));
 }
@@ -50,9 +57,11 @@ TEST(ConvertTest, WholeCardsUuidRulesAndWhatDraCannotExpress) {
   EXPECT_FALSE(ex.contains("capacity"));
   EXPECT_EQ(ex["selectors"][0]["cel"]["expression"],
             "!(device.attributes[\"gpu.fracgpu.io\"].uuid.lowerAscii() in [\"gpu-aaaa-1\"])");
-  auto pct = ConvertHamiPod(Pod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}}), core::ResourceNames{});
+  auto pct = ConvertHamiPod(Pod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}}),
+                            core::ResourceNames{});
   ASSERT_FALSE(pct.ok());
-  EXPECT_NE(pct.status().message().find("gpumem-percentage 50 cannot be expressed"), std::string::npos);
+  EXPECT_NE(pct.status().message().find("gpumem-percentage 50 cannot be expressed"),
+            std::string::npos);
   auto none = ConvertHamiPod(Pod({{"cpu", "1"}}), core::ResourceNames{});
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->templates.empty());

@@ -2,10 +2,10 @@
 // uses; the DaemonSet's args are real flags of `fracgpu dra-driver` and its sockets are where
 // kubelet looks; and, when kubectl is on the machine, `kubectl kustomize` builds the base with
 // the component (the device plugin's DaemonSet replaced by the driver's).
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "dra/api.h"
@@ -29,7 +29,8 @@ TEST(DraDeployTest, DeviceClassesSelectTheDriverAndHealthyDevices) {
     EXPECT_EQ(d["kind"].as<std::string>(), "DeviceClass");
     names.insert(d["metadata"]["name"].as<std::string>());
     std::string cel = d["spec"]["selectors"][0]["cel"]["expression"].as<std::string>();
-    EXPECT_NE(cel.find(std::string("device.driver == \"") + kDriverName + "\""), std::string::npos) << cel;
+    EXPECT_NE(cel.find(std::string("device.driver == \"") + kDriverName + "\""), std::string::npos)
+        << cel;
     EXPECT_NE(cel.find("healthy == true"), std::string::npos) << cel;
   }
   EXPECT_EQ(names, (std::set<std::string>{kFractionalClass, kWholeClass}));
@@ -51,7 +52,8 @@ TEST(DraDeployTest, DaemonSetArgsAreRealFlagsAndSocketsAreKubelets) {
   for (size_t i = 1; i < c["args"].size(); ++i) {
     std::string a = c["args"][i].as<std::string>();
     std::string name = a.substr(0, a.find('='));
-    EXPECT_NE(sub->get_option_no_throw(name), nullptr) << name << " is not a flag of fracgpu dra-driver";
+    EXPECT_NE(sub->get_option_no_throw(name), nullptr)
+        << name << " is not a flag of fracgpu dra-driver";
     flags[name] = a.substr(a.find('=') + 1);
   }
   EXPECT_EQ(flags["--registry-dir"], kPluginsRegistryDir);
@@ -73,7 +75,8 @@ TEST(DraDeployTest, TheUiReadsSlicesAndClaimsInDraMode) {
   bool listed = false, patched = false;
   for (const auto& r : k["resources"]) listed |= r.as<std::string>() == "ui-dra-mode.yaml";
   for (const auto& p : k["patches"]) {
-    if (p["target"]["kind"].as<std::string>() != "Deployment" || p["target"]["name"].as<std::string>() != "fracgpu-ui") {
+    if (p["target"]["kind"].as<std::string>() != "Deployment" ||
+        p["target"]["name"].as<std::string>() != "fracgpu-ui") {
       continue;
     }
     for (const auto& op : YAML::Load(p["patch"].as<std::string>())) {
@@ -98,7 +101,8 @@ TEST(DraDeployTest, TheUiReadsSlicesAndClaimsInDraMode) {
       }
     }
     if (d["kind"].as<std::string>() == "ClusterRoleBinding") {
-      bound_to = d["subjects"][0]["namespace"].as<std::string>() + "/" + d["subjects"][0]["name"].as<std::string>();
+      bound_to = d["subjects"][0]["namespace"].as<std::string>() + "/" +
+                 d["subjects"][0]["name"].as<std::string>();
     }
   }
   EXPECT_EQ(can_list, (std::set<std::string>{"resourceclaims", "resourceslices"}));
@@ -106,13 +110,15 @@ TEST(DraDeployTest, TheUiReadsSlicesAndClaimsInDraMode) {
 }
 
 TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
-  if (std::system("kubectl version --client >/dev/null 2>&1") != 0) GTEST_SKIP() << "kubectl not on this machine";
+  if (std::system("kubectl version --client >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "kubectl not on this machine";
   testing::TempDir tmp;
   // kustomize wants relative paths below the kustomization's root.
   std::string root = std::string(FRACGPU_DEPLOY_DIR) + "/../.dra-kustomize-test";
   std::filesystem::create_directories(root);
-  std::ofstream(root + "/kustomization.yaml") << "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-                                                 "resources: [../deploy]\ncomponents: [../deploy/dra]\n";
+  std::ofstream(root + "/kustomization.yaml")
+      << "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+         "resources: [../deploy]\ncomponents: [../deploy/dra]\n";
   std::string out = tmp.path() + "/out.yaml";
   int rc = std::system(("kubectl kustomize " + root + " > " + out + " 2>&1").c_str());
   std::filesystem::remove_all(root);
@@ -129,10 +135,12 @@ TEST(DraDeployTest, KustomizeBuildsBaseWithComponentWhenKubectlIsPresent) {
     classes += kind == "DeviceClass";
     // The webhook's DRA mode: the flag, dry-run without side effects, RBAC for the templates.
     if (kind == "Deployment" && name == "fracgpu-scheduler") {
-      for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"]) dra_mode |= a.as<std::string>() == "--dra-mode";
+      for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"])
+        dra_mode |= a.as<std::string>() == "--dra-mode";
     }
     if (kind == "Deployment" && name == "fracgpu-ui") {
-      for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"]) ui_dra_mode |= a.as<std::string>() == "--dra-mode";
+      for (const auto& a : d["spec"]["template"]["spec"]["containers"][0]["args"])
+        ui_dra_mode |= a.as<std::string>() == "--dra-mode";
     }
     if (kind == "MutatingWebhookConfiguration") {
       dry_run_safe = d["webhooks"][0]["sideEffects"].as<std::string>() == "NoneOnDryRun";

@@ -42,27 +42,31 @@ struct Mount {
 std::string Translate(const std::vector<Mount>& mounts, const std::string& path) {
   const Mount* best = nullptr;
   for (const auto& m : mounts) {
-    bool under = path == m.container_path || (path.size() > m.container_path.size() &&
-                                              path.compare(0, m.container_path.size(), m.container_path) == 0 &&
-                                              path[m.container_path.size()] == '/');
-    if (under && (best == nullptr || m.container_path.size() > best->container_path.size())) best = &m;
+    bool under = path == m.container_path ||
+                 (path.size() > m.container_path.size() &&
+                  path.compare(0, m.container_path.size(), m.container_path) == 0 &&
+                  path[m.container_path.size()] == '/');
+    if (under && (best == nullptr || m.container_path.size() > best->container_path.size()))
+      best = &m;
   }
   return best == nullptr ? path : best->host_path + path.substr(best->container_path.size());
 }
 
 json ClaimRequest(const std::string& name, int64_t mib) {
-  return json{{"apiVersion", "resource.k8s.io/v1"},
-              {"kind", "ResourceClaim"},
-              {"metadata", {{"name", name}, {"namespace", "ml"}}},
-              {"spec",
-               {{"devices",
-                 {{"requests",
-                   json::array({{{"name", "gpu"},
-                                 {"exactly",
-                                  {{"deviceClassName", "gpu.fracgpu.io"},
-                                   {"allocationMode", "ExactCount"},
-                                   {"count", 1},
-                                   {"capacity", {{"requests", {{"memory", std::to_string(mib) + "Mi"}}}}}}}}})}}}}}};
+  return json{
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", "ml"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           json::array({{{"name", "gpu"},
+                         {"exactly",
+                          {{"deviceClassName", "gpu.fracgpu.io"},
+                           {"allocationMode", "ExactCount"},
+                           {"count", 1},
+                           {"capacity",
+                            {{"requests", {{"memory", std::to_string(mib) + "Mi"}}}}}}}}})}}}}}};
 }
 
 // The stand-in: allocates every claim without an allocation, in creation order, first fit.
@@ -93,11 +97,15 @@ void AllocatePendingClaims(fakes::FakeApiServer& api, k8s::Client* client) {
     c["status"] = {{"allocation",
                     {{"devices", {{"results", *results}}},
                      {"nodeSelector",
-                      {{"nodeSelectorTerms", json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
-                                                                                        {"operator", "In"},
-                                                                                        {"values", json::array({kNode})}}})}}})}}}}},
-                   {"reservedFor", json::array({{{"resource", "pods"}, {"name", c["metadata"]["name"].get<std::string>() + "-pod"},
-                                                {"uid", "pod-" + c["metadata"]["uid"].get<std::string>()}}})}};
+                      {{"nodeSelectorTerms",
+                        json::array({{{"matchFields",
+                                       json::array({{{"key", "metadata.name"},
+                                                     {"operator", "In"},
+                                                     {"values", json::array({kNode})}}})}}})}}}}},
+                   {"reservedFor",
+                    json::array({{{"resource", "pods"},
+                                  {"name", c["metadata"]["name"].get<std::string>() + "-pod"},
+                                  {"uid", "pod-" + c["metadata"]["uid"].get<std::string>()}}})}};
     auto put = client->Update("/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/" +
                                   c["metadata"]["name"].get<std::string>() + "/status",
                               c);
@@ -115,7 +123,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
   {
     deviceplugin::AllocatorOptions ao;
     ao.hook_path = hook;
-    deviceplugin::Allocator host_files(ao, nullptr, nullptr, [] { return std::vector<core::DeviceInfo>{}; });
+    deviceplugin::Allocator host_files(ao, nullptr, nullptr,
+                                       [] { return std::vector<core::DeviceInfo>{}; });
     ASSERT_TRUE(host_files.PrepareHostFiles().ok());
   }
   fakes::FakeApiServer api;
@@ -131,7 +140,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
   ASSERT_TRUE(publisher.Sync(BuildSliceDevices(infos, {gpu}, {}, so)).ok());
 
   // The claims, then the stand-in allocator.
-  const std::vector<std::pair<std::string, int64_t>> wanted = {{"c3000", 3000}, {"c4000", 4000}, {"c5000", 5000}, {"c5000b", 5000}};
+  const std::vector<std::pair<std::string, int64_t>> wanted = {
+      {"c3000", 3000}, {"c4000", 4000}, {"c5000", 5000}, {"c5000b", 5000}};
   for (const auto& [name, mib] : wanted) api.Put("resourceclaims", ClaimRequest(name, mib));
   AllocatePendingClaims(api, client.get());
   for (const auto& [name, mib] : wanted) {
@@ -154,7 +164,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
   K8sClaimSource source(client.get());
   Driver driver(dopt, &source, [&] { return infos; });
   ASSERT_TRUE(driver.Load().ok());
-  KubeletPlugin plugin({kDriverName, dir.path() + "/registry", dir.path() + "/plugin", true}, &driver);
+  KubeletPlugin plugin({kDriverName, dir.path() + "/registry", dir.path() + "/plugin", true},
+                       &driver);
   ASSERT_TRUE(plugin.Start().ok());
   fakes::FakeDraKubelet kubelet(dir.path() + "/registry");
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
@@ -172,7 +183,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
     std::string cdi_id = prepared.devices(0).cdi_device_ids(0);
     // The runtime's part: find the CDI device by its fully qualified name and apply its edits.
     json spec = json::parse(ReadFile(dir.path() + "/cdi/fracgpu.io-gpu-claim-" + uid + ".json"));
-    ASSERT_EQ(spec["kind"].get<std::string>() + "=" + spec["devices"][0]["name"].get<std::string>(), cdi_id);
+    ASSERT_EQ(spec["kind"].get<std::string>() + "=" + spec["devices"][0]["name"].get<std::string>(),
+              cdi_id);
     const json& edits = spec["devices"][0]["containerEdits"];
     std::string cwd = dir.path() + "/containers/" + name;
     fs::create_directories(cwd);
@@ -185,7 +197,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
     }
     std::vector<Mount> mounts;
     for (const auto& m : edits["mounts"]) mounts.push_back({m["containerPath"], m["hostPath"]});
-    env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = Translate(mounts, env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]);
+    env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] =
+        Translate(mounts, env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]);
     for (const auto& m : mounts) {
       if (m.container_path == "/etc/fracgpu/limits.env") {
         std::stringstream in(ReadFile(m.host_path));
@@ -205,7 +218,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
     EXPECT_EQ(env["CUDA_DEVICE_MEMORY_LIMIT_0"], std::to_string(mib) + "m");
     EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], kUuid0);
     EXPECT_EQ(env["LD_PRELOAD"], hook + "/vgpu/libvgpu.so");
-    env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":" + std::to_string(kGpuMiB);  // the runtime's visible GPU
+    env["FAKE_GPU_DEVICES"] =
+        std::string(kUuid0) + ":" + std::to_string(kGpuMiB);  // the runtime's visible GPU
     std::vector<std::string> argv = {FRACGPU_VGPU_APP};
     for (const auto& op : e2e::SliceProbe(mib)) argv.push_back(op);
     containers.push_back(std::make_unique<e2e::ContainerProcess>(argv, env, cwd, cwd + ".stderr"));
@@ -229,7 +243,8 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
   for (size_t i = 0; i < 3; ++i) {
     std::string uid = (*api.Get("resourceclaims", "ml", wanted[i].first))["metadata"]["uid"];
     drav1::NodeUnprepareResourcesResponse un;
-    ASSERT_TRUE(kubelet.Unprepare(kDriverName, {fakes::ClaimRef("ml", wanted[i].first, uid)}, &un).ok());
+    ASSERT_TRUE(
+        kubelet.Unprepare(kDriverName, {fakes::ClaimRef("ml", wanted[i].first, uid)}, &un).ok());
     EXPECT_EQ(un.claims().at(uid).error(), "");
   }
   EXPECT_TRUE(fs::is_empty(dir.path() + "/cdi"));

@@ -70,7 +70,8 @@ TEST(DraNvmlFacts, AnH200PublishesArchitectureComputeCapabilityAndDriverVersion)
   // DeviceAttribute: exactly one of string / version per attribute.
   EXPECT_EQ(a["architecture"], json({{"string", "Hopper"}}));
   EXPECT_EQ(a["computeCapability"], json({{"version", "9.0.0"}}));
-  EXPECT_EQ(a["driverVersion"], json({{"version", "580.95.5"}}));  // "05": no leading zeros in semver
+  EXPECT_EQ(a["driverVersion"],
+            json({{"version", "580.95.5"}}));  // "05": no leading zeros in semver
   EXPECT_EQ(devices[0]["capacity"]["memory"]["value"], "143771Mi");
   EXPECT_EQ(omitted, std::vector<std::string>{});
 }
@@ -84,9 +85,10 @@ TEST(DraNvmlFacts, ADriverVersionThatIsNotAVersionIsLeftOutAndSaid) {
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_FALSE(devices[0]["attributes"].contains("driverVersion"));
   EXPECT_EQ(devices[0]["attributes"]["computeCapability"], json({{"version", "9.0.0"}}));
-  EXPECT_EQ(omitted, std::vector<std::string>{std::string(kH200) +
-                                              ": attribute driverVersion omitted: version \"580.95.05-beta\" is not "
-                                              "1 to 3 dot-separated numbers"});
+  EXPECT_EQ(omitted, std::vector<std::string>{
+                         std::string(kH200) +
+                         ": attribute driverVersion omitted: version \"580.95.05-beta\" is not "
+                         "1 to 3 dot-separated numbers"});
 }
 
 TEST(DraNvmlFacts, AnOlderDriverWithoutTheEntryPointsOmitsTheAttributesOnly) {
@@ -116,8 +118,9 @@ TEST(DraNvmlFacts, NotSupportedOmitsThatAttribute) {
   EXPECT_EQ(devices[0]["attributes"]["architecture"], json({{"string", "Hopper"}}));
   EXPECT_EQ(devices[0]["attributes"]["driverVersion"], json({{"version", "580.95.5"}}));
   ASSERT_EQ(omitted.size(), 1u);
-  EXPECT_EQ(omitted[0], "nvmlDeviceGetCudaComputeCapability failed: NVML error 3 (Not Supported) for " +
-                            std::string(kH200) + ": computeCapability omitted");
+  EXPECT_EQ(omitted[0],
+            "nvmlDeviceGetCudaComputeCapability failed: NVML error 3 (Not Supported) for " +
+                std::string(kH200) + ": computeCapability omitted");
 }
 
 // `fracgpu dra-driver` as a process (the fake NVML, the fake API server through a kubeconfig,
@@ -127,19 +130,28 @@ class DraDriverCommand : public ::testing::Test {
  protected:
   // Starts the driver with `library`; its output goes to <dir>/log.
   void Start(const std::string& library) {
-    for (const char* sub : {"/hook/vgpu", "/reg", "/plug", "/cdi"}) std::filesystem::create_directories(dir_.path() + sub);
+    for (const char* sub : {"/hook/vgpu", "/reg", "/plug", "/cdi"})
+      std::filesystem::create_directories(dir_.path() + sub);
     std::ofstream(dir_.path() + "/hook/vgpu/libvgpu.so") << "ELF";
-    std::ofstream(dir_.path() + "/device-config.yaml") << "nvidia:\n  resourceCountName: nvidia.com/gpu\n";
+    std::ofstream(dir_.path() + "/device-config.yaml")
+        << "nvidia:\n  resourceCountName: nvidia.com/gpu\n";
     std::ofstream(dir_.path() + "/kubeconfig")
-        << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << api_.url()
-        << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
+        << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+        << api_.url()
+        << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    "
+           "user: u\n"
            "current-context: x\n";
-    std::vector<std::string> args = {FRACGPU_BINARY, "dra-driver", "--node-name=" + std::string(kNode),
-                                     "--hook-path=" + dir_.path() + "/hook", "--registry-dir=" + dir_.path() + "/reg",
-                                     "--plugin-dir=" + dir_.path() + "/plug", "--cdi-dir=" + dir_.path() + "/cdi",
+    std::vector<std::string> args = {FRACGPU_BINARY,
+                                     "dra-driver",
+                                     "--node-name=" + std::string(kNode),
+                                     "--hook-path=" + dir_.path() + "/hook",
+                                     "--registry-dir=" + dir_.path() + "/reg",
+                                     "--plugin-dir=" + dir_.path() + "/plug",
+                                     "--cdi-dir=" + dir_.path() + "/cdi",
                                      "--config-file=" + dir_.path() + "/device-config.yaml",
                                      "--node-config=" + dir_.path() + "/absent.json",
-                                     "--kubeconfig=" + dir_.path() + "/kubeconfig", "--nvml-library=" + library};
+                                     "--kubeconfig=" + dir_.path() + "/kubeconfig",
+                                     "--nvml-library=" + library};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -161,7 +173,8 @@ class DraDriverCommand : public ::testing::Test {
   // The published slice's devices, once it exists.
   json Devices() {
     const std::string name = std::string(kNode) + "-" + kDriverName;
-    EXPECT_TRUE(api_.WaitFor([&] { return api_.Get("resourceslices", "", name).has_value(); }, std::chrono::seconds(30)))
+    EXPECT_TRUE(api_.WaitFor([&] { return api_.Get("resourceslices", "", name).has_value(); },
+                             std::chrono::seconds(30)))
         << ReadFile(dir_.path() + "/log");
     auto slice = api_.Get("resourceslices", "", name);
     return slice ? (*slice)["spec"]["devices"] : json();
@@ -211,9 +224,11 @@ TEST_F(DraDriverCommand, AnOlderDriverPublishesTheDevicesWithoutTheFacts) {
     EXPECT_FALSE(a.contains(absent)) << absent;
   }
   Stop();
-  EXPECT_NE(ReadFile(dir_.path() + "/log").find("ResourceSlice: 3 NVML fact(s) left out of the device attributes; the "
-                                                "first: NVML library " + std::string(FRACGPU_FAKE_NVML_WITHOUT_FACTS) +
-                                                " has no nvmlSystemGetDriverVersion: driverVersion omitted"),
+  EXPECT_NE(ReadFile(dir_.path() + "/log")
+                .find("ResourceSlice: 3 NVML fact(s) left out of the device attributes; the "
+                      "first: NVML library " +
+                      std::string(FRACGPU_FAKE_NVML_WITHOUT_FACTS) +
+                      " has no nvmlSystemGetDriverVersion: driverVersion omitted"),
             std::string::npos)
       << ReadFile(dir_.path() + "/log");
 }

@@ -42,18 +42,23 @@ class PluginTest : public ::testing::Test {
     driver_.reset();
   }
   void StartPlugin() {
-    DriverOptions o{kDriverName, kNode, dir_.path() + "/state", {dir_.path() + "/cdi", dir_.path() + "/hook", {}}};
+    DriverOptions o{kDriverName,
+                    kNode,
+                    dir_.path() + "/state",
+                    {dir_.path() + "/cdi", dir_.path() + "/hook", {}}};
     driver_ = std::make_unique<Driver>(o, source_.get(), [] { return TwoGpus(); });
     ASSERT_TRUE(driver_->Load().ok());
-    plugin_ = std::make_unique<KubeletPlugin>(PluginOptions{kDriverName, registry_, dir_.path() + "/plugin", true},
-                                              driver_.get());
+    plugin_ = std::make_unique<KubeletPlugin>(
+        PluginOptions{kDriverName, registry_, dir_.path() + "/plugin", true}, driver_.get());
     ASSERT_TRUE(plugin_->Start().ok());
   }
   void StopPlugin() {
     plugin_.reset();
     driver_.reset();
   }
-  std::string CdiFile(const std::string& uid) { return dir_.path() + "/cdi/fracgpu.io-gpu-claim-" + uid + ".json"; }
+  std::string CdiFile(const std::string& uid) {
+    return dir_.path() + "/cdi/fracgpu.io-gpu-claim-" + uid + ".json";
+  }
 
   TempDir dir_;
   std::string registry_;
@@ -65,7 +70,8 @@ class PluginTest : public ::testing::Test {
 };
 
 TEST_F(PluginTest, RegistersPreparesAndUnpreparesOverV1) {
-  api_.Put("resourceclaims", Claim("one", "uid-1", json::array({Result("gpu-0", "3000Mi", "30", "s-1")})));
+  api_.Put("resourceclaims",
+           Claim("one", "uid-1", json::array({Result("gpu-0", "3000Mi", "30", "s-1")})));
   FakeDraKubelet kubelet(registry_);
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
   auto regs = kubelet.registrations();
@@ -89,7 +95,8 @@ TEST_F(PluginTest, RegistersPreparesAndUnpreparesOverV1) {
   ASSERT_EQ(c.devices(0).cdi_device_ids_size(), 1);
   EXPECT_EQ(c.devices(0).cdi_device_ids(0), "fracgpu.io/gpu=claim-uid-1");
   ASSERT_TRUE(fs::exists(CdiFile("uid-1")));
-  EXPECT_NE(ReadFile(dir_.path() + "/hook/vgpu/limits/claim_uid-1.env").find("CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"),
+  EXPECT_NE(ReadFile(dir_.path() + "/hook/vgpu/limits/claim_uid-1.env")
+                .find("CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"),
             std::string::npos);
 
   // Idempotent: the same answer again, one checkpoint entry.
@@ -110,7 +117,10 @@ TEST_F(PluginTest, RegistersPreparesAndUnpreparesOverV1) {
 }
 
 TEST_F(PluginTest, KubeletOfOneThirtyThreeNegotiatesV1beta1) {
-  api_.Put("resourceclaims", Claim("two", "uid-2", json::array({Result("gpu-0", "4Gi", "0", "a"), Result("gpu-1", "5000Mi", "50", "b")})));
+  api_.Put(
+      "resourceclaims",
+      Claim("two", "uid-2",
+            json::array({Result("gpu-0", "4Gi", "0", "a"), Result("gpu-1", "5000Mi", "50", "b")})));
   FakeDraKubelet kubelet(registry_, {"v1beta1.DRAPlugin"});
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
   EXPECT_EQ(kubelet.registrations()[0].service, "v1beta1.DRAPlugin");
@@ -123,7 +133,8 @@ TEST_F(PluginTest, KubeletOfOneThirtyThreeNegotiatesV1beta1) {
   EXPECT_EQ(c.devices(0).cdi_device_ids_size(), 1);
   EXPECT_EQ(c.devices(1).cdi_device_ids_size(), 0);
   std::string limits = ReadFile(dir_.path() + "/hook/vgpu/limits/claim_uid-2.env");
-  EXPECT_NE(limits.find("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\nCUDA_DEVICE_SM_LIMIT_0=0\nCUDA_DEVICE_MEMORY_LIMIT_1=5000m\n"
+  EXPECT_NE(limits.find("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\nCUDA_DEVICE_SM_LIMIT_0=0\nCUDA_DEVICE_"
+                        "MEMORY_LIMIT_1=5000m\n"
                         "CUDA_DEVICE_SM_LIMIT_1=50\n"),
             std::string::npos)
       << limits;
@@ -134,11 +145,13 @@ TEST_F(PluginTest, KubeletThatSpeaksNoOfferedServiceRejectsTheRegistration) {
   EXPECT_EQ(kubelet.Discover(), 0);
   ASSERT_EQ(kubelet.rejections().size(), 1u);
   EXPECT_FALSE(plugin_->registered());
-  EXPECT_EQ(plugin_->registration_error(), "none of the plugin's services is supported by this kubelet");
+  EXPECT_EQ(plugin_->registration_error(),
+            "none of the plugin's services is supported by this kubelet");
 }
 
 TEST_F(PluginTest, KubeletRestartRegistersAgainAndPreparedClaimsStay) {
-  api_.Put("resourceclaims", Claim("one", "uid-1", json::array({Result("gpu-0", "3000Mi", "30", "s-1")})));
+  api_.Put("resourceclaims",
+           Claim("one", "uid-1", json::array({Result("gpu-0", "3000Mi", "30", "s-1")})));
   FakeDraKubelet kubelet(registry_);
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
   drav1::NodePrepareResourcesResponse resp;
@@ -156,7 +169,8 @@ TEST_F(PluginTest, KubeletRestartRegistersAgainAndPreparedClaimsStay) {
 }
 
 TEST_F(PluginTest, PluginRestartKeepsPreparedClaimsFromTheCheckpoint) {
-  api_.Put("resourceclaims", Claim("one", "uid-1", json::array({Result("gpu-1", "3000Mi", "30", "s-1")})));
+  api_.Put("resourceclaims",
+           Claim("one", "uid-1", json::array({Result("gpu-1", "3000Mi", "30", "s-1")})));
   FakeDraKubelet kubelet(registry_);
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
   drav1::NodePrepareResourcesResponse resp;
@@ -182,9 +196,12 @@ TEST_F(PluginTest, PluginRestartKeepsPreparedClaimsFromTheCheckpoint) {
 }
 
 TEST_F(PluginTest, BadClaimsGetTheirOwnErrorAndLeaveNothing) {
-  api_.Put("resourceclaims", Claim("good", "uid-g", json::array({Result("gpu-0", "1Gi", "10", "g")})));
-  api_.Put("resourceclaims", Claim("ghost", "uid-x", json::array({Result("gpu-9", "1Gi", "10", "x")})));
-  api_.Put("resourceclaims", Claim("broken", "uid-b", json::array({Result("gpu-0", "1.5", "10", "b")})));
+  api_.Put("resourceclaims",
+           Claim("good", "uid-g", json::array({Result("gpu-0", "1Gi", "10", "g")})));
+  api_.Put("resourceclaims",
+           Claim("ghost", "uid-x", json::array({Result("gpu-9", "1Gi", "10", "x")})));
+  api_.Put("resourceclaims",
+           Claim("broken", "uid-b", json::array({Result("gpu-0", "1.5", "10", "b")})));
   FakeDraKubelet kubelet(registry_);
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
   drav1::NodePrepareResourcesResponse resp;
@@ -197,14 +214,18 @@ TEST_F(PluginTest, BadClaimsGetTheirOwnErrorAndLeaveNothing) {
                   .ok());
   ASSERT_EQ(resp.claims_size(), 5);
   EXPECT_EQ(resp.claims().at("uid-g").error(), "");
-  EXPECT_NE(resp.claims().at("uid-x").error().find("\"gpu-9\" is not a device of pool node-a"), std::string::npos);
-  EXPECT_NE(resp.claims().at("uid-b").error().find("consumedCapacity.memory \"1.5\""), std::string::npos);
+  EXPECT_NE(resp.claims().at("uid-x").error().find("\"gpu-9\" is not a device of pool node-a"),
+            std::string::npos);
+  EXPECT_NE(resp.claims().at("uid-b").error().find("consumedCapacity.memory \"1.5\""),
+            std::string::npos);
   EXPECT_NE(resp.claims().at("uid-other").error().find("claim was recreated"), std::string::npos);
   EXPECT_NE(resp.claims().at("uid-m").error().find("NOT_FOUND"), std::string::npos);
   for (const char* uid : {"uid-x", "uid-b", "uid-other", "uid-m"}) {
     EXPECT_FALSE(fs::exists(CdiFile(uid))) << uid;
-    EXPECT_FALSE(fs::exists(dir_.path() + "/hook/vgpu/limits/claim_" + std::string(uid) + ".env")) << uid;
-    EXPECT_FALSE(fs::exists(dir_.path() + "/hook/vgpu/containers/claim_" + std::string(uid))) << uid;
+    EXPECT_FALSE(fs::exists(dir_.path() + "/hook/vgpu/limits/claim_" + std::string(uid) + ".env"))
+        << uid;
+    EXPECT_FALSE(fs::exists(dir_.path() + "/hook/vgpu/containers/claim_" + std::string(uid)))
+        << uid;
   }
   EXPECT_EQ(driver_->Prepared().size(), 1u);
 }
@@ -212,15 +233,18 @@ TEST_F(PluginTest, BadClaimsGetTheirOwnErrorAndLeaveNothing) {
 TEST_F(PluginTest, SharedClaimSharesOneLimit) {
   // Two pods reference one claim: kubelet prepares it for each; both get the same CDI device,
   // so the same region directory and limits file — one 6000 MiB limit for both.
-  api_.Put("resourceclaims", Claim("shared", "uid-s", json::array({Result("gpu-0", "6000Mi", "20", "s")})));
+  api_.Put("resourceclaims",
+           Claim("shared", "uid-s", json::array({Result("gpu-0", "6000Mi", "20", "s")})));
   FakeDraKubelet kubelet(registry_);
   ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
   drav1::NodePrepareResourcesResponse a, b;
   ASSERT_TRUE(kubelet.Prepare(kDriverName, {ClaimRef("ml", "shared", "uid-s")}, &a).ok());
   ASSERT_TRUE(kubelet.Prepare(kDriverName, {ClaimRef("ml", "shared", "uid-s")}, &b).ok());
-  EXPECT_EQ(a.claims().at("uid-s").devices(0).cdi_device_ids(0), b.claims().at("uid-s").devices(0).cdi_device_ids(0));
+  EXPECT_EQ(a.claims().at("uid-s").devices(0).cdi_device_ids(0),
+            b.claims().at("uid-s").devices(0).cdi_device_ids(0));
   size_t limits = 0;
-  for (const auto& e : fs::directory_iterator(dir_.path() + "/hook/vgpu/limits")) limits += e.path().filename() == "claim_uid-s.env";
+  for (const auto& e : fs::directory_iterator(dir_.path() + "/hook/vgpu/limits"))
+    limits += e.path().filename() == "claim_uid-s.env";
   EXPECT_EQ(limits, 1u);
 }
 

@@ -37,10 +37,14 @@ std::vector<Row> ReadTable() {
 
 std::string TypeWord(const FieldDescriptor* f) {
   switch (f->type()) {
-    case FieldDescriptor::TYPE_STRING: return "string";
-    case FieldDescriptor::TYPE_BOOL: return "bool";
-    case FieldDescriptor::TYPE_MESSAGE: return "message";
-    default: return "other";
+    case FieldDescriptor::TYPE_STRING:
+      return "string";
+    case FieldDescriptor::TYPE_BOOL:
+      return "bool";
+    case FieldDescriptor::TYPE_MESSAGE:
+      return "message";
+    default:
+      return "other";
   }
 }
 
@@ -71,7 +75,8 @@ TEST(ProtoFactsTest, EveryRecordedFieldAndMethodMatchesTheCompiledProtos) {
     const FieldDescriptor* f = msg->FindFieldByName(r.cols[1]);
     ASSERT_NE(f, nullptr) << r.cols[0] << "." << r.cols[1];
     EXPECT_EQ(std::to_string(f->number()), r.cols[2]) << r.cols[0] << "." << r.cols[1];
-    EXPECT_EQ(f->is_repeated() ? "repeated" : "optional", r.cols[3]) << r.cols[0] << "." << r.cols[1];
+    EXPECT_EQ(f->is_repeated() ? "repeated" : "optional", r.cols[3])
+        << r.cols[0] << "." << r.cols[1];
     EXPECT_EQ(TypeWord(f), r.cols[4]) << r.cols[0] << "." << r.cols[1];
     recorded_fields[r.cols[0]].insert(r.cols[1]);
   }
@@ -91,11 +96,14 @@ TEST(ProtoFactsTest, MapsAndMethodPathsAreTheUpstreamOnes) {
     const FieldDescriptor* claims = resp->FindFieldByName("claims");
     ASSERT_TRUE(claims->is_map());
     EXPECT_EQ(claims->message_type()->map_key()->type(), FieldDescriptor::TYPE_STRING);
-    EXPECT_EQ(claims->message_type()->map_value()->message_type()->full_name(), p + ".NodePrepareResourceResponse");
-    // The gRPC method path kubelet dials (api_grpc.pb.go DRAPlugin_NodePrepareResources_FullMethodName).
+    EXPECT_EQ(claims->message_type()->map_value()->message_type()->full_name(),
+              p + ".NodePrepareResourceResponse");
+    // The gRPC method path kubelet dials (api_grpc.pb.go
+    // DRAPlugin_NodePrepareResources_FullMethodName).
     auto* svc = pool->FindServiceByName(p + ".DRAPlugin");
     ASSERT_NE(svc, nullptr);
-    EXPECT_EQ("/" + svc->full_name() + "/" + svc->method(0)->name(), "/" + p + ".DRAPlugin/NodePrepareResources");
+    EXPECT_EQ("/" + svc->full_name() + "/" + svc->method(0)->name(),
+              "/" + p + ".DRAPlugin/NodePrepareResources");
   }
   // "This should have been v1" (upstream comment): the registration package is bare.
   EXPECT_NE(pool->FindServiceByName("pluginregistration.Registration"), nullptr);

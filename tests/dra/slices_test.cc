@@ -44,9 +44,11 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
   EXPECT_EQ(a["driverVersion"]["version"], "535.104.5");
   EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
   EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"],
-            json({{"default", "81920Mi"}, {"validRange", {{"min", "1Mi"}, {"max", "81920Mi"}, {"step", "1Mi"}}}}));
+            json({{"default", "81920Mi"},
+                  {"validRange", {{"min", "1Mi"}, {"max", "81920Mi"}, {"step", "1Mi"}}}}));
   EXPECT_EQ(d["capacity"]["cores"]["value"], "100");
-  EXPECT_EQ(d["capacity"]["cores"]["requestPolicy"]["validRange"], json({{"min", "0"}, {"max", "100"}, {"step", "1"}}));
+  EXPECT_EQ(d["capacity"]["cores"]["requestPolicy"]["validRange"],
+            json({{"min", "0"}, {"max", "100"}, {"step", "1"}}));
   // The unhealthy GPU is published as such; no NVML facts → no such attributes.
   EXPECT_EQ(devices[1]["attributes"]["healthy"]["bool"], false);
   EXPECT_EQ(devices[1]["attributes"]["numaNode"]["int"], 1);
@@ -73,7 +75,8 @@ TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
   EXPECT_EQ((*r1)[0]["device"], "gpu-0");
   EXPECT_EQ((*r2)[0]["device"], "gpu-1");
   EXPECT_FALSE((*r1)[0].contains("consumedCapacity"));
-  EXPECT_EQ(FirstFit(&*usage, ShareRequest{}, kDriverName, id).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(FirstFit(&*usage, ShareRequest{}, kDriverName, id).status().code(),
+            StatusCode::kResourceExhausted);
 }
 
 TEST(SlicesTest, SemverAndTokens) {
@@ -101,7 +104,8 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ((*stored)["spec"]["nodeName"], kNode);
   EXPECT_EQ((*stored)["spec"]["driver"], kDriverName);
-  EXPECT_EQ((*stored)["spec"]["pool"], json({{"name", kNode}, {"generation", 1}, {"resourceSliceCount", 1}}));
+  EXPECT_EQ((*stored)["spec"]["pool"],
+            json({{"name", kNode}, {"generation", 1}, {"resourceSliceCount", 1}}));
   int puts_before = api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices");
   // A restarted driver with the same GPUs changes nothing.
   SlicePublisher again(opt, client->get());

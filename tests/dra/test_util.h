@@ -1,14 +1,14 @@
 #pragma once
 // Helpers of the DRA tests: the node's GPUs, claims in the exact wire format kube-scheduler
 // writes (resource.k8s.io/v1 ResourceClaim status.allocation), a temporary directory.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "core/device.h"
 
@@ -35,9 +35,11 @@ inline std::vector<core::DeviceInfo> TwoGpus() {
 }
 
 /// One allocation result entry.
-inline json Result(const std::string& device, const std::string& memory = "", const std::string& cores = "",
-                   const std::string& share = "", const std::string& request = "gpu") {
-  json r = {{"request", request}, {"driver", "gpu.fracgpu.io"}, {"pool", kNode}, {"device", device}};
+inline json Result(const std::string& device, const std::string& memory = "",
+                   const std::string& cores = "", const std::string& share = "",
+                   const std::string& request = "gpu") {
+  json r = {
+      {"request", request}, {"driver", "gpu.fracgpu.io"}, {"pool", kNode}, {"device", device}};
   if (!share.empty()) r["shareID"] = share;
   if (!memory.empty()) r["consumedCapacity"] = {{"memory", memory}, {"cores", cores}};
   return r;
@@ -45,19 +47,23 @@ inline json Result(const std::string& device, const std::string& memory = "", co
 
 /// An allocated ResourceClaim with `results`.
 inline json Claim(const std::string& name, const std::string& uid, json results) {
-  return json{{"apiVersion", "resource.k8s.io/v1"},
-              {"kind", "ResourceClaim"},
-              {"metadata", {{"name", name}, {"namespace", "ml"}, {"uid", uid}}},
-              {"spec", {{"devices", {{"requests", json::array({{{"name", "gpu"},
-                                                                {"exactly", {{"deviceClassName", "gpu.fracgpu.io"}}}}})}}}}},
-              {"status",
-               {{"allocation",
-                 {{"devices", {{"results", results}}},
-                  {"nodeSelector",
-                   {{"nodeSelectorTerms",
-                     json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
-                                                                 {"operator", "In"},
-                                                                 {"values", json::array({kNode})}}})}}})}}}}}}}};
+  return json{
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", "ml"}, {"uid", uid}}},
+      {"spec",
+       {{"devices",
+         {{"requests", json::array({{{"name", "gpu"},
+                                     {"exactly", {{"deviceClassName", "gpu.fracgpu.io"}}}}})}}}}},
+      {"status",
+       {{"allocation",
+         {{"devices", {{"results", results}}},
+          {"nodeSelector",
+           {{"nodeSelectorTerms",
+             json::array(
+                 {{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                 {"operator", "In"},
+                                                 {"values", json::array({kNode})}}})}}})}}}}}}}};
 }
 
 /// A fresh directory under /tmp (short: Unix socket paths), removed on destruction.

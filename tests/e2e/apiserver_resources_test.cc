@@ -52,8 +52,8 @@ TEST_F(ApiServerResourcesTest, DiscoveryListsTheBuiltinRowsOfEachGroupVersion) {
   Answer dra = Call("GET", "/apis/resource.k8s.io/v1");
   ASSERT_EQ(dra.status, 200);
   EXPECT_EQ(dra.body["groupVersion"], "resource.k8s.io/v1");
-  EXPECT_EQ(Names(dra.body),
-            (std::set<std::string>{"deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"}));
+  EXPECT_EQ(Names(dra.body), (std::set<std::string>{"deviceclasses", "resourceclaims",
+                                                    "resourceclaimtemplates", "resourceslices"}));
   EXPECT_EQ(Call("GET", "/apis/coordination.k8s.io/v1").status, 200);
   // Nothing installed the Notebook CRD: its group is unknown, as on a cluster without Kubeflow.
   EXPECT_EQ(Call("GET", "/apis/kubeflow.org/v1").status, 404);
@@ -76,7 +76,8 @@ TEST_F(ApiServerResourcesTest, AnAddedCrdIsServedLikeTheBuiltinRows) {
             json::array({"create", "delete", "get", "list", "patch", "update", "watch"}));
 
   const std::string path = "/apis/kubeflow.org/v1/namespaces/team-a/notebooks";
-  Answer created = Call("POST", path, R"({"metadata":{"name":"nb1"},"spec":{"template":{"spec":{}}}})");
+  Answer created =
+      Call("POST", path, R"({"metadata":{"name":"nb1"},"spec":{"template":{"spec":{}}}})");
   ASSERT_EQ(created.status, 201) << created.body.dump();
   EXPECT_EQ(created.body["kind"], "Notebook");
   EXPECT_EQ(created.body["apiVersion"], "kubeflow.org/v1");
@@ -91,12 +92,13 @@ TEST_F(ApiServerResourcesTest, AnAddedCrdIsServedLikeTheBuiltinRows) {
   EXPECT_EQ(list.body["kind"], "NotebookList");
   EXPECT_EQ(list.body["apiVersion"], "kubeflow.org/v1");
   ASSERT_EQ(list.body["items"].size(), 1u);
-  EXPECT_EQ(Call("GET", "/apis/kubeflow.org/v1/namespaces/team-b/notebooks").body["items"].size(), 0u);
+  EXPECT_EQ(Call("GET", "/apis/kubeflow.org/v1/namespaces/team-b/notebooks").body["items"].size(),
+            0u);
 
   Answer watch = Call("GET", "/apis/kubeflow.org/v1/notebooks?watch=true&timeoutSeconds=0");
   ASSERT_EQ(watch.status, 200);  // one ADDED line per stored object
-  Answer patched =
-      Call("PATCH", path + "/nb1/status", R"({"status":{"readyReplicas":1}})", "application/merge-patch+json");
+  Answer patched = Call("PATCH", path + "/nb1/status", R"({"status":{"readyReplicas":1}})",
+                        "application/merge-patch+json");
   ASSERT_EQ(patched.status, 200) << patched.body.dump();
   EXPECT_EQ(api_.Get("notebooks", "team-a", "nb1").value()["status"]["readyReplicas"], 1);
   EXPECT_EQ(Call("DELETE", path + "/nb1").status, 200);
@@ -143,7 +145,8 @@ TEST_F(ApiServerResourcesTest, SubjectAccessReviewsAreAnsweredByTheReviewerAndNo
 
   Answer bad = Call("POST", path, R"({"kind":"SubjectAccessReview","spec":"alice"})");
   EXPECT_EQ(bad.status, 400);
-  EXPECT_EQ(bad.body["message"], "SubjectAccessReview: spec must be an object, got \"alice\"") << bad.body.dump();
+  EXPECT_EQ(bad.body["message"], "SubjectAccessReview: spec must be an object, got \"alice\"")
+      << bad.body.dump();
   EXPECT_EQ(Call("GET", path).status, 405);  // reviews are only created
   EXPECT_TRUE(api_.List("subjectaccessreviews").empty());
   Answer group = Call("GET", "/apis/authorization.k8s.io/v1");

@@ -25,8 +25,8 @@ std::string KubeletToken(const std::string& node) { return "token-kubelet-" + no
 }  // namespace
 
 Artifacts BuiltArtifacts() {
-  return {FRACGPU_BINARY, FRACGPU_FAKE_NVML, FRACGPU_FAKES_LIB, FRACGPU_LIBVGPU_TESTPATH, FRACGPU_VGPU_APP,
-          FRACGPU_BYPASS_APP};
+  return {FRACGPU_BINARY,           FRACGPU_FAKE_NVML, FRACGPU_FAKES_LIB,
+          FRACGPU_LIBVGPU_TESTPATH, FRACGPU_VGPU_APP,  FRACGPU_BYPASS_APP};
 }
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
@@ -59,24 +59,27 @@ Cluster::~Cluster() {
 
 std::string Cluster::WriteKubeconfig(const std::string& name, const std::string& token) const {
   std::string path = dir_ + "/kubeconfig-" + name;
-  std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: "
-                      << api_->url() << "\nusers:\n- name: " << name << "\n  user:\n    token: " << token
-                      << "\ncontexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: " << name
-                      << "\n    namespace: fracgpu-system\ncurrent-context: e2e\n";
+  std::ofstream(path)
+      << "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: "
+      << api_->url() << "\nusers:\n- name: " << name << "\n  user:\n    token: " << token
+      << "\ncontexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: " << name
+      << "\n    namespace: fracgpu-system\ncurrent-context: e2e\n";
   return path;
 }
 
 bool Cluster::Start(std::string* error) {
   if (dir_.empty() || api_->port() <= 0) {
     const std::string folder = options_.dir.empty() ? "/tmp/fge2e-XXXXXX" : options_.dir;
-    *error = dir_.empty() ? "cannot make the cluster's folder \"" + folder + "\"" : "the fake API server has no port";
+    *error = dir_.empty() ? "cannot make the cluster's folder \"" + folder + "\""
+                          : "the fake API server has no port";
     return false;
   }
   std::map<std::string, std::string> tokens = {{kSchedulerToken, kSchedulerUser},
                                                {kDevicePluginToken, kDevicePluginUser},
                                                {kKubeSchedulerToken, kKubeSchedulerUser},
                                                {kAliceToken, kUserAlice}};
-  for (const auto& [name, gpus] : options_.nodes) tokens[KubeletToken(name)] = "system:node:" + name;
+  for (const auto& [name, gpus] : options_.nodes)
+    tokens[KubeletToken(name)] = "system:node:" + name;
   for (const auto& [token, user] : options_.extra_tokens) tokens[token] = user;
   api_->SetTokens(tokens);
   api_->SetPodAdmission([this](const fakes::AdmissionCall& call) {
@@ -85,8 +88,9 @@ bool Cluster::Start(std::string* error) {
   std::ofstream(dir_ + "/signing-key") << kSigningKey;
   // The nodes exist before their agents start (kubelet registered them).
   for (const auto& [name, gpus] : options_.nodes) {
-    api_->Put("nodes", {{"metadata", {{"name", name}, {"labels", {{"gpu", "on"}}}}},
-                        {"status", {{"capacity", {{"cpu", "8"}}}, {"allocatable", {{"cpu", "8"}}}}}});
+    api_->Put("nodes",
+              {{"metadata", {{"name", name}, {"labels", {{"gpu", "on"}}}}},
+               {"status", {{"capacity", {{"cpu", "8"}}}, {"allocatable", {{"cpu", "8"}}}}}});
   }
   if (!StartScheduler(error)) return false;
   driver_ = std::make_unique<SchedulerDriver>(api_->url(), kKubeSchedulerToken, kSchedulerName,
@@ -102,7 +106,8 @@ bool Cluster::Start(std::string* error) {
     nodes_.push_back(std::make_unique<NodeAgent>(name, gpus, BuiltArtifacts(), node_dir));
     if (options_.enforce) nodes_.back()->EnableEnforcement();
     nodes_.back()->SetDefaultArgs(options_.default_container_args);
-    if (!nodes_.back()->Start(api_->url(), KubeletToken(name), plugin_kubeconfig, dir_ + "/signing-key", error)) {
+    if (!nodes_.back()->Start(api_->url(), KubeletToken(name), plugin_kubeconfig,
+                              dir_ + "/signing-key", error)) {
       return false;
     }
   }
@@ -185,8 +190,9 @@ bool Cluster::StartScheduler(std::string* error) {
   return true;
 }
 
-HttpResult Cluster::Request(const std::string& method, const std::string& path, const std::string& body,
-                            const std::string& content_type, const std::string& token) {
+HttpResult Cluster::Request(const std::string& method, const std::string& path,
+                            const std::string& body, const std::string& content_type,
+                            const std::string& token) {
   httplib::Client http(api_->url());
   http.set_read_timeout(30, 0);
   httplib::Headers headers = {{"Authorization", "Bearer " + token}};
@@ -201,15 +207,18 @@ HttpResult Cluster::Request(const std::string& method, const std::string& path, 
 
 HttpResult Cluster::CreatePod(const json& pod, const std::string& token) {
   std::string ns = pod["metadata"].value("namespace", "default");
-  return Request("POST", "/api/v1/namespaces/" + ns + "/pods", pod.dump(), "application/json", token);
+  return Request("POST", "/api/v1/namespaces/" + ns + "/pods", pod.dump(), "application/json",
+                 token);
 }
 
-HttpResult Cluster::PatchPod(const std::string& ns, const std::string& name, const json& merge_patch,
-                             const std::string& token) {
-  return Request("PATCH", k8s::PodPath(ns, name), merge_patch.dump(), "application/merge-patch+json", token);
+HttpResult Cluster::PatchPod(const std::string& ns, const std::string& name,
+                             const json& merge_patch, const std::string& token) {
+  return Request("PATCH", k8s::PodPath(ns, name), merge_patch.dump(),
+                 "application/merge-patch+json", token);
 }
 
-HttpResult Cluster::DeletePod(const std::string& ns, const std::string& name, const std::string& token) {
+HttpResult Cluster::DeletePod(const std::string& ns, const std::string& name,
+                              const std::string& token) {
   return Request("DELETE", k8s::PodPath(ns, name), "", "", token);
 }
 
@@ -217,7 +226,8 @@ std::optional<json> Cluster::Pod(const std::string& ns, const std::string& name)
   return api_->Get("pods", ns, name);
 }
 
-bool Cluster::WaitForPod(const std::string& ns, const std::string& name, const std::function<bool(const json&)>& pred,
+bool Cluster::WaitForPod(const std::string& ns, const std::string& name,
+                         const std::function<bool(const json&)>& pred,
                          std::chrono::milliseconds timeout) const {
   return api_->WaitFor(
       [&] {
@@ -227,8 +237,10 @@ bool Cluster::WaitForPod(const std::string& ns, const std::string& name, const s
       timeout);
 }
 
-bool Cluster::WaitRunning(const std::string& ns, const std::string& name, std::chrono::milliseconds timeout) const {
-  return WaitForPod(ns, name, [](const json& p) { return k8s::PodPhase(p) == "Running"; }, timeout);
+bool Cluster::WaitRunning(const std::string& ns, const std::string& name,
+                          std::chrono::milliseconds timeout) const {
+  return WaitForPod(
+      ns, name, [](const json& p) { return k8s::PodPhase(p) == "Running"; }, timeout);
 }
 
 json UserPod(const std::string& name, const std::vector<ContainerDef>& containers) {
@@ -251,15 +263,16 @@ json UserPod(const std::string& name, const std::vector<ContainerDef>& container
 
 std::vector<std::string> SliceProbe(int64_t mib, bool keep_running) {
   constexpr int64_t kMiB = 1024 * 1024;
-  std::vector<std::string> ops = {"init", "alloc:" + std::to_string(mib * kMiB), "alloc:" + std::to_string(kMiB),
-                                  "info"};
+  std::vector<std::string> ops = {"init", "alloc:" + std::to_string(mib * kMiB),
+                                  "alloc:" + std::to_string(kMiB), "info"};
   if (keep_running) ops.push_back("wait");
   return ops;
 }
 
 std::vector<std::string> ExpectedSliceLines(int64_t mib, bool keep_running) {
   constexpr int64_t kMiB = 1024 * 1024;
-  std::vector<std::string> lines = {"init 0", "alloc 0", "alloc 2", "info 0 0 " + std::to_string(mib * kMiB)};
+  std::vector<std::string> lines = {"init 0", "alloc 0", "alloc 2",
+                                    "info 0 0 " + std::to_string(mib * kMiB)};
   if (keep_running) lines.push_back("ready");
   return lines;
 }
@@ -283,6 +296,8 @@ std::vector<std::vector<Grant>> ParseAllocation(const std::string& value) {
   return parts;
 }
 
-std::string AnnotationOf(const json& pod, const std::string& key) { return k8s::Annotation(pod, key).value_or(""); }
+std::string AnnotationOf(const json& pod, const std::string& key) {
+  return k8s::Annotation(pod, key).value_or("");
+}
 
 }  // namespace fracgpu::e2e

@@ -9,11 +9,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fake_apiserver.h"
 #include "node_agent.h"
@@ -23,8 +22,10 @@
 namespace fracgpu::e2e {
 
 /// Identities (the users the fake API server maps the tokens to).
-inline constexpr const char* kSchedulerUser = "system:serviceaccount:fracgpu-system:fracgpu-scheduler";
-inline constexpr const char* kDevicePluginUser = "system:serviceaccount:fracgpu-system:fracgpu-device-plugin";
+inline constexpr const char* kSchedulerUser =
+    "system:serviceaccount:fracgpu-system:fracgpu-scheduler";
+inline constexpr const char* kDevicePluginUser =
+    "system:serviceaccount:fracgpu-system:fracgpu-device-plugin";
 inline constexpr const char* kKubeSchedulerUser = "system:kube-scheduler";
 inline constexpr const char* kUserAlice = "alice";
 inline constexpr const char* kAliceToken = "token-alice";
@@ -37,10 +38,10 @@ Artifacts BuiltArtifacts();
 /// Shape and configuration of a cluster.
 struct ClusterOptions {
   std::vector<std::pair<std::string, std::vector<GpuSpec>>> nodes;  ///< node name → GPUs
-  std::string node_policy = "binpack";  ///< --node-scheduler-policy
-  std::string gpu_policy = "binpack";   ///< --gpu-scheduler-policy
-  bool leader_elect = false;            ///< --leader-elect
-  bool enforce = false;                 ///< each node also runs `fracgpu monitor` (NodeAgent::EnableEnforcement)
+  std::string node_policy = "binpack";                              ///< --node-scheduler-policy
+  std::string gpu_policy = "binpack";                               ///< --gpu-scheduler-policy
+  bool leader_elect = false;                                        ///< --leader-elect
+  bool enforce = false;  ///< each node also runs `fracgpu monitor` (NodeAgent::EnableEnforcement)
   /// More bearer tokens → user names, beside the components' and alice's (the sandbox's UI and
   /// notebook controller).
   std::map<std::string, std::string> extra_tokens = {};
@@ -83,9 +84,10 @@ class Cluster {
 
   // ---- a user's requests over HTTP (through authentication and admission) ----
   HttpResult CreatePod(const nlohmann::json& pod, const std::string& token = kAliceToken);
-  HttpResult PatchPod(const std::string& ns, const std::string& name, const nlohmann::json& merge_patch,
-                      const std::string& token = kAliceToken);
-  HttpResult DeletePod(const std::string& ns, const std::string& name, const std::string& token = kAliceToken);
+  HttpResult PatchPod(const std::string& ns, const std::string& name,
+                      const nlohmann::json& merge_patch, const std::string& token = kAliceToken);
+  HttpResult DeletePod(const std::string& ns, const std::string& name,
+                       const std::string& token = kAliceToken);
 
   /// The stored pod (direct store access, not audited).
   std::optional<nlohmann::json> Pod(const std::string& ns, const std::string& name) const;
@@ -94,7 +96,8 @@ class Cluster {
                   const std::function<bool(const nlohmann::json&)>& pred,
                   std::chrono::milliseconds timeout = kWait) const;
   /// Waits until the pod is Running (its app containers reached their `wait` op).
-  bool WaitRunning(const std::string& ns, const std::string& name, std::chrono::milliseconds timeout = kWait) const;
+  bool WaitRunning(const std::string& ns, const std::string& name,
+                   std::chrono::milliseconds timeout = kWait) const;
 
   const std::string& dir() const { return dir_; }
   /// Writes `<dir>/kubeconfig-<name>`: this cluster's API server with bearer `token`; its path.
@@ -143,8 +146,8 @@ struct Grant {
   int64_t mib = 0;
   int cores = 0;
 };
-/// Parses `hami.io/vgpu-devices-allocated` (docs/design/CONTRACT.md §2) independently of the code under
-/// test: one vector per container part (init containers first).
+/// Parses `hami.io/vgpu-devices-allocated` (docs/design/CONTRACT.md §2) independently of the code
+/// under test: one vector per container part (init containers first).
 std::vector<std::vector<Grant>> ParseAllocation(const std::string& value);
 
 /// The pod's annotation or "".

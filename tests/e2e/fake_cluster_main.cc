@@ -64,7 +64,8 @@ using nlohmann::json;
 constexpr const char* kUiToken = "token-sandbox-ui";
 constexpr const char* kUiUser = "system:serviceaccount:kubeflow:fracgpu-ui";
 constexpr const char* kControllerToken = "token-notebook-controller";
-constexpr const char* kControllerUser = "system:serviceaccount:kubeflow:notebook-controller-service-account";
+constexpr const char* kControllerUser =
+    "system:serviceaccount:kubeflow:notebook-controller-service-account";
 constexpr const char* kNarratorToken = "token-sandbox-narrator";
 constexpr const char* kNarratorUser = "system:serviceaccount:kube-system:sandbox-narrator";
 
@@ -141,14 +142,14 @@ struct Seed {
 
 std::vector<std::pair<std::string, std::vector<GpuSpec>>> SandboxNodes() {
   auto gpu = [](const char* uuid, int64_t mib) { return GpuSpec{uuid, mib}; };
-  return {
-      {"node-a",
-       {gpu("GPU-aaaa0000-0000-4000-8000-000000000000", 40960),
-        gpu("GPU-aaaa0001-0000-4000-8000-000000000000", 40960)}},
-      {"node-b", {gpu("GPU-bbbb0000-0000-4000-8000-000000000000", 15360)}},
-      {"node-c",
-       {gpu("GPU-cccc0000-0000-4000-8000-000000000000", 81920), gpu("GPU-cccc0001-0000-4000-8000-000000000000", 81920),
-        gpu("GPU-cccc0002-0000-4000-8000-000000000000", 81920)}}};
+  return {{"node-a",
+           {gpu("GPU-aaaa0000-0000-4000-8000-000000000000", 40960),
+            gpu("GPU-aaaa0001-0000-4000-8000-000000000000", 40960)}},
+          {"node-b", {gpu("GPU-bbbb0000-0000-4000-8000-000000000000", 15360)}},
+          {"node-c",
+           {gpu("GPU-cccc0000-0000-4000-8000-000000000000", 81920),
+            gpu("GPU-cccc0001-0000-4000-8000-000000000000", 81920),
+            gpu("GPU-cccc0002-0000-4000-8000-000000000000", 81920)}}};
 }
 constexpr const char* kGpuLessNode = "node-d";
 constexpr const char* kCordonedNode = "node-c";
@@ -166,7 +167,10 @@ json SeedPod(const Seed& s) {
   if (s.cores >= 0) limits["nvidia.com/gpucores"] = std::to_string(s.cores);
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
-          {"metadata", {{"name", s.name}, {"namespace", s.ns}, {"annotations", {{"nvidia.com/use-gpuuuid", s.uuid}}}}},
+          {"metadata",
+           {{"name", s.name},
+            {"namespace", s.ns},
+            {"annotations", {{"nvidia.com/use-gpuuuid", s.uuid}}}}},
           {"spec",
            {{"containers", json::array({{{"name", s.name},
                                          {"image", "nvcr.io/nvidia/cuda:12.4.1-base"},
@@ -180,10 +184,12 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
   // `fracgpu scheduler`'s own defaults (and the UI preview's, --gpu-scheduler-policy spread).
   options.node_policy = "binpack";
   options.gpu_policy = "spread";
-  options.extra_tokens = {{kUiToken, kUiUser}, {kControllerToken, kControllerUser}, {kNarratorToken, kNarratorUser}};
+  options.extra_tokens = {
+      {kUiToken, kUiUser}, {kControllerToken, kControllerUser}, {kNarratorToken, kNarratorUser}};
   options.dir = dir;
   options.default_container_args = {"init", "info", "wait"};
-  Say("fake cluster: starting the fake API server, fracgpu scheduler, the kube-scheduler stand-in and a device "
+  Say("fake cluster: starting the fake API server, fracgpu scheduler, the kube-scheduler stand-in "
+      "and a device "
       "plugin + fake kubelet per GPU node (fake NVML) ...");
   Cluster cluster(options);
   cluster.api().AddResource(fakes::kNotebookResource);
@@ -192,16 +198,17 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
     const std::string who = spec.value("user", "");
     const std::string verb = ra.is_object() ? ra.value("verb", "") : "";
     const std::string ns = ra.is_object() ? ra.value("namespace", "") : "";
-    const bool notebooks =
-        ra.is_object() && ra.value("group", "") == "kubeflow.org" && ra.value("resource", "") == "notebooks";
+    const bool notebooks = ra.is_object() && ra.value("group", "") == "kubeflow.org" &&
+                           ra.value("resource", "") == "notebooks";
     fakes::AccessDecision d;
     d.allowed = notebooks && who == user;
-    d.reason = d.allowed ? "sandbox: " + user + " is the signed-in user, allowed every notebooks request"
-                         : "sandbox: only " + user + "'s notebooks requests are allowed";
+    d.reason = d.allowed
+                   ? "sandbox: " + user + " is the signed-in user, allowed every notebooks request"
+                   : "sandbox: only " + user + "'s notebooks requests are allowed";
     // Creates and denials only: the form lists the user's notebooks often, each after a review.
     if (verb == "create" || !d.allowed) {
-      Say("API server: SubjectAccessReview: may " + who + " " + verb + " notebooks in " + ns + "? " +
-          (d.allowed ? "allowed" : "denied") + " (" + d.reason + ")");
+      Say("API server: SubjectAccessReview: may " + who + " " + verb + " notebooks in " + ns +
+          "? " + (d.allowed ? "allowed" : "denied") + " (" + d.reason + ")");
     }
     return d;
   });
@@ -210,8 +217,9 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
     std::cerr << "fake-cluster: the cluster did not start: " << error << "\n";
     return 1;
   }
-  cluster.api().Put("nodes", {{"metadata", {{"name", kGpuLessNode}, {"labels", {{"gpu", "off"}}}}},
-                              {"status", {{"capacity", {{"cpu", "8"}}}, {"allocatable", {{"cpu", "8"}}}}}});
+  cluster.api().Put("nodes",
+                    {{"metadata", {{"name", kGpuLessNode}, {"labels", {{"gpu", "off"}}}}},
+                     {"status", {{"capacity", {{"cpu", "8"}}}, {"allocatable", {{"cpu", "8"}}}}}});
   cluster.api().Patch("nodes", "", kCordonedNode,
                       {{"metadata", {{"annotations", {{"hami.io/device-cordon", kCordonedGpu}}}}}});
 
@@ -224,23 +232,26 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
   Say("fake cluster: 4 nodes, 6 fake GPUs:");
   for (const auto& [node, gpus] : options.nodes) {
     for (size_t i = 0; i < gpus.size(); ++i) {
-      Say("  " + printer.DescribeGpu(gpus[i].uuid) + (gpus[i].uuid == kCordonedGpu ? " cordoned" : ""));
+      Say("  " + printer.DescribeGpu(gpus[i].uuid) +
+          (gpus[i].uuid == kCordonedGpu ? " cordoned" : ""));
     }
   }
   Say("  " + std::string(kGpuLessNode) + " no GPUs");
-  Say("fake cluster: seeding 4 running slices (pods created as alice through the webhook, pinned with "
+  Say("fake cluster: seeding 4 running slices (pods created as alice through the webhook, pinned "
+      "with "
       "nvidia.com/use-gpuuuid):");
   for (const auto& seed : SandboxSeeds()) {
     HttpResult r = cluster.CreatePod(SeedPod(seed));
     if (r.status != 201) {
-      std::cerr << "fake-cluster: seed pod " << seed.ns << "/" << seed.name << " refused: HTTP " << r.status << " "
-                << r.body.dump() << "\n";
+      std::cerr << "fake-cluster: seed pod " << seed.ns << "/" << seed.name << " refused: HTTP "
+                << r.status << " " << r.body.dump() << "\n";
       return 1;
     }
     if (!cluster.WaitRunning(seed.ns, seed.name)) {
       auto pod = cluster.Pod(seed.ns, seed.name);
       std::cerr << "fake-cluster: seed pod " << seed.ns << "/" << seed.name
-                << " is not Running within 30 s: " << (pod ? pod->dump() : "gone") << "\nscheduler log:\n"
+                << " is not Running within 30 s: " << (pod ? pod->dump() : "gone")
+                << "\nscheduler log:\n"
                 << cluster.SchedulerLog() << "\n";
       return 1;
     }
@@ -260,9 +271,10 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
   }
   printer.SetQuiet(false);
   const std::string kubeconfig = cluster.WriteKubeconfig("ui", kUiToken);
-  if (!WriteReadyFile(ready_file,
-                      "api=" + cluster.api().url() + "\nui_kubeconfig=" + kubeconfig + "\nuser=" + user + "\n")) {
-    std::cerr << "fake-cluster: cannot write --ready-file " << ready_file << ": " << std::strerror(errno) << "\n";
+  if (!WriteReadyFile(ready_file, "api=" + cluster.api().url() + "\nui_kubeconfig=" + kubeconfig +
+                                      "\nuser=" + user + "\n")) {
+    std::cerr << "fake-cluster: cannot write --ready-file " << ready_file << ": "
+              << std::strerror(errno) << "\n";
     return 1;
   }
   Say("fake cluster: ready; the fake API server is " + cluster.api().url() +
@@ -286,9 +298,9 @@ int RunGateway(const std::string& to, const std::string& user, const std::string
     for (const auto& [k, v] : req.headers) {
       std::string lower = k;
       for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (lower == "kubeflow-userid" || lower == "host" || lower == "content-length" || lower == "connection" ||
-          lower == "content-type" || lower == "remote_addr" || lower == "remote_port" || lower == "local_addr" ||
-          lower == "local_port") {
+      if (lower == "kubeflow-userid" || lower == "host" || lower == "content-length" ||
+          lower == "connection" || lower == "content-type" || lower == "remote_addr" ||
+          lower == "remote_port" || lower == "local_addr" || lower == "local_port") {
         continue;
       }
       headers.emplace(k, v);
@@ -296,14 +308,16 @@ int RunGateway(const std::string& to, const std::string& user, const std::string
     headers.emplace("kubeflow-userid", user);
     const std::string target = req.target.empty() ? req.path : req.target;
     const std::string type = req.get_header_value("Content-Type");
-    httplib::Result r = req.method == "GET"     ? upstream.Get(target.c_str(), headers)
-                        : req.method == "POST"  ? upstream.Post(target.c_str(), headers, req.body, type.c_str())
-                        : req.method == "PUT"   ? upstream.Put(target.c_str(), headers, req.body, type.c_str())
-                        : req.method == "PATCH" ? upstream.Patch(target.c_str(), headers, req.body, type.c_str())
-                                                : upstream.Delete(target.c_str(), headers, req.body, type.c_str());
+    httplib::Result r =
+        req.method == "GET"     ? upstream.Get(target.c_str(), headers)
+        : req.method == "POST"  ? upstream.Post(target.c_str(), headers, req.body, type.c_str())
+        : req.method == "PUT"   ? upstream.Put(target.c_str(), headers, req.body, type.c_str())
+        : req.method == "PATCH" ? upstream.Patch(target.c_str(), headers, req.body, type.c_str())
+                                : upstream.Delete(target.c_str(), headers, req.body, type.c_str());
     if (!r) {
       res.status = 502;
-      res.set_content("gateway: " + to + " did not answer: " + httplib::to_string(r.error()) + "\n", "text/plain");
+      res.set_content("gateway: " + to + " did not answer: " + httplib::to_string(r.error()) + "\n",
+                      "text/plain");
       return;
     }
     res.status = r->status;
@@ -323,8 +337,8 @@ int RunGateway(const std::string& to, const std::string& user, const std::string
   fakes::WaitUntilRunning(server);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   if (!WriteReadyFile(ready_file, "url=" + url + "\n")) {
-    std::cerr << "fake-cluster gateway: cannot write --ready-file " << ready_file << ": " << std::strerror(errno)
-              << "\n";
+    std::cerr << "fake-cluster gateway: cannot write --ready-file " << ready_file << ": "
+              << std::strerror(errno) << "\n";
     server.stop();
     serving.join();
     return 1;

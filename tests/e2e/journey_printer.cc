@@ -27,15 +27,16 @@ int64_t LimitMiB(const std::string& v) {
 
 }  // namespace
 
-JourneyPrinter::JourneyPrinter(Cluster* cluster, std::vector<std::pair<std::string, std::vector<GpuSpec>>> nodes,
+JourneyPrinter::JourneyPrinter(Cluster* cluster,
+                               std::vector<std::pair<std::string, std::vector<GpuSpec>>> nodes,
                                std::function<void(const std::string&)> say)
     : cluster_(cluster), nodes_(std::move(nodes)), say_(std::move(say)) {}
 
 JourneyPrinter::~JourneyPrinter() { Stop(); }
 
 bool JourneyPrinter::Start(const std::string& token, std::string* error) {
-  cluster_->driver().SetAttemptObserver(
-      [this](const std::string& ns, const std::string& name, const Attempt& a) { OnAttempt(ns, name, a); });
+  cluster_->driver().SetAttemptObserver([this](const std::string& ns, const std::string& name,
+                                               const Attempt& a) { OnAttempt(ns, name, a); });
   k8s::Config config;
   config.server = cluster_->api().url();
   config.token = token;
@@ -73,7 +74,8 @@ std::string JourneyPrinter::DescribeGpu(const std::string& uuid) const {
   for (const auto& [node, gpus] : nodes_) {
     for (size_t i = 0; i < gpus.size(); ++i) {
       if (gpus[i].uuid == uuid) {
-        return node + " GPU " + std::to_string(i) + " " + uuid + " (" + std::to_string(gpus[i].mib) + " MiB)";
+        return node + " GPU " + std::to_string(i) + " " + uuid + " (" +
+               std::to_string(gpus[i].mib) + " MiB)";
       }
     }
   }
@@ -85,8 +87,8 @@ std::string JourneyPrinter::Placement(const json& pod) const {
   std::string out;
   for (const auto& part : ParseAllocation(AnnotationOf(pod, "hami.io/vgpu-devices-allocated"))) {
     for (const auto& g : part) {
-      out += (out.empty() ? "" : "; ") + DescribeGpu(g.uuid) + ": " + std::to_string(g.mib) + " MiB, " +
-             std::to_string(g.cores) + " % of the SMs";
+      out += (out.empty() ? "" : "; ") + DescribeGpu(g.uuid) + ": " + std::to_string(g.mib) +
+             " MiB, " + std::to_string(g.cores) + " % of the SMs";
     }
   }
   return out.empty() ? "no GPU" : out;
@@ -112,7 +114,8 @@ void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, c
       if (unschedulable_[key] == answer) return;  // retries with the same answer
       unschedulable_[key] = answer;
     }
-    say_("scheduler: pod " + key + " unschedulable: " + answer + " (retried when a pod or node changes)");
+    say_("scheduler: pod " + key + " unschedulable: " + answer +
+         " (retried when a pod or node changes)");
     return;
   }
   std::string fits;
@@ -122,9 +125,11 @@ void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, c
   for (const auto& [node, score] : a.scores)
     scores += (scores.empty() ? "" : ", ") + node + " " + std::to_string(score);
   say_("scheduler: pod " + key + " /filter: fits " + fits + failed);
-  say_("scheduler: pod " + key + " /prioritize: " + (scores.empty() ? "no scores" : scores) + " → /bind " + a.node);
+  say_("scheduler: pod " + key + " /prioritize: " + (scores.empty() ? "no scores" : scores) +
+       " → /bind " + a.node);
   auto pod = cluster_->Pod(ns, name);
-  say_("scheduler: pod " + key + " bound to " + a.node + ": " + (pod ? Placement(*pod) : "(pod gone)"));
+  say_("scheduler: pod " + key + " bound to " + a.node + ": " +
+       (pod ? Placement(*pod) : "(pod gone)"));
   std::lock_guard<std::mutex> lock(mu_);
   unschedulable_.erase(key);
   bound_.insert(key);
@@ -150,7 +155,8 @@ void JourneyPrinter::OnPod(const json& pod) {
   if (phase == "Failed") {
     std::string reason = pod.contains("status") ? pod["status"].value("reason", "") : "";
     std::string message = pod.contains("status") ? pod["status"].value("message", "") : "";
-    say_("kubelet: pod " + key + " Failed on " + node + ": " + reason + (message.empty() ? "" : ": " + message));
+    say_("kubelet: pod " + key + " Failed on " + node + ": " + reason +
+         (message.empty() ? "" : ": " + message));
     return;
   }
   for (const auto& c : pod["spec"].value("containers", json::array())) {
@@ -158,13 +164,15 @@ void JourneyPrinter::OnPod(const json& pod) {
     auto view = cluster_->node(node).Container(ns, name, cname);
     if (!view) continue;
     std::string env;
-    if (auto it = view->allocate_env.find("NVIDIA_VISIBLE_DEVICES"); it != view->allocate_env.end()) {
+    if (auto it = view->allocate_env.find("NVIDIA_VISIBLE_DEVICES");
+        it != view->allocate_env.end()) {
       env = it->first + "=" + it->second;
     }
     for (const auto& [k, v] : view->allocate_env) {
       if (k.rfind("CUDA_DEVICE_MEMORY_LIMIT", 0) == 0) {
         int64_t mib = LimitMiB(v);
-        env += (env.empty() ? "" : ", ") + k + "=" + v + (mib >= 0 ? " (" + std::to_string(mib) + " MiB)" : "");
+        env += (env.empty() ? "" : ", ") + k + "=" + v +
+               (mib >= 0 ? " (" + std::to_string(mib) + " MiB)" : "");
       } else if (k.rfind("CUDA_DEVICE_SM_LIMIT", 0) == 0) {
         env += (env.empty() ? "" : ", ") + k + "=" + v + " (%)";
       }
@@ -177,8 +185,9 @@ void JourneyPrinter::OnPod(const json& pod) {
       if (line.rfind("info 0 ", 0) != 0) continue;
       long long free_b = 0, total_b = 0;
       if (std::sscanf(line.c_str(), "info 0 %lld %lld", &free_b, &total_b) == 2) {
-        say_("container: " + key + "/" + cname + " under libvgpu.so: cuMemGetInfo " + std::to_string(total_b / kMiB) +
-             " MiB total, " + std::to_string(free_b / kMiB) + " MiB free");
+        say_("container: " + key + "/" + cname + " under libvgpu.so: cuMemGetInfo " +
+             std::to_string(total_b / kMiB) + " MiB total, " + std::to_string(free_b / kMiB) +
+             " MiB free");
       }
     }
   }
@@ -196,7 +205,8 @@ void JourneyPrinter::OnDeleted(const json& pod) {
   }
   if (!quiet) {
     std::string node = k8s::PodNodeName(pod);
-    say_("pod " + key + ": deleted" + (node.empty() ? "" : "; its slice on " + node + " is free again"));
+    say_("pod " + key + ": deleted" +
+         (node.empty() ? "" : "; its slice on " + node + " is free again"));
   }
 }
 

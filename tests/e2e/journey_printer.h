@@ -4,8 +4,8 @@
 //
 //   scheduler: pod team-a/demo-0 /filter over 4 nodes: fits node-a, node-c; node-b: <reason>; …
 //   scheduler: pod team-a/demo-0 /prioritize: node-a 10, node-c 0 → /bind node-a
-//   scheduler: pod team-a/demo-0 bound to node-a: GPU 0 GPU-… (40960 MiB): 10240 MiB, 25 % of the SMs
-//   kubelet: node-a Allocate for team-a/demo-0 container demo: NVIDIA_VISIBLE_DEVICES=GPU-…,
+//   scheduler: pod team-a/demo-0 bound to node-a: GPU 0 GPU-… (40960 MiB): 10240 MiB, 25 % of the
+//   SMs kubelet: node-a Allocate for team-a/demo-0 container demo: NVIDIA_VISIBLE_DEVICES=GPU-…,
 //            CUDA_DEVICE_MEMORY_LIMIT_0=10240m (10240 MiB), CUDA_DEVICE_SM_LIMIT=25 (%)
 //   container: team-a/demo-0/demo under libvgpu.so: cuMemGetInfo 10240 MiB total, 10240 MiB free
 //   pod team-a/demo-0: Running

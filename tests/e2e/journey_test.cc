@@ -22,7 +22,8 @@ constexpr const char* kGpuB1 = "GPU-b1111111-1111-4111-8111-00000000b111";
 constexpr int64_t k16GiB = 16384;
 
 ClusterOptions TwoNodesTwoGpus(const std::string& node_policy, const std::string& gpu_policy) {
-  return {{{"node-a", {{kGpuA0, k16GiB}, {kGpuA1, k16GiB}}}, {"node-b", {{kGpuB0, k16GiB}, {kGpuB1, k16GiB}}}},
+  return {{{"node-a", {{kGpuA0, k16GiB}, {kGpuA1, k16GiB}}},
+           {"node-b", {{kGpuB0, k16GiB}, {kGpuB1, k16GiB}}}},
           node_policy,
           gpu_policy};
 }
@@ -78,7 +79,8 @@ class JourneyTest : public ::testing::Test {
     ASSERT_TRUE(view.has_value());
     EXPECT_EQ(view->lines, expected) << pod_name << "/" << container;
     EXPECT_EQ(view->allocate_env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), std::to_string(mib) + "m");
-    EXPECT_NE(view->limits_file.find("CUDA_DEVICE_MEMORY_LIMIT_0=" + std::to_string(mib) + "m\n"), std::string::npos)
+    EXPECT_NE(view->limits_file.find("CUDA_DEVICE_MEMORY_LIMIT_0=" + std::to_string(mib) + "m\n"),
+              std::string::npos)
         << view->limits_file;
     EXPECT_EQ(view->env.at("LD_PRELOAD"), agent.dir() + "/hook/vgpu/libvgpu.so");
   }
@@ -88,12 +90,15 @@ class JourneyTest : public ::testing::Test {
 
 TEST_F(JourneyTest, BinpackPacksThreePodsOntoOneGpu) {
   StartCluster(TwoNodesTwoGpus("binpack", "binpack"));
-  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{{"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
+  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{
+           {"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
     CreateSlicePod(name, mib);
   }
   std::set<std::string> gpus, nodes;
-  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{{"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
-    ASSERT_TRUE(cluster_->WaitRunning("ml", name)) << name << ": " << cluster_->Pod("ml", name)->dump();
+  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{
+           {"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
+    ASSERT_TRUE(cluster_->WaitRunning("ml", name))
+        << name << ": " << cluster_->Pod("ml", name)->dump();
     Placement p = PlacementOf(*cluster_->Pod("ml", name));
     EXPECT_EQ(p.mib, mib) << name;
     gpus.insert(p.uuid);
@@ -108,11 +113,13 @@ TEST_F(JourneyTest, BinpackPacksThreePodsOntoOneGpu) {
 
 TEST_F(JourneyTest, SpreadPutsThreePodsOnThreeGpus) {
   StartCluster(TwoNodesTwoGpus("spread", "spread"));
-  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{{"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
+  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{
+           {"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
     CreateSlicePod(name, mib);
   }
   std::set<std::string> gpus, nodes;
-  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{{"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
+  for (auto [name, mib] : std::vector<std::pair<std::string, int64_t>>{
+           {"p3000", 3000}, {"p4000", 4000}, {"p5000", 5000}}) {
     ASSERT_TRUE(cluster_->WaitRunning("ml", name)) << name;
     Placement p = PlacementOf(*cluster_->Pod("ml", name));
     EXPECT_EQ(p.mib, mib);
@@ -133,14 +140,17 @@ TEST_F(JourneyTest, FourthPodStaysPendingWithAReasonUntilADeletionFreesASlice) {
   CreateSlicePod("second", 10000);
   ASSERT_TRUE(cluster_->WaitRunning("ml", "second"));
   // 10000 + 10000 > 16384: one per GPU, so each GPU has 6384 MiB left.
-  EXPECT_NE(PlacementOf(*cluster_->Pod("ml", "first")).node, PlacementOf(*cluster_->Pod("ml", "second")).node);
-  int admitted = cluster_->node("node-a").admitted_pods() + cluster_->node("node-b").admitted_pods();
+  EXPECT_NE(PlacementOf(*cluster_->Pod("ml", "first")).node,
+            PlacementOf(*cluster_->Pod("ml", "second")).node);
+  int admitted =
+      cluster_->node("node-a").admitted_pods() + cluster_->node("node-b").admitted_pods();
 
   CreateSlicePod("waiting", 8000);
   ASSERT_TRUE(cluster_->WaitForPod("ml", "waiting", [](const json& p) {
     if (!p.contains("status") || !p["status"].contains("conditions")) return false;
     for (const auto& c : p["status"]["conditions"]) {
-      if (c.value("type", "") == "PodScheduled" && c.value("reason", "") == "Unschedulable") return true;
+      if (c.value("type", "") == "PodScheduled" && c.value("reason", "") == "Unschedulable")
+        return true;
     }
     return false;
   })) << cluster_->Pod("ml", "waiting")->dump();
@@ -157,14 +167,17 @@ TEST_F(JourneyTest, FourthPodStaysPendingWithAReasonUntilADeletionFreesASlice) {
   // The extender recorded why, as an event on the pod.
   ASSERT_TRUE(cluster_->api().WaitFor([&] {
     for (const auto& e : cluster_->api().List("events")) {
-      if (e.value("reason", "") == "FilteringFailed" && e["involvedObject"].value("name", "") == "waiting") return true;
+      if (e.value("reason", "") == "FilteringFailed" &&
+          e["involvedObject"].value("name", "") == "waiting")
+        return true;
     }
     return false;
   }));
   // Still pending after further attempts: unbound, never admitted by a kubelet.
   ASSERT_TRUE(cluster_->api().WaitFor([&] { return cluster_->driver().filter_calls() >= 6; }));
   EXPECT_EQ(k8s::PodNodeName(*cluster_->Pod("ml", "waiting")), "");
-  EXPECT_EQ(cluster_->node("node-a").admitted_pods() + cluster_->node("node-b").admitted_pods(), admitted);
+  EXPECT_EQ(cluster_->node("node-a").admitted_pods() + cluster_->node("node-b").admitted_pods(),
+            admitted);
 
   // Deleting "first" frees its 10000 MiB; "waiting" lands on that GPU and gets its 8000.
   std::string freed = PlacementOf(*cluster_->Pod("ml", "first")).uuid;
@@ -204,7 +217,8 @@ TEST_F(JourneyTest, PodWithInitContainerAndTwoContainers) {
   // Each container has its own region and limits.
   auto trainer = agent.Container("ml", "multi", "trainer");
   auto evaluator = agent.Container("ml", "multi", "evaluator");
-  EXPECT_NE(trainer->env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"), evaluator->env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
+  EXPECT_NE(trainer->env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+            evaluator->env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
 }
 
 TEST_F(JourneyTest, SchedulerRestartBetweenBindAndAllocate) {
@@ -261,10 +275,12 @@ TEST_F(JourneyTest, ForgedPodsAreRefusedEndToEnd) {
   ExpectSliceEnforced("self-granted", "main", 2000);
 
   // 2. Changing them afterwards is refused (only fracgpu's service accounts may).
-  HttpResult patch = cluster_->PatchPod("ml", "self-granted",
-                                        {{"metadata", {{"annotations", {{"hami.io/vgpu-devices-allocated", forged_alloc}}}}}});
+  HttpResult patch = cluster_->PatchPod(
+      "ml", "self-granted",
+      {{"metadata", {{"annotations", {{"hami.io/vgpu-devices-allocated", forged_alloc}}}}}});
   EXPECT_EQ(patch.status, 403) << patch.body.dump();
-  EXPECT_NE(AnnotationOf(*cluster_->Pod("ml", "self-granted"), "hami.io/vgpu-devices-allocated"), forged_alloc);
+  EXPECT_NE(AnnotationOf(*cluster_->Pod("ml", "self-granted"), "hami.io/vgpu-devices-allocated"),
+            forged_alloc);
 
   // 3. A pod that names its node itself is denied at admission.
   json preset = UserPod("preset", {{"main", 2000, SliceProbe(2000)}});
@@ -282,11 +298,13 @@ TEST_F(JourneyTest, ForgedPodsAreRefusedEndToEnd) {
   bypass["spec"]["nodeName"] = "node-a";
   bypass["spec"]["schedulerName"] = kSchedulerName;
   ASSERT_EQ(cluster_->CreatePod(bypass).status, 201);
-  ASSERT_TRUE(cluster_->WaitForPod("ml", "bypass", [](const json& p) { return k8s::PodPhase(p) == "Failed"; }))
-      << cluster_->Pod("ml", "bypass")->dump();
+  ASSERT_TRUE(cluster_->WaitForPod("ml", "bypass", [](const json& p) {
+    return k8s::PodPhase(p) == "Failed";
+  })) << cluster_->Pod("ml", "bypass")->dump();
   json failed = *cluster_->Pod("ml", "bypass");
   EXPECT_EQ(failed["status"].value("reason", ""), "UnexpectedAdmissionError");
-  EXPECT_NE(failed["status"].value("message", "").find("signature"), std::string::npos) << failed.dump();
+  EXPECT_NE(failed["status"].value("message", "").find("signature"), std::string::npos)
+      << failed.dump();
   EXPECT_FALSE(cluster_->node("node-a").Container("ml", "bypass", "main").has_value());
   EXPECT_NE(AnnotationOf(failed, "hami.io/bind-phase"), "success");
 }
@@ -305,9 +323,11 @@ TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeigh
   StartCluster(std::move(options));
   NodeAgent& node = cluster_->node("node-a");
   // The neighbour: a context, then (once its stdin closes) its whole slice and one MiB more.
-  HttpResult r = cluster_->CreatePod(UserPod(
-      "neighbour", {{"main", 1000, {"init", "wait", "alloc:" + std::to_string(1000 * kMiB), "alloc:" + std::to_string(kMiB),
-                                    "info"}}}));
+  HttpResult r = cluster_->CreatePod(
+      UserPod("neighbour", {{"main",
+                             1000,
+                             {"init", "wait", "alloc:" + std::to_string(1000 * kMiB),
+                              "alloc:" + std::to_string(kMiB), "info"}}}));
   ASSERT_EQ(r.status, 201) << r.body.dump();
   ASSERT_TRUE(cluster_->WaitRunning("ml", "neighbour"));
   json over = UserPod("over", {{"main", 1000, {"pid", "bypass:1100", "hold:30000"}}});
@@ -315,7 +335,8 @@ TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeigh
   r = cluster_->CreatePod(over);
   ASSERT_EQ(r.status, 201) << r.body.dump();
   // Same GPU (binpack, one GPU).
-  ASSERT_TRUE(cluster_->WaitForPod("ml", "over", [](const json& p) { return !AnnotationOf(p, "hami.io/bind-phase").empty(); }));
+  ASSERT_TRUE(cluster_->WaitForPod(
+      "ml", "over", [](const json& p) { return !AnnotationOf(p, "hami.io/bind-phase").empty(); }));
   EXPECT_EQ(PlacementOf(*cluster_->Pod("ml", "over")).uuid, kGpuA0);
   EXPECT_EQ(PlacementOf(*cluster_->Pod("ml", "neighbour")).uuid, kGpuA0);
 
@@ -336,7 +357,8 @@ TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeigh
       << node.MonitorLog();
   ASSERT_NE(over_ns, 0u) << node.Container("ml", "over", "main")->lines.size();
   auto status = node.WaitExit("ml", "over", "main", kWait);
-  auto killed_after = std::chrono::steady_clock::now().time_since_epoch() - std::chrono::nanoseconds(over_ns);
+  auto killed_after =
+      std::chrono::steady_clock::now().time_since_epoch() - std::chrono::nanoseconds(over_ns);
   ASSERT_TRUE(status.has_value()) << node.MonitorLog();
   ASSERT_TRUE(WIFSIGNALED(*status)) << *status << "\n" << node.MonitorLog();
   EXPECT_EQ(WTERMSIG(*status), SIGKILL);
@@ -363,12 +385,14 @@ TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeigh
   EXPECT_EQ(kill_event.value("type", ""), "Warning");
   EXPECT_EQ(kill_event["source"].value("component", ""), "fracgpu-monitor") << kill_event.dump();
   std::string message = kill_event.value("message", "");
-  EXPECT_NE(message.find("uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB)"), std::string::npos) << message;
+  EXPECT_NE(message.find("uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB)"), std::string::npos)
+      << message;
   EXPECT_NE(message.find("killed pid " + pid), std::string::npos) << message;
   // Created by the monitor with the DaemonSet's account (its token), in the pod's namespace.
   EXPECT_TRUE(cluster_->api().WaitFor([&] {
     for (const auto& a : cluster_->api().AuditLog()) {
-      if (a.resource == "events" && a.verb == "create" && a.ns == "ml" && a.user == kDevicePluginUser && a.code == 201)
+      if (a.resource == "events" && a.verb == "create" && a.ns == "ml" &&
+          a.user == kDevicePluginUser && a.code == 201)
         return true;
     }
     return false;
@@ -382,7 +406,8 @@ TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeigh
   ASSERT_TRUE(done.has_value());
   EXPECT_TRUE(WIFEXITED(*done) && WEXITSTATUS(*done) == 0) << *done;
   EXPECT_EQ(node.Container("ml", "neighbour", "main")->lines,
-            (std::vector<std::string>{"init 0", "ready", "alloc 0", "alloc 2", "info 0 0 " + std::to_string(1000 * kMiB)}));
+            (std::vector<std::string>{"init 0", "ready", "alloc 0", "alloc 2",
+                                      "info 0 0 " + std::to_string(1000 * kMiB)}));
   for (const auto& e : cluster_->api().List("events")) {
     if (e.contains("source") && e["source"].value("component", "") == "fracgpu-monitor") {
       EXPECT_EQ(e["involvedObject"].value("name", ""), "over") << e.dump();

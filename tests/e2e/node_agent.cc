@@ -1,5 +1,6 @@
 #include "node_agent.h"
 
+#include <openssl/evp.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <openssl/evp.h>
 
 #include "k8s/objects.h"
 
@@ -31,9 +30,11 @@ std::string Translate(const std::vector<Mount>& mounts, const std::string& path)
   const Mount* best = nullptr;
   for (const auto& m : mounts) {
     bool under = path == m.container_path ||
-                 (path.size() > m.container_path.size() && path.compare(0, m.container_path.size(), m.container_path) == 0 &&
+                 (path.size() > m.container_path.size() &&
+                  path.compare(0, m.container_path.size(), m.container_path) == 0 &&
                   path[m.container_path.size()] == '/');
-    if (under && (best == nullptr || m.container_path.size() > best->container_path.size())) best = &m;
+    if (under && (best == nullptr || m.container_path.size() > best->container_path.size()))
+      best = &m;
   }
   return best == nullptr ? path : best->host_path + path.substr(best->container_path.size());
 }
@@ -86,16 +87,23 @@ std::string ContainerId(const std::string& uid, const std::string& name) {
 
 }  // namespace
 
-NodeAgent::NodeAgent(std::string name, std::vector<GpuSpec> gpus, Artifacts artifacts, std::string dir)
-    : name_(std::move(name)), gpus_(std::move(gpus)), artifacts_(std::move(artifacts)), dir_(std::move(dir)) {}
+NodeAgent::NodeAgent(std::string name, std::vector<GpuSpec> gpus, Artifacts artifacts,
+                     std::string dir)
+    : name_(std::move(name)),
+      gpus_(std::move(gpus)),
+      artifacts_(std::move(artifacts)),
+      dir_(std::move(dir)) {}
 
 NodeAgent::~NodeAgent() { Stop(); }
 
 bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_token,
-                      const std::string& plugin_kubeconfig, const std::string& key_file, std::string* error) {
+                      const std::string& plugin_kubeconfig, const std::string& key_file,
+                      std::string* error) {
   std::error_code ec;
-  for (const char* sub : {"/dp", "/hook/vgpu", "/gpu-state", "/containers", "/proc"}) fs::create_directories(dir_ + sub, ec);
-  fs::copy_file(artifacts_.libvgpu_testpath, dir_ + "/hook/vgpu/libvgpu.so", fs::copy_options::overwrite_existing, ec);
+  for (const char* sub : {"/dp", "/hook/vgpu", "/gpu-state", "/containers", "/proc"})
+    fs::create_directories(dir_ + sub, ec);
+  fs::copy_file(artifacts_.libvgpu_testpath, dir_ + "/hook/vgpu/libvgpu.so",
+                fs::copy_options::overwrite_existing, ec);
   if (ec) {
     *error = "cannot copy " + artifacts_.libvgpu_testpath + ": " + ec.message();
     return false;
@@ -108,15 +116,17 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
     return false;
   }
   std::string devices;
-  for (const auto& g : gpus_) devices += (devices.empty() ? "" : ",") + g.uuid + ":" + std::to_string(g.mib);
+  for (const auto& g : gpus_)
+    devices += (devices.empty() ? "" : ",") + g.uuid + ":" + std::to_string(g.mib);
   auto env = CurrentEnvironment();
   env["FAKE_GPU_DEVICES"] = devices;
   plugin_ = std::make_unique<Daemon>(
-      std::vector<std::string>{artifacts_.fracgpu, "device-plugin", "--node-name=" + name_,
-                               "--hook-path=" + dir_ + "/hook", "--socket-dir=" + dir_ + "/dp",
-                               "--config-file=" + dir_ + "/device-config.yaml",
-                               "--node-config=" + dir_ + "/no-node-config.json", "--signature-key-file=" + key_file,
-                               "--kubeconfig=" + plugin_kubeconfig, "--nvml-library=" + artifacts_.fake_nvml},
+      std::vector<std::string>{
+          artifacts_.fracgpu, "device-plugin", "--node-name=" + name_,
+          "--hook-path=" + dir_ + "/hook", "--socket-dir=" + dir_ + "/dp",
+          "--config-file=" + dir_ + "/device-config.yaml",
+          "--node-config=" + dir_ + "/no-node-config.json", "--signature-key-file=" + key_file,
+          "--kubeconfig=" + plugin_kubeconfig, "--nvml-library=" + artifacts_.fake_nvml},
       env, dir_ + "/device-plugin.log");
   if (!plugin_->running()) {
     *error = "cannot start the device plugin";
@@ -125,8 +135,8 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
   size_t want = gpus_.size() * 10;
   if (!kubelet_->WaitForRegistrations(1, kStartWait) ||
       !kubelet_->WaitForDevices([&](const auto& d) { return d.size() == want; }, kStartWait)) {
-    *error = "the device plugin of " + name_ + " did not register " + std::to_string(want) + " devices; log:\n" +
-             plugin_->Log();
+    *error = "the device plugin of " + name_ + " did not register " + std::to_string(want) +
+             " devices; log:\n" + plugin_->Log();
     return false;
   }
   if (enforce_) {
@@ -136,13 +146,15 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
     menv["FAKE_GPU_DEVICES"] = devices;
     menv["FAKE_GPU_STATE_DIR"] = dir_ + "/gpu-state";
     monitor_ = std::make_unique<Daemon>(
-        std::vector<std::string>{artifacts_.fracgpu, "monitor", "--node-name=" + name_, "--hook-path=" + dir_ + "/hook",
-                                 "--node-dir=", "--listen=127.0.0.1", "--port=0", "--interval=0.1",
-                                 "--enforce-interval=0.1", "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
-                                 "--nvml-library=" + artifacts_.fake_nvml, "--proc-root=" + dir_ + "/proc"},
+        std::vector<std::string>{
+            artifacts_.fracgpu, "monitor", "--node-name=" + name_, "--hook-path=" + dir_ + "/hook",
+            "--node-dir=", "--listen=127.0.0.1", "--port=0", "--interval=0.1",
+            "--enforce-interval=0.1", "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
+            "--nvml-library=" + artifacts_.fake_nvml, "--proc-root=" + dir_ + "/proc"},
         menv, dir_ + "/monitor.log");
     if (!monitor_->running() || !monitor_->WaitForLog("enforcement on", kStartWait)) {
-      *error = "the monitor of " + name_ + " did not start enforcing; log:\n" + (monitor_ ? monitor_->Log() : "");
+      *error = "the monitor of " + name_ + " did not start enforcing; log:\n" +
+               (monitor_ ? monitor_->Log() : "");
       return false;
     }
   }
@@ -157,9 +169,10 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
   client_ = std::move(*client);
   // kubelet publishes the device plugin's resource count in the node status.
   std::string count = std::to_string(want);
-  auto patched = client_->MergePatch(k8s::NodePath(name_) + "/status",
-                                     {{"status", {{"capacity", {{kGpuResource, count}}},
-                                                  {"allocatable", {{kGpuResource, count}}}}}});
+  auto patched = client_->MergePatch(
+      k8s::NodePath(name_) + "/status",
+      {{"status",
+        {{"capacity", {{kGpuResource, count}}}, {"allocatable", {{kGpuResource, count}}}}}});
   if (!patched.ok()) {
     *error = "node status: " + patched.status().ToString();
     return false;
@@ -261,7 +274,9 @@ void NodeAgent::OnPodDeleted(const json& pod) {
       if (c->process) c->process->Kill();
     }
   }
-  { std::lock_guard<std::mutex> lock(mu_); }  // the pod's worker is waiting on cv_ or sees run->stop
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+  }  // the pod's worker is waiting on cv_ or sees run->stop
   cv_.notify_all();
   ReleaseDevices(run->uid);
 }
@@ -278,8 +293,9 @@ void NodeAgent::PatchPodStatus(const std::string& ns, const std::string& name, c
   (void)r;  // a pod deleted meanwhile gives 404: nothing left to report on
 }
 
-bool NodeAgent::AllocateFor(const std::string& uid, int count, const std::vector<std::string>& reusable,
-                            ContainerView* view, v1beta1::ContainerAllocateResponse* out, std::string* error) {
+bool NodeAgent::AllocateFor(const std::string& uid, int count,
+                            const std::vector<std::string>& reusable, ContainerView* view,
+                            v1beta1::ContainerAllocateResponse* out, std::string* error) {
   std::vector<std::string> available;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -290,8 +306,11 @@ bool NodeAgent::AllocateFor(const std::string& uid, int count, const std::vector
     }
   }
   if (static_cast<int>(available.size()) < count) {
-    *error = "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: " +
-             std::to_string(count) + ", Available: " + std::to_string(available.size()) + ", which is unexpected";
+    *error =
+        "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+        "Requested: " +
+        std::to_string(count) + ", Available: " + std::to_string(available.size()) +
+        ", which is unexpected";
     return false;
   }
   std::vector<std::string> chosen;
@@ -302,9 +321,11 @@ bool NodeAgent::AllocateFor(const std::string& uid, int count, const std::vector
     for (const auto& id : available) c->add_available_deviceids(id);
     c->set_allocation_size(count);
     v1beta1::PreferredAllocationResponse response;
-    if (kubelet_->GetPreferredAllocation(request, &response).ok() && response.container_responses_size() == 1) {
+    if (kubelet_->GetPreferredAllocation(request, &response).ok() &&
+        response.container_responses_size() == 1) {
       for (const auto& id : response.container_responses(0).deviceids()) {
-        if (std::find(available.begin(), available.end(), id) != available.end()) chosen.push_back(id);
+        if (std::find(available.begin(), available.end(), id) != available.end())
+          chosen.push_back(id);
       }
     }
     if (static_cast<int>(chosen.size()) != count) chosen.clear();
@@ -317,7 +338,8 @@ bool NodeAgent::AllocateFor(const std::string& uid, int count, const std::vector
     return false;
   }
   if (response.container_responses_size() != 1) {
-    *error = "Allocate answered " + std::to_string(response.container_responses_size()) + " containers for 1";
+    *error = "Allocate answered " + std::to_string(response.container_responses_size()) +
+             " containers for 1";
     return false;
   }
   *out = response.container_responses(0);
@@ -329,7 +351,8 @@ bool NodeAgent::AllocateFor(const std::string& uid, int count, const std::vector
 }
 
 bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, ContainerView view,
-                               const v1beta1::ContainerAllocateResponse* response, std::string* error) {
+                               const v1beta1::ContainerAllocateResponse* response,
+                               std::string* error) {
   view.name = spec.value("name", "");
   view.init = init;
   std::string cwd = dir_ + "/containers/" + run->uid + "_" + view.name;
@@ -341,7 +364,8 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
                                             {"FAKE_GPU_DEVICES", ""}};
   if (spec.contains("env") && spec["env"].is_array()) {
     for (const auto& e : spec["env"]) {
-      if (e.contains("name") && e.contains("value") && e["value"].is_string()) env[e["name"]] = e["value"];
+      if (e.contains("name") && e.contains("value") && e["value"].is_string())
+        env[e["name"]] = e["value"];
     }
   }
   if (response != nullptr) {
@@ -349,7 +373,8 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
     for (const auto& m : response->mounts()) mounts.push_back({m.container_path(), m.host_path()});
     for (const auto& [k, v] : response->envs()) env[k] = v;
     if (env.count("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
-      env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = Translate(mounts, env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]);
+      env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] =
+          Translate(mounts, env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]);
     }
     for (const auto& m : mounts) {
       if (m.container_path == "/etc/fracgpu/limits.env") {
@@ -374,7 +399,8 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
     std::string visible;
     for (const auto& uuid : SplitComma(env["NVIDIA_VISIBLE_DEVICES"])) {
       for (const auto& g : gpus_) {
-        if (g.uuid == uuid) visible += (visible.empty() ? "" : ",") + g.uuid + ":" + std::to_string(g.mib);
+        if (g.uuid == uuid)
+          visible += (visible.empty() ? "" : ",") + g.uuid + ":" + std::to_string(g.mib);
       }
     }
     env["FAKE_GPU_DEVICES"] = visible;
@@ -383,7 +409,8 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
   const bool bypass = spec.value("image", "") == kBypassImage;
   std::vector<std::string> argv = {bypass ? artifacts_.bypass_app : artifacts_.vgpu_app};
   if (spec.contains("args") && spec["args"].is_array()) {
-    for (const auto& a : spec["args"]) argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+    for (const auto& a : spec["args"])
+      argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
   } else {
     argv.insert(argv.end(), default_args_.begin(), default_args_.end());
   }
@@ -408,9 +435,9 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
     std::string tmp = dir_ + "/proc/.new-" + pid;
     fs::create_directories(tmp, ec);
     std::ofstream(tmp + "/stat") << ReadFile("/proc/" + pid + "/stat");
-    std::ofstream(tmp + "/cgroup") << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << slice_uid
-                                   << ".slice/cri-containerd-" << ContainerId(run->uid, started->view.name)
-                                   << ".scope\n";
+    std::ofstream(tmp + "/cgroup")
+        << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << slice_uid
+        << ".slice/cri-containerd-" << ContainerId(run->uid, started->view.name) << ".scope\n";
     fs::remove_all(dir_ + "/proc/" + pid, ec);  // a reused PID's old entry
     fs::rename(tmp, dir_ + "/proc/" + pid, ec);
   }
@@ -439,10 +466,12 @@ void NodeAgent::RunPod(PodRun* run) {
   std::vector<Entry> entries;
   for (const char* key : {"initContainers", "containers"}) {
     if (!spec.contains(key) || !spec[key].is_array()) continue;
-    for (const auto& c : spec[key]) entries.push_back({c, std::string(key) == "initContainers", {}, std::nullopt});
+    for (const auto& c : spec[key])
+      entries.push_back({c, std::string(key) == "initContainers", {}, std::nullopt});
   }
   auto fail = [&](const std::string& reason, const std::string& message) {
-    PatchPodStatus(run->ns, run->name, {{"phase", "Failed"}, {"reason", reason}, {"message", message}});
+    PatchPodStatus(run->ns, run->name,
+                   {{"phase", "Failed"}, {"reason", reason}, {"message", message}});
     ReleaseDevices(run->uid);
   };
   // Admission: the device manager allocates every container before any starts.
@@ -452,14 +481,16 @@ void NodeAgent::RunPod(PodRun* run) {
     if (count <= 0) continue;
     v1beta1::ContainerAllocateResponse response;
     std::string error;
-    if (!AllocateFor(run->uid, count, e.init ? std::vector<std::string>{} : reusable, &e.view, &response, &error)) {
+    if (!AllocateFor(run->uid, count, e.init ? std::vector<std::string>{} : reusable, &e.view,
+                     &response, &error)) {
       return fail("UnexpectedAdmissionError", error);
     }
     e.response = response;
     if (e.init) {
       reusable.insert(reusable.end(), e.view.device_ids.begin(), e.view.device_ids.end());
     } else {
-      for (const auto& id : e.view.device_ids) reusable.erase(std::remove(reusable.begin(), reusable.end(), id), reusable.end());
+      for (const auto& id : e.view.device_ids)
+        reusable.erase(std::remove(reusable.begin(), reusable.end(), id), reusable.end());
     }
   }
   // Init containers one by one, to completion.
@@ -500,7 +531,8 @@ void NodeAgent::RunPod(PodRun* run) {
   std::vector<ContainerProcess*> apps;
   {
     std::lock_guard<std::mutex> lock(run->mu);
-    for (size_t i = first_app; i < run->containers.size(); ++i) apps.push_back(run->containers[i]->process.get());
+    for (size_t i = first_app; i < run->containers.size(); ++i)
+      apps.push_back(run->containers[i]->process.get());
   }
   bool all_exited = true, all_ok = true;
   for (ContainerProcess* p : apps) {
@@ -515,7 +547,8 @@ void NodeAgent::RunPod(PodRun* run) {
     std::lock_guard<std::mutex> lock(run->mu);
     if (run->stop) return;
   }
-  PatchPodStatus(run->ns, run->name, {{"phase", all_exited ? (all_ok ? "Succeeded" : "Failed") : "Running"}});
+  PatchPodStatus(run->ns, run->name,
+                 {{"phase", all_exited ? (all_ok ? "Succeeded" : "Failed") : "Running"}});
   // The pod's worker lives as long as the pod (kubelet's pod worker does): the containers were
   // forked by this thread and die with it (PR_SET_PDEATHSIG is per thread), so it returns only
   // once the pod is deleted or the node stops.
@@ -566,11 +599,13 @@ bool NodeAgent::WaitForLine(const std::string& ns, const std::string& pod, const
           timeout)) {
     return false;
   }
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
   return p->WaitForLine(line, std::max(left, std::chrono::milliseconds(0)));
 }
 
-std::optional<int> NodeAgent::WaitExit(const std::string& ns, const std::string& pod, const std::string& name,
+std::optional<int> NodeAgent::WaitExit(const std::string& ns, const std::string& pod,
+                                       const std::string& name,
                                        std::chrono::milliseconds timeout) const {
   ContainerProcess* p = nullptr;
   {

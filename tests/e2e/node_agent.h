@@ -10,8 +10,9 @@
 //  * a container is tests/vgpu/vgpu_app run with the container's `args` (or SetDefaultArgs) as
 //    its operations and the environment Allocate returned, its mounts emulated by path
 //    translation: a path under a mount's container path is rewritten to the host path (the
-//    region file, and the same key in the limits file); the limits file is copied to `fracgpu-limits.env` in the container's
-//    working directory (libvgpu_testpath.so reads it there instead of /etc/fracgpu/limits.env);
+//    region file, and the same key in the limits file); the limits file is copied to
+//    `fracgpu-limits.env` in the container's working directory (libvgpu_testpath.so reads it there
+//    instead of /etc/fracgpu/limits.env);
 //    `/etc/ld.so.preload` becomes LD_PRELOAD of the library it names. The container runtime's
 //    part (only the GPUs in NVIDIA_VISIBLE_DEVICES are visible) is FAKE_GPU_DEVICES;
 //  * a pod whose Allocate fails is marked Failed with reason UnexpectedAdmissionError (kubelet's
@@ -24,12 +25,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fake_kubelet.h"
 #include "k8s/client.h"
@@ -62,12 +62,12 @@ inline constexpr const char* kBypassImage = "fracgpu-e2e/bypass:1";
 struct ContainerView {
   std::string name;
   bool init = false;
-  std::vector<std::string> device_ids;           ///< kubelet's device IDs given to Allocate
+  std::vector<std::string> device_ids;              ///< kubelet's device IDs given to Allocate
   std::map<std::string, std::string> allocate_env;  ///< Allocate's `envs`, untranslated
-  std::map<std::string, std::string> env;        ///< the environment the process got
-  std::string limits_file;                       ///< the limits file as the plugin wrote it
-  std::vector<std::string> lines;                ///< what the process printed
-  std::optional<int> exit_status;                ///< wait status once it exited
+  std::map<std::string, std::string> env;           ///< the environment the process got
+  std::string limits_file;                          ///< the limits file as the plugin wrote it
+  std::vector<std::string> lines;                   ///< what the process printed
+  std::optional<int> exit_status;                   ///< wait status once it exited
 };
 
 /// A simulated GPU node. Thread-safe.
@@ -82,8 +82,8 @@ class NodeAgent {
   /// Starts the fake kubelet and the device plugin (kubeconfig `plugin_kubeconfig`, signing key
   /// `key_file`), waits for registration and the device list, publishes allocatable through
   /// `kubelet_client`'s identity, and starts watching pods. False (with `error`) on failure.
-  bool Start(const std::string& api_url, const std::string& kubelet_token, const std::string& plugin_kubeconfig,
-             const std::string& key_file, std::string* error);
+  bool Start(const std::string& api_url, const std::string& kubelet_token,
+             const std::string& plugin_kubeconfig, const std::string& key_file, std::string* error);
   /// Stops everything (pods' containers killed, monitor and plugin SIGTERM).
   void Stop();
 
@@ -108,13 +108,14 @@ class NodeAgent {
   int admitted_pods() const;
 
   /// The container's view once it was started (or failed), else nullopt.
-  std::optional<ContainerView> Container(const std::string& ns, const std::string& pod, const std::string& name) const;
+  std::optional<ContainerView> Container(const std::string& ns, const std::string& pod,
+                                         const std::string& name) const;
   /// Waits until the container printed `line` (its process is running or exited).
-  bool WaitForLine(const std::string& ns, const std::string& pod, const std::string& name, const std::string& line,
-                   std::chrono::milliseconds timeout) const;
+  bool WaitForLine(const std::string& ns, const std::string& pod, const std::string& name,
+                   const std::string& line, std::chrono::milliseconds timeout) const;
   /// Waits until the container's process exited; its wait status or nullopt.
-  std::optional<int> WaitExit(const std::string& ns, const std::string& pod, const std::string& name,
-                              std::chrono::milliseconds timeout) const;
+  std::optional<int> WaitExit(const std::string& ns, const std::string& pod,
+                              const std::string& name, std::chrono::milliseconds timeout) const;
 
   const std::string& name() const { return name_; }
   const std::vector<GpuSpec>& gpus() const { return gpus_; }
@@ -142,12 +143,14 @@ class NodeAgent {
   // Chooses devices for `count` GPUs (GetPreferredAllocation when offered) and calls Allocate;
   // on success fills `out` and reserves the devices for `uid`.
   bool AllocateFor(const std::string& uid, int count, const std::vector<std::string>& reusable,
-                   ContainerView* view, v1beta1::ContainerAllocateResponse* out, std::string* error);
+                   ContainerView* view, v1beta1::ContainerAllocateResponse* out,
+                   std::string* error);
   bool StartContainer(PodRun* run, const nlohmann::json& spec, bool init, ContainerView view,
                       const v1beta1::ContainerAllocateResponse* response, std::string* error);
   void PatchPodStatus(const std::string& ns, const std::string& name, const nlohmann::json& status);
   void ReleaseDevices(const std::string& uid);
-  const Started* FindLocked(const std::string& ns, const std::string& pod, const std::string& name) const;
+  const Started* FindLocked(const std::string& ns, const std::string& pod,
+                            const std::string& name) const;
 
   std::string name_;
   std::vector<GpuSpec> gpus_;
@@ -167,7 +170,7 @@ class NodeAgent {
   bool stopping_ = false;
   int admitted_ = 0;
   std::map<std::string, std::unique_ptr<PodRun>> runs_;  // by pod UID
-  std::map<std::string, std::string> device_owner_;        // device ID → pod UID
+  std::map<std::string, std::string> device_owner_;      // device ID → pod UID
 };
 
 }  // namespace fracgpu::e2e

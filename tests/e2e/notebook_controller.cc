@@ -50,7 +50,8 @@ std::string AdmissionChanges(const json& posted, const json& stored) {
     if (a != b) add("container " + sc[i].value("name", "") + " limits " + b);
   }
   json pa = posted["metadata"].value("annotations", json::object());
-  json sa = stored.contains("metadata") ? stored["metadata"].value("annotations", json::object()) : json::object();
+  json sa = stored.contains("metadata") ? stored["metadata"].value("annotations", json::object())
+                                        : json::object();
   if (sa.is_object()) {
     for (const auto& [k, v] : sa.items()) {
       if (!pa.is_object() || !pa.contains(k) || pa[k] != v) {
@@ -65,7 +66,8 @@ std::string AdmissionChanges(const json& posted, const json& stored) {
 
 std::string NotebookPodName(const std::string& notebook) { return notebook + "-0"; }
 
-NotebookController::NotebookController(std::string api_url, std::string token, NotebookControllerHooks hooks)
+NotebookController::NotebookController(std::string api_url, std::string token,
+                                       NotebookControllerHooks hooks)
     : api_url_(std::move(api_url)), token_(std::move(token)), hooks_(std::move(hooks)) {}
 
 NotebookController::~NotebookController() { Stop(); }
@@ -108,7 +110,8 @@ void NotebookController::Stop() {
 }
 
 void NotebookController::OnNotebook(const json& notebook) {
-  const std::string uid = k8s::Uid(notebook), ns = k8s::Namespace(notebook), name = k8s::Name(notebook);
+  const std::string uid = k8s::Uid(notebook), ns = k8s::Namespace(notebook),
+                    name = k8s::Name(notebook);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!handled_.insert(uid).second) return;
@@ -138,7 +141,8 @@ void NotebookController::OnNotebook(const json& notebook) {
     say("webhook: pod " + ns + "/" + pod_name + " refused: " + created.status().message());
     SetStatus(
         ns, name,
-        {{"containerState", {{"waiting", {{"reason", "FailedCreate"}, {"message", created.status().message()}}}}}});
+        {{"containerState",
+          {{"waiting", {{"reason", "FailedCreate"}, {"message", created.status().message()}}}}}});
     return;
   }
   say("webhook: pod " + ns + "/" + pod_name + " admitted: " + AdmissionChanges(pod, *created));
@@ -161,19 +165,23 @@ void NotebookController::OnPod(const json& pod) {
   std::string report = phase;  // what was last written for this pod (one write per change)
   if (phase == "Pending" || phase.empty()) {
     // kube-scheduler's PodScheduled=False condition: the notebook waits, saying why.
-    const json conditions = pod.contains("status") ? pod["status"].value("conditions", json::array()) : json::array();
+    const json conditions =
+        pod.contains("status") ? pod["status"].value("conditions", json::array()) : json::array();
     for (const auto& c : conditions) {
-      if (c.is_object() && c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
+      if (c.is_object() && c.value("type", "") == "PodScheduled" &&
+          c.value("status", "") == "False") {
         report = "Pending/" + c.value("message", "");
-        status = {
-            {"readyReplicas", 0},
-            {"containerState",
-             {{"waiting", {{"reason", c.value("reason", "Unschedulable")}, {"message", c.value("message", "")}}}}}};
+        status = {{"readyReplicas", 0},
+                  {"containerState",
+                   {{"waiting",
+                     {{"reason", c.value("reason", "Unschedulable")},
+                      {"message", c.value("message", "")}}}}}};
       }
     }
     if (status.is_null()) return;
   } else if (phase == "Running") {
-    status = {{"readyReplicas", 1}, {"containerState", {{"running", {{"startedAt", "2025-01-01T00:00:00Z"}}}}}};
+    status = {{"readyReplicas", 1},
+              {"containerState", {{"running", {{"startedAt", "2025-01-01T00:00:00Z"}}}}}};
   } else if (phase == "Failed" || phase == "Succeeded") {
     std::string reason = pod.contains("status") ? pod["status"].value("reason", phase) : phase;
     status = {{"readyReplicas", 0}, {"containerState", {{"terminated", {{"reason", reason}}}}}};
@@ -188,11 +196,12 @@ void NotebookController::OnPod(const json& pod) {
   SetStatus(k8s::Namespace(pod), *notebook, status);
 }
 
-void NotebookController::SetStatus(const std::string& ns, const std::string& notebook, const json& status) {
+void NotebookController::SetStatus(const std::string& ns, const std::string& notebook,
+                                   const json& status) {
   auto r = client_->MergePatch(NotebookPath(ns, notebook) + "/status", {{"status", status}});
   if (!r.ok() && hooks_.say) {
-    hooks_.say("notebook controller: cannot write the status of Notebook " + ns + "/" + notebook + ": " +
-               r.status().message());
+    hooks_.say("notebook controller: cannot write the status of Notebook " + ns + "/" + notebook +
+               ": " + r.status().message());
   }
 }
 

@@ -31,7 +31,8 @@ class NotebookControllerTest : public ::testing::Test {
   void SetUp() override {
     ClusterOptions options;
     options.nodes = {{"node-a", {{kGpu, kGpuMiB}}}};
-    options.extra_tokens = {{kControllerToken, "system:serviceaccount:kubeflow:notebook-controller-service-account"}};
+    options.extra_tokens = {
+        {kControllerToken, "system:serviceaccount:kubeflow:notebook-controller-service-account"}};
     options.default_container_args = {"init", "info", "wait"};
     cluster_ = std::make_unique<Cluster>(options);
     ASSERT_TRUE(cluster_->api().AddResource(fakes::kNotebookResource));
@@ -42,7 +43,8 @@ class NotebookControllerTest : public ::testing::Test {
       std::lock_guard<std::mutex> lock(mu_);
       lines_.push_back(line);
     };
-    controller_ = std::make_unique<NotebookController>(cluster_->api().url(), kControllerToken, hooks);
+    controller_ =
+        std::make_unique<NotebookController>(cluster_->api().url(), kControllerToken, hooks);
     ASSERT_TRUE(controller_->Start(&error)) << error;
   }
   void TearDown() override {
@@ -56,13 +58,15 @@ class NotebookControllerTest : public ::testing::Test {
   // Creates a Notebook as alice, as `fracgpu ui` posts it.
   int CreateNotebook(const json& notebook) {
     httplib::Client http(cluster_->api().url());
-    auto r = http.Post(("/apis/kubeflow.org/v1/namespaces/" + k8s::Namespace(notebook) + "/notebooks").c_str(),
-                       httplib::Headers{{"Authorization", std::string("Bearer ") + kAliceToken}}, notebook.dump(),
-                       "application/json");
+    auto r = http.Post(
+        ("/apis/kubeflow.org/v1/namespaces/" + k8s::Namespace(notebook) + "/notebooks").c_str(),
+        httplib::Headers{{"Authorization", std::string("Bearer ") + kAliceToken}}, notebook.dump(),
+        "application/json");
     return r ? r->status : 0;
   }
   static json Form(const std::string& name, const std::string& slice) {
-    auto form = ui::DecodeNotebookForm(R"({"name":")" + name + R"(","namespace":"ml","image":"jupyter:1","gpus":1,)" +
+    auto form = ui::DecodeNotebookForm(R"({"name":")" + name +
+                                       R"(","namespace":"ml","image":"jupyter:1","gpus":1,)" +
                                        R"("slice":)" + slice + "}");
     EXPECT_TRUE(form.ok()) << form.status().message();
     return form.ok() ? ui::BuildNotebook(*form) : json();
@@ -114,30 +118,37 @@ TEST_F(NotebookControllerTest, ANotebookBecomesItsStatefulSetPodWithItsSliceAndR
   // The container got the limit and sees it.
   auto view = cluster_->node("node-a").Container("ml", "nb1-0", "nb1");
   ASSERT_TRUE(view.has_value());
-  EXPECT_EQ(view->allocate_env["CUDA_DEVICE_MEMORY_LIMIT_0"], std::to_string(kGpuMiB * 25 / 100) + "m");
+  EXPECT_EQ(view->allocate_env["CUDA_DEVICE_MEMORY_LIMIT_0"],
+            std::to_string(kGpuMiB * 25 / 100) + "m");
   EXPECT_EQ(view->allocate_env["CUDA_DEVICE_SM_LIMIT"], "30");
   constexpr int64_t kMiB = 1024 * 1024;
   const int64_t limit = kGpuMiB * 25 / 100 * kMiB;
-  EXPECT_EQ(view->lines, (std::vector<std::string>{
-                             "init 0", "info 0 " + std::to_string(limit) + " " + std::to_string(limit), "ready"}));
+  EXPECT_EQ(
+      view->lines,
+      (std::vector<std::string>{
+          "init 0", "info 0 " + std::to_string(limit) + " " + std::to_string(limit), "ready"}));
   EXPECT_TRUE(WaitState("nb1", "Ready")) << NotebookStateOf("nb1");
   // Deleting the Notebook deletes its pod (the owner reference's garbage collection).
   httplib::Client http(cluster_->api().url());
   auto r = http.Delete("/apis/kubeflow.org/v1/namespaces/ml/notebooks/nb1",
                        httplib::Headers{{"Authorization", std::string("Bearer ") + kAliceToken}});
   ASSERT_TRUE(r && r->status == 200);
-  EXPECT_TRUE(cluster_->api().WaitFor([&] { return !cluster_->Pod("ml", "nb1-0").has_value(); }, kWait));
+  EXPECT_TRUE(
+      cluster_->api().WaitFor([&] { return !cluster_->Pod("ml", "nb1-0").has_value(); }, kWait));
 }
 
 TEST_F(NotebookControllerTest, ARefusedPodAndAPodNoNodeFitsAreReportedOnTheNotebook) {
-  // gpucores over 100: the webhook denies the pod (the UI would have refused it; kubectl would not).
-  json refused = Form("bad", R"({"mode":"memory","memory_value":1000,"memory_unit":"MiB","cores_percent":150})");
+  // gpucores over 100: the webhook denies the pod (the UI would have refused it; kubectl would
+  // not).
+  json refused = Form(
+      "bad", R"({"mode":"memory","memory_value":1000,"memory_unit":"MiB","cores_percent":150})");
   ASSERT_EQ(CreateNotebook(refused), 201);
   EXPECT_TRUE(WaitState("bad", "Waiting: FailedCreate")) << NotebookStateOf("bad");
   auto nb = cluster_->api().Get("notebooks", "ml", "bad");
   ASSERT_TRUE(nb.has_value());
   const std::string message = (*nb)["status"]["containerState"]["waiting"].value("message", "");
-  EXPECT_NE(message.find("admission webhook \"fracgpu\" denied the request"), std::string::npos) << message;
+  EXPECT_NE(message.find("admission webhook \"fracgpu\" denied the request"), std::string::npos)
+      << message;
   EXPECT_NE(message.find("gpucores"), std::string::npos) << message;
   EXPECT_FALSE(cluster_->Pod("ml", "bad-0").has_value());
 
@@ -147,7 +158,10 @@ TEST_F(NotebookControllerTest, ARefusedPodAndAPodNoNodeFitsAreReportedOnTheNoteb
   EXPECT_TRUE(WaitState("big", "Waiting: Unschedulable")) << NotebookStateOf("big");
   nb = cluster_->api().Get("notebooks", "ml", "big");
   ASSERT_TRUE(nb.has_value());
-  EXPECT_EQ((*nb)["status"]["containerState"]["waiting"].value("message", "").rfind("0/1 nodes are available: ", 0), 0u)
+  EXPECT_EQ((*nb)["status"]["containerState"]["waiting"]
+                .value("message", "")
+                .rfind("0/1 nodes are available: ", 0),
+            0u)
       << nb->dump();
   EXPECT_TRUE(k8s::PodNodeName(*cluster_->Pod("ml", "big-0")).empty());
 }

@@ -18,7 +18,8 @@ namespace {
 struct ExecArgs {
   std::vector<std::string> strings_argv, strings_env;
   std::vector<char*> argv, envp;
-  ExecArgs(const std::vector<std::string>& a, const std::map<std::string, std::string>& env) : strings_argv(a) {
+  ExecArgs(const std::vector<std::string>& a, const std::map<std::string, std::string>& env)
+      : strings_argv(a) {
     for (const auto& [k, v] : env) strings_env.push_back(k + "=" + v);
     for (auto& s : strings_argv) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -86,14 +87,16 @@ std::string Daemon::Log() const {
 
 bool Daemon::WaitForLog(const std::string& needle, std::chrono::milliseconds timeout) const {
   return PollUntil(
-      [&] {
-        if (Log().find(needle) != std::string::npos) return true;
-        // Exited (a zombie, not reaped here): nothing more will be written.
-        if (pid_ <= 0) return true;
-        siginfo_t info{};
-        return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
-      },
-      timeout) &&
+             [&] {
+               if (Log().find(needle) != std::string::npos) return true;
+               // Exited (a zombie, not reaped here): nothing more will be written.
+               if (pid_ <= 0) return true;
+               siginfo_t info{};
+               return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) ==
+                          0 &&
+                      info.si_pid != 0;
+             },
+             timeout) &&
          Log().find(needle) != std::string::npos;
 }
 
@@ -101,7 +104,8 @@ int Daemon::Stop(int sig) {
   if (pid_ <= 0) return -1;
   kill(pid_, sig);
   int status = 0;
-  bool exited = PollUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(10));
+  bool exited =
+      PollUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(10));
   if (!exited) {
     kill(pid_, SIGKILL);
     waitpid(pid_, &status, 0);
@@ -110,7 +114,8 @@ int Daemon::Stop(int sig) {
   return status;
 }
 
-ContainerProcess::ContainerProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+ContainerProcess::ContainerProcess(const std::vector<std::string>& argv,
+                                   const std::map<std::string, std::string>& env,
                                    const std::string& cwd, const std::string& stderr_path) {
   ExecArgs args(argv, env);
   int out_pipe[2], in_pipe[2];
@@ -180,7 +185,8 @@ std::vector<std::string> ContainerProcess::Lines() const {
   return lines_;
 }
 
-bool ContainerProcess::WaitForLine(const std::string& line, std::chrono::milliseconds timeout) const {
+bool ContainerProcess::WaitForLine(const std::string& line,
+                                   std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
   auto seen = [&] {
     for (const auto& l : lines_) {

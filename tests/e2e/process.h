@@ -53,8 +53,9 @@ class Daemon {
 class ContainerProcess {
  public:
   /// Starts `argv` with exactly `env`, working directory `cwd`; stderr goes to `stderr_path`.
-  ContainerProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                   const std::string& cwd, const std::string& stderr_path);
+  ContainerProcess(const std::vector<std::string>& argv,
+                   const std::map<std::string, std::string>& env, const std::string& cwd,
+                   const std::string& stderr_path);
   /// Kills (SIGKILL) a process still running and reaps it.
   ~ContainerProcess();
   ContainerProcess(const ContainerProcess&) = delete;

@@ -17,8 +17,8 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
 
-std::vector<std::string> StringList(const YAML::Node& node, const std::string& field, const std::string& where,
-                                    RbacPolicy* policy) {
+std::vector<std::string> StringList(const YAML::Node& node, const std::string& field,
+                                    const std::string& where, RbacPolicy* policy) {
   std::vector<std::string> out;
   if (!node[field]) return out;
   if (!node[field].IsSequence()) {
@@ -36,7 +36,9 @@ std::vector<std::string> StringList(const YAML::Node& node, const std::string& f
 }
 
 std::string Scalar(const YAML::Node& node, const std::string& field) {
-  return node && node.IsMap() && node[field] && node[field].IsScalar() ? node[field].as<std::string>() : "";
+  return node && node.IsMap() && node[field] && node[field].IsScalar()
+             ? node[field].as<std::string>()
+             : "";
 }
 
 // "pods" or "pods/binding" for a record.
@@ -53,7 +55,8 @@ bool RuleAllows(const PolicyRule& rule, const fakes::AuditRecord& r) {
                      (!r.subresource.empty() && Contains(rule.resources, "*/" + r.subresource));
   if (!resource_ok) return false;
   // resourceNames cannot restrict list, watch or create of a collection (no name in the request).
-  if (!rule.resource_names.empty() && (r.name.empty() || !Contains(rule.resource_names, r.name))) return false;
+  if (!rule.resource_names.empty() && (r.name.empty() || !Contains(rule.resource_names, r.name)))
+    return false;
   return true;
 }
 
@@ -74,7 +77,8 @@ bool InScope(const RbacBinding& b, const std::string& ns) {
 }  // namespace
 
 bool Grant3::operator<(const Grant3& o) const {
-  return std::tie(user, binding, role, resource, verb) < std::tie(o.user, o.binding, o.role, o.resource, o.verb);
+  return std::tie(user, binding, role, resource, verb) <
+         std::tie(o.user, o.binding, o.role, o.resource, o.verb);
 }
 
 std::string Describe(const fakes::AuditRecord& r) {
@@ -99,7 +103,9 @@ void ParseRbacYaml(const std::string& text, const std::string& source, RbacPolic
     if (!doc.IsMap()) continue;
     std::string kind = Scalar(doc, "kind");
     std::string where = source + " document " + std::to_string(index) + " (" + kind + ")";
-    if (kind != "Role" && kind != "ClusterRole" && kind != "RoleBinding" && kind != "ClusterRoleBinding") continue;
+    if (kind != "Role" && kind != "ClusterRole" && kind != "RoleBinding" &&
+        kind != "ClusterRoleBinding")
+      continue;
     if (Scalar(doc, "apiVersion") != "rbac.authorization.k8s.io/v1") {
       policy->errors.push_back(where + ": apiVersion is \"" + Scalar(doc, "apiVersion") +
                                "\", want rbac.authorization.k8s.io/v1");
@@ -117,11 +123,13 @@ void ParseRbacYaml(const std::string& text, const std::string& source, RbacPolic
     }
     if (kind == "Role" || kind == "ClusterRole") {
       RbacRole role{kind, name, kind == "Role" ? ns : "", {}, source};
-      if (doc["aggregationRule"]) policy->errors.push_back(where + ": aggregationRule is not audited");
+      if (doc["aggregationRule"])
+        policy->errors.push_back(where + ": aggregationRule is not audited");
       if (doc["rules"] && doc["rules"].IsSequence()) {
         for (const auto& r : doc["rules"]) {
-          PolicyRule rule{StringList(r, "apiGroups", where, policy), StringList(r, "resources", where, policy),
-                          StringList(r, "verbs", where, policy), StringList(r, "resourceNames", where, policy)};
+          PolicyRule rule{
+              StringList(r, "apiGroups", where, policy), StringList(r, "resources", where, policy),
+              StringList(r, "verbs", where, policy), StringList(r, "resourceNames", where, policy)};
           if (r["nonResourceURLs"]) continue;  // not API objects
           if (rule.verbs.empty() || rule.resources.empty()) {
             policy->errors.push_back(where + ": a rule without verbs or resources");
@@ -150,7 +158,8 @@ void ParseRbacYaml(const std::string& text, const std::string& source, RbacPolic
         if (sk == "ServiceAccount") {
           if (sns.empty()) sns = kind == "RoleBinding" ? b.ns : "";
           if (sns.empty()) {
-            policy->errors.push_back(where + ": ServiceAccount subject " + sn + " without namespace");
+            policy->errors.push_back(where + ": ServiceAccount subject " + sn +
+                                     " without namespace");
             continue;
           }
           b.users.push_back("system:serviceaccount:" + sns + ":" + sn);
@@ -173,10 +182,11 @@ RbacPolicy LoadRbac(const std::string& dir) {
     return policy;
   }
   std::vector<std::string> files;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::string ext = it->path().extension().string();
-    if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml")) files.push_back(it->path().string());
+    if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml"))
+      files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
@@ -199,12 +209,14 @@ bool Allows(const RbacPolicy& policy, const fakes::AuditRecord& record, std::str
     }
   }
   if (why != nullptr) {
-    *why = record.user + " may not " + Describe(record) + " (no binding of this user in scope has a rule for it)";
+    *why = record.user + " may not " + Describe(record) +
+           " (no binding of this user in scope has a rule for it)";
   }
   return false;
 }
 
-std::vector<Grant3> UnusedGrants(const RbacPolicy& policy, const std::vector<fakes::AuditRecord>& records,
+std::vector<Grant3> UnusedGrants(const RbacPolicy& policy,
+                                 const std::vector<fakes::AuditRecord>& records,
                                  const std::set<std::string>& users) {
   std::set<Grant3> unused;
   for (const auto& b : policy.bindings) {
@@ -222,7 +234,8 @@ std::vector<Grant3> UnusedGrants(const RbacPolicy& policy, const std::vector<fak
             for (const auto& verb : rule.verbs) {
               std::string label = (group.empty() ? "core" : group) + "/" + resource;
               if (group == "*" || resource == "*" || verb == "*") {
-                unused.insert({user, b.kind + "/" + b.name, role->kind + "/" + role->name, verb, label + " (wildcard)"});
+                unused.insert({user, b.kind + "/" + b.name, role->kind + "/" + role->name, verb,
+                               label + " (wildcard)"});
                 continue;
               }
               PolicyRule single{{group}, {resource}, {verb}, rule.resource_names};
@@ -234,7 +247,9 @@ std::vector<Grant3> UnusedGrants(const RbacPolicy& policy, const std::vector<fak
                   break;
                 }
               }
-              if (!used) unused.insert({user, b.kind + "/" + b.name, role->kind + "/" + role->name, verb, label});
+              if (!used)
+                unused.insert(
+                    {user, b.kind + "/" + b.name, role->kind + "/" + role->name, verb, label});
             }
           }
         }

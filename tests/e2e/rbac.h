@@ -59,7 +59,8 @@ struct Grant3 {
 
 /// Every verb × resource that the bindings of `users` grant and that no record of that user
 /// (in the binding's scope) used; wildcard entries ("*") are reported as such.
-std::vector<Grant3> UnusedGrants(const RbacPolicy& policy, const std::vector<fakes::AuditRecord>& records,
+std::vector<Grant3> UnusedGrants(const RbacPolicy& policy,
+                                 const std::vector<fakes::AuditRecord>& records,
                                  const std::set<std::string>& users);
 
 /// "verb group/resource[/sub] [ns=...]" for messages.

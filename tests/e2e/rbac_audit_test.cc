@@ -1,14 +1,14 @@
 // RBAC audit (issue 7 "Must show"): run a pod journey that takes every path of the components
 // that talks to the API server — scheduling, a pending pod (event), deletion, a refused
-// Allocate, leader election as deploy/ configures it — record every request the fake API server serves with the
-// caller's service account — with `fracgpu monitor` on each node killing a container that bypasses
-// libvgpu.so (an Event) — and check it against the RBAC objects in deploy/: every call is
-// allowed, and nothing granted to fracgpu's service accounts went unused.
+// Allocate, leader election as deploy/ configures it — record every request the fake API server
+// serves with the caller's service account — with `fracgpu monitor` on each node killing a
+// container that bypasses libvgpu.so (an Event) — and check it against the RBAC objects in deploy/:
+// every call is allowed, and nothing granted to fracgpu's service accounts went unused.
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -57,7 +57,10 @@ bool BindsOurAccounts(const RbacPolicy& policy) {
 // Runs the journey; returns the audit log.
 std::vector<fakes::AuditRecord> RunJourney(bool leader_elect) {
   // Each node also runs `fracgpu monitor` (the DaemonSet's second container, same account).
-  Cluster cluster({{{"node-a", {{kGpuA, 16384}}}, {"node-b", {{kGpuB, 16384}}}}, "binpack", "binpack", leader_elect,
+  Cluster cluster({{{"node-a", {{kGpuA, 16384}}}, {"node-b", {{kGpuB, 16384}}}},
+                   "binpack",
+                   "binpack",
+                   leader_elect,
                    /*enforce=*/true});
   std::string error;
   EXPECT_TRUE(cluster.Start(&error)) << error;
@@ -82,15 +85,17 @@ std::vector<fakes::AuditRecord> RunJourney(bool leader_elect) {
   // A forged decision the device plugin refuses (its failure path writes too).
   json bypass = UserPod("bypass", {{"main", 1000, SliceProbe(1000)}});
   bypass["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
-  bypass["metadata"]["annotations"] = {{"hami.io/vgpu-node", "node-b"},
-                                       {"hami.io/vgpu-devices-allocated", std::string(kGpuB) + ",NVIDIA,1000,0:;"},
-                                       {"hami.io/vgpu-devices-to-allocate", std::string(kGpuB) + ",NVIDIA,1000,0:;"},
-                                       {"hami.io/bind-phase", "allocating"},
-                                       {"hami.io/bind-time", "1700000000"}};
+  bypass["metadata"]["annotations"] = {
+      {"hami.io/vgpu-node", "node-b"},
+      {"hami.io/vgpu-devices-allocated", std::string(kGpuB) + ",NVIDIA,1000,0:;"},
+      {"hami.io/vgpu-devices-to-allocate", std::string(kGpuB) + ",NVIDIA,1000,0:;"},
+      {"hami.io/bind-phase", "allocating"},
+      {"hami.io/bind-time", "1700000000"}};
   bypass["spec"]["nodeName"] = "node-b";
   bypass["spec"]["schedulerName"] = kSchedulerName;
   EXPECT_EQ(cluster.CreatePod(bypass).status, 201);
-  EXPECT_TRUE(cluster.WaitForPod("ml", "bypass", [](const json& p) { return k8s::PodPhase(p) == "Failed"; }));
+  EXPECT_TRUE(cluster.WaitForPod("ml", "bypass",
+                                 [](const json& p) { return k8s::PodPhase(p) == "Failed"; }));
   // A container that bypasses libvgpu.so over its limit: the monitor kills it and records an
   // Event on the pod (docs/enforcement.md).
   json over = UserPod("over", {{"main", 1000, {"bypass:1100", "hold:30000"}}});
@@ -118,7 +123,8 @@ std::vector<fakes::AuditRecord> RunJourney(bool leader_elect) {
 }
 
 // The distinct calls per user, with counts, as a table.
-std::string CallTable(const std::vector<fakes::AuditRecord>& log, const std::set<std::string>& users) {
+std::string CallTable(const std::vector<fakes::AuditRecord>& log,
+                      const std::set<std::string>& users) {
   std::map<std::string, std::map<std::string, int>> calls;
   for (const auto& r : log) {
     if (users.count(r.user)) ++calls[r.user][Describe(r)];
@@ -142,7 +148,8 @@ TEST(RbacAudit, EveryCallIsAllowedAndEveryGrantIsUsed) {
   const std::set<std::string> ours = {kSchedulerUser, kDevicePluginUser};
   std::cout << "---- API calls per service account (deduplicated) ----\n" << CallTable(log, ours);
   if (std::getenv("FRACGPU_E2E_DUMP_AUDIT") != nullptr) {
-    for (const auto& r : log) std::cout << r.user << " " << Describe(r) << " " << r.name << " → " << r.code << "\n";
+    for (const auto& r : log)
+      std::cout << r.user << " " << Describe(r) << " " << r.name << " → " << r.code << "\n";
   }
   // Every component authenticated as itself: nothing anonymous, nothing unknown.
   for (const auto& r : log) {
@@ -153,8 +160,9 @@ TEST(RbacAudit, EveryCallIsAllowedAndEveryGrantIsUsed) {
   RbacPolicy fixture = LoadRbac(FRACGPU_E2E_TESTDATA);
   for (const auto* policy : {&fixture, &deploy}) {
     if (policy == &deploy && !have_deploy) {
-      ADD_FAILURE() << FRACGPU_DEPLOY_DIR << " has no RoleBinding or ClusterRoleBinding for " << kSchedulerUser
-                    << " or " << kDevicePluginUser << " (" << deploy.files << " YAML files read); the calls above "
+      ADD_FAILURE() << FRACGPU_DEPLOY_DIR << " has no RoleBinding or ClusterRoleBinding for "
+                    << kSchedulerUser << " or " << kDevicePluginUser << " (" << deploy.files
+                    << " YAML files read); the calls above "
                     << "are allowed by tests/e2e/testdata/rbac.yaml, which deploy/ should grant";
       continue;
     }
@@ -168,13 +176,14 @@ TEST(RbacAudit, EveryCallIsAllowedAndEveryGrantIsUsed) {
     }
     for (const auto& d : denied) ADD_FAILURE() << name << " denies a call the run made: " << d;
     for (const auto& g : UnusedGrants(*policy, log, ours)) {
-      if (policy == &fixture && !leader_elect && g.resource == "coordination.k8s.io/leases") continue;
+      if (policy == &fixture && !leader_elect && g.resource == "coordination.k8s.io/leases")
+        continue;
       // deploy/dra/ is the opt-in DRA Component: the scheduler's grant there (create/get
       // resourceclaimtemplates, --dra-mode) is not used by this HAMi-mode journey; the calls it
       // covers are those of tests/scheduler/webhook_dra_test.cc.
       if (policy == &deploy && g.role == "ClusterRole/fracgpu-scheduler-dra-mode") continue;
-      ADD_FAILURE() << name << " grants what the run never used: " << g.user << " " << g.verb << " " << g.resource
-                    << " (" << g.binding << " → " << g.role << ")";
+      ADD_FAILURE() << name << " grants what the run never used: " << g.user << " " << g.verb << " "
+                    << g.resource << " (" << g.binding << " → " << g.role << ")";
     }
   }
 }

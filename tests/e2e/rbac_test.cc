@@ -1,8 +1,8 @@
 // The RBAC checker of the e2e audit (rbac.h), table-driven: which requests a small policy
 // allows (decided by hand from the RBAC rules), what it grants unused, and malformed input.
-#include <gtest/gtest.h>
-
 #include "rbac.h"
+
+#include <gtest/gtest.h>
 
 namespace fracgpu::e2e {
 namespace {
@@ -55,8 +55,8 @@ metadata: {name: fracgpu-scheduler, namespace: fracgpu-system}
 
 fakes::AuditRecord Rec(std::string user, std::string verb, std::string group, std::string resource,
                        std::string sub = "", std::string ns = "", std::string name = "") {
-  return {std::move(user), std::move(verb), std::move(group), std::move(resource), std::move(sub),
-          std::move(ns), std::move(name), 200};
+  return {std::move(user), std::move(verb), std::move(group), std::move(resource),
+          std::move(sub),  std::move(ns),   std::move(name),  200};
 }
 
 TEST(Rbac, DecidesLikeTheRbacAuthorizer) {
@@ -73,20 +73,26 @@ TEST(Rbac, DecidesLikeTheRbacAuthorizer) {
   } cases[] = {
       {Rec(kSa, "get", "", "pods", "", "ml", "p"), true},
       {Rec(kSa, "watch", "", "nodes"), true},
-      {Rec(kSa, "patch", "", "pods", "", "ml", "p"), false},            // verb not granted
+      {Rec(kSa, "patch", "", "pods", "", "ml", "p"), false},  // verb not granted
       {Rec(kSa, "create", "", "pods", "binding", "ml", "p"), true},
-      {Rec(kSa, "create", "", "pods", "status", "ml", "p"), false},     // other subresource
-      {Rec(kSa, "get", "", "pods", "status", "ml", "p"), false},        // "pods" does not cover pods/status
-      {Rec(kSa, "get", "apps", "pods", "", "ml", "p"), false},          // other API group
-      {Rec(kOther, "get", "", "pods", "", "ml", "p"), false},           // other service account
-      {Rec(kSa, "get", "coordination.k8s.io", "leases", "", "fracgpu-system", "fracgpu-scheduler"), true},
-      {Rec(kSa, "get", "coordination.k8s.io", "leases", "", "fracgpu-system", "other"), false},  // resourceNames
+      {Rec(kSa, "create", "", "pods", "status", "ml", "p"), false},  // other subresource
+      {Rec(kSa, "get", "", "pods", "status", "ml", "p"),
+       false},                                                  // "pods" does not cover pods/status
+      {Rec(kSa, "get", "apps", "pods", "", "ml", "p"), false},  // other API group
+      {Rec(kOther, "get", "", "pods", "", "ml", "p"), false},   // other service account
+      {Rec(kSa, "get", "coordination.k8s.io", "leases", "", "fracgpu-system", "fracgpu-scheduler"),
+       true},
+      {Rec(kSa, "get", "coordination.k8s.io", "leases", "", "fracgpu-system", "other"),
+       false},  // resourceNames
       {Rec(kSa, "create", "coordination.k8s.io", "leases", "", "fracgpu-system"), true},
-      {Rec(kSa, "create", "coordination.k8s.io", "leases", "", "ml"), false},  // RoleBinding's namespace only
-      {Rec(kSa, "update", "coordination.k8s.io", "leases", "", "", "fracgpu-scheduler"), false},  // cluster-wide
+      {Rec(kSa, "create", "coordination.k8s.io", "leases", "", "ml"),
+       false},  // RoleBinding's namespace only
+      {Rec(kSa, "update", "coordination.k8s.io", "leases", "", "", "fracgpu-scheduler"),
+       false},  // cluster-wide
   };
   for (const auto& c : cases) {
-    EXPECT_EQ(Allows(policy, c.record), c.allowed) << Describe(c.record) << " name=" << c.record.name;
+    EXPECT_EQ(Allows(policy, c.record), c.allowed)
+        << Describe(c.record) << " name=" << c.record.name;
   }
 }
 
@@ -94,11 +100,8 @@ TEST(Rbac, ListsEveryGrantNoRequestUsed) {
   RbacPolicy policy;
   ParseRbacYaml(kPolicy, "policy", &policy);
   std::vector<fakes::AuditRecord> used = {
-      Rec(kSa, "get", "", "pods", "", "ml", "p"),
-      Rec(kSa, "list", "", "pods"),
-      Rec(kSa, "watch", "", "pods"),
-      Rec(kSa, "list", "", "nodes"),
-      Rec(kSa, "watch", "", "nodes"),
+      Rec(kSa, "get", "", "pods", "", "ml", "p"), Rec(kSa, "list", "", "pods"),
+      Rec(kSa, "watch", "", "pods"), Rec(kSa, "list", "", "nodes"), Rec(kSa, "watch", "", "nodes"),
       Rec(kSa, "create", "", "pods", "binding", "ml", "p"),
       Rec(kSa, "get", "coordination.k8s.io", "leases", "", "fracgpu-system", "fracgpu-scheduler"),
       // Outside the RoleBinding's namespace: does not count as using it.
@@ -109,8 +112,8 @@ TEST(Rbac, ListsEveryGrantNoRequestUsed) {
   std::vector<std::string> got;
   for (const auto& g : unused) got.push_back(g.verb + " " + g.resource);
   // By hand: get nodes, update leases and create leases (in fracgpu-system) were never used.
-  std::vector<std::string> want = {"create coordination.k8s.io/leases", "update coordination.k8s.io/leases",
-                                   "get core/nodes"};
+  std::vector<std::string> want = {"create coordination.k8s.io/leases",
+                                   "update coordination.k8s.io/leases", "get core/nodes"};
   std::sort(got.begin(), got.end());
   std::sort(want.begin(), want.end());
   EXPECT_EQ(got, want);
@@ -150,15 +153,20 @@ TEST(Rbac, MalformedObjectsAreErrorsNamingTheDocument) {
     const char* yaml;
     const char* error_part;
   } cases[] = {
-      {"kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1beta1\nmetadata: {name: x}\n", "apiVersion"},
-      {"kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {}\n", "metadata.name"},
-      {"kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: x}\nrules: [{apiGroups: "
+      {"kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1beta1\nmetadata: {name: x}\n",
+       "apiVersion"},
+      {"kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {}\n",
+       "metadata.name"},
+      {"kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: x}\nrules: "
+       "[{apiGroups: "
        "[\"\"], resources: pods, verbs: [get]}]\n",
        "resources is not a list"},
-      {"kind: ClusterRoleBinding\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: x}\nroleRef: {kind: "
+      {"kind: ClusterRoleBinding\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: "
+       "x}\nroleRef: {kind: "
        "Role, name: r}\n",
        "cannot reference a Role"},
-      {"kind: ClusterRoleBinding\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: x}\nroleRef: {kind: "
+      {"kind: ClusterRoleBinding\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: "
+       "x}\nroleRef: {kind: "
        "ClusterRole, name: r}\nsubjects: [{kind: ServiceAccount, name: s}]\n",
        "without namespace"},
       {"kind: [unclosed\n", "not YAML"},

@@ -45,7 +45,9 @@ bool SchedulerDriver::Start() {
   nodes_ = std::make_unique<k8s::Informer>(client_.get(), node_options, node_handlers);
   pods_->Start();
   nodes_->Start();
-  if (!pods_->WaitForSync(std::chrono::seconds(30)) || !nodes_->WaitForSync(std::chrono::seconds(30))) return false;
+  if (!pods_->WaitForSync(std::chrono::seconds(30)) ||
+      !nodes_->WaitForSync(std::chrono::seconds(30)))
+    return false;
   thread_ = std::thread([this] { Loop(); });
   return true;
 }
@@ -74,7 +76,8 @@ void SchedulerDriver::Wake(bool reset_backoff) {
   cv_.notify_all();
 }
 
-std::optional<Attempt> SchedulerDriver::LastAttempt(const std::string& ns, const std::string& name) const {
+std::optional<Attempt> SchedulerDriver::LastAttempt(const std::string& ns,
+                                                    const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = attempts_.find(ns + "/" + name);
   if (it == attempts_.end()) return std::nullopt;
@@ -132,13 +135,15 @@ void SchedulerDriver::Loop() {
     std::sort(nodes.begin(), nodes.end());
     for (const auto& [key, pod] : pods_->Snapshot()) {
       if (k8s::PodSchedulerName(pod) != scheduler_name_ || !k8s::PodNodeName(pod).empty() ||
-          k8s::IsTerminating(pod) || (k8s::PodPhase(pod) != "Pending" && !k8s::PodPhase(pod).empty())) {
+          k8s::IsTerminating(pod) ||
+          (k8s::PodPhase(pod) != "Pending" && !k8s::PodPhase(pod).empty())) {
         continue;
       }
       pending.push_back(pod);
     }
     // Oldest first: the fake API server hands out UIDs in creation order, zero-padded.
-    std::sort(pending.begin(), pending.end(), [](const json& a, const json& b) { return k8s::Uid(a) < k8s::Uid(b); });
+    std::sort(pending.begin(), pending.end(),
+              [](const json& a, const json& b) { return k8s::Uid(a) < k8s::Uid(b); });
     for (const auto& pod : pending) {
       std::string uid = k8s::Uid(pod);
       {
@@ -187,7 +192,8 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
   }
   json filtered = Post("/filter", args, &attempt.error);
   if (!attempt.error.empty()) return finish(false);
-  if (filtered.contains("Error") && filtered["Error"].is_string()) attempt.error = filtered["Error"];
+  if (filtered.contains("Error") && filtered["Error"].is_string())
+    attempt.error = filtered["Error"];
   // kube-scheduler's FitError counts both maps (the unresolvable ones take precedence).
   for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
     if (!filtered.contains(key) || !filtered[key].is_object()) continue;
@@ -199,7 +205,8 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
   if (filtered.contains("NodeNames") && filtered["NodeNames"].is_array()) {
     for (const auto& n : filtered["NodeNames"]) {
       // kube-scheduler rejects names that were not among the candidates.
-      if (n.is_string() && std::find(nodes.begin(), nodes.end(), n.get<std::string>()) != nodes.end()) {
+      if (n.is_string() &&
+          std::find(nodes.begin(), nodes.end(), n.get<std::string>()) != nodes.end()) {
         feasible.push_back(n);
       }
     }
@@ -225,12 +232,12 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
       condition_message_[uid] = message;
     }
     if (write) {
-      auto r = client_->MergePatch(
-          k8s::PodPath(ns, name) + "/status",
-          {{"status", {{"conditions", json::array({{{"type", "PodScheduled"},
-                                                     {"status", "False"},
-                                                     {"reason", "Unschedulable"},
-                                                     {"message", message}}})}}}});
+      auto r = client_->MergePatch(k8s::PodPath(ns, name) + "/status",
+                                   {{"status",
+                                     {{"conditions", json::array({{{"type", "PodScheduled"},
+                                                                   {"status", "False"},
+                                                                   {"reason", "Unschedulable"},
+                                                                   {"message", message}}})}}}});
       (void)r;
     }
     return finish(false);
@@ -257,8 +264,11 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
   }
   attempt.stage = "bind";
   attempt.node = best;
-  json bound = Post("/bind", {{"PodName", name}, {"PodNamespace", ns}, {"PodUID", uid}, {"Node", best}}, &attempt.error);
-  if (attempt.error.empty() && bound.contains("Error") && bound["Error"].is_string()) attempt.error = bound["Error"];
+  json bound =
+      Post("/bind", {{"PodName", name}, {"PodNamespace", ns}, {"PodUID", uid}, {"Node", best}},
+           &attempt.error);
+  if (attempt.error.empty() && bound.contains("Error") && bound["Error"].is_string())
+    attempt.error = bound["Error"];
   if (!attempt.error.empty()) return finish(false);
   attempt.stage = "bound";
   finish(true);

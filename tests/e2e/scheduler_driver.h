@@ -1,6 +1,6 @@
 #pragma once
-// kube-scheduler's part in the end-to-end tests, with the configuration docs/design/CONTRACT.md §5 gives
-// it (nodeCacheCapable extender with filter, prioritize and bind verbs): it watches pods and
+// kube-scheduler's part in the end-to-end tests, with the configuration docs/design/CONTRACT.md §5
+// gives it (nodeCacheCapable extender with filter, prioritize and bind verbs): it watches pods and
 // nodes, and schedules each pending pod that names our scheduler and has no node, one at a
 // time, oldest first:
 //   POST /filter   {"Pod": <pod>, "Nodes": null, "NodeNames": [every node]}
@@ -17,11 +17,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "k8s/client.h"
 #include "k8s/informer.h"
@@ -32,9 +31,10 @@ namespace fracgpu::e2e {
 struct Attempt {
   std::string stage;  ///< "filter" | "prioritize" | "bind" | "bound"
   std::string error;  ///< the extender's Error or the HTTP failure
-  std::map<std::string, std::string> failed_nodes;  ///< filter's FailedNodes and FailedAndUnresolvableNodes
-  std::map<std::string, int> scores;                ///< prioritize's answer
-  std::string node;   ///< chosen node
+  std::map<std::string, std::string>
+      failed_nodes;                   ///< filter's FailedNodes and FailedAndUnresolvableNodes
+  std::map<std::string, int> scores;  ///< prioritize's answer
+  std::string node;                   ///< chosen node
 };
 
 /// The driver. Thread-safe.
@@ -56,7 +56,8 @@ class SchedulerDriver {
   /// Calls `observer(ns, name, attempt)` on the driver's thread after every attempt is recorded
   /// (a failed one before its PodScheduled condition is written). Empty function = none.
   void SetAttemptObserver(
-      std::function<void(const std::string& ns, const std::string& name, const Attempt& attempt)> observer);
+      std::function<void(const std::string& ns, const std::string& name, const Attempt& attempt)>
+          observer);
 
  private:
   void Loop();
@@ -76,9 +77,10 @@ class SchedulerDriver {
   bool dirty_ = false;
   std::map<std::string, std::chrono::steady_clock::time_point> next_try_;  // by pod UID
   std::map<std::string, std::chrono::milliseconds> backoff_;
-  std::set<std::string> bound_;  // pod UIDs this driver bound
+  std::set<std::string> bound_;              // pod UIDs this driver bound
   std::map<std::string, Attempt> attempts_;  // by "ns/name"
-  std::map<std::string, std::string> condition_message_;  // by UID: last Unschedulable message written
+  std::map<std::string, std::string>
+      condition_message_;  // by UID: last Unschedulable message written
   int filter_calls_ = 0;
   std::function<void(const std::string&, const std::string&, const Attempt&)> observer_;
 };

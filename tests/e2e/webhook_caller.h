@@ -14,7 +14,8 @@ namespace fracgpu::e2e {
 /// Calls the webhook at `base_url()` + "/webhook" for `call`. Honours the objectSelector the
 /// deployment uses (pods labelled `hami.io/webhook: ignore` are not sent, old and new object
 /// alike). `base_url` is read per call, so a restarted scheduler on a new port is followed.
-fakes::AdmissionVerdict CallPodWebhook(const std::function<std::string()>& base_url, const fakes::AdmissionCall& call);
+fakes::AdmissionVerdict CallPodWebhook(const std::function<std::string()>& base_url,
+                                       const fakes::AdmissionCall& call);
 
 /// Standard base64 (RFC 4648 §4, padded) decoding; nullopt-like empty + false on bad input.
 bool DecodeBase64(const std::string& text, std::string* out);

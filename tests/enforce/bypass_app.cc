@@ -24,7 +24,8 @@
 namespace {
 
 using DlsymFn = void* (*)(void*, const char*);
-using GetProcFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using GetProcFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult*);
 using InitFn = CUresult (*)(unsigned int);
 using DeviceGetFn = CUresult (*)(CUdevice*, int);
 using RetainFn = CUresult (*)(CUcontext*, CUdevice);
@@ -40,7 +41,8 @@ uint64_t NowNs() {
 int Bypass(unsigned long long mib) {
   void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
   auto real_dlsym = libc ? reinterpret_cast<DlsymFn>(dlvsym(libc, "dlsym", "GLIBC_2.34")) : nullptr;
-  if (!real_dlsym && libc) real_dlsym = reinterpret_cast<DlsymFn>(dlvsym(libc, "dlsym", "GLIBC_2.2.5"));
+  if (!real_dlsym && libc)
+    real_dlsym = reinterpret_cast<DlsymFn>(dlvsym(libc, "dlsym", "GLIBC_2.2.5"));
   if (!real_dlsym) {
     std::printf("bypass no-dlsym\n");
     return 1;

@@ -37,7 +37,8 @@ struct World {
   }
   // A process of `id` (or of no container when id is null) holding `driver` bytes, of which
   // its region claims `claim`.
-  void Proc(uint32_t pid, const ContainerId* id, uint64_t driver, uint64_t claim, const std::string& gpu = kGpu) {
+  void Proc(uint32_t pid, const ContainerId* id, uint64_t driver, uint64_t claim,
+            const std::string& gpu = kGpu) {
     for (auto& g : obs.gpus)
       if (g.uuid == gpu) g.processes.push_back({pid, driver});
     if (id) {
@@ -74,9 +75,9 @@ TEST(Enforcer, CompliantContainersAtExactlyTheirLimitGiveNothing) {
 
 TEST(Enforcer, BypassOverTheLimitIsKilledOnTheSecondPollAndReportedOnce) {
   World w;
-  w.Proc(10, &kA, 300 * kMiB, 300 * kMiB);        // compliant neighbour in the same container
-  w.Proc(11, &kA, 800 * kMiB, 300 * kMiB);        // bypass: 500 MiB the region never saw
-  w.Proc(20, &kB, 900 * kMiB, 900 * kMiB);        // other container, fine
+  w.Proc(10, &kA, 300 * kMiB, 300 * kMiB);  // compliant neighbour in the same container
+  w.Proc(11, &kA, 800 * kMiB, 300 * kMiB);  // bypass: 500 MiB the region never saw
+  w.Proc(20, &kB, 900 * kMiB, 900 * kMiB);  // other container, fine
   Enforcer e;
   auto first = e.Evaluate(w.obs);
   // Poll 1: seen, not confirmed, nothing to do yet.
@@ -101,10 +102,10 @@ TEST(Enforcer, BypassOverTheLimitIsKilledOnTheSecondPollAndReportedOnce) {
   EXPECT_EQ(mem.limit_bytes, 1000 * kMiB);
   EXPECT_EQ(mem.process_bytes, 800 * kMiB);
   EXPECT_EQ(*mem.container, kA);
-  EXPECT_EQ(mem.Describe(),
-            "memory_over_limit on " + kGpu + ": pod " + kA.pod_uid +
-                " container main uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB), pushed over by pid 11 (800.0 MiB); "
-                "action kill");
+  EXPECT_EQ(mem.Describe(), "memory_over_limit on " + kGpu + ": pod " + kA.pod_uid +
+                                " container main uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB), "
+                                "pushed over by pid 11 (800.0 MiB); "
+                                "action kill");
   const Finding& mis = second[1];
   EXPECT_EQ(mis.reason, Reason::kRegionMismatch);
   EXPECT_EQ(mis.pid, 11u);
@@ -124,7 +125,7 @@ TEST(Enforcer, BypassOverTheLimitIsKilledOnTheSecondPollAndReportedOnce) {
 TEST(Enforcer, EpisodeEndsWhenBackUnderAndANewOneIsReportedAgain) {
   World w;
   ContainerState& a = w.C(kA);
-  a.memory_action = Action::kReport;  // pod opt-in: report only
+  a.memory_action = Action::kReport;          // pod opt-in: report only
   w.Proc(10, &kA, 1200 * kMiB, 1200 * kMiB);  // claims agree (tampered limit? no: over anyway)
   Enforcer e;
   int reports = 0;
@@ -186,16 +187,21 @@ TEST(Enforcer, TableOfReportOnlyAndIgnoredCases) {
   kill_everything.region_mismatch = Action::kKill;
   const std::vector<Case> cases = {
       {"zeroed counters under the limit: mismatch, reported",
-       [](World& w) { w.Proc(10, &kA, 500 * kMiB, 0); }, Policy{}, {Reason::kRegionMismatch}},
+       [](World& w) { w.Proc(10, &kA, 500 * kMiB, 0); },
+       Policy{},
+       {Reason::kRegionMismatch}},
       {"zeroed region (invalid layout): mismatch with the region's error",
        [](World& w) {
          w.Proc(10, &kA, 500 * kMiB, 0);
          w.C(kA).region_ok = false;
          w.C(kA).region_error = "bad magic 0x0";
        },
-       Policy{}, {Reason::kRegionMismatch}},
+       Policy{},
+       {Reason::kRegionMismatch}},
       {"process in no fracgpu container on a managed GPU: reported",
-       [](World& w) { w.Proc(99, nullptr, 4000 * kMiB, 0); }, Policy{}, {Reason::kUnmanagedProcess}},
+       [](World& w) { w.Proc(99, nullptr, 4000 * kMiB, 0); },
+       Policy{},
+       {Reason::kUnmanagedProcess}},
       {"unmanaged GPU: never looked at, even far over",
        [](World& w) {
          w.obs.gpus.push_back(GpuSample{kGpu2, false, true, {}, std::nullopt});
@@ -203,34 +209,46 @@ TEST(Enforcer, TableOfReportOnlyAndIgnoredCases) {
          w.Proc(10, &kA, 5000 * kMiB, 0, kGpu2);
          w.Proc(99, nullptr, 5000 * kMiB, 0, kGpu2);
        },
-       kill_everything, {}},
+       kill_everything,
+       {}},
       {"limits file unreadable: reported only",
        [](World& w) {
          w.C(kA).limits_ok = false;
          w.C(kA).limits_error = "permission denied";
          w.Proc(10, &kA, 5000 * kMiB, 0);
        },
-       kill_everything, {Reason::kLimitsUnreadable}},
+       kill_everything,
+       {Reason::kLimitsUnreadable}},
       {"unlimited container (limit 0): no memory finding",
        [](World& w) {
          w.C(kA).memory_limit_bytes[kGpu] = 0;
          w.Proc(10, &kA, 5000 * kMiB, 5000 * kMiB);
        },
-       Policy{}, {}},
+       Policy{},
+       {}},
       {"process that exited mid-poll: ignored",
        [](World& w) {
          w.Proc(99, nullptr, 4000 * kMiB, 0);
          w.obs.exited.insert(99);
        },
-       Policy{}, {}},
+       Policy{},
+       {}},
       {"claim above the driver (libvgpu charges first): fine",
-       [](World& w) { w.Proc(10, &kA, 100 * kMiB, 400 * kMiB); }, Policy{}, {}},
-      {"memory action none: nothing", [](World& w) { w.Proc(10, &kA, 2000 * kMiB, 2000 * kMiB); },
-       Policy{.memory = Action::kNone}, {}},
+       [](World& w) { w.Proc(10, &kA, 100 * kMiB, 400 * kMiB); },
+       Policy{},
+       {}},
+      {"memory action none: nothing",
+       [](World& w) { w.Proc(10, &kA, 2000 * kMiB, 2000 * kMiB); },
+       Policy{.memory = Action::kNone},
+       {}},
       {"slack absorbs a 1 MiB overage",
-       [](World& w) { w.Proc(10, &kA, 1001 * kMiB, 1001 * kMiB); }, Policy{.memory_slack_bytes = 2 * kMiB}, {}},
+       [](World& w) { w.Proc(10, &kA, 1001 * kMiB, 1001 * kMiB); },
+       Policy{.memory_slack_bytes = 2 * kMiB},
+       {}},
       {"one byte over without slack",
-       [](World& w) { w.Proc(10, &kA, 1000 * kMiB + 1, 1000 * kMiB + 1); }, Policy{}, {Reason::kMemoryOverLimit}},
+       [](World& w) { w.Proc(10, &kA, 1000 * kMiB + 1, 1000 * kMiB + 1); },
+       Policy{},
+       {Reason::kMemoryOverLimit}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -284,7 +302,8 @@ TEST(Enforcer, SmAboveTheLimitOnlyAfterTheWholeWindow) {
   World w;
   w.Proc(10, &kA, 100 * kMiB, 100 * kMiB);
   w.Proc(11, &kA, 100 * kMiB, 100 * kMiB);
-  w.obs.gpus[0].sm_utilization = std::map<uint32_t, double>{{10, 0.25}, {11, 0.25}};  // Σ 50% > 30% + 5%
+  w.obs.gpus[0].sm_utilization =
+      std::map<uint32_t, double>{{10, 0.25}, {11, 0.25}};  // Σ 50% > 30% + 5%
   Policy p;
   p.sm_window_ns = 2'000'000'000;
   Enforcer e(p);
@@ -320,7 +339,8 @@ TEST(Enforcer, FalsePositiveRunCompliantProcessesNeverViolate) {
   const uint64_t kLimit = 1000 * kMiB;
   const uint64_t kContext = 300 * kMiB;  // a real card's context, charged by libvgpu.so
   const uint64_t kPage = 2 * kMiB;       // allocations are whole pages on the driver
-  std::vector<P> ps = {{10, kA, 0, 0, {}}, {11, kA, 0, 0, {}}, {20, kB, 0, 0, {}}, {21, kB, 0, 0, {}}};
+  std::vector<P> ps = {
+      {10, kA, 0, 0, {}}, {11, kA, 0, 0, {}}, {20, kB, 0, 0, {}}, {21, kB, 0, 0, {}}};
   std::mt19937_64 rng(20261201);
   Enforcer e;
   Observation obs;
@@ -360,12 +380,15 @@ TEST(Enforcer, FalsePositiveRunCompliantProcessesNeverViolate) {
       int kind = static_cast<int>(rng() % 10);
       uint64_t size = 0;
       bool context = p.driver == 0 && p.claim == 0;
-      if (context) size = kContext;                       // context creation
-      else if (kind < 5) size = (1 + rng() % 128) * kPage;       // random allocation
-      else if (kind < 7) size = room;                            // exactly up to the limit
+      if (context)
+        size = kContext;  // context creation
+      else if (kind < 5)
+        size = (1 + rng() % 128) * kPage;  // random allocation
+      else if (kind < 7)
+        size = room;  // exactly up to the limit
       if (size > 0) {
         if (size > room) continue;  // libvgpu.so returns OUT_OF_MEMORY
-        p.claim += size;  // charged first
+        p.claim += size;            // charged first
         poll();
         p.driver += size;  // then the driver allocates
         if (!context) p.allocs.push_back(size);
@@ -376,7 +399,7 @@ TEST(Enforcer, FalsePositiveRunCompliantProcessesNeverViolate) {
         p.allocs.erase(p.allocs.begin() + static_cast<long>(k));
         p.driver -= s;  // the driver frees first
         poll();
-        p.claim -= s;   // then the region is uncharged
+        p.claim -= s;  // then the region is uncharged
       }
       poll();
     }

@@ -26,34 +26,37 @@ TEST(Cgroup, RealPathFormsMapToPodAndContainer) {
   const std::string sd_uid = "2ca4a155_3599_498d_bb9d_4446693fa3ea";
   const std::vector<Case> cases = {
       {"v2 systemd containerd",
-       "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd_uid + ".slice/cri-containerd-" + kId +
-           ".scope\n",
+       "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd_uid +
+           ".slice/cri-containerd-" + kId + ".scope\n",
        "containerd"},
       {"v2 systemd CRI-O, guaranteed QoS",
        "0::/kubepods.slice/kubepods-pod" + sd_uid + ".slice/crio-" + kId + ".scope\n", "crio"},
       {"v2 seen from another cgroup namespace",
-       "0::/../../kubepods-besteffort-pod" + sd_uid + ".slice/cri-containerd-" + kId + ".scope\n", "containerd"},
+       "0::/../../kubepods-besteffort-pod" + sd_uid + ".slice/cri-containerd-" + kId + ".scope\n",
+       "containerd"},
       {"v2 kind (kubelet cgroup root)",
-       "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" +
+       "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+       "kubelet-kubepods-besteffort-pod" +
            sd_uid + ".slice/cri-containerd-" + kId + ".scope\n",
        "containerd"},
       {"v2 cgroupfs driver", "0::/kubepods/besteffort/pod" + kUid + "/" + kId + "\n", ""},
       {"v1 cgroupfs, several hierarchies",
-       "12:pids:/kubepods/burstable/pod" + kUid + "/" + kId + "\n11:memory:/kubepods/burstable/pod" + kUid + "/" + kId +
+       "12:pids:/kubepods/burstable/pod" + kUid + "/" + kId +
+           "\n11:memory:/kubepods/burstable/pod" + kUid + "/" + kId +
            "\n1:name=systemd:/kubepods/burstable/pod" + kUid + "/" + kId + "\n0::/\n",
        ""},
       {"v1 systemd CRI-O",
-       "13:freezer:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd_uid + ".slice/crio-" + kId +
-           ".scope\n11:files:/\n",
+       "13:freezer:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd_uid +
+           ".slice/crio-" + kId + ".scope\n11:files:/\n",
        "crio"},
       {"v1 systemd docker",
-       "4:cpu,cpuacct:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + sd_uid + ".slice/docker-" +
-           kId + ".scope\n",
+       "4:cpu,cpuacct:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + sd_uid +
+           ".slice/docker-" + kId + ".scope\n",
        "docker"},
       {"tenant's nested cgroup below its container is ignored",
        "0::/kubepods.slice/kubepods-pod" + sd_uid + ".slice/cri-containerd-" + kId +
-           ".scope/kubepods-pod11111111_1111_1111_1111_111111111111.slice/cri-containerd-" + std::string(64, 'f') +
-           ".scope\n",
+           ".scope/kubepods-pod11111111_1111_1111_1111_111111111111.slice/cri-containerd-" +
+           std::string(64, 'f') + ".scope\n",
        "containerd"},
   };
   for (const Case& c : cases) {
@@ -78,13 +81,14 @@ TEST(Cgroup, HostProcessesSandboxesAndBadInputAreRefusedNamingTheLine) {
       {"0::/user.slice/user-1000.slice/session-2.scope\n", StatusCode::kNotFound, ""},
       {"", StatusCode::kNotFound, ""},
       {"garbage without colons\n", StatusCode::kNotFound, ""},
-      {"0::/kubepods.slice/kubepods-pod" + sd_uid + ".slice\n", StatusCode::kNotFound, ""},  // pod cgroup only
-      {"0::/kubepods.slice/kubepods-pod" + sd_uid + ".slice/crio-conmon-" + kId + ".scope\n", StatusCode::kNotFound,
-       ""},  // CRI-O's conmon, not the container
-      {"0::/kubepods.slice/kubepods-podNOTAUID.slice/crio-" + kId + ".scope\n", StatusCode::kInvalidArgument,
-       "line 1: malformed pod UID"},
-      {"1:cpu:/\n0::/kubepods/pod" + kUid + "/" + "cri-containerd-abc.scope\n", StatusCode::kInvalidArgument,
-       "line 2: malformed container ID"},
+      {"0::/kubepods.slice/kubepods-pod" + sd_uid + ".slice\n", StatusCode::kNotFound,
+       ""},  // pod cgroup only
+      {"0::/kubepods.slice/kubepods-pod" + sd_uid + ".slice/crio-conmon-" + kId + ".scope\n",
+       StatusCode::kNotFound, ""},  // CRI-O's conmon, not the container
+      {"0::/kubepods.slice/kubepods-podNOTAUID.slice/crio-" + kId + ".scope\n",
+       StatusCode::kInvalidArgument, "line 1: malformed pod UID"},
+      {"1:cpu:/\n0::/kubepods/pod" + kUid + "/" + "cri-containerd-abc.scope\n",
+       StatusCode::kInvalidArgument, "line 2: malformed container ID"},
       {"0::/kubepods/pod" + kUid + "/" + std::string(63, 'a') + "G\n", StatusCode::kInvalidArgument,
        "malformed container ID"},
       {std::string(kMaxCgroupFileBytes + 1, 'x'), StatusCode::kInvalidArgument, "more than 65536"},

@@ -55,7 +55,8 @@ class RunTest : public ::testing::Test {
     std::vector<char*> envp;
     for (auto& s : strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::vector<std::string> argv_s = {binary, "run", "--nvml-library", std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1"};
+    std::vector<std::string> argv_s = {binary, "run", "--nvml-library",
+                                       std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& s : argv_s) argv.push_back(s.data());
@@ -105,13 +106,16 @@ class RunTest : public ::testing::Test {
     size_t at = err.find(prefix);
     if (at == std::string::npos) return "";
     size_t end = err.find(' ', at + prefix.size());
-    return fs::path(err.substr(at + prefix.size(), end - at - prefix.size())).parent_path().string();
+    return fs::path(err.substr(at + prefix.size(), end - at - prefix.size()))
+        .parent_path()
+        .string();
   }
   // The fracgpu-run-* entries left in the test's TMPDIR.
   std::vector<std::string> LeftOver() const {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_))
-      if (e.path().filename().string().rfind("fracgpu-run-", 0) == 0) out.push_back(e.path().string());
+      if (e.path().filename().string().rfind("fracgpu-run-", 0) == 0)
+        out.push_back(e.path().string());
     return out;
   }
   std::string dir_;
@@ -137,7 +141,8 @@ TEST_F(RunTest, UnloadableLibraryRefusesWithTheLoadersMessage) {
 }
 
 TEST_F(RunTest, CopiedBinaryWithoutTheDefaultLibraryRefuses) {
-  if (fs::exists("/usr/local/vgpu/libvgpu.so")) GTEST_SKIP() << "/usr/local/vgpu/libvgpu.so is installed here";
+  if (fs::exists("/usr/local/vgpu/libvgpu.so"))
+    GTEST_SKIP() << "/usr/local/vgpu/libvgpu.so is installed here";
   std::string copy = dir_ + "/fracgpu";
   fs::copy_file(FRACGPU_BIN, copy);
   fs::permissions(copy, fs::perms::owner_all);
@@ -149,8 +154,8 @@ TEST_F(RunTest, CopiedBinaryWithoutTheDefaultLibraryRefuses) {
 }
 
 TEST_F(RunTest, CompliantChildRunsWithTheLibraryAndExitsZero) {
-  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init", "alloc:104857600",
-                   "region:0"});
+  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init",
+                   "alloc:104857600", "region:0"});
   EXPECT_EQ(o.code(), 0) << o.err << o.out;
   // The child's own slot in run's private region charges its 100 MiB: libvgpu.so was active.
   std::istringstream lines(o.out);
@@ -170,7 +175,8 @@ TEST_F(RunTest, CompliantChildRunsWithTheLibraryAndExitsZero) {
 }
 
 TEST_F(RunTest, BypassOverTheLimitIsKilledAndRunSaysSo) {
-  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_BYPASS_APP, "bypass:1100", "hold:15000"});
+  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_BYPASS_APP,
+                   "bypass:1100", "hold:15000"});
   EXPECT_EQ(o.code(), 3) << o.err << o.out;
   // Allocation really succeeded around the library (the fake driver has 4096 MiB).
   size_t over = o.out.find("over ");
@@ -188,7 +194,8 @@ TEST_F(RunTest, BypassOverTheLimitIsKilledAndRunSaysSo) {
 }
 
 TEST_F(RunTest, BypassUnderTheLimitIsNotKilledButRunFailsClosed) {
-  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_BYPASS_APP, "bypass:200", "hold:600"});
+  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_BYPASS_APP,
+                   "bypass:200", "hold:600"});
   EXPECT_EQ(o.code(), 4) << o.err << o.out;
   EXPECT_NE(o.out.find("done"), std::string::npos) << o.out;  // ran to its end
   EXPECT_NE(o.err.find("that libvgpu.so never charged"), std::string::npos) << o.err;
@@ -198,9 +205,9 @@ TEST_F(RunTest, BypassUnderTheLimitIsNotKilledButRunFailsClosed) {
 // Refused flags create nothing (the directory used to be made before the flags were checked).
 TEST_F(RunTest, RefusedFlagsCreateNoRegionDirectory) {
   std::string marker = dir_ + "/ran";
-  for (const std::vector<std::string>& flags :
-       {std::vector<std::string>{"--gpumem", "3g"}, {"--gpumem", "1000", "--gpucores", "150"},
-        {"--gpumem", "1000", "--devices", "7"}}) {
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--gpumem", "3g"},
+                                                {"--gpumem", "1000", "--gpucores", "150"},
+                                                {"--gpumem", "1000", "--devices", "7"}}) {
     std::vector<std::string> args = {"--lib", FRACGPU_LIBVGPU};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--", "touch", marker});
@@ -214,11 +221,13 @@ TEST_F(RunTest, RefusedFlagsCreateNoRegionDirectory) {
 
 // The command's exit, whatever its code, and a failed exec remove the directory run created.
 TEST_F(RunTest, RegionDirectoryIsRemovedWhenTheCommandExits) {
-  Outcome ok = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init", "alloc:104857600"});
+  Outcome ok = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init",
+                    "alloc:104857600"});
   EXPECT_EQ(ok.code(), 0) << ok.err << ok.out;
   Outcome fails = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", "sh", "-c", "exit 7"});
   EXPECT_EQ(fails.code(), 7) << fails.err;
-  Outcome no_exec = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", dir_ + "/no-such-program"});
+  Outcome no_exec =
+      Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", dir_ + "/no-such-program"});
   EXPECT_EQ(no_exec.code(), 127) << no_exec.err;
   for (const Outcome* o : {&ok, &fails, &no_exec}) {
     std::string region_dir = RegionDir(o->err);
@@ -231,7 +240,8 @@ TEST_F(RunTest, RegionDirectoryIsRemovedWhenTheCommandExits) {
 // SIGTERM to run (here from the command itself, at once: before or after run installs its
 // handlers) reaches the command, and run still removes the directory.
 TEST_F(RunTest, RegionDirectoryIsRemovedWhenRunIsKilled) {
-  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", "sh", "-c", "kill -TERM $PPID; exec sleep 30"});
+  Outcome o = Run({"--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", "sh", "-c",
+                   "kill -TERM $PPID; exec sleep 30"});
   EXPECT_EQ(o.code(), 128 + SIGTERM) << o.err;
   std::string region_dir = RegionDir(o.err);
   EXPECT_NE(region_dir, "") << o.err;
@@ -241,14 +251,15 @@ TEST_F(RunTest, RegionDirectoryIsRemovedWhenRunIsKilled) {
 
 // --keep-region leaves it, with the region the command wrote, and says so.
 TEST_F(RunTest, KeepRegionLeavesTheDirectoryForInspect) {
-  Outcome o = Run({"--keep-region", "--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--", FRACGPU_VGPU_APP, "init",
-                   "alloc:104857600"});
+  Outcome o = Run({"--keep-region", "--lib", FRACGPU_LIBVGPU, "--gpumem", "1000", "--",
+                   FRACGPU_VGPU_APP, "init", "alloc:104857600"});
   EXPECT_EQ(o.code(), 0) << o.err;
   std::string region_dir = RegionDir(o.err);
   ASSERT_NE(region_dir, "") << o.err;
   EXPECT_TRUE(fs::is_regular_file(region_dir + "/region.cache")) << o.err;
-  EXPECT_NE(o.err.find("fracgpu run: kept the region directory " + region_dir + " (--keep-region)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      o.err.find("fracgpu run: kept the region directory " + region_dir + " (--keep-region)\n"),
+      std::string::npos)
       << o.err;
 }
 

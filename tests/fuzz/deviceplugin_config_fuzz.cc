@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 2: {
       size_t nl = input.find('\n');
-      auto p = ParseXidPolicy(input.substr(0, nl), nl == std::string::npos ? "" : input.substr(nl + 1));
+      auto p =
+          ParseXidPolicy(input.substr(0, nl), nl == std::string::npos ? "" : input.substr(nl + 1));
       (void)p;
       break;
     }

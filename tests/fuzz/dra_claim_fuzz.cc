@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!shares.ok()) return 0;
   if (shares->empty() || shares->size() > dra::kMaxResults) std::abort();
   for (const auto& s : *shares) {
-    if (s.uuid != "GPU-0" || s.mem_mib < 1 || s.mem_mib > 16384 || s.cores < 0 || s.cores > 100) std::abort();
+    if (s.uuid != "GPU-0" || s.mem_mib < 1 || s.mem_mib > 16384 || s.cores < 0 || s.cores > 100)
+      std::abort();
   }
   return 0;
 }

@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string body(reinterpret_cast<const char*>(data), size);
   std::string diff = fracgpu::scheduler::reference::CompareDecoders(body);
   if (!diff.empty()) {
-    std::fprintf(stderr, "DecodeExtenderArgs differs from the reference decoder: %s\n", diff.c_str());
+    std::fprintf(stderr, "DecodeExtenderArgs differs from the reference decoder: %s\n",
+                 diff.c_str());
     std::abort();
   }
   (void)fracgpu::scheduler::DecodeExtenderBindingArgs(body);

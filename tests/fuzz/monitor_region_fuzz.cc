@@ -4,9 +4,9 @@
 //  * if the input starts with 'V': a Region-sized buffer with a valid header (device_count
 //    from data[1], possibly out of range) whose devices and slots are overlaid with the input,
 //    so the slot/device walk, the sums and the label sanitising see arbitrary values.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>

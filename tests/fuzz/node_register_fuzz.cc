@@ -10,12 +10,15 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string value(reinterpret_cast<const char*>(data), size);
-  fracgpu::Result<std::vector<fracgpu::core::DeviceInfo>> devices = fracgpu::core::DecodeNodeRegister(value);
+  fracgpu::Result<std::vector<fracgpu::core::DeviceInfo>> devices =
+      fracgpu::core::DecodeNodeRegister(value);
   if (devices.ok()) {
     const std::string encoded = fracgpu::core::EncodeNodeRegister(*devices);
-    fracgpu::Result<std::vector<fracgpu::core::DeviceInfo>> back = fracgpu::core::DecodeNodeRegister(encoded);
+    fracgpu::Result<std::vector<fracgpu::core::DeviceInfo>> back =
+        fracgpu::core::DecodeNodeRegister(encoded);
     if (!back.ok()) {
-      std::fprintf(stderr, "re-decode failed: %s\n%s\n", back.status().ToString().c_str(), encoded.c_str());
+      std::fprintf(stderr, "re-decode failed: %s\n%s\n", back.status().ToString().c_str(),
+                   encoded.c_str());
       std::abort();
     }
     if (*back != *devices) {
@@ -25,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (devices.status().message().empty()) {
     std::abort();
   }
-  fracgpu::Result<fracgpu::core::TopologyScores> scores = fracgpu::core::DecodeTopologyScores(value);
+  fracgpu::Result<fracgpu::core::TopologyScores> scores =
+      fracgpu::core::DecodeTopologyScores(value);
   if (!scores.ok() && scores.status().message().empty()) std::abort();
   return 0;
 }

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string encoded = fracgpu::core::EncodePodGrants(*grants);
   fracgpu::Result<fracgpu::core::PodGrants> back = fracgpu::core::DecodePodGrants(encoded);
   if (!back.ok()) {
-    std::fprintf(stderr, "re-decode failed: %s\n%s\n", back.status().ToString().c_str(), encoded.c_str());
+    std::fprintf(stderr, "re-decode failed: %s\n%s\n", back.status().ToString().c_str(),
+                 encoded.c_str());
     std::abort();
   }
   if (*back != *grants) {

@@ -1,14 +1,13 @@
 // Fuzz target: arbitrary bytes as a JSON pod → ParsePodRequest and the limit defaults; bytes
 // that are not JSON are parsed as a Kubernetes quantity instead.
-// Checks, beyond "no crash": every accepted request is within docs/design/CONTRACT.md §1's ranges, the
-// webhook's limit defaults apply cleanly, are idempotent, leave the parsed request unchanged,
+// Checks, beyond "no crash": every accepted request is within docs/design/CONTRACT.md §1's ranges,
+// the webhook's limit defaults apply cleanly, are idempotent, leave the parsed request unchanged,
 // and the JSON Patch form gives the same pod as applying them in place.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/quantity.h"
 #include "core/request.h"
@@ -34,7 +33,8 @@ void CheckQuantity(std::string_view text) {
   auto whole = fracgpu::core::QuantityToInt64(*q, &bytes);
   auto whole_mib = fracgpu::core::QuantityToInt64(*q, &mib, 20);
   // A whole number of MiB is a whole number of bytes (unless that overflows).
-  if (whole_mib == fracgpu::core::WholeStatus::kOk && whole == fracgpu::core::WholeStatus::kFraction) {
+  if (whole_mib == fracgpu::core::WholeStatus::kOk &&
+      whole == fracgpu::core::WholeStatus::kFraction) {
     Fail("whole MiB but fractional bytes");
   }
   if (whole == fracgpu::core::WholeStatus::kOk && whole_mib == fracgpu::core::WholeStatus::kOk &&
@@ -50,14 +50,16 @@ void CheckRanges(const PodRequest& r) {
     if (c.mem_percent < 1 || c.mem_percent > 100) Fail("mem_percent out of range");
     if (c.cores_percent < 0 || c.cores_percent > 100) Fail("cores_percent out of range");
     if (c.priority != 0 && c.priority != 1) Fail("priority out of range");
-    if (!c.UsesGpu() && (c.mem_mib != 0 || c.cores_percent != 0)) Fail("slice on a container without GPU");
+    if (!c.UsesGpu() && (c.mem_mib != 0 || c.cores_percent != 0))
+      Fail("slice on a container without GPU");
   }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  nlohmann::json pod = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json pod =
+      nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (pod.is_discarded()) {
     CheckQuantity(std::string_view(reinterpret_cast<const char*>(data), size));
     return 0;

@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (auto nodes = fracgpu::sim::ParseNodeCsv(text, "fuzz.csv"); nodes.ok()) {
     for (const auto& n : *nodes) {
-      if (n.name.empty() || n.gpus < 0 || n.gpus > 16 || (n.gpus > 0) == n.model.empty()) std::abort();
+      if (n.name.empty() || n.gpus < 0 || n.gpus > 16 || (n.gpus > 0) == n.model.empty())
+        std::abort();
     }
   }
   (void)fracgpu::sim::ParsePaperCsv(text, "fuzz.csv");

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r->max_slots = kMaxSlots;
     r->device_count = data[1] % (kMaxDevices + 2);
   }
-  if (RegionValidate(storage.data(), size < sizeof(Region) ? size : sizeof(Region)) == RegionError::kOk ||
+  if (RegionValidate(storage.data(), size < sizeof(Region) ? size : sizeof(Region)) ==
+          RegionError::kOk ||
       RegionValidate(storage.data(), sizeof(Region)) == RegionError::kOk) {
     const Region* r = reinterpret_cast<const Region*>(storage.data());
     uint64_t total = 0;

@@ -1,21 +1,20 @@
 // http::Server: routing, limits, plain HTTP and HTTPS with certificate reload.
 #include "http/server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 namespace fracgpu::http {
 namespace {
@@ -31,7 +30,8 @@ void WriteSelfSigned(const std::string& cn, const fs::path& cert, const fs::path
   X509_gmtime_adj(X509_getm_notAfter(x), 3600);
   X509_set_pubkey(x, pkey);
   X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   X509_set_issuer_name(x, name);
   X509_sign(x, pkey, EVP_sha256());
   // Write to temporary names and rename, as a Secret update does (atomic swap).
@@ -79,7 +79,8 @@ TEST(ServerTest, RoutesLimitsAndErrors) {
   ServerOptions o;
   o.max_body_bytes = 100;
   Server s(o);
-  s.Route("POST", "/echo", [](const Request& r) { return Response::Text(200, r.body + r.Param("x")); });
+  s.Route("POST", "/echo",
+          [](const Request& r) { return Response::Text(200, r.body + r.Param("x")); });
   s.Route("GET", "/throw", [](const Request&) -> Response { throw std::runtime_error("boom"); });
   s.RoutePrefix("GET", "/static/", [](const Request& r) { return Response::Text(200, r.path); });
   ASSERT_TRUE(s.Start().ok());
@@ -91,7 +92,8 @@ TEST(ServerTest, RoutesLimitsAndErrors) {
   r = c.Post("/echo", std::string(101, 'a'), "text/plain");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
-  EXPECT_NE(r->body.find("101 bytes (Content-Length); the limit of POST /echo is 100 bytes"), std::string::npos)
+  EXPECT_NE(r->body.find("101 bytes (Content-Length); the limit of POST /echo is 100 bytes"),
+            std::string::npos)
       << r->body;
   r = c.Get("/nope");
   EXPECT_EQ(r->status, 404);
@@ -194,7 +196,8 @@ TEST(ServerHostileTest, TakenPortIsAnError) {
   Server third(h);
   Status hs = third.Start();
   ASSERT_FALSE(hs.ok());
-  EXPECT_NE(hs.message().find("(health): Address already in use"), std::string::npos) << hs.message();
+  EXPECT_NE(hs.message().find("(health): Address already in use"), std::string::npos)
+      << hs.message();
 }
 
 TEST(ServerHostileTest, BodyLimitsPerRouteWhileReading) {
@@ -226,7 +229,9 @@ TEST(ServerHostileTest, BodyLimitsPerRouteWhileReading) {
   std::string answer = ReadAll(fd);
   close(fd);
   EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
-  EXPECT_NE(answer.find("52428800 bytes (Content-Length); the limit of POST /default is 1000 bytes"), std::string::npos);
+  EXPECT_NE(
+      answer.find("52428800 bytes (Content-Length); the limit of POST /default is 1000 bytes"),
+      std::string::npos);
   // A chunked body is cut at the limit while reading (the client keeps sending: 4 MB).
   fd = Connect(s.port());
   head = "POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
@@ -297,7 +302,8 @@ TEST(ServerHostileTest, SlowClientsAreCutAndHealthAnswersApart) {
   EXPECT_EQ(s.timed_out_connections(), 6);
   // Then, once the workers have released the cut connections (the clients see the close a
   // moment before the per-client count drops), a normal request is served on the main port.
-  for (int i = 0; i < 500 && s.open_connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && s.open_connections() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(s.open_connections(), 0);
   httplib::Client c("127.0.0.1", s.port());
   auto r = c.Post("/work", "x", "text/plain");

@@ -15,11 +15,13 @@ namespace {
 using nlohmann::json;
 
 json Node(const std::string& name, json labels = json::object()) {
-  return {{"metadata", {{"name", name}, {"labels", labels}}}, {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
+  return {{"metadata", {{"name", name}, {"labels", labels}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
 }
 
 json Pod(const std::string& ns, const std::string& name, const std::string& node = "") {
-  json p = {{"metadata", {{"name", name}, {"namespace", ns}}}, {"spec", {{"containers", json::array()}}}};
+  json p = {{"metadata", {{"name", name}, {"namespace", ns}}},
+            {"spec", {{"containers", json::array()}}}};
   if (!node.empty()) p["spec"]["nodeName"] = node;
   return p;
 }
@@ -55,7 +57,8 @@ TEST_F(ClientTest, GetReturnsObjectAndMaps404ToNotFound) {
 }
 
 TEST_F(ClientTest, ListFiltersBySelectorsAndFollowsPages) {
-  for (int i = 0; i < 7; ++i) api_.Put("pods", Pod("ns", std::string("p").append(std::to_string(i)), i % 2 ? "n1" : "n2"));
+  for (int i = 0; i < 7; ++i)
+    api_.Put("pods", Pod("ns", std::string("p").append(std::to_string(i)), i % 2 ? "n1" : "n2"));
   api_.Put("pods", Pod("other", "x", "n1"));
   ListOptions lo;
   lo.field_selector = "spec.nodeName=n1";
@@ -82,7 +85,8 @@ TEST_F(ClientTest, MergePatchSetsAndDeletesAnnotations) {
   json n = Node("a");
   n["metadata"]["annotations"] = {{"keep", "1"}, {"gone", "2"}};
   api_.Put("nodes", n);
-  auto r = client_->MergePatch(NodePath("a"), {{"metadata", {{"annotations", {{"new", "3"}, {"gone", nullptr}}}}}});
+  auto r = client_->MergePatch(
+      NodePath("a"), {{"metadata", {{"annotations", {{"new", "3"}, {"gone", nullptr}}}}}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto stored = api_.Get("nodes", "", "a");
   EXPECT_EQ((*stored)["metadata"]["annotations"], (json{{"keep", "1"}, {"new", "3"}}));
@@ -92,7 +96,8 @@ TEST_F(ClientTest, StaleResourceVersionIsConflict) {
   json stored = api_.Put("nodes", Node("a"));
   std::string old_rv = ResourceVersion(stored);
   api_.Patch("nodes", "", "a", {{"metadata", {{"labels", {{"x", "1"}}}}}});
-  auto r = client_->MergePatch(NodePath("a"), {{"metadata", {{"resourceVersion", old_rv}, {"labels", {{"y", "2"}}}}}});
+  auto r = client_->MergePatch(
+      NodePath("a"), {{"metadata", {{"resourceVersion", old_rv}, {"labels", {{"y", "2"}}}}}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kConflict);
   EXPECT_FALSE((*api_.Get("nodes", "", "a"))["metadata"]["labels"].contains("y"));
@@ -131,10 +136,12 @@ TEST_F(ClientTest, PatchWithRetryGivesUpAfterConflictRetries) {
 
 TEST_F(ClientTest, PatchWithRetryNullPatchChangesNothing) {
   api_.Put("nodes", Node("a"));
-  auto r = client_->PatchWithRetry(NodePath("a"), [](const json&) -> Result<json> { return json(); });
+  auto r =
+      client_->PatchWithRetry(NodePath("a"), [](const json&) -> Result<json> { return json(); });
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(api_.CountRequests("PATCH", ""), 0);
-  auto e = client_->PatchWithRetry(NodePath("a"), [](const json&) -> Result<json> { return Conflict("held"); });
+  auto e = client_->PatchWithRetry(NodePath("a"),
+                                   [](const json&) -> Result<json> { return Conflict("held"); });
   EXPECT_EQ(e.status().code(), StatusCode::kConflict);
 }
 
@@ -168,7 +175,9 @@ TEST_F(ClientTest, BindPodSetsNodeNameAndConflictsWhenBound) {
 
 TEST_F(ClientTest, CreateEventNamesTheInvolvedObject) {
   json pod = api_.Put("pods", Pod("ns", "p"));
-  ASSERT_TRUE(client_->CreateEvent(pod, "Warning", "FilteringFailed", "no node fits", "fracgpu-scheduler").ok());
+  ASSERT_TRUE(
+      client_->CreateEvent(pod, "Warning", "FilteringFailed", "no node fits", "fracgpu-scheduler")
+          .ok());
   auto events = api_.List("events");
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["reason"], "FilteringFailed");
@@ -192,15 +201,20 @@ TEST_F(ClientTest, WatchStreamsEventsAndBookmarks) {
   });
   WatchOptions wo;
   wo.resource_version = ResourceVersion(first);
-  auto end = client_->Watch("/api/v1/pods", wo, [&](const WatchEvent& ev) {
-    seen.push_back(ev.type + ":" + (ev.type == "BOOKMARK" ? ResourceVersion(ev.object) : Name(ev.object)));
-    return ev.type != "BOOKMARK";
-  }, &stop);
+  auto end = client_->Watch(
+      "/api/v1/pods", wo,
+      [&](const WatchEvent& ev) {
+        seen.push_back(ev.type + ":" +
+                       (ev.type == "BOOKMARK" ? ResourceVersion(ev.object) : Name(ev.object)));
+        return ev.type != "BOOKMARK";
+      },
+      &stop);
   producer.join();
   ASSERT_TRUE(end.ok()) << end.status().ToString();
   EXPECT_EQ(*end, WatchEnd::kStopped);
-  EXPECT_EQ(seen, (std::vector<std::string>{"ADDED:b", "MODIFIED:a", "DELETED:b",
-                                             "BOOKMARK:" + std::to_string(api_.resource_version())}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"ADDED:b", "MODIFIED:a", "DELETED:b",
+                                      "BOOKMARK:" + std::to_string(api_.resource_version())}));
 }
 
 TEST_F(ClientTest, WatchFromExpiredVersionEndsExpired) {
@@ -210,7 +224,10 @@ TEST_F(ClientTest, WatchFromExpiredVersionEndsExpired) {
   WatchOptions wo;
   wo.resource_version = ResourceVersion(first);
   int events = 0;
-  auto end = client_->Watch("/api/v1/pods", wo, [&](const WatchEvent&) { ++events; return true; });
+  auto end = client_->Watch("/api/v1/pods", wo, [&](const WatchEvent&) {
+    ++events;
+    return true;
+  });
   ASSERT_TRUE(end.ok()) << end.status().ToString();
   EXPECT_EQ(*end, WatchEnd::kExpired);
   EXPECT_EQ(events, 0);
@@ -226,7 +243,8 @@ TEST_F(ClientTest, StopInterruptsABlockedWatch) {
     api_.WaitFor([&] { return api_.OpenWatches() == 1; });
     stop.Stop();
   });
-  auto end = client_->Watch("/api/v1/nodes", {}, [](const WatchEvent&) { return true; }, &stop);
+  auto end = client_->Watch(
+      "/api/v1/nodes", {}, [](const WatchEvent&) { return true; }, &stop);
   stopper.join();
   ASSERT_TRUE(end.ok());
   EXPECT_EQ(*end, WatchEnd::kStopped);
@@ -281,7 +299,8 @@ TEST(ClientUnreachable, TransportErrorIsUnavailable) {
   auto r = (*c)->Get("/api/v1/nodes");
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   // The message names the URL tried, so a log line says which API server is unreachable.
-  EXPECT_EQ(r.status().message().rfind("GET http://127.0.0.1:1/api/v1/nodes: ", 0), 0u) << r.status().message();
+  EXPECT_EQ(r.status().message().rfind("GET http://127.0.0.1:1/api/v1/nodes: ", 0), 0u)
+      << r.status().message();
   EXPECT_NE(r.status().message().find("(API server http://127.0.0.1:1)"), std::string::npos);
   EXPECT_EQ(clock.sleeps().size(), 3u);  // retries = 3
 }

@@ -69,12 +69,16 @@ TEST(KubeconfigTest, BadInputsNameTheProblem) {
       {"- 1\n- 2\n", "", "not a map"},
       {"clusters: []\n", "", "no current-context"},
       {kKubeconfig, "nope", "context \"nope\" not found"},
-      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: missing}\n", "", "cluster \"missing\" not found"},
-      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {}\n", "",
-       "has no server"},
-      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: s}\n",
+      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: missing}\n", "",
+       "cluster \"missing\" not found"},
+      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {}\n",
+       "", "has no server"},
+      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- "
+       "name: c\n  cluster: {server: s}\n",
        "", "user \"u\" not found"},
-      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: s, certificate-authority-data: \"@@@\"}\n",
+      {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n  "
+       "cluster: {server: s, certificate-authority-data: \"@@@\"}\n",
        "", "certificate-authority-data is not base64"},
   };
   for (const auto& c : cases) {

@@ -71,7 +71,9 @@ TEST_F(InformerTest, SyncsThenFollowsChanges) {
   EXPECT_EQ(m.Get(), (std::map<std::string, std::string>{{"ns/a", "n1"}}));
   api_.Put("pods", Pod("b", "n2"));
   api_.Patch("pods", "ns", "a", {{"spec", {{"nodeName", "n3"}}}});
-  ASSERT_TRUE(api_.WaitFor([&] { return m.Get() == std::map<std::string, std::string>{{"ns/a", "n3"}, {"ns/b", "n2"}}; }));
+  ASSERT_TRUE(api_.WaitFor([&] {
+    return m.Get() == std::map<std::string, std::string>{{"ns/a", "n3"}, {"ns/b", "n2"}};
+  }));
   api_.Remove("pods", "ns", "a");
   ASSERT_TRUE(api_.WaitFor([&] { return m.Get().size() == 1; }));
   EXPECT_EQ(inf.list_count(), 1);
@@ -152,7 +154,8 @@ TEST_F(InformerTest, DroppedConnectionResumesFromLastVersionWithoutRelist) {
   // The reconnect asked for the version it had seen.
   bool resumed = false;
   for (const auto& r : api_.Requests()) {
-    if (r.query.find("watch=true") != std::string::npos && r.query.find("resourceVersion=") != std::string::npos) {
+    if (r.query.find("watch=true") != std::string::npos &&
+        r.query.find("resourceVersion=") != std::string::npos) {
       resumed = true;
     }
   }
@@ -172,7 +175,8 @@ TEST_F(InformerTest, ListErrorsBackOffWithGrowingDelays) {
   ASSERT_TRUE(inf.WaitForSync(std::chrono::seconds(10)));
   inf.Stop();
   std::vector<double> informer_sleeps;
-  for (auto d : clock_.sleeps()) informer_sleeps.push_back(std::chrono::duration<double>(d).count());
+  for (auto d : clock_.sleeps())
+    informer_sleeps.push_back(std::chrono::duration<double>(d).count());
   ASSERT_GE(informer_sleeps.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     double base = 0.2 * (1 << i);

@@ -38,7 +38,8 @@ class RegistrationTest : public ::testing::Test {
     server_ = b.BuildAndStart();
     ASSERT_NE(server_, nullptr);
   }
-  v1beta1::RegisterRequest Request(const std::string& version = kVersion, const std::string& resource = "nvidia.com/gpu") {
+  v1beta1::RegisterRequest Request(const std::string& version = kVersion,
+                                   const std::string& resource = "nvidia.com/gpu") {
     v1beta1::RegisterRequest r;
     r.set_version(version);
     r.set_endpoint("p.sock");
@@ -69,14 +70,17 @@ TEST_F(RegistrationTest, RejectedRequestsAreInvalidArgument) {
   ASSERT_TRUE(kubelet.Start());
   Status v1 = RegisterWithKubelet(kubelet.socket_path(), Request("v1"), std::chrono::seconds(10));
   EXPECT_EQ(v1.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(v1.message(), "kubelet Register(nvidia.com/gpu, endpoint p.sock): unsupported version v1");
-  Status name = RegisterWithKubelet(kubelet.socket_path(), Request(kVersion, "gpu"), std::chrono::seconds(10));
+  EXPECT_EQ(v1.message(),
+            "kubelet Register(nvidia.com/gpu, endpoint p.sock): unsupported version v1");
+  Status name = RegisterWithKubelet(kubelet.socket_path(), Request(kVersion, "gpu"),
+                                    std::chrono::seconds(10));
   EXPECT_EQ(name.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(kubelet.registrations().size(), 0u);
 }
 
 TEST_F(RegistrationTest, NoKubeletIsUnavailable) {
-  Status st = RegisterWithKubelet(dir_ + "/kubelet.sock", Request(), std::chrono::milliseconds(200));
+  Status st =
+      RegisterWithKubelet(dir_ + "/kubelet.sock", Request(), std::chrono::milliseconds(200));
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_EQ(st.message(), "kubelet socket " + dir_ + "/kubelet.sock: cannot connect");
 }

@@ -29,7 +29,8 @@ TEST(HamiBuildInfo, OneSeriesOfValueOneWithHamisLabelsInOrderAndNoZone) {
   ASSERT_NE(at, std::string::npos) << text;
   const std::string line = text.substr(at, text.find('\n', at) - at);
   size_t last = 0;
-  for (const char* label : {"version=", "revision=", "build_date=", "go_version=\"none\"", "compiler=", "platform="}) {
+  for (const char* label :
+       {"version=", "revision=", "build_date=", "go_version=\"none\"", "compiler=", "platform="}) {
     const size_t pos = line.find(label);
     ASSERT_NE(pos, std::string::npos) << label << " in " << line;
     EXPECT_GE(pos, last) << label << " out of HAMi's order in " << line;

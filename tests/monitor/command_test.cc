@@ -1,12 +1,11 @@
 // The `fracgpu monitor` subcommand through its CLI11 registration (as src/cli/main.cc runs it):
 // --once prints one scrape of the node (regions + fake NVML), bad flags are refused.
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <sstream>
 
@@ -45,30 +44,37 @@ TEST(MonitorCommand, OncePrintsTheNodesScrape) {
   ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":4096").c_str(), 1);
   ::unsetenv("FAKE_GPU_STATE_DIR");
   ::testing::internal::CaptureStdout();
-  int rc = RunCli({"monitor", "--once", "--no-apiserver", "--node-name", "n1", "--hook-path", dir.path(),
-                   "--node-dir", "", "--nvml-library", std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1"});
+  int rc = RunCli({"monitor", "--once", "--no-apiserver", "--node-name", "n1", "--hook-path",
+                   dir.path(), "--node-dir", "", "--nvml-library",
+                   std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1"});
   std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
-  EXPECT_NE(out.find("fracgpu_container_memory_used_bytes{node=\"n1\",namespace=\"\",pod=\"uid-1\",container=\"main\","
-                     "device_uuid=\"" + std::string(kGpu) + "\"} 5242880\n"),
+  EXPECT_NE(out.find("fracgpu_container_memory_used_bytes{node=\"n1\",namespace=\"\",pod=\"uid-1\","
+                     "container=\"main\","
+                     "device_uuid=\"" +
+                     std::string(kGpu) + "\"} 5242880\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("fracgpu_gpu_memory_total_bytes{node=\"n1\",device_uuid=\"" + std::string(kGpu) +
-                     "\",device_index=\"0\",model=\"Fake GPU 0\"} 4294967296\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("fracgpu_gpu_memory_total_bytes{node=\"n1\",device_uuid=\"" + std::string(kGpu) +
+               "\",device_index=\"0\",model=\"Fake GPU 0\"} 4294967296\n"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("fracgpu_build_info{component=\"monitor\",version=\""), std::string::npos);
   // HAMi's names by default (the DaemonSet passes no flag) …
-  EXPECT_NE(out.find("hami_vgpu_memory_used_bytes{namespace=\"\",pod=\"uid-1\",container=\"main\",vdevice_index=\"0\","
-                     "device_uuid=\"" + std::string(kGpu) + "\",zone=\"vGPU\"} 5242880\n"),
+  EXPECT_NE(out.find("hami_vgpu_memory_used_bytes{namespace=\"\",pod=\"uid-1\",container=\"main\","
+                     "vdevice_index=\"0\","
+                     "device_uuid=\"" +
+                     std::string(kGpu) + "\",zone=\"vGPU\"} 5242880\n"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("hami_build_info{"), std::string::npos);
 
   // … and none with --hami-metrics=false.
   ::testing::internal::CaptureStdout();
-  rc = RunCli({"monitor", "--once", "--no-apiserver", "--node-name", "n1", "--hook-path", dir.path(), "--node-dir", "",
-               "--hami-metrics=false", "--nvml-library", std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1"});
+  rc = RunCli({"monitor", "--once", "--no-apiserver", "--node-name", "n1", "--hook-path",
+               dir.path(), "--node-dir", "", "--hami-metrics=false", "--nvml-library",
+               std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1"});
   out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out.find("hami_"), std::string::npos) << out;
@@ -99,31 +105,39 @@ TEST(MonitorCommand, HelpShowsTheDefaults) {
   CLI::App app("fracgpu");
   fracgpu::cli::RegisterMonitorCommand(app);
   const std::string help = app.get_subcommand("monitor")->help();
-  const std::pair<const char*, const char*> defaults[] = {
-      {"--hook-path", "/usr/local"},        {"--node-dir", "/usr/local/vgpu/node"},
-      {"--listen", "0.0.0.0"},              {"--port", "9394"},
-      {"--interval", "5"},                  {"--orphan-grace", "300"},
-      {"--nvml-library", "libnvidia-ml.so.1"}, {"--enforce-interval", "0.5"},
-      {"--enforce-memory", "kill"},         {"--enforce-mismatch", "report"},
-      {"--enforce-unmanaged", "report"},    {"--enforce-confirm-polls", "2"},
-      {"--proc-root", "/proc"}};
+  const std::pair<const char*, const char*> defaults[] = {{"--hook-path", "/usr/local"},
+                                                          {"--node-dir", "/usr/local/vgpu/node"},
+                                                          {"--listen", "0.0.0.0"},
+                                                          {"--port", "9394"},
+                                                          {"--interval", "5"},
+                                                          {"--orphan-grace", "300"},
+                                                          {"--nvml-library", "libnvidia-ml.so.1"},
+                                                          {"--enforce-interval", "0.5"},
+                                                          {"--enforce-memory", "kill"},
+                                                          {"--enforce-mismatch", "report"},
+                                                          {"--enforce-unmanaged", "report"},
+                                                          {"--enforce-confirm-polls", "2"},
+                                                          {"--proc-root", "/proc"}};
   for (const auto& [flag, value] : defaults) {
     size_t at = help.find(std::string("\n  ") + flag + " ");
     ASSERT_NE(at, std::string::npos) << flag << " in\n" << help;
     std::string line = help.substr(at + 1, help.find('\n', at + 1) - at - 1);
     const std::string shown = std::string("=") + value;
     size_t v = line.find(shown);
-    EXPECT_TRUE(v != std::string::npos && (v + shown.size() == line.size() || line[v + shown.size()] == ' '))
+    EXPECT_TRUE(v != std::string::npos &&
+                (v + shown.size() == line.size() || line[v + shown.size()] == ' '))
         << flag << " should show =" << value << ": " << line;
   }
 }
 
 TEST(MonitorCommand, WarnsAtStartWhenTheContainersDirectoryIsMissing) {
   TempDir dir;
-  const std::string warning = dir.path() + "/vgpu/containers is missing: no container's region can be read, so no "
-                              "slice is measured or enforced until it appears (the device plugin creates it when it "
-                              "starts). If the device plugin uses another folder, point --hook-path (env HOOK_PATH) "
-                              "at the one holding vgpu/containers";
+  const std::string warning =
+      dir.path() +
+      "/vgpu/containers is missing: no container's region can be read, so no "
+      "slice is measured or enforced until it appears (the device plugin creates it when it "
+      "starts). If the device plugin uses another folder, point --hook-path (env HOOK_PATH) "
+      "at the one holding vgpu/containers";
   EXPECT_EQ(MissingContainersWarning(dir.path()), warning);
   std::ofstream(dir.path() + "/vgpu") << "a file, not a folder";
   EXPECT_EQ(MissingContainersWarning(dir.path()), warning);  // vgpu is a file: still missing
@@ -132,11 +146,11 @@ TEST(MonitorCommand, WarnsAtStartWhenTheContainersDirectoryIsMissing) {
   // The command logs it once at start, as a warning.
   std::ostringstream log;
   auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   ::testing::internal::CaptureStdout();
-  int rc = RunCli({"monitor", "--once", "--no-apiserver", "--no-enforce", "--hook-path", dir.path(), "--node-dir", "",
-                   "--nvml-library", dir.path() + "/no-libnvidia-ml.so.1"});
+  int rc = RunCli({"monitor", "--once", "--no-apiserver", "--no-enforce", "--hook-path", dir.path(),
+                   "--node-dir", "", "--nvml-library", dir.path() + "/no-libnvidia-ml.so.1"});
   ::testing::internal::GetCapturedStdout();
   spdlog::set_default_logger(previous);
   EXPECT_EQ(rc, 0);
@@ -146,11 +160,11 @@ TEST(MonitorCommand, WarnsAtStartWhenTheContainersDirectoryIsMissing) {
   std::filesystem::create_directories(dir.path() + "/vgpu/containers");
   EXPECT_EQ(MissingContainersWarning(dir.path()), "");
   std::ostringstream quiet;
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(quiet)));
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(quiet)));
   ::testing::internal::CaptureStdout();
-  rc = RunCli({"monitor", "--once", "--no-apiserver", "--no-enforce", "--hook-path", dir.path(), "--node-dir", "",
-               "--nvml-library", dir.path() + "/no-libnvidia-ml.so.1"});
+  rc = RunCli({"monitor", "--once", "--no-apiserver", "--no-enforce", "--hook-path", dir.path(),
+               "--node-dir", "", "--nvml-library", dir.path() + "/no-libnvidia-ml.so.1"});
   ::testing::internal::GetCapturedStdout();
   spdlog::set_default_logger(previous);
   EXPECT_EQ(rc, 0);

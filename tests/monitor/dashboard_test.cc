@@ -6,14 +6,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <filesystem>
-#include <fstream>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "monitor/monitor.h"
 #include "region_files.h"
@@ -75,7 +74,8 @@ std::string MonitorScrape(const TempDir& dir) {
   node.magic = vgpu::kNodeGpuMagic;
   node.version = 1;
   node.high_last_launch_ns = 1;
-  WriteBytes(dir.path() + "/node/" + kGpu0, std::string(reinterpret_cast<const char*>(&node), sizeof node));
+  WriteBytes(dir.path() + "/node/" + kGpu0,
+             std::string(reinterpret_cast<const char*>(&node), sizeof node));
   OneGpu gpus;
   FlakyPods pods;
   MonitorOptions o;
@@ -95,13 +95,21 @@ std::string SchedulerScrape() {
   scheduler::SchedulerOptions options;
   options.http.port = 0;
   scheduler::SchedulerService service(options, nullptr);
-  json node = {{"metadata", {{"name", "n"}, {"annotations", {{"hami.io/node-nvidia-register",
-      R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
-               {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+  json node = {
+      {"metadata",
+       {{"name", "n"},
+        {"annotations",
+         {{"hami.io/node-nvidia-register",
+           R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
+      {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
   EXPECT_TRUE(service.state().UpsertNode(node).ok());
-  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u1"},
-                            {"annotations", {{"hami.io/vgpu-node", "n"},
-                                             {"hami.io/vgpu-devices-allocated", "GPU-1,NVIDIA,5000,10:;"}}}}},
+  json pod = {{"metadata",
+               {{"name", "p"},
+                {"namespace", "ns"},
+                {"uid", "u1"},
+                {"annotations",
+                 {{"hami.io/vgpu-node", "n"},
+                  {"hami.io/vgpu-devices-allocated", "GPU-1,NVIDIA,5000,10:;"}}}}},
               {"spec", {{"containers", {{{"name", "a"}}}}}},
               {"status", {{"phase", "Running"}}}};
   EXPECT_TRUE(service.state().UpsertPod(pod).ok());
@@ -126,7 +134,8 @@ TEST(Dashboard, ParsesAndEveryQueriedMetricExistsInAScrape) {
   // Variables defined, and every $variable used in a query is one of them (or Grafana's own).
   std::set<std::string> vars = {"__all", "__interval", "__rate_interval", "__range"};
   for (const auto& v : dash["templating"]["list"]) vars.insert(v["name"].get<std::string>());
-  for (const char* needed : {"datasource", "node", "namespace", "idle_minutes"}) EXPECT_TRUE(vars.count(needed)) << needed;
+  for (const char* needed : {"datasource", "node", "namespace", "idle_minutes"})
+    EXPECT_TRUE(vars.count(needed)) << needed;
 
   std::vector<std::string> queries;
   int data_panels = 0;
@@ -163,7 +172,8 @@ TEST(Dashboard, ParsesAndEveryQueriedMetricExistsInAScrape) {
                                 std::isdigit(static_cast<unsigned char>(q[j])) || q[j] == '_')) {
           ++j;
         }
-        if (j > i + std::strlen(prefix) && (j == q.size() || !word(q[j]))) out.push_back(q.substr(i, j - i));
+        if (j > i + std::strlen(prefix) && (j == q.size() || !word(q[j])))
+          out.push_back(q.substr(i, j - i));
       }
     }
     return out;
@@ -174,7 +184,8 @@ TEST(Dashboard, ParsesAndEveryQueriedMetricExistsInAScrape) {
       if (q[i] != '$') continue;
       size_t j = i + 1;
       if (j < q.size() && q[j] == '{') ++j;
-      if (j >= q.size() || !(std::isalpha(static_cast<unsigned char>(q[j])) || q[j] == '_')) continue;
+      if (j >= q.size() || !(std::isalpha(static_cast<unsigned char>(q[j])) || q[j] == '_'))
+        continue;
       size_t k = j;
       while (k < q.size() && word(q[k])) ++k;
       out.push_back(q.substr(j, k - j));

@@ -35,7 +35,8 @@ struct RecordedEvent {
 };
 class Events : public EventSink {
  public:
-  void PodWarning(const PodRef& pod, const std::string& reason, const std::string& message) override {
+  void PodWarning(const PodRef& pod, const std::string& reason,
+                  const std::string& message) override {
     events.push_back({pod, reason, message});
   }
   std::vector<RecordedEvent> events;
@@ -61,8 +62,10 @@ class EnforcementTest : public ::testing::Test {
     hook_ = dir_ + "/hook";
     proc_ = dir_ + "/proc";
     state_ = dir_ + "/state";
-    for (const auto& d : {hook_ + "/vgpu/limits", hook_ + "/vgpu/containers", proc_, state_}) fs::create_directories(d);
-    // GPU 0 holds 2048 MiB: two 1000 MiB slices fit, a 1100 MiB bypass plus a full neighbour do not.
+    for (const auto& d : {hook_ + "/vgpu/limits", hook_ + "/vgpu/containers", proc_, state_})
+      fs::create_directories(d);
+    // GPU 0 holds 2048 MiB: two 1000 MiB slices fit, a 1100 MiB bypass plus a full neighbour do
+    // not.
     setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":2048," + kOtherGpu + ":2048").c_str(), 1);
     setenv("FAKE_GPU_STATE_DIR", state_.c_str(), 1);
     auto n = enforce::NvmlProcesses::Open(std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1");
@@ -86,18 +89,24 @@ class EnforcementTest : public ::testing::Test {
         << "NVIDIA_VISIBLE_DEVICES=" << kGpu << "\nCUDA_DEVICE_MEMORY_LIMIT_0=" << limit << "\n";
     fs::create_directories(hook_ + "/vgpu/containers/" + uid + "_main");
   }
-  std::string Region(const std::string& uid) { return hook_ + "/vgpu/containers/" + uid + "_main/region.cache"; }
+  std::string Region(const std::string& uid) {
+    return hook_ + "/vgpu/containers/" + uid + "_main/region.cache";
+  }
   // Starts `program ops…` as a process of container `uid` (cgroup "" = a host process).
-  Proc Start(const std::string& program, const std::vector<std::string>& ops, const std::string& uid,
-             const std::string& cid, const std::string& cgroup = "") {
+  Proc Start(const std::string& program, const std::vector<std::string>& ops,
+             const std::string& uid, const std::string& cid, const std::string& cgroup = "") {
     int p[2], q[2];
     EXPECT_EQ(pipe(p), 0);
     EXPECT_EQ(pipe(q), 0);
-    std::vector<std::string> env_s = {"LD_PRELOAD=" FRACGPU_LIBVGPU, "LD_LIBRARY_PATH=" FRACGPU_FAKES_LIB,
-                                      "FAKE_GPU_DEVICES=" + std::string(getenv("FAKE_GPU_DEVICES")),
-                                      "FAKE_GPU_STATE_DIR=" + state_, "LIBCUDA_LOG_LEVEL=0",
-                                      "CUDA_DEVICE_MEMORY_LIMIT_0=1000m", "NVIDIA_VISIBLE_DEVICES=" + std::string(kGpu),
-                                      "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + (uid.empty() ? dir_ + "/host.cache" : Region(uid))};
+    std::vector<std::string> env_s = {
+        "LD_PRELOAD=" FRACGPU_LIBVGPU,
+        "LD_LIBRARY_PATH=" FRACGPU_FAKES_LIB,
+        "FAKE_GPU_DEVICES=" + std::string(getenv("FAKE_GPU_DEVICES")),
+        "FAKE_GPU_STATE_DIR=" + state_,
+        "LIBCUDA_LOG_LEVEL=0",
+        "CUDA_DEVICE_MEMORY_LIMIT_0=1000m",
+        "NVIDIA_VISIBLE_DEVICES=" + std::string(kGpu),
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + (uid.empty() ? dir_ + "/host.cache" : Region(uid))};
     std::vector<char*> envp;
     for (auto& s : env_s) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -122,9 +131,10 @@ class EnforcementTest : public ::testing::Test {
     fs::create_directories(d);
     std::string sd = uid;
     std::replace(sd.begin(), sd.end(), '-', '_');
-    std::ofstream(d + "/cgroup") << (cgroup.empty() ? "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
-                                                           sd + ".slice/cri-containerd-" + cid + ".scope\n"
-                                                     : cgroup);
+    std::ofstream(d + "/cgroup")
+        << (cgroup.empty() ? "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
+                                 sd + ".slice/cri-containerd-" + cid + ".scope\n"
+                           : cgroup);
     {
       std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
       std::ofstream(d + "/stat") << in.rdbuf();  // start time is fixed for the process's life
@@ -181,19 +191,23 @@ TEST_F(EnforcementTest, BypassOverTheLimitIsKilledWithAnEventAndTheNeighbourGets
   ASSERT_NE(kill_event, nullptr);
   EXPECT_EQ(kill_event->pod.name, "pod-a");
   EXPECT_EQ(kill_event->pod.namespace_name, "team-a");
-  EXPECT_NE(kill_event->message.find("uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB)"), std::string::npos)
+  EXPECT_NE(kill_event->message.find("uses 1100.0 MiB of 1000.0 MiB (+100.0 MiB)"),
+            std::string::npos)
       << kill_event->message;
-  EXPECT_NE(kill_event->message.find("killed pid " + std::to_string(a.pid)), std::string::npos) << kill_event->message;
+  EXPECT_NE(kill_event->message.find("killed pid " + std::to_string(a.pid)), std::string::npos)
+      << kill_event->message;
   EXPECT_EQ(Metric("memory_over_limit"), 1);
-  EXPECT_NE(registry_.Render().find("fracgpu_enforcement_kills_total{reason=\"memory_over_limit\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      registry_.Render().find("fracgpu_enforcement_kills_total{reason=\"memory_over_limit\"} 1"),
+      std::string::npos);
   // The neighbour now allocates its whole 1000 MiB slice through libvgpu.so.
   Proc b = Start(FRACGPU_VGPU_APP, {"init", "alloc:1048576000", "wait"}, kUidB, kIdB);
   EXPECT_EQ(b.Line(), "init 0");
   EXPECT_EQ(b.Line().rfind("alloc 0", 0), 0u);
   EXPECT_EQ(b.Line(), "ready");  // holds its slice while the agent keeps polling
   for (int i = 0; i < 4; ++i) e.Poll(3 + i, pods_);
-  for (const auto& ev : events_.events) EXPECT_EQ(ev.pod.name, "pod-a") << ev.message;  // B is compliant
+  for (const auto& ev : events_.events)
+    EXPECT_EQ(ev.pod.name, "pod-a") << ev.message;  // B is compliant
 }
 
 TEST_F(EnforcementTest, ReportModeKeepsItRunningAndReportsOncePerEpisode) {
@@ -235,7 +249,8 @@ TEST_F(EnforcementTest, TenantThatZeroesItsRegionIsDetectedAndActedOn) {
   e.Poll(4, pods_);
   ASSERT_EQ(events_.events.size(), 1u);
   EXPECT_EQ(events_.events[0].reason, "GPUProcessKilled");
-  EXPECT_NE(events_.events[0].message.find("region_mismatch"), std::string::npos) << events_.events[0].message;
+  EXPECT_NE(events_.events[0].message.find("region_mismatch"), std::string::npos)
+      << events_.events[0].message;
   EXPECT_NE(events_.events[0].message.find("not a valid region (magic 0x0"), std::string::npos)
       << events_.events[0].message;
   EXPECT_EQ(WaitSignal(a.pid), SIGKILL);
@@ -250,7 +265,8 @@ TEST_F(EnforcementTest, UnreadableLimitsAndForeignProcessesAreReportedNeverKille
   Container(kUidB);  // names GPU 0: managed
   Proc a = Start(FRACGPU_BYPASS_APP, {"bypass:1100", "hold:15000"}, kUidA, kIdA);
   ASSERT_EQ(a.Line().rfind("over ", 0), 0u);
-  Proc host = Start(FRACGPU_BYPASS_APP, {"bypass:100", "hold:15000"}, "", "", "0::/system.slice/trainer.service\n");
+  Proc host = Start(FRACGPU_BYPASS_APP, {"bypass:100", "hold:15000"}, "", "",
+                    "0::/system.slice/trainer.service\n");
   ASSERT_EQ(host.Line().rfind("over ", 0), 0u);
   enforce::Policy harsh;
   harsh.unmanaged = enforce::Action::kKill;
@@ -282,7 +298,8 @@ TEST_F(EnforcementTest, NvmlErrorsAndExitedProcessesKeepTheAgentRunning) {
       enforce::GpuSample h;
       h.uuid = kOtherGpu;
       h.processes_ok = false;
-      errors->push_back("nvmlDeviceGetComputeRunningProcesses_v3(" + std::string(kOtherGpu) + "): Unknown Error (999)");
+      errors->push_back("nvmlDeviceGetComputeRunningProcesses_v3(" + std::string(kOtherGpu) +
+                        "): Unknown Error (999)");
       return std::vector<enforce::GpuSample>{g, h};
     }
     int calls = 0;
@@ -293,7 +310,8 @@ TEST_F(EnforcementTest, NvmlErrorsAndExitedProcessesKeepTheAgentRunning) {
   o.proc_root = proc_;
   NodeEnforcer e(o, &failing, &events_, &registry_);
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(e.Poll(i, pods_).empty());
-  EXPECT_NE(registry_.Render().find("fracgpu_monitor_errors_total{source=\"nvml_processes\"} 6"), std::string::npos)
+  EXPECT_NE(registry_.Render().find("fracgpu_monitor_errors_total{source=\"nvml_processes\"} 6"),
+            std::string::npos)
       << registry_.Render();
   EXPECT_TRUE(events_.events.empty());
 }

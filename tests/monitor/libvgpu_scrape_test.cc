@@ -29,8 +29,8 @@ using vgpu::testing::Finish;
 using vgpu::testing::kTwoGpus;
 using vgpu::testing::kUuid0;
 using vgpu::testing::kUuid1;
-using vgpu::testing::ReadLine;
 using vgpu::testing::Rc;
+using vgpu::testing::ReadLine;
 using vgpu::testing::Sandbox;
 using vgpu::testing::Spawn;
 
@@ -86,7 +86,8 @@ class LibvgpuScrape : public ::testing::Test {
     ::setenv("FAKE_GPU_STATE_DIR", box_.dir().c_str(), 1);
   }
   // The environment of one container's processes (what the device plugin's Allocate sets).
-  std::map<std::string, std::string> ContainerEnv(const std::string& uid, const std::string& container) {
+  std::map<std::string, std::string> ContainerEnv(const std::string& uid,
+                                                  const std::string& container) {
     std::string dir = hook_ + "/vgpu/containers/" + uid + "_" + container;
     std::filesystem::create_directories(dir);
     auto env = box_.Env();
@@ -125,7 +126,8 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   a["CUDA_DEVICE_MEMORY_LIMIT_0"] = "256m";
   a["CUDA_DEVICE_SM_LIMIT"] = "30";
   uint64_t before_launch = MonotonicNowNs();
-  Child a1 = Start(a, {"init", "alloc:10485760", "alloc:20971520", "module", "cost:5000000000", "launch:50", "sync"});
+  Child a1 = Start(a, {"init", "alloc:10485760", "alloc:20971520", "module", "cost:5000000000",
+                       "launch:50", "sync"});
   Child a2 = Start(a, {"init", "alloc:31457280", "cost:5000000000", "launch:20", "sync"});
   uint64_t after_launch = MonotonicNowNs();
   Child a3 = Start(a, {"init", "alloc:41943040"});
@@ -156,7 +158,8 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   // A container whose region is damaged (a version-1 header): skipped, the rest exported.
   {
     std::string dir = hook_ + "/vgpu/containers/" + std::string(kUidBroken) + "_broken";
-    std::filesystem::copy_file(hook_ + "/vgpu/containers/" + kUidC + "_worker/region.cache", dir + ".tmp");
+    std::filesystem::copy_file(hook_ + "/vgpu/containers/" + kUidC + "_worker/region.cache",
+                               dir + ".tmp");
     std::filesystem::create_directories(dir);
     std::string bytes = ReadBytes(dir + ".tmp");
     uint32_t one = 1;
@@ -181,7 +184,8 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   K8sPodLister lister(client->get());
 
   // The monitor samples NVML at virtual time 1 s: every kernel above ran in [0, 250 ms].
-  void* cuda = ::dlopen((std::string(FRACGPU_FAKES_LIB) + "/libcuda.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* cuda =
+      ::dlopen((std::string(FRACGPU_FAKES_LIB) + "/libcuda.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(cuda, nullptr) << ::dlerror();
   auto sleep_until = reinterpret_cast<void (*)(uint64_t)>(::dlsym(cuda, "fakeClockSleepUntilNs"));
   ASSERT_NE(sleep_until, nullptr);
@@ -245,8 +249,9 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   EXPECT_EQ(v["fracgpu_monitor_region_skipped_total{reason=\"bad_version\"}"], 1);
   EXPECT_EQ(text.find("pod=\"broken\""), std::string::npos);
   // HAMi names: same values, HAMi's labels and percent units.
-  const std::string ha = "{namespace=\"team-a\",pod=\"train\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
-                         std::string(kUuid0) + "\",zone=\"vGPU\"}";
+  const std::string ha =
+      "{namespace=\"team-a\",pod=\"train\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
+      std::string(kUuid0) + "\",zone=\"vGPU\"}";
   EXPECT_EQ(v["hami_vgpu_memory_used_bytes" + ha], 2 * kCtx + 60 * kMiB + kModule);
   EXPECT_EQ(v["hami_vgpu_memory_module_bytes" + ha], kModule);
   EXPECT_DOUBLE_EQ(v["hami_container_device_utilization_ratio" + ha], 35);
@@ -255,8 +260,8 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   std::string scrape = box_.dir() + "/scrape.prom";
   WriteBytes(scrape, text);
   ASSERT_STRNE(FRACGPU_PROMTOOL, "PROMTOOL-NOTFOUND") << "install the Debian package prometheus";
-  std::string cmd = std::string(FRACGPU_PROMTOOL) + " check metrics < " + scrape + " > " + box_.dir() +
-                    "/promtool.out 2>&1";
+  std::string cmd = std::string(FRACGPU_PROMTOOL) + " check metrics < " + scrape + " > " +
+                    box_.dir() + "/promtool.out 2>&1";
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << ReadBytes(box_.dir() + "/promtool.out");
 
@@ -264,7 +269,8 @@ TEST_F(LibvgpuScrape, ScrapedValuesEqualWhatTheContainersAllocated) {
   // FRACGPU_UPDATE_GOLDEN=1 after checking the differences by hand.
   std::string golden = std::string(FRACGPU_MONITOR_GOLDEN) + "/libvgpu_scrape.prom";
   std::string normalised = NormaliseAges(text);
-  if (const char* up = std::getenv("FRACGPU_UPDATE_GOLDEN"); up && std::string(up) == "1") WriteBytes(golden, normalised);
+  if (const char* up = std::getenv("FRACGPU_UPDATE_GOLDEN"); up && std::string(up) == "1")
+    WriteBytes(golden, normalised);
   EXPECT_EQ(normalised, ReadBytes(golden));
 
   for (Child* k : {&a1, &a2, &b1, &b2, &c1}) Finish(*k);

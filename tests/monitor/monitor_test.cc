@@ -42,8 +42,10 @@ class FakeGpus : public GpuStatsSource {
   std::map<std::string, int> util_calls;
 };
 
-nlohmann::json Pod(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node) {
-  return {{"metadata", {{"namespace", ns}, {"name", name}, {"uid", uid}}}, {"spec", {{"nodeName", node}}}};
+nlohmann::json Pod(const std::string& ns, const std::string& name, const std::string& uid,
+                   const std::string& node) {
+  return {{"metadata", {{"namespace", ns}, {"name", name}, {"uid", uid}}},
+          {"spec", {{"nodeName", node}}}};
 }
 
 class MonitorTest : public ::testing::Test {
@@ -64,7 +66,8 @@ class MonitorTest : public ::testing::Test {
     lister_ = std::make_unique<K8sPodLister>(client_.get());
   }
   // A container directory with a region holding one process on GPU 0.
-  std::string AddContainer(const std::string& uid, const std::string& container, uint64_t data, int32_t host_pid) {
+  std::string AddContainer(const std::string& uid, const std::string& container, uint64_t data,
+                           int32_t host_pid) {
     std::string d = root_ + "/" + uid + "_" + container;
     std::filesystem::create_directories(d);
     auto h = MakeRegion(d + "/region.cache", {{kGpu0, 256 * kMiB, 40}});
@@ -109,22 +112,29 @@ TEST_F(MonitorTest, NamesSlicesAfterTheirPodsAndExportsExactValues) {
   EXPECT_DOUBLE_EQ(*s.slices[1].sm_utilization, 0.5);
   EXPECT_EQ(gpus_.util_calls[kGpu0], 1);  // one NVML query per GPU per poll, shared by slices
   std::string text = m.registry().Render();
-  const std::string l = "{node=\"node-a\",namespace=\"team-a\",pod=\"train\",container=\"main\",device_uuid=\"" +
-                        std::string(kGpu0) + "\"}";
-  EXPECT_NE(text.find("fracgpu_container_memory_used_bytes" + l + " 33554432\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("fracgpu_container_memory_limit_bytes" + l + " 268435456\n"), std::string::npos);
-  EXPECT_NE(text.find("fracgpu_container_memory_context_bytes" + l + " 2097152\n"), std::string::npos);
-  EXPECT_NE(text.find("fracgpu_container_memory_data_bytes" + l + " 31457280\n"), std::string::npos);
+  const std::string l =
+      "{node=\"node-a\",namespace=\"team-a\",pod=\"train\",container=\"main\",device_uuid=\"" +
+      std::string(kGpu0) + "\"}";
+  EXPECT_NE(text.find("fracgpu_container_memory_used_bytes" + l + " 33554432\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fracgpu_container_memory_limit_bytes" + l + " 268435456\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("fracgpu_container_memory_context_bytes" + l + " 2097152\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("fracgpu_container_memory_data_bytes" + l + " 31457280\n"),
+            std::string::npos);
   EXPECT_NE(text.find("fracgpu_container_sm_limit_ratio" + l + " 0.4\n"), std::string::npos);
   EXPECT_NE(text.find("fracgpu_container_sm_utilization_ratio" + l + " 0.25\n"), std::string::npos);
-  EXPECT_EQ(text.find("fracgpu_container_last_kernel_age_seconds"), std::string::npos);  // never launched
+  EXPECT_EQ(text.find("fracgpu_container_last_kernel_age_seconds"),
+            std::string::npos);  // never launched
   EXPECT_NE(text.find("fracgpu_gpu_slices{node=\"node-a\",device_uuid=\"" + std::string(kGpu0) +
                       "\",device_index=\"0\",model=\"Fake A100\"} 2\n"),
             std::string::npos);
-  EXPECT_NE(text.find("fracgpu_gpu_utilization_ratio{node=\"node-a\",device_uuid=\"" + std::string(kGpu0) +
-                      "\",device_index=\"0\",model=\"Fake A100\"} 0.5\n"),
+  EXPECT_NE(text.find("fracgpu_gpu_utilization_ratio{node=\"node-a\",device_uuid=\"" +
+                      std::string(kGpu0) + "\",device_index=\"0\",model=\"Fake A100\"} 0.5\n"),
             std::string::npos);
-  EXPECT_NE(text.find("fracgpu_build_info{component=\"monitor\",version=\"test\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("fracgpu_build_info{component=\"monitor\",version=\"test\"} 1\n"),
+            std::string::npos);
   // HAMi's names come by default (HamiNamesCarryHamiLabelsAndUnits checks them).
   EXPECT_NE(text.find("hami_vgpu_memory_used_bytes{"), std::string::npos);
 }
@@ -143,12 +153,14 @@ TEST_F(MonitorTest, RemovesDirectoriesOfGonePodsOnlyAfterTheGracePeriod) {
   api_.FailNext("GET", "/api/v1/pods", 500, 1);
   m.Poll(160 * kSec);
   EXPECT_TRUE(std::filesystem::exists(gone));
-  EXPECT_NE(m.registry().Render().find("fracgpu_monitor_errors_total{source=\"apiserver\"} 1\n"), std::string::npos);
+  EXPECT_NE(m.registry().Render().find("fracgpu_monitor_errors_total{source=\"apiserver\"} 1\n"),
+            std::string::npos);
   m.Poll(161 * kSec);  // list works again, orphaned for 61 s: removed
   EXPECT_FALSE(std::filesystem::exists(gone));
   EXPECT_FALSE(std::filesystem::exists(moved));  // its pod is on another node
   EXPECT_TRUE(std::filesystem::exists(live));
-  EXPECT_NE(m.registry().Render().find("fracgpu_monitor_directories_removed_total 2\n"), std::string::npos);
+  EXPECT_NE(m.registry().Render().find("fracgpu_monitor_directories_removed_total 2\n"),
+            std::string::npos);
   // A pod that comes back (same UID listed again) resets its timer; a live pod is never removed.
   m.Poll(10000 * kSec);
   EXPECT_TRUE(std::filesystem::exists(live));
@@ -213,11 +225,17 @@ TEST_F(MonitorTest, BadFilesAndEntriesAreSkippedWithAReasonAndTheRestExported) {
   EXPECT_EQ(skipped["uid-g_garbage"].rfind("bad_magic: ", 0), 0u);
   EXPECT_EQ(skipped["uid-m_missing"].rfind("missing: ", 0), 0u);
   std::string text = m.registry().Render();
-  EXPECT_NE(text.find("fracgpu_monitor_region_skipped_total{reason=\"size\"} 2\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("fracgpu_monitor_region_skipped_total{reason=\"bad_version\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("fracgpu_monitor_region_skipped_total{reason=\"bad_magic\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("fracgpu_container_memory_used_bytes{node=\"node-a\",namespace=\"ns\",pod=\"good\""),
+  EXPECT_NE(text.find("fracgpu_monitor_region_skipped_total{reason=\"size\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fracgpu_monitor_region_skipped_total{reason=\"bad_version\"} 1\n"),
             std::string::npos);
+  EXPECT_NE(text.find("fracgpu_monitor_region_skipped_total{reason=\"bad_magic\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "fracgpu_container_memory_used_bytes{node=\"node-a\",namespace=\"ns\",pod=\"good\""),
+      std::string::npos);
 }
 
 TEST_F(MonitorTest, NvmlFailureKeepsRegionMetrics) {
@@ -244,10 +262,12 @@ TEST_F(MonitorTest, LastKernelAgeAndPriorityFileAge) {
   node.magic = vgpu::kNodeGpuMagic;
   node.version = 1;
   node.high_last_launch_ns = 9 * kSec + 500'000'000;
-  WriteBytes(dir_.path() + "/node/" + kGpu0, std::string(reinterpret_cast<const char*>(&node), sizeof node));
+  WriteBytes(dir_.path() + "/node/" + kGpu0,
+             std::string(reinterpret_cast<const char*>(&node), sizeof node));
   vgpu::NodeGpu bad = node;
   bad.magic = 0;  // not initialised: ignored
-  WriteBytes(dir_.path() + "/node/" + kGpu1, std::string(reinterpret_cast<const char*>(&bad), sizeof bad));
+  WriteBytes(dir_.path() + "/node/" + kGpu1,
+             std::string(reinterpret_cast<const char*>(&bad), sizeof bad));
   Monitor m(Options(), &gpus_, nullptr);
   m.Poll(12 * kSec);
   Snapshot s = m.snapshot();
@@ -256,8 +276,8 @@ TEST_F(MonitorTest, LastKernelAgeAndPriorityFileAge) {
   ASSERT_EQ(s.priority_launch_age_s.size(), 1u);
   EXPECT_DOUBLE_EQ(s.priority_launch_age_s[kGpu0], 2.5);
   std::string text = m.registry().Render();
-  EXPECT_NE(text.find("fracgpu_gpu_priority_launch_age_seconds{node=\"node-a\",device_uuid=\"" + std::string(kGpu0) +
-                      "\"} 2.5\n"),
+  EXPECT_NE(text.find("fracgpu_gpu_priority_launch_age_seconds{node=\"node-a\",device_uuid=\"" +
+                      std::string(kGpu0) + "\"} 2.5\n"),
             std::string::npos)
       << text;
   // A stamp in the future (a lying or reset clock) is not exported as a negative age.
@@ -277,32 +297,42 @@ TEST_F(MonitorTest, HamiNamesCarryHamiLabelsAndUnits) {
   Monitor m(o, &gpus_, lister_.get());
   m.Poll(kSec);
   std::string text = m.registry().Render();
-  const std::string h = "{namespace=\"team-a\",pod=\"train\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
-                        std::string(kGpu0) + "\",zone=\"vGPU\"}";
+  const std::string h =
+      "{namespace=\"team-a\",pod=\"train\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
+      std::string(kGpu0) + "\",zone=\"vGPU\"}";
   // 2 MiB context + 30 MiB data (AddContainer), limit 256 MiB, SM 25 %.
-  EXPECT_NE(text.find("hami_vgpu_memory_used_bytes" + h + " " + std::to_string(32 * kMiB) + "\n"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("hami_container_device_memory_bytes" + h + " " + std::to_string(32 * kMiB) + "\n"),
-            std::string::npos);
-  EXPECT_NE(text.find("hami_vgpu_memory_limit_bytes" + h + " " + std::to_string(256 * kMiB) + "\n"), std::string::npos);
-  EXPECT_NE(text.find("hami_vgpu_memory_context_bytes" + h + " " + std::to_string(2 * kMiB) + "\n"), std::string::npos);
-  EXPECT_NE(text.find("hami_vgpu_memory_buffer_bytes" + h + " " + std::to_string(30 * kMiB) + "\n"), std::string::npos);
-  EXPECT_NE(text.find("hami_container_device_utilization_ratio" + h + " 25\n"), std::string::npos);
-  EXPECT_NE(text.find("hami_host_gpu_utilization_ratio{node=\"node-a\",device_index=\"0\",device_uuid=\"" +
-                      std::string(kGpu0) + "\",device_type=\"NVIDIA-Fake A100\",zone=\"vGPU\"} 50\n"),
+  EXPECT_NE(text.find("hami_vgpu_memory_used_bytes" + h + " " + std::to_string(32 * kMiB) + "\n"),
             std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("hami_container_device_memory_bytes" + h + " " + std::to_string(32 * kMiB) + "\n"),
+      std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_limit_bytes" + h + " " + std::to_string(256 * kMiB) + "\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_context_bytes" + h + " " + std::to_string(2 * kMiB) + "\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_buffer_bytes" + h + " " + std::to_string(30 * kMiB) + "\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("hami_container_device_utilization_ratio" + h + " 25\n"), std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "hami_host_gpu_utilization_ratio{node=\"node-a\",device_index=\"0\",device_uuid=\"" +
+          std::string(kGpu0) + "\",device_type=\"NVIDIA-Fake A100\",zone=\"vGPU\"} 50\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("# TYPE hami_vgpu_memory_used_bytes gauge\n"), std::string::npos);
   EXPECT_NE(text.find("hami_build_info{version=\"test\",revision=\""), std::string::npos) << text;
-  EXPECT_EQ(text.find("vGPU_device_memory"), std::string::npos);  // pre-v2.10 names: only with --legacy-metrics
+  EXPECT_EQ(text.find("vGPU_device_memory"),
+            std::string::npos);  // pre-v2.10 names: only with --legacy-metrics
 
   // --legacy-metrics: HAMi's pre-v2.10 names too, the memory breakdown in labels.
   o.legacy_metric_names = true;
   Monitor legacy(o, &gpus_, lister_.get());
   legacy.Poll(kSec);
   std::string text_legacy = legacy.registry().Render();
-  const std::string lo = "{podnamespace=\"team-a\",podname=\"train\",ctrname=\"main\",vdeviceid=\"0\",deviceuuid=\"" +
-                         std::string(kGpu0);
+  const std::string lo =
+      "{podnamespace=\"team-a\",podname=\"train\",ctrname=\"main\",vdeviceid=\"0\",deviceuuid=\"" +
+      std::string(kGpu0);
   EXPECT_NE(text_legacy.find("vGPU_device_memory_usage_in_bytes" + lo + "\",zone=\"vGPU\"} " +
                              std::to_string(32 * kMiB) + "\n"),
             std::string::npos)
@@ -310,13 +340,17 @@ TEST_F(MonitorTest, HamiNamesCarryHamiLabelsAndUnits) {
   EXPECT_NE(text_legacy.find("vGPU_device_memory_limit_in_bytes" + lo + "\",zone=\"vGPU\"} " +
                              std::to_string(256 * kMiB) + "\n"),
             std::string::npos);
-  EXPECT_NE(text_legacy.find("Device_memory_desc_of_container" + lo + "\",context=\"" + std::to_string(2 * kMiB) +
-                             "\",module=\"0\",data=\"" + std::to_string(30 * kMiB) +
-                             "\",offset=\"0\",zone=\"vGPU\"} " + std::to_string(32 * kMiB) + "\n"),
+  EXPECT_NE(text_legacy.find("Device_memory_desc_of_container" + lo + "\",context=\"" +
+                             std::to_string(2 * kMiB) + "\",module=\"0\",data=\"" +
+                             std::to_string(30 * kMiB) + "\",offset=\"0\",zone=\"vGPU\"} " +
+                             std::to_string(32 * kMiB) + "\n"),
             std::string::npos)
       << text_legacy;
-  EXPECT_NE(text_legacy.find("Device_utilization_desc_of_container" + lo + "\",zone=\"vGPU\"} 25\n"), std::string::npos);
-  EXPECT_NE(text_legacy.find("HostCoreUtilization{nodeid=\"node-a\",deviceidx=\"0\",deviceuuid=\"" + std::string(kGpu0) +
+  EXPECT_NE(
+      text_legacy.find("Device_utilization_desc_of_container" + lo + "\",zone=\"vGPU\"} 25\n"),
+      std::string::npos);
+  EXPECT_NE(text_legacy.find("HostCoreUtilization{nodeid=\"node-a\",deviceidx=\"0\",deviceuuid=\"" +
+                             std::string(kGpu0) +
                              "\",devicetype=\"NVIDIA-Fake A100\",zone=\"vGPU\"} 50\n"),
             std::string::npos)
       << text_legacy;
@@ -328,10 +362,12 @@ TEST_F(MonitorTest, HamiNamesCarryHamiLabelsAndUnits) {
   off.Poll(kSec);
   std::string text_off = off.registry().Render();
   EXPECT_EQ(text_off.find("hami_"), std::string::npos) << text_off;
-  EXPECT_NE(text_off.find("fracgpu_container_memory_used_bytes{node=\"node-a\",namespace=\"team-a\",pod=\"train\","
-                          "container=\"main\",device_uuid=\"" + std::string(kGpu0) + "\"} " +
-                          std::to_string(32 * kMiB) + "\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text_off.find(
+          "fracgpu_container_memory_used_bytes{node=\"node-a\",namespace=\"team-a\",pod=\"train\","
+          "container=\"main\",device_uuid=\"" +
+          std::string(kGpu0) + "\"} " + std::to_string(32 * kMiB) + "\n"),
+      std::string::npos)
       << text_off;
 }
 
@@ -343,7 +379,8 @@ TEST(ContainerDirs, NamesAreParsedOrRefused) {
     const char* container;
   };
   const Case cases[] = {
-      {"0f1e2d3c-aaaa-bbbb-cccc-000000000001_main", true, "0f1e2d3c-aaaa-bbbb-cccc-000000000001", "main"},
+      {"0f1e2d3c-aaaa-bbbb-cccc-000000000001_main", true, "0f1e2d3c-aaaa-bbbb-cccc-000000000001",
+       "main"},
       {"uid_a_b", true, "uid", "a_b"},
       {"nounderscore", false, "", ""},
       {"_main", false, "", ""},
@@ -368,7 +405,8 @@ TEST(ContainerDirs, NamesAreParsedOrRefused) {
 TEST(ContainerDirs, PodListWithoutItemsIsRefused) {
   EXPECT_FALSE(PodsFromList(nlohmann::json::object()).ok());
   EXPECT_FALSE(PodsFromList(nlohmann::json::array()).ok());
-  auto ok = PodsFromList({{"items", {Pod("a", "b", "u1", "n"), {{"metadata", {{"name", "no-uid"}}}}, 5}}});
+  auto ok = PodsFromList(
+      {{"items", {Pod("a", "b", "u1", "n"), {{"metadata", {{"name", "no-uid"}}}}, 5}}});
   ASSERT_TRUE(ok.ok());
   ASSERT_EQ(ok->size(), 1u);
   EXPECT_EQ((*ok)[0], (PodRef{"u1", "a", "b", {}, {}}));

@@ -8,9 +8,9 @@
 
 #include <array>
 #include <cstring>
-#include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,7 +43,8 @@ struct DeviceSpec {
 
 /// Creates a valid region at `path` with `devices`; returns the mapping (unmap with
 /// vgpu::RegionClose). Slots are edited by the caller through the returned handle.
-inline vgpu::RegionHandle MakeRegion(const std::string& path, const std::vector<DeviceSpec>& devices) {
+inline vgpu::RegionHandle MakeRegion(const std::string& path,
+                                     const std::vector<DeviceSpec>& devices) {
   std::vector<vgpu::RegionDevice> init(devices.size());
   for (size_t i = 0; i < devices.size(); ++i) {
     std::memset(static_cast<void*>(&init[i]), 0, sizeof(vgpu::RegionDevice));
@@ -52,7 +53,8 @@ inline vgpu::RegionHandle MakeRegion(const std::string& path, const std::vector<
     init[i].sm_limit = devices[i].sm_limit;
   }
   vgpu::RegionHandle h;
-  if (vgpu::RegionOpen(path.c_str(), init.data(), static_cast<int>(init.size()), 0, 1, &h) != vgpu::RegionError::kOk)
+  if (vgpu::RegionOpen(path.c_str(), init.data(), static_cast<int>(init.size()), 0, 1, &h) !=
+      vgpu::RegionError::kOk)
     return {};
   return h;
 }
@@ -79,7 +81,8 @@ inline std::string ReadBytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 inline void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace fracgpu::monitor::testing

@@ -58,10 +58,10 @@ TEST(RegionReader, HostileNumbersAreReportedAsIsOrDropped) {
   std::string path = dir.path() + "/region.cache";
   auto h = MakeRegion(path, {{kGpuA, 64 * kMiB, 250}});
   ASSERT_NE(h.region, nullptr);
-  SetSlot(h.region, 0, 1, 0, {{0, 0, 1000 * kMiB}});         // host PID unknown; used > limit
-  SetSlot(h.region, 1, 2, -7, {{0, 0, UINT64_MAX}});         // negative host PID; saturating sum
+  SetSlot(h.region, 0, 1, 0, {{0, 0, 1000 * kMiB}});  // host PID unknown; used > limit
+  SetSlot(h.region, 1, 2, -7, {{0, 0, UINT64_MAX}});  // negative host PID; saturating sum
   SetSlot(h.region, 2, 3, 99, {{0, 0, 5}});
-  h.region->slots[3].state.store(12345);                     // garbage state: not active
+  h.region->slots[3].state.store(12345);  // garbage state: not active
   h.region->slots[3].used[0].store(77);
   // A UUID without NUL and with control bytes: bounded and sanitised.
   std::memset(h.region->devices[0].uuid, '\n', vgpu::kUuidSize);
@@ -91,20 +91,27 @@ TEST(RegionReader, BadFilesAreRefusedWithANamedReason) {
   auto put32 = [](std::string& b, size_t off, uint32_t v) { std::memcpy(b.data() + off, &v, 4); };
   const BadCase cases[] = {
       {"empty", [](std::string& b) { b.clear(); }, "size", "size is 0 bytes"},
-      {"truncated", [](std::string& b) { b.resize(b.size() - 1); }, "size", "size is " + std::to_string(kSize - 1)},
+      {"truncated", [](std::string& b) { b.resize(b.size() - 1); }, "size",
+       "size is " + std::to_string(kSize - 1)},
       {"header only", [](std::string& b) { b.resize(64); }, "size", "size is 64 bytes"},
-      {"oversized", [](std::string& b) { b.push_back('x'); }, "size", "size is " + std::to_string(kSize + 1)},
+      {"oversized", [](std::string& b) { b.push_back('x'); }, "size",
+       "size is " + std::to_string(kSize + 1)},
       {"oversized x2", [](std::string& b) { b += b; }, "size", "want"},
-      {"bad magic", [&](std::string& b) { put32(b, 0, 0xdeadbeef); }, "bad_magic", "magic is 3735928559"},
+      {"bad magic", [&](std::string& b) { put32(b, 0, 0xdeadbeef); }, "bad_magic",
+       "magic is 3735928559"},
       {"version 1", [&](std::string& b) { put32(b, 4, 1); }, "bad_version", "version is 1, want 2"},
       {"version 3", [&](std::string& b) { put32(b, 4, 3); }, "bad_version", "version is 3, want 2"},
-      {"region_size", [&](std::string& b) { put32(b, 8, 4096); }, "bad_layout", "region_size is 4096"},
+      {"region_size", [&](std::string& b) { put32(b, 8, 4096); }, "bad_layout",
+       "region_size is 4096"},
       {"slot_size", [&](std::string& b) { put32(b, 12, 8); }, "bad_layout", "slot_size is 8"},
       {"max_devices", [&](std::string& b) { put32(b, 16, 64); }, "bad_layout", "max_devices is 64"},
       {"max_slots", [&](std::string& b) { put32(b, 20, 1); }, "bad_layout", "max_slots is 1"},
-      {"device_count", [&](std::string& b) { put32(b, 24, 17); }, "bad_layout", "device_count is 17"},
-      {"device_count huge", [&](std::string& b) { put32(b, 24, 0xffffffffu); }, "bad_layout", "device_count is 4294967295"},
-      {"zeros", [](std::string& b) { std::fill(b.begin(), b.end(), '\0'); }, "bad_magic", "magic is 0"},
+      {"device_count", [&](std::string& b) { put32(b, 24, 17); }, "bad_layout",
+       "device_count is 17"},
+      {"device_count huge", [&](std::string& b) { put32(b, 24, 0xffffffffu); }, "bad_layout",
+       "device_count is 4294967295"},
+      {"zeros", [](std::string& b) { std::fill(b.begin(), b.end(), '\0'); }, "bad_magic",
+       "magic is 0"},
   };
   TempDir dir;
   std::string good = dir.path() + "/good.cache";
@@ -146,7 +153,8 @@ TEST(RegionReader, MessagesNameTheFieldAndTheValue) {
   EXPECT_EQ(r.status().message(), path + ": region version is 1, want 2");
   std::string small(100, 'x');
   auto m = ParseRegion(small.data(), small.size());
-  EXPECT_EQ(m.status().message(), "region file size is 100 bytes, want " + std::to_string(sizeof(vgpu::Region)));
+  EXPECT_EQ(m.status().message(),
+            "region file size is 100 bytes, want " + std::to_string(sizeof(vgpu::Region)));
 }
 
 TEST(RegionReader, NonFilesAreRefusedWithoutBlocking) {

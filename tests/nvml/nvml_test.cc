@@ -42,7 +42,9 @@ class TempTree {
 TEST(Nvml, DiscoversTheFakeDevices) {
   // The fake reads FAKE_GPU_DEVICES when first initialised; this test is its own process.
   setenv("FAKE_GPU_DEVICES",
-         "GPU-11111111-2222-3333-4444-555555555555:40960,GPU-66666666-7777-8888-9999-000000000000:81920", 1);
+         "GPU-11111111-2222-3333-4444-555555555555:40960,GPU-66666666-7777-8888-9999-000000000000:"
+         "81920",
+         1);
   auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
   ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
   auto gpus = (*nvml)->ListGpus();
@@ -67,7 +69,9 @@ TEST(Nvml, MissingLibraryIsAClearError) {
   auto nvml = Nvml::Open({"/nonexistent/libnvidia-ml.so.1", "/sys"});
   ASSERT_FALSE(nvml.ok());
   EXPECT_EQ(nvml.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(nvml.status().message().rfind("cannot load NVML library /nonexistent/libnvidia-ml.so.1: ", 0), 0u);
+  EXPECT_EQ(
+      nvml.status().message().rfind("cannot load NVML library /nonexistent/libnvidia-ml.so.1: ", 0),
+      0u);
 }
 
 TEST(Nvml, LibraryWithoutNvmlEntryPointsIsRefused) {
@@ -86,8 +90,10 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) setenv(it->first.c_str(), it->second->c_str(), 1);
-      else unsetenv(it->first.c_str());
+      if (it->second)
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        unsetenv(it->first.c_str());
     }
   }
 
@@ -127,21 +133,22 @@ TEST(NvmlFacts, ConfiguredValuesAndNotSupported) {
   FactsReport report = (*nvml)->Facts();
   EXPECT_EQ(report.by_uuid.at(kUuidA), (GpuFacts{"", "8.0", ""}));
   EXPECT_EQ(report.by_uuid.at(kUuidB), (GpuFacts{"", "8.0", ""}));
-  EXPECT_EQ(report.omitted,
-            (std::vector<std::string>{
-                "nvmlSystemGetDriverVersion failed: NVML error 3 (Not Supported): driverVersion omitted",
-                std::string("nvmlDeviceGetArchitecture failed: NVML error 3 (Not Supported) for ") + kUuidA +
-                    ": architecture omitted",
-                std::string("nvmlDeviceGetArchitecture failed: NVML error 3 (Not Supported) for ") + kUuidB +
-                    ": architecture omitted"}));
+  EXPECT_EQ(
+      report.omitted,
+      (std::vector<std::string>{
+          "nvmlSystemGetDriverVersion failed: NVML error 3 (Not Supported): driverVersion omitted",
+          std::string("nvmlDeviceGetArchitecture failed: NVML error 3 (Not Supported) for ") +
+              kUuidA + ": architecture omitted",
+          std::string("nvmlDeviceGetArchitecture failed: NVML error 3 (Not Supported) for ") +
+              kUuidB + ": architecture omitted"}));
   // An architecture value without a name (NVML_DEVICE_ARCH_UNKNOWN) is left out, not guessed.
   env.Set("FAKE_NVML_NOT_SUPPORTED", "");
   env.Set("FAKE_NVML_ARCHITECTURE", "0xffffffff");
   report = (*nvml)->Facts();
   EXPECT_EQ(report.by_uuid.at(kUuidA), (GpuFacts{"", "8.0", "550.54.15"}));
   ASSERT_EQ(report.omitted.size(), 2u);
-  EXPECT_EQ(report.omitted[0], std::string("nvmlDeviceGetArchitecture gave 4294967295 for ") + kUuidA +
-                                   ", which has no name here: architecture omitted");
+  EXPECT_EQ(report.omitted[0], std::string("nvmlDeviceGetArchitecture gave 4294967295 for ") +
+                                   kUuidA + ", which has no name here: architecture omitted");
 }
 
 TEST(NvmlFacts, AnOlderDriverWithoutTheEntryPointsOmitsThem) {
@@ -156,35 +163,41 @@ TEST(NvmlFacts, AnOlderDriverWithoutTheEntryPointsOmitsThem) {
   EXPECT_EQ(report.by_uuid, (std::map<std::string, GpuFacts>{{kUuidA, {}}, {kUuidB, {}}}));
   const std::string lib = FRACGPU_FAKE_NVML_WITHOUT_FACTS;
   EXPECT_EQ(report.omitted,
-            (std::vector<std::string>{"NVML library " + lib + " has no nvmlSystemGetDriverVersion: driverVersion omitted",
-                                      "NVML library " + lib + " has no nvmlDeviceGetArchitecture: architecture omitted",
-                                      "NVML library " + lib +
-                                          " has no nvmlDeviceGetCudaComputeCapability: computeCapability omitted"}));
+            (std::vector<std::string>{
+                "NVML library " + lib + " has no nvmlSystemGetDriverVersion: driverVersion omitted",
+                "NVML library " + lib + " has no nvmlDeviceGetArchitecture: architecture omitted",
+                "NVML library " + lib +
+                    " has no nvmlDeviceGetCudaComputeCapability: computeCapability omitted"}));
 }
 
 TEST(NvmlFacts, ArchitectureNames) {
-  const std::pair<unsigned, const char*> names[] = {{2, "Kepler"}, {3, "Maxwell"}, {4, "Pascal"}, {5, "Volta"},
-                                                    {6, "Turing"}, {7, "Ampere"},  {8, "Ada"},    {9, "Hopper"},
-                                                    {10, "Blackwell"}, {11, "Orin"}};
+  const std::pair<unsigned, const char*> names[] = {
+      {2, "Kepler"}, {3, "Maxwell"}, {4, "Pascal"}, {5, "Volta"},      {6, "Turing"},
+      {7, "Ampere"}, {8, "Ada"},     {9, "Hopper"}, {10, "Blackwell"}, {11, "Orin"}};
   for (const auto& [value, name] : names) EXPECT_EQ(ArchitectureName(value), name) << value;
-  for (unsigned unknown : {0u, 1u, 12u, 0xffffffffu}) EXPECT_EQ(ArchitectureName(unknown), "") << unknown;
+  for (unsigned unknown : {0u, 1u, 12u, 0xffffffffu})
+    EXPECT_EQ(ArchitectureName(unknown), "") << unknown;
 }
 
 TEST(Sysfs, BusIdConversion) {
   struct Case {
     const char* in;
     const char* out;
-  } good[] = {{"00000000:3B:00.0", "0000:3b:00.0"}, {"0000:af:1f.7", "0000:af:1f.7"}, {"00000000:0A:00.1", "0000:0a:00.1"}, {"00000001:3B:00.0", "0001:3b:00.0"}};
+  } good[] = {{"00000000:3B:00.0", "0000:3b:00.0"},
+              {"0000:af:1f.7", "0000:af:1f.7"},
+              {"00000000:0A:00.1", "0000:0a:00.1"},
+              {"00000001:3B:00.0", "0001:3b:00.0"}};
   for (const auto& c : good) {
     auto r = SysfsBusId(c.in);
     ASSERT_TRUE(r.ok()) << c.in;
     EXPECT_EQ(*r, c.out);
   }
-  for (const char* bad : {"", "3B:00.0", "00000000:3B:00", "00010000:3B:00.0", "0000:3G:00.0", "00000000:3B:000.0",
-                          "00000000:3B:00.0x"}) {
+  for (const char* bad : {"", "3B:00.0", "00000000:3B:00", "00010000:3B:00.0", "0000:3G:00.0",
+                          "00000000:3B:000.0", "00000000:3B:00.0x"}) {
     auto r = SysfsBusId(bad);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().message(), std::string("PCI bus id must look like 00000000:3B:00.0, got \"") + bad + "\"");
+    EXPECT_EQ(r.status().message(),
+              std::string("PCI bus id must look like 00000000:3B:00.0, got \"") + bad + "\"");
   }
 }
 
@@ -198,8 +211,10 @@ TEST(Sysfs, NumaNode) {
   EXPECT_EQ(*ReadNumaNode(sys.path(), "0000:00:00.0"), 0);  // absent
   auto bad = ReadNumaNode(sys.path(), "0000:99:00.0");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            sys.path() + "/bus/pci/devices/0000:99:00.0/numa_node must hold an integer NUMA node, got \"one\"");
+  EXPECT_EQ(
+      bad.status().message(),
+      sys.path() +
+          "/bus/pci/devices/0000:99:00.0/numa_node must hold an integer NUMA node, got \"one\"");
 }
 
 }  // namespace

@@ -24,20 +24,22 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kSource = FRACGPU_SOURCE_DIR;
 
-constexpr std::array<std::string_view, 6> kDesignDocs = {
-    "CONTRACT.md", "ARCHITECTURE.md", "STYLE.md", "wire-apis.md", "hami-behaviour.md", "fgd-evaluation.md"};
-constexpr std::array<std::string_view, 9> kRepoRoots = {"docs/", "src/", "tests/", "deploy/", "bench/",
-                                                        "scripts/", "proto/", "data/", "web/"};
-constexpr std::array<std::string_view, 5> kOutside = {"../shared/", "shared/design/", "shared/reference/",
-                                                      "/work/", "/home/"};
+constexpr std::array<std::string_view, 6> kDesignDocs = {"CONTRACT.md",       "ARCHITECTURE.md",
+                                                         "STYLE.md",          "wire-apis.md",
+                                                         "hami-behaviour.md", "fgd-evaluation.md"};
+constexpr std::array<std::string_view, 9> kRepoRoots = {
+    "docs/", "src/", "tests/", "deploy/", "bench/", "scripts/", "proto/", "data/", "web/"};
+constexpr std::array<std::string_view, 5> kOutside = {"../shared/", "shared/design/",
+                                                      "shared/reference/", "/work/", "/home/"};
 
 bool IsTextFile(const fs::path& p) {
   static constexpr std::array<std::string_view, 19> kExt = {
-      ".cc", ".h", ".c", ".md", ".txt", ".sh", ".yaml", ".yml", ".json", ".proto", ".mjs",
-      ".js", ".html", ".css", ".def", ".map", ".cmake", ".py", ".in"};
+      ".cc",  ".h",  ".c",    ".md",  ".txt", ".sh",  ".yaml",  ".yml", ".json", ".proto",
+      ".mjs", ".js", ".html", ".css", ".def", ".map", ".cmake", ".py",  ".in"};
   const std::string ext = p.extension().string();
   const std::string name = p.filename().string();
-  if (name == "CMakeLists.txt" || name == "Makefile" || name == "Dockerfile" || name == "run") return true;
+  if (name == "CMakeLists.txt" || name == "Makefile" || name == "Dockerfile" || name == "run")
+    return true;
   if (name == "package-lock.json" || name == "SHA256SUMS") return false;
   return std::find(kExt.begin(), kExt.end(), ext) != kExt.end();
 }
@@ -45,13 +47,15 @@ bool IsTextFile(const fs::path& p) {
 /// Files of the repository, relative to its root, without build outputs and installed packages.
 std::vector<fs::path> RepositoryFiles() {
   std::vector<fs::path> out;
-  for (auto it = fs::recursive_directory_iterator(kSource); it != fs::recursive_directory_iterator(); ++it) {
+  for (auto it = fs::recursive_directory_iterator(kSource);
+       it != fs::recursive_directory_iterator(); ++it) {
     const fs::path rel = fs::relative(it->path(), kSource);
     const std::string first = rel.begin()->string();
     const std::string name = it->path().filename().string();
     if (it->is_directory()) {
       if (first == "build" || first == ".git" || first == "out" || first == "simulate-out" ||
-          name == "node_modules" || name == ".cache" || name == "csv" || name == "expected_results") {
+          name == "node_modules" || name == ".cache" || name == "csv" ||
+          name == "expected_results") {
         it.disable_recursion_pending();
       }
       continue;
@@ -70,8 +74,8 @@ std::string Read(const fs::path& rel) {
 }
 
 bool PathChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.' || c == '/' || c == '+';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.' || c == '/' || c == '+';
 }
 
 /// The path-like token that starts at `pos`, trailing punctuation dropped.
@@ -84,7 +88,8 @@ std::string TokenAt(const std::string& text, size_t pos) {
 }
 
 int LineOf(const std::string& text, size_t pos) {
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
+  return 1 +
+         static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
 }
 
 /// A token that names a pattern, not one file: followed by a wildcard, a placeholder or a brace
@@ -92,7 +97,8 @@ int LineOf(const std::string& text, size_t pos) {
 bool IsPattern(const std::string& text, size_t start) {
   size_t end = start;
   while (end < text.size() && PathChar(text[end])) ++end;
-  return end < text.size() && (text[end] == '*' || text[end] == '<' || text[end] == '{' || text[end] == '$');
+  return end < text.size() &&
+         (text[end] == '*' || text[end] == '<' || text[end] == '{' || text[end] == '$');
 }
 
 /// `path` exists, or names files by their stem (`src/vgpu/sm_limiter` for sm_limiter.h/.cc,
@@ -108,7 +114,8 @@ bool ExistsOrNamesAStem(const fs::path& path) {
     const std::string stem = e.path().stem().string();
     if (file.rfind(name + ".", 0) == 0) return true;
     if (e.path().extension() == ".cc" && name.size() > stem.size() &&
-        name.compare(name.size() - stem.size(), stem.size(), stem) == 0 && name[name.size() - stem.size() - 1] == '_') {
+        name.compare(name.size() - stem.size(), stem.size(), stem) == 0 &&
+        name[name.size() - stem.size() - 1] == '_') {
       return true;
     }
   }
@@ -141,15 +148,20 @@ TEST(RepositoryReferences, DesignDocumentsAreCitedByTheirPathInTheRepository) {
     const std::string text = Read(rel);
     for (std::string_view doc : kDesignDocs) {
       for (size_t pos = text.find(doc); pos != std::string::npos; pos = text.find(doc, pos + 1)) {
-        if (pos > 0 && PathChar(text[pos - 1]) && text[pos - 1] != '/') continue;  // part of another name
+        if (pos > 0 && PathChar(text[pos - 1]) && text[pos - 1] != '/')
+          continue;  // part of another name
         const std::string prefix = "docs/design/";
-        const bool cited = pos >= prefix.size() && text.compare(pos - prefix.size(), prefix.size(), prefix) == 0;
-        const bool relative_in_docs = rel.parent_path() == "docs" && pos >= 7 && text.compare(pos - 7, 7, "design/") == 0;
-        if (!cited && !in_design && !relative_in_docs) bad.push_back(Where(rel, text, pos) + ": " + std::string(doc));
+        const bool cited =
+            pos >= prefix.size() && text.compare(pos - prefix.size(), prefix.size(), prefix) == 0;
+        const bool relative_in_docs =
+            rel.parent_path() == "docs" && pos >= 7 && text.compare(pos - 7, 7, "design/") == 0;
+        if (!cited && !in_design && !relative_in_docs)
+          bad.push_back(Where(rel, text, pos) + ": " + std::string(doc));
       }
     }
   }
-  EXPECT_TRUE(bad.empty()) << "design documents cited without docs/design/:\n" << testing::PrintToString(bad);
+  EXPECT_TRUE(bad.empty()) << "design documents cited without docs/design/:\n"
+                           << testing::PrintToString(bad);
 }
 
 TEST(RepositoryReferences, EveryMentionedRepositoryPathExists) {
@@ -159,8 +171,7 @@ TEST(RepositoryReferences, EveryMentionedRepositoryPathExists) {
     // README describes the layout of its own archive.
     // tests/repo/lint_test.py plants files in scratch trees.
     if (rel == "tests/repo/references_test.cc" || rel == "tests/repo/lint_test.py" ||
-        rel == "docs/design/hami-behaviour.md" ||
-        rel.begin()->string() == "data") {
+        rel == "docs/design/hami-behaviour.md" || rel.begin()->string() == "data") {
       continue;
     }
     const std::string text = Read(rel);
@@ -170,12 +181,14 @@ TEST(RepositoryReferences, EveryMentionedRepositoryPathExists) {
         if (pos > 0 && (PathChar(text[pos - 1]) || text[pos - 1] == '/')) continue;
         const std::string token = TokenAt(text, pos);
         if (token.size() <= root.size() || IsPattern(text, pos)) continue;
-        if (rel == "tests/deploy/install_doc_test.cc" && token == "deploy/typo/") continue;  // its negative sample
+        if (rel == "tests/deploy/install_doc_test.cc" && token == "deploy/typo/")
+          continue;  // its negative sample
         if (!ExistsOrNamesAStem(token)) bad.push_back(Where(rel, text, pos) + ": " + token);
       }
     }
   }
-  EXPECT_TRUE(bad.empty()) << "repository paths that do not exist:\n" << testing::PrintToString(bad);
+  EXPECT_TRUE(bad.empty()) << "repository paths that do not exist:\n"
+                           << testing::PrintToString(bad);
 }
 
 TEST(RepositoryReferences, RelativeMarkdownLinksResolve) {
@@ -192,10 +205,12 @@ TEST(RepositoryReferences, RelativeMarkdownLinksResolve) {
         continue;
       }
       target = target.substr(0, target.find('#'));
-      if (!fs::exists(kSource / rel.parent_path() / target)) bad.push_back(Where(rel, text, pos) + ": " + target);
+      if (!fs::exists(kSource / rel.parent_path() / target))
+        bad.push_back(Where(rel, text, pos) + ": " + target);
     }
   }
-  EXPECT_TRUE(bad.empty()) << "Markdown links that do not resolve:\n" << testing::PrintToString(bad);
+  EXPECT_TRUE(bad.empty()) << "Markdown links that do not resolve:\n"
+                           << testing::PrintToString(bad);
 }
 
 // The checks above must be able to fail: each pattern is found in a sample text.

@@ -13,7 +13,8 @@ namespace fracgpu::scheduler {
 inline std::string Unbase64(const std::string& in) {
   std::string out(in.size() / 4 * 3 + 3, '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
   size_t pad = (!in.empty() && in.back() == '=') + (in.size() > 1 && in[in.size() - 2] == '=');
   out.resize(static_cast<size_t>(n) - pad);
   return out;

@@ -5,9 +5,8 @@
 // DecodeExtenderArgs' streaming parser must agree with on every input: same success, same
 // error message, same Pod, NodeNames and had_nodes_list.
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/codec_json.h"
 #include "scheduler/extender_args.h"
@@ -18,11 +17,13 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
   using nlohmann::json;
   auto parsed = core::ParseJsonBounded(body, "ExtenderArgs body");  // the same depth limit
   if (!parsed.ok()) {
-    if (parsed.status().message().find("nests objects/arrays deeper") != std::string::npos) return parsed.status();
+    if (parsed.status().message().find("nests objects/arrays deeper") != std::string::npos)
+      return parsed.status();
     return InvalidArgument("ExtenderArgs body is not valid JSON");
   }
   json j = std::move(*parsed);
-  if (!j.is_object()) return InvalidArgument(std::string("ExtenderArgs must be a JSON object, got ") + j.type_name());
+  if (!j.is_object())
+    return InvalidArgument(std::string("ExtenderArgs must be a JSON object, got ") + j.type_name());
   ExtenderArgs out;
   const json* pod = FindKeyIgnoringCase(j, "Pod");
   if (pod == nullptr || !pod->is_object()) {
@@ -33,12 +34,14 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
   const json* names = FindKeyIgnoringCase(j, "NodeNames");
   if (names != nullptr && !names->is_null()) {
     if (!names->is_array()) {
-      return InvalidArgument(std::string("ExtenderArgs.NodeNames must be an array of strings, got ") + names->type_name());
+      return InvalidArgument(
+          std::string("ExtenderArgs.NodeNames must be an array of strings, got ") +
+          names->type_name());
     }
     for (size_t i = 0; i < names->size(); ++i) {
       if (!(*names)[i].is_string()) {
-        return InvalidArgument("ExtenderArgs.NodeNames[" + std::to_string(i) + "] must be a string, got " +
-                               (*names)[i].type_name());
+        return InvalidArgument("ExtenderArgs.NodeNames[" + std::to_string(i) +
+                               "] must be a string, got " + (*names)[i].type_name());
       }
       out.node_names.push_back((*names)[i].get<std::string>());
     }
@@ -57,7 +60,8 @@ inline Result<ExtenderArgs> ReferenceDecodeExtenderArgs(const std::string& body)
       const json* md = FindKeyIgnoringCase(n, "metadata");
       const json* name = md != nullptr ? FindKeyIgnoringCase(*md, "name") : nullptr;
       if (name == nullptr || !name->is_string()) {
-        return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) + "].metadata.name must be a string");
+        return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) +
+                               "].metadata.name must be a string");
       }
       out.node_names.push_back(name->get<std::string>());
     }
@@ -73,21 +77,24 @@ inline std::string CompareDecoders(const std::string& body) {
   auto got = DecodeExtenderArgs(body);
   auto want = ReferenceDecodeExtenderArgs(body);
   if (got.ok() != want.ok()) {
-    return std::string("ok: streaming ") + (got.ok() ? "yes" : got.status().message()) + ", reference " +
-           (want.ok() ? "yes" : want.status().message());
+    return std::string("ok: streaming ") + (got.ok() ? "yes" : got.status().message()) +
+           ", reference " + (want.ok() ? "yes" : want.status().message());
   }
   if (!got.ok()) {
     return got.status().message() == want.status().message()
                ? ""
-               : "message: streaming \"" + got.status().message() + "\", reference \"" + want.status().message() + "\"";
+               : "message: streaming \"" + got.status().message() + "\", reference \"" +
+                     want.status().message() + "\"";
   }
-  if (got->pod != want->pod) return "Pod: streaming " + got->pod.dump() + ", reference " + want->pod.dump();
+  if (got->pod != want->pod)
+    return "Pod: streaming " + got->pod.dump() + ", reference " + want->pod.dump();
   if (got->node_names != want->node_names) {
     return "NodeNames: streaming " + nlohmann::json(got->node_names).dump() + ", reference " +
            nlohmann::json(want->node_names).dump();
   }
   if (got->had_nodes_list != want->had_nodes_list) return "had_nodes_list differs";
-  if (got->nodes != want->nodes) return "Nodes: streaming " + got->nodes.dump() + ", reference " + want->nodes.dump();
+  if (got->nodes != want->nodes)
+    return "Nodes: streaming " + got->nodes.dump() + ", reference " + want->nodes.dump();
   return "";
 }
 

@@ -1,6 +1,8 @@
 // ExtenderArgs decoding (streaming NodeNames, extender_args.cc) and the /filter reply written
 // without a DOM (extender.cc): bad cases with their messages, key-case rules, and agreement
 // with the plain DOM decoder (extender_args_reference.h) on a generated family of bodies.
+#include "scheduler/extender_args.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,7 +12,6 @@
 #include "core/codec.h"
 #include "extender_args_reference.h"
 #include "scheduler/extender.h"
-#include "scheduler/extender_args.h"
 #include "scheduler/state.h"
 
 namespace fracgpu::scheduler {
@@ -26,24 +27,34 @@ TEST(ExtenderArgsTest, BadBodiesNameTheFieldAndType) {
       {R"({"Pod":{"metadata":)", "ExtenderArgs body is not valid JSON"},
       {R"({"Pod":{},"NodeNames":["a"]} trailing)", "ExtenderArgs body is not valid JSON"},
       {R"({"Pod":{},"NodeNames":["a)", "ExtenderArgs body is not valid JSON"},
-      {"{\"Pod\":{},\"NodeNames\":[\"\xff\"]}", "ExtenderArgs body is not valid JSON"},  // not UTF-8
+      {"{\"Pod\":{},\"NodeNames\":[\"\xff\"]}",
+       "ExtenderArgs body is not valid JSON"},  // not UTF-8
       {R"([1,2])", "ExtenderArgs must be a JSON object, got array"},
       {R"("x")", "ExtenderArgs must be a JSON object, got string"},
       {R"({"NodeNames":[]})", "ExtenderArgs.Pod must be an object, got nothing"},
       {R"({"Pod":"x","NodeNames":[]})", "ExtenderArgs.Pod must be an object, got string"},
       {R"({"Pod":null,"NodeNames":[]})", "ExtenderArgs.Pod must be an object, got null"},
       {R"({"Pod":{},"NodeNames":[1]})", "ExtenderArgs.NodeNames[0] must be a string, got number"},
-      {R"({"Pod":{},"NodeNames":["a",true,3]})", "ExtenderArgs.NodeNames[1] must be a string, got boolean"},
-      {R"({"Pod":{},"NodeNames":["a","b",{"x":["y"]},null]})", "ExtenderArgs.NodeNames[2] must be a string, got object"},
-      {R"({"Pod":{},"NodeNames":[["a"],"b"]})", "ExtenderArgs.NodeNames[0] must be a string, got array"},
-      {R"({"Pod":{},"NodeNames":["a",null]})", "ExtenderArgs.NodeNames[1] must be a string, got null"},
-      {R"({"Pod":{},"NodeNames":"a"})", "ExtenderArgs.NodeNames must be an array of strings, got string"},
-      {R"({"Pod":{},"NodeNames":{"a":1}})", "ExtenderArgs.NodeNames must be an array of strings, got object"},
+      {R"({"Pod":{},"NodeNames":["a",true,3]})",
+       "ExtenderArgs.NodeNames[1] must be a string, got boolean"},
+      {R"({"Pod":{},"NodeNames":["a","b",{"x":["y"]},null]})",
+       "ExtenderArgs.NodeNames[2] must be a string, got object"},
+      {R"({"Pod":{},"NodeNames":[["a"],"b"]})",
+       "ExtenderArgs.NodeNames[0] must be a string, got array"},
+      {R"({"Pod":{},"NodeNames":["a",null]})",
+       "ExtenderArgs.NodeNames[1] must be a string, got null"},
+      {R"({"Pod":{},"NodeNames":"a"})",
+       "ExtenderArgs.NodeNames must be an array of strings, got string"},
+      {R"({"Pod":{},"NodeNames":{"a":1}})",
+       "ExtenderArgs.NodeNames must be an array of strings, got object"},
       {R"({"Pod":{}})", "ExtenderArgs carries neither NodeNames nor Nodes"},
-      {R"({"Pod":{},"NodeNames":null,"Nodes":null})", "ExtenderArgs carries neither NodeNames nor Nodes"},
+      {R"({"Pod":{},"NodeNames":null,"Nodes":null})",
+       "ExtenderArgs carries neither NodeNames nor Nodes"},
       {R"({"Pod":{},"Nodes":[]})", "ExtenderArgs.Nodes must be a NodeList with an items array"},
-      {R"({"Pod":{},"Nodes":{"items":{}}})", "ExtenderArgs.Nodes must be a NodeList with an items array"},
-      {R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})", "ExtenderArgs.Nodes.items[0].metadata.name must be a string"},
+      {R"({"Pod":{},"Nodes":{"items":{}}})",
+       "ExtenderArgs.Nodes must be a NodeList with an items array"},
+      {R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})",
+       "ExtenderArgs.Nodes.items[0].metadata.name must be a string"},
       {R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":5}}]}})",
        "ExtenderArgs.Nodes.items[1].metadata.name must be a string"},
   };
@@ -75,7 +86,8 @@ TEST(ExtenderArgsTest, KeysMatchIgnoringCaseExactFirst) {
   r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["x"],"NodeNames":["y","z"]})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->node_names, (std::vector<std::string>{"y", "z"}));
-  r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["x"],"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"n"}}]}})");
+  r = DecodeExtenderArgs(
+      R"({"Pod":{},"NodeNames":["x"],"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"n"}}]}})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->node_names, std::vector<std::string>{"n"});
   EXPECT_TRUE(r->had_nodes_list);
@@ -94,30 +106,45 @@ TEST(ExtenderArgsTest, KeysMatchIgnoringCaseExactFirst) {
   r = DecodeExtenderArgs(R"({"Pod":{},"NodeNames":["ok-1","a\"b","\u00e9\n","\ud83d\ude00"]})");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "ExtenderArgs.NodeNames[1] \"a?b\" is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 "
+            "ExtenderArgs.NodeNames[1] \"a?b\" is not a DNS-1123 subdomain (at most 253 "
+            "characters: DNS-1123 "
             "labels joined by '.')");
 }
 
 // Every body of a generated family — key spellings, value types, order, repeats, nesting —
 // decodes exactly as the DOM reference does.
 TEST(ExtenderArgsTest, AgreesWithTheDomDecoder) {
-  const std::vector<std::string> pods = {R"({"metadata":{"name":"p","uid":"u"},"spec":{"containers":[]}})", "{}",
-                                         "null", R"("pod")", "[1]"};
-  const std::vector<std::string> name_values = {
-      "[]", R"(["a"])", R"(["a","b","a"])", "null", "7", R"("a")", "{}", R"([1])", R"(["a",{}])",
-      R"(["a",[["b"]],"c"])", R"([null])", R"(["x",true])", R"(["\u0041\t"])"};
-  const std::vector<std::string> node_lists = {"", R"("Nodes":null)", R"("Nodes":{"items":[{"metadata":{"name":"n1"}}]})",
-                                               R"("nodes":{"Items":[{"Metadata":{"Name":"n2"}}]})", R"("Nodes":{"items":5})"};
+  const std::vector<std::string> pods = {
+      R"({"metadata":{"name":"p","uid":"u"},"spec":{"containers":[]}})", "{}", "null", R"("pod")",
+      "[1]"};
+  const std::vector<std::string> name_values = {"[]",
+                                                R"(["a"])",
+                                                R"(["a","b","a"])",
+                                                "null",
+                                                "7",
+                                                R"("a")",
+                                                "{}",
+                                                R"([1])",
+                                                R"(["a",{}])",
+                                                R"(["a",[["b"]],"c"])",
+                                                R"([null])",
+                                                R"(["x",true])",
+                                                R"(["\u0041\t"])"};
+  const std::vector<std::string> node_lists = {
+      "", R"("Nodes":null)", R"("Nodes":{"items":[{"metadata":{"name":"n1"}}]})",
+      R"("nodes":{"Items":[{"Metadata":{"Name":"n2"}}]})", R"("Nodes":{"items":5})"};
   const std::vector<std::string> name_keys = {"NodeNames", "nodenames", "NODENAMES", "nodeNames"};
   int bodies = 0;
   for (const auto& pod : pods) {
     for (const auto& names : name_values) {
       for (const auto& list : node_lists) {
         for (size_t k = 0; k < name_keys.size(); ++k) {
-          std::vector<std::string> members = {"\"Pod\":" + pod, "\"" + name_keys[k] + "\":" + names};
+          std::vector<std::string> members = {"\"Pod\":" + pod,
+                                              "\"" + name_keys[k] + "\":" + names};
           if (!list.empty()) members.push_back(list);
           // Second NodeNames member under another spelling, then a repeat of the first.
-          std::string other = "\"" + name_keys[(k + 1) % name_keys.size()] + "\":" + name_values[(k * 5) % name_values.size()];
+          std::string other = "\"" + name_keys[(k + 1) % name_keys.size()] +
+                              "\":" + name_values[(k * 5) % name_values.size()];
           for (int variant = 0; variant < 4; ++variant) {
             std::vector<std::string> m = members;
             if (variant == 1) m.push_back(other);
@@ -156,7 +183,8 @@ TEST(ExtenderArgsTest, MutatedBodiesAgreeWithTheDomDecoder) {
       R"("NodeNames":["node-1","node-2", "n3"],"nodenames":["z"]})";
   ASSERT_EQ(reference::CompareDecoders(base), "");
   ASSERT_TRUE(DecodeExtenderArgs(base).ok());
-  const std::string replacements[] = {"\"", "\\", "]", "[", ",", " ", "\x01", "\xc3\xa9", "1", "}", "{", ":", ""};
+  const std::string replacements[] = {"\"",       "\\", "]", "[", ",", " ", "\x01",
+                                      "\xc3\xa9", "1",  "}", "{", ":", ""};
   int compared = 0;
   for (size_t i = 0; i <= base.size(); ++i) {
     ASSERT_EQ(reference::CompareDecoders(base.substr(0, i)), "") << base.substr(0, i);
@@ -179,7 +207,9 @@ json Node(const std::string& name, int64_t mem_mib) {
   d.uuid = "GPU-" + name;
   d.devmem_mib = mem_mib;
   d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
-  return {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister({d})}}}}},
+  return {{"metadata",
+           {{"name", name},
+            {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister({d})}}}}},
           {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
 }
 
@@ -191,9 +221,11 @@ json Pod(json limits) {
 TEST(ExtenderFilterReplyTest, FitNodesInOrderFailedNodesWithReasons) {
   ClusterState state;
   // Names that need escaping in JSON, and one with non-ASCII bytes.
-  const std::vector<std::string> names = {"big-\"quoted\"", "small\\back", "tab\tnode", "caf\xc3\xa9", "big-2"};
+  const std::vector<std::string> names = {"big-\"quoted\"", "small\\back", "tab\tnode",
+                                          "caf\xc3\xa9", "big-2"};
   const std::vector<int64_t> mem = {40000, 1000, 2000, 40000, 40000};
-  for (size_t i = 0; i < names.size(); ++i) ASSERT_TRUE(state.UpsertNode(Node(names[i], mem[i])).ok());
+  for (size_t i = 0; i < names.size(); ++i)
+    ASSERT_TRUE(state.UpsertNode(Node(names[i], mem[i])).ok());
   Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
   ExtenderArgs args;
   args.pod = Pod({{"nvidia.com/gpumem", "30000"}});
@@ -208,7 +240,8 @@ TEST(ExtenderFilterReplyTest, FitNodesInOrderFailedNodesWithReasons) {
   EXPECT_EQ(reply["FailedNodes"][names[2]], "1/1 CardInsufficientMemory");
   // A node with no GPUs at all: preemption cannot help, so it is unresolvable.
   ASSERT_EQ(reply["FailedAndUnresolvableNodes"].size(), 1u) << text;
-  EXPECT_NE(reply["FailedAndUnresolvableNodes"]["unknown\x01"].get<std::string>().find("no fracgpu GPUs registered"),
+  EXPECT_NE(reply["FailedAndUnresolvableNodes"]["unknown\x01"].get<std::string>().find(
+                "no fracgpu GPUs registered"),
             std::string::npos);
   // Control bytes are escaped as \u00XX, as nlohmann's dump() writes them.
   EXPECT_NE(text.find(R"("unknown\u0001")"), std::string::npos) << text;
@@ -222,10 +255,10 @@ TEST(ExtenderFilterReplyTest, NonGpuPodPassesEveryNodeAndBadRequestIsAnError) {
   args.node_names = {"x", "y\"z"};
   json reply = json::parse(extender.Filter(args));
   EXPECT_EQ(reply, json({{"Nodes", nullptr},
-                          {"NodeNames", {"x", "y\"z"}},
-                          {"FailedNodes", json::object()},
-                          {"FailedAndUnresolvableNodes", json::object()},
-                          {"Error", ""}}));
+                         {"NodeNames", {"x", "y\"z"}},
+                         {"FailedNodes", json::object()},
+                         {"FailedAndUnresolvableNodes", json::object()},
+                         {"Error", ""}}));
 
   args.pod = Pod({{"nvidia.com/gpucores", "150"}});  // over 100: the request does not parse
   reply = json::parse(extender.Filter(args));
@@ -253,12 +286,16 @@ TEST(ExtenderFilterReplyTest, NodesRequestIsAnsweredWithThePassingNodeObjects) {
     n["status"]["capacity"] = {{"cpu", "64"}};
     return n;
   };
-  json list = {{"kind", "NodeList"},
-               {"apiVersion", "v1"},
-               {"metadata", {{"resourceVersion", "99"}}},
-               {"items", {item("big", "a"), item("small", "b"), item("cpu-only", "c"), item("big-2", "d")}}};
+  json list = {
+      {"kind", "NodeList"},
+      {"apiVersion", "v1"},
+      {"metadata", {{"resourceVersion", "99"}}},
+      {"items", {item("big", "a"), item("small", "b"), item("cpu-only", "c"), item("big-2", "d")}}};
   list["items"][2]["metadata"].erase("annotations");  // cpu-only: no fracgpu GPUs registered
-  const std::string body = json{{"Pod", Pod({{"nvidia.com/gpumem", "30000"}})}, {"Nodes", list}, {"NodeNames", nullptr}}.dump();
+  const std::string body = json{
+      {"Pod", Pod({{"nvidia.com/gpumem", "30000"}})},
+      {"Nodes", list},
+      {"NodeNames", nullptr}}.dump();
   auto args = DecodeExtenderArgs(body);
   ASSERT_TRUE(args.ok()) << args.status().ToString();
   EXPECT_TRUE(args->had_nodes_list);
@@ -282,7 +319,8 @@ TEST(ExtenderFilterReplyTest, NodesRequestIsAnsweredWithThePassingNodeObjects) {
   EXPECT_TRUE(reply["NodeNames"].is_null());
 
   // Nothing fits: an empty items array (not null: kube-scheduler then keeps no node).
-  auto huge = DecodeExtenderArgs(json{{"Pod", Pod({{"nvidia.com/gpumem", "90000"}})}, {"Nodes", list}}.dump());
+  auto huge = DecodeExtenderArgs(
+      json{{"Pod", Pod({{"nvidia.com/gpumem", "90000"}})}, {"Nodes", list}}.dump());
   ASSERT_TRUE(huge.ok());
   reply = json::parse(extender.Filter(*huge));
   EXPECT_EQ(reply["Nodes"]["items"], json::array());
@@ -320,7 +358,8 @@ TEST(ExtenderArgsHostileTest, TableOfBadBodies) {
   struct Case {
     std::string body, want;
   } cases[] = {
-      {R"({"Pod":{"metadata":{"annotations":{"x":)" + deep_array + "}}},\"NodeNames\":[]}", too_deep},
+      {R"({"Pod":{"metadata":{"annotations":{"x":)" + deep_array + "}}},\"NodeNames\":[]}",
+       too_deep},
       {R"({"Pod":{"metadata":{"labels":{"x":)" + deep_object + "}}},\"NodeNames\":[]}", too_deep},
       {R"({"Pod":{},"NodeNames":[)" + deep_array + "]}", too_deep},
       {R"({"Pod":{},"Unknown":)" + deep_array + ",\"NodeNames\":[]}", too_deep},
@@ -329,22 +368,28 @@ TEST(ExtenderArgsHostileTest, TableOfBadBodies) {
        "ExtenderArgs.Pod.metadata.annotations[\"hami.io/vgpu-node\"] must be a string (Kubernetes "
        "map[string]string), got an array"},
       {R"({"Pod":{"metadata":{"labels":{"app":{"x":1}}}},"NodeNames":[]})",
-       "ExtenderArgs.Pod.metadata.labels[\"app\"] must be a string (Kubernetes map[string]string), got an object"},
+       "ExtenderArgs.Pod.metadata.labels[\"app\"] must be a string (Kubernetes map[string]string), "
+       "got an object"},
       {R"({"Pod":{"metadata":{"annotations":[1]}},"NodeNames":[]})",
        "ExtenderArgs.Pod.metadata.annotations must be an object of strings, got an array"},
       {R"({"Pod":{"metadata":{"name":"../x"}},"NodeNames":[]})",
-       "ExtenderArgs.Pod.metadata.name \"../x\" is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 "
+       "ExtenderArgs.Pod.metadata.name \"../x\" is not a DNS-1123 subdomain (at most 253 "
+       "characters: DNS-1123 "
        "labels joined by '.')"},
       {R"({"Pod":{"metadata":{"namespace":"a.b"}},"NodeNames":[]})",
-       "ExtenderArgs.Pod.metadata.namespace \"a.b\" is not a DNS-1123 label (at most 63 characters a-z, 0-9 and "
+       "ExtenderArgs.Pod.metadata.namespace \"a.b\" is not a DNS-1123 label (at most 63 characters "
+       "a-z, 0-9 and "
        "'-', starting and ending with a letter or digit)"},
       {R"({"Pod":{"metadata":{"uid":"a/b"}},"NodeNames":[]})",
-       "ExtenderArgs.Pod.metadata.uid \"a/b\" is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"},
+       "ExtenderArgs.Pod.metadata.uid \"a/b\" is not a UID (1 to 128 characters a-z, A-Z, 0-9, "
+       "'-', '_' and '.')"},
       {R"({"Pod":{},"NodeNames":["node-a","../../api/v1/secrets"]})",
-       "ExtenderArgs.NodeNames[1] \"../../api/v1/secrets\" is not a DNS-1123 subdomain (at most 253 characters: "
+       "ExtenderArgs.NodeNames[1] \"../../api/v1/secrets\" is not a DNS-1123 subdomain (at most "
+       "253 characters: "
        "DNS-1123 labels joined by '.')"},
       {R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"Node-A"}}]}})",
-       "ExtenderArgs.Nodes.items[0] \"Node-A\" is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 "
+       "ExtenderArgs.Nodes.items[0] \"Node-A\" is not a DNS-1123 subdomain (at most 253 "
+       "characters: DNS-1123 "
        "labels joined by '.')"},
   };
   for (const auto& c : cases) {
@@ -353,32 +398,40 @@ TEST(ExtenderArgsHostileTest, TableOfBadBodies) {
     EXPECT_EQ(r.status().message(), c.want) << c.body.substr(0, 120);
   }
   // 64 levels are accepted (the top-level object is level 1).
-  std::string ok64 = R"({"Pod":{"x":)" + std::string(62, '[') + std::string(62, ']') + R"(},"NodeNames":["n"]})";
+  std::string ok64 =
+      R"({"Pod":{"x":)" + std::string(62, '[') + std::string(62, ']') + R"(},"NodeNames":["n"]})";
   EXPECT_TRUE(DecodeExtenderArgs(ok64).ok());
-  std::string bad65 = R"({"Pod":{"x":)" + std::string(63, '[') + std::string(63, ']') + R"(},"NodeNames":["n"]})";
+  std::string bad65 =
+      R"({"Pod":{"x":)" + std::string(63, '[') + std::string(63, ']') + R"(},"NodeNames":["n"]})";
   EXPECT_EQ(DecodeExtenderArgs(bad65).status().message(), too_deep);
 }
 
 TEST(ExtenderArgsHostileTest, BindArgsNamesAndUid) {
-  const std::string sub = " is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 labels joined by '.')";
+  const std::string sub =
+      " is not a DNS-1123 subdomain (at most 253 characters: DNS-1123 labels joined by '.')";
   struct Case {
     std::string body, want;
   } cases[] = {
-      {R"({"PodName":"p","PodNamespace":"ml","Node":"n"})", "ExtenderBindingArgs.PodUID is missing"},
-      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"","Node":"n"})", "ExtenderBindingArgs.PodUID is empty"},
+      {R"({"PodName":"p","PodNamespace":"ml","Node":"n"})",
+       "ExtenderBindingArgs.PodUID is missing"},
+      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"","Node":"n"})",
+       "ExtenderBindingArgs.PodUID is empty"},
       {R"({"PodName":"../../../nodes/n","PodNamespace":"ml","PodUID":"u","Node":"n"})",
        "ExtenderBindingArgs.PodName \"../../../nodes/n\"" + sub},
       {R"({"PodName":"p","PodNamespace":"ml/x","PodUID":"u","Node":"n"})",
-       "ExtenderBindingArgs.PodNamespace \"ml/x\" is not a DNS-1123 label (at most 63 characters a-z, 0-9 and '-', "
+       "ExtenderBindingArgs.PodNamespace \"ml/x\" is not a DNS-1123 label (at most 63 characters "
+       "a-z, 0-9 and '-', "
        "starting and ending with a letter or digit)"},
       {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":"n?x=1"})",
        "ExtenderBindingArgs.Node \"n?x=1\"" + sub},
       {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u/../x","Node":"n"})",
-       "ExtenderBindingArgs.PodUID \"u/../x\" is not a UID (1 to 128 characters a-z, A-Z, 0-9, '-', '_' and '.')"},
-      {R"({"PodName":")" + std::string(254, 'a') + R"(","PodNamespace":"ml","PodUID":"u","Node":"n"})",
+       "ExtenderBindingArgs.PodUID \"u/../x\" is not a UID (1 to 128 characters a-z, A-Z, 0-9, "
+       "'-', '_' and '.')"},
+      {R"({"PodName":")" + std::string(254, 'a') +
+           R"(","PodNamespace":"ml","PodUID":"u","Node":"n"})",
        "ExtenderBindingArgs.PodName \"" + std::string(80, 'a') + "…\"" + sub},
-      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":"n","X":)" + std::string(1000, '[') +
-           std::string(1000, ']') + "}",
+      {R"({"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":"n","X":)" +
+           std::string(1000, '[') + std::string(1000, ']') + "}",
        "ExtenderBindingArgs body nests objects/arrays deeper than 64 levels"},
   };
   for (const auto& c : cases) {
@@ -386,7 +439,8 @@ TEST(ExtenderArgsHostileTest, BindArgsNamesAndUid) {
     ASSERT_FALSE(r.ok()) << c.body.substr(0, 120);
     EXPECT_EQ(r.status().message(), c.want);
   }
-  auto ok = DecodeExtenderBindingArgs(R"({"PodName":"p-1.a","PodNamespace":"ml","PodUID":"0f3c-9a","Node":"gpu-1.x"})");
+  auto ok = DecodeExtenderBindingArgs(
+      R"({"PodName":"p-1.a","PodNamespace":"ml","PodUID":"0f3c-9a","Node":"gpu-1.x"})");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->pod_name, "p-1.a");
   // The DNS-1123 rules at their edges (k8s.io/apimachinery validation).
@@ -400,8 +454,8 @@ TEST(ExtenderArgsHostileTest, BindArgsNamesAndUid) {
   EXPECT_FALSE(IsDns1123Subdomain("a..b"));
   EXPECT_FALSE(IsDns1123Subdomain(".a"));
   EXPECT_FALSE(IsDns1123Subdomain("a."));
-  std::string s253 = std::string(63, 'a') + "." + std::string(63, 'b') + "." + std::string(63, 'c') + "." +
-                     std::string(61, 'd');
+  std::string s253 = std::string(63, 'a') + "." + std::string(63, 'b') + "." +
+                     std::string(63, 'c') + "." + std::string(61, 'd');
   ASSERT_EQ(s253.size(), 253u);
   EXPECT_TRUE(IsDns1123Subdomain(s253));
   EXPECT_FALSE(IsDns1123Subdomain(s253 + "d"));

@@ -26,7 +26,8 @@ using nlohmann::json;
 
 constexpr char kKey[] = "test-signing-key";
 
-json GpuNode(const std::string& name, const std::vector<std::pair<std::string, int64_t>>& gpus, int count = 10) {
+json GpuNode(const std::string& name, const std::vector<std::pair<std::string, int64_t>>& gpus,
+             int count = 10) {
   std::vector<core::DeviceInfo> devices;
   int index = 0;
   for (const auto& [uuid, mem] : gpus) {
@@ -39,22 +40,27 @@ json GpuNode(const std::string& name, const std::vector<std::pair<std::string, i
     d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
     devices.push_back(d);
   }
-  return {{"metadata", {{"name", name}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
+  return {{"metadata",
+           {{"name", name},
+            {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
           {"status", {{"allocatable", {{"nvidia.com/gpu", std::to_string(gpus.size() * count)}}}}}};
 }
 
 json GpuPod(const std::string& name, json limits) {
   return {{"metadata", {{"name", name}, {"namespace", "ml"}}},
-          {"spec", {{"schedulerName", "fracgpu-scheduler"},
-                    {"containers", {{{"name", "c"}, {"resources", {{"limits", limits}}}}}}}}};
+          {"spec",
+           {{"schedulerName", "fracgpu-scheduler"},
+            {"containers", {{{"name", "c"}, {"resources", {{"limits", limits}}}}}}}}};
 }
 
 // Gives `pod` UID `uid` and the allocation `value` on `node`, signed with kKey as Bind signs.
-void SignedAllocation(json& pod, const std::string& uid, const std::string& node, const std::string& value) {
+void SignedAllocation(json& pod, const std::string& uid, const std::string& node,
+                      const std::string& value) {
   pod["metadata"]["uid"] = uid;
-  pod["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, node},
-                                    {core::kAnnotationVgpuDevicesAllocated, value},
-                                    {core::kAnnotationAllocationSignature, core::SignAllocation(kKey, uid, node, value)}};
+  pod["metadata"]["annotations"] = {
+      {core::kAnnotationVgpuNode, node},
+      {core::kAnnotationVgpuDevicesAllocated, value},
+      {core::kAnnotationAllocationSignature, core::SignAllocation(kKey, uid, node, value)}};
 }
 
 // The allocation recorded on a pod, decoded.
@@ -74,8 +80,8 @@ class Watchdog {
     thread_ = std::thread([this, limit, name] {
       std::unique_lock<std::mutex> lock(mu_);
       if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-        std::fprintf(stderr, "FAILED: %s still running after %lld s (hang); aborting\n", name.c_str(),
-                     static_cast<long long>(limit.count()));
+        std::fprintf(stderr, "FAILED: %s still running after %lld s (hang); aborting\n",
+                     name.c_str(), static_cast<long long>(limit.count()));
         std::abort();
       }
     });
@@ -105,7 +111,8 @@ class ExtenderTest : public ::testing::Test {
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
   }
-  std::unique_ptr<SchedulerService> StartService(bool hami_metrics = true, bool legacy_metrics = false) {
+  std::unique_ptr<SchedulerService> StartService(bool hami_metrics = true,
+                                                 bool legacy_metrics = false) {
     SchedulerOptions o;
     o.extender.signing_key = kKey;
     o.hami_metrics = hami_metrics;
@@ -116,7 +123,8 @@ class ExtenderTest : public ::testing::Test {
     EXPECT_TRUE(s->WaitForSync(std::chrono::seconds(10)));
     return s;
   }
-  json Post(SchedulerService& s, const std::string& path, const std::string& body, int want_status = 200) {
+  json Post(SchedulerService& s, const std::string& path, const std::string& body,
+            int want_status = 200) {
     httplib::Client http("127.0.0.1", s.port());
     http.set_connection_timeout(10, 0);
     http.set_read_timeout(30, 0);
@@ -131,11 +139,16 @@ class ExtenderTest : public ::testing::Test {
     return Post(s, "/filter", json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump());
   }
   json Bind(SchedulerService& s, const json& pod, const std::string& node) {
-    return Post(s, "/bind", json{{"PodName", k8s::Name(pod)}, {"PodNamespace", "ml"}, {"PodUID", k8s::Uid(pod)},
-                                 {"Node", node}}.dump());
+    return Post(s, "/bind",
+                json{{"PodName", k8s::Name(pod)},
+                     {"PodNamespace", "ml"},
+                     {"PodUID", k8s::Uid(pod)},
+                     {"Node", node}}
+                    .dump());
   }
   // Waits until the service's cache shows `mib` MiB used on GPU `uuid` of `node`.
-  bool WaitUsed(SchedulerService& s, const std::string& node, const std::string& uuid, int64_t mib) {
+  bool WaitUsed(SchedulerService& s, const std::string& node, const std::string& uuid,
+                int64_t mib) {
     return api_.WaitFor([&] {
       auto n = s.state().Node(node);
       if (!n) return false;
@@ -147,7 +160,8 @@ class ExtenderTest : public ::testing::Test {
   }
   // Plays the device plugin: releases the node lock after "Allocate".
   void ReleaseLock(const std::string& node) {
-    api_.Patch("nodes", "", node, {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
+    api_.Patch("nodes", "", node,
+               {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
   }
 
   // Declared first, destroyed last: it also covers the services' and the fake's shutdown.
@@ -164,14 +178,16 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   SignedAllocation(busy, "uid-busy", "node-a", "GPU-a0,NVIDIA,8000,0:;");
   busy["spec"]["nodeName"] = "node-a";
   api_.Put("pods", busy);
-  json pod = api_.Put("pods", GpuPod("train", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10k"}}));
+  json pod =
+      api_.Put("pods", GpuPod("train", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10k"}}));
   auto svc = StartService();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 8000));
 
   json f = Filter(*svc, pod, {"node-a", "node-b", "cpu-only", "ghost"});
   EXPECT_EQ(f["NodeNames"], json::array({"node-b"}));
   EXPECT_EQ(f["Error"], "");
-  EXPECT_NE(f["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"), std::string::npos)
+  EXPECT_NE(f["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"),
+            std::string::npos)
       << f.dump();
   // No GPUs at all (cpu-only) or not known (ghost): unresolvable, preemption cannot help.
   EXPECT_EQ(f["FailedNodes"].size(), 1u) << f.dump();
@@ -181,10 +197,12 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
 
   // A pod without fracgpu resources passes every node untouched.
   json plain = GpuPod("plain", json::object());
-  EXPECT_EQ(Filter(*svc, plain, {"cpu-only", "ghost"})["NodeNames"], json::array({"cpu-only", "ghost"}));
+  EXPECT_EQ(Filter(*svc, plain, {"cpu-only", "ghost"})["NodeNames"],
+            json::array({"cpu-only", "ghost"}));
 
   // Prioritize: binpack prefers the fuller node (node-a 8000/16000 used vs node-b empty).
-  json p = Post(*svc, "/prioritize", json{{"Pod", pod}, {"NodeNames", {"node-a", "node-b"}}}.dump());
+  json p =
+      Post(*svc, "/prioritize", json{{"Pod", pod}, {"NodeNames", {"node-a", "node-b"}}}.dump());
   ASSERT_TRUE(p.is_array()) << p.dump();
   std::map<std::string, int> scores;
   for (const auto& e : p) scores[e["Host"]] = e["Score"];
@@ -203,9 +221,12 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   EXPECT_EQ(grants[0][0].mem_mib, 10000);
   EXPECT_EQ(grants[0][0].cores_percent, 0);
   EXPECT_TRUE(grants[0][0].uuid == "GPU-b0" || grants[0][0].uuid == "GPU-b1");
-  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationVgpuDevicesToAllocate), k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated));
-  EXPECT_TRUE(core::VerifyAllocation(kKey, k8s::Uid(bound), "node-b", *k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated),
-                                     *k8s::Annotation(bound, core::kAnnotationAllocationSignature)));
+  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationVgpuDevicesToAllocate),
+            k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated));
+  EXPECT_TRUE(
+      core::VerifyAllocation(kKey, k8s::Uid(bound), "node-b",
+                             *k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated),
+                             *k8s::Annotation(bound, core::kAnnotationAllocationSignature)));
   auto lock = k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock);
   ASSERT_TRUE(lock);
   EXPECT_NE(lock->find(",ml,train"), std::string::npos);
@@ -272,8 +293,11 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
   api_.Put("pods", GpuPod("holder", {{"nvidia.com/gpumem", "1000"}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
   auto svc = StartService();
-  api_.Patch("nodes", "", "node-a", {{"metadata", {{"annotations", {{core::kAnnotationNodeLock,
-      FormatNodeLock(std::chrono::system_clock::now(), "ml", "holder")}}}}}});
+  api_.Patch("nodes", "", "node-a",
+             {{"metadata",
+               {{"annotations",
+                 {{core::kAnnotationNodeLock,
+                   FormatNodeLock(std::chrono::system_clock::now(), "ml", "holder")}}}}}});
   json b = Bind(*svc, pod, "node-a");
   EXPECT_NE(b["Error"].get<std::string>().find("locked"), std::string::npos) << b.dump();
   EXPECT_EQ(svc->metrics().Value("fracgpu_binds_total", {{"result", "conflict"}}), 1);
@@ -296,19 +320,23 @@ TEST_F(ExtenderTest, BadBodiesGet400WithAMessageAndNoCrash) {
       {"/bind", R"({"PodName":1})", "PodName must be a string"},
       {"/bind", R"({"PodName":"a","PodNamespace":"b","PodUID":"u"})", "Node is missing"},
       {"/bind", R"({"PodName":"a","PodNamespace":"b","Node":"n"})", "PodUID is missing"},
-      {"/bind", R"({"PodName":"../../../nodes/node-a","PodNamespace":"ml","PodUID":"u","Node":"node-a"})",
+      {"/bind",
+       R"({"PodName":"../../../nodes/node-a","PodNamespace":"ml","PodUID":"u","Node":"node-a"})",
        "PodName \"../../../nodes/node-a\" is not a DNS-1123 subdomain"},
       // The attack of issue 15: an annotation value that is an array nested 100,000 deep.
       {"/webhook",
        R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE",)"
-       R"("object":{"metadata":{"annotations":{"x":)" + std::string(100000, '[') + std::string(100000, ']') + "}}}}}",
+       R"("object":{"metadata":{"annotations":{"x":)" +
+           std::string(100000, '[') + std::string(100000, ']') + "}}}}}",
        "AdmissionReview body nests objects/arrays deeper than 64 levels"},
       {"/webhook",
        R"({"request":{"uid":"u","operation":"UPDATE","object":{"metadata":{"labels":{"a":1}}},"oldObject":{}}})",
-       "AdmissionReview.request.object.metadata.labels[\"a\"] must be a string (Kubernetes map[string]string), got a "
+       "AdmissionReview.request.object.metadata.labels[\"a\"] must be a string (Kubernetes "
+       "map[string]string), got a "
        "number"},
-      {"/filter", R"({"Pod":{"metadata":{"annotations":{"x":)" + std::string(100000, '[') +
-                      std::string(100000, ']') + R"(}}},"NodeNames":["node-a"]})",
+      {"/filter",
+       R"({"Pod":{"metadata":{"annotations":{"x":)" + std::string(100000, '[') +
+           std::string(100000, ']') + R"(}}},"NodeNames":["node-a"]})",
        "ExtenderArgs body nests objects/arrays deeper than 64 levels"},
       {"/webhook", R"({"request":{"uid":"x"}})", "operation must be a string"},
       {"/webhook", "{\"kind\":\"AdmissionReview\",\"request\":", "not valid JSON"},
@@ -325,9 +353,11 @@ TEST_F(ExtenderTest, BadBodiesGet400WithAMessageAndNoCrash) {
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   // The process survived every case and serves a normal request right after.
-  json review = {{"apiVersion", "admission.k8s.io/v1"},
-                 {"kind", "AdmissionReview"},
-                 {"request", {{"uid", "ok-1"}, {"operation", "CREATE"}, {"object", {{"metadata", {{"name", "p"}}}}}}}};
+  json review = {
+      {"apiVersion", "admission.k8s.io/v1"},
+      {"kind", "AdmissionReview"},
+      {"request",
+       {{"uid", "ok-1"}, {"operation", "CREATE"}, {"object", {{"metadata", {{"name", "p"}}}}}}}};
   json ok = Post(*svc, "/webhook", review.dump());
   EXPECT_EQ(ok["response"]["uid"], "ok-1");
   EXPECT_EQ(ok["response"]["allowed"], true);
@@ -340,7 +370,8 @@ TEST_F(ExtenderTest, ThirtyTwoConcurrentBindsNeverOverCommitOneGpu) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 10000}}, 100));
   std::vector<json> pods;
   for (int i = 0; i < 32; ++i) {
-    pods.push_back(api_.Put("pods", GpuPod(std::string("p").append(std::to_string(i)), {{"nvidia.com/gpumem", "3000"}})));
+    pods.push_back(api_.Put("pods", GpuPod(std::string("p").append(std::to_string(i)),
+                                           {{"nvidia.com/gpumem", "3000"}})));
   }
   auto svc = StartService();
   std::unique_ptr<SchedulerService> restarted;
@@ -377,7 +408,8 @@ TEST_F(ExtenderTest, ThirtyTwoConcurrentBindsNeverOverCommitOneGpu) {
     }
     bool all_unfit = true;
     for (int i : pending) {
-      if (!bound.count(i) && errors[i].find("no longer fits") == std::string::npos) all_unfit = false;
+      if (!bound.count(i) && errors[i].find("no longer fits") == std::string::npos)
+        all_unfit = false;
     }
     if (all_unfit && ok == 0) break;
   }
@@ -399,7 +431,9 @@ TEST_F(ExtenderTest, RestartRebuildsTheSameUsage) {
   int n = 0;
   for (const auto& [node, mem] : std::vector<std::pair<std::string, std::string>>{
            {"node-a", "5000"}, {"node-a", "7000"}, {"node-b", "9000"}, {"node-a", "11000"}}) {
-    json pod = api_.Put("pods", GpuPod(std::string("r").append(std::to_string(n++)), {{"nvidia.com/gpumem", mem}, {"nvidia.com/gpucores", "20"}}));
+    json pod =
+        api_.Put("pods", GpuPod(std::string("r").append(std::to_string(n++)),
+                                {{"nvidia.com/gpumem", mem}, {"nvidia.com/gpucores", "20"}}));
     ASSERT_EQ(Bind(*svc, pod, node)["Error"], "");
     ReleaseLock(node);
   }
@@ -474,7 +508,8 @@ TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
 
 TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
-  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}));
+  json pod =
+      api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}));
   auto svc = StartService();
   ASSERT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
   httplib::Client http("127.0.0.1", svc->port());
@@ -482,18 +517,22 @@ TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
   ASSERT_TRUE(res);
   const std::string& m = res->body;
   EXPECT_NE(m.find("# TYPE fracgpu_gpu_memory_allocated_bytes gauge"), std::string::npos);
-  EXPECT_NE(m.find("fracgpu_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+  EXPECT_NE(m.find("fracgpu_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\","
+                   "device_index=\"0\","
                    "device_type=\"NVIDIA-NVIDIA A100-SXM4-80GB\"} 4294967296"),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("fracgpu_gpu_core_allocated_ratio{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+  EXPECT_NE(m.find("fracgpu_gpu_core_allocated_ratio{node=\"node-a\",device_uuid=\"GPU-a0\",device_"
+                   "index=\"0\","
                    "device_type=\"NVIDIA-NVIDIA A100-SXM4-80GB\"} 0.25"),
             std::string::npos);
-  EXPECT_NE(m.find("fracgpu_pod_gpu_memory_allocated_bytes{namespace=\"ml\",pod=\"p\",node=\"node-a\",container_index=\"0\","
+  EXPECT_NE(m.find("fracgpu_pod_gpu_memory_allocated_bytes{namespace=\"ml\",pod=\"p\",node=\"node-"
+                   "a\",container_index=\"0\","
                    "device_uuid=\"GPU-a0\"} 4294967296"),
             std::string::npos);
   EXPECT_NE(m.find("fracgpu_binds_total{result=\"ok\"} 1"), std::string::npos);
-  EXPECT_NE(m.find("fracgpu_http_request_duration_seconds_count{endpoint=\"/bind\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("fracgpu_http_request_duration_seconds_count{endpoint=\"/bind\"} 1"),
+            std::string::npos);
   auto ready = http.Get("/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
@@ -527,8 +566,10 @@ TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
     odd["metadata"]["annotations"][core::kAnnotationNodeRegister] = core::EncodeNodeRegister({d});
   }
   api_.Put("nodes", odd);
-  json p = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}));
-  json q = api_.Put("pods", GpuPod("q", {{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "50"}}));
+  json p =
+      api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}));
+  json q =
+      api_.Put("pods", GpuPod("q", {{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "50"}}));
   auto svc = StartService();
   ASSERT_EQ(Bind(*svc, p, "node-a")["Error"], "");
   ReleaseLock("node-a");
@@ -539,10 +580,12 @@ TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
   auto v = Samples(res->body);
   const double mib = 1024.0 * 1024.0;
   const std::string type = "NVIDIA-NVIDIA A100-SXM4-80GB";
-  const std::string a = "{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_type=\"" + type +
-                        "\",zone=\"vGPU\"}";
-  const std::string b = "{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\",device_type=\"" + type +
-                        "\",zone=\"vGPU\"}";
+  const std::string a =
+      "{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_type=\"" + type +
+      "\",zone=\"vGPU\"}";
+  const std::string b =
+      "{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\",device_type=\"" + type +
+      "\",zone=\"vGPU\"}";
   EXPECT_EQ(v.count("hami_gpu_memory_limit_bytes" + a), 1u) << res->body;
   EXPECT_EQ(v["hami_gpu_memory_limit_bytes" + a], 16000 * mib);
   EXPECT_EQ(v["hami_gpu_core_limit_ratio" + a], 100);
@@ -550,22 +593,31 @@ TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
   EXPECT_EQ(v["hami_gpu_core_allocated_ratio" + a], 25);
   EXPECT_EQ(v["hami_gpu_core_allocated_ratio" + b], 17);  // ceil(50 / 300 * 100)
   EXPECT_EQ(v["hami_gpu_shared_count" + a], 1);
-  EXPECT_EQ(v.count("hami_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
-                    "device_cores=\"100\",device_type=\"" + type + "\",zone=\"vGPU\"}"),
+  EXPECT_EQ(v.count("hami_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\",device_"
+                    "index=\"0\","
+                    "device_cores=\"100\",device_type=\"" +
+                    type + "\",zone=\"vGPU\"}"),
             1u);
-  EXPECT_EQ(v["hami_gpu_memory_allocated_bytes{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\","
-              "device_cores=\"300\",device_type=\"" + type + "\",zone=\"vGPU\"}"],
-            1000 * mib);
-  EXPECT_EQ(v["hami_node_gpu_overview{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_cores=\"100\","
-              "device_memory_limit=\"16000\",device_type=\"" + type + "\",zone=\"vGPU\"}"],
+  EXPECT_EQ(
+      v["hami_gpu_memory_allocated_bytes{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\","
+        "device_cores=\"300\",device_type=\"" +
+        type + "\",zone=\"vGPU\"}"],
+      1000 * mib);
+  EXPECT_EQ(v["hami_node_gpu_overview{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+              "device_cores=\"100\","
+              "device_memory_limit=\"16000\",device_type=\"" +
+              type + "\",zone=\"vGPU\"}"],
             4096 * mib);
-  EXPECT_DOUBLE_EQ(v["hami_node_gpu_memory_allocated_ratio{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\","
+  EXPECT_DOUBLE_EQ(v["hami_node_gpu_memory_allocated_ratio{node=\"node-a\",device_uuid=\"GPU-a0\","
+                     "device_index=\"0\","
                      "zone=\"vGPU\"}"],
                    4096.0 / 16000.0);
-  const std::string pa = "{namespace=\"ml\",node=\"node-a\",pod=\"p\",container_index=\"0\",device_uuid=\"GPU-a0\","
-                         "zone=\"vGPU\"}";
-  const std::string qb = "{namespace=\"ml\",node=\"node-b\",pod=\"q\",container_index=\"0\",device_uuid=\"GPU-b0\","
-                         "zone=\"vGPU\"}";
+  const std::string pa =
+      "{namespace=\"ml\",node=\"node-a\",pod=\"p\",container_index=\"0\",device_uuid=\"GPU-a0\","
+      "zone=\"vGPU\"}";
+  const std::string qb =
+      "{namespace=\"ml\",node=\"node-b\",pod=\"q\",container_index=\"0\",device_uuid=\"GPU-b0\","
+      "zone=\"vGPU\"}";
   EXPECT_EQ(v["hami_vgpu_memory_allocated_bytes" + pa], 4096 * mib);
   EXPECT_EQ(v["hami_vgpu_core_allocated_ratio" + pa], 25);
   EXPECT_EQ(v["hami_vgpu_memory_allocated_bytes" + qb], 1000 * mib);
@@ -575,15 +627,20 @@ TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
   for (const auto& [k, val] : v) {
     if (k.rfind("hami_build_info{version=\"9.8.7\",revision=\"", 0) != 0) continue;
     build_info = val == 1 && k.find(",build_date=\"") != std::string::npos &&
-                 k.find(",go_version=\"") != std::string::npos && k.find(",compiler=\"") != std::string::npos &&
-                 k.find(",platform=\"linux/") != std::string::npos && k.find("zone") == std::string::npos;
+                 k.find(",go_version=\"") != std::string::npos &&
+                 k.find(",compiler=\"") != std::string::npos &&
+                 k.find(",platform=\"linux/") != std::string::npos &&
+                 k.find("zone") == std::string::npos;
   }
   EXPECT_TRUE(build_info) << res->body;
   EXPECT_NE(res->body.find("# TYPE hami_gpu_memory_limit_bytes gauge\n"), std::string::npos);
-  EXPECT_EQ(res->body.find("GPUDevice"), std::string::npos);  // pre-v2.10 names: only with --legacy-metrics
+  EXPECT_EQ(res->body.find("GPUDevice"),
+            std::string::npos);  // pre-v2.10 names: only with --legacy-metrics
   // fracgpu's own names are still there, with their own units.
-  EXPECT_EQ(v["fracgpu_gpu_core_allocated_ratio{node=\"node-b\",device_uuid=\"GPU-b0\",device_index=\"0\","
-              "device_type=\"" + type + "\"}"],
+  EXPECT_EQ(v["fracgpu_gpu_core_allocated_ratio{node=\"node-b\",device_uuid=\"GPU-b0\",device_"
+              "index=\"0\","
+              "device_type=\"" +
+              type + "\"}"],
             0.5);
   svc->Stop();
 
@@ -594,9 +651,13 @@ TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
   auto res_off = http_off.Get("/metrics");
   ASSERT_TRUE(res_off);
   EXPECT_EQ(res_off->body.find("hami_"), std::string::npos) << res_off->body;
-  EXPECT_EQ(Samples(res_off->body)["fracgpu_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\","
-                                   "device_index=\"0\",device_type=\"" + type + "\"}"],
-            4096 * mib);
+  EXPECT_EQ(
+      Samples(
+          res_off
+              ->body)["fracgpu_gpu_memory_allocated_bytes{node=\"node-a\",device_uuid=\"GPU-a0\","
+                      "device_index=\"0\",device_type=\"" +
+                      type + "\"}"],
+      4096 * mib);
   off->Stop();
 
   // --legacy-metrics: HAMi's pre-v2.10 names too, with raw core counts.
@@ -606,30 +667,38 @@ TEST_F(ExtenderTest, HamiMetricNamesByDefaultAndNotWithTheSwitchOff) {
   auto res_legacy = http_legacy.Get("/metrics");
   ASSERT_TRUE(res_legacy);
   auto lv = Samples(res_legacy->body);
-  const std::string ob = "{nodeid=\"node-b\",deviceuuid=\"GPU-b0\",deviceidx=\"0\",devicetype=\"" + type +
-                         "\",zone=\"vGPU\"}";
+  const std::string ob = "{nodeid=\"node-b\",deviceuuid=\"GPU-b0\",deviceidx=\"0\",devicetype=\"" +
+                         type + "\",zone=\"vGPU\"}";
   EXPECT_EQ(lv.count("GPUDeviceCoreLimit" + ob), 1u) << res_legacy->body;
   EXPECT_EQ(lv["GPUDeviceCoreLimit" + ob], 300);
   EXPECT_EQ(lv["GPUDeviceCoreAllocated" + ob], 50);
   EXPECT_EQ(lv["GPUDeviceMemoryLimit" + ob], 24000 * mib);
   EXPECT_EQ(lv["GPUDeviceSharedNum" + ob], 1);
-  EXPECT_EQ(lv["GPUDeviceMemoryAllocated{nodeid=\"node-b\",deviceuuid=\"GPU-b0\",deviceidx=\"0\",devicecores=\"300\","
-               "devicetype=\"" + type + "\",zone=\"vGPU\"}"],
+  EXPECT_EQ(lv["GPUDeviceMemoryAllocated{nodeid=\"node-b\",deviceuuid=\"GPU-b0\",deviceidx=\"0\","
+               "devicecores=\"300\","
+               "devicetype=\"" +
+               type + "\",zone=\"vGPU\"}"],
             1000 * mib);
-  const std::string oq = "{podnamespace=\"ml\",nodename=\"node-b\",podname=\"q\",containeridx=\"0\","
-                         "deviceuuid=\"GPU-b0\",zone=\"vGPU\"}";
+  const std::string oq =
+      "{podnamespace=\"ml\",nodename=\"node-b\",podname=\"q\",containeridx=\"0\","
+      "deviceuuid=\"GPU-b0\",zone=\"vGPU\"}";
   EXPECT_EQ(lv["vGPUMemoryAllocated" + oq], 1000 * mib);
   EXPECT_EQ(lv["vGPUCoreAllocated" + oq], 50);
-  EXPECT_EQ(lv["hami_vgpu_core_allocated_ratio{namespace=\"ml\",node=\"node-b\",pod=\"q\",container_index=\"0\","
+  EXPECT_EQ(lv["hami_vgpu_core_allocated_ratio{namespace=\"ml\",node=\"node-b\",pod=\"q\","
+               "container_index=\"0\","
                "device_uuid=\"GPU-b0\",zone=\"vGPU\"}"],
             17);
 }
 
 TEST_F(ExtenderTest, WebhookOverHttp) {
   auto svc = StartService();
-  json review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
-                 {"request", {{"uid", "abc"}, {"kind", {{"kind", "Pod"}}}, {"operation", "CREATE"},
-                              {"object", GpuPod("w", {{"nvidia.com/gpucores", "150"}})}}}};
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request",
+                  {{"uid", "abc"},
+                   {"kind", {{"kind", "Pod"}}},
+                   {"operation", "CREATE"},
+                   {"object", GpuPod("w", {{"nvidia.com/gpucores", "150"}})}}}};
   json r = Post(*svc, "/webhook?timeout=10s", review.dump());
   EXPECT_EQ(r["response"]["uid"], "abc");
   EXPECT_EQ(r["response"]["allowed"], false);
@@ -656,20 +725,26 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000));
 
   // Edit-down: the bound pod's allocation rewritten to 1000 MiB (the signature no longer matches).
-  api_.Patch("pods", "ml", "p1",
-             {{"metadata", {{"annotations", {{core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,1000,0:;"}}}}}});
+  api_.Patch(
+      "pods", "ml", "p1",
+      {{"metadata",
+        {{"annotations", {{core::kAnnotationVgpuDevicesAllocated, "GPU-a0,NVIDIA,1000,0:;"}}}}}});
   ASSERT_TRUE(api_.WaitFor([&] { return svc->state().unverified_allocations() >= 1; }));
-  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000)) << "the last verified allocation still counts";
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000))
+      << "the last verified allocation still counts";
   // A second 20000 MiB pod does not fit on the 23028 MiB card: no over-commit.
-  json p2 = api_.Put("pods", GpuPod("p2", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "20000"}}));
+  json p2 =
+      api_.Put("pods", GpuPod("p2", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "20000"}}));
   json f = Filter(*svc, p2, {"node-a"});
   EXPECT_EQ(f["NodeNames"], json::array()) << f.dump();
   EXPECT_NE(Bind(*svc, p2, "node-a")["Error"], "");
 
   // Removing the annotations altogether does not free the card either.
   api_.Patch("pods", "ml", "p1",
-             {{"metadata", {{"annotations", {{core::kAnnotationVgpuDevicesAllocated, nullptr},
-                                             {core::kAnnotationAllocationSignature, nullptr}}}}}});
+             {{"metadata",
+               {{"annotations",
+                 {{core::kAnnotationVgpuDevicesAllocated, nullptr},
+                  {core::kAnnotationAllocationSignature, nullptr}}}}}});
   ASSERT_TRUE(api_.WaitFor([&] { return svc->state().unverified_allocations() >= 2; }));
   EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 20000));
 
@@ -685,14 +760,17 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   // plugin served it (they verify the signature), and it cannot lower anything either.
   json forged = GpuPod("forged", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "23028"}});
   forged["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
-  forged["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "node-b"},
-                                       {core::kAnnotationVgpuDevicesAllocated, "GPU-b0,NVIDIA,23028,100:;"}};
+  forged["metadata"]["annotations"] = {
+      {core::kAnnotationVgpuNode, "node-b"},
+      {core::kAnnotationVgpuDevicesAllocated, "GPU-b0,NVIDIA,23028,100:;"}};
   // Read before the Put: the informer may count the forged pod before Put returns.
   int64_t before = restarted->state().unverified_allocations();
   api_.Put("pods", forged);
   ASSERT_TRUE(api_.WaitFor([&] { return restarted->state().unverified_allocations() > before; }));
   EXPECT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 0));
-  EXPECT_FALSE(restarted->state().Allocation(k8s::Uid(api_.Get("pods", "ml", "forged").value())).has_value());
+  EXPECT_FALSE(restarted->state()
+                   .Allocation(k8s::Uid(api_.Get("pods", "ml", "forged").value()))
+                   .has_value());
   // Each unverifiable allocation was evented (the recorders post in the background: wait until
   // both services' queues are empty before reading the events).
   ASSERT_TRUE(svc->events().Flush(std::chrono::seconds(30)));

@@ -53,7 +53,8 @@ TEST_F(FitForBindTest, FragmentationAwareFillsTheGpuThePodCompletes) {
   // FGD chooses the GPU that adds the least fragmentation: GPU-0.
   auto node = state_.Node("n1");
   ASSERT_TRUE(node.has_value());
-  core::FitResult fit = FitForBind(Sharing(30), *node, state_, core::GpuPolicy::kFragmentationAware);
+  core::FitResult fit =
+      FitForBind(Sharing(30), *node, state_, core::GpuPolicy::kFragmentationAware);
   ASSERT_TRUE(fit.fits) << fit.summary;
   ASSERT_EQ(fit.grants.size(), 1u);
   ASSERT_EQ(fit.grants[0].size(), 1u);

@@ -57,7 +57,9 @@ class LockTest : public ::testing::Test {
     clock_.Set(std::chrono::system_clock::from_time_t(1772446504));
     api_.Put("nodes", {{"metadata", {{"name", "n"}}}});
   }
-  std::optional<std::string> Lock() { return k8s::Annotation(*api_.Get("nodes", "", "n"), core::kAnnotationNodeLock); }
+  std::optional<std::string> Lock() {
+    return k8s::Annotation(*api_.Get("nodes", "", "n"), core::kAnnotationNodeLock);
+  }
   fakes::FakeApiServer api_;
   k8s::ManualClock clock_;
   std::unique_ptr<k8s::Client> client_;
@@ -88,12 +90,15 @@ TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
   k8s::Config config;
   config.server = api.url();
   auto client = std::move(k8s::Client::Create(config, {}, &clock).value());
-  LeaderElectionConfig a_cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15), std::chrono::seconds(2)};
+  LeaderElectionConfig a_cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15),
+                             std::chrono::seconds(2)};
   LeaderElectionConfig b_cfg = a_cfg;
   b_cfg.identity = "b";
   std::vector<std::string> changes;
-  LeaderElector a(client.get(), &clock, a_cfg, [&](bool l) { changes.push_back(std::string("a:") + (l ? "1" : "0")); });
-  LeaderElector b(client.get(), &clock, b_cfg, [&](bool l) { changes.push_back(std::string("b:") + (l ? "1" : "0")); });
+  LeaderElector a(client.get(), &clock, a_cfg,
+                  [&](bool l) { changes.push_back(std::string("a:") + (l ? "1" : "0")); });
+  LeaderElector b(client.get(), &clock, b_cfg,
+                  [&](bool l) { changes.push_back(std::string("b:") + (l ? "1" : "0")); });
   EXPECT_TRUE(a.TryAcquireOrRenew());
   EXPECT_FALSE(b.TryAcquireOrRenew());
   auto lease = api.Get("leases", "fracgpu-system", "fracgpu-scheduler");
@@ -123,7 +128,8 @@ TEST(LeaderTest, StopReleasesTheLeaseForAnImmediateTakeover) {
   k8s::Config config;
   config.server = api.url();
   auto client = std::move(k8s::Client::Create(config, {}, &clock).value());
-  LeaderElectionConfig a_cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15), std::chrono::seconds(2)};
+  LeaderElectionConfig a_cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15),
+                             std::chrono::seconds(2)};
   LeaderElectionConfig b_cfg = a_cfg;
   b_cfg.identity = "b";
   LeaderElector b(client.get(), &clock, b_cfg);
@@ -147,26 +153,38 @@ TEST(LeaderTest, StopReleasesTheLeaseForAnImmediateTakeover) {
 }
 
 json NodeWithGpu() {
-  return {{"metadata", {{"name", "n"}, {"annotations", {{core::kAnnotationNodeRegister,
-      R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
-          {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+  return {
+      {"metadata",
+       {{"name", "n"},
+        {"annotations",
+         {{core::kAnnotationNodeRegister,
+           R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
+      {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
 }
 
 TEST(StateTest, InitContainersCollapseAndShrinkWhenFinished) {
   ClusterState state;
   ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
-  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u1"},
-                            {"annotations", {{core::kAnnotationVgpuNode, "n"},
-                                             {core::kAnnotationVgpuDevicesAllocated, "GPU-1,NVIDIA,5000,10:;GPU-1,NVIDIA,2000,20:;GPU-1,NVIDIA,1000,5:;"}}}}},
-              {"spec", {{"initContainers", {{{"name", "i"}}}}, {"containers", {{{"name", "a"}}, {{"name", "b"}}}}}},
-              {"status", {{"phase", "Pending"}}}};
+  json pod = {
+      {"metadata",
+       {{"name", "p"},
+        {"namespace", "ns"},
+        {"uid", "u1"},
+        {"annotations",
+         {{core::kAnnotationVgpuNode, "n"},
+          {core::kAnnotationVgpuDevicesAllocated,
+           "GPU-1,NVIDIA,5000,10:;GPU-1,NVIDIA,2000,20:;GPU-1,NVIDIA,1000,5:;"}}}}},
+      {"spec",
+       {{"initContainers", {{{"name", "i"}}}}, {"containers", {{{"name", "a"}}, {{"name", "b"}}}}}},
+      {"status", {{"phase", "Pending"}}}};
   ASSERT_TRUE(state.UpsertPod(pod).ok());
   auto gpu = state.Node("n")->gpus[0];
   // max(init 5000, apps 2000+1000) MiB; max(10, 20+5) %; slots max(1, 2).
   EXPECT_EQ(gpu.used_mem_mib, 5000);
   EXPECT_EQ(gpu.used_cores, 25);
   EXPECT_EQ(gpu.used, 2);
-  pod["status"]["initContainerStatuses"] = {{{"name", "i"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}};
+  pod["status"]["initContainerStatuses"] = {
+      {{"name", "i"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}};
   ASSERT_TRUE(state.UpsertPod(pod).ok());
   gpu = state.Node("n")->gpus[0];
   EXPECT_EQ(gpu.used_mem_mib, 3000);
@@ -187,13 +205,19 @@ TEST(StateTest, NodeRulesAndBadAnnotations) {
   ASSERT_TRUE(state.UpsertNode(node).ok());
   ASSERT_TRUE(state.Node("n"));
   EXPECT_TRUE(state.Node("n")->gpus[0].cordoned);
-  node["metadata"]["annotations"][core::kAnnotationNodeRegister] = "[{\"id\":\"GPU-1\",\"devmem\":-5}]";
+  node["metadata"]["annotations"][core::kAnnotationNodeRegister] =
+      "[{\"id\":\"GPU-1\",\"devmem\":-5}]";
   Status st = state.UpsertNode(node);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("node n"), std::string::npos);
   EXPECT_FALSE(state.Node("n"));
-  json pod = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"},
-                            {"annotations", {{core::kAnnotationVgpuNode, "n"}, {core::kAnnotationVgpuDevicesAllocated, "garbage"}}}}}};
+  json pod = {
+      {"metadata",
+       {{"name", "p"},
+        {"namespace", "ns"},
+        {"uid", "u"},
+        {"annotations",
+         {{core::kAnnotationVgpuNode, "n"}, {core::kAnnotationVgpuDevicesAllocated, "garbage"}}}}}};
   EXPECT_EQ(state.UpsertPod(pod).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(state.Allocations().empty());
 }
@@ -207,7 +231,8 @@ TEST(StateTest, AssumedDecisionSurvivesAnOlderPodVersion) {
   a.node = "n";
   a.grants = {{{"GPU-1", "NVIDIA", 4000, 0}}};
   ASSERT_TRUE(state.Assume(a).ok());
-  json old_version = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"}}}, {"status", {{"phase", "Pending"}}}};
+  json old_version = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"}}},
+                      {"status", {{"phase", "Pending"}}}};
   ASSERT_TRUE(state.UpsertPod(old_version).ok());
   EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 4000);
   state.Forget("u");

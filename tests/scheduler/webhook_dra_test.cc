@@ -16,7 +16,9 @@ using nlohmann::json;
 
 // Pod "train" in namespace "ml": container "main" asks for one GPU, 3000 MiB and 30 % of the
 // cores (plus a CPU limit that must stay); container "side" uses no GPU.
-json TrainPod(json gpu_limits = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}) {
+json TrainPod(json gpu_limits = {{"nvidia.com/gpu", "1"},
+                                 {"nvidia.com/gpumem", "3000"},
+                                 {"nvidia.com/gpucores", "30"}}) {
   json limits = gpu_limits;
   limits["cpu"] = "2";
   return {{"apiVersion", "v1"},
@@ -45,15 +47,17 @@ AdmissionRequest Create(const json& pod) {
 // ResourceClaimTemplate.spec (ResourceClaimTemplateSpec) .spec (ResourceClaimSpec) .devices
 // (DeviceClaim) .requests[] (DeviceRequest: name, exactly: ExactDeviceRequest).
 json ExpectedSpec(const std::string& memory, const std::string& cores) {
-  return {{"spec",
-           {{"devices",
-             {{"requests",
-               json::array({{{"name", "gpu"},
-                             {"exactly",
-                              {{"deviceClassName", "gpu.fracgpu.io"},
-                               {"allocationMode", "ExactCount"},
-                               {"count", 1},
-                               {"capacity", {{"requests", {{"memory", memory}, {"cores", cores}}}}}}}}})}}}}}};
+  return {
+      {"spec",
+       {{"devices",
+         {{"requests",
+           json::array(
+               {{{"name", "gpu"},
+                 {"exactly",
+                  {{"deviceClassName", "gpu.fracgpu.io"},
+                   {"allocationMode", "ExactCount"},
+                   {"count", 1},
+                   {"capacity", {{"requests", {{"memory", memory}, {"cores", cores}}}}}}}}})}}}}}};
 }
 
 class WebhookDraTest : public ::testing::Test {
@@ -81,9 +85,11 @@ TEST_F(WebhookDraTest, GpuRequestBecomesTemplateAndClaims) {
   json p = Patched(pod, r);
   // core/v1 PodSpec.resourceClaims[] (PodResourceClaim: name, resourceClaimTemplateName) and
   // Container.resources.claims[] (ResourceClaim: name).
-  EXPECT_EQ(p["spec"]["resourceClaims"],
-            json::parse(R"([{"name": "main-gpu", "resourceClaimTemplateName": "train-main-gpu"}])"));
-  EXPECT_EQ(p["spec"]["containers"][0]["resources"]["claims"], json::parse(R"([{"name": "main-gpu"}])"));
+  EXPECT_EQ(
+      p["spec"]["resourceClaims"],
+      json::parse(R"([{"name": "main-gpu", "resourceClaimTemplateName": "train-main-gpu"}])"));
+  EXPECT_EQ(p["spec"]["containers"][0]["resources"]["claims"],
+            json::parse(R"([{"name": "main-gpu"}])"));
   EXPECT_EQ(p["spec"]["containers"][0]["resources"]["limits"], json::parse(R"({"cpu": "2"})"));
   EXPECT_FALSE(p["spec"]["containers"][1].contains("resources"));
   // kube-scheduler places the claims: the pod keeps its scheduler, gets no fracgpu defaults.
@@ -100,19 +106,23 @@ TEST_F(WebhookDraTest, GpuRequestBecomesTemplateAndClaims) {
 // The API server stores quantities canonically (16384Mi as "16Gi"): a replica of the same
 // workload finds the template from its predecessor, 409 → GET → same content → admitted.
 TEST_F(WebhookDraTest, IdenticalExistingTemplateIsAccepted) {
-  const json pod = TrainPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "16384"}, {"nvidia.com/gpucores", "50"}});
-  api_.Put("resourceclaimtemplates", {{"metadata", {{"name", "train-main-gpu"}, {"namespace", "ml"}}},
-                                      {"spec", ExpectedSpec("16Gi", "50")}});
+  const json pod = TrainPod(
+      {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "16384"}, {"nvidia.com/gpucores", "50"}});
+  api_.Put("resourceclaimtemplates",
+           {{"metadata", {{"name", "train-main-gpu"}, {"namespace", "ml"}}},
+            {"spec", ExpectedSpec("16Gi", "50")}});
   json r = Admit(Create(pod), config_);
   ASSERT_EQ(r["response"]["allowed"], true) << r.dump();
   EXPECT_EQ(TemplatePosts(), 1);
   EXPECT_EQ(api_.CountRequests("GET", ClaimTemplatePath("ml", "train-main-gpu")), 1);
-  EXPECT_EQ(Patched(pod, r)["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], "train-main-gpu");
+  EXPECT_EQ(Patched(pod, r)["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
+            "train-main-gpu");
 }
 
 TEST_F(WebhookDraTest, DifferentExistingTemplateDeniesThePod) {
-  api_.Put("resourceclaimtemplates", {{"metadata", {{"name", "train-main-gpu"}, {"namespace", "ml"}}},
-                                      {"spec", ExpectedSpec("8Gi", "30")}});
+  api_.Put("resourceclaimtemplates",
+           {{"metadata", {{"name", "train-main-gpu"}, {"namespace", "ml"}}},
+            {"spec", ExpectedSpec("8Gi", "30")}});
   json r = Admit(Create(TrainPod()), config_);
   EXPECT_EQ(r["response"]["allowed"], false);
   EXPECT_EQ(r["response"]["status"]["code"], 500);
@@ -131,7 +141,8 @@ TEST_F(WebhookDraTest, ApiServerFailureDeniesThePod) {
   EXPECT_EQ(r["response"]["status"]["code"], 500);
   EXPECT_EQ(r["response"]["status"]["reason"], "InternalError");
   const std::string msg = r["response"]["status"]["message"];
-  EXPECT_NE(msg.find("cannot create ResourceClaimTemplate ml/train-main-gpu"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot create ResourceClaimTemplate ml/train-main-gpu"), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("503"), std::string::npos) << msg;
   EXPECT_FALSE(api_.Get("resourceclaimtemplates", "ml", "train-main-gpu").has_value());
 }
@@ -151,7 +162,8 @@ TEST(WebhookDra, UnreachableApiServerDeniesThePod) {
   json r = Admit(Create(TrainPod()), c);
   EXPECT_EQ(r["response"]["allowed"], false);
   const std::string msg = r["response"]["status"]["message"];
-  EXPECT_NE(msg.find("cannot create ResourceClaimTemplate ml/train-main-gpu"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot create ResourceClaimTemplate ml/train-main-gpu"), std::string::npos)
+      << msg;
 }
 
 TEST(WebhookDra, NoApiClientDeniesGpuPods) {
@@ -159,7 +171,8 @@ TEST(WebhookDra, NoApiClientDeniesGpuPods) {
   c.dra_mode = true;
   json r = Admit(Create(TrainPod()), c);
   EXPECT_EQ(r["response"]["allowed"], false);
-  EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find("no API client"), std::string::npos);
+  EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find("no API client"),
+            std::string::npos);
   // A pod without GPU requests needs no client.
   json cpu = TrainPod(json::object());
   EXPECT_EQ(Admit(Create(cpu), c)["response"]["allowed"], true);
@@ -173,7 +186,8 @@ TEST(WebhookDra, PercentageMemoryIsRefusedByName) {
     ++calls;
     return Status();
   };
-  json r = Admit(Create(TrainPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}})), c);
+  json r =
+      Admit(Create(TrainPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}})), c);
   EXPECT_EQ(r["response"]["allowed"], false);
   EXPECT_EQ(r["response"]["status"]["code"], 400);
   const std::string msg = r["response"]["status"]["message"];
@@ -199,7 +213,8 @@ TEST(WebhookDra, DryRunCreatesNothingAndNamespaceComesFromTheRequest) {
   json r = Admit(req, c);
   ASSERT_EQ(r["response"]["allowed"], true);
   EXPECT_TRUE(created.empty());
-  EXPECT_EQ(Patched(pod, r)["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], "train-main-gpu");
+  EXPECT_EQ(Patched(pod, r)["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
+            "train-main-gpu");
   req.dry_run = false;
   r = Admit(req, c);
   ASSERT_EQ(created.size(), 1u);
@@ -211,9 +226,11 @@ TEST(WebhookDra, DecodesDryRun) {
       R"({"apiVersion":"admission.k8s.io/v1","request":{"uid":"u","operation":"CREATE","dryRun":true}})");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_TRUE(ok->dry_run);
-  auto bad = DecodeAdmissionReview(R"({"request":{"uid":"u","operation":"CREATE","dryRun":"yes"}})");
+  auto bad =
+      DecodeAdmissionReview(R"({"request":{"uid":"u","operation":"CREATE","dryRun":"yes"}})");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("request.dryRun must be a boolean, got string"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("request.dryRun must be a boolean, got string"),
+            std::string::npos)
       << bad.status().message();
 }
 
@@ -234,7 +251,8 @@ TEST(WebhookDra, SameContent) {
   EXPECT_FALSE(SameContent(json::parse(R"({"b": [1]})"), json::parse(R"({"b": [1, 2]})")));
   EXPECT_FALSE(SameContent(json::parse(R"({})"), json::parse(R"({"a": "x"})")));
   EXPECT_FALSE(SameContent(json::parse(R"({"a": "gpu"})"), json::parse(R"({"a": "gpu2"})")));
-  EXPECT_EQ(ClaimTemplatePath("ml", "t"), "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates/t");
+  EXPECT_EQ(ClaimTemplatePath("ml", "t"),
+            "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates/t");
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The admission webhook: every docs/design/CONTRACT.md §1–3 rule, bad values, system-annotation locks.
+// The admission webhook: every docs/design/CONTRACT.md §1–3 rule, bad values, system-annotation
+// locks.
 #include "scheduler/webhook.h"
 
 #include <gtest/gtest.h>
@@ -84,7 +85,9 @@ TEST(WebhookTest, MemoryWithoutGpuCountGetsOneGpuAndNoCores) {
 }
 
 TEST(WebhookTest, RequestsOnlyValuesAreCopiedToLimits) {
-  json c = {{"name", "c"}, {"resources", {{"requests", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}}}}};
+  json c = {
+      {"name", "c"},
+      {"resources", {{"requests", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}}}}};
   json pod = PodWith({c});
   json r = Admit(Create(pod), Config());
   ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
@@ -94,12 +97,14 @@ TEST(WebhookTest, RequestsOnlyValuesAreCopiedToLimits) {
 }
 
 TEST(WebhookTest, BothMemoryKeysWarn) {
-  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"},
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"},
+                                      {"nvidia.com/gpumem", "1000"},
                                       {"nvidia.com/gpumem-percentage", "50"}})});
   json r = Admit(Create(pod), Config());
   ASSERT_TRUE(r["response"]["allowed"]);
   ASSERT_TRUE(r["response"].contains("warnings"));
-  EXPECT_NE(r["response"]["warnings"].dump().find("nvidia.com/gpumem-percentage"), std::string::npos);
+  EXPECT_NE(r["response"]["warnings"].dump().find("nvidia.com/gpumem-percentage"),
+            std::string::npos);
 }
 
 TEST(WebhookTest, SliceKeysAsAnnotationsWarn) {
@@ -115,7 +120,8 @@ TEST(WebhookTest, BadValuesAreDenied400NamingContainerResourceAndValue) {
     std::string want;
   } cases[] = {
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}, "150"},
-      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "-1"}}, "nvidia.com/gpumem-percentage"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "-1"}},
+       "nvidia.com/gpumem-percentage"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}}, "101"},
       {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-1"}}, "-1"},
       {{{"nvidia.com/gpu", "500m"}}, "500m"},
@@ -136,7 +142,9 @@ TEST(WebhookTest, BadValuesAreDenied400NamingContainerResourceAndValue) {
 }
 
 TEST(WebhookTest, BinarySuffixMessageSaysTheUnit) {
-  json r = Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3Gi"}})})), Config());
+  json r = Admit(
+      Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3Gi"}})})),
+      Config());
   std::string msg = r["response"]["status"]["message"];
   EXPECT_NE(msg.find("3072"), std::string::npos) << msg;
 }
@@ -150,7 +158,8 @@ TEST(WebhookTest, GpuZeroUsesNoGpu) {
 
 TEST(WebhookTest, PolicyDenialsAre403) {
   json gpu = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
-  json privileged = Container("side", json::object(), {{"securityContext", {{"privileged", true}}}});
+  json privileged =
+      Container("side", json::object(), {{"securityContext", {{"privileged", true}}}});
   struct Case {
     json pod;
     std::string want;
@@ -162,9 +171,11 @@ TEST(WebhookTest, PolicyDenialsAre403) {
          return p;
        }(),
        "\"side\" is privileged"},
-      {PodWith({Container("c", gpu)}, json::object(), {{"schedulerName", "my-scheduler"}}), "my-scheduler"},
+      {PodWith({Container("c", gpu)}, json::object(), {{"schedulerName", "my-scheduler"}}),
+       "my-scheduler"},
       {PodWith({Container("c", gpu)}, json::object(), {{"nodeName", "node-a"}}), "spec.nodeName"},
-      {PodWith({Container("c", gpu, {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "TRUE"}}}}})}),
+      {PodWith({Container("c", gpu,
+                          {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "TRUE"}}}}})}),
        "CUDA_DISABLE_CONTROL"},
   };
   for (const auto& c : cases) {
@@ -177,31 +188,42 @@ TEST(WebhookTest, PolicyDenialsAre403) {
 }
 
 TEST(WebhookTest, PrivilegedWithoutGpuIsAllowed) {
-  json pod = PodWith({Container("c", json::object(), {{"securityContext", {{"privileged", true}}}})});
+  json pod =
+      PodWith({Container("c", json::object(), {{"securityContext", {{"privileged", true}}}})});
   EXPECT_TRUE(Admit(Create(pod), Config())["response"]["allowed"]);
 }
 
 TEST(WebhookTest, AllowListedSchedulerIsKept) {
-  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, json::object(), {{"schedulerName", "volcano"}});
+  json pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, json::object(),
+                     {{"schedulerName", "volcano"}});
   json r = Admit(Create(pod), Config());
   ASSERT_TRUE(r["response"]["allowed"]);
   EXPECT_EQ(Patched(pod, r)["spec"]["schedulerName"], "volcano");
 }
 
 TEST(WebhookTest, DisableControlRules) {
-  auto env = [](const std::string& v) { return json{{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", v}}}}}; };
+  auto env = [](const std::string& v) {
+    return json{{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", v}}}}};
+  };
   // Whole exclusive card: allowed.
-  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("true"))})), Config())["response"]["allowed"]);
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("true"))})),
+                    Config())["response"]["allowed"]);
   // Not a boolean: HAMi reads it as false; allowed with a warning, isolation stays on.
-  json bad = Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("yes"))})), Config());
+  json bad =
+      Admit(Create(PodWith({Container("c", {{"nvidia.com/gpu", "1"}}, env("yes"))})), Config());
   ASSERT_TRUE(bad["response"]["allowed"]);
   EXPECT_NE(bad["response"]["warnings"].dump().find("isolation stays on"), std::string::npos);
   // false on a shared slice: fine. Irrelevant without GPU, even if malformed.
-  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, env("False"))})), Config())["response"]["allowed"]);
-  EXPECT_TRUE(Admit(Create(PodWith({Container("c", json::object(), env("maybe"))})), Config())["response"]["allowed"]);
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, env("False"))})),
+                    Config())["response"]["allowed"]);
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", json::object(), env("maybe"))})),
+                    Config())["response"]["allowed"]);
   // valueFrom cannot be checked: ignored.
-  json vf = {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"valueFrom", {{"configMapKeyRef", {{"name", "x"}, {"key", "y"}}}}}}}}};
-  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, vf)})), Config())["response"]["allowed"]);
+  json vf = {{"env",
+              {{{"name", "CUDA_DISABLE_CONTROL"},
+                {"valueFrom", {{"configMapKeyRef", {{"name", "x"}, {"key", "y"}}}}}}}}};
+  EXPECT_TRUE(Admit(Create(PodWith({Container("c", {{"nvidia.com/gpumem", "100"}}, vf)})),
+                    Config())["response"]["allowed"]);
 }
 
 TEST(WebhookTest, CreateRemovesSystemAnnotationsFromEveryPod) {
@@ -222,7 +244,8 @@ TEST(WebhookTest, CreateRemovesSystemAnnotationsFromEveryPod) {
 }
 
 TEST(WebhookTest, IgnoreLabelAllowsWithoutPatch) {
-  json pod = PodWith({Container("c", {{"nvidia.com/gpucores", "900"}})}, {{"hami.io/vgpu-node", "x"}});
+  json pod =
+      PodWith({Container("c", {{"nvidia.com/gpucores", "900"}})}, {{"hami.io/vgpu-node", "x"}});
   pod["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
   json r = Admit(Create(pod), Config());
   EXPECT_TRUE(r["response"]["allowed"]);
@@ -231,7 +254,8 @@ TEST(WebhookTest, IgnoreLabelAllowsWithoutPatch) {
 
 TEST(WebhookTest, UpdateLockBySystemAnnotationsAndUser) {
   WebhookConfig c = Config();
-  json old_pod = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, {{"hami.io/bind-phase", "allocating"}});
+  json old_pod =
+      PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, {{"hami.io/bind-phase", "allocating"}});
   json phase = old_pod;
   phase["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
   json alloc = old_pod;
@@ -259,7 +283,8 @@ TEST(WebhookTest, UpdateLockBySystemAnnotationsAndUser) {
     EXPECT_EQ(r["response"]["allowed"], k.allowed) << k.user << " " << k.pod["metadata"].dump();
     if (!k.allowed) {
       EXPECT_EQ(r["response"]["status"]["code"], 403);
-      EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(k.user), std::string::npos);
+      EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(k.user),
+                std::string::npos);
     }
   }
 }
@@ -274,7 +299,8 @@ TEST(WebhookTest, DecodeRejectsMalformedReviews) {
       {"{}", "request must be an object"},
       {R"({"request":{"uid":1,"operation":"CREATE"}})", "request.uid must be a string, got number"},
       {R"({"request":{"uid":"u"}})", "request.operation must be a string"},
-      {R"({"request":{"uid":"u","operation":"CREATE","object":"pod"}})", "request.object must be an object, got string"},
+      {R"({"request":{"uid":"u","operation":"CREATE","object":"pod"}})",
+       "request.object must be an object, got string"},
       {R"({"apiVersion":"v2","request":{"uid":"u","operation":"CREATE"}})", "apiVersion"},
   };
   for (const auto& c : cases) {

@@ -1,7 +1,7 @@
 // The packing upper bound (src/sim/bound.h) on tiny clusters whose optimum is computed by hand.
-#include <gtest/gtest.h>
-
 #include "sim/bound.h"
+
+#include <gtest/gtest.h>
 
 namespace fracgpu::sim {
 namespace {

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -147,10 +146,25 @@ TEST(DraFirstFitSimulate, RowBesideFgd) {
   pods.close();
   CLI::App app;
   cli::RegisterSimulateCommand(app);
-  std::vector<std::string> args = {"simulate", "--trace", (dir / "pods.csv").string(), "--nodes",
-                                   (dir / "nodes.csv").string(), "--expected", (dir / "none").string(),
-                                   "--policies", "FGD,DRA-FirstFit", "--seeds", "1", "--tune", "1",
-                                   "--out", (dir / "out").string(), "-j", "1", "-q", "--no-bound"};
+  std::vector<std::string> args = {"simulate",
+                                   "--trace",
+                                   (dir / "pods.csv").string(),
+                                   "--nodes",
+                                   (dir / "nodes.csv").string(),
+                                   "--expected",
+                                   (dir / "none").string(),
+                                   "--policies",
+                                   "FGD,DRA-FirstFit",
+                                   "--seeds",
+                                   "1",
+                                   "--tune",
+                                   "1",
+                                   "--out",
+                                   (dir / "out").string(),
+                                   "-j",
+                                   "1",
+                                   "-q",
+                                   "--no-bound"};
   std::vector<const char*> argv = {"fracgpu"};
   for (const auto& a : args) argv.push_back(a.c_str());
   ::testing::internal::CaptureStdout();
@@ -165,7 +179,8 @@ TEST(DraFirstFitSimulate, RowBesideFgd) {
   ASSERT_EQ(rc, 0) << out;
   auto row = [&](const std::string& name) {
     const size_t at = out.find("\n" + name + " ");
-    return at == std::string::npos ? std::string() : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+    return at == std::string::npos ? std::string()
+                                   : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
   };
   const std::string fgd = row("FGD"), dra = row("DRA-FirstFit");
   ASSERT_FALSE(fgd.empty()) << out;

@@ -1,7 +1,7 @@
 // The authors' published result tables (src/sim/expected.h).
-#include <gtest/gtest.h>
-
 #include "sim/expected.h"
+
+#include <gtest/gtest.h>
 
 namespace fracgpu::sim {
 namespace {
@@ -17,9 +17,12 @@ TEST(ParsePaperCsv, MeansByWorkloadPolicyAndColumn) {
   auto t = ParsePaperCsv(kTable, "allo.csv");
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->rows.size(), 4u);
-  EXPECT_DOUBLE_EQ(*PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kFgd, "130"), 95.4);
-  EXPECT_DOUBLE_EQ(*PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kFgd, "100"), 95.1);
-  EXPECT_DOUBLE_EQ(*PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kDotProduct, "100"), 90.0);
+  EXPECT_DOUBLE_EQ(*PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kFgd, "130"),
+                   95.4);
+  EXPECT_DOUBLE_EQ(*PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kFgd, "100"),
+                   95.1);
+  EXPECT_DOUBLE_EQ(
+      *PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kDotProduct, "100"), 90.0);
   // An empty cell is no data; an unknown workload or policy is no data.
   EXPECT_FALSE(PaperMean(*t, "openb_pod_list_default", core::PlacementPolicy::kDotProduct, "130"));
   EXPECT_FALSE(PaperMean(*t, "openb_pod_list_gpushare40", core::PlacementPolicy::kFgd, "130"));

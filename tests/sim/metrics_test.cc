@@ -1,9 +1,9 @@
 // Bucketing of samples by arrived workload (src/sim/metrics.h), computed by hand.
+#include "sim/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "sim/metrics.h"
 
 namespace fracgpu::sim {
 namespace {

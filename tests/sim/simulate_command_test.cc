@@ -1,12 +1,12 @@
 // `fracgpu simulate` through its CLI11 registration (as src/cli/main.cc runs it): bad flags and
 // inputs are refused before anything is simulated, with exit 2 and one line naming the flag and
 // the value; a small valid run still runs.
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -43,21 +43,24 @@ class SimulateCommandTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   void WriteTrace(const std::string& spec_of_p2) {
-    std::ofstream(dir_ + "/pods.csv")
-        << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
-           "scheduled_time\n"
-           "p0,1000,1024,1,500,,LS,Running,0,10,0\n"
-           "p1,1000,1024,1,300,V100M16|T4,LS,Running,1,10,1\n"
-           "p2,1000,1024,1,200,"
-        << spec_of_p2 << ",LS,Running,2,10,2\n";
+    std::ofstream(dir_ + "/pods.csv") << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+                                         "pod_phase,creation_time,deletion_time,"
+                                         "scheduled_time\n"
+                                         "p0,1000,1024,1,500,,LS,Running,0,10,0\n"
+                                         "p1,1000,1024,1,300,V100M16|T4,LS,Running,1,10,1\n"
+                                         "p2,1000,1024,1,200,"
+                                      << spec_of_p2 << ",LS,Running,2,10,2\n";
   }
 
   // `fracgpu simulate` on the small inputs; `flags` replace the defaults below (CLI11 refuses a
   // flag given twice).
   Outcome Simulate(const std::map<std::string, std::string>& flags) {
-    std::map<std::string, std::string> all = {{"--trace", dir_ + "/pods.csv"},   {"--nodes", dir_ + "/nodes.csv"},
-                                              {"--expected", dir_ + "/expected"}, {"--out", dir_ + "/out"},
-                                              {"--seeds", "1"},                   {"--policies", "FGD,BestFit"},
+    std::map<std::string, std::string> all = {{"--trace", dir_ + "/pods.csv"},
+                                              {"--nodes", dir_ + "/nodes.csv"},
+                                              {"--expected", dir_ + "/expected"},
+                                              {"--out", dir_ + "/out"},
+                                              {"--seeds", "1"},
+                                              {"--policies", "FGD,BestFit"},
                                               {"-j", "1"}};
     for (const auto& [flag, value] : flags) all[flag] = value;
     std::vector<std::string> args = {"simulate", "--no-bound", "-q"};
@@ -117,12 +120,16 @@ TEST_F(SimulateCommandTest, BadFlagsAreRefusedUpFrontNamingFlagAndValue) {
       {{{"--tune", "0"}}, "error: --tune: 0 is not in (0, 10] (a multiple of capacity)\n"},
       {{{"--tune", "-1.5"}}, "error: --tune: -1.5 is not in (0, 10] (a multiple of capacity)\n"},
       {{{"-j", "-3"}}, "error: -j/--jobs: -3 is not a number of runs (>= 0; 0 = one per CPU)\n"},
-      {{{"--policies", "FGD,,BestFit"}}, "error: --policies: \"FGD,,BestFit\" has an empty entry\n"},
+      {{{"--policies", "FGD,,BestFit"}},
+       "error: --policies: \"FGD,,BestFit\" has an empty entry\n"},
       {{{"--policies", "FGD,"}}, "error: --policies: \"FGD,\" has an empty entry\n"},
-      {{{"--expected", missing}}, "error: --expected: \"" + missing + "\" is not a directory (no such file or directory)\n"},
-      {{{"--expected", dir_ + "/nodes.csv"}}, "error: --expected: \"" + dir_ + "/nodes.csv\" is not a directory\n"},
+      {{{"--expected", missing}},
+       "error: --expected: \"" + missing + "\" is not a directory (no such file or directory)\n"},
+      {{{"--expected", dir_ + "/nodes.csv"}},
+       "error: --expected: \"" + dir_ + "/nodes.csv\" is not a directory\n"},
       {{{"--out", dir_ + "/nodes.csv/out"}},
-       "error: --out: \"" + dir_ + "/nodes.csv/out\": cannot create the directory: Not a directory\n"},
+       "error: --out: \"" + dir_ +
+           "/nodes.csv/out\": cannot create the directory: Not a directory\n"},
       {{{"--out", dir_ + "/nodes.csv"}},
        "error: --out: \"" + dir_ + "/nodes.csv\": cannot create the directory: Not a directory\n"},
   };
@@ -151,14 +158,17 @@ TEST_F(SimulateCommandTest, UnknownGpuSpecIsRefusedNamingTheLineAndTheModels) {
   WriteTrace("A100");
   Outcome o = Simulate({});
   EXPECT_EQ(o.rc, 2) << o.err;
-  EXPECT_EQ(o.err, "error: --trace " + dir_ + "/pods.csv:4: gpu_spec: \"A100\" (of \"A100\") is no GPU model of "
-                   "--nodes " + dir_ + "/nodes.csv (its models: T4, V100M16)\n");
+  EXPECT_EQ(o.err, "error: --trace " + dir_ +
+                       "/pods.csv:4: gpu_spec: \"A100\" (of \"A100\") is no GPU model of "
+                       "--nodes " +
+                       dir_ + "/nodes.csv (its models: T4, V100M16)\n");
   EXPECT_EQ(o.out, "");
   // One unknown entry in a list is refused too; a known one matches by the use-gputype token rule.
   WriteTrace("T4|V100M64");
   o = Simulate({});
   EXPECT_EQ(o.rc, 2);
-  EXPECT_NE(o.err.find(":4: gpu_spec: \"V100M64\" (of \"T4|V100M64\")"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(":4: gpu_spec: \"V100M64\" (of \"T4|V100M64\")"), std::string::npos)
+      << o.err;
 }
 
 }  // namespace

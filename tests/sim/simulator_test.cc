@@ -1,10 +1,11 @@
 // One run of the experiment (src/sim/simulator.h) on tiny synthetic traces computed by hand,
 // and one short run per policy on a slice of the real trace with every decision cross-checked
 // against the scheduler's core fit.
+#include "sim/simulator.h"
+
 #include <gtest/gtest.h>
 
 #include "sim/bound.h"
-#include "sim/simulator.h"
 
 namespace fracgpu::sim {
 namespace {
@@ -34,9 +35,9 @@ TracePod Pod(std::string name, int64_t cpu, int64_t mem, int32_t num_gpus, int32
 TEST(RunExperiment, ThreeHalfGpuPodsOnOneGpu) {
   auto cluster = BuildCluster({Node("n0", 10000, 65536, 1, "T4")}, "n.csv");
   ASSERT_TRUE(cluster.ok()) << cluster.status().message();
-  auto w = PrepareWorkload({Pod("a", 1000, 100, 1, 500), Pod("b", 1000, 100, 1, 500),
-                            Pod("c", 1000, 100, 1, 500)},
-                           *cluster, 95, "p.csv");
+  auto w = PrepareWorkload(
+      {Pod("a", 1000, 100, 1, 500), Pod("b", 1000, 100, 1, 500), Pod("c", 1000, 100, 1, 500)},
+      *cluster, 95, "p.csv");
   ASSERT_TRUE(w.ok()) << w.status().message();
   RunOptions options;
   options.tune = 0;
@@ -74,8 +75,8 @@ TEST(RunExperiment, HostMemoryAndCpuAreChecked) {
 // GPU type constraints go through the annotation and the core type rule: a V100M32-only pod
 // never lands on a T4 node.
 TEST(RunExperiment, GpuSpecRestrictsModels) {
-  auto cluster = BuildCluster({Node("t4", 8000, 65536, 1, "T4"), Node("v100", 8000, 65536, 1, "V100M32")},
-                              "n.csv");
+  auto cluster = BuildCluster(
+      {Node("t4", 8000, 65536, 1, "T4"), Node("v100", 8000, 65536, 1, "V100M32")}, "n.csv");
   ASSERT_TRUE(cluster.ok());
   TracePod a = Pod("a", 1000, 100, 1, 1000), b = Pod("b", 1000, 100, 1, 1000);
   a.gpu_spec = b.gpu_spec = "V100M32";
@@ -167,8 +168,8 @@ TEST(ArrivalBounds, BoundEveryPolicyOnTheRealTraceSlice) {
   for (auto policy : core::AllPlacementPolicies()) {
     auto r = RunExperiment(*cluster, *w, policy, 42);
     ASSERT_TRUE(r.ok());
-    const double placed = 100.0 * static_cast<double>(r->used_milli) /
-                          static_cast<double>(cluster->CapacityMilli());
+    const double placed =
+        100.0 * static_cast<double>(r->used_milli) / static_cast<double>(cluster->CapacityMilli());
     EXPECT_LE(placed, (*bound)[1] + 1e-9) << core::PlacementPolicyName(policy);
   }
 }

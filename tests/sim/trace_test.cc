@@ -1,8 +1,8 @@
 // Trace CSV loaders (src/sim/trace.h): good files in both layouts and a table of bad rows,
 // each failing the whole load with `file:line: column: problem`.
-#include <gtest/gtest.h>
-
 #include "sim/trace.h"
+
+#include <gtest/gtest.h>
 
 namespace fracgpu::sim {
 namespace {
@@ -65,12 +65,14 @@ TEST(ParseNodeCsv, BadCases) {
       {"columns", h + "a,1,1,1\n", "n.csv:2: row: expected 5 columns, got 4"},
       {"name", h + ",1,1,1,T4\n", "n.csv:2: sn: empty node name"},
       {"duplicate", h + "a,1,1,1,T4\na,1,1,1,T4\n", "n.csv:3: sn: duplicate node name \"a\""},
-      {"cpu", h + "a,1.5,1,1,T4\n", "n.csv:2: cpu_milli: must be an integer 0..1099511627776, got \"1.5\""},
+      {"cpu", h + "a,1.5,1,1,T4\n",
+       "n.csv:2: cpu_milli: must be an integer 0..1099511627776, got \"1.5\""},
       {"negative mem", h + "a,1,-1,1,T4\n",
        "n.csv:2: memory_mib: must be an integer 0..1099511627776, got \"-1\""},
       {"gpus", h + "a,1,1,17,T4\n", "n.csv:2: gpu: must be an integer 0..16, got \"17\""},
       {"model missing", h + "a,1,1,2,\n", "n.csv:2: model: missing on a node with 2 GPUs"},
-      {"model on cpu node", h + "a,1,1,0,T4\n", "n.csv:2: model: \"T4\" given on a node with 0 GPUs"},
+      {"model on cpu node", h + "a,1,1,0,T4\n",
+       "n.csv:2: model: \"T4\" given on a node with 0 GPUs"},
       {"blank line", h + "a,1,1,0,\n\nb,1,1,0,\n", "n.csv:3: row: empty line"},
       {"quoted", h + "\"a\",1,1,0,\n", "n.csv:2: row: quoted fields are not supported"},
   };
@@ -86,22 +88,27 @@ TEST(ParsePodCsv, BadCases) {
   const std::string h = kPodHeader;
   const std::string s = kShortHeader;
   const BadCase cases[] = {
-      {"header", "name,cpu_milli\n", "p.csv:1: header: expected \"" + h.substr(0, h.size() - 1) +
-                                         "\" or \"" + s.substr(0, s.size() - 1) +
-                                         "\", got \"name,cpu_milli\""},
+      {"header", "name,cpu_milli\n",
+       "p.csv:1: header: expected \"" + h.substr(0, h.size() - 1) + "\" or \"" +
+           s.substr(0, s.size() - 1) + "\", got \"name,cpu_milli\""},
       {"columns", h + "p,1,1,0,0\n", "p.csv:2: row: expected 11 columns, got 5"},
       {"name", s + ",1,1,0,0\n", "p.csv:2: name: empty pod name"},
       {"duplicate", s + "p,1,1,0,0\np,1,1,0,0\n", "p.csv:3: name: duplicate pod name \"p\""},
-      {"cpu", s + "p,x,1,0,0\n", "p.csv:2: cpu_milli: must be an integer 0..1099511627776, got \"x\""},
+      {"cpu", s + "p,x,1,0,0\n",
+       "p.csv:2: cpu_milli: must be an integer 0..1099511627776, got \"x\""},
       {"mem empty", s + "p,1,,0,0\n",
        "p.csv:2: memory_mib: must be an integer 0..1099511627776, got an empty value"},
       {"num_gpu", s + "p,1,1,32,1000\n", "p.csv:2: num_gpu: must be an integer 0..16, got \"32\""},
-      {"milli range", s + "p,1,1,1,1010\n", "p.csv:2: gpu_milli: must be an integer 0..1000, got \"1010\""},
-      {"milli on cpu pod", s + "p,1,1,0,500\n", "p.csv:2: gpu_milli: must be 0 when num_gpu is 0, got \"500\""},
-      {"zero milli", s + "p,1,1,2,0\n", "p.csv:2: gpu_milli: must be 10..1000 when num_gpu is 2, got \"0\""},
+      {"milli range", s + "p,1,1,1,1010\n",
+       "p.csv:2: gpu_milli: must be an integer 0..1000, got \"1010\""},
+      {"milli on cpu pod", s + "p,1,1,0,500\n",
+       "p.csv:2: gpu_milli: must be 0 when num_gpu is 0, got \"500\""},
+      {"zero milli", s + "p,1,1,2,0\n",
+       "p.csv:2: gpu_milli: must be 10..1000 when num_gpu is 2, got \"0\""},
       {"milli step", s + "p,1,1,1,455\n",
        "p.csv:2: gpu_milli: must be a multiple of 10 (gpucores are whole percent), got \"455\""},
-      {"spec", h + "p,1,1,1,500,T4||P100,LS,Running,0,1,0\n", "p.csv:2: gpu_spec: empty model in \"T4||P100\""},
+      {"spec", h + "p,1,1,1,500,T4||P100,LS,Running,0,1,0\n",
+       "p.csv:2: gpu_spec: empty model in \"T4||P100\""},
       {"time", h + "p,1,1,1,500,,LS,Running,soon,1,0\n",
        "p.csv:2: creation_time: must be an integer 0..1099511627776, got \"soon\""},
       // A bad row after good ones still fails the whole load.

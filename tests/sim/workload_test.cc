@@ -1,16 +1,17 @@
 // The paper's workload procedure (src/sim/workload.h): pod specs through the core request
 // parser, the target workload, and the arrival sequence (shuffle, then tune up or down).
+#include "sim/workload.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "sim/workload.h"
-
 namespace fracgpu::sim {
 namespace {
 
-TracePod Pod(std::string name, int64_t cpu, int32_t num_gpus, int32_t milli, std::string spec = "") {
+TracePod Pod(std::string name, int64_t cpu, int32_t num_gpus, int32_t milli,
+             std::string spec = "") {
   TracePod p;
   p.name = std::move(name);
   p.cpu_milli = cpu;
@@ -129,7 +130,7 @@ TEST(PrepareWorkload, ParsesEachShapeThroughTheCoreParser) {
   auto w = PrepareWorkload(pods, cluster, 100, "t.csv");
   ASSERT_TRUE(w.ok()) << w.status().message();
   ASSERT_EQ(w->pods.size(), 4u);
-  EXPECT_EQ(w->pods[0].name, "a");  // sorted by name
+  EXPECT_EQ(w->pods[0].name, "a");    // sorted by name
   EXPECT_EQ(w->requests.size(), 4u);  // four distinct (num_gpu, milli, spec)
   // "a": one GPU, gpucores 47 → 470 milli, any type.
   EXPECT_EQ(w->demand[0].num_gpus, 1);
@@ -137,7 +138,7 @@ TEST(PrepareWorkload, ParsesEachShapeThroughTheCoreParser) {
   EXPECT_EQ(w->demand[0].type_mask, 0b111u);
   EXPECT_EQ(w->demand[0].cpu_milli, 1000);
   EXPECT_EQ(w->demand[0].mem_mib, 1024);
-  EXPECT_EQ(w->demand[1].num_gpus, 0);       // "b": CPU-only
+  EXPECT_EQ(w->demand[1].num_gpus, 0);        // "b": CPU-only
   EXPECT_EQ(w->demand[2].type_mask, 0b110u);  // "c": V100M16|V100M32
   EXPECT_EQ(w->demand[3].num_gpus, 2);        // "d": 2 whole cards
   EXPECT_EQ(w->demand[3].gpu_milli, 1000);

@@ -1,10 +1,9 @@
 #pragma once
 // Small cluster objects shared by the scheduler's and the UI's tests of the GPU choice: the
 // same node and request, so both suites pin the same worked example.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/annotations.h"
 #include "core/codec.h"
@@ -24,7 +23,9 @@ inline nlohmann::json TwoGpuNode() {
     devices[i].devcore = 100;
     devices[i].type = "NVIDIA-Tesla T4";
   }
-  return {{"metadata", {{"name", "n1"}, {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
+  return {{"metadata",
+           {{"name", "n1"},
+            {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
           {"status", {{"allocatable", {{"nvidia.com/gpu", "20"}}}}}};
 }
 

@@ -1,12 +1,13 @@
 // The UI's JSON API over real HTTP: `fracgpu ui`'s service on port 0, talking to the fake
 // API server (nodes, pods) through a small in-test handler that adds what the fake does not
 // serve: SubjectAccessReviews (authorization.k8s.io/v1) and Notebooks (kubeflow.org/v1).
-// Expected figures are computed by hand from the fixture below (docs/design/CONTRACT.md §1 fit rules).
+// Expected figures are computed by hand from the fixture below (docs/design/CONTRACT.md §1 fit
+// rules).
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
 #include <tuple>
-
-#include <gtest/gtest.h>
 
 #include "scheduler/webhook.h"
 #include "ui/form.h"
@@ -28,13 +29,18 @@ void Uncordon(fakes::FakeApiServer& fake) {
 }
 
 TEST_F(UiApiTest, PreviewFractionHalf) {
-  json p = Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
-  EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}, {"nvidia.com/gpucores", "50"}}));
+  json p =
+      Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
+  EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"},
+                             {"nvidia.com/gpumem-percentage", "50"},
+                             {"nvidia.com/gpucores", "50"}}));
   EXPECT_EQ(p["errors"], json::array());
-  EXPECT_NE(p["yaml"].get<std::string>().find("nvidia.com/gpumem-percentage: \"50\""), std::string::npos);
+  EXPECT_NE(p["yaml"].get<std::string>().find("nvidia.com/gpumem-percentage: \"50\""),
+            std::string::npos);
   // 50 % of 40960 = 20480: GPU-a0 (40960 free) yes, GPU-a1 (10240 free) no;
   // node-b is cordoned (and 50 % of 15360 = 7680 > 5360 free on GPU-b0 anyway).
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   EXPECT_EQ(p["fit"]["gpus"], 1);
   EXPECT_EQ(p["fit"]["nodes"], 1);
   EXPECT_EQ(p["fit"]["total_nodes"], 2);
@@ -43,7 +49,8 @@ TEST_F(UiApiTest, PreviewFractionHalf) {
   EXPECT_EQ(p["fit"]["per_node"][0]["gpus"], json({"GPU-a0"}));
   // What 50 % means on the candidate card: 20480 of its 40960 MiB (all 40960 free).
   EXPECT_EQ(p["fit"]["per_node"][0]["candidates"],
-            json::parse(R"([{"uuid":"GPU-a0","mem_mib":20480,"devmem_mib":40960,"free_mem_mib":40960}])"));
+            json::parse(
+                R"([{"uuid":"GPU-a0","mem_mib":20480,"devmem_mib":40960,"free_mem_mib":40960}])"));
   EXPECT_EQ(p["fit"]["per_node"][1]["node"], "node-b");
   EXPECT_EQ(p["fit"]["per_node"][1]["fits"], false);
   EXPECT_EQ(p["fit"]["per_node"][1]["reason"], kCordonedNodeReason);
@@ -51,7 +58,8 @@ TEST_F(UiApiTest, PreviewFractionHalf) {
   // Uncordoned, GPU-b0 is judged on its own: too little memory.
   Uncordon(fake_);
   p = Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   EXPECT_EQ(p["fit"]["per_node"][1]["reason"], "1/1 CardInsufficientMemory")
       << p["fit"]["per_node"][1]["reason"];
 }
@@ -60,38 +68,48 @@ TEST_F(UiApiTest, CordonedNodeNeverFits) {
   // 4096 MiB, time-shared: GPU-b0 passes every per-GPU check (5360 MiB free), but node-b is
   // cordoned: kube-scheduler would not place the pod there.
   json p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   EXPECT_EQ(p["fit"]["per_node"][1]["node"], "node-b");
   EXPECT_EQ(p["fit"]["per_node"][1]["fits"], false);
   EXPECT_EQ(p["fit"]["per_node"][1]["eligible"], json({"GPU-b0"}));
   EXPECT_EQ(p["fit"]["per_node"][1]["gpus"], json::array());
-  EXPECT_EQ(p["fit"]["per_node"][1]["reason"], "node is cordoned (spec.unschedulable): no new pods are scheduled there");
+  EXPECT_EQ(p["fit"]["per_node"][1]["reason"],
+            "node is cordoned (spec.unschedulable): no new pods are scheduled there");
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096},"use_uuids":["GPU-b0"])");
   EXPECT_EQ(p["fit"]["fits"], false);
   EXPECT_EQ(p["fit"]["message"], "fits on no node");
   Uncordon(fake_);
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
 }
 
 TEST_F(UiApiTest, PreviewMemoryModes) {
   // 8 GiB = 8192 MiB, cores 30: GPU-a0 and GPU-a1 (10240 free); GPU-b0 has 5360 free.
-  json p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":8,"memory_unit":"GiB","cores_percent":30})");
-  EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8192"}, {"nvidia.com/gpucores", "30"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
+  json p = Preview(
+      R"("gpus":1,"slice":{"mode":"memory","memory_value":8,"memory_unit":"GiB","cores_percent":30})");
+  EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"},
+                             {"nvidia.com/gpumem", "8192"},
+                             {"nvidia.com/gpucores", "30"}}));
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   Uncordon(fake_);
   // 4096 MiB, no cores (time-shared): every GPU; GPU-b0's 50 % booked cores do not matter.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096,"memory_unit":"MiB"})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
   // Never T4 → the two A100s only.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096},"nouse_types":["T4"])");
   EXPECT_EQ(p["notebook"]["metadata"]["annotations"], json({{"nvidia.com/nouse-gputype", "T4"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
   // Only GPU-b0.
   p = Preview(R"("gpus":1,"slice":{"mode":"memory","memory_value":4096},"use_uuids":["GPU-b0"])");
   EXPECT_EQ(p["notebook"]["metadata"]["annotations"], json({{"nvidia.com/use-gpuuuid", "GPU-b0"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   EXPECT_EQ(p["fit"]["per_node"][1]["gpus"], json({"GPU-b0"}));
 }
 
@@ -100,15 +118,21 @@ TEST_F(UiApiTest, PreviewCoresModes) {
   // Cores 30 alone: memory is the whole card; only GPU-a0 has all its memory free.
   json p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":30})");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (1 candidate GPU)");
   // Cores 30 + 2048 MiB: a0, a1 (10240 free, 0 cores used), b0 (5360 free, 50 + 30 ≤ 100).
   p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":30,"memory_value":2048})");
-  EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "2048"}, {"nvidia.com/gpucores", "30"}}));
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
+  EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "1"},
+                             {"nvidia.com/gpumem", "2048"},
+                             {"nvidia.com/gpucores", "30"}}));
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 2 nodes of 2 can take it (3 candidate GPUs)");
   // Cores 60 + 2048 MiB: b0 has 50 % free cores → a0 and a1 only.
   p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":60,"memory_value":2048})");
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
-  EXPECT_NE(p["fit"]["per_node"][1]["reason"].get<std::string>().find("CardInsufficientCore"), std::string::npos);
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 2 can take it (2 candidate GPUs)");
+  EXPECT_NE(p["fit"]["per_node"][1]["reason"].get<std::string>().find("CardInsufficientCore"),
+            std::string::npos);
 }
 
 TEST_F(UiApiTest, PreviewFitsNowhereSaysWhy) {
@@ -117,11 +141,13 @@ TEST_F(UiApiTest, PreviewFitsNowhereSaysWhy) {
   json p = Preview(R"("gpus":2,"node_policy":"spread","gpu_policy":"binpack")");
   EXPECT_EQ(Limits(p), json({{"nvidia.com/gpu", "2"}}));
   EXPECT_EQ(p["notebook"]["metadata"]["annotations"],
-            json({{"hami.io/node-scheduler-policy", "spread"}, {"hami.io/gpu-scheduler-policy", "binpack"}}));
+            json({{"hami.io/node-scheduler-policy", "spread"},
+                  {"hami.io/gpu-scheduler-policy", "binpack"}}));
   EXPECT_EQ(p["fit"]["fits"], false);
   EXPECT_EQ(p["fit"]["message"], "fits on no node");
   EXPECT_EQ(p["fit"]["per_node"][1]["reason"], "2/1 NodeInsufficientDevice");
-  EXPECT_NE(p["fit"]["per_node"][0]["reason"].get<std::string>().find("AllocatedCardsInsufficientRequest"),
+  EXPECT_NE(p["fit"]["per_node"][0]["reason"].get<std::string>().find(
+                "AllocatedCardsInsufficientRequest"),
             std::string::npos)
       << p["fit"]["per_node"][0]["reason"];
 }
@@ -129,16 +155,22 @@ TEST_F(UiApiTest, PreviewFitsNowhereSaysWhy) {
 // The same pod, built by hand, through the scheduler's admission webhook: the preview's
 // message must be the webhook's denial message.
 std::string WebhookMessage(const json& limits, const json& annotations = json::object()) {
-  json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", "nb1"}, {"namespace", "team-a"}, {"annotations", annotations}}},
-              {"spec", {{"containers", json::array({{{"name", "nb1"},
-                                                     {"image", "jupyter-scipy:v1"},
-                                                     {"resources", {{"limits", limits}}}}})}}}};
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "nb1"}, {"namespace", "team-a"}, {"annotations", annotations}}},
+      {"spec",
+       {{"containers", json::array({{{"name", "nb1"},
+                                     {"image", "jupyter-scipy:v1"},
+                                     {"resources", {{"limits", limits}}}}})}}}};
   json review = {{"apiVersion", "admission.k8s.io/v1"},
                  {"kind", "AdmissionReview"},
-                 {"request", {{"uid", "u1"}, {"operation", "CREATE"}, {"kind", {{"kind", "Pod"}}},
-                              {"namespace", "team-a"}, {"object", pod}}}};
+                 {"request",
+                  {{"uid", "u1"},
+                   {"operation", "CREATE"},
+                   {"kind", {{"kind", "Pod"}}},
+                   {"namespace", "team-a"},
+                   {"object", pod}}}};
   auto r = scheduler::HandleAdmissionReview(review.dump(), {});
   EXPECT_TRUE(r.ok());
   if (!r.ok()) return "";
@@ -156,13 +188,16 @@ TEST_F(UiApiTest, BadValuesGiveTheWebhooksMessages) {
       {R"("gpus":1,"slice":{"mode":"cores","cores_percent":150})",
        {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}},
       {R"("gpus":1,"slice":{"mode":"fraction","memory_percent":101,"cores_percent":0})",
-       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}, {"nvidia.com/gpucores", "0"}}},
+       {{"nvidia.com/gpu", "1"},
+        {"nvidia.com/gpumem-percentage", "101"},
+        {"nvidia.com/gpucores", "0"}}},
       {R"("gpus":1,"slice":{"mode":"memory","memory_value":-1})",
        {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "-1"}}},
       {R"("gpus":-2)", {{"nvidia.com/gpu", "-2"}}},
       {R"("gpus":0,"slice":{"mode":"cores","cores_percent":30})",
        {{"nvidia.com/gpu", "0"}, {"nvidia.com/gpucores", "30"}}},
-      {R"("gpus":1,"gpu_policy":"binpack,nuna")", {{"nvidia.com/gpu", "1"}},
+      {R"("gpus":1,"gpu_policy":"binpack,nuna")",
+       {{"nvidia.com/gpu", "1"}},
        {{"hami.io/gpu-scheduler-policy", "binpack,nuna"}}},
   };
   for (const auto& c : cases) {
@@ -183,7 +218,9 @@ TEST_F(UiApiTest, BadBodiesAre400NamingTheField) {
   auto [s2, b2] = Post("/api/preview", R"({"name":"nb","namespace":"a","image":"i","gpus":"two"})");
   EXPECT_EQ(s2, 400);
   EXPECT_EQ(b2["error"], "gpus must be an integer, got \"two\"");
-  auto [s3, b3] = Post("/api/notebooks", R"({"name":"nb","namespace":"a","image":"i","slice":{"mode":"x"}})", "alice");
+  auto [s3, b3] =
+      Post("/api/notebooks", R"({"name":"nb","namespace":"a","image":"i","slice":{"mode":"x"}})",
+           "alice");
   EXPECT_EQ(s3, 400);
   EXPECT_EQ(b3["error"], "slice.mode must be one of whole, fraction, memory, cores, got \"x\"");
   auto [s4, b4] = Get("/api/notebooks?namespace=Bad_NS", "alice");
@@ -206,7 +243,8 @@ TEST_F(UiApiTest, BadBodiesOnEveryPostEndpoint) {
       {"[]", "request body must be a JSON object, got []"},
       {R"("nb1")", "request body must be a JSON object, got \"nb1\""},
       {R"({"namespace":"team-a","image":"i"})", "name is required"},
-      {R"({"name":"nb1","namespace":"team-a","image":"i","gpus":1.5})", "gpus must be a whole number, got 1.5"},
+      {R"({"name":"nb1","namespace":"team-a","image":"i","gpus":1.5})",
+       "gpus must be a whole number, got 1.5"},
       {R"({"name":"nb1","namespace":"team-a","image":"i","slice":{"mode":"memory","memory_value":8,"memory_unit":"GB"}})",
        "slice.memory_unit must be MiB or GiB, got \"GB\""},
       {R"({"name":"nb1","namespace":"team-a","image":"i","use_types":"A100"})",
@@ -262,18 +300,19 @@ TEST_F(UiApiTest, CreatePostsTheNotebookAfterAnAllowedReview) {
                         {"nvidia.com/gpu", "1"},
                         {"nvidia.com/gpumem-percentage", "25"},
                         {"nvidia.com/gpucores", "25"}}}}}};
-  json expected = {{"apiVersion", "kubeflow.org/v1"},
-                   {"kind", "Notebook"},
-                   {"metadata",
-                    {{"name", "nb1"},
-                     {"namespace", "team-a"},
-                     {"labels", {{"app", "nb1"}}},
-                     {"annotations",
-                      {{"nvidia.com/use-gputype", "A100"},
-                       {"nvidia.com/nouse-gpuuuid", "GPU-a1"},
-                       {"hami.io/node-scheduler-policy", "binpack"},
-                       {"hami.io/gpu-scheduler-policy", "spread"}}}}},
-                   {"spec", {{"template", {{"spec", {{"containers", json::array({container})}}}}}}}};
+  json expected = {
+      {"apiVersion", "kubeflow.org/v1"},
+      {"kind", "Notebook"},
+      {"metadata",
+       {{"name", "nb1"},
+        {"namespace", "team-a"},
+        {"labels", {{"app", "nb1"}}},
+        {"annotations",
+         {{"nvidia.com/use-gputype", "A100"},
+          {"nvidia.com/nouse-gpuuuid", "GPU-a1"},
+          {"hami.io/node-scheduler-policy", "binpack"},
+          {"hami.io/gpu-scheduler-policy", "spread"}}}}},
+      {"spec", {{"template", {{"spec", {{"containers", json::array({container})}}}}}}}};
   EXPECT_EQ(created[0].second, expected);
   EXPECT_EQ(body["notebook"], expected);
 
@@ -286,8 +325,10 @@ TEST_F(UiApiTest, CreatePostsTheNotebookAfterAnAllowedReview) {
   EXPECT_EQ(lb["notebooks"][0]["state"], "Pending");
   EXPECT_EQ(lb["notebooks"][0]["limits"]["nvidia.com/gpucores"], "25");
   authz_.SetStatus(0, {{"readyReplicas", 1}});
-  EXPECT_EQ(Get("/api/notebooks?namespace=team-a", "alice").second["notebooks"][0]["state"], "Ready");
-  authz_.SetStatus(0, {{"readyReplicas", 0}, {"containerState", {{"waiting", {{"reason", "ContainerCreating"}}}}}});
+  EXPECT_EQ(Get("/api/notebooks?namespace=team-a", "alice").second["notebooks"][0]["state"],
+            "Ready");
+  authz_.SetStatus(0, {{"readyReplicas", 0},
+                       {"containerState", {{"waiting", {{"reason", "ContainerCreating"}}}}}});
   EXPECT_EQ(Get("/api/notebooks?namespace=team-a", "alice").second["notebooks"][0]["state"],
             "Waiting: ContainerCreating");
 }
@@ -298,7 +339,8 @@ TEST_F(UiApiTest, CreatingAnExistingNotebookIsTheApiServersConflict) {
   auto [status, body] = Post("/api/notebooks", kCreateBody, "alice");
   EXPECT_EQ(status, 409);
   EXPECT_EQ(body["error"],
-            "POST /apis/kubeflow.org/v1/namespaces/team-a/notebooks: HTTP 409: notebooks.kubeflow.org \"nb1\" already exists");
+            "POST /apis/kubeflow.org/v1/namespaces/team-a/notebooks: HTTP 409: "
+            "notebooks.kubeflow.org \"nb1\" already exists");
   EXPECT_EQ(authz_.created().size(), 1u);
 }
 
@@ -307,21 +349,26 @@ TEST_F(UiApiTest, RefusedUserCreatesNothing) {
   auto [status, body] = Post("/api/notebooks", kCreateBody, "mallory");
   EXPECT_EQ(status, 403);
   EXPECT_EQ(body["error"],
-            "user \"mallory\" may not create notebooks (kubeflow.org) in namespace \"team-a\": no RBAC policy matched");
+            "user \"mallory\" may not create notebooks (kubeflow.org) in namespace \"team-a\": no "
+            "RBAC policy matched");
   EXPECT_TRUE(authz_.created().empty());
   // Allowed elsewhere is not allowed here.
   authz_.Allow("mallory", "create", "team-b");
   EXPECT_EQ(Post("/api/notebooks", kCreateBody, "mallory").first, 403);
   auto [ls, lb] = Get("/api/notebooks?namespace=team-a", "mallory");
   EXPECT_EQ(ls, 403);
-  EXPECT_EQ(lb["error"], "user \"mallory\" may not list notebooks (kubeflow.org) in namespace \"team-a\": no RBAC policy matched");
+  EXPECT_EQ(lb["error"],
+            "user \"mallory\" may not list notebooks (kubeflow.org) in namespace \"team-a\": no "
+            "RBAC policy matched");
   EXPECT_TRUE(authz_.created().empty());
 }
 
 TEST_F(UiApiTest, MissingUserHeaderIsRefusedWithoutAReview) {
   auto [status, body] = Post("/api/notebooks", kCreateBody);
   EXPECT_EQ(status, 403);
-  EXPECT_EQ(body["error"], "no user identity: the request has no kubeflow-userid header (sign in through the Kubeflow gateway)");
+  EXPECT_EQ(body["error"],
+            "no user identity: the request has no kubeflow-userid header (sign in through the "
+            "Kubeflow gateway)");
   EXPECT_EQ(Get("/api/notebooks?namespace=team-a").first, 403);
   EXPECT_TRUE(authz_.reviews().empty());
   EXPECT_TRUE(authz_.created().empty());
@@ -330,10 +377,12 @@ TEST_F(UiApiTest, MissingUserHeaderIsRefusedWithoutAReview) {
 TEST_F(UiApiTest, InvalidGpuValuesAreNotCreated) {
   authz_.Allow("alice", "create", "team-a");
   auto [status, body] = Post(
-      "/api/notebooks", R"({"name":"nb1","namespace":"team-a","image":"i","gpus":1,"slice":{"mode":"cores","cores_percent":150}})",
+      "/api/notebooks",
+      R"({"name":"nb1","namespace":"team-a","image":"i","gpus":1,"slice":{"mode":"cores","cores_percent":150}})",
       "alice");
   EXPECT_EQ(status, 400);
-  EXPECT_EQ(body["error"], WebhookMessage({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}));
+  EXPECT_EQ(body["error"],
+            WebhookMessage({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}));
   EXPECT_TRUE(authz_.created().empty());
 }
 
@@ -354,8 +403,9 @@ TEST_F(UiApiTest, ClusterShowsGpusUsageAndSlices) {
   EXPECT_EQ(a["gpus"][1]["used"], 1);
   EXPECT_EQ(a["gpus"][1]["devmem_mib"], 40960);
   EXPECT_EQ(a["gpus"][1]["type"], "NVIDIA-A100-SXM4-40GB");
-  EXPECT_EQ(a["gpus"][1]["slices"],
-            json::array({{{"pod", "train"}, {"namespace", "team-b"}, {"mem_mib", 30720}, {"cores", 0}}}));
+  EXPECT_EQ(
+      a["gpus"][1]["slices"],
+      json::array({{{"pod", "train"}, {"namespace", "team-b"}, {"mem_mib", 30720}, {"cores", 0}}}));
   const json& b = c["nodes"][1];
   EXPECT_EQ(b["unschedulable"], true);
   EXPECT_EQ(b["gpus"][0]["used_cores"], 50);
@@ -363,10 +413,14 @@ TEST_F(UiApiTest, ClusterShowsGpusUsageAndSlices) {
   EXPECT_EQ(b["gpus"][0]["cordoned"], false);
   EXPECT_EQ(c["nodes"][2]["name"], "node-c");
   EXPECT_EQ(c["nodes"][2]["gpu_ready"], false);
-  EXPECT_EQ(c["totals"], json({{"nodes", 3}, {"gpus", 3}, {"devmem_mib", 40960 * 2 + 15360}, {"used_mem_mib", 40720}}));
+  EXPECT_EQ(
+      c["totals"],
+      json(
+          {{"nodes", 3}, {"gpus", 3}, {"devmem_mib", 40960 * 2 + 15360}, {"used_mem_mib", 40720}}));
 
   // A GPU cordon and an unhealthy GPU show up at once (no cache in this test).
-  fake_.Patch("nodes", "", "node-a", {{"metadata", {{"annotations", {{"hami.io/device-cordon", "GPU-a0"}}}}}});
+  fake_.Patch("nodes", "", "node-a",
+              {{"metadata", {{"annotations", {{"hami.io/device-cordon", "GPU-a0"}}}}}});
   c = Get("/api/cluster").second;
   EXPECT_EQ(c["nodes"][0]["gpus"][0]["cordoned"], true);
   EXPECT_EQ(c["nodes"][0]["gpus"][1]["cordoned"], false);
@@ -378,7 +432,9 @@ TEST_F(UiApiTest, OptionsListImagesTypesAndGpus) {
   EXPECT_EQ(o["images"], json({"jupyter-scipy:v1", "jupyter-pytorch-cuda:v1"}));
   EXPECT_EQ(o["gpu_types"], json({"NVIDIA-A100-SXM4-40GB", "NVIDIA-Tesla T4"}));
   ASSERT_EQ(o["gpus"].size(), 3u);
-  EXPECT_EQ(o["gpus"][2], json({{"uuid", "GPU-b0"}, {"node", "node-b"}, {"type", "NVIDIA-Tesla T4"}, {"index", 0}}));
+  EXPECT_EQ(
+      o["gpus"][2],
+      json({{"uuid", "GPU-b0"}, {"node", "node-b"}, {"type", "NVIDIA-Tesla T4"}, {"index", 0}}));
   EXPECT_EQ(o["user"], "alice");
   EXPECT_EQ(Get("/api/options").second["user"], nullptr);
 }
@@ -387,10 +443,12 @@ TEST_F(UiApiTest, ApiServerDownGives503ForClusterAndAFitMessageForPreview) {
   fake_.FailNext("GET", "/api/v1/nodes", 500, 2);
   auto [status, body] = Get("/api/cluster");
   EXPECT_EQ(status, 503);
-  EXPECT_NE(body["error"].get<std::string>().find("cluster state unavailable"), std::string::npos) << body.dump();
+  EXPECT_NE(body["error"].get<std::string>().find("cluster state unavailable"), std::string::npos)
+      << body.dump();
   json p = Preview(R"("gpus":1)");
   EXPECT_EQ(p["fit"]["fits"], false);
-  EXPECT_NE(p["fit"]["message"].get<std::string>().find("cluster state unavailable"), std::string::npos);
+  EXPECT_NE(p["fit"]["message"].get<std::string>().find("cluster state unavailable"),
+            std::string::npos);
 }
 
 }  // namespace
@@ -443,8 +501,8 @@ TEST_F(UiStaticTest, ServesTheWebFolder) {
 }
 
 TEST_F(UiStaticTest, NothingOutsideTheWebFolder) {
-  for (const char* path : {"/missing.js", "/../CMakeLists.txt", "/%2e%2e/CMakeLists.txt", "/..%2fCMakeLists.txt",
-                           "/web/../../CMakeLists.txt", "/a\\..\\b"}) {
+  for (const char* path : {"/missing.js", "/../CMakeLists.txt", "/%2e%2e/CMakeLists.txt",
+                           "/..%2fCMakeLists.txt", "/web/../../CMakeLists.txt", "/a\\..\\b"}) {
     auto [status, type, body] = Fetch(path);
     EXPECT_EQ(status, 404) << path;
     EXPECT_EQ(body.find("cmake_minimum_required"), std::string::npos) << path;
@@ -484,8 +542,9 @@ TEST_F(UiDashboardOnlyTest, ServesTheDashboardAndRefusesNotebooks) {
   auto [ls, list] = Get("/api/notebooks?namespace=team-a", "alice");
   EXPECT_EQ(ls, 404);
   EXPECT_EQ(list["error"], kDashboardOnlyMessage);
-  auto [ps, created] = Post("/api/notebooks", R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1","gpus":1})",
-                            "alice");
+  auto [ps, created] =
+      Post("/api/notebooks",
+           R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1","gpus":1})", "alice");
   EXPECT_EQ(ps, 404);
   EXPECT_EQ(created["error"], kDashboardOnlyMessage);
   EXPECT_TRUE(authz_.created().empty());
@@ -501,7 +560,8 @@ TEST_F(UiApiTest, NotebookCrdCheck) {
   ASSERT_TRUE(bare.ok());
   Status st = CheckNotebookCrd(**bare);
   EXPECT_EQ(st.code(), StatusCode::kNotFound);
-  EXPECT_NE(st.message().find("or run fracgpu ui --dashboard-only"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("or run fracgpu ui --dashboard-only"), std::string::npos)
+      << st.message();
 }
 
 }  // namespace fracgpu::ui

@@ -9,14 +9,13 @@
 #include <httplib.h>
 
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fake_apiserver.h"
 
@@ -32,7 +31,8 @@ class AuthzAndNotebooks {
                  [this](const httplib::Request& req, httplib::Response& res) {
                    json review = json::parse(req.body, nullptr, false);
                    if (!review.is_object() || !review["spec"].is_object() ||
-                       !review["spec"]["resourceAttributes"].is_object() || !review["spec"]["user"].is_string()) {
+                       !review["spec"]["resourceAttributes"].is_object() ||
+                       !review["spec"]["user"].is_string()) {
                      res.status = 400;
                      return;
                    }
@@ -41,7 +41,8 @@ class AuthzAndNotebooks {
                    const json& ra = review["spec"]["resourceAttributes"];
                    bool allowed = ra["group"] == "kubeflow.org" && ra["resource"] == "notebooks" &&
                                   allowed_.count({review["spec"]["user"].get<std::string>(),
-                                                  ra["verb"].get<std::string>(), ra["namespace"].get<std::string>()});
+                                                  ra["verb"].get<std::string>(),
+                                                  ra["namespace"].get<std::string>()});
                    review["status"] = {{"allowed", allowed}};
                    if (!allowed) review["status"]["reason"] = "no RBAC policy matched";
                    res.status = 201;
@@ -50,35 +51,45 @@ class AuthzAndNotebooks {
     // API discovery of group kubeflow.org/v1 (an APIResourceList), as the API server answers
     // once Kubeflow's Notebook CRD is installed.
     server_.Get("/apis/kubeflow.org/v1", [](const httplib::Request&, httplib::Response& res) {
-      json list = {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", "kubeflow.org/v1"},
-                   {"resources", json::array({{{"name", "notebooks"}, {"namespaced", true}, {"kind", "Notebook"}}})}};
+      json list = {
+          {"kind", "APIResourceList"},
+          {"apiVersion", "v1"},
+          {"groupVersion", "kubeflow.org/v1"},
+          {"resources",
+           json::array({{{"name", "notebooks"}, {"namespaced", true}, {"kind", "Notebook"}}})}};
       res.set_content(list.dump(), "application/json");
     });
-    server_.Post(R"(/apis/kubeflow.org/v1/namespaces/([a-z0-9-]+)/notebooks)",
-                 [this](const httplib::Request& req, httplib::Response& res) {
-                   json nb = json::parse(req.body, nullptr, false);
-                   if (!nb.is_object()) {
-                     res.status = 400;
-                     return;
-                   }
-                   std::lock_guard<std::mutex> lock(mu_);
-                   const std::string name = nb["metadata"].is_object() ? nb["metadata"].value("name", "") : "";
-                   for (const auto& [ns, existing] : created_) {
-                     if (ns == req.matches[1].str() && existing["metadata"]["name"] == name) {
-                       // As the API server answers (metav1.Status, reason AlreadyExists).
-                       res.status = 409;
-                       res.set_content(json({{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-                                             {"reason", "AlreadyExists"}, {"code", 409},
-                                             {"message", "notebooks.kubeflow.org \"" + name + "\" already exists"}})
-                                           .dump(),
-                                       "application/json");
-                       return;
-                     }
-                   }
-                   created_.push_back({req.matches[1].str(), nb});
-                   res.status = 201;
-                   res.set_content(nb.dump(), "application/json");
-                 });
+    server_.Post(
+        R"(/apis/kubeflow.org/v1/namespaces/([a-z0-9-]+)/notebooks)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          json nb = json::parse(req.body, nullptr, false);
+          if (!nb.is_object()) {
+            res.status = 400;
+            return;
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          const std::string name =
+              nb["metadata"].is_object() ? nb["metadata"].value("name", "") : "";
+          for (const auto& [ns, existing] : created_) {
+            if (ns == req.matches[1].str() && existing["metadata"]["name"] == name) {
+              // As the API server answers (metav1.Status, reason AlreadyExists).
+              res.status = 409;
+              res.set_content(
+                  json({{"kind", "Status"},
+                        {"apiVersion", "v1"},
+                        {"status", "Failure"},
+                        {"reason", "AlreadyExists"},
+                        {"code", 409},
+                        {"message", "notebooks.kubeflow.org \"" + name + "\" already exists"}})
+                      .dump(),
+                  "application/json");
+              return;
+            }
+          }
+          created_.push_back({req.matches[1].str(), nb});
+          res.status = 201;
+          res.set_content(nb.dump(), "application/json");
+        });
     server_.Get(R"(/apis/kubeflow.org/v1/namespaces/([a-z0-9-]+)/notebooks)",
                 [this](const httplib::Request& req, httplib::Response& res) {
                   std::lock_guard<std::mutex> lock(mu_);
@@ -86,8 +97,10 @@ class AuthzAndNotebooks {
                   for (const auto& [ns, nb] : created_) {
                     if (ns == req.matches[1].str()) items.push_back(nb);
                   }
-                  res.set_content(json({{"kind", "NotebookList"}, {"apiVersion", "kubeflow.org/v1"},
-                                        {"metadata", {{"resourceVersion", "1"}}}, {"items", items}})
+                  res.set_content(json({{"kind", "NotebookList"},
+                                        {"apiVersion", "kubeflow.org/v1"},
+                                        {"metadata", {{"resourceVersion", "1"}}},
+                                        {"items", items}})
                                       .dump(),
                                   "application/json");
                 });

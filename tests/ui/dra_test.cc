@@ -4,6 +4,7 @@
 // kube-scheduler's first fit over devices (core::FirstFitDevices). Slices and claims are
 // written here by hand in the wire format (not with fracgpu's own builders); every expected
 // figure is computed by hand from the fixture below.
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -13,10 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "authz_notebooks.h"
-#include "ui_fixture.h"
 #include "core/quantity.h"
 #include "fake_apiserver.h"
 #include "http/server.h"
@@ -24,6 +22,7 @@
 #include "ui/cluster.h"
 #include "ui/dra_cluster.h"
 #include "ui/service.h"
+#include "ui_fixture.h"
 
 namespace fracgpu::ui {
 namespace {
@@ -33,26 +32,28 @@ using nlohmann::json;
 // One device of fracgpu's driver: `mib` MiB and 100 cores, shareable (KEP-5075 policies as
 // fracgpu's driver publishes them: memory default the card, 1Mi..card step 1Mi; cores default 0,
 // 0..100 step 1).
-json Device(const std::string& name, const std::string& uuid, const std::string& type, const std::string& tokens,
-            int mib, bool healthy = true) {
+json Device(const std::string& name, const std::string& uuid, const std::string& type,
+            const std::string& tokens, int mib, bool healthy = true) {
   std::string card = std::to_string(mib) + "Mi";
-  return {{"name", name},
-          {"allowMultipleAllocations", true},
-          {"attributes",
-           {{"uuid", {{"string", uuid}}},
-            {"type", {{"string", type}}},
-            {"typeTokens", {{"string", tokens}}},
-            {"index", {{"int", name.back() - '0'}}},
-            {"numaNode", {{"int", 0}}},
-            {"healthy", {{"bool", healthy}}}}},
-          {"capacity",
-           {{"memory",
-             {{"value", card},
-              {"requestPolicy",
-               {{"default", card}, {"validRange", {{"min", "1Mi"}, {"max", card}, {"step", "1Mi"}}}}}}},
-            {"cores",
-             {{"value", "100"},
-              {"requestPolicy", {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}}}}};
+  return {
+      {"name", name},
+      {"allowMultipleAllocations", true},
+      {"attributes",
+       {{"uuid", {{"string", uuid}}},
+        {"type", {{"string", type}}},
+        {"typeTokens", {{"string", tokens}}},
+        {"index", {{"int", name.back() - '0'}}},
+        {"numaNode", {{"int", 0}}},
+        {"healthy", {{"bool", healthy}}}}},
+      {"capacity",
+       {{"memory",
+         {{"value", card},
+          {"requestPolicy",
+           {{"default", card}, {"validRange", {{"min", "1Mi"}, {"max", card}, {"step", "1Mi"}}}}}}},
+        {"cores",
+         {{"value", "100"},
+          {"requestPolicy",
+           {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}}}}};
 }
 
 json Slice(const std::string& node, json devices, int generation = 1) {
@@ -67,23 +68,26 @@ json Slice(const std::string& node, json devices, int generation = 1) {
 }
 
 // An allocated claim with one share, as kube-scheduler writes it.
-json Claim(const std::string& name, const std::string& node, const std::string& device, const std::string& memory,
-           const std::string& cores, const std::string& pod = "") {
-  json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceClaim"},
-                {"metadata", {{"name", name}, {"namespace", "team-a"}}},
-                {"spec", {{"devices", {{"requests", json::array({{{"name", "gpu"}}})}}}}},
-                {"status",
-                 {{"allocation",
-                   {{"devices",
-                     {{"results", json::array({{{"request", "gpu"},
-                                                {"driver", "gpu.fracgpu.io"},
-                                                {"pool", node},
-                                                {"device", device},
-                                                {"shareID", "share-" + name},
-                                                {"consumedCapacity", {{"memory", memory}, {"cores", cores}}}}})}}}}}}}};
+json Claim(const std::string& name, const std::string& node, const std::string& device,
+           const std::string& memory, const std::string& cores, const std::string& pod = "") {
+  json claim = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", name}, {"namespace", "team-a"}}},
+      {"spec", {{"devices", {{"requests", json::array({{{"name", "gpu"}}})}}}}},
+      {"status",
+       {{"allocation",
+         {{"devices",
+           {{"results",
+             json::array({{{"request", "gpu"},
+                           {"driver", "gpu.fracgpu.io"},
+                           {"pool", node},
+                           {"device", device},
+                           {"shareID", "share-" + name},
+                           {"consumedCapacity", {{"memory", memory}, {"cores", cores}}}}})}}}}}}}};
   if (!pod.empty()) {
-    claim["status"]["reservedFor"] = json::array({{{"resource", "pods"}, {"name", pod}, {"uid", "uid-" + pod}}});
+    claim["status"]["reservedFor"] =
+        json::array({{{"resource", "pods"}, {"name", pod}, {"uid", "uid-" + pod}}});
   }
   return claim;
 }
@@ -110,13 +114,17 @@ class UiDraTest : public uitest::UiHarness {
   void SetUp() override {
     for (const char* n : {"node-a", "node-b", "node-d"}) fake_.Put("nodes", Node(n));
     fake_.Put("nodes", Node("node-c", true));
-    fake_.Put("resourceslices", Slice("node-a", json::array({Device("gpu-0", "GPU-a0", kT4, kT4Tokens, 16384),
-                                                              Device("gpu-1", "GPU-a1", kT4, kT4Tokens, 16384)})));
+    fake_.Put("resourceslices",
+              Slice("node-a", json::array({Device("gpu-0", "GPU-a0", kT4, kT4Tokens, 16384),
+                                           Device("gpu-1", "GPU-a1", kT4, kT4Tokens, 16384)})));
     const char* a100 = "NVIDIA A100-SXM4-80GB";
     const char* a100_tokens = ",NVIDIA,A100,SXM4,80GB,";
-    fake_.Put("resourceslices", Slice("node-b", json::array({Device("gpu-0", "GPU-b0", a100, a100_tokens, 81920),
-                                                              Device("gpu-1", "GPU-b1", a100, a100_tokens, 81920, false)})));
-    fake_.Put("resourceslices", Slice("node-c", json::array({Device("gpu-0", "GPU-c0", kT4, kT4Tokens, 16384)})));
+    fake_.Put(
+        "resourceslices",
+        Slice("node-b", json::array({Device("gpu-0", "GPU-b0", a100, a100_tokens, 81920),
+                                     Device("gpu-1", "GPU-b1", a100, a100_tokens, 81920, false)})));
+    fake_.Put("resourceslices",
+              Slice("node-c", json::array({Device("gpu-0", "GPU-c0", kT4, kT4Tokens, 16384)})));
     fake_.Put("resourceclaims", Claim("c1", "node-a", "gpu-0", "3000Mi", "30", "train-1"));
     fake_.Put("resourceclaims", Claim("c2", "node-a", "gpu-0", "4000Mi", "20", "train-2"));
     fake_.Put("resourceclaims", Claim("c3", "node-a", "gpu-1", "6000Mi", "10"));
@@ -130,7 +138,8 @@ class UiDraTest : public uitest::UiHarness {
   }
 
   static std::string Memory(int mib, int cores = -1) {
-    std::string slice = R"("slice":{"mode":"memory","memory_value":)" + std::to_string(mib) + R"(,"memory_unit":"MiB")";
+    std::string slice = R"("slice":{"mode":"memory","memory_value":)" + std::to_string(mib) +
+                        R"(,"memory_unit":"MiB")";
     if (cores >= 0) slice += R"(,"cores_percent":)" + std::to_string(cores);
     return R"("gpus":1,)" + slice + "}";
   }
@@ -179,7 +188,8 @@ TEST_F(UiDraTest, ClusterShowsDevicesAndConsumedCapacity) {
   EXPECT_EQ(c["nodes"][3]["gpu_ready"], false);
   EXPECT_EQ(c["nodes"][3]["gpus"], json::array());
   // 2 × 16384 + 2 × 81920 + 16384 MiB; 7000 + 6000 used.
-  EXPECT_EQ(c["totals"], json({{"nodes", 4}, {"gpus", 5}, {"devmem_mib", 212992}, {"used_mem_mib", 13000}}));
+  EXPECT_EQ(c["totals"],
+            json({{"nodes", 4}, {"gpus", 5}, {"devmem_mib", 212992}, {"used_mem_mib", 13000}}));
 }
 
 TEST_F(UiDraTest, OptionsListTheDevices) {
@@ -188,7 +198,8 @@ TEST_F(UiDraTest, OptionsListTheDevices) {
   EXPECT_EQ(o["dra_mode"], true);
   EXPECT_EQ(o["gpu_types"], json({"NVIDIA A100-SXM4-80GB", kT4}));
   ASSERT_EQ(o["gpus"].size(), 5u);
-  EXPECT_EQ(o["gpus"][0], json({{"uuid", "GPU-a0"}, {"node", "node-a"}, {"type", kT4}, {"index", 0}}));
+  EXPECT_EQ(o["gpus"][0],
+            json({{"uuid", "GPU-a0"}, {"node", "node-a"}, {"type", kT4}, {"index", 0}}));
 }
 
 TEST_F(UiDraTest, FiveThousandMiBFitsBesideTheTwoClaims) {
@@ -198,7 +209,8 @@ TEST_F(UiDraTest, FiveThousandMiBFitsBesideTheTwoClaims) {
   EXPECT_EQ(p["fit"]["mode"], "dra");
   EXPECT_EQ(p["fit"]["fits"], true);
   // node-a: GPU-a0 and GPU-a1 eligible; node-b: GPU-b0 (GPU-b1 unhealthy); node-c cordoned.
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 2 nodes of 3 can take it (3 candidate GPUs)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 2 nodes of 3 can take it (3 candidate GPUs)");
   EXPECT_EQ(p["fit"]["total_nodes"], 3);
   const json& a = NodeEntry(p, "node-a");
   EXPECT_EQ(a["fits"], true);
@@ -230,10 +242,12 @@ TEST_F(UiDraTest, TwelveThousandMiBFitsOnNoDeviceOfNodeA) {
   EXPECT_EQ(a["fits"], false);
   EXPECT_EQ(a["gpus"], json::array());
   EXPECT_EQ(a["reason"],
-            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: needs 12000 MiB, 9384 MiB free; "
+            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: needs 12000 "
+            "MiB, 9384 MiB free; "
             "gpu-1: needs 12000 MiB, 10384 MiB free)");
   EXPECT_EQ(NodeEntry(p, "node-b")["fits"], true);
-  EXPECT_EQ(p["fit"]["message"], "fits now: takes 1 GPU on one node; 1 node of 3 can take it (1 candidate GPU)");
+  EXPECT_EQ(p["fit"]["message"],
+            "fits now: takes 1 GPU on one node; 1 node of 3 can take it (1 candidate GPU)");
 }
 
 TEST_F(UiDraTest, NothingFitsAndThePreviewSaysSo) {
@@ -243,7 +257,8 @@ TEST_F(UiDraTest, NothingFitsAndThePreviewSaysSo) {
   EXPECT_EQ(p["fit"]["message"], "fits on no node");
   EXPECT_EQ(p["fit"]["nodes"], 0);
   EXPECT_EQ(NodeEntry(p, "node-b")["reason"],
-            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: memory request outside the "
+            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: memory "
+            "request outside the "
             "device's request policy (81920 MiB); gpu-1: unhealthy)");
 }
 
@@ -251,7 +266,8 @@ TEST_F(UiDraTest, TypeRulesSelectDevicesAsTheClaimsCelWould) {
   json p = Preview(Memory(5000) + R"(,"use_types":["T4"])");
   EXPECT_EQ(NodeEntry(p, "node-a")["gpus"], json({"GPU-a0"}));
   EXPECT_EQ(NodeEntry(p, "node-b")["reason"],
-            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: not selected by the type/UUID "
+            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: not selected "
+            "by the type/UUID "
             "rules; gpu-1: unhealthy)");
   p = Preview(Memory(5000) + R"(,"nouse_uuids":["gpu-a0"])");  // UUIDs compare case-insensitively
   EXPECT_EQ(NodeEntry(p, "node-a")["gpus"], json({"GPU-a1"}));
@@ -262,28 +278,34 @@ TEST_F(UiDraTest, TwoDevicesAndTheCardDefault) {
   json p = Preview(R"("gpus":2,"slice":{"mode":"memory","memory_value":5000,"memory_unit":"MiB"})");
   EXPECT_EQ(NodeEntry(p, "node-a")["gpus"], json({"GPU-a0", "GPU-a1"}));
   EXPECT_EQ(NodeEntry(p, "node-b")["reason"],
-            "container \"nb1\": request \"gpu\": device 2 of 2 fits no device (gpu-0: could take one; gpu-1: "
+            "container \"nb1\": request \"gpu\": device 2 of 2 fits no device (gpu-0: could take "
+            "one; gpu-1: "
             "unhealthy)");
   // Cores only: no memory request, so the request policy's default (the whole card) is consumed:
   // 16384 MiB fits on neither device of node-a, but on GPU-b0.
   p = Preview(R"("gpus":1,"slice":{"mode":"cores","cores_percent":30})");
   EXPECT_EQ(p["errors"], json::array()) << p["errors"].dump();
   EXPECT_EQ(NodeEntry(p, "node-a")["reason"],
-            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: needs 16384 MiB, 9384 MiB free; "
+            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: needs 16384 "
+            "MiB, 9384 MiB free; "
             "gpu-1: needs 16384 MiB, 10384 MiB free)");
   EXPECT_EQ(NodeEntry(p, "node-b")["gpus"], json({"GPU-b0"}));
 }
 
 TEST_F(UiDraTest, WhatDraCannotExpressIsTheWebhooksError) {
-  json p = Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
-  EXPECT_EQ(p["errors"], json({"DRA mode: container \"nb1\": nvidia.com/gpumem-percentage 50 cannot be expressed in "
-                               "DRA (capacity requests are absolute MiB); use nvidia.com/gpumem"}));
+  json p =
+      Preview(R"("gpus":1,"slice":{"mode":"fraction","memory_percent":50,"cores_percent":50})");
+  EXPECT_EQ(
+      p["errors"],
+      json({"DRA mode: container \"nb1\": nvidia.com/gpumem-percentage 50 cannot be expressed in "
+            "DRA (capacity requests are absolute MiB); use nvidia.com/gpumem"}));
   EXPECT_TRUE(p["fit"].is_null());
   authz_.Allow("alice", "create", "team-a");
-  auto [status, body] = Post("/api/notebooks",
-                             R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1","gpus":1,
+  auto [status, body] =
+      Post("/api/notebooks",
+           R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1","gpus":1,
                                  "slice":{"mode":"fraction","memory_percent":50,"cores_percent":50}})",
-                             "alice");
+           "alice");
   EXPECT_EQ(status, 400);
   EXPECT_EQ(body["error"], p["errors"][0]);
   EXPECT_TRUE(authz_.created().empty());
@@ -304,18 +326,23 @@ TEST_F(UiDraTest, HostileSlicesAndClaimsAreReportedNotFatal) {
   json bad_device = Device("gpu-0", "GPU-e0", kT4, kT4Tokens, 16384);
   bad_device["capacity"]["memory"]["value"] = "lots";
   fake_.Put("nodes", Node("node-e"));
-  fake_.Put("resourceslices", Slice("node-e", json::array({bad_device, Device("gpu-1", "GPU-e1", kT4, kT4Tokens, 16384)})));
+  fake_.Put(
+      "resourceslices",
+      Slice("node-e", json::array({bad_device, Device("gpu-1", "GPU-e1", kT4, kT4Tokens, 16384)})));
   json many = json::array();
-  for (int i = 0; i < 129; ++i) many.push_back(Device("gpu-" + std::to_string(i % 10), "GPU-f", kT4, kT4Tokens, 1));
+  for (int i = 0; i < 129; ++i)
+    many.push_back(Device("gpu-" + std::to_string(i % 10), "GPU-f", kT4, kT4Tokens, 1));
   fake_.Put("nodes", Node("node-f"));
   fake_.Put("resourceslices", Slice("node-f", many));
   fake_.Put("nodes", Node("node-g"));
   fake_.Put("resourceslices", Slice("node-g", json::array({5, "x"})));
-  fake_.Put("resourceslices", Slice("node-gone", json::array({Device("gpu-0", "GPU-x", kT4, kT4Tokens, 16384)})));
+  fake_.Put("resourceslices",
+            Slice("node-gone", json::array({Device("gpu-0", "GPU-x", kT4, kT4Tokens, 16384)})));
   fake_.Put("resourceclaims", Claim("c5", "node-a", "gpu-1", "12.5Mi", "0"));
   json big = Claim("c6", "node-b", "gpu-0", "1Mi", "0");
   json results = json::array();
-  for (int i = 0; i < 33; ++i) results.push_back(big["status"]["allocation"]["devices"]["results"][0]);
+  for (int i = 0; i < 33; ++i)
+    results.push_back(big["status"]["allocation"]["devices"]["results"][0]);
   big["status"]["allocation"]["devices"]["results"] = results;
   fake_.Put("resourceclaims", big);
   json not_list = Claim("c7", "node-b", "gpu-0", "1Mi", "0");
@@ -326,19 +353,23 @@ TEST_F(UiDraTest, HostileSlicesAndClaimsAreReportedNotFatal) {
   ASSERT_EQ(status, 200) << c.dump();
   std::vector<std::string> problems = c["problems"].get<std::vector<std::string>>();
   std::sort(problems.begin(), problems.end());
-  EXPECT_EQ(problems,
-            (std::vector<std::string>{
-                "ResourceClaim team-a/c5 status.allocation.devices.results[0].consumedCapacity.memory \"12.5Mi\" is "
-                "not a whole number of MiB",
-                "ResourceClaim team-a/c6 status.allocation.devices.results has 33 entries (at most 32)",
-                "ResourceClaim team-a/c7 status.allocation.devices.results must be a list, got \"x\"",
-                "ResourceSlice node-e-gpu.fracgpu.io spec.devices[0] (gpu-0) capacity.memory.value \"lots\": " +
-                    core::ParseQuantity("lots").status().message(),
-                "ResourceSlice node-f-gpu.fracgpu.io spec.devices has 129 entries (at most 128)",
-                "ResourceSlice node-g-gpu.fracgpu.io spec.devices[0] must be an object, got 5",
-                "ResourceSlice node-g-gpu.fracgpu.io spec.devices[1] must be an object, got \"x\"",
-                "ResourceSlice pool \"node-gone\" of driver gpu.fracgpu.io is for node \"node-gone\", which is not a "
-                "node of the cluster: its devices are not shown"}));
+  EXPECT_EQ(
+      problems,
+      (std::vector<std::string>{
+          "ResourceClaim team-a/c5 status.allocation.devices.results[0].consumedCapacity.memory "
+          "\"12.5Mi\" is "
+          "not a whole number of MiB",
+          "ResourceClaim team-a/c6 status.allocation.devices.results has 33 entries (at most 32)",
+          "ResourceClaim team-a/c7 status.allocation.devices.results must be a list, got \"x\"",
+          "ResourceSlice node-e-gpu.fracgpu.io spec.devices[0] (gpu-0) capacity.memory.value "
+          "\"lots\": " +
+              core::ParseQuantity("lots").status().message(),
+          "ResourceSlice node-f-gpu.fracgpu.io spec.devices has 129 entries (at most 128)",
+          "ResourceSlice node-g-gpu.fracgpu.io spec.devices[0] must be an object, got 5",
+          "ResourceSlice node-g-gpu.fracgpu.io spec.devices[1] must be an object, got \"x\"",
+          "ResourceSlice pool \"node-gone\" of driver gpu.fracgpu.io is for node \"node-gone\", "
+          "which is not a "
+          "node of the cluster: its devices are not shown"}));
   // node-e shows its good device only; GPU-a1 counts as taken whole.
   for (const auto& n : c["nodes"]) {
     if (n["name"] == "node-e") {
@@ -352,16 +383,19 @@ TEST_F(UiDraTest, HostileSlicesAndClaimsAreReportedNotFatal) {
   // The preview still answers: 10000 MiB no longer fits on node-a (GPU-a1 is taken whole).
   json p = Preview(Memory(10000));
   EXPECT_EQ(NodeEntry(p, "node-a")["reason"],
-            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: needs 10000 MiB, 9384 MiB free; "
+            "container \"nb1\": request \"gpu\": device 1 of 1 fits no device (gpu-0: needs 10000 "
+            "MiB, 9384 MiB free; "
             "gpu-1: taken whole by a claim)");
   EXPECT_EQ(NodeEntry(p, "node-e")["gpus"], json({"GPU-e1"}));
 }
 
 TEST_F(UiDraTest, AnApiServerWithoutTheResourceApiIsAnError) {
-  fake_.FailNext("GET", "/apis/resource.k8s.io/v1/resourceslices", 404, 1, "the server could not find the requested resource");
+  fake_.FailNext("GET", "/apis/resource.k8s.io/v1/resourceslices", 404, 1,
+                 "the server could not find the requested resource");
   auto [status, body] = Get("/api/cluster");
   EXPECT_EQ(status, 404) << body.dump();
-  EXPECT_NE(body["error"].get<std::string>().find("listing ResourceSlices"), std::string::npos) << body.dump();
+  EXPECT_NE(body["error"].get<std::string>().find("listing ResourceSlices"), std::string::npos)
+      << body.dump();
 }
 
 }  // namespace

@@ -12,7 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-json LimitsOf(const json& nb) { return nb["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]; }
+json LimitsOf(const json& nb) {
+  return nb["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"];
+}
 
 json Built(const std::string& body) {
   auto form = DecodeNotebookForm(body);
@@ -21,7 +23,8 @@ json Built(const std::string& body) {
 }
 
 TEST(FormTest, FractionHalfWithTypesAndPolicies) {
-  json nb = Built(R"({"name":"nb1","namespace":"team-a","image":"jupyter:1","cpu":"1","memory":"2Gi","gpus":1,
+  json nb = Built(
+      R"({"name":"nb1","namespace":"team-a","image":"jupyter:1","cpu":"1","memory":"2Gi","gpus":1,
     "slice":{"mode":"fraction","memory_percent":50,"cores_percent":50},
     "use_types":["A100","H100"],"nouse_types":["T4"],"use_uuids":["GPU-a0"],"nouse_uuids":["GPU-x","GPU-y"],
     "node_policy":"spread","gpu_policy":"binpack"})");
@@ -48,21 +51,28 @@ TEST(FormTest, FractionHalfWithTypesAndPolicies) {
 TEST(FormTest, MemoryInGibConvertsToMib) {
   json nb = Built(R"({"name":"nb","namespace":"ns","image":"i","gpus":1,
     "slice":{"mode":"memory","memory_value":8,"memory_unit":"GiB","cores_percent":30}})");
-  EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8192"}, {"nvidia.com/gpucores", "30"}}));
+  EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "1"},
+                                {"nvidia.com/gpumem", "8192"},
+                                {"nvidia.com/gpucores", "30"}}));
   EXPECT_FALSE(nb["metadata"].contains("annotations"));
   // 1.5 GiB = 1536 MiB; MiB without cores writes no gpucores.
-  nb = Built(R"({"name":"nb","namespace":"ns","image":"i","gpus":1,"slice":{"mode":"memory","memory_value":1.5,"memory_unit":"GiB"}})");
+  nb = Built(
+      R"({"name":"nb","namespace":"ns","image":"i","gpus":1,"slice":{"mode":"memory","memory_value":1.5,"memory_unit":"GiB"}})");
   EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1536"}}));
-  nb = Built(R"({"name":"nb","namespace":"ns","image":"i","gpus":2,"slice":{"mode":"memory","memory_value":3000}})");
+  nb = Built(
+      R"({"name":"nb","namespace":"ns","image":"i","gpus":2,"slice":{"mode":"memory","memory_value":3000}})");
   EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "3000"}}));
 }
 
 TEST(FormTest, CoresWithOptionalMemory) {
-  json nb = Built(R"({"name":"nb","namespace":"ns","image":"i","gpus":1,"slice":{"mode":"cores","cores_percent":30}})");
+  json nb = Built(
+      R"({"name":"nb","namespace":"ns","image":"i","gpus":1,"slice":{"mode":"cores","cores_percent":30}})");
   EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}}));
   nb = Built(R"({"name":"nb","namespace":"ns","image":"i","gpus":1,
     "slice":{"mode":"cores","cores_percent":30,"memory_value":2048,"memory_unit":"MiB"}})");
-  EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "2048"}, {"nvidia.com/gpucores", "30"}}));
+  EXPECT_EQ(LimitsOf(nb), json({{"nvidia.com/gpu", "1"},
+                                {"nvidia.com/gpumem", "2048"},
+                                {"nvidia.com/gpucores", "30"}}));
 }
 
 TEST(FormTest, WholeCardsAndNoGpu) {
@@ -73,11 +83,13 @@ TEST(FormTest, WholeCardsAndNoGpu) {
 }
 
 TEST(FormTest, PodOfNotebookDropsControllerFilteredAnnotations) {
-  json nb = {{"metadata",
-              {{"name", "n"},
-               {"namespace", "s"},
-               {"annotations", {{"notebooks.kubeflow.org/x", "1"}, {"kubectl.kubernetes.io/y", "2"}, {"a", "b"}}}}},
-             {"spec", {{"template", {{"spec", {{"containers", json::array()}}}}}}}};
+  json nb = {
+      {"metadata",
+       {{"name", "n"},
+        {"namespace", "s"},
+        {"annotations",
+         {{"notebooks.kubeflow.org/x", "1"}, {"kubectl.kubernetes.io/y", "2"}, {"a", "b"}}}}},
+      {"spec", {{"template", {{"spec", {{"containers", json::array()}}}}}}}};
   json pod = PodOfNotebook(nb);
   EXPECT_EQ(pod["metadata"]["annotations"], json({{"a", "b"}}));
   EXPECT_EQ(pod["spec"], json({{"containers", json::array()}}));
@@ -97,11 +109,14 @@ TEST(FormTest, BadBodiesNameTheField) {
       {R"({"name":"n","image":"i"})", "namespace is required"},
       {R"({"name":"n","namespace":"a"})", "image is required"},
       {R"({"name":5,"namespace":"a","image":"i"})", "name must be a string, got 5"},
-      {R"({"name":"n","namespace":"a","image":"i","gpus":"1"})", "gpus must be an integer, got \"1\""},
-      {R"({"name":"n","namespace":"a","image":"i","gpus":1.5})", "gpus must be a whole number, got 1.5"},
+      {R"({"name":"n","namespace":"a","image":"i","gpus":"1"})",
+       "gpus must be an integer, got \"1\""},
+      {R"({"name":"n","namespace":"a","image":"i","gpus":1.5})",
+       "gpus must be a whole number, got 1.5"},
       {R"({"name":"n","namespace":"a","image":"i","gpus":18446744073709551615})",
        "gpus is too large, got 18446744073709551615"},
-      {R"({"name":"n","namespace":"a","image":"i","slice":"half"})", "slice must be an object, got \"half\""},
+      {R"({"name":"n","namespace":"a","image":"i","slice":"half"})",
+       "slice must be an object, got \"half\""},
       {R"({"name":"n","namespace":"a","image":"i","slice":{"mode":"half"}})",
        "slice.mode must be one of whole, fraction, memory, cores, got \"half\""},
       {R"({"name":"n","namespace":"a","image":"i","slice":{"mode":"fraction"}})",
@@ -125,9 +140,11 @@ TEST(FormTest, BadBodiesNameTheField) {
       {R"({"name":"n","namespace":"a","image":"i","use_uuids":["GPU-1,GPU-2"]})",
        "use_uuids[0] must not contain a comma, got \"GPU-1,GPU-2\""},
       {R"({"name":"Nb","namespace":"a","image":"i"})",
-       "name must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got \"Nb\""},
+       "name must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
+       "\"Nb\""},
       {R"({"name":"n","namespace":"../x","image":"i"})",
-       "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got \"../x\""},
+       "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
+       "\"../x\""},
   };
   for (const auto& c : cases) {
     auto form = DecodeNotebookForm(c.body);
@@ -138,8 +155,15 @@ TEST(FormTest, BadBodiesNameTheField) {
 }
 
 TEST(YamlTest, QuotesStringsThatLookLikeOtherTypesAndParsesBack) {
-  json v = {{"a", "1"}, {"b", 1}, {"c", "true"}, {"d", true}, {"e", ""}, {"f", "jupyter:v1"},
-            {"g", json::array({"x", "null"})}, {"h", nullptr}, {"i", json::object()}};
+  json v = {{"a", "1"},
+            {"b", 1},
+            {"c", "true"},
+            {"d", true},
+            {"e", ""},
+            {"f", "jupyter:v1"},
+            {"g", json::array({"x", "null"})},
+            {"h", nullptr},
+            {"i", json::object()}};
   std::string text = JsonToYaml(v);
   YAML::Node n = YAML::Load(text);
   // Quoted scalars carry the non-specific tag "!", plain ones "?" (YAML 1.2 §6.9.1).
@@ -158,19 +182,22 @@ TEST(YamlTest, QuotesStringsThatLookLikeOtherTypesAndParsesBack) {
 }
 
 TEST(YamlTest, NotebookTextShowsLimits) {
-  json nb = Built(R"({"name":"nb","namespace":"ns","image":"i","gpus":1,"slice":{"mode":"cores","cores_percent":30}})");
+  json nb = Built(
+      R"({"name":"nb","namespace":"ns","image":"i","gpus":1,"slice":{"mode":"cores","cores_percent":30}})");
   std::string text = JsonToYaml(nb);
   EXPECT_NE(text.find("apiVersion: kubeflow.org/v1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("nvidia.com/gpucores: \"30\""), std::string::npos) << text;
   YAML::Node n = YAML::Load(text);
-  EXPECT_EQ(n["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].as<std::string>(),
+  EXPECT_EQ(n["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+                .as<std::string>(),
             "1");
 }
 
 // Issue 15: a depth bomb is refused while parsing (it used to reach Shown()'s recursive dump).
 TEST(FormTest, DepthBombIsRefused) {
-  for (const std::string& body : {std::string(100000, '[') + std::string(100000, ']'),
-                                  "{\"name\":" + std::string(100000, '[') + std::string(100000, ']') + "}"}) {
+  for (const std::string& body :
+       {std::string(100000, '[') + std::string(100000, ']'),
+        "{\"name\":" + std::string(100000, '[') + std::string(100000, ']') + "}"}) {
     auto form = DecodeNotebookForm(body);
     ASSERT_FALSE(form.ok());
     EXPECT_EQ(form.status().message(), "request body nests objects/arrays deeper than 64 levels");

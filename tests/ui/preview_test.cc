@@ -34,7 +34,8 @@ class PreviewTest : public ::testing::Test {
     snapshot_.nodes = {node_};
   }
   // The GPUs the preview shows for node n1.
-  std::vector<std::string> PreviewGpus(const core::PodRequest& req, core::GpuPolicy cluster_default) {
+  std::vector<std::string> PreviewGpus(const core::PodRequest& req,
+                                       core::GpuPolicy cluster_default) {
     core::FitOptions options;
     options.default_gpu_policy = cluster_default;
     json preview = FitPreviewJson(req, snapshot_, options);
@@ -62,8 +63,10 @@ TEST_F(PreviewTest, FragmentationAwareDefaultShowsTheGpuBindChooses) {
   // Worked by hand (tests/scheduler/gpu_choice_test.cc): with M = {700: 0.5, 300: 0.5} a 30 %
   // pod on GPU-0 leaves (0, 1000), F = 0; on GPU-1 it leaves (300, 700), F = 150. FGD takes
   // GPU-0; the spread order (the preview's choice before it shared /bind's path) takes GPU-1.
-  EXPECT_EQ(PreviewGpus(Sharing(30), core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-0"});
-  EXPECT_EQ(BindGpus(Sharing(30), core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-0"});
+  EXPECT_EQ(PreviewGpus(Sharing(30), core::GpuPolicy::kFragmentationAware),
+            std::vector<std::string>{"GPU-0"});
+  EXPECT_EQ(BindGpus(Sharing(30), core::GpuPolicy::kFragmentationAware),
+            std::vector<std::string>{"GPU-0"});
 }
 
 TEST_F(PreviewTest, ThePodsOwnPolicyWinsInThePreviewAsAtBind) {
@@ -72,13 +75,15 @@ TEST_F(PreviewTest, ThePodsOwnPolicyWinsInThePreviewAsAtBind) {
   EXPECT_EQ(PreviewGpus(fa, core::GpuPolicy::kSpread), std::vector<std::string>{"GPU-0"});
   core::PodRequest spread = Sharing(30);
   spread.gpu_policy = core::GpuPolicy::kSpread;
-  EXPECT_EQ(PreviewGpus(spread, core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-1"});
-  EXPECT_EQ(BindGpus(spread, core::GpuPolicy::kFragmentationAware), std::vector<std::string>{"GPU-1"});
+  EXPECT_EQ(PreviewGpus(spread, core::GpuPolicy::kFragmentationAware),
+            std::vector<std::string>{"GPU-1"});
+  EXPECT_EQ(BindGpus(spread, core::GpuPolicy::kFragmentationAware),
+            std::vector<std::string>{"GPU-1"});
 }
 
 TEST_F(PreviewTest, EveryPolicyAgreesWithBindOverManyShares) {
-  for (core::GpuPolicy policy :
-       {core::GpuPolicy::kSpread, core::GpuPolicy::kBinpack, core::GpuPolicy::kFragmentationAware}) {
+  for (core::GpuPolicy policy : {core::GpuPolicy::kSpread, core::GpuPolicy::kBinpack,
+                                 core::GpuPolicy::kFragmentationAware}) {
     for (int32_t cores : {5, 10, 25, 30, 31, 50}) {
       EXPECT_EQ(PreviewGpus(Sharing(cores), policy), BindGpus(Sharing(cores), policy))
           << "policy " << static_cast<int>(policy) << " cores " << cores;

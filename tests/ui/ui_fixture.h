@@ -2,6 +2,7 @@
 // Test fixture of tests/ui: `fracgpu ui`'s service on port 0 over the fake API server (nodes,
 // pods), through AuthzAndNotebooks (authz_notebooks.h), which adds what the fake does not
 // serve: SubjectAccessReviews (authorization.k8s.io/v1) and Notebooks (kubeflow.org/v1).
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <map>
@@ -13,8 +14,6 @@
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "authz_notebooks.h"
 #include "fake_apiserver.h"
@@ -30,16 +29,20 @@ using nlohmann::json;
 inline json GpuNode(const std::string& name, const std::string& register_json, int allocatable) {
   json node = {{"metadata", {{"name", name}, {"annotations", json::object()}}},
                {"status", {{"allocatable", {{"nvidia.com/gpu", std::to_string(allocatable)}}}}}};
-  if (!register_json.empty()) node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = register_json;
+  if (!register_json.empty())
+    node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = register_json;
   return node;
 }
 
-inline json PlacedPod(const std::string& ns, const std::string& name, const std::string& node, const std::string& allocated) {
+inline json PlacedPod(const std::string& ns, const std::string& name, const std::string& node,
+                      const std::string& allocated) {
   return {{"metadata",
            {{"name", name},
             {"namespace", ns},
-            {"annotations", {{"hami.io/vgpu-node", node}, {"hami.io/vgpu-devices-allocated", allocated}}}}},
-          {"spec", {{"nodeName", node}, {"containers", json::array({{{"name", "c"}, {"image", "x"}}})}}},
+            {"annotations",
+             {{"hami.io/vgpu-node", node}, {"hami.io/vgpu-devices-allocated", allocated}}}}},
+          {"spec",
+           {{"nodeName", node}, {"containers", json::array({{{"name", "c"}, {"image", "x"}}})}}},
           {"status", {{"phase", "Running"}}}};
 }
 
@@ -55,7 +58,8 @@ class UiHarness : public ::testing::Test {
     auto client = k8s::Client::Create(config, client_options);
     ASSERT_TRUE(client.ok()) << client.status().message();
     client_ = std::move(*client);
-    cluster_ = std::make_unique<ClusterSource>(client_.get(), std::chrono::milliseconds(0), "nvidia.com/gpu", dra_mode);
+    cluster_ = std::make_unique<ClusterSource>(client_.get(), std::chrono::milliseconds(0),
+                                               "nvidia.com/gpu", dra_mode);
     options.dra_mode = dra_mode;
     service_ = std::make_unique<UiService>(client_.get(), cluster_.get(), options);
     server_ = std::make_unique<http::Server>(http::ServerOptions{});
@@ -68,7 +72,8 @@ class UiHarness : public ::testing::Test {
   }
 
   // POST to the UI; returns {status, body}.
-  std::pair<int, json> Post(const std::string& path, const std::string& body, const std::string& user = "") {
+  std::pair<int, json> Post(const std::string& path, const std::string& body,
+                            const std::string& user = "") {
     httplib::Headers h;
     if (!user.empty()) h.emplace("kubeflow-userid", user);
     auto r = http_->Post(path.c_str(), h, body, "application/json");
@@ -84,8 +89,9 @@ class UiHarness : public ::testing::Test {
   }
   // The preview of notebook nb1 in team-a with `slice_and_more` (the body's GPU fields).
   json Preview(const std::string& slice_and_more) {
-    auto [status, body] = Post("/api/preview", R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1",)" +
-                                                   slice_and_more + "}");
+    auto [status, body] =
+        Post("/api/preview", R"({"name":"nb1","namespace":"team-a","image":"jupyter-scipy:v1",)" +
+                                 slice_and_more + "}");
     EXPECT_EQ(status, 200) << body.dump();
     return body;
   }
@@ -109,13 +115,17 @@ class UiApiTest : public UiHarness {
  protected:
   virtual UiOptions Options() const { return {}; }
   void SetUp() override {
-    fake_.Put("nodes", GpuNode("node-a",
-                               R"([{"id":"GPU-a0","index":0,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"},
+    fake_.Put(
+        "nodes",
+        GpuNode(
+            "node-a",
+            R"([{"id":"GPU-a0","index":0,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"},
                                    {"id":"GPU-a1","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-SXM4-40GB","numa":0,"health":true,"mode":"hami-core"}])",
-                               20));
-    json b = GpuNode("node-b",
-                     R"([{"id":"GPU-b0","index":0,"count":10,"devmem":15360,"devcore":100,"type":"NVIDIA-Tesla T4","numa":0,"health":true,"mode":"hami-core"}])",
-                     10);
+            20));
+    json b = GpuNode(
+        "node-b",
+        R"([{"id":"GPU-b0","index":0,"count":10,"devmem":15360,"devcore":100,"type":"NVIDIA-Tesla T4","numa":0,"health":true,"mode":"hami-core"}])",
+        10);
     b["spec"] = {{"unschedulable", true}};
     fake_.Put("nodes", b);
     fake_.Put("nodes", GpuNode("node-c", "", 0));

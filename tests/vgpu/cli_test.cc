@@ -1,14 +1,13 @@
 // `fracgpu run` environment building and `fracgpu inspect` formatting, on a region written by
 // libvgpu.so itself.
-#include "vgpu/cli/run_inspect.h"
-
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
 
 #include "harness.h"
+#include "vgpu/cli/run_inspect.h"
 
 namespace fracgpu::cli {
 void RegisterInspectCommand(CLI::App& app);
@@ -28,10 +27,14 @@ TEST(VgpuCli, RunEnvironmentFollowsTheContract) {
   o.region = "/tmp/r/region.cache";
   auto env = cli::BuildRunEnvironment(o);
   ASSERT_TRUE(env.ok()) << env.status().ToString();
-  EnvList expected = {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "4000m"},
-                      {"CUDA_DEVICE_SM_LIMIT_0", "50"},        {"CUDA_DEVICE_SM_LIMIT_1", "50"},
-                      {"CUDA_DEVICE_SM_LIMIT", "50"},          {"NVIDIA_VISIBLE_DEVICES", "2,3"},
-                      {"CUDA_VISIBLE_DEVICES", "2,3"},         {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+  EnvList expected = {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"},
+                      {"CUDA_DEVICE_MEMORY_LIMIT_1", "4000m"},
+                      {"CUDA_DEVICE_SM_LIMIT_0", "50"},
+                      {"CUDA_DEVICE_SM_LIMIT_1", "50"},
+                      {"CUDA_DEVICE_SM_LIMIT", "50"},
+                      {"NVIDIA_VISIBLE_DEVICES", "2,3"},
+                      {"CUDA_VISIBLE_DEVICES", "2,3"},
+                      {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
                       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/tmp/r/region.cache"},
                       {"LD_PRELOAD", "/x/libvgpu.so"}};
   EXPECT_EQ(env.value(), expected);
@@ -44,10 +47,13 @@ TEST(VgpuCli, RunRejectsBadFlagsNamingThem) {
     const char* devices;
     const char* message;
   };
-  const Case cases[] = {{"3g", 0, "", "--gpumem: \"3g\""},        {"0", 0, "", "--gpumem: \"0\""},
-                        {"", 0, "", "--gpumem: \"\""},            {"100,", 0, "", "--gpumem: \"\""},
+  const Case cases[] = {{"3g", 0, "", "--gpumem: \"3g\""},
+                        {"0", 0, "", "--gpumem: \"0\""},
+                        {"", 0, "", "--gpumem: \"\""},
+                        {"100,", 0, "", "--gpumem: \"\""},
                         {"100", 150, "", "--gpucores: must be 0..100, got 150"},
-                        {"100", 0, "a", "--devices: \"a\""},      {"100,200", 0, "0", "--devices names 1 GPUs"}};
+                        {"100", 0, "a", "--devices: \"a\""},
+                        {"100,200", 0, "0", "--devices names 1 GPUs"}};
   for (const Case& c : cases) {
     cli::RunOptions o;
     o.gpumem = c.gpumem;
@@ -75,7 +81,8 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
   EXPECT_NE(text.find(std::to_string(a.pid) + " "), std::string::npos) << text;
   EXPECT_NE(text.find("16.0 (0.0+0.0+16.0)"), std::string::npos) << text;  // all of it data
   // This test runs in the host's PID namespace: the host PID is the PID.
-  EXPECT_NE(text.find(std::to_string(a.pid) + std::string(8 - std::min<size_t>(8, std::to_string(a.pid).size()), ' ') +
+  EXPECT_NE(text.find(std::to_string(a.pid) +
+                      std::string(8 - std::min<size_t>(8, std::to_string(a.pid).size()), ' ') +
                       " " + std::to_string(a.pid)),
             std::string::npos)
       << text;
@@ -106,23 +113,26 @@ TEST(VgpuCli, InspectOfADirectoryIsAnErrorNamingThePath) {
   Sandbox box;
   auto bytes = cli::ReadRegionFile(box.dir());  // threw std::ios_base::failure (rc 134 in fracgpu)
   ASSERT_FALSE(bytes.ok());
-  EXPECT_EQ(bytes.status().message(), "region file \"" + box.dir() + "\": is a directory, not a region file");
+  EXPECT_EQ(bytes.status().message(),
+            "region file \"" + box.dir() + "\": is a directory, not a region file");
   auto [rc, err] = RunInspect(box.dir());
   EXPECT_EQ(rc, 2);
-  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "\": is a directory, not a region file\n");
+  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() +
+                     "\": is a directory, not a region file\n");
 }
 
 TEST(VgpuCli, InspectOfAMissingOrForeignFileIsAnErrorNamingThePath) {
   Sandbox box;
   auto [rc, err] = RunInspect(box.dir() + "/missing");
   EXPECT_EQ(rc, 2);
-  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "/missing\": cannot open: No such file or directory\n");
+  EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() +
+                     "/missing\": cannot open: No such file or directory\n");
   std::ofstream(box.dir() + "/short") << "abc";
   std::tie(rc, err) = RunInspect(box.dir() + "/short");
   EXPECT_EQ(rc, 2);
   EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "/short\": not a fracgpu v" +
-                     std::to_string(kRegionVersion) + " region (3 bytes, expected " + std::to_string(sizeof(Region)) +
-                     ")\n");
+                     std::to_string(kRegionVersion) + " region (3 bytes, expected " +
+                     std::to_string(sizeof(Region)) + ")\n");
 }
 
 }  // namespace

@@ -56,8 +56,9 @@ TEST(FakeCudaExports, EveryDriverNameIsExportedAndTheUnimplementedAreListed) {
   ASSERT_NE(graph_clone, nullptr);
   EXPECT_EQ(graph_clone(nullptr, nullptr), 801);
   // The graph-memory family is implemented (tests/vgpu/graph_memory_test.cc uses it).
-  for (const char* name : {"cuGraphAddMemAllocNode", "cuGraphInstantiateWithParams_ptsz", "cuGraphUpload",
-                           "cuDeviceGraphMemTrim", "cuDeviceGetGraphMemAttribute", "cuStreamBeginCapture_v2"})
+  for (const char* name :
+       {"cuGraphAddMemAllocNode", "cuGraphInstantiateWithParams_ptsz", "cuGraphUpload",
+        "cuDeviceGraphMemTrim", "cuDeviceGetGraphMemAttribute", "cuStreamBeginCapture_v2"})
     EXPECT_EQ(is_stub(name), 0) << name;
 }
 
@@ -104,8 +105,10 @@ TEST(FakeNvmlExports, LegacyNamesAnswerLikeTheirSuccessors) {
   void* lib = dlopen(FRACGPU_FAKES_LIB "/libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-  auto by_index = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex"));
-  auto by_index2 = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto by_index =
+      reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex"));
+  auto by_index2 =
+      reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
   using Procs = int (*)(void*, unsigned*, void*);
   auto p1 = reinterpret_cast<Procs>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses"));
   auto p2 = reinterpret_cast<Procs>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2"));

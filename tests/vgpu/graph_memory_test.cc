@@ -45,22 +45,24 @@ std::map<std::string, std::string> LimitEnv(const Sandbox& box, const std::strin
 TEST(VgpuGraphMemory, OverTheLimitIsRefusedWhereTheDriverWouldReserve) {
   Sandbox box;
   const std::vector<std::string> ops = {
-      "init", "gcreate", kAlloc600, "gfree", "ginst",  // 1-4: graph 0, instantiated: nothing reserved
-      "info", "gattr",                                 // 5-6
-      "glaunch:0", "info", "gattr",                    // 7-9: reserved at the first launch
-      "glaunch:0", "info",                             // 10-11: relaunch: reused, nothing more
-      "gcreate", kAlloc600, "gfree", "ginst",          // 12-15: graph 1
-      "glaunch:1", "gupload:1", "gattr", "info",       // 16-19: refused twice, nothing reserved
-      "gexecdestroy:0", "gattr", "info",               // 20-22: the memory stays in the pool
-      "glaunch:1", "gattr", "info",                    // 23-25: graph 1 reuses it
-      "gtrim", "gattr", "info",                        // 26-28: given back
-      "glaunch:1", "gattr", "info"};                   // 29-31: reserved and charged again
+      "init",           "gcreate",   kAlloc600, "gfree",
+      "ginst",                                 // 1-4: graph 0, instantiated: nothing reserved
+      "info",           "gattr",               // 5-6
+      "glaunch:0",      "info",      "gattr",  // 7-9: reserved at the first launch
+      "glaunch:0",      "info",                // 10-11: relaunch: reused, nothing more
+      "gcreate",        kAlloc600,   "gfree",   "ginst",  // 12-15: graph 1
+      "glaunch:1",      "gupload:1", "gattr",   "info",   // 16-19: refused twice, nothing reserved
+      "gexecdestroy:0", "gattr",     "info",              // 20-22: the memory stays in the pool
+      "glaunch:1",      "gattr",     "info",              // 23-25: graph 1 reuses it
+      "gtrim",          "gattr",     "info",              // 26-28: given back
+      "glaunch:1",      "gattr",     "info"};             // 29-31: reserved and charged again
   std::vector<std::string> out;
   auto env = LimitEnv(box, "1000m");
   env.erase("LIBCUDA_LOG_LEVEL");  // the default level reports refusals
   auto refusals = RefusalLines(box, env, ops, &out);
   ASSERT_EQ(out.size(), ops.size());
-  for (size_t i : {1u, 2u, 3u, 4u, 7u, 10u, 12u, 13u, 14u, 15u, 20u, 23u, 26u, 29u}) EXPECT_EQ(Rc(out[i]), 0) << out[i];
+  for (size_t i : {1u, 2u, 3u, 4u, 7u, 10u, 12u, 13u, 14u, 15u, 20u, 23u, 26u, 29u})
+    EXPECT_EQ(Rc(out[i]), 0) << out[i];
   EXPECT_EQ(InfoFree(out[5]), 1000 * kMiB);
   GraphPool p = Attr(out[6]);
   EXPECT_EQ(p.reserved, 0u);
@@ -91,8 +93,10 @@ TEST(VgpuGraphMemory, OverTheLimitIsRefusedWhereTheDriverWouldReserve) {
   EXPECT_EQ(Attr(out[30]).reserved, k600);
   EXPECT_EQ(InfoFree(out[31]), 400 * kMiB);
   const std::vector<std::string> expected = {
-      "fracgpu: cuGraphLaunch's graph memory of 600 MiB refused: 600 MiB used of the 1000 MiB limit on GPU 0",
-      "fracgpu: cuGraphUpload's graph memory of 600 MiB refused: 600 MiB used of the 1000 MiB limit on GPU 0"};
+      "fracgpu: cuGraphLaunch's graph memory of 600 MiB refused: 600 MiB used of the 1000 MiB "
+      "limit on GPU 0",
+      "fracgpu: cuGraphUpload's graph memory of 600 MiB refused: 600 MiB used of the 1000 MiB "
+      "limit on GPU 0"};
   EXPECT_EQ(refusals, expected);
 }
 
@@ -102,11 +106,31 @@ TEST(VgpuGraphMemory, OverTheLimitIsRefusedWhereTheDriverWouldReserve) {
 TEST(VgpuGraphMemory, InstantiateWithUploadAndEveryVariantAreCharged) {
   Sandbox box;
   auto out = RunApp(box, LimitEnv(box, "1000m"),
-                    {"init", "gcreate", "galloc:" + std::to_string(k300) + ":p", "ginstp:2", "info",  // 1-4
-                     "gcreate", "galloc:" + std::to_string(k300) + ":p2", "ginstp:2:ptsz", "info",    // 5-8
-                     "gcreate", kAlloc600, "ginstp:2", "ginstp:2:ptsz", "gattr", "info",             // 9-14
-                     "gcreate", kAlloc300, "ginstv1", "glaunch", "info",                              // 15-19
-                     "gcreate", kAlloc300, "ginstv2", "glaunch", "gupload"});                         // 20-24
+                    {"init",
+                     "gcreate",
+                     "galloc:" + std::to_string(k300) + ":p",
+                     "ginstp:2",
+                     "info",  // 1-4
+                     "gcreate",
+                     "galloc:" + std::to_string(k300) + ":p2",
+                     "ginstp:2:ptsz",
+                     "info",  // 5-8
+                     "gcreate",
+                     kAlloc600,
+                     "ginstp:2",
+                     "ginstp:2:ptsz",
+                     "gattr",
+                     "info",  // 9-14
+                     "gcreate",
+                     kAlloc300,
+                     "ginstv1",
+                     "glaunch",
+                     "info",  // 15-19
+                     "gcreate",
+                     kAlloc300,
+                     "ginstv2",
+                     "glaunch",
+                     "gupload"});  // 20-24
   ASSERT_EQ(out.size(), 25u);
   EXPECT_EQ(out[3], "ginstp 0 0");
   EXPECT_EQ(InfoFree(out[4]), 700 * kMiB);
@@ -127,8 +151,9 @@ TEST(VgpuGraphMemory, InstantiateWithUploadAndEveryVariantAreCharged) {
 // The charge is the container's: cuMemGetInfo, the region's slot (data_bytes) and NVML show it.
 TEST(VgpuGraphMemory, ReservedMemoryShowsInEveryView) {
   Sandbox box;
-  auto out = RunApp(box, LimitEnv(box, "1000m"),
-                    {"init", "gcreate", kAlloc600, "gfree", "ginst", "gupload", "region:0", "nvml:0", "info"});
+  auto out = RunApp(
+      box, LimitEnv(box, "1000m"),
+      {"init", "gcreate", kAlloc600, "gfree", "ginst", "gupload", "region:0", "nvml:0", "info"});
   ASSERT_EQ(out.size(), 9u);
   auto region = Fields(out[6]);
   ASSERT_GE(region.size(), 10u) << out[6];
@@ -152,8 +177,8 @@ TEST(VgpuGraphMemory, ProcessesShareOneLimit) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(Rc(ReadLine(a)), 0);
   EXPECT_EQ(ReadLine(a), "ready");
   auto b = RunApp(box, env,
-                  {"init", "alloc:" + std::to_string(500 * kMiB), "gcreate", kAlloc300, "gfree", "ginst", "glaunch",
-                   "gcreate", kAlloc300, "gfree", "ginst", "glaunch", "info"});
+                  {"init", "alloc:" + std::to_string(500 * kMiB), "gcreate", kAlloc300, "gfree",
+                   "ginst", "glaunch", "gcreate", kAlloc300, "gfree", "ginst", "glaunch", "info"});
   ASSERT_EQ(b.size(), 13u);
   EXPECT_EQ(Rc(b[1]), 2);   // 600 + 500 > 1000 MiB
   EXPECT_EQ(Rc(b[6]), 0);   // 600 + 300 fits
@@ -174,10 +199,11 @@ TEST(VgpuGraphMemory, ProcessesShareOneLimit) {
 // memory is charged when it is launched.
 TEST(VgpuGraphMemory, CapturedAllocationsAreChargedAtLaunch) {
   Sandbox box;
-  auto out = RunApp(box, LimitEnv(box, "1000m"),
-                    {"init", "alloc:" + std::to_string(300 * kMiB), "gcapture:" + std::to_string(k600) + ":free",
-                     "info", "ginst", "glaunch", "info",                                            // 3-6
-                     "gcapture:" + std::to_string(k300) + ":free", "info", "ginst", "glaunch", "gattr"});  // 7-11
+  auto out = RunApp(
+      box, LimitEnv(box, "1000m"),
+      {"init", "alloc:" + std::to_string(300 * kMiB), "gcapture:" + std::to_string(k600) + ":free",
+       "info", "ginst", "glaunch", "info",                                                   // 3-6
+       "gcapture:" + std::to_string(k300) + ":free", "info", "ginst", "glaunch", "gattr"});  // 7-11
   ASSERT_EQ(out.size(), 12u);
   EXPECT_EQ(out[2], "gcapture 0 0");
   EXPECT_EQ(InfoFree(out[3]), 700 * kMiB);  // capture charged nothing
@@ -194,9 +220,11 @@ TEST(VgpuGraphMemory, CapturedAllocationsAreChargedAtLaunch) {
 // memory is reused. Freed with cuMemFreeAsync, it returns to the pool (still charged).
 TEST(VgpuGraphMemory, LiveAllocationsAndAutoFree) {
   Sandbox box;
-  auto out = RunApp(box, LimitEnv(box, "1000m"),
-                    {"init", "gcreate", kAlloc300, "ginst", "glaunch", "glaunch", "gfreelive", "glaunch",  // 1-7
-                     "gcreate", kAlloc300, "ginst:1", "glaunch", "glaunch", "info", "gfreelive", "gattr"});  // 8-15
+  auto out = RunApp(
+      box, LimitEnv(box, "1000m"),
+      {"init", "gcreate", kAlloc300, "ginst", "glaunch", "glaunch", "gfreelive", "glaunch",  // 1-7
+       "gcreate", kAlloc300, "ginst:1", "glaunch", "glaunch", "info", "gfreelive",
+       "gattr"});  // 8-15
   ASSERT_EQ(out.size(), 16u);
   EXPECT_EQ(Rc(out[4]), 0);
   EXPECT_EQ(Rc(out[5]), 1);  // CUDA_ERROR_INVALID_VALUE: its allocation is still alive
@@ -215,8 +243,8 @@ TEST(VgpuGraphMemory, LiveAllocationsAndAutoFree) {
 TEST(VgpuGraphMemory, LastContextDropsTheCharge) {
   Sandbox box;
   auto out = RunApp(box, LimitEnv(box, "1000m"),
-                    {"init", "gcreate", kAlloc600, "gfree", "ginst", "glaunch", "region:0", "release_primary",
-                     "region:0", "ctx:0", "info"});
+                    {"init", "gcreate", kAlloc600, "gfree", "ginst", "glaunch", "region:0",
+                     "release_primary", "region:0", "ctx:0", "info"});
   ASSERT_EQ(out.size(), 11u);
   EXPECT_EQ(Fields(out[6])[3], std::to_string(k600));
   EXPECT_EQ(Rc(out[7]), 0);
@@ -254,7 +282,8 @@ TEST(VgpuGraphMemory, EveryVariantIsHookedWithItsOwnSignature) {
       {"proc:cuGraphInstantiate:13000:0", "proc 0 0 vgpu cuGraphInstantiate_v2"},
       {"proc:cuGraphInstantiateWithFlags:13000:0", "proc 0 0 vgpu cuGraphInstantiateWithFlags"},
       {"proc:cuGraphInstantiateWithParams:13000:0", "proc 0 0 vgpu cuGraphInstantiateWithParams"},
-      {"proc:cuGraphInstantiateWithParams:13000:2", "proc 0 0 vgpu cuGraphInstantiateWithParams_ptsz"},
+      {"proc:cuGraphInstantiateWithParams:13000:2",
+       "proc 0 0 vgpu cuGraphInstantiateWithParams_ptsz"},
       {"proc:cuGraphUpload:13000:0", "proc 0 0 vgpu cuGraphUpload"},
       {"proc:cuGraphUpload:13000:2", "proc 0 0 vgpu cuGraphUpload_ptsz"},
       {"proc:cuGraphLaunch:13000:2", "proc 0 0 vgpu cuGraphLaunch_ptsz"},
@@ -280,7 +309,8 @@ TEST(VgpuGraphMemory, AnAnswerOfAnotherBaseGetsThatFunctionsHook) {
   auto env = LimitEnv(box, "1000m");
   env["FAKE_CUDA_DRIVER_VERSION"] = "13000";
   env["FAKE_CUDA_ALIAS"] = "cuGraphInstantiate:12000:cuGraphInstantiateWithFlags";
-  auto out = RunApp(box, env, {"proc:cuGraphInstantiate:13000:0", "proc:cuGraphInstantiate:11000:0"});
+  auto out =
+      RunApp(box, env, {"proc:cuGraphInstantiate:13000:0", "proc:cuGraphInstantiate:11000:0"});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0], "proc 0 0 vgpu cuGraphInstantiateWithFlags");
   EXPECT_EQ(out[1], "proc 0 0 vgpu cuGraphInstantiate_v2");

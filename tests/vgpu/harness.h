@@ -115,16 +115,19 @@ inline std::vector<std::string> Finish(Child& c, int* status_out = nullptr) {
 }
 
 /// Runs vgpu_app to completion and returns its output lines.
-inline std::vector<std::string> RunApp(const Sandbox& box, const std::map<std::string, std::string>& env,
-                                    const std::vector<std::string>& ops) {
+inline std::vector<std::string> RunApp(const Sandbox& box,
+                                       const std::map<std::string, std::string>& env,
+                                       const std::vector<std::string>& ops) {
   Child c = Spawn(box, env, ops);
   return Finish(c);
 }
 
 /// vgpu_app `ops` under `env`, its output in *out; returns the lines libvgpu.so wrote on stderr
 /// that start with "fracgpu: " (the refusal reports), in order.
-inline std::vector<std::string> RefusalLines(const Sandbox& box, const std::map<std::string, std::string>& env,
-                                             const std::vector<std::string>& ops, std::vector<std::string>* out) {
+inline std::vector<std::string> RefusalLines(const Sandbox& box,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::vector<std::string>& ops,
+                                             std::vector<std::string>* out) {
   const std::string err_path = box.dir() + "/stderr.txt";
   int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   int saved = ::dup(2);

@@ -12,12 +12,14 @@ namespace fracgpu::vgpu::testing {
 namespace {
 
 // `graph_bytes`: graph memory of the launched graph (0: a graph with one empty node).
-void ExpectNoSyscall(const std::string& path, const std::string& limit, unsigned long long graph_bytes) {
+void ExpectNoSyscall(const std::string& path, const std::string& limit,
+                     unsigned long long graph_bytes) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = limit;
   env["FAKE_CUDA_DRIVER_VERSION"] = "13000";
-  auto out = RunApp(box, env, {"init", "nosyscall:2000:1048576:" + path + ":" + std::to_string(graph_bytes)});
+  auto out = RunApp(box, env,
+                    {"init", "nosyscall:2000:1048576:" + path + ":" + std::to_string(graph_bytes)});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(Rc(out[0]), 0);
   auto f = Fields(out[1]);
@@ -30,9 +32,13 @@ void ExpectNoSyscall(const std::string& path, const std::string& limit, unsigned
   EXPECT_EQ(f[3], "0") << out[1];
 }
 
-TEST(VgpuHotPath, AllocFreeAndLaunchMakeNoSystemCallLinked) { ExpectNoSyscall("d", "4g", 2 * kMiB); }
+TEST(VgpuHotPath, AllocFreeAndLaunchMakeNoSystemCallLinked) {
+  ExpectNoSyscall("d", "4g", 2 * kMiB);
+}
 
-TEST(VgpuHotPath, AllocFreeAndLaunchMakeNoSystemCallViaGetProcAddress) { ExpectNoSyscall("g", "4g", 2 * kMiB); }
+TEST(VgpuHotPath, AllocFreeAndLaunchMakeNoSystemCallViaGetProcAddress) {
+  ExpectNoSyscall("g", "4g", 2 * kMiB);
+}
 
 // A limit close to the usage: the pair still fits, nothing dead is in the way, no sweep.
 TEST(VgpuHotPath, NearTheLimitStillNoSystemCall) { ExpectNoSyscall("g", "2m", 0); }

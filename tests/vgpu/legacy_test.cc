@@ -22,8 +22,9 @@ TEST(VgpuLegacy, EveryV1EntryPointIsItsOwnHook) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
-  const std::vector<std::string> names = {"cuMemAlloc",    "cuMemAllocPitch", "cuMemFree",       "cuArrayCreate",
-                                          "cuArray3DCreate", "cuMemGetInfo",    "cuDeviceTotalMem"};
+  const std::vector<std::string> names = {"cuMemAlloc",      "cuMemAllocPitch", "cuMemFree",
+                                          "cuArrayCreate",   "cuArray3DCreate", "cuMemGetInfo",
+                                          "cuDeviceTotalMem"};
   std::vector<std::string> ops = {"init"};
   for (const auto& n : names) ops.push_back("proc:" + n + ":2000:0");
   for (const auto& n : names) ops.push_back("proc:" + n + ":3010:0");  // still v1 below 3020
@@ -43,9 +44,10 @@ TEST(VgpuLegacy, V1AllocIsChargedRefusedAndReturned) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
-  auto out = RunApp(box, env,
-                    {"init", "v1:d:cuMemAlloc:104857600", "region:0", "v1:g:cuMemAlloc:314572800", "region:0",
-                     "v1:d:cuMemAlloc:157286400", "region:0", "v1:d:cuMemFree", "region:0", "free", "region:0"});
+  auto out = RunApp(
+      box, env,
+      {"init", "v1:d:cuMemAlloc:104857600", "region:0", "v1:g:cuMemAlloc:314572800", "region:0",
+       "v1:d:cuMemAlloc:157286400", "region:0", "v1:d:cuMemFree", "region:0", "free", "region:0"});
   ASSERT_EQ(out.size(), 11u);
   auto first = Fields(out[1]);
   ASSERT_EQ(first.size(), 4u);
@@ -70,10 +72,11 @@ TEST(VgpuLegacy, V1PitchAndArraysAreCharged) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "16m";
-  auto out = RunApp(box, env,
-                    {"init", "v1:d:cuMemAllocPitch:1000:100", "region:0", "v1:g:cuArrayCreate:256:16", "region:0",
-                     "v1:d:cuArray3DCreate:32:8:4", "region:0", "arrayfree", "region:0", "v1:g:cuMemFree",
-                     "region:0", "v1:d:cuMemAllocPitch:4096:8192"});
+  auto out =
+      RunApp(box, env,
+             {"init", "v1:d:cuMemAllocPitch:1000:100", "region:0", "v1:g:cuArrayCreate:256:16",
+              "region:0", "v1:d:cuArray3DCreate:32:8:4", "region:0", "arrayfree", "region:0",
+              "v1:g:cuMemFree", "region:0", "v1:d:cuMemAllocPitch:4096:8192"});
   ASSERT_EQ(out.size(), 12u);
   EXPECT_EQ(out[1], "v1 0 vgpu 1024");
   EXPECT_EQ(Used(out[2]), 1024u * 100);
@@ -96,8 +99,8 @@ TEST(VgpuLegacy, V1QueriesShowTheSlice) {
   env["FAKE_GPU_DEVICES"] = "GPU-11111111-1111-1111-1111-111111111111:8192";
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
   auto out = RunApp(box, env,
-                    {"init", "v1:d:cuMemGetInfo", "v1:d:cuMemAlloc:104857600", "v1:g:cuMemGetInfo", "info",
-                     "v1:d:cuDeviceTotalMem:0", "v1:g:cuDeviceTotalMem:0", "total:0"});
+                    {"init", "v1:d:cuMemGetInfo", "v1:d:cuMemAlloc:104857600", "v1:g:cuMemGetInfo",
+                     "info", "v1:d:cuDeviceTotalMem:0", "v1:g:cuDeviceTotalMem:0", "total:0"});
   ASSERT_EQ(out.size(), 8u);
   const std::string slice = std::to_string(512 * kMiB);
   EXPECT_EQ(out[1], "v1 0 vgpu " + slice + " " + slice);
@@ -114,11 +117,13 @@ TEST(VgpuLegacy, FakeDriverImplementsTheV1EntryPoints) {
   Sandbox box;
   auto env = box.Env();
   env.erase("LD_PRELOAD");
-  env["FAKE_GPU_DEVICES"] = "GPU-11111111-1111-1111-1111-111111111111:1024,GPU-22222222-2222-2222-2222-222222222222:8192";
-  auto out = RunApp(box, env,
-                    {"init", "v1:d:cuMemAlloc:104857600", "v1:d:cuMemGetInfo", "v1:g:cuMemAllocPitch:1000:10",
-                     "v1:d:cuArrayCreate:16:16", "v1:d:cuMemFree", "v1:g:cuMemFree", "v1:d:cuMemGetInfo",
-                     "v1:d:cuDeviceTotalMem:1", "arrayfree"});
+  env["FAKE_GPU_DEVICES"] =
+      "GPU-11111111-1111-1111-1111-111111111111:1024,GPU-22222222-2222-2222-2222-222222222222:8192";
+  auto out =
+      RunApp(box, env,
+             {"init", "v1:d:cuMemAlloc:104857600", "v1:d:cuMemGetInfo",
+              "v1:g:cuMemAllocPitch:1000:10", "v1:d:cuArrayCreate:16:16", "v1:d:cuMemFree",
+              "v1:g:cuMemFree", "v1:d:cuMemGetInfo", "v1:d:cuDeviceTotalMem:1", "arrayfree"});
   ASSERT_EQ(out.size(), 10u);
   auto alloc = Fields(out[1]);
   ASSERT_EQ(alloc.size(), 4u);
@@ -126,12 +131,14 @@ TEST(VgpuLegacy, FakeDriverImplementsTheV1EntryPoints) {
   EXPECT_EQ(alloc[2], "driver");
   EXPECT_GT(std::stoull(alloc[3]), 0u);
   EXPECT_LT(std::stoull(alloc[3]), 1ull << 32);
-  EXPECT_EQ(out[2], "v1 0 driver " + std::to_string(924 * kMiB) + " " + std::to_string(1024 * kMiB));
+  EXPECT_EQ(out[2],
+            "v1 0 driver " + std::to_string(924 * kMiB) + " " + std::to_string(1024 * kMiB));
   EXPECT_EQ(out[3], "v1 0 driver 1024");
   EXPECT_EQ(out[4], "v1 0 driver");
   EXPECT_EQ(out[5], "v1 0 driver");
   EXPECT_EQ(out[6], "v1 0 driver");
-  EXPECT_EQ(out[7], "v1 0 driver " + std::to_string(1024 * kMiB - 16 * 16 * 4) + " " + std::to_string(1024 * kMiB));
+  EXPECT_EQ(out[7], "v1 0 driver " + std::to_string(1024 * kMiB - 16 * 16 * 4) + " " +
+                        std::to_string(1024 * kMiB));
   EXPECT_EQ(out[8], "v1 0 driver 4294967295");  // 8 GiB does not fit 32 bits
   EXPECT_EQ(Rc(out[9]), 0);
 }

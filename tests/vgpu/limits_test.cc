@@ -17,13 +17,26 @@ TEST(VgpuLimits, MemoryValues) {
     uint64_t bytes;
   };
   const Case cases[] = {
-      {"3000m", true, 3000ull << 20}, {"3000M", true, 3000ull << 20}, {"1g", true, 1ull << 30},
-      {"2G", true, 2ull << 30},       {"512k", true, 512ull << 10},  {"1073741824", true, 1ull << 30},
-      {"0", true, 0},                 {"", false, 0},                {"m", false, 0},
-      {"3Gi", false, 0},              {"3Gb", false, 0},             {"-1", false, 0},
-      {"+5", false, 0},               {" 5", false, 0},              {"5 ", false, 0},
-      {"1.5g", false, 0},             {"0x10", false, 0},            {"18446744073709551616", false, 0},
-      {"17179869184g", false, 0},     {"16777215g", true, 16777215ull << 30},
+      {"3000m", true, 3000ull << 20},
+      {"3000M", true, 3000ull << 20},
+      {"1g", true, 1ull << 30},
+      {"2G", true, 2ull << 30},
+      {"512k", true, 512ull << 10},
+      {"1073741824", true, 1ull << 30},
+      {"0", true, 0},
+      {"", false, 0},
+      {"m", false, 0},
+      {"3Gi", false, 0},
+      {"3Gb", false, 0},
+      {"-1", false, 0},
+      {"+5", false, 0},
+      {" 5", false, 0},
+      {"5 ", false, 0},
+      {"1.5g", false, 0},
+      {"0x10", false, 0},
+      {"18446744073709551616", false, 0},
+      {"17179869184g", false, 0},
+      {"16777215g", true, 16777215ull << 30},
   };
   for (const Case& c : cases) {
     uint64_t v = 0;
@@ -40,18 +53,20 @@ TEST(VgpuLimits, SmValues) {
   EXPECT_EQ(v, 30u);
   EXPECT_TRUE(ParseSmLimit("100", &v));
   EXPECT_EQ(v, 100u);
-  for (const char* bad : {"", "101", "-1", "3O", "1000", "50%"}) EXPECT_FALSE(ParseSmLimit(bad, &v)) << bad;
+  for (const char* bad : {"", "101", "-1", "3O", "1000", "50%"})
+    EXPECT_FALSE(ParseSmLimit(bad, &v)) << bad;
 }
 
 TEST(VgpuLimits, FileWinsOverEnvironmentForContractKeys) {
   Config c;
-  std::string file = "# written by the device plugin\r\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\r\n"
-                     "CUDA_DEVICE_SM_LIMIT_0=30\nCUDA_DEVICE_MEMORY_SHARED_CACHE=/r/a.cache\n"
-                     "NVIDIA_VISIBLE_DEVICES=GPU-a\n\n";
+  std::string file =
+      "# written by the device plugin\r\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\r\n"
+      "CUDA_DEVICE_SM_LIMIT_0=30\nCUDA_DEVICE_MEMORY_SHARED_CACHE=/r/a.cache\n"
+      "NVIDIA_VISIBLE_DEVICES=GPU-a\n\n";
   ParseLimitsFile(&c, file.data(), file.size());
-  std::vector<std::string> env_strings = {"CUDA_DEVICE_MEMORY_LIMIT_0=9g", "CUDA_DEVICE_MEMORY_LIMIT_1=1g",
-                                          "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/mine",
-                                          "CUDA_TASK_PRIORITY=0", "LIBCUDA_LOG_LEVEL=4"};
+  std::vector<std::string> env_strings = {
+      "CUDA_DEVICE_MEMORY_LIMIT_0=9g", "CUDA_DEVICE_MEMORY_LIMIT_1=1g",
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/mine", "CUDA_TASK_PRIORITY=0", "LIBCUDA_LOG_LEVEL=4"};
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -71,9 +86,9 @@ TEST(VgpuLimits, FileWinsOverEnvironmentForContractKeys) {
 
 TEST(VgpuLimits, EnvironmentWithoutFile) {
   Config c;
-  std::vector<std::string> env_strings = {"CUDA_DEVICE_MEMORY_LIMIT=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g",
-                                          "CUDA_DEVICE_SM_LIMIT=100", "GPU_CORE_UTILIZATION_POLICY=FORCE",
-                                          "CUDA_DEVICE_MEMORY_LIMIT_FOO=1"};
+  std::vector<std::string> env_strings = {
+      "CUDA_DEVICE_MEMORY_LIMIT=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g", "CUDA_DEVICE_SM_LIMIT=100",
+      "GPU_CORE_UTILIZATION_POLICY=FORCE", "CUDA_DEVICE_MEMORY_LIMIT_FOO=1"};
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -131,16 +146,18 @@ TEST(VgpuLimits, BadInputsFailClosedAndNameTheKey) {
 // file; an unknown value is still the strict reading (force) with an error.
 TEST(VgpuLimits, CorePolicyInAnyLetterCase) {
   const std::pair<const char*, CorePolicy> cases[] = {
-      {"force", CorePolicy::kForce},     {"FORCE", CorePolicy::kForce},     {"Force", CorePolicy::kForce},
-      {"fOrCe", CorePolicy::kForce},     {"disable", CorePolicy::kDisable}, {"DISABLE", CorePolicy::kDisable},
-      {"Disable", CorePolicy::kDisable}, {"default", CorePolicy::kDefault}, {"DEFAULT", CorePolicy::kDefault},
-      {"Default", CorePolicy::kDefault}};
+      {"force", CorePolicy::kForce},     {"FORCE", CorePolicy::kForce},
+      {"Force", CorePolicy::kForce},     {"fOrCe", CorePolicy::kForce},
+      {"disable", CorePolicy::kDisable}, {"DISABLE", CorePolicy::kDisable},
+      {"Disable", CorePolicy::kDisable}, {"default", CorePolicy::kDefault},
+      {"DEFAULT", CorePolicy::kDefault}, {"Default", CorePolicy::kDefault}};
   for (const auto& [value, want] : cases) {
     SCOPED_TRACE(value);
     std::string env_string = std::string("GPU_CORE_UTILIZATION_POLICY=") + value;
     char* envp[] = {env_string.data(), nullptr};
     Config from_env;
-    from_env.policy = want == CorePolicy::kForce ? CorePolicy::kDisable : CorePolicy::kForce;  // must change
+    from_env.policy =
+        want == CorePolicy::kForce ? CorePolicy::kDisable : CorePolicy::kForce;  // must change
     ApplyEnvironment(&from_env, envp);
     EXPECT_EQ(from_env.policy, want);
     EXPECT_EQ(from_env.error_count, 0) << from_env.error;
@@ -159,7 +176,8 @@ TEST(VgpuLimits, CorePolicyInAnyLetterCase) {
     ApplyEnvironment(&c, envp);
     EXPECT_EQ(c.policy, CorePolicy::kForce);
     EXPECT_EQ(c.error_count, 1);
-    EXPECT_NE(std::string(c.error).find("must be default, force or disable"), std::string::npos) << c.error;
+    EXPECT_NE(std::string(c.error).find("must be default, force or disable"), std::string::npos)
+        << c.error;
   }
 }
 

@@ -29,7 +29,7 @@ TEST(VgpuMemory, EveryAllocationPathIsChargedExactlyAndReturned) {
   const std::vector<PathCase> cases = {
       {"alloc", {"alloc:4194304"}, 4 * kMiB, {"free"}},
       {"managed", {"managed:4194304"}, 4 * kMiB, {"free"}},
-      {"pitch", {"pitch:1000:10"}, 1024 * 10, {"free"}},  // pitch = 1000 rounded to 512
+      {"pitch", {"pitch:1000:10"}, 1024 * 10, {"free"}},              // pitch = 1000 rounded to 512
       {"async", {"async:1048576"}, 2 * kMiB, {"freeasync", "sync"}},  // pool step 2 MiB
       {"pool", {"poolcreate", "poolalloc:3145728"}, 4 * kMiB, {"freeasync", "sync"}},
       {"vmm device", {"vmm:4194304"}, 4 * kMiB, {"unmap", "release"}},
@@ -62,14 +62,15 @@ TEST(VgpuMemory, OverLimitIsOutOfMemoryWithNoSideEffect) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "8m";
-  auto out = RunApp(box, env,
-                 {"init", "alloc:6291456", "alloc:4194304", "managed:4194304", "pitch:4096:1024",
-                  "vmm:4194304", "array:1024:1024", "async:4194304", "info", "free", "alloc:8388608"});
+  auto out =
+      RunApp(box, env,
+             {"init", "alloc:6291456", "alloc:4194304", "managed:4194304", "pitch:4096:1024",
+              "vmm:4194304", "array:1024:1024", "async:4194304", "info", "free", "alloc:8388608"});
   ASSERT_EQ(out.size(), 11u);
   EXPECT_EQ(Rc(out[1]), 0);
   for (int i = 2; i <= 7; ++i) EXPECT_EQ(Rc(out[i]), 2) << out[i];  // CUDA_ERROR_OUT_OF_MEMORY
-  EXPECT_EQ(InfoFree(out[8]), 2 * kMiB);  // refused calls charged nothing
-  EXPECT_EQ(Rc(out[10]), 0);              // the whole 8 MiB once freed
+  EXPECT_EQ(InfoFree(out[8]), 2 * kMiB);                            // refused calls charged nothing
+  EXPECT_EQ(Rc(out[10]), 0);                                        // the whole 8 MiB once freed
 }
 
 // A refusal at the limit is said once, by default, in MiB, naming the call; LIBCUDA_LOG_LEVEL=0
@@ -79,8 +80,9 @@ TEST(VgpuMemory, RefusalIsReportedOnceInMiB) {
   auto env = box.Env();
   env.erase("LIBCUDA_LOG_LEVEL");  // the default level
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "8m";
-  const std::vector<std::string> ops = {"init", "alloc:6291456", "alloc:5242880", "pitch:4096:1024",
-                                        "alloc:2621440", "alloc:1048576", "info"};
+  const std::vector<std::string> ops = {
+      "init",          "alloc:6291456", "alloc:5242880", "pitch:4096:1024",
+      "alloc:2621440", "alloc:1048576", "info"};
   std::vector<std::string> out;
   auto lines = RefusalLines(box, env, ops, &out);
   ASSERT_EQ(out.size(), ops.size());
@@ -110,10 +112,10 @@ TEST(VgpuMemory, PoolsAreChargedWhatTheyReserve) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "16m";
-  auto out = RunApp(box, env,
-                 {"init", "async:1048576", "freeasync", "info", "sync", "info",  //
-                  "threshold:8388608", "async:1048576", "freeasync", "sync", "info", "trim:0",
-                  "info"});
+  auto out =
+      RunApp(box, env,
+             {"init", "async:1048576", "freeasync", "info", "sync", "info",  //
+              "threshold:8388608", "async:1048576", "freeasync", "sync", "info", "trim:0", "info"});
   ASSERT_EQ(out.size(), 13u);
   EXPECT_EQ(InfoFree(out[3]), 14 * kMiB);   // freed into the pool: still reserved
   EXPECT_EQ(InfoFree(out[5]), 16 * kMiB);   // released at synchronisation (threshold 0)
@@ -128,16 +130,16 @@ TEST(VgpuMemory, PoolAtMaxThresholdStaysCharged) {
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "16m";
   auto out = RunApp(box, env,
-                    {"init", "threshold:18446744073709551615", "async:3145728", "freeasync", "sync", "info",
-                     "async:1048576", "freeasync", "sync", "info", "managed:13631488", "trim:0", "info",
-                     "managed:12582912"});
+                    {"init", "threshold:18446744073709551615", "async:3145728", "freeasync", "sync",
+                     "info", "async:1048576", "freeasync", "sync", "info", "managed:13631488",
+                     "trim:0", "info", "managed:12582912"});
   ASSERT_EQ(out.size(), 14u);
   EXPECT_EQ(Rc(out[1]), 0);
-  EXPECT_EQ(InfoFree(out[5]), 12 * kMiB);  // 3 MiB in 2 MiB steps = 4 MiB kept and charged
-  EXPECT_EQ(InfoFree(out[9]), 12 * kMiB);  // reused from the pool: nothing more
-  EXPECT_EQ(Rc(out[10]), 2);               // 4 + 13 > 16: what the pool keeps counts
-  EXPECT_EQ(InfoFree(out[12]), 16 * kMiB); // trimmed: given back and uncharged
-  EXPECT_EQ(Rc(out[13]), 0);               // now 12 MiB fits
+  EXPECT_EQ(InfoFree(out[5]), 12 * kMiB);   // 3 MiB in 2 MiB steps = 4 MiB kept and charged
+  EXPECT_EQ(InfoFree(out[9]), 12 * kMiB);   // reused from the pool: nothing more
+  EXPECT_EQ(Rc(out[10]), 2);                // 4 + 13 > 16: what the pool keeps counts
+  EXPECT_EQ(InfoFree(out[12]), 16 * kMiB);  // trimmed: given back and uncharged
+  EXPECT_EQ(Rc(out[13]), 0);                // now 12 MiB fits
 }
 
 TEST(VgpuMemory, VmmChargedUntilReleasedAndUnmapped) {
@@ -177,7 +179,8 @@ TEST(VgpuMemory, QueriesShowTheSliceInCudaAndNvml) {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "64m";
-  auto out = RunApp(box, env, {"init", "alloc:16777216", "info", "total:0", "total:1", "nvml:0", "nvml:1"});
+  auto out = RunApp(box, env,
+                    {"init", "alloc:16777216", "info", "total:0", "total:1", "nvml:0", "nvml:1"});
   ASSERT_EQ(out.size(), 7u);
   EXPECT_EQ(InfoFree(out[2]), 48 * kMiB);
   EXPECT_EQ(InfoTotal(out[2]), 64 * kMiB);

@@ -34,9 +34,9 @@ TEST(VgpuMultiProcess, ProcessesShareOneLimitAndKilledProcessIsReclaimed) {
   EXPECT_EQ(ReadLine(a), "ready");
   auto b = RunApp(box, env, {"init", "alloc:41943040", "alloc:20971520", "info"});
   ASSERT_EQ(b.size(), 4u);
-  EXPECT_EQ(Rc(b[1]), 2);                    // 40 + 40 > 64 MiB
-  EXPECT_EQ(Rc(b[2]), 0);                    // 40 + 20 fits
-  EXPECT_EQ(InfoFree(b[3]), 4 * kMiB);       // the container's view, both processes
+  EXPECT_EQ(Rc(b[1]), 2);               // 40 + 40 > 64 MiB
+  EXPECT_EQ(Rc(b[2]), 0);               // 40 + 20 fits
+  EXPECT_EQ(InfoFree(b[3]), 4 * kMiB);  // the container's view, both processes
   kill(a.pid, SIGKILL);
   int status = 0;
   Finish(a, &status);
@@ -58,7 +58,8 @@ TEST(VgpuMultiProcess, ManyProcessesAndThreadsNeverExceedTheLimit) {
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "32m";
   std::vector<Child> kids;
   for (int p = 0; p < 4; ++p) {
-    kids.push_back(Spawn(box, env, {"init", "stress:4:300:" + std::to_string(p + 1) + ":" + box.region()}));
+    kids.push_back(
+        Spawn(box, env, {"init", "stress:4:300:" + std::to_string(p + 1) + ":" + box.region()}));
   }
   int total_ok = 0, total_oom = 0;
   for (Child& k : kids) {
@@ -137,7 +138,8 @@ TEST(VgpuMultiProcess, LimitsFollowUuidsWhateverCudaVisibleDevicesSays) {
   EXPECT_EQ(Rc(narrowed[2]), 0);  // 100 MiB fits only under the second GPU's limit
   EXPECT_EQ(Rc(narrowed[3]), 2);
   env["CUDA_VISIBLE_DEVICES"] = "1,0";  // reordered
-  auto reordered = RunApp(box, env, {"init", "total:0", "total:1", "ctx:1", "alloc:67108864", "alloc:1"});
+  auto reordered =
+      RunApp(box, env, {"init", "total:0", "total:1", "ctx:1", "alloc:67108864", "alloc:1"});
   ASSERT_EQ(reordered.size(), 6u);
   EXPECT_EQ(Fields(reordered[1])[2], std::to_string(128 * kMiB));
   EXPECT_EQ(Fields(reordered[2])[2], std::to_string(64 * kMiB));
@@ -147,15 +149,14 @@ TEST(VgpuMultiProcess, LimitsFollowUuidsWhateverCudaVisibleDevicesSays) {
 
 TEST(VgpuMultiProcess, LimitsFileWinsOverEnvironmentAndEnvI) {
   Sandbox box;
-  box.WriteLimitsFile("CUDA_DEVICE_MEMORY_LIMIT_0=16m\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + box.region() +
-                      "\n");
+  box.WriteLimitsFile(
+      "CUDA_DEVICE_MEMORY_LIMIT_0=16m\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" + box.region() + "\n");
   // `env -i`: nothing but what is needed to load the library and the fakes, plus attempts to
   // lift the limit and to split the region.
-  std::map<std::string, std::string> env = {
-      {"LD_PRELOAD", FRACGPU_LIBVGPU_TESTPATH},
-      {"LD_LIBRARY_PATH", FRACGPU_FAKES_LIB},
-      {"FAKE_GPU_DEVICES", kTwoGpus},
-      {"LIBCUDA_LOG_LEVEL", "0"}};
+  std::map<std::string, std::string> env = {{"LD_PRELOAD", FRACGPU_LIBVGPU_TESTPATH},
+                                            {"LD_LIBRARY_PATH", FRACGPU_FAKES_LIB},
+                                            {"FAKE_GPU_DEVICES", kTwoGpus},
+                                            {"LIBCUDA_LOG_LEVEL", "0"}};
   auto bare = RunApp(box, env, {"init", "alloc:33554432", "alloc:8388608", "wait"});
   ASSERT_EQ(bare.size(), 4u);
   EXPECT_EQ(Rc(bare[1]), 2);

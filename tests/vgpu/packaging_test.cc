@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <vector>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "vgpu/hooks.def"
 
@@ -34,7 +34,8 @@ std::vector<std::string> Fields(const std::string& line) {
 
 TEST(VgpuPackaging, NeedsOnlyGlibcNoNewerThan217) {
   std::string dyn = Capture("readelf -d " FRACGPU_LIBVGPU);
-  std::set<std::string> allowed = {"libc.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-x86-64.so.2"};
+  std::set<std::string> allowed = {"libc.so.6", "libdl.so.2", "libpthread.so.0",
+                                   "ld-linux-x86-64.so.2"};
   int count = 0;
   std::istringstream dyn_in(dyn);
   for (std::string line; std::getline(dyn_in, line);) {
@@ -60,7 +61,8 @@ TEST(VgpuPackaging, NeedsOnlyGlibcNoNewerThan217) {
     ASSERT_EQ(version.rfind("GLIBC_", 0), 0u) << name << " comes from " << version;
     int major = 0, minor = 0;
     std::sscanf(version.c_str() + 6, "%d.%d", &major, &minor);
-    EXPECT_TRUE(major < 2 || (major == 2 && minor <= 17)) << name << "@" << version << " is newer than glibc 2.17";
+    EXPECT_TRUE(major < 2 || (major == 2 && minor <= 17))
+        << name << "@" << version << " is newer than glibc 2.17";
   }
   EXPECT_GT(checked, 10);
 }

@@ -39,8 +39,8 @@ constexpr bool SameArg() {
   if constexpr (std::is_pointer_v<A> && std::is_pointer_v<B>) {
     using PA = std::remove_cv_t<std::remove_pointer_t<A>>;
     using PB = std::remove_cv_t<std::remove_pointer_t<B>>;
-    if constexpr (!std::is_void_v<PA> && !std::is_void_v<PB> && Complete<PA>::value && Complete<PB>::value &&
-                  !std::is_function_v<PA> && !std::is_function_v<PB>) {
+    if constexpr (!std::is_void_v<PA> && !std::is_void_v<PB> && Complete<PA>::value &&
+                  Complete<PB>::value && !std::is_function_v<PA> && !std::is_function_v<PB>) {
       return sizeof(PA) == sizeof(PB);
     }
   }
@@ -63,8 +63,8 @@ struct SameShape<RA (*)(A...) noexcept, RB (*)(B...)> {
 
 #define FRACGPU_PFN_0(base, ver) PFN_##base##_v##ver
 #define FRACGPU_PFN_1(base, ver) PFN_##base##_v##ver##_ptsz
-#define FRACGPU_CHECK_HOOK(elf, base, ver, pt)                                             \
-  static_assert(SameShape<decltype(&ours::elf), FRACGPU_PFN_##pt(base, ver)>::value,      \
+#define FRACGPU_CHECK_HOOK(elf, base, ver, pt)                                       \
+  static_assert(SameShape<decltype(&ours::elf), FRACGPU_PFN_##pt(base, ver)>::value, \
                 #elf " does not have the shape of its PFN typedef (" #base " v" #ver ")");
 FRACGPU_CUDA_HOOKS(FRACGPU_CHECK_HOOK)
 
@@ -86,27 +86,35 @@ static_assert(!SameShape<decltype(&ours::cuArray3DCreate), PFN_cuArray3DCreate_v
 // Our v1 descriptors have the layout of cuda.h's.
 static_assert(sizeof(ours::CUDA_ARRAY_DESCRIPTOR_v1) == sizeof(::CUDA_ARRAY_DESCRIPTOR_v1));
 static_assert(sizeof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1) == sizeof(::CUDA_ARRAY3D_DESCRIPTOR_v1));
-static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, Format) == offsetof(::CUDA_ARRAY3D_DESCRIPTOR_v1, Format));
+static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, Format) ==
+              offsetof(::CUDA_ARRAY3D_DESCRIPTOR_v1, Format));
 static_assert(offsetof(ours::CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels) ==
               offsetof(::CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels));
 static_assert(sizeof(ours::CUdeviceptr_v1) == sizeof(::CUdeviceptr_v1));
 // The graph hooks: the legacy 5-argument cuGraphInstantiate is not cuGraphInstantiateWithFlags,
 // and the structures they read have cuda.h's layout.
-static_assert(!SameShape<decltype(&ours::cuGraphInstantiate), PFN_cuGraphInstantiateWithFlags_v11040>::value);
-static_assert(!SameShape<decltype(&ours::cuGraphInstantiateWithFlags), PFN_cuGraphInstantiate_v11000>::value);
+static_assert(
+    !SameShape<decltype(&ours::cuGraphInstantiate), PFN_cuGraphInstantiateWithFlags_v11040>::value);
+static_assert(
+    !SameShape<decltype(&ours::cuGraphInstantiateWithFlags), PFN_cuGraphInstantiate_v11000>::value);
 static_assert(sizeof(ours::CUmemPoolProps) == sizeof(::CUmemPoolProps));
 static_assert(sizeof(ours::CUmemAccessDesc) == sizeof(::CUmemAccessDesc));
 static_assert(sizeof(ours::CUgraphEdgeData) == sizeof(::CUgraphEdgeData));
 static_assert(sizeof(ours::CUDA_MEM_ALLOC_NODE_PARAMS) == sizeof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1));
 static_assert(sizeof(ours::CUDA_MEM_ALLOC_NODE_PARAMS) == sizeof(::CUDA_MEM_ALLOC_NODE_PARAMS_v2));
-static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, bytesize));
-static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, dptr) == offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, dptr));
-static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, poolProps) + offsetof(ours::CUmemPoolProps, location) ==
-              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, poolProps) + offsetof(::CUmemPoolProps, location));
+static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, bytesize));
+static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, dptr) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, dptr));
+static_assert(offsetof(ours::CUDA_MEM_ALLOC_NODE_PARAMS, poolProps) +
+                  offsetof(ours::CUmemPoolProps, location) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS_v1, poolProps) +
+                  offsetof(::CUmemPoolProps, location));
 static_assert(sizeof(ours::CUgraphNodeParams) == sizeof(::CUgraphNodeParams));
 static_assert(offsetof(ours::CUgraphNodeParams, alloc) == offsetof(::CUgraphNodeParams, alloc));
 static_assert(offsetof(ours::CUgraphNodeParams, free) == offsetof(::CUgraphNodeParams, free));
-static_assert(sizeof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS) == sizeof(::CUDA_GRAPH_INSTANTIATE_PARAMS));
+static_assert(sizeof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS) ==
+              sizeof(::CUDA_GRAPH_INSTANTIATE_PARAMS));
 static_assert(offsetof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out) ==
               offsetof(::CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out));
 static_assert(offsetof(ours::CUDA_GRAPH_INSTANTIATE_PARAMS, result_out) ==
@@ -117,10 +125,14 @@ static_assert(SameValue(ours::CU_GRAPH_NODE_TYPE_MEM_ALLOC, ::CU_GRAPH_NODE_TYPE
               SameValue(ours::CU_GRAPH_NODE_TYPE_MEM_FREE, ::CU_GRAPH_NODE_TYPE_MEM_FREE) &&
               SameValue(ours::CU_GRAPH_NODE_TYPE_GRAPH, ::CU_GRAPH_NODE_TYPE_GRAPH) &&
               SameValue(ours::CU_GRAPH_NODE_TYPE_EMPTY, ::CU_GRAPH_NODE_TYPE_EMPTY));
-static_assert(SameValue(ours::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, ::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) &&
-              SameValue(ours::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) &&
-              SameValue(ours::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH));
-static_assert(SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, ::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) &&
+static_assert(SameValue(ours::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT,
+                        ::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) &&
+              SameValue(ours::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+                        ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) &&
+              SameValue(ours::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
+                        ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH));
+static_assert(SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,
+                        ::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) &&
               SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
                         ::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
 
@@ -129,42 +141,51 @@ static_assert(SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, ::CUDA_GRAPH_I
 static_assert(sizeof(ours::CUdevResource) == sizeof(::CUdevResource));
 static_assert(offsetof(ours::CUdevResource, sm) == offsetof(::CUdevResource, sm));
 static_assert(sizeof(ours::CUdevSmResource) == sizeof(::CUdevSmResource));
-static_assert(offsetof(ours::CUdevSmResource, minSmPartitionSize) == offsetof(::CUdevSmResource, minSmPartitionSize));
+static_assert(offsetof(ours::CUdevSmResource, minSmPartitionSize) ==
+              offsetof(::CUdevSmResource, minSmPartitionSize));
 static_assert(sizeof(ours::CUipcMemHandle) == sizeof(::CUipcMemHandle));
 static_assert(sizeof(ours::CUmemPoolPtrExportData) == sizeof(::CUmemPoolPtrExportData));
 static_assert(SameValue(ours::CU_GREEN_CTX_DEFAULT_STREAM, ::CU_GREEN_CTX_DEFAULT_STREAM) &&
               SameValue(ours::CU_DEV_RESOURCE_TYPE_SM, ::CU_DEV_RESOURCE_TYPE_SM) &&
               SameValue(ours::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
                         ::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) &&
-              SameValue(ours::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, ::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) &&
-              SameValue(ours::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, ::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+              SameValue(ours::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+                        ::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) &&
+              SameValue(ours::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                        ::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
               SameValue(ours::CU_STREAM_NON_BLOCKING, ::CU_STREAM_NON_BLOCKING));
-static_assert(SameValue(ours::CUDA_ERROR_INVALID_RESOURCE_TYPE, ::CUDA_ERROR_INVALID_RESOURCE_TYPE) &&
-              SameValue(ours::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, ::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION) &&
+static_assert(SameValue(ours::CUDA_ERROR_INVALID_RESOURCE_TYPE,
+                        ::CUDA_ERROR_INVALID_RESOURCE_TYPE) &&
+              SameValue(ours::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
+                        ::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION) &&
               SameValue(ours::CUDA_ERROR_CONTEXT_IS_DESTROYED, ::CUDA_ERROR_CONTEXT_IS_DESTROYED) &&
               SameValue(ours::CUDA_ERROR_MAP_FAILED, ::CUDA_ERROR_MAP_FAILED));
 // The fake's functions that libvgpu does not hook have cuda.h's shape too (the tests call them
 // directly, so a wrong declaration would test another ABI).
-static_assert(SameShape<decltype(&ours::cuCtxFromGreenCtx), PFN_cuCtxFromGreenCtx_v12040>::value &&
-              SameShape<decltype(&ours::cuDeviceGetDevResource), PFN_cuDeviceGetDevResource_v12040>::value &&
-              SameShape<decltype(&ours::cuDevSmResourceSplitByCount), PFN_cuDevSmResourceSplitByCount_v12040>::value &&
-              SameShape<decltype(&ours::cuDevResourceGenerateDesc), PFN_cuDevResourceGenerateDesc_v12040>::value &&
-              SameShape<decltype(&ours::cuGreenCtxGetDevResource), PFN_cuGreenCtxGetDevResource_v12040>::value &&
-              SameShape<decltype(&ours::cuCtxGetDevResource), PFN_cuCtxGetDevResource_v12040>::value &&
-              SameShape<decltype(&ours::cuGreenCtxStreamCreate), PFN_cuGreenCtxStreamCreate_v12050>::value &&
-              SameShape<decltype(&ours::cuGreenCtxGetId), PFN_cuGreenCtxGetId_v12090>::value &&
-              SameShape<decltype(&ours::cuIpcGetMemHandle), PFN_cuIpcGetMemHandle_v4010>::value &&
-              SameShape<decltype(&ours::cuIpcOpenMemHandle), PFN_cuIpcOpenMemHandle_v4010>::value &&
-              SameShape<decltype(&ours::cuIpcOpenMemHandle_v2), PFN_cuIpcOpenMemHandle_v11000>::value &&
-              SameShape<decltype(&ours::cuIpcCloseMemHandle), PFN_cuIpcCloseMemHandle_v4010>::value &&
-              SameShape<decltype(&ours::cuMemExportToShareableHandle),
-                        PFN_cuMemExportToShareableHandle_v10020>::value &&
-              SameShape<decltype(&ours::cuMemImportFromShareableHandle),
-                        PFN_cuMemImportFromShareableHandle_v10020>::value &&
-              SameShape<decltype(&ours::cuMemPoolExportToShareableHandle),
-                        PFN_cuMemPoolExportToShareableHandle_v11020>::value &&
-              SameShape<decltype(&ours::cuMemPoolImportFromShareableHandle),
-                        PFN_cuMemPoolImportFromShareableHandle_v11020>::value);
+static_assert(
+    SameShape<decltype(&ours::cuCtxFromGreenCtx), PFN_cuCtxFromGreenCtx_v12040>::value &&
+    SameShape<decltype(&ours::cuDeviceGetDevResource), PFN_cuDeviceGetDevResource_v12040>::value &&
+    SameShape<decltype(&ours::cuDevSmResourceSplitByCount),
+              PFN_cuDevSmResourceSplitByCount_v12040>::value &&
+    SameShape<decltype(&ours::cuDevResourceGenerateDesc),
+              PFN_cuDevResourceGenerateDesc_v12040>::value &&
+    SameShape<decltype(&ours::cuGreenCtxGetDevResource),
+              PFN_cuGreenCtxGetDevResource_v12040>::value &&
+    SameShape<decltype(&ours::cuCtxGetDevResource), PFN_cuCtxGetDevResource_v12040>::value &&
+    SameShape<decltype(&ours::cuGreenCtxStreamCreate), PFN_cuGreenCtxStreamCreate_v12050>::value &&
+    SameShape<decltype(&ours::cuGreenCtxGetId), PFN_cuGreenCtxGetId_v12090>::value &&
+    SameShape<decltype(&ours::cuIpcGetMemHandle), PFN_cuIpcGetMemHandle_v4010>::value &&
+    SameShape<decltype(&ours::cuIpcOpenMemHandle), PFN_cuIpcOpenMemHandle_v4010>::value &&
+    SameShape<decltype(&ours::cuIpcOpenMemHandle_v2), PFN_cuIpcOpenMemHandle_v11000>::value &&
+    SameShape<decltype(&ours::cuIpcCloseMemHandle), PFN_cuIpcCloseMemHandle_v4010>::value &&
+    SameShape<decltype(&ours::cuMemExportToShareableHandle),
+              PFN_cuMemExportToShareableHandle_v10020>::value &&
+    SameShape<decltype(&ours::cuMemImportFromShareableHandle),
+              PFN_cuMemImportFromShareableHandle_v10020>::value &&
+    SameShape<decltype(&ours::cuMemPoolExportToShareableHandle),
+              PFN_cuMemPoolExportToShareableHandle_v11020>::value &&
+    SameShape<decltype(&ours::cuMemPoolImportFromShareableHandle),
+              PFN_cuMemPoolImportFromShareableHandle_v11020>::value);
 
 }  // namespace
 #endif
@@ -208,8 +229,9 @@ constexpr bool Hooked(const char* elf) {
     if (StrEq(h, elf)) return true;
   return false;
 }
-static_assert(Hooked("cuMemAlloc") && Hooked("cuMemAllocPitch") && Hooked("cuMemFree") && Hooked("cuMemGetInfo") &&
-              Hooked("cuDeviceTotalMem") && Hooked("cuArrayCreate") && Hooked("cuArray3DCreate"));
+static_assert(Hooked("cuMemAlloc") && Hooked("cuMemAllocPitch") && Hooked("cuMemFree") &&
+              Hooked("cuMemGetInfo") && Hooked("cuDeviceTotalMem") && Hooked("cuArrayCreate") &&
+              Hooked("cuArray3DCreate"));
 // Every variant of the hooked graph-memory bases (the table's rows of cuGraphInstantiate,
 // cuGraphInstantiateWithFlags, cuGraphInstantiateWithParams, cuGraphUpload, cuGraphLaunch,
 // cuGraphExecDestroy, cuDeviceGraphMemTrim) has its hook.
@@ -218,9 +240,11 @@ constexpr bool EveryVariantHooked(const char* base) {
     if (StrEq(r.base, base) && !Hooked(r.elf)) return false;
   return true;
 }
-static_assert(EveryVariantHooked("cuGraphInstantiate") && EveryVariantHooked("cuGraphInstantiateWithFlags") &&
-              EveryVariantHooked("cuGraphInstantiateWithParams") && EveryVariantHooked("cuGraphUpload") &&
-              EveryVariantHooked("cuGraphLaunch") && EveryVariantHooked("cuGraphExecDestroy") &&
+static_assert(EveryVariantHooked("cuGraphInstantiate") &&
+              EveryVariantHooked("cuGraphInstantiateWithFlags") &&
+              EveryVariantHooked("cuGraphInstantiateWithParams") &&
+              EveryVariantHooked("cuGraphUpload") && EveryVariantHooked("cuGraphLaunch") &&
+              EveryVariantHooked("cuGraphExecDestroy") &&
               EveryVariantHooked("cuDeviceGraphMemTrim"));
 static_assert(!EveryVariantHooked("cuGraphAddNode"));  // node building is passed through
 // Green contexts are charged like contexts: both of their lifetime calls are hooked.

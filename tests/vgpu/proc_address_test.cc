@@ -10,8 +10,8 @@
 namespace fracgpu::vgpu::testing {
 namespace {
 
-std::vector<std::string> Proc(const std::vector<std::string>& ops, const std::string& driver = "13000",
-                              const std::string& newer = "") {
+std::vector<std::string> Proc(const std::vector<std::string>& ops,
+                              const std::string& driver = "13000", const std::string& newer = "") {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
@@ -27,10 +27,10 @@ std::vector<std::string> Proc(const std::vector<std::string>& ops, const std::st
 
 TEST(VgpuProcAddress, EachVariantGetsItsOwnHook) {
   auto out = Proc({"proc:cuCtxSynchronize:13000:0", "proc:cuCtxSynchronize:12090:0",
-                   "proc:cuDevicePrimaryCtxRelease:7000:0", "proc:cuDevicePrimaryCtxRelease:11000:0",
-                   "proc:cuDevicePrimaryCtxReset:10020:0", "proc:cuMemAlloc:13000:2",
-                   "proc:cuLaunchKernel:13000:2", "proc:cuLaunchKernel:13000:0",
-                   "proc:cuGetProcAddress:13000:0"});
+                   "proc:cuDevicePrimaryCtxRelease:7000:0",
+                   "proc:cuDevicePrimaryCtxRelease:11000:0", "proc:cuDevicePrimaryCtxReset:10020:0",
+                   "proc:cuMemAlloc:13000:2", "proc:cuLaunchKernel:13000:2",
+                   "proc:cuLaunchKernel:13000:0", "proc:cuGetProcAddress:13000:0"});
   ASSERT_EQ(out.size(), 9u);
   // PFN_cuCtxSynchronize_v13000 takes a context: the _v2 hook, never the v1 one (issue 13).
   EXPECT_EQ(out[0], "proc 0 0 vgpu cuCtxSynchronize_v2");
@@ -45,14 +45,14 @@ TEST(VgpuProcAddress, EachVariantGetsItsOwnHook) {
 }
 
 TEST(VgpuProcAddress, BadRequestsGetTheDriversAnswer) {
-  auto out = Proc({"proc:cuNoSuchEntryPoint:13000:0", "proc:cuMemAlloc:13010:0", "proc:cuMemAlloc:13000:7",
-                   "proc::13000:0", "proc:cuMemPoolCreate:11010:0"});
+  auto out = Proc({"proc:cuNoSuchEntryPoint:13000:0", "proc:cuMemAlloc:13010:0",
+                   "proc:cuMemAlloc:13000:7", "proc::13000:0", "proc:cuMemPoolCreate:11010:0"});
   ASSERT_EQ(out.size(), 5u);
   EXPECT_EQ(out[0], "proc 0 1 null -");   // unknown: success, null, SYMBOL_NOT_FOUND
   EXPECT_EQ(out[1], "proc 1 -1 null -");  // above the driver's version: INVALID_VALUE
   EXPECT_EQ(out[2], "proc 1 -1 null -");  // odd flags: INVALID_VALUE
   EXPECT_EQ(out[3], "proc 0 1 null -");
-  EXPECT_EQ(out[4], "proc 0 2 null -");   // introduced in 11020: VERSION_NOT_SUFFICIENT
+  EXPECT_EQ(out[4], "proc 0 2 null -");  // introduced in 11020: VERSION_NOT_SUFFICIENT
 }
 
 // A driver newer than the table: a request above 13000 whose answer is the 13000 variant is
@@ -62,8 +62,9 @@ TEST(VgpuProcAddress, VariantNewerThanTheTableIsRefused) {
   ASSERT_EQ(same.size(), 2u);
   EXPECT_EQ(same[0], "proc 0 0 vgpu cuMemAlloc_v2");
   EXPECT_EQ(same[1], "proc 0 0 vgpu cuCtxSynchronize_v2");
-  auto newer = Proc({"proc:cuMemAlloc:13020:0", "proc:cuMemAlloc:13000:0", "proc:cuStreamCreate:13020:0"},
-                    "13020", "cuMemAlloc:13010");
+  auto newer =
+      Proc({"proc:cuMemAlloc:13020:0", "proc:cuMemAlloc:13000:0", "proc:cuStreamCreate:13020:0"},
+           "13020", "cuMemAlloc:13010");
   ASSERT_EQ(newer.size(), 3u);
   EXPECT_EQ(newer[0], "proc 801 1 null -");  // CUDA_ERROR_NOT_SUPPORTED, SYMBOL_NOT_FOUND
   EXPECT_EQ(newer[1], "proc 0 0 vgpu cuMemAlloc_v2");
@@ -77,7 +78,9 @@ TEST(VgpuProcAddress, LegacyPrimaryReleaseAndResetDropCharges) {
     auto env = box.Env();
     env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
     env["FAKE_CUDA_CTX_BYTES"] = "4194304";
-    auto out = RunApp(box, env, {"init", "alloc:1048576", "region:0", std::string("primary_v1:") + which, "region:0"});
+    auto out = RunApp(
+        box, env,
+        {"init", "alloc:1048576", "region:0", std::string("primary_v1:") + which, "region:0"});
     ASSERT_EQ(out.size(), 5u);
     auto before = Fields(out[2]), after = Fields(out[4]);
     ASSERT_GE(before.size(), 10u);

@@ -22,7 +22,8 @@ constexpr unsigned kOffset = 1000000;  // FAKE_NVML_HOST_PID_OFFSET
 struct SlotView {
   bool ok = false;
   long long host_pid = 0;
-  unsigned long long used = 0, context = 0, module = 0, data = 0, last_launch = 0, now = 0, device_used = 0;
+  unsigned long long used = 0, context = 0, module = 0, data = 0, last_launch = 0, now = 0,
+                     device_used = 0;
 };
 
 SlotView ParseRegion(const std::string& line) {
@@ -63,8 +64,10 @@ TEST(RegionV2Layout, VersionTwoAndNaturalAlignment) {
   EXPECT_EQ(offsetof(RegionSlot, host_pid), 8u);
   EXPECT_EQ(offsetof(RegionSlot, host_pid) % alignof(int32_t), 0u);
   EXPECT_EQ(offsetof(RegionSlot, context_bytes) % 8, 0u);
-  EXPECT_EQ(offsetof(RegionSlot, module_bytes) - offsetof(RegionSlot, context_bytes), 8u * kMaxDevices);
-  EXPECT_EQ(offsetof(RegionSlot, data_bytes) - offsetof(RegionSlot, module_bytes), 8u * kMaxDevices);
+  EXPECT_EQ(offsetof(RegionSlot, module_bytes) - offsetof(RegionSlot, context_bytes),
+            8u * kMaxDevices);
+  EXPECT_EQ(offsetof(RegionSlot, data_bytes) - offsetof(RegionSlot, module_bytes),
+            8u * kMaxDevices);
   EXPECT_EQ(offsetof(RegionDevice, last_launch_ns) % 8, 0u);
 }
 
@@ -112,8 +115,8 @@ TEST_P(Breakdown, ModuleOverTheLimitIsRefusedAndUndone) {
   env["CUDA_DEVICE_MEMORY_LIMIT"] = "20m";
   auto out = RunApp(box, env, {"init", "alloc:12582912", "module", "module", "region:0", "info"});
   ASSERT_GE(out.size(), 6u);
-  EXPECT_EQ(Rc(out[2]), 0);    // 5 + 12 + 3 = 20 MiB: fits exactly
-  EXPECT_EQ(Rc(out[3]), 2);    // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(Rc(out[2]), 0);  // 5 + 12 + 3 = 20 MiB: fits exactly
+  EXPECT_EQ(Rc(out[3]), 2);  // CUDA_ERROR_OUT_OF_MEMORY
   auto r = ParseRegion(out[4]);
   ASSERT_TRUE(r.ok);
   EXPECT_EQ(r.module, 3 * kMiB);
@@ -127,7 +130,8 @@ TEST_P(Breakdown, ModuleOverTheLimitIsRefusedAndUndone) {
 // The last context going away frees modules with it (the driver does): every part returns to 0.
 TEST_P(Breakdown, ReleasingTheContextReturnsEveryPart) {
   Sandbox box;
-  auto out = RunApp(box, Env(box, GetParam()), {"init", "alloc:1048576", "module", "release_primary", "region:0"});
+  auto out = RunApp(box, Env(box, GetParam()),
+                    {"init", "alloc:1048576", "module", "release_primary", "region:0"});
   auto r = Regions(out);
   ASSERT_EQ(r.size(), 1u);
   ASSERT_TRUE(r[0].ok);
@@ -148,7 +152,8 @@ TEST(HostPid, SlotHoldsTheNvmlPid) {
     auto r = Regions(Finish(c));
     ASSERT_EQ(r.size(), 1u);
     ASSERT_TRUE(r[0].ok);
-    EXPECT_EQ(r[0].host_pid, static_cast<long long>(c.pid) + (ns ? kOffset : 0)) << "namespace " << ns;
+    EXPECT_EQ(r[0].host_pid, static_cast<long long>(c.pid) + (ns ? kOffset : 0))
+        << "namespace " << ns;
   }
 }
 

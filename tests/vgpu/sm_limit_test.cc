@@ -51,9 +51,10 @@ std::map<std::string, std::string> SmEnv(const Sandbox& box, const std::string& 
 }
 
 /// Spawns every (env, ops) pair at once and returns their results in order.
-std::vector<SmRun> RunAll(const Sandbox& box,
-                        const std::vector<std::pair<std::map<std::string, std::string>,
-                                                    std::vector<std::string>>>& procs) {
+std::vector<SmRun> RunAll(
+    const Sandbox& box,
+    const std::vector<std::pair<std::map<std::string, std::string>, std::vector<std::string>>>&
+        procs) {
   std::vector<Child> children;
   int rank = 0;
   for (const auto& [env, ops] : procs) {
@@ -76,14 +77,16 @@ Util Sum(const std::vector<SmRun>& runs) {
   u.seconds.assign(12, 0.0);
   for (const auto& r : runs) {
     u.window += r.busy * 100.0 / kWindowNs;
-    for (size_t s = 0; s < r.per_second.size() && s < 12; ++s) u.seconds[s] += r.per_second[s] / 1e7;
+    for (size_t s = 0; s < r.per_second.size() && s < 12; ++s)
+      u.seconds[s] += r.per_second[s] / 1e7;
   }
   return u;
 }
 
 void ExpectNear(const Util& u, int target, const std::string& what) {
   EXPECT_NEAR(u.window, target, 3.0) << what << ": 10 s window";
-  for (size_t s = 2; s < 12; ++s) EXPECT_NEAR(u.seconds[s], target, 3.0) << what << ": second " << s;
+  for (size_t s = 2; s < 12; ++s)
+    EXPECT_NEAR(u.seconds[s], target, 3.0) << what << ": second " << s;
 }
 
 class SmLimit : public ::testing::TestWithParam<int> {};
@@ -195,10 +198,12 @@ TEST(SmLimitPidNamespaceContainers, ThirtyAndSeventyOnOneDevice) {
 // workload, produces the figures above.
 TEST(SmLimitBaseline, UnlimitedRunsNearlyFull) {
   Sandbox box;
-  auto runs = RunAll(box, {{SmEnv(box, "r", 0, 1), {"init", "cost:1000000", "smrun:108:5000:c:12000:1"}}});
+  auto runs =
+      RunAll(box, {{SmEnv(box, "r", 0, 1), {"init", "cost:1000000", "smrun:108:5000:c:12000:1"}}});
   EXPECT_GT(Sum(runs).window, 99.0);
   Sandbox box2;
-  auto tiny = RunAll(box2, {{SmEnv(box2, "r", 100, 1), {"init", "cost:1000000", "smrun:108:20:k:12000:100"}}});
+  auto tiny = RunAll(
+      box2, {{SmEnv(box2, "r", 100, 1), {"init", "cost:1000000", "smrun:108:20:k:12000:100"}}});
   EXPECT_GT(Sum(tiny).window, 99.0) << "limit 100 means unlimited";
 }
 
@@ -219,7 +224,8 @@ TEST(SmLimitPolicy, DisableNeverLimitsForceDoes) {
 // cuGraphLaunch (1 ms graphs: 1 block x 1000 threads x 1 ns) is paced like a kernel.
 TEST(SmLimitPaths, GraphLaunchIsLimited) {
   Sandbox box;
-  auto runs = RunAll(box, {{SmEnv(box, "r", 40, 1), {"init", "cost:1000000000", "smrun:1:1:g:12000:1"}}});
+  auto runs =
+      RunAll(box, {{SmEnv(box, "r", 40, 1), {"init", "cost:1000000000", "smrun:1:1:g:12000:1"}}});
   ASSERT_EQ(runs[0].rc, 0);
   ExpectNear(Sum(runs), 40, "graphs");
 }
@@ -233,8 +239,9 @@ TEST(SmLimitPriority, LowPriorityHeldWhileHighLaunches) {
   auto high = SmEnv(box, "high", 100, 2), low = SmEnv(box, "low", 100, 2);
   high["CUDA_TASK_PRIORITY"] = "0";
   low["CUDA_TASK_PRIORITY"] = "1";
-  auto runs = RunAll(box, {{high, {"init", "cost:1000000", "sleepto:3000", "smrun:54:1000:k:6000:1"}},
-                           {low, {"init", "cost:1000000", "smrun:54:1000:k:12000:1"}}});
+  auto runs =
+      RunAll(box, {{high, {"init", "cost:1000000", "sleepto:3000", "smrun:54:1000:k:6000:1"}},
+                   {low, {"init", "cost:1000000", "smrun:54:1000:k:12000:1"}}});
   ASSERT_EQ(runs[0].rc, 0);
   ASSERT_EQ(runs[1].rc, 0);
   const auto& h = runs[0].per_second;
@@ -243,7 +250,8 @@ TEST(SmLimitPriority, LowPriorityHeldWhileHighLaunches) {
     EXPECT_GT(h[s], 0.99e9) << "high priority, second " << s;
     EXPECT_LT(l[s], 0.01e9) << "low priority not held back in second " << s;
   }
-  for (int s : {0, 1, 2, 7, 8, 9, 10, 11}) EXPECT_GT(l[s], 0.99e9) << "low priority starved in second " << s;
+  for (int s : {0, 1, 2, 7, 8, 9, 10, 11})
+    EXPECT_GT(l[s], 0.99e9) << "low priority starved in second " << s;
   // Resumes within the idle delay (50 ms) plus one kernel after the high one stops at 6 s.
   EXPECT_GT(l[6], 0.93e9);
 }
@@ -254,8 +262,9 @@ TEST(SmLimitPriority, NoNodeDirectoryNoPriority) {
   auto high = SmEnv(box, "high", 100, 2), low = SmEnv(box, "low", 100, 2);
   high["CUDA_TASK_PRIORITY"] = "0";
   low["CUDA_TASK_PRIORITY"] = "1";
-  auto runs = RunAll(box, {{high, {"init", "cost:1000000", "sleepto:3000", "smrun:54:1000:k:6000:1"}},
-                           {low, {"init", "cost:1000000", "smrun:54:1000:k:12000:1"}}});
+  auto runs =
+      RunAll(box, {{high, {"init", "cost:1000000", "sleepto:3000", "smrun:54:1000:k:6000:1"}},
+                   {low, {"init", "cost:1000000", "smrun:54:1000:k:12000:1"}}});
   EXPECT_GT(runs[1].per_second[4], 0.99e9);
 }
 

@@ -6,14 +6,16 @@
 //   pitch:<width>:<height> | async:<bytes> | poolcreate | poolalloc:<bytes> | freeasync |
 //   sync | threshold:<bytes> | trim:<bytes> | vmm:<bytes> | vmmhost:<bytes> | unmap | release |
 //   array:<w>:<h> | array3d:<w>:<h>:<d> | mipmap:<w>:<h>:<levels> | arrayfree | info |
-//   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> | gpa:<version>:<flags>:<v2>:<bytes> |
-//   module | moduleunload | library | libraryunload | region:<dev> |
-//   proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> | v1:<d|g>:<name>[:args] |
-//   launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g>[:<graph bytes>] | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> | release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait
-//   | poolcreate:<handle types> | poolimport (export g_pool as a POSIX fd, import it) |
-//   ipoolalloc:<bytes> | ipoolreserved | ipooldestroy (on the imported pool) |
-//   vmm:<bytes>:<handle types> | vmmexport | vmmimport:<pid|self>:<fd>:<bytes>
-//   | the graph ops of vgpu_app_graph.cc (g…) | the green-context and IPC ops of vgpu_app_share.cc
+//   total:<ordinal> | nvml:<index> | uuid:<ordinal> | dlsym:<bytes> |
+//   gpa:<version>:<flags>:<v2>:<bytes> | module | moduleunload | library | libraryunload |
+//   region:<dev> | proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> |
+//   v1:<d|g>:<name>[:args] | launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g>[:<graph bytes>]
+//   | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> |
+//   release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait | poolcreate:<handle
+//   types> | poolimport (export g_pool as a POSIX fd, import it) | ipoolalloc:<bytes> |
+//   ipoolreserved | ipooldestroy (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
+//   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
+//   and IPC ops of vgpu_app_share.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -62,7 +64,7 @@ std::vector<CUmemGenericAllocationHandle> g_handles;
 std::vector<std::pair<CUdeviceptr, size_t>> g_maps;
 CUmemoryPool g_pool = nullptr;
 CUmemoryPool g_imported_pool = nullptr;  // poolimport
-int g_export_fd = -1;                     // vmmexport
+int g_export_fd = -1;                    // vmmexport
 CUstream g_stream = nullptr;
 CUcontext g_ctx = nullptr;
 int g_ordinal = 0;
@@ -105,17 +107,22 @@ void Stress(int threads, int iterations, unsigned seed, const char* region_path)
           size_t k = rng() % mine.size();
           auto [kind, p] = mine[k];
           mine.erase(mine.begin() + static_cast<long>(k));
-          if (kind == 2) cuMemFreeAsync(p, nullptr);
-          else cuMemFree_v2(p);
+          if (kind == 2)
+            cuMemFreeAsync(p, nullptr);
+          else
+            cuMemFree_v2(p);
           continue;
         }
         size_t bytes = (rng() % 64 + 1) * 64 * 1024;
         CUdeviceptr p = 0;
         int kind = static_cast<int>(rng() % 4);
         CUresult r;
-        if (kind == 0) r = cuMemAlloc_v2(&p, bytes);
-        else if (kind == 1) r = cuMemAllocManaged(&p, bytes, 1);
-        else if (kind == 2) r = cuMemAllocAsync(&p, bytes, nullptr);
+        if (kind == 0)
+          r = cuMemAlloc_v2(&p, bytes);
+        else if (kind == 1)
+          r = cuMemAllocManaged(&p, bytes, 1);
+        else if (kind == 2)
+          r = cuMemAllocAsync(&p, bytes, nullptr);
         else {
           size_t pitch = 0;
           r = cuMemAllocPitch_v2(&p, &pitch, bytes / 16, 16, 4);
@@ -134,8 +141,10 @@ void Stress(int threads, int iterations, unsigned seed, const char* region_path)
         }
       }
       for (auto [kind, p] : mine) {
-        if (kind == 2) cuMemFreeAsync(p, nullptr);
-        else cuMemFree_v2(p);
+        if (kind == 2)
+          cuMemFreeAsync(p, nullptr);
+        else
+          cuMemFree_v2(p);
       }
     });
   }
@@ -159,7 +168,8 @@ void* LegacyEntry(const std::string& path, const std::string& name, const char**
   }
   Dl_info info{};
   *where = "null";
-  if (fn && dladdr(fn, &info) && info.dli_fname) *where = std::strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
+  if (fn && dladdr(fn, &info) && info.dli_fname)
+    *where = std::strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
   return fn;
 }
 
@@ -229,11 +239,12 @@ void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t unti
   }
   cuCtxSynchronize();
   fakeClockLeave();
-  std::printf("smrun %d %llu %llu", r, static_cast<unsigned long long>(launches),
-              static_cast<unsigned long long>(fakeClockBusyNs(2'000'000'000ull, 12'000'000'000ull)));
+  std::printf(
+      "smrun %d %llu %llu", r, static_cast<unsigned long long>(launches),
+      static_cast<unsigned long long>(fakeClockBusyNs(2'000'000'000ull, 12'000'000'000ull)));
   for (uint64_t sec = 0; sec < 12; ++sec)
-    std::printf(" %llu", static_cast<unsigned long long>(
-                             fakeClockBusyNs(sec * 1'000'000'000ull, (sec + 1) * 1'000'000'000ull)));
+    std::printf(" %llu", static_cast<unsigned long long>(fakeClockBusyNs(
+                             sec * 1'000'000'000ull, (sec + 1) * 1'000'000'000ull)));
   std::printf("\n");
 }
 
@@ -270,7 +281,8 @@ uint64_t CoarseNs() {
 
 void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::string& path,
                unsigned long long graph_bytes) {
-  void* shared = mmap(nullptr, sizeof(SyscallLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* shared =
+      mmap(nullptr, sizeof(SyscallLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) {
     std::printf("nosyscall 1 -1 -1\n");
     return;
@@ -285,8 +297,9 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
     decltype(&cuGraphLaunch) graph_launch = &cuGraphLaunch;
     if (path == "g") {
       void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-      auto gpa = lib ? reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"))
-                     : nullptr;
+      auto gpa =
+          lib ? reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"))
+              : nullptr;
       void *a = nullptr, *f = nullptr, *l = nullptr, *gl = nullptr;
       if (!gpa || gpa("cuMemAlloc", &a, 13000, 0, nullptr) != CUDA_SUCCESS ||
           gpa("cuMemFree", &f, 13000, 0, nullptr) != CUDA_SUCCESS ||
@@ -322,12 +335,14 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
     const fracgpu::vgpu::Region* region = nullptr;
     if (const char* rp = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
       int fd = open(rp, O_RDONLY);
-      void* m = fd >= 0 ? mmap(nullptr, sizeof(fracgpu::vgpu::Region), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+      void* m = fd >= 0 ? mmap(nullptr, sizeof(fracgpu::vgpu::Region), PROT_READ, MAP_SHARED, fd, 0)
+                        : MAP_FAILED;
       if (m != MAP_FAILED) region = static_cast<const fracgpu::vgpu::Region*>(m);
     }
     if (!region) g_syslog->errors++;
     // The graph's memory is charged (and stays so: checked with every pair below).
-    if (region && region->devices[0].used.load(std::memory_order_relaxed) < graph_bytes) g_syslog->errors++;
+    if (region && region->devices[0].used.load(std::memory_order_relaxed) < graph_bytes)
+      g_syslog->errors++;
     struct sigaction sa {};
     sa.sa_sigaction = OnSigsys;
     sa.sa_flags = SA_SIGINFO;
@@ -341,7 +356,8 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
     };
     sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
       g_syslog->installed = -errno;
       _exit(0);
     }
@@ -352,13 +368,15 @@ void NoSyscall(unsigned long long pairs, unsigned long long bytes, const std::st
         g_syslog->errors++;
         continue;
       }
-      if (region && region->devices[0].used.load(std::memory_order_relaxed) < bytes + graph_bytes) g_syslog->errors++;
+      if (region && region->devices[0].used.load(std::memory_order_relaxed) < bytes + graph_bytes)
+        g_syslog->errors++;
       if (mem_free(p) != CUDA_SUCCESS) g_syslog->errors++;
     }
     uint64_t until = CoarseNs() + 25'000'000ull;
     while (CoarseNs() < until) {
       for (int k = 0; k < 1000; ++k) {
-        if (launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS) g_syslog->errors++;
+        if (launch(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
+          g_syslog->errors++;
         if (graph_launch(graph, nullptr) != CUDA_SUCCESS) g_syslog->errors++;
       }
     }
@@ -444,11 +462,13 @@ int main(int argc, char** argv) {
     } else if (op == "poolimport") {
       // Exports g_pool as a POSIX fd and imports it back (the fake allows its own process).
       int fd = -1;
-      r = cuMemPoolExportToShareableHandle(&fd, g_pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-      CUresult ri = r == CUDA_SUCCESS ? cuMemPoolImportFromShareableHandle(
-                                            &g_imported_pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
-                                      : r;
+      r = cuMemPoolExportToShareableHandle(&fd, g_pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                           0);
+      CUresult ri = r == CUDA_SUCCESS
+                        ? cuMemPoolImportFromShareableHandle(
+                              &g_imported_pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+                        : r;
       if (fd >= 0) close(fd);
       std::printf("poolimport %d %d\n", r, ri);
     } else if (op == "ipoolalloc") {
@@ -486,7 +506,8 @@ int main(int argc, char** argv) {
       prop.type = 1;
       prop.location.type = op == "vmm" ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
       prop.location.id = op == "vmm" ? g_ordinal : 0;
-      prop.requestedHandleTypes = static_cast<int>(Num(a, 2));  // vmm:<bytes>:1: exportable as a POSIX fd
+      prop.requestedHandleTypes =
+          static_cast<int>(Num(a, 2));  // vmm:<bytes>:1: exportable as a POSIX fd
       CUmemGenericAllocationHandle h = 0;
       size_t size = Num(a, 1);
       r = cuMemCreate(&h, size, &prop, 0);
@@ -501,17 +522,20 @@ int main(int argc, char** argv) {
       std::printf("%s %d\n", op.c_str(), r);
     } else if (op == "vmmexport") {
       // The newest handle as a POSIX fd, kept open: "vmmexport <rc> <pid> <fd>".
-      r = g_handles.empty() ? CUDA_ERROR_INVALID_VALUE
-                            : cuMemExportToShareableHandle(&g_export_fd, g_handles.back(),
-                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      r = g_handles.empty()
+              ? CUDA_ERROR_INVALID_VALUE
+              : cuMemExportToShareableHandle(&g_export_fd, g_handles.back(),
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
       std::printf("vmmexport %d %d %d\n", r, static_cast<int>(getpid()), g_export_fd);
     } else if (op == "vmmimport") {
       // vmmimport:<pid|self>:<fd>:<bytes>: imports another process's fd (through /proc) or this
       // process's last export, then maps it: "vmmimport <rc> <map rc>".
-      int fd = a.size() > 1 && a[1] == "self"
-                   ? g_export_fd
-                   : open(("/proc/" + (a.size() > 1 ? a[1] : "") + "/fd/" + (a.size() > 2 ? a[2] : "")).c_str(),
-                          O_RDONLY | O_CLOEXEC);
+      int fd =
+          a.size() > 1 && a[1] == "self"
+              ? g_export_fd
+              : open(("/proc/" + (a.size() > 1 ? a[1] : "") + "/fd/" + (a.size() > 2 ? a[2] : ""))
+                         .c_str(),
+                     O_RDONLY | O_CLOEXEC);
       CUmemGenericAllocationHandle h = 0;
       r = cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -545,8 +569,8 @@ int main(int argc, char** argv) {
         r = cuArrayCreate_v2(&arr, &d);
         if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
       } else {
-        CUDA_ARRAY3D_DESCRIPTOR d{Num(a, 1), Num(a, 2), op == "array3d" ? Num(a, 3) : 0,
-                                  CU_AD_FORMAT_FLOAT, 1, 0};
+        CUDA_ARRAY3D_DESCRIPTOR d{Num(a, 1),          Num(a, 2), op == "array3d" ? Num(a, 3) : 0,
+                                  CU_AD_FORMAT_FLOAT, 1,         0};
         if (op == "array3d") {
           CUarray arr = nullptr;
           r = cuArray3DCreate_v2(&arr, &d);
@@ -605,7 +629,8 @@ int main(int argc, char** argv) {
       void* fn = nullptr;
       CUdriverProcAddressQueryResult status = -1;
       if (Num(a, 3)) {
-        auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+        auto gpa =
+            reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
         r = gpa("cuMemAlloc", &fn, version, flags, &status);
       } else {
         auto gpa = reinterpret_cast<decltype(&cuGetProcAddress)>(dlsym(lib, "cuGetProcAddress"));
@@ -626,10 +651,12 @@ int main(int argc, char** argv) {
       // cuGetProcAddress_v2 through dlopen: "proc <rc> <status> <library> <symbol>" naming
       // where the answer lives (dladdr): "vgpu" (libvgpu.so), "driver" or "null".
       void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-      auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+      auto gpa =
+          reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
       void* fn = nullptr;
       CUdriverProcAddressQueryResult status = -1;
-      r = gpa(a.size() > 1 ? a[1].c_str() : "", &fn, static_cast<int>(Num(a, 2)), Num(a, 3), &status);
+      r = gpa(a.size() > 1 ? a[1].c_str() : "", &fn, static_cast<int>(Num(a, 2)), Num(a, 3),
+              &status);
       Dl_info info{};
       const char* where = "null";
       const char* name = "-";
@@ -641,12 +668,16 @@ int main(int argc, char** argv) {
     } else if (op == "primary_v1") {
       // The legacy v1 primary-context release/reset, resolved as cudart 7.0-11.0 did (v7000).
       void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-      auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+      auto gpa =
+          reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
       void* fn = nullptr;
-      const char* sym = a.size() > 1 && a[1] == "reset" ? "cuDevicePrimaryCtxReset" : "cuDevicePrimaryCtxRelease";
+      const char* sym =
+          a.size() > 1 && a[1] == "reset" ? "cuDevicePrimaryCtxReset" : "cuDevicePrimaryCtxRelease";
       r = gpa(sym, &fn, 7000, 0, nullptr);
-      if (r == CUDA_SUCCESS && fn) r = reinterpret_cast<CUresult (*)(CUdevice)>(fn)(g_ordinal);
-      else if (r == CUDA_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
+      if (r == CUDA_SUCCESS && fn)
+        r = reinterpret_cast<CUresult (*)(CUdevice)>(fn)(g_ordinal);
+      else if (r == CUDA_SUCCESS)
+        r = CUDA_ERROR_NOT_FOUND;
       g_ptrs.clear();
       std::printf("primary_v1 %d\n", r);
     } else if (op == "v1") {
@@ -667,8 +698,8 @@ int main(int argc, char** argv) {
       } else if (name == "cuMemAllocPitch") {
         CUdeviceptr_v1 p = 0;
         unsigned pitch = 0;
-        r = reinterpret_cast<decltype(&cuMemAllocPitch)>(fn)(&p, &pitch, static_cast<unsigned>(Num(a, 3)),
-                                                              static_cast<unsigned>(Num(a, 4)), 4);
+        r = reinterpret_cast<decltype(&cuMemAllocPitch)>(fn)(
+            &p, &pitch, static_cast<unsigned>(Num(a, 3)), static_cast<unsigned>(Num(a, 4)), 4);
         if (r == CUDA_SUCCESS) g_ptrs.push_back(p);
         std::snprintf(values, sizeof(values), "%u", pitch);
       } else if (name == "cuMemFree") {
@@ -676,14 +707,18 @@ int main(int argc, char** argv) {
         if (!g_ptrs.empty()) g_ptrs.pop_back();
         r = reinterpret_cast<decltype(&cuMemFree)>(fn)(p);
       } else if (name == "cuArrayCreate") {
-        CUDA_ARRAY_DESCRIPTOR_v1 d{static_cast<unsigned>(Num(a, 3)), static_cast<unsigned>(Num(a, 4)),
-                                   CU_AD_FORMAT_FLOAT, 1};
+        CUDA_ARRAY_DESCRIPTOR_v1 d{static_cast<unsigned>(Num(a, 3)),
+                                   static_cast<unsigned>(Num(a, 4)), CU_AD_FORMAT_FLOAT, 1};
         CUarray arr = nullptr;
         r = reinterpret_cast<decltype(&cuArrayCreate)>(fn)(&arr, &d);
         if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
       } else if (name == "cuArray3DCreate") {
-        CUDA_ARRAY3D_DESCRIPTOR_v1 d{static_cast<unsigned>(Num(a, 3)), static_cast<unsigned>(Num(a, 4)),
-                                     static_cast<unsigned>(Num(a, 5)), CU_AD_FORMAT_FLOAT, 1, 0};
+        CUDA_ARRAY3D_DESCRIPTOR_v1 d{static_cast<unsigned>(Num(a, 3)),
+                                     static_cast<unsigned>(Num(a, 4)),
+                                     static_cast<unsigned>(Num(a, 5)),
+                                     CU_AD_FORMAT_FLOAT,
+                                     1,
+                                     0};
         CUarray arr = nullptr;
         r = reinterpret_cast<decltype(&cuArray3DCreate)>(fn)(&arr, &d);
         if (r == CUDA_SUCCESS) g_arrays.push_back(arr);
@@ -708,8 +743,8 @@ int main(int argc, char** argv) {
       fakeCudaSetKernelCostPs(Num(a, 1));
       std::printf("cost 0\n");
     } else if (op == "smrun") {
-      SmRun(static_cast<unsigned>(Num(a, 1)), static_cast<unsigned>(Num(a, 2)), a.size() > 3 ? a[3] : "k",
-            Num(a, 4), Num(a, 5) ? Num(a, 5) : 1);
+      SmRun(static_cast<unsigned>(Num(a, 1)), static_cast<unsigned>(Num(a, 2)),
+            a.size() > 3 ? a[3] : "k", Num(a, 4), Num(a, 5) ? Num(a, 5) : 1);
     } else if (op == "stress") {
       Stress(static_cast<int>(Num(a, 1)), static_cast<int>(Num(a, 2)),
              static_cast<unsigned>(Num(a, 3)), a.size() > 4 ? a[4].c_str() : "");

@@ -106,7 +106,8 @@ bool RunGraphOp(const std::vector<std::string>& a, int ordinal) {
     std::printf("galloc %d\n", r);
   } else if (op == "gfree") {
     Graph* g = Current();
-    const Graph* owner = g_graphs.empty() ? nullptr : &g_graphs[Arg(a, 1, g_graphs.size() - 1) % g_graphs.size()];
+    const Graph* owner =
+        g_graphs.empty() ? nullptr : &g_graphs[Arg(a, 1, g_graphs.size() - 1) % g_graphs.size()];
     const CUgraphNode* deps = nullptr;
     size_t n = Deps(g, &deps);
     CUgraphNode node = nullptr;
@@ -130,8 +131,9 @@ bool RunGraphOp(const std::vector<std::string>& a, int ordinal) {
     } else {
       CUgraphNode err = reinterpret_cast<CUgraphNode>(0x1);
       char log[16] = "x";
-      r = op == "ginstv1" ? cuGraphInstantiate(&exec, g ? g->handle : nullptr, &err, log, sizeof(log))
-                          : cuGraphInstantiate_v2(&exec, g ? g->handle : nullptr, &err, log, sizeof(log));
+      r = op == "ginstv1"
+              ? cuGraphInstantiate(&exec, g ? g->handle : nullptr, &err, log, sizeof(log))
+              : cuGraphInstantiate_v2(&exec, g ? g->handle : nullptr, &err, log, sizeof(log));
     }
     if (r == CUDA_SUCCESS) g_execs.push_back(exec);
     std::printf("%s %d\n", op.c_str(), r);
@@ -142,15 +144,17 @@ bool RunGraphOp(const std::vector<std::string>& a, int ordinal) {
     p.hUploadStream = nullptr;
     p.result_out = -1;
     CUgraphExec exec = nullptr;
-    r = a.size() > 2 && a[2] == "ptsz" ? cuGraphInstantiateWithParams_ptsz(&exec, g ? g->handle : nullptr, &p)
-                                       : cuGraphInstantiateWithParams(&exec, g ? g->handle : nullptr, &p);
+    r = a.size() > 2 && a[2] == "ptsz"
+            ? cuGraphInstantiateWithParams_ptsz(&exec, g ? g->handle : nullptr, &p)
+            : cuGraphInstantiateWithParams(&exec, g ? g->handle : nullptr, &p);
     if (r == CUDA_SUCCESS) g_execs.push_back(exec);
     std::printf("ginstp %d %d\n", r, p.result_out);
   } else if (op == "gupload") {
     r = cuGraphUpload(ExecAt(a), nullptr);
     std::printf("gupload %d\n", r);
   } else if (op == "glaunch" || op == "glaunchpt") {
-    r = op == "glaunch" ? cuGraphLaunch(ExecAt(a), nullptr) : cuGraphLaunch_ptsz(ExecAt(a), nullptr);
+    r = op == "glaunch" ? cuGraphLaunch(ExecAt(a), nullptr)
+                        : cuGraphLaunch_ptsz(ExecAt(a), nullptr);
     std::printf("%s %d\n", op.c_str(), r);
   } else if (op == "gexecdestroy") {
     CUgraphExec exec = ExecAt(a);
@@ -165,7 +169,8 @@ bool RunGraphOp(const std::vector<std::string>& a, int ordinal) {
     std::printf("gtrim %d\n", r);
   } else if (op == "gattr") {
     cuuint64_t v[4] = {};
-    for (int k = 0; k < 4 && r == CUDA_SUCCESS; ++k) r = cuDeviceGetGraphMemAttribute(ordinal, k, &v[k]);
+    for (int k = 0; k < 4 && r == CUDA_SUCCESS; ++k)
+      r = cuDeviceGetGraphMemAttribute(ordinal, k, &v[k]);
     std::printf("gattr %d %llu %llu %llu %llu\n", r, static_cast<unsigned long long>(v[0]),
                 static_cast<unsigned long long>(v[1]), static_cast<unsigned long long>(v[2]),
                 static_cast<unsigned long long>(v[3]));
@@ -174,7 +179,8 @@ bool RunGraphOp(const std::vector<std::string>& a, int ordinal) {
     if (r == CUDA_SUCCESS) r = cuStreamBeginCapture_v2(g_capture_stream, 0);
     CUdeviceptr p = 0;
     CUresult ar = r == CUDA_SUCCESS ? cuMemAllocAsync(&p, Arg(a, 1, 0), g_capture_stream) : r;
-    if (ar == CUDA_SUCCESS && a.size() > 2 && a[2] == "free") ar = cuMemFreeAsync(p, g_capture_stream);
+    if (ar == CUDA_SUCCESS && a.size() > 2 && a[2] == "free")
+      ar = cuMemFreeAsync(p, g_capture_stream);
     Graph g;
     if (r == CUDA_SUCCESS) r = cuStreamEndCapture(g_capture_stream, &g.handle);
     if (r == CUDA_SUCCESS) {

@@ -1,20 +1,20 @@
 // `fracgpu run` / `fracgpu inspect` (see run_inspect.h).
 #include "vgpu/cli/run_inspect.h"
-#include "vgpu/cli/run_watch.h"
 
-#include <time.h>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <filesystem>
+#include <memory>
+
+#include "vgpu/cli/run_watch.h"
 
 namespace fracgpu::vgpu::cli {
 namespace {
@@ -32,7 +32,8 @@ std::vector<std::string> SplitComma(const std::string& s) {
 }
 
 bool WholeNumber(const std::string& s, unsigned long long max, unsigned long long* v) {
-  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos)
+    return false;
   *v = std::stoull(s);
   return *v <= max;
 }
@@ -56,12 +57,14 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
   for (size_t i = 0; i < mems.size(); ++i) {
     unsigned long long mib = 0;
     if (!WholeNumber(mems[i], 1ull << 30, &mib) || mib == 0) {
-      return InvalidArgument(fmt::format("--gpumem: \"{}\" is not a whole number of MiB >= 1", mems[i]));
+      return InvalidArgument(
+          fmt::format("--gpumem: \"{}\" is not a whole number of MiB >= 1", mems[i]));
     }
     env.emplace_back(fmt::format("CUDA_DEVICE_MEMORY_LIMIT_{}", i), fmt::format("{}m", mib));
   }
   if (mems.size() > static_cast<size_t>(kMaxDevices)) {
-    return InvalidArgument(fmt::format("--gpumem: at most {} devices, got {}", kMaxDevices, mems.size()));
+    return InvalidArgument(
+        fmt::format("--gpumem: at most {} devices, got {}", kMaxDevices, mems.size()));
   }
   if (o.gpucores < 0 || o.gpucores > 100) {
     return InvalidArgument(fmt::format("--gpucores: must be 0..100, got {}", o.gpucores));
@@ -73,11 +76,12 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
   std::vector<std::string> devs = SplitComma(devices);
   for (const std::string& d : devs) {
     unsigned long long v = 0;
-    if (!WholeNumber(d, 63, &v)) return InvalidArgument(fmt::format("--devices: \"{}\" is not a GPU index", d));
+    if (!WholeNumber(d, 63, &v))
+      return InvalidArgument(fmt::format("--devices: \"{}\" is not a GPU index", d));
   }
   if (devs.size() != mems.size()) {
-    return InvalidArgument(fmt::format("--devices names {} GPUs but --gpumem gives {} limits", devs.size(),
-                                       mems.size()));
+    return InvalidArgument(fmt::format("--devices names {} GPUs but --gpumem gives {} limits",
+                                       devs.size(), mems.size()));
   }
   for (size_t i = 0; i < devs.size(); ++i) {
     env.emplace_back(fmt::format("CUDA_DEVICE_SM_LIMIT_{}", i), std::to_string(o.gpucores));
@@ -95,20 +99,25 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
 std::string FormatRegion(const Region& r) {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t now_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-  std::string out = fmt::format("region v{}  devices {}  policy {}  priority {}\n", r.version, r.device_count,
-                                r.policy, r.priority);
-  out += fmt::format("{:<4} {:<42} {:>12} {:>12} {:>8} {:>14}\n", "dev", "uuid", "limit MiB", "used MiB", "sm %",
-                     "last kernel");
+  uint64_t now_ns =
+      static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  std::string out = fmt::format("region v{}  devices {}  policy {}  priority {}\n", r.version,
+                                r.device_count, r.policy, r.priority);
+  out += fmt::format("{:<4} {:<42} {:>12} {:>12} {:>8} {:>14}\n", "dev", "uuid", "limit MiB",
+                     "used MiB", "sm %", "last kernel");
   for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
     const RegionDevice& dev = r.devices[d];
     std::string uuid(dev.uuid, strnlen(dev.uuid, kUuidSize));
-    std::string limit = dev.memory_limit ? fmt::format("{:.1f}", dev.memory_limit / 1048576.0) : "unlimited";
+    std::string limit =
+        dev.memory_limit ? fmt::format("{:.1f}", dev.memory_limit / 1048576.0) : "unlimited";
     if (dev.flags & kDeviceFailClosed) limit = "FAIL-CLOSED";
     uint64_t last = dev.last_launch_ns.load();
-    std::string ago = last == 0 ? "never" : fmt::format("{:.2f} s ago", last < now_ns ? (now_ns - last) / 1e9 : 0.0);
-    out += fmt::format("{:<4} {:<42} {:>12} {:>12.1f} {:>8} {:>14}\n", d, uuid.empty() ? "(by ordinal)" : uuid, limit,
-                       dev.used.load() / 1048576.0, dev.sm_limit ? std::to_string(dev.sm_limit) : "-", ago);
+    std::string ago =
+        last == 0 ? "never"
+                  : fmt::format("{:.2f} s ago", last < now_ns ? (now_ns - last) / 1e9 : 0.0);
+    out += fmt::format("{:<4} {:<42} {:>12} {:>12.1f} {:>8} {:>14}\n", d,
+                       uuid.empty() ? "(by ordinal)" : uuid, limit, dev.used.load() / 1048576.0,
+                       dev.sm_limit ? std::to_string(dev.sm_limit) : "-", ago);
   }
   // Per device: used MiB = context + module + data (region layout version 2).
   out += fmt::format("{:<8} {:<9} {:<6}", "pid", "host pid", "alive");
@@ -117,13 +126,15 @@ std::string FormatRegion(const Region& r) {
   out += "\n";
   for (const RegionSlot& s : r.slots) {
     if (s.state.load() != kSlotActive) continue;
-    out += fmt::format("{:<8} {:<9} {:<6}", s.pid, s.host_pid > 0 ? std::to_string(s.host_pid) : "?",
-                       SlotProcessAlive(s) ? "yes" : "no");
+    out +=
+        fmt::format("{:<8} {:<9} {:<6}", s.pid, s.host_pid > 0 ? std::to_string(s.host_pid) : "?",
+                    SlotProcessAlive(s) ? "yes" : "no");
     for (uint32_t d = 0; d < r.device_count && d < static_cast<uint32_t>(kMaxDevices); ++d) {
-      out += fmt::format(" {:>30}", fmt::format("{:.1f} ({:.1f}+{:.1f}+{:.1f})", s.used[d].load() / 1048576.0,
-                                                s.context_bytes[d].load() / 1048576.0,
-                                                s.module_bytes[d].load() / 1048576.0,
-                                                s.data_bytes[d].load() / 1048576.0));
+      out += fmt::format(
+          " {:>30}",
+          fmt::format("{:.1f} ({:.1f}+{:.1f}+{:.1f})", s.used[d].load() / 1048576.0,
+                      s.context_bytes[d].load() / 1048576.0, s.module_bytes[d].load() / 1048576.0,
+                      s.data_bytes[d].load() / 1048576.0));
     }
     out += "\n";
   }
@@ -134,15 +145,19 @@ Result<std::vector<char>> ReadRegionFile(const std::string& path) {
   // POSIX calls, not an ifstream: libstdc++'s filebuf throws from underflow() when read() fails
   // (a directory opens, then reads EISDIR), which aborted `fracgpu inspect <directory>`.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block us
-  if (fd < 0) return NotFound(fmt::format("region file \"{}\": cannot open: {}", path, std::strerror(errno)));
-  struct stat st{};
+  if (fd < 0)
+    return NotFound(fmt::format("region file \"{}\": cannot open: {}", path, std::strerror(errno)));
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     int err = errno;
     bool dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    if (dir) return InvalidArgument(fmt::format("region file \"{}\": is a directory, not a region file", path));
-    return InvalidArgument(fmt::format("region file \"{}\": not a regular file{}", path,
-                                       err ? std::string(": ") + std::strerror(err) : std::string()));
+    if (dir)
+      return InvalidArgument(
+          fmt::format("region file \"{}\": is a directory, not a region file", path));
+    return InvalidArgument(
+        fmt::format("region file \"{}\": not a regular file{}", path,
+                    err ? std::string(": ") + std::strerror(err) : std::string()));
   }
   std::vector<char> bytes(sizeof(Region) + 1);  // one byte more: a longer file is not a region
   size_t got = 0;
@@ -152,7 +167,8 @@ Result<std::vector<char>> ReadRegionFile(const std::string& path) {
     if (n < 0) {
       int err = errno;
       ::close(fd);
-      return InvalidArgument(fmt::format("region file \"{}\": cannot read: {}", path, std::strerror(err)));
+      return InvalidArgument(
+          fmt::format("region file \"{}\": cannot read: {}", path, std::strerror(err)));
     }
     if (n == 0) break;
     got += static_cast<size_t>(n);
@@ -160,8 +176,9 @@ Result<std::vector<char>> ReadRegionFile(const std::string& path) {
   ::close(fd);
   bytes.resize(got);
   if (got != sizeof(Region) || RegionValidate(bytes.data(), bytes.size()) != RegionError::kOk) {
-    return InvalidArgument(fmt::format("region file \"{}\": not a fracgpu v{} region ({} bytes, expected {})",
-                                       path, kRegionVersion, static_cast<uint64_t>(st.st_size), sizeof(Region)));
+    return InvalidArgument(
+        fmt::format("region file \"{}\": not a fracgpu v{} region ({} bytes, expected {})", path,
+                    kRegionVersion, static_cast<uint64_t>(st.st_size), sizeof(Region)));
   }
   return bytes;
 }
@@ -171,27 +188,34 @@ Result<std::vector<char>> ReadRegionFile(const std::string& path) {
 namespace fracgpu::cli {
 
 void RegisterRunCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Run a command on this machine under libvgpu.so limits, watched by the driver's account");
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Run a command on this machine under libvgpu.so limits, watched by the driver's account");
   auto opts = std::make_shared<vgpu::cli::RunOptions>();
   auto watch = std::make_shared<vgpu::cli::WatchOptions>();
   auto no_watch = std::make_shared<bool>(false);
   auto argv = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--gpumem", opts->gpumem, "MiB per GPU, comma-separated (3000 or 3000,4000)")->required();
+  cmd->add_option("--gpumem", opts->gpumem, "MiB per GPU, comma-separated (3000 or 3000,4000)")
+      ->required();
   cmd->add_option("--gpucores", opts->gpucores, "SM share per GPU, percent (0 = no limit)");
   cmd->add_option("--devices", opts->devices, "GPU indices, comma-separated (default 0..n-1)");
   cmd->add_option("--lib", opts->library, "path of libvgpu.so (default: next to fracgpu, lib/)");
-  cmd->add_option("--poll-ms", watch->poll_ms, "milliseconds between checks of the driver's per-process memory")
+  cmd->add_option("--poll-ms", watch->poll_ms,
+                  "milliseconds between checks of the driver's per-process memory")
       ->check(CLI::Range(10u, 10000u));
   cmd->add_option("--nvml-library", watch->nvml_library, "NVML library to dlopen");
-  cmd->add_flag("--no-watch", *no_watch, "do not watch the driver's account (libvgpu.so limits only)");
+  cmd->add_flag("--no-watch", *no_watch,
+                "do not watch the driver's account (libvgpu.so limits only)");
   cmd->add_flag("--keep-region", opts->keep_region,
-                "keep the region's directory ($TMPDIR or /tmp) after the command exits, for `fracgpu inspect`");
+                "keep the region's directory ($TMPDIR or /tmp) after the command exits, for "
+                "`fracgpu inspect`");
   cmd->add_option("command", *argv, "command and arguments (after --)")->required();
   cmd->callback([opts, watch, no_watch, argv] {
     if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
     // Refuse before anything is created or run when the library cannot be used (fail closed).
     if (Status st = vgpu::cli::ProbeLibrary(opts->library); !st.ok()) {
-      std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n", st.message().c_str());
+      std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n",
+                   st.message().c_str());
       throw CLI::RuntimeError(vgpu::cli::kRunExitRefused);
     }
     // RunWatched creates the region's directory once every check has passed, and removes it.
@@ -205,16 +229,19 @@ void RegisterRunCommand(CLI::App& app) {
 constexpr int kInspectExitUnreadable = 2;
 
 void RegisterInspectCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Print a libvgpu.so region file: per-process, per-device usage");
+  auto* cmd = app.add_subcommand("inspect",
+                                 "Print a libvgpu.so region file: per-process, per-device usage");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("REGION_FILE", *path, "region file (CUDA_DEVICE_MEMORY_SHARED_CACHE)")->required();
+  cmd->add_option("REGION_FILE", *path, "region file (CUDA_DEVICE_MEMORY_SHARED_CACHE)")
+      ->required();
   cmd->callback([path] {
     auto bytes = vgpu::cli::ReadRegionFile(*path);
     if (!bytes.ok()) {
       std::fprintf(stderr, "fracgpu inspect: %s\n", bytes.status().message().c_str());
       throw CLI::RuntimeError(kInspectExitUnreadable);
     }
-    std::fputs(vgpu::cli::FormatRegion(*reinterpret_cast<const vgpu::Region*>(bytes.value().data())).c_str(),
+    std::fputs(vgpu::cli::FormatRegion(*reinterpret_cast<const vgpu::Region*>(bytes.value().data()))
+                   .c_str(),
                stdout);
   });
 }

@@ -12,17 +12,19 @@ namespace fracgpu::vgpu::cli {
 
 /// What `fracgpu run` was asked for.
 struct RunOptions {
-  std::string gpumem;    ///< "3000" or "3000,4000": MiB per device, in --devices order
-  int gpucores = 0;      ///< percent 0..100; 0 = no SM limit
-  std::string devices;   ///< "0,1": NVML indices; "" = device 0 .. (number of gpumem values - 1)
-  std::string library;   ///< path of libvgpu.so
-  std::string region;    ///< path of the private region file; "" = RunWatched creates one (see there)
-  bool keep_region = false;  ///< --keep-region: leave the directory RunWatched created (for inspect)
+  std::string gpumem;   ///< "3000" or "3000,4000": MiB per device, in --devices order
+  int gpucores = 0;     ///< percent 0..100; 0 = no SM limit
+  std::string devices;  ///< "0,1": NVML indices; "" = device 0 .. (number of gpumem values - 1)
+  std::string library;  ///< path of libvgpu.so
+  std::string region;  ///< path of the private region file; "" = RunWatched creates one (see there)
+  bool keep_region =
+      false;  ///< --keep-region: leave the directory RunWatched created (for inspect)
 };
 
-/// The environment `fracgpu run` adds (docs/design/CONTRACT.md §4 keys). Errors (kInvalidArgument) name
-/// the flag and the value, e.g. `--gpumem: "3g" is not a whole number of MiB`.
-Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(const RunOptions& options);
+/// The environment `fracgpu run` adds (docs/design/CONTRACT.md §4 keys). Errors (kInvalidArgument)
+/// name the flag and the value, e.g. `--gpumem: "3g" is not a whole number of MiB`.
+Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(
+    const RunOptions& options);
 
 /// A human-readable table of a region: devices (UUID, limit, used, MiB) and active slots
 /// (pid, per-device MiB, alive?). `region` must have passed RegionValidate.

@@ -3,14 +3,13 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <atomic>
 #include <cerrno>
@@ -74,7 +73,8 @@ Status ProbeLibrary(const std::string& library) {
   struct stat st {};
   if (::stat(library.c_str(), &st) != 0)
     return NotFound(fmt::format("libvgpu.so at {}: {}", library, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(fmt::format("libvgpu.so at {}: not a regular file", library));
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument(fmt::format("libvgpu.so at {}: not a regular file", library));
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return Unavailable(fmt::format("pipe: {}", std::strerror(errno)));
   pid_t pid = ::fork();
@@ -94,7 +94,8 @@ Status ProbeLibrary(const std::string& library) {
   ::close(p[1]);
   std::string msg;
   char buf[512];
-  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0 && msg.size() < 4096;) msg.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0 && msg.size() < 4096;)
+    msg.append(buf, static_cast<size_t>(n));
   ::close(p[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -120,11 +121,14 @@ struct RunCleanup {
   RunCleanup& operator=(const RunCleanup&) = delete;
   ~RunCleanup() {
     if (!dir.empty() && keep) {
-      std::fprintf(stderr, "fracgpu run: kept the region directory %s (--keep-region)\n", dir.c_str());
+      std::fprintf(stderr, "fracgpu run: kept the region directory %s (--keep-region)\n",
+                   dir.c_str());
     } else if (!dir.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
-      if (ec) std::fprintf(stderr, "fracgpu run: cannot remove %s: %s\n", dir.c_str(), ec.message().c_str());
+      if (ec)
+        std::fprintf(stderr, "fracgpu run: cannot remove %s: %s\n", dir.c_str(),
+                     ec.message().c_str());
     }
     if (restore_mask) ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   }
@@ -132,7 +136,8 @@ struct RunCleanup {
 
 }  // namespace
 
-int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const std::vector<std::string>& argv) {
+int RunWatched(const RunOptions& options_in, const WatchOptions& watch,
+               const std::vector<std::string>& argv) {
   RunOptions options = options_in;
   auto env = BuildRunEnvironment(options);
   if (!env.ok()) {
@@ -149,7 +154,9 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
   if (watch.watch) {
     auto n = enforce::NvmlProcesses::Open(watch.nvml_library);
     if (!n.ok()) {
-      std::fprintf(stderr, "fracgpu run: cannot watch the driver's account (%s); refusing (--no-watch runs with libvgpu.so only)\n",
+      std::fprintf(stderr,
+                   "fracgpu run: cannot watch the driver's account (%s); refusing (--no-watch runs "
+                   "with libvgpu.so only)\n",
                    n.status().message().c_str());
       return kRunExitRefused;
     }
@@ -172,8 +179,10 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
       for (const auto& g : *gpus)
         if (g.index == index) uuid = g.uuid;
       if (uuid.empty()) {
-        std::fprintf(stderr, "fracgpu run: --devices: GPU %u is not on this machine (NVML lists %zu); refusing\n", index,
-                     gpus->size());
+        std::fprintf(
+            stderr,
+            "fracgpu run: --devices: GPU %u is not on this machine (NVML lists %zu); refusing\n",
+            index, gpus->size());
         return kRunExitRefused;
       }
       uuid_of_ordinal.push_back(uuid);
@@ -201,8 +210,8 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
     cleanup.keep = options.keep_region;
     options.region = tmpl + "/region.cache";
     env = BuildRunEnvironment(options);
-    std::fprintf(stderr, "fracgpu run: region %s (inspect it with `fracgpu inspect %s`)\n", options.region.c_str(),
-                 options.region.c_str());
+    std::fprintf(stderr, "fracgpu run: region %s (inspect it with `fracgpu inspect %s`)\n",
+                 options.region.c_str(), options.region.c_str());
   }
 
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -232,7 +241,8 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
   }
   ::close(exec_pipe[1]);
   int exec_errno = 0;
-  if (::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno)) {
+  if (::read(exec_pipe[0], &exec_errno, sizeof exec_errno) ==
+      static_cast<ssize_t>(sizeof exec_errno)) {
     ::close(exec_pipe[0]);
     ::waitpid(child, nullptr, 0);
     std::fprintf(stderr, "fracgpu run: cannot run %s: %s\n", args[0], std::strerror(exec_errno));
@@ -243,7 +253,8 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
   struct sigaction sa {};
   sa.sa_handler = Forward;
   for (int sig : kForwardedSignals) ::sigaction(sig, &sa, nullptr);
-  ::sigprocmask(SIG_SETMASK, &cleanup.old_mask, nullptr);  // a signal held until now is forwarded here
+  ::sigprocmask(SIG_SETMASK, &cleanup.old_mask,
+                nullptr);  // a signal held until now is forwarded here
   cleanup.restore_mask = false;
 
   enforce::Policy policy;
@@ -282,7 +293,8 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
       c.id = tree;
       c.memory_limit_bytes = limits;
       // No region yet (no process initialised libvgpu.so) or an unusable one: no claims.
-      if (auto claims = enforce::ReadRegionClaims(options.region, uuid_of_ordinal); claims.ok()) c.claims = std::move(*claims);
+      if (auto claims = enforce::ReadRegionClaims(options.region, uuid_of_ordinal); claims.ok())
+        c.claims = std::move(*claims);
       for (auto& g : obs.gpus) {
         g.managed = limits.count(g.uuid) > 0;
         if (!g.managed) continue;
@@ -305,7 +317,8 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
             sigkilled.insert({f.pid, f.start_time});
             std::fprintf(stderr, "fracgpu run: killed pid %u: %s\n", f.pid, f.Describe().c_str());
           } else if (st.code() != StatusCode::kNotFound) {
-            std::fprintf(stderr, "fracgpu run: cannot kill pid %u: %s\n", f.pid, st.message().c_str());
+            std::fprintf(stderr, "fracgpu run: cannot kill pid %u: %s\n", f.pid,
+                         st.message().c_str());
           }
           if (st.ok()) killed = killed_now = true;
         } else if (f.reason == enforce::Reason::kRegionMismatch && f.new_episode) {
@@ -313,9 +326,11 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
             reported_without_library.insert(f.pid);
             without_library = true;
             std::fprintf(stderr,
-                         "fracgpu run: pid %u holds %.1f MiB on %s that libvgpu.so never charged (it went around the "
+                         "fracgpu run: pid %u holds %.1f MiB on %s that libvgpu.so never charged "
+                         "(it went around the "
                          "library)\n",
-                         f.pid, static_cast<double>(f.process_bytes) / 1048576.0, f.gpu_uuid.c_str());
+                         f.pid, static_cast<double>(f.process_bytes) / 1048576.0,
+                         f.gpu_uuid.c_str());
           } else if (f.claimed_bytes != 0) {
             std::fprintf(stderr, "fracgpu run: warning: %s\n", f.Describe().c_str());
           }
@@ -324,15 +339,18 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch, const st
     }
     // Right after a kill, look again soon: the killed child is reaped (and run exits) at once.
     uint32_t sleep_ms = killed_now ? 5 : watch.poll_ms;
-    timespec ts{static_cast<time_t>(sleep_ms / 1000), static_cast<long>(sleep_ms % 1000) * 1'000'000L};
+    timespec ts{static_cast<time_t>(sleep_ms / 1000),
+                static_cast<long>(sleep_ms % 1000) * 1'000'000L};
     while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
   }
   g_child.store(0);
   if (killed) return kRunExitKilled;
   if (without_library) {
-    std::fprintf(stderr, "fracgpu run: exiting %d: a process ran on the GPU without libvgpu.so's accounting\n",
-                 kRunExitUnlimited);
+    std::fprintf(
+        stderr,
+        "fracgpu run: exiting %d: a process ran on the GPU without libvgpu.so's accounting\n",
+        kRunExitUnlimited);
     return kRunExitUnlimited;
   }
   if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);

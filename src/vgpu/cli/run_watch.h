@@ -14,16 +14,17 @@
 namespace fracgpu::vgpu::cli {
 
 /// Exit codes of `fracgpu run` besides the command's own.
-inline constexpr int kRunExitRefused = 2;       ///< bad flags, libvgpu.so missing/unloadable, no NVML
-inline constexpr int kRunExitKilled = 3;        ///< a process of the command was killed for going over
-inline constexpr int kRunExitUnlimited = 4;     ///< a process used the GPU without libvgpu.so (no region slot)
+inline constexpr int kRunExitRefused = 2;  ///< bad flags, libvgpu.so missing/unloadable, no NVML
+inline constexpr int kRunExitKilled = 3;   ///< a process of the command was killed for going over
+inline constexpr int kRunExitUnlimited =
+    4;  ///< a process used the GPU without libvgpu.so (no region slot)
 
 /// How the watch runs.
 struct WatchOptions {
-  uint32_t poll_ms = 100;               ///< between NVML polls
-  int confirm_polls = 2;                ///< consecutive polls over the limit before the kill
+  uint32_t poll_ms = 100;  ///< between NVML polls
+  int confirm_polls = 2;   ///< consecutive polls over the limit before the kill
   std::string nvml_library = "libnvidia-ml.so.1";
-  bool watch = true;                    ///< false: --no-watch (libvgpu.so only)
+  bool watch = true;  ///< false: --no-watch (libvgpu.so only)
 };
 
 /// Loads `library` with dlopen(RTLD_NOW) in a short-lived child process (its constructors never
@@ -40,6 +41,7 @@ Status ProbeLibrary(const std::string& library);
 /// the exit code for `fracgpu run`: the command's (128 + signal when it died of a signal),
 /// or kRunExitKilled / kRunExitUnlimited / kRunExitRefused; every refusal and kill prints one
 /// line on stderr starting with "fracgpu run: ".
-int RunWatched(const RunOptions& options, const WatchOptions& watch, const std::vector<std::string>& argv);
+int RunWatched(const RunOptions& options, const WatchOptions& watch,
+               const std::vector<std::string>& argv);
 
 }  // namespace fracgpu::vgpu::cli

@@ -1,15 +1,14 @@
 #include "fake_apiserver.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
-#include <string_view>
 #include <iomanip>
-
-#include <sys/socket.h>
 #include <sstream>
+#include <string_view>
+#include <thread>
 
 namespace fracgpu::fakes {
 namespace {
@@ -17,23 +16,37 @@ namespace {
 using nlohmann::json;
 
 json StatusBody(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"},   {"apiVersion", "v1"}, {"metadata", json::object()},
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", json::object()},
           {"status", code < 300 ? "Success" : "Failure"},
-          {"message", message}, {"reason", reason},   {"code", code}};
+          {"message", message},
+          {"reason", reason},
+          {"code", code}};
 }
 
 std::string ReasonFor(int code) {
   switch (code) {
-    case 400: return "BadRequest";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    default: return "Unknown";
+    case 400:
+      return "BadRequest";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    default:
+      return "Unknown";
   }
 }
 
@@ -63,14 +76,14 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 // The parts of an API path.
 struct Target {
-  std::string group;     // the path's API group: "" for /api/v1
-  std::string version;   // the path's version
-  std::string resource;  // the path segment (also when not served, for the audit)
-  std::string ns;        // "" = all namespaces (collections) or cluster-scoped
-  std::string name;      // "" = collection
-  std::string sub;       // binding | status | ""
-  ResourceType type;     // the served row (when ok)
-  bool ok = false;       // a served resource
+  std::string group;       // the path's API group: "" for /api/v1
+  std::string version;     // the path's version
+  std::string resource;    // the path segment (also when not served, for the audit)
+  std::string ns;          // "" = all namespaces (collections) or cluster-scoped
+  std::string name;        // "" = collection
+  std::string sub;         // binding | status | ""
+  ResourceType type;       // the served row (when ok)
+  bool ok = false;         // a served resource
   bool discovery = false;  // /api/v1 or /apis/<group>/<version> itself
 };
 
@@ -114,7 +127,8 @@ Target ParsePath(const std::string& path, const std::vector<ResourceType>& types
 bool MatchLabels(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
   json labels = json::object();
-  if (obj.contains("metadata") && obj["metadata"].contains("labels") && obj["metadata"]["labels"].is_object()) {
+  if (obj.contains("metadata") && obj["metadata"].contains("labels") &&
+      obj["metadata"]["labels"].is_object()) {
     labels = obj["metadata"]["labels"];
   }
   for (const auto& term : Split(selector, ',')) {
@@ -167,8 +181,9 @@ bool ValidField(const std::string& selector) {
     if (term.empty()) continue;
     auto pos = term.find_first_of("!=");
     std::string f = term.substr(0, pos);
-    if (f != "spec.nodeName" && f != "metadata.name" && f != "metadata.namespace" && f != "status.phase" &&
-        f != "spec.schedulerName" && f != "spec.driver" && f != "spec.pool.name") {
+    if (f != "spec.nodeName" && f != "metadata.name" && f != "metadata.namespace" &&
+        f != "status.phase" && f != "spec.schedulerName" && f != "spec.driver" &&
+        f != "spec.pool.name") {
       return false;
     }
   }
@@ -223,7 +238,8 @@ class FakeApiServerRoutes {
       std::lock_guard<std::mutex> lock(s_->mu_);
       std::string query;
       for (const auto& [k, v] : req.params) query += (query.empty() ? "" : "&") + k + "=" + v;
-      s_->requests_.push_back({req.method, req.path, query, req.body, req.get_header_value("Content-Type")});
+      s_->requests_.push_back(
+          {req.method, req.path, query, req.body, req.get_header_value("Content-Type")});
       if (!s_->tokens_.empty()) {
         auto it = s_->tokens_.find(BearerToken(req));
         if (it == s_->tokens_.end()) {
@@ -235,7 +251,8 @@ class FakeApiServerRoutes {
       }
       for (auto& f : s_->failures_) {
         if (handled) break;
-        if (f.count > 0 && (f.method.empty() || f.method == req.method) && req.path.rfind(f.prefix, 0) == 0) {
+        if (f.count > 0 && (f.method.empty() || f.method == req.method) &&
+            req.path.rfind(f.prefix, 0) == 0) {
           --f.count;
           Fail(res, f.status, f.message);
           handled = true;
@@ -249,13 +266,16 @@ class FakeApiServerRoutes {
   }
 
  private:
-  void Dispatch(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
+  void Dispatch(const Target& t, const httplib::Request& req, httplib::Response& res,
+                const std::string& user) {
     if (t.discovery && req.method == "GET") return Discovery(t, req, res);
-    if (!t.ok) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    if (!t.ok)
+      return Fail(res, 404, "the server could not find the requested resource: " + req.path);
     if (!t.type.stored) return Review(t, req, res);
     if (req.method == "GET") {
       if (!t.name.empty()) return GetOne(t, res);
-      if (req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1") return Watch(t, req, res);
+      if (req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1")
+        return Watch(t, req, res);
       return ListAll(t, req, res);
     }
     if (req.method == "POST") {
@@ -275,15 +295,23 @@ class FakeApiServerRoutes {
     json resources = json::array();
     for (const auto& type : s_->Types()) {
       if (type.group != t.group || type.version != t.version) continue;
-      json verbs = type.stored ? json::array({"create", "delete", "get", "list", "patch", "update", "watch"})
-                               : json::array({"create"});
-      resources.push_back({{"name", type.resource}, {"singularName", ""}, {"namespaced", type.namespaced},
-                           {"kind", type.kind}, {"verbs", verbs}});
+      json verbs =
+          type.stored ? json::array({"create", "delete", "get", "list", "patch", "update", "watch"})
+                      : json::array({"create"});
+      resources.push_back({{"name", type.resource},
+                           {"singularName", ""},
+                           {"namespaced", type.namespaced},
+                           {"kind", type.kind},
+                           {"verbs", verbs}});
     }
-    if (resources.empty()) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    if (resources.empty())
+      return Fail(res, 404, "the server could not find the requested resource: " + req.path);
     std::string gv = t.group.empty() ? t.version : t.group + "/" + t.version;
     Reply(res, 200,
-          {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", gv}, {"resources", resources}});
+          {{"kind", "APIResourceList"},
+           {"apiVersion", "v1"},
+           {"groupVersion", gv},
+           {"resources", resources}});
   }
 
   // A review row (SubjectAccessReview): create only, answered by the reviewer, not stored.
@@ -296,11 +324,14 @@ class FakeApiServerRoutes {
       std::lock_guard<std::mutex> lock(s_->mu_);
       reviewer = s_->reviewer_;
     }
-    if (!reviewer) return Fail(res, 404, "the server could not find the requested resource: " + req.path);
+    if (!reviewer)
+      return Fail(res, 404, "the server could not find the requested resource: " + req.path);
     json review = json::parse(req.body, nullptr, false);
     if (!review.is_object() || !review.contains("spec") || !review["spec"].is_object()) {
-      return Fail(res, 400, t.type.kind + ": spec must be an object, got " +
-                                (review.is_object() && review.contains("spec") ? review["spec"].dump() : "none"));
+      return Fail(
+          res, 400,
+          t.type.kind + ": spec must be an object, got " +
+              (review.is_object() && review.contains("spec") ? review["spec"].dump() : "none"));
     }
     AccessDecision d = reviewer(review["spec"]);
     review["apiVersion"] = t.type.api_version();
@@ -312,8 +343,8 @@ class FakeApiServerRoutes {
 
   // Runs the pod admission webhook (when installed and `t` is the pod resource itself) on
   // `obj`; false (with `res` set) when denied or the patch does not apply.
-  bool Admit(const Target& t, const std::string& operation, const std::string& user, const json& old_obj,
-             json* obj, httplib::Response& res) {
+  bool Admit(const Target& t, const std::string& operation, const std::string& user,
+             const json& old_obj, json* obj, httplib::Response& res) {
     if (t.resource != "pods" || !t.sub.empty()) return true;
     std::function<AdmissionVerdict(const AdmissionCall&)> webhook;
     {
@@ -321,8 +352,8 @@ class FakeApiServerRoutes {
       webhook = s_->admission_;
     }
     if (!webhook) return true;
-    AdmissionVerdict v = webhook({operation, user, t.ns, operation == "CREATE" ? Md(*obj, "name") : t.name, *obj,
-                                  old_obj});
+    AdmissionVerdict v = webhook(
+        {operation, user, t.ns, operation == "CREATE" ? Md(*obj, "name") : t.name, *obj, old_obj});
     if (!v.allowed) {
       Fail(res, v.code, "admission webhook \"fracgpu\" denied the request: " + v.message);
       return false;
@@ -331,8 +362,10 @@ class FakeApiServerRoutes {
       try {
         *obj = obj->patch(v.patch);
       } catch (const std::exception& e) {
-        Fail(res, 500, std::string("Internal error occurred: the admission webhook's JSON patch could not be applied: ") +
-                           e.what());
+        Fail(res, 500,
+             std::string("Internal error occurred: the admission webhook's JSON patch could not be "
+                         "applied: ") +
+                 e.what());
         return false;
       }
     }
@@ -367,19 +400,25 @@ class FakeApiServerRoutes {
     size_t start = 0;
     if (auto c = req.get_param_value("continue"); !c.empty()) start = std::stoul(c);
     size_t limit = items.size();
-    if (auto l = req.get_param_value("limit"); !l.empty()) limit = std::max<size_t>(1, std::stoul(l));
+    if (auto l = req.get_param_value("limit"); !l.empty())
+      limit = std::max<size_t>(1, std::stoul(l));
     json page = json::array();
     for (size_t i = start; i < items.size() && page.size() < limit; ++i) page.push_back(items[i]);
     json md = {{"resourceVersion", std::to_string(s_->rv_)}};
     if (start + page.size() < items.size()) md["continue"] = std::to_string(start + page.size());
     Reply(res, 200,
-          {{"kind", t.type.kind + "List"}, {"apiVersion", t.type.api_version()}, {"metadata", md}, {"items", page}});
+          {{"kind", t.type.kind + "List"},
+           {"apiVersion", t.type.api_version()},
+           {"metadata", md},
+           {"items", page}});
   }
 
-  void Create(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
+  void Create(const Target& t, const httplib::Request& req, httplib::Response& res,
+              const std::string& user) {
     json body = json::parse(req.body, nullptr, false);
     if (!body.is_object()) return Fail(res, 400, "body is not a JSON object");
-    if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = json::object();
+    if (!body.contains("metadata") || !body["metadata"].is_object())
+      body["metadata"] = json::object();
     if (t.type.namespaced) body["metadata"]["namespace"] = t.ns.empty() ? "default" : t.ns;
     Target at = t;
     at.ns = Md(body, "namespace");
@@ -399,7 +438,8 @@ class FakeApiServerRoutes {
     Target key = t;
     key.name = name;
     key.ns = Md(body, "namespace");
-    if (Find(key) != nullptr) return Fail(res, 409, t.resource + " \"" + name + "\" already exists");
+    if (Find(key) != nullptr)
+      return Fail(res, 409, t.resource + " \"" + name + "\" already exists");
     if (t.resource == "pods" && (!body.contains("status") || !body["status"].contains("phase"))) {
       body["status"]["phase"] = "Pending";
     }
@@ -408,11 +448,14 @@ class FakeApiServerRoutes {
 
   // The object a PUT or PATCH would store, computed from the current one; sets `res` and
   // returns nullopt on a client error.
-  std::optional<json> Compute(const Target& t, const httplib::Request& req, const json& cur, httplib::Response& res) {
+  std::optional<json> Compute(const Target& t, const httplib::Request& req, const json& cur,
+                              httplib::Response& res) {
     json body = json::parse(req.body, nullptr, false);
     auto conflict = [&] {
-      Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
-                         "\": the object has been modified; please apply your changes to the latest version and try again");
+      Fail(res, 409,
+           "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
+               "\": the object has been modified; please apply your changes to the latest version "
+               "and try again");
       return std::nullopt;
     };
     json updated;
@@ -433,22 +476,27 @@ class FakeApiServerRoutes {
         try {
           updated = cur.patch(body);
         } catch (const std::exception& e) {
-          return Fail(res, 422, std::string("the JSON patch could not be applied: ") + e.what()), std::nullopt;
+          return Fail(res, 422, std::string("the JSON patch could not be applied: ") + e.what()),
+                 std::nullopt;
         }
       } else if (ct.rfind("application/merge-patch+json", 0) == 0 ||
                  ct.rfind("application/strategic-merge-patch+json", 0) == 0) {
-        if (!body.is_object()) return Fail(res, 400, "a merge patch must be a JSON object"), std::nullopt;
+        if (!body.is_object())
+          return Fail(res, 400, "a merge patch must be a JSON object"), std::nullopt;
         std::string rv = Md(body, "resourceVersion");
         if (!rv.empty() && rv != Md(cur, "resourceVersion")) return conflict();
-        if (body.contains("metadata") && body["metadata"].is_object()) body["metadata"].erase("resourceVersion");
+        if (body.contains("metadata") && body["metadata"].is_object())
+          body["metadata"].erase("resourceVersion");
         updated = cur;
         updated.merge_patch(body);
       } else {
         return Fail(res, 415, "unsupported patch Content-Type \"" + ct + "\""), std::nullopt;
       }
-      if (!updated.is_object()) return Fail(res, 422, "patched object is not an object"), std::nullopt;
+      if (!updated.is_object())
+        return Fail(res, 422, "patched object is not an object"), std::nullopt;
     }
-    if (!updated.contains("metadata") || !updated["metadata"].is_object()) updated["metadata"] = json::object();
+    if (!updated.contains("metadata") || !updated["metadata"].is_object())
+      updated["metadata"] = json::object();
     updated["metadata"]["name"] = t.name;
     if (t.type.namespaced) updated["metadata"]["namespace"] = t.ns;
     updated["metadata"]["uid"] = Md(cur, "uid");
@@ -457,7 +505,8 @@ class FakeApiServerRoutes {
 
   // PUT and PATCH: compute, admit (outside the lock), then store if nothing changed in
   // between; otherwise start over, as the API server's update loop does (GuaranteedUpdate).
-  void Modify(const Target& t, const httplib::Request& req, httplib::Response& res, const std::string& user) {
+  void Modify(const Target& t, const httplib::Request& req, httplib::Response& res,
+              const std::string& user) {
     for (int attempt = 0; attempt < 10; ++attempt) {
       json cur;
       std::optional<json> updated;
@@ -474,12 +523,15 @@ class FakeApiServerRoutes {
       json* found = Find(t);
       if (found == nullptr) return Fail(res, 404, t.resource + " \"" + t.name + "\" not found");
       if (Md(*found, "resourceVersion") != Md(cur, "resourceVersion")) continue;
-      if (!updated->is_object() || !updated->contains("metadata") || !(*updated)["metadata"].is_object()) {
+      if (!updated->is_object() || !updated->contains("metadata") ||
+          !(*updated)["metadata"].is_object()) {
         return Fail(res, 500, "the admission webhook's patch left no metadata");
       }
       return Reply(res, 200, s_->StoreLocked(t.resource, *updated, "MODIFIED"));
     }
-    Fail(res, 409, "Operation cannot be fulfilled on " + t.resource + " \"" + t.name + "\": too many concurrent changes");
+    Fail(res, 409,
+         "Operation cannot be fulfilled on " + t.resource + " \"" + t.name +
+             "\": too many concurrent changes");
   }
 
   void DeleteOne(const Target& t, httplib::Response& res) {
@@ -502,13 +554,16 @@ class FakeApiServerRoutes {
     if (pod == nullptr) return Fail(res, 404, "pods \"" + t.name + "\" not found");
     std::string uid = Md(body, "uid");
     if (!uid.empty() && uid != Md(*pod, "uid")) {
-      return Fail(res, 409, "Precondition failed: UID in precondition: " + uid + ", UID in object meta: " +
-                                Md(*pod, "uid"));
+      return Fail(res, 409,
+                  "Precondition failed: UID in precondition: " + uid +
+                      ", UID in object meta: " + Md(*pod, "uid"));
     }
-    if (pod->contains("spec") && (*pod)["spec"].contains("nodeName") && (*pod)["spec"]["nodeName"].is_string() &&
+    if (pod->contains("spec") && (*pod)["spec"].contains("nodeName") &&
+        (*pod)["spec"]["nodeName"].is_string() &&
         !(*pod)["spec"]["nodeName"].get<std::string>().empty()) {
-      return Fail(res, 409, "pod " + t.name + " is already assigned to node \"" +
-                                (*pod)["spec"]["nodeName"].get<std::string>() + "\"");
+      return Fail(res, 409,
+                  "pod " + t.name + " is already assigned to node \"" +
+                      (*pod)["spec"]["nodeName"].get<std::string>() + "\"");
     }
     json updated = *pod;
     updated["spec"]["nodeName"] = body["target"]["name"];
@@ -549,7 +604,8 @@ class FakeApiServerRoutes {
       s_->changed_.wait(lock, [this] { return !s_->hold_watches_ || s_->stopping_; });
       if (s_->reject_watches_ > 0) {
         --s_->reject_watches_;
-        return Fail(res, 410, "too old resource version: " + rv + " (" + std::to_string(s_->rv_) + ")");
+        return Fail(res, 410,
+                    "too old resource version: " + rv + " (" + std::to_string(s_->rv_) + ")");
       }
       w->drop_gen = s_->drop_generation_;
       w->bookmark_gen = s_->bookmark_generation_;
@@ -585,8 +641,9 @@ class FakeApiServerRoutes {
                 if (!send("ADDED", obj)) return false;
               }
             } else if (w->rv < s->expired_before_) {
-              send("ERROR", StatusBody(410, "Expired", "too old resource version: " + std::to_string(w->rv) +
-                                                           " (" + std::to_string(s->rv_) + ")"));
+              send("ERROR", StatusBody(410, "Expired",
+                                       "too old resource version: " + std::to_string(w->rv) + " (" +
+                                           std::to_string(s->rv_) + ")"));
               lock.unlock();
               sink.done();
               return true;
@@ -674,14 +731,16 @@ const ResourceType kNotebookResource = {"kubeflow.org", "v1", "notebooks", "Note
 
 namespace {
 // k8s.io/api/authorization/v1: SubjectAccessReview, cluster-scoped, create only.
-const ResourceType kSubjectAccessReviewResource = {"authorization.k8s.io", "v1", "subjectaccessreviews",
-                                                   "SubjectAccessReview", false, false};
+const ResourceType kSubjectAccessReviewResource = {
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", false, false};
 }  // namespace
 
 FakeApiServer::FakeApiServer(int port)
     : server_(std::make_unique<httplib::Server>()), types_(BuiltinResources()) {
   auto routes = std::make_shared<FakeApiServerRoutes>(this);
-  auto handler = [routes](const httplib::Request& req, httplib::Response& res) { routes->Handle(req, res); };
+  auto handler = [routes](const httplib::Request& req, httplib::Response& res) {
+    routes->Handle(req, res);
+  };
   server_->Get(R"(/.*)", handler);
   server_->Post(R"(/.*)", handler);
   server_->Put(R"(/.*)", handler);
@@ -740,7 +799,8 @@ std::vector<ResourceType> FakeApiServer::Types() const {
 }
 
 bool FakeApiServer::AddResource(const ResourceType& type) {
-  if (type.group.empty() || type.version.empty() || type.resource.empty() || type.kind.empty()) return false;
+  if (type.group.empty() || type.version.empty() || type.resource.empty() || type.kind.empty())
+    return false;
   std::lock_guard<std::mutex> lock(types_mu_);
   for (const auto& t : types_) {
     if (t.resource == type.resource) return false;
@@ -756,12 +816,15 @@ void FakeApiServer::SetAccessReviewer(std::function<AccessDecision(const json& s
     reviewer_ = std::move(reviewer);
   }
   std::lock_guard<std::mutex> lock(types_mu_);
-  std::erase_if(types_, [](const ResourceType& t) { return t.resource == kSubjectAccessReviewResource.resource; });
+  std::erase_if(types_, [](const ResourceType& t) {
+    return t.resource == kSubjectAccessReviewResource.resource;
+  });
   if (serve) types_.push_back(kSubjectAccessReviewResource);
 }
 
 // Objects of a resource that is not served (direct store access only) count as namespaced.
-std::string FakeApiServer::KeyOf(const std::string& resource, const std::string& ns, const std::string& name) const {
+std::string FakeApiServer::KeyOf(const std::string& resource, const std::string& ns,
+                                 const std::string& name) const {
   auto type = TypeOf(resource);
   return !type || type->namespaced ? ns + "/" + name : name;
 }
@@ -771,7 +834,8 @@ json FakeApiServer::StoreLocked(const std::string& resource, json obj, const std
   json& md = obj["metadata"];
   auto served = TypeOf(resource);
   const bool namespaced = !served || served->namespaced;
-  if (namespaced && (!md.contains("namespace") || md["namespace"] == "")) md["namespace"] = "default";
+  if (namespaced && (!md.contains("namespace") || md["namespace"] == ""))
+    md["namespace"] = "default";
   if (!namespaced) md.erase("namespace");
   if (!md.contains("uid") || md["uid"] == "") {
     std::ostringstream uid;
@@ -806,7 +870,8 @@ void FakeApiServer::RemoveLocked(const std::string& resource, const std::string&
 
 json FakeApiServer::Put(const std::string& resource, json obj) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (resource == "pods" && obj.is_object() && (!obj.contains("status") || !obj["status"].contains("phase"))) {
+  if (resource == "pods" && obj.is_object() &&
+      (!obj.contains("status") || !obj["status"].contains("phase"))) {
     obj["status"]["phase"] = "Pending";
   }
   return StoreLocked(resource, std::move(obj), "ADDED");
@@ -831,7 +896,8 @@ std::vector<json> FakeApiServer::List(const std::string& resource) const {
   return out;
 }
 
-bool FakeApiServer::Remove(const std::string& resource, const std::string& ns, const std::string& name) {
+bool FakeApiServer::Remove(const std::string& resource, const std::string& ns,
+                           const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string key = KeyOf(resource, ns, name);
   if (!store_[resource].count(key)) return false;
@@ -839,8 +905,8 @@ bool FakeApiServer::Remove(const std::string& resource, const std::string& ns, c
   return true;
 }
 
-bool FakeApiServer::Patch(const std::string& resource, const std::string& ns, const std::string& name,
-                          const json& merge_patch) {
+bool FakeApiServer::Patch(const std::string& resource, const std::string& ns,
+                          const std::string& name, const json& merge_patch) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& objs = store_[resource];
   auto it = objs.find(KeyOf(resource, ns, name));
@@ -851,7 +917,8 @@ bool FakeApiServer::Patch(const std::string& resource, const std::string& ns, co
   return true;
 }
 
-bool FakeApiServer::WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const {
+bool FakeApiServer::WaitFor(const std::function<bool()>& pred,
+                            std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -867,8 +934,8 @@ bool FakeApiServer::WaitFor(const std::function<bool()>& pred, std::chrono::mill
   return pred();
 }
 
-void FakeApiServer::FailNext(const std::string& method, const std::string& path_prefix, int status, int count,
-                             const std::string& message) {
+void FakeApiServer::FailNext(const std::string& method, const std::string& path_prefix, int status,
+                             int count, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   failures_.push_back({method, path_prefix, status, count, message});
 }

@@ -1,11 +1,11 @@
 #pragma once
-// A fake kube-apiserver over real HTTP on 127.0.0.1 (docs/design/ARCHITECTURE.md "Testing without a GPU or
-// a cluster"). It serves nodes, pods, leases and events with the real REST shapes
-// (docs/design/wire-apis.md §6): get, list (labelSelector; fieldSelector on spec.nodeName, metadata.name,
-// metadata.namespace, status.phase), watch (resourceVersion, bookmarks, timeoutSeconds),
-// POST (create), PUT (409 on a stale metadata.resourceVersion), PATCH (merge RFC 7386 and
-// strategic-merge treated alike, JSON patch RFC 6902; 409 when a merge patch carries a stale
-// metadata.resourceVersion), DELETE, pods/<name>/binding (409 when already bound or the UID
+// A fake kube-apiserver over real HTTP on 127.0.0.1 (docs/design/ARCHITECTURE.md "Testing without a
+// GPU or a cluster"). It serves nodes, pods, leases and events with the real REST shapes
+// (docs/design/wire-apis.md §6): get, list (labelSelector; fieldSelector on spec.nodeName,
+// metadata.name, metadata.namespace, status.phase), watch (resourceVersion, bookmarks,
+// timeoutSeconds), POST (create), PUT (409 on a stale metadata.resourceVersion), PATCH (merge RFC
+// 7386 and strategic-merge treated alike, JSON patch RFC 6902; 409 when a merge patch carries a
+// stale metadata.resourceVersion), DELETE, pods/<name>/binding (409 when already bound or the UID
 // differs) and pods/<name>/status.
 //
 // Usage:
@@ -21,9 +21,9 @@
 //   api.ExpireHistory();                             // watches from older versions get 410
 //   api.DropWatches();                               // cut every open watch mid-stream
 //   api.SendBookmarks();                             // BOOKMARK to watches that asked for them
-//   api.SetTokens({{"tok-a", "system:serviceaccount:ns:a"}});  // bearer tokens → users (401 otherwise)
-//   api.SetPodAdmission(fn);                         // a mutating webhook on pod CREATE/UPDATE
-//   api.AuditLog();                                  // who did what, in RBAC terms
+//   api.SetTokens({{"tok-a", "system:serviceaccount:ns:a"}});  // bearer tokens → users (401
+//   otherwise) api.SetPodAdmission(fn);                         // a mutating webhook on pod
+//   CREATE/UPDATE api.AuditLog();                                  // who did what, in RBAC terms
 //
 // What it serves is a table of ResourceType rows (BuiltinResources()): core/v1 "nodes"
 // (cluster-scoped), "pods", "events" (namespaced); coordination.k8s.io/v1 "leases";
@@ -44,12 +44,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace httplib {
 class Server;
@@ -87,22 +86,23 @@ struct AuditRecord {
   int code = 0;             ///< HTTP status answered
 };
 
-/// What the API server sends a mutating admission webhook for a pod (docs/design/wire-apis.md §5.1).
+/// What the API server sends a mutating admission webhook for a pod (docs/design/wire-apis.md
+/// §5.1).
 struct AdmissionCall {
-  std::string operation;    ///< "CREATE" | "UPDATE"
-  std::string user;         ///< userInfo.username (the caller's identity)
-  std::string ns;           ///< request.namespace
-  std::string name;         ///< request.name ("" on CREATE with generateName)
-  nlohmann::json object;    ///< the incoming object
+  std::string operation;      ///< "CREATE" | "UPDATE"
+  std::string user;           ///< userInfo.username (the caller's identity)
+  std::string ns;             ///< request.namespace
+  std::string name;           ///< request.name ("" on CREATE with generateName)
+  nlohmann::json object;      ///< the incoming object
   nlohmann::json old_object;  ///< the stored object on UPDATE; null on CREATE
 };
 
 /// The webhook's answer (docs/design/wire-apis.md §5.2).
 struct AdmissionVerdict {
   bool allowed = true;
-  int code = 403;           ///< status.code when denied
-  std::string message;      ///< status.message when denied
-  nlohmann::json patch;     ///< RFC 6902 array to apply when allowed; null = none
+  int code = 403;        ///< status.code when denied
+  std::string message;   ///< status.message when denied
+  nlohmann::json patch;  ///< RFC 6902 array to apply when allowed; null = none
 };
 
 /// One kind of object the fake serves, in the API server's discovery terms (an APIResource of
@@ -185,8 +185,8 @@ class FakeApiServer {
 
   /// The next `count` requests whose method equals `method` ("" = any) and whose path starts
   /// with `path_prefix` get HTTP `status` with a Status body carrying `message`.
-  void FailNext(const std::string& method, const std::string& path_prefix, int status, int count = 1,
-                const std::string& message = "injected failure");
+  void FailNext(const std::string& method, const std::string& path_prefix, int status,
+                int count = 1, const std::string& message = "injected failure");
   /// Forgets the event history: a watch from any version before now gets 410 Gone (as an
   /// ERROR event on an open stream, as the real API server does).
   void ExpireHistory();
@@ -243,9 +243,11 @@ class FakeApiServer {
   };
   friend class FakeApiServerRoutes;
 
-  nlohmann::json StoreLocked(const std::string& resource, nlohmann::json obj, const std::string& type);
+  nlohmann::json StoreLocked(const std::string& resource, nlohmann::json obj,
+                             const std::string& type);
   void RemoveLocked(const std::string& resource, const std::string& key);
-  std::string KeyOf(const std::string& resource, const std::string& ns, const std::string& name) const;
+  std::string KeyOf(const std::string& resource, const std::string& ns,
+                    const std::string& name) const;
   /// The served row of `resource`, or nullopt.
   std::optional<ResourceType> TypeOf(const std::string& resource) const;
   /// Every served row.
@@ -260,8 +262,8 @@ class FakeApiServer {
   std::map<std::string, std::map<std::string, nlohmann::json>> store_;  // resource → key → obj
   std::deque<Event> history_;
   int64_t rv_ = 100;
-  int64_t expired_before_ = 0;      // watches from rv < this get 410
-  int64_t drop_generation_ = 0;     // bumping it cuts open watches
+  int64_t expired_before_ = 0;   // watches from rv < this get 410
+  int64_t drop_generation_ = 0;  // bumping it cuts open watches
   int64_t bookmark_generation_ = 0;
   int reject_watches_ = 0;
   bool hold_watches_ = false;

@@ -24,28 +24,28 @@
 // private memory (one participant).
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace fracgpu::fakes {
 
 inline constexpr int kClockMaxParticipants = 32;
 inline constexpr int kClockMaxInflight = 256;
-inline constexpr uint64_t kBucketNs = 10'000'000;  ///< 10 ms
-inline constexpr int kClockBuckets = 6000;          ///< 60 s
+inline constexpr uint64_t kBucketNs = 10'000'000;    ///< 10 ms
+inline constexpr int kClockBuckets = 6000;           ///< 60 s
 inline constexpr uint64_t kLaunchOverheadNs = 2000;  ///< host time one launch call takes
 
 struct ClockParticipant {
@@ -136,7 +136,8 @@ inline void ClockUnlock(ClockState* s) { s->spin.store(0, std::memory_order_rele
 inline void ClockAdvanced(ClockState* s) {
   s->gen.fetch_add(1, std::memory_order_release);
   if (s->waiters.load(std::memory_order_acquire) > 0)
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s->gen), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s->gen), FUTEX_WAKE, INT32_MAX, nullptr,
+              nullptr, 0);
 }
 
 /// Leaves the simulation (process exit): others no longer wait for us.
@@ -167,7 +168,8 @@ inline ClockParticipant& Me() {
       cp.busy_end = 0;
       cp.t.store(0);
       const char* rank = std::getenv("FAKE_CLOCK_RANK");
-      cp.rank.store(rank ? static_cast<uint32_t>(std::atoi(rank)) : 1000u + static_cast<uint32_t>(i));
+      cp.rank.store(rank ? static_cast<uint32_t>(std::atoi(rank))
+                         : 1000u + static_cast<uint32_t>(i));
       cp.pid.store(pid);
       cp.active.store(1);
       s->joined.fetch_add(1);
@@ -176,7 +178,7 @@ inline ClockParticipant& Me() {
     }
   }
   ClockUnlock(s);
-  ClockAdvanced(s);  // a new participant: waiters re-check (FAKE_CLOCK_PARTICIPANTS)
+  ClockAdvanced(s);             // a new participant: waiters re-check (FAKE_CLOCK_PARTICIPANTS)
   if (found < 0) std::abort();  // more than kClockMaxParticipants processes: test bug
   v.slot = found;
   return s->parts[found];
@@ -255,7 +257,8 @@ inline void ClockAddBusy(ClockParticipant& p, uint64_t start, uint64_t end) {
 /// when from and to are multiples of 10 ms; pro-rated otherwise.
 inline uint64_t ClockBusy(const ClockParticipant& p, uint64_t from, uint64_t to) {
   uint64_t total = 0;
-  for (uint64_t b = from / kBucketNs; b * kBucketNs < to && b < static_cast<uint64_t>(kClockBuckets); ++b) {
+  for (uint64_t b = from / kBucketNs;
+       b * kBucketNs < to && b < static_cast<uint64_t>(kClockBuckets); ++b) {
     uint64_t lo = b * kBucketNs, hi = lo + kBucketNs;
     uint64_t a = from > lo ? from : lo, z = to < hi ? to : hi;
     if (z <= a) continue;
@@ -266,7 +269,8 @@ inline uint64_t ClockBusy(const ClockParticipant& p, uint64_t from, uint64_t to)
 
 /// Schedules a kernel on `device` (SM count `sm_count`) needing `sms` SMs for `dur` ns, not
 /// before `ready`. Caller holds the turn. Returns its end time.
-inline uint64_t ClockSchedule(int device, int sm_count, uint32_t sms, uint64_t dur, uint64_t ready) {
+inline uint64_t ClockSchedule(int device, int sm_count, uint32_t sms, uint64_t dur,
+                              uint64_t ready) {
   ClockState* s = Clock().state;
   uint64_t now = Me().t.load();
   // Drop finished kernels that can no longer matter (everyone's time is >= now).

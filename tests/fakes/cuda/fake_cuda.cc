@@ -1,10 +1,10 @@
 // Fake libcuda.so.1: the CUDA driver API surface libvgpu.so touches, with host memory behind
 // device pointers (see fake_gpu.h for the configuration). It follows the real driver's
 // observable behaviour: ELF names and versioned variants, cuGetProcAddress(_v2) flag and
-// version semantics (docs/design/wire-apis.md §7.8), CUresult codes, contexts (primary and created),
-// streams, memory pools that reserve in 2 MiB chunks and give memory back at synchronisation
-// down to their release threshold, VMM handles with device and host locations (physical
-// memory freed when released and unmapped), arrays, managed memory, graphs with memory
+// version semantics (docs/design/wire-apis.md §7.8), CUresult codes, contexts (primary and
+// created), streams, memory pools that reserve in 2 MiB chunks and give memory back at
+// synchronisation down to their release threshold, VMM handles with device and host locations
+// (physical memory freed when released and unmapped), arrays, managed memory, graphs with memory
 // nodes and their per-device graph memory pool ("Graphs" below), green contexts ("Green
 // contexts") and IPC memory handles across processes ("IPC").
 #include <dirent.h>
@@ -62,8 +62,8 @@ struct ResourceDesc {
 // An IPC memory handle (cuIpcGetMemHandle) as the fake lays it out in CUipcMemHandle's 64 bytes.
 struct FakeIpcHandle {
   uint32_t magic;
-  uint32_t pid;      // exporting process
-  uint64_t serial;   // the exported allocation (Alloc::serial)
+  uint32_t pid;     // exporting process
+  uint64_t serial;  // the exported allocation (Alloc::serial)
   uint64_t size;
   int32_t phys;
   uint32_t zero;
@@ -148,13 +148,13 @@ struct GraphNodeRec {
 // its graph is gone).
 struct GraphAllocRec {
   int phys;
-  uint64_t bytes;  // bytesize rounded up to kGranularity
+  uint64_t bytes;   // bytesize rounded up to kGranularity
   GraphRec* graph;  // owning graph; nullptr after cuGraphDestroy
   bool freed_in_graph = false, freed_elsewhere = false;
 };
 struct GraphExecRec {
   uint64_t flags = 0;
-  GraphRec* graph = nullptr;  // nullptr after cuGraphDestroy
+  GraphRec* graph = nullptr;                                 // nullptr after cuGraphDestroy
   uint64_t footprint[fracgpu::fakes::kFakeMaxDevices] = {};  // bytes per device, see GraphMap
   bool mapped[fracgpu::fakes::kFakeMaxDevices] = {};         // its footprint is in the reserve
   std::vector<CUdeviceptr> keeps;  // allocations a launch leaves live (no free node here)
@@ -177,13 +177,13 @@ struct State {
   std::vector<FakeDevice> devices;
   std::vector<int> visible;  // CUDA ordinal -> physical index
   uint64_t used[fracgpu::fakes::kFakeMaxDevices] = {};
-  std::map<CUdeviceptr, Alloc> allocs;   // cuMemAlloc/Pitch/Managed
+  std::map<CUdeviceptr, Alloc> allocs;  // cuMemAlloc/Pitch/Managed
   std::map<CUdeviceptr, std::pair<Pool*, uint64_t>> pool_allocs;
   std::vector<Pool*> pools;
   Pool* default_pool[fracgpu::fakes::kFakeMaxDevices] = {};
   std::map<CUmemGenericAllocationHandle, VmmHandle> vmm;
   CUmemGenericAllocationHandle next_handle = 1;
-  std::map<CUdeviceptr, uint64_t> reservations;                               // VA ranges
+  std::map<CUdeviceptr, uint64_t> reservations;                                   // VA ranges
   std::map<CUdeviceptr, std::pair<CUmemGenericAllocationHandle, uint64_t>> maps;  // VA -> handle
   CUdeviceptr next_va = 0x7f0000000000ull;
   CUdeviceptr next_va32 = 0x10000000ull;  // legacy v1 allocations: 32-bit addresses
@@ -302,10 +302,13 @@ uint64_t DeviceUsedAllProcesses(State& s, int phys) {
 
 void Initialise(State& s) {
   s.devices = fracgpu::fakes::LoadFakeDevices();
-  if (const char* v = std::getenv("FAKE_CUDA_CTX_BYTES")) s.ctx_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("FAKE_CUDA_CTX_BYTES"))
+    s.ctx_bytes = std::strtoull(v, nullptr, 10);
   s.green_ctx_bytes = s.ctx_bytes;
-  if (const char* v = std::getenv("FAKE_CUDA_GREEN_CTX_BYTES")) s.green_ctx_bytes = std::strtoull(v, nullptr, 10);
-  if (const char* v = std::getenv("FAKE_CUDA_MODULE_BYTES")) s.module_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("FAKE_CUDA_GREEN_CTX_BYTES"))
+    s.green_ctx_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("FAKE_CUDA_MODULE_BYTES"))
+    s.module_bytes = std::strtoull(v, nullptr, 10);
   if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s.driver_version = std::atoi(v);
   // CUDA_VISIBLE_DEVICES: indices or UUID prefixes; the list stops at the first invalid
   // entry, as with the real driver.
@@ -347,8 +350,8 @@ void Initialise(State& s) {
   s.initialised = true;
 }
 
-#define FAKE_LOCK()                 \
-  State& s = S();                   \
+#define FAKE_LOCK()                     \
+  State& s = S();                       \
   std::lock_guard<std::mutex> lk(s.mu); \
   if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED
 
@@ -628,8 +631,10 @@ CUresult CheckGraphFree(State& s, GraphRec* g, CUdeviceptr dptr) {
   auto it = s.graph_allocs.find(dptr);
   if (it == s.graph_allocs.end() || it->second.freed_in_graph || it->second.freed_elsewhere)
     return CUDA_ERROR_INVALID_VALUE;
-  if (it->second.graph == g) it->second.freed_in_graph = true;
-  else it->second.freed_elsewhere = true;
+  if (it->second.graph == g)
+    it->second.freed_in_graph = true;
+  else
+    it->second.freed_elsewhere = true;
   g->mem_nodes = true;
   return CUDA_SUCCESS;
 }
@@ -667,7 +672,8 @@ GraphExecRec* KnownExec(State& s, CUgraphExec exec) {
 
 // The arguments every cuGraphAdd*Node shares: an output, a graph, and dependencies that are
 // distinct nodes of that graph.
-CUresult CheckNodeArgs(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps) {
+CUresult CheckNodeArgs(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                       size_t ndeps) {
   GraphRec* g = KnownGraph(s, graph);
   if (!out || !g || (ndeps > 0 && !deps)) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < ndeps; ++i) {
@@ -690,13 +696,15 @@ GraphNodeRec* NewNode(State& s, CUgraphNode* out, CUgraph graph, CUgraphNodeType
   return n;
 }
 
-CUresult AddAllocNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                      CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+CUresult AddAllocNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                      size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS* params) {
   CUresult r = CheckNodeArgs(s, out, graph, deps, ndeps);
   if (r != CUDA_SUCCESS) return r;
-  if (!params || params->bytesize == 0 || params->poolProps.allocType != 1 || params->poolProps.handleTypes != 0 ||
+  if (!params || params->bytesize == 0 || params->poolProps.allocType != 1 ||
+      params->poolProps.handleTypes != 0 ||
       params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      (params->accessDescCount > 0 && !params->accessDescs) || params->accessDescCount > s.visible.size())
+      (params->accessDescCount > 0 && !params->accessDescs) ||
+      params->accessDescCount > s.visible.size())
     return CUDA_ERROR_INVALID_VALUE;
   int phys = PhysOf(s, params->poolProps.location.id);
   if (phys < 0) return CUDA_ERROR_INVALID_VALUE;
@@ -709,16 +717,16 @@ CUresult AddAllocNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNo
   return CUDA_SUCCESS;
 }
 
-CUresult AddFreeNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                     CUdeviceptr dptr) {
+CUresult AddFreeNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                     size_t ndeps, CUdeviceptr dptr) {
   CUresult r = CheckNodeArgs(s, out, graph, deps, ndeps);
   if (r == CUDA_SUCCESS) r = CheckGraphFree(s, KnownGraph(s, graph), dptr);
   if (r == CUDA_SUCCESS) NewNode(s, out, graph, CU_GRAPH_NODE_TYPE_MEM_FREE)->free_dptr = dptr;
   return r;
 }
 
-CUresult AddPlainNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                      CUgraphNodeType type) {
+CUresult AddPlainNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                      size_t ndeps, CUgraphNodeType type) {
   CUresult r = CheckNodeArgs(s, out, graph, deps, ndeps);
   if (r == CUDA_SUCCESS) NewNode(s, out, graph, type);
   return r;
@@ -726,20 +734,24 @@ CUresult AddPlainNode(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNo
 
 // cuGraphAddNode(_v2): memory nodes as their own calls, the plain kinds as no-op nodes; child
 // graphs, conditionals and the rest are not modelled.
-CUresult AddNodeByParams(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                         CUgraphNodeParams* params) {
+CUresult AddNodeByParams(State& s, CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                         size_t ndeps, CUgraphNodeParams* params) {
   if (!params) return CUDA_ERROR_INVALID_VALUE;
   switch (params->type) {
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return AddAllocNode(s, out, graph, deps, ndeps, &params->alloc);
-    case CU_GRAPH_NODE_TYPE_MEM_FREE: return AddFreeNode(s, out, graph, deps, ndeps, params->free.dptr);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      return AddAllocNode(s, out, graph, deps, ndeps, &params->alloc);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return AddFreeNode(s, out, graph, deps, ndeps, params->free.dptr);
     case CU_GRAPH_NODE_TYPE_KERNEL:
     case CU_GRAPH_NODE_TYPE_MEMCPY:
     case CU_GRAPH_NODE_TYPE_MEMSET:
     case CU_GRAPH_NODE_TYPE_HOST:
     case CU_GRAPH_NODE_TYPE_EMPTY:
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return AddPlainNode(s, out, graph, deps, ndeps, params->type);
-    default: return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      return AddPlainNode(s, out, graph, deps, ndeps, params->type);
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
   }
 }
 
@@ -749,12 +761,15 @@ CUresult InstantiateGraph(State& s, CUgraphExec* out, CUgraph graph, cuuint64_t 
                           CUgraphInstantiateResult* result) {
   *result = CUDA_GRAPH_INSTANTIATE_ERROR;
   GraphRec* g = KnownGraph(s, graph);
-  constexpr cuuint64_t kKnown = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
-                                CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  constexpr cuuint64_t kKnown =
+      CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
   if (!out || !g || (flags & ~kKnown) ||
-      ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)))
+      ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) &&
+       (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)))
     return CUDA_ERROR_INVALID_VALUE;
-  if (g->mem_nodes && g->execs > 0) return CUDA_ERROR_INVALID_VALUE;  // one executable graph at a time
+  if (g->mem_nodes && g->execs > 0)
+    return CUDA_ERROR_INVALID_VALUE;  // one executable graph at a time
   if (g->mem_nodes && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
     *result = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
     return CUDA_ERROR_INVALID_VALUE;
@@ -816,13 +831,18 @@ __attribute__((visibility("default"))) uint64_t fakeClockNowNs() noexcept {
   return t;
 }
 /// Test-only: a virtual sleep: this process's time moves to `t` ns (never backwards).
-__attribute__((visibility("default"))) void fakeClockSleepUntilNs(uint64_t t) noexcept { WaitUntil(t); }
+__attribute__((visibility("default"))) void fakeClockSleepUntilNs(uint64_t t) noexcept {
+  WaitUntil(t);
+}
 /// Test-only: busy ns of this process's kernels in virtual [from, to) ns.
-__attribute__((visibility("default"))) uint64_t fakeClockBusyNs(uint64_t from, uint64_t to) noexcept {
+__attribute__((visibility("default"))) uint64_t fakeClockBusyNs(uint64_t from,
+                                                                uint64_t to) noexcept {
   return fracgpu::fakes::ClockBusy(fracgpu::fakes::Me(), from, to);
 }
 /// Test-only: leaves the simulation (others stop waiting for this process).
-__attribute__((visibility("default"))) void fakeClockLeave() noexcept { fracgpu::fakes::ClockLeave(); }
+__attribute__((visibility("default"))) void fakeClockLeave() noexcept {
+  fracgpu::fakes::ClockLeave();
+}
 
 CUresult cuInit(unsigned int flags) noexcept {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -842,11 +862,21 @@ CUresult cuDriverGetVersion(int* version) noexcept {
 CUresult cuGetErrorName(CUresult error, const char** str) noexcept {
   if (!str) return CUDA_ERROR_INVALID_VALUE;
   switch (error) {
-    case CUDA_SUCCESS: *str = "CUDA_SUCCESS"; break;
-    case CUDA_ERROR_INVALID_VALUE: *str = "CUDA_ERROR_INVALID_VALUE"; break;
-    case CUDA_ERROR_OUT_OF_MEMORY: *str = "CUDA_ERROR_OUT_OF_MEMORY"; break;
-    case CUDA_ERROR_NOT_INITIALIZED: *str = "CUDA_ERROR_NOT_INITIALIZED"; break;
-    default: *str = nullptr; return CUDA_ERROR_INVALID_VALUE;
+    case CUDA_SUCCESS:
+      *str = "CUDA_SUCCESS";
+      break;
+    case CUDA_ERROR_INVALID_VALUE:
+      *str = "CUDA_ERROR_INVALID_VALUE";
+      break;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *str = "CUDA_ERROR_OUT_OF_MEMORY";
+      break;
+    case CUDA_ERROR_NOT_INITIALIZED:
+      *str = "CUDA_ERROR_NOT_INITIALIZED";
+      break;
+    default:
+      *str = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -890,7 +920,9 @@ CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) noexcept {
   std::memcpy(uuid->bytes, s.devices[phys].raw, 16);
   return CUDA_SUCCESS;
 }
-CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) noexcept { return cuDeviceGetUuid_v2(uuid, dev); }
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) noexcept {
+  return cuDeviceGetUuid_v2(uuid, dev);
+}
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) noexcept {
   FAKE_LOCK();
@@ -907,11 +939,17 @@ CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice dev)
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   switch (attr) {
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = s.devices[phys].sm_count; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = s.devices[phys].sm_count;
+      break;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
-    default: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      *value = 1;
+      break;
+    default:
+      *value = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }
@@ -1021,7 +1059,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) noexcept {
 // output, CUDA_ERROR_INVALID_VALUE; closing an address not opened, CUDA_ERROR_INVALID_VALUE.
 static std::string IpcMarker(uint32_t pid, uint64_t serial) {
   const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
-  return dir ? std::string(dir) + "/ipc-" + std::to_string(pid) + "-" + std::to_string(serial) : std::string();
+  return dir ? std::string(dir) + "/ipc-" + std::to_string(pid) + "-" + std::to_string(serial)
+             : std::string();
 }
 static void Unexport(Alloc& a) {
   if (!a.exported) return;
@@ -1091,7 +1130,9 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
 }
 
 // Legacy v1 (PFN_..._v7000): the same operations as _v2.
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev) noexcept { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) noexcept {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
 CUresult cuDevicePrimaryCtxReset(CUdevice dev) noexcept { return cuDevicePrimaryCtxReset_v2(dev); }
 
 // ---- Green contexts (cuda.h "Green Contexts"): SM resources of a device (minimum partition
@@ -1107,7 +1148,8 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) noexcept { return cuDevicePrimary
 namespace {
 constexpr unsigned kSmMinPartition = 8, kSmAlignment = 8;
 std::atomic<uint64_t> g_next_split{1};
-void FillSm(CUdevResource* r, int phys, uint64_t split, unsigned sms, unsigned min_part, unsigned align) {
+void FillSm(CUdevResource* r, int phys, uint64_t split, unsigned sms, unsigned min_part,
+            unsigned align) {
   std::memset(r, 0, sizeof(*r));
   r->type = CU_DEV_RESOURCE_TYPE_SM;
   int tag = phys + 1;
@@ -1133,13 +1175,15 @@ GreenCtx* KnownGreen(State& s, CUgreenCtx g) {
 }
 }  // namespace
 
-CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource* resource, CUdevResourceType type) noexcept {
+CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource* resource,
+                                CUdevResourceType type) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (!resource) return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
-  FillSm(resource, phys, 0, static_cast<unsigned>(s.devices[phys].sm_count), kSmMinPartition, kSmAlignment);
+  FillSm(resource, phys, 0, static_cast<unsigned>(s.devices[phys].sm_count), kSmMinPartition,
+         kSmAlignment);
   return CUDA_SUCCESS;
 }
 
@@ -1152,7 +1196,8 @@ CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* groups
   int phys = ResourcePhys(input);
   if (phys < 0 || phys >= static_cast<int>(s.devices.size()) || min_count > input->sm.smCount)
     return CUDA_ERROR_INVALID_VALUE;
-  if (ResourceSplit(input) != 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;  // split again: cuda.h
+  if (ResourceSplit(input) != 0)
+    return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;  // split again: cuda.h
   bool fine = use_flags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING;
   unsigned min_part = fine ? 2 : kSmMinPartition, align = fine ? 2 : kSmAlignment;
   unsigned size = std::max(min_count, min_part);
@@ -1170,7 +1215,8 @@ CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* groups
   return CUDA_SUCCESS;
 }
 
-CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources, unsigned int count) noexcept {
+CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resources,
+                                   unsigned int count) noexcept {
   FAKE_LOCK();
   if (!desc || !resources || count == 0) return CUDA_ERROR_INVALID_VALUE;
   unsigned sms = 0;
@@ -1189,7 +1235,8 @@ CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* desc, CUdevResource* resou
   return CUDA_SUCCESS;
 }
 
-CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) noexcept {
+CUresult cuGreenCtxCreate(CUgreenCtx* ctx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
@@ -1233,7 +1280,8 @@ CUresult cuCtxFromGreenCtx(CUcontext* ctx, CUgreenCtx green) noexcept {
   return CUDA_SUCCESS;
 }
 
-CUresult cuGreenCtxGetDevResource(CUgreenCtx green, CUdevResource* resource, CUdevResourceType type) noexcept {
+CUresult cuGreenCtxGetDevResource(CUgreenCtx green, CUdevResource* resource,
+                                  CUdevResourceType type) noexcept {
   FAKE_LOCK();
   GreenCtx* g = KnownGreen(s, green);
   if (!g) return CUDA_ERROR_INVALID_CONTEXT;
@@ -1243,18 +1291,22 @@ CUresult cuGreenCtxGetDevResource(CUgreenCtx green, CUdevResource* resource, CUd
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxGetDevResource(CUcontext ctx, CUdevResource* resource, CUdevResourceType type) noexcept {
+CUresult cuCtxGetDevResource(CUcontext ctx, CUdevResource* resource,
+                             CUdevResourceType type) noexcept {
   auto* c = reinterpret_cast<Ctx*>(ctx);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-  if (c->green) return cuGreenCtxGetDevResource(reinterpret_cast<CUgreenCtx>(c->green), resource, type);
+  if (c->green)
+    return cuGreenCtxGetDevResource(reinterpret_cast<CUgreenCtx>(c->green), resource, type);
   FAKE_LOCK();
   if (!resource) return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
-  FillSm(resource, c->phys, 0, static_cast<unsigned>(s.devices[c->phys].sm_count), kSmMinPartition, kSmAlignment);
+  FillSm(resource, c->phys, 0, static_cast<unsigned>(s.devices[c->phys].sm_count), kSmMinPartition,
+         kSmAlignment);
   return CUDA_SUCCESS;
 }
 
-CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags, int) noexcept {
+CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags,
+                                int) noexcept {
   FAKE_LOCK();
   if (!stream || flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
   GreenCtx* g = KnownGreen(s, green);
@@ -1303,7 +1355,8 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) noexcept {
   if (!image) return CUDA_ERROR_INVALID_VALUE;
   return LoadModule(reinterpret_cast<void**>(module), false);
 }
-CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*, void**) noexcept {
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*,
+                            void**) noexcept {
   if (!image) return CUDA_ERROR_INVALID_VALUE;
   return LoadModule(reinterpret_cast<void**>(module), false);
 }
@@ -1312,8 +1365,8 @@ CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fat_cubin) noexcept
   return LoadModule(reinterpret_cast<void**>(module), false);
 }
 CUresult cuModuleUnload(CUmodule module) noexcept { return UnloadModule(module, false); }
-CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned int,
-                           CUlibraryOption*, void**, unsigned int) noexcept {
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**,
+                           unsigned int, CUlibraryOption*, void**, unsigned int) noexcept {
   if (!code) return CUDA_ERROR_INVALID_VALUE;
   return LoadModule(reinterpret_cast<void**>(library), true);
 }
@@ -1383,10 +1436,12 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) noexcept {
   if (!handle) return CUDA_ERROR_INVALID_VALUE;
   if (!std::getenv("FAKE_GPU_STATE_DIR")) return CUDA_ERROR_NOT_SUPPORTED;
   auto it = s.allocs.find(dptr);
-  if (it == s.allocs.end() || !it->second.base) return CUDA_ERROR_INVALID_VALUE;  // not an allocation's base
+  if (it == s.allocs.end() || !it->second.base)
+    return CUDA_ERROR_INVALID_VALUE;  // not an allocation's base
   Alloc& a = it->second;
   if (!a.exported) {
-    int fd = ::open(IpcMarker(static_cast<uint32_t>(getpid()), a.serial).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = ::open(IpcMarker(static_cast<uint32_t>(getpid()), a.serial).c_str(),
+                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return CUDA_ERROR_MAP_FAILED;
     ::close(fd);
     a.exported = true;
@@ -1397,17 +1452,20 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) noexcept {
   return CUDA_SUCCESS;
 }
 
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) noexcept {
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
+                               unsigned int flags) noexcept {
   if (!Current()) return CUDA_ERROR_INVALID_CONTEXT;
   FAKE_LOCK();
-  if (!dptr || (flags & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS})) return CUDA_ERROR_INVALID_VALUE;
+  if (!dptr || (flags & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}))
+    return CUDA_ERROR_INVALID_VALUE;
   if (!std::getenv("FAKE_GPU_STATE_DIR")) return CUDA_ERROR_NOT_SUPPORTED;
   FakeIpcHandle h;
   std::memcpy(&h, handle.reserved, sizeof(h));
   if (h.magic != kIpcMagic || h.phys < 0 || h.phys >= static_cast<int>(s.devices.size()))
     return CUDA_ERROR_INVALID_HANDLE;
   if (h.pid == static_cast<uint32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
-  if (kill(static_cast<pid_t>(h.pid), 0) != 0 || ::access(IpcMarker(h.pid, h.serial).c_str(), F_OK) != 0)
+  if (kill(static_cast<pid_t>(h.pid), 0) != 0 ||
+      ::access(IpcMarker(h.pid, h.serial).c_str(), F_OK) != 0)
     return CUDA_ERROR_INVALID_HANDLE;
   for (auto& [ptr, open] : s.ipc_opens) {
     if (open.pid == h.pid && open.serial == h.serial) {
@@ -1444,10 +1502,13 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) noexcept {
 // freed by either cuMemFree. 32-bit figures that do not fit (cuMemGetInfo and cuDeviceTotalMem
 // of a device over 4 GiB) saturate at UINT32_MAX — the fake's choice; a real driver's clamping
 // is not documented.
-static unsigned int Saturate32(uint64_t v) { return v > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(v); }
+static unsigned int Saturate32(uint64_t v) {
+  return v > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(v);
+}
 
 CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) noexcept {
-  if (!free_bytes || !total_bytes) return Current() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
+  if (!free_bytes || !total_bytes)
+    return Current() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
   size_t f = 0, t = 0;
   CUresult r = cuMemGetInfo_v2(&f, &t);
   if (r != CUDA_SUCCESS) return r;
@@ -1476,9 +1537,11 @@ static CUresult LegacyAlloc(CUdeviceptr_v1* dptr, uint64_t size) {
   *dptr = static_cast<CUdeviceptr_v1>(p);
   return CUDA_SUCCESS;
 }
-CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) noexcept { return LegacyAlloc(dptr, bytesize); }
-CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width, unsigned int height,
-                         unsigned int elem) noexcept {
+CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) noexcept {
+  return LegacyAlloc(dptr, bytesize);
+}
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width,
+                         unsigned int height, unsigned int elem) noexcept {
   if (!pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t p = RoundUp(width, 512);
@@ -1556,7 +1619,8 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) noexcept {
   FAKE_LOCK();
   Pool* p = reinterpret_cast<Pool*>(pool);
-  if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
+    return CUDA_ERROR_INVALID_VALUE;
   ReleaseToThreshold(s, p, keep);
   return CUDA_SUCCESS;
 }
@@ -1580,24 +1644,46 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     cuuint64_t* out = static_cast<cuuint64_t*>(value);
     switch (attr) {
-      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; return CUDA_SUCCESS;
-      case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; return CUDA_SUCCESS;
-      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; return CUDA_SUCCESS;
-      case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; return CUDA_SUCCESS;
-      case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; return CUDA_SUCCESS;
-      default: return CUDA_ERROR_INVALID_VALUE;
+      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *out = p->threshold;
+        return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        *out = p->reserved;
+        return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        *out = p->reserved_high;
+        return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *out = p->used;
+        return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *out = p->used_high;
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
   }
   if (!value || std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
     return CUDA_ERROR_INVALID_VALUE;
   cuuint64_t* out = static_cast<cuuint64_t*>(value);
   switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      *out = p->threshold;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      *out = p->reserved;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      *out = p->reserved_high;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      *out = p->used;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      *out = p->used_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -1615,13 +1701,15 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
                                  CUstream st) noexcept {
   FAKE_LOCK();
   Pool* p = reinterpret_cast<Pool*>(pool);
-  if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (std::find(s.pools.begin(), s.pools.end(), p) == s.pools.end())
+    return CUDA_ERROR_INVALID_VALUE;
   if (FakeStream* fs = Capturing(st)) return CaptureAlloc(s, fs, dptr, bytesize, p->phys);
   return PoolAlloc(dptr, bytesize, p);
 }
 // Pool export and import with POSIX file descriptors only (other handle types:
 // CUDA_ERROR_NOT_SUPPORTED); the pool must have been created with that handle type.
-CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType type,
+CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
+                                          CUmemAllocationHandleType type,
                                           unsigned long long flags) noexcept {
   FAKE_LOCK();
   Pool* p = reinterpret_cast<Pool*>(pool);
@@ -1639,14 +1727,16 @@ CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, C
   return CUDA_SUCCESS;
 }
 // `handle` is the file descriptor itself, cast to a pointer (as NVIDIA's samples pass it).
-CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle, CUmemAllocationHandleType type,
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                            CUmemAllocationHandleType type,
                                             unsigned long long flags) noexcept {
   FAKE_LOCK();
   if (!pool_out || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   PoolExport e{};
   int fd = static_cast<int>(reinterpret_cast<intptr_t>(handle));
-  if (::pread(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e)) || e.magic != kPoolExportMagic)
+  if (::pread(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e)) ||
+      e.magic != kPoolExportMagic)
     return CUDA_ERROR_INVALID_VALUE;
   bool own = e.pid == static_cast<uint32_t>(getpid()) &&
              std::find(s.pools.begin(), s.pools.end(), e.pool) != s.pools.end();
@@ -1676,7 +1766,8 @@ CUresult cuStreamDestroy_v2(CUstream stream) noexcept {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamSynchronize(CUstream stream) noexcept {
-  if (stream && reinterpret_cast<FakeStream*>(stream)->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (stream && reinterpret_cast<FakeStream*>(stream)->capture)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   Ctx* c = Current();
   int phys = stream ? reinterpret_cast<FakeStream*>(stream)->phys : (c ? c->phys : -1);
   if (phys < 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -1701,8 +1792,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
       break;
     case CU_MEM_LOCATION_TYPE_HOST:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
   CUmemGenericAllocationHandle h = s.next_handle++;
   s.vmm[h] = VmmHandle{phys, size};
@@ -1714,9 +1807,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 // left; an imported handle then lets its origin go (the physical memory is the origin's).
 static void MaybeFreeHandle(State& s, CUmemGenericAllocationHandle h) {
   auto it = s.vmm.find(h);
-  if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0 || it->second.imports > 0) return;
+  if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0 ||
+      it->second.imports > 0)
+    return;
   CUmemGenericAllocationHandle origin = it->second.origin;
-  if (origin == 0 && !it->second.foreign && it->second.phys >= 0) Give(s, it->second.phys, it->second.size);
+  if (origin == 0 && !it->second.foreign && it->second.phys >= 0)
+    Give(s, it->second.phys, it->second.size);
   s.vmm.erase(it);
   if (auto o = s.vmm.find(origin); origin != 0 && o != s.vmm.end()) {
     o->second.imports--;
@@ -1730,14 +1826,17 @@ static void MaybeFreeHandle(State& s, CUmemGenericAllocationHandle h) {
 // memory (kept until both are released and unmapped); imported in another process it takes no
 // device memory there (the memory is the exporter's; contents are not shared in the fake).
 CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
-                                      CUmemAllocationHandleType type, unsigned long long flags) noexcept {
+                                      CUmemAllocationHandleType type,
+                                      unsigned long long flags) noexcept {
   FAKE_LOCK();
   auto it = s.vmm.find(handle);
-  if (!shareable || flags != 0 || it == s.vmm.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (!shareable || flags != 0 || it == s.vmm.end() || it->second.released)
+    return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   if (!(it->second.handle_types & type) || it->second.phys < 0) return CUDA_ERROR_INVALID_VALUE;
   int fd = ::memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
-  VmmExport e{kVmmExportMagic, static_cast<uint32_t>(getpid()), handle, it->second.size, it->second.phys};
+  VmmExport e{kVmmExportMagic, static_cast<uint32_t>(getpid()), handle, it->second.size,
+              it->second.phys};
   if (fd < 0 || ::pwrite(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e))) {
     if (fd >= 0) ::close(fd);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1753,12 +1852,14 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   VmmExport e{};
   int fd = static_cast<int>(reinterpret_cast<intptr_t>(os_handle));
-  if (::pread(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e)) || e.magic != kVmmExportMagic)
+  if (::pread(fd, &e, sizeof(e), 0) != static_cast<ssize_t>(sizeof(e)) ||
+      e.magic != kVmmExportMagic)
     return CUDA_ERROR_INVALID_VALUE;
   VmmHandle v{e.phys, e.size};
   auto o = s.vmm.find(e.handle);
   if (e.pid == static_cast<uint32_t>(getpid())) {
-    if (o == s.vmm.end() || o->second.origin != 0 || o->second.foreign) return CUDA_ERROR_INVALID_VALUE;
+    if (o == s.vmm.end() || o->second.origin != 0 || o->second.foreign)
+      return CUDA_ERROR_INVALID_VALUE;
     o->second.imports++;
     v.origin = e.handle;
   } else {
@@ -1875,13 +1976,14 @@ CUresult cuArrayDestroy(CUarray array) noexcept { return ArrayDestroy(array); }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) noexcept { return ArrayDestroy(array); }
 
 // ---- Launches ----
-#define FAKE_GRID 1ull * gx * gy * gz, 1ull * bx * by * bz, st
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned, CUstream st, void**, void**) noexcept {
+#define FAKE_GRID 1ull * gx *gy *gz, 1ull * bx *by *bz, st
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned, CUstream st, void**, void**) noexcept {
   return Launch(f, FAKE_GRID);
 }
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                             unsigned by, unsigned bz, unsigned, CUstream st, void**, void**) noexcept {
+                             unsigned by, unsigned bz, unsigned, CUstream st, void**,
+                             void**) noexcept {
   return Launch(f, FAKE_GRID);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig* cfg, CUfunction f, void**, void**) noexcept {
@@ -1889,16 +1991,18 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* cfg, CUfunction f, void**, void*
   return Launch(f, 1ull * cfg->gridDimX * cfg->gridDimY * cfg->gridDimZ,
                 1ull * cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ, cfg->hStream);
 }
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunction f, void** p, void** e) noexcept {
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunction f, void** p,
+                               void** e) noexcept {
   return cuLaunchKernelEx(cfg, f, p, e);
 }
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                   unsigned by, unsigned bz, unsigned, CUstream st, void**) noexcept {
+                                   unsigned by, unsigned bz, unsigned, CUstream st,
+                                   void**) noexcept {
   return Launch(f, FAKE_GRID);
 }
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                        unsigned bx, unsigned by, unsigned bz, unsigned, CUstream st,
-                                        void**) noexcept {
+                                        unsigned bx, unsigned by, unsigned bz, unsigned,
+                                        CUstream st, void**) noexcept {
   return Launch(f, FAKE_GRID);
 }
 // ---- Graphs (the model: "Graphs" above) ----
@@ -1927,28 +2031,29 @@ CUresult cuGraphDestroy(CUgraph graph) noexcept {
   delete g;
   return CUDA_SUCCESS;
 }
-CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps) noexcept {
+CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                             size_t ndeps) noexcept {
   FAKE_LOCK();
   return AddPlainNode(s, node, graph, deps, ndeps, CU_GRAPH_NODE_TYPE_EMPTY);
 }
 // Kernel nodes are no-ops here; their parameters (CUDA_KERNEL_NODE_PARAMS v1/v2) are not read.
-CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                              const void* params) noexcept {
+CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                              size_t ndeps, const void* params) noexcept {
   FAKE_LOCK();
   if (!params) return CUDA_ERROR_INVALID_VALUE;
   return AddPlainNode(s, node, graph, deps, ndeps, CU_GRAPH_NODE_TYPE_KERNEL);
 }
-CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                                 const void* params) noexcept {
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                 size_t ndeps, const void* params) noexcept {
   return cuGraphAddKernelNode(node, graph, deps, ndeps, params);
 }
-CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                                CUDA_MEM_ALLOC_NODE_PARAMS* params) noexcept {
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS* params) noexcept {
   FAKE_LOCK();
   return AddAllocNode(s, node, graph, deps, ndeps, params);
 }
-CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t ndeps,
-                               CUdeviceptr dptr) noexcept {
+CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                               size_t ndeps, CUdeviceptr dptr) noexcept {
   FAKE_LOCK();
   return AddFreeNode(s, node, graph, deps, ndeps, dptr);
 }
@@ -1958,8 +2063,9 @@ CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dep
   return AddNodeByParams(s, node, graph, deps, ndeps, params);
 }
 // CUDA 12.3: edge data per dependency (ignored: the fake keeps no edges).
-CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData*,
-                           size_t ndeps, CUgraphNodeParams* params) noexcept {
+CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                           const CUgraphEdgeData*, size_t ndeps,
+                           CUgraphNodeParams* params) noexcept {
   FAKE_LOCK();
   return AddNodeByParams(s, node, graph, deps, ndeps, params);
 }
@@ -1984,7 +2090,8 @@ CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) noexcept {
   *type = n->type;
   return CUDA_SUCCESS;
 }
-CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* params) noexcept {
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
+                                      CUDA_MEM_ALLOC_NODE_PARAMS* params) noexcept {
   FAKE_LOCK();
   GraphNodeRec* n = KnownNode(s, node);
   if (!n || n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || !params) return CUDA_ERROR_INVALID_VALUE;
@@ -2000,26 +2107,28 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* dptr) noexce
 }
 // The legacy 5-argument cuGraphInstantiate (v10000) and its v11000 re-export: no flags; the
 // error node and log are cleared (the fake has no structural errors to report).
-CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
-                            size_t buffer_size) noexcept {
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
+                            char* log_buffer, size_t buffer_size) noexcept {
   FAKE_LOCK();
   if (error_node) *error_node = nullptr;
   if (log_buffer && buffer_size > 0) log_buffer[0] = '\0';
   CUgraphInstantiateResult result;
   return InstantiateGraph(s, exec, graph, 0, false, &result);
 }
-CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log_buffer,
-                               size_t buffer_size) noexcept {
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
+                               char* log_buffer, size_t buffer_size) noexcept {
   return cuGraphInstantiate(exec, graph, error_node, log_buffer, buffer_size);
 }
 // CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD is a flag of cuGraphInstantiateWithParams only.
-CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) noexcept {
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                     unsigned long long flags) noexcept {
   FAKE_LOCK();
   if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) return CUDA_ERROR_INVALID_VALUE;
   CUgraphInstantiateResult result;
   return InstantiateGraph(s, exec, graph, flags, false, &result);
 }
-CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS* params) noexcept {
   FAKE_LOCK();
   if (!params) return CUDA_ERROR_INVALID_VALUE;
   CUgraphInstantiateResult result;
@@ -2046,7 +2155,9 @@ CUresult cuGraphUpload(CUgraphExec exec, CUstream) noexcept {
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   return GraphMap(s, e) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
-CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream st) noexcept { return cuGraphUpload(exec, st); }
+CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream st) noexcept {
+  return cuGraphUpload(exec, st);
+}
 // A launch maps the graph if it is not (out of memory: nothing runs), frees what an
 // auto-free-on-launch graph left alive (without that flag, unfreed allocations of a previous
 // launch make it CUDA_ERROR_INVALID_VALUE, as documented for cuGraphLaunch), then runs as one
@@ -2059,7 +2170,8 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream st) noexcept {
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     bool unfreed = false;
     for (CUdeviceptr p : e->keeps) unfreed |= s.graph_live.count(p) != 0;
-    if (unfreed && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) return CUDA_ERROR_INVALID_VALUE;
+    if (unfreed && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+      return CUDA_ERROR_INVALID_VALUE;
     if (!GraphMap(s, e)) return CUDA_ERROR_OUT_OF_MEMORY;
     for (CUdeviceptr p : e->keeps) {
       const GraphAllocRec& a = s.graph_allocs[p];
@@ -2090,7 +2202,8 @@ CUresult cuDeviceGraphMemTrim(CUdevice dev) noexcept {
   GraphTrim(s, phys);
   return CUDA_SUCCESS;
 }
-CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) noexcept {
+CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                      void* value) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
@@ -2098,23 +2211,36 @@ CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, v
   const GraphPoolRec& p = s.graph_pool[phys];
   cuuint64_t* out = static_cast<cuuint64_t*>(value);
   switch (attr) {
-    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *out = GraphUsed(s, phys); break;
-    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *out = p.used_high; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *out = p.reserved; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *out = p.reserved_high; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      *out = GraphUsed(s, phys);
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      *out = p.used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      *out = p.reserved;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      *out = p.reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
 // Only the high watermarks can be set, and only to zero (cuda.h).
-CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) noexcept {
+CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                      void* value) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (!value || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) s.graph_pool[phys].used_high = 0;
-  else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) s.graph_pool[phys].reserved_high = 0;
-  else return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
+    s.graph_pool[phys].used_high = 0;
+  else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+    s.graph_pool[phys].reserved_high = 0;
+  else
+    return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 
@@ -2136,7 +2262,9 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) noexcept {
   fs->capture_last = nullptr;
   return CUDA_SUCCESS;
 }
-CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) noexcept { return cuStreamEndCapture(stream, graph); }
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) noexcept {
+  return cuStreamEndCapture(stream, graph);
+}
 CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) noexcept {
   FAKE_LOCK();
   if (!status) return CUDA_ERROR_INVALID_VALUE;
@@ -2185,8 +2313,8 @@ CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_
   if (const char* alias = std::getenv("FAKE_CUDA_ALIAS")) {  // <base>:<version>:<elf>
     const char* c1 = std::strchr(alias, ':');
     const char* c2 = c1 ? std::strchr(c1 + 1, ':') : nullptr;
-    if (c2 && std::strncmp(alias, symbol, static_cast<size_t>(c1 - alias)) == 0 && symbol[c1 - alias] == '\0' &&
-        cuda_version >= std::atoi(c1 + 1)) {
+    if (c2 && std::strncmp(alias, symbol, static_cast<size_t>(c1 - alias)) == 0 &&
+        symbol[c1 - alias] == '\0' && cuda_version >= std::atoi(c1 + 1)) {
       for (int i = 0; i < fracgpu::fakes::kFakeVariantCount; ++i) {
         if (std::strcmp(fracgpu::fakes::kFakeVariants[i].elf, c2 + 1) != 0) continue;
         *pfn = fracgpu::fakes::kFakeVariants[i].fn;
@@ -2205,7 +2333,8 @@ CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_
     if (e.version > cuda_version) continue;
     bool pt = e.flavour != 0;
     if (pt && !want_ptsz) continue;
-    if (!best || pt > (best->flavour != 0) || (pt == (best->flavour != 0) && e.version > best->version))
+    if (!best || pt > (best->flavour != 0) ||
+        (pt == (best->flavour != 0) && e.version > best->version))
       best = &e;
   }
   *pfn = best ? best->fn : nullptr;

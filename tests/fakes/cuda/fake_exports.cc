@@ -41,7 +41,9 @@ extern "C" const int kFakeVariantCount = sizeof(kFakeVariants) / sizeof(kFakeVar
 #undef FAKE_ROW
 #undef FAKE_UNTYPED_ROW
 
-bool IsNotSupportedStub(const void* fn) { return fn == reinterpret_cast<const void*>(&fake_cuda_not_supported); }
+bool IsNotSupportedStub(const void* fn) {
+  return fn == reinterpret_cast<const void*>(&fake_cuda_not_supported);
+}
 
 }  // namespace fracgpu::fakes
 
@@ -50,6 +52,7 @@ bool IsNotSupportedStub(const void* fn) { return fn == reinterpret_cast<const vo
 extern "C" int fakeCudaIsNotSupported(const char* elf) noexcept {
   using namespace fracgpu::fakes;
   for (int i = 0; i < kFakeVariantCount; ++i)
-    if (std::strcmp(kFakeVariants[i].elf, elf) == 0) return IsNotSupportedStub(kFakeVariants[i].fn) ? 1 : 0;
+    if (std::strcmp(kFakeVariants[i].elf, elf) == 0)
+      return IsNotSupportedStub(kFakeVariants[i].fn) ? 1 : 0;
   return -1;
 }

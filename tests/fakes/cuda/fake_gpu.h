@@ -50,7 +50,7 @@ struct FakeDevice {
 /// Per-process usage published in FAKE_GPU_STATE_DIR/proc-<pid>.
 struct FakeProcState {
   std::atomic<uint32_t> pid;
-  std::atomic<uint64_t> used[kFakeMaxDevices];  ///< bytes per NVML index
+  std::atomic<uint64_t> used[kFakeMaxDevices];      ///< bytes per NVML index
   std::atomic<uint32_t> contexts[kFakeMaxDevices];  ///< live contexts per NVML index
   std::atomic<uint32_t> creating;  ///< FAKE_CUDA_CTX_BARRIER: 1 arrived, 2 has its context
 };
@@ -76,8 +76,10 @@ inline bool ParseUuid(const std::string& text, unsigned char out[16]) {
     if (text[i] == '-') continue;
     int h = HexValue(text[i]);
     if (h < 0 || n >= 32) return false;
-    if (n % 2 == 0) out[n / 2] = static_cast<unsigned char>(h << 4);
-    else out[n / 2] |= static_cast<unsigned char>(h);
+    if (n % 2 == 0)
+      out[n / 2] = static_cast<unsigned char>(h << 4);
+    else
+      out[n / 2] |= static_cast<unsigned char>(h);
     ++n;
   }
   return n == 32;

@@ -51,12 +51,13 @@ int FakeDraKubelet::Discover() {
   std::lock_guard<std::mutex> lock(mu_);
   plugins_.erase(std::remove_if(plugins_.begin(), plugins_.end(),
                                 [&](const Plugin& p) {
-                                  return std::find(sockets.begin(), sockets.end(), p.reg.registration_socket) ==
-                                         sockets.end();
+                                  return std::find(sockets.begin(), sockets.end(),
+                                                   p.reg.registration_socket) == sockets.end();
                                 }),
                  plugins_.end());
   for (const auto& sock : sockets) {
-    if (std::any_of(plugins_.begin(), plugins_.end(), [&](const Plugin& p) { return p.reg.registration_socket == sock; })) {
+    if (std::any_of(plugins_.begin(), plugins_.end(),
+                    [&](const Plugin& p) { return p.reg.registration_socket == sock; })) {
       continue;
     }
     auto channel = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
@@ -82,7 +83,8 @@ int FakeDraKubelet::Discover() {
     Plugin p;
     if (error.empty()) {
       p.reg = {sock, info.name(), info.endpoint(), chosen};
-      p.channel = grpc::CreateChannel("unix:" + info.endpoint(), grpc::InsecureChannelCredentials());
+      p.channel =
+          grpc::CreateChannel("unix:" + info.endpoint(), grpc::InsecureChannelCredentials());
       if (!p.channel->WaitForConnected(std::chrono::system_clock::now() + kCallTimeout)) {
         error = "cannot connect to endpoint " + info.endpoint();
       }
@@ -143,36 +145,46 @@ bool FakeDraKubelet::Find(const std::string& driver, Plugin* out) const {
   return false;
 }
 
-grpc::Status FakeDraKubelet::Prepare(const std::string& driver, const std::vector<drav1::Claim>& claims,
+grpc::Status FakeDraKubelet::Prepare(const std::string& driver,
+                                     const std::vector<drav1::Claim>& claims,
                                      drav1::NodePrepareResourcesResponse* out) {
   Plugin p;
-  if (!Find(driver, &p)) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "driver " + driver + " not registered");
+  if (!Find(driver, &p))
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "driver " + driver + " not registered");
   drav1::NodePrepareResourcesRequest req;
   for (const auto& c : claims) *req.add_claims() = c;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-  if (p.reg.service == kServiceV1) return drav1::DRAPlugin::NewStub(p.channel)->NodePrepareResources(&ctx, req, out);
+  if (p.reg.service == kServiceV1)
+    return drav1::DRAPlugin::NewStub(p.channel)->NodePrepareResources(&ctx, req, out);
   drav1beta1::NodePrepareResourcesRequest breq;
   CopyMessage(req, &breq);
   drav1beta1::NodePrepareResourcesResponse bresp;
-  grpc::Status st = drav1beta1::DRAPlugin::NewStub(p.channel)->NodePrepareResources(&ctx, breq, &bresp);
+  grpc::Status st =
+      drav1beta1::DRAPlugin::NewStub(p.channel)->NodePrepareResources(&ctx, breq, &bresp);
   CopyMessage(bresp, out);
   return st;
 }
 
-grpc::Status FakeDraKubelet::Unprepare(const std::string& driver, const std::vector<drav1::Claim>& claims,
+grpc::Status FakeDraKubelet::Unprepare(const std::string& driver,
+                                       const std::vector<drav1::Claim>& claims,
                                        drav1::NodeUnprepareResourcesResponse* out) {
   Plugin p;
-  if (!Find(driver, &p)) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "driver " + driver + " not registered");
+  if (!Find(driver, &p))
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "driver " + driver + " not registered");
   drav1::NodeUnprepareResourcesRequest req;
   for (const auto& c : claims) *req.add_claims() = c;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-  if (p.reg.service == kServiceV1) return drav1::DRAPlugin::NewStub(p.channel)->NodeUnprepareResources(&ctx, req, out);
+  if (p.reg.service == kServiceV1)
+    return drav1::DRAPlugin::NewStub(p.channel)->NodeUnprepareResources(&ctx, req, out);
   drav1beta1::NodeUnprepareResourcesRequest breq;
   CopyMessage(req, &breq);
   drav1beta1::NodeUnprepareResourcesResponse bresp;
-  grpc::Status st = drav1beta1::DRAPlugin::NewStub(p.channel)->NodeUnprepareResources(&ctx, breq, &bresp);
+  grpc::Status st =
+      drav1beta1::DRAPlugin::NewStub(p.channel)->NodeUnprepareResources(&ctx, breq, &bresp);
   CopyMessage(bresp, out);
   return st;
 }

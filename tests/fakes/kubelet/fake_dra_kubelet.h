@@ -1,20 +1,20 @@
 #pragma once
-// A stand-in for kubelet's DRA side (docs/design/ARCHITECTURE.md "Testing without a GPU or a cluster"):
-// the plugin watcher (pkg/kubelet/pluginmanager) finds sockets in plugins_registry, calls
-// pluginregistration.Registration/GetInfo, validates the answer (type "DRAPlugin", a driver
+// A stand-in for kubelet's DRA side (docs/design/ARCHITECTURE.md "Testing without a GPU or a
+// cluster"): the plugin watcher (pkg/kubelet/pluginmanager) finds sockets in plugins_registry,
+// calls pluginregistration.Registration/GetInfo, validates the answer (type "DRAPlugin", a driver
 // name, an endpoint, a DRAPlugin service this kubelet speaks), then answers
 // NotifyRegistrationStatus; the DRA manager calls NodePrepareResources /
 // NodeUnprepareResources on the endpoint with the negotiated service (v1 preferred, as kubelet
 // 1.34+ does; a 1.32–1.33 kubelet knows only v1beta1). Restart() forgets everything, as a
 // restarted kubelet does, and the next Discover() registers the plugins again.
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "dra/api.h"
 
@@ -32,7 +32,8 @@ struct DraRegistration {
 class FakeDraKubelet {
  public:
   /// Watches `registry_dir`; speaks `services` in order of preference.
-  FakeDraKubelet(std::string registry_dir, std::vector<std::string> services = {"v1.DRAPlugin", "v1beta1.DRAPlugin"});
+  FakeDraKubelet(std::string registry_dir,
+                 std::vector<std::string> services = {"v1.DRAPlugin", "v1beta1.DRAPlugin"});
 
   /// One scan of the registry directory: registers every socket not registered yet (and
   /// drops registrations whose socket is gone). Returns the number of drivers registered.

@@ -9,7 +9,8 @@ namespace fs = std::filesystem;
 class FakeKubelet::Service final : public v1beta1::Registration::Service {
  public:
   explicit Service(FakeKubelet* owner) : owner_(owner) {}
-  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request, v1beta1::Empty*) override {
+  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request,
+                        v1beta1::Empty*) override {
     return owner_->OnRegister(*request);
   }
 
@@ -54,24 +55,30 @@ bool FakeKubelet::Restart() {
   // kubelet's device manager removes every socket in its directory except its checkpoint.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    if (entry.is_socket(ec) && entry.path().filename() != "kubelet_internal_checkpoint") fs::remove(entry.path(), ec);
+    if (entry.is_socket(ec) && entry.path().filename() != "kubelet_internal_checkpoint")
+      fs::remove(entry.path(), ec);
   }
   return Start();
 }
 
 grpc::Status FakeKubelet::OnRegister(const v1beta1::RegisterRequest& request) {
   if (request.version() != kubelet::kVersion) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unsupported version " + request.version());
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "unsupported version " + request.version());
   }
   const std::string& name = request.resource_name();
   size_t slash = name.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == name.size() || name.rfind("kubernetes.io/", 0) == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "invalid extended resource name " + name);
+  if (slash == std::string::npos || slash == 0 || slash + 1 == name.size() ||
+      name.rfind("kubernetes.io/", 0) == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "invalid extended resource name " + name);
   }
   // Like kubelet: dial the plugin synchronously and ask for its options before answering.
-  auto channel = grpc::CreateChannel("unix:" + dir_ + "/" + request.endpoint(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel("unix:" + dir_ + "/" + request.endpoint(),
+                                     grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot dial plugin endpoint " + request.endpoint());
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "cannot dial plugin endpoint " + request.endpoint());
   }
   auto stub = std::shared_ptr<v1beta1::DevicePlugin::Stub>(v1beta1::DevicePlugin::NewStub(channel));
   Registration reg;
@@ -94,7 +101,8 @@ grpc::Status FakeKubelet::OnRegister(const v1beta1::RegisterRequest& request) {
   return grpc::Status::OK;
 }
 
-void FakeKubelet::Watch(std::shared_ptr<v1beta1::DevicePlugin::Stub> stub, std::shared_ptr<grpc::ClientContext> context) {
+void FakeKubelet::Watch(std::shared_ptr<v1beta1::DevicePlugin::Stub> stub,
+                        std::shared_ptr<grpc::ClientContext> context) {
   v1beta1::Empty empty;
   auto reader = stub->ListAndWatch(context.get(), empty);
   v1beta1::ListAndWatchResponse response;
@@ -117,8 +125,9 @@ bool FakeKubelet::WaitForRegistrations(int n, std::chrono::milliseconds timeout)
   return cv_.wait_for(lock, timeout, [&] { return static_cast<int>(registrations_.size()) >= n; });
 }
 
-bool FakeKubelet::WaitForDevices(const std::function<bool(const std::vector<v1beta1::Device>&)>& pred,
-                                 std::chrono::milliseconds timeout) {
+bool FakeKubelet::WaitForDevices(
+    const std::function<bool(const std::vector<v1beta1::Device>&)>& pred,
+    std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, timeout, [&] { return lists_ > 0 && pred(devices_); });
 }
@@ -138,7 +147,8 @@ int FakeKubelet::lists_received() const {
   return lists_;
 }
 
-grpc::Status FakeKubelet::Allocate(const std::vector<std::vector<std::string>>& requests, v1beta1::AllocateResponse* out) {
+grpc::Status FakeKubelet::Allocate(const std::vector<std::vector<std::string>>& requests,
+                                   v1beta1::AllocateResponse* out) {
   auto stub = PluginStub();
   if (!stub) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
   v1beta1::AllocateRequest request;

@@ -1,10 +1,12 @@
 #pragma once
 // A stand-in for kubelet's device manager (docs/design/ARCHITECTURE.md "Testing without a GPU or a
 // cluster"): serves Registration on <dir>/kubelet.sock, and on Register does what kubelet
-// does (docs/design/wire-apis.md §1.4): checks the version and resource name, dials the plugin's socket,
-// calls GetDevicePluginOptions, then follows ListAndWatch in the background. Tests call
+// does (docs/design/wire-apis.md §1.4): checks the version and resource name, dials the plugin's
+// socket, calls GetDevicePluginOptions, then follows ListAndWatch in the background. Tests call
 // Allocate / GetPreferredAllocation through it, and Restart() deletes every socket in the
 // directory and recreates kubelet.sock, as a restarting kubelet does.
+
+#include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -14,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "kubelet/api.h"
 
@@ -54,7 +54,8 @@ class FakeKubelet {
   int lists_received() const;
 
   /// Calls Allocate on the registered plugin (one ContainerAllocateRequest per entry).
-  grpc::Status Allocate(const std::vector<std::vector<std::string>>& requests, v1beta1::AllocateResponse* out);
+  grpc::Status Allocate(const std::vector<std::vector<std::string>>& requests,
+                        v1beta1::AllocateResponse* out);
   /// Calls GetPreferredAllocation on the registered plugin.
   grpc::Status GetPreferredAllocation(const v1beta1::PreferredAllocationRequest& request,
                                       v1beta1::PreferredAllocationResponse* out);
@@ -66,7 +67,8 @@ class FakeKubelet {
  private:
   class Service;
   grpc::Status OnRegister(const v1beta1::RegisterRequest& request);
-  void Watch(std::shared_ptr<v1beta1::DevicePlugin::Stub> stub, std::shared_ptr<grpc::ClientContext> context);
+  void Watch(std::shared_ptr<v1beta1::DevicePlugin::Stub> stub,
+             std::shared_ptr<grpc::ClientContext> context);
   std::shared_ptr<v1beta1::DevicePlugin::Stub> PluginStub();
 
   std::string dir_;

@@ -8,8 +8,8 @@
 // (read on every call):
 //   FAKE_NVML_ARCHITECTURE        nvmlDeviceGetArchitecture's value (default 9,
 //                                 NVML_DEVICE_ARCH_HOPPER)
-//   FAKE_NVML_COMPUTE_CAPABILITY  nvmlDeviceGetCudaComputeCapability's "major.minor" (default "9.0")
-//   FAKE_NVML_DRIVER_VERSION      nvmlSystemGetDriverVersion's string (default "580.95.05")
+//   FAKE_NVML_COMPUTE_CAPABILITY  nvmlDeviceGetCudaComputeCapability's "major.minor" (default
+//   "9.0") FAKE_NVML_DRIVER_VERSION      nvmlSystemGetDriverVersion's string (default "580.95.05")
 //   FAKE_NVML_NOT_SUPPORTED       comma list of those three entry points that answer
 //                                 NVML_ERROR_NOT_SUPPORTED instead
 // Built a second time with FAKE_NVML_WITHOUT_FACTS (fake_nvml_without_facts, an older driver):
@@ -45,7 +45,9 @@ Nvml& N() {
 }
 
 // Device handles are 1-based indices disguised as pointers.
-nvmlDevice_t Handle(unsigned idx) { return reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(idx + 1)); }
+nvmlDevice_t Handle(unsigned idx) {
+  return reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(idx + 1));
+}
 int IndexOf(nvmlDevice_t d) {
   auto v = reinterpret_cast<uintptr_t>(d);
   if (v == 0 || v > N().devices.size()) return -1;
@@ -110,14 +112,22 @@ nvmlReturn_t nvmlShutdown(void) noexcept {
 }
 const char* nvmlErrorString(nvmlReturn_t r) noexcept {
   switch (r) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "Argument version mismatch";
+    default:
+      return "Unknown Error";
   }
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) noexcept {
@@ -228,7 +238,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
     *count = static_cast<unsigned>(procs.size());
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  for (size_t k = 0; k < procs.size(); ++k) infos[k] = nvmlProcessInfo_v1_t{procs[k].pid, procs[k].used};
+  for (size_t k = 0; k < procs.size(); ++k)
+    infos[k] = nvmlProcessInfo_v1_t{procs[k].pid, procs[k].used};
   *count = static_cast<unsigned>(procs.size());
   return NVML_SUCCESS;
 }
@@ -256,8 +267,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     uint64_t busy = fk::ClockBusy(p, from, now);
     if (busy == 0) continue;
     unsigned pct = static_cast<unsigned>((busy * 100 + (now - from) / 2) / (now - from));
-    out.push_back({static_cast<unsigned>(p.pid.load()) + fracgpu::fakes::HostPidOffset(), now / 1000,
-                   pct > 100 ? 100 : pct, 0, 0, 0});
+    out.push_back({static_cast<unsigned>(p.pid.load()) + fracgpu::fakes::HostPidOffset(),
+                   now / 1000, pct > 100 ? 100 : pct, 0, 0, 0});
   }
   fk::ClockUnlock(s);
   if (!utilization || *processSamplesCount < out.size()) {
@@ -269,7 +280,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   return out.empty() ? NVML_ERROR_NOT_FOUND : NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) noexcept {
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                           nvmlUtilization_t* utilization) noexcept {
   NVML_CHECK_INIT();
   if (IndexOf(device) < 0 || !utilization) return NVML_ERROR_INVALID_ARGUMENT;
   namespace fk = fracgpu::fakes;
@@ -317,10 +329,12 @@ nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) 
   NVML_CHECK_INIT();
   if (IndexOf(device) < 0 || !arch) return NVML_ERROR_INVALID_ARGUMENT;
   if (NotSupported("nvmlDeviceGetArchitecture")) return NVML_ERROR_NOT_SUPPORTED;
-  *arch = static_cast<unsigned>(std::strtoul(EnvOr("FAKE_NVML_ARCHITECTURE", "9").c_str(), nullptr, 0));
+  *arch =
+      static_cast<unsigned>(std::strtoul(EnvOr("FAKE_NVML_ARCHITECTURE", "9").c_str(), nullptr, 0));
   return NVML_SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) noexcept {
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
+                                                int* minor) noexcept {
   NVML_CHECK_INIT();
   if (IndexOf(device) < 0 || !major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
   if (NotSupported("nvmlDeviceGetCudaComputeCapability")) return NVML_ERROR_NOT_SUPPORTED;
