@@ -8,6 +8,10 @@ Checks, each failure printed as `path:line: rule: what`:
              LAYERS table below allows (dependencies point downward only)
   banned     calls a component must not make (BANNED below): clocks, threads, environment or
              files in core/ (pure domain logic), exceptions thrown outside command front ends
+  format     every C++ file under src/, tests/ and bench/ is as clang-format 14 writes it with the
+             root's .clang-format (one line per file: the first line that differs). Another
+             clang-format version formats differently, so any other major version, or none, is a
+             violation; --no-format skips this rule (on a machine without clang-format 14).
 Exit status: 0 clean, 1 violations found, 2 bad usage.
 
 Why hand-written: no Debian-packaged tool checks include direction between our own folders or a
@@ -19,6 +23,8 @@ character literals are blanked before matching, so a rule never fires on prose.
 import argparse
 import os
 import re
+import shutil
+import subprocess
 import sys
 
 # Which components a component's files may include ("<dep>/header.h"). Its own folder is always
@@ -170,20 +176,74 @@ def lint(root):
     return sorted(set(found))
 
 
+# The clang-format major version the tree is formatted with (Debian 12's clang-format package).
+CLANG_FORMAT_MAJOR = 14
+FORMAT_DIRS = ("src", "tests", "bench")
+FORMAT_SKIP = {"node_modules", "corpus", "build"}
+FORMAT_DIAG = re.compile(r"^(.+?):(\d+):\d+: (?:error|warning): code should be clang-formatted")
+
+
+def clang_format_binary():
+    """(path, None) of a clang-format of CLANG_FORMAT_MAJOR, or (None, why not)."""
+    why = f"clang-format {CLANG_FORMAT_MAJOR} not found"
+    for name in (f"clang-format-{CLANG_FORMAT_MAJOR}", "clang-format"):
+        path = shutil.which(name)
+        if not path:
+            continue
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+        m = re.search(r"version (\d+)\.", out)
+        if m and int(m.group(1)) == CLANG_FORMAT_MAJOR:
+            return path, None
+        seen = out.strip() or "no version"
+        why = f"{path} is '{seen}', not clang-format {CLANG_FORMAT_MAJOR}"
+    return None, why
+
+
+def format_violations(root):
+    """(rel path, line, 'format', detail) for each C++ file clang-format would change."""
+    files = []
+    for top in FORMAT_DIRS:
+        for dirpath, dirs, names in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs if d not in FORMAT_SKIP)
+            files += [os.path.join(dirpath, n) for n in sorted(names) if n.endswith((".cc", ".h"))]
+    if not files:
+        return []
+    style = os.path.join(root, ".clang-format")
+    if not os.path.isfile(style):
+        return [(".clang-format", 0, "format", "the root has no .clang-format")]
+    binary, why = clang_format_binary()
+    if binary is None:
+        return [(".clang-format", 0, "format", f"{why}; install it (scripts/deps) or pass --no-format")]
+    found = {}
+    for i in range(0, len(files), 200):
+        p = subprocess.run([binary, "--dry-run", "-Werror", f"--style=file:{style}"] + files[i:i + 200],
+                           capture_output=True, text=True, timeout=300)
+        for line in p.stderr.splitlines():
+            m = FORMAT_DIAG.match(line)
+            if m:
+                rel = os.path.relpath(m.group(1), root).replace(os.sep, "/")
+                found.setdefault(rel, int(m.group(2)))
+    return [(rel, no, "format", f"differs from .clang-format (first at this line); run clang-format -i {rel}")
+            for rel, no in found.items()]
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    ap.add_argument("--no-format", action="store_true", help="skip the clang-format check")
     args = ap.parse_args(argv)
     if not os.path.isdir(os.path.join(args.root, "src")):
         print(f"lint: --root {args.root!r} has no src/ folder", file=sys.stderr)
         return 2
     found = lint(args.root)
+    if not args.no_format:
+        found = sorted(set(found) | set(format_violations(args.root)))
     for rel, no, rule, detail in found:
         print(f"{rel}:{no}: {rule}: {detail}")
     if found:
         print(f"lint: {len(found)} violation(s)", file=sys.stderr)
         return 1
-    print("lint: clean (layering, banned calls)")
+    print("lint: clean (layering, banned calls" + (")" if args.no_format else ", format)"))
     return 0
 
 

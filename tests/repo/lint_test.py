@@ -13,9 +13,21 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 LINT = os.path.join(ROOT, "scripts", "lint", "lint.py")
 
 
-def run(root):
-    p = subprocess.run([sys.executable, LINT, "--root", root], capture_output=True, text=True, timeout=60)
+def run(root, *flags, env=None):
+    p = subprocess.run([sys.executable, LINT, "--root", root, *flags], capture_output=True, text=True,
+                       timeout=120, env=env)
     return p.returncode, p.stdout, p.stderr
+
+
+def clang_format_14():
+    """True when this machine has clang-format 14 (the version the tree is formatted with)."""
+    import shutil
+    for name in ("clang-format-14", "clang-format"):
+        path = shutil.which(name)
+        if path and "version 14." in subprocess.run([path, "--version"], capture_output=True,
+                                                      text=True).stdout:
+            return True
+    return False
 
 
 class Scratch:
@@ -32,7 +44,15 @@ class Scratch:
             f.write(text)
 
     def lint(self):
-        return run(self.dir.name)
+        """Layering and banned calls only (the format rule has tests of its own)."""
+        return run(self.dir.name, "--no-format")
+
+    def lint_format(self, env=None):
+        return run(self.dir.name, env=env)
+
+    def copy_style(self):
+        with open(os.path.join(ROOT, ".clang-format")) as f:
+            self.write(".clang-format", f.read())
 
 
 class LintTest(unittest.TestCase):
@@ -42,8 +62,50 @@ class LintTest(unittest.TestCase):
         return t
 
     def test_the_repository_is_clean(self):
+        if not clang_format_14():
+            self.skipTest("clang-format 14 not installed (scripts/deps installs it)")
         rc, out, err = run(ROOT)
         self.assertEqual(rc, 0, out + err)
+        self.assertIn("format)", out)
+
+    def test_a_misformatted_file_is_caught_at_its_first_differing_line(self):
+        if not clang_format_14():
+            self.skipTest("clang-format 14 not installed (scripts/deps installs it)")
+        t = self.scratch()
+        t.copy_style()
+        t.write("src/core/a.cc", "int a = 1;\nint  b = 2 ;\nint   c;\n")
+        t.write("tests/core/b_test.cc", "int a = 1;\n")
+        t.write("bench/c.h", "#pragma once\nvoid F(int x,int y);\n")
+        rc, out, _ = t.lint_format()
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.strip().splitlines(), [
+            "bench/c.h:2: format: differs from .clang-format (first at this line); run clang-format -i bench/c.h",
+            "src/core/a.cc:2: format: differs from .clang-format (first at this line); run clang-format -i src/core/a.cc",
+        ])
+
+    def test_another_clang_format_version_is_a_violation_not_a_pass(self):
+        t = self.scratch()
+        t.copy_style()
+        t.write("src/core/a.cc", "int a = 1;\n")
+        bin_dir = os.path.join(t.dir.name, "bin")
+        os.makedirs(bin_dir)
+        fake = os.path.join(bin_dir, "clang-format")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'Debian clang-format version 19.1.7'\n")
+        os.chmod(fake, 0o755)
+        rc, out, _ = t.lint_format(env={"PATH": bin_dir})
+        self.assertEqual(rc, 1)
+        self.assertIn(".clang-format:0: format: " + fake + " is 'Debian clang-format version 19.1.7', "
+                      "not clang-format 14", out)
+        rc, out, _ = run(t.dir.name, "--no-format", env={"PATH": bin_dir})
+        self.assertEqual((rc, out.strip()), (0, "lint: clean (layering, banned calls)"))
+
+    def test_a_tree_without_a_clang_format_file_is_a_violation(self):
+        t = self.scratch()
+        t.write("src/core/a.cc", "int a = 1;\n")
+        rc, out, _ = t.lint_format()
+        self.assertEqual(rc, 1)
+        self.assertIn(".clang-format:0: format: the root has no .clang-format", out)
 
     def test_a_wrong_include_is_caught_with_file_line_and_the_allowed_set(self):
         t = self.scratch()
