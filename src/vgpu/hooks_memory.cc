@@ -178,8 +178,7 @@ FRACGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, siz
   return PitchAlloc(
       dev, dptr, pitch, width, height,
       [&] { return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, elem); },
-      [](CUdeviceptr p) { REAL(cuMemFree_v2)
-                          (p); });
+      [](CUdeviceptr p) { (void)REAL(cuMemFree_v2)(p); });
 }
 
 FRACGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
@@ -204,8 +203,7 @@ FRACGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitc
   return PitchAlloc(
       dev, dptr, pitch, width, height,
       [&] { return REAL(cuMemAllocPitch)(dptr, pitch, width, height, elem); },
-      [](CUdeviceptr_v1 p) { REAL(cuMemFree)
-                             (p); });
+      [](CUdeviceptr_v1 p) { (void)REAL(cuMemFree)(p); });
 }
 
 FRACGPU_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) noexcept {
