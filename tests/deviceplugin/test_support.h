@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "nvml/gpu_source.h"
 
 namespace fracgpu::deviceplugin::testing {
@@ -24,21 +25,10 @@ inline constexpr const char* kKey = "test-signing-key";
 inline constexpr const char* kUuidA = "GPU-aaaaaaaa-1111-2222-3333-000000000001";
 inline constexpr const char* kUuidB = "GPU-bbbbbbbb-1111-2222-3333-000000000002";
 
-/// A fresh directory under /tmp (short, so Unix socket paths fit), removed on destruction.
-class TempDir {
+/// A fresh, checked directory (short, so Unix socket paths fit), removed on destruction.
+class TempDir : public ::fracgpu::test_support::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/fgdp-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ::fracgpu::test_support::TempDir("fgdp-", /*socket_safe=*/true) {}
 };
 
 /// Standard padded base64 of HMAC-SHA256(key, "<uid>\n<node>\n<allocated>")

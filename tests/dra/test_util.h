@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "core/device.h"
 
 namespace fracgpu::dra::testing {
@@ -66,21 +67,10 @@ inline json Claim(const std::string& name, const std::string& uid, json results)
                                                  {"values", json::array({kNode})}}})}}})}}}}}}}};
 }
 
-/// A fresh directory under /tmp (short: Unix socket paths), removed on destruction.
-class TempDir {
+/// A fresh, checked directory (short: Unix socket paths), removed on destruction.
+class TempDir : public ::fracgpu::test_support::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/fgdraXXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : ::fracgpu::test_support::TempDir("fgdra", /*socket_safe=*/true) {}
 };
 
 inline std::string ReadFile(const std::string& path) {

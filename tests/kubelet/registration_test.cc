@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "../support/temp_dir.h"
 #include "fake_kubelet.h"
 
 namespace fracgpu::kubelet {
@@ -22,14 +23,8 @@ class Plugin final : public v1beta1::DevicePlugin::Service {
 
 class RegistrationTest : public ::testing::Test {
  protected:
-  RegistrationTest() {
-    char tmpl[] = "/tmp/fgkl-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
   ~RegistrationTest() override {
     if (server_) server_->Shutdown();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   void ServePlugin() {
     grpc::ServerBuilder b;
@@ -46,7 +41,8 @@ class RegistrationTest : public ::testing::Test {
     r.set_resource_name(resource);
     return r;
   }
-  std::string dir_;
+  ::fracgpu::test_support::TempDir tmp_{"fgkl-", /*socket_safe=*/true};
+  std::string dir_ = tmp_.path();
   Plugin plugin_;
   std::unique_ptr<grpc::Server> server_;
 };

@@ -14,29 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include "../support/temp_dir.h"
+
 namespace fracgpu::nvml {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempTree {
+class TempTree : public ::fracgpu::test_support::TempDir {
  public:
-  TempTree() {
-    char tmpl[] = "/tmp/fgnvml-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempTree() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  void Write(const std::string& rel, const std::string& content) {
-    fs::create_directories(fs::path(path_ + "/" + rel).parent_path());
-    std::ofstream(path_ + "/" + rel) << content;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempTree() : ::fracgpu::test_support::TempDir("fgnvml-") {}
 };
 
 TEST(Nvml, DiscoversTheFakeDevices) {

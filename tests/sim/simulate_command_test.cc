@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
+
 namespace fracgpu::cli {
 void RegisterSimulateCommand(CLI::App& app);
 }  // namespace fracgpu::cli
@@ -32,15 +34,12 @@ struct Outcome {
 class SimulateCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fracgpu-simcmd-XXXXXX";
-    dir_ = mkdtemp(tmpl);
     fs::create_directories(dir_ + "/expected");
     std::ofstream(dir_ + "/nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\n"
                                           "n0,32000,131072,2,T4\n"
                                           "n1,32000,131072,2,V100M16\n";
     WriteTrace("T4");
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void WriteTrace(const std::string& spec_of_p2) {
     std::ofstream(dir_ + "/pods.csv") << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
@@ -85,7 +84,8 @@ class SimulateCommandTest : public ::testing::Test {
     return o;
   }
 
-  std::string dir_;
+  ::fracgpu::test_support::TempDir tmp_{"fracgpu-simcmd-"};
+  std::string dir_ = tmp_.path();
 };
 
 TEST_F(SimulateCommandTest, SmallValidRunRuns) {
