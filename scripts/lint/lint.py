@@ -36,24 +36,26 @@ LAYERS = {
     "scheduler": {"core", "k8s", "http", "metrics"},
     "deviceplugin": {"core", "k8s", "kubelet", "nvml"},
     "dra": {"core", "deviceplugin", "k8s", "nvml"},
-    "monitor": {"core", "enforce", "k8s", "http", "metrics", "vgpu"},
+    "monitor": {"api", "core", "enforce", "k8s", "http", "metrics", "vgpu"},
     # ui -> scheduler goes when the GPU choice at bind time (FitForBind) lives in core/.
     "ui": {"core", "k8s", "http", "scheduler"},
     "sim": {"core"},
     "certs": {"core", "k8s"},
     # `fracgpu run` / `inspect`: the tools beside libvgpu.so (src/vgpu/cli/)
-    "vgpu/cli": {"core", "enforce", "vgpu"},
+    "vgpu/cli": {"api", "core", "enforce", "vgpu"},
     # adapters to the outside world
-    "enforce": {"core", "vgpu"},
+    "enforce": {"api", "core", "vgpu"},
     "k8s": {"core"},
     "kubelet": {"core"},
-    "nvml": {"core"},
+    "nvml": {"api", "core"},
     "http": {"core"},
     "metrics": set(),
     # pure domain logic
     "core": set(),
-    # libvgpu.so: standalone, includes nothing of the rest of the tree
-    "vgpu": set(),
+    # libvgpu.so: standalone, includes only the cross-process contracts of api/
+    "vgpu": {"api"},
+    # the cross-process contracts (NVML declarations, shared-memory layouts): header-only, no deps
+    "api": set(),
 }
 
 # Per component: (rule name, regex on comment-free code, files of that component exempt).

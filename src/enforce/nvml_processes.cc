@@ -2,22 +2,21 @@
 
 #include <dlfcn.h>
 
-#include "vgpu/nvml_api.h"
+#include "api/nvml.h"
 
 namespace fracgpu::enforce {
 namespace {
 
-using InitFn = nvmlReturn_t (*)();
-using ShutdownFn = nvmlReturn_t (*)();
-using ErrorStringFn = const char* (*)(nvmlReturn_t);
-using CountFn = nvmlReturn_t (*)(unsigned int*);
-using HandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
-using UuidFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
-using ProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using InitFn = decltype(&::nvmlInit_v2);
+using ShutdownFn = decltype(&::nvmlShutdown);
+using ErrorStringFn = decltype(&::nvmlErrorString);
+using CountFn = decltype(&::nvmlDeviceGetCount_v2);
+using HandleByIndexFn = decltype(&::nvmlDeviceGetHandleByIndex_v2);
+using UuidFn = decltype(&::nvmlDeviceGetUUID);
+using ProcessesFn = decltype(&::nvmlDeviceGetComputeRunningProcesses_v3);
 
-// NVML_VALUE_NOT_AVAILABLE (nvml.h): usedGpuMemory when the driver cannot tell (e.g. under
-// some virtualisation); such a process is listed with 0 bytes.
-constexpr unsigned long long kValueNotAvailable = ~0ull;
+// usedGpuMemory is kNvmlValueNotAvailable when the driver cannot tell (e.g. under some
+// virtualisation); such a process is listed with 0 bytes.
 
 template <typename Fn>
 bool Load(void* lib, const char* name, Fn* out) {
@@ -124,7 +123,8 @@ Result<std::vector<GpuSample>> NvmlProcesses::Sample(std::vector<std::string>* e
     } else {
       for (unsigned int k = 0; k < count && k < impl_->buffer.size(); ++k) {
         const nvmlProcessInfo_t& p = impl_->buffer[k];
-        g.processes.push_back({p.pid, p.usedGpuMemory == kValueNotAvailable ? 0 : p.usedGpuMemory});
+        g.processes.push_back(
+            {p.pid, p.usedGpuMemory == kNvmlValueNotAvailable ? 0 : p.usedGpuMemory});
       }
     }
     out.push_back(std::move(g));

@@ -1,6 +1,6 @@
 #pragma once
 // The driver's per-process account: nvmlDeviceGetComputeRunningProcesses_v3 on every GPU,
-// over libnvidia-ml.so.1 loaded with dlopen (prototypes from src/vgpu/nvml_api.h, NVML API
+// over libnvidia-ml.so.1 loaded with dlopen (prototypes from src/api/nvml.h, NVML API
 // version 13; docs/design/wire-apis.md §8). Used by `fracgpu run` and the node agent.
 
 #include <memory>

@@ -4,45 +4,26 @@
 
 #include <vector>
 
+#include "api/nvml.h"
+
 namespace fracgpu::monitor {
 namespace {
 
-// Prototypes and layouts from docs/design/wire-apis.md §8 (NVML API version 13).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kNotFound = 6;
-constexpr nvmlReturn_t kInsufficientSize = 7;
+// Types and prototypes: the one NVML declaration set (src/api/nvml.h).
+constexpr nvmlReturn_t kSuccess = NVML_SUCCESS;
+constexpr nvmlReturn_t kNotFound = NVML_ERROR_NOT_FOUND;
+constexpr nvmlReturn_t kInsufficientSize = NVML_ERROR_INSUFFICIENT_SIZE;
 
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-struct nvmlUtilization_t {
-  unsigned int gpu;     // percent
-  unsigned int memory;  // percent
-};
-struct nvmlProcessUtilizationSample_t {
-  unsigned int pid;
-  unsigned long long timeStamp;  // CPU µs
-  unsigned int smUtil;           // percent
-  unsigned int memUtil;
-  unsigned int encUtil;
-  unsigned int decUtil;
-};
-
-using InitFn = nvmlReturn_t (*)();
-using ShutdownFn = nvmlReturn_t (*)();
-using ErrorStringFn = const char* (*)(nvmlReturn_t);
-using CountFn = nvmlReturn_t (*)(unsigned int*);
-using HandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
-using HandleByUuidFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
-using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
-using MemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
-using UtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
-using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*,
-                                              unsigned int*, unsigned long long);
+using InitFn = decltype(&::nvmlInit_v2);
+using ShutdownFn = decltype(&::nvmlShutdown);
+using ErrorStringFn = decltype(&::nvmlErrorString);
+using CountFn = decltype(&::nvmlDeviceGetCount_v2);
+using HandleByIndexFn = decltype(&::nvmlDeviceGetHandleByIndex_v2);
+using HandleByUuidFn = decltype(&::nvmlDeviceGetHandleByUUID);
+using StringFn = decltype(&::nvmlDeviceGetUUID);
+using MemoryFn = decltype(&::nvmlDeviceGetMemoryInfo);
+using UtilizationFn = decltype(&::nvmlDeviceGetUtilizationRates);
+using ProcessUtilizationFn = decltype(&::nvmlDeviceGetProcessUtilization);
 
 template <typename Fn>
 bool Load(void* lib, const char* name, Fn* out) {

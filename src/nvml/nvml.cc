@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "nvml/nvml_abi.h"
+#include "api/nvml.h"
 
 namespace fracgpu::nvml {
 
@@ -76,36 +76,36 @@ Result<int32_t> ReadNumaNode(const std::string& sysfs_root, const std::string& b
 struct Nvml::Impl {
   NvmlOptions options;
   void* handle = nullptr;
-  abi::InitFn init = nullptr;
-  abi::ShutdownFn shutdown = nullptr;
-  abi::ErrorStringFn error_string = nullptr;
-  abi::DeviceGetCountFn get_count = nullptr;
-  abi::DeviceGetHandleByIndexFn get_handle = nullptr;
-  abi::DeviceGetIndexFn get_index = nullptr;
-  abi::DeviceGetStringFn get_uuid = nullptr;
-  abi::DeviceGetStringFn get_name = nullptr;
-  abi::DeviceGetMemoryInfoFn get_memory = nullptr;
-  abi::DeviceGetPciInfoFn get_pci = nullptr;
-  abi::EventSetCreateFn event_create = nullptr;
-  abi::DeviceRegisterEventsFn register_events = nullptr;
-  abi::EventSetWaitFn event_wait = nullptr;
-  abi::EventSetFreeFn event_free = nullptr;
-  abi::nvmlEventSet_t event_set = nullptr;
+  decltype(&::nvmlInit_v2) init = nullptr;
+  decltype(&::nvmlShutdown) shutdown = nullptr;
+  decltype(&::nvmlErrorString) error_string = nullptr;
+  decltype(&::nvmlDeviceGetCount_v2) get_count = nullptr;
+  decltype(&::nvmlDeviceGetHandleByIndex_v2) get_handle = nullptr;
+  decltype(&::nvmlDeviceGetIndex) get_index = nullptr;
+  decltype(&::nvmlDeviceGetUUID) get_uuid = nullptr;
+  decltype(&::nvmlDeviceGetUUID) get_name = nullptr;
+  decltype(&::nvmlDeviceGetMemoryInfo) get_memory = nullptr;
+  decltype(&::nvmlDeviceGetPciInfo_v3) get_pci = nullptr;
+  decltype(&::nvmlEventSetCreate) event_create = nullptr;
+  decltype(&::nvmlDeviceRegisterEvents) register_events = nullptr;
+  decltype(&::nvmlEventSetWait_v2) event_wait = nullptr;
+  decltype(&::nvmlEventSetFree) event_free = nullptr;
+  nvmlEventSet_t event_set = nullptr;
   // Optional facts (older drivers lack them).
-  abi::DeviceGetArchitectureFn get_arch = nullptr;
-  abi::DeviceGetCudaComputeCapabilityFn get_cc = nullptr;
-  abi::SystemGetDriverVersionFn get_driver_version = nullptr;
+  decltype(&::nvmlDeviceGetArchitecture) get_arch = nullptr;
+  decltype(&::nvmlDeviceGetCudaComputeCapability) get_cc = nullptr;
+  decltype(&::nvmlSystemGetDriverVersion) get_driver_version = nullptr;
 
-  std::string Error(const char* call, abi::nvmlReturn_t r) const {
+  std::string Error(const char* call, nvmlReturn_t r) const {
     std::string text = error_string != nullptr ? error_string(r) : "";
     return std::string(call) + " failed: NVML error " + std::to_string(r) +
            (text.empty() ? "" : " (" + text + ")");
   }
 
-  Result<std::string> DeviceUuid(abi::nvmlDevice_t device) const {
-    char buf[abi::kUuidBufferSize] = {};
-    abi::nvmlReturn_t r = get_uuid(device, buf, sizeof(buf));
-    if (r != abi::NVML_SUCCESS) return Unavailable(Error("nvmlDeviceGetUUID", r));
+  Result<std::string> DeviceUuid(nvmlDevice_t device) const {
+    char buf[kNvmlDeviceUuidBufferSize] = {};
+    nvmlReturn_t r = get_uuid(device, buf, sizeof(buf));
+    if (r != NVML_SUCCESS) return Unavailable(Error("nvmlDeviceGetUUID", r));
     return std::string(buf, strnlen(buf, sizeof(buf)));
   }
 };
@@ -127,24 +127,27 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
                        (err ? err : "unknown error"));
   }
   void* h = impl->handle;
-  impl->init = Symbol<abi::InitFn>(h, "nvmlInit_v2");
-  impl->shutdown = Symbol<abi::ShutdownFn>(h, "nvmlShutdown");
-  impl->error_string = Symbol<abi::ErrorStringFn>(h, "nvmlErrorString");
-  impl->get_count = Symbol<abi::DeviceGetCountFn>(h, "nvmlDeviceGetCount_v2");
-  impl->get_handle = Symbol<abi::DeviceGetHandleByIndexFn>(h, "nvmlDeviceGetHandleByIndex_v2");
-  impl->get_index = Symbol<abi::DeviceGetIndexFn>(h, "nvmlDeviceGetIndex");
-  impl->get_uuid = Symbol<abi::DeviceGetStringFn>(h, "nvmlDeviceGetUUID");
-  impl->get_name = Symbol<abi::DeviceGetStringFn>(h, "nvmlDeviceGetName");
-  impl->get_memory = Symbol<abi::DeviceGetMemoryInfoFn>(h, "nvmlDeviceGetMemoryInfo");
-  impl->get_pci = Symbol<abi::DeviceGetPciInfoFn>(h, "nvmlDeviceGetPciInfo_v3");
-  impl->event_create = Symbol<abi::EventSetCreateFn>(h, "nvmlEventSetCreate");
-  impl->register_events = Symbol<abi::DeviceRegisterEventsFn>(h, "nvmlDeviceRegisterEvents");
-  impl->event_wait = Symbol<abi::EventSetWaitFn>(h, "nvmlEventSetWait_v2");
-  impl->event_free = Symbol<abi::EventSetFreeFn>(h, "nvmlEventSetFree");
-  impl->get_arch = Symbol<abi::DeviceGetArchitectureFn>(h, "nvmlDeviceGetArchitecture");
-  impl->get_cc =
-      Symbol<abi::DeviceGetCudaComputeCapabilityFn>(h, "nvmlDeviceGetCudaComputeCapability");
-  impl->get_driver_version = Symbol<abi::SystemGetDriverVersionFn>(h, "nvmlSystemGetDriverVersion");
+  impl->init = Symbol<decltype(&::nvmlInit_v2)>(h, "nvmlInit_v2");
+  impl->shutdown = Symbol<decltype(&::nvmlShutdown)>(h, "nvmlShutdown");
+  impl->error_string = Symbol<decltype(&::nvmlErrorString)>(h, "nvmlErrorString");
+  impl->get_count = Symbol<decltype(&::nvmlDeviceGetCount_v2)>(h, "nvmlDeviceGetCount_v2");
+  impl->get_handle =
+      Symbol<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(h, "nvmlDeviceGetHandleByIndex_v2");
+  impl->get_index = Symbol<decltype(&::nvmlDeviceGetIndex)>(h, "nvmlDeviceGetIndex");
+  impl->get_uuid = Symbol<decltype(&::nvmlDeviceGetUUID)>(h, "nvmlDeviceGetUUID");
+  impl->get_name = Symbol<decltype(&::nvmlDeviceGetUUID)>(h, "nvmlDeviceGetName");
+  impl->get_memory = Symbol<decltype(&::nvmlDeviceGetMemoryInfo)>(h, "nvmlDeviceGetMemoryInfo");
+  impl->get_pci = Symbol<decltype(&::nvmlDeviceGetPciInfo_v3)>(h, "nvmlDeviceGetPciInfo_v3");
+  impl->event_create = Symbol<decltype(&::nvmlEventSetCreate)>(h, "nvmlEventSetCreate");
+  impl->register_events =
+      Symbol<decltype(&::nvmlDeviceRegisterEvents)>(h, "nvmlDeviceRegisterEvents");
+  impl->event_wait = Symbol<decltype(&::nvmlEventSetWait_v2)>(h, "nvmlEventSetWait_v2");
+  impl->event_free = Symbol<decltype(&::nvmlEventSetFree)>(h, "nvmlEventSetFree");
+  impl->get_arch = Symbol<decltype(&::nvmlDeviceGetArchitecture)>(h, "nvmlDeviceGetArchitecture");
+  impl->get_cc = Symbol<decltype(&::nvmlDeviceGetCudaComputeCapability)>(
+      h, "nvmlDeviceGetCudaComputeCapability");
+  impl->get_driver_version =
+      Symbol<decltype(&::nvmlSystemGetDriverVersion)>(h, "nvmlSystemGetDriverVersion");
   const std::pair<const char*, const void*> required[] = {
       {"nvmlInit_v2", reinterpret_cast<const void*>(impl->init)},
       {"nvmlShutdown", reinterpret_cast<const void*>(impl->shutdown)},
@@ -160,8 +163,8 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
       return Unavailable("NVML library " + options.library + " lacks entry point " + name);
     }
   }
-  abi::nvmlReturn_t r = impl->init();
-  if (r != abi::NVML_SUCCESS) {
+  nvmlReturn_t r = impl->init();
+  if (r != NVML_SUCCESS) {
     std::string msg = impl->Error("nvmlInit_v2", r);
     dlclose(impl->handle);
     return Unavailable(msg);
@@ -181,39 +184,38 @@ Nvml::~Nvml() {
 Result<std::vector<GpuInfo>> Nvml::ListGpus() {
   Impl& n = *impl_;
   unsigned int count = 0;
-  abi::nvmlReturn_t r = n.get_count(&count);
-  if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetCount_v2", r));
+  nvmlReturn_t r = n.get_count(&count);
+  if (r != NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetCount_v2", r));
   std::vector<GpuInfo> gpus;
   for (unsigned int i = 0; i < count; ++i) {
-    abi::nvmlDevice_t device = nullptr;
+    nvmlDevice_t device = nullptr;
     r = n.get_handle(i, &device);
-    if (r != abi::NVML_SUCCESS)
+    if (r != NVML_SUCCESS)
       return Unavailable(n.Error("nvmlDeviceGetHandleByIndex_v2", r) + " for index " +
                          std::to_string(i));
     GpuInfo gpu;
     gpu.index = i;
     if (n.get_index != nullptr) {
       unsigned int index = i;
-      if (n.get_index(device, &index) == abi::NVML_SUCCESS) gpu.index = index;
+      if (n.get_index(device, &index) == NVML_SUCCESS) gpu.index = index;
     }
     auto uuid = n.DeviceUuid(device);
     if (!uuid.ok()) return uuid.status().WithPrefix("GPU index " + std::to_string(i));
     gpu.uuid = *uuid;
     if (gpu.uuid.empty())
       return Internal("GPU index " + std::to_string(i) + ": NVML returned an empty UUID");
-    char name[abi::kNameBufferSize] = {};
+    char name[kNvmlDeviceNameBufferSize] = {};
     r = n.get_name(device, name, sizeof(name));
-    if (r != abi::NVML_SUCCESS)
-      return Unavailable(n.Error("nvmlDeviceGetName", r) + " for " + gpu.uuid);
+    if (r != NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetName", r) + " for " + gpu.uuid);
     gpu.name.assign(name, strnlen(name, sizeof(name)));
-    abi::nvmlMemory_t memory{};
+    nvmlMemory_t memory{};
     r = n.get_memory(device, &memory);
-    if (r != abi::NVML_SUCCESS)
+    if (r != NVML_SUCCESS)
       return Unavailable(n.Error("nvmlDeviceGetMemoryInfo", r) + " for " + gpu.uuid);
     gpu.total_memory_bytes = memory.total;
     if (n.get_pci != nullptr) {
-      abi::nvmlPciInfo_t pci{};
-      if (n.get_pci(device, &pci) == abi::NVML_SUCCESS) {
+      nvmlPciInfo_t pci{};
+      if (n.get_pci(device, &pci) == NVML_SUCCESS) {
         std::string bus_id(pci.busId, strnlen(pci.busId, sizeof(pci.busId)));
         auto sysfs_id = SysfsBusId(bus_id);
         if (!sysfs_id.ok()) return sysfs_id.status().WithPrefix(gpu.uuid);
@@ -230,25 +232,25 @@ Result<std::vector<GpuInfo>> Nvml::ListGpus() {
 
 std::string ArchitectureName(unsigned int value) {
   switch (value) {
-    case abi::kArchKepler:
+    case NVML_DEVICE_ARCH_KEPLER:
       return "Kepler";
-    case abi::kArchMaxwell:
+    case NVML_DEVICE_ARCH_MAXWELL:
       return "Maxwell";
-    case abi::kArchPascal:
+    case NVML_DEVICE_ARCH_PASCAL:
       return "Pascal";
-    case abi::kArchVolta:
+    case NVML_DEVICE_ARCH_VOLTA:
       return "Volta";
-    case abi::kArchTuring:
+    case NVML_DEVICE_ARCH_TURING:
       return "Turing";
-    case abi::kArchAmpere:
+    case NVML_DEVICE_ARCH_AMPERE:
       return "Ampere";
-    case abi::kArchAda:
+    case NVML_DEVICE_ARCH_ADA:
       return "Ada";
-    case abi::kArchHopper:
+    case NVML_DEVICE_ARCH_HOPPER:
       return "Hopper";
-    case abi::kArchBlackwell:
+    case NVML_DEVICE_ARCH_BLACKWELL:
       return "Blackwell";
-    case abi::kArchT23x:
+    case NVML_DEVICE_ARCH_T23X:
       return "Orin";
     default:
       return "";
@@ -267,9 +269,9 @@ FactsReport Nvml::Facts() {
   if (n.get_driver_version == nullptr) {
     missing("nvmlSystemGetDriverVersion", "driverVersion");
   } else {
-    char buf[abi::kDriverVersionBufferSize] = {};
-    abi::nvmlReturn_t r = n.get_driver_version(buf, sizeof(buf));
-    if (r == abi::NVML_SUCCESS) {
+    char buf[kNvmlDriverVersionBufferSize] = {};
+    nvmlReturn_t r = n.get_driver_version(buf, sizeof(buf));
+    if (r == NVML_SUCCESS) {
       driver_version = Trim(std::string(buf, strnlen(buf, sizeof(buf))));
     } else {
       report.omitted.push_back(n.Error("nvmlSystemGetDriverVersion", r) +
@@ -279,21 +281,21 @@ FactsReport Nvml::Facts() {
   if (n.get_arch == nullptr) missing("nvmlDeviceGetArchitecture", "architecture");
   if (n.get_cc == nullptr) missing("nvmlDeviceGetCudaComputeCapability", "computeCapability");
   unsigned int count = 0;
-  if (abi::nvmlReturn_t r = n.get_count(&count); r != abi::NVML_SUCCESS) {
+  if (nvmlReturn_t r = n.get_count(&count); r != NVML_SUCCESS) {
     report.omitted.push_back(n.Error("nvmlDeviceGetCount_v2", r) + ": every fact omitted");
     return report;
   }
   for (unsigned int i = 0; i < count; ++i) {
-    abi::nvmlDevice_t device = nullptr;
-    if (n.get_handle(i, &device) != abi::NVML_SUCCESS) continue;
+    nvmlDevice_t device = nullptr;
+    if (n.get_handle(i, &device) != NVML_SUCCESS) continue;
     auto uuid = n.DeviceUuid(device);
     if (!uuid.ok() || uuid->empty()) continue;
     GpuFacts facts;
     facts.driver_version = driver_version;
     if (n.get_arch != nullptr) {
-      abi::nvmlDeviceArchitecture_t arch = abi::kArchUnknown;
-      abi::nvmlReturn_t r = n.get_arch(device, &arch);
-      if (r != abi::NVML_SUCCESS) {
+      nvmlDeviceArchitecture_t arch = NVML_DEVICE_ARCH_UNKNOWN;
+      nvmlReturn_t r = n.get_arch(device, &arch);
+      if (r != NVML_SUCCESS) {
         report.omitted.push_back(n.Error("nvmlDeviceGetArchitecture", r) + " for " + *uuid +
                                  ": architecture omitted");
       } else {
@@ -307,8 +309,8 @@ FactsReport Nvml::Facts() {
     }
     if (n.get_cc != nullptr) {
       int major = -1, minor = -1;
-      abi::nvmlReturn_t r = n.get_cc(device, &major, &minor);
-      if (r != abi::NVML_SUCCESS) {
+      nvmlReturn_t r = n.get_cc(device, &major, &minor);
+      if (r != NVML_SUCCESS) {
         report.omitted.push_back(n.Error("nvmlDeviceGetCudaComputeCapability", r) + " for " +
                                  *uuid + ": computeCapability omitted");
       } else if (major < 0 || minor < 0) {
@@ -331,28 +333,28 @@ Result<std::optional<XidEvent>> Nvml::WaitXid(std::chrono::milliseconds timeout)
                        " has no event API: Xid health checks are off");
   }
   if (n.event_set == nullptr) {
-    abi::nvmlReturn_t r = n.event_create(&n.event_set);
-    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlEventSetCreate", r));
+    nvmlReturn_t r = n.event_create(&n.event_set);
+    if (r != NVML_SUCCESS) return Unavailable(n.Error("nvmlEventSetCreate", r));
     unsigned int count = 0;
     r = n.get_count(&count);
-    if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetCount_v2", r));
+    if (r != NVML_SUCCESS) return Unavailable(n.Error("nvmlDeviceGetCount_v2", r));
     for (unsigned int i = 0; i < count; ++i) {
-      abi::nvmlDevice_t device = nullptr;
-      if (n.get_handle(i, &device) != abi::NVML_SUCCESS) continue;
-      r = n.register_events(device, abi::kEventTypeXidCriticalError, n.event_set);
+      nvmlDevice_t device = nullptr;
+      if (n.get_handle(i, &device) != NVML_SUCCESS) continue;
+      r = n.register_events(device, nvmlEventTypeXidCriticalError, n.event_set);
       // A device that does not support Xid events is simply not watched.
-      if (r != abi::NVML_SUCCESS && r != abi::NVML_ERROR_NOT_SUPPORTED) {
+      if (r != NVML_SUCCESS && r != NVML_ERROR_NOT_SUPPORTED) {
         return Unavailable(n.Error("nvmlDeviceRegisterEvents", r) + " for index " +
                            std::to_string(i));
       }
     }
   }
-  abi::nvmlEventData_t data{};
+  nvmlEventData_t data{};
   auto ms = static_cast<unsigned int>(std::max<int64_t>(0, timeout.count()));
-  abi::nvmlReturn_t r = n.event_wait(n.event_set, &data, ms);
-  if (r == abi::NVML_ERROR_TIMEOUT) return std::optional<XidEvent>();
-  if (r != abi::NVML_SUCCESS) return Unavailable(n.Error("nvmlEventSetWait_v2", r));
-  if ((data.eventType & abi::kEventTypeXidCriticalError) == 0) return std::optional<XidEvent>();
+  nvmlReturn_t r = n.event_wait(n.event_set, &data, ms);
+  if (r == NVML_ERROR_TIMEOUT) return std::optional<XidEvent>();
+  if (r != NVML_SUCCESS) return Unavailable(n.Error("nvmlEventSetWait_v2", r));
+  if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<XidEvent>();
   XidEvent event;
   event.xid = data.eventData;
   if (data.device != nullptr) {

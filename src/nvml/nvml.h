@@ -1,6 +1,7 @@
 #pragma once
 // GpuSource over the real NVML, loaded with dlopen("libnvidia-ml.so.1")
-// (docs/design/ARCHITECTURE.md: our own prototypes, nvml_abi.h; no NVIDIA header at build time).
+// (docs/design/ARCHITECTURE.md: our own prototypes, src/api/nvml.h; no NVIDIA header at build
+// time).
 
 #include <map>
 #include <memory>

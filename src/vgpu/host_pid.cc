@@ -19,7 +19,6 @@ namespace {
 std::atomic<int32_t> g_host_pid{0};
 std::atomic<uint64_t> g_next_retry_ns{0};
 constexpr uint64_t kRetryPeriodNs = 1'000'000'000;
-constexpr unsigned long long kNvmlValueNotAvailable = ~0ull;  // NVML_VALUE_NOT_AVAILABLE
 
 uint64_t CoarseNowNs() {
   timespec ts;

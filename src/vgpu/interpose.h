@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cstdarg>
 
+#include "api/nvml.h"
 #include "vgpu/cuda_api.h"
 #include "vgpu/hooks.def"
-#include "vgpu/nvml_api.h"
 
 #define FRACGPU_EXPORT extern "C" __attribute__((visibility("default")))
 

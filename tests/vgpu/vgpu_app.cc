@@ -40,8 +40,8 @@
 #include <thread>
 #include <vector>
 
+#include "api/nvml.h"
 #include "vgpu/cuda_api.h"
-#include "vgpu/nvml_api.h"
 #include "vgpu/region.h"
 #include "vgpu_app_graph.h"
 #include "vgpu_app_share.h"

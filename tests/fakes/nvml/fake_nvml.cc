@@ -28,7 +28,7 @@
 
 #include "../cuda/fake_clock.h"
 #include "../cuda/fake_gpu.h"
-#include "vgpu/nvml_api.h"
+#include "api/nvml.h"
 
 namespace {
 
@@ -224,10 +224,6 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_t* infos) noexcept {
   return nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos);
 }
-struct nvmlProcessInfo_v1_t {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-};
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
                                                   nvmlProcessInfo_v1_t* infos) noexcept {
   NVML_CHECK_INIT();
