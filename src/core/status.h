@@ -3,7 +3,6 @@
 // by our code). A Status carries a code and a message that names the offending input, e.g.
 // `container "train": nvidia.com/gpucores must be 0..100, got "150"`.
 
-#include <cassert>
 #include <optional>
 #include <string>
 #include <utility>
@@ -93,6 +92,14 @@ namespace fracgpu::internal {
 [[noreturn]] void CheckFailed(const char* cond, const char* file, int line);
 }  // namespace fracgpu::internal
 
+/// Aborts a daemon on a broken invariant (docs/design/STYLE.md). Never used in libvgpu.so.
+#define FRACGPU_CHECK(cond)                                        \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      ::fracgpu::internal::CheckFailed(#cond, __FILE__, __LINE__); \
+    }                                                              \
+  } while (0)
+
 namespace fracgpu {
 
 /// A value of type T, or a non-OK Status. Accessing value() of an error is a programming
@@ -102,7 +109,8 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    assert(!std::get<Status>(v_).ok() && "Result constructed from an OK Status");
+    // Checked in every build: an OK Status would make a Result that holds neither.
+    FRACGPU_CHECK(!std::get<Status>(v_).ok() && "Result constructed from an OK Status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -139,12 +147,4 @@ class [[nodiscard]] Result {
   do {                                \
     ::fracgpu::Status _st = (expr);   \
     if (!_st.ok()) return _st;        \
-  } while (0)
-
-/// Aborts a daemon on a broken invariant (docs/design/STYLE.md). Never used in libvgpu.so.
-#define FRACGPU_CHECK(cond)                                        \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      ::fracgpu::internal::CheckFailed(#cond, __FILE__, __LINE__); \
-    }                                                              \
   } while (0)

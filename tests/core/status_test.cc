@@ -55,5 +55,13 @@ TEST(ResultDeathTest, ValueOfAnErrorAbortsInEveryBuild) {
   EXPECT_DEATH((void)std::move(s).value(), "Result::value");
 }
 
+// A Result made from an OK Status (it would hold neither a value nor an error) aborts in every
+// build too.
+TEST(ResultDeathTest, ConstructionFromAnOkStatusAbortsInEveryBuild) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH((void)Result<int>(Status::Ok()),
+               "FRACGPU_CHECK failed: .*Result constructed from an OK Status");
+}
+
 }  // namespace
 }  // namespace fracgpu
