@@ -36,7 +36,7 @@ LAYERS = {
     "scheduler": {"core", "k8s", "http", "metrics"},
     "deviceplugin": {"core", "k8s", "kubelet", "nvml"},
     "dra": {"core", "deviceplugin", "k8s", "nvml"},
-    "monitor": {"api", "core", "enforce", "k8s", "http", "metrics", "vgpu"},
+    "monitor": {"api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},
     # ui -> scheduler goes when the GPU choice at bind time (FitForBind) lives in core/.
     "ui": {"core", "k8s", "http", "scheduler"},
     "sim": {"core"},
@@ -44,7 +44,7 @@ LAYERS = {
     # `fracgpu run` / `inspect`: the tools beside libvgpu.so (src/vgpu/cli/)
     "vgpu/cli": {"api", "core", "enforce", "vgpu"},
     # adapters to the outside world
-    "enforce": {"api", "core", "vgpu"},
+    "enforce": {"api", "core", "nvml", "vgpu"},
     "k8s": {"core"},
     "kubelet": {"core"},
     "nvml": {"api", "core"},

@@ -1,15 +1,11 @@
 #include "enforce/nvml_processes.h"
 
-#include <dlfcn.h>
-
 #include "api/nvml.h"
+#include "nvml/library.h"
 
 namespace fracgpu::enforce {
 namespace {
 
-using InitFn = decltype(&::nvmlInit_v2);
-using ShutdownFn = decltype(&::nvmlShutdown);
-using ErrorStringFn = decltype(&::nvmlErrorString);
 using CountFn = decltype(&::nvmlDeviceGetCount_v2);
 using HandleByIndexFn = decltype(&::nvmlDeviceGetHandleByIndex_v2);
 using UuidFn = decltype(&::nvmlDeviceGetUUID);
@@ -18,68 +14,35 @@ using ProcessesFn = decltype(&::nvmlDeviceGetComputeRunningProcesses_v3);
 // usedGpuMemory is kNvmlValueNotAvailable when the driver cannot tell (e.g. under some
 // virtualisation); such a process is listed with 0 bytes.
 
-template <typename Fn>
-bool Load(void* lib, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(::dlsym(lib, name));
-  return *out != nullptr;
-}
-
 }  // namespace
 
 struct NvmlProcesses::Impl {
-  void* lib = nullptr;
-  InitFn init = nullptr;
-  ShutdownFn shutdown = nullptr;
-  ErrorStringFn error_string = nullptr;
+  std::unique_ptr<nvml::Library> lib;  // shuts NVML down at destruction, keeps it mapped
   CountFn count = nullptr;
   HandleByIndexFn by_index = nullptr;
   UuidFn uuid = nullptr;
   ProcessesFn processes = nullptr;
   std::vector<nvmlProcessInfo_t> buffer;
 
-  std::string Error(const std::string& what, nvmlReturn_t rc) const {
-    return what + ": " + (error_string ? error_string(rc) : "NVML error") + " (" +
-           std::to_string(rc) + ")";
-  }
+  std::string Error(const std::string& what, nvmlReturn_t rc) const { return lib->Error(what, rc); }
 };
 
 NvmlProcesses::NvmlProcesses(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-NvmlProcesses::~NvmlProcesses() {
-  // NVML stays loaded (process-wide state; see monitor/nvml_stats.cc).
-  if (impl_->shutdown) impl_->shutdown();
-}
+NvmlProcesses::~NvmlProcesses() = default;
 
 Result<std::unique_ptr<NvmlProcesses>> NvmlProcesses::Open(const std::string& library) {
   auto impl = std::make_unique<Impl>();
-  impl->lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!impl->lib) {
-    const char* err = ::dlerror();
-    return Unavailable("cannot load " + library + ": " + (err ? err : "unknown error"));
-  }
-  Load(impl->lib, "nvmlErrorString", &impl->error_string);
-  const char* missing = nullptr;
-  if (!Load(impl->lib, "nvmlInit_v2", &impl->init))
-    missing = "nvmlInit_v2";
-  else if (!Load(impl->lib, "nvmlShutdown", &impl->shutdown))
-    missing = "nvmlShutdown";
-  else if (!Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count))
-    missing = "nvmlDeviceGetCount_v2";
-  else if (!Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index))
-    missing = "nvmlDeviceGetHandleByIndex_v2";
-  else if (!Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid))
-    missing = "nvmlDeviceGetUUID";
-  else if (!Load(impl->lib, "nvmlDeviceGetComputeRunningProcesses_v3", &impl->processes))
-    missing = "nvmlDeviceGetComputeRunningProcesses_v3";
-  if (missing) {
-    impl->shutdown = nullptr;
-    return Unavailable(library + ": missing entry point " + missing);
-  }
-  if (nvmlReturn_t rc = impl->init(); rc != NVML_SUCCESS) {
-    std::string msg = impl->Error("nvmlInit_v2", rc);
-    impl->shutdown = nullptr;
-    return Unavailable(library + ": " + msg);
-  }
+  auto lib = nvml::Library::Open(
+      library, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID",
+                "nvmlDeviceGetComputeRunningProcesses_v3"});
+  if (!lib.ok()) return lib.status();
+  impl->lib = std::move(lib).value();
+  const nvml::Library& l = *impl->lib;
+  impl->count = l.Get<CountFn>("nvmlDeviceGetCount_v2");
+  impl->by_index = l.Get<HandleByIndexFn>("nvmlDeviceGetHandleByIndex_v2");
+  impl->uuid = l.Get<UuidFn>("nvmlDeviceGetUUID");
+  impl->processes = l.Get<ProcessesFn>("nvmlDeviceGetComputeRunningProcesses_v3");
   return std::unique_ptr<NvmlProcesses>(new NvmlProcesses(std::move(impl)));
 }
 

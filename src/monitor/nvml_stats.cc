@@ -1,10 +1,9 @@
 #include "monitor/nvml_stats.h"
 
-#include <dlfcn.h>
-
 #include <vector>
 
 #include "api/nvml.h"
+#include "nvml/library.h"
 
 namespace fracgpu::monitor {
 namespace {
@@ -14,9 +13,6 @@ constexpr nvmlReturn_t kSuccess = NVML_SUCCESS;
 constexpr nvmlReturn_t kNotFound = NVML_ERROR_NOT_FOUND;
 constexpr nvmlReturn_t kInsufficientSize = NVML_ERROR_INSUFFICIENT_SIZE;
 
-using InitFn = decltype(&::nvmlInit_v2);
-using ShutdownFn = decltype(&::nvmlShutdown);
-using ErrorStringFn = decltype(&::nvmlErrorString);
 using CountFn = decltype(&::nvmlDeviceGetCount_v2);
 using HandleByIndexFn = decltype(&::nvmlDeviceGetHandleByIndex_v2);
 using HandleByUuidFn = decltype(&::nvmlDeviceGetHandleByUUID);
@@ -25,19 +21,10 @@ using MemoryFn = decltype(&::nvmlDeviceGetMemoryInfo);
 using UtilizationFn = decltype(&::nvmlDeviceGetUtilizationRates);
 using ProcessUtilizationFn = decltype(&::nvmlDeviceGetProcessUtilization);
 
-template <typename Fn>
-bool Load(void* lib, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(::dlsym(lib, name));
-  return *out != nullptr;
-}
-
 }  // namespace
 
 struct NvmlGpuStats::Impl {
-  void* lib = nullptr;
-  InitFn init = nullptr;
-  ShutdownFn shutdown = nullptr;
-  ErrorStringFn error_string = nullptr;
+  std::unique_ptr<nvml::Library> lib;  // shuts NVML down at destruction, keeps it mapped
   CountFn count = nullptr;
   HandleByIndexFn by_index = nullptr;
   HandleByUuidFn by_uuid = nullptr;
@@ -48,60 +35,30 @@ struct NvmlGpuStats::Impl {
   ProcessUtilizationFn process_utilization = nullptr;   // optional
   std::map<std::string, unsigned long long> last_seen;  // uuid → newest sample timestamp (µs)
 
-  std::string Error(const char* what, nvmlReturn_t rc) const {
-    return std::string(what) + ": " + (error_string ? error_string(rc) : "NVML error") + " (" +
-           std::to_string(rc) + ")";
-  }
+  std::string Error(const std::string& what, nvmlReturn_t rc) const { return lib->Error(what, rc); }
 };
 
 NvmlGpuStats::NvmlGpuStats(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-NvmlGpuStats::~NvmlGpuStats() {
-  if (impl_->shutdown) impl_->shutdown();
-  // The library stays loaded: NVML is process-wide state, and unloading it would unmap the
-  // globals that still point at its own allocations (LeakSanitizer then reports them as leaks).
-}
+NvmlGpuStats::~NvmlGpuStats() = default;
 
 Result<std::unique_ptr<NvmlGpuStats>> NvmlGpuStats::Open(const std::string& library) {
   auto impl = std::make_unique<Impl>();
-  impl->lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!impl->lib) {
-    const char* err = ::dlerror();
-    return Unavailable("cannot load " + library + ": " + (err ? err : "unknown error"));
-  }
-  struct Required {
-    const char* name;
-    bool ok;
-  };
-  Required required[] = {
-      {"nvmlInit_v2", Load(impl->lib, "nvmlInit_v2", &impl->init)},
-      {"nvmlShutdown", Load(impl->lib, "nvmlShutdown", &impl->shutdown)},
-      {"nvmlDeviceGetCount_v2", Load(impl->lib, "nvmlDeviceGetCount_v2", &impl->count)},
-      {"nvmlDeviceGetHandleByIndex_v2",
-       Load(impl->lib, "nvmlDeviceGetHandleByIndex_v2", &impl->by_index)},
-      {"nvmlDeviceGetHandleByUUID", Load(impl->lib, "nvmlDeviceGetHandleByUUID", &impl->by_uuid)},
-      {"nvmlDeviceGetUUID", Load(impl->lib, "nvmlDeviceGetUUID", &impl->uuid)},
-      {"nvmlDeviceGetName", Load(impl->lib, "nvmlDeviceGetName", &impl->name)},
-      {"nvmlDeviceGetMemoryInfo", Load(impl->lib, "nvmlDeviceGetMemoryInfo", &impl->memory)},
-  };
-  Load(impl->lib, "nvmlErrorString", &impl->error_string);
-  Load(impl->lib, "nvmlDeviceGetUtilizationRates", &impl->utilization);
-  Load(impl->lib, "nvmlDeviceGetProcessUtilization", &impl->process_utilization);
-  for (const Required& r : required) {
-    if (!r.ok) {
-      ::dlclose(impl->lib);
-      impl->lib = nullptr;
-      impl->shutdown = nullptr;
-      return Unavailable(library + ": missing entry point " + r.name);
-    }
-  }
-  if (nvmlReturn_t rc = impl->init(); rc != kSuccess) {
-    std::string msg = impl->Error("nvmlInit_v2", rc);
-    impl->shutdown = nullptr;
-    ::dlclose(impl->lib);
-    impl->lib = nullptr;
-    return Unavailable(library + ": " + msg);
-  }
+  auto lib = nvml::Library::Open(library, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                                           "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetUUID",
+                                           "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo"});
+  if (!lib.ok()) return lib.status();
+  impl->lib = std::move(lib).value();
+  const nvml::Library& l = *impl->lib;
+  impl->count = l.Get<CountFn>("nvmlDeviceGetCount_v2");
+  impl->by_index = l.Get<HandleByIndexFn>("nvmlDeviceGetHandleByIndex_v2");
+  impl->by_uuid = l.Get<HandleByUuidFn>("nvmlDeviceGetHandleByUUID");
+  impl->uuid = l.Get<StringFn>("nvmlDeviceGetUUID");
+  impl->name = l.Get<StringFn>("nvmlDeviceGetName");
+  impl->memory = l.Get<MemoryFn>("nvmlDeviceGetMemoryInfo");
+  // Optional capabilities: device and per-process utilisation.
+  impl->utilization = l.Get<UtilizationFn>("nvmlDeviceGetUtilizationRates");
+  impl->process_utilization = l.Get<ProcessUtilizationFn>("nvmlDeviceGetProcessUtilization");
   return std::unique_ptr<NvmlGpuStats>(new NvmlGpuStats(std::move(impl)));
 }
 
@@ -114,13 +71,12 @@ Result<std::vector<GpuStats>> NvmlGpuStats::ListGpus() {
     nvmlDevice_t dev = nullptr;
     if (nvmlReturn_t rc = impl_->by_index(i, &dev); rc != kSuccess)
       return Unavailable(
-          impl_->Error(("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")").c_str(), rc));
+          impl_->Error(("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(i) + ")"), rc));
     GpuStats g;
     g.index = i;
     char buf[96] = {};
     if (nvmlReturn_t rc = impl_->uuid(dev, buf, sizeof buf); rc != kSuccess)
-      return Unavailable(
-          impl_->Error(("nvmlDeviceGetUUID(" + std::to_string(i) + ")").c_str(), rc));
+      return Unavailable(impl_->Error(("nvmlDeviceGetUUID(" + std::to_string(i) + ")"), rc));
     buf[sizeof buf - 1] = '\0';
     g.uuid = buf;
     char name[96] = {};
@@ -130,7 +86,7 @@ Result<std::vector<GpuStats>> NvmlGpuStats::ListGpus() {
     }
     nvmlMemory_t mem{};
     if (nvmlReturn_t rc = impl_->memory(dev, &mem); rc != kSuccess)
-      return Unavailable(impl_->Error(("nvmlDeviceGetMemoryInfo(" + g.uuid + ")").c_str(), rc));
+      return Unavailable(impl_->Error(("nvmlDeviceGetMemoryInfo(" + g.uuid + ")"), rc));
     g.memory_total_bytes = mem.total;
     g.memory_used_bytes = mem.used;
     nvmlUtilization_t util{};
@@ -148,7 +104,7 @@ Result<std::map<uint32_t, double>> NvmlGpuStats::ProcessSmUtilization(const std:
     return Unavailable("nvmlDeviceGetProcessUtilization is not available");
   nvmlDevice_t dev = nullptr;
   if (nvmlReturn_t rc = impl_->by_uuid(uuid.c_str(), &dev); rc != kSuccess) {
-    std::string msg = impl_->Error(("nvmlDeviceGetHandleByUUID(" + uuid + ")").c_str(), rc);
+    std::string msg = impl_->Error(("nvmlDeviceGetHandleByUUID(" + uuid + ")"), rc);
     return rc == kNotFound ? NotFound(msg) : Unavailable(msg);
   }
   unsigned long long last = impl_->last_seen[uuid];
@@ -164,7 +120,7 @@ Result<std::map<uint32_t, double>> NvmlGpuStats::ProcessSmUtilization(const std:
   std::map<uint32_t, double> out;
   if (rc == kNotFound || (rc == kSuccess && samples.empty())) return out;  // no samples
   if (rc != kSuccess)
-    return Unavailable(impl_->Error(("nvmlDeviceGetProcessUtilization(" + uuid + ")").c_str(), rc));
+    return Unavailable(impl_->Error(("nvmlDeviceGetProcessUtilization(" + uuid + ")"), rc));
   std::map<uint32_t, std::pair<double, int>> sums;
   for (unsigned int k = 0; k < count && k < samples.size(); ++k) {
     const auto& s = samples[k];

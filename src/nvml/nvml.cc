@@ -1,7 +1,5 @@
 #include "nvml/nvml.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -10,6 +8,7 @@
 #include <sstream>
 
 #include "api/nvml.h"
+#include "nvml/library.h"
 
 namespace fracgpu::nvml {
 
@@ -75,15 +74,12 @@ Result<int32_t> ReadNumaNode(const std::string& sysfs_root, const std::string& b
 
 struct Nvml::Impl {
   NvmlOptions options;
-  void* handle = nullptr;
-  decltype(&::nvmlInit_v2) init = nullptr;
-  decltype(&::nvmlShutdown) shutdown = nullptr;
-  decltype(&::nvmlErrorString) error_string = nullptr;
+  std::unique_ptr<Library> lib;
   decltype(&::nvmlDeviceGetCount_v2) get_count = nullptr;
   decltype(&::nvmlDeviceGetHandleByIndex_v2) get_handle = nullptr;
   decltype(&::nvmlDeviceGetIndex) get_index = nullptr;
   decltype(&::nvmlDeviceGetUUID) get_uuid = nullptr;
-  decltype(&::nvmlDeviceGetUUID) get_name = nullptr;
+  decltype(&::nvmlDeviceGetName) get_name = nullptr;
   decltype(&::nvmlDeviceGetMemoryInfo) get_memory = nullptr;
   decltype(&::nvmlDeviceGetPciInfo_v3) get_pci = nullptr;
   decltype(&::nvmlEventSetCreate) event_create = nullptr;
@@ -96,11 +92,7 @@ struct Nvml::Impl {
   decltype(&::nvmlDeviceGetCudaComputeCapability) get_cc = nullptr;
   decltype(&::nvmlSystemGetDriverVersion) get_driver_version = nullptr;
 
-  std::string Error(const char* call, nvmlReturn_t r) const {
-    std::string text = error_string != nullptr ? error_string(r) : "";
-    return std::string(call) + " failed: NVML error " + std::to_string(r) +
-           (text.empty() ? "" : " (" + text + ")");
-  }
+  std::string Error(const char* call, nvmlReturn_t r) const { return lib->Error(call, r); }
 
   Result<std::string> DeviceUuid(nvmlDevice_t device) const {
     char buf[kNvmlDeviceUuidBufferSize] = {};
@@ -110,65 +102,33 @@ struct Nvml::Impl {
   }
 };
 
-namespace {
-template <typename Fn>
-Fn Symbol(void* handle, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(handle, name));
-}
-}  // namespace
-
 Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (impl->handle == nullptr) {
-    const char* err = dlerror();
-    return Unavailable("cannot load NVML library " + options.library + ": " +
-                       (err ? err : "unknown error"));
-  }
-  void* h = impl->handle;
-  impl->init = Symbol<decltype(&::nvmlInit_v2)>(h, "nvmlInit_v2");
-  impl->shutdown = Symbol<decltype(&::nvmlShutdown)>(h, "nvmlShutdown");
-  impl->error_string = Symbol<decltype(&::nvmlErrorString)>(h, "nvmlErrorString");
-  impl->get_count = Symbol<decltype(&::nvmlDeviceGetCount_v2)>(h, "nvmlDeviceGetCount_v2");
+  auto lib = Library::Open(options.library,
+                           {"nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                            "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo"});
+  if (!lib.ok()) return lib.status();
+  impl->lib = std::move(lib).value();
+  const Library& l = *impl->lib;
+  impl->get_count = l.Get<decltype(&::nvmlDeviceGetCount_v2)>("nvmlDeviceGetCount_v2");
   impl->get_handle =
-      Symbol<decltype(&::nvmlDeviceGetHandleByIndex_v2)>(h, "nvmlDeviceGetHandleByIndex_v2");
-  impl->get_index = Symbol<decltype(&::nvmlDeviceGetIndex)>(h, "nvmlDeviceGetIndex");
-  impl->get_uuid = Symbol<decltype(&::nvmlDeviceGetUUID)>(h, "nvmlDeviceGetUUID");
-  impl->get_name = Symbol<decltype(&::nvmlDeviceGetUUID)>(h, "nvmlDeviceGetName");
-  impl->get_memory = Symbol<decltype(&::nvmlDeviceGetMemoryInfo)>(h, "nvmlDeviceGetMemoryInfo");
-  impl->get_pci = Symbol<decltype(&::nvmlDeviceGetPciInfo_v3)>(h, "nvmlDeviceGetPciInfo_v3");
-  impl->event_create = Symbol<decltype(&::nvmlEventSetCreate)>(h, "nvmlEventSetCreate");
-  impl->register_events =
-      Symbol<decltype(&::nvmlDeviceRegisterEvents)>(h, "nvmlDeviceRegisterEvents");
-  impl->event_wait = Symbol<decltype(&::nvmlEventSetWait_v2)>(h, "nvmlEventSetWait_v2");
-  impl->event_free = Symbol<decltype(&::nvmlEventSetFree)>(h, "nvmlEventSetFree");
-  impl->get_arch = Symbol<decltype(&::nvmlDeviceGetArchitecture)>(h, "nvmlDeviceGetArchitecture");
-  impl->get_cc = Symbol<decltype(&::nvmlDeviceGetCudaComputeCapability)>(
-      h, "nvmlDeviceGetCudaComputeCapability");
+      l.Get<decltype(&::nvmlDeviceGetHandleByIndex_v2)>("nvmlDeviceGetHandleByIndex_v2");
+  impl->get_index = l.Get<decltype(&::nvmlDeviceGetIndex)>("nvmlDeviceGetIndex");
+  impl->get_uuid = l.Get<decltype(&::nvmlDeviceGetUUID)>("nvmlDeviceGetUUID");
+  impl->get_name = l.Get<decltype(&::nvmlDeviceGetName)>("nvmlDeviceGetName");
+  impl->get_memory = l.Get<decltype(&::nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
+  // Optional: PCI (NUMA), Xid events, the ResourceSlice facts.
+  impl->get_pci = l.Get<decltype(&::nvmlDeviceGetPciInfo_v3)>("nvmlDeviceGetPciInfo_v3");
+  impl->event_create = l.Get<decltype(&::nvmlEventSetCreate)>("nvmlEventSetCreate");
+  impl->register_events = l.Get<decltype(&::nvmlDeviceRegisterEvents)>("nvmlDeviceRegisterEvents");
+  impl->event_wait = l.Get<decltype(&::nvmlEventSetWait_v2)>("nvmlEventSetWait_v2");
+  impl->event_free = l.Get<decltype(&::nvmlEventSetFree)>("nvmlEventSetFree");
+  impl->get_arch = l.Get<decltype(&::nvmlDeviceGetArchitecture)>("nvmlDeviceGetArchitecture");
+  impl->get_cc =
+      l.Get<decltype(&::nvmlDeviceGetCudaComputeCapability)>("nvmlDeviceGetCudaComputeCapability");
   impl->get_driver_version =
-      Symbol<decltype(&::nvmlSystemGetDriverVersion)>(h, "nvmlSystemGetDriverVersion");
-  const std::pair<const char*, const void*> required[] = {
-      {"nvmlInit_v2", reinterpret_cast<const void*>(impl->init)},
-      {"nvmlShutdown", reinterpret_cast<const void*>(impl->shutdown)},
-      {"nvmlDeviceGetCount_v2", reinterpret_cast<const void*>(impl->get_count)},
-      {"nvmlDeviceGetHandleByIndex_v2", reinterpret_cast<const void*>(impl->get_handle)},
-      {"nvmlDeviceGetUUID", reinterpret_cast<const void*>(impl->get_uuid)},
-      {"nvmlDeviceGetName", reinterpret_cast<const void*>(impl->get_name)},
-      {"nvmlDeviceGetMemoryInfo", reinterpret_cast<const void*>(impl->get_memory)},
-  };
-  for (const auto& [name, fn] : required) {
-    if (fn == nullptr) {
-      dlclose(impl->handle);
-      return Unavailable("NVML library " + options.library + " lacks entry point " + name);
-    }
-  }
-  nvmlReturn_t r = impl->init();
-  if (r != NVML_SUCCESS) {
-    std::string msg = impl->Error("nvmlInit_v2", r);
-    dlclose(impl->handle);
-    return Unavailable(msg);
-  }
+      l.Get<decltype(&::nvmlSystemGetDriverVersion)>("nvmlSystemGetDriverVersion");
   return std::unique_ptr<Nvml>(new Nvml(std::move(impl)));
 }
 
@@ -177,8 +137,7 @@ Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Nvml::~Nvml() {
   if (impl_->event_set != nullptr && impl_->event_free != nullptr)
     impl_->event_free(impl_->event_set);
-  impl_->shutdown();
-  dlclose(impl_->handle);
+  // impl_->lib shuts NVML down (and keeps it mapped: nvml/library.h).
 }
 
 Result<std::vector<GpuInfo>> Nvml::ListGpus() {
