@@ -97,6 +97,48 @@ struct Region {
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
+// The byte layout of version 2, pinned: libvgpu.so of one build, the monitor, the enforcer and
+// `fracgpu inspect` of another read the same file, so a field that moves must fail the build
+// (and then take a new kRegionVersion). Values for x86_64 Linux (LP64, glibc's
+// 40-byte pthread_mutex_t), read off this layout with offsetof when it was pinned.
+#if defined(__x86_64__)
+static_assert(sizeof(RegionDevice) == 144);
+static_assert(offsetof(RegionDevice, uuid) == 0);
+static_assert(offsetof(RegionDevice, memory_limit) == 48);
+static_assert(offsetof(RegionDevice, sm_limit) == 56);
+static_assert(offsetof(RegionDevice, flags) == 60);
+static_assert(offsetof(RegionDevice, used) == 64);
+static_assert(offsetof(RegionDevice, last_launch_ns) == 72);
+static_assert(offsetof(RegionDevice, reserved) == 80);
+static_assert(sizeof(RegionSlot) == 664);
+static_assert(offsetof(RegionSlot, state) == 0);
+static_assert(offsetof(RegionSlot, pid) == 4);
+static_assert(offsetof(RegionSlot, host_pid) == 8);
+static_assert(offsetof(RegionSlot, pad) == 12);
+static_assert(offsetof(RegionSlot, start_time) == 16);
+static_assert(offsetof(RegionSlot, used) == 24);
+static_assert(offsetof(RegionSlot, context_bytes) == 152);
+static_assert(offsetof(RegionSlot, module_bytes) == 280);
+static_assert(offsetof(RegionSlot, data_bytes) == 408);
+static_assert(offsetof(RegionSlot, reserved) == 536);
+static_assert(sizeof(Region) == 172376);
+static_assert(offsetof(Region, magic) == 0);
+static_assert(offsetof(Region, version) == 4);
+static_assert(offsetof(Region, region_size) == 8);
+static_assert(offsetof(Region, slot_size) == 12);
+static_assert(offsetof(Region, max_devices) == 16);
+static_assert(offsetof(Region, max_slots) == 20);
+static_assert(offsetof(Region, device_count) == 24);
+static_assert(offsetof(Region, policy) == 28);
+static_assert(offsetof(Region, priority) == 32);
+static_assert(offsetof(Region, pad) == 36);
+static_assert(offsetof(Region, last_reap_ns) == 40);
+static_assert(offsetof(Region, lock) == 48);
+static_assert(offsetof(Region, devices) == 88);
+static_assert(offsetof(Region, slots) == 2392);
+static_assert(alignof(Region) == 8);
+#endif
+
 /// Result codes of the region functions (no Status: libvgpu.so is standalone).
 enum class RegionError {
   kOk = 0,
