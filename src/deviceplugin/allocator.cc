@@ -9,7 +9,9 @@
 #include <set>
 
 #include "core/codec.h"
+#include "core/node_lock_codec.h"
 #include "core/request.h"
+#include "core/request_json.h"
 #include "deviceplugin/annotations.h"
 #include "deviceplugin/inventory.h"
 #include "k8s/objects.h"
@@ -68,20 +70,14 @@ Status WriteFileAtomically(const fs::path& path, const std::string& content, fs:
 
 }  // namespace
 
-Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& value) {
-  size_t c1 = value.find(',');
-  size_t c2 = c1 == std::string::npos ? c1 : value.find(',', c1 + 1);
-  if (c2 == std::string::npos || value.find(',', c2 + 1) != std::string::npos || c1 == 0) {
+Result<std::pair<std::string, std::string>> LockedPod(const std::string& value) {
+  Result<core::NodeLock> lock = core::DecodeNodeLock(value);
+  if (!lock.ok()) return lock.status().WithPrefix(kNodeLockKey);
+  if (!lock->names_pod()) {
     return InvalidArgument(std::string(kNodeLockKey) +
-                           " must be <RFC3339 time>,<namespace>,<pod name>, got \"" +
-                           value.substr(0, 120) + "\"");
+                           " names no pod: " + core::request_json::Quote(value));
   }
-  std::string ns = value.substr(c1 + 1, c2 - c1 - 1), name = value.substr(c2 + 1);
-  if (ns.empty() || name.empty()) {
-    return InvalidArgument(std::string(kNodeLockKey) + " names no pod: \"" + value.substr(0, 120) +
-                           "\"");
-  }
-  return std::make_pair(ns, name);
+  return std::make_pair(std::move(lock->pod_namespace), std::move(lock->pod_name));
 }
 
 std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
@@ -155,7 +151,7 @@ Result<Allocator::FoundPod> Allocator::FindPod() {
   if (!node_obj.ok()) return node_obj.status().WithPrefix("reading node " + node);
   FoundPod found;
   if (auto lock = k8s::Annotation(*node_obj, kNodeLockKey)) {
-    auto named = ParseNodeLock(*lock);
+    auto named = LockedPod(*lock);
     if (named.ok()) {
       auto pod = api_->GetPod(named->first, named->second);
       if (pod.ok() && k8s::Annotation(*pod, kBindPhaseKey).value_or("") == kBindPhaseAllocating) {
@@ -402,7 +398,7 @@ void Allocator::ReleaseLock(const std::string& ns, const std::string& name) {
   auto make_patch = [&](const json& node) -> Result<json> {
     auto lock = k8s::Annotation(node, kNodeLockKey);
     if (!lock) return json();
-    auto named = ParseNodeLock(*lock);
+    auto named = LockedPod(*lock);
     if (!named.ok() || named->first != ns || named->second != name)
       return json();  // not ours to release
     return json{{"metadata", {{"annotations", {{kNodeLockKey, nullptr}}}}}};

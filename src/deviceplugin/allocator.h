@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 #include "deviceplugin/cluster_api.h"
 #include "deviceplugin/config.h"
 #include "k8s/clock.h"
@@ -120,10 +120,11 @@ class Allocator {
   std::mutex mu_;
 };
 
-/// Parses the node lock `<RFC3339 time>,<namespace>,<pod name>`; returns {namespace, name},
-/// or kInvalidArgument naming the value (including HAMi's legacy bare-time form, which names
-/// no pod).
-Result<std::pair<std::string, std::string>> ParseNodeLock(const std::string& value);
+/// The pod {namespace, name} a node lock value names (decoded by core::DecodeNodeLock, the one
+/// rule for `hami.io/mutex.lock`). Errors (kInvalidArgument, message prefixed with the key): the
+/// decoder's, or "names no pod" for a valid value without both names (HAMi's legacy bare time,
+/// an empty namespace or name): Allocate then looks for the pending pod by listing the node.
+Result<std::pair<std::string, std::string>> LockedPod(const std::string& value);
 
 /// The limits file content (docs/design/CONTRACT.md §3): one KEY=VALUE per line, for the keys of
 /// `envs` that libvgpu.so takes from the file, in a fixed order.

@@ -4,30 +4,17 @@
 // `<RFC3339 time>,<namespace>,<pod name>` on the Node, set by the scheduler at bind and
 // released by the device plugin after Allocate, by the scheduler when a bind fails or the
 // locking pod no longer exists, and by anyone once older than the expiry (5 min). Set and
-// release use a merge patch carrying the node's resourceVersion (409 → re-read and retry).
+// release use a merge patch carrying the node's resourceVersion (409 → re-read and retry). The
+// value is encoded and decoded by core/node_lock_codec.h.
 
 #include <chrono>
 #include <optional>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "k8s/client.h"
 
 namespace fracgpu::scheduler {
-
-/// A parsed lock value.
-struct NodeLockValue {
-  std::chrono::system_clock::time_point time;
-  std::string pod_namespace, pod_name;  ///< empty for HAMi's legacy bare-time value
-};
-
-/// Parses `<RFC3339>,<ns>,<name>` or a bare RFC3339 time (legacy). Errors: kInvalidArgument.
-Result<NodeLockValue> ParseNodeLock(const std::string& value);
-/// Formats `<RFC3339 UTC, seconds>,<ns>,<name>`.
-std::string FormatNodeLock(std::chrono::system_clock::time_point time, const std::string& ns,
-                           const std::string& name);
-/// RFC3339 UTC with seconds ("2026-03-02T10:15:04Z").
-std::string Rfc3339(std::chrono::system_clock::time_point time);
 
 /// Takes and releases node locks through the API server.
 class NodeLocker {

@@ -517,7 +517,7 @@ TEST(NodeLockTest, Table) {
       {",ml,train", false, "", ""},
   };
   for (const auto& c : cases) {
-    auto r = ParseNodeLock(c.value);
+    auto r = LockedPod(c.value);
     EXPECT_EQ(r.ok(), c.ok) << c.value;
     if (r.ok()) {
       EXPECT_EQ(r->first, c.ns);

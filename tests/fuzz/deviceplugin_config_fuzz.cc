@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 3: {
-      auto l = ParseNodeLock(input);
+      auto l = LockedPod(input);
       if (l.ok() && (l->first.empty() || l->second.empty())) std::abort();
       break;
     }

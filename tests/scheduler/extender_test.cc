@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/codec.h"
+#include "core/node_lock_codec.h"
 #include "core/signature.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
@@ -297,7 +298,9 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
              {{"metadata",
                {{"annotations",
                  {{core::kAnnotationNodeLock,
-                   FormatNodeLock(std::chrono::system_clock::now(), "ml", "holder")}}}}}});
+                   core::EncodeNodeLock(
+                       {std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()),
+                        "ml", "holder"})}}}}}});
   json b = Bind(*svc, pod, "node-a");
   EXPECT_NE(b["Error"].get<std::string>().find("locked"), std::string::npos) << b.dump();
   EXPECT_EQ(svc->metrics().Value("fracgpu_binds_total", {{"result", "conflict"}}), 1);

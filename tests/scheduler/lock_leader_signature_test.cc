@@ -1,6 +1,7 @@
 // Node lock, leader election, allocation signature, init-container collapse in the state.
 #include <gtest/gtest.h>
 
+#include "core/node_lock_codec.h"
 #include "core/signature.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
@@ -31,20 +32,24 @@ TEST(SignatureTest, VerifyRejectsAnyChange) {
   EXPECT_FALSE(core::VerifyAllocation("", "u", "n", "a", core::SignAllocation("", "u", "n", "a")));
 }
 
+// The node lock codec as the scheduler uses it (core/node_lock_codec.h; its table of good and
+// bad values is tests/core/node_lock_codec_test.cc).
 TEST(NodeLockValueTest, ParseAndFormat) {
   auto t = std::chrono::system_clock::from_time_t(1772446504);  // 2026-03-02T10:15:04Z
-  EXPECT_EQ(FormatNodeLock(t, "default", "gpu-pod"), "2026-03-02T10:15:04Z,default,gpu-pod");
-  auto v = ParseNodeLock("2026-03-02T10:15:04Z,default,gpu-pod");
+  auto t_s = std::chrono::floor<std::chrono::seconds>(t);
+  EXPECT_EQ(core::EncodeNodeLock({t_s, "default", "gpu-pod"}),
+            "2026-03-02T10:15:04Z,default,gpu-pod");
+  auto v = core::DecodeNodeLock("2026-03-02T10:15:04Z,default,gpu-pod");
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->time, t);
   EXPECT_EQ(v->pod_namespace, "default");
   EXPECT_EQ(v->pod_name, "gpu-pod");
-  auto legacy = ParseNodeLock("2026-03-02T12:15:04.123+02:00");
+  auto legacy = core::DecodeNodeLock("2026-03-02T12:15:04.123+02:00");
   ASSERT_TRUE(legacy.ok());
   EXPECT_EQ(legacy->time, t);
   EXPECT_TRUE(legacy->pod_name.empty());
   for (const char* bad : {"", "yesterday", "2026-03-02T10:15:04", "2026-03-02T10:15:04Z,onlyns"}) {
-    EXPECT_EQ(ParseNodeLock(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(core::DecodeNodeLock(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }
 
