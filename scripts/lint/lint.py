@@ -31,30 +31,33 @@ import sys
 # allowed. Order: layers top to bottom (docs/design/ARCHITECTURE.md "Layers").
 LAYERS = {
     # front ends
-    "cli": {"core"},
+    "cli": {"base", "core"},
     # services and tools
-    "scheduler": {"core", "k8s", "http", "metrics"},
-    "deviceplugin": {"core", "k8s", "kubelet", "nvml"},
-    "dra": {"core", "deviceplugin", "k8s", "nvml"},
-    "monitor": {"api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},
+    "scheduler": {"base", "core", "k8s", "http", "metrics"},
+    "deviceplugin": {"api", "base", "core", "k8s", "kubelet", "nvml"},
+    "dra": {"api", "base", "core", "deviceplugin", "k8s", "nvml"},
+    "monitor": {"base", "api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},
     # ui -> scheduler goes when the GPU choice at bind time (FitForBind) lives in core/.
-    "ui": {"core", "k8s", "http", "scheduler"},
-    "sim": {"core"},
-    "certs": {"core", "k8s"},
+    "ui": {"base", "core", "k8s", "http", "scheduler"},
+    "sim": {"base", "core"},
+    "certs": {"base", "core", "k8s"},
     # `fracgpu run` / `inspect`: the tools beside libvgpu.so (src/vgpu/cli/)
-    "vgpu/cli": {"api", "core", "enforce", "vgpu"},
+    "vgpu/cli": {"base", "api", "core", "enforce", "vgpu"},
     # adapters to the outside world
-    "enforce": {"api", "core", "nvml", "vgpu"},
-    "k8s": {"core"},
-    "kubelet": {"core"},
-    "nvml": {"api", "core"},
-    "http": {"core"},
+    "enforce": {"base", "api", "core", "nvml", "vgpu"},
+    "k8s": {"base", "core"},
+    "kubelet": {"base", "core"},
+    "nvml": {"base", "api", "core"},
+    "http": {"base", "core"},
     "metrics": set(),
     # pure domain logic
-    "core": set(),
+    "core": {"base"},
+    # what every component shares: Status/Result, FRACGPU_CHECK, string and file helpers
+    "base": set(),
     # libvgpu.so: standalone, includes only the cross-process contracts of api/
     "vgpu": {"api"},
-    # the cross-process contracts (NVML declarations, shared-memory layouts): header-only, no deps
+    # the cross-process contracts (NVML declarations, shared-memory layouts, the limits keys and
+    # paths of api/limits.h): header-only, no deps
     "api": set(),
 }
 

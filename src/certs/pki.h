@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace fracgpu::certs {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "k8s/client.h"
 
 namespace fracgpu::certs {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace fracgpu::cli {
 

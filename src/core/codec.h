@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

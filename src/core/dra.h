@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/frag.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/dra.h"
 #include "core/request.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

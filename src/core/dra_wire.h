@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/dra.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

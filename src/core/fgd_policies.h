@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "core/frag.h"
 #include "core/seeded_rng.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

@@ -26,10 +26,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
 #include "core/node.h"
 #include "core/request.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

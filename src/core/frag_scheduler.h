@@ -17,12 +17,12 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
 #include "core/fgd_policies.h"
 #include "core/fit.h"
 #include "core/frag.h"
 #include "core/node.h"
 #include "core/request.h"
-#include "core/status.h"
 
 namespace fracgpu::core {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace fracgpu::core::request_json {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace fracgpu::k8s {
 class Client;

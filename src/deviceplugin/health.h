@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "deviceplugin/device_state.h"
 #include "k8s/clock.h"
 #include "nvml/gpu_source.h"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 #include "deviceplugin/config.h"
 #include "nvml/gpu_source.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 #include "deviceplugin/cluster_api.h"
 
 namespace fracgpu::deviceplugin {

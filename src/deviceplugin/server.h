@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_state.h"
 #include "k8s/clock.h"

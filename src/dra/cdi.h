@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/config.h"
 #include "dra/claim.h"

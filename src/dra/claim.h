@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 
 namespace fracgpu::dra {
 

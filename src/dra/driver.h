@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 #include "dra/cdi.h"
 #include "dra/claim.h"
 

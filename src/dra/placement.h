@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/dra.h"
 #include "core/dra_wire.h"
-#include "core/status.h"
 
 namespace fracgpu::dra {
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "dra/driver.h"
 
 namespace grpc {

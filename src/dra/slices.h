@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/device.h"
-#include "core/status.h"
 #include "nvml/gpu_source.h"
 
 namespace fracgpu::k8s {

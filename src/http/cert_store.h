@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "http/server.h"
 
 namespace fracgpu::http {

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "k8s/clock.h"
 #include "k8s/config.h"
 

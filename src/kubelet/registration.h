@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kubelet/api.h"
 
 namespace fracgpu::kubelet {

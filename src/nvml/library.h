@@ -10,7 +10,7 @@
 #include <string>
 
 #include "api/nvml.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace fracgpu::nvml {
 

@@ -25,11 +25,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "core/annotations.h"
 #include "core/device.h"
 #include "core/fit.h"
 #include "core/node.h"
-#include "core/status.h"
 
 namespace fracgpu::scheduler {
 

@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
 #include "core/frag.h"
-#include "core/status.h"
 #include "sim/cluster.h"
 #include "sim/workload.h"
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/frag.h"
 #include "core/node.h"
-#include "core/status.h"
 #include "sim/trace.h"
 
 namespace fracgpu::sim {

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "core/fgd_policies.h"
-#include "core/status.h"
 
 namespace fracgpu::sim {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status.h"
 #include "core/fgd_policies.h"
-#include "core/status.h"
 #include "sim/cluster.h"
 #include "sim/metrics.h"
 #include "sim/workload.h"

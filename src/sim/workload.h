@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/fgd_policies.h"
 #include "core/frag.h"
 #include "core/request.h"
 #include "core/seeded_rng.h"
-#include "core/status.h"
 #include "sim/cluster.h"
 #include "sim/trace.h"
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/fit.h"
 #include "core/request.h"
-#include "core/status.h"
 #include "k8s/client.h"
 #include "scheduler/state.h"
 

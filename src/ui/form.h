@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/request.h"
-#include "core/status.h"
 
 namespace fracgpu::ui {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/fit.h"
-#include "core/status.h"
 #include "http/server.h"
 #include "k8s/client.h"
 #include "ui/cluster.h"

@@ -112,14 +112,21 @@ class LintTest(unittest.TestCase):
         t.write("src/core/fit.cc", '#include "core/fit.h"\n\n#include "k8s/client.h"\n')
         rc, out, _ = t.lint()
         self.assertEqual(rc, 1)
-        self.assertEqual(out.strip(), "src/core/fit.cc:3: layering: 'core' includes \"k8s/...\"; it may include nothing")
+        self.assertEqual(out.strip(), "src/core/fit.cc:3: layering: 'core' includes \"k8s/...\"; it may include base")
+
+    def test_base_includes_nothing_of_the_tree(self):
+        t = self.scratch()
+        t.write("src/base/strings.cc", '#include "base/strings.h"\n#include "core/fit.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.strip(), "src/base/strings.cc:2: layering: 'base' includes \"core/...\"; it may include nothing")
 
     def test_an_upward_include_from_an_adapter_is_caught(self):
         t = self.scratch()
         t.write("src/http/server.cc", '#include "scheduler/extender.h"\n')
         rc, out, _ = t.lint()
         self.assertEqual(rc, 1)
-        self.assertIn("src/http/server.cc:1: layering: 'http' includes \"scheduler/...\"; it may include core", out)
+        self.assertIn("src/http/server.cc:1: layering: 'http' includes \"scheduler/...\"; it may include base, core", out)
 
     def test_allowed_includes_pass(self):
         t = self.scratch()

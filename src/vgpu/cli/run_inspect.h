@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "vgpu/region.h"
 
 namespace fracgpu::vgpu::cli {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "vgpu/cli/run_inspect.h"
 
 namespace fracgpu::vgpu::cli {

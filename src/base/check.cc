@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace fracgpu::internal {
 

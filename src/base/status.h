@@ -88,7 +88,7 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 }  // namespace fracgpu
 
 namespace fracgpu::internal {
-/// Prints "FRACGPU_CHECK failed: <cond> at <file>:<line>" to stderr and aborts (src/core/check.cc).
+/// Prints "FRACGPU_CHECK failed: <cond> at <file>:<line>" to stderr and aborts (src/base/check.cc).
 [[noreturn]] void CheckFailed(const char* cond, const char* file, int line);
 }  // namespace fracgpu::internal
 
