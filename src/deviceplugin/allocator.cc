@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "api/limits.h"
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "core/request.h"
@@ -21,13 +22,6 @@ namespace fracgpu::deviceplugin {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kLimitsContainerPath = "/etc/fracgpu/limits.env";
-constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
-// Where libvgpu.so looks for the per-GPU node files that carry priority between containers
-// (compiled into libvgpu.so: src/vgpu/sm_limiter.cc, docs/sm-limiter.md "Priority").
-constexpr const char* kNodeDirContainerPath = "/run/fracgpu/node";
-constexpr const char* kRegionFileName = "region.cache";
 
 bool Blank(const core::ContainerGrants& g) { return g.empty(); }
 
@@ -86,16 +80,16 @@ std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
     auto it = envs.find(key);
     if (it != envs.end()) out += key + "=" + it->second + "\n";
   };
-  put("NVIDIA_VISIBLE_DEVICES");
+  put(api::kEnvVisibleDevices);
   for (int i = 0;; ++i) {
-    std::string mem = "CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i);
+    std::string mem = std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i);
     if (!envs.count(mem)) break;
     put(mem);
-    put("CUDA_DEVICE_SM_LIMIT_" + std::to_string(i));
+    put(std::string(api::kEnvSmLimit) + "_" + std::to_string(i));
   }
-  put("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-  put("GPU_CORE_UTILIZATION_POLICY");
-  put("CUDA_TASK_PRIORITY");
+  put(api::kEnvSharedCache);
+  put(api::kEnvCorePolicy);
+  put(api::kEnvTaskPriority);
   return out;
 }
 
@@ -115,7 +109,7 @@ Allocator::Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* cloc
     : options_(std::move(options)), api_(api), clock_(clock), devices_(std::move(devices)) {}
 
 std::string MissingLibraryWarning(const std::string& hook_path) {
-  const fs::path lib = fs::path(hook_path) / "vgpu" / "libvgpu.so";
+  const fs::path lib = fs::path(hook_path) / api::kHostVgpuDir / api::kHostLibrary;
   std::error_code ec;
   if (fs::is_regular_file(lib, ec)) return "";
   return lib.string() +
@@ -126,17 +120,18 @@ std::string MissingLibraryWarning(const std::string& hook_path) {
 }
 
 Status Allocator::PrepareHostFiles() {
-  fs::path vgpu = fs::path(options_.hook_path) / "vgpu";
+  fs::path vgpu = fs::path(options_.hook_path) / api::kHostVgpuDir;
   std::error_code ec;
-  for (const char* sub : {"containers", "limits", "node"}) {
+  for (const char* sub : {api::kHostContainersDir, api::kHostLimitsDir, api::kHostNodeDir}) {
     fs::create_directories(vgpu / sub, ec);
     if (ec) return Internal("cannot create " + (vgpu / sub).string() + ": " + ec.message());
   }
   // Every container's processes (any user) create and map per-GPU files in the node directory.
-  fs::permissions(vgpu / "node", fs::perms::all, ec);
-  if (ec) return Internal("cannot chmod " + (vgpu / "node").string() + ": " + ec.message());
-  std::string want = (vgpu / "libvgpu.so").string() + "\n";
-  fs::path preload = vgpu / "ld.so.preload";
+  fs::permissions(vgpu / api::kHostNodeDir, fs::perms::all, ec);
+  if (ec)
+    return Internal("cannot chmod " + (vgpu / api::kHostNodeDir).string() + ": " + ec.message());
+  std::string want = (vgpu / api::kHostLibrary).string() + "\n";
+  fs::path preload = vgpu / api::kHostPreloadFile;
   std::ifstream in(preload);
   std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (have == want) return Status::Ok();
@@ -297,11 +292,11 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
   const core::ContainerRequest& req = f.request.containers[index];
   bool disable_control = req.disable_control.value_or(false);
 
-  fs::path vgpu = fs::path(options_.hook_path) / "vgpu";
+  fs::path vgpu = fs::path(options_.hook_path) / api::kHostVgpuDir;
   std::string slot = f.uid + "_" + container;
-  fs::path region = vgpu / "containers" / slot;
-  fs::path limits = vgpu / "limits" / (slot + ".env");
-  fs::path lib = vgpu / "libvgpu.so";
+  fs::path region = vgpu / api::kHostContainersDir / slot;
+  fs::path limits = vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix);
+  fs::path lib = vgpu / api::kHostLibrary;
   std::error_code ec;
   if (!fs::is_regular_file(lib, ec))
     return Internal(who + ": " + lib.string() + " is missing; refusing to start without isolation");
@@ -310,15 +305,16 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
   a.pod = f.Key();
   a.container = container;
   a.uuids = uuids;
-  a.envs["NVIDIA_VISIBLE_DEVICES"] = Join(uuids, ",");
+  a.envs[api::kEnvVisibleDevices] = Join(uuids, ",");
   for (size_t i = 0; i < grants.size(); ++i) {
-    a.envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] =
+    a.envs[std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i)] =
         std::to_string(grants[i].mem_mib) + "m";
-    a.envs["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(grants[i].cores_percent);
+    a.envs[std::string(api::kEnvSmLimit) + "_" + std::to_string(i)] =
+        std::to_string(grants[i].cores_percent);
   }
-  a.envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(grants.front().cores_percent);
-  a.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = (vgpu / kRegionFileName).string();
-  a.envs["CUDA_TASK_PRIORITY"] = std::to_string(req.priority);
+  a.envs[api::kEnvSmLimit] = std::to_string(grants.front().cores_percent);
+  a.envs[api::kEnvSharedCache] = (vgpu / api::kRegionFileName).string();
+  a.envs[api::kEnvTaskPriority] = std::to_string(req.priority);
   // disableCoreLimit, then the device config's gpuCorePolicy, then the container's own value
   // (any letter case: HAMi-core reads FORCE/DISABLE too); anything else is "default".
   std::string policy = "default";
@@ -326,17 +322,17 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
     policy = "disable";
   } else if (options_.config.core_policy != "default") {
     policy = options_.config.core_policy;
-  } else if (auto p = LiteralEnv(spec, "GPU_CORE_UTILIZATION_POLICY")) {
+  } else if (auto p = LiteralEnv(spec, api::kEnvCorePolicy)) {
     std::string lower = *p;
     for (char& ch : lower) {
       if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
     }
     if (lower == "force" || lower == "disable") policy = lower;
   }
-  a.envs["GPU_CORE_UTILIZATION_POLICY"] = policy;
-  if (options_.config.memory_scaling > 1.0) a.envs["CUDA_OVERSUBSCRIBE"] = "true";
+  a.envs[api::kEnvCorePolicy] = policy;
+  if (options_.config.memory_scaling > 1.0) a.envs[api::kEnvOversubscribe] = "true";
   if (!options_.config.libcuda_log_level.empty())
-    a.envs["LIBCUDA_LOG_LEVEL"] = options_.config.libcuda_log_level;
+    a.envs[api::kEnvLogLevel] = options_.config.libcuda_log_level;
 
   // The region directory starts empty for each allocation (a container restart without a
   // new Allocate keeps it).
@@ -351,10 +347,10 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
 
   a.mounts.push_back({lib.string(), lib.string(), true});
   if (!disable_control)
-    a.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
+    a.mounts.push_back({api::kPreloadPath, (vgpu / api::kHostPreloadFile).string(), true});
   a.mounts.push_back({vgpu.string(), region.string(), false});
-  a.mounts.push_back({kLimitsContainerPath, limits.string(), true});
-  a.mounts.push_back({kNodeDirContainerPath, (vgpu / "node").string(), false});
+  a.mounts.push_back({api::kLimitsFilePath, limits.string(), true});
+  a.mounts.push_back({api::kNodeDirPath, (vgpu / api::kHostNodeDir).string(), false});
   return a;
 }
 
@@ -496,8 +492,8 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   if (!st.ok()) return fail(st);
   for (const auto& a : out) {
     spdlog::info("Allocate pod={} container={} gpus={} memory_limits={} sm_limit={}", a.pod,
-                 a.container, Join(a.uuids, ","), a.envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"),
-                 a.envs.at("CUDA_DEVICE_SM_LIMIT"));
+                 a.container, Join(a.uuids, ","),
+                 a.envs.at(std::string(api::kEnvMemoryLimit) + "_0"), a.envs.at(api::kEnvSmLimit));
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "api/limits.h"
 #include "dra/api.h"
 
 namespace fracgpu::dra {
@@ -15,13 +16,6 @@ namespace fracgpu::dra {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Container paths of the device plugin's mounts (deviceplugin/allocator.cc; libvgpu.so reads
-// them there: docs/design/CONTRACT.md §3, docs/sm-limiter.md "Priority").
-constexpr const char* kLimitsContainerPath = "/etc/fracgpu/limits.env";
-constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
-constexpr const char* kNodeDirContainerPath = "/run/fracgpu/node";
-constexpr const char* kRegionFileName = "region.cache";
 
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
@@ -41,30 +35,33 @@ std::string CdiSpecPath(const CdiOptions& options, const std::string& claim_uid)
 
 ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
                            const CdiOptions& options) {
-  fs::path vgpu = fs::path(options.hook_path) / "vgpu";
+  fs::path vgpu = fs::path(options.hook_path) / api::kHostVgpuDir;
   std::string slot = ClaimSlot(claim_uid);
   ClaimEdits e;
   std::vector<std::string> uuids;
   for (const auto& s : shares) uuids.push_back(s.uuid);
-  e.env["NVIDIA_VISIBLE_DEVICES"] = Join(uuids);
+  e.env[api::kEnvVisibleDevices] = Join(uuids);
   for (size_t i = 0; i < shares.size(); ++i) {
-    e.env["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] =
+    e.env[std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i)] =
         std::to_string(shares[i].mem_mib) + "m";
-    e.env["CUDA_DEVICE_SM_LIMIT_" + std::to_string(i)] = std::to_string(shares[i].cores);
+    e.env[std::string(api::kEnvSmLimit) + "_" + std::to_string(i)] =
+        std::to_string(shares[i].cores);
   }
-  if (!shares.empty()) e.env["CUDA_DEVICE_SM_LIMIT"] = std::to_string(shares.front().cores);
-  e.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = (vgpu / kRegionFileName).string();
-  e.env["CUDA_TASK_PRIORITY"] = "1";  // core::ContainerRequest's default (low)
-  e.env["GPU_CORE_UTILIZATION_POLICY"] = options.config.disable_core_limit ? "disable" : "default";
-  if (options.config.memory_scaling > 1.0) e.env["CUDA_OVERSUBSCRIBE"] = "true";
+  if (!shares.empty()) e.env[api::kEnvSmLimit] = std::to_string(shares.front().cores);
+  e.env[api::kEnvSharedCache] = (vgpu / api::kRegionFileName).string();
+  e.env[api::kEnvTaskPriority] = "1";  // core::ContainerRequest's default (low)
+  e.env[api::kEnvCorePolicy] = options.config.disable_core_limit ? "disable" : "default";
+  if (options.config.memory_scaling > 1.0) e.env[api::kEnvOversubscribe] = "true";
   if (!options.config.libcuda_log_level.empty())
-    e.env["LIBCUDA_LOG_LEVEL"] = options.config.libcuda_log_level;
-  fs::path lib = vgpu / "libvgpu.so";
+    e.env[api::kEnvLogLevel] = options.config.libcuda_log_level;
+  fs::path lib = vgpu / api::kHostLibrary;
   e.mounts.push_back({lib.string(), lib.string(), true});
-  e.mounts.push_back({kPreloadContainerPath, (vgpu / "ld.so.preload").string(), true});
-  e.mounts.push_back({vgpu.string(), (vgpu / "containers" / slot).string(), false});
-  e.mounts.push_back({kLimitsContainerPath, (vgpu / "limits" / (slot + ".env")).string(), true});
-  e.mounts.push_back({kNodeDirContainerPath, (vgpu / "node").string(), false});
+  e.mounts.push_back({api::kPreloadPath, (vgpu / api::kHostPreloadFile).string(), true});
+  e.mounts.push_back({vgpu.string(), (vgpu / api::kHostContainersDir / slot).string(), false});
+  e.mounts.push_back({api::kLimitsFilePath,
+                      (vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix)).string(),
+                      true});
+  e.mounts.push_back({api::kNodeDirPath, (vgpu / api::kHostNodeDir).string(), false});
   return e;
 }
 
@@ -118,13 +115,13 @@ Status WriteFileAtomically(const std::string& path, const std::string& content, 
 
 Status WriteClaimFiles(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
                        const CdiOptions& options) {
-  fs::path vgpu = fs::path(options.hook_path) / "vgpu";
+  fs::path vgpu = fs::path(options.hook_path) / api::kHostVgpuDir;
   std::string slot = ClaimSlot(claim_uid);
-  fs::path region = vgpu / "containers" / slot;
-  fs::path limits = vgpu / "limits" / (slot + ".env");
+  fs::path region = vgpu / api::kHostContainersDir / slot;
+  fs::path limits = vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix);
   std::error_code ec;
-  if (!fs::is_regular_file(vgpu / "libvgpu.so", ec)) {
-    return Internal("claim " + claim_uid + ": " + (vgpu / "libvgpu.so").string() +
+  if (!fs::is_regular_file(vgpu / api::kHostLibrary, ec)) {
+    return Internal("claim " + claim_uid + ": " + (vgpu / api::kHostLibrary).string() +
                     " is missing; refusing to prepare a GPU without isolation");
   }
   ClaimEdits edits = BuildClaimEdits(claim_uid, shares, options);
@@ -154,19 +151,19 @@ Status WriteClaimFiles(const std::string& claim_uid, const std::vector<Allocated
 }
 
 Status RemoveClaimFiles(const std::string& claim_uid, const CdiOptions& options) {
-  fs::path vgpu = fs::path(options.hook_path) / "vgpu";
+  fs::path vgpu = fs::path(options.hook_path) / api::kHostVgpuDir;
   std::string slot = ClaimSlot(claim_uid);
   std::error_code ec;
-  for (const fs::path& p :
-       {fs::path(CdiSpecPath(options, claim_uid)), vgpu / "limits" / (slot + ".env")}) {
+  for (const fs::path& p : {fs::path(CdiSpecPath(options, claim_uid)),
+                            vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix)}) {
     fs::remove(p, ec);
     if (ec)
       return Internal("claim " + claim_uid + ": cannot remove " + p.string() + ": " + ec.message());
   }
-  fs::remove_all(vgpu / "containers" / slot, ec);
+  fs::remove_all(vgpu / api::kHostContainersDir / slot, ec);
   if (ec)
     return Internal("claim " + claim_uid + ": cannot remove " +
-                    (vgpu / "containers" / slot).string() + ": " + ec.message());
+                    (vgpu / api::kHostContainersDir / slot).string() + ": " + ec.message());
   return Status::Ok();
 }
 

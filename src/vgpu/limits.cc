@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "api/limits.h"
+
 namespace fracgpu::vgpu {
 namespace {
 
@@ -15,8 +17,8 @@ std::string_view Sub(std::string_view s, size_t pos, size_t n = std::string_view
   return std::string_view(s.data() + pos, n < s.size() - pos ? n : s.size() - pos);
 }
 
-constexpr std::string_view kMemKey = "CUDA_DEVICE_MEMORY_LIMIT";
-constexpr std::string_view kSmKey = "CUDA_DEVICE_SM_LIMIT";
+constexpr std::string_view kMemKey = api::kEnvMemoryLimit;
+constexpr std::string_view kSmKey = api::kEnvSmLimit;
 
 void AddError(Config* c, Source source, std::string_view key, std::string_view value,
               const char* why) {
@@ -58,9 +60,9 @@ bool EqualsAsciiNoCase(std::string_view value, std::string_view lower) {
 }
 
 bool IsContractKey(std::string_view key) {
-  return key.starts_with(kMemKey) || key.starts_with(kSmKey) ||
-         key == "CUDA_DEVICE_MEMORY_SHARED_CACHE" || key == "GPU_CORE_UTILIZATION_POLICY" ||
-         key == "CUDA_TASK_PRIORITY" || key == "NVIDIA_VISIBLE_DEVICES";
+  return key.starts_with(kMemKey) || key.starts_with(kSmKey) || key == api::kEnvSharedCache ||
+         key == api::kEnvCorePolicy || key == api::kEnvTaskPriority ||
+         key == api::kEnvVisibleDevices;
 }
 
 }  // namespace
@@ -150,7 +152,7 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     }
     return;
   }
-  if (key == "CUDA_DEVICE_MEMORY_SHARED_CACHE") {
+  if (key == api::kEnvSharedCache) {
     if (value.empty() || value[0] != '/' || value.find('\0') != std::string_view::npos ||
         !CopyString(c->region_path, sizeof(c->region_path), value)) {
       c->region_path[0] = '\0';
@@ -159,7 +161,7 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     }
     return;
   }
-  if (key == "GPU_CORE_UTILIZATION_POLICY") {
+  if (key == api::kEnvCorePolicy) {
     // Any letter case: HAMi-core reads FORCE and DISABLE as well as force and disable.
     if (EqualsAsciiNoCase(value, "default"))
       c->policy = CorePolicy::kDefault;
@@ -173,7 +175,7 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     }
     return;
   }
-  if (key == "CUDA_TASK_PRIORITY") {
+  if (key == api::kEnvTaskPriority) {
     if (value == "0")
       c->priority = 0;
     else if (value == "1")
@@ -184,14 +186,14 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     }
     return;
   }
-  if (key == "NVIDIA_VISIBLE_DEVICES") {
+  if (key == api::kEnvVisibleDevices) {
     if (!CopyString(c->visible_devices, sizeof(c->visible_devices), value)) {
       c->all_fail_closed = true;
       AddError(c, source, key, value, "longer than 1023 bytes");
     }
     return;
   }
-  if (key == "LIBCUDA_LOG_LEVEL") {
+  if (key == api::kEnvLogLevel) {
     if (value.size() == 1 && value[0] >= '0' && value[0] <= '4') c->log_level = value[0] - '0';
     return;
   }
@@ -213,7 +215,7 @@ void ParseLimitsFile(Config* c, const char* text, size_t size) noexcept {
       continue;
     }
     std::string_view key = Sub(line, 0, eq);
-    if (key == "LIBCUDA_LOG_LEVEL") continue;  // environment only
+    if (key == api::kEnvLogLevel) continue;  // environment only
     ApplyKey(c, key, Sub(line, eq + 1), Source::kFile);
   }
 }
@@ -226,7 +228,7 @@ void ApplyEnvironment(Config* c, char* const* envp) noexcept {
     if (eq == std::string_view::npos) continue;
     std::string_view key = Sub(kv, 0, eq);
     if (c->file_present && IsContractKey(key)) continue;
-    if (key == "LIBCUDA_LOG_LEVEL" || IsContractKey(key)) {
+    if (key == api::kEnvLogLevel || IsContractKey(key)) {
       ApplyKey(c, key, Sub(kv, eq + 1), Source::kEnvironment);
     }
   }

@@ -12,6 +12,7 @@
 
 #include <atomic>
 
+#include "api/limits.h"
 #include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
@@ -23,7 +24,7 @@
 #ifdef FRACGPU_VGPU_TEST_CLOCK
 #define FRACGPU_VGPU_NODE_DIR "fracgpu-node"
 #else
-#define FRACGPU_VGPU_NODE_DIR "/run/fracgpu/node"
+#define FRACGPU_VGPU_NODE_DIR ::fracgpu::api::kNodeDirPath
 #endif
 
 namespace fracgpu::vgpu {

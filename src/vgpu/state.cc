@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "api/limits.h"
 #include "vgpu/accounting.h"
 #include "vgpu/glibc_compat.h"
 #include "vgpu/host_pid.h"
@@ -27,7 +28,7 @@ extern char** environ;
 // library, libvgpu_testpath.so, whose path is the relative "fracgpu-limits.env" (resolved against
 // the working directory, which survives `env -i`); it is never installed (docs/vgpu.md).
 #ifndef FRACGPU_VGPU_LIMITS_PATH
-#define FRACGPU_VGPU_LIMITS_PATH "/etc/fracgpu/limits.env"
+#define FRACGPU_VGPU_LIMITS_PATH ::fracgpu::api::kLimitsFilePath
 #endif
 
 namespace fracgpu::vgpu {
