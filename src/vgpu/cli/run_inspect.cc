@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "api/limits.h"
 #include "vgpu/cli/run_watch.h"
 
 namespace fracgpu::vgpu::cli {
@@ -60,7 +61,7 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
       return InvalidArgument(
           fmt::format("--gpumem: \"{}\" is not a whole number of MiB >= 1", mems[i]));
     }
-    env.emplace_back(fmt::format("CUDA_DEVICE_MEMORY_LIMIT_{}", i), fmt::format("{}m", mib));
+    env.emplace_back(fmt::format("{}_{}", api::kEnvMemoryLimit, i), fmt::format("{}m", mib));
   }
   if (mems.size() > static_cast<size_t>(kMaxDevices)) {
     return InvalidArgument(
@@ -84,14 +85,14 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
                                        devs.size(), mems.size()));
   }
   for (size_t i = 0; i < devs.size(); ++i) {
-    env.emplace_back(fmt::format("CUDA_DEVICE_SM_LIMIT_{}", i), std::to_string(o.gpucores));
+    env.emplace_back(fmt::format("{}_{}", api::kEnvSmLimit, i), std::to_string(o.gpucores));
   }
-  env.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(o.gpucores));
+  env.emplace_back(api::kEnvSmLimit, std::to_string(o.gpucores));
   // Indices are NVML indices: libvgpu.so resolves them to UUIDs; CUDA sees the same GPUs.
-  env.emplace_back("NVIDIA_VISIBLE_DEVICES", devices);
+  env.emplace_back(api::kEnvVisibleDevices, devices);
   env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
   env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-  env.emplace_back("CUDA_DEVICE_MEMORY_SHARED_CACHE", o.region);
+  env.emplace_back(api::kEnvSharedCache, o.region);
   env.emplace_back("LD_PRELOAD", o.library);
   return env;
 }
