@@ -44,10 +44,10 @@ std::string EncodeNodeLock(const NodeLock& lock);
 /// `YYYY-MM-DDTHH:MM:SS[.digits](Z|+HH:MM|-HH:MM)`, upper-case T and Z, year 0000..9999, a real
 /// calendar day, hour 0..23, minute 0..59, second 0..59, zone hour 0..23, zone minute 0..59;
 /// the fraction is dropped (time is in whole seconds) and the zone offset applied (→ UTC).
-/// Errors (kInvalidArgument): a field count other than 1 or 3 ("has 4 ','-separated fields,
-/// want <time>,<namespace>,<pod name> or a bare time: \"…\""), or a time that is not RFC3339
-/// ("time \"yesterday\" is not RFC3339 (YYYY-MM-DDTHH:MM:SS[.frac]Z or ±HH:MM)" / "… month 13
-/// is out of range 1..12").
+/// Errors (kInvalidArgument): a field count other than 1 or 3 ("\"t,ml,train,x\" has 4
+/// ','-separated fields, want <time>,<namespace>,<pod name> or a bare time"), or a time that is
+/// not RFC3339 ("time \"yesterday\" is not RFC3339 (YYYY-MM-DDTHH:MM:SS[.frac] then Z or
+/// ±HH:MM)", "time \"2026-13-02T10:15:04Z\": month 13 is out of range 1..12").
 Result<NodeLock> DecodeNodeLock(std::string_view value);
 
 }  // namespace fracgpu::core
