@@ -9,6 +9,9 @@
 // of N iterations.
 //
 // FRACGPU_BENCH_LIBVGPU=<path> preloads another build of libvgpu.so (before/after figures).
+// FRACGPU_BENCH_PEER=<path> also runs every preloaded configuration with another interposer
+// (HAMi-core's libvgpu.so, built from its own sources: bench/beside_hami.sh) against the same
+// plain baseline, and adds its column.
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "vgpu/cuda_api.h"
@@ -86,12 +90,18 @@ int Child() {
 }
 
 // sm_limit: "" = none; else CUDA_DEVICE_SM_LIMIT for the preloaded child.
+// lib: the library to preload (nullptr: FRACGPU_BENCH_LIBVGPU or the one built here).
 bool RunChild(const char* self, bool preload, double* pair, double* launch,
-              const char* sm_limit = "") {
+              const char* sm_limit = "", const char* lib = nullptr) {
   int fds[2];
   if (pipe(fds) != 0) return false;
   std::string region = std::string("/tmp/fracgpu-bench-") + std::to_string(getpid()) + ".cache";
   unlink(region.c_str());
+  // The fake's shared state (its process list, which NVML reports and HAMi-core's host-PID
+  // check reads): one directory per child.
+  std::string state = std::string("/tmp/fracgpu-bench-") + std::to_string(getpid()) + ".state";
+  std::filesystem::remove_all(state);
+  std::filesystem::create_directory(state);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], 1);
@@ -99,9 +109,11 @@ bool RunChild(const char* self, bool preload, double* pair, double* launch,
     setenv("LD_LIBRARY_PATH", FRACGPU_FAKES_LIB, 1);
     setenv("FAKE_GPU_DEVICES", "GPU-11111111-1111-1111-1111-111111111111:81920", 1);
     setenv("FAKE_CUDA_DRIVER_VERSION", "13000", 1);  // a CUDA 13.0 driver answers 13000 requests
+    setenv("FAKE_GPU_STATE_DIR", state.c_str(), 1);
     if (preload) {
-      const char* lib = getenv("FRACGPU_BENCH_LIBVGPU");
+      if (!lib) lib = getenv("FRACGPU_BENCH_LIBVGPU");
       setenv("LD_PRELOAD", lib && lib[0] ? lib : FRACGPU_LIBVGPU, 1);
+      setenv("CUDA_DEVICE_MEMORY_LIMIT", "4g", 1);  // HAMi-core's spelling (all devices)
       setenv("CUDA_DEVICE_MEMORY_LIMIT_0", "4g", 1);
       setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", region.c_str(), 1);
       if (sm_limit[0]) setenv("CUDA_DEVICE_SM_LIMIT", sm_limit, 1);
@@ -118,6 +130,7 @@ bool RunChild(const char* self, bool preload, double* pair, double* launch,
   int status = 0;
   waitpid(pid, &status, 0);
   unlink(region.c_str());
+  std::filesystem::remove_all(state);
   return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
          std::sscanf(buf, "%lf %lf", pair, launch) == 2;
 }
@@ -138,17 +151,32 @@ int main() {
     std::fprintf(stderr, "bench_vgpu: a child run failed\n");
     return 1;
   }
+  const char* peer = getenv("FRACGPU_BENCH_PEER");
+  bool with_peer = peer && peer[0];
+  double q1 = 0, m1 = 0, q2 = 0, m2 = 0, q3 = 0, m3 = 0;
+  if (with_peer &&
+      (!RunChild(self, true, &q1, &m1, "", peer) || !RunChild(self, true, &q2, &m2, "100", peer) ||
+       !RunChild(self, true, &q3, &m3, "90", peer))) {
+    std::fprintf(stderr, "bench_vgpu: a child run with FRACGPU_BENCH_PEER=%s failed\n", peer);
+    return 1;
+  }
   std::printf(
       "path: dlopen(libcuda.so.1) + cuGetProcAddress_v2(13000), region file, limit 4 GiB\n");
-  std::printf("%-38s %12s %12s %12s %10s\n", "operation (fake driver)", "plain ns", "preloaded ns",
+  std::printf("%-38s %12s %12s %12s %10s", "operation (fake driver)", "plain ns", "preloaded ns",
               "added ns", "target");
-  std::printf("%-38s %12.1f %12.1f %12.1f %10s\n", "cuMemAlloc_v2 + cuMemFree_v2, 1 MiB", p0, p1,
-              p1 - p0, "<= 250");
-  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, no SM limit", l0, l1, l1 - l0,
-              "<= 5");
-  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, SM limit 100 %", l0, l2,
-              l2 - l0, "<= 5");
-  std::printf("%-38s %12.2f %12.2f %12.2f %10s\n", "cuLaunchKernel, SM 90 %, under budget", l0, l3,
-              l3 - l0, "-");
+  if (with_peer) std::printf(" %12s %12s", "peer ns", "peer added");
+  std::printf("\n");
+  // digits: 1 for the allocation pair, 2 for launches.
+  auto row = [&](const char* name, int digits, double plain, double ours, const char* target,
+                 double theirs) {
+    std::printf("%-38s %12.*f %12.*f %12.*f %10s", name, digits, plain, digits, ours, digits,
+                ours - plain, target);
+    if (with_peer) std::printf(" %12.*f %12.*f", digits, theirs, digits, theirs - plain);
+    std::printf("\n");
+  };
+  row("cuMemAlloc_v2 + cuMemFree_v2, 1 MiB", 1, p0, p1, "<= 250", q1);
+  row("cuLaunchKernel, no SM limit", 2, l0, l1, "<= 5", m1);
+  row("cuLaunchKernel, SM limit 100 %", 2, l0, l2, "<= 5", m2);
+  row("cuLaunchKernel, SM 90 %, under budget", 2, l0, l3, "-", m3);
   return 0;
 }

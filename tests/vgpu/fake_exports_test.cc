@@ -127,4 +127,49 @@ TEST(FakeNvmlExports, LegacyNamesAnswerLikeTheirSuccessors) {
   dlclose(lib);
 }
 
+// Device attributes: an H100 SXM5's values (fake_cuda.cc cites the sources), the SM count from
+// FAKE_GPU_DEVICES, 0 for an attribute the table leaves out, CUDA_ERROR_INVALID_VALUE (1)
+// outside [1, CU_DEVICE_ATTRIBUTE_MAX = 148) and for a null value pointer, as from the driver.
+TEST(FakeCudaAttributes, AnH100sValuesAndTheDriversErrors) {
+  setenv("FAKE_GPU_DEVICES", "GPU-11111111-1111-1111-1111-111111111111:1024:132", 1);
+  Fake fake;
+  ASSERT_NE(fake.lib, nullptr) << dlerror();
+  auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(fake.lib, "cuInit"));
+  auto get = reinterpret_cast<int (*)(int*, int, int)>(dlsym(fake.lib, "cuDeviceGetAttribute"));
+  ASSERT_TRUE(init && get);
+  ASSERT_EQ(init(0), 0);
+  struct Case {
+    int attr;
+    int rc;
+    int value;
+  };
+  const Case cases[] = {
+      {39, 0, 2048},      // MAX_THREADS_PER_MULTIPROCESSOR
+      {16, 0, 132},       // MULTIPROCESSOR_COUNT, from FAKE_GPU_DEVICES
+      {75, 0, 9},         // COMPUTE_CAPABILITY_MAJOR
+      {76, 0, 0},         // COMPUTE_CAPABILITY_MINOR
+      {1, 0, 1024},       // MAX_THREADS_PER_BLOCK
+      {10, 0, 32},        // WARP_SIZE
+      {81, 0, 233472},    // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: 228 KiB
+      {97, 0, 232448},    // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 227 KiB
+      {106, 0, 32},       // MAX_BLOCKS_PER_MULTIPROCESSOR
+      {38, 0, 52428800},  // L2_CACHE_SIZE: 50 MiB
+      {13, 0, 1980000},   // CLOCK_RATE, kHz
+      {17, 0, 0},         // KERNEL_EXEC_TIMEOUT: not in the table
+      {147, 0, 0},        // the last CUDA 13.0 attribute: not in the table
+      {148, 1, -7},       // CU_DEVICE_ATTRIBUTE_MAX itself
+      {0, 1, -7},         // below the first
+      {-1, 1, -7},       {1 << 30, 1, -7},
+  };
+  for (const Case& c : cases) {
+    int v = -7;
+    EXPECT_EQ(get(&v, c.attr, 0), c.rc) << "attribute " << c.attr;
+    EXPECT_EQ(v, c.value) << "attribute " << c.attr;
+  }
+  EXPECT_EQ(get(nullptr, 39, 0), 1);
+  int v = -7;
+  EXPECT_EQ(get(&v, 39, 5), 101);  // CUDA_ERROR_INVALID_DEVICE
+  unsetenv("FAKE_GPU_DEVICES");
+}
+
 }  // namespace

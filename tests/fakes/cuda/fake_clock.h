@@ -22,6 +22,15 @@
 //
 // With FAKE_GPU_STATE_DIR set, the state lives in <dir>/clock (mmap'd, shared); otherwise in
 // private memory (one participant).
+//
+// FAKE_CLOCK_REALTIME=1 ties the clock to the wall: t is CLOCK_REALTIME ns since the first
+// participant joined (ClockState::epoch_ns), read at every turn (t never runs behind the
+// wall), a launch costs the host time it really takes (no kLaunchOverheadNs), a
+// synchronisation really sleeps until the stream's end, and NVML timestamps are CLOCK_REALTIME
+// microseconds as the real NVML's are. This is for a program that paces itself with real
+// sleeps and the real clock — the shipped libvgpu.so, or another interposer such as
+// HAMi-core's (bench/beside_hami.sh) — where the virtual clock, which only moves through the
+// driver, would never see the sleeps. Not deterministic; tests use the virtual clock.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -70,13 +79,15 @@ struct ClockState {
   std::atomic<uint32_t> waiters;  ///< participants sleeping on `gen`
   ClockParticipant parts[kClockMaxParticipants];
   ClockKernel inflight[kClockMaxInflight];
+  std::atomic<uint64_t> epoch_ns;  ///< FAKE_CLOCK_REALTIME: CLOCK_REALTIME ns at t = 0
 };
 
 /// This library's view of the clock: the mapping and this process's slot.
 struct ClockView {
   ClockState* state = nullptr;
   int slot = -1;
-  int expected = 0;  ///< FAKE_CLOCK_PARTICIPANTS; 0 = no turn-taking (plain tests)
+  int expected = 0;       ///< FAKE_CLOCK_PARTICIPANTS; 0 = no turn-taking (plain tests)
+  bool realtime = false;  ///< FAKE_CLOCK_REALTIME=1
 };
 
 inline ClockView& Clock() {
@@ -100,6 +111,9 @@ inline ClockView& Clock() {
     }
     view->state = static_cast<ClockState*>(mem);
     if (const char* n = std::getenv("FAKE_CLOCK_PARTICIPANTS")) view->expected = std::atoi(n);
+    const char* rt = std::getenv("FAKE_CLOCK_REALTIME");
+    view->realtime = rt && std::strcmp(rt, "1") == 0;
+    if (view->realtime) view->expected = 0;  // the wall orders events: no turn-taking
     return view;
   }();
   return *v;
@@ -131,6 +145,41 @@ inline void ClockLock(ClockState* s) {
   }
 }
 inline void ClockUnlock(ClockState* s) { s->spin.store(0, std::memory_order_release); }
+
+/// CLOCK_REALTIME in ns.
+inline uint64_t RealtimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+/// FAKE_CLOCK_REALTIME: CLOCK_REALTIME ns at t = 0, fixed by the first caller.
+inline uint64_t ClockEpochNs(ClockState* s) {
+  uint64_t e = s->epoch_ns.load(std::memory_order_acquire);
+  if (e != 0) return e;
+  uint64_t now = RealtimeNs();
+  return s->epoch_ns.compare_exchange_strong(e, now, std::memory_order_acq_rel) ? now : e;
+}
+
+/// The wall clock as t (ns since the epoch); 0 before it.
+inline uint64_t ClockWallT(ClockState* s) {
+  uint64_t e = ClockEpochNs(s), now = RealtimeNs();
+  return now > e ? now - e : 0;
+}
+
+/// t as an NVML timestamp (microseconds): CLOCK_REALTIME in realtime mode, else virtual.
+inline uint64_t ClockToNvmlUs(uint64_t t) {
+  ClockView& v = Clock();
+  return (v.realtime ? ClockEpochNs(v.state) + t : t) / 1000;
+}
+
+/// An NVML timestamp (microseconds, lastSeenTimeStamp) as t; 0 if before the epoch.
+inline uint64_t ClockFromNvmlUs(uint64_t us) {
+  ClockView& v = Clock();
+  if (!v.realtime) return us * 1000;
+  uint64_t ns = us * 1000, e = ClockEpochNs(v.state);
+  return ns > e ? ns - e : 0;
+}
 
 /// Wakes participants waiting for their turn: call after moving a participant's time.
 inline void ClockAdvanced(ClockState* s) {
@@ -236,6 +285,10 @@ inline void ClockTurn() {
     s->waiters.fetch_sub(1, std::memory_order_acq_rel);
   }
   ClockLock(s);
+  if (v.realtime) {  // t follows the wall (never backwards: a queued kernel may be ahead)
+    uint64_t w = ClockWallT(s);
+    if (me.t.load() < w) me.t.store(w);
+  }
 }
 
 /// Adds the busy interval [start, end) to the participant's buckets (overlap with the previous

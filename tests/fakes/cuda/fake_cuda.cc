@@ -504,7 +504,7 @@ CUresult Launch(CUfunction f, uint64_t grid = 1, uint64_t block = 1, CUstream st
   namespace fk = fracgpu::fakes;
   fk::ClockTurn();
   fk::ClockParticipant& me = fk::Me();
-  uint64_t now = me.t.load() + fk::kLaunchOverheadNs;
+  uint64_t now = me.t.load() + (fk::Clock().realtime ? 0 : fk::kLaunchOverheadNs);
   me.t.store(now);
   if (dur > 0 && sms > 0) {
     std::atomic<uint64_t>& end = StreamEnd(phys, stream);
@@ -518,9 +518,18 @@ CUresult Launch(CUfunction f, uint64_t grid = 1, uint64_t block = 1, CUstream st
   return CUDA_SUCCESS;
 }
 
-// Synchronisation on the virtual clock: the caller's time moves to `end`.
+// Synchronisation on the virtual clock: the caller's time moves to `end`. In realtime mode
+// (fake_clock.h) the caller first really sleeps until the wall reaches `end`.
 void WaitUntil(uint64_t end) {
   fracgpu::fakes::ClockParticipant& me = fracgpu::fakes::Me();
+  fracgpu::fakes::ClockView& v = fracgpu::fakes::Clock();
+  if (v.realtime) {
+    uint64_t at = fracgpu::fakes::ClockEpochNs(v.state) + end;
+    timespec ts{static_cast<time_t>(at / 1'000'000'000ull),
+                static_cast<long>(at % 1'000'000'000ull)};
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+    }
+  }
   if (me.t.load() < end) {
     me.t.store(end);
     fracgpu::fakes::ClockAdvanced(fracgpu::fakes::Clock().state);
@@ -933,24 +942,81 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) noexcept {
   return CUDA_SUCCESS;
 }
 
+// Device attributes of an NVIDIA H100 SXM5 80 GB HBM3 (compute capability 9.0), as its
+// driver reports them. Per-block and per-SM limits: CUDA C++ Programming Guide, "Features and
+// Technical Specifications", compute capability 9.0 (2048 threads, 32 blocks, 64 K registers,
+// 228 KiB shared memory per SM, 227 KiB opt-in and 1 KiB reserved per block). Clocks, bus
+// width and L2: the H100 SXM5 80 GB as NVIDIA's deviceQuery sample prints it (1980 MHz GPU
+// clock, 2619 MHz memory clock, 5120-bit bus, 50 MiB L2). The SM count comes from
+// FAKE_GPU_DEVICES (default 108); memory from the same list. An attribute this table does not
+// list reads 0 (not supported); one outside [1, CU_DEVICE_ATTRIBUTE_MAX) is
+// CUDA_ERROR_INVALID_VALUE, as from the driver. HAMi-core, for one, sizes its SM-limit token
+// bucket from MAX_THREADS_PER_MULTIPROCESSOR x SM count: with 0 it never launches.
+}  // extern "C"
+namespace {
+struct AttributeValue {
+  CUdevice_attribute attr;
+  int value;
+};
+constexpr AttributeValue kH100Attributes[] = {
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+    {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+    {CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+    {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000},  // kHz
+    {CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512},
+    {CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1},
+    {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
+    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+    {CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 1},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 2619000},  // kHz
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120},
+    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 52428800},
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+    {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536},
+    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32},
+    {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1},
+};
+}  // namespace
+extern "C" {
+
 CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice dev) noexcept {
   FAKE_LOCK();
   int phys = PhysOf(s, dev);
-  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  if (!value || attr < 1 || attr >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  switch (attr) {
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      *value = s.devices[phys].sm_count;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-      *value = 1;
-      break;
-    default:
-      *value = 0;
-      break;
+  *value = 0;
+  if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) {
+    *value = s.devices[phys].sm_count;
+    return CUDA_SUCCESS;
   }
+  for (const AttributeValue& a : kH100Attributes)
+    if (a.attr == attr) *value = a.value;
   return CUDA_SUCCESS;
 }
 

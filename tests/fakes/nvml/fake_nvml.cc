@@ -254,7 +254,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   fk::ClockTurn();
   fk::ClockState* s = fk::Clock().state;
   uint64_t now = fk::Me().t.load();
-  uint64_t from = lastSeenTimeStamp * 1000;
+  uint64_t from = fk::ClockFromNvmlUs(lastSeenTimeStamp);
   // Like the real NVML, a sample covers at most the last second.
   if (now > 1'000'000'000 && from < now - 1'000'000'000) from = now - 1'000'000'000;
   std::vector<nvmlProcessUtilizationSample_t> out;
@@ -264,7 +264,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     if (busy == 0) continue;
     unsigned pct = static_cast<unsigned>((busy * 100 + (now - from) / 2) / (now - from));
     out.push_back({static_cast<unsigned>(p.pid.load()) + fracgpu::fakes::HostPidOffset(),
-                   now / 1000, pct > 100 ? 100 : pct, 0, 0, 0});
+                   fk::ClockToNvmlUs(now), pct > 100 ? 100 : pct, 0, 0, 0});
   }
   fk::ClockUnlock(s);
   if (!utilization || *processSamplesCount < out.size()) {
