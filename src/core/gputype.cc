@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "base/strings.h"
 #include "core/request.h"
 
 namespace fracgpu::core {
@@ -10,7 +11,8 @@ namespace {
 
 char Upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
 bool IsTokenSeparator(char c) { return c == ' ' || c == '\t' || c == '-' || c == '_'; }
-bool IsListSpace(char c) { return c == ' ' || c == '\t'; }
+// What HAMi's list parsing trims around each entry: spaces and tabs.
+constexpr std::string_view kListSpace = " \t";
 
 // Walks the tokens of a string without allocating (fit calls the matcher per GPU per node).
 class TokenCursor {
@@ -51,18 +53,7 @@ bool TokensInOrder(std::string_view entry, std::string_view type) {
 }  // namespace
 
 std::vector<std::string> SplitCommaList(std::string_view value) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= value.size()) {
-    size_t comma = value.find(',', start);
-    if (comma == std::string_view::npos) comma = value.size();
-    std::string_view item = value.substr(start, comma - start);
-    while (!item.empty() && IsListSpace(item.front())) item.remove_prefix(1);
-    while (!item.empty() && IsListSpace(item.back())) item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    start = comma + 1;
-  }
-  return out;
+  return base::SplitComma(value, {.trim = kListSpace, .skip_empty = true});
 }
 
 std::vector<std::string> GpuTypeTokens(std::string_view text) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "base/strings.h"
 #include "core/gputype.h"
 #include "core/quantity.h"
 #include "core/request_json.h"
@@ -115,11 +116,7 @@ std::optional<bool> ParseDisableControlValue(std::string_view s) {
 }
 
 // Trims ASCII spaces and tabs (Go's strings.TrimSpace on the values HAMi splits).
-std::string_view TrimSpace(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+std::string_view TrimSpace(std::string_view s) { return base::Trim(s, " \t"); }
 
 class PodParser {
  public:

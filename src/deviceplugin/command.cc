@@ -6,10 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "base/file.h"
 #include "core/signature.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/cluster_api.h"
@@ -47,15 +46,11 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+// A configuration or key file, at most 16 MiB; with `optional`, "" when it cannot be read.
 Result<std::string> ReadText(const std::string& path, bool optional) {
-  std::ifstream in(path);
-  if (!in) {
-    if (optional) return std::string();
-    return NotFound("cannot read " + path);
-  }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+  auto text = base::ReadFile(path, size_t{16} << 20);
+  if (!text.ok() && optional) return std::string();
+  return text;
 }
 
 int Run(const Flags& f) {

@@ -6,10 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "base/file.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/config.h"
 #include "deviceplugin/device_state.h"
@@ -48,11 +47,10 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+// A configuration file, at most 16 MiB; "" when it cannot be read.
 std::string ReadOptional(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buf;
-  if (in) buf << in.rdbuf();
-  return buf.str();
+  auto text = base::ReadFile(path, size_t{16} << 20);
+  return text.ok() ? std::move(*text) : std::string();
 }
 
 int Run(Flags f) {

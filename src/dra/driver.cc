@@ -3,9 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "base/file.h"
 #include "k8s/client.h"
 
 namespace fracgpu::dra {
@@ -38,13 +37,9 @@ Status Driver::Load() {
     prepared_.clear();
     return Status::Ok();
   }
-  auto size = fs::file_size(path, ec);
-  if (ec || size > kMaxCheckpointBytes)
-    return Internal("checkpoint " + path + " cannot be read or is too large");
-  std::ifstream in(path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  json j = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  auto text = base::ReadFile(path, kMaxCheckpointBytes);
+  if (!text.ok()) return Internal("checkpoint " + path + " cannot be read or is too large");
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || j.value("version", 0) != kCheckpointVersion ||
       !j.contains("claims") || !j["claims"].is_object()) {
     return Internal("checkpoint " + path + " is not a version-1 fracgpu DRA checkpoint");

@@ -164,6 +164,9 @@ Result<uint64_t> ParseStatStartTime(std::string_view text) {
   return InvalidArgument("stat: fewer than 22 fields");
 }
 
+// Not base::ReadFile: a process that exits between open and read is "process gone"
+// (kNotFound on ESRCH as well as ENOENT), and reading stops just past kMaxCgroupFileBytes with
+// what was read, so the parser's own refusal (ParseCgroupFile: the size in its message) applies.
 Result<std::string> ProcReader::ReadSmall(uint32_t pid, const char* file) const {
   std::string path = root_ + "/" + std::to_string(pid) + "/" + file;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

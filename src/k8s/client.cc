@@ -2,9 +2,10 @@
 
 #include <curl/curl.h>
 
-#include <fstream>
 #include <mutex>
-#include <sstream>
+
+#include "base/file.h"
+#include "base/strings.h"
 
 namespace fracgpu::k8s {
 namespace {
@@ -97,11 +98,8 @@ std::string Client::BearerToken() {
   // §6.1).
   auto now = std::chrono::steady_clock::now();
   if (token_.empty() || now - token_read_ > std::chrono::seconds(60)) {
-    std::ifstream in(config_.token_file);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      token_ = TrimLineEnd(ss.str());
+    if (auto text = base::ReadFile(config_.token_file, kMaxConfigFileBytes); text.ok()) {
+      token_ = std::string(base::TrimEnd(*text, kLineEnd));
       token_read_ = now;
     }
   }
@@ -366,7 +364,7 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
   while ((pos = st->buffer.find('\n')) != std::string::npos) {
     std::string line = st->buffer.substr(0, pos);
     st->buffer.erase(0, pos + 1);
-    if (TrimLineEnd(line).empty()) continue;
+    if (base::TrimEnd(line, kLineEnd).empty()) continue;
     auto parsed = json::parse(line, nullptr, false);
     if (!parsed.is_object() || !parsed.contains("type") || !parsed["type"].is_string()) {
       st->bad_line = line.substr(0, 200);

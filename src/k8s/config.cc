@@ -5,20 +5,13 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
+
+#include "base/file.h"
+#include "base/strings.h"
 
 namespace fracgpu::k8s {
 namespace {
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read \"" + path + "\"");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Standard base64 (kubeconfig *-data fields) through OpenSSL's decoder.
 Result<std::string> Base64Decode(const std::string& field, const std::string& in) {
@@ -75,12 +68,13 @@ Result<Config> InClusterConfig(const std::string& sa_dir) {
   if (h.find(':') != std::string::npos) h = "[" + h + "]";
   config.server = "https://" + h + ":" + port;
   config.token_file = sa_dir + "/token";
-  auto token = ReadFile(config.token_file);
+  auto token = base::ReadFile(config.token_file, kMaxConfigFileBytes);
   if (!token.ok()) return token.status();
-  config.token = TrimLineEnd(*token);
+  config.token = std::string(base::TrimEnd(*token, kLineEnd));
   config.ca_file = sa_dir + "/ca.crt";
-  auto ns = ReadFile(sa_dir + "/namespace");
-  if (ns.ok() && !TrimLineEnd(*ns).empty()) config.default_namespace = TrimLineEnd(*ns);
+  auto ns = base::ReadFile(sa_dir + "/namespace", kMaxConfigFileBytes);
+  if (ns.ok() && !base::TrimEnd(*ns, kLineEnd).empty())
+    config.default_namespace = std::string(base::TrimEnd(*ns, kLineEnd));
   return config;
 }
 
@@ -146,7 +140,7 @@ Result<Config> ParseKubeconfig(const std::string& text, const std::string& base_
 }
 
 Result<Config> KubeconfigConfig(const std::string& path, const std::string& context) {
-  auto text = ReadFile(path);
+  auto text = base::ReadFile(path, kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
   return ParseKubeconfig(*text, std::filesystem::path(path).parent_path().string(), context);
 }
@@ -165,11 +159,6 @@ Result<Config> LoadConfig(const std::string& kubeconfig) {
     return KubeconfigConfig(std::string(home) + "/.kube/config");
   }
   return NotFound("no kubeconfig given, not in a cluster, and $HOME is not set");
-}
-
-std::string TrimLineEnd(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 }  // namespace fracgpu::k8s

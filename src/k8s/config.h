@@ -3,7 +3,9 @@
 // (docs/design/wire-apis.md §6.1) or a kubeconfig file (kubectl's format, `clusters` / `users` /
 // `contexts` / `current-context`).
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -48,7 +50,12 @@ Result<Config> ParseKubeconfig(const std::string& text, const std::string& base_
 /// KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG, else ~/.kube/config.
 Result<Config> LoadConfig(const std::string& kubeconfig = "");
 
-/// Drops trailing newlines, carriage returns and spaces (a token or namespace file's contents).
-std::string TrimLineEnd(std::string s);
+/// The most bytes read from a kubeconfig, service-account token or namespace file (16 MiB: real
+/// ones hold a few KiB; the bound keeps a wrong path such as /dev/zero from exhausting memory).
+inline constexpr size_t kMaxConfigFileBytes = size_t{16} << 20;
+
+/// What a token or namespace file's end may carry that is not part of the value: newlines,
+/// carriage returns and spaces (trimmed with base::TrimEnd).
+inline constexpr std::string_view kLineEnd = "\n\r ";
 
 }  // namespace fracgpu::k8s

@@ -1,15 +1,12 @@
 #include "monitor/enforcement.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <set>
 
+#include "base/file.h"
+#include "base/strings.h"
 #include "enforce/region_claims.h"
 #include "k8s/client.h"
 #include "monitor/container_dirs.h"
@@ -37,40 +34,10 @@ const char* EventReason(enforce::Reason r, bool killed) {
   return "GPUEnforcement";
 }
 
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t c = s.find(',', pos);
-    if (c == std::string::npos) c = s.size();
-    out.push_back(s.substr(pos, c - pos));
-    pos = c + 1;
-  }
-  return out;
-}
-
 // Reads a limits file (written by the device plugin, mode 0444, outside the tenant's reach):
-// bounded, no symlink followed. Errors name the path.
+// bounded, no symlink followed, never blocking on a FIFO. Errors name the path.
 Result<std::string> ReadLimitsText(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Unavailable(path + ": " + std::strerror(errno));
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      return Unavailable(path + ": " + std::strerror(e));
-    }
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxLimitsFileBytes) {
-      ::close(fd);
-      return InvalidArgument(path + ": larger than " + std::to_string(kMaxLimitsFileBytes) +
-                             " bytes");
-    }
-  }
-  ::close(fd);
-  return text;
+  return base::ReadFile(path, kMaxLimitsFileBytes, {.follow_symlinks = false, .nonblocking = true});
 }
 
 }  // namespace
@@ -135,7 +102,8 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
         auto config = std::make_unique<vgpu::Config>();
         vgpu::ParseLimitsFile(config.get(), text->data(), text->size());
         vgpu::FinishConfig(config.get());
-        uuids = SplitComma(config->visible_devices);
+        // Inner empty entries keep their index (a device's position); a trailing comma adds none.
+        uuids = base::SplitComma(config->visible_devices, {.drop_trailing_empty = true});
         if (config->error_count > 0) {
           c.limits_ok = false;
           c.limits_error = config->error;

@@ -4,22 +4,18 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "api/nvml.h"
+#include "base/file.h"
+#include "base/strings.h"
 #include "nvml/library.h"
 
 namespace fracgpu::nvml {
 
 namespace {
 
-std::string Trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
+// A sysfs attribute holds at most one page (4 KiB on x86_64, 64 KiB on some arm64 kernels).
+constexpr size_t kMaxSysfsAttributeBytes = size_t{64} << 10;
 
 bool IsHex(const std::string& s) {
   for (char c : s) {
@@ -58,11 +54,10 @@ Result<std::string> SysfsBusId(const std::string& nvml_bus_id) {
 
 Result<int32_t> ReadNumaNode(const std::string& sysfs_root, const std::string& bus_id) {
   std::string path = sysfs_root + "/bus/pci/devices/" + bus_id + "/numa_node";
-  std::ifstream in(path);
-  if (!in) return 0;
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = Trim(buf.str());
+  // A sysfs attribute holds at most one page; a missing or unreadable one means "no NUMA node".
+  auto read = base::ReadFile(path, kMaxSysfsAttributeBytes);
+  if (!read.ok()) return 0;
+  std::string text(base::Trim(*read));
   int32_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
@@ -231,7 +226,7 @@ FactsReport Nvml::Facts() {
     char buf[kNvmlDriverVersionBufferSize] = {};
     nvmlReturn_t r = n.get_driver_version(buf, sizeof(buf));
     if (r == NVML_SUCCESS) {
-      driver_version = Trim(std::string(buf, strnlen(buf, sizeof(buf))));
+      driver_version = std::string(base::Trim(std::string_view(buf, strnlen(buf, sizeof(buf)))));
     } else {
       report.omitted.push_back(n.Error("nvmlSystemGetDriverVersion", r) +
                                ": driverVersion omitted");

@@ -3,9 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
-#include <fstream>
-#include <sstream>
 
+#include "base/file.h"
 #include "core/dra.h"
 #include "k8s/config.h"
 #include "metrics/hami.h"
@@ -62,14 +61,12 @@ int Run(const Flags& f) {
   o.extender.default_gpu_policy = *gp;
   o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
   if (!f.signing_key_file.empty()) {
-    std::ifstream in(f.signing_key_file, std::ios::binary);
-    if (!in) {
-      spdlog::error("cannot read --signing-key-file \"{}\"", f.signing_key_file);
+    auto key = base::ReadFile(f.signing_key_file, size_t{1} << 20);
+    if (!key.ok()) {
+      spdlog::error("cannot read --signing-key-file: {}", key.status().message());
       return 2;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    o.extender.signing_key = ss.str();
+    o.extender.signing_key = std::move(*key);
   } else {
     spdlog::warn(
         "no --signing-key-file: allocations are not signed; device plugins that verify will refuse "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/strings.h"
 #include "core/codec.h"
 #include "core/signature.h"
 #include "k8s/objects.h"
@@ -13,20 +14,10 @@ namespace {
 
 using nlohmann::json;
 
+// The cordon annotation: comma-separated UUIDs, spaces around each trimmed, empty entries dropped.
 std::set<std::string> SplitList(const std::string& s) {
-  std::set<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      while (!cur.empty() && cur.front() == ' ') cur.erase(cur.begin());
-      while (!cur.empty() && cur.back() == ' ') cur.pop_back();
-      if (!cur.empty()) out.insert(cur);
-      cur.clear();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  return out;
+  std::vector<std::string> items = base::SplitComma(s, {.trim = " ", .skip_empty = true});
+  return {std::make_move_iterator(items.begin()), std::make_move_iterator(items.end())};
 }
 
 size_t ListSize(const json& pod, const char* list) {

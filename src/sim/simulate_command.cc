@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/file.h"
+#include "base/strings.h"
 #include "core/gputype.h"
 #include "sim/bound.h"
 #include "sim/expected.h"
@@ -58,17 +60,9 @@ std::string Resolve(const std::string& path) {
   return path;
 }
 
-// The non-empty items of a comma-separated flag value ("a,,b," → {"a", "b"}).
+// The non-empty items of a comma-separated flag value ("a,,b," → {"a", "b"}; nothing trimmed).
 std::vector<std::string> SplitCommaList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) items.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return items;
+  return base::SplitComma(text, {.skip_empty = true});
 }
 
 Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
@@ -148,7 +142,7 @@ PaperFiles LoadPaper(const std::string& dir) {
   PaperFiles p;
   auto load = [&](const char* name) -> std::optional<sim::PaperTable> {
     const std::string path = dir + "/" + name;
-    auto text = sim::ReadFile(path);
+    auto text = base::ReadFile(path, sim::kMaxTraceFileBytes);
     if (!text.ok()) return std::nullopt;
     auto t = sim::ParsePaperCsv(*text, path);
     if (!t.ok()) {

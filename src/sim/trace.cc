@@ -3,13 +3,11 @@
 // strict per-column validation is shorter and stricter than pulling in a general CSV library.
 #include "sim/trace.h"
 
-#include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "base/file.h"
 #include "core/frag.h"
 
 namespace fracgpu::sim {
@@ -233,27 +231,14 @@ Result<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::string_vie
   return pods;
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kUnavailable,
-                  path + ": cannot open: " + std::strerror(err));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Unavailable(path + ": read error");
-  return ss.str();
-}
-
 Result<std::vector<TraceNode>> LoadNodeCsv(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = base::ReadFile(path, kMaxTraceFileBytes);
   if (!text.ok()) return text.status();
   return ParseNodeCsv(*text, path);
 }
 
 Result<std::vector<TracePod>> LoadPodCsv(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = base::ReadFile(path, kMaxTraceFileBytes);
   if (!text.ok()) return text.status();
   return ParsePodCsv(*text, path);
 }

@@ -3,6 +3,7 @@
 // README.md describes the columns). Everything is parsed and validated before anything is
 // simulated: a malformed row fails the whole load with `file:line: column: problem`.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -53,12 +54,12 @@ Result<std::vector<TraceNode>> ParseNodeCsv(std::string_view text, std::string_v
 /// a time column that is neither empty nor a non-negative integer.
 Result<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::string_view file);
 
-/// Reads a whole file. Errors: kNotFound / kUnavailable naming the path and the OS reason.
-Result<std::string> ReadFile(const std::string& path);
+/// The largest trace or paper-table file read (1 GiB: the published traces are a few MiB).
+inline constexpr size_t kMaxTraceFileBytes = size_t{1} << 30;
 
-/// ReadFile + ParseNodeCsv (errors name the path as given).
+/// base::ReadFile (at most kMaxTraceFileBytes) + ParseNodeCsv (errors name the path as given).
 Result<std::vector<TraceNode>> LoadNodeCsv(const std::string& path);
-/// ReadFile + ParsePodCsv (errors name the path as given).
+/// base::ReadFile (at most kMaxTraceFileBytes) + ParsePodCsv (errors name the path as given).
 Result<std::vector<TracePod>> LoadPodCsv(const std::string& path);
 
 }  // namespace fracgpu::sim

@@ -2,9 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-#include <sstream>
-
+#include "base/file.h"
+#include "base/strings.h"
 #include "core/dra_convert.h"
 #include "core/request.h"
 #include "k8s/objects.h"
@@ -16,6 +15,9 @@ namespace fracgpu::ui {
 using nlohmann::json;
 
 namespace {
+
+// The largest web asset served (64 MiB: the page, its script and styles are a few hundred KiB).
+constexpr size_t kMaxStaticFileBytes = size_t{64} << 20;
 
 int HttpStatusOf(const Status& st) {
   switch (st.code()) {
@@ -36,22 +38,6 @@ int HttpStatusOf(const Status& st) {
 
 http::Response ErrorResponse(const Status& st) {
   return http::Response::Error(HttpStatusOf(st), st.message());
-}
-
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      while (!cur.empty() && cur.front() == ' ') cur.erase(cur.begin());
-      while (!cur.empty() && cur.back() == ' ') cur.pop_back();
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  return out;
 }
 
 // The preview (and create) validation: the webhook's parser on the pod the controller makes,
@@ -193,7 +179,10 @@ Status UiService::Caller(const http::Request& req, std::string* user,
                             " header (sign in through the Kubeflow gateway)");
   }
   *user = options_.user_prefix + name;
-  if (!options_.groups_header.empty()) *groups = SplitComma(req.Header(options_.groups_header));
+  // Groups: comma-separated, spaces around each trimmed, empty entries dropped.
+  if (!options_.groups_header.empty())
+    *groups =
+        base::SplitComma(req.Header(options_.groups_header), {.trim = " ", .skip_empty = true});
   return Status::Ok();
 }
 
@@ -317,11 +306,9 @@ http::Response UiService::Static(const http::Request& req) const {
   if (path.find("..") != std::string::npos || path.find('\\') != std::string::npos) {
     return http::Response::Error(404, "not found: " + req.path);
   }
-  std::ifstream in(options_.web_dir + path, std::ios::binary);
-  if (!in) return http::Response::Error(404, "not found: " + req.path);
-  std::ostringstream body;
-  body << in.rdbuf();
-  http::Response r = http::Response::Text(200, body.str(), ContentType(path));
+  auto body = base::ReadFile(options_.web_dir + path, kMaxStaticFileBytes);
+  if (!body.ok()) return http::Response::Error(404, "not found: " + req.path);
+  http::Response r = http::Response::Text(200, std::move(*body), ContentType(path));
   r.headers.emplace_back("Cache-Control", "no-cache");
   return r;
 }

@@ -1,0 +1,40 @@
+#pragma once
+// String helpers shared by every component: trimming and comma-separated lists. One copy here
+// instead of one per component; each call site names the characters it trims and whether empty
+// pieces count, so parsers that follow another system's rules (HAMi's Go code, the Kubernetes
+// API) keep them exactly.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fracgpu::base {
+
+/// The ASCII whitespace of C's isspace() in the "C" locale: space, \t, \n, \v, \f, \r.
+inline constexpr std::string_view kAsciiWhitespace = " \t\n\v\f\r";
+
+/// `s` without the characters of `chars` at either end ("" when it holds nothing else).
+/// The result views `s`'s storage.
+std::string_view Trim(std::string_view s, std::string_view chars = kAsciiWhitespace);
+
+/// `s` without the characters of `chars` at its end. The result views `s`'s storage.
+std::string_view TrimEnd(std::string_view s, std::string_view chars = kAsciiWhitespace);
+
+/// How SplitComma treats each piece. The default keeps every piece as written: "a,,b," →
+/// {"a", "", "b", ""}, "" → {""}.
+struct SplitOptions {
+  /// Characters trimmed from both ends of each piece (none by default), e.g. " " or
+  /// kAsciiWhitespace.
+  std::string_view trim = {};
+  /// Drops every piece that is empty after trimming: " a, ,b" with trim " " → {"a", "b"};
+  /// "" and "," → {}.
+  bool skip_empty = false;
+  /// Drops only the last piece, and only when it is empty (after trimming): "a,,b," →
+  /// {"a", "", "b"}; "" → {}; "," → {""}. Inner empty pieces stay.
+  bool drop_trailing_empty = false;
+};
+
+/// Splits `text` at every ',' and applies `options` to the pieces, in order.
+std::vector<std::string> SplitComma(std::string_view text, const SplitOptions& options = {});
+
+}  // namespace fracgpu::base

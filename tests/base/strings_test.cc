@@ -1,0 +1,136 @@
+#include "base/strings.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace fracgpu::base {
+namespace {
+
+using Pieces = std::vector<std::string>;
+
+TEST(TrimTest, Table) {
+  struct Case {
+    std::string in;
+    std::string chars;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"", std::string(kAsciiWhitespace), ""},
+      {" \t\n\v\f\r", std::string(kAsciiWhitespace), ""},
+      {"  a b  ", std::string(kAsciiWhitespace), "a b"},
+      {"\ta\r\n", std::string(kAsciiWhitespace), "a"},
+      {"abc", std::string(kAsciiWhitespace), "abc"},
+      {"x", std::string(kAsciiWhitespace), "x"},
+      // Only the characters asked for: a tab stays when only spaces are trimmed.
+      {" \ta\t ", " ", "\ta\t"},
+      {" \ta\t ", " \t", "a"},
+      {"--a-b--", "-", "a-b"},
+      // No characters: nothing trimmed.
+      {"  a  ", "", "  a  "},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Trim(c.in, c.chars), c.want) << '"' << c.in << "\" chars \"" << c.chars << '"';
+  }
+  EXPECT_EQ(Trim("  a  "), "a");  // default: ASCII whitespace
+}
+
+TEST(TrimTest, ViewsTheInput) {
+  const std::string s = "  ab  ";
+  std::string_view t = Trim(s);
+  EXPECT_EQ(t.data(), s.data() + 2);
+  EXPECT_EQ(t.size(), 2u);
+}
+
+TEST(TrimEndTest, Table) {
+  struct Case {
+    std::string in;
+    std::string chars;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"", std::string(kAsciiWhitespace), ""},
+      {"\n\r ", std::string(kAsciiWhitespace), ""},
+      {"  token\r\n", std::string(kAsciiWhitespace), "  token"},
+      {"token\t", "\n\r ", "token\t"},
+      {"token \r\n \n", "\n\r ", "token"},
+      {"a", "\n\r ", "a"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(TrimEnd(c.in, c.chars), c.want) << '"' << c.in << '"';
+  }
+}
+
+TEST(SplitCommaTest, KeepsEveryPieceByDefault) {
+  struct Case {
+    std::string in;
+    Pieces want;
+  };
+  const Case cases[] = {
+      {"", {""}},
+      {",", {"", ""}},
+      {",,", {"", "", ""}},
+      {"a", {"a"}},
+      {"a,b", {"a", "b"}},
+      {"a,,b,", {"a", "", "b", ""}},
+      {" a , b ", {" a ", " b "}},
+      {"   ", {"   "}},
+  };
+  for (const Case& c : cases) EXPECT_EQ(SplitComma(c.in), c.want) << '"' << c.in << '"';
+}
+
+TEST(SplitCommaTest, TrimAndSkipEmpty) {
+  const SplitOptions spaces{.trim = " ", .skip_empty = true};
+  struct Case {
+    std::string in;
+    Pieces want;
+  };
+  const Case cases[] = {
+      {"", {}},
+      {",", {}},
+      {",,,", {}},
+      {"   ", {}},
+      {" , , ", {}},
+      {"a", {"a"}},
+      {" a , b ,, c ", {"a", "b", "c"}},
+      {"a b,c", {"a b", "c"}},
+      // Only spaces are trimmed: a tab is part of the piece.
+      {"\ta\t, b", {"\ta\t", "b"}},
+  };
+  for (const Case& c : cases) EXPECT_EQ(SplitComma(c.in, spaces), c.want) << '"' << c.in << '"';
+
+  const SplitOptions blanks{.trim = " \t", .skip_empty = true};
+  EXPECT_EQ(SplitComma("\ta\t, \t ,b", blanks), (Pieces{"a", "b"}));
+}
+
+TEST(SplitCommaTest, SkipEmptyWithoutTrim) {
+  const SplitOptions skip{.skip_empty = true};
+  struct Case {
+    std::string in;
+    Pieces want;
+  };
+  const Case cases[] = {
+      {"", {}}, {",", {}}, {",,a,,", {"a"}}, {" , a", {" ", " a"}}, {"42,43-45", {"42", "43-45"}},
+  };
+  for (const Case& c : cases) EXPECT_EQ(SplitComma(c.in, skip), c.want) << '"' << c.in << '"';
+}
+
+TEST(SplitCommaTest, DropTrailingEmptyKeepsInnerEmpties) {
+  const SplitOptions trailing{.drop_trailing_empty = true};
+  struct Case {
+    std::string in;
+    Pieces want;
+  };
+  const Case cases[] = {
+      {"", {}},           {",", {""}},       {",,", {"", ""}},         {"a", {"a"}},
+      {"a,", {"a"}},      {",a", {"", "a"}}, {"a,,b", {"a", "", "b"}}, {"a,,b,", {"a", "", "b"}},
+      {"a,,", {"a", ""}}, {" ", {" "}},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(SplitComma(c.in, trailing), c.want) << '"' << c.in << '"';
+  }
+}
+
+}  // namespace
+}  // namespace fracgpu::base
