@@ -11,10 +11,10 @@
 #include <fstream>
 #include <memory>
 
+#include "api/region.h"
 #include "enforce/enforce.h"
 #include "metrics/registry.h"
 #include "monitor/enforcement.h"
-#include "vgpu/region.h"
 
 namespace {
 
@@ -64,21 +64,21 @@ struct Node {
           << "NVIDIA_VISIBLE_DEVICES=" << Uuid(g)
           << "\nCUDA_DEVICE_MEMORY_LIMIT_0=" << kProcsPerContainer * 100 << "m\n";
       fs::create_directories(dir + "/hook/vgpu/containers/" + name);
-      auto r = std::make_unique<vgpu::Region>();
-      r->magic = vgpu::kRegionMagic;
-      r->version = vgpu::kRegionVersion;
-      r->region_size = sizeof(vgpu::Region);
-      r->slot_size = sizeof(vgpu::RegionSlot);
-      r->max_devices = vgpu::kMaxDevices;
-      r->max_slots = vgpu::kMaxSlots;
+      auto r = std::make_unique<api::Region>();
+      r->magic = api::kRegionMagic;
+      r->version = api::kRegionVersion;
+      r->region_size = sizeof(api::Region);
+      r->slot_size = sizeof(api::RegionSlot);
+      r->max_devices = api::kMaxDevices;
+      r->max_slots = api::kMaxSlots;
       r->device_count = 1;
-      std::snprintf(r->devices[0].uuid, vgpu::kUuidSize, "%s", Uuid(g).c_str());
+      std::snprintf(r->devices[0].uuid, api::kUuidSize, "%s", Uuid(g).c_str());
       enforce::ContainerState cs;
       cs.id = {PodUid(c), "main"};
       cs.memory_limit_bytes[Uuid(g)] = kProcsPerContainer * kPerProcess;
       for (int k = 0; k < kProcsPerContainer; ++k) {
         uint32_t pid = Pid(c, k);
-        r->slots[k].state.store(vgpu::kSlotActive);
+        r->slots[k].state.store(api::kSlotActive);
         r->slots[k].pid = static_cast<int32_t>(pid);
         r->slots[k].host_pid = static_cast<int32_t>(pid);
         r->slots[k].used[0].store(kPerProcess);
@@ -97,7 +97,7 @@ struct Node {
         cs.claims[Uuid(g)][pid] = kPerProcess;
       }
       std::ofstream(dir + "/hook/vgpu/containers/" + name + "/region.cache", std::ios::binary)
-          .write(reinterpret_cast<const char*>(r.get()), sizeof(vgpu::Region));
+          .write(reinterpret_cast<const char*>(r.get()), sizeof(api::Region));
       obs.containers.push_back(std::move(cs));
     }
     obs.gpus = source.gpus;

@@ -1,5 +1,5 @@
 #pragma once
-// A region file's per-process claims (src/vgpu/region.h, layout version 2), read as untrusted
+// A region file's per-process claims (src/api/region.h, layout version 2), read as untrusted
 // input: exactly sizeof(vgpu::Region) bytes with one pread, RegionValidate, active slots only.
 // The claims are what libvgpu.so says each process holds; the enforcement core compares them
 // with the driver's account, never believes them.

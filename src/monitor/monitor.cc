@@ -8,26 +8,27 @@
 
 #include <set>
 
+#include "api/node_gpu.h"
 #include "metrics/hami.h"
-#include "vgpu/sm_limiter.h"
 
 namespace fracgpu::monitor {
 namespace {
 
 constexpr const char* kRegionFile = "region.cache";
 
-// Reads one SM-limiter node file (<node_dir>/<uuid>, vgpu::NodeGpu) the same untrusting way as
+// Reads one SM-limiter node file (<node_dir>/<uuid>, api::NodeGpu) the same untrusting way as
 // a region: exact size, bounded copy, magic and version checked. Returns the stamp (0 = none).
 std::optional<uint64_t> ReadNodeGpuStamp(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
-  vgpu::NodeGpu node{};
+  api::NodeGpu node{};
   struct stat st {};
   bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            static_cast<uint64_t>(st.st_size) >= sizeof(vgpu::NodeGpu) &&
+            static_cast<uint64_t>(st.st_size) >= sizeof(api::NodeGpu) &&
             ::pread(fd, &node, sizeof node, 0) == static_cast<ssize_t>(sizeof node);
   ::close(fd);
-  if (!ok || node.magic != vgpu::kNodeGpuMagic || node.version != 1) return std::nullopt;
+  if (!ok || node.magic != api::kNodeGpuMagic || node.version != api::kNodeGpuVersion)
+    return std::nullopt;
   return node.high_last_launch_ns;
 }
 

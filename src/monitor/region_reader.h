@@ -1,5 +1,5 @@
 #pragma once
-// Reads a container's vgpu region file (src/vgpu/region.h, layout version 2,
+// Reads a container's vgpu region file (src/api/region.h, layout version 2,
 // docs/vgpu.md "The shared region") as UNTRUSTED input: the file is written by libvgpu.so inside a
 // tenant's container, so a tenant can put anything in it. The reader copies the file's bytes
 // (exactly sizeof(vgpu::Region), never more), checks the layout with vgpu::RegionValidate,

@@ -72,9 +72,8 @@ uint64_t NvmlNowUs() noexcept {
 #endif
 }
 
-std::atomic_ref<uint64_t> Field(RegionDevice& d, int i) {
-  return std::atomic_ref<uint64_t>(d.reserved[i]);
-}
+// One of the limiter's words of RegionDevice (plain uint64_t in the shared layout).
+std::atomic_ref<uint64_t> Field(uint64_t& word) { return std::atomic_ref<uint64_t>(word); }
 
 // Busy ns of the container's processes on device `dev` over the last `window_ns`, from
 // nvmlDeviceGetProcessUtilization; false when NVML cannot say.
@@ -128,17 +127,17 @@ bool ContainerBusyNs(Region* r, int dev, uint64_t window_ns, uint64_t* busy) noe
 // One control step: feeds back the measured utilisation of the period that just ended.
 void Control(Region* r, int dev, uint64_t period_ns, uint32_t limit) noexcept {
   RegionDevice& d = r->devices[dev];
-  uint64_t launches = Field(d, 3).exchange(0, std::memory_order_relaxed);
+  uint64_t launches = Field(d.launches).exchange(0, std::memory_order_relaxed);
   uint64_t busy = 0;
   if (!ContainerBusyNs(r, dev, period_ns, &busy)) return;
   // EMAs with weight 1/2 per period; their ratio is the device time one launch costs.
-  uint64_t busy_ema = (Field(d, 4).load() + busy) / 2;
-  uint64_t count_ema = (Field(d, 5).load() + launches * 1024) / 2;
-  Field(d, 4).store(busy_ema);
-  Field(d, 5).store(count_ema);
+  uint64_t busy_ema = (Field(d.busy_ema).load() + busy) / 2;
+  uint64_t count_ema = (Field(d.count_ema).load() + launches * 1024) / 2;
+  Field(d.busy_ema).store(busy_ema);
+  Field(d.count_ema).store(count_ema);
   if (count_ema == 0) return;
   uint64_t cost = busy_ema * 1024 / count_ema;  // ns of device time per launch
-  Field(d, 1).store(cost * 100 / limit, std::memory_order_relaxed);
+  Field(d.gap_ns).store(cost * 100 / limit, std::memory_order_relaxed);
 }
 
 // The node file of region device `dev` (opened once; nullptr if it cannot be used).
@@ -165,9 +164,13 @@ NodeGpu* NodeFile(Region* r, int dev) noexcept {
         void* m = mmap(nullptr, sizeof(NodeGpu), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) {
           f = static_cast<NodeGpu*>(m);
+          // Version first, then magic: a reader (the monitor) that sees the magic sees the
+          // version too. A file from an older library (magic set, version 0) gets its version.
           uint32_t zero = 0;
+          std::atomic_ref<uint32_t>(f->version).compare_exchange_strong(zero, kNodeGpuVersion);
+          zero = 0;
           std::atomic_ref<uint32_t>(f->magic).compare_exchange_strong(zero, kNodeGpuMagic);
-          if (f->magic != kNodeGpuMagic) {
+          if (f->magic != kNodeGpuMagic || f->version != kNodeGpuVersion) {
             munmap(m, sizeof(NodeGpu));
             f = nullptr;
           }
@@ -253,22 +256,23 @@ void PaceLaunch() noexcept {
   if (__builtin_expect(OwnHostPid() == 0, false)) HostPidRetry(dev);  // our samples must count
   uint64_t now = LimiterNowNs();
   // Control step, by whichever process first sees the period end.
-  uint64_t period = Field(d, 2).load(std::memory_order_relaxed);
+  uint64_t period = Field(d.period_ns).load(std::memory_order_relaxed);
   if (period == 0) {
-    Field(d, 2).compare_exchange_strong(period, now);
-  } else if (now >= period + kControlPeriodNs && Field(d, 2).compare_exchange_strong(period, now)) {
+    Field(d.period_ns).compare_exchange_strong(period, now);
+  } else if (now >= period + kControlPeriodNs &&
+             Field(d.period_ns).compare_exchange_strong(period, now)) {
     Control(r, dev, now - period, limit);
   }
   // Pace: claim the next slot of the shared horizon (lock-free).
-  uint64_t gap = Field(d, 1).load(std::memory_order_relaxed);
-  uint64_t next = Field(d, 0).load(std::memory_order_relaxed);
+  uint64_t gap = Field(d.gap_ns).load(std::memory_order_relaxed);
+  uint64_t next = Field(d.next_ns).load(std::memory_order_relaxed);
   uint64_t at;
   do {
     at = next;
     uint64_t floor = now > kBurstNs ? now - kBurstNs : 0;
     if (at < floor) at = floor;
-  } while (!Field(d, 0).compare_exchange_weak(next, at + gap, std::memory_order_relaxed));
-  Field(d, 3).fetch_add(1, std::memory_order_relaxed);
+  } while (!Field(d.next_ns).compare_exchange_weak(next, at + gap, std::memory_order_relaxed));
+  Field(d.launches).fetch_add(1, std::memory_order_relaxed);
   if (at > now) SleepUntilNs(at);
 }
 

@@ -2,13 +2,13 @@
 // The SM (core) limiter: paces kernel launches so that a container's measured SM utilisation
 // follows CUDA_DEVICE_SM_LIMIT_<i> (docs/sm-limiter.md).
 //
-// Per device, shared by every process of the container through RegionDevice::reserved:
-//   [0] next_ns     pacing horizon: the earliest time the next launch may be issued
-//   [1] gap_ns      device time to leave between two launches (cost per launch / limit)
-//   [2] period_ns   start of the current control period
-//   [3] launches    launches issued in the current period (all processes)
-//   [4] busy_ema    EMA of busy ns per period (container, from NVML), x1
-//   [5] count_ema   EMA of launches per period, x1024
+// Per device, shared by every process of the container through RegionDevice (api/region.h):
+//   next_ns     pacing horizon: the earliest time the next launch may be issued
+//   gap_ns      device time to leave between two launches (cost per launch / limit)
+//   period_ns   start of the current control period
+//   launches    launches issued in the current period (all processes)
+//   busy_ema    EMA of busy ns per period (container, from NVML), x1
+//   count_ema   EMA of launches per period, x1024
 // Launch path under budget: two relaxed loads, one CAS on next_ns, one fetch_add: no lock,
 // no allocation. Every kControlPeriodNs one launching process (whoever wins a CAS on
 // period_ns) reads nvmlDeviceGetProcessUtilization for the container's processes and sets
@@ -16,6 +16,8 @@
 // That control step (one NVML call, whatever NVML does inside) is the only slow work, once per
 // period in one process; a paced launch sleeps (clock_nanosleep) until its slot.
 #include <cstdint>
+
+#include "api/node_gpu.h"
 
 namespace fracgpu::vgpu {
 
@@ -30,14 +32,10 @@ inline constexpr uint64_t kBurstNs = 20'000'000;
 /// launch on that GPU is less than kPriorityIdleNs old.
 inline constexpr uint64_t kPriorityIdleNs = 50'000'000;
 
-/// The per-GPU node file's layout (shared by every container on the node).
-struct NodeGpu {
-  uint32_t magic;                ///< kNodeGpuMagic once initialised
-  uint32_t version;              ///< 1
-  uint64_t high_last_launch_ns;  ///< limiter clock of the last priority-0 launch (atomic)
-  uint64_t reserved[6];
-};
-inline constexpr uint32_t kNodeGpuMagic = 0x4e474746;  // "FGGN"
+/// The per-GPU node file's layout: api/node_gpu.h.
+using api::kNodeGpuMagic;
+using api::kNodeGpuVersion;
+using api::NodeGpu;
 
 /// Set once at initialisation (state.cc), before g_sm_limit_active: enforce SM limits (some
 /// device limited and policy not `disable`), and apply priority (the node directory exists).

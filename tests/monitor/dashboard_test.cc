@@ -14,10 +14,10 @@
 #include <set>
 #include <sstream>
 
+#include "api/node_gpu.h"
 #include "monitor/monitor.h"
 #include "region_files.h"
 #include "scheduler/service.h"
-#include "vgpu/sm_limiter.h"
 
 namespace fracgpu::monitor::testing {
 namespace {
@@ -70,8 +70,8 @@ std::string MonitorScrape(const TempDir& dir) {
   std::filesystem::create_directories(root + "/uid-a_broken");
   WriteBytes(root + "/uid-a_broken/region.cache", "short");  // skipped: counter
   std::filesystem::create_directories(dir.path() + "/node");
-  vgpu::NodeGpu node{};
-  node.magic = vgpu::kNodeGpuMagic;
+  api::NodeGpu node{};
+  node.magic = api::kNodeGpuMagic;
   node.version = 1;
   node.high_last_launch_ns = 1;
   WriteBytes(dir.path() + "/node/" + kGpu0,

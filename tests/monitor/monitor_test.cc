@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "api/node_gpu.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
 #include "region_files.h"
-#include "vgpu/sm_limiter.h"
 
 namespace fracgpu::monitor::testing {
 namespace {
@@ -258,13 +258,13 @@ TEST_F(MonitorTest, LastKernelAgeAndPriorityFileAge) {
     vgpu::RegionClose(&h);
   }
   std::filesystem::create_directories(dir_.path() + "/node");
-  vgpu::NodeGpu node{};
-  node.magic = vgpu::kNodeGpuMagic;
+  api::NodeGpu node{};
+  node.magic = api::kNodeGpuMagic;
   node.version = 1;
   node.high_last_launch_ns = 9 * kSec + 500'000'000;
   WriteBytes(dir_.path() + "/node/" + kGpu0,
              std::string(reinterpret_cast<const char*>(&node), sizeof node));
-  vgpu::NodeGpu bad = node;
+  api::NodeGpu bad = node;
   bad.magic = 0;  // not initialised: ignored
   WriteBytes(dir_.path() + "/node/" + kGpu1,
              std::string(reinterpret_cast<const char*>(&bad), sizeof bad));

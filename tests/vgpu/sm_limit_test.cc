@@ -5,6 +5,10 @@
 // when kernels ran (not from NVML, which the limiter reads), so the check is independent.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -254,6 +258,23 @@ TEST(SmLimitPriority, LowPriorityHeldWhileHighLaunches) {
     EXPECT_GT(l[s], 0.99e9) << "low priority starved in second " << s;
   // Resumes within the idle delay (50 ms) plus one kernel after the high one stops at 6 s.
   EXPECT_GT(l[6], 0.93e9);
+  // The GPU's node file as the monitor reads it (api/node_gpu.h, docs/monitor.md): 64 bytes,
+  // magic "FGGN", version 1, a non-zero stamp (the monitor ignored files without the version).
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(box.dir() + "/fracgpu-node")) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(bytes.size(), 64u) << e.path();
+    EXPECT_EQ(bytes.substr(0, 4), "FGGN") << e.path();
+    uint32_t version = 0;
+    uint64_t stamp = 0;
+    std::memcpy(&version, bytes.data() + 4, sizeof version);
+    std::memcpy(&stamp, bytes.data() + 8, sizeof stamp);
+    EXPECT_EQ(version, 1u) << e.path();
+    EXPECT_GT(stamp, 0u) << e.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
 }
 
 // Without the node directory, priority has no effect (the same run overlaps fully).

@@ -1,0 +1,158 @@
+#pragma once
+// The shared region's byte layout: one memory-mapped file per container
+// (CUDA_DEVICE_MEMORY_SHARED_CACHE) through which every process of the container charges device
+// memory against one limit. Written by libvgpu.so (vgpu/region.cc holds the functions that
+// open, lock, claim and reap it); read by the monitor, the enforcer and `fracgpu inspect`
+// (enforce/region_reader.h). Header-only, no dependencies (libvgpu.so includes it).
+//
+// Layout version 2 (kRegionVersion; docs/vgpu.md "The shared region"). Any change to these structs
+// must bump the version; a reader refuses a file whose magic, version or sizes differ
+// (vgpu::RegionValidate). Version 2 added RegionDevice::last_launch_ns, RegionSlot::host_pid and
+// the per-slot breakdown context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region
+// layout"). Naming the SM limiter's words of RegionDevice (next_ns .. count_ema, formerly
+// reserved[0..5]) moved no byte: the offsets below are the ones version 2 was pinned with.
+//
+// Invariants, under `lock` (a process-shared, robust pthread mutex inside the mapping):
+//   devices[d].used == Σ over active slots s of slots[s].used[d]
+//   slots[s].used[d] == context_bytes[d] + module_bytes[d] + data_bytes[d]  (active slots)
+//   devices[d].used <= limit(d) after every successful charge.
+// A process that dies holding `lock` makes the next locker get EOWNERDEAD; RegionLock then
+// recomputes every devices[d].used from the slots (the dead holder may have updated one
+// side only) and marks the mutex consistent, so a dead holder never blocks the others.
+// A slot records pid + process start time (/proc/<pid>/stat field 22): a reused PID has a
+// different start time, so it never inherits a dead process's charges.
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace fracgpu::api {
+
+inline constexpr uint32_t kRegionMagic = 0x52564746;  // "FGVR" little-endian
+inline constexpr uint32_t kRegionVersion = 2;
+inline constexpr int kMaxDevices = 16;
+inline constexpr int kMaxSlots = 256;
+inline constexpr int kUuidSize = 48;  ///< "GPU-" + 36 chars + NUL fits
+
+/// RegionDevice::flags bits.
+inline constexpr uint32_t kDeviceFailClosed = 1;  ///< bad configuration: every allocation OOMs
+
+/// One GPU of the container (index = container-visible ordinal, docs/design/CONTRACT.md §4).
+struct RegionDevice {
+  char uuid[kUuidSize];        ///< "GPU-…" or "" when unknown (then matched by CUDA ordinal)
+  uint64_t memory_limit;       ///< bytes; 0 = unlimited
+  uint32_t sm_limit;           ///< percent 1..100; 0 = unlimited
+  uint32_t flags;              ///< kDeviceFailClosed
+  std::atomic<uint64_t> used;  ///< bytes charged by all active slots
+  /// CLOCK_MONOTONIC ns of the container's latest kernel launch on this device (any launch
+  /// path), 0 = never. Coarse: stamped at most every kLaunchStampPeriodNs per process, so the
+  /// launch path stays cheap; a reader's "seconds since last kernel" may be up to that late.
+  std::atomic<uint64_t> last_launch_ns;
+  // The SM limiter's live state (docs/sm-limiter.md, vgpu/sm_limiter.cc), shared by every
+  // process of the container; plain words, accessed only through std::atomic_ref (relaxed).
+  uint64_t next_ns;    ///< pacing horizon: earliest limiter-clock ns of the next launch
+  uint64_t gap_ns;     ///< device time to leave between two launches (cost per launch / limit)
+  uint64_t period_ns;  ///< limiter-clock ns at which the current control period started
+  uint64_t launches;   ///< launches issued in the current period (all processes)
+  uint64_t busy_ema;   ///< EMA of the container's busy ns per period (NVML), x1
+  uint64_t count_ema;  ///< EMA of launches per period, x1024
+  uint64_t reserved[2];
+};
+
+/// Granularity of RegionDevice::last_launch_ns: a process re-stamps it only when its own
+/// previous stamp is older than this (ns).
+inline constexpr uint64_t kLaunchStampPeriodNs = 10'000'000;
+
+/// RegionSlot::state values.
+inline constexpr uint32_t kSlotFree = 0;
+inline constexpr uint32_t kSlotActive = 1;
+
+/// One process of the container.
+struct RegionSlot {
+  std::atomic<uint32_t> state;  ///< kSlotFree / kSlotActive
+  int32_t pid;                  ///< in the container's PID namespace
+  /// The same process's PID as the host and NVML see it; 0 = not known yet. Equal to pid
+  /// when the process runs in the host's PID namespace (docs/sm-limiter.md "Host PIDs").
+  int32_t host_pid;
+  uint32_t pad;
+  uint64_t start_time;                      ///< clock ticks after boot (/proc/<pid>/stat field 22)
+  std::atomic<uint64_t> used[kMaxDevices];  ///< bytes charged by this process per device
+  std::atomic<uint64_t> context_bytes[kMaxDevices];  ///< of used: CUDA context overhead
+  /// of used: loaded modules and libraries (cuModuleLoad*, cuLibraryLoad*)
+  std::atomic<uint64_t> module_bytes[kMaxDevices];
+  /// of used: allocations (cuMemAlloc*, pools, arrays, cuMemCreate, ...)
+  std::atomic<uint64_t> data_bytes[kMaxDevices];
+  uint64_t reserved[16];  ///< unused (zero), kept for the SM limiter (per-process launches)
+};
+
+/// The whole file.
+struct Region {
+  uint32_t magic;         ///< kRegionMagic once initialised
+  uint32_t version;       ///< kRegionVersion
+  uint32_t region_size;   ///< sizeof(Region)
+  uint32_t slot_size;     ///< sizeof(RegionSlot)
+  uint32_t max_devices;   ///< kMaxDevices
+  uint32_t max_slots;     ///< kMaxSlots
+  uint32_t device_count;  ///< devices in use, <= kMaxDevices
+  uint32_t policy;        ///< GPU_CORE_UTILIZATION_POLICY: 0 default, 1 force, 2 disable
+  int32_t priority;       ///< CUDA_TASK_PRIORITY: 0 high, 1 low
+  uint32_t pad;
+  std::atomic<uint64_t> last_reap_ns;  ///< CLOCK_MONOTONIC of the last dead-slot sweep
+  pthread_mutex_t lock;                ///< robust, process-shared
+  RegionDevice devices[kMaxDevices];
+  RegionSlot slots[kMaxSlots];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// The byte layout of version 2, pinned: libvgpu.so of one build, the monitor, the enforcer and
+// `fracgpu inspect` of another read the same file, so a field that moves must fail the build
+// (and then take a new kRegionVersion). Values for x86_64 Linux (LP64, glibc's
+// 40-byte pthread_mutex_t), read off this layout with offsetof when it was pinned.
+#if defined(__x86_64__)
+static_assert(sizeof(RegionDevice) == 144);
+static_assert(offsetof(RegionDevice, uuid) == 0);
+static_assert(offsetof(RegionDevice, memory_limit) == 48);
+static_assert(offsetof(RegionDevice, sm_limit) == 56);
+static_assert(offsetof(RegionDevice, flags) == 60);
+static_assert(offsetof(RegionDevice, used) == 64);
+static_assert(offsetof(RegionDevice, last_launch_ns) == 72);
+static_assert(offsetof(RegionDevice, next_ns) == 80);  // was reserved[0] .. [5]
+static_assert(offsetof(RegionDevice, gap_ns) == 88);
+static_assert(offsetof(RegionDevice, period_ns) == 96);
+static_assert(offsetof(RegionDevice, launches) == 104);
+static_assert(offsetof(RegionDevice, busy_ema) == 112);
+static_assert(offsetof(RegionDevice, count_ema) == 120);
+static_assert(offsetof(RegionDevice, reserved) == 128);
+static_assert(sizeof(RegionSlot) == 664);
+static_assert(offsetof(RegionSlot, state) == 0);
+static_assert(offsetof(RegionSlot, pid) == 4);
+static_assert(offsetof(RegionSlot, host_pid) == 8);
+static_assert(offsetof(RegionSlot, pad) == 12);
+static_assert(offsetof(RegionSlot, start_time) == 16);
+static_assert(offsetof(RegionSlot, used) == 24);
+static_assert(offsetof(RegionSlot, context_bytes) == 152);
+static_assert(offsetof(RegionSlot, module_bytes) == 280);
+static_assert(offsetof(RegionSlot, data_bytes) == 408);
+static_assert(offsetof(RegionSlot, reserved) == 536);
+static_assert(sizeof(Region) == 172376);
+static_assert(offsetof(Region, magic) == 0);
+static_assert(offsetof(Region, version) == 4);
+static_assert(offsetof(Region, region_size) == 8);
+static_assert(offsetof(Region, slot_size) == 12);
+static_assert(offsetof(Region, max_devices) == 16);
+static_assert(offsetof(Region, max_slots) == 20);
+static_assert(offsetof(Region, device_count) == 24);
+static_assert(offsetof(Region, policy) == 28);
+static_assert(offsetof(Region, priority) == 32);
+static_assert(offsetof(Region, pad) == 36);
+static_assert(offsetof(Region, last_reap_ns) == 40);
+static_assert(offsetof(Region, lock) == 48);
+static_assert(offsetof(Region, devices) == 88);
+static_assert(offsetof(Region, slots) == 2392);
+static_assert(alignof(Region) == 8);
+#endif
+
+}  // namespace fracgpu::api
