@@ -11,11 +11,11 @@
 //   region:<dev> | proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> |
 //   v1:<d|g>:<name>[:args] | launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g>[:<graph bytes>]
 //   | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> |
-//   release_primary | stress:<threads>:<iterations>:<seed>:<region> | wait | poolcreate:<handle
-//   types> | poolimport (export g_pool as a POSIX fd, import it) | ipoolalloc:<bytes> |
-//   ipoolreserved | ipooldestroy (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
-//   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
-//   and IPC ops of vgpu_app_share.cc
+//   cudart:<path to libcudart.so> | release_primary | stress:<threads>:<iterations>:<seed>:<region>
+//   | wait | poolcreate:<handle types> | poolimport (export g_pool as a POSIX fd, import it) |
+//   ipoolalloc:<bytes> | ipoolreserved | ipooldestroy (on the imported pool) | vmm:<bytes>:<handle
+//   types> | vmmexport | vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc
+//   (g…) | the green-context and IPC ops of vgpu_app_share.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -647,6 +647,25 @@ int main(int argc, char** argv) {
         if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS)
           r = CUDA_ERROR_UNKNOWN;
       std::printf("launch %d\n", r);
+    } else if (op == "cudart") {
+      // NVIDIA's CUDA runtime, started as a program starts it (dlopen, then the first calls
+      // that initialise it), so that a logging driver (FAKE_CUDA_LOG_PROC) records every
+      // entry point it asks cuGetProcAddress for. Prints "cudart <runtime version> <rc of
+      // cudaGetDeviceCount> <rc of cudaFree(0)>"; on the fake driver the runtime gives up
+      // after cuGetExportTable (its private tables), having asked for everything.
+      void* rt = a.size() > 1 ? dlopen(a[1].c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+      using IntFn = int (*)(int*);
+      auto version = reinterpret_cast<IntFn>(rt ? dlsym(rt, "cudaRuntimeGetVersion") : nullptr);
+      auto count = reinterpret_cast<IntFn>(rt ? dlsym(rt, "cudaGetDeviceCount") : nullptr);
+      auto free_fn = reinterpret_cast<int (*)(void*)>(rt ? dlsym(rt, "cudaFree") : nullptr);
+      int v = -1, n = -1;
+      int rc_count = -1, rc_free = -1;
+      if (version && count && free_fn) {
+        version(&v);
+        rc_count = count(&n);
+        rc_free = free_fn(nullptr);
+      }
+      std::printf("cudart %d %d %d\n", v, rc_count, rc_free);
     } else if (op == "proc") {
       // cuGetProcAddress_v2 through dlopen: "proc <rc> <status> <library> <symbol>" naming
       // where the answer lives (dladdr): "vgpu" (libvgpu.so), "driver" or "null".

@@ -2361,8 +2361,26 @@ namespace {
 // get this function, which answers CUDA_ERROR_NOT_SUPPORTED if ever called.
 CUresult FakeNewerVariant() noexcept { return CUDA_ERROR_NOT_SUPPORTED; }
 
+// FAKE_CUDA_LOG_PROC=<path>: the logging driver. Every request is appended to <path> as
+// "<symbol> <cudaVersion> <flags>" (one write per line, O_APPEND) before it is answered, so
+// scripts/cuda-tables/capture_cudart.py can record what NVIDIA's libcudart asks for.
+void LogProcRequest(const char* symbol, int cuda_version, cuuint64_t flags) {
+  static const char* path = std::getenv("FAKE_CUDA_LOG_PROC");
+  if (!path || !symbol) return;
+  char line[512];
+  int n = std::snprintf(line, sizeof(line), "%s %d %llu\n", symbol, cuda_version,
+                        static_cast<unsigned long long>(flags));
+  if (n <= 0 || n >= static_cast<int>(sizeof(line))) return;
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  ssize_t w = ::write(fd, line, static_cast<size_t>(n));
+  (void)w;
+  ::close(fd);
+}
+
 CUresult ProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                      CUdriverProcAddressQueryResult* status) {
+  LogProcRequest(symbol, cuda_version, flags);
   if (!symbol || !pfn || flags > 2) return CUDA_ERROR_INVALID_VALUE;
   int driver = 12080;
   cuDriverGetVersion(&driver);

@@ -1,0 +1,188 @@
+// What NVIDIA's CUDA 13 runtime asks the driver for, replayed through libvgpu.so (the shipped
+// library) over the fake driver. The requests are data/cuda/cudart13_requests.txt, captured
+// from the real libcudart.so.13 by scripts/cuda-tables/capture_cudart.py (which CTest reruns
+// against the toolkit when it is present: VgpuCudartRequests.MatchTheRuntime). Each request
+// is asked twice through dlopen("libcuda.so.1") + cuGetProcAddress_v2, as the runtime asks:
+// once from the bare driver (the truth: which variant it answers), once with libvgpu.so
+// preloaded. Then:
+//   * an answer from libvgpu.so is the hook of the very variant the driver answered (no
+//     wrong-ABI answer), with the driver's status;
+//   * every other answer is the driver's, unchanged;
+//   * a variant hooks.def hooks always comes back hooked;
+//   * every requested entry point of the memory, context, module, graph and launch families
+//     is hooked, or listed with its reason in data/cuda/passthrough.txt — and the list holds
+//     nothing hooked or never requested.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness.h"
+#include "vgpu/hooks.def"
+
+namespace fracgpu::vgpu::testing {
+namespace {
+
+struct Request {
+  std::string symbol;  // "" for the empty symbol ("-" in the file)
+  std::string version, flags;
+};
+
+std::vector<Request> ReadRequests() {
+  std::vector<Request> out;
+  std::ifstream in(FRACGPU_SOURCE_DIR "/data/cuda/cudart13_requests.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    Request r;
+    f >> r.symbol >> r.version >> r.flags;
+    if (r.symbol == "-") r.symbol.clear();
+    out.push_back(r);
+  }
+  return out;
+}
+
+/// base name -> reason, from data/cuda/passthrough.txt.
+std::map<std::string, std::string> ReadPassThrough() {
+  std::map<std::string, std::string> out;
+  std::ifstream in(FRACGPU_SOURCE_DIR "/data/cuda/passthrough.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::string base, reason;
+    f >> base >> reason;
+    out[base] = reason;
+  }
+  return out;
+}
+
+/// One "proc <rc> <status> <where> <name>" line of vgpu_app.
+struct Answer {
+  std::string rc, status, where, name;
+  bool operator==(const Answer&) const = default;
+};
+Answer ParseAnswer(const std::string& line) {
+  auto f = Fields(line);
+  if (f.size() != 5 || f[0] != "proc") return {"?", "?", "?", line};
+  return {f[1], f[2], f[3], f[4]};
+}
+
+std::vector<Answer> Ask(const std::vector<Request>& reqs, bool preload) {
+  Sandbox box;
+  auto env = box.Env();
+  if (preload) {
+    env["LD_PRELOAD"] = FRACGPU_LIBVGPU;  // the shipped library
+  } else {
+    env.erase("LD_PRELOAD");
+  }
+  env["FAKE_CUDA_DRIVER_VERSION"] = "13000";
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
+  std::vector<std::string> ops = {"init"};
+  for (const Request& r : reqs) ops.push_back("proc:" + r.symbol + ":" + r.version + ":" + r.flags);
+  auto lines = RunApp(box, env, ops);
+  std::vector<Answer> out;
+  for (size_t i = 1; i < lines.size(); ++i) out.push_back(ParseAnswer(lines[i]));
+  return out;
+}
+
+// The families whose every requested entry point must be hooked or listed.
+const std::regex kFamilies(
+    "^cu(Mem|Array|MipmappedArray|Ctx|DevicePrimaryCtx|GreenCtx|Module|Library|Kernel|Graph|"
+    "DeviceGraphMem|Launch|Ipc|DeviceGetMemPool|DeviceSetMemPool|DeviceGetDefaultMemPool|"
+    "DeviceTotalMem|StreamBeginCapture|StreamEndCapture)");
+
+TEST(VgpuCudartReplay, EveryRequestOfTheRuntimeGetsTheRightVariantOrThePassThrough) {
+  auto reqs = ReadRequests();
+  ASSERT_EQ(reqs.size(), 440u);  // libcudart.so.13 of CUDA 13.0, as captured
+  std::set<std::string> hooked_elf, hooked_base;
+#define FRACGPU_COLLECT(elf, base, ver, pt) \
+  hooked_elf.insert(#elf);                  \
+  hooked_base.insert(#base);
+  FRACGPU_CUDA_HOOKS(FRACGPU_COLLECT)
+#undef FRACGPU_COLLECT
+
+  auto driver = Ask(reqs, false);
+  auto ours = Ask(reqs, true);
+  ASSERT_EQ(driver.size(), reqs.size());
+  ASSERT_EQ(ours.size(), reqs.size());
+
+  int hooked = 0, wrong_abi = 0, unhooked_variant = 0, changed = 0, null_answers = 0;
+  std::set<std::string> requested_bases;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Request& r = reqs[i];
+    const Answer& d = driver[i];
+    const Answer& o = ours[i];
+    const std::string what = r.symbol + " at " + r.version + " flags " + r.flags;
+    if (!r.symbol.empty()) requested_bases.insert(r.symbol);
+    ASSERT_NE(d.rc, "?") << what << ": " << d.name;
+    if (d.where == "null") ++null_answers;
+    if (o.where == "vgpu") {
+      ++hooked;
+      if (o.name != d.name) {
+        ++wrong_abi;
+        ADD_FAILURE() << what << ": libvgpu answers its " << o.name << " hook, the driver "
+                      << d.name;
+      }
+      EXPECT_EQ(o.rc, d.rc) << what;
+      EXPECT_EQ(o.status, d.status) << what;
+    } else {
+      if (!(o == d)) {
+        ++changed;
+        ADD_FAILURE() << what << ": driver " << d.where << " " << d.name << ", with libvgpu "
+                      << o.where << " " << o.name;
+      }
+      if (hooked_elf.count(d.name)) {
+        ++unhooked_variant;
+        ADD_FAILURE() << what << ": the driver answers " << d.name
+                      << ", which hooks.def hooks, but it came back unhooked";
+      }
+    }
+  }
+
+  auto pass = ReadPassThrough();
+  int family = 0, family_hooked = 0, unlisted = 0;
+  std::map<std::string, int> reasons;
+  for (const std::string& base : requested_bases) {
+    if (!std::regex_search(base, kFamilies)) continue;
+    ++family;
+    if (hooked_base.count(base)) {
+      ++family_hooked;
+      continue;
+    }
+    auto it = pass.find(base);
+    if (it == pass.end()) {
+      ++unlisted;
+      ADD_FAILURE() << base << " is asked for by the runtime, neither hooked nor listed in "
+                    << "data/cuda/passthrough.txt";
+    } else {
+      ++reasons[it->second];
+    }
+  }
+  for (const auto& [base, reason] : pass) {
+    EXPECT_TRUE(requested_bases.count(base)) << base << " is listed but never requested";
+    EXPECT_FALSE(hooked_base.count(base)) << base << " is listed as passed through but hooked";
+    EXPECT_TRUE(std::regex_search(base, kFamilies)) << base << " is outside the families";
+  }
+  EXPECT_EQ(wrong_abi, 0);
+  EXPECT_EQ(unhooked_variant, 0);
+  EXPECT_EQ(changed, 0);
+  EXPECT_EQ(unlisted, 0);
+  EXPECT_GT(hooked, 0);
+
+  std::cout << "cudart 13 replay: " << reqs.size() << " requests of " << requested_bases.size()
+            << " entry points; " << hooked << " answered with a hook (wrong ABI: " << wrong_abi
+            << "), " << reqs.size() - hooked << " passed through (" << null_answers
+            << " null from the driver too); unhooked hooked variants: " << unhooked_variant
+            << "\nfamilies (memory, context, module, graph, launch): " << family
+            << " entry points requested, " << family_hooked << " hooked, "
+            << family - family_hooked - unlisted << " passed through by reason:";
+  for (const auto& [reason, n] : reasons) std::cout << " " << reason << " " << n;
+  std::cout << "; unlisted: " << unlisted << "\n";
+}
+
+}  // namespace
+}  // namespace fracgpu::vgpu::testing
