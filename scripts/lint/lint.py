@@ -52,7 +52,8 @@ LAYERS = {
     "metrics": set(),
     # pure domain logic
     "core": {"base"},
-    # what every component shares: Status/Result, FRACGPU_CHECK, string and file helpers
+    # what every component shares: Status/Result, FRACGPU_CHECK, string and file helpers,
+    # Clock/StopSignal/Backoff and SignalWatcher
     "base": set(),
     # libvgpu.so: standalone, includes only the cross-process contracts of api/
     "vgpu": {"api"},

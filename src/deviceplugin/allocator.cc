@@ -104,7 +104,7 @@ struct Allocator::FoundPod {
   std::string Key() const { return ns + "/" + name; }
 };
 
-Allocator::Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* clock,
+Allocator::Allocator(AllocatorOptions options, ClusterApi* api, base::Clock* clock,
                      std::function<std::vector<core::DeviceInfo>()> devices)
     : options_(std::move(options)), api_(api), clock_(clock), devices_(std::move(devices)) {}
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "core/device.h"
 #include "deviceplugin/cluster_api.h"
 #include "deviceplugin/config.h"
-#include "k8s/clock.h"
 
 namespace fracgpu::deviceplugin {
 
@@ -75,7 +75,7 @@ class Allocator {
  public:
   /// `api` and `clock` are not owned and must outlive the allocator; `devices` returns the
   /// node's GPUs as currently registered (health included).
-  Allocator(AllocatorOptions options, ClusterApi* api, k8s::Clock* clock,
+  Allocator(AllocatorOptions options, ClusterApi* api, base::Clock* clock,
             std::function<std::vector<core::DeviceInfo>()> devices);
 
   /// Serves one Allocate call: `requests[k]` holds the device IDs kubelet chose for the k-th
@@ -115,7 +115,7 @@ class Allocator {
 
   AllocatorOptions options_;
   ClusterApi* api_;
-  k8s::Clock* clock_;
+  base::Clock* clock_;
   std::function<std::vector<core::DeviceInfo>()> devices_;
   std::mutex mu_;
 };

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/file.h"
+#include "base/signals.h"
 #include "core/signature.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/cluster_api.h"
@@ -19,7 +20,6 @@
 #include "deviceplugin/server.h"
 #include "k8s/client.h"
 #include "k8s/config.h"
-#include "k8s/signals.h"
 #include "nvml/nvml.h"
 
 namespace fracgpu::cli {
@@ -54,8 +54,8 @@ Result<std::string> ReadText(const std::string& path, bool optional) {
 }
 
 int Run(const Flags& f) {
-  k8s::StopSignal stop;
-  k8s::SignalWatcher signals(&stop);
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);
   if (f.node_name.empty()) {
     spdlog::error("--node-name (or NODE_NAME) is required");
     return 2;
@@ -117,7 +117,7 @@ int Run(const Flags& f) {
                  : PermissionDenied("HMAC mismatch");
     };
   }
-  deviceplugin::Allocator allocator(aopt, &api, k8s::RealClock::Get(),
+  deviceplugin::Allocator allocator(aopt, &api, base::RealClock::Get(),
                                     [&state] { return state.Devices(); });
   if (Status st = allocator.PrepareHostFiles(); !st.ok()) {
     spdlog::error("{}", st.ToString());

@@ -58,7 +58,7 @@ bool ApplyXidEvent(const nvml::XidEvent& event, const XidPolicy& policy, DeviceS
 }
 
 Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState* state,
-                   k8s::StopSignal* stop, const std::function<void()>& on_change,
+                   base::StopSignal* stop, const std::function<void()>& on_change,
                    std::chrono::milliseconds wait_step) {
   if (!policy.enabled) return Status::Ok();
   while (!stop->stopped()) {

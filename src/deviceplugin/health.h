@@ -8,9 +8,9 @@
 #include <set>
 #include <string>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "deviceplugin/device_state.h"
-#include "k8s/clock.h"
 #include "nvml/gpu_source.h"
 
 namespace fracgpu::deviceplugin {
@@ -36,7 +36,7 @@ bool ApplyXidEvent(const nvml::XidEvent& event, const XidPolicy& policy, DeviceS
 /// calling `on_change` after a change. Returns when stopped, or when `source` cannot report
 /// events (that error is returned).
 Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState* state,
-                   k8s::StopSignal* stop, const std::function<void()>& on_change,
+                   base::StopSignal* stop, const std::function<void()>& on_change,
                    std::chrono::milliseconds wait_step = std::chrono::milliseconds(1000));
 
 }  // namespace fracgpu::deviceplugin

@@ -196,7 +196,7 @@ void PluginServer::Stop() {
   fs::remove(socket_path(), ec);
 }
 
-Status PluginServer::Run(k8s::StopSignal* stop) {
+Status PluginServer::Run(base::StopSignal* stop) {
   int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (in < 0) return Internal("inotify_init1 failed");
   int wd = inotify_add_watch(in, options_.socket_dir.c_str(),

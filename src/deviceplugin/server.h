@@ -9,10 +9,10 @@
 #include <mutex>
 #include <string>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/device_state.h"
-#include "k8s/clock.h"
 
 namespace grpc {
 class Server;
@@ -53,7 +53,7 @@ class PluginServer {
   /// fires: restarts and re-registers when kubelet.sock is (re)created or our socket
   /// disappears, and retries a failed registration every retry_interval. Does not Stop() the
   /// server on return. Errors: kInternal when the directory cannot be watched.
-  Status Run(k8s::StopSignal* stop);
+  Status Run(base::StopSignal* stop);
 
   /// Successful registrations so far (tests and logs).
   int registrations() const { return registrations_.load(); }

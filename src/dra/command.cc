@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/file.h"
+#include "base/signals.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/config.h"
 #include "deviceplugin/device_state.h"
@@ -18,7 +19,6 @@
 #include "dra/plugin.h"
 #include "dra/slices.h"
 #include "k8s/client.h"
-#include "k8s/signals.h"
 #include "nvml/nvml.h"
 
 namespace fracgpu::cli {
@@ -54,8 +54,8 @@ std::string ReadOptional(const std::string& path) {
 }
 
 int Run(Flags f) {
-  k8s::StopSignal stop;
-  k8s::SignalWatcher signals(&stop);
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);
   if (f.node_name.empty()) {
     spdlog::error("--node-name (or NODE_NAME) is required");
     return 2;
@@ -111,7 +111,7 @@ int Run(Flags f) {
     deviceplugin::AllocatorOptions aopt;
     aopt.node_name = f.node_name;
     aopt.hook_path = f.hook_path;
-    deviceplugin::Allocator host_files(aopt, nullptr, k8s::RealClock::Get(),
+    deviceplugin::Allocator host_files(aopt, nullptr, base::RealClock::Get(),
                                        [] { return std::vector<core::DeviceInfo>{}; });
     if (Status st = host_files.PrepareHostFiles(); !st.ok()) {
       spdlog::error("{}", st.ToString());

@@ -51,15 +51,16 @@ std::string LeasePath(const std::string& ns, const std::string& name) {
   return name.empty() ? p : p + "/" + name;
 }
 
-Result<std::unique_ptr<Client>> Client::Create(Config config, ClientOptions options, Clock* clock) {
+Result<std::unique_ptr<Client>> Client::Create(Config config, ClientOptions options,
+                                               base::Clock* clock) {
   if (config.server.empty()) return InvalidArgument("k8s client: config.server is empty");
   while (!config.server.empty() && config.server.back() == '/') config.server.pop_back();
   std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   return std::unique_ptr<Client>(new Client(std::move(config), std::move(options),
-                                            clock != nullptr ? clock : RealClock::Get()));
+                                            clock != nullptr ? clock : base::RealClock::Get()));
 }
 
-Client::Client(Config config, ClientOptions options, Clock* clock)
+Client::Client(Config config, ClientOptions options, base::Clock* clock)
     : config_(std::move(config)),
       options_(std::move(options)),
       clock_(clock),
@@ -204,7 +205,7 @@ Status Client::ErrorFor(const std::string& method, const std::string& path,
 
 Result<json> Client::Call(const std::string& method, const std::string& path,
                           const std::string& content_type, const std::string& body, bool retry) {
-  Backoff backoff(options_.backoff);
+  base::Backoff backoff(options_.backoff);
   for (int attempt = 0;; ++attempt) {
     auto reply = Perform(method, path, content_type, body);
     Status st;
@@ -274,7 +275,7 @@ Result<json> Client::MergePatch(const std::string& path, const json& patch) {
 
 Result<json> Client::PatchWithRetry(
     const std::string& path, const std::function<Result<json>(const json& current)>& make_patch) {
-  Backoff backoff(options_.backoff);
+  base::Backoff backoff(options_.backoff);
   for (int attempt = 0;; ++attempt) {
     auto current = Get(path);
     if (!current.ok()) return current.status();
@@ -389,7 +390,7 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
 
 Result<WatchEnd> Client::Watch(const std::string& path, const WatchOptions& options,
                                const std::function<bool(const WatchEvent&)>& on_event,
-                               StopSignal* stop) {
+                               base::StopSignal* stop) {
   std::string p = AppendQuery(path, "watch", "true");
   p = AppendQuery(p, "labelSelector", options.label_selector);
   p = AppendQuery(p, "fieldSelector", options.field_selector);

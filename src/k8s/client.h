@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
-#include "k8s/clock.h"
 #include "k8s/config.h"
 
 namespace fracgpu::k8s {
@@ -76,8 +76,8 @@ enum class WatchEnd {
 struct ClientOptions {
   int retries = 3;           ///< extra attempts for idempotent calls on kUnavailable
   int conflict_retries = 5;  ///< re-read-and-retry rounds of PatchWithRetry on 409
-  Backoff::Options backoff{std::chrono::milliseconds(100), 2.0, 0.5,
-                           std::chrono::milliseconds(2000)};
+  base::Backoff::Options backoff{std::chrono::milliseconds(100), 2.0, 0.5,
+                                 std::chrono::milliseconds(2000)};
   std::string user_agent = "fracgpu";
 };
 
@@ -87,7 +87,7 @@ class Client {
   /// Creates a client. `clock` (not owned, must outlive the client) drives retry sleeps;
   /// null = RealClock. Errors: kInvalidArgument when config.server is empty.
   static Result<std::unique_ptr<Client>> Create(Config config, ClientOptions options = {},
-                                                Clock* clock = nullptr);
+                                                base::Clock* clock = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -125,10 +125,10 @@ class Client {
   /// Errors: the HTTP/transport error of the request (kUnavailable, kPermissionDenied, …).
   Result<WatchEnd> Watch(const std::string& path, const WatchOptions& options,
                          const std::function<bool(const WatchEvent&)>& on_event,
-                         StopSignal* stop = nullptr);
+                         base::StopSignal* stop = nullptr);
 
   const Config& config() const { return config_; }
-  Clock* clock() const { return clock_; }
+  base::Clock* clock() const { return clock_; }
 
  private:
   struct Handle;
@@ -136,7 +136,7 @@ class Client {
     long status = 0;
     std::string body;
   };
-  Client(Config config, ClientOptions options, Clock* clock);
+  Client(Config config, ClientOptions options, base::Clock* clock);
   Result<Reply> Perform(const std::string& method, const std::string& path_and_query,
                         const std::string& content_type, const std::string& body);
   Result<json> Call(const std::string& method, const std::string& path_and_query,
@@ -149,7 +149,7 @@ class Client {
 
   Config config_;
   ClientOptions options_;
-  Clock* clock_;
+  base::Clock* clock_;
   std::mutex mu_;
   std::vector<void*> idle_handles_;  // CURL* kept for connection reuse
   std::string token_;

@@ -109,7 +109,8 @@ void Informer::Apply(const WatchEvent& ev) {
 }
 
 void Informer::Run() {
-  Backoff backoff(options_.backoff, options_.seed != 0 ? options_.seed : std::random_device{}());
+  base::Backoff backoff(options_.backoff,
+                        options_.seed != 0 ? options_.seed : std::random_device{}());
   bool need_list = true;
   while (!stop_.stopped()) {
     if (need_list) {

@@ -31,8 +31,8 @@ struct InformerOptions {
   std::string label_selector;
   std::string field_selector;
   int64_t watch_timeout_s = 300;
-  Backoff::Options backoff{std::chrono::milliseconds(200), 2.0, 0.5,
-                           std::chrono::milliseconds(30000)};
+  base::Backoff::Options backoff{std::chrono::milliseconds(200), 2.0, 0.5,
+                                 std::chrono::milliseconds(30000)};
   uint64_t seed = 0;  ///< backoff jitter seed (0 = random)
 };
 
@@ -74,7 +74,7 @@ class Informer {
   Client* client_;
   InformerOptions options_;
   InformerHandlers handlers_;
-  StopSignal stop_;
+  base::StopSignal stop_;
   std::thread thread_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

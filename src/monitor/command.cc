@@ -10,12 +10,12 @@
 #include <memory>
 #include <thread>
 
+#include "base/clock.h"
+#include "base/signals.h"
 #include "enforce/nvml_processes.h"
 #include "http/server.h"
 #include "k8s/client.h"
-#include "k8s/clock.h"
 #include "k8s/config.h"
-#include "k8s/signals.h"
 #include "metrics/hami.h"
 #include "monitor/enforcement.h"
 #include "monitor/monitor.h"
@@ -135,8 +135,8 @@ int Run(const Flags& f) {
     return 0;
   }
 
-  k8s::StopSignal stop;
-  k8s::SignalWatcher signals(&stop);
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);
   http::ServerOptions http_options;
   http_options.host = f.listen;
   http_options.port = f.port;

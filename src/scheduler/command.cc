@@ -108,7 +108,7 @@ int Run(const Flags& f) {
   spdlog::info("fracgpu scheduler \"{}\" serving on {}", f.scheduler_name, service.BaseUrl());
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  k8s::StopSignal never;
+  base::StopSignal never;
   while (!g_stop) never.WaitFor(std::chrono::milliseconds(200));
   spdlog::info("stopping");
   service.Stop();

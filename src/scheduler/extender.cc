@@ -93,13 +93,13 @@ json FilteredNodeList(const json& nodes, const std::vector<std::string>& names,
 }  // namespace
 
 Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client,
-                   EventRecorder* events, metrics::Registry* metrics, k8s::Clock* clock)
+                   EventRecorder* events, metrics::Registry* metrics, base::Clock* clock)
     : config_(std::move(config)),
       state_(state),
       client_(client),
       events_(events),
       metrics_(metrics),
-      clock_(clock != nullptr ? clock : k8s::RealClock::Get()) {
+      clock_(clock != nullptr ? clock : base::RealClock::Get()) {
   if (client_ != nullptr)
     locker_ = std::make_unique<NodeLocker>(client_, clock_, config_.lock_expiry);
   if (metrics_ != nullptr) {

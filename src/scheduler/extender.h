@@ -45,7 +45,7 @@ class Extender {
   /// `state` must outlive the extender; `client`, `events`, `metrics` may be null (no bind,
   /// no events, no metrics); `clock` null = real clock.
   Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client, EventRecorder* events,
-           metrics::Registry* metrics, k8s::Clock* clock);
+           metrics::Registry* metrics, base::Clock* clock);
 
   /// ExtenderFilterResult for decoded args, as JSON text with Go's field names:
   /// {"Nodes": …, "NodeNames": …, "FailedNodes": {name: reason},
@@ -74,7 +74,7 @@ class Extender {
   k8s::Client* client_;
   EventRecorder* events_;
   metrics::Registry* metrics_;
-  k8s::Clock* clock_;
+  base::Clock* clock_;
   std::unique_ptr<NodeLocker> locker_;
   std::mutex mutexes_mu_;
   std::map<std::string, std::unique_ptr<std::mutex>> node_mutexes_;

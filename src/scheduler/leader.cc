@@ -24,7 +24,7 @@ std::string MicroTime(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
-LeaderElector::LeaderElector(k8s::Client* client, k8s::Clock* clock, LeaderElectionConfig config,
+LeaderElector::LeaderElector(k8s::Client* client, base::Clock* clock, LeaderElectionConfig config,
                              std::function<void(bool)> on_change)
     : client_(client),
       clock_(clock),

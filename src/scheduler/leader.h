@@ -27,7 +27,7 @@ class LeaderElector {
  public:
   /// `client` and `clock` must outlive the elector. `on_change(true/false)` runs on the
   /// elector's thread (or the caller of TryAcquireOrRenew) when leadership changes.
-  LeaderElector(k8s::Client* client, k8s::Clock* clock, LeaderElectionConfig config,
+  LeaderElector(k8s::Client* client, base::Clock* clock, LeaderElectionConfig config,
                 std::function<void(bool)> on_change = nullptr);
   ~LeaderElector();
   /// One round: create, renew or take over the Lease. Returns is_leader() after the round.
@@ -45,13 +45,13 @@ class LeaderElector {
   void Release();
 
   k8s::Client* client_;
-  k8s::Clock* clock_;
+  base::Clock* clock_;
   LeaderElectionConfig config_;
   std::function<void(bool)> on_change_;
   std::atomic<bool> leader_{false};
   std::string observed_record_;
   std::chrono::system_clock::time_point observed_time_{};
-  k8s::StopSignal stop_;
+  base::StopSignal stop_;
   std::thread thread_;
 };
 

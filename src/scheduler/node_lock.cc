@@ -8,7 +8,7 @@
 
 namespace fracgpu::scheduler {
 
-NodeLocker::NodeLocker(k8s::Client* client, k8s::Clock* clock, std::chrono::seconds expiry)
+NodeLocker::NodeLocker(k8s::Client* client, base::Clock* clock, std::chrono::seconds expiry)
     : client_(client), clock_(clock), expiry_(expiry) {}
 
 Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name) {

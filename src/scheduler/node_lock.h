@@ -20,7 +20,7 @@ namespace fracgpu::scheduler {
 class NodeLocker {
  public:
   /// `client` must outlive the locker; `clock` decides expiry.
-  NodeLocker(k8s::Client* client, k8s::Clock* clock,
+  NodeLocker(k8s::Client* client, base::Clock* clock,
              std::chrono::seconds expiry = std::chrono::minutes(5));
   /// Locks `node` for pod ns/name. Succeeds when the node is unlocked, already locked by this
   /// pod, locked longer than the expiry, or locked by a pod that no longer exists.
@@ -32,7 +32,7 @@ class NodeLocker {
 
  private:
   k8s::Client* client_;
-  k8s::Clock* clock_;
+  base::Clock* clock_;
   std::chrono::seconds expiry_;
 };
 

@@ -39,10 +39,11 @@ void TuneMallocForRequests() {
 #endif
 }
 
-SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client, k8s::Clock* clock)
+SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client,
+                                   base::Clock* clock)
     : options_(std::move(options)),
       client_(client),
-      clock_(clock != nullptr ? clock : k8s::RealClock::Get()),
+      clock_(clock != nullptr ? clock : base::RealClock::Get()),
       state_(options_.webhook.names.gpu),
       events_(std::make_unique<EventRecorder>(client)),
       server_(options_.http) {

@@ -50,7 +50,7 @@ void TuneMallocForRequests();
 class SchedulerService {
  public:
   /// `client` (may be null: webhook-only, for tests) and `clock` (null = real) must outlive it.
-  SchedulerService(SchedulerOptions options, k8s::Client* client, k8s::Clock* clock = nullptr);
+  SchedulerService(SchedulerOptions options, k8s::Client* client, base::Clock* clock = nullptr);
   ~SchedulerService();
   /// Starts the informers, the elector and the server. Errors: the server's.
   Status Start();
@@ -76,7 +76,7 @@ class SchedulerService {
 
   SchedulerOptions options_;
   k8s::Client* client_;
-  k8s::Clock* clock_;
+  base::Clock* clock_;
   ClusterState state_;
   metrics::Registry metrics_;
   std::unique_ptr<EventRecorder> events_;

@@ -59,7 +59,7 @@ class AllocatorTest : public ::testing::Test {
   TempDir dir_;
   std::string hook_;
   FakeCluster cluster_;
-  k8s::ManualClock clock_;
+  base::ManualClock clock_;
   DeviceState state_;
   std::unique_ptr<Allocator> allocator_;
 };

@@ -61,7 +61,7 @@ class ApiServerTest : public ::testing::Test {
 
   TempDir dir_;
   fakes::FakeApiServer api_;
-  k8s::ManualClock clock_;
+  base::ManualClock clock_;
   std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<K8sClusterApi> cluster_;
   DeviceState state_;

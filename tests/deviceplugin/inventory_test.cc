@@ -75,7 +75,7 @@ TEST(Inventory, ReplicaIdsRoundTrip) {
 class ScriptedGpus : public nvml::GpuSource {
  public:
   std::deque<Result<std::optional<nvml::XidEvent>>> events;
-  k8s::StopSignal* stop_when_empty = nullptr;
+  base::StopSignal* stop_when_empty = nullptr;
   Result<std::vector<nvml::GpuInfo>> ListGpus() override { return TwoGpus(); }
   Result<std::optional<nvml::XidEvent>> WaitXid(std::chrono::milliseconds) override {
     if (events.empty()) {
@@ -91,7 +91,7 @@ class ScriptedGpus : public nvml::GpuSource {
 TEST(Health, CriticalXidMarksTheGpuUnhealthyIgnoredOnesDoNot) {
   DeviceState state(TwoGpus(), DeviceConfig{});
   ScriptedGpus gpus;
-  k8s::StopSignal stop;
+  base::StopSignal stop;
   gpus.stop_when_empty = &stop;
   gpus.events = {std::optional<nvml::XidEvent>(nvml::XidEvent{kUuidA, 13}),   // ignored
                  std::optional<nvml::XidEvent>(),                             // timeout
@@ -113,7 +113,7 @@ TEST(Health, XidWithoutDeviceMarksEveryGpuAndNoEventApiStopsWatching) {
   EXPECT_TRUE(ApplyXidEvent({"", 79}, XidPolicy{}, &state));
   for (const auto& d : state.Devices()) EXPECT_FALSE(d.health);
   ScriptedGpus gpus;
-  k8s::StopSignal stop;
+  base::StopSignal stop;
   gpus.stop_when_empty = &stop;
   gpus.events = {Result<std::optional<nvml::XidEvent>>(Unavailable("no event API"))};
   Status st = WatchHealth(&gpus, XidPolicy{}, &state, &stop, nullptr);

@@ -70,11 +70,11 @@ class ServerTest : public ::testing::Test {
   TempDir dir_;
   fakes::FakeKubelet kubelet_;
   FakeCluster cluster_;
-  k8s::ManualClock clock_;
+  base::ManualClock clock_;
   DeviceState state_;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<PluginServer> server_;
-  k8s::StopSignal stop_;
+  base::StopSignal stop_;
   std::thread runner_;
   Status run_status_;
 };

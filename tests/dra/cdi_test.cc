@@ -36,7 +36,7 @@ class CdiTest : public ::testing::Test {
 TEST_F(CdiTest, EditsAreWhatAllocateGivesForTheSameGrant) {
   // The device plugin's Allocate for a pod granted 3000 MiB / 30 % of GPU A.
   dp::testing::FakeCluster cluster;
-  k8s::ManualClock clock;
+  base::ManualClock clock;
   dp::DeviceState state(dp::testing::TwoGpus(), dp::DeviceConfig{});
   const std::string grant = std::string(dp::testing::kUuidA) + ",NVIDIA,3000,30:;";
   cluster.PutNode(dp::testing::MakeNode("ml", "train"));

@@ -39,7 +39,7 @@ class ClientTest : public ::testing::Test {
     client_ = std::move(*c);
   }
   fakes::FakeApiServer api_;
-  ManualClock clock_;
+  base::ManualClock clock_;
   std::unique_ptr<Client> client_;
 };
 
@@ -191,7 +191,7 @@ TEST_F(ClientTest, WatchStreamsEventsAndBookmarks) {
   json first = api_.Put("pods", Pod("ns", "a"));
   std::vector<std::string> seen;
   std::atomic<bool> ready{false};
-  StopSignal stop;
+  base::StopSignal stop;
   std::thread producer([&] {
     api_.WaitFor([&] { return api_.OpenWatches() == 1; });
     api_.Put("pods", Pod("ns", "b"));
@@ -238,7 +238,7 @@ TEST_F(ClientTest, WatchFromExpiredVersionEndsExpired) {
 }
 
 TEST_F(ClientTest, StopInterruptsABlockedWatch) {
-  StopSignal stop;
+  base::StopSignal stop;
   std::thread stopper([&] {
     api_.WaitFor([&] { return api_.OpenWatches() == 1; });
     stop.Stop();
@@ -293,7 +293,7 @@ TEST(ClientCreate, EmptyServerIsInvalid) {
 TEST(ClientUnreachable, TransportErrorIsUnavailable) {
   Config config;
   config.server = "http://127.0.0.1:1";  // nothing listens on port 1
-  ManualClock clock;
+  base::ManualClock clock;
   auto c = Client::Create(config, {}, &clock);
   ASSERT_TRUE(c.ok());
   auto r = (*c)->Get("/api/v1/nodes");

@@ -58,7 +58,7 @@ class InformerTest : public ::testing::Test {
     return o;
   }
   fakes::FakeApiServer api_;
-  ManualClock clock_;  // backoff sleeps return at once
+  base::ManualClock clock_;  // backoff sleeps return at once
   std::unique_ptr<Client> client_;
 };
 

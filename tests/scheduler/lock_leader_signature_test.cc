@@ -66,7 +66,7 @@ class LockTest : public ::testing::Test {
     return k8s::Annotation(*api_.Get("nodes", "", "n"), core::kAnnotationNodeLock);
   }
   fakes::FakeApiServer api_;
-  k8s::ManualClock clock_;
+  base::ManualClock clock_;
   std::unique_ptr<k8s::Client> client_;
 };
 
@@ -91,7 +91,7 @@ TEST_F(LockTest, LockContentionExpiryAndRelease) {
 
 TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
   fakes::FakeApiServer api;
-  k8s::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
+  base::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
   k8s::Config config;
   config.server = api.url();
   auto client = std::move(k8s::Client::Create(config, {}, &clock).value());
@@ -129,7 +129,7 @@ TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
 
 TEST(LeaderTest, StopReleasesTheLeaseForAnImmediateTakeover) {
   fakes::FakeApiServer api;
-  k8s::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
+  base::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
   k8s::Config config;
   config.server = api.url();
   auto client = std::move(k8s::Client::Create(config, {}, &clock).value());

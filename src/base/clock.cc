@@ -1,10 +1,10 @@
-#include "k8s/clock.h"
+#include "base/clock.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-namespace fracgpu::k8s {
+namespace fracgpu::base {
 
 // The callbacks run outside the lock (a callback may take other locks), but waking_ stays set
 // until they have returned: without it, a Watch that ends on its own while Stop() is between
@@ -117,4 +117,4 @@ std::chrono::nanoseconds Backoff::Next() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(delay));
 }
 
-}  // namespace fracgpu::k8s
+}  // namespace fracgpu::base

@@ -1,5 +1,5 @@
 #pragma once
-// Time and cancellation seams for the Kubernetes client (docs/design/STYLE.md: time comes in
+// Time and cancellation seams for every long-running loop (docs/design/STYLE.md: time comes in
 // through a small interface so tests can drive it). Real code uses RealClock; tests use a
 // ManualClock that never blocks.
 
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <random>
 
-namespace fracgpu::k8s {
+namespace fracgpu::base {
 
 /// A one-shot stop signal shared by a long-running loop and whoever stops it. Stop() wakes
 /// every waiter and runs every registered wake-up callback (used to interrupt a blocked watch).
@@ -100,4 +100,4 @@ class Backoff {
   std::mt19937_64 rng_;
 };
 
-}  // namespace fracgpu::k8s
+}  // namespace fracgpu::base

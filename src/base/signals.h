@@ -5,9 +5,9 @@
 #include <atomic>
 #include <thread>
 
-#include "k8s/clock.h"
+#include "base/clock.h"
 
-namespace fracgpu::k8s {
+namespace fracgpu::base {
 
 /// Turns SIGTERM/SIGINT into `stop->Stop()`: blocks both signals in the calling thread (so in
 /// every thread started after it) and waits for them with sigwait in a dedicated thread.
@@ -25,4 +25,4 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-}  // namespace fracgpu::k8s
+}  // namespace fracgpu::base

@@ -1,9 +1,9 @@
-#include "k8s/signals.h"
+#include "base/signals.h"
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
-namespace fracgpu::k8s {
+namespace fracgpu::base {
 
 SignalWatcher::SignalWatcher(StopSignal* stop) {
   sigemptyset(&set_);
@@ -24,4 +24,4 @@ SignalWatcher::~SignalWatcher() {
   thread_.join();
 }
 
-}  // namespace fracgpu::k8s
+}  // namespace fracgpu::base

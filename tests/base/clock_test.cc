@@ -1,0 +1,55 @@
+#include "base/clock.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace fracgpu::base {
+namespace {
+
+TEST(BackoffTest, GrowsWithJitterUpToCap) {
+  Backoff::Options o{std::chrono::milliseconds(100), 2.0, 0.5, std::chrono::milliseconds(1000)};
+  Backoff b(o, 42);
+  double bases[] = {0.1, 0.2, 0.4, 0.8, 1.0, 1.0};
+  for (double base : bases) {
+    double d = std::chrono::duration<double>(b.Next()).count();
+    EXPECT_GE(d, base);
+    EXPECT_LT(d, base * 1.5 + 1e-9);
+  }
+  b.Reset();
+  double d = std::chrono::duration<double>(b.Next()).count();
+  EXPECT_GE(d, 0.1);
+  EXPECT_LT(d, 0.15);
+}
+
+TEST(BackoffTest, SameSeedSameSequence) {
+  Backoff a({}, 9), b({}, 9);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(a.Next(), b.Next());
+}
+
+TEST(StopSignalTest, WakesWaitersAndRunsCallbacks) {
+  StopSignal s;
+  int woken = 0;
+  s.OnStop([&] { ++woken; });
+  int64_t id = s.OnStop([&] { woken += 10; });
+  s.Unregister(id);
+  EXPECT_FALSE(s.WaitFor(std::chrono::milliseconds(1)));
+  s.Stop();
+  s.Stop();
+  EXPECT_EQ(woken, 1);
+  EXPECT_TRUE(s.WaitFor(std::chrono::hours(1)));
+  s.OnStop([&] { woken += 100; });  // already stopped: runs at once
+  EXPECT_EQ(woken, 101);
+}
+
+TEST(ManualClockTest, SleepAdvancesAndRecords) {
+  ManualClock c;
+  auto t0 = c.Now();
+  EXPECT_TRUE(c.Sleep(std::chrono::seconds(3), nullptr));
+  EXPECT_EQ(c.Now() - t0, std::chrono::seconds(3));
+  ASSERT_EQ(c.sleeps().size(), 1u);
+}
+
+}  // namespace
+}  // namespace fracgpu::base
