@@ -17,6 +17,11 @@
 #      second such graph is refused at launch and at upload (CUDA_ERROR_OUT_OF_MEMORY); once the
 #      first executable graph is destroyed the second runs in its reserve; cuDeviceGraphMemTrim
 #      gives the slice back. Also reports how much the driver reserved for the allocation.
+#   9. CUDA 13 runtime (libcudart.so.13 of the toolkit, linked by gcc, no nvcc): cudaMemGetInfo
+#      shows the slice; cudaMalloc fills it in 64 MiB steps, then cudaErrorMemoryAllocation;
+#      cudaDeviceReset (the primary context's release/reset) drops the charges, so the whole
+#      slice can be allocated again in the same process; a cudaMallocAsync pool with the
+#      release threshold at UINT64_MAX keeps its memory after a sync and is still charged.
 # Prints a table of results; exits 0 when every run check passed. Skips (exit 0) without a GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -134,6 +139,57 @@ if gcc -O2 -I"$CUDA_HOME/include" "$WORK/graph.c" -o "$WORK/graph" -L"$CUDA_HOME
   row "graph memory: driver's reservation for one allocation" INFO "${gres:-?} MiB reserved for ${gsize:-?} MiB; ${gtrim:-?} MiB after trim"
 else
   row "graph memory checks" FAIL "cannot build the graph program: $(head -c 200 "$WORK/graph.log")"
+fi
+
+# ---- CUDA 13 runtime: what most programs use, through NVIDIA's own libcudart ----
+cat > "$WORK/rt.c" <<'C'
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+/* Prints "rt <version> total <MiB> fill <n> err <code> reset <rc> refill <n> pool <rc> kept <MiB>
+   charged_free <MiB>": cudaMemGetInfo's total, 64 MiB cudaMallocs until the first error, the
+   same after cudaDeviceReset, then a 256 MiB cudaMallocAsync freed with the pool's release
+   threshold at UINT64_MAX and the free memory cudaMemGetInfo shows after the sync. */
+static int fill(void) { int n = 0; void* p; while (n < 1000 && cudaMalloc(&p, 64 << 20) == cudaSuccess) n++; return n; }
+int main(void) {
+  int v = 0; size_t fr = 0, tot = 0; cudaRuntimeGetVersion(&v);
+  if (cudaFree(0) != cudaSuccess) { printf("rt %d init-failed\n", v); return 3; }
+  cudaMemGetInfo(&fr, &tot);
+  int n1 = fill(); cudaError_t e = cudaGetLastError();
+  cudaError_t r = cudaDeviceReset();
+  int n2 = fill(); cudaGetLastError();
+  cudaDeviceReset();
+  cudaMemPool_t pool; uint64_t keep = UINT64_MAX; void* p = 0; cudaStream_t s; size_t fr2 = 0, t2 = 0;
+  cudaStreamCreate(&s); cudaDeviceGetDefaultMemPool(&pool, 0);
+  cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  cudaError_t pr = cudaMallocAsync(&p, 256 << 20, s);
+  cudaFreeAsync(p, s); cudaStreamSynchronize(s); cudaMemGetInfo(&fr2, &t2);
+  printf("rt %d total %zu fill %d err %d reset %d refill %d pool %d free_after %zu\n", v, tot >> 20, n1,
+         (int)e, (int)r, n2, (int)pr, fr2 >> 20);
+  return 0;
+}
+C
+if gcc -O2 -I"$CUDA_HOME/include" "$WORK/rt.c" -o "$WORK/rt" -L"$CUDA_HOME/lib64" -lcudart \
+    -Wl,-rpath,"$CUDA_HOME/lib64" 2>"$WORK/rt.log"; then
+  rm -f "$WORK/region.cache"
+  rout=$(LD_PRELOAD="$LIB" "$WORK/rt")
+  read -r _ rver _ rtot _ rfill _ rerr _ rreset _ rrefill _ rpool _ rfree <<<"$rout"
+  [[ "$rtot" == "$LIMIT_MIB" ]] && row "CUDA $rver runtime: cudaMemGetInfo total = limit" PASS "total $rtot MiB" ||
+    row "CUDA runtime: cudaMemGetInfo total = limit" FAIL "$rout"
+  # cudaErrorMemoryAllocation = 2; a context takes some of the slice, as in check 1.
+  [[ ${rfill:-0} -ge 10 && ${rfill:-0} -le 16 && "$rerr" == 2 ]] &&
+    row "CUDA runtime: cudaMalloc fills the slice, then error 2" PASS "$rfill x 64 MiB" ||
+    row "CUDA runtime: cudaMalloc fills the slice, then error 2" FAIL "$rout"
+  [[ "$rreset" == 0 && ${rrefill:-0} -ge $(( ${rfill:-0} - 1 )) && ${rrefill:-0} -le 16 ]] &&
+    row "CUDA runtime: cudaDeviceReset drops the charges" PASS "refill $rrefill x 64 MiB" ||
+    row "CUDA runtime: cudaDeviceReset drops the charges" FAIL "$rout"
+  # The pool keeps 256 MiB (threshold UINT64_MAX): free must stay at least that much below the
+  # limit, i.e. the kept memory is charged.
+  [[ "$rpool" == 0 && ${rfree:-9999} -le $(( LIMIT_MIB - 256 )) ]] &&
+    row "CUDA runtime: pool at UINT64_MAX threshold keeps its charge" PASS "free $rfree MiB after sync" ||
+    row "CUDA runtime: pool at UINT64_MAX threshold keeps its charge" FAIL "$rout"
+else
+  row "CUDA runtime checks" FAIL "cannot build against libcudart: $(head -c 200 "$WORK/rt.log")"
 fi
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
