@@ -33,7 +33,8 @@ Status OutOfRange(std::string_view ts, const char* field, int value, int lo, int
                          " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
 }
 
-// Go's time.Parse(time.RFC3339, ts) (src/time/format_rfc3339.go parseRFC3339), to UTC seconds.
+// Go's time.Parse(time.RFC3339, ts) (parseRFC3339 in the Go standard library's time
+// package), to UTC seconds.
 Result<std::chrono::sys_seconds> ParseRfc3339(std::string_view ts) {
   using namespace std::chrono;
   if (ts.size() < 20 || ts[4] != '-' || ts[7] != '-' || ts[10] != 'T' || ts[13] != ':' ||
