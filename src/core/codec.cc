@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/strings.h"
 #include "core/codec_json.h"
 #include "core/gputype.h"
 #include "core/request_json.h"
@@ -29,12 +30,9 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 // and the bound keeps sums and percent products far from int64 overflow downstream.
 constexpr int64_t kMaxMib = kInt32Max;
 
-std::string_view TrimSpace(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
+// Trimmed from both ends of an annotation value before decoding: space, tab, \n and \r (\v and
+// \f are not trimmed; they stay part of the value).
+constexpr std::string_view kValueSpace = " \t\n\r";
 
 // Splits on `sep`, keeping empty pieces: "a::b" → {"a", "", "b"}; "" → {""}.
 std::vector<std::string_view> Split(std::string_view s, char sep) {
@@ -273,7 +271,7 @@ Result<PodGrants> DecodePodGrantsImpl(const std::string& value) {
 
 Result<TopologyScores> DecodeTopologyScoresImpl(const std::string& value) {
   TopologyScores out;
-  std::string_view text = TrimSpace(value);
+  std::string_view text = base::Trim(value, kValueSpace);
   if (text.empty()) return out;
   Result<json> parsed = ParseJson(text);
   if (!parsed.ok()) return parsed.status();
@@ -338,7 +336,7 @@ std::string EncodeNodeRegister(const std::vector<DeviceInfo>& devices) {
 
 Result<std::vector<DeviceInfo>> DecodeNodeRegister(const std::string& value) {
   try {
-    std::string_view text = TrimSpace(value);
+    std::string_view text = base::Trim(value, kValueSpace);
     if (text.empty()) return std::vector<DeviceInfo>{};
     // A legacy record starts with a UUID; '[' or '{' can only be (possibly wrong) JSON.
     if (text.front() == '[' || text.front() == '{') return DecodeRegisterJson(text);
