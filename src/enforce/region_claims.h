@@ -1,6 +1,7 @@
 #pragma once
 // A region file's per-process claims (src/api/region.h, layout version 2), read as untrusted
-// input: exactly sizeof(vgpu::Region) bytes with one pread, RegionValidate, active slots only.
+// input with the one region reader (enforce/region_reader.h: exactly sizeof(api::Region) bytes,
+// no symlink, RegionValidate), active slots only.
 // The claims are what libvgpu.so says each process holds; the enforcement core compares them
 // with the driver's account, never believes them.
 

@@ -1,11 +1,12 @@
 #pragma once
-// Reads a container's vgpu region file (src/api/region.h, layout version 2,
-// docs/vgpu.md "The shared region") as UNTRUSTED input: the file is written by libvgpu.so inside a
-// tenant's container, so a tenant can put anything in it. The reader copies the file's bytes
-// (exactly sizeof(vgpu::Region), never more), checks the layout with vgpu::RegionValidate,
-// reads only active slots, clamps counts, never takes the region's lock and never trusts a
-// number: sums saturate at UINT64_MAX, non-positive host PIDs are dropped, a used total
-// above the limit is reported as it is.
+// The monitor's view of a container's region file (src/api/region.h, layout version 2,
+// docs/vgpu.md "The shared region"), read as UNTRUSTED input: the file is written by libvgpu.so
+// inside a tenant's container, so a tenant can put anything in it. The bytes come from the one
+// hardened region reader (enforce/region_reader.h: exactly sizeof(api::Region) bytes, no
+// symlink, regular file only, vgpu::RegionValidate); this summary reads only active slots,
+// clamps counts, never takes the region's lock and never trusts a number: sums saturate at
+// UINT64_MAX, non-positive host PIDs are dropped, a used total above the limit is reported as
+// it is.
 
 #include <cstddef>
 #include <cstdint>
@@ -46,14 +47,14 @@ struct RegionContents {
 
 /// Parses `size` bytes of a region file (a copy the caller owns; `data` need not be aligned).
 /// Errors (kInvalidArgument, the message names the field and the value): size different from
-/// sizeof(vgpu::Region); a layout RegionValidate refuses (magic, version, region_size,
+/// sizeof(api::Region); a layout RegionValidate refuses (magic, version, region_size,
 /// slot_size, max_devices, max_slots, device_count are named with their values).
 /// On error, `*reason` (when not null) gets a short label for metrics: "size", "bad_magic",
 /// "bad_version", "bad_layout".
 Result<RegionContents> ParseRegion(const void* data, size_t size, std::string* reason = nullptr);
 
 /// Reads the region file at `path`: open O_RDONLY|O_NOFOLLOW|O_NONBLOCK, must be a regular
-/// file of exactly sizeof(vgpu::Region) bytes, copied with one bounded pread, then ParseRegion.
+/// file of exactly sizeof(api::Region) bytes, copied with one bounded pread, then ParseRegion.
 /// Errors: kNotFound (no such file), kUnavailable (cannot open or read, errno text),
 /// kInvalidArgument (not a regular file, wrong size, truncated while read, bad layout).
 /// Never locks, never maps, never writes. On error, `*reason` (when not null) gets a short

@@ -1,6 +1,8 @@
 // `fracgpu run` environment building and `fracgpu inspect` formatting, on a region written by
 // libvgpu.so itself.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -75,7 +77,7 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
   ASSERT_EQ(ReadLine(a), "ready");
   auto bytes = cli::ReadRegionFile(box.region());
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  std::string text = cli::FormatRegion(*reinterpret_cast<const Region*>(bytes.value().data()));
+  std::string text = cli::FormatRegion(*bytes.value());
   EXPECT_NE(text.find(kUuid0), std::string::npos) << text;
   EXPECT_NE(text.find("64.0"), std::string::npos) << text;
   EXPECT_NE(text.find(std::to_string(a.pid) + " "), std::string::npos) << text;
@@ -87,6 +89,12 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("never"), std::string::npos) << text;  // no kernel launched yet
+  // inspect follows a symlink the operator names (the monitor's and enforcer's reads do not).
+  std::string link = box.dir() + "/region-link";
+  ASSERT_EQ(::symlink(box.region().c_str(), link.c_str()), 0);
+  auto linked = cli::ReadRegionFile(link);
+  ASSERT_TRUE(linked.ok()) << linked.status().ToString();
+  EXPECT_EQ(cli::FormatRegion(*linked.value()).substr(0, 40), text.substr(0, 40));
   Finish(a);
   auto bad = cli::ReadRegionFile(box.dir() + "/fracgpu-limits.env-missing");
   EXPECT_FALSE(bad.ok());
@@ -133,6 +141,12 @@ TEST(VgpuCli, InspectOfAMissingOrForeignFileIsAnErrorNamingThePath) {
   EXPECT_EQ(err, "fracgpu inspect: region file \"" + box.dir() + "/short\": not a fracgpu v" +
                      std::to_string(kRegionVersion) + " region (3 bytes, expected " +
                      std::to_string(sizeof(Region)) + ")\n");
+  // A FIFO in place of the file: refused at once (O_NONBLOCK), never read.
+  std::string fifo = box.dir() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::tie(rc, err) = RunInspect(fifo);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(err, "fracgpu inspect: region file \"" + fifo + "\": not a regular file\n");
 }
 
 }  // namespace

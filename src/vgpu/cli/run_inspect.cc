@@ -1,10 +1,8 @@
 // `fracgpu run` / `fracgpu inspect` (see run_inspect.h).
 #include "vgpu/cli/run_inspect.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,22 +13,12 @@
 #include <memory>
 
 #include "api/limits.h"
+#include "base/strings.h"
+#include "enforce/region_reader.h"
 #include "vgpu/cli/run_watch.h"
 
 namespace fracgpu::vgpu::cli {
 namespace {
-
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t c = s.find(',', pos);
-    out.push_back(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
-    if (c == std::string::npos) break;
-    pos = c + 1;
-  }
-  return out;
-}
 
 bool WholeNumber(const std::string& s, unsigned long long max, unsigned long long* v) {
   if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos)
@@ -54,7 +42,8 @@ std::string DefaultLibrary() {
 
 Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(const RunOptions& o) {
   std::vector<std::pair<std::string, std::string>> env;
-  std::vector<std::string> mems = SplitComma(o.gpumem);
+  // Every piece as written, empty ones and spaces included ("" → {""}): each must be a number.
+  std::vector<std::string> mems = base::SplitComma(o.gpumem);
   for (size_t i = 0; i < mems.size(); ++i) {
     unsigned long long mib = 0;
     if (!WholeNumber(mems[i], 1ull << 30, &mib) || mib == 0) {
@@ -74,7 +63,7 @@ Result<std::vector<std::pair<std::string, std::string>>> BuildRunEnvironment(con
   if (devices.empty()) {
     for (size_t i = 0; i < mems.size(); ++i) devices += (i ? "," : "") + std::to_string(i);
   }
-  std::vector<std::string> devs = SplitComma(devices);
+  std::vector<std::string> devs = base::SplitComma(devices);
   for (const std::string& d : devs) {
     unsigned long long v = 0;
     if (!WholeNumber(d, 63, &v))
@@ -142,46 +131,31 @@ std::string FormatRegion(const Region& r) {
   return out;
 }
 
-Result<std::vector<char>> ReadRegionFile(const std::string& path) {
-  // POSIX calls, not an ifstream: libstdc++'s filebuf throws from underflow() when read() fails
-  // (a directory opens, then reads EISDIR), which aborted `fracgpu inspect <directory>`.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block us
-  if (fd < 0)
-    return NotFound(fmt::format("region file \"{}\": cannot open: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int err = errno;
-    bool dir = S_ISDIR(st.st_mode);
-    ::close(fd);
-    if (dir)
+Result<enforce::RegionCopy> ReadRegionFile(const std::string& path) {
+  // The hardened reader (bounded pread, regular files only, O_NONBLOCK: a FIFO does not block
+  // us), following a symlink: the path is one an operator typed. Errors in inspect's words.
+  enforce::RegionReadInfo info;
+  auto copy = enforce::ReadRegion(path, {.follow_symlink = true}, &info);
+  if (copy.ok()) return copy;
+  const std::string file = fmt::format("region file \"{}\"", path);
+  switch (info.fault) {
+    case enforce::RegionFault::kMissing:
+    case enforce::RegionFault::kOpen:
+      return NotFound(fmt::format("{}: cannot open: {}", file, std::strerror(info.error_number)));
+    case enforce::RegionFault::kStat:
       return InvalidArgument(
-          fmt::format("region file \"{}\": is a directory, not a region file", path));
-    return InvalidArgument(
-        fmt::format("region file \"{}\": not a regular file{}", path,
-                    err ? std::string(": ") + std::strerror(err) : std::string()));
-  }
-  std::vector<char> bytes(sizeof(Region) + 1);  // one byte more: a longer file is not a region
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
+          fmt::format("{}: not a regular file: {}", file, std::strerror(info.error_number)));
+    case enforce::RegionFault::kNotRegular:
+      if (info.directory)
+        return InvalidArgument(fmt::format("{}: is a directory, not a region file", file));
+      return InvalidArgument(fmt::format("{}: not a regular file", file));
+    case enforce::RegionFault::kRead:
       return InvalidArgument(
-          fmt::format("region file \"{}\": cannot read: {}", path, std::strerror(err)));
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
+          fmt::format("{}: cannot read: {}", file, std::strerror(info.error_number)));
+    default:  // wrong size, truncated while read, a layout RegionValidate refuses
+      return InvalidArgument(fmt::format("{}: not a fracgpu v{} region ({} bytes, expected {})",
+                                         file, kRegionVersion, info.file_size, sizeof(Region)));
   }
-  ::close(fd);
-  bytes.resize(got);
-  if (got != sizeof(Region) || RegionValidate(bytes.data(), bytes.size()) != RegionError::kOk) {
-    return InvalidArgument(
-        fmt::format("region file \"{}\": not a fracgpu v{} region ({} bytes, expected {})", path,
-                    kRegionVersion, static_cast<uint64_t>(st.st_size), sizeof(Region)));
-  }
-  return bytes;
 }
 
 }  // namespace fracgpu::vgpu::cli
@@ -236,14 +210,12 @@ void RegisterInspectCommand(CLI::App& app) {
   cmd->add_option("REGION_FILE", *path, "region file (CUDA_DEVICE_MEMORY_SHARED_CACHE)")
       ->required();
   cmd->callback([path] {
-    auto bytes = vgpu::cli::ReadRegionFile(*path);
-    if (!bytes.ok()) {
-      std::fprintf(stderr, "fracgpu inspect: %s\n", bytes.status().message().c_str());
+    auto region = vgpu::cli::ReadRegionFile(*path);
+    if (!region.ok()) {
+      std::fprintf(stderr, "fracgpu inspect: %s\n", region.status().message().c_str());
       throw CLI::RuntimeError(kInspectExitUnreadable);
     }
-    std::fputs(vgpu::cli::FormatRegion(*reinterpret_cast<const vgpu::Region*>(bytes.value().data()))
-                   .c_str(),
-               stdout);
+    std::fputs(vgpu::cli::FormatRegion(**region).c_str(), stdout);
   });
 }
 

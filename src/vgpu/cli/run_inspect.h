@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "enforce/region_reader.h"
 #include "vgpu/region.h"
 
 namespace fracgpu::vgpu::cli {
@@ -34,7 +35,11 @@ std::string FormatRegion(const Region& region);
 /// tree lays it out), else /usr/local/vgpu/libvgpu.so.
 std::string DefaultLibrary();
 
-/// Reads and validates a region file; errors name the path and what is wrong.
-Result<std::vector<char>> ReadRegionFile(const std::string& path);
+/// Reads and validates a region file with the hardened reader (enforce/region_reader.h),
+/// following a symlink. Errors name the path and what is wrong: kNotFound `region file "<path>":
+/// cannot open: <strerror>`; kInvalidArgument `…: is a directory, not a region file`, `…: not a
+/// regular file`, `…: cannot read: <strerror>`, `…: not a fracgpu v2 region (<n> bytes,
+/// expected <sizeof(Region)>)` (wrong size, truncated, or a layout RegionValidate refuses).
+Result<enforce::RegionCopy> ReadRegionFile(const std::string& path);
 
 }  // namespace fracgpu::vgpu::cli
