@@ -21,6 +21,7 @@
 #include <set>
 #include <utility>
 
+#include "base/strings.h"
 #include "enforce/enforce.h"
 #include "enforce/nvml_processes.h"
 #include "enforce/proc.h"
@@ -34,18 +35,6 @@ std::atomic<pid_t> g_child{0};
 void Forward(int sig) {
   pid_t c = g_child.load();
   if (c > 0) ::kill(c, sig);
-}
-
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t c = s.find(',', pos);
-    out.push_back(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
-    if (c == std::string::npos) break;
-    pos = c + 1;
-  }
-  return out;
 }
 
 uint64_t NowNs() {
@@ -167,8 +156,9 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch,
       std::fprintf(stderr, "fracgpu run: %s; refusing\n", gpus.status().message().c_str());
       return kRunExitRefused;
     }
-    std::vector<std::string> mems = Split(options.gpumem);
-    std::vector<std::string> devs = Split(options.devices);
+    // Every piece as written, empty ones included ("" → {""}), as BuildRunEnvironment checked.
+    std::vector<std::string> mems = base::SplitComma(options.gpumem);
+    std::vector<std::string> devs = base::SplitComma(options.devices);
     if (options.devices.empty()) {
       devs.clear();
       for (size_t i = 0; i < mems.size(); ++i) devs.push_back(std::to_string(i));
