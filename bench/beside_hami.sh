@@ -68,19 +68,19 @@ sm() {  # lib limit block_us -> measured % over [2 s, 6 s)
 printf '%-40s %10s %10s %10s %10s\n' "SM limit, kernel length (one wave)" "fracgpu %" "error" \
   "HAMi %" "error"
 # The ceiling: no limit, no interposer (a synchronisation after each launch costs a wake-up).
-for block in 5000 200; do sm "" 0 "$block" >"$work/p.$block" & done
+for block in 5000 1000; do sm "" 0 "$block" >"$work/p.$block" & done
 wait
-for block in 5000 200; do
+for block in 5000 1000; do
   printf '%-40s %10s\n' "none, $(awk -v b="$block" 'BEGIN { printf "%g ms", b / 1000 }') kernels (ceiling)" \
     "$(cat "$work/p.$block")"
 done
 for limit in 30 70; do
-  for block in 5000 200; do
+  for block in 5000 1000; do
     sm "$ours" "$limit" "$block" >"$work/o.$limit.$block" &
     sm "$hami" "$limit" "$block" >"$work/h.$limit.$block" &
   done
   wait
-  for block in 5000 200; do
+  for block in 5000 1000; do
     o=$(cat "$work/o.$limit.$block")
     h=$(cat "$work/h.$limit.$block")
     printf '%-40s %10s %+10.1f %10s %+10.1f\n' \
