@@ -9,6 +9,7 @@
 #include <set>
 
 #include "api/limits.h"
+#include "base/file.h"
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "core/request.h"
@@ -132,9 +133,10 @@ Status Allocator::PrepareHostFiles() {
     return Internal("cannot chmod " + (vgpu / api::kHostNodeDir).string() + ": " + ec.message());
   std::string want = (vgpu / api::kHostLibrary).string() + "\n";
   fs::path preload = vgpu / api::kHostPreloadFile;
-  std::ifstream in(preload);
-  std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (have == want) return Status::Ok();
+  // Rewritten unless it already holds exactly `want`: a missing or unreadable file, or one longer
+  // than `want` (refused by the bound, so a stray large file is never read whole), is replaced.
+  Result<std::string> have = base::ReadFile(preload.string(), want.size());
+  if (have.ok() && *have == want) return Status::Ok();
   return WriteFileAtomically(preload, want,
                              fs::perms::owner_read | fs::perms::owner_write |
                                  fs::perms::group_read | fs::perms::others_read);

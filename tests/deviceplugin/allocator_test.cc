@@ -228,6 +228,27 @@ TEST_F(AllocatorTest, NodeDirectoryMountedReadWriteIntoEveryContainer) {
   }
 }
 
+// ld.so.preload names the library on one line; PrepareHostFiles keeps a file that already says
+// exactly that (same inode, not rewritten) and replaces any other content, longer or shorter.
+TEST_F(AllocatorTest, PreloadFileKeptWhenExactAndReplacedOtherwise) {
+  const std::string preload = hook_ + "/vgpu/ld.so.preload";
+  const std::string want = hook_ + "/vgpu/libvgpu.so\n";
+  Allocator& al = Make();
+  ASSERT_EQ(ReadFile(preload), want);
+  struct stat before {};
+  ASSERT_EQ(stat(preload.c_str(), &before), 0);
+  ASSERT_TRUE(al.PrepareHostFiles().ok());
+  struct stat after {};
+  ASSERT_EQ(stat(preload.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);  // an exact file is left alone
+  for (const std::string& stale : {want + "/opt/other.so\n", want.substr(0, want.size() - 1),
+                                   std::string(), std::string(1 << 20, 'x')}) {
+    std::ofstream(preload, std::ios::trunc) << stale;
+    ASSERT_TRUE(al.PrepareHostFiles().ok());
+    EXPECT_EQ(ReadFile(preload), want) << "stale content of " << stale.size() << " bytes";
+  }
+}
+
 TEST_F(AllocatorTest, ConfigAddsOversubscribeLogLevelAndDisablePolicy) {
   AllocatorOptions o;
   o.config.memory_scaling = 1.5;
