@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "api/limits.h"
 #include "base/file.h"
 #include "base/strings.h"
 #include "enforce/region_claims.h"
@@ -84,17 +85,19 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
   std::map<std::string, std::vector<std::string>> containers_of_pod;
 
   // Containers with fracgpu limits.
-  const std::string vgpu = options_.hook_path + "/vgpu";
-  if (DIR* d = ::opendir((vgpu + "/limits").c_str())) {
+  const std::string vgpu = options_.hook_path + "/" + api::kHostVgpuDir;
+  const std::string limits_dir = vgpu + "/" + api::kHostLimitsDir;
+  const std::string_view suffix = api::kHostLimitsSuffix;
+  if (DIR* d = ::opendir(limits_dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string file = e->d_name;
-      if (file.size() <= 4 || file.substr(file.size() - 4) != ".env") continue;
-      auto parsed = ParseContainerDirName(file.substr(0, file.size() - 4));
+      if (file.size() <= suffix.size() || !file.ends_with(suffix)) continue;
+      auto parsed = ParseContainerDirName(file.substr(0, file.size() - suffix.size()));
       if (!parsed.ok()) continue;
       enforce::ContainerState c;
       c.id = {parsed->pod_uid, parsed->container};
       std::vector<std::string> uuids;
-      auto text = ReadLimitsText(vgpu + "/limits/" + file);
+      auto text = ReadLimitsText(limits_dir + "/" + file);
       if (!text.ok()) {
         c.limits_ok = false;
         c.limits_error = text.status().message();
@@ -123,8 +126,9 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
       if (!c.limits_ok && last != c.limits_error)
         spdlog::warn("limits of {}: {}", parsed->name, c.limits_error);
       last = c.limits_ok ? "" : c.limits_error;
-      auto claims =
-          enforce::ReadRegionClaims(vgpu + "/containers/" + parsed->name + "/region.cache", uuids);
+      auto claims = enforce::ReadRegionClaims(
+          vgpu + "/" + api::kHostContainersDir + "/" + parsed->name + "/" + api::kRegionFileName,
+          uuids);
       if (claims.ok()) {
         c.claims = std::move(*claims);
         for (const auto& [uuid, _] : c.claims) managed.insert(uuid);

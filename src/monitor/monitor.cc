@@ -8,13 +8,12 @@
 
 #include <set>
 
+#include "api/limits.h"
 #include "api/node_gpu.h"
 #include "metrics/hami.h"
 
 namespace fracgpu::monitor {
 namespace {
-
-constexpr const char* kRegionFile = "region.cache";
 
 // Reads one SM-limiter node file (<node_dir>/<uuid>, api::NodeGpu) the same untrusting way as
 // a region: exact size, bounded copy, magic and version checked. Returns the stamp (0 = none).
@@ -210,7 +209,7 @@ void Monitor::Poll(uint64_t now_ns) {
     if (removed.count(d.name)) continue;
     present_uids.insert(d.pod_uid);
     std::string reason;
-    auto contents = ReadRegionFile(d.path + "/" + kRegionFile, &reason);
+    auto contents = ReadRegionFile(d.path + "/" + api::kRegionFileName, &reason);
     if (!contents.ok()) {
       registry_.Add("fracgpu_monitor_region_skipped_total", {{"reason", reason}});
       snap.skipped.push_back({d.name, reason + ": " + contents.status().message()});
@@ -392,14 +391,16 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
 }
 
 std::string MissingContainersWarning(const std::string& hook_path) {
-  const std::string dir = hook_path + "/vgpu/containers";
+  const std::string layout = std::string(api::kHostVgpuDir) + "/" + api::kHostContainersDir;
+  const std::string dir = hook_path + "/" + layout;
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "";
   return dir +
          " is missing: no container's region can be read, so no slice is measured or enforced "
          "until it appears (the device plugin creates it when it starts). If the device plugin "
          "uses "
-         "another folder, point --hook-path (env HOOK_PATH) at the one holding vgpu/containers";
+         "another folder, point --hook-path (env HOOK_PATH) at the one holding " +
+         layout;
 }
 
 }  // namespace fracgpu::monitor

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "api/limits.h"
 #include "metrics/registry.h"
 #include "monitor/container_dirs.h"
 #include "monitor/gpu_stats.h"
@@ -87,7 +88,9 @@ class Monitor {
   const std::map<std::string, PodRef>& known_pods() const { return known_pods_; }
 
   /// The region directory root: <hook_path>/vgpu/containers.
-  std::string containers_root() const { return options_.hook_path + "/vgpu/containers"; }
+  std::string containers_root() const {
+    return options_.hook_path + "/" + api::kHostVgpuDir + "/" + api::kHostContainersDir;
+  }
 
  private:
   void Collect(metrics::Registry::Scrape& s) const;
