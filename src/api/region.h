@@ -46,8 +46,9 @@ struct RegionDevice {
   uint32_t flags;              ///< kDeviceFailClosed
   std::atomic<uint64_t> used;  ///< bytes charged by all active slots
   /// CLOCK_MONOTONIC ns of the container's latest kernel launch on this device (any launch
-  /// path), 0 = never. Coarse: stamped at most every kLaunchStampPeriodNs per process, so the
-  /// launch path stays cheap; a reader's "seconds since last kernel" may be up to that late.
+  /// path), 0 = never. Coarse: stamped by the first launch of each kLaunchStampPeriodNs window
+  /// of a process (a timer thread of libvgpu.so opens the windows, so the launch path reads no
+  /// clock); a reader's "seconds since last kernel" may be up to that late.
   std::atomic<uint64_t> last_launch_ns;
   // The SM limiter's live state (docs/sm-limiter.md, vgpu/sm_limiter.cc), shared by every
   // process of the container; plain words, accessed only through std::atomic_ref (relaxed).

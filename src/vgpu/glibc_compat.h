@@ -16,6 +16,11 @@ __asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.2.5
 __asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.2.5");
 __asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.12");
 __asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.12");
+// The launch-stamp timer thread (hooks_launch.cc).
+__asm__(".symver pthread_create,pthread_create@GLIBC_2.2.5");
+__asm__(".symver pthread_sigmask,pthread_sigmask@GLIBC_2.2.5");
+__asm__(".symver pthread_attr_setstacksize,pthread_attr_setstacksize@GLIBC_2.2.5");
+__asm__(".symver pthread_setname_np,pthread_setname_np@GLIBC_2.12");
 #elif defined(FRACGPU_VGPU_SO) && defined(__aarch64__)
 __asm__(".symver dlvsym,dlvsym@GLIBC_2.17");
 __asm__(".symver dlopen,dlopen@GLIBC_2.17");
@@ -26,4 +31,8 @@ __asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.17"
 __asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.17");
 __asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.17");
 __asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.17");
+__asm__(".symver pthread_create,pthread_create@GLIBC_2.17");
+__asm__(".symver pthread_sigmask,pthread_sigmask@GLIBC_2.17");
+__asm__(".symver pthread_attr_setstacksize,pthread_attr_setstacksize@GLIBC_2.17");
+__asm__(".symver pthread_setname_np,pthread_setname_np@GLIBC_2.17");
 #endif

@@ -1,12 +1,21 @@
-// Kernel launch hooks. Without an SM limit a launch costs one relaxed load of
-// g_sm_limit_active, the launch stamp check (one CLOCK_MONOTONIC_COARSE read through the vDSO
-// and one relaxed load; the stamp itself, RegionDevice::last_launch_ns, is written at most every
-// kLaunchStampPeriodNs per process) and one indirect call to the driver: no lock, no
-// allocation. With an SM limit, PaceLaunch (sm_limiter.h) paces the launch first. A graph
-// launch adds one relaxed load (graph memory, below).
+// Kernel launch hooks. Without an SM limit a launch costs two relaxed loads (the stamp flag
+// and g_sm_limit_active) and one indirect call to the driver: no clock read, no lock, no
+// allocation, no system call. With an SM limit, PaceLaunch (sm_limiter.h) paces the launch
+// first. A graph launch adds one relaxed load (graph memory, below).
+//
+// The launch stamp, RegionDevice::last_launch_ns (what the monitor reports as the last kernel's
+// age), is written by the first launch of each kLaunchStampPeriodNs window of a process: the
+// launch finds g_stamped clear, sets it, reads CLOCK_MONOTONIC and stamps. A timer thread of
+// libvgpu.so's own (started by the process's first launch, so processes that never launch have
+// none) clears g_stamped every period; a launch thus never reads a clock to learn whether a
+// stamp is due. Should the thread fail to start, the old gate (a CLOCK_MONOTONIC_COARSE read per
+// launch) takes over. After fork the child starts its own thread at its first launch.
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 #include "vgpu/accounting.h"
+#include "vgpu/glibc_compat.h"  // pins old glibc versions of the timer thread's pthread calls
 #include "vgpu/interpose.h"
 #include "vgpu/sm_limiter.h"
 #include "vgpu/state.h"
@@ -15,7 +24,10 @@ using namespace fracgpu::vgpu;
 
 namespace {
 
-std::atomic<uint64_t> g_next_stamp_ns{0};  // coarse ns after which this process stamps again
+std::atomic<bool> g_stamped{false};  // this period's stamp is written (cleared by the timer)
+enum : int { kTimerNone = 0, kTimerRunning = 1, kTimerFailed = 2 };
+std::atomic<int> g_timer{kTimerNone};
+std::atomic<uint64_t> g_next_stamp_ns{0};  // kTimerFailed only: coarse ns of the next stamp
 
 uint64_t ClockNs(clockid_t id) {
   timespec ts;
@@ -23,11 +35,52 @@ uint64_t ClockNs(clockid_t id) {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Writes last_launch_ns of the current context's device (slow path, every 10 ms at most).
-__attribute__((noinline)) void StampLaunch(uint64_t coarse_now, uint64_t due) {
-  if (!g_next_stamp_ns.compare_exchange_strong(due, coarse_now + kLaunchStampPeriodNs,
-                                               std::memory_order_relaxed)) {
-    return;  // another thread of this process stamps
+void* StampTimer(void*) {
+  const timespec period{0, static_cast<long>(kLaunchStampPeriodNs)};
+  for (;;) {
+    nanosleep(&period, nullptr);
+    g_stamped.store(false, std::memory_order_relaxed);
+  }
+  return nullptr;
+}
+
+// Starts the timer thread once per process (slow path: the process's first launch). It blocks
+// every signal, so the application's handlers never run on it.
+void StartStampTimer() {
+  int none = kTimerNone;
+  if (!g_timer.compare_exchange_strong(none, kTimerRunning, std::memory_order_acq_rel)) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_t tid;
+  bool ok = pthread_attr_init(&attr) == 0;
+  ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+       pthread_attr_setstacksize(&attr, 64 * 1024) == 0 &&
+       pthread_create(&tid, &attr, StampTimer, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (ok) {
+    pthread_setname_np(tid, "fracgpu-stamp");
+  } else {
+    Log(kLogWarning, "cannot start the launch-stamp thread: stamping by the coarse clock instead");
+    g_timer.store(kTimerFailed, std::memory_order_release);
+  }
+}
+
+// Writes last_launch_ns of the current context's device (slow path: once per period).
+__attribute__((noinline)) void StampLaunch() {
+  if (g_timer.load(std::memory_order_acquire) == kTimerFailed) {
+    uint64_t coarse = ClockNs(CLOCK_MONOTONIC_COARSE);
+    uint64_t due = g_next_stamp_ns.load(std::memory_order_relaxed);
+    if (coarse < due || !g_next_stamp_ns.compare_exchange_strong(due, coarse + kLaunchStampPeriodNs,
+                                                                 std::memory_order_relaxed))
+      return;  // not due, or another thread of this process stamps
+  } else {
+    if (g_stamped.exchange(true, std::memory_order_relaxed)) return;  // another thread stamps
+    StartStampTimer();
+    if (g_timer.load(std::memory_order_acquire) == kTimerFailed)
+      g_stamped.store(false, std::memory_order_relaxed);  // every launch comes here from now on
   }
   Region* r = SharedRegion();
   if (!r) return;
@@ -44,12 +97,15 @@ __attribute__((noinline)) void StampLaunch(uint64_t coarse_now, uint64_t due) {
 // `blocks` (grid size) is not needed by the limiter: it learns the device time a launch costs
 // from measured utilisation, whatever the grid (graphs pass 0).
 inline void MaybePace(unsigned long long /*blocks*/) {
-  uint64_t coarse = ClockNs(CLOCK_MONOTONIC_COARSE);
-  uint64_t due = g_next_stamp_ns.load(std::memory_order_relaxed);
-  if (__builtin_expect(coarse >= due, false)) StampLaunch(coarse, due);
+  if (__builtin_expect(!g_stamped.load(std::memory_order_relaxed), false)) StampLaunch();
   if (__builtin_expect(g_sm_limit_active.load(std::memory_order_relaxed), false)) PaceLaunch();
 }
 }  // namespace
+
+void fracgpu::vgpu::LaunchStampResetAfterFork() noexcept {
+  g_timer.store(kTimerNone, std::memory_order_relaxed);  // the thread did not survive the fork
+  g_stamped.store(false, std::memory_order_relaxed);
+}
 
 #define FRACGPU_LAUNCH_ARGS                                                         \
   CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, \

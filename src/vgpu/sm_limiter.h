@@ -53,4 +53,8 @@ void PaceLaunch() noexcept;
 /// driver's virtual clock, tests/fakes/cuda/fake_clock.h).
 uint64_t LimiterNowNs() noexcept;
 
+/// fork child (state.cc AtForkChild): the launch-stamp timer thread (hooks_launch.cc) did not
+/// survive the fork; the child's first launch stamps and starts its own.
+void LaunchStampResetAfterFork() noexcept;
+
 }  // namespace fracgpu::vgpu

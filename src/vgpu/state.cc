@@ -185,6 +185,7 @@ void AtForkChild() {
   TableResetAfterFork();
   AccountingResetAfterFork();
   HostPidResetAfterFork();
+  LaunchStampResetAfterFork();
 }
 
 void DoInit() {

@@ -200,6 +200,25 @@ TEST(LastLaunch, StampedByALaunch) {
   EXPECT_LE(r[1].last_launch, r[1].now);
 }
 
+// The stamp follows later launches: the launch path reads no clock, a timer thread of
+// libvgpu.so clears the "stamped this period" flag every kLaunchStampPeriodNs (10 ms), and the
+// next launch stamps again. After 30 ms without launches, one launch moves the stamp past the
+// reading taken before it; a process that stops launching keeps its last stamp.
+TEST(LastLaunch, RefreshedByALaunchAfterAPeriod) {
+  Sandbox box;
+  auto out = RunApp(box, Env(box, false),
+                    {"init", "launch:1", "region:0", "wallsleep:30", "region:0", "launch:1",
+                     "region:0", "wallsleep:30", "region:0"});
+  auto r = Regions(out);
+  ASSERT_EQ(r.size(), 4u);
+  for (const auto& v : r) ASSERT_TRUE(v.ok);
+  EXPECT_GT(r[0].last_launch, 0u);
+  EXPECT_EQ(r[1].last_launch, r[0].last_launch);  // no launch: unchanged
+  EXPECT_GT(r[2].last_launch, r[1].now);          // stamped again by the second launch
+  EXPECT_LE(r[2].last_launch, r[2].now);
+  EXPECT_EQ(r[3].last_launch, r[2].last_launch);
+}
+
 // With an SM limit (the paced launch path) the stamp is written too.
 TEST(LastLaunch, StampedOnThePacedPath) {
   Sandbox box;

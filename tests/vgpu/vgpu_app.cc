@@ -11,11 +11,12 @@
 //   region:<dev> | proc:<symbol>:<version>:<flags> | primary_v1:<release|reset> |
 //   v1:<d|g>:<name>[:args] | launch:<count> | nosyscall:<pairs>:<bytes>:<path d|g>[:<graph bytes>]
 //   | cost:<ps> | sleepto:<ms> | smrun:<grid>:<block>:<path>:<until_ms>:<sync_every> |
-//   cudart:<path to libcudart.so> | release_primary | stress:<threads>:<iterations>:<seed>:<region>
-//   | wait | poolcreate:<handle types> | poolimport (export g_pool as a POSIX fd, import it) |
-//   ipoolalloc:<bytes> | ipoolreserved | ipooldestroy (on the imported pool) | vmm:<bytes>:<handle
-//   types> | vmmexport | vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc
-//   (g…) | the green-context and IPC ops of vgpu_app_share.cc
+//   cudart:<path to libcudart.so> | wallsleep:<ms> | release_primary |
+//   stress:<threads>:<iterations>:<seed>:<region> | wait | poolcreate:<handle types> | poolimport
+//   (export g_pool as a POSIX fd, import it) | ipoolalloc:<bytes> | ipoolreserved | ipooldestroy
+//   (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
+//   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
+//   and IPC ops of vgpu_app_share.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -755,6 +756,11 @@ int main(int argc, char** argv) {
       std::printf("v1 %d %s%s%s\n", r, where, values[0] ? " " : "", values);
     } else if (op == "nosyscall") {
       NoSyscall(Num(a, 1), Num(a, 2), a.size() > 3 ? a[3] : "d", Num(a, 4));
+    } else if (op == "wallsleep") {  // a real sleep of <ms> (the virtual clock does not move)
+      timespec ts{static_cast<time_t>(Num(a, 1) / 1000),
+                  static_cast<long>(Num(a, 1) % 1000) * 1'000'000};
+      nanosleep(&ts, nullptr);
+      std::printf("wallsleep 0\n");
     } else if (op == "sleepto") {
       fakeClockSleepUntilNs(Num(a, 1) * 1'000'000ull);
       std::printf("sleepto 0\n");
