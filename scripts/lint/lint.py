@@ -37,8 +37,9 @@ LAYERS = {
     "deviceplugin": {"api", "base", "core", "k8s", "kubelet", "nvml"},
     "dra": {"api", "base", "core", "deviceplugin", "k8s", "nvml"},
     "monitor": {"base", "api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},
-    # ui -> scheduler goes when the GPU choice at bind time (FitForBind) lives in core/.
-    "ui": {"base", "core", "k8s", "http", "scheduler"},
+    # ui reads the cluster through core/cluster_state.h and previews with core/bind_choice.h,
+    # the scheduler's own model and bind-time GPU choice: no edge to scheduler/.
+    "ui": {"base", "core", "k8s", "http"},
     "sim": {"base", "core"},
     "certs": {"base", "core", "k8s"},
     # `fracgpu run` / `inspect`: the tools beside libvgpu.so (src/vgpu/cli/)

@@ -1,8 +1,9 @@
 #pragma once
 // The one code path of the fragmentation-aware GPU choice (`hami.io/gpu-scheduler-policy:
 // fragmentation-aware`, GpuPolicy::kFragmentationAware): the scheduler's /bind
-// (scheduler/gpu_choice.h is its adapter over ClusterState), the simulator's policy and the UI's
-// policy list all name the same variant, kFragmentationAwarePolicy (fgd_policies.h), and this fit.
+// (core/bind_choice.h over ClusterState, under a lock in scheduler/gpu_choice.h), the simulator's
+// policy and the UI's policy list all name the same variant, kFragmentationAwarePolicy
+// (fgd_policies.h), and this fit.
 
 #include <cstdint>
 #include <map>

@@ -1,88 +1,51 @@
 #pragma once
-// The scheduler's cluster state: per node, the GPUs it registered and the usage promised on
-// each, rebuilt from the pods' allocation annotations (docs/design/hami-behaviour.md §3.8), so a
-// restart loses nothing: the decision written on the pod is the source of truth.
-//
-// Rules (docs/design/CONTRACT.md §2):
-//  * a node's GPUs count while `hami.io/node-nvidia-register` decodes to ≥ 1 GPU and
-//    status.allocatable[nvidia.com/gpu] > 0; `hami.io/device-cordon` cordons GPUs by UUID;
-//  * a pod holds usage while it carries `hami.io/vgpu-node` and a decodable
-//    `hami.io/vgpu-devices-allocated`, and is neither Succeeded nor Failed nor deleted; its
-//    init containers' reservation collapses (core::CollapsePodUsage) and shrinks to the app
-//    containers once every init container terminated with exit code 0;
-//  * a bind records its decision at once (Assume), before the watch shows the annotations;
-//    an older version of the pod arriving later does not erase it.
+// The scheduler's cluster state: core::ClusterState (core/cluster_state.h: the node and pod
+// accounting, its rules and docs/design/CONTRACT.md §2) fed with the API objects the informers
+// deliver (read by k8s/gpu_objects.h), behind a lock, its log lines sent to spdlog.
 // Thread-safe: readers take a shared lock, writers an exclusive one.
 
 #include <atomic>
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <shared_mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "core/annotations.h"
+#include "core/cluster_state.h"
 #include "core/device.h"
 #include "core/fit.h"
 #include "core/node.h"
 
 namespace fracgpu::scheduler {
 
-/// Node annotations the state reads besides docs/design/CONTRACT.md §2's (core/annotations.h):
-/// HAMi's topology scores, and the device cordon of docs/design/CONTRACT.md §1 (UUIDs,
-/// comma-separated).
-inline constexpr char kAnnotationTopology[] = "hami.io/node-nvidia-score";
-inline constexpr char kAnnotationCordon[] = "hami.io/device-cordon";
+using core::kAnnotationCordon;
+using core::kAnnotationTopology;
 
-/// One pod's recorded allocation.
-struct PodAllocation {
-  std::string key;  ///< "<namespace>/<name>"
-  std::string uid;
-  std::string node;
-  core::PodGrants grants;
-  size_t num_init = 0;
-  bool init_finished = false;
-  bool assumed = false;   ///< recorded by Bind, not yet seen with annotations through the watch
-  bool verified = false;  ///< its signature verified (or Bind decided it): the grants are fracgpu's
-  bool whole_node =
-      false;  ///< unverifiable and nothing verified known: reserves every GPU of `node`
-};
+/// One pod's recorded allocation (core/cluster_state.h).
+using PodAllocation = core::PodAllocation;
 
-/// The cluster state cache. See the file comment.
+/// The cluster state cache. See the file comment and core::ClusterState for the rules.
 class ClusterState {
  public:
   explicit ClusterState(std::string gpu_resource = "nvidia.com/gpu");
 
-  /// The HMAC key of `fracgpu.io/allocation-signature` (core/signature.h). With a key, only
-  /// allocations whose signature verifies are counted as written; an unsigned, altered or
-  /// undecodable one — or a bound pod that asks for `gpu_resource` and carries none — is
-  /// counted conservatively (docs/scheduler.md "Accounting only from verified signatures"):
-  /// the last verified allocation of the same UID when the state holds one, else every GPU
-  /// of the pod's node in full (spec.nodeName when bound). Without a key (unsigned mode)
-  /// annotations are trusted. Call before the first UpsertPod.
-  void SetSigningKey(std::string key) { signing_key_ = std::move(key); }
+  /// The HMAC key of `fracgpu.io/allocation-signature` (core::ClusterState::SetSigningKey).
+  /// Call before the first UpsertPod.
+  void SetSigningKey(std::string key) { model_.SetSigningKey(std::move(key)); }
   /// Pods counted conservatively since start (unsigned or altered allocations).
   int64_t unverified_allocations() const { return unverified_.load(); }
 
-  /// Node added or changed: decodes its devices (a bad register annotation makes the node
-  /// GPU-less and is returned as kInvalidArgument naming the node), cordon list, topology
-  /// and allocatable count, then re-applies the usage of its pods.
+  /// Node added or changed (core::ClusterState::UpsertNode over k8s::NodeObjectOf).
   Status UpsertNode(const nlohmann::json& node);
   void RemoveNode(const std::string& name);
-  /// Pod added or changed (see the rules above). Returns kInvalidArgument for a pod whose
-  /// allocation annotation does not decode (ignored in unsigned mode), kPermissionDenied
-  /// naming the pod when its allocation does not verify (then counted conservatively; the
-  /// caller logs it and records an Event).
+  /// Pod added or changed (core::ClusterState::UpsertPod over k8s::PodObjectOf).
   Status UpsertPod(const nlohmann::json& pod);
   void RemovePod(const nlohmann::json& pod);
 
-  /// Records a bind decision at once (see the rules). Errors: kNotFound for an unknown node
-  /// or GPU (nothing recorded).
+  /// Records a bind decision at once (core::ClusterState::Assume). Errors: kNotFound for an
+  /// unknown node or GPU (nothing recorded).
   Status Assume(const PodAllocation& allocation);
   /// Drops a pod's allocation by UID (a failed bind); no-op when absent.
   void Forget(const std::string& uid);
@@ -95,10 +58,7 @@ class ClusterState {
   template <typename Fn>
   void ForEachNode(const std::vector<std::string>& names, Fn&& fn) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    for (const auto& name : names) {
-      auto it = nodes_.find(name);
-      fn(name, it != nodes_.end() && it->second.usable ? &it->second.state : nullptr);
-    }
+    for (const auto& name : names) fn(name, model_.FindNode(name));
   }
   /// The allocation of a pod, by UID.
   std::optional<PodAllocation> Allocation(const std::string& uid) const;
@@ -109,7 +69,14 @@ class ClusterState {
   template <typename Fn>
   void ForEachAllocation(Fn&& fn) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    for (const auto& [uid, a] : pods_) fn(a);
+    model_.ForEachAllocation(fn);
+  }
+  /// Returns fn(model) with the core model under one shared lock (core/bind_choice.h reads it
+  /// so); fn must not call back into the state.
+  template <typename Fn>
+  auto Read(Fn&& fn) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    return fn(static_cast<const core::ClusterState&>(model_));
   }
   /// Every usable node (for metrics and tests), sorted by name.
   std::vector<core::NodeState> Nodes() const;
@@ -117,27 +84,15 @@ class ClusterState {
   int64_t orphaned_allocations() const;
 
  private:
-  struct NodeEntry {
-    core::NodeState state;  // GPUs as registered (cordon applied) + usage
-    bool usable = false;
-  };
-  void RebuildNodeLocked(const std::string& name);
-  void ApplyLocked(PodAllocation& a, bool add);
-
   std::string gpu_resource_;
   mutable std::shared_mutex mu_;
-  // Hashed: /filter looks up every candidate node (thousands) per request.
-  std::unordered_map<std::string, NodeEntry> nodes_;
-  std::map<std::string, PodAllocation> pods_;                  // uid → allocation
-  std::map<std::string, std::set<std::string>> pods_by_node_;  // node → uids
-  std::set<std::string> applied_;                              // uids whose usage is on their node
-  int64_t orphaned_ = 0;
-  std::string signing_key_;
-  std::atomic<int64_t> unverified_{0};
+  core::ClusterState model_;
+  std::atomic<int64_t> unverified_{0};  // model_'s count, readable without the lock
 };
 
-/// Decodes a pod's allocation from its annotations; nullopt when it has none (no
-/// `hami.io/vgpu-node` or no allocated value). Errors: the allocation does not decode.
+/// Decodes a pod's allocation from its annotations (core::AllocationFromPod over
+/// k8s::PodObjectOf); nullopt when it has none (no `hami.io/vgpu-node` or no allocated value).
+/// Errors: the allocation does not decode.
 Result<std::optional<PodAllocation>> AllocationFromPod(const nlohmann::json& pod);
 
 }  // namespace fracgpu::scheduler

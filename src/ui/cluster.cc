@@ -6,9 +6,10 @@
 #include <map>
 #include <set>
 
+#include "core/bind_choice.h"
 #include "core/frag_choice.h"
+#include "k8s/gpu_objects.h"
 #include "k8s/objects.h"
-#include "scheduler/gpu_choice.h"
 #include "ui/dra_cluster.h"
 
 namespace fracgpu::ui {
@@ -29,6 +30,19 @@ std::vector<json> ItemsOf(const json& list) {
   return out;
 }
 
+// The model's lines about usage it cannot count go to the log, as the scheduler's do.
+std::shared_ptr<core::ClusterState> NewState() {
+  auto state = std::make_shared<core::ClusterState>();
+  state->SetLogger([](core::LogSeverity severity, std::string_view line) {
+    if (severity == core::LogSeverity::kError) {
+      spdlog::error("{}", line);
+    } else {
+      spdlog::warn("{}", line);
+    }
+  });
+  return state;
+}
+
 }  // namespace
 
 Result<ClusterSnapshot> ClusterSource::Get() {
@@ -46,7 +60,7 @@ Result<ClusterSnapshot> ClusterSource::Get() {
     if (!claims.ok()) return claims.status().WithPrefix("listing ResourceClaims");
     ClusterSnapshot snap;
     snap.nodes = ItemsOf(*nodes);
-    snap.state = std::make_shared<scheduler::ClusterState>(gpu_resource_);
+    snap.state = NewState();
     auto dra = std::make_shared<DraCluster>(
         BuildDraCluster(snap.nodes, ItemsOf(*slices), ItemsOf(*claims)));
     // Logged when they first appear, not on every listing.
@@ -62,15 +76,17 @@ Result<ClusterSnapshot> ClusterSource::Get() {
   }
   auto pods = client_->List("/api/v1/pods");
   if (!pods.ok()) return pods.status();
-  auto state = std::make_shared<scheduler::ClusterState>(gpu_resource_);
+  auto state = NewState();
   ClusterSnapshot snap;
   for (const auto& node : (*nodes)["items"]) {
     // A bad register annotation makes the node GPU-less; the dashboard shows it without GPUs.
-    if (auto st = state->UpsertNode(node); !st.ok()) spdlog::warn("ui: {}", st.message());
+    if (auto st = state->UpsertNode(k8s::NodeObjectOf(node, gpu_resource_)); !st.ok())
+      spdlog::warn("ui: {}", st.message());
     snap.nodes.push_back(node);
   }
   for (const auto& pod : (*pods)["items"]) {
-    if (auto st = state->UpsertPod(pod); !st.ok()) spdlog::warn("ui: {}", st.message());
+    if (auto st = state->UpsertPod(k8s::PodObjectOf(pod, gpu_resource_)); !st.ok())
+      spdlog::warn("ui: {}", st.message());
   }
   snap.state = std::move(state);
   cached_ = snap;
@@ -99,7 +115,7 @@ std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_
 namespace {
 
 // Slices per GPU UUID: every recorded allocation collapsed as the scheduler counts it.
-std::map<std::string, json> SlicesByGpu(const scheduler::ClusterState& state) {
+std::map<std::string, json> SlicesByGpu(const core::ClusterState& state) {
   std::map<std::string, json> out;
   for (const auto& a : state.Allocations()) {
     auto usage = core::CollapsePodUsage(a.grants, a.num_init, a.init_finished);
@@ -205,7 +221,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
     }
   }
   const std::vector<core::WeightedShape> workload =
-      scheduler::BindWorkload(request, *snapshot.state, options.default_gpu_policy);
+      core::BindWorkload(request, *snapshot.state, options.default_gpu_policy);
   // A cordoned node (spec.unschedulable) takes no new pod: kube-scheduler's NodeUnschedulable
   // filter runs before fracgpu's extender sees the node, so core::Fit never judges it.
   std::set<std::string> cordoned;
@@ -235,7 +251,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
                           {"reason", kCordonedNodeReason}});
       continue;
     }
-    // What /bind would choose on this node (scheduler::FitForBind's path: same workload, same fit).
+    // What /bind would choose on this node (core::FitForBind's path: same workload, same fit).
     auto result = core::FitFragmentationAware(request, node, workload, options.default_gpu_policy);
     json entry = {{"node", node.name},
                   {"fits", result.fits},

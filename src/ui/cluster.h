@@ -1,8 +1,8 @@
 #pragma once
 // The cluster as the UI shows it: nodes, their GPUs with usage and the slices placed on each,
-// read from the API server (nodes and pods) and turned into core::NodeState through the
-// scheduler's ClusterState (the same decoding of register, cordon and allocation
-// annotations the scheduler uses, docs/design/CONTRACT.md §2).
+// read from the API server (nodes and pods) and turned into core::NodeState through
+// core::ClusterState (core/cluster_state.h, fed by k8s/gpu_objects.h: the same model and decoding
+// of register, cordon and allocation annotations the scheduler uses, docs/design/CONTRACT.md §2).
 
 #include <chrono>
 #include <cstdint>
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/cluster_state.h"
 #include "core/fit.h"
 #include "core/request.h"
 #include "k8s/client.h"
-#include "scheduler/state.h"
 
 namespace fracgpu::ui {
 
@@ -26,9 +26,8 @@ struct DraCluster;
 
 /// One consistent view of the cluster.
 struct ClusterSnapshot {
-  std::shared_ptr<const scheduler::ClusterState>
-      state;                          ///< GPUs and usage per node (empty in DRA mode)
-  std::vector<nlohmann::json> nodes;  ///< the Node objects as listed
+  std::shared_ptr<const core::ClusterState> state;  ///< GPUs and usage per node (empty in DRA mode)
+  std::vector<nlohmann::json> nodes;                ///< the Node objects as listed
   /// DRA mode only (ui/dra_cluster.h): fracgpu's devices from ResourceSlices and what
   /// allocated ResourceClaims consume; null in extender mode.
   std::shared_ptr<const DraCluster> dra;
@@ -88,7 +87,7 @@ inline constexpr char kCordonedNodeReason[] =
 /// Where the request fits now: {"fits": bool, "gpus": N, "nodes": M, "total_nodes": T,
 /// "message": "fits now: takes G GPU(s) on one node; M nodes of T can take it (N candidate GPUs)" |
 /// "fits on no node", "per_node": [{node, fits, gpus: [uuid...] (the GPUs /bind would pick on that
-/// node: scheduler::FitForBind's workload and core::FitFragmentationAware, with
+/// node: core::BindWorkload, /bind's workload, and core::FitFragmentationAware, with
 /// options.default_gpu_policy as the cluster default), eligible: [uuid...],
 /// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
 /// check for the first GPU-using container on the nodes where the whole pod fits; M those

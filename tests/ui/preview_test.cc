@@ -1,10 +1,12 @@
 // The UI's fit preview picks, on each node, the GPUs /bind would pick (scheduler::FitForBind):
-// the same target workload and the same fragmentation-aware fit, so a notebook's preview and
-// its placement agree.
+// the same target workload and the same fragmentation-aware fit (core/bind_choice.h), so a
+// notebook's preview and its placement agree. The preview reads a core::ClusterState, /bind the
+// scheduler's locked ClusterState, both fed the same node and allocation.
 #include <gtest/gtest.h>
 
 #include "../support/gpu_fixtures.h"
 #include "core/codec.h"
+#include "k8s/gpu_objects.h"
 #include "scheduler/gpu_choice.h"
 #include "ui/cluster.h"
 
@@ -19,9 +21,10 @@ using testsupport::TwoGpuNode;
 class PreviewTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto state = std::make_shared<scheduler::ClusterState>();
+    auto state = std::make_shared<core::ClusterState>();
     node_ = TwoGpuNode();
-    ASSERT_TRUE(state->UpsertNode(node_).ok());
+    ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(node_, "nvidia.com/gpu")).ok());
+    ASSERT_TRUE(bind_state_.UpsertNode(node_).ok());
     // GPU-0 holds 70 % of its SMs (and 70 % of its memory); GPU-1 is idle.
     scheduler::PodAllocation a;
     a.key = "default/a";
@@ -29,6 +32,7 @@ class PreviewTest : public ::testing::Test {
     a.node = "n1";
     a.grants = {{core::DeviceGrant{"GPU-0", "NVIDIA", 16384 * 70 / 100, 70}}};
     ASSERT_TRUE(state->Assume(a).ok());
+    ASSERT_TRUE(bind_state_.Assume(a).ok());
     state_ = state;
     snapshot_.state = state_;
     snapshot_.nodes = {node_};
@@ -44,9 +48,9 @@ class PreviewTest : public ::testing::Test {
   }
   // The GPUs /bind picks for the same pod on n1.
   std::vector<std::string> BindGpus(const core::PodRequest& req, core::GpuPolicy cluster_default) {
-    auto node = state_->Node("n1");
+    auto node = bind_state_.Node("n1");
     EXPECT_TRUE(node.has_value());
-    core::FitResult fit = scheduler::FitForBind(req, *node, *state_, cluster_default);
+    core::FitResult fit = scheduler::FitForBind(req, *node, bind_state_, cluster_default);
     EXPECT_TRUE(fit.fits) << fit.summary;
     std::vector<std::string> out;
     for (const auto& cg : fit.grants) {
@@ -55,7 +59,8 @@ class PreviewTest : public ::testing::Test {
     return out;
   }
   json node_;
-  std::shared_ptr<const scheduler::ClusterState> state_;
+  std::shared_ptr<const core::ClusterState> state_;  // what the preview reads
+  scheduler::ClusterState bind_state_;               // what /bind reads
   ClusterSnapshot snapshot_;
 };
 

@@ -1,0 +1,42 @@
+#pragma once
+// How a bind chooses a pod's GPUs on the chosen node: core fit with the pod's GPU policy.
+// For `fragmentation-aware` (FGD, Weng et al., USENIX ATC '23) the GPUs are ordered by the
+// fragmentation the placement adds, measured against a target workload built from the pods
+// the cluster already holds (the real scheduler has no trace: what is running now is the best
+// estimate of what will arrive next). The scheduler's /bind (scheduler/gpu_choice.h, under its
+// state's lock) and the UI's fit preview (ui/cluster.h) both call this, so they pick the same GPUs.
+
+#include <vector>
+
+#include "core/cluster_state.h"
+#include "core/fit.h"
+#include "core/frag.h"
+#include "core/node.h"
+#include "core/request.h"
+
+namespace fracgpu::core {
+
+/// Target workload M for the fragmentation measure (core::ShapeCounter, core/frag_choice.h): one
+/// task shape per GPU-using container of every allocation in `allocations` plus the `incoming`
+/// pod's containers — per-GPU share in milli-GPU (cores % × 10), number of GPUs, CPU 0 (the
+/// scheduler does not track CPU) and any GPU type — weighted by count, the most popular covering
+/// ≥ 95 % kept (docs/design/fgd-evaluation.md §3 point 4). Containers without an SM share (cores
+/// 0, memory-only slices) are not shapes of the measure. Empty when no container has an SM share.
+std::vector<WeightedShape> TargetWorkload(const std::vector<PodAllocation>& allocations,
+                                          const PodRequest& incoming);
+
+/// The target workload a bind measures fragmentation against for `req`: every allocation `state`
+/// records plus `req`'s containers (as TargetWorkload, counted in place without copies).
+/// Empty when `req`'s GPU policy (else `default_policy`) is not kFragmentationAware: no other
+/// policy reads it. The UI's fit preview calls this once per preview and then
+/// FitFragmentationAware per node, so it picks the GPUs /bind would pick.
+std::vector<WeightedShape> BindWorkload(const PodRequest& req, const ClusterState& state,
+                                        GpuPolicy default_policy);
+
+/// Fits `req` on `node` for a bind, with reasons. The GPU policy is the pod's, else
+/// `default_policy`; for kFragmentationAware FitFragmentationAware over
+/// BindWorkload(req, state, default_policy) (spread order when that workload is empty).
+FitResult FitForBind(const PodRequest& req, const NodeState& node, const ClusterState& state,
+                     GpuPolicy default_policy);
+
+}  // namespace fracgpu::core

@@ -1,0 +1,291 @@
+#include "core/cluster_state.h"
+
+#include <algorithm>
+
+#include "base/strings.h"
+#include "core/annotations.h"
+#include "core/codec.h"
+#include "core/signature.h"
+
+namespace fracgpu::core {
+namespace {
+
+// The cordon annotation: comma-separated UUIDs, spaces around each trimmed, empty entries dropped.
+std::set<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> items = base::SplitComma(s, {.trim = " ", .skip_empty = true});
+  return {std::make_move_iterator(items.begin()), std::make_move_iterator(items.end())};
+}
+
+// Every init container terminated with exit code 0 (docs/design/hami-behaviour.md §3.8).
+bool InitFinished(const PodObject& pod, size_t num_init) {
+  if (num_init == 0) return false;
+  return pod.init_statuses >= num_init && pod.init_statuses_succeeded;
+}
+
+// Every GPU of the node in full: all memory and cores on the first container, and one slot
+// per split on each (count containers), so nothing else fits on any of them.
+PodGrants WholeNodeGrants(const NodeState& node) {
+  int32_t slots = 1;
+  for (const auto& g : node.gpus) slots = std::max(slots, g.info.count);
+  PodGrants grants(static_cast<size_t>(slots));
+  for (const auto& g : node.gpus) {
+    for (int32_t c = 0; c < std::max(1, g.info.count); ++c) {
+      DeviceGrant grant;
+      grant.uuid = g.info.uuid;
+      grant.mem_mib = c == 0 ? g.info.devmem_mib : 0;
+      grant.cores_percent = c == 0 ? g.info.devcore : 0;
+      grants[static_cast<size_t>(c)].push_back(grant);
+    }
+  }
+  return grants;
+}
+
+}  // namespace
+
+Result<std::optional<PodAllocation>> AllocationFromPod(const PodObject& pod) {
+  if (!pod.vgpu_node || pod.vgpu_node->empty() || !pod.allocated) {
+    return std::optional<PodAllocation>();
+  }
+  auto grants = DecodePodGrants(*pod.allocated);
+  if (!grants.ok()) {
+    return grants.status().WithPrefix("pod " + pod.key + ": annotation " +
+                                      kAnnotationVgpuDevicesAllocated);
+  }
+  PodAllocation a;
+  a.key = pod.key;
+  a.uid = pod.uid;
+  a.node = *pod.vgpu_node;
+  a.grants = std::move(*grants);
+  a.num_init = std::min(pod.num_init_containers, a.grants.size());
+  a.init_finished = InitFinished(pod, a.num_init);
+  return std::optional<PodAllocation>(std::move(a));
+}
+
+Status ClusterState::UpsertNode(const NodeObject& node) {
+  const std::string& name = node.name;
+  NodeEntry entry;
+  entry.state.name = name;
+  Status result;
+  std::vector<DeviceInfo> devices;
+  if (node.node_register) {
+    auto decoded = DecodeNodeRegister(*node.node_register);
+    if (decoded.ok()) {
+      devices = std::move(*decoded);
+    } else {
+      result =
+          decoded.status().WithPrefix("node " + name + ": annotation " + kAnnotationNodeRegister);
+    }
+  }
+  std::set<std::string> cordon;
+  if (node.cordon) cordon = SplitList(*node.cordon);
+  // One copy of each GPU's registration: the GPU state itself (usage is reset and re-applied
+  // by RebuildNode).
+  entry.state.gpus.reserve(devices.size());
+  for (auto& d : devices) {
+    GpuState g;
+    g.cordoned = cordon.count(d.uuid) > 0;
+    g.info = std::move(d);
+    entry.state.gpus.push_back(std::move(g));
+  }
+  if (node.topology) {
+    auto scores = DecodeTopologyScores(*node.topology);
+    if (scores.ok()) entry.state.topology = std::move(*scores);
+  }
+  entry.usable = !entry.state.gpus.empty() && node.allocatable_gpus > 0;
+  nodes_[name] = std::move(entry);
+  RebuildNode(name);
+  return result;
+}
+
+void ClusterState::RemoveNode(const std::string& name) {
+  nodes_.erase(name);
+  for (const auto& uid : pods_by_node_[name]) applied_.erase(uid);
+}
+
+void ClusterState::RebuildNode(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeEntry& e = it->second;
+  for (auto& g : e.state.gpus) {
+    g.used = 0;
+    g.used_mem_mib = 0;
+    g.used_cores = 0;
+  }
+  for (const auto& uid : pods_by_node_[name]) {
+    applied_.erase(uid);
+    auto p = pods_.find(uid);
+    if (p != pods_.end()) Apply(p->second, true);
+  }
+}
+
+// Adds (or removes) a pod's collapsed usage on its node; tracks which pods are applied so
+// add and remove always pair up.
+void ClusterState::Apply(PodAllocation& a, bool add) {
+  auto it = nodes_.find(a.node);
+  if (add) {
+    if (applied_.count(a.uid) || it == nodes_.end()) return;
+    if (a.whole_node) {
+      a.grants = WholeNodeGrants(it->second.state);  // the node's GPUs as they are now
+      a.num_init = 0;
+      a.init_finished = false;
+    }
+    Status st = AddPodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    if (st.ok()) {
+      applied_.insert(a.uid);
+    } else {
+      ++orphaned_;
+      Log(LogSeverity::kWarning,
+          "pod " + a.key + ": allocation not counted on node " + a.node + ": " + st.ToString());
+    }
+  } else {
+    if (!applied_.count(a.uid) || it == nodes_.end()) {
+      applied_.erase(a.uid);
+      return;
+    }
+    Status st = RemovePodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    if (!st.ok()) {
+      Log(LogSeverity::kError,
+          "pod " + a.key + ": cannot release usage on " + a.node + ": " + st.ToString());
+    }
+    applied_.erase(a.uid);
+  }
+}
+
+Status ClusterState::UpsertPod(const PodObject& pod) {
+  const std::string& uid = pod.uid;
+  if (pod.phase == "Succeeded" || pod.phase == "Failed") {
+    Forget(uid);
+    return Status::Ok();
+  }
+  auto alloc = AllocationFromPod(pod);
+  auto existing = pods_.find(uid);
+  Status unverified;
+  if (!signing_key_.empty()) {
+    // Accounting only from verified signatures (docs/scheduler.md).
+    const auto& node = pod.vgpu_node;
+    const auto& allocated = pod.allocated;
+    const auto& signature = pod.signature;
+    const std::string& bound = pod.node_name;
+    bool claims = node.has_value() || allocated.has_value() || signature.has_value();
+    bool verified = alloc.ok() && alloc->has_value() && signature &&
+                    VerifyAllocation(signing_key_, uid, *node, *allocated, *signature) &&
+                    (bound.empty() || bound == *node);
+    if (verified) {
+      (*alloc)->verified = true;
+    } else if (claims || (!bound.empty() && pod.asks_for_gpu)) {
+      ++unverified_;
+      std::string what = !signature ? "carries no valid fracgpu.io/allocation-signature"
+                                    : "has an allocation whose signature does not verify";
+      if (existing != pods_.end() && (existing->second.verified || existing->second.assumed) &&
+          !existing->second.whole_node) {
+        // An edit cannot lower the accounting: the last verified allocation stays.
+        return PermissionDenied("pod " + pod.key + " " + what +
+                                "; still counting its last verified allocation on node " +
+                                existing->second.node);
+      }
+      PodAllocation whole;
+      whole.key = pod.key;
+      whole.uid = uid;
+      whole.node = bound;  // spec.nodeName: immutable once bound, unlike the annotations
+      whole.whole_node = true;
+      if (whole.node.empty()) {
+        // Not bound: no kubelet runs it, so no device plugin served it anything.
+        if (existing != pods_.end()) {
+          Apply(existing->second, false);
+          pods_by_node_[existing->second.node].erase(uid);
+          pods_.erase(existing);
+        }
+        return PermissionDenied("pod " + pod.key + " " + what +
+                                " and is not bound to a node; not counted");
+      }
+      alloc = std::optional<PodAllocation>(std::move(whole));
+      unverified = PermissionDenied("pod " + pod.key + " " + what +
+                                    "; counted as holding every GPU of node " + (*alloc)->node);
+    }
+  }
+  if (!alloc.ok() || !alloc->has_value()) {
+    // An assumed decision survives older versions of the pod that do not show it yet.
+    if (existing != pods_.end() && !existing->second.assumed) {
+      Apply(existing->second, false);
+      pods_by_node_[existing->second.node].erase(uid);
+      pods_.erase(existing);
+    }
+    return alloc.ok() ? Status::Ok() : alloc.status();
+  }
+  PodAllocation a = std::move(**alloc);
+  if (existing != pods_.end()) {
+    PodAllocation& old = existing->second;
+    if (a.whole_node && old.whole_node && old.node == a.node) return unverified;
+    if (!a.whole_node && !old.whole_node && old.node == a.node && old.grants == a.grants &&
+        old.init_finished == a.init_finished && old.num_init == a.num_init) {
+      existing->second.assumed = false;
+      existing->second.verified = existing->second.verified || a.verified;
+      return Status::Ok();
+    }
+    Apply(old, false);
+    pods_by_node_[old.node].erase(uid);
+  }
+  pods_by_node_[a.node].insert(uid);
+  pods_[uid] = a;
+  Apply(pods_[uid], true);
+  return unverified;
+}
+
+Status ClusterState::Assume(const PodAllocation& allocation) {
+  auto it = nodes_.find(allocation.node);
+  if (it == nodes_.end()) return NotFound("node " + allocation.node + " is not in the cache");
+  if (auto old = pods_.find(allocation.uid); old != pods_.end()) {
+    Apply(old->second, false);
+    pods_by_node_[old->second.node].erase(allocation.uid);
+    pods_.erase(old);
+  }
+  NodeState trial = it->second.state;
+  FRACGPU_RETURN_IF_ERROR(
+      AddPodGrants(trial, allocation.grants, allocation.num_init, allocation.init_finished));
+  PodAllocation a = allocation;
+  a.assumed = true;
+  a.verified = true;  // this scheduler's own decision
+  pods_by_node_[a.node].insert(a.uid);
+  pods_[a.uid] = a;
+  it->second.state = std::move(trial);
+  applied_.insert(a.uid);
+  return Status::Ok();
+}
+
+void ClusterState::Forget(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  Apply(it->second, false);
+  pods_by_node_[it->second.node].erase(uid);
+  pods_.erase(it);
+}
+
+std::optional<NodeState> ClusterState::Node(const std::string& name) const {
+  const NodeState* node = FindNode(name);
+  if (node == nullptr) return std::nullopt;
+  return *node;
+}
+
+std::optional<PodAllocation> ClusterState::Allocation(const std::string& uid) const {
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<PodAllocation> ClusterState::Allocations() const {
+  std::vector<PodAllocation> out;
+  for (const auto& [uid, a] : pods_) out.push_back(a);
+  return out;
+}
+
+std::vector<NodeState> ClusterState::Nodes() const {
+  std::vector<NodeState> out;
+  for (const auto& [name, e] : nodes_) {
+    if (e.usable) out.push_back(e.state);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeState& a, const NodeState& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace fracgpu::core

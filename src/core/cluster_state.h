@@ -1,0 +1,171 @@
+#pragma once
+// The cluster model the scheduler, and the UI's fit preview, decide on: per node, the GPUs it
+// registered and the usage promised on each, rebuilt from the pods' allocation annotations
+// (docs/design/hami-behaviour.md §3.8), so a restart loses nothing: the decision written on the
+// pod is the source of truth.
+//
+// Rules (docs/design/CONTRACT.md §2):
+//  * a node's GPUs count while `hami.io/node-nvidia-register` decodes to ≥ 1 GPU and
+//    status.allocatable[nvidia.com/gpu] > 0; `hami.io/device-cordon` cordons GPUs by UUID;
+//  * a pod holds usage while it carries `hami.io/vgpu-node` and a decodable
+//    `hami.io/vgpu-devices-allocated`, and is neither Succeeded nor Failed nor deleted; its
+//    init containers' reservation collapses (core::CollapsePodUsage) and shrinks to the app
+//    containers once every init container terminated with exit code 0;
+//  * a bind records its decision at once (Assume), before the watch shows the annotations;
+//    an older version of the pod arriving later does not erase it.
+//
+// Pure: it reads the few fields of Node and Pod objects it needs as plain structs (NodeObject,
+// PodObject; k8s/gpu_objects.h fills them from the API objects) and reports what it cannot
+// count through a log callback. Not thread-safe: scheduler/state.h wraps it in a lock.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "core/device.h"
+#include "core/fit.h"
+#include "core/node.h"
+
+namespace fracgpu::core {
+
+/// Node annotations the model reads besides docs/design/CONTRACT.md §2's (core/annotations.h):
+/// HAMi's topology scores, and the device cordon of docs/design/CONTRACT.md §1 (UUIDs,
+/// comma-separated).
+inline constexpr char kAnnotationTopology[] = "hami.io/node-nvidia-score";
+inline constexpr char kAnnotationCordon[] = "hami.io/device-cordon";
+
+/// The fields of a Node object the model reads.
+struct NodeObject {
+  std::string name;                          ///< metadata.name
+  std::optional<std::string> node_register;  ///< kAnnotationNodeRegister
+  std::optional<std::string> cordon;         ///< kAnnotationCordon
+  std::optional<std::string> topology;       ///< kAnnotationTopology
+  int64_t allocatable_gpus = 0;              ///< status.allocatable[<gpu resource>]
+};
+
+/// The fields of a Pod object the model reads.
+struct PodObject {
+  std::string key;                       ///< "<namespace>/<name>"
+  std::string uid;                       ///< metadata.uid
+  std::string phase;                     ///< status.phase
+  std::string node_name;                 ///< spec.nodeName; empty when not bound
+  std::optional<std::string> vgpu_node;  ///< kAnnotationVgpuNode
+  std::optional<std::string> allocated;  ///< kAnnotationVgpuDevicesAllocated
+  std::optional<std::string> signature;  ///< kAnnotationAllocationSignature
+  size_t num_init_containers = 0;        ///< size of spec.initContainers
+  size_t init_statuses = 0;              ///< size of status.initContainerStatuses
+  /// Every entry of status.initContainerStatuses has state.terminated.exitCode 0 (an integer).
+  bool init_statuses_succeeded = false;
+  bool asks_for_gpu = false;  ///< a container lists the GPU resource in its limits or requests
+};
+
+/// One pod's recorded allocation.
+struct PodAllocation {
+  std::string key;  ///< "<namespace>/<name>"
+  std::string uid;
+  std::string node;
+  PodGrants grants;
+  size_t num_init = 0;
+  bool init_finished = false;
+  bool assumed = false;  ///< recorded by Assume, not yet seen with annotations through the watch
+  bool verified =
+      false;  ///< its signature verified (or Assume decided it): the grants are fracgpu's
+  bool whole_node =
+      false;  ///< unverifiable and nothing verified known: reserves every GPU of `node`
+};
+
+/// Severity of a ClusterState log line.
+enum class LogSeverity { kWarning, kError };
+/// Receives the lines the model cannot return as a Status (usage not counted or not released).
+using LogFn = std::function<void(LogSeverity, std::string_view)>;
+
+/// The cluster model. See the file comment.
+class ClusterState {
+ public:
+  ClusterState() = default;
+
+  /// The HMAC key of `fracgpu.io/allocation-signature` (core/signature.h). With a key, only
+  /// allocations whose signature verifies are counted as written; an unsigned, altered or
+  /// undecodable one — or a bound pod that asks for the GPU resource and carries none — is
+  /// counted conservatively (docs/scheduler.md "Accounting only from verified signatures"):
+  /// the last verified allocation of the same UID when the state holds one, else every GPU
+  /// of the pod's node in full (spec.nodeName when bound). Without a key (unsigned mode)
+  /// annotations are trusted. Call before the first UpsertPod.
+  void SetSigningKey(std::string key) { signing_key_ = std::move(key); }
+  /// Where lines about usage that cannot be counted or released go (none by default).
+  void SetLogger(LogFn log) { log_ = std::move(log); }
+  /// Pods counted conservatively since start (unsigned or altered allocations).
+  int64_t unverified_allocations() const { return unverified_; }
+
+  /// Node added or changed: decodes its devices (a bad register annotation makes the node
+  /// GPU-less and is returned as kInvalidArgument naming the node), cordon list, topology
+  /// and allocatable count, then re-applies the usage of its pods.
+  Status UpsertNode(const NodeObject& node);
+  void RemoveNode(const std::string& name);
+  /// Pod added or changed (see the rules above). Returns kInvalidArgument for a pod whose
+  /// allocation annotation does not decode (ignored in unsigned mode), kPermissionDenied
+  /// naming the pod when its allocation does not verify (then counted conservatively; the
+  /// caller logs it and records an Event).
+  Status UpsertPod(const PodObject& pod);
+
+  /// Records a bind decision at once (see the rules). Errors: kNotFound for an unknown node
+  /// or GPU (nothing recorded).
+  Status Assume(const PodAllocation& allocation);
+  /// Drops a pod's allocation by UID (a deleted pod, a failed bind); no-op when absent.
+  void Forget(const std::string& uid);
+
+  /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
+  std::optional<NodeState> Node(const std::string& name) const;
+  /// The node when its GPUs count, else nullptr; valid until the next change of the model.
+  const NodeState* FindNode(const std::string& name) const {
+    auto it = nodes_.find(name);
+    return it != nodes_.end() && it->second.usable ? &it->second.state : nullptr;
+  }
+  /// The allocation of a pod, by UID.
+  std::optional<PodAllocation> Allocation(const std::string& uid) const;
+  /// Every allocation, by UID.
+  std::vector<PodAllocation> Allocations() const;
+  /// Calls fn(allocation) for every allocation, by UID, without copies.
+  template <typename Fn>
+  void ForEachAllocation(Fn&& fn) const {
+    for (const auto& [uid, a] : pods_) fn(a);
+  }
+  /// Every usable node, sorted by name.
+  std::vector<NodeState> Nodes() const;
+  /// Number of pods whose usage could not be applied (GPU gone from the node).
+  int64_t orphaned_allocations() const { return orphaned_; }
+
+ private:
+  struct NodeEntry {
+    NodeState state;  // GPUs as registered (cordon applied) + usage
+    bool usable = false;
+  };
+  void RebuildNode(const std::string& name);
+  void Apply(PodAllocation& a, bool add);
+  void Log(LogSeverity severity, const std::string& line) const {
+    if (log_) log_(severity, line);
+  }
+
+  // Hashed: /filter looks up every candidate node (thousands) per request.
+  std::unordered_map<std::string, NodeEntry> nodes_;
+  std::map<std::string, PodAllocation> pods_;                  // uid → allocation
+  std::map<std::string, std::set<std::string>> pods_by_node_;  // node → uids
+  std::set<std::string> applied_;                              // uids whose usage is on their node
+  int64_t orphaned_ = 0;
+  std::string signing_key_;
+  int64_t unverified_ = 0;
+  LogFn log_;
+};
+
+/// Decodes a pod's allocation from its annotations; nullopt when it has none (no
+/// `hami.io/vgpu-node` or no allocated value). Errors: the allocation does not decode.
+Result<std::optional<PodAllocation>> AllocationFromPod(const PodObject& pod);
+
+}  // namespace fracgpu::core
