@@ -1,5 +1,5 @@
-// The SM limiter (sm_limiter.h, docs/sm-limiter.md). Compiled once per copy of libvgpu.so:
-// the test copy (FRACGPU_VGPU_TEST_CLOCK) takes time from the fake driver's virtual clock.
+// The SM limiter (sm_limiter.h, docs/sm-limiter.md). Its clocks and node directory come from
+// the platform seam (platform.h): the test copy of libvgpu.so links the fake's virtual clock.
 #include "vgpu/sm_limiter.h"
 
 #include <dlfcn.h>
@@ -12,65 +12,19 @@
 
 #include <atomic>
 
-#include "api/limits.h"
 #include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
 #include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
+#include "vgpu/platform.h"
 #include "vgpu/state.h"
-
-// Where containers on one node meet (per-GPU files). Production: a node directory the device
-// plugin mounts read-write into every GPU container; compiled in, like the limits file, so a
-// tenant cannot move it. The test copy uses a directory relative to the working directory.
-#ifdef FRACGPU_VGPU_TEST_CLOCK
-#define FRACGPU_VGPU_NODE_DIR "fracgpu-node"
-#else
-#define FRACGPU_VGPU_NODE_DIR ::fracgpu::api::kNodeDirPath
-#endif
 
 namespace fracgpu::vgpu {
 namespace {
 
-#ifdef FRACGPU_VGPU_TEST_CLOCK
-using NowFn = uint64_t (*)() noexcept;
-using SleepFn = void (*)(uint64_t) noexcept;
-std::atomic<NowFn> g_now{nullptr};
-std::atomic<SleepFn> g_sleep{nullptr};
-void ResolveClock() noexcept {
-  if (g_now.load(std::memory_order_acquire)) return;
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
-  g_sleep.store(reinterpret_cast<SleepFn>(lib ? RealDlsym(lib, "fakeClockSleepUntilNs") : nullptr));
-  g_now.store(reinterpret_cast<NowFn>(lib ? RealDlsym(lib, "fakeClockNowNs") : nullptr),
-              std::memory_order_release);
-}
-#endif
-
-uint64_t MonotonicNs() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void SleepUntilNs(uint64_t t) noexcept {
-#ifdef FRACGPU_VGPU_TEST_CLOCK
-  ResolveClock();
-  if (SleepFn f = g_sleep.load(std::memory_order_relaxed)) return f(t);
-#endif
-  timespec ts{static_cast<time_t>(t / 1'000'000'000ull), static_cast<long>(t % 1'000'000'000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
-}
-
-// NVML timestamps are CPU time in microseconds (wall clock); the virtual clock in tests.
-uint64_t NvmlNowUs() noexcept {
-#ifdef FRACGPU_VGPU_TEST_CLOCK
-  return LimiterNowNs() / 1000;
-#else
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000ull + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-#endif
-}
+// Clocks and the node directory come from the platform seam (platform.h), chosen at link
+// time: real ones in libvgpu.so, the fake driver's virtual clock in the test copy.
+using platform::NvmlNowUs;
+using platform::SleepUntilNs;
 
 // One of the limiter's words of RegionDevice (plain uint64_t in the shared layout).
 std::atomic_ref<uint64_t> Field(uint64_t& word) { return std::atomic_ref<uint64_t>(word); }
@@ -150,9 +104,10 @@ NodeGpu* NodeFile(Region* r, int dev) noexcept {
   if (!state[dev].compare_exchange_strong(expected, 1)) return nullptr;  // another thread opens
   const char* uuid = r->devices[dev].uuid;
   char path[512];
-  size_t dl = strlen(FRACGPU_VGPU_NODE_DIR), ul = strnlen(uuid, kUuidSize);
+  const char* dir = platform::NodeDirPath();
+  size_t dl = strlen(dir), ul = strnlen(uuid, kUuidSize);
   if (ul > 0 && dl + 1 + ul < sizeof(path) && !memchr(uuid, '/', ul)) {
-    memcpy(path, FRACGPU_VGPU_NODE_DIR, dl);
+    memcpy(path, dir, dl);
     path[dl] = '/';
     memcpy(path + dl + 1, uuid, ul);
     path[dl + 1 + ul] = '\0';
@@ -209,15 +164,9 @@ void ApplyPriority(Region* r, int dev) noexcept {
 bool g_sm_enforce = false;
 bool g_node_dir = false;
 
-bool NodeDirPresent() noexcept { return access(FRACGPU_VGPU_NODE_DIR, W_OK) == 0; }
+bool NodeDirPresent() noexcept { return access(platform::NodeDirPath(), W_OK) == 0; }
 
-uint64_t LimiterNowNs() noexcept {
-#ifdef FRACGPU_VGPU_TEST_CLOCK
-  ResolveClock();
-  if (NowFn f = g_now.load(std::memory_order_relaxed)) return f();
-#endif
-  return MonotonicNs();
-}
+uint64_t LimiterNowNs() noexcept { return platform::NowNs(); }
 
 namespace {
 // The calling thread's last current context and its region device, valid while no context

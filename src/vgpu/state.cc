@@ -18,18 +18,17 @@
 #include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
 #include "vgpu/limits.h"
+#include "vgpu/platform.h"
 #include "vgpu/sm_limiter.h"
 #include "vgpu/table.h"
 
 extern char** environ;
 
 // The limits file's path is compiled in (docs/design/CONTRACT.md §3); there is deliberately no
-// run-time override, so nothing a tenant can set moves it. Tests build a second copy of the
-// library, libvgpu_testpath.so, whose path is the relative "fracgpu-limits.env" (resolved against
-// the working directory, which survives `env -i`); it is never installed (docs/vgpu.md).
-#ifndef FRACGPU_VGPU_LIMITS_PATH
-#define FRACGPU_VGPU_LIMITS_PATH ::fracgpu::api::kLimitsFilePath
-#endif
+// run-time override, so nothing a tenant can set moves it: platform::LimitsFilePath(), chosen
+// at link time (platform.h). The test copy, libvgpu_testpath.so, reads the relative
+// "fracgpu-limits.env" (resolved against the working directory, which survives `env -i`); it is
+// never installed (docs/vgpu.md).
 
 namespace fracgpu::vgpu {
 
@@ -69,14 +68,14 @@ uint64_t NowNs() {
 }
 
 void ReadLimitsFile(Config* c) {
-  int fd = ::open(FRACGPU_VGPU_LIMITS_PATH, O_RDONLY | O_CLOEXEC);
+  int fd = ::open(platform::LimitsFilePath(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno != ENOENT) {
       c->file_present = true;
       c->all_fail_closed = true;
       std::snprintf(c->error, sizeof(c->error),
-                    "limits file %s exists but cannot be read (errno %d)", FRACGPU_VGPU_LIMITS_PATH,
-                    errno);
+                    "limits file %s exists but cannot be read (errno %d)",
+                    platform::LimitsFilePath(), errno);
       c->error_count++;
     }
     return;
@@ -94,7 +93,7 @@ void ReadLimitsFile(Config* c) {
     c->file_present = true;
     c->all_fail_closed = true;
     std::snprintf(c->error, sizeof(c->error), "limits file %s is larger than 64 KiB",
-                  FRACGPU_VGPU_LIMITS_PATH);
+                  platform::LimitsFilePath());
     c->error_count++;
     return;
   }

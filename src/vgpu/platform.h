@@ -1,0 +1,36 @@
+#pragma once
+// libvgpu.so's platform seam: what differs between the shipped library and the test copy,
+// chosen at link time, so both are built from the same objects (src/vgpu/CMakeLists.txt):
+// platform_host.cc in libvgpu.so, platform_fake.cc in libvgpu_testpath.so. Nothing else in
+// libvgpu.so is compiled differently for tests.
+#include <cstdint>
+
+namespace fracgpu::vgpu::platform {
+
+/// The limits file's path (docs/design/CONTRACT.md §3). Compiled in, with deliberately no
+/// run-time override, so nothing a tenant sets moves it. Host: api::kLimitsFilePath. Test:
+/// "fracgpu-limits.env", relative to the working directory (which survives `env -i`).
+const char* LimitsFilePath() noexcept;
+
+/// The node directory where containers on one node meet (per-GPU files, sm_limiter.cc). Host:
+/// api::kNodeDirPath, mounted read-write by the device plugin. Test: "fracgpu-node", relative.
+const char* NodeDirPath() noexcept;
+
+/// The SM limiter's clock, ns. Host: CLOCK_MONOTONIC. Test: the fake driver's virtual clock
+/// (fakeClockNowNs, tests/fakes/cuda/fake_clock.h), CLOCK_MONOTONIC where the fake has none.
+uint64_t NowNs() noexcept;
+
+/// Sleeps until NowNs() reaches `t` (ns). Host: clock_nanosleep(CLOCK_MONOTONIC, absolute),
+/// restarted after signals. Test: the fake's virtual sleep.
+void SleepUntilNs(uint64_t t) noexcept;
+
+/// The time NVML timestamps its samples with, microseconds. Host: CLOCK_REALTIME (NVML's
+/// "CPU timestamp"). Test: NowNs() / 1000 (the fake NVML stamps with the virtual clock).
+uint64_t NvmlNowUs() noexcept;
+
+/// True when this process must not assume it shares the host's PID namespace even if
+/// /proc/self/ns/pid says so. Host: never. Test: when the fake NVML emulates a PID namespace
+/// (FAKE_NVML_HOST_PID_OFFSET set), so the host-PID probe runs as inside a container.
+bool ForeignPidNamespaceForced() noexcept;
+
+}  // namespace fracgpu::vgpu::platform

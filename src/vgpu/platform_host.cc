@@ -1,0 +1,34 @@
+// The shipped platform of libvgpu.so (platform.h): real clocks, compiled-in host paths.
+#include <errno.h>
+#include <time.h>
+
+#include "api/limits.h"
+#include "vgpu/glibc_compat.h"  // pins old glibc symbol versions in libvgpu.so
+#include "vgpu/platform.h"
+
+namespace fracgpu::vgpu::platform {
+
+const char* LimitsFilePath() noexcept { return api::kLimitsFilePath; }
+const char* NodeDirPath() noexcept { return api::kNodeDirPath; }
+
+uint64_t NowNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void SleepUntilNs(uint64_t t) noexcept {
+  timespec ts{static_cast<time_t>(t / 1'000'000'000ull), static_cast<long>(t % 1'000'000'000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+uint64_t NvmlNowUs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000ull + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+bool ForeignPidNamespaceForced() noexcept { return false; }
+
+}  // namespace fracgpu::vgpu::platform
