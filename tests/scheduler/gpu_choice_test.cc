@@ -1,3 +1,5 @@
+// scheduler::FitForBind: core/bind_choice.h (tested in tests/core/bind_choice_test.cc, with
+// core::TargetWorkload) over the scheduler's locked ClusterState.
 #include "scheduler/gpu_choice.h"
 
 #include <gtest/gtest.h>
@@ -21,21 +23,6 @@ PodAllocation Holding(const std::string& uid, int32_t cores, const std::string& 
 
 using testsupport::Sharing;
 using testsupport::TwoGpuNode;
-
-TEST(TargetWorkloadTest, CountsRunningSharesAndTheIncomingPod) {
-  // Shapes 700×1 (running) and 300×1 (incoming), one pod each: both are needed to cover 95 %,
-  // ties ordered by the shape tuple descending (docs/design/fgd-evaluation.md §3 point 4).
-  auto m = TargetWorkload({Holding("a", 70, "GPU-0")}, Sharing(30));
-  ASSERT_EQ(m.size(), 2u);
-  EXPECT_EQ(m[0].shape.gpu_milli, 700);
-  EXPECT_EQ(m[1].shape.gpu_milli, 300);
-  EXPECT_DOUBLE_EQ(m[0].popularity, 0.5);
-  EXPECT_DOUBLE_EQ(m[1].popularity, 0.5);
-}
-
-TEST(TargetWorkloadTest, MemoryOnlySlicesAreNotShapes) {
-  EXPECT_TRUE(TargetWorkload({Holding("a", 0, "GPU-0")}, Sharing(0)).empty());
-}
 
 class FitForBindTest : public ::testing::Test {
  protected:
