@@ -1,6 +1,6 @@
 // core::ClusterState over plain NodeObject / PodObject values (no API objects): the accounting
-// rules of docs/design/CONTRACT.md §2 and hami-behaviour.md §3.8, each value worked by hand.
-// The scheduler's locked wrapper over the same model is tested through JSON objects in
+// rules of docs/design/CONTRACT.md §2 and docs/design/hami-behaviour.md §3.8, each value worked by
+// hand. The scheduler's locked wrapper over the same model is tested through JSON objects in
 // tests/scheduler/.
 #include "core/cluster_state.h"
 
