@@ -236,7 +236,9 @@ Status Allocator::Verify(const FoundPod& f) {
 
 Result<json> Allocator::WriteWithRetry(const std::function<Result<json>()>& write,
                                        const std::string& what) {
-  auto delay = options_.retry_delay;
+  // Doubling from retry_delay, no jitter, no cap (write_attempts bounds it).
+  base::Backoff backoff({options_.retry_delay, 2.0, 0.0, std::chrono::milliseconds::max()},
+                        /*seed=*/0);
   for (int attempt = 1;; ++attempt) {
     auto r = write();
     if (r.ok() || r.status().code() != StatusCode::kUnavailable ||
@@ -246,8 +248,7 @@ Result<json> Allocator::WriteWithRetry(const std::function<Result<json>()>& writ
     }
     spdlog::warn("{}: {} (attempt {}/{}, retrying)", what, r.status().ToString(), attempt,
                  options_.write_attempts);
-    clock_->Sleep(delay, nullptr);
-    delay *= 2;
+    clock_->Sleep(backoff.Next(), nullptr);
   }
 }
 

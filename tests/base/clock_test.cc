@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace fracgpu::base {
 namespace {
@@ -21,6 +22,27 @@ TEST(BackoffTest, GrowsWithJitterUpToCap) {
   double d = std::chrono::duration<double>(b.Next()).count();
   EXPECT_GE(d, 0.1);
   EXPECT_LT(d, 0.15);
+}
+
+// Without jitter the delays are exactly initial × factor^n, then the cap (the device plugin's
+// API-write retries: 200 ms doubling, uncapped).
+TEST(BackoffTest, WithoutJitterDoublesExactly) {
+  using std::chrono::milliseconds;
+  using std::chrono::nanoseconds;
+  Backoff uncapped({milliseconds(200), 2.0, 0.0, milliseconds::max()}, 0);
+  std::vector<nanoseconds> got;
+  for (int i = 0; i < 5; ++i) got.push_back(uncapped.Next());
+  std::vector<nanoseconds> want = {milliseconds(200), milliseconds(400), milliseconds(800),
+                                   milliseconds(1600), milliseconds(3200)};
+  EXPECT_EQ(got, want);
+  Backoff capped({milliseconds(200), 2.0, 0.0, milliseconds(1000)}, 0);
+  got.clear();
+  for (int i = 0; i < 5; ++i) got.push_back(capped.Next());
+  want = {milliseconds(200), milliseconds(400), milliseconds(800), milliseconds(1000),
+          milliseconds(1000)};
+  EXPECT_EQ(got, want);
+  capped.Reset();
+  EXPECT_EQ(capped.Next(), milliseconds(200));
 }
 
 TEST(BackoffTest, SameSeedSameSequence) {
