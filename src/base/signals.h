@@ -1,5 +1,6 @@
 #pragma once
-// SIGTERM/SIGINT → StopSignal, for the long-running subcommands (device-plugin, monitor).
+// SIGTERM/SIGINT → StopSignal, for the long-running subcommands (device-plugin, DRA,
+// monitor, scheduler, ui).
 #include <signal.h>
 
 #include <atomic>

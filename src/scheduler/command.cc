@@ -2,9 +2,9 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <csignal>
 
 #include "base/file.h"
+#include "base/signals.h"
 #include "core/dra.h"
 #include "k8s/config.h"
 #include "metrics/hami.h"
@@ -12,9 +12,6 @@
 
 namespace fracgpu::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
 
 struct Flags {
   std::string bind = "0.0.0.0:8443";
@@ -35,6 +32,8 @@ struct Flags {
 };
 
 int Run(const Flags& f) {
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);  // before any other thread
   scheduler::SchedulerOptions o;
   auto colon = f.bind.rfind(':');
   if (colon == std::string::npos) {
@@ -106,10 +105,8 @@ int Run(const Flags& f) {
     return 1;
   }
   spdlog::info("fracgpu scheduler \"{}\" serving on {}", f.scheduler_name, service.BaseUrl());
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-  base::StopSignal never;
-  while (!g_stop) never.WaitFor(std::chrono::milliseconds(200));
+  while (!stop.WaitFor(std::chrono::hours(1))) {
+  }
   spdlog::info("stopping");
   service.Stop();
   return 0;

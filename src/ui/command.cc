@@ -5,11 +5,10 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
+#include "base/signals.h"
 #include "core/request.h"
 #include "http/server.h"
 #include "k8s/client.h"
@@ -23,9 +22,6 @@
 
 namespace fracgpu::cli {
 namespace {
-
-volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
 
 struct Flags {
   std::string bind = "0.0.0.0:8080";
@@ -62,6 +58,8 @@ std::string DefaultWebDir() {
 }
 
 int Run(const Flags& f) {
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);  // before any other thread
   auto colon = f.bind.rfind(':');
   if (colon == std::string::npos) {
     spdlog::error("--http-bind must be host:port, got \"{}\"", f.bind);
@@ -114,9 +112,8 @@ int Run(const Flags& f) {
     return 1;
   }
   spdlog::info("fracgpu ui on {} (web folder {})", server.BaseUrl(), options.web_dir);
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  while (!stop.WaitFor(std::chrono::hours(1))) {
+  }
   server.Stop();
   return 0;
 }

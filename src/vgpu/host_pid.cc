@@ -19,6 +19,7 @@ namespace {
 
 std::atomic<int32_t> g_host_pid{0};
 std::atomic<uint64_t> g_next_retry_ns{0};
+// A fixed period, not base::Backoff: libvgpu.so is C ABI and links nothing of base/.
 constexpr uint64_t kRetryPeriodNs = 1'000'000'000;
 
 uint64_t CoarseNowNs() {

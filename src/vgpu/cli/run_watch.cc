@@ -240,6 +240,7 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch,
   }
   ::close(exec_pipe[0]);
   g_child.store(child);
+  // Not base::SignalWatcher: these signals are forwarded to the child, not turned into a stop.
   struct sigaction sa {};
   sa.sa_handler = Forward;
   for (int sig : kForwardedSignals) ::sigaction(sig, &sa, nullptr);
