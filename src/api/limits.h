@@ -4,7 +4,11 @@
 // libvgpu.so (vgpu/limits.cc, vgpu/state.cc, vgpu/sm_limiter.cc): the environment / limits-file
 // keys, the paths inside the container and the host directory layout under HOOK_PATH
 // (docs/design/CONTRACT.md §3, docs/sm-limiter.md "Priority"). The key names are HAMi-core's.
-// Header-only, no dependencies (libvgpu.so includes it).
+// Header-only, no dependencies but the C++ standard library (libvgpu.so includes it; it uses
+// the constants, never the path builders at the end, which allocate).
+
+#include <string>
+#include <string_view>
 
 namespace fracgpu::api {
 
@@ -55,5 +59,89 @@ inline constexpr char kHostLimitsSuffix[] = ".env";
 inline constexpr char kHostNodeDir[] = "node";
 /// The region file in a container's region folder (kEnvSharedCache names it).
 inline constexpr char kRegionFileName[] = "region.cache";
+/// Between the pod UID and the container name of the device plugin's slot
+/// `<pod UID>_<container>` (a UID and a container name, a DNS label, hold no '_').
+inline constexpr char kSlotSeparator = '_';
+
+// ---- host layout: path builders (the writers and the monitor build the same paths) -------
+
+/// `dir` and `name` joined as std::filesystem::path's operator/ joins a relative name: one '/'
+/// between them unless `dir` is empty or already ends with '/'.
+inline std::string JoinHostPath(std::string_view dir, std::string_view name) {
+  std::string out(dir);
+  if (!out.empty() && out.back() != '/') out += '/';
+  out += name;
+  return out;
+}
+/// `<hook_path>/vgpu`; the region file path inside a container is under the same path.
+inline std::string HostVgpuDir(std::string_view hook_path) {
+  return JoinHostPath(hook_path, kHostVgpuDir);
+}
+/// `<hook_path>/vgpu/libvgpu.so`.
+inline std::string HostLibraryFile(std::string_view hook_path) {
+  return JoinHostPath(HostVgpuDir(hook_path), kHostLibrary);
+}
+/// `<hook_path>/vgpu/ld.so.preload`.
+inline std::string HostPreloadFile(std::string_view hook_path) {
+  return JoinHostPath(HostVgpuDir(hook_path), kHostPreloadFile);
+}
+/// `<hook_path>/vgpu/containers`: the root of the per-container region folders.
+inline std::string HostContainersDir(std::string_view hook_path) {
+  return JoinHostPath(HostVgpuDir(hook_path), kHostContainersDir);
+}
+/// `<hook_path>/vgpu/limits`: the folder of the per-container limits files.
+inline std::string HostLimitsDir(std::string_view hook_path) {
+  return JoinHostPath(HostVgpuDir(hook_path), kHostLimitsDir);
+}
+/// `<hook_path>/vgpu/node`: the node directory (the monitor's default --node-dir).
+inline std::string HostNodeDir(std::string_view hook_path) {
+  return JoinHostPath(HostVgpuDir(hook_path), kHostNodeDir);
+}
+/// `<hook_path>/vgpu/containers/<slot>`: one container's region folder.
+inline std::string HostContainerDir(std::string_view hook_path, std::string_view slot) {
+  return JoinHostPath(HostContainersDir(hook_path), slot);
+}
+/// `<hook_path>/vgpu/containers/<slot>/region.cache`: one container's region file on the host.
+inline std::string HostRegionFile(std::string_view hook_path, std::string_view slot) {
+  return JoinHostPath(HostContainerDir(hook_path, slot), kRegionFileName);
+}
+/// `<hook_path>/vgpu/region.cache`: the region file's path inside the container (its region
+/// folder is mounted at HostVgpuDir), the value of kEnvSharedCache.
+inline std::string ContainerRegionFile(std::string_view hook_path) {
+  return JoinHostPath(HostVgpuDir(hook_path), kRegionFileName);
+}
+/// The name of `slot`'s limits file under HostLimitsDir: `<slot>.env`.
+inline std::string LimitsFileName(std::string_view slot) {
+  return std::string(slot) + kHostLimitsSuffix;
+}
+/// `<hook_path>/vgpu/limits/<slot>.env`: one container's limits file.
+inline std::string HostLimitsFile(std::string_view hook_path, std::string_view slot) {
+  return JoinHostPath(HostLimitsDir(hook_path), LimitsFileName(slot));
+}
+/// The device plugin's slot of a container: `<pod UID>_<container>`.
+inline std::string PodContainerSlot(std::string_view pod_uid, std::string_view container) {
+  std::string out(pod_uid);
+  out += kSlotSeparator;
+  out += container;
+  return out;
+}
+/// Splits a device plugin's slot (PodContainerSlot) at its first kSlotSeparator into the pod
+/// UID and the container name (views into `slot`); false, with both left as they were, when
+/// `slot` holds no separator. Whether either side is empty or safe is the caller's check.
+inline bool SplitPodContainerSlot(std::string_view slot, std::string_view* pod_uid,
+                                  std::string_view* container) {
+  const size_t at = slot.find(kSlotSeparator);
+  if (at == std::string_view::npos) return false;
+  *pod_uid = slot.substr(0, at);
+  *container = slot.substr(at + 1);
+  return true;
+}
+/// The slot named by a file name of HostLimitsDir (`<slot>.env` → `<slot>`); empty when `file`
+/// does not end with kHostLimitsSuffix or nothing precedes it. A view into `file`.
+inline std::string_view SlotFromLimitsFileName(std::string_view file) {
+  constexpr std::string_view suffix = kHostLimitsSuffix;
+  if (file.size() <= suffix.size() || !file.ends_with(suffix)) return {};
+  return file.substr(0, file.size() - suffix.size());
+}
 
 }  // namespace fracgpu::api

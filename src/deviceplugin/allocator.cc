@@ -110,7 +110,7 @@ Allocator::Allocator(AllocatorOptions options, ClusterApi* api, base::Clock* clo
     : options_(std::move(options)), api_(api), clock_(clock), devices_(std::move(devices)) {}
 
 std::string MissingLibraryWarning(const std::string& hook_path) {
-  const fs::path lib = fs::path(hook_path) / api::kHostVgpuDir / api::kHostLibrary;
+  const fs::path lib = api::HostLibraryFile(hook_path);
   std::error_code ec;
   if (fs::is_regular_file(lib, ec)) return "";
   return lib.string() +
@@ -121,18 +121,19 @@ std::string MissingLibraryWarning(const std::string& hook_path) {
 }
 
 Status Allocator::PrepareHostFiles() {
-  fs::path vgpu = fs::path(options_.hook_path) / api::kHostVgpuDir;
+  const std::string& hook = options_.hook_path;
+  const std::string node_dir = api::HostNodeDir(hook);
   std::error_code ec;
-  for (const char* sub : {api::kHostContainersDir, api::kHostLimitsDir, api::kHostNodeDir}) {
-    fs::create_directories(vgpu / sub, ec);
-    if (ec) return Internal("cannot create " + (vgpu / sub).string() + ": " + ec.message());
+  for (const std::string& dir :
+       {api::HostContainersDir(hook), api::HostLimitsDir(hook), node_dir}) {
+    fs::create_directories(dir, ec);
+    if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   }
   // Every container's processes (any user) create and map per-GPU files in the node directory.
-  fs::permissions(vgpu / api::kHostNodeDir, fs::perms::all, ec);
-  if (ec)
-    return Internal("cannot chmod " + (vgpu / api::kHostNodeDir).string() + ": " + ec.message());
-  std::string want = (vgpu / api::kHostLibrary).string() + "\n";
-  fs::path preload = vgpu / api::kHostPreloadFile;
+  fs::permissions(node_dir, fs::perms::all, ec);
+  if (ec) return Internal("cannot chmod " + node_dir + ": " + ec.message());
+  std::string want = api::HostLibraryFile(hook) + "\n";
+  fs::path preload = api::HostPreloadFile(hook);
   // Rewritten unless it already holds exactly `want`: a missing or unreadable file, or one longer
   // than `want` (refused by the bound, so a stray large file is never read whole), is replaced.
   Result<std::string> have = base::ReadFile(preload.string(), want.size());
@@ -295,11 +296,11 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
   const core::ContainerRequest& req = f.request.containers[index];
   bool disable_control = req.disable_control.value_or(false);
 
-  fs::path vgpu = fs::path(options_.hook_path) / api::kHostVgpuDir;
-  std::string slot = f.uid + "_" + container;
-  fs::path region = vgpu / api::kHostContainersDir / slot;
-  fs::path limits = vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix);
-  fs::path lib = vgpu / api::kHostLibrary;
+  const std::string& hook = options_.hook_path;
+  const std::string slot = api::PodContainerSlot(f.uid, container);
+  fs::path region = api::HostContainerDir(hook, slot);
+  fs::path limits = api::HostLimitsFile(hook, slot);
+  fs::path lib = api::HostLibraryFile(hook);
   std::error_code ec;
   if (!fs::is_regular_file(lib, ec))
     return Internal(who + ": " + lib.string() + " is missing; refusing to start without isolation");
@@ -316,7 +317,7 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
         std::to_string(grants[i].cores_percent);
   }
   a.envs[api::kEnvSmLimit] = std::to_string(grants.front().cores_percent);
-  a.envs[api::kEnvSharedCache] = (vgpu / api::kRegionFileName).string();
+  a.envs[api::kEnvSharedCache] = api::ContainerRegionFile(hook);
   a.envs[api::kEnvTaskPriority] = std::to_string(req.priority);
   // disableCoreLimit, then the device config's gpuCorePolicy, then the container's own value
   // (any letter case: HAMi-core reads FORCE/DISABLE too); anything else is "default".
@@ -349,11 +350,10 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
                           fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
 
   a.mounts.push_back({lib.string(), lib.string(), true});
-  if (!disable_control)
-    a.mounts.push_back({api::kPreloadPath, (vgpu / api::kHostPreloadFile).string(), true});
-  a.mounts.push_back({vgpu.string(), region.string(), false});
+  if (!disable_control) a.mounts.push_back({api::kPreloadPath, api::HostPreloadFile(hook), true});
+  a.mounts.push_back({api::HostVgpuDir(hook), region.string(), false});
   a.mounts.push_back({api::kLimitsFilePath, limits.string(), true});
-  a.mounts.push_back({api::kNodeDirPath, (vgpu / api::kHostNodeDir).string(), false});
+  a.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), false});
   return a;
 }
 

@@ -35,8 +35,8 @@ std::string CdiSpecPath(const CdiOptions& options, const std::string& claim_uid)
 
 ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
                            const CdiOptions& options) {
-  fs::path vgpu = fs::path(options.hook_path) / api::kHostVgpuDir;
-  std::string slot = ClaimSlot(claim_uid);
+  const std::string& hook = options.hook_path;
+  const std::string slot = ClaimSlot(claim_uid);
   ClaimEdits e;
   std::vector<std::string> uuids;
   for (const auto& s : shares) uuids.push_back(s.uuid);
@@ -48,20 +48,18 @@ ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<Alloc
         std::to_string(shares[i].cores);
   }
   if (!shares.empty()) e.env[api::kEnvSmLimit] = std::to_string(shares.front().cores);
-  e.env[api::kEnvSharedCache] = (vgpu / api::kRegionFileName).string();
+  e.env[api::kEnvSharedCache] = api::ContainerRegionFile(hook);
   e.env[api::kEnvTaskPriority] = "1";  // core::ContainerRequest's default (low)
   e.env[api::kEnvCorePolicy] = options.config.disable_core_limit ? "disable" : "default";
   if (options.config.memory_scaling > 1.0) e.env[api::kEnvOversubscribe] = "true";
   if (!options.config.libcuda_log_level.empty())
     e.env[api::kEnvLogLevel] = options.config.libcuda_log_level;
-  fs::path lib = vgpu / api::kHostLibrary;
-  e.mounts.push_back({lib.string(), lib.string(), true});
-  e.mounts.push_back({api::kPreloadPath, (vgpu / api::kHostPreloadFile).string(), true});
-  e.mounts.push_back({vgpu.string(), (vgpu / api::kHostContainersDir / slot).string(), false});
-  e.mounts.push_back({api::kLimitsFilePath,
-                      (vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix)).string(),
-                      true});
-  e.mounts.push_back({api::kNodeDirPath, (vgpu / api::kHostNodeDir).string(), false});
+  const std::string lib = api::HostLibraryFile(hook);
+  e.mounts.push_back({lib, lib, true});
+  e.mounts.push_back({api::kPreloadPath, api::HostPreloadFile(hook), true});
+  e.mounts.push_back({api::HostVgpuDir(hook), api::HostContainerDir(hook, slot), false});
+  e.mounts.push_back({api::kLimitsFilePath, api::HostLimitsFile(hook, slot), true});
+  e.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), false});
   return e;
 }
 
@@ -115,13 +113,13 @@ Status WriteFileAtomically(const std::string& path, const std::string& content, 
 
 Status WriteClaimFiles(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
                        const CdiOptions& options) {
-  fs::path vgpu = fs::path(options.hook_path) / api::kHostVgpuDir;
-  std::string slot = ClaimSlot(claim_uid);
-  fs::path region = vgpu / api::kHostContainersDir / slot;
-  fs::path limits = vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix);
+  const std::string slot = ClaimSlot(claim_uid);
+  fs::path region = api::HostContainerDir(options.hook_path, slot);
+  fs::path limits = api::HostLimitsFile(options.hook_path, slot);
+  const std::string lib = api::HostLibraryFile(options.hook_path);
   std::error_code ec;
-  if (!fs::is_regular_file(vgpu / api::kHostLibrary, ec)) {
-    return Internal("claim " + claim_uid + ": " + (vgpu / api::kHostLibrary).string() +
+  if (!fs::is_regular_file(lib, ec)) {
+    return Internal("claim " + claim_uid + ": " + lib +
                     " is missing; refusing to prepare a GPU without isolation");
   }
   ClaimEdits edits = BuildClaimEdits(claim_uid, shares, options);
@@ -151,19 +149,17 @@ Status WriteClaimFiles(const std::string& claim_uid, const std::vector<Allocated
 }
 
 Status RemoveClaimFiles(const std::string& claim_uid, const CdiOptions& options) {
-  fs::path vgpu = fs::path(options.hook_path) / api::kHostVgpuDir;
-  std::string slot = ClaimSlot(claim_uid);
+  const std::string slot = ClaimSlot(claim_uid);
   std::error_code ec;
   for (const fs::path& p : {fs::path(CdiSpecPath(options, claim_uid)),
-                            vgpu / api::kHostLimitsDir / (slot + api::kHostLimitsSuffix)}) {
+                            fs::path(api::HostLimitsFile(options.hook_path, slot))}) {
     fs::remove(p, ec);
     if (ec)
       return Internal("claim " + claim_uid + ": cannot remove " + p.string() + ": " + ec.message());
   }
-  fs::remove_all(vgpu / api::kHostContainersDir / slot, ec);
-  if (ec)
-    return Internal("claim " + claim_uid + ": cannot remove " +
-                    (vgpu / api::kHostContainersDir / slot).string() + ": " + ec.message());
+  const std::string region = api::HostContainerDir(options.hook_path, slot);
+  fs::remove_all(region, ec);
+  if (ec) return Internal("claim " + claim_uid + ": cannot remove " + region + ": " + ec.message());
   return Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "api/limits.h"
 #include "base/clock.h"
 #include "base/signals.h"
 #include "enforce/nvml_processes.h"
@@ -31,7 +32,7 @@ namespace {
 struct Flags {
   std::string node_name;
   std::string hook_path = "/usr/local";
-  std::string node_dir = "/usr/local/vgpu/node";
+  std::string node_dir = api::HostNodeDir("/usr/local");  // follows hook_path unless given
   std::string listen = "0.0.0.0";
   int port = 9394;
   double interval_s = 5;
@@ -181,6 +182,7 @@ void RegisterMonitorCommand(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   flags->node_name = Env("NODE_NAME");
   if (!Env("HOOK_PATH").empty()) flags->hook_path = Env("HOOK_PATH");
+  flags->node_dir = api::HostNodeDir(flags->hook_path);
   auto* cmd =
       app.add_subcommand("monitor", "Export per-GPU and per-container-slice metrics of this node");
   cmd->add_option("--node-name", flags->node_name, "this node (env NODE_NAME)")
@@ -188,8 +190,11 @@ void RegisterMonitorCommand(CLI::App& app) {
   cmd->add_option("--hook-path", flags->hook_path,
                   "host dir holding vgpu/containers (env HOOK_PATH)")
       ->capture_default_str();
-  cmd->add_option("--node-dir", flags->node_dir, "SM limiter's per-GPU priority files (\"\" = off)")
-      ->capture_default_str();
+  CLI::Option* node_dir =
+      cmd->add_option("--node-dir", flags->node_dir,
+                      "SM limiter's per-GPU priority files (\"\" = off; default "
+                      "<hook-path>/vgpu/node, following --hook-path and HOOK_PATH)")
+          ->capture_default_str();
   cmd->add_option("--listen", flags->listen, "address of /metrics")->capture_default_str();
   cmd->add_option("--port", flags->port, "port of /metrics")
       ->check(CLI::Range(0, 65535))
@@ -243,7 +248,10 @@ void RegisterMonitorCommand(CLI::App& app) {
                   "the host's /proc (the DaemonSet runs with hostPID)")
       ->capture_default_str();
   cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
-  cmd->callback([flags] {
+  cmd->callback([flags, node_dir] {
+    // Without an explicit --node-dir, the node directory is the one under the final hook path
+    // (the device plugin creates both from the same HOOK_PATH), so the two never disagree.
+    if (node_dir->count() == 0) flags->node_dir = api::HostNodeDir(flags->hook_path);
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <string_view>
 #include <system_error>
+
+#include "api/limits.h"
 
 namespace fracgpu::monitor {
 namespace {
@@ -22,13 +25,13 @@ bool SafePart(const std::string& s) {
 }  // namespace
 
 Result<ContainerDir> ParseContainerDirName(const std::string& name) {
-  size_t us = name.find('_');
-  if (us == std::string::npos)
+  std::string_view pod_uid, container;
+  if (!api::SplitPodContainerSlot(name, &pod_uid, &container))
     return InvalidArgument("directory \"" + name + "\" is not <pod UID>_<container>: no '_'");
   ContainerDir d;
   d.name = name;
-  d.pod_uid = name.substr(0, us);
-  d.container = name.substr(us + 1);
+  d.pod_uid = pod_uid;
+  d.container = container;
   if (!SafePart(d.pod_uid) || !SafePart(d.container))
     return InvalidArgument("directory \"" + name +
                            "\" is not <pod UID>_<container>: empty or unsafe part");

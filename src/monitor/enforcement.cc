@@ -85,19 +85,18 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
   std::map<std::string, std::vector<std::string>> containers_of_pod;
 
   // Containers with fracgpu limits.
-  const std::string vgpu = options_.hook_path + "/" + api::kHostVgpuDir;
-  const std::string limits_dir = vgpu + "/" + api::kHostLimitsDir;
-  const std::string_view suffix = api::kHostLimitsSuffix;
+  const std::string limits_dir = api::HostLimitsDir(options_.hook_path);
   if (DIR* d = ::opendir(limits_dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string file = e->d_name;
-      if (file.size() <= suffix.size() || !file.ends_with(suffix)) continue;
-      auto parsed = ParseContainerDirName(file.substr(0, file.size() - suffix.size()));
+      const std::string_view slot = api::SlotFromLimitsFileName(file);
+      if (slot.empty()) continue;
+      auto parsed = ParseContainerDirName(std::string(slot));
       if (!parsed.ok()) continue;
       enforce::ContainerState c;
       c.id = {parsed->pod_uid, parsed->container};
       std::vector<std::string> uuids;
-      auto text = ReadLimitsText(limits_dir + "/" + file);
+      auto text = ReadLimitsText(api::JoinHostPath(limits_dir, file));
       if (!text.ok()) {
         c.limits_ok = false;
         c.limits_error = text.status().message();
@@ -126,9 +125,8 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
       if (!c.limits_ok && last != c.limits_error)
         spdlog::warn("limits of {}: {}", parsed->name, c.limits_error);
       last = c.limits_ok ? "" : c.limits_error;
-      auto claims = enforce::ReadRegionClaims(
-          vgpu + "/" + api::kHostContainersDir + "/" + parsed->name + "/" + api::kRegionFileName,
-          uuids);
+      auto claims =
+          enforce::ReadRegionClaims(api::HostRegionFile(options_.hook_path, parsed->name), uuids);
       if (claims.ok()) {
         c.claims = std::move(*claims);
         for (const auto& [uuid, _] : c.claims) managed.insert(uuid);

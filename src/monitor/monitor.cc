@@ -209,7 +209,7 @@ void Monitor::Poll(uint64_t now_ns) {
     if (removed.count(d.name)) continue;
     present_uids.insert(d.pod_uid);
     std::string reason;
-    auto contents = ReadRegionFile(d.path + "/" + api::kRegionFileName, &reason);
+    auto contents = ReadRegionFile(api::JoinHostPath(d.path, api::kRegionFileName), &reason);
     if (!contents.ok()) {
       registry_.Add("fracgpu_monitor_region_skipped_total", {{"reason", reason}});
       snap.skipped.push_back({d.name, reason + ": " + contents.status().message()});
@@ -391,8 +391,8 @@ void Monitor::Collect(metrics::Registry::Scrape& s) const {
 }
 
 std::string MissingContainersWarning(const std::string& hook_path) {
-  const std::string layout = std::string(api::kHostVgpuDir) + "/" + api::kHostContainersDir;
-  const std::string dir = hook_path + "/" + layout;
+  const std::string layout = api::JoinHostPath(api::kHostVgpuDir, api::kHostContainersDir);
+  const std::string dir = api::HostContainersDir(hook_path);
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "";
   return dir +

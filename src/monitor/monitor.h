@@ -88,9 +88,7 @@ class Monitor {
   const std::map<std::string, PodRef>& known_pods() const { return known_pods_; }
 
   /// The region directory root: <hook_path>/vgpu/containers.
-  std::string containers_root() const {
-    return options_.hook_path + "/" + api::kHostVgpuDir + "/" + api::kHostContainersDir;
-  }
+  std::string containers_root() const { return api::HostContainersDir(options_.hook_path); }
 
  private:
   void Collect(metrics::Registry::Scrape& s) const;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "api/node_gpu.h"
 #include "monitor/monitor.h"
 #include "region_files.h"
 
@@ -128,6 +129,47 @@ TEST(MonitorCommand, HelpShowsTheDefaults) {
                 (v + shown.size() == line.size() || line[v + shown.size()] == ' '))
         << flag << " should show =" << value << ": " << line;
   }
+}
+
+// Without --node-dir the node directory follows the hook path (--hook-path or HOOK_PATH), so
+// the priority file the device plugin's <hook>/vgpu/node holds is read; an explicit --node-dir,
+// "" (off) included, wins.
+TEST(MonitorCommand, NodeDirFollowsTheHookPathUnlessGiven) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/vgpu/node");
+  api::NodeGpu node{};
+  node.magic = api::kNodeGpuMagic;
+  node.version = api::kNodeGpuVersion;
+  node.high_last_launch_ns = 1;  // a launch long ago: any monotonic now is later
+  WriteBytes(dir.path() + "/vgpu/node/" + kGpu,
+             std::string(reinterpret_cast<const char*>(&node), sizeof node));
+  ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":4096").c_str(), 1);
+  ::unsetenv("FAKE_GPU_STATE_DIR");
+  const std::string nvml = std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1";
+  const std::string age = "fracgpu_gpu_priority_launch_age_seconds{node=\"n1\",device_uuid=\"" +
+                          std::string(kGpu) + "\"} ";
+  auto once = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"monitor",     "--once", "--no-apiserver", "--no-enforce",
+                                     "--node-name", "n1",     "--nvml-library", nvml};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ::testing::internal::CaptureStdout();
+    int rc = RunCli(args);
+    std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(rc, 0);
+    return out;
+  };
+  ::unsetenv("HOOK_PATH");
+  std::string out = once({"--hook-path", dir.path()});
+  EXPECT_NE(out.find(age), std::string::npos) << out;  // <hook-path>/vgpu/node
+  out = once({"--hook-path", dir.path(), "--node-dir", ""});
+  EXPECT_EQ(out.find(age), std::string::npos) << out;  // "" = off
+  out = once({"--hook-path", dir.path(), "--node-dir", dir.path() + "/elsewhere"});
+  EXPECT_EQ(out.find(age), std::string::npos) << out;  // explicit, holding no file
+  // HOOK_PATH alone moves both (the flags are registered after it is set).
+  ::setenv("HOOK_PATH", dir.path().c_str(), 1);
+  out = once({});
+  ::unsetenv("HOOK_PATH");
+  EXPECT_NE(out.find(age), std::string::npos) << out;
 }
 
 TEST(MonitorCommand, WarnsAtStartWhenTheContainersDirectoryIsMissing) {
