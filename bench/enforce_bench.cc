@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 
+#include "../tests/support/temp_dir.h"
 #include "api/region.h"
 #include "enforce/enforce.h"
 #include "metrics/registry.h"
@@ -47,12 +48,11 @@ class Source : public enforce::ProcessSource {
 
 // The whole node on disk (limits, regions, a /proc copy) and the driver's answer in memory.
 struct Node {
-  std::string dir;
+  test_support::TempDir tmp{"fracgpu-bench-enforce-"};  // declared first: dir is its path
+  std::string dir = tmp.path();
   Source source;
   enforce::Observation obs;  // the same poll, for the core alone
   Node() {
-    char tmpl[] = "/tmp/fracgpu-bench-enforce-XXXXXX";
-    dir = mkdtemp(tmpl);
     fs::create_directories(dir + "/hook/vgpu/limits");
     for (int g = 0; g < kGpus; ++g)
       source.gpus.push_back(
@@ -102,7 +102,6 @@ struct Node {
     }
     obs.gpus = source.gpus;
   }
-  ~Node() { fs::remove_all(dir); }
 };
 
 Node& TheNode() {

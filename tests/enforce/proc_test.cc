@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../support/temp_dir.h"
+
 namespace fracgpu::enforce {
 namespace {
 
@@ -131,11 +133,7 @@ TEST(Stat, StartTimeIsField22EvenWithSpacesAndParensInComm) {
 // A copy of /proc's layout: <root>/<pid>/{stat,cgroup}.
 class FakeProc {
  public:
-  FakeProc() {
-    char tmpl[] = "/tmp/fracgpu-proc-XXXXXX";
-    root_ = mkdtemp(tmpl);
-  }
-  ~FakeProc() { std::filesystem::remove_all(root_); }
+  FakeProc() : root_(tmp_.path()) {}
   void Set(uint32_t pid, uint64_t start, const std::string& cgroup) {
     std::filesystem::create_directories(root_ + "/" + std::to_string(pid));
     std::string stat = std::to_string(pid) + " (app) S 1";
@@ -150,6 +148,7 @@ class FakeProc {
   const std::string& root() const { return root_; }
 
  private:
+  test_support::TempDir tmp_{"fracgpu-proc-"};  // declared first: root_ is its path
   std::string root_;
 };
 

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,11 +38,7 @@ struct Outcome {
 
 class RunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fracgpu-runtest-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = tmp_.path(); }
 
   // Runs `fracgpu run <args>` (fracgpu = `binary`) with the fake driver's environment.
   Outcome Run(const std::vector<std::string>& args, const std::string& binary = FRACGPU_BIN) {
@@ -118,6 +116,7 @@ class RunTest : public ::testing::Test {
         out.push_back(e.path().string());
     return out;
   }
+  fracgpu::test_support::TempDir tmp_{"fracgpu-runtest-"};
   std::string dir_;
 };
 

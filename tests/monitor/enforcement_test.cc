@@ -18,6 +18,8 @@
 #include <fstream>
 #include <thread>
 
+#include "../support/temp_dir.h"
+
 namespace fracgpu::monitor::testing {
 namespace {
 
@@ -57,8 +59,7 @@ struct Proc {
 class EnforcementTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fracgpu-enforce-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = tmp_.path();
     hook_ = dir_ + "/hook";
     proc_ = dir_ + "/proc";
     state_ = dir_ + "/state";
@@ -81,7 +82,6 @@ class EnforcementTest : public ::testing::Test {
       close(p.out);
       close(p.in);
     }
-    fs::remove_all(dir_);
   }
   // A fracgpu container: the plugin's limits file and region directory.
   void Container(const std::string& uid, const std::string& limit = "1000m") {
@@ -165,6 +165,7 @@ class EnforcementTest : public ::testing::Test {
     return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   }
 
+  test_support::TempDir tmp_{"fracgpu-enforce-"};  // removed after TearDown killed the apps
   std::string dir_, hook_, proc_, state_;
   std::unique_ptr<enforce::NvmlProcesses> nvml_;
   std::map<std::string, PodRef> pods_;

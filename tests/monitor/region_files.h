@@ -14,24 +14,18 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "vgpu/region.h"
 
 namespace fracgpu::monitor::testing {
 
 inline constexpr uint64_t kMiB = 1024ull * 1024ull;
 
-/// A temporary directory removed at destruction.
-class TempDir {
+/// A temporary directory removed at destruction (test_support::TempDir: under $TEST_TMPDIR,
+/// checked).
+class TempDir : public test_support::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/fracgpu-monitor-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(dir_); }
-  const std::string& path() const { return dir_; }
-
- private:
-  std::string dir_;
+  TempDir() : test_support::TempDir("fracgpu-monitor-") {}
 };
 
 /// One device of a hand-made region.

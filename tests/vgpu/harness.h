@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.h"
+
 namespace fracgpu::vgpu::testing {
 
 inline constexpr const char* kTwoGpus =
@@ -24,32 +26,28 @@ inline constexpr const char* kUuid0 = "GPU-11111111-1111-1111-1111-111111111111"
 inline constexpr const char* kUuid1 = "GPU-22222222-2222-2222-2222-222222222222";
 inline constexpr unsigned long long kMiB = 1024ull * 1024ull;
 
-/// A private working directory with a region file; removed at destruction.
+/// A private working directory with a region file (test_support::TempDir: under $TEST_TMPDIR,
+/// checked); removed at destruction.
 class Sandbox {
  public:
-  Sandbox() {
-    char tmpl[] = "/tmp/fracgpu-vgpu-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  ~Sandbox() { std::filesystem::remove_all(dir_); }
-  const std::string& dir() const { return dir_; }
-  std::string region() const { return dir_ + "/region.cache"; }
+  const std::string& dir() const { return tmp_.path(); }
+  std::string region() const { return tmp_.path() + "/region.cache"; }
   /// Writes the limits file the test copy of libvgpu.so reads (relative to the cwd).
   void WriteLimitsFile(const std::string& text) const {
-    std::ofstream(dir_ + "/fracgpu-limits.env") << text;
+    std::ofstream(tmp_.path() + "/fracgpu-limits.env") << text;
   }
   /// Default environment: preload, fake libraries, two fake GPUs, private region.
   std::map<std::string, std::string> Env() const {
     return {{"LD_PRELOAD", FRACGPU_LIBVGPU_TESTPATH},
             {"LD_LIBRARY_PATH", FRACGPU_FAKES_LIB},
             {"FAKE_GPU_DEVICES", kTwoGpus},
-            {"FAKE_GPU_STATE_DIR", dir_},
+            {"FAKE_GPU_STATE_DIR", tmp_.path()},
             {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region()},
             {"LIBCUDA_LOG_LEVEL", "0"}};
   }
 
  private:
-  std::string dir_;
+  test_support::TempDir tmp_{"fracgpu-vgpu-"};  // checked, under $TEST_TMPDIR, removed at the end
 };
 
 /// A running vgpu_app.
