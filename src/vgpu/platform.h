@@ -3,9 +3,27 @@
 // chosen at link time, so both are built from the same objects (src/vgpu/CMakeLists.txt):
 // platform_host.cc in libvgpu.so, platform_fake.cc in libvgpu_testpath.so. Nothing else in
 // libvgpu.so is compiled differently for tests.
+#include <errno.h>
+#include <time.h>
+
 #include <cstdint>
 
 namespace fracgpu::vgpu::platform {
+
+/// CLOCK_MONOTONIC in ns: the host's limiter clock, and the test copy's where the driver is not
+/// the fake (shared by both platform files).
+inline uint64_t MonotonicClockNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `t` ns (absolute), restarted after signals.
+inline void SleepUntilMonotonicNs(uint64_t t) noexcept {
+  timespec ts{static_cast<time_t>(t / 1'000'000'000ull), static_cast<long>(t % 1'000'000'000ull)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
 
 /// The limits file's path (docs/design/CONTRACT.md §3). Compiled in, with deliberately no
 /// run-time override, so nothing a tenant sets moves it. Host: api::kLimitsFilePath. Test:

@@ -3,9 +3,7 @@
 // (tests/fakes/cuda/fake_clock.h), found in libcuda.so.1 at first use; the real clocks where
 // the driver is not the fake.
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <atomic>
 
@@ -31,12 +29,6 @@ void ResolveClock() noexcept {
   g_resolved.store(true, std::memory_order_release);
 }
 
-uint64_t MonotonicNs() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 }  // namespace
 
 const char* LimitsFilePath() noexcept { return "fracgpu-limits.env"; }
@@ -45,15 +37,13 @@ const char* NodeDirPath() noexcept { return "fracgpu-node"; }
 uint64_t NowNs() noexcept {
   ResolveClock();
   if (NowFn f = g_now.load(std::memory_order_relaxed)) return f();
-  return MonotonicNs();
+  return MonotonicClockNs();
 }
 
 void SleepUntilNs(uint64_t t) noexcept {
   ResolveClock();
   if (SleepFn f = g_sleep.load(std::memory_order_relaxed)) return f(t);
-  timespec ts{static_cast<time_t>(t / 1'000'000'000ull), static_cast<long>(t % 1'000'000'000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
+  SleepUntilMonotonicNs(t);
 }
 
 uint64_t NvmlNowUs() noexcept { return NowNs() / 1000; }

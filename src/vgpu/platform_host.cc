@@ -1,5 +1,4 @@
 // The shipped platform of libvgpu.so (platform.h): real clocks, compiled-in host paths.
-#include <errno.h>
 #include <time.h>
 
 #include "api/limits.h"
@@ -11,17 +10,9 @@ namespace fracgpu::vgpu::platform {
 const char* LimitsFilePath() noexcept { return api::kLimitsFilePath; }
 const char* NodeDirPath() noexcept { return api::kNodeDirPath; }
 
-uint64_t NowNs() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t NowNs() noexcept { return MonotonicClockNs(); }
 
-void SleepUntilNs(uint64_t t) noexcept {
-  timespec ts{static_cast<time_t>(t / 1'000'000'000ull), static_cast<long>(t % 1'000'000'000ull)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
-}
+void SleepUntilNs(uint64_t t) noexcept { SleepUntilMonotonicNs(t); }
 
 uint64_t NvmlNowUs() noexcept {
   timespec ts;

@@ -2,12 +2,9 @@
 // the platform seam (platform.h): the test copy of libvgpu.so links the fake's virtual clock.
 #include "vgpu/sm_limiter.h"
 
-#include <dlfcn.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
