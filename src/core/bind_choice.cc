@@ -27,4 +27,15 @@ FitResult FitForBind(const PodRequest& req, const NodeState& node, const Cluster
   return FitFragmentationAware(req, node, BindWorkload(req, state, default_policy), default_policy);
 }
 
+std::optional<std::vector<int64_t>> FragmentationAwarePriorities(
+    const PodRequest& req, const std::vector<std::string>& names, const ClusterState& state,
+    GpuPolicy default_policy) {
+  std::vector<WeightedShape> workload = BindWorkload(req, state, default_policy);
+  if (workload.empty()) return std::nullopt;
+  std::vector<const NodeState*> nodes;
+  nodes.reserve(names.size());
+  for (const auto& name : names) nodes.push_back(state.FindNode(name));
+  return FragmentationPriorities(req, nodes, std::move(workload));
+}
+
 }  // namespace fracgpu::core

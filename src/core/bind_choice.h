@@ -6,6 +6,8 @@
 // estimate of what will arrive next). The scheduler's /bind (scheduler/gpu_choice.h, under its
 // state's lock) and the UI's fit preview (ui/cluster.h) both call this, so they pick the same GPUs.
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/cluster_state.h"
@@ -38,5 +40,14 @@ std::vector<WeightedShape> BindWorkload(const PodRequest& req, const ClusterStat
 /// BindWorkload(req, state, default_policy) (spread order when that workload is empty).
 FitResult FitForBind(const PodRequest& req, const NodeState& node, const ClusterState& state,
                      GpuPolicy default_policy);
+
+/// /prioritize for `req` over the nodes `names` (in order): when its GPU policy (else
+/// `default_policy`) is kFragmentationAware and BindWorkload is not empty, the
+/// FragmentationPriorities (0–10) of those nodes in `state` (unknown or GPU-less names score
+/// 0), so the one node /prioritize gives 10 is the one FGD would choose and /bind then picks
+/// the GPUs on it by the same model; nullopt otherwise (the caller scores by the node policy).
+std::optional<std::vector<int64_t>> FragmentationAwarePriorities(
+    const PodRequest& req, const std::vector<std::string>& names, const ClusterState& state,
+    GpuPolicy default_policy);
 
 }  // namespace fracgpu::core

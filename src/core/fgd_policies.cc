@@ -228,6 +228,20 @@ double PolicyFragment(PlacementPolicy policy, const FragNode& node, const FragWo
   }
 }
 
+bool HasFgdGpuOrder(PlacementPolicy policy) {
+  switch (policy) {
+    case PlacementPolicy::kFgd:
+    case PlacementPolicy::kFgdGpuWeighted:
+    case PlacementPolicy::kFgdBestFit:
+    case PlacementPolicy::kFgdPacking:
+    case PlacementPolicy::kFgdKeepFree:
+    case PlacementPolicy::kFgdCpuBalance:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::vector<ShapeCount> GpuWeightedCounts(std::vector<ShapeCount> counts) {
   for (auto& c : counts) c.count *= std::max(1, c.shape.num_gpus);
   return counts;

@@ -122,6 +122,14 @@ Placement ChooseNode(PlacementPolicy policy, std::span<const FragNode> nodes,
 /// True for the policies that read F_n(M) (the FGD family).
 bool UsesFragment(PlacementPolicy policy);
 
+/// True for the policies whose GPU choice within a node is the paper's FGD one over their
+/// workload: a sharing pod takes the first GPU in index order with the highest
+/// int(sigmoid(ΔF / 1000) × 100) of NodeFragment, other pods the tightest GPUs; they differ
+/// from FGD only between nodes. That is the order of FragmentationModel::Orderer
+/// (frag_scheduler.h), so core/frag_choice can place their pods: kFgd, kFgdGpuWeighted,
+/// kFgdBestFit, kFgdPacking, kFgdKeepFree and kFgdCpuBalance (kFragmentationAwarePolicy).
+bool HasFgdGpuOrder(PlacementPolicy policy);
+
 /// The fragment measure the policy reads, milli-GPU: NodeFragmentCpuAware for the CPU-aware
 /// variants, NodeFragment otherwise. ChooseNode's `node_frag[i]` must equal this.
 double PolicyFragment(PlacementPolicy policy, const FragNode& node, const FragWorkload& workload);

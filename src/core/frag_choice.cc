@@ -1,6 +1,7 @@
 #include "core/frag_choice.h"
 
-#include "core/frag_scheduler.h"
+#include <algorithm>
+#include <cmath>
 
 namespace fracgpu::core {
 
@@ -40,9 +41,50 @@ FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
     return Fit(req, node, options);
   }
   const FragmentationModel model(std::move(workload), kFragmentationAwarePolicy);
-  const FragmentationModel::Orderer orderer(model, /*pod_cpu_milli=*/0);
+  return FitFragmentationAware(req, node, model, /*pod_cpu_milli=*/0);
+}
+
+FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
+                                const FragmentationModel& model, int64_t pod_cpu_milli) {
+  FitOptions options;
+  options.want_reasons = true;
+  options.default_gpu_policy = GpuPolicy::kFragmentationAware;
+  const FragmentationModel::Orderer orderer(model, pod_cpu_milli);
   options.orderer = &orderer;
   return Fit(req, node, options);
+}
+
+std::vector<int64_t> FragmentationPriorities(const PodRequest& req,
+                                             std::span<const NodeState* const> nodes,
+                                             std::vector<WeightedShape> workload) {
+  std::vector<int64_t> out(nodes.size(), 0);
+  const FragmentationModel model(std::move(workload), kFragmentationAwarePolicy);
+  std::vector<size_t> fitting;
+  std::vector<float> scores;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i] == nullptr) continue;
+    auto score = model.ScoreNode(req, /*pod_cpu_milli=*/0, *nodes[i]);
+    if (!score.ok()) continue;  // does not fit: priority 0
+    fitting.push_back(i);
+    scores.push_back(static_cast<float>(score->score));
+  }
+  if (scores.empty()) return out;
+  const auto [lo, hi] = std::minmax_element(scores.begin(), scores.end());
+  const float min = *lo, max = *hi;
+  // One node of the best score, the first by name, gets 10 (FGD's ties go to a fixed node order,
+  // docs/design/fgd-evaluation.md §3 point 9, where kube-scheduler would pick among equals at
+  // random); the rest 0–9 by min–max normalisation.
+  size_t winner = fitting.size();
+  for (size_t k = 0; k < fitting.size(); ++k) {
+    out[fitting[k]] =
+        max == min ? 9 : std::lround(9.0 * (scores[k] - min) / static_cast<double>(max - min));
+    if (scores[k] == max &&
+        (winner == fitting.size() || nodes[fitting[k]]->name < nodes[fitting[winner]]->name)) {
+      winner = k;
+    }
+  }
+  out[fitting[winner]] = 10;
+  return out;
 }
 
 }  // namespace fracgpu::core

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "core/fgd_policies.h"
 #include "core/fit.h"
 #include "core/frag.h"
+#include "core/frag_scheduler.h"
 #include "core/node.h"
 #include "core/request.h"
 
@@ -45,5 +47,26 @@ class ShapeCounter {
 /// kFragmentationAwarePolicy over `workload` (the spread order when `workload` is empty).
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
                                 std::vector<WeightedShape> workload, GpuPolicy default_policy);
+
+/// The same fit with a prepared model (built once, e.g. the simulator's M from the trace) and
+/// the pod's CPU request in milli-CPU, subtracted from the node's CPU left in the hypothetical
+/// placements as the paper does (the overload above passes 0: the extender does not count CPU
+/// in F). Always uses the fragmentation-aware GPU order, whatever the pod's own policy.
+FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
+                                const FragmentationModel& model, int64_t pod_cpu_milli);
+
+/// The extender's /prioritize scores (0–10, docs/design/CONTRACT.md §5) of a
+/// fragmentation-aware pod, one per entry of `nodes` (nullptr: not a GPU node). On each node
+/// where `req` fits, FragmentationModel(workload, kFragmentationAwarePolicy)::ScoreNode gives
+/// FGD's node score s = int(sigmoid(ΔF / 1000) × 100) (ΔF the fragmentation the placement
+/// removes, CPU 0); the priority is round(9 × (s − min) / (max − min)) over the fitting nodes
+/// (9 when all are equal), except that the first node by name among those with the best s
+/// gets 10: FGD breaks ties by a fixed node order (docs/design/fgd-evaluation.md §3 point 9:
+/// random tie-breaking, what kube-scheduler does among equal totals, costs FGD ~5 points).
+/// 0 where the pod does not fit. `workload` must not be empty (with no shape in M every ΔF is
+/// 0; the caller then scores by the node policy).
+std::vector<int64_t> FragmentationPriorities(const PodRequest& req,
+                                             std::span<const NodeState* const> nodes,
+                                             std::vector<WeightedShape> workload);
 
 }  // namespace fracgpu::core

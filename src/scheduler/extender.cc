@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/codec.h"
 #include "core/fit.h"
@@ -244,6 +245,16 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   if (req.ok() && req->node_policy) policy = *req->node_policy;
   if (!req.ok() || !req->UsesGpu()) {
     for (const auto& n : args.node_names) out.push_back({{"Host", n}, {"Score", 0}});
+    return out;
+  }
+  // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
+  // model /bind then picks the GPUs with), under one shared lock of the state.
+  const std::optional<std::vector<int64_t>> frag = state_->Read([&](const core::ClusterState& m) {
+    return core::FragmentationAwarePriorities(*req, args.node_names, m, config_.default_gpu_policy);
+  });
+  if (frag) {
+    for (size_t i = 0; i < args.node_names.size(); ++i)
+      out.push_back({{"Host", args.node_names[i]}, {"Score", (*frag)[i]}});
     return out;
   }
   std::vector<float> scores;

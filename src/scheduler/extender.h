@@ -7,7 +7,9 @@
 //    (NodeNames or full Nodes); FailedNodes gives a reason per node that does not fit (HAMi's
 //    "<cnt>/<total> <Reason>" summary), FailedAndUnresolvableNodes one per node with no GPUs.
 //    A pod that uses no fracgpu resource passes with every node.
-//  * Prioritize: core::PriorityScores of the pod's node policy (0–10).
+//  * Prioritize: core::PriorityScores of the pod's node policy (0–10); for a
+//    fragmentation-aware pod (its GPU policy, else the default) FGD's node score normalised the
+//    same way (core::FragmentationAwarePriorities), so the node FGD would choose scores 10.
 //  * Bind: node lock (in-process mutex + `hami.io/mutex.lock`), re-check the fit against the
 //    current state, choose GPUs by the pod's GPU policy, write the decision annotations and
 //    their signature, record the decision in the state, create the Binding. On any failure the

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/fit.h"
+#include "core/frag_choice.h"
 
 namespace fracgpu::sim {
 namespace {
@@ -136,6 +137,13 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
   std::optional<ScoreMemo> memo;
   if (own_workload && options.memoize) memo.emplace(nodes.size());
 
+  // The FGD-ordered policies place through core/frag_choice — the fit /bind and the UI preview
+  // run — over the trace's M and with the pod's CPU; the policy's own pick is the cross-check.
+  std::optional<core::FragmentationModel> frag_model;
+  if (core::HasFgdGpuOrder(policy)) {
+    frag_model.emplace(gpu_weighted ? workload.target_gpu_weighted : workload.target, policy);
+  }
+
   std::vector<Sample> samples;
   samples.reserve(arrivals.size());
   core::FitOptions fit_options;
@@ -169,9 +177,14 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
       }
     } else {
       core::NodeState& s = states[p.node];
-      const PickOrderer orderer(p.pick);
-      fit_options.orderer = &orderer;
-      const core::FitResult fit = core::Fit(request, s, fit_options);
+      core::FitResult fit;
+      if (frag_model) {
+        fit = core::FitFragmentationAware(request, s, *frag_model, d.cpu_milli);
+      } else {
+        const PickOrderer orderer(p.pick);
+        fit_options.orderer = &orderer;
+        fit = core::Fit(request, s, fit_options);
+      }
       bool same = fit.fits;
       if (same && d.num_gpus > 0) {
         std::vector<uint16_t> want(p.pick.index.begin(), p.pick.index.begin() + p.pick.count);
@@ -183,8 +196,8 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
       }
       if (!same) {
         return Internal("pod " + pod.name + " on node " + s.name + ": " +
-                        core::PlacementPolicyName(policy) +
-                        " chose GPUs core fit does not grant (" +
+                        core::PlacementPolicyName(policy) + " chose GPUs " +
+                        (frag_model ? "core/frag_choice" : "core fit") + " does not grant (" +
                         (fit.fits ? std::string("different GPUs") : fit.summary) + ")");
       }
       FRACGPU_RETURN_IF_ERROR(

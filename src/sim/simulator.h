@@ -43,10 +43,13 @@ struct RunResult {
 
 /// Runs `policy` with `seed`: arrivals from BuildArrivals (stream 0 of the seed), the node
 /// tie-break order a seeded permutation of the name-sorted nodes (stream 1), Random's draws
-/// from stream 2. Each pod: core::ChooseNode on the compact nodes; a placement is then fitted
-/// by core::Fit on the NodeState with the chosen GPUs (the same fit the extender runs) and
-/// recorded with core::AddPodGrants. Errors: kInternal when core fit disagrees with the policy's
-/// feasibility (a bug), naming pod, node and fit's summary.
+/// from stream 2. Each pod: core::ChooseNode on the compact nodes chooses the node; on it, the
+/// policies with core::HasFgdGpuOrder (fragmentation-aware among them) are placed by
+/// core::FitFragmentationAware over the trace's M with the pod's CPU (core/frag_choice, the
+/// fit /bind and the UI preview run), every other policy by core::Fit with the policy's GPUs
+/// first; either must grant exactly the GPUs the policy picked. The grant is recorded with
+/// core::AddPodGrants. Errors: kInternal when the fit disagrees with the policy's feasibility or
+/// GPUs (a bug), naming pod, node and fit's summary.
 Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& workload,
                                 core::PlacementPolicy policy, uint64_t seed,
                                 const RunOptions& options = {});

@@ -78,9 +78,9 @@ Result<SimWorkload> PrepareWorkload(std::vector<TracePod> pods, const SimCluster
   for (const auto& [shape, n] : shape_counts) counts.push_back({shape, n});
   w.target = core::SelectTargetWorkload(counts, coverage_percent);
   w.compiled = core::FragWorkload::Compile(w.target, cluster.type_table);
-  w.compiled_gpu_weighted = core::FragWorkload::Compile(
-      core::SelectTargetWorkload(core::GpuWeightedCounts(std::move(counts)), coverage_percent),
-      cluster.type_table);
+  w.target_gpu_weighted =
+      core::SelectTargetWorkload(core::GpuWeightedCounts(std::move(counts)), coverage_percent);
+  w.compiled_gpu_weighted = core::FragWorkload::Compile(w.target_gpu_weighted, cluster.type_table);
   return w;
 }
 

@@ -26,14 +26,15 @@ nlohmann::json TracePodSpec(const TracePod& pod);
 
 /// Everything a run needs about the pods, prepared once per trace.
 struct SimWorkload {
-  std::vector<TracePod> pods;                ///< sorted by name
-  std::vector<core::PodRequest> requests;    ///< one per distinct (num_gpu, gpu_milli, gpu_spec)
-  std::vector<int32_t> request_of;           ///< per pod: index into requests
-  std::vector<core::FragDemand> demand;      ///< per pod: what the policies see
-  std::vector<core::WeightedShape> target;   ///< the target workload M
-  core::FragWorkload compiled;               ///< M compiled against the cluster's types
-  core::FragWorkload compiled_gpu_weighted;  ///< GpuWeightedWorkload(M), compiled
-  int64_t total_gpu_milli = 0;               ///< Σ num_gpu × gpu_milli of the trace
+  std::vector<TracePod> pods;               ///< sorted by name
+  std::vector<core::PodRequest> requests;   ///< one per distinct (num_gpu, gpu_milli, gpu_spec)
+  std::vector<int32_t> request_of;          ///< per pod: index into requests
+  std::vector<core::FragDemand> demand;     ///< per pod: what the policies see
+  std::vector<core::WeightedShape> target;  ///< the target workload M
+  std::vector<core::WeightedShape> target_gpu_weighted;  ///< M of FGD-gpuweighted
+  core::FragWorkload compiled;                           ///< M compiled against the cluster's types
+  core::FragWorkload compiled_gpu_weighted;              ///< GpuWeightedWorkload(M), compiled
+  int64_t total_gpu_milli = 0;                           ///< Σ num_gpu × gpu_milli of the trace
 };
 
 /// Sorts the pods by name, parses one pod spec per distinct GPU request with

@@ -81,5 +81,72 @@ TEST_F(CoreFitForBindTest, ThePodsOwnPolicyWinsOverTheDefault) {
   EXPECT_EQ(Chosen(req, GpuPolicy::kSpread), "GPU-0");
 }
 
+// /prioritize for a fragmentation-aware pod: four one-GPU nodes (T4, 100 cores), leftovers a 500,
+// b 1000 (idle), c 300, d 800 milli-GPU; the incoming pod asks for 50 %. Running shapes 500, 700,
+// 200 and the incoming 500: M = {500: 0.5, 700: 0.25, 200: 0.25} (all three are needed for 95 %).
+// F of one GPU with leftover L = Σ p_m · L over the m > L (docs/design/fgd-evaluation.md §3 point
+// 5), score = int(sigmoid(ΔF / 1000) × 100), ΔF = F before − F after:
+//   a: 125 → 0,   ΔF = +125, sigmoid(0.125)  = 0.5312 → 53
+//   b: 0 → 125,   ΔF = −125, sigmoid(−0.125) = 0.4688 → 46
+//   d: 0 → 225 (300 < 500 and < 700), ΔF = −225, sigmoid(−0.225) = 0.4440 → 44
+//   c: 300 < 500, the pod does not fit → 0.
+// round(9 × (s − 44) / (53 − 44)) over {53, 46, 44}: a 9, b 2, d 0; a, the only best, gets 10. The
+// spread order would have put b first (the idle node): the FGD score prefers completing a.
+class FragmentationPrioritiesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AddNode("a", 50, "shape-500");
+    AddNode("b", 0, "");
+    AddNode("c", 70, "shape-700");
+    AddNode("d", 20, "shape-200");
+  }
+  void AddNode(const std::string& name, int32_t used, const std::string& pod) {
+    DeviceInfo gpu;
+    gpu.uuid = "GPU-" + name;
+    gpu.count = 10;
+    gpu.devmem_mib = 16384;
+    gpu.devcore = 100;
+    gpu.type = "NVIDIA-Tesla T4";
+    NodeObject node;
+    node.name = name;
+    node.node_register = EncodeNodeRegister({gpu});
+    node.allocatable_gpus = 10;
+    ASSERT_TRUE(state_.UpsertNode(node).ok());
+    if (pod.empty()) return;
+    PodAllocation a = Holding(pod, used, gpu.uuid);
+    a.node = name;
+    ASSERT_TRUE(state_.Assume(a).ok());
+  }
+  ClusterState state_;
+  const std::vector<std::string> names_{"a", "b", "c", "d", "not-a-node"};
+};
+
+TEST_F(FragmentationPrioritiesTest, TheNodeFgdChoosesScoresTen) {
+  auto prio =
+      FragmentationAwarePriorities(Sharing(50), names_, state_, GpuPolicy::kFragmentationAware);
+  ASSERT_TRUE(prio.has_value());
+  EXPECT_EQ(*prio, (std::vector<int64_t>{10, 2, 0, 0, 0}));
+}
+
+TEST_F(FragmentationPrioritiesTest, EqualBestScoresGoToTheFirstNodeByName) {
+  // e is idle like b: both score 46, so both normalise to 9 and the first by name, b, gets 10
+  // (a fixed order, as FGD breaks ties), whatever order the candidates come in.
+  AddNode("e", 0, "");
+  auto prio =
+      FragmentationAwarePriorities(Sharing(50), {"e", "b"}, state_, GpuPolicy::kFragmentationAware);
+  ASSERT_TRUE(prio.has_value());
+  EXPECT_EQ(*prio, (std::vector<int64_t>{9, 10}));
+}
+
+TEST_F(FragmentationPrioritiesTest, OtherGpuPoliciesLeaveItToTheNodePolicy) {
+  EXPECT_FALSE(FragmentationAwarePriorities(Sharing(50), names_, state_, GpuPolicy::kSpread));
+  PodRequest own = Sharing(50);
+  own.gpu_policy = GpuPolicy::kFragmentationAware;
+  EXPECT_TRUE(FragmentationAwarePriorities(own, names_, state_, GpuPolicy::kSpread));
+  // Memory-only slices are no shape of M: nothing to measure, the node policy decides.
+  EXPECT_FALSE(FragmentationAwarePriorities(Sharing(0), {"b"}, ClusterState(),
+                                            GpuPolicy::kFragmentationAware));
+}
+
 }  // namespace
 }  // namespace fracgpu::core

@@ -245,6 +245,52 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   EXPECT_EQ(k8s::Annotation(*api_.Get("pods", "ml", "train"), core::kAnnotationVgpuNode), "node-b");
 }
 
+TEST_F(ExtenderTest, PrioritizeScoresAFragmentationAwarePodByFgd) {
+  // One 80,000 MiB GPU per node. node-a holds a 50 % pod, node-c a 70 % one, node-b is idle.
+  // The incoming pod asks for 50 %: M = {500: 2/3, 700: 1/3} (the running pods and it).
+  // F of one GPU with leftover L = Σ p_m · L over m > L: node-a 500 → 0 takes ΔF = +166.7
+  // (score 54), node-b 0 → 166.7 ΔF = −166.7 (score 45), node-c does not fit (30 % left). So
+  // FGD puts node-a first, where spread, the pod's node policy, puts the idle node-b first.
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 80000}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 80000}}));
+  api_.Put("nodes", GpuNode("node-c", {{"GPU-c0", 80000}}));
+  json half = GpuPod("half", {{"nvidia.com/gpu", "1"}});
+  SignedAllocation(half, "uid-half", "node-a", "GPU-a0,NVIDIA,40000,50:;");
+  half["spec"]["nodeName"] = "node-a";
+  api_.Put("pods", half);
+  json most = GpuPod("most", {{"nvidia.com/gpu", "1"}});
+  SignedAllocation(most, "uid-most", "node-c", "GPU-c0,NVIDIA,56000,70:;");
+  most["spec"]["nodeName"] = "node-c";
+  api_.Put("pods", most);
+  auto svc = StartService();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 40000));
+  ASSERT_TRUE(WaitUsed(*svc, "node-c", "GPU-c0", 56000));
+
+  auto scores_of = [&](const json& pod) {
+    json p = Post(*svc, "/prioritize",
+                  json{{"Pod", pod}, {"NodeNames", {"node-a", "node-b", "node-c"}}}.dump());
+    std::map<std::string, int> scores;
+    for (const auto& e : p) scores[e["Host"]] = e["Score"];
+    return scores;
+  };
+  json pod = GpuPod(
+      "train",
+      {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "50"}, {"nvidia.com/gpumem", "40000"}});
+  pod["metadata"]["annotations"] = {{core::kAnnotationNodePolicy, "spread"}};
+  // Spread over HAMi's node scores 10 × (Σused/Σcount + Σcores/Σdevcore + Σmem/Σdevmem):
+  // node-b 0, node-a 10 × (0.1 + 0.5 + 0.5) = 11, node-c 15; round(10 × (15 − s) / 15).
+  auto spread = scores_of(pod);
+  EXPECT_EQ(spread["node-b"], 10);
+  EXPECT_EQ(spread["node-a"], 3);
+  EXPECT_EQ(spread["node-c"], 0);
+
+  pod["metadata"]["annotations"][core::kAnnotationGpuPolicy] = "fragmentation-aware";
+  auto fgd = scores_of(pod);
+  EXPECT_EQ(fgd["node-a"], 10);
+  EXPECT_EQ(fgd["node-b"], 0);
+  EXPECT_EQ(fgd["node-c"], 0);  // does not fit
+}
+
 TEST_F(ExtenderTest, LowerCaseKeysAndFullNodesAreAccepted) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
