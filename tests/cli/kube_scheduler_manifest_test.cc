@@ -12,15 +12,10 @@
 #include <sstream>
 #include <string>
 
+#include "../support/files.h"
+
 namespace fracgpu::cli {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const std::string kDeploy = std::string(FRACGPU_SOURCE_DIR) + "/deploy/";
 
@@ -36,7 +31,8 @@ std::string WithoutImage(const std::string& m) {
 }
 
 TEST(KubeSchedulerManifest, BuiltInIsTheCommittedFile) {
-  EXPECT_EQ(BuiltInKubeSchedulerManifest(), ReadFile(kDeploy + "kube-scheduler.yaml"));
+  EXPECT_EQ(BuiltInKubeSchedulerManifest(),
+            test_support::ReadWholeFile(kDeploy + "kube-scheduler.yaml"));
 }
 
 TEST(KubeSchedulerManifest, EveryTestedMinorGetsItsOwnImage) {
@@ -109,7 +105,7 @@ TEST(KubeSchedulerManifest, BadVersionsSayWhy) {
 
 // The kubectl-only way: deploy/kustomization.yaml's images: entry sets the kube-scheduler tag.
 TEST(KubeSchedulerManifest, KustomizationHasAnImagesEntryForKubeScheduler) {
-  const std::string k = ReadFile(kDeploy + "kustomization.yaml");
+  const std::string k = test_support::ReadWholeFile(kDeploy + "kustomization.yaml");
   const size_t at = k.find("- name: registry.k8s.io/kube-scheduler\n");
   ASSERT_NE(at, std::string::npos) << k;
   const size_t tag = k.find("  newTag: v1.", at);

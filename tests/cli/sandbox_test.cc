@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/files.h"
+
 namespace {
 
 // The port of the first "http://127.0.0.1:<port>" after `marker` in `out`, or 0.
@@ -50,13 +52,6 @@ bool Listening(int port) {
   return ok;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Processes (other than this one) whose command line, environment or working directory
 // mentions `needle`: "<pid> <command line>" each.
 std::vector<std::string> ProcessesNaming(const std::string& needle) {
@@ -69,8 +64,8 @@ std::vector<std::string> ProcessesNaming(const std::string& needle) {
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == self)
       continue;
     const std::string dir = "/proc/" + pid;
-    std::string cmdline = ReadAll(dir + "/cmdline");
-    std::string environ = ReadAll(dir + "/environ");
+    std::string cmdline = fracgpu::test_support::ReadWholeFile(dir + "/cmdline");
+    std::string environ = fracgpu::test_support::ReadWholeFile(dir + "/environ");
     std::error_code ec;
     std::string cwd = std::filesystem::read_symlink(dir + "/cwd", ec).string();
     if (cmdline.find(needle) != std::string::npos || environ.find(needle) != std::string::npos ||

@@ -24,6 +24,7 @@
 #include <functional>
 #include <sstream>
 
+#include "api/limits.h"
 #include "core/request.h"
 #include "deviceplugin/config.h"
 
@@ -500,7 +501,7 @@ class Checker {
       FileFlag(r, "--node-config");
       FileFlag(r, "--signature-key-file");
       HostDir(r, r.args.Get("--socket-dir"), "--socket-dir");
-      std::string vgpu = r.args.Get("--hook-path") + "/vgpu";
+      const std::string vgpu = api::HostVgpuDir(r.args.Get("--hook-path"));
       HostDir(r, vgpu, "--hook-path");
       if (!install_dest_.empty() && install_dest_ != vgpu) {
         Problem(cw, "libvgpu.so is installed into " + install_dest_ + " but --hook-path expects " +
@@ -542,12 +543,13 @@ class Checker {
       ListenPort(r, PortOf(r.args.Get("--http-bind")), "--http-bind");
     for (const auto& r : RunningSub(b_, "monitor")) {
       ListenPort(r, r.args.Get("--port"), "--port");
-      HostDir(r, r.args.Get("--hook-path") + "/vgpu", "--hook-path");
+      HostDir(r, api::HostVgpuDir(r.args.Get("--hook-path")), "--hook-path");
       const std::string node_dir = r.args.Get("--node-dir");
       if (!node_dir.empty()) {
         HostDir(r, node_dir, "--node-dir");
-        // The device plugin keeps the SM limiter's per-GPU files in <hook>/vgpu/node.
-        const std::string want = r.args.Get("--hook-path") + "/vgpu/node";
+        // The device plugin keeps the SM limiter's per-GPU files in <hook>/vgpu/node
+        // (api/limits.h HostNodeDir, the builder the device plugin uses).
+        const std::string want = api::HostNodeDir(r.args.Get("--hook-path"));
         if (node_dir != want) {
           Problem(
               r.pod.file + ": " + r.pod.owner,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../support/files.h"
 #include "deviceplugin/device_state.h"
 #include "fake_cluster.h"
 #include "test_support.h"
@@ -18,11 +19,6 @@ namespace {
 using namespace testing;  // NOLINT
 namespace fs = std::filesystem;
 using Env = std::map<std::string, std::string>;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 class AllocatorTest : public ::testing::Test {
  protected:
@@ -92,12 +88,13 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
                                    {"/etc/fracgpu/limits.env", limits, true},
                                    {"/run/fracgpu/node", vgpu + "/node", false}};
   EXPECT_EQ(a.mounts, mounts);
-  EXPECT_EQ(ReadFile(limits), std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA +
-                                  "\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT_0=30\n"
-                                  "CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
-                                  vgpu +
-                                  "/region.cache\n"
-                                  "GPU_CORE_UTILIZATION_POLICY=default\nCUDA_TASK_PRIORITY=1\n");
+  EXPECT_EQ(test_support::ReadWholeFile(limits),
+            std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA +
+                "\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT_0=30\n"
+                "CUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+                vgpu +
+                "/region.cache\n"
+                "GPU_CORE_UTILIZATION_POLICY=default\nCUDA_TASK_PRIORITY=1\n");
   struct stat st {};
   ASSERT_EQ(stat(limits.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0444u);
@@ -108,7 +105,7 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   ASSERT_EQ(stat((vgpu + "/node").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0777u);
-  EXPECT_EQ(ReadFile(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
+  EXPECT_EQ(test_support::ReadWholeFile(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
   // The served entry is blanked, the pod succeeded and the lock is released.
   EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"), ";");
   EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-allocated"), kOneA);
@@ -234,7 +231,7 @@ TEST_F(AllocatorTest, PreloadFileKeptWhenExactAndReplacedOtherwise) {
   const std::string preload = hook_ + "/vgpu/ld.so.preload";
   const std::string want = hook_ + "/vgpu/libvgpu.so\n";
   Allocator& al = Make();
-  ASSERT_EQ(ReadFile(preload), want);
+  ASSERT_EQ(test_support::ReadWholeFile(preload), want);
   struct stat before {};
   ASSERT_EQ(stat(preload.c_str(), &before), 0);
   ASSERT_TRUE(al.PrepareHostFiles().ok());
@@ -245,7 +242,8 @@ TEST_F(AllocatorTest, PreloadFileKeptWhenExactAndReplacedOtherwise) {
                                    std::string(), std::string(1 << 20, 'x')}) {
     std::ofstream(preload, std::ios::trunc) << stale;
     ASSERT_TRUE(al.PrepareHostFiles().ok());
-    EXPECT_EQ(ReadFile(preload), want) << "stale content of " << stale.size() << " bytes";
+    EXPECT_EQ(test_support::ReadWholeFile(preload), want)
+        << "stale content of " << stale.size() << " bytes";
   }
 }
 

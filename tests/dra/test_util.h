@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/files.h"
 #include "../support/temp_dir.h"
 #include "core/device.h"
 
@@ -73,9 +74,7 @@ class TempDir : public ::fracgpu::test_support::TempDir {
   TempDir() : ::fracgpu::test_support::TempDir("fgdra", /*socket_safe=*/true) {}
 };
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+/// The suites' name for test_support::ReadWholeFile ("" when unreadable).
+inline std::string ReadFile(const std::string& path) { return test_support::ReadWholeFile(path); }
 
 }  // namespace fracgpu::dra::testing

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "../support/files.h"
 #include "k8s/objects.h"
 
 namespace fracgpu::e2e {
@@ -37,13 +38,6 @@ std::string Translate(const std::vector<Mount>& mounts, const std::string& path)
       best = &m;
   }
   return best == nullptr ? path : best->host_path + path.substr(best->container_path.size());
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The container's `nvidia.com/gpu` limit (the webhook wrote defaults into limits), 0 if none.
@@ -378,7 +372,7 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
     }
     for (const auto& m : mounts) {
       if (m.container_path == "/etc/fracgpu/limits.env") {
-        view.limits_file = ReadFile(m.host_path);
+        view.limits_file = test_support::ReadWholeFile(m.host_path);
         std::stringstream in(view.limits_file);
         std::ofstream out(cwd + "/fracgpu-limits.env");
         for (std::string line; std::getline(in, line);) {
@@ -389,7 +383,7 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
           out << line << "\n";
         }
       } else if (m.container_path == "/etc/ld.so.preload") {
-        std::stringstream in(ReadFile(m.host_path));
+        std::stringstream in(test_support::ReadWholeFile(m.host_path));
         std::string lib;
         std::getline(in, lib);
         if (!lib.empty()) env["LD_PRELOAD"] = Translate(mounts, lib);
@@ -434,7 +428,7 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
     std::replace(slice_uid.begin(), slice_uid.end(), '-', '_');
     std::string tmp = dir_ + "/proc/.new-" + pid;
     fs::create_directories(tmp, ec);
-    std::ofstream(tmp + "/stat") << ReadFile("/proc/" + pid + "/stat");
+    std::ofstream(tmp + "/stat") << test_support::ReadWholeFile("/proc/" + pid + "/stat");
     std::ofstream(tmp + "/cgroup")
         << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << slice_uid
         << ".slice/cri-containerd-" << ContainerId(run->uid, started->view.name) << ".scope\n";

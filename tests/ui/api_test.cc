@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "../support/files.h"
 #include "scheduler/webhook.h"
 #include "ui/form.h"
 #include "ui_fixture.h"
@@ -471,13 +472,6 @@ class UiStaticTest : public uitest::UiApiTest {
   }
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 TEST_F(UiStaticTest, ServesTheWebFolder) {
   struct Case {
     std::string path, file, type;
@@ -494,7 +488,7 @@ TEST_F(UiStaticTest, ServesTheWebFolder) {
     auto [status, type, body] = Fetch(c.path);
     EXPECT_EQ(status, 200) << c.path;
     EXPECT_EQ(type, c.type) << c.path;
-    std::string want = ReadFile(std::string(FRACGPU_WEB_DIR) + "/" + c.file);
+    std::string want = test_support::ReadWholeFile(std::string(FRACGPU_WEB_DIR) + "/" + c.file);
     ASSERT_FALSE(want.empty()) << c.file;
     EXPECT_EQ(body, want) << c.path;
   }
@@ -532,7 +526,7 @@ class UiDashboardOnlyTest : public UiStaticTest {
 TEST_F(UiDashboardOnlyTest, ServesTheDashboardAndRefusesNotebooks) {
   auto [status, type, body] = Fetch("/");
   EXPECT_EQ(status, 200);
-  EXPECT_EQ(body, ReadFile(std::string(FRACGPU_WEB_DIR) + "/dashboard.html"));
+  EXPECT_EQ(body, test_support::ReadWholeFile(std::string(FRACGPU_WEB_DIR) + "/dashboard.html"));
   auto [cs, cluster] = Get("/api/cluster");
   EXPECT_EQ(cs, 200);
   EXPECT_EQ(cluster["totals"]["nodes"], 3);
