@@ -1,7 +1,7 @@
-// bench_filter — /filter latency over HTTP (p50 / p99) for 1,000 and 5,000 nodes × 8 GPUs,
-// and the resident memory the cluster state takes at 5,000 nodes (issue 6). A CLI that prints
-// a table. The nodes are half loaded (a pod of 20 GiB on every other GPU) so fit does real
-// work; the pod asks for one 30,000 MiB slice with 30 % of the SMs, which fits on most nodes.
+// bench_filter — /filter latency over HTTP (p50 / p99) for 1,000, 5,000 and 15,000 nodes × 8
+// GPUs, and the resident memory the cluster state takes (in all and per node; issues 6, 18). A CLI
+// that prints a table. The nodes are half loaded (a pod of 20 GiB on every other GPU) so fit does
+// real work; the pod asks for one 30,000 MiB slice with 30 % of the SMs, which fits on most nodes.
 //
 //   bench_filter [requests per size, default 300]
 //
@@ -102,12 +102,12 @@ int main(int argc, char** argv) {
   std::printf(
       "load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s\n",
       load[0], requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults");
-  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus",
-              "p50_ms", "p99_ms", "max_ms", "state_MiB", "srv_cpu", "srv_decode", "proc_cpu",
-              "decode", "filter", "total", "reply_KiB");
-  std::printf("%-6s %-6s %8s %8s %8s %10s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "", "", "",
-              "", "us/req", "us/req", "us/req", "us(med)", "us(med)", "us(med)", "");
-  for (int nodes : {1000, 5000}) {
+  std::printf("%-6s %-6s %8s %8s %8s %10s %9s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus",
+              "p50_ms", "p99_ms", "max_ms", "state_MiB", "KiB/node", "srv_cpu", "srv_decode",
+              "proc_cpu", "decode", "filter", "total", "reply_KiB");
+  std::printf("%-6s %-6s %8s %8s %8s %10s %9s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "", "",
+              "", "", "", "us/req", "us/req", "us/req", "us(med)", "us(med)", "us(med)", "");
+  for (int nodes : {1000, 5000, 15000}) {
     long rss0 = RssKiB();
     scheduler::ClusterState state;
     Populate(state, nodes);
@@ -185,9 +185,10 @@ int main(int argc, char** argv) {
     };
     double n = static_cast<double>(ms.size());
     std::printf(
-        "%-6d %-6d %8.3f %8.3f %8.3f %10.1f %10.0f %10.0f %10.0f %9.0f %9.0f %9.0f %10.1f   (%zu "
-        "nodes fit, body %.1f KiB)\n",
+        "%-6d %-6d %8.3f %8.3f %8.3f %10.1f %9.2f %10.0f %10.0f %10.0f %9.0f %9.0f %9.0f %10.1f   "
+        "(%zu nodes fit, body %.1f KiB)\n",
         nodes, nodes * 8, pct(0.5), pct(0.99), ms.back(), static_cast<double>(rss1 - rss0) / 1024.0,
+        static_cast<double>(rss1 - rss0) / nodes,
         static_cast<double>(handler_cpu_ns.load()) / n * 1e-3,
         static_cast<double>(decode_cpu_ns.load()) / n * 1e-3, proc_cpu / n * 1e6, Median(t_decode),
         Median(t_filter), Median(t_total), static_cast<double>(reply_bytes) / 1024.0, fit_nodes,

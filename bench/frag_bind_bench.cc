@@ -6,6 +6,12 @@
 // with the spread policy's fit on the same node. A CLI that prints a table; cpu_* is the
 // thread's CPU time per bind, which a loaded machine inflates far less than wall time.
 //
+// A second table times Extender::Prioritize (in process, decoded args) for the same pod with
+// the spread node policy and with fragmentation-aware (FGD's node score per candidate,
+// core::FragmentationAwarePriorities), for as many candidates as kube-scheduler sends after
+// filtering — numFeasibleNodesToFind: max(100, nodes × max(5, 50 − nodes / 125) %), 500 at
+// 5,000 nodes (kube-scheduler schedule_one.go) — and for every node.
+//
 //   bench_frag_bind [binds per size, default 300]
 #include <algorithm>
 #include <chrono>
@@ -18,6 +24,7 @@
 #include "core/annotations.h"
 #include "core/codec.h"
 #include "core/fgd_policies.h"
+#include "scheduler/extender.h"
 #include "scheduler/gpu_choice.h"
 #include "scheduler/state.h"
 
@@ -118,6 +125,52 @@ int main(int argc, char** argv) {
                   nodes * 8, policy == core::GpuPolicy::kSpread ? "spread" : "fragmentation-aware",
                   Pct(ms, 0.5), Pct(ms, 0.99), Pct(ms, 1.0), Pct(cpu_ms, 0.5), Pct(cpu_ms, 0.99),
                   fits, binds + 20);
+    }
+  }
+  std::printf("\n/prioritize, in process (%d calls per row)\n", binds / 5);
+  std::printf("%-6s %-10s %-20s %8s %8s %10s\n", "nodes", "candidates", "policy", "p50_ms",
+              "p99_ms", "cpu_p99_ms");
+  for (int nodes : {1000, 5000}) {
+    scheduler::ClusterState state;
+    Populate(state, nodes);
+    scheduler::Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
+    const int feasible = std::max(100, nodes * std::max(5, 50 - nodes / 125) / 100);
+    for (int candidates : {feasible, nodes}) {
+      for (const char* policy : {"spread", "fragmentation-aware"}) {
+        scheduler::ExtenderArgs args;
+        args.pod = {
+            {"metadata",
+             {{"name", "q"},
+              {"namespace", "bench"},
+              {"uid", "q"},
+              {"annotations", std::string(policy) == "spread"
+                                  ? json{{core::kAnnotationNodePolicy, "spread"}}
+                                  : json{{core::kAnnotationGpuPolicy, "fragmentation-aware"}}}}},
+            {"spec",
+             {{"containers",
+               {{{"name", "c"},
+                 {"resources",
+                  {{"limits",
+                    {{"nvidia.com/gpu", "1"},
+                     {"nvidia.com/gpumem", "30000"},
+                     {"nvidia.com/gpucores", "30"}}}}}}}}}}};
+        for (int n = 0; n < candidates; ++n) args.node_names.push_back("node-" + std::to_string(n));
+        std::vector<double> ms, cpu_ms;
+        for (int i = 0; i < binds / 5 + 5; ++i) {
+          const double c0 = ThreadCpuMs();
+          const auto t0 = std::chrono::steady_clock::now();
+          const json scores = extender.Prioritize(args);
+          const auto t1 = std::chrono::steady_clock::now();
+          const double c1 = ThreadCpuMs();
+          if (scores.size() != args.node_names.size()) return 1;
+          if (i >= 5) {
+            ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            cpu_ms.push_back(c1 - c0);
+          }
+        }
+        std::printf("%-6d %-10d %-20s %8.3f %8.3f %10.3f\n", nodes, candidates, policy,
+                    Pct(ms, 0.5), Pct(ms, 0.99), Pct(cpu_ms, 0.99));
+      }
     }
   }
   return 0;
