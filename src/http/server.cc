@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -472,6 +473,12 @@ Status Server::Start() {
       ::close(sock);
       return;
     }
+    // The serving server's set_tcp_nodelay applies only to sockets it creates; the accepted
+    // ones come from the acceptor's listener. Without it a reply written as headers then body
+    // waits for the client's delayed ACK (~40 ms on Linux) whenever the body is below one
+    // segment: bench_filter measured 42 ms per /filter at 1,000 nodes, 1 ms at 5,000.
+    int nodelay = 1;
+    (void)::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
     gate->pool->enqueue([gate, serving, sock, is_tls] {
       ::socket_t served = ::dup(sock);  // httplib closes this one; `sock` stays ours
       if (served >= 0) {
