@@ -566,11 +566,16 @@ void RegisterSimulateCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--expected", flags->expected, "the authors' expected_results/ directory")
       ->capture_default_str();
+  // The names from the policy list itself, so the help cannot miss a policy.
+  std::string names;
+  for (const core::PlacementPolicy p : core::AllPlacementPolicies()) {
+    if (!names.empty()) names += ", ";
+    names += core::PlacementPolicyName(p);
+  }
   cmd->add_option("--policies", flags->policies,
-                  "comma list of Random, DotProduct, GpuClustering, GpuPacking, BestFit, FGD, "
-                  "FGD+BestFit, FGD-exact, FGD-coarse, FGD+GpuPacking, FGD-gpuweighted, "
-                  "DRA-FirstFit (kube-scheduler's "
-                  "DRA first fit, docs/dra.md), or all")
+                  "comma list of " + names + " (DRA-FirstFit: kube-scheduler's DRA first fit, " +
+                      "docs/dra.md; fragmentation-aware: the scheduler's policy, " +
+                      core::PlacementPolicyName(core::kFragmentationAwarePolicy) + "), or all")
       ->capture_default_str();
   cmd->add_option("--seeds", flags->seeds, "seeds: a comma list of numbers and ranges (42-51)")
       ->capture_default_str();
