@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cluster.h"
 #include "core/annotations.h"
 #include "core/codec.h"
 #include "http/server.h"
@@ -55,40 +56,6 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-void Populate(scheduler::ClusterState& state, int nodes) {
-  for (int n = 0; n < nodes; ++n) {
-    std::string name = "node-" + std::to_string(n);
-    std::vector<core::DeviceInfo> devices;
-    for (int g = 0; g < 8; ++g) {
-      core::DeviceInfo d;
-      d.uuid = "GPU-" + std::to_string(n) + "-" + std::to_string(g);
-      d.index = g;
-      d.devmem_mib = 81920;
-      d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
-      d.numa = g / 4;
-      devices.push_back(d);
-    }
-    json node = {
-        {"metadata",
-         {{"name", name},
-          {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
-        {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
-    (void)state.UpsertNode(node);
-    for (int g = 0; g < 8; g += 2) {
-      json pod = {
-          {"metadata",
-           {{"name", name + "-p" + std::to_string(g)},
-            {"namespace", "bench"},
-            {"uid", name + "-u" + std::to_string(g)},
-            {"annotations",
-             {{core::kAnnotationVgpuNode, name},
-              {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
-          {"status", {{"phase", "Running"}}}};
-      (void)state.UpsertPod(pod);
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,7 +77,7 @@ int main(int argc, char** argv) {
   for (int nodes : {1000, 5000, 15000}) {
     long rss0 = RssKiB();
     scheduler::ClusterState state;
-    Populate(state, nodes);
+    bench::Populate(state, nodes);
     long rss1 = RssKiB();
     scheduler::Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
     http::Server server({});
@@ -132,15 +99,7 @@ int main(int argc, char** argv) {
     if (!server.Start().ok()) return 1;
     json names = json::array();
     for (int n = 0; n < nodes; ++n) names.push_back("node-" + std::to_string(n));
-    json pod = {{"metadata", {{"name", "q"}, {"namespace", "bench"}, {"uid", "q"}}},
-                {"spec",
-                 {{"containers",
-                   {{{"name", "c"},
-                     {"resources",
-                      {{"limits",
-                        {{"nvidia.com/gpu", "1"},
-                         {"nvidia.com/gpumem", "30000"},
-                         {"nvidia.com/gpucores", "30"}}}}}}}}}}};
+    json pod = bench::BenchPod();
     std::string body = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
 
     // In-process stage breakdown (no HTTP).

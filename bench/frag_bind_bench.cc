@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cluster.h"
 #include "core/annotations.h"
 #include "core/codec.h"
 #include "core/fgd_policies.h"
@@ -32,41 +33,6 @@ namespace {
 
 using nlohmann::json;
 using namespace fracgpu;
-
-// The nodes of bench_filter: 8 × A100 80 GB, a 20 GiB / 25 % pod on every other GPU.
-void Populate(scheduler::ClusterState& state, int nodes) {
-  for (int n = 0; n < nodes; ++n) {
-    std::string name = "node-" + std::to_string(n);
-    std::vector<core::DeviceInfo> devices;
-    for (int g = 0; g < 8; ++g) {
-      core::DeviceInfo d;
-      d.uuid = "GPU-" + std::to_string(n) + "-" + std::to_string(g);
-      d.index = g;
-      d.devmem_mib = 81920;
-      d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
-      d.numa = g / 4;
-      devices.push_back(d);
-    }
-    json node = {
-        {"metadata",
-         {{"name", name},
-          {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister(devices)}}}}},
-        {"status", {{"allocatable", {{"nvidia.com/gpu", "80"}}}}}};
-    (void)state.UpsertNode(node);
-    for (int g = 0; g < 8; g += 2) {
-      json pod = {
-          {"metadata",
-           {{"name", name + "-p" + std::to_string(g)},
-            {"namespace", "bench"},
-            {"uid", name + "-u" + std::to_string(g)},
-            {"annotations",
-             {{core::kAnnotationVgpuNode, name},
-              {core::kAnnotationVgpuDevicesAllocated, devices[g].uuid + ",NVIDIA,20480,25:;"}}}}},
-          {"status", {{"phase", "Running"}}}};
-      (void)state.UpsertPod(pod);
-    }
-  }
-}
 
 double ThreadCpuMs() {
   timespec ts{};
@@ -100,7 +66,7 @@ int main(int argc, char** argv) {
   req.containers.push_back(c);
   for (int nodes : {1000, 5000}) {
     scheduler::ClusterState state;
-    Populate(state, nodes);
+    bench::Populate(state, nodes);
     for (const core::GpuPolicy policy :
          {core::GpuPolicy::kSpread, core::GpuPolicy::kFragmentationAware}) {
       std::vector<double> ms, cpu_ms;
@@ -132,28 +98,15 @@ int main(int argc, char** argv) {
               "p99_ms", "cpu_p99_ms");
   for (int nodes : {1000, 5000}) {
     scheduler::ClusterState state;
-    Populate(state, nodes);
+    bench::Populate(state, nodes);
     scheduler::Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
     const int feasible = std::max(100, nodes * std::max(5, 50 - nodes / 125) / 100);
     for (int candidates : {feasible, nodes}) {
       for (const char* policy : {"spread", "fragmentation-aware"}) {
         scheduler::ExtenderArgs args;
-        args.pod = {
-            {"metadata",
-             {{"name", "q"},
-              {"namespace", "bench"},
-              {"uid", "q"},
-              {"annotations", std::string(policy) == "spread"
-                                  ? json{{core::kAnnotationNodePolicy, "spread"}}
-                                  : json{{core::kAnnotationGpuPolicy, "fragmentation-aware"}}}}},
-            {"spec",
-             {{"containers",
-               {{{"name", "c"},
-                 {"resources",
-                  {{"limits",
-                    {{"nvidia.com/gpu", "1"},
-                     {"nvidia.com/gpumem", "30000"},
-                     {"nvidia.com/gpucores", "30"}}}}}}}}}}};
+        args.pod = bench::BenchPod(std::string(policy) == "spread"
+                                       ? json{{core::kAnnotationNodePolicy, "spread"}}
+                                       : json{{core::kAnnotationGpuPolicy, "fragmentation-aware"}});
         for (int n = 0; n < candidates; ++n) args.node_names.push_back("node-" + std::to_string(n));
         std::vector<double> ms, cpu_ms;
         for (int i = 0; i < binds / 5 + 5; ++i) {
