@@ -78,7 +78,9 @@ function mib(n) {
 export function nodeLine(n) {
   if (!n.fits) return `${n.node}: does not fit — ${n.reason}`;
   const cands = (n.candidates ?? []).map((c) => `${c.uuid} ${mib(c.mem_mib)} of ${c.devmem_mib} MiB`);
-  return `${n.node}: fits — would take ${n.gpus.join(', ')}; candidates: ${cands.join(', ')}`;
+  // A fragmentation-aware pod also gets /prioritize's score (10: the node FGD would choose).
+  const score = typeof n.priority === 'number' ? `; scheduler score ${n.priority}/10` : '';
+  return `${n.node}: fits — would take ${n.gpus.join(', ')}; candidates: ${cands.join(', ')}${score}`;
 }
 
 // Which input a validation message is about, and that input's label: the message is shown

@@ -228,9 +228,20 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
   for (const auto& n : snapshot.nodes) {
     if (NodeUnschedulable(n)) cordoned.insert(k8s::Name(n));
   }
+  // /prioritize's scores for a fragmentation-aware pod (core::FragmentationPriorities over the
+  // same workload), so the preview also shows which node kube-scheduler is steered to.
+  std::vector<int64_t> priorities;
+  if (!workload.empty()) {
+    std::vector<const core::NodeState*> candidates;
+    for (const auto& node : nodes) {
+      candidates.push_back(cordoned.count(node.name) ? nullptr : &node);
+    }
+    priorities = core::FragmentationPriorities(request, candidates, workload);
+  }
   int64_t fit_nodes = 0, fit_gpus = 0;
   json per_node = json::array();
-  for (const auto& node : nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const core::NodeState& node = nodes[i];
     json eligible = json::array();
     json candidates = json::array();  // what the slice means on each eligible card, in MiB
     for (const auto& g : node.gpus) {
@@ -257,6 +268,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
                   {"fits", result.fits},
                   {"eligible", eligible},
                   {"candidates", candidates}};
+    if (!priorities.empty()) entry["priority"] = priorities[i];
     if (result.fits) {
       ++fit_nodes;
       fit_gpus += static_cast<int64_t>(eligible.size());

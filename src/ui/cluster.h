@@ -89,11 +89,12 @@ inline constexpr char kCordonedNodeReason[] =
 /// "fits on no node", "per_node": [{node, fits, gpus: [uuid...] (the GPUs /bind would pick on that
 /// node: core::BindWorkload, /bind's workload, and core::FitFragmentationAware, with
 /// options.default_gpu_policy as the cluster default), eligible: [uuid...],
-/// reason: HAMi summary, or kCordonedNodeReason}]}. N counts the GPUs that pass every per-GPU
-/// check for the first GPU-using container on the nodes where the whole pod fits; M those
-/// nodes. A cordoned node (spec.unschedulable) never fits: Kubernetes schedules no new pod
-/// there. A pod that uses no GPU gives {"fits": true, "message": "uses no GPU"}. Extender mode
-/// only: in DRA mode the preview is DraFitPreviewJson.
+/// reason: HAMi summary, or kCordonedNodeReason, and for a fragmentation-aware pod priority:
+/// the /prioritize score 0–10 of core::FragmentationPriorities over the same workload}]}. N counts
+/// the GPUs that pass every per-GPU check for the first GPU-using container on the nodes where the
+/// whole pod fits; M those nodes. A cordoned node (spec.unschedulable) never fits: Kubernetes
+/// schedules no new pod there. A pod that uses no GPU gives {"fits": true, "message": "uses no
+/// GPU"}. Extender mode only: in DRA mode the preview is DraFitPreviewJson.
 nlohmann::json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
                               const core::FitOptions& options = {});
 

@@ -4,6 +4,8 @@
 // scheduler's locked ClusterState, both fed the same node and allocation.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "../support/gpu_fixtures.h"
 #include "core/codec.h"
 #include "k8s/gpu_objects.h"
@@ -94,6 +96,42 @@ TEST_F(PreviewTest, EveryPolicyAgreesWithBindOverManyShares) {
           << "policy " << static_cast<int>(policy) << " cores " << cores;
     }
   }
+}
+
+TEST_F(PreviewTest, FragmentationAwarePreviewShowsThePrioritizeScores) {
+  // A second node n2 with two idle T4s. M = {700: 0.5, 300: 0.5}; F = Σ p_m × the leftovers
+  // of the GPUs that cannot host m. n1 before: GPU-0's 300 cannot host 700, F = 150; after
+  // the 30 % pod on GPU-0, F = 0: ΔF = +150, int(sigmoid(0.15) × 100) = 53. n2: F = 0 before
+  // and after (700 left hosts both shapes): 50. So n1 gets 10, n2 0, as /prioritize says.
+  json n2 = node_;
+  n2["metadata"]["name"] = "n2";
+  auto devices = core::DecodeNodeRegister(
+      n2["metadata"]["annotations"][core::kAnnotationNodeRegister].get<std::string>());
+  ASSERT_TRUE(devices.ok());
+  for (auto& d : *devices) d.uuid = "n2-" + d.uuid;
+  n2["metadata"]["annotations"][core::kAnnotationNodeRegister] = core::EncodeNodeRegister(*devices);
+  auto state = std::make_shared<core::ClusterState>(*state_);
+  ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(n2, "nvidia.com/gpu")).ok());
+  ASSERT_TRUE(bind_state_.UpsertNode(n2).ok());
+  snapshot_.state = state;
+  snapshot_.nodes = {node_, n2};
+
+  core::FitOptions options;
+  options.default_gpu_policy = core::GpuPolicy::kFragmentationAware;
+  json preview = FitPreviewJson(Sharing(30), snapshot_, options);
+  ASSERT_EQ(preview["per_node"].size(), 2u) << preview.dump();
+  std::map<std::string, int64_t> shown;
+  for (const auto& e : preview["per_node"]) shown[e["node"]] = e.value("priority", int64_t{-1});
+  EXPECT_EQ(shown, (std::map<std::string, int64_t>{{"n1", 10}, {"n2", 0}}));
+  auto scored = bind_state_.Read([&](const core::ClusterState& m) {
+    return core::FragmentationAwarePriorities(Sharing(30), {"n1", "n2"}, m,
+                                              core::GpuPolicy::kFragmentationAware);
+  });
+  ASSERT_TRUE(scored.has_value());
+  EXPECT_EQ(*scored, (std::vector<int64_t>{10, 0}));
+  // Spread reads no workload: no priority in the preview.
+  options.default_gpu_policy = core::GpuPolicy::kSpread;
+  EXPECT_FALSE(FitPreviewJson(Sharing(30), snapshot_, options)["per_node"][0].contains("priority"));
 }
 
 }  // namespace
