@@ -56,6 +56,16 @@ enum class PlacementPolicy {
   /// placement — CPU left minus the CPU their GPU left would need at the workload's CPU per GPU,
   /// r = Σ p·cpu / Σ p·GPU over M's GPU shapes — stays ≥ 0 (CPU to spare), then node order.
   kFgdCpuBalance,
+  /// fracgpu: FGD with CPU routing, at the paper's score scale (int(sigmoid(ΔF / 1000) × 100)).
+  /// A pod that is CPU-only or CPU-heavy — more CPU per milli-GPU than the workload's r (as
+  /// kFgdCpuBalance) — goes first, before any FGD score, to a node whose CPU surplus after the
+  /// placement stays ≥ 0 (CpuRouteFirst); then the FGD score; then node order. CPU-light GPU
+  /// pods are placed by FGD alone.
+  kFgdCpuRoute100,
+  /// fracgpu: kFgdCpuRoute100 with the FGD score at scale 70, int(sigmoid(ΔF / 1000) × 70)
+  /// (FgdScoreScale), both between nodes and for the GPU of a sharing pod within a node. The
+  /// best variant found (docs/simulate.md "Beyond FGD"); kFragmentationAwarePolicy.
+  kFgdCpuRoute,
   /// Not a policy of the extender: kube-scheduler's DRA structured allocator as the baseline
   /// (docs/dra.md "The same core"): the first feasible node in node order, on it the first
   /// GPUs in index (slice) order whose remaining capacity fits (core::DraFirstFitPick).
@@ -63,10 +73,11 @@ enum class PlacementPolicy {
 };
 
 /// The FGD variant that `fragmentation-aware` selects in the scheduler and the simulator
-/// (docs/simulate.md, "Beyond FGD"): FGD+CpuBalance, the paper's FGD whose ties for CPU-only
-/// pods go first to nodes with CPU to spare. The only variant found ≥ FGD on all six variant
-/// traces (held-out seeds 2000–2009); within one node its GPU order is FGD's.
-inline constexpr PlacementPolicy kFragmentationAwarePolicy = PlacementPolicy::kFgdCpuBalance;
+/// (docs/simulate.md, "Beyond FGD"): FGD+CpuRoute, FGD at score scale 70 whose CPU-only and
+/// CPU-heavy pods go first to nodes with CPU to spare. ≥ 96 % on the default trace and above
+/// FGD on all six variant traces (held-out seeds 2000–2009). Where node CPU is not tracked
+/// (the extender today) every node has CPU to spare, and it is FGD at scale 70.
+inline constexpr PlacementPolicy kFragmentationAwarePolicy = PlacementPolicy::kFgdCpuRoute;
 
 /// The six policies of the paper, in its order (01-Random … 06-FGD).
 std::vector<PlacementPolicy> PaperPolicies();
@@ -124,11 +135,32 @@ bool UsesFragment(PlacementPolicy policy);
 
 /// True for the policies whose GPU choice within a node is the paper's FGD one over their
 /// workload: a sharing pod takes the first GPU in index order with the highest
-/// int(sigmoid(ΔF / 1000) × 100) of NodeFragment, other pods the tightest GPUs; they differ
-/// from FGD only between nodes. That is the order of FragmentationModel::Orderer
-/// (frag_scheduler.h), so core/frag_choice can place their pods: kFgd, kFgdGpuWeighted,
-/// kFgdBestFit, kFgdPacking, kFgdKeepFree and kFgdCpuBalance (kFragmentationAwarePolicy).
+/// int(sigmoid(ΔF / 1000) × FgdScoreScale(policy)) of NodeFragment, other pods the tightest
+/// GPUs; they differ from FGD only between nodes (and in the scale). That is the order of
+/// FragmentationModel::Orderer (frag_scheduler.h), so core/frag_choice can place their pods:
+/// kFgd, kFgdGpuWeighted, kFgdBestFit, kFgdPacking, kFgdKeepFree, kFgdCpuBalance,
+/// kFgdCpuRoute100 and kFgdCpuRoute (kFragmentationAwarePolicy).
 bool HasFgdGpuOrder(PlacementPolicy policy);
+
+/// The integer scale of a HasFgdGpuOrder policy's FGD score, int(sigmoid(ΔF / 1000) × scale):
+/// 100 (kube-scheduler's framework.MaxNodeScore, the paper's) except 70 for kFgdCpuRoute.
+int32_t FgdScoreScale(PlacementPolicy policy);
+
+/// True for the policies that route CPU-only and CPU-heavy pods by CpuRouteFirst before the
+/// FGD score: kFgdCpuRoute100 and kFgdCpuRoute.
+bool RoutesCpu(PlacementPolicy policy);
+
+/// M's CPU per milli-GPU over its GPU shapes, r = Σ p·cpu_milli / Σ p·gpu_milli·num_gpus (p the
+/// popularity); 0 when M has no GPU shape (then no pod is CPU-heavy).
+double WorkloadCpuPerGpuMilli(const FragWorkload& workload);
+
+/// The CPU route of kFgdCpuRoute: true when `demand` is CPU-only or CPU-heavy (cpu_milli >
+/// r × its total milli-GPU, r = `cpu_per_gpu_milli`) and the node's CPU surplus after the
+/// placement, (cpu_left − cpu) − r × (GPU left − GPU asked), milli-CPU, stays ≥ 0: the node keeps
+/// the CPU its remaining GPUs need at the workload's ratio. False for a CPU-light GPU pod (FGD
+/// alone places it) and on nodes the placement would leave short. A node whose CPU is not
+/// tracked (cpu_left "unlimited", ToFragNode) always has a surplus.
+bool CpuRouteFirst(const FragNode& node, const FragDemand& demand, double cpu_per_gpu_milli);
 
 /// The fragment measure the policy reads, milli-GPU: NodeFragmentCpuAware for the CPU-aware
 /// variants, NodeFragment otherwise. ChooseNode's `node_frag[i]` must equal this.

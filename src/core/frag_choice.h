@@ -58,9 +58,10 @@ FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
 /// The extender's /prioritize scores (0–10, docs/design/CONTRACT.md §5) of a
 /// fragmentation-aware pod, one per entry of `nodes` (nullptr: not a GPU node). On each node
 /// where `req` fits, FragmentationModel(workload, kFragmentationAwarePolicy)::ScoreNode gives
-/// FGD's node score s = int(sigmoid(ΔF / 1000) × 100) (ΔF the fragmentation the placement
-/// removes, CPU 0); the priority is round(9 × (s − min) / (max − min)) over the fitting nodes
-/// (9 when all are equal), except that the first node by name among those with the best s
+/// the policy's node score s (FGD+CpuRoute: int(sigmoid(ΔF / 1000) × 70), ΔF the fragmentation
+/// the placement removes, CPU 0, plus 71 on nodes CpuRouteFirst prefers — all of them while
+/// node CPU is not tracked); the priority is round(9 × (s − min) / (max − min)) over the fitting
+/// nodes (9 when all are equal), except that the first node by name among those with the best s
 /// gets 10: FGD breaks ties by a fixed node order (docs/design/fgd-evaluation.md §3 point 9:
 /// random tie-breaking, what kube-scheduler does among equal totals, costs FGD ~5 points).
 /// 0 where the pod does not fit. `workload` must not be empty (with no shape in M every ΔF is

@@ -21,8 +21,10 @@ uint8_t TypeId(const std::string& type, std::vector<std::string>& table) {
   return static_cast<uint8_t>(table.size() - 1);
 }
 
-int32_t FgdIntScore(double before, double after) {
-  return static_cast<int32_t>(1.0 / (1.0 + std::exp(-(before - after) / 1000.0)) * 100.0);
+// int(sigmoid(ΔF / 1000) × scale), ΔF = before − after (FgdScoreScale: 100 for the paper's FGD).
+int32_t FgdIntScore(double before, double after, int32_t scale) {
+  return static_cast<int32_t>(1.0 / (1.0 + std::exp(-(before - after) / 1000.0)) *
+                              static_cast<double>(scale));
 }
 
 uint64_t PodTypeMask(const PodRequest& pod, const std::vector<std::string>& table) {
@@ -113,7 +115,7 @@ void FragmentationModel::Orderer::Order(const ContainerRequest& container, const
       r.cls = 0;
       r.key = model_->policy_ == PlacementPolicy::kFgdExact
                   ? -(before - a)
-                  : -static_cast<double>(FgdIntScore(before, a));
+                  : -static_cast<double>(FgdIntScore(before, a, FgdScoreScale(model_->policy_)));
     } else {
       r.cls = 0;
       r.key = f.gpu_left[g];
@@ -152,7 +154,17 @@ Result<FragmentationModel::Score> FragmentationModel::ScoreNode(const PodRequest
       }
     }
   }
-  out.score = FgdIntScore(core::NodeFragment(before_node, w), core::NodeFragment(after, w));
+  const int32_t scale = FgdScoreScale(policy_);
+  out.score = FgdIntScore(core::NodeFragment(before_node, w), core::NodeFragment(after, w), scale);
+  if (RoutesCpu(policy_)) {
+    // The whole pod as one demand: the route reads only its CPU and its total milli-GPU.
+    const int64_t gpu_milli = before_node.TotalGpuLeft() - after.TotalGpuLeft();
+    FragDemand d;
+    d.cpu_milli = pod_cpu_milli;
+    d.num_gpus = gpu_milli > 0 ? 1 : 0;
+    d.gpu_milli = static_cast<int32_t>(gpu_milli);
+    if (CpuRouteFirst(before_node, d, WorkloadCpuPerGpuMilli(w))) out.score += scale + 1;
+  }
   return out;
 }
 

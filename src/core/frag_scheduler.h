@@ -47,8 +47,10 @@ class FragmentationModel {
 
   /// The outcome of scoring one node.
   struct Score {
-    int32_t score = 0;  ///< 0..100: int(sigmoid(ΔF / 1000) × 100); 50 = no change of F
-    FitResult fit;      ///< core fit with the fragmentation-aware GPU order (grants, positions)
+    /// int(sigmoid(ΔF / 1000) × scale), scale = FgdScoreScale(policy) (100: 0..100, 50 = no
+    /// change of F); for a RoutesCpu policy plus scale + 1 where CpuRouteFirst holds.
+    int32_t score = 0;
+    FitResult fit;  ///< core fit with the fragmentation-aware GPU order (grants, positions)
   };
 
   /// Fits `pod` on `node` with the FGD GPU order and scores the node by ΔF of the whole pod

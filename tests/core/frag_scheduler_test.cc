@@ -68,6 +68,37 @@ TEST(FragmentationModel, AvoidsTheGpuThatWouldStrandCapacity) {
   EXPECT_EQ(s->fit.gpu_positions[0], (std::vector<uint16_t>{0}));
 }
 
+// FGD+CpuRoute (the fragmentation-aware policy) on the scheduler's types: the same node as
+// ScoresTheSteepestDescentGpu at scale 70 — int(sigmoid(0.3) × 70) = int(40.2) = 40 on GPU 1
+// (35 on GPU 0); the shape has no CPU, so r = 0, the CPU-free pod is not CPU-heavy: no route.
+TEST(FragmentationModel, CpuRouteScoresAtScaleSeventy) {
+  const FragmentationModel model(OneShape(600), kFragmentationAwarePolicy);
+  auto s = model.ScoreNode(SharingPod(30), 0, TwoGpuNode(0, 70));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->score, 40);
+  EXPECT_EQ(s->fit.gpu_positions[0], (std::vector<uint16_t>{1}));
+}
+
+// Shape (2 vCPU, 1 GPU, 500): r = 2000 / 500 = 4 milli-CPU per milli-GPU. A 50 % pod with
+// 3 vCPU is CPU-heavy (3000 > 4 × 500). Both GPUs free, so ΔF = 0 (score 35 at scale 70). On
+// 8 vCPU the surplus after is (8000 − 3000) − 4 × (2000 − 500) = −1000: no route, 35; on
+// 16 vCPU it is 13000 − 6000 = 7000 ≥ 0: routed, 35 + 71 = 106. With 1.5 vCPU the pod is
+// CPU-light (1500 ≤ 2000): 35 on both.
+TEST(FragmentationModel, CpuRouteAddsAboveEveryScoreWhereCpuIsSpare) {
+  const FragmentationModel model({{TaskShape{2000, 500, 1, ""}, 1.0}},
+                                 PlacementPolicy::kFgdCpuRoute);
+  NodeState small = TwoGpuNode(0, 0);
+  NodeState big = TwoGpuNode(0, 0);
+  big.cpu_milli_total = 16000;
+  EXPECT_EQ(model.ScoreNode(SharingPod(50), 3000, small)->score, 35);
+  EXPECT_EQ(model.ScoreNode(SharingPod(50), 3000, big)->score, 106);
+  EXPECT_EQ(model.ScoreNode(SharingPod(50), 1500, big)->score, 35);
+  // Untracked node CPU (cpu_milli_total 0) always has CPU to spare.
+  NodeState untracked = TwoGpuNode(0, 0);
+  untracked.cpu_milli_total = 0;
+  EXPECT_EQ(model.ScoreNode(SharingPod(50), 3000, untracked)->score, 106);
+}
+
 TEST(FragmentationModel, DoesNotFitIsResourceExhausted) {
   const FragmentationModel model(OneShape(500));
   auto s = model.ScoreNode(SharingPod(80), 0, TwoGpuNode(30, 30));

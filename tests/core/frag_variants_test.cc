@@ -1,6 +1,7 @@
 // fracgpu's FGD variants beyond the paper (src/core/frag.h ShapeFragmentCpuAware,
-// fgd_policies.h kFgdCpu / kFgdKeepFree / kFgdFine / kFgdHybrid) and the one code path of the
-// fragmentation-aware choice (frag_choice.h). Expected values are computed by hand beside them.
+// fgd_policies.h kFgdCpu / kFgdKeepFree / kFgdFine / kFgdHybrid / kFgdCpuBalance / kFgdCpuRoute)
+// and the one code path of the fragmentation-aware choice (frag_choice.h). Expected values are
+// computed by hand beside them.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -121,7 +122,38 @@ TEST(FgdCpuBalance, CpuOnlyPodsGoWhereCpuIsSpare) {
   const FragDemand gpu_pod = Demand(0, 1, 500);
   EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuBalance, nodes[1], gpu_pod, w, frag[1]).score,
             10 * ScoreNode(PlacementPolicy::kFgd, nodes[1], gpu_pod, w, frag[1]).score);
-  EXPECT_EQ(ParsePlacementPolicy("fragmentation-aware").value(), PlacementPolicy::kFgdCpuBalance);
+}
+
+// M = one shape (2 vCPU, 1 × 500): r = 4. Node A: 5 vCPU, two free GPUs; node B: 12 vCPU, two
+// free GPUs. Every pod below leaves the shape able to fit, so ΔF = 0 on both: FGD's score is 50
+// on both and FGD takes A (first); at scale 70 the score is 35.
+//  - CPU-heavy GPU pod (2.5 vCPU, 1 × 500; 2500 > 4 × 500): surplus after on A = 2500 − 4 × 1500
+//    < 0, on B = 9500 − 6000 ≥ 0 → B is routed: 35 + 71 = 106; CpuRoute takes B.
+//  - CPU-light GPU pod (1 vCPU, 1 × 500; 1000 ≤ 2000): no route, 35 on both → A (node order).
+//  - CPU-only pod (1 vCPU): A 4000 − 8000 < 0, B 11000 − 8000 ≥ 0 → B.
+TEST(FgdCpuRoute, HeavyAndCpuOnlyPodsGoWhereCpuIsSpareLightPodsFollowFgd) {
+  const FragWorkload w = OneShape(Demand(2000, 1, 500));
+  EXPECT_DOUBLE_EQ(WorkloadCpuPerGpuMilli(w), 4.0);
+  const std::vector<FragNode> nodes = {MakeNode(5000, {1000, 1000}), MakeNode(12000, {1000, 1000})};
+  std::vector<double> frag;
+  for (const auto& n : nodes) frag.push_back(NodeFragment(n, w));
+  SeededRng rng(1, 0);
+  const FragDemand heavy = Demand(2500, 1, 500), light = Demand(1000, 1, 500),
+                   cpu_only = Demand(1000, 0, 0);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgd, nodes, frag, heavy, w, rng).node, 0);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgdCpuRoute, nodes, frag, heavy, w, rng).node, 1);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgdCpuRoute100, nodes, frag, heavy, w, rng).node, 1);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuRoute, nodes[0], heavy, w, frag[0]).score, 35);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuRoute, nodes[1], heavy, w, frag[1]).score, 106);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuRoute100, nodes[1], heavy, w, frag[1]).score, 151);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgdCpuRoute, nodes, frag, light, w, rng).node, 0);
+  EXPECT_EQ(ScoreNode(PlacementPolicy::kFgdCpuRoute, nodes[1], light, w, frag[1]).score, 35);
+  EXPECT_EQ(ChooseNode(PlacementPolicy::kFgdCpuRoute, nodes, frag, cpu_only, w, rng).node, 1);
+  EXPECT_FALSE(CpuRouteFirst(nodes[0], cpu_only, 4.0));
+  EXPECT_TRUE(CpuRouteFirst(nodes[1], cpu_only, 4.0));
+  EXPECT_EQ(FgdScoreScale(PlacementPolicy::kFgd), 100);
+  EXPECT_EQ(ParsePlacementPolicy("fragmentation-aware").value(), PlacementPolicy::kFgdCpuRoute);
+  EXPECT_EQ(ParsePlacementPolicy("FGD+CpuRoute-s100").value(), PlacementPolicy::kFgdCpuRoute100);
 }
 
 TEST(ShapeCounter, CountsSharesOfGrantsAndTheIncomingPod) {
