@@ -3,7 +3,7 @@
 // that prints a table. The nodes are half loaded (a pod of 20 GiB on every other GPU) so fit does
 // real work; the pod asks for one 30,000 MiB slice with 30 % of the SMs, which fits on most nodes.
 //
-//   bench_filter [requests per size, default 300]
+//   bench_filter [requests per size, default 300] [node counts, default 1000 5000 15000]
 //
 // Besides wall-clock latency (noisy on a shared machine: the 1-minute load average is
 // printed with it) it reports CPU time, which load inflates far less: srv_cpu is the handler
@@ -74,7 +74,10 @@ int main(int argc, char** argv) {
               "proc_cpu", "decode", "filter", "total", "reply_KiB");
   std::printf("%-6s %-6s %8s %8s %8s %10s %9s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "", "",
               "", "", "", "us/req", "us/req", "us/req", "us(med)", "us(med)", "us(med)", "");
-  for (int nodes : {1000, 5000, 15000}) {
+  std::vector<int> sizes;
+  for (int i = 2; i < argc; ++i) sizes.push_back(std::max(1, std::atoi(argv[i])));
+  if (sizes.empty()) sizes = {1000, 5000, 15000};
+  for (int nodes : sizes) {
     long rss0 = RssKiB();
     scheduler::ClusterState state;
     bench::Populate(state, nodes);

@@ -61,6 +61,94 @@ Result<std::optional<PodAllocation>> AllocationFromPod(const PodObject& pod) {
   return std::optional<PodAllocation>(std::move(a));
 }
 
+ClusterState::ClusterState(const ClusterState& other)
+    : nodes_(other.nodes_),
+      pods_(other.pods_),
+      pods_by_node_(other.pods_by_node_),
+      applied_(other.applied_),
+      orphaned_(other.orphaned_),
+      signing_key_(other.signing_key_),
+      unverified_(other.unverified_),
+      log_(other.log_) {
+  RebuildIndex();
+}
+
+ClusterState& ClusterState::operator=(const ClusterState& other) {
+  if (this != &other) *this = ClusterState(other);
+  return *this;
+}
+
+void ClusterState::IndexInsert(const NodeMap::value_type* entry) {
+  // Grow at half full: linear probing stays short (the expected probe of a present name at
+  // load ½ is 1.5 slots).
+  if (2 * (nodes_.size()) > index_.size()) {
+    RebuildIndex();
+    return;
+  }
+  const size_t mask = index_.size() - 1;
+  const uint64_t h = HashName(entry->first);
+  size_t i = h & mask;
+  while (index_[i].entry != nullptr) i = (i + 1) & mask;
+  index_[i] = {h, entry};
+}
+
+void ClusterState::RebuildIndex() {
+  size_t size = 16;
+  while (size < 2 * nodes_.size()) size *= 2;
+  index_.assign(size, IndexSlot{});
+  const size_t mask = size - 1;
+  for (const auto& kv : nodes_) {
+    const uint64_t h = HashName(kv.first);
+    size_t i = h & mask;
+    while (index_[i].entry != nullptr) i = (i + 1) & mask;
+    index_[i] = {h, &kv};
+  }
+}
+
+void ClusterState::StageHash(Pipeline& p, const std::string& name, size_t i) const {
+  const uint64_t h = HashName(name);
+  p.hash[i % kRing] = h;
+  if (!index_.empty()) __builtin_prefetch(&index_[h & (index_.size() - 1)]);
+}
+
+void ClusterState::StageProbe(Pipeline& p, size_t i) const {
+  // To the first slot with the same 64-bit hash; ask for that node's record (its key and the
+  // GPU vector's header, in its first two cache lines).
+  const NodeMap::value_type* found = nullptr;
+  if (!index_.empty()) {
+    const uint64_t h = p.hash[i % kRing];
+    const size_t mask = index_.size() - 1;
+    for (size_t s = h & mask; index_[s].entry != nullptr; s = (s + 1) & mask) {
+      if (index_[s].hash == h) {
+        found = index_[s].entry;
+        __builtin_prefetch(found);
+        __builtin_prefetch(reinterpret_cast<const char*>(found) + 64);
+        break;
+      }
+    }
+  }
+  p.candidate[i % kRing] = found;
+}
+
+void ClusterState::StageConfirm(Pipeline& p, const std::string& name, size_t i) const {
+  // A full-hash collision with another name (never seen: 64-bit hashes) falls back to the
+  // map's own look-up. Then ask for the part of each GPU fit reads (the first 56 bytes of a
+  // GpuState, core/node.h).
+  const NodeMap::value_type* e = p.candidate[i % kRing];
+  if (e != nullptr && e->first != name) {
+    auto it = nodes_.find(name);
+    e = it != nodes_.end() ? &*it : nullptr;
+  }
+  const NodeState* node = e != nullptr && e->second.usable ? &e->second.state : nullptr;
+  p.node[i % kRing] = node;
+  if (node != nullptr) {
+    for (const GpuState& g : node->gpus) {
+      __builtin_prefetch(&g);
+      __builtin_prefetch(reinterpret_cast<const char*>(&g) + 55);
+    }
+  }
+}
+
 Status ClusterState::UpsertNode(const NodeObject& node) {
   const std::string& name = node.name;
   NodeEntry entry;
@@ -92,13 +180,14 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
     if (scores.ok()) entry.state.topology = std::move(*scores);
   }
   entry.usable = !entry.state.gpus.empty() && node.allocatable_gpus > 0;
-  nodes_[name] = std::move(entry);
+  auto [it, inserted] = nodes_.insert_or_assign(name, std::move(entry));
+  if (inserted) IndexInsert(&*it);
   RebuildNode(name);
   return result;
 }
 
 void ClusterState::RemoveNode(const std::string& name) {
-  nodes_.erase(name);
+  if (nodes_.erase(name) > 0) RebuildIndex();
   for (const auto& uid : pods_by_node_[name]) applied_.erase(uid);
 }
 

@@ -18,11 +18,13 @@
 // PodObject; k8s/gpu_objects.h fills them from the API objects) and reports what it cannot
 // count through a log callback. Not thread-safe: scheduler/state.h wraps it in a lock.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -90,6 +92,11 @@ using LogFn = std::function<void(LogSeverity, std::string_view)>;
 class ClusterState {
  public:
   ClusterState() = default;
+  /// Copies rebuild the name index (it points into the copied node map).
+  ClusterState(const ClusterState& other);
+  ClusterState& operator=(const ClusterState& other);
+  ClusterState(ClusterState&&) noexcept = default;
+  ClusterState& operator=(ClusterState&&) noexcept = default;
 
   /// The HMAC key of `fracgpu.io/allocation-signature` (core/signature.h). With a key, only
   /// allocations whose signature verifies are counted as written; an unsigned, altered or
@@ -128,6 +135,26 @@ class ClusterState {
     auto it = nodes_.find(name);
     return it != nodes_.end() && it->second.usable ? &it->second.state : nullptr;
   }
+  /// Calls fn(names[i], FindNode(names[i])) for every i in order, for thousands of names at
+  /// once (/filter, /prioritize): the same answers as FindNode, but the look-ups of a batch of
+  /// names are interleaved and each node's record and GPU usage are fetched from memory
+  /// before fn reads them. At 15,000 nodes the state (~39 MiB) does not fit the caches and a
+  /// look-up one after another waits on 3–4 dependent cache misses per name (bench_filter).
+  /// fn must not change the model.
+  template <typename Fn>
+  void ForEachNode(std::span<const std::string> names, Fn&& fn) const {
+    // A software pipeline, kLag names between stages: name i+3·kLag is hashed and its slot
+    // asked for, i+2·kLag probed and its node's record asked for, i+kLag confirmed and its
+    // GPUs asked for, and fn runs on name i.
+    Pipeline p;
+    const size_t n = names.size();
+    for (size_t i = 0; i < n + 3 * kLag; ++i) {
+      if (i < n) StageHash(p, names[i], i);
+      if (i >= kLag && i - kLag < n) StageProbe(p, i - kLag);
+      if (i >= 2 * kLag && i - 2 * kLag < n) StageConfirm(p, names[i - 2 * kLag], i - 2 * kLag);
+      if (i >= 3 * kLag) fn(names[i - 3 * kLag], p.node[(i - 3 * kLag) % kRing]);
+    }
+  }
   /// The allocation of a pod, by UID.
   std::optional<PodAllocation> Allocation(const std::string& uid) const;
   /// Every allocation, by UID.
@@ -147,6 +174,34 @@ class ClusterState {
     NodeState state;  // GPUs as registered (cordon applied) + usage
     bool usable = false;
   };
+  using NodeMap = std::unordered_map<std::string, NodeEntry>;
+  // The flat name index ForEachNode probes: open addressing, linear probing, a power-of-two
+  // number of slots at most half full. std::unordered_map (which owns the nodes and keeps
+  // their addresses stable) is a linked list per bucket and cannot be probed ahead of use.
+  // Hand-written, not absl::node_hash_map (Debian's libabsl-dev 20220623): its prefetch(key)
+  // brings only the control bytes and the slot, and its find() must then read the key out of
+  // the node, a dependent miss the probe cannot run ahead of. Keeping the full 64-bit hash in
+  // the slot lets the probe end in the slot and the node be fetched before the key compare:
+  // three stages in flight, not two. The map stays the owner; this index is rebuilt on a
+  // node's removal and grown at half full.
+  struct IndexSlot {
+    uint64_t hash = 0;
+    const NodeMap::value_type* entry = nullptr;  // nullptr: empty slot
+  };
+  static constexpr size_t kLag = 8;          // names between pipeline stages (ForEachNode)
+  static constexpr size_t kRing = 4 * kLag;  // names in flight (a power of two)
+  struct Pipeline {
+    uint64_t hash[kRing];
+    const NodeMap::value_type* candidate[kRing];
+    const NodeState* node[kRing];
+  };
+  static uint64_t HashName(std::string_view name) { return std::hash<std::string_view>{}(name); }
+  void IndexInsert(const NodeMap::value_type* entry);
+  void RebuildIndex();
+  // The stages of ForEachNode for the name at position i.
+  void StageHash(Pipeline& p, const std::string& name, size_t i) const;
+  void StageProbe(Pipeline& p, size_t i) const;
+  void StageConfirm(Pipeline& p, const std::string& name, size_t i) const;
   void RebuildNode(const std::string& name);
   void Apply(PodAllocation& a, bool add);
   void Log(LogSeverity severity, const std::string& line) const {
@@ -154,8 +209,9 @@ class ClusterState {
   }
 
   // Hashed: /filter looks up every candidate node (thousands) per request.
-  std::unordered_map<std::string, NodeEntry> nodes_;
-  std::map<std::string, PodAllocation> pods_;                  // uid → allocation
+  NodeMap nodes_;
+  std::vector<IndexSlot> index_;               // see IndexSlot; empty or a power of two in size
+  std::map<std::string, PodAllocation> pods_;  // uid → allocation
   std::map<std::string, std::set<std::string>> pods_by_node_;  // node → uids
   std::set<std::string> applied_;                              // uids whose usage is on their node
   int64_t orphaned_ = 0;

@@ -10,15 +10,17 @@
 namespace fracgpu::core {
 
 /// One physical GPU as a node registers it (one element of the register annotation).
+/// The numbers fit reads on every GPU of every candidate node come first and together (one
+/// cache line with GpuState's usage; /filter walks thousands of nodes), the strings after.
 struct DeviceInfo {
-  std::string uuid;        ///< "GPU-…" (`id`)
+  int64_t devmem_mib = 0;  ///< MiB, already multiplied by the memory scaling
   int32_t index = 0;       ///< NVML index
   int32_t count = 10;      ///< split count: max concurrent slices on the card
-  int64_t devmem_mib = 0;  ///< MiB, already multiplied by the memory scaling
   int32_t devcore = 100;   ///< 100 × core scaling
-  std::string type;        ///< e.g. "NVIDIA-Tesla V100-PCIE-32GB"
   int32_t numa = 0;
   bool health = true;
+  std::string uuid;  ///< "GPU-…" (`id`)
+  std::string type;  ///< e.g. "NVIDIA-Tesla V100-PCIE-32GB"
   std::string mode = "hami-core";
 
   bool operator==(const DeviceInfo&) const = default;

@@ -13,12 +13,14 @@
 namespace fracgpu::core {
 
 /// One GPU of a node: what it offers and what is already promised on it.
+/// The usage fields come first, before info's numbers: what fit reads of a GPU lies within
+/// 56 bytes (see DeviceInfo).
 struct GpuState {
-  DeviceInfo info;
-  int32_t used = 0;          ///< slices (containers) placed on it
   int64_t used_mem_mib = 0;  ///< MiB promised
+  int32_t used = 0;          ///< slices (containers) placed on it
   int32_t used_cores = 0;    ///< SM % promised (out of info.devcore)
   bool cordoned = false;     ///< UUID listed in `hami.io/device-cordon`
+  DeviceInfo info;
 
   int64_t FreeMemMib() const { return info.devmem_mib - used_mem_mib; }
   int32_t FreeCores() const { return info.devcore - used_cores; }

@@ -53,12 +53,13 @@ class ClusterState {
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;
   /// Calls fn(name, node) for each named node, in order, under one shared lock (node is
-  /// nullptr for a node whose GPUs do not count). For the filter hot path: one hash look-up
-  /// per name, no copies; fn must not call back into the state.
+  /// nullptr for a node whose GPUs do not count). For the filter hot path: the look-ups
+  /// pipelined (core::ClusterState::ForEachNode), no copies; fn must not call back into the
+  /// state.
   template <typename Fn>
   void ForEachNode(const std::vector<std::string>& names, Fn&& fn) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    for (const auto& name : names) fn(name, model_.FindNode(name));
+    model_.ForEachNode(names, fn);
   }
   /// The allocation of a pod, by UID.
   std::optional<PodAllocation> Allocation(const std::string& uid) const;

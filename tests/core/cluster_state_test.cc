@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -155,6 +158,109 @@ TEST(CoreClusterState, AnAllocationOnAGpuTheNodeLacksIsLoggedAndOrphaned) {
   EXPECT_EQ(lines[0].first, LogSeverity::kWarning);
   EXPECT_EQ(lines[0].second.rfind("pod default/x: allocation not counted on node n1: ", 0), 0u)
       << lines[0].second;
+}
+
+// What ForEachNode must answer for a name, computed from how the test built the state: the
+// node when it was added (and not removed) with allocatable > 0, else nullptr.
+void ExpectForEachNodeAnswers(const ClusterState& s, const std::vector<std::string>& names,
+                              const std::vector<bool>& present_usable, const std::string& when) {
+  size_t calls = 0;
+  s.ForEachNode(names, [&](const std::string& name, const NodeState* node) {
+    ASSERT_LT(calls, names.size()) << when;
+    EXPECT_EQ(&name, &names[calls]) << when << ": names are handed back in order, uncopied";
+    const bool want = present_usable[calls];
+    EXPECT_EQ(node != nullptr, want) << when << ": " << name;
+    if (node != nullptr) {
+      EXPECT_EQ(node->name, name) << when;
+      EXPECT_EQ(node, s.FindNode(name)) << when << ": " << name;
+    }
+    ++calls;
+  });
+  EXPECT_EQ(calls, names.size()) << when;
+}
+
+TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
+  // Names n0..n1999 added in order; every 7th with allocatable 0 (its GPUs do not count).
+  // After each checkpoint (the index grows at 8, 16, ..., 1024 nodes) every name asked for,
+  // shuffled, with names never added, duplicates and "", gets the node or nullptr.
+  ClusterState s;
+  std::mt19937 rng(18);
+  auto usable = [](int i) { return i % 7 != 0; };
+  std::vector<bool> added(2000, false);
+  auto check = [&](const ClusterState& state, const std::string& when) {
+    std::vector<std::string> names;
+    std::vector<bool> want;
+    for (int i = 0; i < 2000; i += 3) {
+      names.push_back("n" + std::to_string(i));
+      want.push_back(added[i] && usable(i));
+    }
+    for (int i = 0; i < 50; ++i) {
+      names.push_back("m" + std::to_string(i));  // never added
+      want.push_back(false);
+    }
+    names.push_back("");
+    want.push_back(false);
+    names.push_back("n1");  // a duplicate
+    want.push_back(added[1]);
+    std::vector<size_t> order(names.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::string> shuffled;
+    std::vector<bool> shuffled_want;
+    for (size_t i : order) {
+      shuffled.push_back(names[i]);
+      shuffled_want.push_back(want[i]);
+    }
+    ExpectForEachNodeAnswers(state, shuffled, shuffled_want, when);
+    ExpectForEachNodeAnswers(state, {}, {}, when + " (no names)");
+  };
+  check(s, "empty state");
+  int next = 0;
+  for (int upto : {1, 8, 9, 17, 100, 1025, 2000}) {
+    for (; next < upto; ++next) {
+      NodeObject n = TwoGpus(usable(next) ? 2 : 0);
+      n.name = "n" + std::to_string(next);
+      ASSERT_TRUE(s.UpsertNode(n).ok());
+      added[next] = true;
+    }
+    check(s, std::to_string(upto) + " nodes");
+  }
+  // Updating a node in place keeps one entry; n7 becomes usable.
+  NodeObject n7 = TwoGpus();
+  n7.name = "n7";
+  ASSERT_TRUE(s.UpsertNode(n7).ok());
+  {
+    std::vector<std::string> names = {"n7", "n14", "n7"};
+    ExpectForEachNodeAnswers(s, names, {true, false, true}, "n7 updated");
+  }
+  NodeObject back = TwoGpus(0);
+  back.name = "n7";
+  ASSERT_TRUE(s.UpsertNode(back).ok());
+  for (int i = 0; i < 2000; i += 2) {
+    s.RemoveNode("n" + std::to_string(i));
+    added[i] = false;
+  }
+  s.RemoveNode("never-added");
+  check(s, "even nodes removed");
+  // A copy answers with its own nodes, also once the original is gone.
+  auto original = std::make_unique<ClusterState>(s);
+  ClusterState copy(*original);
+  const NodeState* in_original = original->FindNode("n1");
+  ASSERT_NE(in_original, nullptr);
+  original.reset();
+  check(copy, "copy");
+  ClusterState assigned;
+  assigned = copy;
+  std::vector<std::string> one = {"n1"};
+  copy.ForEachNode(one, [&](const std::string&, const NodeState* node) {
+    EXPECT_EQ(node, copy.FindNode("n1"));
+  });
+  assigned.ForEachNode(one, [&](const std::string&, const NodeState* node) {
+    EXPECT_NE(node, copy.FindNode("n1"));
+    EXPECT_EQ(node, assigned.FindNode("n1"));
+  });
+  ClusterState moved(std::move(assigned));
+  check(moved, "moved");
 }
 
 }  // namespace

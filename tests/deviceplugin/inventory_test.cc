@@ -33,9 +33,24 @@ TEST(Inventory, EntriesApplyScalingSplitCountHealthAndFilters) {
   gpus[1].total_memory_bytes = 16ULL * 1024 * 1024 * 1024 + 512 * 1024;  // 16 GiB + half a MiB
   auto d = BuildDeviceInfos(gpus, c, {kUuidB});
   ASSERT_EQ(d.size(), 2u);
-  core::DeviceInfo a{kUuidA, 0, 5, 49152, 200, "NVIDIA-Tesla V100-PCIE-32GB", 0, true, "hami-core"};
-  core::DeviceInfo b{kUuidB, 1,     5,          24576, 200, "NVIDIA-Tesla V100-PCIE-32GB",
-                     1,      false, "hami-core"};  // floor(16384×1.5)
+  const core::DeviceInfo a{.devmem_mib = 49152,
+                           .index = 0,
+                           .count = 5,
+                           .devcore = 200,
+                           .numa = 0,
+                           .health = true,
+                           .uuid = kUuidA,
+                           .type = "NVIDIA-Tesla V100-PCIE-32GB",
+                           .mode = "hami-core"};
+  const core::DeviceInfo b{.devmem_mib = 24576,  // floor(16384×1.5)
+                           .index = 1,
+                           .count = 5,
+                           .devcore = 200,
+                           .numa = 1,
+                           .health = false,
+                           .uuid = kUuidB,
+                           .type = "NVIDIA-Tesla V100-PCIE-32GB",
+                           .mode = "hami-core"};
   EXPECT_EQ(d[0], a);
   EXPECT_EQ(d[1], b);
   c.filter_indices = {0};
