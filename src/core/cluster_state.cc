@@ -70,7 +70,7 @@ ClusterState::ClusterState(const ClusterState& other)
       signing_key_(other.signing_key_),
       unverified_(other.unverified_),
       log_(other.log_) {
-  RebuildIndex();
+  RebuildIndex(nodes_.size());
 }
 
 ClusterState& ClusterState::operator=(const ClusterState& other) {
@@ -78,13 +78,14 @@ ClusterState& ClusterState::operator=(const ClusterState& other) {
   return *this;
 }
 
+void ClusterState::ReserveIndex(size_t nodes) {
+  // At most half full: linear probing stays short (the expected probe of a present name at
+  // load ½ is 1.5 slots). Called before a new node enters the map, so that a failed
+  // allocation here leaves map and index as they were.
+  if (2 * nodes > index_.size()) RebuildIndex(nodes);
+}
+
 void ClusterState::IndexInsert(const NodeMap::value_type* entry) {
-  // Grow at half full: linear probing stays short (the expected probe of a present name at
-  // load ½ is 1.5 slots).
-  if (2 * (nodes_.size()) > index_.size()) {
-    RebuildIndex();
-    return;
-  }
   const size_t mask = index_.size() - 1;
   const uint64_t h = HashName(entry->first);
   size_t i = h & mask;
@@ -92,17 +93,31 @@ void ClusterState::IndexInsert(const NodeMap::value_type* entry) {
   index_[i] = {h, entry};
 }
 
-void ClusterState::RebuildIndex() {
-  size_t size = 16;
-  while (size < 2 * nodes_.size()) size *= 2;
-  index_.assign(size, IndexSlot{});
-  const size_t mask = size - 1;
-  for (const auto& kv : nodes_) {
-    const uint64_t h = HashName(kv.first);
-    size_t i = h & mask;
-    while (index_[i].entry != nullptr) i = (i + 1) & mask;
-    index_[i] = {h, &kv};
+void ClusterState::IndexErase(const NodeMap::value_type* entry) {
+  // Backward-shift deletion (no tombstones): every later slot of the same run whose home
+  // slot does not lie cyclically in (hole, slot] moves into the hole, so each present name
+  // stays reachable from its home slot without crossing an empty one. O(run length), not a
+  // rebuild: a node pool scaled down by thousands of nodes stays linear.
+  const size_t mask = index_.size() - 1;
+  size_t hole = HashName(entry->first) & mask;
+  while (index_[hole].entry != entry) hole = (hole + 1) & mask;  // it is indexed
+  for (size_t j = (hole + 1) & mask; index_[j].entry != nullptr; j = (j + 1) & mask) {
+    const size_t home = index_[j].hash & mask;
+    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (!stays) {
+      index_[hole] = index_[j];
+      hole = j;
+    }
   }
+  index_[hole] = IndexSlot{};
+}
+
+void ClusterState::RebuildIndex(size_t nodes) {
+  size_t size = 16;
+  while (size < 2 * nodes) size *= 2;
+  std::vector<IndexSlot> fresh(size);
+  index_.swap(fresh);
+  for (const auto& kv : nodes_) IndexInsert(&kv);
 }
 
 void ClusterState::StageHash(Pipeline& p, const std::string& name, size_t i) const {
@@ -180,6 +195,7 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
     if (scores.ok()) entry.state.topology = std::move(*scores);
   }
   entry.usable = !entry.state.gpus.empty() && node.allocatable_gpus > 0;
+  if (nodes_.find(name) == nodes_.end()) ReserveIndex(nodes_.size() + 1);
   auto [it, inserted] = nodes_.insert_or_assign(name, std::move(entry));
   if (inserted) IndexInsert(&*it);
   RebuildNode(name);
@@ -187,7 +203,11 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
 }
 
 void ClusterState::RemoveNode(const std::string& name) {
-  if (nodes_.erase(name) > 0) RebuildIndex();
+  auto it = nodes_.find(name);
+  if (it != nodes_.end()) {
+    IndexErase(&*it);
+    nodes_.erase(it);
+  }
   for (const auto& uid : pods_by_node_[name]) applied_.erase(uid);
 }
 

@@ -182,8 +182,8 @@ class ClusterState {
   // brings only the control bytes and the slot, and its find() must then read the key out of
   // the node, a dependent miss the probe cannot run ahead of. Keeping the full 64-bit hash in
   // the slot lets the probe end in the slot and the node be fetched before the key compare:
-  // three stages in flight, not two. The map stays the owner; this index is rebuilt on a
-  // node's removal and grown at half full.
+  // three stages in flight, not two. The map stays the owner; the index is grown before it is
+  // half full and a removal shifts back the rest of its run.
   struct IndexSlot {
     uint64_t hash = 0;
     const NodeMap::value_type* entry = nullptr;  // nullptr: empty slot
@@ -196,8 +196,10 @@ class ClusterState {
     const NodeState* node[kRing];
   };
   static uint64_t HashName(std::string_view name) { return std::hash<std::string_view>{}(name); }
-  void IndexInsert(const NodeMap::value_type* entry);
-  void RebuildIndex();
+  void ReserveIndex(size_t nodes);
+  void IndexInsert(const NodeMap::value_type* entry);  // a free slot exists (ReserveIndex)
+  void IndexErase(const NodeMap::value_type* entry);   // entry is indexed
+  void RebuildIndex(size_t nodes);                     // sized for `nodes`, every map node in
   // The stages of ForEachNode for the name at position i.
   void StageHash(Pipeline& p, const std::string& name, size_t i) const;
   void StageProbe(Pipeline& p, size_t i) const;

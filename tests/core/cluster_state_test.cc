@@ -242,22 +242,49 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   }
   s.RemoveNode("never-added");
   check(s, "even nodes removed");
-  // A copy answers with its own nodes, also once the original is gone.
+  // Names added again after removals, then removals in random order down to 10 nodes (each
+  // shifts the rest of its probe run back).
+  for (int i = 0; i < 2000; i += 4) {
+    NodeObject n = TwoGpus(usable(i) ? 2 : 0);
+    n.name = "n" + std::to_string(i);
+    ASSERT_TRUE(s.UpsertNode(n).ok());
+    added[i] = true;
+  }
+  check(s, "every 4th added again");
+  std::vector<int> present;
+  for (int i = 0; i < 2000; ++i) {
+    if (added[i]) present.push_back(i);
+  }
+  std::shuffle(present.begin(), present.end(), rng);
+  for (size_t k = 0; k + 10 < present.size(); ++k) {
+    s.RemoveNode("n" + std::to_string(present[k]));
+    added[present[k]] = false;
+    if (k % 97 == 0) check(s, std::to_string(k + 1) + " removed in random order");
+  }
+  check(s, "10 nodes left");
+  for (int i = 0; i < 2000; i += 2) {
+    NodeObject n = TwoGpus(usable(i) ? 2 : 0);
+    n.name = "n" + std::to_string(i);
+    ASSERT_TRUE(s.UpsertNode(n).ok());
+    added[i] = true;
+  }
+  check(s, "even nodes added again");
+  // A copy answers with its own nodes, also once the original is gone (n2: present, usable).
   auto original = std::make_unique<ClusterState>(s);
   ClusterState copy(*original);
-  const NodeState* in_original = original->FindNode("n1");
+  const NodeState* in_original = original->FindNode("n2");
   ASSERT_NE(in_original, nullptr);
   original.reset();
   check(copy, "copy");
   ClusterState assigned;
   assigned = copy;
-  std::vector<std::string> one = {"n1"};
+  std::vector<std::string> one = {"n2"};
   copy.ForEachNode(one, [&](const std::string&, const NodeState* node) {
-    EXPECT_EQ(node, copy.FindNode("n1"));
+    EXPECT_EQ(node, copy.FindNode("n2"));
   });
   assigned.ForEachNode(one, [&](const std::string&, const NodeState* node) {
-    EXPECT_NE(node, copy.FindNode("n1"));
-    EXPECT_EQ(node, assigned.FindNode("n1"));
+    EXPECT_NE(node, copy.FindNode("n2"));
+    EXPECT_EQ(node, assigned.FindNode("n2"));
   });
   ClusterState moved(std::move(assigned));
   check(moved, "moved");
