@@ -18,7 +18,6 @@
 // PodObject; k8s/gpu_objects.h fills them from the API objects) and reports what it cannot
 // count through a log callback. Not thread-safe: scheduler/state.h wraps it in a lock.
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>

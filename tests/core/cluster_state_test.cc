@@ -187,6 +187,12 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   std::mt19937 rng(18);
   auto usable = [](int i) { return i % 7 != 0; };
   std::vector<bool> added(2000, false);
+  auto add = [&](int i) {  // adds (or adds again) node n<i>; false if the state refused it
+    NodeObject n = TwoGpus(usable(i) ? 2 : 0);
+    n.name = "n" + std::to_string(i);
+    added[i] = s.UpsertNode(n).ok();
+    return added[i];
+  };
   auto check = [&](const ClusterState& state, const std::string& when) {
     std::vector<std::string> names;
     std::vector<bool> want;
@@ -218,10 +224,7 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   int next = 0;
   for (int upto : {1, 8, 9, 17, 100, 1025, 2000}) {
     for (; next < upto; ++next) {
-      NodeObject n = TwoGpus(usable(next) ? 2 : 0);
-      n.name = "n" + std::to_string(next);
-      ASSERT_TRUE(s.UpsertNode(n).ok());
-      added[next] = true;
+      ASSERT_TRUE(add(next));
     }
     check(s, std::to_string(upto) + " nodes");
   }
@@ -245,10 +248,7 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   // Names added again after removals, then removals in random order down to 10 nodes (each
   // shifts the rest of its probe run back).
   for (int i = 0; i < 2000; i += 4) {
-    NodeObject n = TwoGpus(usable(i) ? 2 : 0);
-    n.name = "n" + std::to_string(i);
-    ASSERT_TRUE(s.UpsertNode(n).ok());
-    added[i] = true;
+    ASSERT_TRUE(add(i));
   }
   check(s, "every 4th added again");
   std::vector<int> present;
@@ -263,10 +263,7 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   }
   check(s, "10 nodes left");
   for (int i = 0; i < 2000; i += 2) {
-    NodeObject n = TwoGpus(usable(i) ? 2 : 0);
-    n.name = "n" + std::to_string(i);
-    ASSERT_TRUE(s.UpsertNode(n).ok());
-    added[i] = true;
+    ASSERT_TRUE(add(i));
   }
   check(s, "even nodes added again");
   // A copy answers with its own nodes, also once the original is gone (n2: present, usable).
