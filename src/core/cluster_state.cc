@@ -126,9 +126,9 @@ void ClusterState::StageHash(Pipeline& p, const std::string& name, size_t i) con
   if (!index_.empty()) __builtin_prefetch(&index_[h & (index_.size() - 1)]);
 }
 
-void ClusterState::StageProbe(Pipeline& p, size_t i) const {
-  // To the first slot with the same 64-bit hash; ask for that node's record (its key and the
-  // GPU vector's header, in its first two cache lines).
+void ClusterState::StageProbe(Pipeline& p, size_t i, bool summary) const {
+  // To the first slot with the same 64-bit hash; ask for that node's record: its key and the
+  // GPU vector's header, or its key, `usable` and the summary up to its last GPU in use.
   const NodeMap::value_type* found = nullptr;
   if (!index_.empty()) {
     const uint64_t h = p.hash[i % kRing];
@@ -136,8 +136,14 @@ void ClusterState::StageProbe(Pipeline& p, size_t i) const {
     for (size_t s = h & mask; index_[s].entry != nullptr; s = (s + 1) & mask) {
       if (index_[s].hash == h) {
         found = index_[s].entry;
-        __builtin_prefetch(found);
-        __builtin_prefetch(reinterpret_cast<const char*>(found) + 64);
+        const char* at = reinterpret_cast<const char*>(found);
+        // The summary's GPUs in use are not known before the record arrives: ask for the
+        // lines of an 8-GPU node's (the common case; larger nodes wait on the rest).
+        const char* end = summary ? reinterpret_cast<const char*>(&found->second.summary.gpu[8])
+                                  : reinterpret_cast<const char*>(&found->second.state.gpus) +
+                                        sizeof(found->second.state.gpus);
+        for (; at < end; at += 64) __builtin_prefetch(at);
+        __builtin_prefetch(end - 1);
         break;
       }
     }
@@ -145,19 +151,19 @@ void ClusterState::StageProbe(Pipeline& p, size_t i) const {
   p.candidate[i % kRing] = found;
 }
 
-void ClusterState::StageConfirm(Pipeline& p, const std::string& name, size_t i) const {
+void ClusterState::StageConfirm(Pipeline& p, const std::string& name, size_t i, bool gpus) const {
   // A full-hash collision with another name (never seen: 64-bit hashes) falls back to the
-  // map's own look-up. Then ask for the part of each GPU fit reads (the first 56 bytes of a
-  // GpuState, core/node.h).
+  // map's own look-up. Then, with `gpus`, ask for the part of each GPU fit reads (the first
+  // 56 bytes of a GpuState, core/node.h).
   const NodeMap::value_type* e = p.candidate[i % kRing];
   if (e != nullptr && e->first != name) {
     auto it = nodes_.find(name);
     e = it != nodes_.end() ? &*it : nullptr;
   }
-  const NodeState* node = e != nullptr && e->second.usable ? &e->second.state : nullptr;
-  p.node[i % kRing] = node;
-  if (node != nullptr) {
-    for (const GpuState& g : node->gpus) {
+  const NodeEntry* entry = e != nullptr && e->second.usable ? &e->second : nullptr;
+  p.entry[i % kRing] = entry;
+  if (entry != nullptr && gpus) {
+    for (const GpuState& g : entry->state.gpus) {
       __builtin_prefetch(&g);
       __builtin_prefetch(reinterpret_cast<const char*>(&g) + 55);
     }
@@ -225,6 +231,7 @@ void ClusterState::RebuildNode(const std::string& name) {
     auto p = pods_.find(uid);
     if (p != pods_.end()) Apply(p->second, true);
   }
+  Touch(e);
 }
 
 // Adds (or removes) a pod's collapsed usage on its node; tracks which pods are applied so
@@ -240,6 +247,7 @@ void ClusterState::Apply(PodAllocation& a, bool add) {
     }
     Status st = AddPodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
     if (st.ok()) {
+      Touch(it->second);
       applied_.insert(a.uid);
     } else {
       ++orphaned_;
@@ -252,6 +260,7 @@ void ClusterState::Apply(PodAllocation& a, bool add) {
       return;
     }
     Status st = RemovePodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    Touch(it->second);  // all or nothing: unchanged on error
     if (!st.ok()) {
       Log(LogSeverity::kError,
           "pod " + a.key + ": cannot release usage on " + a.node + ": " + st.ToString());
@@ -357,6 +366,7 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
   pods_by_node_[a.node].insert(a.uid);
   pods_[a.uid] = a;
   it->second.state = std::move(trial);
+  Touch(it->second);
   applied_.insert(a.uid);
   return Status::Ok();
 }

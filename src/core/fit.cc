@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <string>
 
 #include "core/score.h"
@@ -61,10 +62,16 @@ struct TypeMemo {
   bool last_verdict = false;
 };
 
+// §3.6 rows 1–2, the ones a NodeFitSummary carries (the rest read strings).
+FitReason StateChecks(bool health, bool cordoned) {
+  if (!health) return FitReason::kCardNotHealth;
+  if (cordoned) return FitReason::kCardCordoned;
+  return FitReason::kFits;
+}
+
 FitReason PreNumaChecks(const PodRequest& pod, const DeviceInfo& info, bool cordoned,
                         TypeVerdictCache* cache, TypeMemo* memo) {
-  if (!info.health) return FitReason::kCardNotHealth;
-  if (cordoned) return FitReason::kCardCordoned;
+  if (FitReason r = StateChecks(info.health, cordoned); r != FitReason::kFits) return r;
   // nvidia.com/vgpu-mode: the value must contain the GPU's mode (HAMi v2.10.0 `checkType`).
   if (!pod.vgpu_mode.empty() && pod.vgpu_mode.find(info.mode) == std::string::npos) {
     return FitReason::kCardTypeMismatch;
@@ -82,29 +89,48 @@ FitReason PreNumaChecks(const PodRequest& pod, const DeviceInfo& info, bool cord
   return FitReason::kFits;
 }
 
+// The numbers of one GPU the capacity checks read, from a GpuState or a PackedGpu. Of the
+// slices, only what the checks ask: count > used, and used > 0.
+struct GpuNumbers {
+  int64_t devmem_mib;
+  int64_t used_mem_mib;
+  int32_t devcore;
+  int32_t used_cores;
+  bool slice_free;
+  bool in_use;
+};
+
+// §3.6 rows 6, 7 and 9–12: every check after the UUID lists, on numbers only. The one copy of
+// these checks: PostNumaChecks (GpuState) and FitsBySummary (PackedGpu) both call it.
+FitReason CapacityChecks(const ContainerRequest& c, const PodRequest& pod, const GpuNumbers& g) {
+  if (!g.slice_free) return FitReason::kCardTimeSlicingExhausted;
+  // hami.io/gpu-scheduler-policy "mutex" (alone or in a chain): idle GPUs only (§3.6 row 7).
+  if (pod.gpu_policy_spec && pod.gpu_policy_spec->mutex && g.in_use) {
+    return FitReason::kExclusiveDeviceAllocateConflict;
+  }
+  const int32_t cores = CoresOf(c);
+  if (g.devmem_mib - g.used_mem_mib < c.MemOn(g.devmem_mib)) {
+    return FitReason::kCardInsufficientMemory;
+  }
+  if (g.devcore - g.used_cores < cores) return FitReason::kCardInsufficientCore;
+  if (g.devcore == 100 && cores == 100 && g.in_use) {
+    return FitReason::kExclusiveDeviceAllocateConflict;
+  }
+  if (g.devcore != 0 && g.used_cores == g.devcore && cores == 0) {
+    return FitReason::kCardComputeUnitsExhausted;
+  }
+  return FitReason::kFits;
+}
+
 // The checks after HAMi's NUMA grouping step (§3.6 rows 5–6, 9–12).
 FitReason PostNumaChecks(const ContainerRequest& c, const PodRequest& pod, const DeviceInfo& info,
                          const GpuUsage& usage) {
   if ((!pod.use_uuids.empty() || !pod.nouse_uuids.empty()) && !GpuUuidAllowed(pod, info.uuid)) {
     return FitReason::kCardUuidMismatch;
   }
-  if (info.count <= usage.used) return FitReason::kCardTimeSlicingExhausted;
-  // hami.io/gpu-scheduler-policy "mutex" (alone or in a chain): idle GPUs only (§3.6 row 7).
-  if (pod.gpu_policy_spec && pod.gpu_policy_spec->mutex && usage.used > 0) {
-    return FitReason::kExclusiveDeviceAllocateConflict;
-  }
-  const int32_t cores = CoresOf(c);
-  if (info.devmem_mib - usage.used_mem_mib < c.MemOn(info.devmem_mib)) {
-    return FitReason::kCardInsufficientMemory;
-  }
-  if (info.devcore - usage.used_cores < cores) return FitReason::kCardInsufficientCore;
-  if (info.devcore == 100 && cores == 100 && usage.used > 0) {
-    return FitReason::kExclusiveDeviceAllocateConflict;
-  }
-  if (info.devcore != 0 && usage.used_cores == info.devcore && cores == 0) {
-    return FitReason::kCardComputeUnitsExhausted;
-  }
-  return FitReason::kFits;
+  return CapacityChecks(c, pod,
+                        {info.devmem_mib, usage.used_mem_mib, info.devcore, usage.used_cores,
+                         info.count > usage.used, usage.used > 0});
 }
 
 FitReason CheckOne(const ContainerRequest& c, const PodRequest& pod, const GpuState& g,
@@ -303,37 +329,60 @@ bool FitOrdered(const PodRequest& pod, const NodeState& node, const FitOptions& 
   return true;
 }
 
-// Whether `c` alone fits against the node's own usage: counts the GPUs that pass every
-// check (per NUMA node under numa-bind). Exact when the GPU order cannot matter.
-bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod, const NodeState& node,
-                          TypeVerdictCache* cache) {
-  const size_t n_gpus = node.gpus.size();
-  if (static_cast<size_t>(c.num_gpus) > n_gpus) return false;
-  TypeMemo memo;
-  if (!pod.numa_bind || c.num_gpus == 1) {
+// Whether a container of `want` GPUs fits on a node of n_gpus GPUs of which passes(i) says
+// which pass every check: counts them (per NUMA node, numa(i), under numa-bind). Exact when the
+// GPU order cannot matter. One copy for both forms of a node (NodeState, NodeFitSummary).
+template <typename PassesFn, typename NumaFn>
+bool FitsByCount(int32_t want, size_t n_gpus, bool numa_bind, PassesFn&& passes, NumaFn&& numa) {
+  if (static_cast<size_t>(want) > n_gpus) return false;
+  if (!numa_bind || want == 1) {
     int32_t count = 0;
-    for (const GpuState& g : node.gpus) {
-      if (CheckOne(c, pod, g, GpuUsage::Of(g), cache, &memo) == FitReason::kFits &&
-          ++count == c.num_gpus) {
-        return true;
-      }
+    for (size_t i = 0; i < n_gpus; ++i) {
+      if (passes(i) && ++count == want) return true;
     }
     return false;
   }
-  // numa-bind: some NUMA node must hold num_gpus passing GPUs.
+  // numa-bind: some NUMA node must hold `want` passing GPUs.
   internal::SmallBuffer<int32_t> numa_of_passing(n_gpus);
   size_t passing = 0;
-  for (const GpuState& g : node.gpus) {
-    if (CheckOne(c, pod, g, GpuUsage::Of(g), cache, &memo) == FitReason::kFits) {
-      numa_of_passing[passing++] = g.info.numa;
-    }
+  for (size_t i = 0; i < n_gpus; ++i) {
+    if (passes(i)) numa_of_passing[passing++] = numa(i);
   }
   for (size_t i = 0; i < passing; ++i) {
     int32_t same = 0;
     for (size_t j = 0; j < passing; ++j) same += numa_of_passing[j] == numa_of_passing[i];
-    if (same >= c.num_gpus) return true;
+    if (same >= want) return true;
   }
   return false;
+}
+
+// Whether `c` alone fits against the node's own usage (FitsByCount over its GpuStates).
+bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod, const NodeState& node,
+                          TypeVerdictCache* cache) {
+  TypeMemo memo;
+  return FitsByCount(
+      c.num_gpus, node.gpus.size(), pod.numa_bind,
+      [&](size_t i) {
+        const GpuState& g = node.gpus[i];
+        return CheckOne(c, pod, g, GpuUsage::Of(g), cache, &memo) == FitReason::kFits;
+      },
+      [&](size_t i) { return node.gpus[i].info.numa; });
+}
+
+// Number of GPU-using app containers: with at most one, no container's choice affects another's
+// checks (init containers are each checked against the node as it is), so the GPU order cannot
+// change whether the pod fits.
+int32_t AppGpuContainers(const PodRequest& pod) {
+  int32_t n = 0;
+  for (const ContainerRequest& c : pod.containers) {
+    if (c.UsesGpu() && !c.init) ++n;
+  }
+  return n;
+}
+
+template <typename Int>
+bool FitsIn(int64_t v) {
+  return v >= std::numeric_limits<Int>::min() && v <= std::numeric_limits<Int>::max();
 }
 
 }  // namespace
@@ -352,16 +401,64 @@ FitResult Fit(const PodRequest& pod, const NodeState& node, const FitOptions& op
 }
 
 bool Fits(const PodRequest& pod, const NodeState& node, const FitOptions& options) {
-  // With at most one GPU-using app container, no container's choice affects another's
-  // checks (init containers are each checked against the node as it is), so the order of
-  // the GPUs cannot change the answer: count instead of sorting.
-  int32_t app_gpu_containers = 0;
-  for (const ContainerRequest& c : pod.containers) {
-    if (c.UsesGpu() && !c.init) ++app_gpu_containers;
-  }
-  if (app_gpu_containers > 1) return FitOrdered(pod, node, options, nullptr);
+  // The order of the GPUs cannot change the answer (AppGpuContainers): count, do not sort.
+  if (AppGpuContainers(pod) > 1) return FitOrdered(pod, node, options, nullptr);
   for (const ContainerRequest& c : pod.containers) {
     if (c.UsesGpu() && !ContainerFitsByCount(c, pod, node, options.type_cache)) return false;
+  }
+  return true;
+}
+
+NodeFitSummary SummarizeForFit(const NodeState& node) {
+  NodeFitSummary s;
+  if (node.gpus.size() > NodeFitSummary::kMaxGpus) return s;
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const GpuState& g = node.gpus[i];
+    if (!FitsIn<int32_t>(g.info.devmem_mib) || !FitsIn<int32_t>(g.used_mem_mib) ||
+        !FitsIn<int16_t>(g.info.devcore) || !FitsIn<int16_t>(g.used_cores) ||
+        !FitsIn<int8_t>(g.info.numa)) {
+      return NodeFitSummary{};
+    }
+    PackedGpu& p = s.gpu[i];
+    p.devmem_mib = static_cast<int32_t>(g.info.devmem_mib);
+    p.used_mem_mib = static_cast<int32_t>(g.used_mem_mib);
+    p.devcore = static_cast<int16_t>(g.info.devcore);
+    p.used_cores = static_cast<int16_t>(g.used_cores);
+    p.numa = static_cast<int8_t>(g.info.numa);
+    p.flags = static_cast<uint8_t>(
+        (g.info.health ? PackedGpu::kHealth : 0) | (g.cordoned ? PackedGpu::kCordoned : 0) |
+        (g.info.count > g.used ? PackedGpu::kSliceFree : 0) | (g.used > 0 ? PackedGpu::kInUse : 0));
+  }
+  s.gpus = static_cast<uint8_t>(node.gpus.size());
+  s.exact = true;
+  return s;
+}
+
+bool SummaryDecides(const PodRequest& pod) {
+  // Every check CheckOne makes that reads more than PackedGpu holds is off for this pod:
+  // PreNumaChecks' mode and type rows, PostNumaChecks' UUID row. (The mutex row reads only
+  // whether the GPU is in use, which PackedGpu carries.)
+  return AppGpuContainers(pod) <= 1 && pod.vgpu_mode.empty() && pod.use_types.empty() &&
+         pod.nouse_types.empty() && pod.use_uuids.empty() && pod.nouse_uuids.empty();
+}
+
+bool FitsBySummary(const PodRequest& pod, const NodeFitSummary& summary) {
+  if (!summary.exact || !SummaryDecides(pod)) return false;
+  for (const ContainerRequest& c : pod.containers) {
+    if (!c.UsesGpu()) continue;
+    const bool fits = FitsByCount(
+        c.num_gpus, summary.gpus, pod.numa_bind,
+        [&](size_t i) {
+          const PackedGpu& g = summary.gpu[i];
+          return StateChecks((g.flags & PackedGpu::kHealth) != 0,
+                             (g.flags & PackedGpu::kCordoned) != 0) == FitReason::kFits &&
+                 CapacityChecks(c, pod,
+                                {g.devmem_mib, g.used_mem_mib, g.devcore, g.used_cores,
+                                 (g.flags & PackedGpu::kSliceFree) != 0,
+                                 (g.flags & PackedGpu::kInUse) != 0}) == FitReason::kFits;
+        },
+        [&](size_t i) { return static_cast<int32_t>(summary.gpu[i].numa); });
+    if (!fits) return false;
   }
   return true;
 }

@@ -166,6 +166,47 @@ FitResult Fit(const PodRequest& pod, const NodeState& node, const FitOptions& op
 /// (the order cannot matter); otherwise the same ordered greedy as Fit runs.
 bool Fits(const PodRequest& pod, const NodeState& node, const FitOptions& options = {});
 
+/// The numbers of one GPU that fit's checks read for a pod without type, mode or UUID lists,
+/// packed: 16 bytes instead of a GpuState's 152 (whose strings sit in the same cache lines).
+/// Units as GpuState and DeviceInfo: MiB, SM % (out of devcore). Of the slices only what the
+/// checks ask is kept: whether one is free (count > used) and whether any is taken (used > 0).
+struct PackedGpu {
+  int32_t devmem_mib = 0;
+  int32_t used_mem_mib = 0;
+  int16_t devcore = 0;     ///< 100 × core scaling
+  int16_t used_cores = 0;  ///< SM % promised
+  int8_t numa = 0;
+  uint8_t flags = 0;  ///< kHealth | kCordoned | kSliceFree | kInUse
+  static constexpr uint8_t kHealth = 1, kCordoned = 2, kSliceFree = 4, kInUse = 8;
+  bool operator==(const PackedGpu&) const = default;
+};
+
+/// A node's GPUs as PackedGpu, kept beside the node by core::ClusterState so that /filter
+/// reads about 3 cache lines per node instead of about 16 (docs/scheduler.md "Fit summary").
+/// `exact` is false when the node has more than kMaxGpus GPUs or a value does not fit its
+/// packed width; FitsBySummary must not be asked then.
+struct NodeFitSummary {
+  static constexpr size_t kMaxGpus = 16;
+  uint8_t gpus = 0;    ///< GPUs in use of `gpu`, in NodeState::gpus order
+  bool exact = false;  ///< every GPU packed without loss
+  PackedGpu gpu[kMaxGpus];
+  bool operator==(const NodeFitSummary&) const = default;
+};
+
+/// Packs the node's GPUs (see NodeFitSummary::exact for when it cannot).
+NodeFitSummary SummarizeForFit(const NodeState& node);
+
+/// Whether Fits(pod, node) is a function of SummarizeForFit(node) alone: at most one GPU-using
+/// app container (so fit counts GPUs and the order cannot matter), and no nvidia.com/vgpu-mode,
+/// use/nouse-gputype or use/nouse-gpuuuid (checks that read strings, which the summary does not
+/// carry).
+bool SummaryDecides(const PodRequest& pod);
+
+/// Fits(pod, node, options) for any options, from the node's summary: the same checks (one
+/// code path in fit.cc), read from PackedGpu. Requires SummaryDecides(pod) and summary.exact;
+/// otherwise returns false. Allocation-free.
+bool FitsBySummary(const PodRequest& pod, const NodeFitSummary& summary);
+
 /// Usage one placed pod takes on one GPU (docs/design/hami-behaviour.md §3.8 "collapsed").
 struct GpuUsageDelta {
   std::string uuid;

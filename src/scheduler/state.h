@@ -61,6 +61,13 @@ class ClusterState {
     std::shared_lock<std::shared_mutex> lock(mu_);
     model_.ForEachNode(names, fn);
   }
+  /// ForEachNode with each node's fit summary: fn(name, node, summary), as
+  /// core::ClusterState::ForEachNodeSummary (/filter's fast path).
+  template <typename Fn>
+  void ForEachNodeSummary(const std::vector<std::string>& names, Fn&& fn) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    model_.ForEachNodeSummary(names, fn);
+  }
   /// The allocation of a pod, by UID.
   std::optional<PodAllocation> Allocation(const std::string& uid) const;
   /// Every allocation (for metrics and tests).

@@ -287,5 +287,112 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   check(moved, "moved");
 }
 
+TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummary) {
+  // Random node, pod, bind and removal events on 12 nodes (0–18 GPUs: some past the 16 a
+  // summary packs); after each, ForEachNodeSummary gives every node's FindNode and a summary
+  // equal to SummarizeForFit of it (computed afresh from the node).
+  ClusterState s;
+  std::mt19937 rng(1812);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int kNodes = 12;
+  std::vector<int> gpus_of(kNodes, 0);
+  auto node_name = [](int i) { return "n" + std::to_string(i); };
+  auto upsert_node = [&](int i) {
+    const int n = uni(0, 6) == 0 ? uni(17, 18) : uni(0, 8);
+    std::vector<DeviceInfo> devices;
+    for (int k = 0; k < n; ++k) {
+      DeviceInfo d;
+      d.uuid = "GPU-" + std::to_string(i) + "-" + std::to_string(k);
+      d.index = k;
+      d.devmem_mib = 16384 * uni(1, 5);
+      d.count = uni(1, 4);
+      d.numa = uni(0, 1);
+      d.health = uni(0, 7) != 0;
+      devices.push_back(d);
+    }
+    NodeObject o;
+    o.name = node_name(i);
+    o.node_register = EncodeNodeRegister(devices);
+    o.allocatable_gpus = uni(0, 5) == 0 ? 0 : n;
+    if (n > 0 && uni(0, 3) == 0) o.cordon = "GPU-" + std::to_string(i) + "-0";
+    gpus_of[i] = n;
+    ASSERT_TRUE(s.UpsertNode(o).ok());
+  };
+  auto grants_on = [&](int i) {
+    PodGrants g(1);
+    const int k = uni(1, 2);
+    for (int j = 0; j < k; ++j) {
+      // Now and then a GPU the node lacks (the pod is orphaned, its usage not counted).
+      const int gpu = uni(0, std::max(0, gpus_of[i] - 1)) + (uni(0, 9) == 0 ? 30 : 0);
+      g[0].push_back(DeviceGrant{"GPU-" + std::to_string(i) + "-" + std::to_string(gpu), "NVIDIA",
+                                 1024 * uni(1, 16), 10 * uni(0, 10)});
+    }
+    return g;
+  };
+  int checks = 0, in_use = 0, not_exact = 0;
+  auto check = [&](const ClusterState& state, int step) {
+    std::vector<std::string> names;
+    for (int i = 0; i < kNodes; ++i) names.push_back(node_name(i));
+    names.push_back("never-added");
+    std::shuffle(names.begin(), names.end(), rng);
+    size_t seen = 0;
+    state.ForEachNodeSummary(
+        names, [&](const std::string& name, const NodeState* node, const NodeFitSummary* summary) {
+          EXPECT_EQ(name, names[seen]) << "step " << step;
+          ++seen;
+          ASSERT_EQ(node, state.FindNode(name)) << name << " step " << step;
+          ASSERT_EQ(node == nullptr, summary == nullptr) << name << " step " << step;
+          if (node == nullptr) return;
+          ASSERT_EQ(*summary, SummarizeForFit(*node)) << name << " step " << step;
+          ++checks;
+          not_exact += !summary->exact;
+          for (size_t g = 0; g < summary->gpus; ++g) {
+            if (summary->gpu[g].flags & PackedGpu::kInUse) {
+              ++in_use;
+              break;
+            }
+          }
+        });
+    EXPECT_EQ(seen, names.size()) << "step " << step;
+  };
+  for (int i = 0; i < kNodes; ++i) upsert_node(i);
+  std::vector<std::string> uids;
+  for (int step = 0; step < 3000; ++step) {
+    const int op = uni(0, 9);
+    const int i = uni(0, kNodes - 1);
+    if (op == 0) {
+      upsert_node(i);
+    } else if (op == 1 && uni(0, 3) == 0) {
+      s.RemoveNode(node_name(i));
+    } else if (op <= 5) {  // a pod (new or changed) bound to node i
+      const std::string uid = uids.empty() || uni(0, 2) == 0
+                                  ? "p" + std::to_string(step)
+                                  : uids[uni(0, static_cast<int>(uids.size()) - 1)];
+      PodObject p = Holding(uid, grants_on(i));
+      p.node_name = node_name(i);
+      p.vgpu_node = p.node_name;
+      if (uni(0, 5) == 0) p.phase = "Succeeded";
+      (void)s.UpsertPod(p);
+      uids.push_back(uid);
+    } else if (op <= 7) {  // a bind decision
+      PodAllocation a;
+      a.uid = "a" + std::to_string(step);
+      a.key = "default/" + a.uid;
+      a.node = node_name(i);
+      a.grants = grants_on(i);
+      (void)s.Assume(a);
+      uids.push_back(a.uid);
+    } else if (!uids.empty()) {
+      s.Forget(uids[uni(0, static_cast<int>(uids.size()) - 1)]);
+    }
+    check(s, step);
+    if (step % 500 == 0) check(ClusterState(s), step);  // a copy keeps them too
+  }
+  // The events did load the nodes, and packed and unpackable nodes both occurred.
+  EXPECT_GT(in_use, checks / 4);
+  EXPECT_GT(not_exact, checks / 20);
+  EXPECT_LT(not_exact, checks / 2);
+}
+
 }  // namespace
 }  // namespace fracgpu::core
