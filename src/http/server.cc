@@ -327,6 +327,8 @@ Status Server::Start() {
   server_->set_read_timeout(options_.read_timeout_s, 0);
   server_->set_write_timeout(options_.write_timeout_s, 0);
   server_->set_keep_alive_timeout(keep_alive);
+  server_->set_keep_alive_max_count(
+      static_cast<size_t>(std::max(1, options_.keep_alive_max_requests)));
   server_->set_payload_max_length(max_limit);
 
   gate_ = std::make_unique<Gate>();
