@@ -84,11 +84,16 @@ struct ServerOptions {
   int write_timeout_s = 10;         ///< per-write (send) timeout, seconds
   int header_timeout_s = 10;        ///< deadline for a request's line, headers and body, seconds
   int keep_alive_timeout_s = 5;     ///< idle time allowed between two requests of a connection
-  /// Requests one connection may make before the server answers with `Connection: close`
-  /// (nginx's keepalive_requests default). Not httplib's 5: kube-scheduler's extender client
-  /// (Go net/http) would open a new connection every fifth /filter, and the new connection's
-  /// first request of a 180 KiB body is the slow one (docs/scheduler.md "/filter performance").
+  /// Requests one connection may make (at least 1) before the server answers with
+  /// `Connection: close` (1,000: nginx's keepalive_requests default). Not httplib's 5:
+  /// kube-scheduler's extender client (Go net/http) would open a new connection every fifth
+  /// /filter, and the new connection's first request of a 180 KiB body is the slow one
+  /// (docs/scheduler.md "/filter performance").
   int keep_alive_max_requests = 1000;
+  /// Seconds a connection may be kept: the first answer after them says `Connection: close`
+  /// and the server closes it. With keep_alive_max_requests, bounds how long one client holds
+  /// a worker (at most this plus one request's deadlines), as httplib's 5 requests did.
+  int max_connection_age_s = 60;
   int max_connections = 256;  ///< connections admitted at once (served + waiting); 503 past it
   int max_connections_per_client = 64;  ///< the same, per client IP address
   int health_port = -1;  ///< -1: no health listener; 0: any free port; else that port
