@@ -287,12 +287,11 @@ TEST(CoreClusterState, ForEachNodeFindsEachNameThroughGrowthRemovalAndCopies) {
   check(moved, "moved");
 }
 
-TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummary) {
-  // Random node, pod, bind and removal events on 12 nodes (0–18 GPUs: some past the 16 a
-  // summary packs); after each, ForEachNodeSummary gives every node's FindNode and a summary
-  // equal to SummarizeForFit of it (computed afresh from the node).
+// Runs the events of the two EveryChangeKeepsEachNodesFitSummary tests (see there).
+void ExpectSummariesThroughEvents(bool signed_mode) {
   ClusterState s;
-  std::mt19937 rng(1812);
+  if (signed_mode) s.SetSigningKey("k");
+  std::mt19937 rng(signed_mode ? 1813 : 1812);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int kNodes = 12;
   std::vector<int> gpus_of(kNodes, 0);
@@ -318,8 +317,8 @@ TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummary) {
     gpus_of[i] = n;
     ASSERT_TRUE(s.UpsertNode(o).ok());
   };
-  auto grants_on = [&](int i) {
-    PodGrants g(1);
+  auto grants_on = [&](int i, size_t containers) {
+    PodGrants g(containers);
     const int k = uni(1, 2);
     for (int j = 0; j < k; ++j) {
       // Now and then a GPU the node lacks (the pod is orphaned, its usage not counted).
@@ -327,9 +326,10 @@ TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummary) {
       g[0].push_back(DeviceGrant{"GPU-" + std::to_string(i) + "-" + std::to_string(gpu), "NVIDIA",
                                  1024 * uni(1, 16), 10 * uni(0, 10)});
     }
+    if (containers > 1) g[1] = g[0];  // an app container on the init container's GPUs
     return g;
   };
-  int checks = 0, in_use = 0, not_exact = 0;
+  int checks = 0, in_use = 0, not_exact = 0, whole_node = 0;
   auto check = [&](const ClusterState& state, int step) {
     std::vector<std::string> names;
     for (int i = 0; i < kNodes; ++i) names.push_back(node_name(i));
@@ -368,30 +368,63 @@ TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummary) {
       const std::string uid = uids.empty() || uni(0, 2) == 0
                                   ? "p" + std::to_string(step)
                                   : uids[uni(0, static_cast<int>(uids.size()) - 1)];
-      PodObject p = Holding(uid, grants_on(i));
+      const bool with_init = uni(0, 3) == 0;
+      PodObject p = Holding(uid, grants_on(i, with_init ? 2 : 1));
       p.node_name = node_name(i);
       p.vgpu_node = p.node_name;
+      if (with_init) {
+        p.num_init_containers = 1;
+        p.init_statuses = static_cast<size_t>(uni(0, 1));
+        p.init_statuses_succeeded = p.init_statuses == 1 && uni(0, 1) == 0;
+      }
       if (uni(0, 5) == 0) p.phase = "Succeeded";
+      // Signed mode: a third unsigned, counted on the node's every GPU (or as last verified).
+      if (signed_mode && uni(0, 2) != 0) {
+        p.signature = SignAllocation("k", uid, p.node_name, *p.allocated);
+      }
       (void)s.UpsertPod(p);
+      auto a = s.Allocation(uid);
+      whole_node += a.has_value() && a->whole_node;
       uids.push_back(uid);
     } else if (op <= 7) {  // a bind decision
       PodAllocation a;
       a.uid = "a" + std::to_string(step);
       a.key = "default/" + a.uid;
       a.node = node_name(i);
-      a.grants = grants_on(i);
+      a.grants = grants_on(i, 1);
       (void)s.Assume(a);
       uids.push_back(a.uid);
     } else if (!uids.empty()) {
       s.Forget(uids[uni(0, static_cast<int>(uids.size()) - 1)]);
     }
     check(s, step);
-    if (step % 500 == 0) check(ClusterState(s), step);  // a copy keeps them too
+    if (step % 500 == 0) {  // a copy, an assigned copy and a moved one keep them too
+      ClusterState copy(s);
+      check(copy, step);
+      ClusterState assigned;
+      assigned = s;
+      check(assigned, step);
+      ClusterState moved(std::move(assigned));
+      check(moved, step);
+    }
   }
   // The events did load the nodes, and packed and unpackable nodes both occurred.
   EXPECT_GT(in_use, checks / 4);
   EXPECT_GT(not_exact, checks / 20);
   EXPECT_LT(not_exact, checks / 2);
+  if (signed_mode) {
+    EXPECT_GT(whole_node, 50);
+  }
+}
+
+// Random node, pod, bind and removal events on 12 nodes (0–18 GPUs: some past the 16 a
+// summary packs), pods with and without init containers; after each, ForEachNodeSummary gives
+// every node's FindNode and a summary equal to SummarizeForFit of it (computed afresh).
+TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummary) { ExpectSummariesThroughEvents(false); }
+
+// The same with a signing key: unsigned pods reserve their node's every GPU (whole_node).
+TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummarySigned) {
+  ExpectSummariesThroughEvents(true);
 }
 
 }  // namespace

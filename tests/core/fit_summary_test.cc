@@ -130,8 +130,9 @@ TEST(FitSummaryTest, NotExactWhenAValueDoesNotFitItsWidth) {
   NodeFitSummary s16 = SummarizeForFit(Node(sixteen));
   EXPECT_TRUE(s16.exact);
   EXPECT_EQ(s16.gpus, 16);
-  NodeFitSummary edge = SummarizeForFit(Node(
-      {Gpu(kI32Max, 32767, 10, 1, -kI32Max - 1, 32767, 127), Gpu(16384, 100, 10, 0, 0, 0, -128)}));
+  const NodeState edge_node = Node(
+      {Gpu(kI32Max, 32767, 10, 1, -kI32Max - 1, 32767, 127), Gpu(16384, 100, 10, 0, 0, 0, -128)});
+  const NodeFitSummary edge = SummarizeForFit(edge_node);
   ASSERT_TRUE(edge.exact);
   EXPECT_EQ(edge.gpu[0].devmem_mib, kI32Max);
   EXPECT_EQ(edge.gpu[0].used_mem_mib, -kI32Max - 1);
@@ -139,6 +140,17 @@ TEST(FitSummaryTest, NotExactWhenAValueDoesNotFitItsWidth) {
   EXPECT_EQ(edge.gpu[0].used_cores, 32767);
   EXPECT_EQ(edge.gpu[0].numa, 127);
   EXPECT_EQ(edge.gpu[1].numa, -128);
+  // And decided as Fits decides at those widths.
+  for (const PodRequest& pod : {Pod({Ctr(1, 1000, 10)}), Pod({Ctr(2, 1000, 10)}),
+                                Pod({Ctr(1, 0, 0, false, 100)}), Pod({Ctr(1, 20000, 100)})}) {
+    for (bool numa : {false, true}) {
+      PodRequest p = pod;
+      p.numa_bind = numa;
+      EXPECT_EQ(FitsBySummary(p, edge), Fits(p, edge_node))
+          << p.containers[0].num_gpus << " GPUs, " << p.containers[0].mem_mib << " MiB, numa "
+          << numa;
+    }
+  }
 }
 
 TEST(FitSummaryTest, DecidesOnlyPodsWhoseChecksReadNumbers) {
@@ -210,7 +222,8 @@ struct Draw {
     int64_t used_mem = used == 0 ? 0 : Pick<int64_t>({0, 1024, devmem / 2, devmem - 1000, devmem});
     int32_t used_cores = used == 0 ? 0 : Pick<int32_t>({0, 10, 50, devcore - 10, devcore});
     if (Uni(0, 30) == 0) used_mem = devmem + 1024;  // over-committed (whole-node reservation)
-    GpuState g = Gpu(devmem, devcore, count, used, used_mem, used_cores, Uni(0, 1));
+    GpuState g =
+        Gpu(devmem, devcore, count, used, used_mem, used_cores, Uni(0, 4) == 0 ? 3 : Uni(0, 1));
     g.info.health = Uni(0, 9) != 0;
     g.cordoned = Uni(0, 14) == 0;
     return g;
@@ -232,7 +245,7 @@ TEST(FitSummaryTest, AgreesWithFitsAroundEveryBoundary) {
   std::map<FitReason, int> reasons;  // why each GPU a container asked for failed (CheckGpu)
   for (int iter = 0; iter < 20000; ++iter) {
     std::vector<GpuState> gpus;
-    const int n = d.Uni(0, 9);
+    const int n = d.Uni(0, 12) == 0 ? static_cast<int>(NodeFitSummary::kMaxGpus) : d.Uni(0, 9);
     for (int i = 0; i < n; ++i) gpus.push_back(d.AnyGpu());
     NodeState node = Node(gpus);
     std::vector<ContainerRequest> containers;
@@ -253,7 +266,16 @@ TEST(FitSummaryTest, AgreesWithFitsAroundEveryBoundary) {
     ASSERT_TRUE(SummaryDecides(pod)) << "iteration " << iter;
     const NodeFitSummary s = SummarizeForFit(node);
     ASSERT_TRUE(s.exact);
-    const bool want = Fits(pod, node);
+    // Any options: the cluster's default policy, with or without reasons, a type cache. Fit
+    // (the ordered greedy /bind runs) must agree as well.
+    FitOptions opt;
+    opt.want_reasons = d.Uni(0, 1) == 0;
+    opt.default_gpu_policy =
+        d.Pick<GpuPolicy>({GpuPolicy::kSpread, GpuPolicy::kBinpack, GpuPolicy::kTopologyAware});
+    TypeVerdictCache cache(pod);
+    if (d.Uni(0, 1) == 0) opt.type_cache = &cache;
+    const bool want = Fits(pod, node, opt);
+    ASSERT_EQ(Fit(pod, node, opt).fits, want) << "iteration " << iter;
     ASSERT_EQ(FitsBySummary(pod, s), want) << "iteration " << iter;
     fits += want;
     ++total;
