@@ -170,8 +170,8 @@ struct Server::Gate {
   /// Sets the connection's deadline to `t`, unless it is retired. When `now` is past its
   /// retire time it is retired: its deadline becomes now + grace and stays. Returns whether the
   /// connection is retired.
-  bool SetDeadline(::socket_t sock, Clock::time_point t, Clock::time_point now,
-                   Clock::duration grace) {
+  bool SetDeadline(::socket_t sock, Clock::time_point t,
+                   Clock::time_point now = Clock::time_point::min(), Clock::duration grace = {}) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = conns.find(sock);
     if (it == conns.end()) return false;
@@ -402,8 +402,7 @@ Status Server::Start() {
     for (const auto& [k, v] : hreq.params) req.params.emplace(k, v);
     for (const auto& [k, v] : hreq.headers) req.headers.emplace_back(k, v);
     const ::socket_t sock = tls_socket;
-    // The handler's own time is not cut.
-    (void)gate->SetDeadline(sock, Clock::time_point::max(), Clock::time_point::min(), {});
+    gate->SetDeadline(sock, Clock::time_point::max());  // the handler's own time is not cut
     Response res = Dispatch(req);
     const Clock::time_point now = Clock::now();
     const bool retire = gate->SetDeadline(sock, now + after_response(), now,
@@ -466,65 +465,64 @@ Status Server::Start() {
   const bool is_tls = tls();
   gate->pool =
       std::make_unique<httplib::ThreadPool>(static_cast<size_t>(std::max(1, options_.threads)));
-  acceptor_ =
-      std::make_unique<Acceptor>([this, gate, serving, header_timeout, is_tls](::socket_t sock) {
-        std::string peer = PeerAddress(sock);
-        bool admit = false;
-        {
-          std::lock_guard<std::mutex> lock(gate->mu);
-          int& mine = gate->per_client[peer];
-          admit = !gate->stopping &&
-                  static_cast<int>(gate->conns.size()) < options_.max_connections &&
-                  mine < options_.max_connections_per_client;
-          if (admit) {
-            ++mine;
-            const Clock::time_point now = Clock::now();
-            gate->conns[sock] =
-                Gate::Conn{peer, now + std::chrono::seconds(header_timeout),
-                           now + std::chrono::seconds(std::max(0, options_.max_connection_age_s))};
-          } else if (mine == 0) {
-            gate->per_client.erase(peer);
-          }
+  const auto max_age = std::chrono::seconds(std::max(0, options_.max_connection_age_s));
+  acceptor_ = std::make_unique<Acceptor>([this, gate, serving, header_timeout, max_age,
+                                          is_tls](::socket_t sock) {
+    std::string peer = PeerAddress(sock);
+    bool admit = false;
+    {
+      std::lock_guard<std::mutex> lock(gate->mu);
+      int& mine = gate->per_client[peer];
+      admit = !gate->stopping && static_cast<int>(gate->conns.size()) < options_.max_connections &&
+              mine < options_.max_connections_per_client;
+      if (admit) {
+        ++mine;
+        const Clock::time_point now = Clock::now();
+        gate->conns[sock] =
+            Gate::Conn{peer, now + std::chrono::seconds(header_timeout), now + max_age};
+      } else if (mine == 0) {
+        gate->per_client.erase(peer);
+      }
+    }
+    if (!admit) {
+      ++refused_;
+      // Plain text on purpose: on a TLS port the client sees a failed handshake, which is
+      // just as clear; nothing here may block the accept thread (MSG_DONTWAIT).
+      static const char kBusy[] =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: "
+          "close\r\n"
+          "Content-Length: 62\r\n\r\n{\"error\":\"too many connections from this client or in "
+          "total\"}\n";
+      (void)::send(sock, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+      return;
+    }
+    // The serving server's set_tcp_nodelay applies only to sockets it creates; the accepted
+    // ones come from the acceptor's listener. Without it a reply written as headers then body
+    // waits for the client's delayed ACK (~40 ms on Linux) whenever the body is below one
+    // segment: bench_filter measured 42 ms per /filter at 1,000 nodes, 1 ms at 5,000.
+    int nodelay = 1;
+    (void)::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
+    gate->pool->enqueue([gate, serving, sock, is_tls] {
+      ::socket_t served = ::dup(sock);  // httplib closes this one; `sock` stays ours
+      if (served >= 0) {
+        tls_socket = sock;
+        tls_is_tls = is_tls;
+        (serving->*ProcessSocketMember(ProcessSocketTag{}))(served);
+        tls_socket = -1;
+      }
+      {
+        std::lock_guard<std::mutex> lock(gate->mu);
+        auto it = gate->conns.find(sock);
+        if (it != gate->conns.end()) {
+          if (--gate->per_client[it->second.peer] <= 0) gate->per_client.erase(it->second.peer);
+          gate->conns.erase(it);
         }
-        if (!admit) {
-          ++refused_;
-          // Plain text on purpose: on a TLS port the client sees a failed handshake, which is
-          // just as clear; nothing here may block the accept thread (MSG_DONTWAIT).
-          static const char kBusy[] =
-              "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: "
-              "close\r\n"
-              "Content-Length: 62\r\n\r\n{\"error\":\"too many connections from this client or in "
-              "total\"}\n";
-          (void)::send(sock, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-          ::shutdown(sock, SHUT_RDWR);
-          ::close(sock);
-          return;
-        }
-        // The serving server's set_tcp_nodelay applies only to sockets it creates; the accepted
-        // ones come from the acceptor's listener. Without it a reply written as headers then body
-        // waits for the client's delayed ACK (~40 ms on Linux) whenever the body is below one
-        // segment: bench_filter measured 42 ms per /filter at 1,000 nodes, 1 ms at 5,000.
-        int nodelay = 1;
-        (void)::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
-        gate->pool->enqueue([gate, serving, sock, is_tls] {
-          ::socket_t served = ::dup(sock);  // httplib closes this one; `sock` stays ours
-          if (served >= 0) {
-            tls_socket = sock;
-            tls_is_tls = is_tls;
-            (serving->*ProcessSocketMember(ProcessSocketTag{}))(served);
-            tls_socket = -1;
-          }
-          {
-            std::lock_guard<std::mutex> lock(gate->mu);
-            auto it = gate->conns.find(sock);
-            if (it != gate->conns.end()) {
-              if (--gate->per_client[it->second.peer] <= 0) gate->per_client.erase(it->second.peer);
-              gate->conns.erase(it);
-            }
-          }
-          ::close(sock);
-        });
-      });
+      }
+      ::close(sock);
+    });
+  });
   acceptor_->new_task_queue = [] { return new InlineQueue(); };
   acceptor_->set_read_timeout(options_.read_timeout_s, 0);
   acceptor_->set_write_timeout(options_.write_timeout_s, 0);
