@@ -128,7 +128,7 @@ void ClusterState::StageHash(Pipeline& p, const std::string& name, size_t i) con
 
 void ClusterState::StageProbe(Pipeline& p, size_t i, bool summary) const {
   // To the first slot with the same 64-bit hash; ask for that node's record: its key and the
-  // GPU vector's header, or its key, `usable` and the summary up to its last GPU in use.
+  // GPU vector's header, or its key, `usable` and the summary's first 8 GPUs.
   const NodeMap::value_type* found = nullptr;
   if (!index_.empty()) {
     const uint64_t h = p.hash[i % kRing];

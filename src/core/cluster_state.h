@@ -154,12 +154,7 @@ class ClusterState {
   template <typename Fn>
   void ForEachNodeSummary(std::span<const std::string> names, Fn&& fn) const {
     RunPipeline<true>(names, [&](const std::string& name, const NodeEntry* e) {
-      if (e == nullptr) {
-        fn(name, static_cast<const NodeState*>(nullptr),
-           static_cast<const NodeFitSummary*>(nullptr));
-      } else {
-        fn(name, &e->state, &e->summary);
-      }
+      fn(name, e != nullptr ? &e->state : nullptr, e != nullptr ? &e->summary : nullptr);
     });
   }
   /// The allocation of a pod, by UID.
