@@ -12,16 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "../support/fit_fixtures.h"
 #include "core/fit.h"
 
 namespace fracgpu::core {
 namespace {
 
-std::string Name(int i) {
-  std::string s = "GPU-";
-  s += std::to_string(i);
-  return s;
-}
+using testsupport::Ctr;
+using testsupport::Node;
+using testsupport::Pod;
 
 GpuState Gpu(int64_t devmem, int32_t devcore, int32_t count, int32_t used, int64_t used_mem,
              int32_t used_cores, int32_t numa = 0) {
@@ -36,35 +35,6 @@ GpuState Gpu(int64_t devmem, int32_t devcore, int32_t count, int32_t used, int64
   g.used_mem_mib = used_mem;
   g.used_cores = used_cores;
   return g;
-}
-
-NodeState Node(std::vector<GpuState> gpus) {
-  NodeState n;
-  n.name = "node-a";
-  n.gpus = std::move(gpus);
-  for (size_t i = 0; i < n.gpus.size(); ++i) {
-    n.gpus[i].info.index = static_cast<int32_t>(i);
-    n.gpus[i].info.uuid = Name(static_cast<int>(i));
-  }
-  return n;
-}
-
-ContainerRequest Ctr(int32_t gpus, int64_t mem, int32_t cores, bool init = false,
-                     int32_t pct = 100) {
-  ContainerRequest c;
-  c.name = init ? "init" : "app";
-  c.init = init;
-  c.num_gpus = gpus;
-  c.mem_mib = mem;
-  c.mem_percent = pct;
-  c.cores_percent = cores;
-  return c;
-}
-
-PodRequest Pod(std::vector<ContainerRequest> containers) {
-  PodRequest p;
-  p.containers = std::move(containers);
-  return p;
 }
 
 TEST(FitSummaryTest, PacksEachGpuInOrder) {

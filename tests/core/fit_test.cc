@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "../support/fit_fixtures.h"
+
 namespace fracgpu::core {
 namespace {
 
-// "GPU-<i>" (built by append: GCC 12 -O3 warns falsely on "literal" + std::string).
-std::string Name(int i) {
-  std::string s = "GPU-";
-  s += std::to_string(i);
-  return s;
-}
+using testsupport::Ctr;
+using testsupport::Name;
+using testsupport::Node;
+using testsupport::Pod;
 
 constexpr const char* kV100 = "NVIDIA-Tesla V100-PCIE-32GB";
 
@@ -43,33 +43,6 @@ GpuState Gpu(DeviceInfo info, int32_t used = 0, int64_t used_mem = 0, int32_t us
   g.used_mem_mib = used_mem;
   g.used_cores = used_cores;
   return g;
-}
-
-NodeState Node(std::vector<GpuState> gpus) {
-  NodeState n;
-  n.name = "node-a";
-  n.gpus = std::move(gpus);
-  for (size_t i = 0; i < n.gpus.size(); ++i) n.gpus[i].info.index = static_cast<int32_t>(i);
-  return n;
-}
-
-// A container asking `gpus` GPUs of `mem` MiB (0 = use `pct` % of the card) and `cores` %.
-ContainerRequest Ctr(int32_t gpus, int64_t mem, int32_t cores, bool init = false,
-                     int32_t pct = 100) {
-  ContainerRequest c;
-  c.name = init ? "init" : "app";
-  c.init = init;
-  c.num_gpus = gpus;
-  c.mem_mib = mem;
-  c.mem_percent = pct;
-  c.cores_percent = cores;
-  return c;
-}
-
-PodRequest Pod(std::vector<ContainerRequest> containers) {
-  PodRequest p;
-  p.containers = std::move(containers);
-  return p;
 }
 
 DeviceGrant Grant(const std::string& uuid, int64_t mem, int32_t cores) {
