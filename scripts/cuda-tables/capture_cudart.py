@@ -1,25 +1,32 @@
 #!/usr/bin/env python3
 """Records what NVIDIA's CUDA runtime asks the driver for: data/cuda/cudart13_requests.txt.
 
-The runtime (libcudart.so.13 of the CUDA 13.0 toolkit, default /usr/local/cuda) is started by
+The runtime (libcudart.so.13 of CUDA 13.0: by default the 13.0 wheels of
+scripts/deps/cuda-wheels.sh, found by cuda_home.py) is started by
 tests/vgpu/vgpu_app's `cudart` op over the fake driver in its logging mode
 (FAKE_CUDA_LOG_PROC, tests/fakes/cuda/fake_cuda.cc): every cuGetProcAddress(_v2) request is
 written down as "<symbol> <cudaVersion> <flags>", in the order asked. No libvgpu.so is
 loaded. The replay test (tests/vgpu/cudart_replay_test.cc) then asks libvgpu.so for each of
-them, with or without the toolkit.
+them, with or without the wheels. The fake driver says it is the CUDA home's own version
+(cuda.h's CUDA_VERSION), as a driver at least as new as the runtime does.
 
 An empty symbol (the runtime asks for "" once) is written as "-".
 
 Usage: capture_cudart.py --app BUILD/tests/vgpu/vgpu_app --fakes BUILD/fakes/lib
-                         [--cuda DIR] [--check]
+                         [--release 13.0|newest | --cuda DIR] [--check]
   --check: compare with the committed file, exit 1 on any difference; exit 77 when the
-  toolkit's runtime is absent.
+  runtime is absent (the wheels not installed and no --cuda).
+  --release newest --check: the newest 13.x runtime's requests against the 13.0 list
+  (check_newer below): prints what differs, fails only on a request libvgpu would refuse.
 """
 import argparse
 import os
 import subprocess
 import sys
 import tempfile
+
+import cuda_home
+import gen_variants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT_PATH = os.path.join(ROOT, "data", "cuda", "cudart13_requests.txt")
@@ -39,14 +46,23 @@ def runtime_path(cuda):
     return None
 
 
-def capture(app, fakes, runtime):
+def cuda_version(cuda):
+    with open(os.path.join(cuda, "include", "cuda.h")) as f:
+        for line in f:
+            parts = line.split()
+            if parts[:2] == ["#define", "CUDA_VERSION"]:
+                return int(parts[2])
+    return 13000
+
+
+def capture(app, fakes, runtime, driver_version):
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "proc.log")
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LD_LIBRARY_PATH": fakes,
             "FAKE_CUDA_LOG_PROC": log,
-            "FAKE_CUDA_DRIVER_VERSION": "13000",
+            "FAKE_CUDA_DRIVER_VERSION": str(driver_version),
             "FAKE_GPU_DEVICES": "GPU-11111111-1111-1111-1111-111111111111:81920",
             "FAKE_GPU_STATE_DIR": tmp,
         }
@@ -71,18 +87,78 @@ def capture(app, fakes, runtime):
         return version, lines
 
 
+def check_newer(cuda, lines):
+    """The newest 13.x runtime's requests (lines) against the committed 13.0 list. The list and
+    the variant table are 13.0's on purpose (libvgpu refuses a variant newer than its table,
+    docs/vgpu.md rule 3), so new requests are reported, not errors. The error: a request for a
+    base hooks.def hooks at a version where the newer headers (cudaTypedefs.h) have a variant
+    newer than 13000: libvgpu would refuse it, and that runtime would lose an entry point it
+    asks for. Returns (errors, report lines)."""
+    with open(OUT_PATH) as f:
+        committed = [l for l in f.read().splitlines() if l and not l.startswith("#")]
+    typedefs = gen_variants.read_typedefs(cuda)
+    hooked_elf, hooked_base = gen_variants.hooked()
+    passthrough = set()
+    with open(os.path.join(ROOT, "data", "cuda", "passthrough.txt")) as f:
+        for l in f:
+            if l.strip() and not l.startswith("#"):
+                passthrough.add(l.split()[0])
+    new = [l for l in lines if l not in set(committed)]
+    gone = [l for l in committed if l not in set(lines)]
+    errors, report = [], []
+    report.append(f"{len(lines)} requests ({len(committed)} in the 13.0 list): {len(new)} new, "
+                  f"{len(gone)} no longer asked")
+    if new:
+        report.append("  new: " + ", ".join(new))
+    if gone:
+        report.append("  no longer asked: " + ", ".join(gone))
+    unknown = sorted({l.split()[0] for l in new} - hooked_base - passthrough - {"-"})
+    if unknown:
+        report.append("  new entry points neither hooked nor in data/cuda/passthrough.txt "
+                      "(passed through): " + " ".join(unknown))
+    for l in lines:
+        sym, ver, _ = l.split()
+        if sym not in hooked_base:
+            continue
+        newer = sorted({v for v, _, _ in typedefs.get(sym, []) if 13000 < v <= int(ver)})
+        if newer:
+            errors.append(f"{l}: {sym} is hooked and has variants {newer} newer than the 13.0 "
+                          "table: libvgpu would refuse this request")
+    return errors, report
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--app", required=True)
     ap.add_argument("--fakes", required=True)
-    ap.add_argument("--cuda", default=os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    ap.add_argument("--release", choices=cuda_home.RELEASES, default="13.0",
+                    help="which set of scripts/deps/cuda-wheels.sh (default 13.0)")
+    ap.add_argument("--cuda", help="a CUDA home instead of the wheels (a toolkit: /usr/local/cuda)")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    runtime = runtime_path(args.cuda)
+    cuda = args.cuda or cuda_home.home_path(args.release)
+    runtime = runtime_path(cuda)
     if not runtime:
-        print(f"capture_cudart: no libcudart.so.13 under {args.cuda}: skipped")
+        print(f"capture_cudart: no libcudart.so.13 under {cuda} (install the wheels: bash "
+              "scripts/deps/cuda-wheels.sh): skipped")
         return 77
-    version, lines = capture(args.app, args.fakes, runtime)
+    newer = args.release != "13.0" and not args.cuda
+    if newer and not args.check:
+        print("capture_cudart: the committed list is 13.0's: capture it from --release 13.0",
+              file=sys.stderr)
+        return 2
+    version, lines = capture(args.app, args.fakes, runtime, cuda_version(cuda))
+    if newer:
+        errors, report = check_newer(cuda, lines)
+        print(f"capture_cudart: {runtime} (CUDA {version // 1000}.{version % 1000 // 10}):")
+        for line in report:
+            print(line)
+        for e in errors:
+            print("error: " + e, file=sys.stderr)
+        if errors:
+            return 1
+        print("capture_cudart: libvgpu refuses none of its requests for hooked entry points")
+        return 0
     text = HEADER.format(version=f"{version // 1000}.{version % 1000 // 10}") + \
         "\n".join(lines) + "\n"
     if args.check:

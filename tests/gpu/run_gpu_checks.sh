@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Real-GPU checks of libvgpu.so (issue 3), ≤ 10 minutes on a machine with an NVIDIA GPU, the
-# CUDA toolkit (nvcc, cuda.h) and optionally PyTorch. Builds libvgpu.so and a driver-API test
-# program, then checks, under a 1024 MiB limit on GPU 0:
+# Real-GPU checks of libvgpu.so (issue 3), ≤ 10 minutes on a machine with an NVIDIA GPU, NVIDIA's
+# CUDA 13 wheels (nvcc, cuda.h, libcudart: bash scripts/deps/cuda-wheels.sh; the 13.0 set, or
+# CUDA_RELEASE=newest for the newest 13.x, or CUDA_HOME=<a toolkit>) and optionally PyTorch.
+# Builds libvgpu.so and a driver-API test program, then checks, under a 1024 MiB limit on GPU 0:
 #   1. the driver-API program allocates up to the limit and gets CUDA_ERROR_OUT_OF_MEMORY past it;
 #   2. cuMemGetInfo reports total = the limit;
 #   3. nvidia-smi (preloaded) shows the limit as the total;
@@ -17,7 +18,7 @@
 #      second such graph is refused at launch and at upload (CUDA_ERROR_OUT_OF_MEMORY); once the
 #      first executable graph is destroyed the second runs in its reserve; cuDeviceGraphMemTrim
 #      gives the slice back. Also reports how much the driver reserved for the allocation.
-#   9. CUDA 13 runtime (libcudart.so.13 of the toolkit, linked by gcc, no nvcc): cudaMemGetInfo
+#   9. CUDA 13 runtime (libcudart.so.13 of the wheels, linked by gcc, no nvcc): cudaMemGetInfo
 #      shows the slice; cudaMalloc fills it in 64 MiB steps, then cudaErrorMemoryAllocation;
 #      cudaDeviceReset (the primary context's release/reset) drops the charges, so the whole
 #      slice can be allocated again in the same process; a cudaMallocAsync pool with the
@@ -35,10 +36,15 @@ row() { ROWS+=("$(printf '%-58s %-6s %s' "$1" "$2" "$3")"); [[ "$2" == FAIL ]] &
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "no NVIDIA GPU here: skipping the real-GPU checks"; exit 0
 fi
-CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+CUDA_RELEASE="${CUDA_RELEASE:-13.0}"
+CUDA_HOME="${CUDA_HOME:-$(python3 "$ROOT/scripts/cuda-tables/cuda_home.py" "$CUDA_RELEASE")}"
 if [[ ! -f "$CUDA_HOME/include/cuda.h" ]]; then
-  echo "no CUDA toolkit at $CUDA_HOME (set CUDA_HOME): skipping"; exit 0
+  echo "no CUDA $CUDA_RELEASE wheels (bash scripts/deps/cuda-wheels.sh) nor CUDA_HOME: skipping"; exit 0
 fi
+# The wheels keep their libraries in lib/ (a toolkit: lib64/) and ship no stub libcuda.so: the
+# driver-API programs then link against the driver's own libcuda.so.1.
+CUDA_LIB="$CUDA_HOME/lib64"; [[ -d "$CUDA_LIB" ]] || CUDA_LIB="$CUDA_HOME/lib"
+LIBCUDA=(-L"$CUDA_LIB/stubs" -lcuda); [[ -f "$CUDA_LIB/stubs/libcuda.so" ]] || LIBCUDA=(-l:libcuda.so.1)
 
 cmake -S "$ROOT" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRACGPU_BENCH=OFF >/dev/null &&
   cmake --build "$WORK/build" --target vgpu -j"$(nproc)" >/dev/null || { echo "build of libvgpu.so failed"; exit 1; }
@@ -63,7 +69,7 @@ int main(int argc, char** argv) {
   return 0;
 }
 C
-gcc -O2 -I"$CUDA_HOME/include" "$WORK/alloc.c" -o "$WORK/alloc" -L"$CUDA_HOME/lib64/stubs" -lcuda || { echo "cannot build the test program"; exit 1; }
+gcc -O2 -I"$CUDA_HOME/include" "$WORK/alloc.c" -o "$WORK/alloc" "${LIBCUDA[@]}" || { echo "cannot build the test program"; exit 1; }
 
 export CUDA_DEVICE_MEMORY_LIMIT_0="${LIMIT_MIB}m" CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/region.cache"
 export NVIDIA_VISIBLE_DEVICES=0 CUDA_VISIBLE_DEVICES=0
@@ -126,7 +132,7 @@ int main(void) {
   return 0;
 }
 C
-if gcc -O2 -I"$CUDA_HOME/include" "$WORK/graph.c" -o "$WORK/graph" -L"$CUDA_HOME/lib64/stubs" -lcuda 2>"$WORK/graph.log"; then
+if gcc -O2 -I"$CUDA_HOME/include" "$WORK/graph.c" -o "$WORK/graph" "${LIBCUDA[@]}" 2>"$WORK/graph.log"; then
   rm -f "$WORK/region.cache"
   gout=$(LD_PRELOAD="$LIB" "$WORK/graph")
   read -r _ gfree _ gsize _ gfirst _ gres _ gsecond _ gupload _ gafter _ gtrim _ gfree2 <<<"$gout"
@@ -169,8 +175,8 @@ int main(void) {
   return 0;
 }
 C
-if gcc -O2 -I"$CUDA_HOME/include" "$WORK/rt.c" -o "$WORK/rt" -L"$CUDA_HOME/lib64" -lcudart \
-    -Wl,-rpath,"$CUDA_HOME/lib64" 2>"$WORK/rt.log"; then
+if gcc -O2 -I"$CUDA_HOME/include" "$WORK/rt.c" -o "$WORK/rt" -L"$CUDA_LIB" -l:libcudart.so.13 \
+    -Wl,-rpath,"$CUDA_LIB" 2>"$WORK/rt.log"; then
   rm -f "$WORK/region.cache"
   rout=$(LD_PRELOAD="$LIB" "$WORK/rt")
   read -r _ rver _ rtot _ rfill _ rerr _ rreset _ rrefill _ rpool _ rfree <<<"$rout"
@@ -282,7 +288,7 @@ int main(int argc, char** argv) {
   }
 }
 CU
-  if "$CUDA_HOME/bin/nvcc" -O2 "$WORK/matmul.cu" -o "$WORK/matmul" 2>"$WORK/nvcc.log"; then
+  if "$CUDA_HOME/bin/nvcc" -O2 "$WORK/matmul.cu" -o "$WORK/matmul" -L"$CUDA_LIB" 2>"$WORK/nvcc.log"; then
     # run_mm <region> <limit or ""> -> "<matmuls/s> <mean NVML utilisation %>"
     run_mm() {
       local region="$1" limit="$2" util_log="$WORK/util-$1.log" rate

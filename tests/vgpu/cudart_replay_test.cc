@@ -1,8 +1,8 @@
 // What NVIDIA's CUDA 13 runtime asks the driver for, replayed through libvgpu.so (the shipped
 // library) over the fake driver. The requests are data/cuda/cudart13_requests.txt, captured
 // from the real libcudart.so.13 by scripts/cuda-tables/capture_cudart.py (which CTest reruns
-// against the toolkit when it is present: VgpuCudartRequests.MatchTheRuntime). Each request
-// is asked twice through dlopen("libcuda.so.1") + cuGetProcAddress_v2, as the runtime asks:
+// against the CUDA 13.0 wheels when installed: VgpuCudartRequests.MatchCuda13_0Runtime). Each
+// request is asked twice through dlopen("libcuda.so.1") + cuGetProcAddress_v2, as the runtime asks:
 // once from the bare driver (the truth: which variant it answers), once with libvgpu.so
 // preloaded. Then:
 //   * an answer from libvgpu.so is the hook of the very variant the driver answered (no

@@ -1,7 +1,8 @@
-// Compile-time check, when NVIDIA's headers are present (/usr/local/cuda/include, added by
-// tests/vgpu/CMakeLists.txt): every hook in src/vgpu/hooks.def has the shape of the PFN
-// typedef of its own variant in cudaTypedefs.h — PFN_<base>_v<introduced>[_ptsz] — so no
-// cuGetProcAddress answer can be a function of another signature. Shape: the same number of
+// Compile-time check, when NVIDIA's headers are present (the CUDA 13.0 wheels of
+// scripts/deps/cuda-wheels.sh, added by tests/vgpu/CMakeLists.txt; built a second time against
+// the newest 13.x wheels as vgpu_pfn_types_newest_test): every hook in src/vgpu/hooks.def has the
+// shape of the PFN typedef of its own variant in cudaTypedefs.h — PFN_<base>_v<introduced>[_ptsz] —
+// so no cuGetProcAddress answer can be a function of another signature. Shape: the same number of
 // parameters and, for each parameter and the result, the same size, the same pointer-ness,
 // and for pointers the same pointee size where both are complete (unsigned int* of a v1
 // entry point vs size_t* of _v2 differ). Our declarations (src/vgpu/cuda_api.h) are read in a
@@ -128,7 +129,13 @@ FRACGPU_SAME_ATTR(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)
 FRACGPU_SAME_ATTR(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)
 FRACGPU_SAME_ATTR(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
 FRACGPU_SAME_ATTR(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)
+// Our declarations are 13.0's. Later releases append attributes (13.5: MAX 162) and grow
+// CUdevSmResource (13.5: 20 bytes, resource ABI v2; CUdevResource keeps 144 bytes and sm at 96).
+#if CUDA_VERSION == 13000
 FRACGPU_SAME_ATTR(CU_DEVICE_ATTRIBUTE_MAX)
+#else
+static_assert(ours::CU_DEVICE_ATTRIBUTE_MAX <= static_cast<int>(::CU_DEVICE_ATTRIBUTE_MAX));
+#endif
 #undef FRACGPU_SAME_ATTR
 // Our v1 descriptors have the layout of cuda.h's.
 static_assert(sizeof(ours::CUDA_ARRAY_DESCRIPTOR_v1) == sizeof(::CUDA_ARRAY_DESCRIPTOR_v1));
@@ -187,7 +194,11 @@ static_assert(SameValue(ours::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,
 // and the fake share with cuda.h.
 static_assert(sizeof(ours::CUdevResource) == sizeof(::CUdevResource));
 static_assert(offsetof(ours::CUdevResource, sm) == offsetof(::CUdevResource, sm));
+#if CUDA_VERSION == 13000
 static_assert(sizeof(ours::CUdevSmResource) == sizeof(::CUdevSmResource));
+#else
+static_assert(sizeof(ours::CUdevSmResource) <= sizeof(::CUdevSmResource));  // ours, a prefix
+#endif
 static_assert(offsetof(ours::CUdevSmResource, minSmPartitionSize) ==
               offsetof(::CUdevSmResource, minSmPartitionSize));
 static_assert(sizeof(ours::CUipcMemHandle) == sizeof(::CUipcMemHandle));
@@ -302,6 +313,7 @@ TEST(VgpuPfnTypes, EveryHookHasItsVariantsShape) {
 #ifdef FRACGPU_HAVE_CUDA_HEADERS
   EXPECT_GT(kHooksChecked, 50);  // the static_asserts above ran for each of them
 #else
-  GTEST_SKIP() << "no cuda.h/cudaTypedefs.h (CUDA toolkit) on this machine";
+  GTEST_SKIP() << "no cuda.h/cudaTypedefs.h: the CUDA 13.0 wheels are not installed (bash "
+                  "scripts/deps/cuda-wheels.sh, then configure the build again)";
 #endif
 }
