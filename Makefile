@@ -1,7 +1,8 @@
 # The README's two set-up commands. Both install what is missing first.
 #   make demo  — builds and runs `fracgpu simulate` on the bundled Alibaba trace
 #   make test  — builds and runs the whole suite, release and ASan+UBSan (and TSan: threaded suites)
-.PHONY: demo test deps build-release build-asan build-tsan fuzz bench clean image sandbox
+.PHONY: demo test deps build-release build-asan build-tsan fuzz bench clean image sandbox test-k8s \
+	test-k8s-oldest k8s-binaries
 
 deps:
 	@bash scripts/install-deps.sh
@@ -30,6 +31,23 @@ test: build-release build-asan build-tsan
 	ctest --preset release -j2
 	ctest --preset asan -j2
 	ctest --preset tsan -j2
+	$(MAKE) --no-print-directory test-k8s
+
+# The real Kubernetes components of tests/realcluster/go.mod, built once into a cache outside the clone
+# (scripts/k8s-build.sh; ~/.cache/fracgpu/k8s).
+k8s-binaries: deps
+	bash scripts/k8s-build.sh >/dev/null
+
+# The end-to-end suite on a local cluster of the real control plane and real kubelets
+# (scripts/cluster.sh, docs/e2e.md "The real cluster"); closes on 'test-k8s: N passed, N failed'.
+test-k8s: build-release k8s-binaries
+	python3 -m pytest tests/realcluster -q -p no:cacheprovider
+
+# The same suite on the oldest Kubernetes minor fracgpu supports (not part of make test).
+test-k8s-oldest: build-release
+	bash scripts/k8s-build.sh --version $(K8S_OLDEST) >/dev/null
+	FRACGPU_K8S_VERSION=$(K8S_OLDEST) python3 -m pytest tests/realcluster -q -p no:cacheprovider
+K8S_OLDEST ?= v1.34.4
 
 # Not part of the README: coverage-guided fuzzing with clang's libFuzzer.
 fuzz: deps

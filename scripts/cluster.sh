@@ -1,0 +1,405 @@
+#!/usr/bin/env bash
+# A local cluster of the real Kubernetes components on 127.0.0.1 (docs/e2e.md "The real cluster"):
+# etcd, kube-apiserver (RBAC, the default admission chain, resource.k8s.io with the DRA gates),
+# kube-controller-manager, the default kube-scheduler, and per node a real kubelet over a fake CRI
+# runtime (upstream's fake remote runtime, recording each container's config). deploy/ is applied
+# with kubectl through the overlay tests/realcluster/overlay; fracgpu's components run as host processes
+# beside the cluster, each with a TokenRequest token of its own ServiceAccount, so the API server
+# enforces the RBAC deploy/ ships: `fracgpu certs`, `fracgpu scheduler` (webhook and extender),
+# fracgpu's kube-scheduler (the real one, with the extender config deploy/ ships), and on every node
+# `fracgpu device-plugin` over the project's fake NVML and GPUs.
+#
+#   scripts/cluster.sh up [--nodes N] [--build DIR]   start; prints KUBECONFIG=... last
+#   scripts/cluster.sh down                           stop everything, remove the state folder
+#   scripts/cluster.sh status                         what runs, and the nodes
+#   scripts/cluster.sh restart COMPONENT              SIGKILL one and start it again (apiserver,
+#       fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-<node>, kubelet-<node>)
+#
+# Environment: FRACGPU_CLUSTER_DIR (state, default /tmp/fracgpu-cluster), FRACGPU_K8S_VERSION
+# (default v1.37.2), FRACGPU_K8S_CACHE (scripts/k8s-build.sh). Needs root (each kubelet runs in a
+# mount namespace of its own: the kubelet's device-plugin socket path is fixed,
+# /var/lib/kubelet/device-plugins/kubelet.sock, k8s.io/kubelet pkg/apis/deviceplugin/v1beta1).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+dir=${FRACGPU_CLUSTER_DIR:-/tmp/fracgpu-cluster}
+version=${FRACGPU_K8S_VERSION:-v1.37.2}
+build="$repo/build/release"
+nodes=2
+# Fixed loopback ports (one cluster per machine). The webhook URL of tests/realcluster/overlay names 29443.
+port_etcd=29379 port_etcd_peer=29380 port_api=29444 port_kcm=29257 port_ksched=29259
+port_fsched=29443 port_fsched_health=29081 port_fksched=29260
+fracgpu_scheduler_port=$port_fsched
+
+log() { echo "cluster: $*" >&2; }
+die() { echo "cluster: $*" >&2; exit 1; }
+
+# GPUs per node, by index: name count MiB (fake NVML FAKE_GPU_DEVICES). Node i gets entry i mod 3.
+gpu_spec() {
+  case $(( $1 % 3 )) in
+    0) echo "2 16384" ;;
+    1) echo "1 24576" ;;
+    2) echo "4 40960" ;;
+  esac
+}
+node_name() { printf 'node-%s' "$(printf "\\x$(printf %x $((97 + $1)))")"; }
+
+bins() { bin=$(bash "$repo/scripts/k8s-build.sh" --version "$version" | tail -1); }
+
+kc() { "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" "$@"; }
+
+# start NAME CMD... : a daemon in its own session, output to $dir/logs/NAME.log, pid in $dir/pids.
+start() {
+  local name=$1; shift
+  mkdir -p "$dir/logs" "$dir/pids"
+  setsid "$@" >>"$dir/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$dir/pids/$name"
+}
+
+stop() {
+  local f=$dir/pids/$1
+  [ -f "$f" ] || return 0
+  local pid; pid=$(cat "$f")
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$f"
+}
+
+# wait_for WHAT SECONDS CMD... : polls CMD every 0.25 s until it succeeds.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local end=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || { log "timed out after ${secs}s waiting for $what"; return 1; }
+    sleep 0.25
+  done
+}
+
+# ---- certificates (openssl): one CA for serving and client certificates, a service-account key.
+cert() { # NAME CN [O] [SANs]
+  local name=$1 cn=$2 o=${3:-} san=${4:-}
+  local subj="/CN=$cn"; [ -n "$o" ] && subj="/O=$o$subj"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$dir/pki/$name.key" -subj "$subj" \
+    -out "$dir/pki/$name.csr" 2>/dev/null
+  local ext="$dir/pki/$name.ext"
+  { echo "basicConstraints=CA:FALSE"; echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=serverAuth,clientAuth"; [ -n "$san" ] && echo "subjectAltName=$san"; } > "$ext"
+  openssl x509 -req -in "$dir/pki/$name.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" \
+    -CAcreateserial -days 2 -extfile "$ext" -out "$dir/pki/$name.crt" 2>/dev/null
+}
+
+kubeconfig() { # FILE USER (client cert NAME | token TOKEN) VALUE
+  local file=$1 user=$2 kind=$3 value=$4
+  {
+    echo "apiVersion: v1"; echo "kind: Config"; echo "clusters:"
+    echo "- name: local"; echo "  cluster:"
+    echo "    server: https://127.0.0.1:$port_api"
+    echo "    certificate-authority: $dir/pki/ca.crt"
+    echo "users:"; echo "- name: $user"; echo "  user:"
+    if [ "$kind" = cert ]; then
+      echo "    client-certificate: $dir/pki/$value.crt"; echo "    client-key: $dir/pki/$value.key"
+    else
+      echo "    token: $value"
+    fi
+    echo "contexts:"; echo "- name: local"; echo "  context: {cluster: local, user: $user}"
+    echo "current-context: local"
+  } > "$file"
+}
+
+make_pki() {
+  mkdir -p "$dir/pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/pki/ca.key" -out "$dir/pki/ca.crt" \
+    -days 2 -subj "/CN=fracgpu-local-ca" 2>/dev/null
+  cert apiserver kube-apiserver "" \
+    "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1"
+  cert admin admin system:masters
+  cert kcm system:kube-controller-manager
+  cert ksched system:kube-scheduler
+  cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+  openssl genrsa -out "$dir/pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$dir/pki/sa.key" -pubout -out "$dir/pki/sa.pub" 2>/dev/null
+  kubeconfig "$dir/admin.kubeconfig" admin cert admin
+  kubeconfig "$dir/kcm.kubeconfig" kcm cert kcm
+  kubeconfig "$dir/ksched.kubeconfig" ksched cert ksched
+}
+
+feature_gates() {
+  case "$version" in
+    v1.34.*|v1.35.*) echo "DRAConsumableCapacity=true" ;;
+    *) echo "DRAConsumableCapacity=true" ;;
+  esac
+}
+
+start_etcd() {
+  start etcd "$bin/etcd" --name local --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$port_etcd" --advertise-client-urls "http://127.0.0.1:$port_etcd" \
+    --listen-peer-urls "http://127.0.0.1:$port_etcd_peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$port_etcd_peer" \
+    --initial-cluster "local=http://127.0.0.1:$port_etcd_peer" --log-level warn
+}
+
+start_apiserver() {
+  start apiserver "$bin/kube-apiserver" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port_api" \
+    --etcd-servers "http://127.0.0.1:$port_etcd" \
+    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+    --client-ca-file "$dir/pki/ca.crt" \
+    --kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key" \
+    --service-account-issuer "https://kubernetes.default.svc" \
+    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --runtime-config "resource.k8s.io/v1=true" --feature-gates "$(feature_gates)" \
+    --allow-privileged=true --profiling=false --v=1
+}
+
+start_kcm() {
+  start kcm "$bin/kube-controller-manager" --kubeconfig "$dir/kcm.kubeconfig" \
+    --authentication-kubeconfig "$dir/kcm.kubeconfig" --authorization-kubeconfig "$dir/kcm.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$port_kcm" \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --use-service-account-credentials --leader-elect=false \
+    --feature-gates "$(feature_gates)" --v=1
+}
+
+start_default_scheduler() {
+  start kube-scheduler-default "$bin/kube-scheduler" --kubeconfig "$dir/ksched.kubeconfig" \
+    --authentication-kubeconfig "$dir/ksched.kubeconfig" --authorization-kubeconfig "$dir/ksched.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$port_ksched" --leader-elect=false \
+    --feature-gates "$(feature_gates)" --v=1
+}
+
+# A token of a fracgpu ServiceAccount (TokenRequest) and a kubeconfig that uses it.
+sa_kubeconfig() { # SA
+  local token
+  token=$(kc -n fracgpu-system create token "$1" --duration 48h)
+  kubeconfig "$dir/$1.kubeconfig" "$1" token "$token"
+}
+
+start_fracgpu_scheduler() {
+  start fracgpu-scheduler "$build/fracgpu" scheduler \
+    --http-bind "127.0.0.1:$port_fsched" --health-port "$port_fsched_health" \
+    --cert-file "$dir/fracgpu/tls.crt" --key-file "$dir/fracgpu/tls.key" \
+    --signing-key-file "$dir/fracgpu/signing.key" --kubeconfig "$dir/fracgpu-scheduler.kubeconfig" \
+    --scheduler-name fracgpu-scheduler --node-scheduler-policy binpack --gpu-scheduler-policy spread \
+    --leader-elect --leader-elect-resource-namespace fracgpu-system \
+    --leader-elect-resource-name fracgpu-scheduler
+}
+
+# fracgpu's kube-scheduler: the config of the fracgpu-kube-scheduler-config ConfigMap as applied,
+# with the host paths of what its pod would mount (tests/realcluster/overlay says why).
+start_fracgpu_kube_scheduler() {
+  kc -n fracgpu-system get configmap fracgpu-kube-scheduler-config -o jsonpath='{.data.config\.yaml}' \
+    > "$dir/fracgpu/kube-scheduler-config.shipped.yaml"
+  python3 - "$dir" "$fracgpu_scheduler_port" <<'EOF'
+import sys, yaml
+d, port = sys.argv[1], sys.argv[2]
+c = yaml.safe_load(open(f"{d}/fracgpu/kube-scheduler-config.shipped.yaml"))
+for e in c.get("extenders", []):
+    e["urlPrefix"] = f"https://127.0.0.1:{port}"
+    e.setdefault("tlsConfig", {})["caFile"] = f"{d}/fracgpu/ca.crt"
+c["clientConnection"] = {"kubeconfig": f"{d}/fracgpu-kube-scheduler.kubeconfig"}
+yaml.safe_dump(c, open(f"{d}/fracgpu/kube-scheduler-config.yaml", "w"), sort_keys=False)
+EOF
+  start fracgpu-kube-scheduler "$bin/kube-scheduler" --config "$dir/fracgpu/kube-scheduler-config.yaml" \
+    --authentication-kubeconfig "$dir/fracgpu-kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig "$dir/fracgpu-kube-scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$port_fksched" --feature-gates "$(feature_gates)" --v=2
+}
+
+node_dir() { echo "$dir/nodes/$1"; }
+
+write_kubelet_config() { # NODE INDEX
+  local n=$1 i=$2 nd; nd=$(node_dir "$1")
+  mkdir -p "$nd/root" "$nd/device-plugins" "$nd/records" "$nd/pki" "$nd/manifests"
+  cert "kubelet-$n" "system:node:$n" system:nodes "IP:127.0.0.1,DNS:$n"
+  kubeconfig "$nd/kubelet.kubeconfig" "system:node:$n" cert "kubelet-$n"
+  local gates; gates=$(feature_gates)
+  cat > "$nd/kubelet-config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: $(( 29510 + 2 * i ))
+healthzBindAddress: 127.0.0.1
+healthzPort: $(( 29511 + 2 * i ))
+readOnlyPort: 0
+tlsCertFile: $dir/pki/kubelet-$n.crt
+tlsPrivateKeyFile: $dir/pki/kubelet-$n.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $dir/pki/ca.crt}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: unix://$nd/cri.sock
+imageServiceEndpoint: unix://$nd/cri.sock
+staticPodPath: $nd/manifests
+# The sandbox's cgroup v1 tmpfs hierarchy (docs/e2e.md "The real cluster"): no per-QoS cgroups,
+# no node allocatable enforcement, cgroup v1 allowed, no swap check.
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failCgroupV1: false
+failSwapOn: false
+localStorageCapacityIsolation: false
+evictionHard: {memory.available: "1Mi", nodefs.available: "0%", imagefs.available: "0%"}
+resolvConf: ""
+serializeImagePulls: false
+featureGates: {${gates%%=*}: ${gates#*=}}
+EOF
+}
+
+start_node() { # NODE INDEX
+  local n=$1 i=$2 nd; nd=$(node_dir "$1")
+  read -r count mib <<< "$(gpu_spec "$i")"
+  local devices="" g
+  for g in $(seq 0 $(( count - 1 ))); do
+    devices+="${devices:+,}GPU-$(printf '%08x' $(( (i << 8) + g )))-0000-4000-8000-00000000000$i:$mib"
+  done
+  echo "$devices" > "$nd/gpus"
+  start "fake-cri-$n" "$bin/fake-cri" --listen "unix://$nd/cri.sock" --record-dir "$nd/records"
+  wait_for "fake-cri of $n" 20 test -S "$nd/cri.sock"
+  start_kubelet "$n"
+}
+
+start_kubelet() { # NODE
+  local n=$1 nd; nd=$(node_dir "$1")
+  # The kubelet's device-plugin folder is fixed; each kubelet gets its node's folder there in a
+  # mount namespace of its own.
+  start "kubelet-$n" unshare --mount --propagation private -- sh -c \
+    'mkdir -p /var/lib/kubelet/device-plugins && mount --bind "$1" /var/lib/kubelet/device-plugins && shift && exec "$@"' \
+    sh "$nd/device-plugins" "$bin/kubelet" --config "$nd/kubelet-config.yaml" \
+    --kubeconfig "$nd/kubelet.kubeconfig" --root-dir "$nd/root" --cert-dir "$nd/pki" \
+    --hostname-override "$n" --v=1
+}
+
+start_device_plugin() { # NODE
+  local n=$1 nd; nd=$(node_dir "$1")
+  # What the DaemonSet's init container does, with the image's installer.
+  sh "$repo/deploy/image/install-vgpu.sh" "$build/lib/libvgpu.so" "$nd/hook/vgpu" >> "$dir/logs/install-vgpu.log"
+  kc -n fracgpu-system get configmap fracgpu-device-config -o jsonpath='{.data.device-config\.yaml}' \
+    > "$nd/device-config.yaml"
+  kc -n fracgpu-system get configmap fracgpu-node-config -o jsonpath='{.data.config\.json}' \
+    > "$nd/node-config.json"
+  FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
+    start "device-plugin-$n" "$build/fracgpu" device-plugin --node-name "$n" \
+    --hook-path "$nd/hook" --socket-dir "$nd/device-plugins" \
+    --config-file "$nd/device-config.yaml" --node-config "$nd/node-config.json" \
+    --signature-key-file "$dir/fracgpu/signing.key" \
+    --kubeconfig "$dir/fracgpu-device-plugin.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1"
+}
+
+up() {
+  [ "$(id -u)" = 0 ] || die "needs root (a mount namespace per kubelet)"
+  [ -x "$build/fracgpu" ] || die "no $build/fracgpu: build it first (cmake --build --preset release)"
+  if [ -d "$dir/pids" ] && [ -n "$(ls -A "$dir/pids" 2>/dev/null)" ]; then
+    die "a cluster is already up in $dir (scripts/cluster.sh down first)"
+  fi
+  local t0; t0=$(date +%s)
+  bins
+  rm -rf "$dir"; mkdir -p "$dir/fracgpu" "$dir/nodes"
+  echo "$bin" > "$dir/bin"; echo "$build" > "$dir/build"; echo "$nodes" > "$dir/node-count"
+  make_pki
+  start_etcd
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$port_etcd/health"
+  start_apiserver
+  wait_for kube-apiserver 90 kc get --raw /readyz
+  start_kcm
+  start_default_scheduler
+  log "control plane ready ($(( $(date +%s) - t0 )) s)"
+  local i n
+  for i in $(seq 0 $(( nodes - 1 ))); do
+    n=$(node_name "$i"); write_kubelet_config "$n" "$i"; start_node "$n" "$i"
+  done
+  # The GPU nodes carry gpu=on (docs/install.md), which the device-plugin DaemonSet selects.
+  for i in $(seq 0 $(( nodes - 1 ))); do
+    n=$(node_name "$i")
+    wait_for "node $n registered" 90 kc get node "$n"
+    kc label node "$n" gpu=on --overwrite >/dev/null
+  done
+  # deploy/ as shipped, through the local overlay; then the host processes in its place.
+  kc apply -k "$repo/tests/realcluster/overlay" --server-side --field-manager fracgpu-cluster > "$dir/logs/apply.log"
+  local sa
+  for sa in fracgpu-scheduler fracgpu-kube-scheduler fracgpu-device-plugin fracgpu-ui fracgpu-certs; do
+    wait_for "ServiceAccount $sa" 30 kc -n fracgpu-system get serviceaccount "$sa"
+    sa_kubeconfig "$sa"
+  done
+  "$build/fracgpu" certs --kubeconfig "$dir/fracgpu-certs.kubeconfig" --namespace fracgpu-system \
+    --service fracgpu-scheduler --extra-san 127.0.0.1 --secret-name fracgpu-scheduler-tls \
+    --webhook-config fracgpu-webhook --signing-key-secret fracgpu-signing-key \
+    --validity-days 365 --renew-before-days 30 > "$dir/logs/certs.log" 2>&1 ||
+    { cat "$dir/logs/certs.log" >&2; die "fracgpu certs failed"; }
+  kc -n fracgpu-system get secret fracgpu-scheduler-tls -o jsonpath='{.data.tls\.crt}' | base64 -d > "$dir/fracgpu/tls.crt"
+  kc -n fracgpu-system get secret fracgpu-scheduler-tls -o jsonpath='{.data.tls\.key}' | base64 -d > "$dir/fracgpu/tls.key"
+  kc -n fracgpu-system get secret fracgpu-scheduler-tls -o jsonpath='{.data.ca\.crt}' | base64 -d > "$dir/fracgpu/ca.crt"
+  kc -n fracgpu-system get secret fracgpu-signing-key -o jsonpath='{.data.key}' | base64 -d > "$dir/fracgpu/signing.key"
+  chmod 600 "$dir/fracgpu/tls.key" "$dir/fracgpu/signing.key"
+  start_fracgpu_scheduler
+  start_fracgpu_kube_scheduler
+  for i in $(seq 0 $(( nodes - 1 ))); do start_device_plugin "$(node_name "$i")"; done
+  for i in $(seq 0 $(( nodes - 1 ))); do
+    n=$(node_name "$i")
+    wait_for "node $n Ready" 120 sh -c "'$bin/kubectl' --kubeconfig '$dir/admin.kubeconfig' get node '$n' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+    wait_for "nvidia.com/gpu on $n" 60 sh -c "'$bin/kubectl' --kubeconfig '$dir/admin.kubeconfig' get node '$n' -o jsonpath='{.status.allocatable.nvidia\.com/gpu}' | grep -q '[1-9]'"
+  done
+  wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz"
+  log "up in $(( $(date +%s) - t0 )) s: $nodes nodes"
+  echo "KUBECONFIG=$dir/admin.kubeconfig"
+}
+
+down() {
+  [ -d "$dir/pids" ] || { log "nothing up in $dir"; return 0; }
+  local p
+  for p in "$dir"/pids/*; do [ -e "$p" ] && stop "$(basename "$p")"; done
+  # Anything else still holding the state folder in its arguments (every daemon here names it).
+  pkill -KILL -f -- "$dir/" 2>/dev/null || true
+  # kubelet mounts live in their own namespaces and end with them; only the state is left.
+  rm -rf "$dir"
+  log "down"
+}
+
+status() {
+  [ -d "$dir/pids" ] || { echo "no cluster in $dir"; return 1; }
+  bin=$(cat "$dir/bin")
+  local p name
+  for p in "$dir"/pids/*; do
+    name=$(basename "$p")
+    if kill -0 "$(cat "$p")" 2>/dev/null; then echo "running  $name"; else echo "STOPPED  $name"; fi
+  done
+  kc get nodes -o wide || true
+}
+
+restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lists them)
+  [ -d "$dir/pids" ] || die "no cluster in $dir"
+  [ -f "$dir/pids/$1" ] || die "restart: no component '$1' (scripts/cluster.sh status lists them)"
+  bin=$(cat "$dir/bin"); build=$(cat "$dir/build")
+  local old; old=$(cat "$dir/pids/$1")
+  stop "$1"
+  ! kill -0 "$old" 2>/dev/null || die "restart: $1 (pid $old) did not stop"
+  case "$1" in
+    apiserver) start_apiserver; wait_for kube-apiserver 90 kc get --raw /readyz ;;
+    fracgpu-scheduler) start_fracgpu_scheduler
+      wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz" ;;
+    fracgpu-kube-scheduler) start_fracgpu_kube_scheduler ;;
+    device-plugin-*) start_device_plugin "${1#device-plugin-}" ;;
+    kubelet-*) start_kubelet "${1#kubelet-}" ;;
+    *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-NODE, kubelet-NODE)" ;;
+  esac
+  log "restarted $1 (pid $old -> $(cat "$dir/pids/$1"))"
+}
+
+cmd=${1:-}; [ $# -gt 0 ] && shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) nodes="${2:?}"; shift 2 ;;
+    --build) build=$(cd "${2:?}" && pwd); shift 2 ;;
+    *) if [ "$cmd" = restart ] && [ -z "${component:-}" ]; then component=$1; shift
+       else die "unknown argument '$1'"; fi ;;
+  esac
+done
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  restart) restart "${component:?restart needs a component}" ;;
+  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] | down | status | restart COMPONENT" >&2; exit 2 ;;
+esac

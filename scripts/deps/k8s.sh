@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The local real cluster's non-Debian pieces (make test-k8s): the Go modules of tests/realcluster (the
+# pinned Kubernetes release; scripts/k8s-build.sh builds from them) and the Python packages of its
+# test driver (pytest, PyYAML), pinned. Quick and offline when already present.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+if ! python3 -c 'import pytest, yaml' 2>/dev/null; then
+  echo "deps/k8s: installing pytest and PyYAML"
+  python3 -m pip install -q pytest==9.2.0 PyYAML==6.0.3
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "deps/k8s: no go toolchain on PATH (make test-k8s builds Kubernetes from its Go modules)" >&2
+  exit 1
+fi
+for mod in "$repo/tests/realcluster"; do
+  (cd "$mod" && go mod download) || { echo "deps/k8s: go mod download in $mod failed" >&2; exit 1; }
+done

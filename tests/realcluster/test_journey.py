@@ -1,0 +1,250 @@
+"""The pod's journey on the real cluster (docs/e2e.md "The real cluster"): the real API server
+calls fracgpu's webhook over TLS, the real kube-scheduler calls the extender, the pod is bound,
+the real kubelet calls the device plugin's Allocate, and the container config the CRI runtime
+received is checked against the slice the pod asked for. Also: the ValidatingAdmissionPolicy of
+deploy/, evaluated by the real API server; 20 pods at once for one GPU; restarts mid-flow."""
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SPLIT = "hami.io/node-nvidia-register"
+
+
+def node_gpus(cluster, node):
+    """The node's fake GPUs as scripts/cluster.sh gave them: [(uuid, MiB)]."""
+    spec = (cluster.dir / "nodes" / node / "gpus").read_text().strip()
+    return [(u, int(m)) for u, m in (d.rsplit(":", 1) for d in spec.split(","))]
+
+
+def device_split_count(cluster):
+    """deviceSplitCount of the fracgpu-device-config ConfigMap, as applied from deploy/."""
+    cm = cluster.get("-n", "fracgpu-system", "configmap", "fracgpu-device-config")
+    return int(yaml.safe_load(cm["data"]["device-config.yaml"])["nvidia"]["deviceSplitCount"])
+
+
+def pod_ready(cluster, ns, name):
+    p = cluster.get("-n", ns, "pod", name)
+    return p if p["status"].get("phase") == "Running" else None
+
+
+def env_of(record):
+    """The container's environment. KeyValue.value is `bytes` in the CRI v1 proto of
+    k8s.io/cri-api v0.37 (api.proto), so protobuf JSON carries it in base64."""
+    return {e["key"]: base64.b64decode(e.get("value", "")).decode()
+            for e in record["config"].get("envs", [])}
+
+
+def mounts_of(record):
+    return {m["containerPath"]: m for m in record["config"].get("mounts", [])}
+
+
+def test_nodes_advertise_their_fake_gpus(cluster):
+    split = device_split_count(cluster)
+    nodes = cluster.get("nodes")["items"]
+    assert len(nodes) >= 2
+    for n in nodes:
+        name = n["metadata"]["name"]
+        gpus = node_gpus(cluster, name)
+        ready = [c for c in n["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", name
+        # The device plugin advertises deviceSplitCount shares of each GPU (docs/device-plugin.md).
+        assert n["status"]["allocatable"]["nvidia.com/gpu"] == str(len(gpus) * split), name
+        reg = n["metadata"].get("annotations", {}).get(SPLIT, "")
+        for uuid, _ in gpus:
+            assert uuid in reg, f"{name}: {uuid} not in {SPLIT}: {reg!r}"
+
+
+def test_hami_example_pod_runs_with_its_slice(cluster):
+    manifest = (REPO / "deploy" / "examples" / "gpu-pod.yaml").read_text()
+    spec = yaml.safe_load(manifest)
+    ns, name = spec["metadata"]["namespace"], spec["metadata"]["name"]
+    ctr = spec["spec"]["containers"][0]
+    want_mib = int(ctr["resources"]["limits"]["nvidia.com/gpumem"])
+    want_cores = int(ctr["resources"]["limits"]["nvidia.com/gpucores"])
+    cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=true")
+    cluster.apply(manifest)
+    try:
+        pod = cluster.wait(f"{ns}/{name} Running", lambda: pod_ready(cluster, ns, name), 90)
+        # The webhook (called by the real API server over TLS) routed it to fracgpu's scheduler.
+        assert pod["spec"]["schedulerName"] == "fracgpu-scheduler"
+        node = pod["spec"]["nodeName"]
+        ann = pod["metadata"]["annotations"]
+        assert ann.get("hami.io/vgpu-node") == node
+        assert ann.get("hami.io/bind-phase") == "success"
+        rec = cluster.wait("the CRI record", lambda: cluster.record(node, ns, name, ctr["name"]), 30)
+        env = env_of(rec)
+        uuids = [u for u, _ in node_gpus(cluster, node)]
+        assert env["NVIDIA_VISIBLE_DEVICES"] in uuids
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{want_mib}m"
+        assert env["CUDA_DEVICE_SM_LIMIT"] == str(want_cores)
+        assert env["CUDA_DEVICE_SM_LIMIT_0"] == str(want_cores)
+        hook = cluster.dir / "nodes" / node / "hook" / "vgpu"
+        m = mounts_of(rec)
+        assert m["/etc/ld.so.preload"]["hostPath"] == str(hook / "ld.so.preload")
+        assert m["/etc/ld.so.preload"].get("readonly") is True
+        assert (hook / "ld.so.preload").read_text().strip() == str(hook / "libvgpu.so")
+        assert m[str(hook / "libvgpu.so")]["hostPath"] == str(hook / "libvgpu.so")
+        limits = Path(m["/etc/fracgpu/limits.env"]["hostPath"]).read_text()
+        assert f"CUDA_DEVICE_MEMORY_LIMIT_0={want_mib}m" in limits.splitlines()
+        assert env["CUDA_DEVICE_MEMORY_SHARED_CACHE"].startswith("/usr/local/vgpu/") or \
+            env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]
+        # The decision the extender wrote names the same GPU and slice.
+        alloc = ann["hami.io/vgpu-devices-allocated"]
+        assert env["NVIDIA_VISIBLE_DEVICES"] in alloc and f",{want_mib}," in alloc
+    finally:
+        cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=false")
+
+
+def test_validating_admission_policy_denies_a_forged_decision(cluster):
+    # The webhook is skipped (opt-out label), so only the policy of deploy/admission-policy.yaml
+    # stands between the user and a hand-written decision annotation.
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "forged", "namespace": "default",
+                     "labels": {"hami.io/webhook": "ignore"},
+                     "annotations": {"hami.io/vgpu-node": "node-a"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    p = cluster.kubectl("create", "-f", "-", input=json.dumps(pod), check=False)
+    assert p.returncode != 0
+    assert "ValidatingAdmissionPolicy 'fracgpu-pod-annotations'" in p.stderr, p.stderr
+    assert "written by fracgpu's service accounts only" in p.stderr, p.stderr
+    # Without the annotation the same pod is admitted: the policy, not the label, refused it.
+    del pod["metadata"]["annotations"]
+    cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
+    cluster.kubectl("delete", "-n", "default", "pod", "forged", "--wait=false")
+
+
+def test_twenty_pods_at_once_never_overcommit_one_gpu(cluster):
+    node = "node-a"
+    uuid, mib = node_gpus(cluster, node)[0]
+    per_pod = 2000
+    fits = mib // per_pod  # 16384 // 2000 = 8
+    docs = []
+    for i in range(20):
+        docs.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"burst-{i}", "namespace": "default",
+                         "labels": {"test": "burst"},
+                         "annotations": {"nvidia.com/use-gpuuuid": uuid}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "c", "image": "busybox",
+                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": per_pod}}}]},
+        })
+    cluster.kubectl("delete", "-n", "default", "pod", "-l", "test=burst", "--wait=true")
+    cluster.kubectl("create", "-f", "-", input="\n---\n".join(json.dumps(d) for d in docs))
+    try:
+        def settled():
+            pods = cluster.get("-n", "default", "pods", "-l", "test=burst")["items"]
+            running = [p for p in pods if p["status"].get("phase") == "Running"]
+            pending = [p for p in pods if any(
+                c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+                for c in p["status"].get("conditions", []))]
+            return pods if len(running) == fits and len(running) + len(pending) == 20 else None
+
+        pods = cluster.wait(f"{fits} of 20 burst pods Running, the rest Unschedulable", settled, 120)
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        assert len(bound) == fits
+        used = 0
+        for p in bound:
+            alloc = p["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+            assert uuid in alloc
+            used += per_pod
+        assert used <= mib
+        # And the containers the kubelet started got exactly that GPU and slice.
+        for p in bound:
+            rec = cluster.record(node, "default", p["metadata"]["name"], "c")
+            assert rec is not None, p["metadata"]["name"]
+            env = env_of(rec)
+            assert env["NVIDIA_VISIBLE_DEVICES"] == uuid
+            assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{per_pod}m"
+    finally:
+        cluster.kubectl("delete", "-n", "default", "pod", "-l", "test=burst", "--wait=false")
+
+
+def test_objects_fracgpu_ships_are_strict_and_stable(cluster):
+    overlay = str(REPO / "tests" / "realcluster" / "overlay")
+    p = cluster.kubectl("apply", "-k", overlay, "--server-side", "--field-manager", "fracgpu-cluster",
+                        "--dry-run=server", "--validate=strict")
+    assert "Warning" not in p.stderr, p.stderr
+    # Applying again changes nothing the API server stores (no canonicalisation rewrite): the
+    # generation, or for objects without one the resourceVersion, stays.
+    def versions():
+        items = json.loads(cluster.kubectl("get", "-k", overlay, "-o", "json").stdout)["items"]
+        return {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]):
+                o["metadata"].get("generation", o["metadata"]["resourceVersion"]) for o in items}
+
+    before = versions()
+    cluster.kubectl("apply", "-k", overlay, "--server-side", "--field-manager", "fracgpu-cluster")
+    after = versions()
+    changed = sorted(k for k in before if before[k] != after.get(k))
+    # (generation where the object has one: its status moves on its own.)
+    assert changed == [], f"re-applying deploy/ rewrote {changed}"
+
+
+def gpu_pod(name, mib, **annotations):
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "c", "image": "busybox",
+            "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}}}]},
+    }
+
+
+def test_restarts_mid_flow_lose_nothing(cluster):
+    names = []
+    try:
+        # fracgpu's scheduler is killed right after the webhook admitted the pod, before the
+        # extender placed it: the new one places it.
+        names.append("restart-1")
+        cluster.kubectl("create", "-f", "-", input=json.dumps(gpu_pod("restart-1", 1000)))
+        cluster.restart("fracgpu-scheduler")
+        p1 = cluster.wait("pod Running after a scheduler restart",
+                          lambda: pod_ready(cluster, "default", "restart-1"), 90)
+        assert p1["spec"]["schedulerName"] == "fracgpu-scheduler"
+        node = p1["spec"]["nodeName"]
+        alloc1 = p1["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+
+        # The API server, the node's kubelet and its device plugin, one after the other: the pod
+        # keeps running with the same allocation, the node comes back with its GPUs, and a new
+        # pod is placed and started there.
+        for component in ("apiserver", "kubelet-" + node, "device-plugin-" + node):
+            cluster.restart(component)
+
+            def back():
+                n = cluster.get("node", node)
+                ok = [c for c in n["status"]["conditions"] if c["type"] == "Ready" and c["status"] == "True"]
+                return ok and n["status"]["allocatable"].get("nvidia.com/gpu", "0") != "0"
+
+            cluster.wait(f"{node} Ready with GPUs after restarting {component}", back, 120)
+            p = pod_ready(cluster, "default", "restart-1")
+            assert p, f"restart-1 not Running after restarting {component}"
+            assert p["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] == alloc1
+            name = f"after-{component}"
+            names.append(name)
+            cluster.kubectl("create", "-f", "-", input=json.dumps(
+                gpu_pod(name, 1000, **{"nvidia.com/use-gpuuuid": node_gpus(cluster, node)[0][0]})))
+            cluster.wait(f"{name} Running", lambda: pod_ready(cluster, "default", name), 120)
+            rec = cluster.wait(f"{name}'s CRI record", lambda: cluster.record(node, "default", name, "c"), 30)
+            assert env_of(rec)["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1000m"
+    finally:
+        for n in names:
+            cluster.kubectl("delete", "-n", "default", "pod", n, "--ignore-not-found", "--wait=false")
+
+
+def test_pods_get_loopback_addresses_only(cluster):
+    # No pod network here: fake-cri gives every sandbox 127.0.0.2, so that the kubelet's probes
+    # of deploy/'s pods stay on this machine (upstream's fake would say 192.168.192.168).
+    pods = cluster.get("pods", "-A")["items"]
+    assert pods
+    for p in pods:
+        if p["spec"].get("hostNetwork"):
+            continue
+        ip = p["status"].get("podIP")
+        assert ip in (None, "127.0.0.2"), f"{p['metadata']['namespace']}/{p['metadata']['name']}: {ip}"
