@@ -25,9 +25,14 @@ dir=${FRACGPU_CLUSTER_DIR:-/tmp/fracgpu-cluster}
 version=${FRACGPU_K8S_VERSION:-v1.37.2}
 build="$repo/build/release"
 nodes=2
-# Fixed loopback ports (one cluster per machine). The webhook URL of tests/realcluster/overlay names 29443.
-port_etcd=29379 port_etcd_peer=29380 port_api=29444 port_kcm=29257 port_ksched=29259
-port_fsched=29443 port_fsched_health=29081 port_fksched=29260
+# Loopback ports: 29000-29499 + FRACGPU_CLUSTER_PORT_OFFSET (a multiple of 1000 for a second
+# cluster on the same machine). The webhook URL of tests/realcluster/overlay names 29443; with an
+# offset, up writes a one-patch overlay over it in the state folder with the moved port.
+off=${FRACGPU_CLUSTER_PORT_OFFSET:-0}
+case "$off" in ''|*[!0-9]*) echo "cluster: FRACGPU_CLUSTER_PORT_OFFSET '$off' is not a number" >&2; exit 2 ;; esac
+port_etcd=$((29379 + off)) port_etcd_peer=$((29380 + off)) port_api=$((29444 + off))
+port_kcm=$((29257 + off)) port_ksched=$((29259 + off)) port_fsched=$((29443 + off))
+port_fsched_health=$((29081 + off)) port_fksched=$((29260 + off))
 fracgpu_scheduler_port=$port_fsched
 
 log() { echo "cluster: $*" >&2; }
@@ -209,6 +214,25 @@ EOF
 
 node_dir() { echo "$dir/nodes/$1"; }
 
+# The overlay applied: tests/realcluster/overlay, or with a port offset one patch over it.
+overlay() {
+  if [ "$off" = 0 ]; then echo "$repo/tests/realcluster/overlay"; return; fi
+  mkdir -p "$dir/overlay"
+  cat > "$dir/overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(realpath --relative-to="$dir/overlay" "$repo/tests/realcluster/overlay")
+patches:
+- target: {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration, name: fracgpu-webhook}
+  patch: |-
+    - op: replace
+      path: /webhooks/0/clientConfig/url
+      value: https://127.0.0.1:$port_fsched/webhook
+EOF
+  echo "$dir/overlay"
+}
+
 write_kubelet_config() { # NODE INDEX
   local n=$1 i=$2 nd; nd=$(node_dir "$1")
   mkdir -p "$nd/root" "$nd/device-plugins" "$nd/records" "$nd/pki" "$nd/manifests"
@@ -219,9 +243,9 @@ write_kubelet_config() { # NODE INDEX
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
-port: $(( 29510 + 2 * i ))
+port: $(( 29010 + off + 2 * i ))
 healthzBindAddress: 127.0.0.1
-healthzPort: $(( 29511 + 2 * i ))
+healthzPort: $(( 29011 + off + 2 * i ))
 readOnlyPort: 0
 tlsCertFile: $dir/pki/kubelet-$n.crt
 tlsPrivateKeyFile: $dir/pki/kubelet-$n.key
@@ -298,6 +322,7 @@ up() {
   bins
   rm -rf "$dir"; mkdir -p "$dir/fracgpu" "$dir/nodes"
   echo "$bin" > "$dir/bin"; echo "$build" > "$dir/build"; echo "$nodes" > "$dir/node-count"
+  overlay > "$dir/overlay-path"
   make_pki
   start_etcd
   wait_for etcd 30 curl -sf "http://127.0.0.1:$port_etcd/health"
@@ -317,7 +342,7 @@ up() {
     kc label node "$n" gpu=on --overwrite >/dev/null
   done
   # deploy/ as shipped, through the local overlay; then the host processes in its place.
-  kc apply -k "$repo/tests/realcluster/overlay" --server-side --field-manager fracgpu-cluster > "$dir/logs/apply.log"
+  kc apply -k "$(cat "$dir/overlay-path")" --server-side --field-manager fracgpu-cluster > "$dir/logs/apply.log"
   local sa
   for sa in fracgpu-scheduler fracgpu-kube-scheduler fracgpu-device-plugin fracgpu-ui fracgpu-certs; do
     wait_for "ServiceAccount $sa" 30 kc -n fracgpu-system get serviceaccount "$sa"

@@ -168,7 +168,7 @@ def test_twenty_pods_at_once_never_overcommit_one_gpu(cluster):
 
 
 def test_objects_fracgpu_ships_are_strict_and_stable(cluster):
-    overlay = str(REPO / "tests" / "realcluster" / "overlay")
+    overlay = (cluster.dir / "overlay-path").read_text().strip()
     p = cluster.kubectl("apply", "-k", overlay, "--server-side", "--field-manager", "fracgpu-cluster",
                         "--dry-run=server", "--validate=strict")
     assert "Warning" not in p.stderr, p.stderr
