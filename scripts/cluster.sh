@@ -8,12 +8,17 @@
 # enforces the RBAC deploy/ ships: `fracgpu certs`, `fracgpu scheduler` (webhook and extender),
 # fracgpu's kube-scheduler (the real one, with the extender config deploy/ ships), and on every node
 # `fracgpu device-plugin` over the project's fake NVML and GPUs.
+# With --dra (docs/dra.md): deploy/ with the Component deploy/dra through tests/realcluster/overlay-dra,
+# `fracgpu scheduler --dra-mode`, and on every node `fracgpu dra-driver` (registered by the kubelet
+# through <root>/plugins_registry) in place of the device plugin.
 #
-#   scripts/cluster.sh up [--nodes N] [--build DIR]   start; prints KUBECONFIG=... last
+#   scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S]]
+#                                                     start; prints KUBECONFIG=... last
 #   scripts/cluster.sh down                           stop everything, remove the state folder
 #   scripts/cluster.sh status                         what runs, and the nodes
 #   scripts/cluster.sh restart COMPONENT              SIGKILL one and start it again (apiserver,
-#       fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-<node>, kubelet-<node>)
+#       fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-<node> or dra-driver-<node>,
+#       kubelet-<node>)
 #
 # Environment: FRACGPU_CLUSTER_DIR (state, default /tmp/fracgpu-cluster), FRACGPU_K8S_VERSION
 # (default v1.37.2), FRACGPU_K8S_CACHE (scripts/k8s-build.sh). Needs root (each kubelet runs in a
@@ -25,6 +30,8 @@ dir=${FRACGPU_CLUSTER_DIR:-/tmp/fracgpu-cluster}
 version=${FRACGPU_K8S_VERSION:-v1.37.2}
 build="$repo/build/release"
 nodes=2
+dra=0             # --dra: DRA mode (state file "mode" says which mode a cluster runs)
+slice_interval="" # --slice-interval: the DRA driver's, when not its default
 # Loopback ports: 29000-29499 + FRACGPU_CLUSTER_PORT_OFFSET (a multiple of 1000 for a second
 # cluster on the same machine). The webhook URL of tests/realcluster/overlay names 29443; with an
 # offset, up writes a one-patch overlay over it in the state folder with the moved port.
@@ -182,7 +189,9 @@ sa_kubeconfig() { # SA
 }
 
 start_fracgpu_scheduler() {
-  start fracgpu-scheduler "$build/fracgpu" scheduler \
+  local extra=()
+  [ "$dra" = 1 ] && extra=(--dra-mode)  # deploy/dra's patch of the Deployment's args
+  start fracgpu-scheduler "$build/fracgpu" scheduler "${extra[@]}" \
     --http-bind "127.0.0.1:$port_fsched" --health-port "$port_fsched_health" \
     --cert-file "$dir/fracgpu/tls.crt" --key-file "$dir/fracgpu/tls.key" \
     --signing-key-file "$dir/fracgpu/signing.key" --kubeconfig "$dir/fracgpu-scheduler.kubeconfig" \
@@ -214,15 +223,18 @@ EOF
 
 node_dir() { echo "$dir/nodes/$1"; }
 
-# The overlay applied: tests/realcluster/overlay, or with a port offset one patch over it.
+# The overlay applied: tests/realcluster/overlay (overlay-dra in DRA mode), or with a port offset
+# one patch over it.
 overlay() {
-  if [ "$off" = 0 ]; then echo "$repo/tests/realcluster/overlay"; return; fi
+  local base="$repo/tests/realcluster/overlay"
+  [ "$dra" = 1 ] && base="$repo/tests/realcluster/overlay-dra"
+  if [ "$off" = 0 ]; then echo "$base"; return; fi
   mkdir -p "$dir/overlay"
   cat > "$dir/overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-- $(realpath --relative-to="$dir/overlay" "$repo/tests/realcluster/overlay")
+- $(realpath --relative-to="$dir/overlay" "$base")
 patches:
 - target: {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration, name: fracgpu-webhook}
   patch: |-
@@ -312,6 +324,35 @@ start_device_plugin() { # NODE
     --kubeconfig "$dir/fracgpu-device-plugin.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1"
 }
 
+# DRA mode: `fracgpu dra-driver` with the flags deploy/dra/dra-driver.yaml ships, on the node's own
+# folders: the kubelet's root dir is $nd/root, so its plugin registry is $nd/root/plugins_registry
+# (the kubelet registers the driver from there, its real plugin registration) and the driver's
+# plugin dir $nd/root/plugins/gpu.fracgpu.io; the CDI spec dir is $nd/cdi (no runtime reads it).
+start_dra_driver() { # NODE
+  local n=$1 nd; nd=$(node_dir "$1")
+  sh "$repo/deploy/image/install-vgpu.sh" "$build/lib/libvgpu.so" "$nd/hook/vgpu" >> "$dir/logs/install-vgpu.log"
+  kc -n fracgpu-system get configmap fracgpu-device-config -o jsonpath='{.data.device-config\.yaml}' \
+    > "$nd/device-config.yaml"
+  kc -n fracgpu-system get configmap fracgpu-node-config -o jsonpath='{.data.config\.json}' \
+    > "$nd/node-config.json"
+  mkdir -p "$nd/cdi"
+  local extra=()
+  [ -n "$slice_interval" ] && extra=(--slice-interval "$slice_interval")
+  FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
+    start "dra-driver-$n" "$build/fracgpu" dra-driver --node-name "$n" \
+    --hook-path "$nd/hook" --registry-dir "$nd/root/plugins_registry" \
+    --plugin-dir "$nd/root/plugins/gpu.fracgpu.io" --cdi-dir "$nd/cdi" \
+    --config-file "$nd/device-config.yaml" --node-config "$nd/node-config.json" \
+    --consumable-capacity=true "${extra[@]}" \
+    --kubeconfig "$dir/fracgpu-dra-driver.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1"
+}
+
+# The node's ResourceSlice of fracgpu's driver has devices (DRA mode).
+node_slice_published() { # NODE
+  kc get resourceslices --field-selector "spec.nodeName=$1,spec.driver=gpu.fracgpu.io" \
+    -o jsonpath='{.items[*].spec.devices[*].name}' | grep -q gpu-
+}
+
 up() {
   [ "$(id -u)" = 0 ] || die "needs root (a mount namespace per kubelet)"
   [ -x "$build/fracgpu" ] || die "no $build/fracgpu: build it first (cmake --build --preset release)"
@@ -322,6 +363,8 @@ up() {
   bins
   rm -rf "$dir"; mkdir -p "$dir/fracgpu" "$dir/nodes"
   echo "$bin" > "$dir/bin"; echo "$build" > "$dir/build"; echo "$nodes" > "$dir/node-count"
+  if [ "$dra" = 1 ]; then echo dra > "$dir/mode"; else echo device-plugin > "$dir/mode"; fi
+  echo "$slice_interval" > "$dir/slice-interval"
   overlay > "$dir/overlay-path"
   make_pki
   start_etcd
@@ -343,8 +386,9 @@ up() {
   done
   # deploy/ as shipped, through the local overlay; then the host processes in its place.
   kc apply -k "$(cat "$dir/overlay-path")" --server-side --field-manager fracgpu-cluster > "$dir/logs/apply.log"
-  local sa
-  for sa in fracgpu-scheduler fracgpu-kube-scheduler fracgpu-device-plugin fracgpu-ui fracgpu-certs; do
+  local sa sas=(fracgpu-scheduler fracgpu-kube-scheduler fracgpu-device-plugin fracgpu-ui fracgpu-certs)
+  [ "$dra" = 1 ] && sas+=(fracgpu-dra-driver)
+  for sa in "${sas[@]}"; do
     wait_for "ServiceAccount $sa" 30 kc -n fracgpu-system get serviceaccount "$sa"
     sa_kubeconfig "$sa"
   done
@@ -360,14 +404,20 @@ up() {
   chmod 600 "$dir/fracgpu/tls.key" "$dir/fracgpu/signing.key"
   start_fracgpu_scheduler
   start_fracgpu_kube_scheduler
-  for i in $(seq 0 $(( nodes - 1 ))); do start_device_plugin "$(node_name "$i")"; done
+  for i in $(seq 0 $(( nodes - 1 ))); do
+    if [ "$dra" = 1 ]; then start_dra_driver "$(node_name "$i")"; else start_device_plugin "$(node_name "$i")"; fi
+  done
   for i in $(seq 0 $(( nodes - 1 ))); do
     n=$(node_name "$i")
     wait_for "node $n Ready" 120 sh -c "'$bin/kubectl' --kubeconfig '$dir/admin.kubeconfig' get node '$n' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
-    wait_for "nvidia.com/gpu on $n" 60 sh -c "'$bin/kubectl' --kubeconfig '$dir/admin.kubeconfig' get node '$n' -o jsonpath='{.status.allocatable.nvidia\.com/gpu}' | grep -q '[1-9]'"
+    if [ "$dra" = 1 ]; then
+      wait_for "ResourceSlice of $n" 60 node_slice_published "$n"
+    else
+      wait_for "nvidia.com/gpu on $n" 60 sh -c "'$bin/kubectl' --kubeconfig '$dir/admin.kubeconfig' get node '$n' -o jsonpath='{.status.allocatable.nvidia\.com/gpu}' | grep -q '[1-9]'"
+    fi
   done
   wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz"
-  log "up in $(( $(date +%s) - t0 )) s: $nodes nodes"
+  log "up in $(( $(date +%s) - t0 )) s: $nodes nodes ($(cat "$dir/mode") mode)"
   echo "KUBECONFIG=$dir/admin.kubeconfig"
 }
 
@@ -397,6 +447,8 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
   [ -d "$dir/pids" ] || die "no cluster in $dir"
   [ -f "$dir/pids/$1" ] || die "restart: no component '$1' (scripts/cluster.sh status lists them)"
   bin=$(cat "$dir/bin"); build=$(cat "$dir/build")
+  [ "$(cat "$dir/mode" 2>/dev/null)" = dra ] && dra=1
+  slice_interval=$(cat "$dir/slice-interval" 2>/dev/null || true)
   local old; old=$(cat "$dir/pids/$1")
   stop "$1"
   ! kill -0 "$old" 2>/dev/null || die "restart: $1 (pid $old) did not stop"
@@ -406,8 +458,9 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
       wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz" ;;
     fracgpu-kube-scheduler) start_fracgpu_kube_scheduler ;;
     device-plugin-*) start_device_plugin "${1#device-plugin-}" ;;
+    dra-driver-*) start_dra_driver "${1#dra-driver-}" ;;
     kubelet-*) start_kubelet "${1#kubelet-}" ;;
-    *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-NODE, kubelet-NODE)" ;;
+    *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-NODE, dra-driver-NODE, kubelet-NODE)" ;;
   esac
   log "restarted $1 (pid $old -> $(cat "$dir/pids/$1"))"
 }
@@ -417,6 +470,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes="${2:?}"; shift 2 ;;
     --build) build=$(cd "${2:?}" && pwd); shift 2 ;;
+    --dra) dra=1; shift ;;
+    --slice-interval) slice_interval="${2:?}"; shift 2 ;;
     *) if [ "$cmd" = restart ] && [ -z "${component:-}" ]; then component=$1; shift
        else die "unknown argument '$1'"; fi ;;
   esac
@@ -426,5 +481,5 @@ case "$cmd" in
   down) down ;;
   status) status ;;
   restart) restart "${component:?restart needs a component}" ;;
-  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] | down | status | restart COMPONENT" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S]] | down | status | restart COMPONENT" >&2; exit 2 ;;
 esac
