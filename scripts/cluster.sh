@@ -7,7 +7,8 @@
 # beside the cluster, each with a TokenRequest token of its own ServiceAccount, so the API server
 # enforces the RBAC deploy/ ships: `fracgpu certs`, `fracgpu scheduler` (webhook and extender),
 # fracgpu's kube-scheduler (the real one, with the extender config deploy/ ships), and on every node
-# `fracgpu device-plugin` over the project's fake NVML and GPUs.
+# `fracgpu device-plugin` over the project's fake NVML and GPUs, and `fracgpu ui` on 127.0.0.1
+# (its URL in <state>/ui-url).
 # With --dra (docs/dra.md): deploy/ with the Component deploy/dra through tests/realcluster/overlay-dra,
 # `fracgpu scheduler --dra-mode`, and on every node `fracgpu dra-driver` (registered by the kubelet
 # through <root>/plugins_registry) in place of the device plugin.
@@ -17,8 +18,8 @@
 #   scripts/cluster.sh down                           stop everything, remove the state folder
 #   scripts/cluster.sh status                         what runs, and the nodes
 #   scripts/cluster.sh restart COMPONENT              SIGKILL one and start it again (apiserver,
-#       fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-<node> or dra-driver-<node>,
-#       kubelet-<node>)
+#       fracgpu-scheduler, fracgpu-kube-scheduler, fracgpu-ui, device-plugin-<node> or
+#       dra-driver-<node>, kubelet-<node>)
 #
 # Environment: FRACGPU_CLUSTER_DIR (state, default /tmp/fracgpu-cluster), FRACGPU_K8S_VERSION
 # (default v1.37.2), FRACGPU_K8S_CACHE (scripts/k8s-build.sh). Needs root (each kubelet runs in a
@@ -40,6 +41,7 @@ case "$off" in ''|*[!0-9]*) echo "cluster: FRACGPU_CLUSTER_PORT_OFFSET '$off' is
 port_etcd=$((29379 + off)) port_etcd_peer=$((29380 + off)) port_api=$((29444 + off))
 port_kcm=$((29257 + off)) port_ksched=$((29259 + off)) port_fsched=$((29443 + off))
 port_fsched_health=$((29081 + off)) port_fksched=$((29260 + off))
+port_ui=$((29080 + off))  # fracgpu ui (http, 127.0.0.1)
 fracgpu_scheduler_port=$port_fsched
 
 log() { echo "cluster: $*" >&2; }
@@ -219,6 +221,17 @@ EOF
     --authentication-kubeconfig "$dir/fracgpu-kube-scheduler.kubeconfig" \
     --authorization-kubeconfig "$dir/fracgpu-kube-scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$port_fksched" --feature-gates "$(feature_gates)" --v=2
+}
+
+# `fracgpu ui` with the args deploy/ui.yaml ships (deploy/dra adds --dra-mode), on 127.0.0.1 (no
+# pod network; it trusts the kubeflow-userid header, so nothing off this machine may reach it),
+# as fracgpu-ui. There is no gateway in front: a caller sets kubeflow-userid itself.
+start_fracgpu_ui() {
+  local extra=()
+  [ "$dra" = 1 ] && extra=(--dra-mode)
+  start fracgpu-ui "$build/fracgpu" ui "${extra[@]}" --http-bind "127.0.0.1:$port_ui" \
+    --user-header=kubeflow-userid --gpu-scheduler-policy=spread \
+    --web-dir "$repo/web" --kubeconfig "$dir/fracgpu-ui.kubeconfig"
 }
 
 node_dir() { echo "$dir/nodes/$1"; }
@@ -404,6 +417,7 @@ up() {
   chmod 600 "$dir/fracgpu/tls.key" "$dir/fracgpu/signing.key"
   start_fracgpu_scheduler
   start_fracgpu_kube_scheduler
+  start_fracgpu_ui
   for i in $(seq 0 $(( nodes - 1 ))); do
     if [ "$dra" = 1 ]; then start_dra_driver "$(node_name "$i")"; else start_device_plugin "$(node_name "$i")"; fi
   done
@@ -417,6 +431,8 @@ up() {
     fi
   done
   wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz"
+  wait_for "fracgpu ui" 30 curl -sf "http://127.0.0.1:$port_ui/api/options"
+  echo "http://127.0.0.1:$port_ui" > "$dir/ui-url"
   log "up in $(( $(date +%s) - t0 )) s: $nodes nodes ($(cat "$dir/mode") mode)"
   echo "KUBECONFIG=$dir/admin.kubeconfig"
 }
@@ -457,10 +473,11 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
     fracgpu-scheduler) start_fracgpu_scheduler
       wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz" ;;
     fracgpu-kube-scheduler) start_fracgpu_kube_scheduler ;;
+    fracgpu-ui) start_fracgpu_ui; wait_for "fracgpu ui" 30 curl -sf "http://127.0.0.1:$port_ui/api/options" ;;
     device-plugin-*) start_device_plugin "${1#device-plugin-}" ;;
     dra-driver-*) start_dra_driver "${1#dra-driver-}" ;;
     kubelet-*) start_kubelet "${1#kubelet-}" ;;
-    *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, device-plugin-NODE, dra-driver-NODE, kubelet-NODE)" ;;
+    *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, fracgpu-ui, device-plugin-NODE, dra-driver-NODE, kubelet-NODE)" ;;
   esac
   log "restarted $1 (pid $old -> $(cat "$dir/pids/$1"))"
 }
