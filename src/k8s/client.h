@@ -97,7 +97,9 @@ class Client {
   /// Lists a collection, following `continue` pages; returns the list object whose `items`
   /// holds every page and whose metadata.resourceVersion is the last page's.
   Result<json> List(const std::string& path, const ListOptions& options = {});
-  /// POST `body` to `path` (create); returns the created object. Not retried.
+  /// POST `body` to `path` (create); returns the created object. Not retried. Create, Update
+  /// and MergePatch (and so BindPod, CreateEvent, PatchWithRetry) send fieldValidation=Strict:
+  /// an unknown or duplicate field is kInvalidArgument (HTTP 400) naming it.
   Result<json> Create(const std::string& path, const json& body);
   /// PUT `body` to `path` (replace; 409 when body's metadata.resourceVersion is stale).
   Result<json> Update(const std::string& path, const json& body);

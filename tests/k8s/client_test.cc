@@ -162,6 +162,26 @@ TEST_F(ClientTest, PostIsNotRetried) {
   EXPECT_EQ(api_.CountRequests("POST", ""), 1);
 }
 
+TEST_F(ClientTest, EveryWriteAsksForStrictFieldValidation) {
+  api_.Put("nodes", Node("a"));
+  json pod = api_.Put("pods", Pod("ns", "p"));
+  ASSERT_TRUE(client_->Create(PodPath("ns"), Pod("ns", "q")).ok());
+  ASSERT_TRUE(client_->MergePatch(NodePath("a"), {{"metadata", {{"labels", {{"x", "y"}}}}}}).ok());
+  auto current = client_->Get(NodePath("a"));
+  ASSERT_TRUE(current.ok());
+  ASSERT_TRUE(client_->Update(NodePath("a"), *current).ok());
+  ASSERT_TRUE(client_->BindPod("ns", "p", Uid(pod), "node-a").ok());
+  ASSERT_TRUE(client_->CreateEvent(pod, "Normal", "Test", "m", "fracgpu-test").ok());
+  int writes = 0;
+  for (const auto& r : api_.Requests()) {
+    if (r.method == "GET") continue;
+    ++writes;
+    EXPECT_NE(r.query.find("fieldValidation=Strict"), std::string::npos)
+        << r.method << " " << r.path << "?" << r.query;
+  }
+  EXPECT_EQ(writes, 5);
+}
+
 TEST_F(ClientTest, BindPodSetsNodeNameAndConflictsWhenBound) {
   json pod = api_.Put("pods", Pod("ns", "p"));
   ASSERT_TRUE(client_->BindPod("ns", "p", Uid(pod), "node-a").ok());

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,15 +60,20 @@ def test_nodes_advertise_their_fake_gpus(cluster):
             assert uuid in reg, f"{name}: {uuid} not in {SPLIT}: {reg!r}"
 
 
-def test_hami_example_pod_runs_with_its_slice(cluster):
-    manifest = (REPO / "deploy" / "examples" / "gpu-pod.yaml").read_text()
+EXAMPLES = sorted((REPO / "deploy" / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_hami_example_pod_runs_with_its_slice(cluster, example):
+    manifest = example.read_text()
     spec = yaml.safe_load(manifest)
-    ns, name = spec["metadata"]["namespace"], spec["metadata"]["name"]
-    ctr = spec["spec"]["containers"][0]
-    want_mib = int(ctr["resources"]["limits"]["nvidia.com/gpumem"])
-    want_cores = int(ctr["resources"]["limits"]["nvidia.com/gpucores"])
+    assert spec["kind"] == "Pod", f"{example.name}: only Pod examples are known to this test"
+    ns, name = spec["metadata"].get("namespace", "default"), spec["metadata"]["name"]
+    gpu_ctrs = [c for c in spec["spec"]["containers"]
+                if "nvidia.com/gpu" in c.get("resources", {}).get("limits", {})]
+    assert gpu_ctrs, f"{example.name}: no container asks for nvidia.com/gpu"
     cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=true")
-    cluster.apply(manifest)
+    cluster.kubectl("apply", "-n", ns, "-f", str(example))
     try:
         pod = cluster.wait(f"{ns}/{name} Running", lambda: pod_ready(cluster, ns, name), 90)
         # The webhook (called by the real API server over TLS) routed it to fracgpu's scheduler.
@@ -76,26 +82,45 @@ def test_hami_example_pod_runs_with_its_slice(cluster):
         ann = pod["metadata"]["annotations"]
         assert ann.get("hami.io/vgpu-node") == node
         assert ann.get("hami.io/bind-phase") == "success"
-        rec = cluster.wait("the CRI record", lambda: cluster.record(node, ns, name, ctr["name"]), 30)
-        env = env_of(rec)
-        uuids = [u for u, _ in node_gpus(cluster, node)]
-        assert env["NVIDIA_VISIBLE_DEVICES"] in uuids
-        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{want_mib}m"
-        assert env["CUDA_DEVICE_SM_LIMIT"] == str(want_cores)
-        assert env["CUDA_DEVICE_SM_LIMIT_0"] == str(want_cores)
+        gpus = dict(node_gpus(cluster, node))
         hook = cluster.dir / "nodes" / node / "hook" / "vgpu"
-        m = mounts_of(rec)
-        assert m["/etc/ld.so.preload"]["hostPath"] == str(hook / "ld.so.preload")
-        assert m["/etc/ld.so.preload"].get("readonly") is True
-        assert (hook / "ld.so.preload").read_text().strip() == str(hook / "libvgpu.so")
-        assert m[str(hook / "libvgpu.so")]["hostPath"] == str(hook / "libvgpu.so")
-        limits = Path(m["/etc/fracgpu/limits.env"]["hostPath"]).read_text()
-        assert f"CUDA_DEVICE_MEMORY_LIMIT_0={want_mib}m" in limits.splitlines()
-        assert env["CUDA_DEVICE_MEMORY_SHARED_CACHE"].startswith("/usr/local/vgpu/") or \
-            env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]
-        # The decision the extender wrote names the same GPU and slice.
-        alloc = ann["hami.io/vgpu-devices-allocated"]
-        assert env["NVIDIA_VISIBLE_DEVICES"] in alloc and f",{want_mib}," in alloc
+        for ctr in gpu_ctrs:
+            limits = ctr["resources"]["limits"]
+            rec = cluster.wait("the CRI record", lambda: cluster.record(node, ns, name, ctr["name"]), 30)
+            env = env_of(rec)
+            visible = env["NVIDIA_VISIBLE_DEVICES"].split(",")
+            assert len(visible) == int(limits["nvidia.com/gpu"])
+            for i, uuid in enumerate(visible):
+                assert uuid in gpus, f"{uuid} is not a GPU of {node}"
+                # The slice the pod asked for, from its own spec.
+                if "nvidia.com/gpumem" in limits:
+                    want_mib = int(limits["nvidia.com/gpumem"])
+                elif "nvidia.com/gpumem-percentage" in limits:
+                    want_mib = gpus[uuid] * int(limits["nvidia.com/gpumem-percentage"]) // 100
+                else:
+                    want_mib = gpus[uuid]
+                assert env[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] == f"{want_mib}m"
+                if "nvidia.com/gpucores" in limits:
+                    assert env[f"CUDA_DEVICE_SM_LIMIT_{i}"] == str(int(limits["nvidia.com/gpucores"]))
+                # The decision the extender wrote names the same GPU and slice.
+                assert uuid in ann["hami.io/vgpu-devices-allocated"]
+                assert f",{want_mib}," in ann["hami.io/vgpu-devices-allocated"]
+            if "nvidia.com/gpucores" in limits:
+                assert env["CUDA_DEVICE_SM_LIMIT"] == str(int(limits["nvidia.com/gpucores"]))
+            m = mounts_of(rec)
+            # The shared region: the container's own folder, writable, where the environment
+            # points libvgpu.
+            region = m[str(hook)]
+            assert region.get("readonly") is not True
+            assert region["hostPath"] != str(hook) and Path(region["hostPath"]).is_dir()
+            assert env["CUDA_DEVICE_MEMORY_SHARED_CACHE"].startswith(str(hook) + "/")
+            assert m["/etc/ld.so.preload"]["hostPath"] == str(hook / "ld.so.preload")
+            assert m["/etc/ld.so.preload"].get("readonly") is True
+            assert (hook / "ld.so.preload").read_text().strip() == str(hook / "libvgpu.so")
+            assert m[str(hook / "libvgpu.so")]["hostPath"] == str(hook / "libvgpu.so")
+            assert m["/etc/fracgpu/limits.env"].get("readonly") is True
+            limits_file = Path(m["/etc/fracgpu/limits.env"]["hostPath"]).read_text().splitlines()
+            assert f"CUDA_DEVICE_MEMORY_LIMIT_0={env['CUDA_DEVICE_MEMORY_LIMIT_0']}" in limits_file
     finally:
         cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=false")
 
