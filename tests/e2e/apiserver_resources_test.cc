@@ -97,8 +97,18 @@ TEST_F(ApiServerResourcesTest, AnAddedCrdIsServedLikeTheBuiltinRows) {
 
   Answer watch = Call("GET", "/apis/kubeflow.org/v1/notebooks?watch=true&timeoutSeconds=0");
   ASSERT_EQ(watch.status, 200);  // one ADDED line per stored object
-  Answer patched = Call("PATCH", path + "/nb1/status", R"({"status":{"readyReplicas":1}})",
+  // Kubeflow's CRD requires status.conditions, containerState and readyReplicas: the real API
+  // server refuses a status without them (tests/realcluster/test_notebook.py), so does the fake.
+  Answer partial = Call("PATCH", path + "/nb1/status", R"({"status":{"readyReplicas":1}})",
                         "application/merge-patch+json");
+  EXPECT_EQ(partial.status, 422) << partial.body.dump();
+  EXPECT_EQ(partial.body["message"],
+            "Notebook.kubeflow.org \"nb1\" is invalid: [status.conditions: Required value, "
+            "status.containerState: Required value]");
+  Answer patched =
+      Call("PATCH", path + "/nb1/status",
+           R"({"status":{"readyReplicas":1,"conditions":[],"containerState":{"running":{}}}})",
+           "application/merge-patch+json");
   ASSERT_EQ(patched.status, 200) << patched.body.dump();
   EXPECT_EQ(api_.Get("notebooks", "team-a", "nb1").value()["status"]["readyReplicas"], 1);
   EXPECT_EQ(Call("DELETE", path + "/nb1").status, 200);

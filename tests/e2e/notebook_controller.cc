@@ -122,7 +122,34 @@ void NotebookController::OnNotebook(const json& notebook) {
   json pod = ui::PodOfNotebook(notebook);
   const std::string pod_name = NotebookPodName(name);
   pod["metadata"]["name"] = pod_name;
-  pod["metadata"]["labels"] = {{"statefulset", name}, {kNotebookLabel, name}};
+  // generateStatefulSet: the template's labels, then the Notebook's copied over them.
+  json labels = {{"statefulset", name}, {kNotebookLabel, name}};
+  if (notebook.contains("metadata") && notebook["metadata"].contains("labels") &&
+      notebook["metadata"]["labels"].is_object()) {
+    labels.update(notebook["metadata"]["labels"]);
+  }
+  pod["metadata"]["labels"] = labels;
+  // What it sets on the first container and the pod when absent: the working dir, the notebook
+  // port, NB_PREFIX and fsGroup 100.
+  if (pod["spec"].contains("containers") && pod["spec"]["containers"].is_array() &&
+      !pod["spec"]["containers"].empty() && pod["spec"]["containers"][0].is_object()) {
+    json& c = pod["spec"]["containers"][0];
+    if (c.value("workingDir", "").empty()) c["workingDir"] = "/home/jovyan";
+    if (!c.contains("ports") || c["ports"].is_null()) {
+      c["ports"] =
+          json::array({{{"containerPort", 8888}, {"name", "notebook-port"}, {"protocol", "TCP"}}});
+    }
+    bool has_prefix = false;
+    if (c.contains("env") && c["env"].is_array()) {
+      for (const auto& e : c["env"])
+        has_prefix |= e.is_object() && e.value("name", "") == "NB_PREFIX";
+    } else {
+      c["env"] = json::array();
+    }
+    if (!has_prefix)
+      c["env"].push_back({{"name", "NB_PREFIX"}, {"value", "/notebook/" + ns + "/" + name}});
+  }
+  if (!pod["spec"].contains("securityContext")) pod["spec"]["securityContext"] = {{"fsGroup", 100}};
   pod["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "kubeflow.org/v1"},
                                                      {"kind", "Notebook"},
                                                      {"name", name},
@@ -192,12 +219,33 @@ void NotebookController::OnPod(const json& pod) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!reported_.insert(k8s::Uid(pod) + "/" + report).second) return;
   }
+  // createNotebookStatus mirrors the pod's conditions on the Notebook.
+  json conditions = json::array();
+  if (pod.contains("status") && pod["status"].contains("conditions") &&
+      pod["status"]["conditions"].is_array()) {
+    for (const auto& c : pod["status"]["conditions"]) {
+      if (!c.is_object()) continue;
+      json nc = json::object();
+      for (const char* k :
+           {"type", "status", "reason", "message", "lastProbeTime", "lastTransitionTime"}) {
+        if (c.contains(k) && c[k].is_string() && !c[k].get<std::string>().empty()) nc[k] = c[k];
+      }
+      conditions.push_back(nc);
+    }
+  }
+  status["conditions"] = conditions;
   if (hooks_.on_pod) hooks_.on_pod(pod);
   SetStatus(k8s::Namespace(pod), *notebook, status);
 }
 
 void NotebookController::SetStatus(const std::string& ns, const std::string& notebook,
-                                   const json& status) {
+                                   const json& given) {
+  // Kubeflow's CRD requires all three (NotebookStatus has no omitempty); the controller always
+  // writes them.
+  json status = given;
+  if (!status.contains("conditions")) status["conditions"] = json::array();
+  if (!status.contains("readyReplicas")) status["readyReplicas"] = 0;
+  if (!status.contains("containerState")) status["containerState"] = json::object();
   auto r = client_->MergePatch(NotebookPath(ns, notebook) + "/status", {{"status", status}});
   if (!r.ok() && hooks_.say) {
     hooks_.say("notebook controller: cannot write the status of Notebook " + ns + "/" + notebook +

@@ -100,6 +100,15 @@ TEST_F(NotebookControllerTest, ANotebookBecomesItsStatefulSetPodWithItsSliceAndR
   // What the StatefulSet's pod carries: labels, the owner, the template's container.
   EXPECT_EQ(k8s::Label(pod, "statefulset").value_or(""), "nb1");
   EXPECT_EQ(k8s::Label(pod, "notebook-name").value_or(""), "nb1");
+  EXPECT_EQ(k8s::Label(pod, "app").value_or(""), "nb1");  // the Notebook's labels, copied
+  // What Kubeflow's generateStatefulSet adds to the template (as on the real cluster,
+  // tests/realcluster/test_notebook.py).
+  const json& c0 = pod["spec"]["containers"][0];
+  EXPECT_EQ(c0.value("workingDir", ""), "/home/jovyan");
+  EXPECT_EQ(c0["ports"],
+            json::parse(R"([{"containerPort":8888,"name":"notebook-port","protocol":"TCP"}])"));
+  EXPECT_EQ(c0["env"], json::parse(R"([{"name":"NB_PREFIX","value":"/notebook/ml/nb1"}])"));
+  EXPECT_EQ(pod["spec"]["securityContext"], json::parse(R"({"fsGroup":100})"));
   auto stored_nb = cluster_->api().Get("notebooks", "ml", "nb1");
   ASSERT_TRUE(stored_nb.has_value());
   ASSERT_EQ(pod["metadata"]["ownerReferences"].size(), 1u);
@@ -128,6 +137,17 @@ TEST_F(NotebookControllerTest, ANotebookBecomesItsStatefulSetPodWithItsSliceAndR
       (std::vector<std::string>{
           "init 0", "info 0 " + std::to_string(limit) + " " + std::to_string(limit), "ready"}));
   EXPECT_TRUE(WaitState("nb1", "Ready")) << NotebookStateOf("nb1");
+  // The status as Kubeflow's CRD requires it, with the pod's conditions mirrored.
+  stored_nb = cluster_->api().Get("notebooks", "ml", "nb1");
+  ASSERT_TRUE(stored_nb.has_value());
+  const json& status = (*stored_nb)["status"];
+  EXPECT_EQ(status["readyReplicas"], 1);
+  ASSERT_TRUE(status["conditions"].is_array()) << status.dump();
+  // (The fake kubelet sets no conditions on a running pod, so here they mirror none; the
+  // unschedulable case below mirrors kube-scheduler's PodScheduled=False.)
+  json now = *cluster_->Pod("ml", "nb1-0");
+  EXPECT_EQ(status["conditions"].size(), now["status"].value("conditions", json::array()).size())
+      << status.dump();
   // Deleting the Notebook deletes its pod (the owner reference's garbage collection).
   httplib::Client http(cluster_->api().url());
   auto r = http.Delete("/apis/kubeflow.org/v1/namespaces/ml/notebooks/nb1",
@@ -146,6 +166,8 @@ TEST_F(NotebookControllerTest, ARefusedPodAndAPodNoNodeFitsAreReportedOnTheNoteb
   EXPECT_TRUE(WaitState("bad", "Waiting: FailedCreate")) << NotebookStateOf("bad");
   auto nb = cluster_->api().Get("notebooks", "ml", "bad");
   ASSERT_TRUE(nb.has_value());
+  EXPECT_EQ((*nb)["status"]["conditions"], json::array());
+  EXPECT_EQ((*nb)["status"]["readyReplicas"], 0);
   const std::string message = (*nb)["status"]["containerState"]["waiting"].value("message", "");
   EXPECT_NE(message.find("admission webhook \"fracgpu\" denied the request"), std::string::npos)
       << message;
@@ -164,6 +186,12 @@ TEST_F(NotebookControllerTest, ARefusedPodAndAPodNoNodeFitsAreReportedOnTheNoteb
             0u)
       << nb->dump();
   EXPECT_TRUE(k8s::PodNodeName(*cluster_->Pod("ml", "big-0")).empty());
+  bool unscheduled = false;
+  for (const auto& c : (*nb)["status"]["conditions"]) {
+    unscheduled |= c.value("type", "") == "PodScheduled" && c.value("status", "") == "False" &&
+                   c.value("reason", "") == "Unschedulable";
+  }
+  EXPECT_TRUE(unscheduled) << nb->dump();
 }
 
 }  // namespace

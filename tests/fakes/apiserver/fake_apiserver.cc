@@ -495,6 +495,24 @@ class FakeApiServerRoutes {
       if (!updated.is_object())
         return Fail(res, 422, "patched object is not an object"), std::nullopt;
     }
+    if (t.sub == "status" && t.type.group == kNotebookResource.group &&
+        t.type.resource == kNotebookResource.resource) {
+      // Kubeflow's Notebook CRD requires these three in status (its NotebookStatus fields have no
+      // omitempty); the real API server refuses a status without them (tests/realcluster).
+      std::vector<std::string> missing;
+      const json& st = updated.contains("status") ? updated["status"] : json();
+      for (const char* f : {"conditions", "containerState", "readyReplicas"}) {
+        if (!st.is_object() || !st.contains(f))
+          missing.push_back("status." + std::string(f) + ": Required value");
+      }
+      if (!missing.empty()) {
+        std::string list = missing[0];
+        for (size_t i = 1; i < missing.size(); ++i) list += ", " + missing[i];
+        if (missing.size() > 1) list = "[" + list + "]";
+        return Fail(res, 422, "Notebook.kubeflow.org \"" + t.name + "\" is invalid: " + list),
+               std::nullopt;
+      }
+    }
     if (!updated.contains("metadata") || !updated["metadata"].is_object())
       updated["metadata"] = json::object();
     updated["metadata"]["name"] = t.name;
