@@ -17,7 +17,8 @@
 #                                                     start; prints KUBECONFIG=... last
 #   scripts/cluster.sh down                           stop everything, remove the state folder
 #   scripts/cluster.sh status                         what runs, and the nodes
-#   scripts/cluster.sh restart COMPONENT              SIGKILL one and start it again (apiserver,
+#   scripts/cluster.sh restart COMPONENT [--slice-interval S]
+#                                                     SIGKILL one and start it again (apiserver,
 #       fracgpu-scheduler, fracgpu-kube-scheduler, fracgpu-ui, device-plugin-<node> or
 #       dra-driver-<node>, kubelet-<node>)
 #
@@ -164,7 +165,9 @@ start_apiserver() {
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --runtime-config "resource.k8s.io/v1=true" --feature-gates "$(feature_gates)" \
-    --allow-privileged=true --profiling=false --v=1
+    --allow-privileged=true --profiling=false \
+    --audit-policy-file "$repo/tests/realcluster/audit-policy.yaml" \
+    --audit-log-path "$dir/logs/audit.log" --audit-log-format json --v=1
 }
 
 start_kcm() {
@@ -464,7 +467,8 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
   [ -f "$dir/pids/$1" ] || die "restart: no component '$1' (scripts/cluster.sh status lists them)"
   bin=$(cat "$dir/bin"); build=$(cat "$dir/build")
   [ "$(cat "$dir/mode" 2>/dev/null)" = dra ] && dra=1
-  slice_interval=$(cat "$dir/slice-interval" 2>/dev/null || true)
+  # restart dra-driver-NODE --slice-interval S: that start only; otherwise up's.
+  [ -n "$slice_interval" ] || slice_interval=$(cat "$dir/slice-interval" 2>/dev/null || true)
   local old; old=$(cat "$dir/pids/$1")
   stop "$1"
   ! kill -0 "$old" 2>/dev/null || die "restart: $1 (pid $old) did not stop"

@@ -1,6 +1,7 @@
 """The local real cluster (scripts/cluster.sh) for the tests of tests/realcluster (make test-k8s).
 
-One cluster for the whole session: brought up before the first test, taken down after the last.
+One cluster at a time (device-plugin mode for test_journey.py, DRA mode for test_dra.py), brought
+up before the first test that needs it, taken down after the last.
 With FRACGPU_CLUSTER_KEEP=1 it is left up afterwards (for debugging; `scripts/cluster.sh down`).
 """
 
@@ -23,6 +24,7 @@ class Cluster:
         self.dir = state_dir
         self.bin = Path((state_dir / "bin").read_text().strip())
         self.kubeconfig = state_dir / "admin.kubeconfig"
+        self.restarts = []
 
     def kubectl(self, *args, kubeconfig=None, input=None, check=True, timeout=60):
         """Runs kubectl; returns CompletedProcess (text). Raises on a non-zero exit if check."""
@@ -58,34 +60,77 @@ class Cluster:
         f = self.dir / "nodes" / node / "records" / f"{namespace}_{pod}_{container}.json"
         return json.loads(f.read_text()) if f.exists() else None
 
-    def restart(self, component):
-        subprocess.run(["bash", str(CLUSTER), "restart", component], check=True, timeout=180,
+    def restart(self, component, *extra):
+        """scripts/cluster.sh restart; remembers (component, start, end) in self.restarts
+        (Unix seconds) for tests that judge the API server's audit log around restarts."""
+        t0 = time.time()
+        subprocess.run(["bash", str(CLUSTER), "restart", component, *extra], check=True, timeout=180,
                        env={**os.environ, "FRACGPU_CLUSTER_DIR": str(self.dir)})
+        self.restarts.append((component, t0, time.time()))
+
+
+# The DRA driver's --slice-interval in the DRA cluster: short, so that "the slice is not rewritten
+# over a couple of sync periods" (test_dra.py) costs seconds.
+DRA_SLICE_INTERVAL = 3
+
+
+class _Clusters:
+    """At most one cluster up at a time, in FRACGPU_CLUSTER_DIR: device-plugin mode (fixture
+    `cluster`, test_journey.py) or DRA mode (`dra_cluster`, test_dra.py, scripts/cluster.sh up
+    --dra). A test asking for the other mode takes the running one down first."""
+
+    def __init__(self):
+        self.state = Path(os.environ.get("FRACGPU_CLUSTER_DIR", "/tmp/fracgpu-cluster-test"))
+        self.env = {**os.environ, "FRACGPU_CLUSTER_DIR": str(self.state)}
+        self.build = os.environ.get("FRACGPU_BUILD", str(REPO / "build" / "release"))
+        self.mode = None
+        self.current = None
+
+    def down(self):
+        subprocess.run(["bash", str(CLUSTER), "down"], env=self.env, check=False, capture_output=True)
+        self.mode = self.current = None
+
+    def ensure(self, mode):
+        if self.mode == mode:
+            return self.current
+        self.down()
+        # DRA mode: three nodes, so that one has 4 GPUs (a claim for 3 distinct GPUs fits).
+        extra = ["--dra", "--slice-interval", str(DRA_SLICE_INTERVAL), "--nodes", "3"] if mode == "dra" else []
+        t0 = time.monotonic()
+        up = subprocess.run(["bash", str(CLUSTER), "up", "--build", self.build, *extra], env=self.env,
+                            capture_output=True, text=True, timeout=900)
+        if up.returncode != 0:
+            logs = self.state / "logs"
+            tails = ""
+            if logs.is_dir():
+                for f in sorted(logs.iterdir()):
+                    lines = f.read_text(errors="replace").splitlines()[-15:]
+                    tails += f"\n--- {f.name}\n" + "\n".join(lines)
+            self.down()
+            pytest.fail(f"scripts/cluster.sh up {' '.join(extra)} failed ({up.returncode}):\n{up.stderr}{tails}")
+        print(f"\ncluster ({mode} mode) up in {time.monotonic() - t0:.1f} s")
+        self.mode, self.current = mode, Cluster(self.state)
+        return self.current
 
 
 @pytest.fixture(scope="session")
-def cluster():
-    state = Path(os.environ.get("FRACGPU_CLUSTER_DIR", "/tmp/fracgpu-cluster-test"))
-    env = {**os.environ, "FRACGPU_CLUSTER_DIR": str(state)}
-    build = os.environ.get("FRACGPU_BUILD", str(REPO / "build" / "release"))
-    subprocess.run(["bash", str(CLUSTER), "down"], env=env, check=False, capture_output=True)
-    t0 = time.monotonic()
-    up = subprocess.run(["bash", str(CLUSTER), "up", "--build", build], env=env,
-                        capture_output=True, text=True, timeout=900)
-    if up.returncode != 0:
-        logs = state / "logs"
-        tails = ""
-        if logs.is_dir():
-            for f in sorted(logs.iterdir()):
-                lines = f.read_text(errors="replace").splitlines()[-15:]
-                tails += f"\n--- {f.name}\n" + "\n".join(lines)
-        subprocess.run(["bash", str(CLUSTER), "down"], env=env, check=False, capture_output=True)
-        pytest.fail(f"scripts/cluster.sh up failed ({up.returncode}):\n{up.stderr}{tails}")
-    print(f"\ncluster up in {time.monotonic() - t0:.1f} s")
-    c = Cluster(state)
+def _clusters():
+    c = _Clusters()
     yield c
     if os.environ.get("FRACGPU_CLUSTER_KEEP") != "1":
-        subprocess.run(["bash", str(CLUSTER), "down"], env=env, check=False, capture_output=True)
+        c.down()
+
+
+@pytest.fixture
+def cluster(_clusters):
+    """The cluster in device-plugin mode."""
+    return _clusters.ensure("device-plugin")
+
+
+@pytest.fixture
+def dra_cluster(_clusters):
+    """The cluster in DRA mode (fracgpu dra-driver on every node, deploy/dra applied)."""
+    return _clusters.ensure("dra")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,0 +1,344 @@
+"""fracgpu's DRA mode on the real cluster (docs/dra.md; scripts/cluster.sh up --dra): `fracgpu
+dra-driver` on every node publishes its GPUs as ResourceSlices and is registered by the real kubelet
+through its plugin registration; the real kube-scheduler allocates ResourceClaims from those slices
+(consumable capacity, KEP-5075) and the real kubelet prepares them through the driver. Each claim
+is checked three ways: its allocation against the slice it asked for, the CDI device IDs in the
+container config the fake CRI runtime recorded, and the CDI spec file the driver wrote (the limits
+libvgpu.so enforces)."""
+
+import json
+import time
+
+import pytest
+import yaml
+
+from conftest import DRA_SLICE_INTERVAL
+
+DRIVER = "gpu.fracgpu.io"
+MI = 1 << 20
+
+def node_gpus(cluster, node):
+    """The node's fake GPUs as scripts/cluster.sh gave them: [(uuid, MiB)]."""
+    spec = (cluster.dir / "nodes" / node / "gpus").read_text().strip()
+    return [(u, int(m)) for u, m in (d.rsplit(":", 1) for d in spec.split(","))]
+
+
+def node_names(cluster):
+    return sorted(n["metadata"]["name"] for n in cluster.get("nodes")["items"])
+
+
+def quantity(q):
+    """A Kubernetes quantity string as a number (the suffixes fracgpu and the API server use)."""
+    q = str(q)
+    for suffix, mult in (("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40)):
+        if q.endswith(suffix):
+            return int(q[:-2]) * mult
+    return int(q)
+
+
+def slice_of(cluster, node):
+    items = cluster.get("resourceslices", "--field-selector",
+                        f"spec.nodeName={node},spec.driver={DRIVER}")["items"]
+    return items[0] if len(items) == 1 else None
+
+
+def device_of(cluster, node, name):
+    s = slice_of(cluster, node)
+    return next(d for d in s["spec"]["devices"] if d["name"] == name)
+
+
+def cdi_spec(cluster, node, claim_uid):
+    f = cluster.dir / "nodes" / node / "cdi" / f"fracgpu.io-gpu-claim-{claim_uid}.json"
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+def cdi_env(spec):
+    [dev] = spec["devices"]
+    return dict(e.split("=", 1) for e in dev["containerEdits"]["env"])
+
+
+def cdi_devices_of(record):
+    """The CDI device names of a CreateContainerRequest (CRI v1 ContainerConfig.CDI_devices)."""
+    return [d["name"] for d in record["config"].get("CDIDevices", [])]
+
+
+def running(cluster, ns, name):
+    p = cluster.get("-n", ns, "pod", name)
+    return p if p["status"].get("phase") == "Running" else None
+
+
+def unschedulable(cluster, ns, name):
+    p = cluster.get("-n", ns, "pod", name)
+    for c in p["status"].get("conditions", []):
+        if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable":
+            return p
+    return None
+
+
+def claim_pod(name, claims, requests=None):
+    """A pod of one container using `claims` (pod claim name → ResourceClaim name); `requests`
+    names the request per claim (resources.claims[].request)."""
+    requests = requests or {}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "resourceClaims": [{"name": k, "resourceClaimName": v} for k, v in claims.items()],
+            "containers": [{
+                "name": "c", "image": "busybox",
+                "resources": {"claims": [{"name": k, **({"request": requests[k]} if k in requests else {})}
+                                         for k in claims]},
+            }],
+        },
+    }
+
+
+def claim(name, requests, constraints=None):
+    devices = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"devices": devices}}
+
+
+def hami_pod(name, limits):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": limits}}]}}
+
+
+def apply_all(cluster, *objs):
+    cluster.apply("\n---\n".join(yaml.safe_dump(o) for o in objs))
+
+
+def delete(cluster, *kinds_names):
+    for kind, name in kinds_names:
+        cluster.kubectl("delete", "-n", "default", kind, name, "--ignore-not-found", "--wait=true",
+                        "--grace-period=0", "--force", timeout=90, check=False)
+
+
+def pod_claims(cluster, pod):
+    """The ResourceClaims of a pod (named or generated from templates), allocated."""
+    out = []
+    for st in pod["status"].get("resourceClaimStatuses", []):
+        out.append(cluster.get("-n", "default", "resourceclaim", st["resourceClaimName"]))
+    for rc in pod["spec"].get("resourceClaims", []):
+        if rc.get("resourceClaimName"):
+            out.append(cluster.get("-n", "default", "resourceclaim", rc["resourceClaimName"]))
+    return out
+
+
+def check_prepared(cluster, pod, rc, container="c"):
+    """The claim's allocation, the container's CDI devices and the CDI spec agree with the slices:
+    returns [(device, uuid, MiB, cores)] per allocated result, in result order."""
+    node = pod["spec"]["nodeName"]
+    results = rc["status"]["allocation"]["devices"]["results"]
+    uid = rc["metadata"]["uid"]
+    rec = cluster.wait("the CRI record", lambda: cluster.record(node, "default", pod["metadata"]["name"],
+                                                                container), 30)
+    # The kubelet put the driver's CDI device of the claim in the container config.
+    assert cdi_devices_of(rec) == [f"fracgpu.io/gpu=claim-{uid}"], rec["config"].get("CDIDevices")
+    spec = cdi_spec(cluster, node, uid)
+    assert spec is not None, f"no CDI spec for claim {uid} on {node}"
+    assert spec["kind"] == "fracgpu.io/gpu"
+    assert spec["devices"][0]["name"] == f"claim-{uid}"
+    env = cdi_env(spec)
+    out = []
+    for i, r in enumerate(results):
+        assert r["driver"] == DRIVER and r["pool"] == node
+        dev = device_of(cluster, node, r["device"])
+        dev_uuid = dev["attributes"]["uuid"]["string"]
+        total = quantity(dev["capacity"]["memory"]["value"])
+        consumed = r.get("consumedCapacity", {})
+        mib = quantity(consumed["memory"]) // MI if "memory" in consumed else total // MI
+        cores = int(consumed["cores"]) if "cores" in consumed else 100
+        assert env[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] == f"{mib}m"
+        assert env[f"CUDA_DEVICE_SM_LIMIT_{i}"] == str(cores)
+        out.append((r["device"], dev_uuid, mib, cores))
+    assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(u for _, u, _, _ in out)
+    return out
+
+
+def test_slices_published_and_driver_registered(dra_cluster):
+    c = dra_cluster
+    for node in node_names(c):
+        gpus = node_gpus(c, node)
+        s = slice_of(c, node)
+        assert s is not None, f"{node}: no ResourceSlice of {DRIVER}"
+        assert s["spec"]["pool"]["name"] == node
+        devs = {d["attributes"]["uuid"]["string"]: d for d in s["spec"]["devices"]}
+        assert sorted(devs) == sorted(u for u, _ in gpus)
+        for u, mib in gpus:
+            assert quantity(devs[u]["capacity"]["memory"]["value"]) == mib * MI
+            assert devs[u]["allowMultipleAllocations"] is True
+        # The kubelet's plugin registration found the driver's socket and the driver was told so
+        # (NotifyRegistrationStatus).
+        reg = str(c.dir / "nodes" / node / "root" / "plugins_registry" / "gpu.fracgpu.io-reg.sock")
+        c.wait(f"{node}: kubelet registers the driver", lambda: reg in (
+            c.dir / "logs" / f"kubelet-{node}.log").read_text(errors="replace"), 30)
+        c.wait(f"{node}: driver told it is registered", lambda: "kubelet registered DRA driver" in (
+            c.dir / "logs" / f"dra-driver-{node}.log").read_text(errors="replace"), 30)
+
+
+def test_a_one_fractional_share(dra_cluster):
+    c = dra_cluster
+    mem_mib, cores = 3000, 30
+    rc = claim("dra-a", [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.fracgpu.io",
+        "capacity": {"requests": {"memory": f"{mem_mib}Mi", "cores": str(cores)}}}}])
+    apply_all(c, rc, claim_pod("dra-a", {"g": "dra-a"}))
+    try:
+        pod = c.wait("dra-a Running", lambda: running(c, "default", "dra-a"), 90)
+        got = c.get("-n", "default", "resourceclaim", "dra-a")
+        [r] = got["status"]["allocation"]["devices"]["results"]
+        assert r.get("shareID"), "a share of a multi-allocatable device has a shareID"
+        assert quantity(r["consumedCapacity"]["memory"]) == mem_mib * MI
+        assert int(r["consumedCapacity"]["cores"]) == cores
+        [(dev, dev_uuid, mib, got_cores)] = check_prepared(c, pod, got)
+        assert (mib, got_cores) == (mem_mib, cores)
+        assert dev_uuid in [u for u, _ in node_gpus(c, pod["spec"]["nodeName"])]
+    finally:
+        delete(c, ("pod", "dra-a"), ("resourceclaim", "dra-a"))
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_b_n_shares_land_on_n_distinct_gpus(dra_cluster, count):
+    """A HAMi-style pod asking for `count` GPUs, converted by the webhook (DRA mode) into a
+    ResourceClaimTemplate: the real allocator must give it `count` different GPUs."""
+    c = dra_cluster
+    name = f"dra-b{count}"
+    mem_mib, cores = 1000, 10
+    fits = [n for n in node_names(c) if len(node_gpus(c, n)) >= count]
+    assert fits, f"no node has {count} GPUs"
+    c.apply(yaml.safe_dump(hami_pod(name, {"nvidia.com/gpu": count, "nvidia.com/gpumem": mem_mib,
+                                           "nvidia.com/gpucores": cores})))
+    try:
+        pod = c.wait(f"{name} Running", lambda: running(c, "default", name), 90)
+        assert pod["spec"]["nodeName"] in fits
+        [rc] = pod_claims(c, pod)
+        devices = rc["spec"]["devices"]
+        assert devices["constraints"] == [{"requests": ["gpu"], "distinctAttribute": f"{DRIVER}/uuid"}]
+        got = check_prepared(c, pod, rc)
+        assert len(got) == count
+        assert len({d for d, _, _, _ in got}) == count, f"devices not distinct: {got}"
+        assert len({u for _, u, _, _ in got}) == count
+        assert all((mib, cr) == (mem_mib, cores) for _, _, mib, cr in got)
+    finally:
+        delete(c, ("pod", name))
+
+
+def test_c_first_available_subrequest(dra_cluster):
+    c = dra_cluster
+    biggest = max(m for n in node_names(c) for _, m in node_gpus(c, n))
+    small_mib, small_cores = 2000, 20
+    rc = claim("dra-c", [{"name": "gpu", "firstAvailable": [
+        # No GPU has this much: the allocator must fall through to the second subrequest.
+        {"name": "huge", "deviceClassName": "gpu.fracgpu.io",
+         "capacity": {"requests": {"memory": f"{biggest + 1}Mi"}}},
+        {"name": "small", "deviceClassName": "gpu.fracgpu.io",
+         "capacity": {"requests": {"memory": f"{small_mib}Mi", "cores": str(small_cores)}}}]}])
+    apply_all(c, rc, claim_pod("dra-c", {"g": "dra-c"}, {"g": "gpu"}))
+    try:
+        pod = c.wait("dra-c Running", lambda: running(c, "default", "dra-c"), 90)
+        got = c.get("-n", "default", "resourceclaim", "dra-c")
+        [r] = got["status"]["allocation"]["devices"]["results"]
+        assert r["request"] == "gpu/small"
+        [(_, _, mib, cores)] = check_prepared(c, pod, got)
+        assert (mib, cores) == (small_mib, small_cores)
+    finally:
+        delete(c, ("pod", "dra-c"), ("resourceclaim", "dra-c"))
+
+
+def set_default_memory(c, mib):
+    """Sets defaultMemory in the fracgpu-device-config ConfigMap and restarts every node's DRA
+    driver (it reads the config at start)."""
+    cm = c.get("-n", "fracgpu-system", "configmap", "fracgpu-device-config")
+    conf = yaml.safe_load(cm["data"]["device-config.yaml"])
+    if mib:
+        conf["nvidia"]["defaultMemory"] = mib
+    else:
+        conf["nvidia"].pop("defaultMemory", None)
+    cm["data"]["device-config.yaml"] = yaml.safe_dump(conf)
+    c.kubectl("replace", "-f", "-", input=json.dumps(cm))
+    for node in node_names(c):
+        c.restart(f"dra-driver-{node}")
+    for node in node_names(c):
+        c.wait(f"{node} driver registered again", lambda: slice_of(c, node), 30)
+
+
+@pytest.mark.parametrize("default_memory", [0, 2000])
+def test_d_whole_gpu_is_whole(dra_cluster, default_memory):
+    c = dra_cluster
+    name = f"dra-d{default_memory}"
+    if default_memory:
+        set_default_memory(c, default_memory)
+    try:
+        c.apply(yaml.safe_dump(hami_pod(name, {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100})))
+        pod = c.wait(f"{name} Running", lambda: running(c, "default", name), 90)
+        [rc] = pod_claims(c, pod)
+        assert rc["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "whole-gpu.fracgpu.io"
+        [(dev, dev_uuid, mib, cores)] = check_prepared(c, pod, rc)
+        node = pod["spec"]["nodeName"]
+        card_mib = dict(node_gpus(c, node))[dev_uuid]
+        assert (mib, cores) == (card_mib, 100), f"whole GPU {dev} got {mib} MiB / {cores} %"
+        # Nothing else fits on that GPU: a 1 MiB share pinned to it stays unschedulable.
+        pin = claim(f"{name}-pin", [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.fracgpu.io",
+            "selectors": [{"cel": {"expression": f'device.attributes["{DRIVER}"].uuid == "{dev_uuid}"'}}],
+            "capacity": {"requests": {"memory": "1Mi", "cores": "0"}}}}])
+        apply_all(c, pin, claim_pod(f"{name}-pin", {"g": f"{name}-pin"}))
+        c.wait(f"{name}-pin Unschedulable", lambda: unschedulable(c, "default", f"{name}-pin"), 60)
+        assert "allocation" not in c.get("-n", "default", "resourceclaim", f"{name}-pin").get("status", {})
+    finally:
+        delete(c, ("pod", f"{name}-pin"), ("resourceclaim", f"{name}-pin"), ("pod", name))
+        if default_memory:
+            set_default_memory(c, 0)
+
+
+def slice_versions(c):
+    out = {}
+    for node in node_names(c):
+        s = slice_of(c, node)
+        out[node] = (s["metadata"]["uid"], s["metadata"]["resourceVersion"], s["spec"]["pool"]["generation"])
+    return out
+
+
+def test_e_slices_are_not_rewritten(dra_cluster):
+    """The API server stores quantities canonicalised (16384Mi reads back as 16Gi); a publisher
+    comparing strings rewrites its slice every sync period."""
+    c = dra_cluster
+    before = slice_versions(c)
+    time.sleep(DRA_SLICE_INTERVAL * 2.5)
+    assert slice_versions(c) == before
+    # A restarted driver's first sync compares too.
+    node = node_names(c)[0]
+    c.restart(f"dra-driver-{node}")
+    time.sleep(DRA_SLICE_INTERVAL * 1.5)
+    assert slice_versions(c) == before
+
+
+def test_f_slices_back_after_kubelet_restart(dra_cluster):
+    """The kubelet deletes its node's ResourceSlices when it starts; the driver must publish
+    again at once, not at its next periodic sync (here 300 s away)."""
+    c = dra_cluster
+    node = node_names(c)[-1]
+    c.restart(f"dra-driver-{node}", "--slice-interval", "300")
+    try:
+        c.wait(f"{node} slice", lambda: slice_of(c, node), 30)
+        old_uid = slice_of(c, node)["metadata"]["uid"]
+        t0 = time.monotonic()
+        c.restart(f"kubelet-{node}")
+
+        def recreated():
+            s = slice_of(c, node)
+            return s if s and s["metadata"]["uid"] != old_uid else None
+
+        s = c.wait(f"{node} slice recreated after the kubelet's wipe", recreated, 15)
+        print(f"slice of {node} back {time.monotonic() - t0:.1f} s after the kubelet restart")
+        assert sorted(d["attributes"]["uuid"]["string"] for d in s["spec"]["devices"]) == \
+            sorted(u for u, _ in node_gpus(c, node))
+        c.wait(f"{node} Ready", lambda: any(
+            x["type"] == "Ready" and x["status"] == "True"
+            for x in c.get("node", node)["status"]["conditions"]), 60)
+    finally:
+        c.restart(f"dra-driver-{node}")
