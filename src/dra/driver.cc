@@ -78,16 +78,22 @@ Status Driver::SaveLocked(const std::map<std::string, PreparedClaim>& claims) {
   return WriteFileAtomically(CheckpointPath(options_.state_dir), out.dump() + "\n", 0600);
 }
 
+std::string BaseRequest(const std::string& request) { return request.substr(0, request.find('/')); }
+
 std::vector<PreparedDevice> Driver::DevicesOf(const PreparedClaim& c) const {
   std::vector<PreparedDevice> out;
   std::vector<std::string> requests_seen;
   for (const auto& s : c.shares) {
-    PreparedDevice d{s.request, s.pool, s.device, {}};
+    // The kubelet matches a container's resources.claims[].request against the request names
+    // exactly, and a container names the request, never a firstAvailable subrequest: the
+    // allocation's "<request>/<subrequest>" is reported as "<request>" (as the upstream
+    // kubeletplugin helper does, stripSubrequestNames).
+    PreparedDevice d{BaseRequest(s.request), s.pool, s.device, {}};
     // One CDI device carries the whole claim; it is named once per request so a container
     // that uses the claim gets it once (duplicate CDI names are not needed by any runtime).
-    if (std::find(requests_seen.begin(), requests_seen.end(), s.request) == requests_seen.end()) {
+    if (std::find(requests_seen.begin(), requests_seen.end(), d.request) == requests_seen.end()) {
       d.cdi_device_ids.push_back(CdiDeviceId(c.uid));
-      requests_seen.push_back(s.request);
+      requests_seen.push_back(d.request);
     }
     out.push_back(std::move(d));
   }

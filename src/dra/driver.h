@@ -51,7 +51,7 @@ struct DriverOptions {
 
 /// One device of a prepared claim as kubelet is told about it (dra/v1 Device).
 struct PreparedDevice {
-  std::string request;
+  std::string request;  ///< the claim's request (a subrequest's parent), as containers name it
   std::string pool;
   std::string device;
   std::vector<std::string> cdi_device_ids;
@@ -101,6 +101,9 @@ class Driver {
   mutable std::mutex mu_;
   std::map<std::string, PreparedClaim> prepared_;
 };
+
+/// The request a result's request names: "<request>/<subrequest>" (firstAvailable) → "<request>".
+std::string BaseRequest(const std::string& request);
 
 /// The checkpoint file of `state_dir`.
 std::string CheckpointPath(const std::string& state_dir);

@@ -116,6 +116,30 @@ TEST_F(PluginTest, RegistersPreparesAndUnpreparesOverV1) {
   EXPECT_EQ(un.claims().at("uid-1").error(), "");
 }
 
+TEST_F(PluginTest, FirstAvailableSubrequestIsReportedUnderItsRequest) {
+  // kube-scheduler writes results[].request "<request>/<subrequest>" for a firstAvailable
+  // request; the container names the request ("gpu") and must get the claim's CDI device.
+  api_.Put(
+      "resourceclaims",
+      Claim("fa", "uid-fa", json::array({Result("gpu-1", "2000Mi", "20", "s-1", "gpu/small")})));
+  FakeDraKubelet kubelet(registry_);
+  ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
+  drav1::NodePrepareResourcesResponse resp;
+  ASSERT_TRUE(kubelet.Prepare(kDriverName, {ClaimRef("ml", "fa", "uid-fa")}, &resp).ok());
+  const auto& c = resp.claims().at("uid-fa");
+  EXPECT_EQ(c.error(), "");
+  ASSERT_EQ(c.devices_size(), 1);
+  EXPECT_EQ(c.devices(0).device_name(), "gpu-1");
+  ASSERT_EQ(c.devices(0).request_names_size(), 1);
+  EXPECT_EQ(c.devices(0).request_names(0), "gpu");
+  const std::vector<std::string> want = {"fracgpu.io/gpu=claim-uid-fa"};
+  EXPECT_EQ(fakes::ContainerCdiDevices(c, "gpu"), want);
+  EXPECT_EQ(fakes::ContainerCdiDevices(c, ""), want);
+  EXPECT_TRUE(fakes::ContainerCdiDevices(c, "other").empty());
+  // The checkpoint keeps the allocation's own request name.
+  EXPECT_EQ(driver_->Prepared().at("uid-fa").shares.at(0).request, "gpu/small");
+}
+
 TEST_F(PluginTest, KubeletOfOneThirtyThreeNegotiatesV1beta1) {
   api_.Put(
       "resourceclaims",

@@ -28,6 +28,19 @@ void CopyMessage(const From& from, To* to) {
 
 }  // namespace
 
+std::vector<std::string> ContainerCdiDevices(const drav1::NodePrepareResourceResponse& claim,
+                                             const std::string& request) {
+  std::vector<std::string> out;
+  for (const auto& d : claim.devices()) {
+    bool named = request.empty() || d.request_names().empty() ||
+                 std::find(d.request_names().begin(), d.request_names().end(), request) !=
+                     d.request_names().end();
+    if (!named) continue;
+    for (const auto& id : d.cdi_device_ids()) out.push_back(id);
+  }
+  return out;
+}
+
 drav1::Claim ClaimRef(const std::string& ns, const std::string& name, const std::string& uid) {
   drav1::Claim c;
   c.set_namespace_(ns);

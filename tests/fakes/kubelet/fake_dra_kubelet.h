@@ -68,6 +68,15 @@ class FakeDraKubelet {
   std::vector<std::string> rejections_;
 };
 
+/// The CDI device IDs the kubelet gives a container that names `request` of a prepared claim
+/// (its resources.claims[].request; "" = the whole claim): as the kubelet's
+/// ClaimInfo.cdiDevicesAsList (pkg/kubelet/cm/dra/claiminfo.go), a device counts when the request
+/// is "", the device names no request, or its request_names contain `request` exactly. A
+/// container never names a firstAvailable subrequest, so a "<request>/<subrequest>" there
+/// matches nothing.
+std::vector<std::string> ContainerCdiDevices(const dra::drav1::NodePrepareResourceResponse& claim,
+                                             const std::string& request);
+
 /// A claim reference as kubelet sends it.
 dra::drav1::Claim ClaimRef(const std::string& ns, const std::string& name, const std::string& uid);
 
