@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "core/gputype.h"
+#include "core/quantity.h"
 #include "dra/api.h"
 #include "k8s/client.h"
 
@@ -99,9 +101,11 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
     json cores = {{"value", "100"}};
     json dev = {{"name", DeviceName(d.index)}, {"attributes", attrs}};
     if (options.consumable_capacity) {
-      int64_t def_mem = options.default_memory_mib > 0
-                            ? std::min(options.default_memory_mib, d.devmem_mib)
-                            : d.devmem_mib;
+      // A request without a memory entry takes the whole card, whatever the device config's
+      // defaultMemory: the whole-GPU class asks for no memory, and only taking all of it keeps
+      // every other share (at least validRange.min) off the card. defaultMemory cannot be a
+      // policy default here without making "whole" a defaultMemory-sized share.
+      int64_t def_mem = d.devmem_mib;
       int32_t def_cores = std::clamp(options.default_cores, 0, 100);
       memory["requestPolicy"] = {
           {"default", Mi(def_mem)},
@@ -132,6 +136,44 @@ json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_
         {"devices", devices}}}};
 }
 
+namespace {
+
+// A quantity string's value as a whole number, when it is one.
+std::optional<int64_t> WholeQuantity(const json& v) {
+  if (!v.is_string()) return std::nullopt;
+  auto q = core::ParseQuantity(v.get<std::string>());
+  int64_t out = 0;
+  if (!q.ok() || core::QuantityToInt64(*q, &out) != core::WholeStatus::kOk) return std::nullopt;
+  return out;
+}
+
+bool Equivalent(const json& a, const json& b, bool quantities) {
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [k, v] : a.items()) {
+      if (!b.contains(k) || !Equivalent(v, b[k], quantities || k == "capacity")) return false;
+    }
+    return true;
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!Equivalent(a[i], b[i], quantities)) return false;
+    }
+    return true;
+  }
+  if (a == b) return true;
+  if (!quantities) return false;
+  auto x = WholeQuantity(a), y = WholeQuantity(b);
+  return x && y && *x == *y;
+}
+
+}  // namespace
+
+bool SameSliceSpec(const json& published, const json& want) {
+  return Equivalent(published, want, false);
+}
+
 std::string SlicePublisher::SliceName() const { return options_.node_name + "-" + options_.driver; }
 
 Result<int64_t> SlicePublisher::Sync(const json& devices) {
@@ -152,7 +194,7 @@ Result<int64_t> SlicePublisher::Sync(const json& devices) {
       generation = spec["pool"]["generation"].get<int64_t>();
     }
     json want = BuildResourceSlice(devices, options_, generation);
-    if (spec == want["spec"]) return generation;
+    if (SameSliceSpec(spec, want["spec"])) return generation;
     want = BuildResourceSlice(devices, options_, generation + 1);
     want["metadata"]["resourceVersion"] = (*cur)["metadata"].value("resourceVersion", "");
     auto updated = client_->Update(path, want);

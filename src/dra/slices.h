@@ -42,7 +42,8 @@ struct SliceOptions {
   std::string node_name;  ///< spec.nodeName and the pool name
   /// Publish allowMultipleAllocations and request policies (KEP-5075); false = whole cards.
   bool consumable_capacity = true;
-  /// requestPolicy.default of memory, MiB (0 = the whole card, as HAMi's defaultMemory 0).
+  /// The device config's defaultMemory, MiB. Not published: memory's requestPolicy.default is
+  /// always the whole card, so that a request without memory (the whole-GPU class) is whole.
   int64_t default_memory_mib = 0;
   /// requestPolicy.default of cores, percent (HAMi's defaultCores).
   int32_t default_cores = 0;
@@ -73,6 +74,11 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
 
 /// The ResourceSlice object (name "<node>-<driver>") for `devices` at pool `generation`.
 json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation);
+
+/// Whether a slice spec read back from the API server says what `want` says. Quantities under
+/// `capacity` compare by value: the API server stores them canonicalised ("16384Mi" reads back
+/// as "16Gi"), so comparing strings would rewrite the slice on every sync.
+bool SameSliceSpec(const json& published, const json& want);
 
 /// Keeps the node's ResourceSlice equal to the devices it is given. Thread-compatible.
 class SlicePublisher {

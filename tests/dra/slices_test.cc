@@ -79,6 +79,42 @@ TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
             StatusCode::kResourceExhausted);
 }
 
+TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
+  // A request without memory (the whole-GPU class) must take the whole card, so defaultMemory
+  // is not the policy default (it would make "whole" a defaultMemory-sized share).
+  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 2000, 0});
+  for (const auto& d : devices) {
+    EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"],
+              d["capacity"]["memory"]["value"]);
+  }
+}
+
+TEST(SlicesTest, SameSliceSpecComparesCapacityQuantitiesByValue) {
+  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  SliceOptions opt{kDriverName, kNode, true, 0, 0};
+  json want = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 3)["spec"];
+  // What the API server returns: 81920Mi stored as 80Gi.
+  json read_back = want;
+  for (auto& d : read_back["devices"]) {
+    d["capacity"]["memory"]["value"] = "80Gi";
+    d["capacity"]["memory"]["requestPolicy"]["default"] = "80Gi";
+    d["capacity"]["memory"]["requestPolicy"]["validRange"]["max"] = "80Gi";
+  }
+  EXPECT_NE(read_back, want);
+  EXPECT_TRUE(SameSliceSpec(read_back, want));
+  json bigger = read_back;
+  bigger["devices"][0]["capacity"]["memory"]["value"] = "81Gi";
+  EXPECT_FALSE(SameSliceSpec(bigger, want));
+  // Outside capacity, strings compare as strings.
+  json renamed = read_back;
+  renamed["devices"][0]["attributes"]["productName"]["string"] = "x";
+  EXPECT_FALSE(SameSliceSpec(renamed, want));
+  json extra = read_back;
+  extra["devices"][0]["attributes"]["extra"] = {{"int", 1}};
+  EXPECT_FALSE(SameSliceSpec(extra, want));
+}
+
 TEST(SlicesTest, SemverAndTokens) {
   EXPECT_EQ(SemverOf("9").value(), "9.0.0");
   EXPECT_EQ(SemverOf("12.4").value(), "12.4.0");
@@ -106,6 +142,8 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   EXPECT_EQ((*stored)["spec"]["driver"], kDriverName);
   EXPECT_EQ((*stored)["spec"]["pool"],
             json({{"name", kNode}, {"generation", 1}, {"resourceSliceCount", 1}}));
+  // Stored canonicalised, as the real API server does (81920Mi reads back as 80Gi).
+  EXPECT_EQ((*stored)["spec"]["devices"][0]["capacity"]["memory"]["value"], "80Gi");
   int puts_before = api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices");
   // A restarted driver with the same GPUs changes nothing.
   SlicePublisher again(opt, client->get());

@@ -847,7 +847,62 @@ std::string FakeApiServer::KeyOf(const std::string& resource, const std::string&
   return !type || type->namespaced ? ns + "/" + name : name;
 }
 
+namespace {
+
+// The real API server stores quantities in canonical form (apimachinery resource.Quantity
+// MarshalJSON → CanonicalizeBytes): a whole binary-SI value takes the largest suffix that keeps
+// it whole, so "16384Mi" reads back as "16Gi" and "81920Mi" as "80Gi". This covers the
+// quantities fracgpu writes (whole numbers with a binary suffix); others are kept as written.
+std::string CanonicalQuantity(const std::string& q) {
+  static const char* kSuffixes[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  if (q.size() < 3) return q;
+  std::string suffix = q.substr(q.size() - 2);
+  int level = -1;
+  for (int i = 0; i < 6; ++i) {
+    if (suffix == kSuffixes[i]) level = i;
+  }
+  std::string digits = q.substr(0, q.size() - 2);
+  if (level < 0 || digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return q;
+  }
+  uint64_t n = std::stoull(digits);
+  if (n == 0) return "0";
+  while (level < 5 && n % 1024 == 0) {
+    n /= 1024;
+    ++level;
+  }
+  return std::to_string(n) + kSuffixes[level];
+}
+
+void CanonicalizeSliceQuantities(json* slice) {
+  if (!slice->contains("spec") || !(*slice)["spec"].contains("devices")) return;
+  for (auto& d : (*slice)["spec"]["devices"]) {
+    if (!d.is_object() || !d.contains("capacity") || !d["capacity"].is_object()) continue;
+    for (auto& [name, cap] : d["capacity"].items()) {
+      auto fix = [](json& v) {
+        if (v.is_string()) v = CanonicalQuantity(v.get<std::string>());
+      };
+      if (cap.contains("value")) fix(cap["value"]);
+      if (!cap.contains("requestPolicy")) continue;
+      json& p = cap["requestPolicy"];
+      if (p.contains("default")) fix(p["default"]);
+      if (p.contains("validRange")) {
+        for (const char* k : {"min", "max", "step"}) {
+          if (p["validRange"].contains(k)) fix(p["validRange"][k]);
+        }
+      }
+      if (p.contains("validValues") && p["validValues"].is_array()) {
+        for (auto& v : p["validValues"]) fix(v);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 json FakeApiServer::StoreLocked(const std::string& resource, json obj, const std::string& type) {
+  if (resource == "resourceslices") CanonicalizeSliceQuantities(&obj);
   if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
   json& md = obj["metadata"];
   auto served = TypeOf(resource);
