@@ -182,23 +182,33 @@ Result<HamiConversion> ConvertHamiPod(const json& pod, const ResourceNames& name
                       {"allocationMode", "ExactCount"},
                       {"count", req.num_gpus}};
       if (!req.WholeCards()) {
-        // No memory entry = the policy default (the whole card, as HAMi's defaultMemory 0).
+        // No memory entry = the policy default (the whole card's memory, docs/dra.md).
         json requests = {{kDraCapacityCores, std::to_string(req.cores_percent)}};
         if (req.mem_mib > 0) requests[kDraCapacityMemory] = std::to_string(req.mem_mib) + "Mi";
         exactly["capacity"] = {{"requests", requests}};
+      } else {
+        // A whole card: all its cores, and no memory entry, whose policy default is the whole
+        // card's memory (src/dra/slices.cc), so no other share fits beside it.
+        exactly["capacity"] = {{"requests", {{kDraCapacityCores, "100"}}}};
       }
       if (!selector.empty())
         exactly["selectors"] = json::array({{{"cel", {{"expression", selector}}}}});
       std::string claim_name = req.name + "-gpu";
       std::string template_name = base + "-" + req.name + "-gpu";
-      out.templates.push_back(
-          {{"apiVersion", "resource.k8s.io/v1"},
-           {"kind", "ResourceClaimTemplate"},
-           {"metadata", {{"name", template_name}, {"namespace", ns}}},
-           {"spec",
-            {{"spec",
-              {{"devices",
-                {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}}}}}}}});
+      json devices = {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}};
+      if (req.num_gpus > 1) {
+        // N GPUs are N distinct cards (HAMi's nvidia.com/gpu: N). A multi-allocatable device
+        // can be taken more than once by one request (kube-scheduler's allocator before 1.37
+        // restarts each device's search at the first device), unless the claim says that the
+        // devices' UUIDs must differ (KEP-5075 distinctAttribute).
+        devices["constraints"] =
+            json::array({{{"requests", json::array({"gpu"})},
+                          {"distinctAttribute", std::string(kDraDriverName) + "/uuid"}}});
+      }
+      out.templates.push_back({{"apiVersion", "resource.k8s.io/v1"},
+                               {"kind", "ResourceClaimTemplate"},
+                               {"metadata", {{"name", template_name}, {"namespace", ns}}},
+                               {"spec", {{"spec", {{"devices", devices}}}}}});
       if (!has_claims) {
         out.pod_patch.push_back(
             {{"op", "add"}, {"path", "/spec/resourceClaims"}, {"value", json::array()}});

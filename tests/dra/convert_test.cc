@@ -35,6 +35,8 @@ TEST(ConvertTest, GpumemAndGpucoresBecomeACapacityRequestAndThePodIsPatched) {
   EXPECT_EQ(ex["deviceClassName"], "gpu.fracgpu.io");
   EXPECT_EQ(ex["count"], 1);
   EXPECT_EQ(ex["capacity"]["requests"], json({{"memory", "3000Mi"}, {"cores", "30"}}));
+  // One GPU: no constraint.
+  EXPECT_FALSE(t["spec"]["spec"]["devices"].contains("constraints"));
   EXPECT_EQ(ex["selectors"][0]["cel"]["expression"],
             "(device.attributes[\"gpu.fracgpu.io\"].typeTokens.matches(\",A100,([^,]+,)*80GB,\"))");
   json patched = pod.patch(c->pod_patch);
@@ -54,7 +56,11 @@ TEST(ConvertTest, WholeCardsUuidRulesAndWhatDraCannotExpress) {
   const json& ex = c->templates[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"];
   EXPECT_EQ(ex["deviceClassName"], "whole-gpu.fracgpu.io");
   EXPECT_EQ(ex["count"], 2);
-  EXPECT_FALSE(ex.contains("capacity"));
+  // All the cores, and no memory entry: the slices' policy default is the whole card.
+  EXPECT_EQ(ex["capacity"], json({{"requests", {{"cores", "100"}}}}));
+  // Two GPUs are two cards (KEP-5075 distinctAttribute over the UUID attribute).
+  EXPECT_EQ(c->templates[0]["spec"]["spec"]["devices"]["constraints"],
+            json::array({{{"requests", {"gpu"}}, {"distinctAttribute", "gpu.fracgpu.io/uuid"}}}));
   EXPECT_EQ(ex["selectors"][0]["cel"]["expression"],
             "!(device.attributes[\"gpu.fracgpu.io\"].uuid.lowerAscii() in [\"gpu-aaaa-1\"])");
   auto pct = ConvertHamiPod(Pod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}}),
