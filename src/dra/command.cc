@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdlib>
 #include <thread>
 
@@ -104,6 +105,11 @@ int Run(Flags f) {
     spdlog::error("{}", client.status().ToString());
     return 1;
   }
+  auto watch_client = k8s::Connect(f.kubeconfig);  // the slice watch's own client
+  if (!watch_client.ok()) {
+    spdlog::error("{}", watch_client.status().ToString());
+    return 1;
+  }
   deviceplugin::DeviceState state(*gpus, *config);
   {
     // The device plugin's host-file setup (ld.so.preload, containers/, limits/, node/); the
@@ -139,11 +145,45 @@ int Run(Flags f) {
     Status st = deviceplugin::WatchHealth(nvml->get(), *policy, &state, &stop, nullptr);
     if (!st.ok()) spdlog::warn("health checks off: {}", st.ToString());
   });
-  // ResourceSlice: on start, on every health change and every interval; sockets re-served
-  // when they disappear (a kubelet wiping plugins_registry).
+  // The slice is watched: a kubelet deletes its node's ResourceSlices when it starts (and
+  // those of a driver that stays unregistered), and another writer may change it; either
+  // makes the loop below publish it again at once instead of at the next interval.
+  std::atomic<bool> resync{false};
+  std::thread slice_watch([&] {
+    k8s::WatchOptions wo;
+    wo.field_selector = "metadata.name=" + publisher.SliceName();
+    bool first = true;
+    while (!stop.stopped()) {
+      auto end = (*watch_client)
+                     ->Watch(
+                         "/apis/resource.k8s.io/v1/resourceslices", wo,
+                         [&](const k8s::WatchEvent& ev) {
+                           if (ev.type == "DELETED" || ev.type == "MODIFIED" ||
+                               (ev.type == "ADDED" && !first)) {
+                             if (ev.type == "DELETED")
+                               spdlog::info("ResourceSlice {} was deleted; publishing it again",
+                                            publisher.SliceName());
+                             resync = true;
+                             state.Wake();
+                           }
+                           return true;
+                         },
+                         &stop);
+      first = false;
+      if (!end.ok()) {
+        spdlog::warn("watching ResourceSlice {}: {}", publisher.SliceName(),
+                     end.status().ToString());
+        for (int i = 0; i < 20 && !stop.stopped(); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
+  // ResourceSlice: on start, on every health change, when the watch saw it change and every
+  // interval; sockets re-served when they disappear (a kubelet wiping plugins_registry).
   uint64_t seen = 0;
   while (!stop.stopped()) {
     seen = state.version();
+    resync = false;
     auto gen =
         publisher.Sync(dra::BuildSliceDevices(state.Devices(), *gpus, facts.by_uuid, slice_opt));
     if (!gen.ok()) spdlog::warn("{}", gen.status().ToString());
@@ -154,7 +194,7 @@ int Run(Flags f) {
     }
     auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(gen.ok() ? f.slice_interval_s : 5);
-    while (!stop.stopped() && state.version() == seen &&
+    while (!stop.stopped() && state.version() == seen && !resync &&
            std::chrono::steady_clock::now() < deadline) {
       state.WaitForChange(seen, std::chrono::milliseconds(1000));
     }
@@ -162,6 +202,7 @@ int Run(Flags f) {
   state.Wake();
   plugin.Stop();
   health_loop.join();
+  slice_watch.join();
   spdlog::info("DRA driver stopped (ResourceSlice kept for the next instance)");
   return 0;
 }
