@@ -7,6 +7,7 @@ deploy/, evaluated by the real API server; 20 pods at once for one GPU; restarts
 import base64
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,45 @@ def test_pods_get_loopback_addresses_only(cluster):
             continue
         ip = p["status"].get("podIP")
         assert ip in (None, "127.0.0.2"), f"{p['metadata']['namespace']}/{p['metadata']['name']}: {ip}"
+
+
+def audit_events(cluster):
+    """The API server's audit log (tests/realcluster/audit-policy.yaml: fracgpu's accounts)."""
+    with open(cluster.dir / "logs" / "audit.log") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def test_zz_rbac_as_shipped_suffices_and_idle_fracgpu_writes_nothing(cluster):
+    # Runs last (file order): every request fracgpu's accounts made during the suite was allowed
+    # by the RBAC deploy/ ships and none failed on the server's side.
+    events = audit_events(cluster)
+    assert any(e["user"]["username"].endswith(":fracgpu-device-plugin") for e in events)
+    # A restarted API server serves before its RBAC authorizer's caches hold the bindings: the
+    # watches fracgpu's components resume at once get 403 for a moment (and are retried). Those
+    # within 10 s of an API server restart of this suite are the server's, not the RBAC's.
+    restarts = [(t0, t1 + 10) for c, t0, t1 in cluster.restarts if c == "apiserver"]
+
+    def when(e):
+        return datetime.fromisoformat(e["stageTimestamp"].replace("Z", "+00:00")).timestamp()
+
+    bad = [(e["stageTimestamp"], e["user"]["username"], e["verb"], e["requestURI"],
+            e["responseStatus"]["code"], e["responseStatus"].get("message", ""))
+           for e in events
+           if (e["responseStatus"]["code"] == 403 and not any(a <= when(e) <= b for a, b in restarts))
+           or e["responseStatus"]["code"] >= 500]
+    assert bad == [], f"refused or failed requests of fracgpu's accounts: {bad}"
+    # Idle, nothing of fracgpu is rewritten: over a window longer than the device plugin's
+    # registration period (30 s, --register-interval) the only writes are lease renewals.
+    cluster.wait("the suite's pods gone",
+                 lambda: not cluster.get("-n", "default", "pods")["items"], 120)
+    start = len(events)
+    time.sleep(35)
+    window = audit_events(cluster)[start:]
+    writes = [(e["user"]["username"].split(":")[-1], e["verb"], e["requestURI"])
+              for e in window if e["verb"] in WRITES and e.get("objectRef", {}).get("resource") != "leases"]
+    assert writes == [], f"fracgpu wrote while idle: {writes}"
+    assert any(e["verb"] == "update" and e.get("objectRef", {}).get("resource") == "leases" for e in window), \
+        "no lease renewal in the window: is the audit log being written?"
