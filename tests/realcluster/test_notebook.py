@@ -7,49 +7,33 @@ it into a StatefulSet, the real StatefulSet controller makes the pod, fracgpu's 
 the real kube-scheduler + extender place it, the real kubelet starts it, and the container config
 the CRI runtime received carries the slice.
 
-THE NOTEBOOK CONTROLLER HERE IS A STAND-IN: Kubeflow's controller cannot be built on this machine
-(the Go module proxy refuses github.com/kubeflow/kubeflow/components/notebook-controller and
-github.com/kubeflow/notebooks/components/notebook-controller, 403). `NotebookControllerStandIn`
-does what its Reconcile does (kubeflow/notebooks components/notebook-controller/controllers/
-notebook_controller.go: generateStatefulSet, generateService, createNotebookStatus) for one
-Notebook, with a TokenRequest token of the controller's ServiceAccount holding the RBAC Kubeflow's
-manifests give it, so the real API server checks it. Everything after the StatefulSet is the real
-components'."""
+THE NOTEBOOK CONTROLLER HERE IS A STAND-IN (tests/realcluster/notebook_controller.py, which says
+why): Kubeflow's controller cannot be built on this machine. `NotebookControllerStandIn` does what
+its Reconcile does for one Notebook, with a TokenRequest token of the controller's ServiceAccount
+holding the RBAC Kubeflow's manifests give it, so the real API server checks it. Everything after
+the StatefulSet is the real components'."""
 
 import base64
-import copy
+import functools
 import json
 import urllib.error
 import urllib.request
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import yaml
+
+from notebook_controller import CONTROLLER_SA, NotebookControllerStandIn, token_kubeconfig
 
 KUBEFLOW = Path(__file__).resolve().parent / "kubeflow"
 NS = "team-nb"
 ALICE = "alice@example.com"  # may create and list notebooks in NS (a RoleBinding below)
 BOB = "bob@example.com"      # may do nothing there
-CONTROLLER_SA = ("kubeflow", "notebook-controller-service-account")
 
 
 def env_of(record):
     """The container's environment (CRI KeyValue.value is bytes: base64 in the JSON record)."""
     return {e["key"]: base64.b64decode(e.get("value", "")).decode()
             for e in record["config"].get("envs", [])}
-
-
-def token_kubeconfig(cluster, path, namespace, sa):
-    """A kubeconfig for the cluster with a TokenRequest token of namespace/sa."""
-    token = cluster.kubectl("-n", namespace, "create", "token", sa, "--duration", "2h").stdout.strip()
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    cfg = {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
-           "users": [{"name": sa, "user": {"token": token}}],
-           "contexts": [{"name": "local", "context": {"cluster": admin["clusters"][0]["name"], "user": sa}}],
-           "current-context": "local"}
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 class Ui:
@@ -69,101 +53,6 @@ class Ui:
                 return r.status, json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
-
-
-class NotebookControllerStandIn:
-    """STAND-IN for Kubeflow's notebook controller (see the module docstring): one Reconcile of one
-    Notebook, as kubeflow/notebooks' controllers/notebook_controller.go does it, with the
-    controller's own ServiceAccount token."""
-
-    def __init__(self, cluster, kubeconfig):
-        self.cluster = cluster
-        self.kubeconfig = kubeconfig
-
-    def kubectl(self, *args, **kw):
-        return self.cluster.kubectl(*args, kubeconfig=self.kubeconfig, **kw)
-
-    @staticmethod
-    def owner(nb):
-        # ctrl.SetControllerReference with the controller's scheme type, v1beta1.Notebook.
-        return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Notebook", "name": nb["metadata"]["name"],
-                "uid": nb["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-
-    @staticmethod
-    def statefulset(nb):
-        """generateStatefulSet."""
-        md, name, ns = nb["metadata"], nb["metadata"]["name"], nb["metadata"]["namespace"]
-        annotations = md.get("annotations", {})
-        labels = {"statefulset": name, "notebook-name": name, **md.get("labels", {})}
-        spec = copy.deepcopy(nb["spec"]["template"]["spec"])
-        c = spec["containers"][0]
-        c.setdefault("workingDir", "/home/jovyan")
-        if c.get("ports") is None:
-            c["ports"] = [{"containerPort": 8888, "name": "notebook-port", "protocol": "TCP"}]
-        prefix = "/notebook/" + ns + "/" + name
-        if not any(e["name"] == "NB_PREFIX" for e in c.get("env", [])):
-            c.setdefault("env", []).append({"name": "NB_PREFIX", "value": prefix})
-        spec.setdefault("securityContext", {"fsGroup": 100})  # ADD_FSGROUP unset: true
-        return {
-            "apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": name, "namespace": ns, "ownerReferences": [NotebookControllerStandIn.owner(nb)]},
-            "spec": {
-                "replicas": 0 if "kubeflow-resource-stopped" in annotations else 1,
-                "selector": {"matchLabels": {"statefulset": name}},
-                "template": {
-                    "metadata": {"labels": labels,
-                                 "annotations": {k: v for k, v in annotations.items()
-                                                 if "kubectl" not in k and "notebook" not in k}},
-                    "spec": spec},
-            },
-        }
-
-    @staticmethod
-    def service(nb):
-        """generateService."""
-        name, ns = nb["metadata"]["name"], nb["metadata"]["namespace"]
-        ports = nb["spec"]["template"]["spec"]["containers"][0].get("ports")
-        port = ports[0]["containerPort"] if ports else 8888
-        return {"apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": name, "namespace": ns, "ownerReferences": [NotebookControllerStandIn.owner(nb)]},
-                "spec": {"type": "ClusterIP", "selector": {"statefulset": name},
-                         "ports": [{"name": "http-" + name, "port": 80, "targetPort": port, "protocol": "TCP"}]}}
-
-    @staticmethod
-    def status(nb, sts, pod):
-        """createNotebookStatus: readyReplicas from the StatefulSet, containerState from the pod's
-        container named as the Notebook, conditions mirrored from the pod's."""
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        status = {"conditions": [], "readyReplicas": sts.get("status", {}).get("readyReplicas", 0),
-                  "containerState": {}}
-        ps = (pod or {}).get("status") or {}
-        if not ps:
-            return status
-        for cs in ps.get("containerStatuses", []):
-            if cs["name"] == nb["metadata"]["name"]:
-                status["containerState"] = cs.get("state", {})
-                break
-        for c in ps.get("conditions", []):
-            cond = {k: c[k] for k in ("type", "status", "message", "reason") if c.get(k)}
-            cond["lastProbeTime"] = c.get("lastProbeTime") or now
-            cond["lastTransitionTime"] = c.get("lastTransitionTime") or now
-            status["conditions"].append(cond)
-        return status
-
-    def reconcile(self, ns, name):
-        nb = json.loads(self.kubectl("get", "-n", ns, "notebook.v1beta1.kubeflow.org", name, "-o", "json").stdout)
-        if nb["metadata"].get("deletionTimestamp"):
-            return
-        for obj in (self.statefulset(nb), self.service(nb)):
-            got = self.kubectl("get", "-n", ns, obj["kind"].lower(), name, check=False)
-            if got.returncode != 0:
-                self.kubectl("create", "-f", "-", input=json.dumps(obj))
-        sts = json.loads(self.kubectl("get", "-n", ns, "statefulset", name, "-o", "json").stdout)
-        got = self.kubectl("get", "-n", ns, "pod", name + "-0", "-o", "json", check=False)
-        pod = json.loads(got.stdout) if got.returncode == 0 else None
-        nb["status"] = self.status(nb, sts, pod)
-        # r.Status().Update(nb): the whole object, with its resourceVersion, to the status subresource.
-        self.kubectl("replace", "--subresource=status", "-f", "-", input=json.dumps(nb))
 
 
 @pytest.fixture
@@ -189,9 +78,9 @@ def kubeflow(cluster, tmp_path):
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "notebook-editor"},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ALICE}]},
     ]))
-    kc = token_kubeconfig(cluster, tmp_path / "controller.kubeconfig", *CONTROLLER_SA)
+    kc = token_kubeconfig(cluster.kubectl, cluster.kubeconfig, tmp_path / "controller.kubeconfig", *CONTROLLER_SA)
     ui = Ui((cluster.dir / "ui-url").read_text().strip())
-    yield ui, NotebookControllerStandIn(cluster, kc)
+    yield ui, NotebookControllerStandIn(functools.partial(cluster.kubectl, kubeconfig=kc))
     cluster.kubectl("delete", "-n", NS, "notebooks.kubeflow.org,statefulsets,services", "--all", "--wait=false")
 
 
