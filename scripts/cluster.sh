@@ -324,14 +324,21 @@ start_kubelet() { # NODE
     --hostname-override "$n" --v=1
 }
 
-start_device_plugin() { # NODE
-  local n=$1 nd; nd=$(node_dir "$1")
-  # What the DaemonSet's init container does, with the image's installer.
+# What either node plugin's pod has before it starts: libvgpu installed on the host by the image's
+# installer (the DaemonSet's init container), and the device and node config from the ConfigMaps
+# deploy/ ships, as the pod mounts them.
+node_plugin_files() { # NODE
+  local nd; nd=$(node_dir "$1")
   sh "$repo/deploy/image/install-vgpu.sh" "$build/lib/libvgpu.so" "$nd/hook/vgpu" >> "$dir/logs/install-vgpu.log"
   kc -n fracgpu-system get configmap fracgpu-device-config -o jsonpath='{.data.device-config\.yaml}' \
     > "$nd/device-config.yaml"
   kc -n fracgpu-system get configmap fracgpu-node-config -o jsonpath='{.data.config\.json}' \
     > "$nd/node-config.json"
+}
+
+start_device_plugin() { # NODE
+  local n=$1 nd; nd=$(node_dir "$1")
+  node_plugin_files "$n"
   FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
     start "device-plugin-$n" "$build/fracgpu" device-plugin --node-name "$n" \
     --hook-path "$nd/hook" --socket-dir "$nd/device-plugins" \
@@ -346,11 +353,7 @@ start_device_plugin() { # NODE
 # plugin dir $nd/root/plugins/gpu.fracgpu.io; the CDI spec dir is $nd/cdi (no runtime reads it).
 start_dra_driver() { # NODE
   local n=$1 nd; nd=$(node_dir "$1")
-  sh "$repo/deploy/image/install-vgpu.sh" "$build/lib/libvgpu.so" "$nd/hook/vgpu" >> "$dir/logs/install-vgpu.log"
-  kc -n fracgpu-system get configmap fracgpu-device-config -o jsonpath='{.data.device-config\.yaml}' \
-    > "$nd/device-config.yaml"
-  kc -n fracgpu-system get configmap fracgpu-node-config -o jsonpath='{.data.config\.json}' \
-    > "$nd/node-config.json"
+  node_plugin_files "$n"
   mkdir -p "$nd/cdi"
   local extra=()
   [ -n "$slice_interval" ] && extra=(--slice-interval "$slice_interval")
