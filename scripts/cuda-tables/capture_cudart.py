@@ -151,11 +151,7 @@ def main():
     if newer:
         errors, report = check_newer(cuda, lines)
         print(f"capture_cudart: {runtime} (CUDA {version // 1000}.{version % 1000 // 10}):")
-        for line in report:
-            print(line)
-        for e in errors:
-            print("error: " + e, file=sys.stderr)
-        if errors:
+        if not cuda_home.print_check(report, errors):
             return 1
         print("capture_cudart: libvgpu refuses none of its requests for hooked entry points")
         return 0

@@ -40,6 +40,16 @@ def home(release):
     return path if os.path.exists(os.path.join(path, "include", "cuda.h")) else None
 
 
+def print_check(report, errors):
+    """Prints a newer-release check's report lines (stdout) and errors (stderr, "error: ...");
+    returns True when there were no errors."""
+    for line in report:
+        print(line)
+    for e in errors:
+        print("error: " + e, file=sys.stderr)
+    return not errors
+
+
 def main():
     release = sys.argv[1] if len(sys.argv) > 1 else "13.0"
     try:

@@ -263,11 +263,7 @@ def main():
             print("the committed tables are 13.0's: generate them from --release 13.0", file=sys.stderr)
             return 2
         errors, report = check_newer(cuda, cuda_home.home("13.0"))
-        for line in report:
-            print(line)
-        for e in errors:
-            print("error: " + e, file=sys.stderr)
-        if errors:
+        if not cuda_home.print_check(report, errors):
             return 1
         print("the 13.0 table holds for %s (every variant kept with its parameters, none missing "
               "at or below %d, no hooked base renamed)" % (cuda, TABLE_VERSION))
