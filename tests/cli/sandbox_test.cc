@@ -1,12 +1,14 @@
-// scripts/sandbox.sh (`make sandbox`) end to end: `sandbox.sh --for 1` shows the refused
-// allocation and the region; brings up the fake cluster (tests/e2e/fake_cluster_main.cc), `fracgpu
-// ui` and the gateway stand-in on 127.0.0.1 only; creates a notebook through the UI's HTTP API (¼
-// of a GPU: gpumem-percentage 25, gpucores 25) and prints its pod's journey: admitted by the
-// webhook, bound to a GPU with its slice, Allocate's limits, what the container sees. The MiB
+// scripts/sandbox.sh (`make sandbox`) end to end on its fake cluster: `sandbox.sh --for 1
+// --cluster fake` shows the refused allocation and the region; brings up the fake cluster
+// (tests/e2e/fake_cluster_main.cc), `fracgpu ui` and the gateway stand-in on 127.0.0.1 only;
+// creates a notebook through the UI's HTTP API (¼ of a GPU: gpumem-percentage 25, gpucores 25)
+// and prints its pod's journey: admitted by the webhook, bound to a GPU with its slice,
+// Allocate's limits, what the container sees. The MiB
 // expected are computed here from the request and the sandbox cluster's GPU sizes as
 // documented (README "Try it without a GPU or a cluster"), not read from the code under test.
 // Then it stops within its bound: exit 0, every port closed, its folder removed and no process
-// left that names it.
+// left that names it. (The same walk-through on the real cluster, the sandbox's choice when run as
+// root with the real Kubernetes binaries, is tests/realcluster/test_sandbox.py.)
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -127,13 +129,19 @@ int RunWithDeadline(const std::vector<std::string>& argv, std::chrono::seconds l
 TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
   std::string out;
   const int st = RunWithDeadline({"bash", std::string(FRACGPU_SOURCE_DIR) + "/scripts/sandbox.sh",
-                                  "--build", FRACGPU_BUILD_DIR, "--for", "1"},
+                                  "--build", FRACGPU_BUILD_DIR, "--for", "1", "--cluster", "fake"},
                                  std::chrono::seconds(150), &out);
   ASSERT_NE(st, -1)
       << "sandbox.sh --for 1 (or a process it left holding its output) ran past 150 s:\n"
       << out;
   ASSERT_TRUE(WIFEXITED(st)) << out;
   EXPECT_EQ(WEXITSTATUS(st), 0) << out;
+
+  // Part 2's cluster, said before part 1.
+  EXPECT_NE(out.find("sandbox: part 2 runs the fake cluster (tests/e2e/fake-cluster): --cluster "
+                     "fake\n== 1. fracgpu run"),
+            std::string::npos)
+      << out;
 
   // 1. fracgpu run: granted, then refused at the limit; the region's inspect table.
   EXPECT_NE(out.find("alloc 600 MiB: CUDA_SUCCESS (granted)\n"), std::string::npos) << out;
