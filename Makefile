@@ -82,9 +82,11 @@ image:
 	  echo "built $(IMAGE); next: docker push $(IMAGE), and set it under images: in deploy/kustomization.yaml"; \
 	fi
 
-# fracgpu without a GPU or a cluster (README): fake driver + NVML for `fracgpu run`, and a fake
-# cluster (fake-cluster of tests/e2e/: API server, scheduler, device plugins, notebook controller)
-# + `fracgpu ui` on 127.0.0.1, where a notebook's pod gets its slice. Ctrl-C stops it.
+# fracgpu without a GPU or a cluster (README): fake driver + NVML for `fracgpu run`, and a cluster
+# + `fracgpu ui` on 127.0.0.1, where a notebook's pod gets its slice: as root with the real
+# Kubernetes binaries (scripts/k8s-build.sh, which sandbox.sh runs) the local real cluster
+# (scripts/cluster.sh), otherwise the fake one (fake-cluster of tests/e2e/), said in one line.
+# Ctrl-C stops it.
 sandbox: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release --target fracgpu vgpu fake_cuda fake_nvml vgpu_app vgpu_testpath fake-cluster

@@ -115,10 +115,10 @@ if [ "$MODE" != fake ]; then
   elif [ "$MODE" = real ]; then
     echo "sandbox: --cluster real, but $NOT_REAL" >&2; exit 2
   else
-    echo "sandbox: part 2 falls back to the fake cluster (tests/e2e/fake-cluster): $NOT_REAL"
+    echo "sandbox: part 2 falls back to the fake cluster (fake-cluster, tests/e2e/fake_cluster_main.cc): $NOT_REAL"
   fi
 else
-  echo "sandbox: part 2 runs the fake cluster (tests/e2e/fake-cluster): --cluster fake"
+  echo "sandbox: part 2 runs the fake cluster (fake-cluster, tests/e2e/fake_cluster_main.cc): --cluster fake"
 fi
 
 # Waits (at most $3 tenths of a second, default 600: 60 s, while process $2 lives) until file $1

@@ -138,7 +138,8 @@ TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << out;
 
   // Part 2's cluster, said before part 1.
-  EXPECT_NE(out.find("sandbox: part 2 runs the fake cluster (tests/e2e/fake-cluster): --cluster "
+  EXPECT_NE(out.find("sandbox: part 2 runs the fake cluster (fake-cluster, "
+                     "tests/e2e/fake_cluster_main.cc): --cluster "
                      "fake\n== 1. fracgpu run"),
             std::string::npos)
       << out;
