@@ -29,6 +29,7 @@ constexpr std::array<std::string_view, 6> kDesignDocs = {"CONTRACT.md",       "A
                                                          "hami-behaviour.md", "fgd-evaluation.md"};
 constexpr std::array<std::string_view, 9> kRepoRoots = {
     "docs/", "src/", "tests/", "deploy/", "bench/", "scripts/", "proto/", "data/", "web/"};
+constexpr std::string_view kContainerHome = "/home/jovyan";
 constexpr std::array<std::string_view, 5> kOutside = {"../shared/", "shared/design/",
                                                       "shared/reference/", "/work/", "/home/"};
 
@@ -133,6 +134,9 @@ TEST(RepositoryReferences, NoPathLeavesTheRepository) {
     const std::string text = Read(rel);
     for (std::string_view o : kOutside) {
       for (size_t pos = text.find(o); pos != std::string::npos; pos = text.find(o, pos + 1)) {
+        // A path inside a container image, not of a machine: Kubeflow's notebook images' home
+        // (its notebook controller sets workingDir to it), which the notebook fakes mirror.
+        if (text.compare(pos, kContainerHome.size(), kContainerHome) == 0) continue;
         bad.push_back(Where(rel, text, pos) + ": " + TokenAt(text, pos));
       }
     }
