@@ -57,5 +57,9 @@ for b in "${bins[@]}"; do
 done
 rm -rf "$out"
 mv "$out.tmp" "$out"
+# Builds of the same version from older module files are dead weight (~500 MB each).
+for old in "$cache_root/$version"-*; do
+  [ "$old" = "$out" ] || rm -rf "$old"
+done
 echo "k8s-build: $version built in $(( $(date +%s) - start )) s into $out" >&2
 echo "$out"
