@@ -17,6 +17,7 @@
 #                                                     start; prints KUBECONFIG=... last
 #   scripts/cluster.sh down                           stop everything, remove the state folder
 #   scripts/cluster.sh status                         what runs, and the nodes
+#   scripts/cluster.sh stop COMPONENT                 SIGKILL one and leave it down until restart
 #   scripts/cluster.sh restart COMPONENT [--slice-interval S]
 #                                                     SIGKILL one and start it again (apiserver,
 #       fracgpu-scheduler, fracgpu-kube-scheduler, fracgpu-ui, device-plugin-<node> or
@@ -27,6 +28,8 @@
 # mount namespace of its own: the kubelet's device-plugin socket path is fixed,
 # /var/lib/kubelet/device-plugins/kubelet.sock, k8s.io/kubelet pkg/apis/deviceplugin/v1beta1).
 set -euo pipefail
+# The state folder holds private keys and ServiceAccount tokens: readable by root only.
+umask 077
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${FRACGPU_CLUSTER_DIR:-/tmp/fracgpu-cluster}
 version=${FRACGPU_K8S_VERSION:-v1.37.2}
@@ -70,12 +73,21 @@ start() {
   echo $! > "$dir/pids/$name"
 }
 
+# alive PID: the process runs (a zombie, killed but not yet reaped, does not).
+alive() { [ -e "/proc/$1/stat" ] && ! awk '{exit $3 != "Z"}' "/proc/$1/stat" 2>/dev/null; }
+
+# ours PID: the process is one this cluster started (every daemon names the state folder in its
+# arguments), not another one that got a recycled pid after a crash or reboot.
+ours() { tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$dir/"; }
+
 stop() {
   local f=$dir/pids/$1
   [ -f "$f" ] || return 0
   local pid; pid=$(cat "$f")
-  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if ours "$pid"; then
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+  fi
   rm -f "$f"
 }
 
@@ -315,13 +327,19 @@ start_node() { # NODE INDEX
 
 start_kubelet() { # NODE
   local n=$1 nd; nd=$(node_dir "$1")
+  # The node's address: this machine's first non-loopback one (--node-ip refuses loopback).
+  # Without it the kubelet looks its node name up in DNS on every status update, a query that
+  # leaves the machine, and fails where there is no default route.
+  local ip node_ip=()
+  ip=$(hostname -I 2>/dev/null | awk '{print $1}')
+  [ -n "$ip" ] && node_ip=(--node-ip "$ip")
   # The kubelet's device-plugin folder is fixed; each kubelet gets its node's folder there in a
   # mount namespace of its own.
   start "kubelet-$n" unshare --mount --propagation private -- sh -c \
     'mkdir -p /var/lib/kubelet/device-plugins && mount --bind "$1" /var/lib/kubelet/device-plugins && shift && exec "$@"' \
     sh "$nd/device-plugins" "$bin/kubelet" --config "$nd/kubelet-config.yaml" \
     --kubeconfig "$nd/kubelet.kubeconfig" --root-dir "$nd/root" --cert-dir "$nd/pki" \
-    --hostname-override "$n" --v=1
+    --hostname-override "$n" "${node_ip[@]}" --v=1
 }
 
 # What either node plugin's pod has before it starts: libvgpu installed on the host by the image's
@@ -379,8 +397,14 @@ up() {
     die "a cluster is already up in $dir (scripts/cluster.sh down first)"
   fi
   local t0; t0=$(date +%s)
+  local p busy=""
+  for p in $port_etcd $port_etcd_peer $port_api $port_kcm $port_ksched $port_fsched \
+           $port_fsched_health $port_fksched; do
+    [ -z "$(ss -ltnH "sport = :$p" 2>/dev/null)" ] || busy+=" $p"
+  done
+  [ -z "$busy" ] || die "ports in use on this machine:$busy (another cluster? FRACGPU_CLUSTER_PORT_OFFSET moves them)"
   bins
-  rm -rf "$dir"; mkdir -p "$dir/fracgpu" "$dir/nodes"
+  rm -rf "$dir"; mkdir -p -m 700 "$dir"; mkdir -p "$dir/fracgpu" "$dir/nodes"
   echo "$bin" > "$dir/bin"; echo "$build" > "$dir/build"; echo "$nodes" > "$dir/node-count"
   if [ "$dra" = 1 ]; then echo dra > "$dir/mode"; else echo device-plugin > "$dir/mode"; fi
   echo "$slice_interval" > "$dir/slice-interval"
@@ -465,16 +489,33 @@ status() {
   kc get nodes -o wide || true
 }
 
+# stop COMPONENT: SIGKILLs it and leaves it down until `restart COMPONENT`.
+stop_component() {
+  [ -d "$dir/pids" ] || die "no cluster in $dir"
+  [ -f "$dir/pids/$1" ] || die "stop: no running component '$1' (scripts/cluster.sh status lists them)"
+  stop "$1"
+  mkdir -p "$dir/stopped"; : > "$dir/stopped/$1"
+  log "stopped $1"
+}
+
 restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lists them)
   [ -d "$dir/pids" ] || die "no cluster in $dir"
-  [ -f "$dir/pids/$1" ] || die "restart: no component '$1' (scripts/cluster.sh status lists them)"
+  [ -f "$dir/pids/$1" ] || [ -f "$dir/stopped/$1" ] ||
+    die "restart: no component '$1' (scripts/cluster.sh status lists them)"
   bin=$(cat "$dir/bin"); build=$(cat "$dir/build")
   [ "$(cat "$dir/mode" 2>/dev/null)" = dra ] && dra=1
   # restart dra-driver-NODE --slice-interval S: that start only; otherwise up's.
   [ -n "$slice_interval" ] || slice_interval=$(cat "$dir/slice-interval" 2>/dev/null || true)
-  local old; old=$(cat "$dir/pids/$1")
+  local old; old=$(cat "$dir/pids/$1" 2>/dev/null || echo 0)
+  # In device-plugin mode a restarted kubelet or device plugin is back when the plugin has
+  # registered again (a new line in its log): until then the kubelet holds the node's GPUs
+  # unhealthy and refuses pods that ask for them.
+  local node="" seen=0
+  case "$1" in kubelet-*|device-plugin-*) node=${1#*-}; node=${node#plugin-} ;; esac
+  if [ -n "$node" ] && [ "$dra" = 0 ]; then seen=$(wc -l < "$dir/logs/device-plugin-$node.log"); fi
   stop "$1"
-  ! kill -0 "$old" 2>/dev/null || die "restart: $1 (pid $old) did not stop"
+  ! alive "$old" || die "restart: $1 (pid $old) did not stop"
+  rm -f "$dir/stopped/$1"
   case "$1" in
     apiserver) start_apiserver; wait_for kube-apiserver 90 kc get --raw /readyz ;;
     fracgpu-scheduler) start_fracgpu_scheduler
@@ -486,6 +527,10 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
     kubelet-*) start_kubelet "${1#kubelet-}" ;;
     *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, fracgpu-ui, device-plugin-NODE, dra-driver-NODE, kubelet-NODE)" ;;
   esac
+  if [ -n "$node" ] && [ "$dra" = 0 ]; then
+    wait_for "device plugin of $node registered again" 90 sh -c \
+      "tail -n +$((seen + 1)) '$dir/logs/device-plugin-$node.log' | grep -q 'registered nvidia.com/gpu with kubelet'"
+  fi
   log "restarted $1 (pid $old -> $(cat "$dir/pids/$1"))"
 }
 
@@ -496,7 +541,7 @@ while [ $# -gt 0 ]; do
     --build) build=$(cd "${2:?}" && pwd); shift 2 ;;
     --dra) dra=1; shift ;;
     --slice-interval) slice_interval="${2:?}"; shift 2 ;;
-    *) if [ "$cmd" = restart ] && [ -z "${component:-}" ]; then component=$1; shift
+    *) if { [ "$cmd" = restart ] || [ "$cmd" = stop ]; } && [ -z "${component:-}" ]; then component=$1; shift
        else die "unknown argument '$1'"; fi ;;
   esac
 done
@@ -505,5 +550,6 @@ case "$cmd" in
   down) down ;;
   status) status ;;
   restart) restart "${component:?restart needs a component}" ;;
-  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S]] | down | status | restart COMPONENT" >&2; exit 2 ;;
+  stop) stop_component "${component:?stop needs a component}" ;;
+  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S]] | down | status | stop COMPONENT | restart COMPONENT" >&2; exit 2 ;;
 esac

@@ -6,18 +6,21 @@
 # container's config). The binaries go to a cache outside the clone, keyed by the Kubernetes
 # version and a hash of tests/realcluster (go.mod, go.sum, sources), so a second run costs seconds.
 #
-#   scripts/k8s-build.sh [--version v1.37.2]   prints the folder holding the binaries (last line)
+#   scripts/k8s-build.sh [--version V]   prints the folder holding the binaries (last line); V:
+#       v1.37.2 (default, or $FRACGPU_K8S_VERSION as scripts/cluster.sh reads it) or v1.34.4
 #
 # Environment: FRACGPU_K8S_CACHE (default ~/.cache/fracgpu/k8s).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-version=v1.37.2
+version=${FRACGPU_K8S_VERSION:-v1.37.2}
 while [ $# -gt 0 ]; do
   case "$1" in
     --version) version="${2:?--version needs a value}"; shift 2 ;;
     *) echo "k8s-build: unknown argument '$1' (expected --version vX.Y.Z)" >&2; exit 2 ;;
   esac
 done
+command -v go >/dev/null 2>&1 ||
+  { echo "k8s-build: no go toolchain on PATH (Go 1.26+ builds Kubernetes $version from its modules)" >&2; exit 1; }
 moddir="$repo/tests/realcluster"
 # The newest pinned release is go.mod; the oldest supported minor is go.v1.34.mod (same sources).
 case "$version" in
@@ -53,13 +56,15 @@ for b in "${bins[@]}"; do
   esac
   [ -x "$out.tmp/$b" ] && continue
   echo "k8s-build: go build $pkg ($(( $(date +%s) - start )) s)" >&2
-  CGO_ENABLED=0 go build -modfile="$modfile" -mod=readonly -trimpath -ldflags "$ldflags" -o "$out.tmp/$b" "$pkg"
+  # Written under another name and renamed: a build cut short leaves no binary that looks whole.
+  CGO_ENABLED=0 go build -modfile="$modfile" -mod=readonly -trimpath -ldflags "$ldflags" \
+    -o "$out.tmp/$b.partial" "$pkg"
+  mv "$out.tmp/$b.partial" "$out.tmp/$b"
 done
 rm -rf "$out"
 mv "$out.tmp" "$out"
-# Builds of the same version from older module files are dead weight (~500 MB each).
-for old in "$cache_root/$version"-*; do
-  [ "$old" = "$out" ] || rm -rf "$old"
-done
+# Builds of the same version from other module files are dead weight (~500 MB each) once a day
+# old (a younger one may still serve a cluster of another checkout).
+find "$cache_root" -maxdepth 1 -name "$version-*" ! -path "$out" -mtime +0 -exec rm -rf {} +
 echo "k8s-build: $version built in $(( $(date +%s) - start )) s into $out" >&2
 echo "$out"

@@ -10,7 +10,8 @@
 #    gives the real Kubernetes binaries): `scripts/cluster.sh up` on 127.0.0.1 (etcd,
 #    kube-apiserver, controller manager, kube-scheduler, real kubelets over a fake CRI runtime,
 #    deploy/ applied, fracgpu's scheduler, device plugins over fake GPUs and `fracgpu ui`; its
-#    ports 29000-29499 + FRACGPU_SANDBOX_PORT_OFFSET, default 4000; its state under this run's
+#    ports 29000-29499 + FRACGPU_SANDBOX_PORT_OFFSET, default 3000 (below 32768, where the
+#    kernel's ephemeral ports start); its state under this run's
 #    folder), then tests/realcluster/sandbox.py: Kubeflow's Notebook CRD, namespace team-a where
 #    alice may create notebooks (RBAC), 3 running slices seeded through the webhook, the
 #    notebook-controller stand-in (tests/realcluster/notebook_controller.py) and each new pod's
@@ -49,7 +50,7 @@ if [ -n "$FOR" ] && ! [[ "$FOR" =~ ^[0-9]+$ ]]; then
   echo "sandbox: --for takes whole seconds, got \"$FOR\"" >&2; exit 2
 fi
 case "$MODE" in auto|real|fake) ;; *) echo "sandbox: --cluster takes auto, real or fake, got \"$MODE\"" >&2; exit 2 ;; esac
-OFFSET="${FRACGPU_SANDBOX_PORT_OFFSET:-4000}"
+OFFSET="${FRACGPU_SANDBOX_PORT_OFFSET:-3000}"
 case "$OFFSET" in ''|*[!0-9]*) echo "sandbox: FRACGPU_SANDBOX_PORT_OFFSET '$OFFSET' is not a number" >&2; exit 2 ;; esac
 
 FRACGPU="$BUILD/fracgpu"

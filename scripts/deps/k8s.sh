@@ -9,9 +9,11 @@ if ! python3 -c 'import pytest, yaml' 2>/dev/null; then
   python3 -m pip install -q pytest==9.2.0 PyYAML==6.0.3
 fi
 if ! command -v go >/dev/null 2>&1; then
-  echo "deps/k8s: no go toolchain on PATH (make test-k8s builds Kubernetes from its Go modules)" >&2
-  exit 1
+  # The rest of the build needs no Go; make test-k8s (scripts/k8s-build.sh) fails saying so.
+  echo "deps/k8s: no go toolchain on PATH: make test-k8s cannot build Kubernetes (Go 1.26+ needed)" >&2
+  exit 0
 fi
-for mod in "$repo/tests/realcluster"; do
-  (cd "$mod" && go mod download) || { echo "deps/k8s: go mod download in $mod failed" >&2; exit 1; }
-done
+cd "$repo/tests/realcluster"
+go mod download || { echo "deps/k8s: go mod download (tests/realcluster/go.mod) failed" >&2; exit 1; }
+go mod download -modfile=go.v1.34.mod ||
+  { echo "deps/k8s: go mod download (tests/realcluster/go.v1.34.mod) failed" >&2; exit 1; }

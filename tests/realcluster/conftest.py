@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from records import read_record
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "scripts" / "cluster.sh"
 
@@ -48,7 +50,8 @@ class Cluster:
         while time.monotonic() < end:
             try:
                 last = fn()
-            except AssertionError as e:  # kubectl failures while the object settles
+            # kubectl failing or slow, or an object without the field yet, while it settles
+            except (AssertionError, KeyError, subprocess.TimeoutExpired) as e:
                 last = e
             if last and not isinstance(last, Exception):
                 return last
@@ -56,9 +59,13 @@ class Cluster:
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last})")
 
     def record(self, node, namespace, pod, container):
-        """The CreateContainerRequest the node's fake CRI runtime received, parsed."""
-        f = self.dir / "nodes" / node / "records" / f"{namespace}_{pod}_{container}.json"
-        return json.loads(f.read_text()) if f.exists() else None
+        """The CreateContainerRequest the node's fake CRI runtime received, parsed (records.py)."""
+        return read_record(self.dir, node, namespace, pod, container)
+
+    def stop(self, component):
+        """SIGKILLs one component (scripts/cluster.sh stop); restart() starts it again."""
+        subprocess.run(["bash", str(CLUSTER), "stop", component], check=True, timeout=60,
+                       env={**os.environ, "FRACGPU_CLUSTER_DIR": str(self.dir)})
 
     def restart(self, component, *extra):
         """scripts/cluster.sh restart; remembers (component, start, end) in self.restarts
@@ -85,6 +92,7 @@ class _Clusters:
         self.build = os.environ.get("FRACGPU_BUILD", str(REPO / "build" / "release"))
         self.mode = None
         self.current = None
+        self.failed = ""
 
     def down(self):
         subprocess.run(["bash", str(CLUSTER), "down"], env=self.env, check=False, capture_output=True)
@@ -93,12 +101,20 @@ class _Clusters:
     def ensure(self, mode):
         if self.mode == mode:
             return self.current
+        if os.geteuid() != 0:
+            pytest.fail("make test-k8s needs root: scripts/cluster.sh gives each kubelet a mount "
+                        "namespace of its own", pytrace=False)
+        if self.failed:  # one failed start is enough: the next tests fail at once, saying why
+            pytest.fail(f"the cluster did not come up earlier in this run:\n{self.failed}", pytrace=False)
         self.down()
         # DRA mode: three nodes, so that one has 4 GPUs (a claim for 3 distinct GPUs fits).
         extra = ["--dra", "--slice-interval", str(DRA_SLICE_INTERVAL), "--nodes", "3"] if mode == "dra" else []
         t0 = time.monotonic()
-        up = subprocess.run(["bash", str(CLUSTER), "up", "--build", self.build, *extra], env=self.env,
-                            capture_output=True, text=True, timeout=900)
+        try:
+            up = subprocess.run(["bash", str(CLUSTER), "up", "--build", self.build, *extra], env=self.env,
+                                capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired as e:
+            up = subprocess.CompletedProcess(e.cmd, -1, "", f"timed out after 900 s\n{e.stderr or ''}")
         if up.returncode != 0:
             logs = self.state / "logs"
             tails = ""
@@ -107,7 +123,8 @@ class _Clusters:
                     lines = f.read_text(errors="replace").splitlines()[-15:]
                     tails += f"\n--- {f.name}\n" + "\n".join(lines)
             self.down()
-            pytest.fail(f"scripts/cluster.sh up {' '.join(extra)} failed ({up.returncode}):\n{up.stderr}{tails}")
+            self.failed = f"scripts/cluster.sh up {' '.join(extra)} failed ({up.returncode}):\n{up.stderr}{tails}"
+            pytest.fail(self.failed)
         print(f"\ncluster ({mode} mode) up in {time.monotonic() - t0:.1f} s")
         self.mode, self.current = mode, Cluster(self.state)
         return self.current

@@ -22,7 +22,6 @@ cluster"), on a cluster scripts/cluster.sh brought up:
 """
 
 import argparse
-import base64
 import json
 import os
 import signal
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 from notebook_controller import CONTROLLER_SA, NotebookControllerStandIn, kubectl_runner, token_kubeconfig
+from records import container_env, read_record
 
 KUBEFLOW = Path(__file__).resolve().parent / "kubeflow"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "fracgpu-system", "kubeflow"}
@@ -123,11 +123,8 @@ class Sandbox:
                 say(f"  {node} GPU {i} {uuid} ({mib} MiB)")
 
     def record_env(self, node, ns, pod, container):
-        f = self.state / "nodes" / node / "records" / f"{ns}_{pod}_{container}.json"
-        if not f.exists():
-            return None
-        rec = json.loads(f.read_text())
-        return {e["key"]: base64.b64decode(e.get("value", "")).decode() for e in rec["config"].get("envs", [])}
+        rec = read_record(self.state, node, ns, pod, container)
+        return container_env(rec) if rec is not None else None
 
     def seed(self):
         nodes = list(self.gpus)
@@ -167,9 +164,15 @@ class Sandbox:
     # ---- the journey of each new pod, as the real cluster reports it.
 
     def watch(self, kind, on_event):
-        """Streams `kubectl get KIND -A --watch-only --output-watch-events -o json` into on_event(type, obj)."""
+        """Streams `kubectl get KIND -A --output-watch-events -o json` into on_event(type, obj),
+        less the objects that were there before (their ADDED events of the initial list). Returns
+        the pump thread once the first object has arrived: kubectl lists, then watches from the
+        list's resourceVersion, so from then on no new object is missed (no --watch-only, whose
+        watch starts at some unknown moment after the call)."""
+        initial = {o["metadata"]["uid"] for o in self.get(kind, "-A")["items"]}
+        started = threading.Event()
         p = subprocess.Popen([str(self.kubectl_bin), "--kubeconfig", str(self.admin), "get", kind, "-A",
-                              "--watch-only", "--output-watch-events", "-o", "json"],
+                              "--watch", "--output-watch-events", "-o", "json"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.procs.append(p)
 
@@ -185,12 +188,20 @@ class Sandbox:
                     except json.JSONDecodeError:
                         break
                     buf = s[end:]
+                    started.set()
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ADDED" and obj.get("metadata", {}).get("uid") in initial:
+                        continue
                     try:
-                        on_event(ev.get("type"), ev.get("object") or {})
+                        on_event(ev.get("type"), obj)
                     except Exception as e:  # one odd object must not end the narration
                         say(f"sandbox: journey: {kind}: {e}")
         t = threading.Thread(target=pump, daemon=True)
         t.start()
+        if not initial:  # an empty list prints nothing: the watch is up once kubectl has listed
+            return t
+        if not started.wait(60):
+            raise SystemExit(f"sandbox: the watch of {kind} did not start within 60 s")
         return t
 
     def journey(self):
@@ -301,8 +312,6 @@ def main():
         sb.seed()
         sb.journey()
         sb.controller()
-        # Let the watches start before anyone creates a notebook.
-        time.sleep(1)
         if args.ready_file:
             args.ready_file.write_text("ready\n")
         say("real cluster: ready")

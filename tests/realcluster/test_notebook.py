@@ -13,7 +13,6 @@ its Reconcile does for one Notebook, with a TokenRequest token of the controller
 holding the RBAC Kubeflow's manifests give it, so the real API server checks it. Everything after
 the StatefulSet is the real components'."""
 
-import base64
 import functools
 import json
 import urllib.error
@@ -23,17 +22,12 @@ from pathlib import Path
 import pytest
 
 from notebook_controller import CONTROLLER_SA, NotebookControllerStandIn, token_kubeconfig
+from records import container_env
 
 KUBEFLOW = Path(__file__).resolve().parent / "kubeflow"
 NS = "team-nb"
 ALICE = "alice@example.com"  # may create and list notebooks in NS (a RoleBinding below)
 BOB = "bob@example.com"      # may do nothing there
-
-
-def env_of(record):
-    """The container's environment (CRI KeyValue.value is bytes: base64 in the JSON record)."""
-    return {e["key"]: base64.b64decode(e.get("value", "")).decode()
-            for e in record["config"].get("envs", [])}
 
 
 class Ui:
@@ -118,7 +112,7 @@ def test_notebook_from_the_ui_runs_with_its_slice(cluster, kubeflow):
     node = pod["spec"]["nodeName"]
     assert ann.get("hami.io/vgpu-node") == node and ann.get("hami.io/bind-phase") == "success"
     rec = cluster.wait("the CRI record", lambda: cluster.record(node, NS, name + "-0", name), 30)
-    env = env_of(rec)
+    env = container_env(rec)
     assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "3072m"
     assert env["CUDA_DEVICE_SM_LIMIT"] == "30"
     assert env["NB_PREFIX"] == f"/notebook/{NS}/{name}"  # the controller's, through the real kubelet

@@ -1,7 +1,8 @@
 """`make sandbox` on the real cluster: `scripts/sandbox.sh --for 1 --cluster real` (what it picks by
 itself as root with the real Kubernetes binaries; tests/cli/sandbox_test.cc runs the fake-cluster
-fallback). Its own cluster (scripts/cluster.sh up in the sandbox's folder) on ports offset by 5000,
-apart from the suite's cluster and from a `make sandbox` at the default offset 4000.
+fallback). Its own cluster (scripts/cluster.sh up in the sandbox's folder) on ports offset by 2000,
+apart from a `make sandbox` at the default offset 3000; the suite's cluster is taken down first
+(two clusters on two cores slow both).
 
 The expected MiB are computed here from the request (¼ of a GPU's memory) and the GPU sizes
 scripts/cluster.sh documents (node-a 2 × 16384 MiB, node-b 1 × 24576 MiB), not read from the
@@ -9,12 +10,13 @@ code under test."""
 
 import os
 import re
+import signal
 import socket
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-OFFSET = 5000
+OFFSET = 2000
 # cluster.sh's GPUs of a 2-node cluster: UUID -> MiB (GPU-<(node index << 8) + gpu, %08x>-…-<node index>).
 GPUS = {"GPU-00000000-0000-4000-8000-000000000000": 16384, "GPU-00000001-0000-4000-8000-000000000000": 16384,
         "GPU-00000100-0000-4000-8000-000000000001": 24576}
@@ -41,11 +43,22 @@ def processes_naming(needle):
     return out
 
 
-def test_sandbox_walks_a_notebook_through_the_real_cluster_then_stops_cleanly():
+def test_sandbox_walks_a_notebook_through_the_real_cluster_then_stops_cleanly(_clusters):
+    _clusters.down()
     build = os.environ.get("FRACGPU_BUILD", str(REPO / "build" / "release"))
-    p = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), "--build", build, "--for", "1",
-                        "--cluster", "real"], capture_output=True, text=True, timeout=420,
-                       env={**os.environ, "FRACGPU_SANDBOX_PORT_OFFSET": str(OFFSET)})
+    # Its own session, so that on a time-out SIGTERM reaches the whole script (whose trap takes
+    # its cluster down) rather than bash alone.
+    proc = subprocess.Popen(["bash", str(REPO / "scripts" / "sandbox.sh"), "--build", build, "--for", "1",
+                             "--cluster", "real"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "FRACGPU_SANDBOX_PORT_OFFSET": str(OFFSET)},
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+        raise AssertionError(f"sandbox.sh ran past 420 s:\n{stdout}{stderr}")
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert (f"sandbox: part 2 runs a cluster of the real Kubernetes components (scripts/cluster.sh, "

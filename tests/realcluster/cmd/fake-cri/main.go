@@ -3,13 +3,16 @@
 // to): pods "run" without containers. The one addition is a record of every CreateContainer
 // request, written as protobuf JSON to <record-dir>/<namespace>_<pod>_<container>.json, so that
 // tests can assert what the kubelet handed the runtime (env, mounts, devices, CDI devices,
-// annotations) for a pod's container.
+// annotations) for a pod's container. One field is written as text whatever the proto says:
+// config.envs[].value, a string in k8s.io/cri-api v0.34 and bytes (base64 in protobuf JSON) in
+// v0.37, so that a record reads the same from every pinned release.
 //
 // Usage: fake-cri --listen unix:///path/cri.sock --record-dir DIR
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -39,7 +42,7 @@ type recorder struct {
 func (r *recorder) CreateContainer(ctx context.Context, req *kubeapi.CreateContainerRequest) (*kubeapi.CreateContainerResponse, error) {
 	md := req.GetSandboxConfig().GetMetadata()
 	name := fmt.Sprintf("%s_%s_%s.json", md.GetNamespace(), md.GetName(), req.GetConfig().GetMetadata().GetName())
-	body, err := protojson.MarshalOptions{Multiline: true}.Marshal(req)
+	body, err := record(req)
 	if err != nil {
 		return nil, fmt.Errorf("fake-cri: record %s: %w", name, err)
 	}
@@ -51,6 +54,29 @@ func (r *recorder) CreateContainer(ctx context.Context, req *kubeapi.CreateConta
 		return nil, fmt.Errorf("fake-cri: record %s: %w", name, err)
 	}
 	return r.RemoteRuntime.CreateContainer(ctx, req)
+}
+
+// record is req as indented protobuf JSON with config.envs[].value as text (see the file comment).
+// string(v) holds for both types the field has had: string and []byte.
+func record(req *kubeapi.CreateContainerRequest) ([]byte, error) {
+	raw, err := protojson.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if cfg, ok := m["config"].(map[string]any); ok {
+		envs := make([]any, 0, len(req.GetConfig().GetEnvs()))
+		for _, kv := range req.GetConfig().GetEnvs() {
+			envs = append(envs, map[string]any{"key": kv.GetKey(), "value": string(kv.GetValue())})
+		}
+		if len(envs) > 0 {
+			cfg["envs"] = envs
+		}
+	}
+	return json.MarshalIndent(m, "", "  ")
 }
 
 func main() {
