@@ -298,6 +298,13 @@ def test_d_whole_gpu_is_whole(dra_cluster, default_memory):
         apply_all(c, pin, claim_pod(f"{name}-pin", {"g": f"{name}-pin"}))
         c.wait(f"{name}-pin Unschedulable", lambda: unschedulable(c, "default", f"{name}-pin"), 60)
         assert "allocation" not in c.get("-n", "default", "resourceclaim", f"{name}-pin").get("status", {})
+        # The control: the same share runs on that GPU once the whole-GPU pod is gone (so it was
+        # the whole GPU that kept it out, not a selector that matches nothing).
+        c.kubectl("delete", "-n", "default", "pod", name, "--wait=true", timeout=120)
+        pin_pod = c.wait(f"{name}-pin Running", lambda: running(c, "default", f"{name}-pin"), 120)
+        [pin_rc] = pod_claims(c, pin_pod)
+        [(_, pin_uuid, _, _)] = check_prepared(c, pin_pod, pin_rc)
+        assert pin_uuid == dev_uuid
     finally:
         delete(c, ("pod", f"{name}-pin"), ("resourceclaim", f"{name}-pin"), ("pod", name))
         if default_memory:
