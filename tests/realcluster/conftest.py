@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,30 @@ class Cluster:
         """The CreateContainerRequest the node's fake CRI runtime received, parsed (records.py)."""
         return read_record(self.dir, node, namespace, pod, container)
 
+    def audit_events(self):
+        """The API server's audit log (tests/realcluster/audit-policy.yaml: fracgpu's accounts)."""
+        with open(self.dir / "logs" / "audit.log") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def refused_requests(self):
+        """Requests of fracgpu's accounts the API server refused: 403 (RBAC as deploy/ ships it
+        lacks something), 400 or 422 (fracgpu wrote what the API refuses, fieldValidation=Strict
+        included). A restarted API server serves before its RBAC authorizer's caches hold the
+        bindings, and the watches fracgpu's components resume at once get 403 for a moment (and
+        are retried): 403s within 10 s of an API server restart of this run are the server's. A
+        5xx is the server's own trouble (a 504 under a loaded 2-core machine was seen), which
+        fracgpu's client retries."""
+        windows = [(t0, t1 + 10) for c, t0, t1 in self.restarts if c == "apiserver"]
+
+        def when(e):
+            return datetime.fromisoformat(e["stageTimestamp"].replace("Z", "+00:00")).timestamp()
+
+        return [(e["stageTimestamp"], e["user"]["username"], e["verb"], e["requestURI"],
+                 e["responseStatus"]["code"], e["responseStatus"].get("message", ""))
+                for e in self.audit_events()
+                if (e["responseStatus"]["code"] == 403 and not any(a <= when(e) <= b for a, b in windows))
+                or e["responseStatus"]["code"] in (400, 422)]
+
     def stop(self, component):
         """SIGKILLs one component (scripts/cluster.sh stop); restart() starts it again."""
         subprocess.run(["bash", str(CLUSTER), "stop", component], check=True, timeout=60,
@@ -95,8 +120,16 @@ class _Clusters:
         self.failed = ""
 
     def down(self):
+        """Takes the cluster down; before that, fails if the API server refused any request of
+        fracgpu's accounts during its life (Cluster.refused_requests), whatever the mode."""
+        refused = []
+        if self.current is not None and (self.current.dir / "logs" / "audit.log").exists():
+            refused = self.current.refused_requests()
         subprocess.run(["bash", str(CLUSTER), "down"], env=self.env, check=False, capture_output=True)
-        self.mode = self.current = None
+        mode, self.mode, self.current = self.mode, None, None
+        if refused:
+            pytest.fail(f"the API server refused requests of fracgpu's accounts in the {mode}-mode "
+                        f"cluster: {refused}", pytrace=False)
 
     def ensure(self, mode):
         if self.mode == mode:

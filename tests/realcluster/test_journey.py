@@ -287,9 +287,7 @@ def test_pods_get_loopback_addresses_only(cluster):
 
 
 def audit_events(cluster):
-    """The API server's audit log (tests/realcluster/audit-policy.yaml: fracgpu's accounts)."""
-    with open(cluster.dir / "logs" / "audit.log") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return cluster.audit_events()
 
 
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
@@ -300,22 +298,7 @@ def test_zz_rbac_as_shipped_suffices_and_idle_fracgpu_writes_nothing(cluster):
     # by the RBAC deploy/ ships and accepted as valid.
     events = audit_events(cluster)
     assert any(e["user"]["username"].endswith(":fracgpu-device-plugin") for e in events)
-    # A restarted API server serves before its RBAC authorizer's caches hold the bindings: the
-    # watches fracgpu's components resume at once get 403 for a moment (and are retried). Those
-    # within 10 s of an API server restart of this suite are the server's, not the RBAC's.
-    restarts = [(t0, t1 + 10) for c, t0, t1 in cluster.restarts if c == "apiserver"]
-
-    def when(e):
-        return datetime.fromisoformat(e["stageTimestamp"].replace("Z", "+00:00")).timestamp()
-
-    bad = [(e["stageTimestamp"], e["user"]["username"], e["verb"], e["requestURI"],
-            e["responseStatus"]["code"], e["responseStatus"].get("message", ""))
-           for e in events
-           if (e["responseStatus"]["code"] == 403 and not any(a <= when(e) <= b for a, b in restarts))
-           or e["responseStatus"]["code"] in (400, 422)]
-    # (A 5xx is the server's own trouble — a 504 under this 2-core machine's load was seen — and
-    # fracgpu's client retries it; 400 and 422 would be fracgpu writing what the API refuses,
-    # fieldValidation=Strict included.)
+    bad = cluster.refused_requests()
     assert bad == [], f"refused requests of fracgpu's accounts: {bad}"
     # Idle, nothing of fracgpu is rewritten: over a window longer than the device plugin's
     # registration period (30 s, --register-interval) the only writes are lease renewals.
