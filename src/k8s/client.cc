@@ -204,10 +204,12 @@ Status Client::ErrorFor(const std::string& method, const std::string& path,
 }
 
 Result<json> Client::Call(const std::string& method, const std::string& path,
-                          const std::string& content_type, const std::string& body, bool retry) {
+                          const std::string& content_type, const std::string& body, bool retry,
+                          bool strict) {
+  const std::string target = strict ? AppendQuery(path, "fieldValidation", "Strict") : path;
   base::Backoff backoff(options_.backoff);
   for (int attempt = 0;; ++attempt) {
-    auto reply = Perform(method, path, content_type, body);
+    auto reply = Perform(method, target, content_type, body);
     Status st;
     if (reply.ok() && reply->status >= 200 && reply->status < 300) {
       if (reply->body.empty()) return json::object();
@@ -260,13 +262,11 @@ Result<json> Client::List(const std::string& path, const ListOptions& options) {
 // kube-apiserver 1.27+ GA, docs: "Field validation"): an unknown or duplicate field in what
 // fracgpu writes is a 400 naming the field, never a field the server drops without a word.
 Result<json> Client::Create(const std::string& path, const json& body) {
-  return Call("POST", AppendQuery(path, "fieldValidation", "Strict"), "application/json",
-              body.dump(), false);
+  return Call("POST", path, "application/json", body.dump(), false, /*strict=*/true);
 }
 
 Result<json> Client::Update(const std::string& path, const json& body) {
-  return Call("PUT", AppendQuery(path, "fieldValidation", "Strict"), "application/json",
-              body.dump(), false);
+  return Call("PUT", path, "application/json", body.dump(), false, /*strict=*/true);
 }
 
 Status Client::Delete(const std::string& path) {
@@ -275,8 +275,7 @@ Status Client::Delete(const std::string& path) {
 }
 
 Result<json> Client::MergePatch(const std::string& path, const json& patch) {
-  return Call("PATCH", AppendQuery(path, "fieldValidation", "Strict"),
-              "application/merge-patch+json", patch.dump(), true);
+  return Call("PATCH", path, "application/merge-patch+json", patch.dump(), true, /*strict=*/true);
 }
 
 Result<json> Client::PatchWithRetry(

@@ -141,8 +141,11 @@ class Client {
   Client(Config config, ClientOptions options, base::Clock* clock);
   Result<Reply> Perform(const std::string& method, const std::string& path_and_query,
                         const std::string& content_type, const std::string& body);
+  /// One request; `strict` adds fieldValidation=Strict to the URL (writes), which error
+  /// messages leave out: they name the path as the caller gave it.
   Result<json> Call(const std::string& method, const std::string& path_and_query,
-                    const std::string& content_type, const std::string& body, bool retry);
+                    const std::string& content_type, const std::string& body, bool retry,
+                    bool strict = false);
   Status ErrorFor(const std::string& method, const std::string& path, const Reply& reply) const;
   std::string BearerToken();
   void* AcquireHandle();

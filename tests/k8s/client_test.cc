@@ -180,6 +180,11 @@ TEST_F(ClientTest, EveryWriteAsksForStrictFieldValidation) {
         << r.method << " " << r.path << "?" << r.query;
   }
   EXPECT_EQ(writes, 5);
+  // An error names the path as the caller gave it, without the query the client added.
+  auto again = client_->Create(PodPath("ns"), Pod("ns", "q"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().message().rfind("POST " + PodPath("ns") + ": HTTP 409", 0), 0u)
+      << again.status().ToString();
 }
 
 TEST_F(ClientTest, BindPodSetsNodeNameAndConflictsWhenBound) {
