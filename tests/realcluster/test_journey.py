@@ -253,8 +253,12 @@ def test_restarts_mid_flow_lose_nothing(cluster):
                 renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
                 n = cluster.get("node", node)
                 ok = [c for c in n["status"]["conditions"] if c["type"] == "Ready" and c["status"] == "True"]
-                return renewed.timestamp() >= since and ok and \
-                    n["status"]["allocatable"].get("nvidia.com/gpu", "0") != "0"
+                gpus = n["status"]["allocatable"].get("nvidia.com/gpu", "0")
+                # Not back yet: say what is missing (the wait reports the last one on time-out).
+                assert renewed.timestamp() >= since and ok and gpus != "0", \
+                    f"lease renewed {renewed.isoformat()} (restart at {datetime.fromtimestamp(since).isoformat()}), " \
+                    f"Ready {bool(ok)}, nvidia.com/gpu {gpus}"
+                return True
 
             cluster.wait(f"{node} Ready with GPUs after restarting {component}", back, 120)
             p = pod_ready(cluster, "default", "restart-1")

@@ -77,8 +77,9 @@ def test_sandbox_walks_a_notebook_through_the_real_cluster_then_stops_cleanly(_c
     assert "preview: fits now: takes 1 GPU on one node" in out, out
     assert "HTTP 201: Notebook team-a/demo created (kubeflow.org/v1)\n" in out, out
     assert "notebook controller (stand-in): Notebook team-a/demo → StatefulSet team-a/demo\n" in out, out
-    assert ("event: StatefulSet team-a/demo: SuccessfulCreate (statefulset-controller): "
-            "Create Pod demo-0 in StatefulSet demo successful\n") in out, out
+    # (The StatefulSet controller says "create Pod" up to 1.34 and "Create Pod" in 1.37.)
+    assert re.search(r"^event: StatefulSet team-a/demo: SuccessfulCreate \(statefulset-controller\): "
+                     r"[Cc]reate Pod demo-0 in StatefulSet demo successful$", out, re.M), out
     assert ("webhook: pod team-a/demo-0 admitted: spec.schedulerName=fracgpu-scheduler (nvidia.com/gpu=1, "
             "nvidia.com/gpucores=25, nvidia.com/gpumem-percentage=25)\n") in out, out
     m = re.search(r"^scheduler: pod team-a/demo-0 bound to (node-[ab]): \1 GPU (\d) (GPU-[0-9a-f-]+) "
