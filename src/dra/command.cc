@@ -105,11 +105,6 @@ int Run(Flags f) {
     spdlog::error("{}", client.status().ToString());
     return 1;
   }
-  auto watch_client = k8s::Connect(f.kubeconfig);  // the slice watch's own client
-  if (!watch_client.ok()) {
-    spdlog::error("{}", watch_client.status().ToString());
-    return 1;
-  }
   deviceplugin::DeviceState state(*gpus, *config);
   {
     // The device plugin's host-file setup (ld.so.preload, containers/, limits/, node/); the
@@ -124,8 +119,9 @@ int Run(Flags f) {
       return 1;
     }
   }
+  // (No defaultMemory: memory's requestPolicy.default is the whole card, src/dra/slices.cc.)
   dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity,
-                              config->default_memory_mib, config->default_cores};
+                              config->default_cores};
   dra::SlicePublisher publisher(slice_opt, client->get());
   dra::K8sClaimSource claims(client->get());
   dra::DriverOptions dopt{
@@ -154,21 +150,19 @@ int Run(Flags f) {
     wo.field_selector = "metadata.name=" + publisher.SliceName();
     bool first = true;
     while (!stop.stopped()) {
-      auto end = (*watch_client)
-                     ->Watch(
-                         "/apis/resource.k8s.io/v1/resourceslices", wo,
-                         [&](const k8s::WatchEvent& ev) {
-                           if (ev.type == "DELETED" || ev.type == "MODIFIED" ||
-                               (ev.type == "ADDED" && !first)) {
-                             if (ev.type == "DELETED")
-                               spdlog::info("ResourceSlice {} was deleted; publishing it again",
-                                            publisher.SliceName());
-                             resync = true;
-                             state.Wake();
-                           }
-                           return true;
-                         },
-                         &stop);
+      auto end = (*client)->Watch(
+          "/apis/resource.k8s.io/v1/resourceslices", wo,
+          [&](const k8s::WatchEvent& ev) {
+            if (ev.type == "DELETED" || ev.type == "MODIFIED" || (ev.type == "ADDED" && !first)) {
+              if (ev.type == "DELETED")
+                spdlog::info("ResourceSlice {} was deleted; publishing it again",
+                             publisher.SliceName());
+              resync = true;
+              state.Wake();
+            }
+            return true;
+          },
+          &stop);
       first = false;
       if (!end.ok()) {
         spdlog::warn("watching ResourceSlice {}: {}", publisher.SliceName(),

@@ -42,9 +42,6 @@ struct SliceOptions {
   std::string node_name;  ///< spec.nodeName and the pool name
   /// Publish allowMultipleAllocations and request policies (KEP-5075); false = whole cards.
   bool consumable_capacity = true;
-  /// The device config's defaultMemory, MiB. Not published: memory's requestPolicy.default is
-  /// always the whole card, so that a request without memory (the whole-GPU class) is whole.
-  int64_t default_memory_mib = 0;
   /// requestPolicy.default of cores, percent (HAMi's defaultCores).
   int32_t default_cores = 0;
 };

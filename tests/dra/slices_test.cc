@@ -25,7 +25,7 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
   // The device plugin's own inventory code makes the register entries.
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
   std::map<std::string, GpuFacts> facts = {{kUuid0, {"Ampere", "8.0", "535.104.05"}}};
-  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0, 0});
+  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0});
   ASSERT_EQ(devices.size(), 2u);
   const json& d = devices[0];
   EXPECT_EQ(d["name"], "gpu-0");
@@ -57,14 +57,14 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
 
 TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0, 0});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0});
   for (const auto& d : devices) {
     EXPECT_FALSE(d.contains("allowMultipleAllocations"));
     EXPECT_FALSE(d["capacity"]["memory"].contains("requestPolicy"));
     EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
   }
   // First-fit over whole devices: two claims take the two cards, a third does not fit.
-  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0, 0}, 1);
+  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0}, 1);
   auto usage = UsageFromSlices({slice}, {}, kDriverName);
   ASSERT_TRUE(usage.ok());
   int n = 0;
@@ -82,8 +82,10 @@ TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
 TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
   // A request without memory (the whole-GPU class) must take the whole card, so defaultMemory
   // is not the policy default (it would make "whole" a defaultMemory-sized share).
-  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 2000, 0});
+  deviceplugin::DeviceConfig config;
+  config.default_memory_mib = 2000;
+  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), config, {});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 0});
   for (const auto& d : devices) {
     EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"],
               d["capacity"]["memory"]["value"]);
@@ -92,7 +94,7 @@ TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
 
 TEST(SlicesTest, SameSliceSpecComparesCapacityQuantitiesByValue) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  SliceOptions opt{kDriverName, kNode, true, 0, 0};
+  SliceOptions opt{kDriverName, kNode, true, 0};
   json want = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 3)["spec"];
   // What the API server returns: 81920Mi stored as 80Gi.
   json read_back = want;
@@ -130,7 +132,7 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   config.server = api.url();
   auto client = k8s::Client::Create(config);
   ASSERT_TRUE(client.ok());
-  SliceOptions opt{kDriverName, kNode, true, 0, 0};
+  SliceOptions opt{kDriverName, kNode, true, 0};
   SlicePublisher pub(opt, client->get());
   auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
   auto g1 = pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt));
