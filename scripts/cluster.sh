@@ -463,6 +463,9 @@ up() {
   wait_for "fracgpu scheduler ready" 60 curl -sf "http://127.0.0.1:$port_fsched_health/readyz"
   wait_for "fracgpu ui" 30 curl -sf "http://127.0.0.1:$port_ui/api/options"
   echo "http://127.0.0.1:$port_ui" > "$dir/ui-url"
+  # Pods in default are refused ("serviceaccount default not found") until the controller-
+  # manager's ServiceAccount controller has made it.
+  wait_for "ServiceAccount default/default" 60 kc -n default get serviceaccount default
   log "up in $(( $(date +%s) - t0 )) s: $nodes nodes ($(cat "$dir/mode") mode)"
   echo "KUBECONFIG=$dir/admin.kubeconfig"
 }
