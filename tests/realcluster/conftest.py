@@ -59,6 +59,17 @@ class Cluster:
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last})")
 
+    def node_gpus(self, node):
+        """The node's fake GPUs as scripts/cluster.sh gave them: [(uuid, MiB)]."""
+        spec = (self.dir / "nodes" / node / "gpus").read_text().strip()
+        return [(u, int(m)) for u, m in (d.rsplit(":", 1) for d in spec.split(","))]
+
+    def running(self, namespace, name):
+        """The pod when its phase is Running, else None (kubectl failing raises, which wait()
+        takes as not yet)."""
+        p = self.get("-n", namespace, "pod", name)
+        return p if p["status"].get("phase") == "Running" else None
+
     def record(self, node, namespace, pod, container):
         """The CreateContainerRequest the node's fake CRI runtime received, parsed (records.py)."""
         return read_record(self.dir, node, namespace, pod, container)

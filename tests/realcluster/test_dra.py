@@ -18,12 +18,6 @@ from conftest import DRA_SLICE_INTERVAL
 DRIVER = "gpu.fracgpu.io"
 MI = 1 << 20
 
-def node_gpus(cluster, node):
-    """The node's fake GPUs as scripts/cluster.sh gave them: [(uuid, MiB)]."""
-    spec = (cluster.dir / "nodes" / node / "gpus").read_text().strip()
-    return [(u, int(m)) for u, m in (d.rsplit(":", 1) for d in spec.split(","))]
-
-
 def node_names(cluster):
     return sorted(n["metadata"]["name"] for n in cluster.get("nodes")["items"])
 
@@ -61,11 +55,6 @@ def cdi_env(spec):
 def cdi_devices_of(record):
     """The CDI device names of a CreateContainerRequest (CRI v1 ContainerConfig.CDI_devices)."""
     return [d["name"] for d in record["config"].get("CDIDevices", [])]
-
-
-def running(cluster, ns, name):
-    p = cluster.get("-n", ns, "pod", name)
-    return p if p["status"].get("phase") == "Running" else None
 
 
 def unschedulable(cluster, ns, name):
@@ -163,7 +152,7 @@ def check_prepared(cluster, pod, rc, container="c"):
 def test_slices_published_and_driver_registered(dra_cluster):
     c = dra_cluster
     for node in node_names(c):
-        gpus = node_gpus(c, node)
+        gpus = c.node_gpus(node)
         s = slice_of(c, node)
         assert s is not None, f"{node}: no ResourceSlice of {DRIVER}"
         assert s["spec"]["pool"]["name"] == node
@@ -189,7 +178,7 @@ def test_a_one_fractional_share(dra_cluster):
         "capacity": {"requests": {"memory": f"{mem_mib}Mi", "cores": str(cores)}}}}])
     apply_all(c, rc, claim_pod("dra-a", {"g": "dra-a"}))
     try:
-        pod = c.wait("dra-a Running", lambda: running(c, "default", "dra-a"), 90)
+        pod = c.wait("dra-a Running", lambda: c.running("default", "dra-a"), 90)
         got = c.get("-n", "default", "resourceclaim", "dra-a")
         [r] = got["status"]["allocation"]["devices"]["results"]
         assert r.get("shareID"), "a share of a multi-allocatable device has a shareID"
@@ -197,7 +186,7 @@ def test_a_one_fractional_share(dra_cluster):
         assert int(r["consumedCapacity"]["cores"]) == cores
         [(dev, dev_uuid, mib, got_cores)] = check_prepared(c, pod, got)
         assert (mib, got_cores) == (mem_mib, cores)
-        assert dev_uuid in [u for u, _ in node_gpus(c, pod["spec"]["nodeName"])]
+        assert dev_uuid in [u for u, _ in c.node_gpus(pod["spec"]["nodeName"])]
     finally:
         delete(c, ("pod", "dra-a"), ("resourceclaim", "dra-a"))
 
@@ -217,12 +206,12 @@ def test_b_n_shares_land_on_n_distinct_gpus(dra_cluster, count):
             "kills kube-scheduler (index out of range [2] with length 2); fixed upstream by 1.37")
     name = f"dra-b{count}"
     mem_mib, cores = 1000, 10
-    fits = [n for n in node_names(c) if len(node_gpus(c, n)) >= count]
+    fits = [n for n in node_names(c) if len(c.node_gpus(n)) >= count]
     assert fits, f"no node has {count} GPUs"
     c.apply(yaml.safe_dump(hami_pod(name, {"nvidia.com/gpu": count, "nvidia.com/gpumem": mem_mib,
                                            "nvidia.com/gpucores": cores})))
     try:
-        pod = c.wait(f"{name} Running", lambda: running(c, "default", name), 90)
+        pod = c.wait(f"{name} Running", lambda: c.running("default", name), 90)
         assert pod["spec"]["nodeName"] in fits
         [rc] = pod_claims(c, pod)
         devices = rc["spec"]["devices"]
@@ -238,7 +227,7 @@ def test_b_n_shares_land_on_n_distinct_gpus(dra_cluster, count):
 
 def test_c_first_available_subrequest(dra_cluster):
     c = dra_cluster
-    biggest = max(m for n in node_names(c) for _, m in node_gpus(c, n))
+    biggest = max(m for n in node_names(c) for _, m in c.node_gpus(n))
     small_mib, small_cores = 2000, 20
     rc = claim("dra-c", [{"name": "gpu", "firstAvailable": [
         # No GPU has this much: the allocator must fall through to the second subrequest.
@@ -248,7 +237,7 @@ def test_c_first_available_subrequest(dra_cluster):
          "capacity": {"requests": {"memory": f"{small_mib}Mi", "cores": str(small_cores)}}}]}])
     apply_all(c, rc, claim_pod("dra-c", {"g": "dra-c"}, {"g": "gpu"}))
     try:
-        pod = c.wait("dra-c Running", lambda: running(c, "default", "dra-c"), 90)
+        pod = c.wait("dra-c Running", lambda: c.running("default", "dra-c"), 90)
         got = c.get("-n", "default", "resourceclaim", "dra-c")
         [r] = got["status"]["allocation"]["devices"]["results"]
         assert r["request"] == "gpu/small"
@@ -283,12 +272,12 @@ def test_d_whole_gpu_is_whole(dra_cluster, default_memory):
         set_default_memory(c, default_memory)
     try:
         c.apply(yaml.safe_dump(hami_pod(name, {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100})))
-        pod = c.wait(f"{name} Running", lambda: running(c, "default", name), 90)
+        pod = c.wait(f"{name} Running", lambda: c.running("default", name), 90)
         [rc] = pod_claims(c, pod)
         assert rc["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "whole-gpu.fracgpu.io"
         [(dev, dev_uuid, mib, cores)] = check_prepared(c, pod, rc)
         node = pod["spec"]["nodeName"]
-        card_mib = dict(node_gpus(c, node))[dev_uuid]
+        card_mib = dict(c.node_gpus(node))[dev_uuid]
         assert (mib, cores) == (card_mib, 100), f"whole GPU {dev} got {mib} MiB / {cores} %"
         # Nothing else fits on that GPU: a 1 MiB share pinned to it stays unschedulable.
         pin = claim(f"{name}-pin", [{"name": "gpu", "exactly": {
@@ -301,7 +290,7 @@ def test_d_whole_gpu_is_whole(dra_cluster, default_memory):
         # The control: the same share runs on that GPU once the whole-GPU pod is gone (so it was
         # the whole GPU that kept it out, not a selector that matches nothing).
         c.kubectl("delete", "-n", "default", "pod", name, "--wait=true", timeout=120)
-        pin_pod = c.wait(f"{name}-pin Running", lambda: running(c, "default", f"{name}-pin"), 120)
+        pin_pod = c.wait(f"{name}-pin Running", lambda: c.running("default", f"{name}-pin"), 120)
         [pin_rc] = pod_claims(c, pin_pod)
         [(_, pin_uuid, _, _)] = check_prepared(c, pin_pod, pin_rc)
         assert pin_uuid == dev_uuid
@@ -352,7 +341,7 @@ def test_f_slices_back_after_kubelet_restart(dra_cluster):
         s = c.wait(f"{node} slice recreated after the kubelet's wipe", recreated, 15)
         print(f"slice of {node} back {time.monotonic() - t0:.1f} s after the kubelet restart")
         assert sorted(d["attributes"]["uuid"]["string"] for d in s["spec"]["devices"]) == \
-            sorted(u for u, _ in node_gpus(c, node))
+            sorted(u for u, _ in c.node_gpus(node))
         c.wait(f"{node} Ready", lambda: any(
             x["type"] == "Ready" and x["status"] == "True"
             for x in c.get("node", node)["status"]["conditions"]), 60)

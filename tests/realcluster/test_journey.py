@@ -18,21 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 SPLIT = "hami.io/node-nvidia-register"
 
 
-def node_gpus(cluster, node):
-    """The node's fake GPUs as scripts/cluster.sh gave them: [(uuid, MiB)]."""
-    spec = (cluster.dir / "nodes" / node / "gpus").read_text().strip()
-    return [(u, int(m)) for u, m in (d.rsplit(":", 1) for d in spec.split(","))]
-
-
 def device_split_count(cluster):
     """deviceSplitCount of the fracgpu-device-config ConfigMap, as applied from deploy/."""
     cm = cluster.get("-n", "fracgpu-system", "configmap", "fracgpu-device-config")
     return int(yaml.safe_load(cm["data"]["device-config.yaml"])["nvidia"]["deviceSplitCount"])
-
-
-def pod_ready(cluster, ns, name):
-    p = cluster.get("-n", ns, "pod", name)
-    return p if p["status"].get("phase") == "Running" else None
 
 
 def mounts_of(record):
@@ -45,7 +34,7 @@ def test_nodes_advertise_their_fake_gpus(cluster):
     assert len(nodes) >= 2
     for n in nodes:
         name = n["metadata"]["name"]
-        gpus = node_gpus(cluster, name)
+        gpus = cluster.node_gpus(name)
         ready = [c for c in n["status"]["conditions"] if c["type"] == "Ready"]
         assert ready and ready[0]["status"] == "True", name
         # The device plugin advertises deviceSplitCount shares of each GPU (docs/device-plugin.md).
@@ -70,14 +59,14 @@ def test_hami_example_pod_runs_with_its_slice(cluster, example):
     cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=true")
     cluster.kubectl("apply", "-n", ns, "-f", str(example))
     try:
-        pod = cluster.wait(f"{ns}/{name} Running", lambda: pod_ready(cluster, ns, name), 90)
+        pod = cluster.wait(f"{ns}/{name} Running", lambda: cluster.running(ns, name), 90)
         # The webhook (called by the real API server over TLS) routed it to fracgpu's scheduler.
         assert pod["spec"]["schedulerName"] == "fracgpu-scheduler"
         node = pod["spec"]["nodeName"]
         ann = pod["metadata"]["annotations"]
         assert ann.get("hami.io/vgpu-node") == node
         assert ann.get("hami.io/bind-phase") == "success"
-        gpus = dict(node_gpus(cluster, node))
+        gpus = dict(cluster.node_gpus(node))
         hook = cluster.dir / "nodes" / node / "hook" / "vgpu"
         for ctr in gpu_ctrs:
             limits = ctr["resources"]["limits"]
@@ -142,7 +131,7 @@ def test_validating_admission_policy_denies_a_forged_decision(cluster):
 
 def test_twenty_pods_at_once_never_overcommit_one_gpu(cluster):
     node = "node-a"
-    uuid, mib = node_gpus(cluster, node)[0]
+    uuid, mib = cluster.node_gpus(node)[0]
     per_pod = 2000
     fits = mib // per_pod  # 16384 // 2000 = 8
     docs = []
@@ -234,7 +223,7 @@ def test_restarts_mid_flow_lose_nothing(cluster):
         cluster.restart("fracgpu-scheduler")
         cluster.restart("fracgpu-kube-scheduler")
         p1 = cluster.wait("pod Running after a scheduler restart",
-                          lambda: pod_ready(cluster, "default", "restart-1"), 90)
+                          lambda: cluster.running("default", "restart-1"), 90)
         assert p1["spec"]["schedulerName"] == "fracgpu-scheduler"
         node = p1["spec"]["nodeName"]
         alloc1 = p1["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
@@ -261,14 +250,14 @@ def test_restarts_mid_flow_lose_nothing(cluster):
                 return True
 
             cluster.wait(f"{node} Ready with GPUs after restarting {component}", back, 120)
-            p = pod_ready(cluster, "default", "restart-1")
+            p = cluster.running("default", "restart-1")
             assert p, f"restart-1 not Running after restarting {component}"
             assert p["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] == alloc1
             name = f"after-{component}"
             names.append(name)
             cluster.kubectl("create", "-f", "-", input=json.dumps(
-                gpu_pod(name, 1000, **{"nvidia.com/use-gpuuuid": node_gpus(cluster, node)[0][0]})))
-            cluster.wait(f"{name} Running", lambda: pod_ready(cluster, "default", name), 120)
+                gpu_pod(name, 1000, **{"nvidia.com/use-gpuuuid": cluster.node_gpus(node)[0][0]})))
+            cluster.wait(f"{name} Running", lambda: cluster.running("default", name), 120)
             rec = cluster.wait(f"{name}'s CRI record", lambda: cluster.record(node, "default", name, "c"), 30)
             assert container_env(rec)["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1000m"
     finally:

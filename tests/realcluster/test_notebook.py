@@ -78,12 +78,6 @@ def kubeflow(cluster, tmp_path):
     cluster.kubectl("delete", "-n", NS, "notebooks.kubeflow.org,statefulsets,services", "--all", "--wait=false")
 
 
-def running(cluster, ns, pod):
-    p = cluster.kubectl("get", "-n", ns, "pod", pod, "-o", "json", check=False)
-    obj = json.loads(p.stdout) if p.returncode == 0 else None
-    return obj if obj and obj["status"].get("phase") == "Running" else None
-
-
 def form(name, **slice_):
     return {"name": name, "namespace": NS, "image": "jupyter:v1", "cpu": "1", "memory": "1Gi",
             "gpus": 1, "slice": slice_}
@@ -103,7 +97,7 @@ def test_notebook_from_the_ui_runs_with_its_slice(cluster, kubeflow):
     sts = cluster.get("-n", NS, "statefulset", name)
     assert sts["metadata"]["ownerReferences"][0]["uid"] == nb["metadata"]["uid"]
     # The real StatefulSet controller makes <name>-0; the real API server calls fracgpu's webhook.
-    pod = cluster.wait(f"{NS}/{name}-0 Running", lambda: running(cluster, NS, name + "-0"), 120)
+    pod = cluster.wait(f"{NS}/{name}-0 Running", lambda: cluster.running(NS, name + "-0"), 120)
     assert pod["spec"]["schedulerName"] == "fracgpu-scheduler"
     assert pod["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
     assert pod["metadata"]["labels"]["notebook-name"] == name
