@@ -88,7 +88,7 @@ std::vector<PreparedDevice> Driver::DevicesOf(const PreparedClaim& c) const {
     // exactly, and a container names the request, never a firstAvailable subrequest: the
     // allocation's "<request>/<subrequest>" is reported as "<request>" (as the upstream
     // kubeletplugin helper does, stripSubrequestNames).
-    PreparedDevice d{BaseRequest(s.request), s.pool, s.device, {}};
+    PreparedDevice d{BaseRequest(s.request), s.pool, s.device, {}, s.share_id};
     // One CDI device carries the whole claim; it is named once per request so a container
     // that uses the claim gets it once (duplicate CDI names are not needed by any runtime).
     if (std::find(requests_seen.begin(), requests_seen.end(), d.request) == requests_seen.end()) {

@@ -55,6 +55,7 @@ struct PreparedDevice {
   std::string pool;
   std::string device;
   std::vector<std::string> cdi_device_ids;
+  std::string share_id;  ///< the allocation's shareID; "" for a whole-device allocation
   bool operator==(const PreparedDevice&) const = default;
 };
 

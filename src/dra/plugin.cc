@@ -32,6 +32,10 @@ void PrepareInto(Driver* driver, const typename Api::NodePrepareResourcesRequest
       dev->set_pool_name(d.pool);
       dev->set_device_name(d.device);
       for (const auto& id : d.cdi_device_ids) dev->add_cdi_device_ids(id);
+      // dra/v1 has share_id (field 5); dra/v1beta1 does not.
+      if constexpr (requires { dev->set_share_id(d.share_id); }) {
+        if (!d.share_id.empty()) dev->set_share_id(d.share_id);
+      }
     }
   }
 }

@@ -94,6 +94,9 @@ TEST_F(PluginTest, RegistersPreparesAndUnpreparesOverV1) {
   EXPECT_EQ(c.devices(0).request_names(0), "gpu");
   ASSERT_EQ(c.devices(0).cdi_device_ids_size(), 1);
   EXPECT_EQ(c.devices(0).cdi_device_ids(0), "fracgpu.io/gpu=claim-uid-1");
+  // dra/v1 Device.share_id (field 5) carries the allocation's shareID.
+  ASSERT_TRUE(c.devices(0).has_share_id());
+  EXPECT_EQ(c.devices(0).share_id(), "s-1");
   ASSERT_TRUE(fs::exists(CdiFile("uid-1")));
   EXPECT_NE(ReadFile(dir_.path() + "/hook/vgpu/limits/claim_uid-1.env")
                 .find("CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"),
@@ -156,6 +159,9 @@ TEST_F(PluginTest, KubeletOfOneThirtyThreeNegotiatesV1beta1) {
   // One CDI device for the claim, named once per request.
   EXPECT_EQ(c.devices(0).cdi_device_ids_size(), 1);
   EXPECT_EQ(c.devices(1).cdi_device_ids_size(), 0);
+  // dra/v1beta1 has no share_id: nothing of it crosses that wire.
+  EXPECT_FALSE(c.devices(0).has_share_id());
+  EXPECT_FALSE(c.devices(1).has_share_id());
   std::string limits = ReadFile(dir_.path() + "/hook/vgpu/limits/claim_uid-2.env");
   EXPECT_NE(limits.find("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\nCUDA_DEVICE_SM_LIMIT_0=0\nCUDA_DEVICE_"
                         "MEMORY_LIMIT_1=5000m\n"
