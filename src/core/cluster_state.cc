@@ -24,11 +24,15 @@ bool InitFinished(const PodObject& pod, size_t num_init) {
 
 // Every GPU of the node in full: all memory and cores on the first container, and one slot
 // per split on each (count containers), so nothing else fits on any of them.
+// Ghost GPUs (no longer registered) are left out: nothing can be placed on them.
 PodGrants WholeNodeGrants(const NodeState& node) {
   int32_t slots = 1;
-  for (const auto& g : node.gpus) slots = std::max(slots, g.info.count);
+  for (const auto& g : node.gpus) {
+    if (!g.ghost) slots = std::max(slots, g.info.count);
+  }
   PodGrants grants(static_cast<size_t>(slots));
   for (const auto& g : node.gpus) {
+    if (g.ghost) continue;
     for (int32_t c = 0; c < std::max(1, g.info.count); ++c) {
       DeviceGrant grant;
       grant.uuid = g.info.uuid;
@@ -201,10 +205,16 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
     if (scores.ok()) entry.state.topology = std::move(*scores);
   }
   entry.usable = !entry.state.gpus.empty() && node.allocatable_gpus > 0;
-  if (nodes_.find(name) == nodes_.end()) ReserveIndex(nodes_.size() + 1);
+  // The GPUs as they were (ghosts included): a GPU that left keeps its registration as a ghost.
+  std::vector<GpuState> previous;
+  if (auto old = nodes_.find(name); old != nodes_.end()) {
+    previous = std::move(old->second.state.gpus);
+  } else {
+    ReserveIndex(nodes_.size() + 1);
+  }
   auto [it, inserted] = nodes_.insert_or_assign(name, std::move(entry));
   if (inserted) IndexInsert(&*it);
-  RebuildNode(name);
+  RebuildNode(name, &previous);
   return result;
 }
 
@@ -217,7 +227,7 @@ void ClusterState::RemoveNode(const std::string& name) {
   for (const auto& uid : pods_by_node_[name]) applied_.erase(uid);
 }
 
-void ClusterState::RebuildNode(const std::string& name) {
+void ClusterState::RebuildNode(const std::string& name, const std::vector<GpuState>* previous) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   NodeEntry& e = it->second;
@@ -229,14 +239,58 @@ void ClusterState::RebuildNode(const std::string& name) {
   for (const auto& uid : pods_by_node_[name]) {
     applied_.erase(uid);
     auto p = pods_.find(uid);
-    if (p != pods_.end()) Apply(p->second, true);
+    if (p != pods_.end()) Apply(p->second, true, previous);
   }
   Touch(e);
 }
 
+namespace {
+
+// Adds a ghost GpuState (GpuState::ghost) to `node` for every GPU `grants` name that the node
+// does not have: its registration as last seen in `previous` when there (a GPU that just left
+// the register annotation), else one with no capacity (a restart rebuilding from pods after
+// it left). Ghosts are unhealthy and cordoned, so fit never chooses them; they exist so that
+// the pod's usage on the GPUs still registered is counted (accounting never lower than what
+// pods hold, docs/scheduler.md "A GPU leaving the registration").
+void AddGhosts(NodeState& node, const PodGrants& grants, const std::vector<GpuState>* previous) {
+  for (const ContainerGrants& c : grants) {
+    for (const DeviceGrant& d : c) {
+      bool present = false;
+      for (const GpuState& g : node.gpus) present = present || g.info.uuid == d.uuid;
+      if (present) continue;
+      GpuState ghost;
+      ghost.info.uuid = d.uuid;
+      ghost.info.devmem_mib = 0;
+      ghost.info.devcore = 0;
+      ghost.info.count = 0;
+      ghost.info.type = d.type;
+      if (previous != nullptr) {
+        for (const GpuState& g : *previous) {
+          if (g.info.uuid == d.uuid) ghost.info = g.info;
+        }
+      }
+      ghost.info.health = false;
+      ghost.cordoned = true;
+      ghost.ghost = true;
+      node.gpus.push_back(std::move(ghost));
+    }
+  }
+}
+
+// Drops the ghosts no pod uses any more.
+void DropIdleGhosts(NodeState& node) {
+  std::erase_if(node.gpus, [](const GpuState& g) {
+    return g.ghost && g.used == 0 && g.used_mem_mib == 0 && g.used_cores == 0;
+  });
+}
+
+}  // namespace
+
 // Adds (or removes) a pod's collapsed usage on its node; tracks which pods are applied so
-// add and remove always pair up.
-void ClusterState::Apply(PodAllocation& a, bool add) {
+// add and remove always pair up. A GPU of the allocation the node no longer registers gets a
+// ghost (AddGhosts, its registration from `previous` when known), so the rest of the
+// allocation is still counted.
+void ClusterState::Apply(PodAllocation& a, bool add, const std::vector<GpuState>* previous) {
   auto it = nodes_.find(a.node);
   if (add) {
     if (applied_.count(a.uid) || it == nodes_.end()) return;
@@ -245,10 +299,24 @@ void ClusterState::Apply(PodAllocation& a, bool add) {
       a.num_init = 0;
       a.init_finished = false;
     }
-    Status st = AddPodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    NodeState& node = it->second.state;
+    const size_t before = node.gpus.size();
+    AddGhosts(node, a.grants, previous);
+    Status st = AddPodGrants(node, a.grants, a.num_init, a.init_finished);
+    if (!st.ok()) node.gpus.resize(before);  // no ghost without its usage
     if (st.ok()) {
       Touch(it->second);
       applied_.insert(a.uid);
+      if (node.gpus.size() > before) {
+        ++orphaned_;
+        std::string uuids;
+        for (size_t i = before; i < node.gpus.size(); ++i)
+          uuids += (uuids.empty() ? "" : ",") + node.gpus[i].info.uuid;
+        Log(LogSeverity::kWarning, "pod " + a.key + ": allocation on GPU " + uuids +
+                                       ", which node " + a.node +
+                                       " does not register; counted there as a ghost GPU (not "
+                                       "schedulable) until the pod ends");
+      }
     } else {
       ++orphaned_;
       Log(LogSeverity::kWarning,
@@ -260,6 +328,7 @@ void ClusterState::Apply(PodAllocation& a, bool add) {
       return;
     }
     Status st = RemovePodGrants(it->second.state, a.grants, a.num_init, a.init_finished);
+    if (st.ok()) DropIdleGhosts(it->second.state);
     Touch(it->second);  // all or nothing: unchanged on error
     if (!st.ok()) {
       Log(LogSeverity::kError,

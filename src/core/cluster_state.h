@@ -12,7 +12,11 @@
 //    init containers' reservation collapses (core::CollapsePodUsage) and shrinks to the app
 //    containers once every init container terminated with exit code 0;
 //  * a bind records its decision at once (Assume), before the watch shows the annotations;
-//    an older version of the pod arriving later does not erase it.
+//    an older version of the pod arriving later does not erase it;
+//  * accounting is never lower than what pods hold: a GPU that leaves a node's registration
+//    while a pod holds usage on it stays as a ghost (GpuState::ghost: unhealthy, cordoned,
+//    never chosen) until its last pod ends, and the rest of the pod's allocation stays counted
+//    on the GPUs still registered; a restart rebuilding from pods makes the same ghosts.
 //
 // Pure: it reads the few fields of Node and Pod objects it needs as plain structs (NodeObject,
 // PodObject; k8s/gpu_objects.h fills them from the API objects) and reports what it cannot
@@ -168,7 +172,9 @@ class ClusterState {
   }
   /// Every usable node, sorted by name.
   std::vector<NodeState> Nodes() const;
-  /// Number of pods whose usage could not be applied (GPU gone from the node).
+  /// Times a pod's usage was applied with a ghost GPU (a GPU of its allocation the node does
+  /// not register) or could not be applied at all (its allocation does not collapse), since
+  /// start; each is logged.
   int64_t orphaned_allocations() const { return orphaned_; }
 
  private:
@@ -248,8 +254,9 @@ class ClusterState {
   void StageConfirm(Pipeline& p, const std::string& name, size_t i, bool gpus) const;
   // Refreshes the entry's summary after its state changed.
   static void Touch(NodeEntry& e) { e.summary = SummarizeForFit(e.state); }
-  void RebuildNode(const std::string& name);
-  void Apply(PodAllocation& a, bool add);
+  // Resets the node's usage and re-applies its pods; `previous` = its GPUs before an update.
+  void RebuildNode(const std::string& name, const std::vector<GpuState>* previous);
+  void Apply(PodAllocation& a, bool add, const std::vector<GpuState>* previous = nullptr);
   void Log(LogSeverity severity, const std::string& line) const {
     if (log_) log_(severity, line);
   }

@@ -20,6 +20,9 @@ struct GpuState {
   int32_t used = 0;          ///< slices (containers) placed on it
   int32_t used_cores = 0;    ///< SM % promised (out of info.devcore)
   bool cordoned = false;     ///< UUID listed in `hami.io/device-cordon`
+  /// Not in the node's registration any more, kept only for the usage its pods still hold
+  /// (core::ClusterState): never schedulable (also !info.health and cordoned).
+  bool ghost = false;
   DeviceInfo info;
 
   int64_t FreeMemMib() const { return info.devmem_mib - used_mem_mib; }

@@ -147,7 +147,7 @@ TEST(CoreClusterState, AnAssumedBindSurvivesAnOlderPodVersionUntilForgotten) {
   EXPECT_EQ(s.Assume(a).code(), StatusCode::kNotFound);
 }
 
-TEST(CoreClusterState, AnAllocationOnAGpuTheNodeLacksIsLoggedAndOrphaned) {
+TEST(CoreClusterState, AnAllocationOnAGpuTheNodeLacksIsLoggedAndCountedOnAGhost) {
   ClusterState s;
   std::vector<std::pair<LogSeverity, std::string>> lines;
   s.SetLogger([&](LogSeverity sev, std::string_view line) { lines.emplace_back(sev, line); });
@@ -156,8 +156,136 @@ TEST(CoreClusterState, AnAllocationOnAGpuTheNodeLacksIsLoggedAndOrphaned) {
   EXPECT_EQ(s.orphaned_allocations(), 1);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].first, LogSeverity::kWarning);
-  EXPECT_EQ(lines[0].second.rfind("pod default/x: allocation not counted on node n1: ", 0), 0u)
+  EXPECT_EQ(lines[0].second.rfind("pod default/x: allocation on GPU GPU-9, which node n1 does not "
+                                  "register; counted there as a ghost GPU",
+                                  0),
+            0u)
       << lines[0].second;
+  auto node = s.Node("n1");
+  ASSERT_EQ(node->gpus.size(), 3u);
+  EXPECT_TRUE(Gpu(*node, 2).ghost);
+  EXPECT_EQ(Gpu(*node, 2).used_mem_mib, 100);
+}
+
+// One app container with 10,000 MiB on each of two GPUs (issue 33's numbers).
+PodGrants TwoByTenThousand() {
+  return {{DeviceGrant{"GPU-0", "NVIDIA", 10000, 0}, DeviceGrant{"GPU-1", "NVIDIA", 10000, 0}}};
+}
+
+// A pod of one container asking for 1 GPU with 10,000 MiB.
+PodRequest TenThousandOnOneGpu() {
+  ContainerRequest c;
+  c.name = "c";
+  c.num_gpus = 1;
+  c.mem_mib = 10000;
+  PodRequest p;
+  p.containers.push_back(c);
+  return p;
+}
+
+// The node of TwoGpus with GPU-1 gone from its registration.
+NodeObject OnlyGpu0() {
+  DeviceInfo a;
+  a.uuid = "GPU-0";
+  a.devmem_mib = 16384;
+  NodeObject n;
+  n.name = "n1";
+  n.node_register = EncodeNodeRegister({a});
+  n.allocatable_gpus = 1;
+  return n;
+}
+
+// Both ways of deciding fit (the packed summary of /filter and the full fit) on `node`.
+bool FitsEitherWay(const PodRequest& pod, const ClusterState& s) {
+  const NodeState* node = s.FindNode("n1");
+  if (node == nullptr) return false;
+  const bool full = Fits(pod, *node, FitOptions{});
+  const NodeFitSummary summary = SummarizeForFit(*node);
+  EXPECT_EQ(full, !summary.exact || FitsBySummary(pod, summary));
+  return full;
+}
+
+// Issue 33 item 2: GPU 1 leaves the register annotation while a 2 × 10,000 MiB pod holds
+// both GPUs. Its 10,000 MiB on GPU 0 stay counted (it lost the whole allocation before, and a
+// new 10,000 MiB pod fitted on GPU 0: 20,000 of 16,384 MiB once GPU 1 returned); GPU 1 stays as
+// a ghost that nothing can be placed on; its return, a restart from pods (either order) and the
+// pod's end each give the exact usage.
+TEST(CoreClusterState, AGpuLeavingTheRegistrationKeepsItsPodsCharges) {
+  const PodRequest next = TenThousandOnOneGpu();
+  ClusterState s;
+  ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());
+  PodObject held = Holding("a", TwoByTenThousand());
+  ASSERT_TRUE(s.UpsertPod(held).ok());
+  EXPECT_FALSE(FitsEitherWay(next, s));  // 6,384 MiB free on each GPU
+
+  // Drop-out.
+  ASSERT_TRUE(s.UpsertNode(OnlyGpu0()).ok());
+  auto node = s.Node("n1");
+  ASSERT_TRUE(node.has_value());
+  ASSERT_EQ(node->gpus.size(), 2u);
+  EXPECT_EQ(Gpu(*node, 0).info.uuid, "GPU-0");
+  EXPECT_EQ(Gpu(*node, 0).used_mem_mib, 10000);
+  EXPECT_FALSE(Gpu(*node, 0).ghost);
+  EXPECT_EQ(Gpu(*node, 1).info.uuid, "GPU-1");
+  EXPECT_TRUE(Gpu(*node, 1).ghost);
+  EXPECT_FALSE(Gpu(*node, 1).info.health);
+  EXPECT_TRUE(Gpu(*node, 1).cordoned);
+  EXPECT_EQ(Gpu(*node, 1).info.devmem_mib, 16384);  // its registration as last seen
+  EXPECT_EQ(Gpu(*node, 1).used_mem_mib, 10000);
+  EXPECT_FALSE(FitsEitherWay(next, s)) << "the new pod over-commits GPU 0";
+  ContainerRequest small;
+  small.num_gpus = 1;
+  small.mem_mib = 1000;
+  PodRequest small_pod;
+  small_pod.containers.push_back(small);
+  EXPECT_TRUE(FitsEitherWay(small_pod, s));  // GPU 0 still takes what fits
+  // A node update while GPU 1 is away keeps the ghost and its usage.
+  ASSERT_TRUE(s.UpsertNode(OnlyGpu0()).ok());
+  EXPECT_EQ(s.Node("n1")->gpus.size(), 2u);
+  EXPECT_EQ(Gpu(*s.Node("n1"), 1).used_mem_mib, 10000);
+
+  // Return.
+  ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());
+  node = s.Node("n1");
+  ASSERT_EQ(node->gpus.size(), 2u);
+  EXPECT_FALSE(Gpu(*node, 1).ghost);
+  EXPECT_TRUE(Gpu(*node, 1).info.health);
+  EXPECT_EQ(Gpu(*node, 0).used_mem_mib, 10000);
+  EXPECT_EQ(Gpu(*node, 1).used_mem_mib, 10000);
+  EXPECT_FALSE(FitsEitherWay(next, s));
+
+  // Restart while GPU 1 is away: rebuilt from the node and the pod, in either order.
+  for (const bool pods_first : {false, true}) {
+    ClusterState r;
+    if (pods_first) {
+      ASSERT_TRUE(r.UpsertPod(held).ok());
+    }
+    ASSERT_TRUE(r.UpsertNode(OnlyGpu0()).ok());
+    if (!pods_first) {
+      ASSERT_TRUE(r.UpsertPod(held).ok());
+    }
+    node = r.Node("n1");
+    ASSERT_TRUE(node.has_value());
+    ASSERT_EQ(node->gpus.size(), 2u) << pods_first;
+    EXPECT_EQ(Gpu(*node, 0).used_mem_mib, 10000) << pods_first;
+    EXPECT_TRUE(Gpu(*node, 1).ghost) << pods_first;
+    EXPECT_EQ(Gpu(*node, 1).used_mem_mib, 10000) << pods_first;
+    EXPECT_FALSE(FitsEitherWay(next, r)) << pods_first;
+    // GPU 1 returns after the restart.
+    ASSERT_TRUE(r.UpsertNode(TwoGpus()).ok());
+    EXPECT_EQ(Gpu(*r.Node("n1"), 0).used_mem_mib, 10000) << pods_first;
+    EXPECT_EQ(Gpu(*r.Node("n1"), 1).used_mem_mib, 10000) << pods_first;
+    EXPECT_FALSE(Gpu(*r.Node("n1"), 1).ghost) << pods_first;
+  }
+
+  // The pod ends while GPU 1 is away: its charges go, and the ghost with them.
+  ASSERT_TRUE(s.UpsertNode(OnlyGpu0()).ok());
+  held.phase = "Succeeded";
+  ASSERT_TRUE(s.UpsertPod(held).ok());
+  node = s.Node("n1");
+  ASSERT_EQ(node->gpus.size(), 1u);
+  EXPECT_EQ(Gpu(*node, 0).used_mem_mib, 0);
+  EXPECT_TRUE(FitsEitherWay(next, s));
 }
 
 // What ForEachNode must answer for a name, computed from how the test built the state: the
