@@ -8,10 +8,13 @@
 
 using namespace fracgpu::vgpu;
 
+// A limits file that breaks its grammar (limits.h ParseLimitsFile) refuses CUDA before the
+// driver is initialised: the driver then answers every later call CUDA_ERROR_NOT_INITIALIZED, so
+// nothing runs, with or without a limit (issue 32 item 4; one log line names file, line, key and
+// value). Every hook fails closed too, for a caller that never calls cuInit.
 FRACGPU_EXPORT CUresult cuInit(unsigned int flags) noexcept {
-  CUresult r = REAL(cuInit)(flags);
-  if (r == CUDA_SUCCESS) EnsureInit();
-  return r;
+  if (LimitsFileRefused()) return CUDA_ERROR_NOT_PERMITTED;
+  return REAL(cuInit)(flags);
 }
 
 namespace {
@@ -46,37 +49,61 @@ uint64_t VirtualiseTotal(uint64_t bytes, CUdevice ordinal) {
 }
 }  // namespace
 
-FRACGPU_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) noexcept {
-  CUresult r = REAL(cuMemGetInfo_v2)(free_bytes, total_bytes);
+namespace {
+// cuMemGetInfo_v2 and the legacy v1 cuMemGetInfo with the caller's out-pointers, either of which
+// may be NULL (issue 32: OptiX and others pass NULL for the figure they do not need). cuda.h
+// (CUDA 13.0) lists no NULL rule for either pointer, only CUDA_ERROR_INVALID_VALUE among the
+// codes, so the driver decides: it is called with the caller's own pointers first and its status
+// is the answer. On success the hook never dereferences a NULL pointer: when one is NULL and the
+// device is limited, the driver is asked again with local figures (the slice needs both) and only
+// the non-NULL pointers are written. `real(f, t)` calls the driver's variant.
+template <typename T, typename Real>
+CUresult MemGetInfo(T* free_bytes, T* total_bytes, Real real) {
+  CUresult r = real(free_bytes, total_bytes);
   if (r != CUDA_SUCCESS) return r;
-  uint64_t f = *free_bytes, t = *total_bytes;
-  VirtualiseInfo(&f, &t);
-  *free_bytes = f;
-  *total_bytes = t;
+  T f = 0, t = 0;
+  if (free_bytes && total_bytes) {
+    f = *free_bytes;
+    t = *total_bytes;
+  } else {
+    if (!free_bytes && !total_bytes) return r;  // nothing to write
+    CUdevice ord;
+    int dev = CurrentDeviceIndex(&ord);
+    if (dev != kDenied && (dev < 0 || DeviceLimit(dev) == 0)) return r;  // unlimited: as is
+    if (real(&f, &t) != CUDA_SUCCESS) f = t = 0;  // cannot virtualise: report nothing
+  }
+  uint64_t f64 = f, t64 = t;
+  VirtualiseInfo(&f64, &t64);
+  // Never above the driver's value (VirtualiseInfo never grows one), so the legacy v1 32-bit
+  // figures stay in range.
+  if (free_bytes) *free_bytes = static_cast<T>(f64);
+  if (total_bytes) *total_bytes = static_cast<T>(t64);
   return r;
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) noexcept {
+  return MemGetInfo(free_bytes, total_bytes,
+                    [](size_t* f, size_t* t) { return REAL(cuMemGetInfo_v2)(f, t); });
 }
 
 /// Legacy v1 (PFN_cuMemGetInfo_v2000, 32-bit figures): the same slice as cuMemGetInfo_v2.
 FRACGPU_EXPORT CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) noexcept {
-  CUresult r = REAL(cuMemGetInfo)(free_bytes, total_bytes);
-  if (r != CUDA_SUCCESS) return r;
-  uint64_t f = *free_bytes, t = *total_bytes;
-  VirtualiseInfo(&f, &t);
-  *free_bytes = static_cast<unsigned int>(f);  // never above the driver's 32-bit value
-  *total_bytes = static_cast<unsigned int>(t);
-  return r;
+  return MemGetInfo(free_bytes, total_bytes,
+                    [](unsigned int* f, unsigned int* t) { return REAL(cuMemGetInfo)(f, t); });
 }
 
 FRACGPU_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice ordinal) noexcept {
   CUresult r = REAL(cuDeviceTotalMem_v2)(bytes, ordinal);
-  if (r == CUDA_SUCCESS) *bytes = VirtualiseTotal(*bytes, ordinal);
+  if (r == CUDA_SUCCESS && bytes) *bytes = VirtualiseTotal(*bytes, ordinal);
   return r;
 }
 
 /// Legacy v1 (PFN_cuDeviceTotalMem_v2000, 32-bit figure).
 FRACGPU_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice ordinal) noexcept {
   CUresult r = REAL(cuDeviceTotalMem)(bytes, ordinal);
-  if (r == CUDA_SUCCESS) *bytes = static_cast<unsigned int>(VirtualiseTotal(*bytes, ordinal));
+  if (r == CUDA_SUCCESS && bytes)
+    *bytes = static_cast<unsigned int>(VirtualiseTotal(*bytes, ordinal));
   return r;
 }
 

@@ -20,11 +20,17 @@ std::string_view Sub(std::string_view s, size_t pos, size_t n = std::string_view
 constexpr std::string_view kMemKey = api::kEnvMemoryLimit;
 constexpr std::string_view kSmKey = api::kEnvSmLimit;
 
+// Records an error; one from the file also marks the file bad (cuInit refuses). Key and value
+// are printed with at most 64 bytes each.
 void AddError(Config* c, Source source, std::string_view key, std::string_view value,
               const char* why) {
+  if (source == Source::kFile) c->file_bad = true;
   if (c->error_count++ > 0) return;
-  std::snprintf(c->error, sizeof(c->error), "%s: %.*s=\"%.*s\": %s",
-                source == Source::kFile ? "limits file" : "environment",
+  char where[32] = "environment";
+  if (source == Source::kFile)
+    std::snprintf(where, sizeof(where), c->file_line > 0 ? "limits file line %d" : "limits file",
+                  c->file_line);
+  std::snprintf(c->error, sizeof(c->error), "%s: %.*s=\"%.*s\": %s", where,
                 static_cast<int>(key.size() > 64 ? 64 : key.size()), key.data(),
                 static_cast<int>(value.size() > 64 ? 64 : value.size()), value.data(), why);
 }
@@ -199,13 +205,39 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
   }
 }
 
+namespace {
+// A bit per key the file may hold (for duplicates): memory and SM limits, global (index 0) and
+// per device (1 + i), then the four single keys; -1 for a key the file may not hold.
+int FileKeyBit(std::string_view key) {
+  auto indexed = [&](std::string_view prefix, int base) {
+    std::string_view rest = Sub(key, prefix.size());
+    if (rest.empty()) return base;
+    int i = ParseIndexSuffix(rest);
+    return i < 0 ? -1 : base + 1 + i;
+  };
+  if (key.starts_with(kMemKey)) return indexed(kMemKey, 0);
+  if (key.starts_with(kSmKey)) return indexed(kSmKey, kMaxDevices + 1);
+  constexpr int kSingles = 2 * (kMaxDevices + 1);
+  if (key == api::kEnvSharedCache) return kSingles;
+  if (key == api::kEnvCorePolicy) return kSingles + 1;
+  if (key == api::kEnvTaskPriority) return kSingles + 2;
+  if (key == api::kEnvVisibleDevices) return kSingles + 3;
+  return -1;
+}
+static_assert(2 * (kMaxDevices + 1) + 4 <= 64, "the key bits fit one uint64_t");
+}  // namespace
+
 void ParseLimitsFile(Config* c, const char* text, size_t size) noexcept {
   c->file_present = true;
   std::string_view all(text, size);
+  uint64_t seen = 0;
+  bool memory = false;
+  c->file_line = 0;
   while (!all.empty()) {
     size_t nl = all.find('\n');
     std::string_view line = Sub(all, 0, nl);
     all = nl == std::string_view::npos ? std::string_view() : Sub(all, nl + 1);
+    ++c->file_line;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || line[0] == '#') continue;
     size_t eq = line.find('=');
@@ -214,10 +246,32 @@ void ParseLimitsFile(Config* c, const char* text, size_t size) noexcept {
       AddError(c, Source::kFile, line, "", "line is not KEY=VALUE");
       continue;
     }
-    std::string_view key = Sub(line, 0, eq);
-    if (key == api::kEnvLogLevel) continue;  // environment only
-    ApplyKey(c, key, Sub(line, eq + 1), Source::kFile);
+    std::string_view key = Sub(line, 0, eq), value = Sub(line, eq + 1);
+    int bit = FileKeyBit(key);
+    if (bit < 0) {
+      // `export KEY`, a lower-case or misspelt key, LIBCUDA_LOG_LEVEL (environment only), a
+      // device index out of range: not the device plugin's grammar.
+      c->all_fail_closed = true;
+      AddError(c, Source::kFile, key, value,
+               "unknown key (docs/design/CONTRACT.md section 3, upper case; index must be 0..15)");
+      continue;
+    }
+    if (seen & (1ull << bit)) {
+      c->all_fail_closed = true;
+      AddError(c, Source::kFile, key, value, "key given twice");
+      continue;
+    }
+    seen |= 1ull << bit;
+    if (key.starts_with(kMemKey)) memory = true;
+    ApplyKey(c, key, value, Source::kFile);
   }
+  if (!memory) {
+    c->all_fail_closed = true;
+    c->file_line = 0;
+    AddError(c, Source::kFile, kMemKey, "",
+             "the file names no memory limit (empty or comments only?)");
+  }
+  if (c->file_bad) c->all_fail_closed = true;  // a broken file limits nothing: all fail closed
 }
 
 void ApplyEnvironment(Config* c, char* const* envp) noexcept {

@@ -57,6 +57,10 @@ struct Config {
   bool file_present = false;
   int error_count = 0;
   char error[kErrorMax] = {};  ///< first error, e.g. `CUDA_DEVICE_MEMORY_LIMIT_0="3Gb": …`
+  /// The limits file breaks its grammar (any error found in it, or it cannot be read): the
+  /// process must not start CUDA at all (cuInit refuses, hooks_query.cc), besides failing closed.
+  bool file_bad = false;
+  int file_line = 0;  ///< the line being parsed (1-based; for the error's "line N")
 };
 
 /// Where a key came from (for error messages).
@@ -74,9 +78,13 @@ bool ParseSmLimit(std::string_view text, uint32_t* percent) noexcept;
 /// errors as described above. `source` only changes the wording of messages.
 void ApplyKey(Config* config, std::string_view key, std::string_view value, Source source) noexcept;
 
-/// Parses the limits file's text (`size` bytes): one KEY=VALUE per line, blank lines and
-/// lines starting with '#' ignored, a trailing '\r' tolerated. A line without '=' or with an
-/// empty key fails every device closed. Sets config->file_present.
+/// Parses the limits file's text (`size` bytes), strictly (issue 32 item 4): one KEY=VALUE per
+/// line, blank lines and lines starting with '#' ignored, a trailing '\r' tolerated. KEY is one
+/// of the docs/design/CONTRACT.md §3 keys exactly as the device plugin writes them (upper case,
+/// no `export `, no spaces), each at most once, and the file names at least one memory limit.
+/// Anything else — a line without '=', an unknown or lower-case key, a duplicated key, a bad
+/// value, an empty or comment-only file — fails every device closed and sets file_bad, the
+/// error naming the line, key and value. Sets config->file_present.
 void ParseLimitsFile(Config* config, const char* text, size_t size) noexcept;
 
 /// Reads the keys of docs/design/CONTRACT.md §4 from `envp` (a NULL-terminated environ array),

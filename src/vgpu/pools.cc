@@ -262,7 +262,7 @@ FRACGPU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) n
 
 FRACGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) noexcept {
   CUresult r = REAL(cuMemPoolCreate)(pool, props);
-  if (r == CUDA_SUCCESS && props && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+  if (r == CUDA_SUCCESS && pool && props && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
     int dev = DeviceIndexForOrdinal(props->location.id);
     if (dev >= 0) {
       Guard g;

@@ -68,10 +68,12 @@ uint64_t NowNs() {
 }
 
 void ReadLimitsFile(Config* c) {
-  int fd = ::open(platform::LimitsFilePath(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at the path reads as empty (refused below) instead of blocking.
+  int fd = ::open(platform::LimitsFilePath(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno != ENOENT) {
       c->file_present = true;
+      c->file_bad = true;
       c->all_fail_closed = true;
       std::snprintf(c->error, sizeof(c->error),
                     "limits file %s exists but cannot be read (errno %d)",
@@ -82,15 +84,27 @@ void ReadLimitsFile(Config* c) {
   }
   static char buf[kMaxFileBytes + 1];
   size_t len = 0;
+  int read_errno = 0;
   while (len <= kMaxFileBytes) {
     ssize_t n = ::read(fd, buf + len, kMaxFileBytes + 1 - len);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0) read_errno = errno;  // a folder at the path: EISDIR
     if (n <= 0) break;
     len += static_cast<size_t>(n);
   }
   ::close(fd);
+  if (read_errno != 0) {
+    c->file_present = true;
+    c->file_bad = true;
+    c->all_fail_closed = true;
+    std::snprintf(c->error, sizeof(c->error), "limits file %s cannot be read (errno %d)",
+                  platform::LimitsFilePath(), read_errno);
+    c->error_count++;
+    return;
+  }
   if (len > kMaxFileBytes) {
     c->file_present = true;
+    c->file_bad = true;
     c->all_fail_closed = true;
     std::snprintf(c->error, sizeof(c->error), "limits file %s is larger than 64 KiB",
                   platform::LimitsFilePath());
@@ -192,7 +206,10 @@ void DoInit() {
   ApplyEnvironment(&g_config, environ);
   FinishConfig(&g_config);
   SetLogLevel(g_config.log_level);
-  if (g_config.error_count > 0) {
+  if (g_config.file_bad) {
+    Log(kLogError, "%s (%s): CUDA refused to start (cuInit returns CUDA_ERROR_NOT_PERMITTED)",
+        g_config.error, platform::LimitsFilePath());
+  } else if (g_config.error_count > 0) {
     Log(kLogError, "bad configuration, failing closed: %s", g_config.error);
   }
   g_managed = AnyLimitConfigured(g_config);
@@ -307,6 +324,11 @@ __attribute__((destructor)) void ReleaseAtExit() {
 }
 
 }  // namespace
+
+bool LimitsFileRefused() noexcept {
+  EnsureInit();
+  return g_config.file_bad;
+}
 
 void EnsureInit() noexcept {
   if (g_init.load(std::memory_order_acquire) == 2) return;

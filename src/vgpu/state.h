@@ -12,6 +12,9 @@ namespace fracgpu::vgpu {
 /// Loads the configuration and opens the region once per process (thread-safe; a forked
 /// child re-claims its own slot lazily). Cheap after the first call (one acquire load).
 void EnsureInit() noexcept;
+/// True when the limits file exists but breaks its grammar or cannot be read (limits.h
+/// ParseLimitsFile): the cuInit hook then refuses to start CUDA (issue 32 item 4).
+bool LimitsFileRefused() noexcept;
 
 /// DeviceIndexForOrdinal results besides a region device index >= 0.
 inline constexpr int kUnmanaged = -1;  ///< not limited: pass through uncounted

@@ -120,12 +120,13 @@ inline std::vector<std::string> RunApp(const Sandbox& box,
   return Finish(c);
 }
 
-/// vgpu_app `ops` under `env`, its output in *out; returns the lines libvgpu.so wrote on stderr
-/// that start with "fracgpu: " (the refusal reports), in order.
-inline std::vector<std::string> RefusalLines(const Sandbox& box,
-                                             const std::map<std::string, std::string>& env,
-                                             const std::vector<std::string>& ops,
-                                             std::vector<std::string>* out) {
+/// vgpu_app `ops` under `env`, its output in *out; returns every line written on stderr, or
+/// (with `prefix`) those that start with it, in order.
+inline std::vector<std::string> StderrLines(const Sandbox& box,
+                                            const std::map<std::string, std::string>& env,
+                                            const std::vector<std::string>& ops,
+                                            std::vector<std::string>* out,
+                                            const std::string& prefix = "") {
   const std::string err_path = box.dir() + "/stderr.txt";
   int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   int saved = ::dup(2);
@@ -138,8 +139,17 @@ inline std::vector<std::string> RefusalLines(const Sandbox& box,
   std::ifstream in(err_path);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("fracgpu: ", 0) == 0) lines.push_back(line);
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
   return lines;
+}
+
+/// vgpu_app `ops` under `env`, its output in *out; returns the lines libvgpu.so wrote on stderr
+/// that start with "fracgpu: " (the refusal reports), in order.
+inline std::vector<std::string> RefusalLines(const Sandbox& box,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::vector<std::string>& ops,
+                                             std::vector<std::string>* out) {
+  return StderrLines(box, env, ops, out, "fracgpu: ");
 }
 
 /// Whitespace-separated fields of a line.

@@ -113,10 +113,11 @@ TEST(VgpuLimits, BadInputsFailClosedAndNameTheKey) {
     const char* message_part;
   };
   const Case cases[] = {
-      {"CUDA_DEVICE_MEMORY_LIMIT_0=3Gb\n", 0, true, false, "CUDA_DEVICE_MEMORY_LIMIT_0=\"3Gb\""},
-      {"CUDA_DEVICE_MEMORY_LIMIT_0=3Gb\n", 1, false, false, "limits file"},
+      // Any error in the file fails every device closed (issue 32 item 4), not only its own.
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=3Gb\n", 0, true, true, "CUDA_DEVICE_MEMORY_LIMIT_0=\"3Gb\""},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=3Gb\n", 1, true, true, "limits file line 1"},
       {"CUDA_DEVICE_MEMORY_LIMIT=x\n", 1, true, true, "CUDA_DEVICE_MEMORY_LIMIT=\"x\""},
-      {"CUDA_DEVICE_SM_LIMIT_2=101\n", 2, true, false, "SM limit"},
+      {"CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_SM_LIMIT_2=101\n", 2, true, true, "SM limit"},
       {"CUDA_DEVICE_MEMORY_LIMIT_16=1g\n", 0, true, true, "index must be 0..15"},
       {"CUDA_DEVICE_MEMORY_LIMIT_01=1g\n", 0, true, true, "index"},
       {"garbage\n", 0, true, true, "not KEY=VALUE"},
@@ -135,11 +136,96 @@ TEST(VgpuLimits, BadInputsFailClosedAndNameTheKey) {
     EXPECT_NE(std::string(c.error).find(tc.message_part), std::string::npos) << c.error;
   }
   Config c;
-  std::string bad_policy = "GPU_CORE_UTILIZATION_POLICY=sometimes\nCUDA_TASK_PRIORITY=7\n";
+  std::string bad_policy =
+      "CUDA_DEVICE_MEMORY_LIMIT=1g\nGPU_CORE_UTILIZATION_POLICY=sometimes\nCUDA_TASK_PRIORITY=7\n";
   ParseLimitsFile(&c, bad_policy.data(), bad_policy.size());
   EXPECT_EQ(c.policy, CorePolicy::kForce);
   EXPECT_EQ(c.priority, 1);
   EXPECT_EQ(c.error_count, 2);
+  EXPECT_TRUE(c.file_bad);
+}
+
+// The limits file's grammar, strictly (issue 32 item 4): each of these gave 6,000 MiB under a
+// 1,000 MiB limit before (the file "existed", so the environment's limit was ignored, and the
+// file itself limited nothing). Now each marks the file bad (cuInit refuses), fails every device
+// closed, and names the line, the key and the value.
+TEST(VgpuLimits, StrictFileGrammarRefusesEveryBrokenFile) {
+  struct Case {
+    const char* file;
+    const char* message_part;
+  };
+  const Case cases[] = {
+      {"", "limits file: CUDA_DEVICE_MEMORY_LIMIT=\"\": the file names no memory limit"},
+      {"# written by the device plugin\n\n", "names no memory limit"},
+      {"NVIDIA_VISIBLE_DEVICES=GPU-a\n", "names no memory limit"},
+      {"export CUDA_DEVICE_MEMORY_LIMIT_0=1000m\n",
+       "line 1: export CUDA_DEVICE_MEMORY_LIMIT_0=\"1000m\": unknown key"},
+      {"cuda_device_memory_limit_0=1000m\n",
+       "line 1: cuda_device_memory_limit_0=\"1000m\": unknown key"},
+      {"Cuda_Device_Memory_Limit=1000m\n", "unknown key"},
+      {" CUDA_DEVICE_MEMORY_LIMIT_0=1000m\n", "unknown key"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0 =1000m\n", "unknown key"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nCUDA_DEVICE_MEMORY_LIMIT_0=6000m\n",
+       "line 2: CUDA_DEVICE_MEMORY_LIMIT_0=\"6000m\": key given twice"},
+      {"CUDA_DEVICE_MEMORY_LIMIT=1000m\n#\nCUDA_DEVICE_MEMORY_LIMIT=6000m\n", "line 3"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nNVIDIA_VISIBLE_DEVICES=a\nNVIDIA_VISIBLE_DEVICES=b\n",
+       "key given twice"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nFOO=1\n", "line 2: FOO=\"1\": unknown key"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nLIBCUDA_LOG_LEVEL=4\n", "LIBCUDA_LOG_LEVEL"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nCUDA_DEVICE_MEMORY_LIMIT_FOO=1\n", "unknown key"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nCUDA_DEVICE_SM_LIMIT_16=5\n", "unknown key"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\ngarbage\n", "line 2: garbage=\"\": line is not"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=6000 m\n", "line 1: CUDA_DEVICE_MEMORY_LIMIT_0=\"6000 m\""},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=\n", "memory limit must be digits"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nCUDA_TASK_PRIORITY=7\n", "line 2: CUDA_TASK_PRIORITY"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nGPU_CORE_UTILIZATION_POLICY=off\n", "line 2"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m\nCUDA_DEVICE_MEMORY_SHARED_CACHE=x\n", "absolute path"},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.file);
+    Config c;
+    ParseLimitsFile(&c, tc.file, std::char_traits<char>::length(tc.file));
+    std::vector<std::string> env_strings = {"CUDA_DEVICE_MEMORY_LIMIT_0=1000m"};
+    std::vector<char*> envp = {env_strings[0].data(), nullptr};
+    ApplyEnvironment(&c, envp.data());
+    FinishConfig(&c);
+    EXPECT_TRUE(c.file_bad);
+    EXPECT_TRUE(c.all_fail_closed);
+    for (int dev : {0, 1, 15}) {
+      bool fail = false;
+      EffectiveMemoryLimit(c, dev, &fail);
+      EXPECT_TRUE(fail) << dev;
+    }
+    EXPECT_NE(std::string(c.error).find(tc.message_part), std::string::npos) << c.error;
+  }
+  Config nul;  // an embedded NUL in a value
+  const std::string with_nul("CUDA_DEVICE_MEMORY_LIMIT_0=1000m\0\n", 34);
+  ParseLimitsFile(&nul, with_nul.data(), with_nul.size());
+  EXPECT_TRUE(nul.file_bad);
+  EXPECT_NE(std::string(nul.error).find("line 1"), std::string::npos) << nul.error;
+}
+
+// What the device plugin and the DRA driver write (deviceplugin::LimitsFileContent: visible
+// devices, then per device the memory and SM limit, then region path, policy and priority)
+// parses without an error; so do CRLF line ends, comments and blank lines.
+TEST(VgpuLimits, TheDevicePluginsFileParses) {
+  const std::string files[] = {
+      "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b\nCUDA_DEVICE_MEMORY_LIMIT_0=1000m\n"
+      "CUDA_DEVICE_SM_LIMIT_0=30\nCUDA_DEVICE_MEMORY_LIMIT_1=2000m\nCUDA_DEVICE_SM_LIMIT_1=30\n"
+      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/r.cache\n"
+      "GPU_CORE_UTILIZATION_POLICY=default\nCUDA_TASK_PRIORITY=1\n",
+      "# comment\r\n\r\nCUDA_DEVICE_MEMORY_LIMIT=1g\r\nCUDA_DEVICE_SM_LIMIT=50\r\n",
+  };
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    Config c;
+    ParseLimitsFile(&c, f.data(), f.size());
+    EXPECT_FALSE(c.file_bad);
+    EXPECT_EQ(c.error_count, 0) << c.error;
+    bool fail = true;
+    EXPECT_GT(EffectiveMemoryLimit(c, 0, &fail), 0u);
+    EXPECT_FALSE(fail);
+  }
 }
 
 // GPU_CORE_UTILIZATION_POLICY in any letter case, from the environment and from the limits
@@ -161,7 +247,7 @@ TEST(VgpuLimits, CorePolicyInAnyLetterCase) {
     ApplyEnvironment(&from_env, envp);
     EXPECT_EQ(from_env.policy, want);
     EXPECT_EQ(from_env.error_count, 0) << from_env.error;
-    std::string file = env_string + "\n";
+    std::string file = "CUDA_DEVICE_MEMORY_LIMIT=1g\n" + env_string + "\n";
     Config from_file;
     from_file.policy = want == CorePolicy::kForce ? CorePolicy::kDisable : CorePolicy::kForce;
     ParseLimitsFile(&from_file, file.data(), file.size());

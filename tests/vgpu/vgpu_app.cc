@@ -16,7 +16,7 @@
 //   (export g_pool as a POSIX fd, import it) | ipoolalloc:<bytes> | ipoolreserved | ipooldestroy
 //   (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
 //   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
-//   and IPC ops of vgpu_app_share.cc
+//   and IPC ops of vgpu_app_share.cc | the issue-32 ops of vgpu_app_attack.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -44,6 +44,7 @@
 #include "api/nvml.h"
 #include "vgpu/cuda_api.h"
 #include "vgpu/region.h"
+#include "vgpu_app_attack.h"
 #include "vgpu_app_graph.h"
 #include "vgpu_app_share.h"
 
@@ -801,6 +802,7 @@ int main(int argc, char** argv) {
       PrintRegion(static_cast<int>(Num(a, 1)));
     } else if (RunGraphOp(a, g_ordinal)) {
     } else if (RunShareOp(a, g_ordinal, g_ptrs)) {
+    } else if (RunAttackOp(a, g_ordinal)) {
     } else if (op == "wait") {
       std::printf("ready\n");
       std::fflush(stdout);

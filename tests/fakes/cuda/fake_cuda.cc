@@ -1448,11 +1448,12 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) noexcept {
   Ctx* c = Current();
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   FAKE_LOCK();
-  if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
+  // Either pointer may be NULL: the figure is then not written (issue 32: applications such as
+  // OptiX pass NULL for the figure they do not need, and the driver answers CUDA_SUCCESS).
   uint64_t total = s.devices[c->phys].total_bytes;
   uint64_t used = DeviceUsedAllProcesses(s, c->phys);
-  *total_bytes = total;
-  *free_bytes = used >= total ? 0 : total - used;
+  if (total_bytes) *total_bytes = total;
+  if (free_bytes) *free_bytes = used >= total ? 0 : total - used;
   return CUDA_SUCCESS;
 }
 
@@ -1573,13 +1574,11 @@ static unsigned int Saturate32(uint64_t v) {
 }
 
 CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) noexcept {
-  if (!free_bytes || !total_bytes)
-    return Current() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
-  size_t f = 0, t = 0;
+  size_t f = 0, t = 0;  // NULL pointers as cuMemGetInfo_v2: the figure is not written
   CUresult r = cuMemGetInfo_v2(&f, &t);
   if (r != CUDA_SUCCESS) return r;
-  *free_bytes = Saturate32(f);
-  *total_bytes = Saturate32(t);
+  if (free_bytes) *free_bytes = Saturate32(f);
+  if (total_bytes) *total_bytes = Saturate32(t);
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) noexcept {

@@ -1,0 +1,139 @@
+// vgpu_app's issue-32 operations (vgpu_app_attack.h). Each prints one line.
+//   infonull:<f|t|b>:<v2|v1>  cuMemGetInfo(_v2) with the free (f), total (t) or both (b)
+//       pointers NULL: "infonull <rc> <free or -> <total or ->" (what was written; - for NULL)
+//   nullout  every hook with an out-pointer, called with it NULL (and otherwise valid
+//       arguments): "nullout <calls> <name>=<rc> ..."; reaching the end is the point (a hook
+//       that dereferences NULL kills the process)
+#include "vgpu_app_attack.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "api/nvml.h"
+#include "vgpu/cuda_api.h"
+
+namespace {
+
+[[maybe_unused]] unsigned long long Arg(const std::vector<std::string>& a, size_t i) {
+  return i < a.size() ? std::strtoull(a[i].c_str(), nullptr, 10) : 0;
+}
+std::string Str(const std::vector<std::string>& a, size_t i) { return i < a.size() ? a[i] : ""; }
+
+void InfoNull(const std::vector<std::string>& a) {
+  const std::string which = Str(a, 1);
+  const bool v1 = Str(a, 2) == "v1";
+  const bool null_free = which == "f" || which == "b", null_total = which == "t" || which == "b";
+  size_t f = 7, t = 7;  // sentinels: a NULL slot must stay untouched
+  unsigned int f1 = 7, t1 = 7;
+  CUresult r;
+  if (v1) {
+    r = cuMemGetInfo(null_free ? nullptr : &f1, null_total ? nullptr : &t1);
+    f = f1;
+    t = t1;
+  } else {
+    r = cuMemGetInfo_v2(null_free ? nullptr : &f, null_total ? nullptr : &t);
+  }
+  std::printf("infonull %d %s %s\n", r, null_free ? "-" : std::to_string(f).c_str(),
+              null_total ? "-" : std::to_string(t).c_str());
+}
+
+void NullOut(int ordinal) {
+  std::string out;
+  int calls = 0;
+  auto note = [&](const char* name, int rc) {
+    out += " ";
+    out += name;
+    out += "=" + std::to_string(rc);
+    ++calls;
+  };
+  note("cuMemGetInfo_v2", cuMemGetInfo_v2(nullptr, nullptr));
+  note("cuMemGetInfo", cuMemGetInfo(nullptr, nullptr));
+  note("cuDeviceTotalMem_v2", cuDeviceTotalMem_v2(nullptr, ordinal));
+  note("cuDeviceTotalMem", cuDeviceTotalMem(nullptr, ordinal));
+  note("cuMemAlloc_v2", cuMemAlloc_v2(nullptr, 1 << 20));
+  note("cuMemAlloc", cuMemAlloc(nullptr, 1 << 20));
+  size_t pitch = 0;
+  CUdeviceptr p = 0;
+  note("cuMemAllocPitch_v2.dptr", cuMemAllocPitch_v2(nullptr, &pitch, 1024, 16, 4));
+  note("cuMemAllocPitch_v2.pitch", cuMemAllocPitch_v2(&p, nullptr, 1024, 16, 4));
+  unsigned int pitch1 = 0;
+  CUdeviceptr_v1 p1 = 0;
+  note("cuMemAllocPitch.dptr", cuMemAllocPitch(nullptr, &pitch1, 1024, 16, 4));
+  note("cuMemAllocPitch.pitch", cuMemAllocPitch(&p1, nullptr, 1024, 16, 4));
+  note("cuMemAllocManaged", cuMemAllocManaged(nullptr, 1 << 20, 1));
+  note("cuMemAllocAsync", cuMemAllocAsync(nullptr, 1 << 20, nullptr));
+  CUmemoryPool pool = nullptr;
+  cuDeviceGetMemPool(&pool, ordinal);
+  note("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync(nullptr, 1 << 20, pool, nullptr));
+  CUmemPoolProps props{};
+  props.allocType = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = ordinal;
+  note("cuMemPoolCreate", cuMemPoolCreate(nullptr, &props));
+  note("cuMemPoolImportFromShareableHandle",
+       cuMemPoolImportFromShareableHandle(nullptr, nullptr,
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  CUmemAllocationProp prop{};
+  prop.type = 1;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = ordinal;
+  note("cuMemCreate", cuMemCreate(nullptr, 2 << 20, &prop, 0));
+  note("cuMemImportFromShareableHandle",
+       cuMemImportFromShareableHandle(nullptr, nullptr, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  CUDA_ARRAY_DESCRIPTOR d2{64, 64, CU_AD_FORMAT_FLOAT, 1};
+  CUDA_ARRAY3D_DESCRIPTOR d3{64, 64, 4, CU_AD_FORMAT_FLOAT, 1, 0};
+  CUDA_ARRAY_DESCRIPTOR_v1 d2v1{64, 64, CU_AD_FORMAT_FLOAT, 1};
+  CUDA_ARRAY3D_DESCRIPTOR_v1 d3v1{64, 64, 4, CU_AD_FORMAT_FLOAT, 1, 0};
+  note("cuArrayCreate_v2", cuArrayCreate_v2(nullptr, &d2));
+  note("cuArray3DCreate_v2", cuArray3DCreate_v2(nullptr, &d3));
+  note("cuArrayCreate", cuArrayCreate(nullptr, &d2v1));
+  note("cuArray3DCreate", cuArray3DCreate(nullptr, &d3v1));
+  note("cuMipmappedArrayCreate", cuMipmappedArrayCreate(nullptr, &d3, 2));
+  note("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(nullptr, ordinal));
+  note("cuCtxCreate_v2", cuCtxCreate_v2(nullptr, 0, ordinal));
+  note("cuCtxCreate_v3", cuCtxCreate_v3(nullptr, nullptr, 0, 0, ordinal));
+  note("cuCtxCreate_v4", cuCtxCreate_v4(nullptr, nullptr, 0, ordinal));
+  note("cuGreenCtxCreate", cuGreenCtxCreate(nullptr, nullptr, ordinal, 1));
+  static const char kImage[] = "fake module";
+  note("cuModuleLoad", cuModuleLoad(nullptr, "/dev/null"));
+  note("cuModuleLoadData", cuModuleLoadData(nullptr, kImage));
+  note("cuModuleLoadDataEx", cuModuleLoadDataEx(nullptr, kImage, 0, nullptr, nullptr));
+  note("cuModuleLoadFatBinary", cuModuleLoadFatBinary(nullptr, kImage));
+  note("cuLibraryLoadData",
+       cuLibraryLoadData(nullptr, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0));
+  note("cuLibraryLoadFromFile",
+       cuLibraryLoadFromFile(nullptr, "/dev/null", nullptr, nullptr, 0, nullptr, nullptr, 0));
+  CUgraph graph = nullptr;
+  cuGraphCreate(&graph, 0);
+  note("cuGraphInstantiate", cuGraphInstantiate(nullptr, graph, nullptr, nullptr, 0));
+  note("cuGraphInstantiate_v2", cuGraphInstantiate_v2(nullptr, graph, nullptr, nullptr, 0));
+  note("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags(nullptr, graph, 0));
+  note("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams(nullptr, graph, nullptr));
+  note("cuGraphInstantiateWithParams_ptsz",
+       cuGraphInstantiateWithParams_ptsz(nullptr, graph, nullptr));
+  note("cuGetProcAddress", cuGetProcAddress("cuMemAlloc", nullptr, 12000, 0));
+  note("cuGetProcAddress_v2", cuGetProcAddress_v2("cuMemAlloc", nullptr, 12000, 0, nullptr));
+  void* fn = nullptr;
+  note("cuGetProcAddress_v2.status", cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, nullptr));
+  nvmlDevice_t dev = nullptr;
+  nvmlInit_v2();
+  nvmlDeviceGetHandleByIndex_v2(0, &dev);
+  note("nvmlDeviceGetMemoryInfo", nvmlDeviceGetMemoryInfo(dev, nullptr));
+  note("nvmlDeviceGetMemoryInfo_v2", nvmlDeviceGetMemoryInfo_v2(dev, nullptr));
+  std::printf("nullout %d%s\n", calls, out.c_str());
+}
+
+}  // namespace
+
+bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
+  const std::string& op = a[0];
+  if (op == "infonull") {
+    InfoNull(a);
+  } else if (op == "nullout") {
+    NullOut(ordinal);
+  } else {
+    return false;
+  }
+  return true;
+}
