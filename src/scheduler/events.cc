@@ -2,7 +2,30 @@
 
 #include <spdlog/spdlog.h>
 
+#include <exception>
+
+#include "k8s/objects.h"
+
 namespace fracgpu::scheduler {
+namespace {
+
+// The involved object of an event, rebuilt from `object` with only the fields an Event reads,
+// each a string (k8s::Name/Namespace/Uid read "" for a missing or non-string field): the
+// object may come from outside (a /filter request's Pod), where metadata.uid can be null or a
+// number, and must not reach the posting thread with a type it cannot read.
+nlohmann::json Involved(const nlohmann::json& object) {
+  nlohmann::json out = {{"metadata",
+                         {{"name", k8s::Name(object)},
+                          {"namespace", k8s::Namespace(object)},
+                          {"uid", k8s::Uid(object)}}}};
+  if (object.is_object()) {
+    auto kind = object.find("kind");
+    if (kind != object.end() && kind->is_string()) out["kind"] = *kind;
+  }
+  return out;
+}
+
+}  // namespace
 
 EventRecorder::EventRecorder(k8s::Client* client, std::string component, size_t capacity)
     : client_(client),
@@ -28,7 +51,7 @@ void EventRecorder::Record(const nlohmann::json& object, const std::string& type
       ++dropped_;
       return;
     }
-    queue_.push_back({object, type, reason, message});
+    queue_.push_back({Involved(object), type, reason, message});
   }
   cv_.notify_one();
 }
@@ -52,7 +75,15 @@ void EventRecorder::Run() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    Status st = client_->CreateEvent(item.object, item.type, item.reason, item.message, component_);
+    // This thread runs after the response went out: nothing it meets may end the process.
+    Status st;
+    try {
+      st = client_->CreateEvent(item.object, item.type, item.reason, item.message, component_);
+    } catch (const std::exception& e) {
+      st = Internal(std::string("exception: ") + e.what());
+    } catch (...) {
+      st = Internal("unknown exception");
+    }
     if (!st.ok()) spdlog::warn("event {} not recorded: {}", item.reason, st.ToString());
     lock.lock();
     busy_ = false;

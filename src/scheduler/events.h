@@ -22,7 +22,10 @@ class EventRecorder {
   explicit EventRecorder(k8s::Client* client, std::string component = "fracgpu-scheduler",
                          size_t capacity = 1000);
   ~EventRecorder();
-  /// Queues an event about `object` (type "Normal" or "Warning").
+  /// Queues an event about `object` (type "Normal" or "Warning"). Only its kind and
+  /// metadata.name/namespace/uid are kept, each read only when a string ("" otherwise): the
+  /// object may be a request's (a /filter Pod whose metadata.uid is null). An error or
+  /// exception while posting is logged, never thrown (the worker outlives every request).
   void Record(const nlohmann::json& object, const std::string& type, const std::string& reason,
               const std::string& message);
   /// Blocks until every queued event was posted, or `timeout`; returns whether the queue
