@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
+#include <initializer_list>
 #include <optional>
 
 #include "core/codec.h"
@@ -91,6 +93,121 @@ json FilteredNodeList(const json& nodes, const std::vector<std::string>& names,
   return out;
 }
 
+// The string at `key` of object `obj`, or nullptr when absent or not a string.
+const std::string* StringAt(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+}
+
+// The value at `keys` below `obj` (objects all the way), or nullptr.
+const json* At(const json& obj, std::initializer_list<const char*> keys) {
+  const json* v = &obj;
+  for (const char* k : keys) {
+    if (!v->is_object()) return nullptr;
+    auto it = v->find(k);
+    if (it == v->end()) return nullptr;
+    v = &*it;
+  }
+  return v;
+}
+
+// Whether one NodeSelectorRequirement (k8s.io/api/core/v1 NodeSelectorRequirement; operators
+// In, NotIn, Exists, DoesNotExist, Gt, Lt as nodeaffinity.NewNodeSelector reads them) holds
+// for the value `have` (nullptr: the label is absent). An unknown operator or malformed
+// requirement holds for no node (fail closed).
+bool RequirementHolds(const json& req, const std::string* have) {
+  const std::string* op = StringAt(req, "operator");
+  if (op == nullptr) return false;
+  std::vector<std::string> values;
+  if (auto v = req.find("values"); v != req.end() && !v->is_null()) {
+    if (!v->is_array()) return false;
+    for (const auto& e : *v) {
+      if (!e.is_string()) return false;
+      values.push_back(e.get<std::string>());
+    }
+  }
+  auto listed = [&] {
+    return have != nullptr && std::find(values.begin(), values.end(), *have) != values.end();
+  };
+  if (*op == "In") return listed();
+  if (*op == "NotIn") return !listed();
+  if (*op == "Exists") return have != nullptr;
+  if (*op == "DoesNotExist") return have == nullptr;
+  if (*op == "Gt" || *op == "Lt") {
+    if (have == nullptr || values.size() != 1) return false;
+    int64_t a = 0, b = 0;
+    auto parse = [](const std::string& t, int64_t& out) {
+      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+      return ec == std::errc() && p == t.data() + t.size();
+    };
+    if (!parse(*have, a) || !parse(values[0], b)) return false;
+    return *op == "Gt" ? a > b : a < b;
+  }
+  return false;
+}
+
+// Why `node` fails `pod`'s own node predicates — spec.nodeSelector (every pair a label of
+// the node) and spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+// (some term whose matchExpressions all hold on the node's labels and matchFields on its
+// metadata.name; a term with neither matches nothing) — or "" when it passes. Fields of the
+// wrong JSON type fail closed.
+std::string NodePredicateFailure(const json& pod, const json& node) {
+  const std::string node_name = k8s::Name(node);
+  const json* labels = At(node, {"metadata", "labels"});
+  auto label = [&](const std::string& key) -> const std::string* {
+    return labels != nullptr ? StringAt(*labels, key.c_str()) : nullptr;
+  };
+  if (const json* sel = At(pod, {"spec", "nodeSelector"}); sel != nullptr && !sel->is_null()) {
+    if (!sel->is_object()) return "spec.nodeSelector is not an object";
+    for (auto it = sel->begin(); it != sel->end(); ++it) {
+      if (!it->is_string()) return "spec.nodeSelector[\"" + it.key() + "\"] is not a string";
+      const std::string* have = label(it.key());
+      if (have == nullptr || *have != it->get_ref<const std::string&>()) {
+        return "node " + node_name + " does not match spec.nodeSelector " + it.key() + "=" +
+               it->get<std::string>();
+      }
+    }
+  }
+  const json* required = At(
+      pod, {"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  if (required == nullptr || required->is_null()) return "";
+  const json* terms = At(*required, {"nodeSelectorTerms"});
+  if (terms == nullptr || !terms->is_array()) {
+    return "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution has no "
+           "nodeSelectorTerms array";
+  }
+  for (const auto& term : *terms) {
+    if (!term.is_object()) continue;
+    bool any = false, all = true;
+    for (const char* kind : {"matchExpressions", "matchFields"}) {
+      auto list = term.find(kind);
+      if (list == term.end() || list->is_null()) continue;
+      if (!list->is_array()) {
+        all = false;
+        continue;
+      }
+      const bool fields = kind[5] == 'F';
+      for (const auto& req : *list) {
+        any = true;
+        const std::string* key = req.is_object() ? StringAt(req, "key") : nullptr;
+        if (key == nullptr) {
+          all = false;
+        } else if (fields) {
+          // matchFields supports metadata.name only (ValidateNodeFieldSelectorRequirement).
+          all = all && *key == "metadata.name" && RequirementHolds(req, &node_name);
+        } else {
+          all = all && RequirementHolds(req, label(*key));
+        }
+      }
+    }
+    if (any && all) return "";
+  }
+  return "node " + node_name +
+         " matches no term of the pod's required node affinity "
+         "(spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution)";
+}
+
 }  // namespace
 
 Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* client,
@@ -105,7 +222,7 @@ Extender::Extender(ExtenderConfig config, ClusterState* state, k8s::Client* clie
     locker_ = std::make_unique<NodeLocker>(client_, clock_, config_.lock_expiry);
   if (metrics_ != nullptr) {
     metrics_->Describe("fracgpu_binds_total", metrics::Type::kCounter,
-                       "Bind requests by result (ok, conflict, unfit, error).");
+                       "Bind requests by result (ok, conflict, unfit, refused, error).");
   }
 }
 
@@ -292,6 +409,20 @@ std::mutex& Extender::NodeMutex(const std::string& node) {
   return *m;
 }
 
+bool Extender::ClaimPod(const std::string& key) {
+  std::lock_guard<std::mutex> lock(binding_mu_);
+  return binding_.insert(key).second;
+}
+
+void Extender::ReleasePod(const std::string& key) {
+  std::lock_guard<std::mutex> lock(binding_mu_);
+  binding_.erase(key);
+}
+
+Status Extender::WriteAllowed() const {
+  return config_.write_guard ? config_.write_guard() : Status::Ok();
+}
+
 json Extender::Bind(const ExtenderBindingArgs& args) {
   std::string who = args.pod_namespace + "/" + args.pod_name;
   auto fail = [&](const Status& st, const json& pod, const std::string& result) {
@@ -304,9 +435,19 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
     return json{{"Error", st.message()}};
   };
   if (client_ == nullptr) return fail(Internal("the extender has no API client"), json(), "error");
+  // One bind per pod at a time: a second call while one is in flight (kube-scheduler retrying,
+  // or anyone else) changes nothing — no lock, no annotation, no rollback of the first's.
+  if (!ClaimPod(who)) {
+    return fail(Conflict("a bind of pod " + who + " is already in progress"), json(), "conflict");
+  }
+  struct Release {
+    Extender* self;
+    const std::string& key;
+    ~Release() { self->ReleasePod(key); }
+  } release{this, who};
   auto pod = client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
   if (!pod.ok()) return fail(pod.status(), json(), "error");
-  if (!args.pod_uid.empty() && k8s::Uid(*pod) != args.pod_uid) {
+  if (k8s::Uid(*pod) != args.pod_uid) {
     return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid),
                 *pod, "error");
   }
@@ -314,10 +455,31 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
     return fail(Conflict("pod " + who + " is already bound to node " + k8s::PodNodeName(*pod)),
                 *pod, "conflict");
   }
+  if (k8s::PodSchedulerName(*pod) != config_.scheduler_name) {
+    return fail(PermissionDenied("pod " + who + " is not scheduled by " + config_.scheduler_name +
+                                 " (spec.schedulerName \"" + k8s::PodSchedulerName(*pod) +
+                                 "\"); not bound"),
+                *pod, "refused");
+  }
+  auto node_obj =
+      config_.node_lookup ? config_.node_lookup(args.node) : client_->Get(k8s::NodePath(args.node));
+  if (!node_obj.ok()) {
+    if (node_obj.status().code() != StatusCode::kNotFound) {
+      return fail(node_obj.status(), *pod, "error");
+    }
+    return fail(NotFound("node " + args.node + " does not exist; pod " + who + " not bound"), *pod,
+                "refused");
+  }
+  if (std::string why = NodePredicateFailure(*pod, *node_obj); !why.empty()) {
+    return fail(PermissionDenied("pod " + who + " cannot run on node " + args.node + ": " + why),
+                *pod, "refused");
+  }
   auto req = core::ParsePodRequest(*pod, config_.names);
   if (!req.ok()) return fail(req.status(), *pod, "error");
   if (!req->UsesGpu()) {
-    Status st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
+    Status st = WriteAllowed();
+    // The Binding carries the pod's UID (metadata.uid): the API server binds only that pod.
+    if (st.ok()) st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
     if (!st.ok()) return fail(st, *pod, "error");
     Count("ok");
     return json{{"Error", ""}};
@@ -345,22 +507,31 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
                             const core::PodRequest& req) {
   const std::string& ns = args.pod_namespace;
   const std::string& name = args.pod_name;
-  std::string uid = k8s::Uid(pod);
+  const std::string uid = k8s::Uid(pod);
+  FRACGPU_RETURN_IF_ERROR(WriteAllowed());
   FRACGPU_RETURN_IF_ERROR(locker_->Lock(args.node, ns, name));
-  auto unlock = [&] {
-    Status u = locker_->Unlock(args.node, ns, name);
-    if (!u.ok()) spdlog::warn("node {}: lock not released: {}", args.node, u.ToString());
-  };
-  // Re-check against the state now (another bind may have landed since /filter).
+  // Until `done`, every way out releases the lock and forgets the decision: a failed bind
+  // leaves neither a lock nor a reservation behind.
+  bool done = false;
+  struct Undo {
+    Extender* self;
+    const ExtenderBindingArgs& args;
+    const std::string& uid;
+    bool& done;
+    ~Undo() {
+      if (done) return;
+      self->state_->Forget(uid);
+      Status u = self->locker_->Unlock(args.node, args.pod_namespace, args.pod_name);
+      if (!u.ok()) spdlog::warn("node {}: lock not released: {}", args.node, u.ToString());
+    }
+  } undo{this, args, uid, done};
+  // Re-check against the state now (another bind may have landed since /filter). The pod's
+  // own earlier decision, if any (a bind that failed), no longer holds.
   state_->Forget(uid);
   auto node = state_->Node(args.node);
-  if (!node) {
-    unlock();
-    return NotFound("node " + args.node + " has no fracgpu GPUs registered");
-  }
+  if (!node) return NotFound("node " + args.node + " has no fracgpu GPUs registered");
   core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy);
   if (!fit.fits) {
-    unlock();
     return ResourceExhausted("pod no longer fits on node " + args.node + ": " + fit.summary);
   }
   PodAllocation alloc;
@@ -369,11 +540,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   alloc.node = args.node;
   alloc.grants = fit.grants;
   alloc.num_init = core::CountInitContainers(req);
-  Status assumed = state_->Assume(alloc);
-  if (!assumed.ok()) {
-    unlock();
-    return assumed;
-  }
+  FRACGPU_RETURN_IF_ERROR(state_->Assume(alloc));
   std::string encoded = core::EncodePodGrants(fit.grants);
   auto now = clock_->Now();
   std::string secs = std::to_string(
@@ -388,31 +555,35 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
     annotations[core::kAnnotationAllocationSignature] =
         core::SignAllocation(config_.signing_key, uid, args.node, encoded);
   }
+  // The pod's resourceVersion as read: if anyone changed the pod since (another binder's
+  // decision), the API server answers 409 and nothing is written.
   json patch = {
       {"metadata",
        {{"annotations", annotations}, {"labels", {{core::kAnnotationVgpuNode, args.node}}}}}};
+  const std::string read_version = k8s::ResourceVersion(pod);
+  if (!read_version.empty()) patch["metadata"]["resourceVersion"] = read_version;
+  FRACGPU_RETURN_IF_ERROR(WriteAllowed());
   auto patched = client_->MergePatch(k8s::PodPath(ns, name), patch);
-  if (!patched.ok()) {
-    state_->Forget(uid);
-    unlock();
-    return patched.status();
-  }
-  Status bound = client_->BindPod(ns, name, uid, args.node);
+  if (!patched.ok()) return patched.status();
+  Status bound = WriteAllowed();
+  if (bound.ok()) bound = client_->BindPod(ns, name, uid, args.node);
   if (!bound.ok()) {
-    // Roll back: the pod must not keep a decision it was not bound with.
+    // Roll back: the pod must not keep a decision it was not bound with — but only the pod as
+    // this bind left it (its resourceVersion after the patch): a pod changed since (bound by
+    // someone else, given another decision) is left alone (409).
     json clear = json::object();
     for (const auto& [k, v] : annotations.items()) clear[k] = nullptr;
-    auto cleared = client_->MergePatch(
-        k8s::PodPath(ns, name),
-        {{"metadata",
-          {{"annotations", clear}, {"labels", {{core::kAnnotationVgpuNode, nullptr}}}}}});
+    json undo_patch = {
+        {"metadata", {{"annotations", clear}, {"labels", {{core::kAnnotationVgpuNode, nullptr}}}}}};
+    const std::string ours = k8s::ResourceVersion(*patched);
+    if (!ours.empty()) undo_patch["metadata"]["resourceVersion"] = ours;
+    auto cleared = client_->MergePatch(k8s::PodPath(ns, name), undo_patch);
     if (!cleared.ok())
       spdlog::warn("pod {}/{}: decision not cleared: {}", ns, name, cleared.status().ToString());
-    state_->Forget(uid);
-    unlock();
     return bound;
   }
   // The lock stays: the device plugin releases it after Allocate (docs/design/CONTRACT.md §2).
+  done = true;
   return Status::Ok();
 }
 

@@ -10,15 +10,23 @@
 //  * Prioritize: core::PriorityScores of the pod's node policy (0–10); for a
 //    fragmentation-aware pod (its GPU policy, else the default) FGD's node score normalised the
 //    same way (core::FragmentationAwarePriorities), so the node FGD would choose scores 10.
-//  * Bind: node lock (in-process mutex + `hami.io/mutex.lock`), re-check the fit against the
-//    current state, choose GPUs by the pod's GPU policy, write the decision annotations and
-//    their signature, record the decision in the state, create the Binding. On any failure the
-//    annotations, the state and the lock are rolled back and {"Error": …} returned.
+//  * Bind: one bind per pod at a time (a second call for a pod whose bind is in flight is a
+//    conflict and changes nothing); refuses a pod of another scheduler (spec.schedulerName),
+//    and a node that does not exist or fails the pod's own node predicates (spec.nodeSelector,
+//    required node affinity); then node lock (in-process mutex + `hami.io/mutex.lock`),
+//    re-check the fit against the current state, choose GPUs by the pod's GPU policy, write the
+//    decision annotations and their signature (a merge patch carrying the pod's
+//    resourceVersion as read), record the decision in the state, create the Binding with the
+//    pod's UID as precondition (Binding metadata.uid). On any failure the annotations (only
+//    while the pod is still as this bind left it), the state and the lock are rolled back and
+//    {"Error": …} returned.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -39,6 +47,15 @@ struct ExtenderConfig {
   core::GpuPolicy default_gpu_policy = core::GpuPolicy::kSpread;
   std::string signing_key;  ///< HMAC key of the allocation signature (empty = unsigned)
   std::chrono::seconds lock_expiry{300};
+  /// spec.schedulerName of the pods /bind accepts (the profile kube-scheduler runs this
+  /// extender in; the webhook sets it on GPU pods).
+  std::string scheduler_name = "fracgpu-scheduler";
+  /// The Node object /bind checks the pod's node predicates against (an informer's cache);
+  /// kNotFound when there is no such node. Empty = GET it from the API server.
+  std::function<Result<nlohmann::json>(const std::string& node)> node_lookup;
+  /// Asked before every write of /bind (lock, annotations, Binding): an error (e.g. "not the
+  /// leader", LeaderElector::CheckLeader) refuses the bind with it. Empty = always allowed.
+  std::function<Status()> write_guard;
 };
 
 /// Filter/prioritize/bind. Thread-safe.
@@ -62,12 +79,18 @@ class Extender {
   std::string Filter(const ExtenderArgs& args) const;
   /// HostPriorityList for decoded args.
   nlohmann::json Prioritize(const ExtenderArgs& args) const;
-  /// ExtenderBindingResult ({"Error": ""} on success).
+  /// ExtenderBindingResult ({"Error": ""} on success). Counted in fracgpu_binds_total by
+  /// result: ok, conflict (bind in flight, already bound, node locked, stale pod), unfit,
+  /// refused (another scheduler's pod, a node failing the pod's predicates or missing), error.
   nlohmann::json Bind(const ExtenderBindingArgs& args);
 
  private:
   Status BindLocked(const ExtenderBindingArgs& args, const nlohmann::json& pod,
                     const core::PodRequest& req);
+  // Claims pod `key` for one bind; false when a bind of it is in flight.
+  bool ClaimPod(const std::string& key);
+  void ReleasePod(const std::string& key);
+  Status WriteAllowed() const;
   std::mutex& NodeMutex(const std::string& node);
   void Count(const std::string& result) const;
 
@@ -80,6 +103,8 @@ class Extender {
   std::unique_ptr<NodeLocker> locker_;
   std::mutex mutexes_mu_;
   std::map<std::string, std::unique_ptr<std::mutex>> node_mutexes_;
+  std::mutex binding_mu_;
+  std::set<std::string> binding_;  // "<namespace>/<name>" of the pods being bound
 };
 
 }  // namespace fracgpu::scheduler

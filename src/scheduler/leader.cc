@@ -42,7 +42,46 @@ void LeaderElector::SetLeader(bool leader) {
   }
 }
 
+Status LeaderElector::CheckLeader() const {
+  if (!leader_.load()) {
+    return Unavailable("not the leader (lease " + config_.lease_namespace + "/" +
+                       config_.lease_name + ")");
+  }
+  const auto renewed = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(renewed_ns_.load())));
+  const auto age = clock_->Now() - renewed;
+  if (age >= config_.lease_duration) {
+    return Unavailable(
+        "leadership lapsed: the last successful renew of lease " + config_.lease_namespace + "/" +
+        config_.lease_name + " was " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(age).count()) +
+        " ms ago, not less than the lease duration of " +
+        std::to_string(config_.lease_duration.count()) + " s");
+  }
+  return Status::Ok();
+}
+
+void LeaderElector::NoteRenewed(std::chrono::system_clock::time_point at) {
+  renewed_ns_.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count());
+}
+
 bool LeaderElector::TryAcquireOrRenew() {
+  // A Lease of unexpected field types (or any other error) ends the round as "not leader";
+  // nothing escapes to the elector's thread.
+  try {
+    return Round();
+  } catch (const std::exception& e) {
+    spdlog::warn("leader election: round failed: {}", e.what());
+  } catch (...) {
+    spdlog::warn("leader election: round failed");
+  }
+  SetLeader(false);
+  return false;
+}
+
+bool LeaderElector::Round() {
   auto now = clock_->Now();
   std::string path = k8s::LeasePath(config_.lease_namespace, config_.lease_name);
   nlohmann::json spec = {{"holderIdentity", config_.identity},
@@ -62,6 +101,7 @@ bool LeaderElector::TryAcquireOrRenew() {
         {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
         {"spec", spec}};
     auto created = client_->Create(k8s::LeasePath(config_.lease_namespace), obj);
+    if (created.ok()) NoteRenewed(now);
     SetLeader(created.ok());
     return created.ok();
   }
@@ -92,6 +132,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (r.ok()) {
     observed_record_ = config_.identity + "|" + spec["renewTime"].get<std::string>();
     observed_time_ = now;
+    NoteRenewed(now);
   }
   SetLeader(r.ok());
   return r.ok();
@@ -110,7 +151,13 @@ void LeaderElector::Start() {
 void LeaderElector::Stop() {
   stop_.Stop();
   if (thread_.joinable()) thread_.join();
-  if (leader_.load()) Release();
+  if (!leader_.load()) return;
+  try {
+    Release();
+  } catch (const std::exception& e) {
+    spdlog::warn("leader election: releasing the lease: {}", e.what());
+    SetLeader(false);
+  }
 }
 
 void LeaderElector::Release() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "base/status.h"
 #include "k8s/client.h"
 
 namespace fracgpu::scheduler {
@@ -32,7 +33,15 @@ class LeaderElector {
   ~LeaderElector();
   /// One round: create, renew or take over the Lease. Returns is_leader() after the round.
   bool TryAcquireOrRenew();
-  bool is_leader() const { return leader_.load(); }
+  /// Whether this replica may act as leader now: CheckLeader().ok().
+  bool is_leader() const { return CheckLeader().ok(); }
+  /// Ok while this replica holds the Lease and its last successful renew (the clock's time
+  /// when that round began, before the write) is younger than lease_duration on its own
+  /// clock: past that a candidate may have taken over (client-go's rule), so a replica that
+  /// was frozen or cut off refuses to write even before its next round notices. Errors:
+  /// kUnavailable naming why (not the holder; the age of the last renew and the duration).
+  /// Check it right before every write made as leader.
+  Status CheckLeader() const;
   /// Runs rounds every retry period on a thread until Stop().
   void Start();
   /// Stops the rounds; if this replica holds the Lease, releases it (holderIdentity "",
@@ -42,6 +51,8 @@ class LeaderElector {
 
  private:
   void SetLeader(bool leader);
+  bool Round();  // TryAcquireOrRenew without the exception guard
+  void NoteRenewed(std::chrono::system_clock::time_point at);
   void Release();
 
   k8s::Client* client_;
@@ -49,6 +60,9 @@ class LeaderElector {
   LeaderElectionConfig config_;
   std::function<void(bool)> on_change_;
   std::atomic<bool> leader_{false};
+  /// Clock time (ns since the epoch) at the start of the last round that created or renewed
+  /// the Lease.
+  std::atomic<int64_t> renewed_ns_{0};
   std::string observed_record_;
   std::chrono::system_clock::time_point observed_time_{};
   base::StopSignal stop_;

@@ -19,6 +19,7 @@
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
 #include "scheduler/service.h"
+#include "type_swap.h"
 
 namespace fracgpu::scheduler {
 namespace {
@@ -827,6 +828,244 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   int warned = 0;
   for (const auto& e : api_.List("events")) warned += e["reason"] == "UnverifiedAllocation";
   EXPECT_GE(warned, 3);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// Issue 33 item 1: the crash case. The 200 went out, then the FilteringFailed event's
+// involvedObject read metadata.uid (JSON null) as a string on the event thread: an uncaught
+// nlohmann::json type_error ended the process.
+TEST_F(ExtenderTest, NullPodUidInAnUnfitFilterIsRecordedNotACrash) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 1000}}));
+  auto svc = StartService();
+  json pod = GpuPod("big", {{"nvidia.com/gpumem", "5000"}});
+  pod["metadata"]["uid"] = nullptr;
+  json f = Filter(*svc, pod, {"node-a"});
+  EXPECT_EQ(f["NodeNames"], json::array()) << f.dump();
+  ASSERT_TRUE(svc->events().Flush(std::chrono::seconds(30)));
+  auto events = api_.List("events");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "FilteringFailed");
+  EXPECT_EQ(events[0]["involvedObject"]["name"], "big");
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], "");
+  httplib::Client http("127.0.0.1", svc->port());
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// Issue 33 item 1: every field of a seed request of each endpoint, swapped to each JSON type
+// (typeswap::Replacements), is answered — 200 with an Error or a result, or 400 naming the
+// field — never 500 (a handler that threw) and never a dead process; the event thread, which
+// runs after the answer, survives every recorded event.
+TEST_F(ExtenderTest, EveryFieldOfEveryEndpointSwappedToEveryJsonTypeIsAnswered) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 1000}}));
+  json pod = typeswap::SeedPod("p");
+  pod.erase("status");
+  api_.Put("pods", pod);
+  auto svc = StartService();
+  httplib::Client http("127.0.0.1", svc->port());
+  http.set_read_timeout(30, 0);
+  size_t requests = 0;
+  for (const auto& seed : typeswap::Seeds({"node-a", "node-b"})) {
+    const char* path = seed.endpoint == typeswap::Endpoint::kFilter       ? "/filter"
+                       : seed.endpoint == typeswap::Endpoint::kPrioritize ? "/prioritize"
+                       : seed.endpoint == typeswap::Endpoint::kBind       ? "/bind"
+                                                                          : "/webhook";
+    for (const auto& at : typeswap::Paths(seed.body)) {
+      for (const auto& value : typeswap::Replacements()) {
+        std::string body = typeswap::Swapped(seed.body, at, value).dump();
+        auto res = http.Post(path, body, "application/json");
+        ++requests;
+        ASSERT_TRUE(res) << path << " " << at.to_string() << " = " << value.dump()
+                         << ": no answer (" << httplib::to_string(res.error()) << ")";
+        EXPECT_TRUE(res->status == 200 || res->status == 400)
+            << path << " " << at.to_string() << " = " << value.dump() << ": " << res->status << " "
+            << res->body;
+      }
+    }
+  }
+  EXPECT_GT(requests, 1000u);
+  ASSERT_TRUE(svc->events().Flush(std::chrono::seconds(60)));
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// The Binding bodies POSTed for pod ml/<name>.
+std::vector<json> BindingsPosted(const fakes::FakeApiServer& api, const std::string& name) {
+  std::vector<json> out;
+  for (const auto& r : api.Requests()) {
+    if (r.method == "POST" && r.path == "/api/v1/namespaces/ml/pods/" + name + "/binding")
+      out.push_back(json::parse(r.body, nullptr, false));
+  }
+  return out;
+}
+
+// Issue 33 item 3 (the /bind checks): another scheduler's pod, a node failing the pod's
+// nodeSelector or required node affinity, and a node that does not exist are refused before
+// anything is written (no lock, no annotation, no Binding); a pod that passes is bound with a
+// Binding carrying its UID (metadata.uid: the API server's precondition).
+TEST_F(ExtenderTest, BindRefusesOtherSchedulersPodsAndNodesFailingThePodsPredicates) {
+  json a = GpuNode("node-a", {{"GPU-a0", 16000}});
+  a["metadata"]["labels"] = {{"pool", "gpu"}, {"zone", "z1"}, {"gen", "9"}};
+  api_.Put("nodes", a);
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 16000}}));
+  json other = GpuPod("other", {{"nvidia.com/gpumem", "1000"}});
+  other["spec"]["schedulerName"] = "default-scheduler";
+  other = api_.Put("pods", other);
+  json sel = GpuPod("sel", {{"nvidia.com/gpumem", "1000"}});
+  sel["spec"]["nodeSelector"] = {{"pool", "gpu"}};
+  sel = api_.Put("pods", sel);
+  json aff = GpuPod("aff", {{"nvidia.com/gpumem", "1000"}});
+  aff["spec"]["affinity"] = {
+      {"nodeAffinity",
+       {{"requiredDuringSchedulingIgnoredDuringExecution",
+         {{"nodeSelectorTerms",
+           {{{"matchExpressions", {{{"key", "zone"}, {"operator", "In"}, {"values", {"z2"}}}}}},
+            {{"matchExpressions",
+              {{{"key", "gen"}, {"operator", "Gt"}, {"values", {"8"}}},
+               {{"key", "pool"}, {"operator", "Exists"}}}},
+             {"matchFields",
+              {{{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", {"node-c"}}}}}}}}}}}}};
+  aff = api_.Put("pods", aff);
+  json plain = api_.Put(
+      "pods",
+      {{"metadata", {{"name", "plain"}, {"namespace", "ml"}}},
+       {"spec", {{"schedulerName", "fracgpu-scheduler"}, {"containers", {{{"name", "c"}}}}}}});
+  auto svc = StartService();
+  struct Refusal {
+    json pod;
+    std::string node, want;
+  } refusals[] = {
+      {other, "node-a",
+       "is not scheduled by fracgpu-scheduler (spec.schedulerName \"default-scheduler\")"},
+      {sel, "node-b", "does not match spec.nodeSelector pool=gpu"},
+      {aff, "node-b", "matches no term of the pod's required node affinity"},
+      {sel, "node-zz", "node node-zz does not exist"},
+      {plain, "node-zz", "node node-zz does not exist"},
+  };
+  for (const auto& r : refusals) {
+    json b = Bind(*svc, r.pod, r.node);
+    EXPECT_NE(b["Error"].get<std::string>().find(r.want), std::string::npos)
+        << k8s::Name(r.pod) << " → " << r.node << ": " << b.dump();
+    json after = *api_.Get("pods", "ml", k8s::Name(r.pod));
+    EXPECT_FALSE(k8s::Annotation(after, core::kAnnotationVgpuNode)) << k8s::Name(r.pod);
+    EXPECT_EQ(k8s::PodNodeName(after), "") << k8s::Name(r.pod);
+    EXPECT_TRUE(BindingsPosted(api_, k8s::Name(r.pod)).empty()) << k8s::Name(r.pod);
+  }
+  EXPECT_EQ(svc->metrics().Value("fracgpu_binds_total", {{"result", "refused"}}), 5);
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock));
+  // The same pods on nodes that pass their predicates are bound, the Binding carrying the UID.
+  EXPECT_EQ(Bind(*svc, sel, "node-a")["Error"], "");
+  ReleaseLock("node-a");
+  EXPECT_EQ(Bind(*svc, aff, "node-a")["Error"], "");
+  EXPECT_EQ(Bind(*svc, plain, "node-b")["Error"], "");
+  for (const json* p : {&sel, &aff, &plain}) {
+    auto posted = BindingsPosted(api_, k8s::Name(*p));
+    ASSERT_EQ(posted.size(), 1u) << k8s::Name(*p);
+    EXPECT_EQ(posted[0]["metadata"]["uid"], k8s::Uid(*p)) << posted[0].dump();
+  }
+}
+
+// Issue 33 item 5: a second /bind of a pod while the first is in flight (held inside its
+// annotation patch by an admission hook of the fake API server) is a conflict that changes
+// nothing: the first binds, its annotations stay, the second's node is neither locked nor
+// charged. Before, the second bound the pod to its node, then the first's patch overwrote the
+// annotations and its rollback cleared them: bound with no allocation, the node locked.
+TEST_F(ExtenderTest, TwoConcurrentBindsOfOnePodOneWinsAndTheLoserChangesNothing) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  std::mutex mu;
+  std::condition_variable cv;
+  int patches = 0;
+  bool release = false;
+  api_.SetPodAdmission([&](const fakes::AdmissionCall&) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (++patches == 1) {
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(20), [&] { return release; });
+    }
+    return fakes::AdmissionVerdict{};
+  });
+  json first;
+  std::thread t([&] { first = Bind(*svc, pod, "node-a"); });
+  bool held = false;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    held = cv.wait_for(lock, std::chrono::seconds(20), [&] { return patches >= 1; });
+  }
+  EXPECT_TRUE(held);
+  json second = Bind(*svc, pod, "node-b");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  t.join();
+  api_.SetPodAdmission(nullptr);
+  EXPECT_EQ(first["Error"], "") << first.dump();
+  EXPECT_NE(second["Error"].get<std::string>().find("already in progress"), std::string::npos)
+      << second.dump();
+  json after = *api_.Get("pods", "ml", "p");
+  EXPECT_EQ(k8s::PodNodeName(after), "node-a");
+  EXPECT_EQ(k8s::Annotation(after, core::kAnnotationVgpuNode), "node-a");
+  auto grants = GrantsOf(after);
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 1u);
+  EXPECT_EQ(grants[0][0].uuid, "GPU-a0");
+  EXPECT_TRUE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock));
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 1000));
+  EXPECT_TRUE(WaitUsed(*svc, "node-b", "GPU-b0", 0));
+  // A later bind of the bound pod elsewhere: a conflict, the pod as it was.
+  json third = Bind(*svc, pod, "node-b");
+  EXPECT_NE(third["Error"].get<std::string>().find("already bound"), std::string::npos);
+  json again = *api_.Get("pods", "ml", "p");
+  EXPECT_EQ(again["metadata"]["annotations"], after["metadata"]["annotations"]);
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock));
+}
+
+// Issue 33 item 5: a bind that fails at any write — the annotation patch (injected 422), the
+// patch finding the pod changed since it was read (409 on its resourceVersion), the Binding —
+// leaves no node lock and no reservation; the pod keeps no decision.
+TEST_F(ExtenderTest, AFailedBindNeverLeavesALockOrAReservation) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  struct Step {
+    std::string method, path;
+    int status;
+  } steps[] = {{"PATCH", "/api/v1/namespaces/ml/pods/p", 422},
+               {"PATCH", "/api/v1/namespaces/ml/pods/p", 409},
+               {"POST", "/api/v1/namespaces/ml/pods/p/binding", 409}};
+  for (const auto& step : steps) {
+    api_.FailNext(step.method, step.path, step.status);
+    json b = Bind(*svc, pod, "node-a");
+    EXPECT_NE(b["Error"].get<std::string>(), "") << step.method << " " << step.status;
+    EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock))
+        << step.method << " " << step.status;
+    EXPECT_FALSE(svc->state().Allocation(k8s::Uid(pod))) << step.method << " " << step.status;
+    EXPECT_TRUE(api_.WaitFor([&] {
+      return !k8s::Annotation(*api_.Get("pods", "ml", "p"), core::kAnnotationVgpuNode);
+    })) << step.method
+        << " " << step.status;
+  }
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 0));
+  EXPECT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "core/signature.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
+#include "scheduler/extender.h"
 #include "scheduler/leader.h"
 #include "scheduler/node_lock.h"
 #include "scheduler/state.h"
@@ -165,6 +166,63 @@ json NodeWithGpu() {
          {{core::kAnnotationNodeRegister,
            R"([{"id":"GPU-1","count":10,"devmem":20000,"devcore":100,"type":"NVIDIA-A100","health":true}])"}}}}},
       {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+}
+
+// Issue 33 item 8: leadership is the last successful renew, not a flag set per round. A
+// leader frozen (no round runs) past the lease duration refuses as soon as its own clock says
+// so — before any candidate took over and before its next round — and the extender's writes,
+// guarded by CheckLeader, refuse with it: no lock, no annotation, no Binding.
+TEST(LeaderTest, AFrozenLeaderRefusesToWriteOnceItsLastRenewIsALeaseDurationOld) {
+  fakes::FakeApiServer api;
+  base::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
+  k8s::Config config;
+  config.server = api.url();
+  auto client = std::move(k8s::Client::Create(config, {}, &clock).value());
+  LeaderElectionConfig cfg{"fracgpu-system", "fracgpu-scheduler", "a", std::chrono::seconds(15),
+                           std::chrono::seconds(2)};
+  LeaderElector a(client.get(), &clock, cfg);
+  EXPECT_FALSE(a.is_leader());
+  EXPECT_EQ(a.CheckLeader().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(a.TryAcquireOrRenew());
+  EXPECT_TRUE(a.CheckLeader().ok());
+  clock.Advance(std::chrono::seconds(14));
+  EXPECT_TRUE(a.is_leader());  // 14 s since the renew: still within the lease
+  clock.Advance(std::chrono::seconds(1));
+  Status st = a.CheckLeader();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("leadership lapsed: the last successful renew of lease "
+                              "fracgpu-system/fracgpu-scheduler was 15000 ms ago"),
+            std::string::npos)
+      << st.message();
+  EXPECT_FALSE(a.is_leader());
+
+  // The extender, its writes guarded by the elector: a bind refused, nothing written.
+  api.Put("nodes",
+          {{"metadata", {{"name", "n"}, {"annotations", NodeWithGpu()["metadata"]["annotations"]}}},
+           {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}});
+  json pod = api.Put(
+      "pods",
+      {{"metadata", {{"name", "p"}, {"namespace", "ns"}}},
+       {"spec",
+        {{"schedulerName", "fracgpu-scheduler"},
+         {"containers",
+          {{{"name", "c"}, {"resources", {{"limits", {{"nvidia.com/gpumem", "1000"}}}}}}}}}}});
+  ClusterState state;
+  ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
+  ExtenderConfig ext_cfg;
+  ext_cfg.write_guard = [&] { return a.CheckLeader(); };
+  Extender ext(ext_cfg, &state, client.get(), nullptr, nullptr, &clock);
+  ExtenderBindingArgs args{"p", "ns", k8s::Uid(pod), "n"};
+  json b = ext.Bind(args);
+  EXPECT_NE(b["Error"].get<std::string>().find("leadership lapsed"), std::string::npos) << b.dump();
+  EXPECT_FALSE(k8s::Annotation(*api.Get("nodes", "", "n"), core::kAnnotationNodeLock));
+  EXPECT_FALSE(k8s::Annotation(*api.Get("pods", "ns", "p"), core::kAnnotationVgpuNode));
+  EXPECT_EQ(k8s::PodNodeName(*api.Get("pods", "ns", "p")), "");
+  EXPECT_FALSE(state.Allocation(k8s::Uid(pod)));
+  // A renew makes it leader again; the bind goes through.
+  ASSERT_TRUE(a.TryAcquireOrRenew());
+  EXPECT_EQ(ext.Bind(args)["Error"], "");
+  EXPECT_EQ(k8s::PodNodeName(*api.Get("pods", "ns", "p")), "n");
 }
 
 TEST(StateTest, InitContainersCollapseAndShrinkWhenFinished) {
