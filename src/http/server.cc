@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,32 +14,22 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 
 #include "http/cert_store.h"
 
-// ---- Access to httplib's per-connection entry point ----
+// ---- httplib's per-connection entry point ----
 //
 // cpp-httplib 0.11 (Debian 12) has no hook between accept() and the request parser: no
 // per-connection callback, no total deadline for a request's headers (only a per-recv
-// timeout, which a client sending a byte every few seconds never trips), and its thread pool
-// queues every accepted connection without bound. Its per-connection function,
-// Server::process_and_close_socket(socket_t), is a private virtual. fracgpu therefore runs
-// two httplib servers: an acceptor whose override of that virtual applies the caps and the
-// deadline (Server::Gate), and the serving server whose own implementation it then calls.
-// The call goes through a pointer to the private member taken in an explicit instantiation,
-// where access checking does not apply (C++20 [temp.spec.general]/6) — the standard way to
-// reach a private member without editing the library.
-namespace {
-struct ProcessSocketTag {
-  using type = bool (httplib::Server::*)(::socket_t);
-  friend type ProcessSocketMember(ProcessSocketTag);
-};
-template <typename Tag, typename Tag::type Member>
-struct ExposeMember {
-  friend typename Tag::type ProcessSocketMember(Tag) { return Member; }
-};
-template struct ExposeMember<ProcessSocketTag, &httplib::Server::process_and_close_socket>;
-}  // namespace
+// timeout, which a client sending a byte every few seconds never trips), no bound on a header
+// line while it is read (it buffers the whole line, then checks CPPHTTPLIB_HEADER_MAX_LENGTH:
+// 12 connections sending one 64 MiB line each took the scheduler to 688 MiB, issue 33), and its
+// thread pool queues every accepted connection without bound. fracgpu therefore runs two httplib
+// servers: an acceptor whose process_and_close_socket override hands each socket to the Gate
+// (caps, deadlines, a worker per connection), and the serving server, whose protected
+// process_request() the worker calls once per request on fracgpu's own Stream (ConnStream:
+// plain or TLS, counting the request line and headers as they are read).
 
 namespace fracgpu::http {
 namespace {
@@ -60,6 +51,11 @@ class Serving : public Base {
  public:
   using Base::Base;
   void set_listen_socket(::socket_t s) { this->svr_sock_ = s; }
+  /// Reads, routes and answers one request from `strm` (httplib's own per-request step).
+  bool ServeOne(httplib::Stream& strm, bool close_connection, bool& connection_closed,
+                const std::function<void(httplib::Request&)>& setup) {
+    return this->process_request(strm, close_connection, connection_closed, setup);
+  }
 };
 
 // The acceptor: httplib's accept loop; each accepted socket goes to `on_socket`, which owns it.
@@ -115,7 +111,275 @@ int CertCallback(SSL* ssl, void* arg) {
   return store->Apply(ssl) ? 1 : 0;
 }
 
+// Ends a refused connection without destroying its answer: closes the write side, then reads
+// and drops up to `max_bytes` of what the client still sends, for at most `ms` milliseconds
+// (closing with unread bytes would send a TCP RST that can destroy the answer before the
+// client reads it). Nothing read is kept.
+void DrainAfterAnswer(::socket_t sock, size_t max_bytes, int ms) {
+  ::shutdown(sock, SHUT_WR);
+  auto until = Clock::now() + std::chrono::milliseconds(ms);
+  size_t drained = 0;
+  char buf[16384];
+  while (drained < max_bytes && Clock::now() < until) {
+    pollfd p{sock, POLLIN, 0};
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    if (::poll(&p, 1, std::max(1, left)) <= 0) break;
+    ssize_t n = ::recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
+  }
+  ::shutdown(sock, SHUT_RD);
+}
+
+// The names of the client certificate `ssl` verified: subject CN, then DNS SANs.
+std::vector<std::string> VerifiedClientNames(SSL* ssl) {
+  std::vector<std::string> names;
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return names;
+  if (SSL_get_verify_result(ssl) == X509_V_OK) {
+    char cn[256] = {0};
+    if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn) > 0)
+      names.emplace_back(cn);
+    auto* sans =
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+    for (int i = 0; sans != nullptr && i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* g = sk_GENERAL_NAME_value(sans, i);
+      if (g->type != GEN_DNS) continue;
+      const auto* d = reinterpret_cast<const char*>(ASN1_STRING_get0_data(g->d.dNSName));
+      names.emplace_back(d, static_cast<size_t>(ASN1_STRING_length(g->d.dNSName)));
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  X509_free(cert);
+  return names;
+}
+
+// One connection's byte stream for httplib's request parser: plain (recv/send) or TLS
+// (SSL_read/SSL_write) on a blocking socket with SO_RCVTIMEO/SO_SNDTIMEO set, read through a
+// 16 KiB buffer. Between BeginRequest() and the blank line that ends the headers it counts what
+// it hands out: a line longer than max_line or a head longer than max_head is answered here
+// (414 for the request line, 431 for a header line), the connection is ended and every later
+// read fails, so no more than the caps (plus one buffer) of a request's head is ever held.
+class ConnStream final : public httplib::Stream {
+ public:
+  ConnStream(::socket_t sock, SSL* ssl, size_t max_line, size_t max_head, int read_ms, int write_ms)
+      : sock_(sock),
+        ssl_(ssl),
+        max_line_(max_line),
+        max_head_(max_head),
+        read_ms_(read_ms),
+        write_ms_(write_ms) {}
+
+  /// Starts counting the next request's head.
+  void BeginRequest() {
+    in_head_ = true;
+    head_ = 0;
+    line_ = 0;
+    first_line_ = true;
+  }
+  /// Whether the head was refused (the connection is over).
+  bool refused() const { return refused_; }
+  /// Whether bytes of a next request are already buffered (pipelined).
+  bool buffered() const { return pos_ < len_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
+
+  bool is_readable() const override { return buffered() || Poll(POLLIN, read_ms_); }
+  bool is_writable() const override { return !refused_ && Poll(POLLOUT, write_ms_); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (refused_) return -1;
+    if (pos_ == len_) {
+      ssize_t n = Fill();
+      if (n <= 0) return n;
+    }
+    size_t n = std::min(size, len_ - pos_);
+    if (in_head_) {
+      for (size_t i = 0; i < n; ++i) {
+        const char c = buf_[pos_ + i];
+        ++head_;
+        if (c == '\n') {
+          if (line_ == 0 && !first_line_) {  // the blank line: the body (if any) follows
+            in_head_ = false;
+            n = i + 1;
+            break;
+          }
+          line_ = 0;
+          first_line_ = false;
+          continue;
+        }
+        if (c != '\r') ++line_;
+        if (line_ > max_line_ || head_ > max_head_) {
+          RefuseHead();
+          return -1;
+        }
+      }
+    }
+    std::memcpy(ptr, buf_ + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (refused_) return static_cast<ssize_t>(size);  // httplib's own 400 after ours: dropped
+    return WriteRaw(ptr, size);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    Address(&::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    Address(&::getsockname, ip, port);
+  }
+  ::socket_t socket() const override { return sock_; }
+
+ private:
+  ssize_t Fill() {
+    pos_ = len_ = 0;
+    for (;;) {
+      ssize_t n;
+      if (ssl_ != nullptr) {
+        int r = SSL_read(ssl_, buf_, sizeof(buf_));
+        if (r > 0) {
+          n = r;
+        } else {
+          return SSL_get_error(ssl_, r) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+        }
+      } else {
+        n = ::recv(sock_, buf_, sizeof(buf_), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n;
+      }
+      len_ = static_cast<size_t>(n);
+      return n;
+    }
+  }
+
+  ssize_t WriteRaw(const char* ptr, size_t size) {
+    if (ssl_ != nullptr) {
+      int r = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+      return r > 0 ? r : -1;
+    }
+    for (;;) {
+      ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      return n;
+    }
+  }
+
+  void RefuseHead() {
+    const bool uri = first_line_;
+    const int status = uri ? 414 : 431;
+    const std::string what = uri ? "request line" : "header line";
+    std::string message = line_ > max_line_ ? "the " + what + " is longer than " +
+                                                  std::to_string(max_line_) + " bytes"
+                                            : "the request line and headers are longer than " +
+                                                  std::to_string(max_head_) + " bytes";
+    std::string body = Response::Error(status, message).body;
+    std::string head = "HTTP/1.1 " + std::to_string(status) +
+                       (uri ? " URI Too Long" : " Request Header Fields Too Large") +
+                       "\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                       "Content-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body;
+    (void)WriteRaw(head.data(), head.size());
+    refused_ = true;
+    pos_ = len_ = 0;
+    // At most 1 MiB / 1 s more is read (and dropped) so that the answer is not lost to a reset.
+    DrainAfterAnswer(sock_, 1u << 20, 1000);
+  }
+
+  bool Poll(short events, int ms) const {
+    pollfd p{sock_, events, 0};
+    return ::poll(&p, 1, ms) > 0 && (p.revents & events) != 0;
+  }
+
+  void Address(int (*fn)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    ip.clear();
+    port = 0;
+    if (fn(sock_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    char buf[INET6_ADDRSTRLEN] = {0};
+    if (addr.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+      ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
+      port = ntohs(a->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
+      port = ntohs(a->sin6_port);
+    }
+    ip = buf;
+  }
+
+  ::socket_t sock_;
+  SSL* ssl_;
+  size_t max_line_, max_head_;
+  int read_ms_, write_ms_;
+  char buf_[16384];
+  size_t pos_ = 0, len_ = 0;
+  bool in_head_ = true, first_line_ = true, refused_ = false;
+  size_t head_ = 0, line_ = 0;
+};
+
 }  // namespace
+
+// Worker threads started on demand: one per queued connection when none is idle, up to `max`.
+class ConnectionWorkers {
+ public:
+  ConnectionWorkers(size_t start, size_t max) : max_(std::max<size_t>(1, max)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < std::min(start, max_); ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  void Enqueue(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+    if (static_cast<size_t>(idle_) < queue_.size() && threads_.size() < max_) {
+      threads_.emplace_back([this] { Loop(); });
+    }
+    cv_.notify_one();
+  }
+  /// Runs what is queued, then joins every thread.
+  void Shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+  size_t threads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return threads_.size();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool stop_ = false;
+  size_t max_;
+};
 
 std::string Request::Header(const std::string& name) const {
   for (const auto& [k, v] : headers) {
@@ -156,16 +420,47 @@ struct Server::Gate {
     std::string peer;
     Clock::time_point deadline;
     Clock::time_point retire;  // accepted + max_connection_age_s: answers after it close
-    bool retired = false;      // past `retire` at an answer: `deadline` is final
+    Clock::time_point accepted;
+    bool retired = false;  // past `retire` at an answer: `deadline` is final
     bool cut = false;
+    bool requested = false;  // a request of it has reached its handler
   };
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
   std::map<::socket_t, Conn> conns;
   std::map<std::string, int> per_client;
-  std::unique_ptr<httplib::ThreadPool> pool;
+  int cut_count = 0;      // entries of `conns` already cut (not counted against the cap)
+  size_t body_bytes = 0;  // request bodies held at once (max_body_bytes_in_flight)
+  std::unique_ptr<ConnectionWorkers> pool;
   std::thread watchdog;
+
+  /// Marks `c` cut (shutdown(2) of its socket; its worker then ends and releases it).
+  void Cut(::socket_t sock, Conn& c) {
+    if (c.cut) return;
+    c.cut = true;
+    ++cut_count;
+    ::shutdown(sock, SHUT_RDWR);
+  }
+
+  /// Reserves `n` bytes of the body budget `max`; false when they do not fit.
+  bool ReserveBody(size_t n, size_t max) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (n > max - std::min(max, body_bytes)) return false;
+    body_bytes += n;
+    return true;
+  }
+  void ReleaseBody(size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    body_bytes -= std::min(n, body_bytes);
+  }
+
+  /// Whether the connection is retired (its last answer said `Connection: close`).
+  bool Retired(::socket_t sock) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = conns.find(sock);
+    return it == conns.end() || it->second.retired || it->second.cut;
+  }
 
   /// Sets the connection's deadline to `t`, unless it is retired. When `now` is past its
   /// retire time it is retired: its deadline becomes now + grace and stays. Returns whether the
@@ -181,6 +476,7 @@ struct Server::Gate {
       c.deadline = now + grace;
     }
     if (!c.retired) c.deadline = t;
+    if (t == Clock::time_point::max()) c.requested = true;
     return c.retired;
   }
 };
@@ -263,6 +559,8 @@ const char* Reason(int status) {
       return "Bad Request";
     case 413:
       return "Payload Too Large";
+    case 503:
+      return "Service Unavailable";
     case 415:
       return "Unsupported Media Type";
     default:
@@ -272,6 +570,8 @@ const char* Reason(int status) {
 
 // Whether the calling worker's connection is TLS (set with tls_socket).
 thread_local bool tls_is_tls = false;
+// The verified client certificate's names of the calling worker's connection (or null).
+thread_local const std::vector<std::string>* tls_client_names = nullptr;
 
 // Refuses the request the calling worker is reading and ends its connection, leaving the rest
 // of the body unread. Plain HTTP: the answer is written here, then the write side is closed
@@ -314,15 +614,39 @@ Status Server::Start() {
   if (options_.cert_file.empty() != options_.key_file.empty()) {
     return InvalidArgument("both a certificate file and a key file are needed for HTTPS");
   }
+  if (!options_.client_ca_file.empty() && !tls()) {
+    return InvalidArgument("a client CA file (" + options_.client_ca_file +
+                           ") needs HTTPS: give a certificate and a key too");
+  }
   if (tls()) {
     certs_ = std::make_unique<CertStore>(options_.cert_file, options_.key_file);
     FRACGPU_RETURN_IF_ERROR(certs_->Load());
     CertStore* store = certs_.get();
-    server_ = std::make_unique<Serving<httplib::SSLServer>>([store](SSL_CTX& ctx) {
+    const std::string ca = options_.client_ca_file;
+    if (!ca.empty()) {
+      // Checked here so that the error names the file (the context callback can only fail).
+      STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(ca.c_str());
+      if (names == nullptr || sk_X509_NAME_num(names) == 0) {
+        if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
+        return InvalidArgument("client CA file " + ca + " holds no readable PEM certificate");
+      }
+      sk_X509_NAME_pop_free(names, X509_NAME_free);
+    }
+    server_ = std::make_unique<Serving<httplib::SSLServer>>([store, ca](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
       SSL_CTX_set_options(&ctx,
                           SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
       SSL_CTX_set_cert_cb(&ctx, &CertCallback, store);
+      if (!ca.empty()) {
+        // Ask for a client certificate but do not require one at the TLS level (the health
+        // routes and the kubelet's probes have none); one presented must verify.
+        if (SSL_CTX_load_verify_locations(&ctx, ca.c_str(), nullptr) != 1) return false;
+        SSL_CTX_set_client_CA_list(&ctx, SSL_load_client_CA_file(ca.c_str()));
+        SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, nullptr);
+        // Needed with client verification, or a resumed session fails its handshake.
+        static const unsigned char kContext[] = "fracgpu";
+        SSL_CTX_set_session_id_context(&ctx, kContext, sizeof(kContext) - 1);
+      }
       return true;
     });
   } else {
@@ -399,6 +723,7 @@ Status Server::Start() {
     req.path = hreq.path;
     req.body = std::move(body);
     req.remote_addr = hreq.remote_addr;
+    if (tls_client_names != nullptr) req.client_names = *tls_client_names;
     for (const auto& [k, v] : hreq.params) req.params.emplace(k, v);
     for (const auto& [k, v] : hreq.headers) req.headers.emplace_back(k, v);
     const ::socket_t sock = tls_socket;
@@ -419,10 +744,29 @@ Status Server::Start() {
   auto plain = [serve](const httplib::Request& hreq, httplib::Response& hres) {
     serve(hreq, hreq.body, hres);
   };
-  auto with_body = [this, serve](const httplib::Request& hreq, httplib::Response& hres,
-                                 const httplib::ContentReader& reader) {
+  auto with_body = [this, serve, gate](const httplib::Request& hreq, httplib::Response& hres,
+                                       const httplib::ContentReader& reader) {
     const size_t limit = BodyLimit(hreq.method, hreq.path);
+    // Counted against max_body_bytes_in_flight from here until the answer is written: the
+    // Content-Length (checked against `limit` already), or the whole limit when chunked.
+    const bool has_length = hreq.has_header("Content-Length");
+    const size_t held =
+        has_length ? std::min<size_t>(limit, hreq.get_header_value<uint64_t>("Content-Length"))
+                   : limit;
+    if (!gate->ReserveBody(held, options_.max_body_bytes_in_flight)) {
+      Refuse(hres, 503,
+             "the server holds its limit of request bodies (" +
+                 std::to_string(options_.max_body_bytes_in_flight) +
+                 " bytes) from other clients; retry");
+      return;
+    }
+    struct Held {
+      Gate* gate;
+      size_t n;
+      ~Held() { gate->ReleaseBody(n); }
+    } release{gate, held};
     std::string body;
+    if (has_length) body.reserve(held);
     bool over = false;
     bool read = reader([&](const char* data, size_t n) {
       if (n > limit - body.size()) {
@@ -460,26 +804,112 @@ Status Server::Start() {
     }
   });
 
-  // The acceptor: counts, admits or refuses at once, and hands admitted sockets to the pool.
-  httplib::Server* serving = server_.get();
-  const bool is_tls = tls();
-  gate->pool =
-      std::make_unique<httplib::ThreadPool>(static_cast<size_t>(std::max(1, options_.threads)));
+  // The acceptor: counts, admits or refuses at once, and hands admitted sockets to the workers.
+  std::function<bool(httplib::Stream&, bool, bool&, const std::function<void(httplib::Request&)>&)>
+      serve_one;
+  SSL_CTX* ssl_ctx = nullptr;
+  if (tls()) {
+    auto* sv = static_cast<Serving<httplib::SSLServer>*>(server_.get());
+    ssl_ctx = sv->ssl_context();
+    serve_one = [sv](httplib::Stream& st, bool close, bool& closed,
+                     const std::function<void(httplib::Request&)>& setup) {
+      return sv->ServeOne(st, close, closed, setup);
+    };
+  } else {
+    auto* sv = static_cast<Serving<httplib::Server>*>(server_.get());
+    serve_one = [sv](httplib::Stream& st, bool close, bool& closed,
+                     const std::function<void(httplib::Request&)>& setup) {
+      return sv->ServeOne(st, close, closed, setup);
+    };
+  }
+  gate->pool = std::make_unique<ConnectionWorkers>(
+      static_cast<size_t>(std::max(1, options_.threads)),
+      static_cast<size_t>(std::max(1, options_.max_connections)));
   const auto max_age = std::chrono::seconds(std::max(0, options_.max_connection_age_s));
-  acceptor_ = std::make_unique<Acceptor>([this, gate, serving, header_timeout, max_age,
-                                          is_tls](::socket_t sock) {
+  // One connection, on its own worker: the TLS handshake, then requests while it is kept.
+  auto run_connection = [this, gate, serve_one, ssl_ctx, keep_alive](::socket_t sock) {
+    timeval rt{std::max(1, options_.read_timeout_s), 0};
+    timeval wt{std::max(1, options_.write_timeout_s), 0};
+    (void)::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+    (void)::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof(wt));
+    SSL* ssl = nullptr;
+    bool ok = true;
+    std::vector<std::string> names;
+    if (ssl_ctx != nullptr) {
+      ssl = SSL_new(ssl_ctx);
+      ok = ssl != nullptr && SSL_set_fd(ssl, sock) == 1 && SSL_accept(ssl) == 1;
+      if (ok) names = VerifiedClientNames(ssl);
+    }
+    bool refused = false;
+    if (ok) {
+      ConnStream strm(sock, ssl, options_.max_header_line_bytes, options_.max_header_bytes,
+                      std::max(1, options_.read_timeout_s) * 1000,
+                      std::max(1, options_.write_timeout_s) * 1000);
+      tls_socket = sock;
+      tls_is_tls = ssl != nullptr;
+      tls_client_names = &names;
+      const SSL* req_ssl = ssl;
+      const auto setup = [req_ssl](httplib::Request& r) { r.ssl = req_ssl; };
+      for (int left = std::max(1, options_.keep_alive_max_requests), n = 0; left > 0; --left, ++n) {
+        if (n > 0 && !strm.buffered()) {  // idle between two requests: keep_alive_timeout_s
+          pollfd p{sock, POLLIN, 0};
+          if (::poll(&p, 1, keep_alive * 1000) <= 0) break;
+        }
+        strm.BeginRequest();
+        bool closed = false;
+        bool served = serve_one(strm, left == 1, closed, setup);
+        if (strm.refused()) refused = true;
+        if (!served || closed || refused || gate->Retired(sock)) break;
+      }
+      tls_socket = -1;
+      tls_is_tls = false;
+      tls_client_names = nullptr;
+    }
+    if (ssl != nullptr) {
+      if (ok && !refused) (void)SSL_shutdown(ssl);
+      SSL_free(ssl);
+    }
+    {
+      std::lock_guard<std::mutex> lock(gate->mu);
+      auto it = gate->conns.find(sock);
+      if (it != gate->conns.end()) {
+        if (--gate->per_client[it->second.peer] <= 0) gate->per_client.erase(it->second.peer);
+        if (it->second.cut) --gate->cut_count;
+        gate->conns.erase(it);
+      }
+    }
+    ::close(sock);
+  };
+  acceptor_ = std::make_unique<Acceptor>([this, gate, header_timeout, max_age,
+                                          run_connection](::socket_t sock) {
     std::string peer = PeerAddress(sock);
     bool admit = false;
     {
       std::lock_guard<std::mutex> lock(gate->mu);
       int& mine = gate->per_client[peer];
-      admit = !gate->stopping && static_cast<int>(gate->conns.size()) < options_.max_connections &&
+      const Clock::time_point now = Clock::now();
+      if (!gate->stopping && mine < options_.max_connections_per_client &&
+          static_cast<int>(gate->conns.size()) - gate->cut_count >= options_.max_connections) {
+        // At the total cap: make room by cutting the oldest connection that has not brought a
+        // complete request to a handler within a second (a slow or idle client), if any.
+        auto oldest = gate->conns.end();
+        for (auto it = gate->conns.begin(); it != gate->conns.end(); ++it) {
+          const Gate::Conn& c = it->second;
+          if (c.cut || c.requested || now - c.accepted < std::chrono::seconds(1)) continue;
+          if (oldest == gate->conns.end() || c.accepted < oldest->second.accepted) oldest = it;
+        }
+        if (oldest != gate->conns.end()) {
+          gate->Cut(oldest->first, oldest->second);
+          ++evicted_;
+        }
+      }
+      admit = !gate->stopping &&
+              static_cast<int>(gate->conns.size()) - gate->cut_count < options_.max_connections &&
               mine < options_.max_connections_per_client;
       if (admit) {
         ++mine;
-        const Clock::time_point now = Clock::now();
-        gate->conns[sock] =
-            Gate::Conn{peer, now + std::chrono::seconds(header_timeout), now + max_age};
+        Gate::Conn c{peer, now + std::chrono::seconds(header_timeout), now + max_age, now};
+        gate->conns[sock] = c;
       } else if (mine == 0) {
         gate->per_client.erase(peer);
       }
@@ -504,24 +934,7 @@ Status Server::Start() {
     // segment: bench_filter measured 42 ms per /filter at 1,000 nodes, 1 ms at 5,000.
     int nodelay = 1;
     (void)::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
-    gate->pool->enqueue([gate, serving, sock, is_tls] {
-      ::socket_t served = ::dup(sock);  // httplib closes this one; `sock` stays ours
-      if (served >= 0) {
-        tls_socket = sock;
-        tls_is_tls = is_tls;
-        (serving->*ProcessSocketMember(ProcessSocketTag{}))(served);
-        tls_socket = -1;
-      }
-      {
-        std::lock_guard<std::mutex> lock(gate->mu);
-        auto it = gate->conns.find(sock);
-        if (it != gate->conns.end()) {
-          if (--gate->per_client[it->second.peer] <= 0) gate->per_client.erase(it->second.peer);
-          gate->conns.erase(it);
-        }
-      }
-      ::close(sock);
-    });
+    gate->pool->Enqueue([run_connection, sock] { run_connection(sock); });
   });
   acceptor_->new_task_queue = [] { return new InlineQueue(); };
   acceptor_->set_read_timeout(options_.read_timeout_s, 0);
@@ -536,8 +949,7 @@ Status Server::Start() {
           // Counted before the shutdown: the client sees the close at once, and whoever it
           // tells (a test, an operator reading /metrics) must already find it counted.
           if (!gate->stopping) ++timed_out_;
-          c.cut = true;
-          ::shutdown(sock, SHUT_RDWR);  // the worker's next read or write fails; it then ends
+          gate->Cut(sock, c);  // the worker's next read or write fails; it then ends
         }
       }
     }
@@ -646,11 +1058,11 @@ void Server::StopGate() {
     {
       std::lock_guard<std::mutex> lock(gate_->mu);
       gate_->stopping = true;
-      for (auto& [sock, c] : gate_->conns) ::shutdown(sock, SHUT_RDWR);
+      for (auto& [sock, c] : gate_->conns) gate_->Cut(sock, c);
     }
     gate_->cv.notify_all();
     if (gate_->watchdog.joinable()) gate_->watchdog.join();
-    if (gate_->pool) gate_->pool->shutdown();  // joins the workers (their connections are cut)
+    if (gate_->pool) gate_->pool->Shutdown();  // joins the workers (their connections are cut)
   }
   if (server_) {
     if (tls()) {

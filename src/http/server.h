@@ -11,15 +11,23 @@
 //   thread server.port();                                 // the bound port (when port was 0)
 //   server.Stop();
 //
-// Hostile traffic (issue 15): every body limit is enforced while reading, per route (a
+// Hostile traffic (issues 15, 33): every body limit is enforced while reading, per route (a
 // Content-Length over it is refused before a byte of the body is read; a chunked body is cut at
 // the limit): 413 with a message naming the size and the limit, and the connection is closed.
-// Each connection has a deadline for its request line + headers + body (header_timeout_s; a
-// client that trickles a byte every few seconds is cut), connections are capped per client
-// address and in total (503 at once past either cap, no worker taken), and the health routes
-// can be served on a listener of their own (health_port) that answers while the workers are
-// busy. A taken port is an error (no SO_REUSEPORT: two processes never share a port).
-// Unknown paths 404; a handler that throws gets 500 (never a crash).
+// The request line and headers are bounded while they are read (max_header_line_bytes per line,
+// max_header_bytes in all: 414 for the request line, 431 for a header, then the connection is
+// closed; cpp-httplib itself buffers a whole line before it checks its length), and the bodies
+// held at once by all connections are bounded (max_body_bytes_in_flight: 503 past it). Each
+// connection has a deadline for its request line + headers + body (header_timeout_s; a client
+// that trickles a byte every few seconds is cut), connections are capped per client address and
+// in total (503 at once past either cap; at the total cap the oldest connection that has sent
+// no complete request for a second is cut to make room), and every admitted connection has a
+// worker thread of its own (started on demand), so a slow client never delays another's
+// request. The health routes can be served on a listener of their own (health_port) as well.
+// With client_ca_file, HTTPS asks for a client certificate (optional at the TLS level) and
+// hands the verified certificate's names to the handler (Request::client_names); routes decide
+// whether to require one. A taken port is an error (no SO_REUSEPORT: two processes never share
+// a port). Unknown paths 404; a handler that throws gets 500 (never a crash).
 
 #include <atomic>
 #include <condition_variable>
@@ -49,6 +57,10 @@ struct Request {
   std::multimap<std::string, std::string> params;  ///< query parameters
   std::vector<std::pair<std::string, std::string>> headers;
   std::string remote_addr;
+  /// Names of the client certificate verified against ServerOptions::client_ca_file during the
+  /// TLS handshake: its subject common name first, then its DNS subject alternative names.
+  /// Empty when the client presented none (or the server has no client_ca_file, or plain HTTP).
+  std::vector<std::string> client_names;
 
   /// The first header named `name` (case-insensitive), or "".
   std::string Header(const std::string& name) const;
@@ -79,11 +91,13 @@ struct ServerOptions {
   std::string cert_file;            ///< PEM; with key_file → HTTPS
   std::string key_file;             ///< PEM private key
   size_t max_body_bytes = 1 << 20;  ///< default per-route body limit, bytes (413 past it)
-  int threads = 32;                 ///< worker threads (connections served at once)
-  int read_timeout_s = 10;          ///< per-read (recv) timeout, seconds
-  int write_timeout_s = 10;         ///< per-write (send) timeout, seconds
-  int header_timeout_s = 10;        ///< deadline for a request's line, headers and body, seconds
-  int keep_alive_timeout_s = 5;     ///< idle time allowed between two requests of a connection
+  /// Worker threads started with the server. More start on demand, up to one per admitted
+  /// connection (max_connections), so no admitted connection waits behind a slow one.
+  int threads = 32;
+  int read_timeout_s = 10;       ///< per-read (recv) timeout, seconds
+  int write_timeout_s = 10;      ///< per-write (send) timeout, seconds
+  int header_timeout_s = 10;     ///< deadline for a request's line, headers and body, seconds
+  int keep_alive_timeout_s = 5;  ///< idle time allowed between two requests of a connection
   /// Requests one connection may make (at least 1) before the server answers with
   /// `Connection: close` (1,000: nginx's keepalive_requests default). Not httplib's 5:
   /// kube-scheduler's extender client (Go net/http) would open a new connection every fifth
@@ -97,6 +111,20 @@ struct ServerOptions {
   int max_connections = 256;  ///< connections admitted at once (served + waiting); 503 past it
   int max_connections_per_client = 64;  ///< the same, per client IP address
   int health_port = -1;  ///< -1: no health listener; 0: any free port; else that port
+  /// Longest request line or header line, bytes, counted while it is read (414 for the
+  /// request line, 431 for a header line past it; the connection is then closed). 16 KiB:
+  /// twice nginx's large_client_header_buffers line (8k), room for a Kubeflow gateway's cookies.
+  size_t max_header_line_bytes = 16 << 10;
+  /// Request line plus all header lines of one request, bytes (431 past it).
+  size_t max_header_bytes = 64 << 10;
+  /// Request bodies held at once by all connections together, bytes: a body is counted from
+  /// its Content-Length (or its route's limit when chunked) until its answer is written; a
+  /// request that does not fit is answered 503 before its body is read.
+  size_t max_body_bytes_in_flight = 64 << 20;
+  /// PEM bundle of the CA(s) that sign client certificates (HTTPS only). With it the TLS
+  /// handshake asks for a client certificate; one presented must verify against it (else the
+  /// handshake fails), and its names reach handlers as Request::client_names. Read at Start().
+  std::string client_ca_file;
 };
 
 /// The server. Routes are exact paths (the query string is ignored), plus prefix routes.
@@ -130,6 +158,8 @@ class Server {
   int health_port() const { return health_port_; }
   /// Connections refused at the caps (total or per client) since Start().
   int64_t refused_connections() const { return refused_.load(); }
+  /// Connections cut at the total cap to make room (slow or idle for a second) since Start().
+  int64_t evicted_connections() const { return evicted_.load(); }
   /// Connections cut at their deadline (header_timeout_s) since Start().
   int64_t timed_out_connections() const { return timed_out_.load(); }
   /// Connections admitted and not yet released (a cut connection is released when its worker
@@ -164,6 +194,7 @@ class Server {
   int health_port_ = -1;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> timed_out_{0};
+  std::atomic<int64_t> evicted_{0};
   std::map<std::pair<std::string, std::string>, size_t> body_limits_;
   std::map<std::string, Handler> health_routes_;
   std::thread thread_;
