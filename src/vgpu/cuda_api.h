@@ -355,6 +355,15 @@ typedef struct {
   CUlaunchAttribute* attrs;
   unsigned int numAttrs;
 } CUlaunchConfig;
+/// One device's launch of cuLaunchCooperativeKernelMultiDevice (CUDA_LAUNCH_PARAMS_v1, cuda.h).
+typedef struct CUDA_LAUNCH_PARAMS_st {
+  CUfunction function;
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  void** kernelParams;
+} CUDA_LAUNCH_PARAMS;
 
 // ---- Functions, by ELF name (docs/design/wire-apis.md §7.3–7.8) ----
 CUresult cuInit(unsigned int flags) FRACGPU_CU_API;
@@ -491,6 +500,14 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int grid_x, unsig
                                         unsigned int block_y, unsigned int block_z,
                                         unsigned int shared_mem_bytes, CUstream stream,
                                         void** kernel_params) FRACGPU_CU_API;
+// Legacy launches (deprecated; PFN_cuLaunch_v2000, PFN_cuLaunchGrid_v2000,
+// PFN_cuLaunchGridAsync_v2000, PFN_cuLaunchCooperativeKernelMultiDevice_v9000).
+CUresult cuLaunch(CUfunction f) FRACGPU_CU_API;
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) FRACGPU_CU_API;
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height,
+                           CUstream stream) FRACGPU_CU_API;
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* list, unsigned int num_devices,
+                                              unsigned int flags) FRACGPU_CU_API;
 CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
 CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) FRACGPU_CU_API;
 // Graphs: construction, instantiation (the legacy 5-argument cuGraphInstantiate of v10000 and

@@ -137,6 +137,32 @@ FRACGPU_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunct
   if (cfg) MaybePace(1ull * cfg->gridDimX * cfg->gridDimY * cfg->gridDimZ);
   return REAL(cuLaunchKernelEx_ptsz)(cfg, f, params, extra);
 }
+// Legacy launches (deprecated, still exported by CUDA 13: cuda.h; PFN_cuLaunch_v2000,
+// PFN_cuLaunchGrid_v2000, PFN_cuLaunchGridAsync_v2000, PFN_cuLaunchCooperativeKernelMultiDevice
+// _v9000) are paced like cuLaunchKernel (issue 32 item 7): before, they reached the driver
+// unpaced. A multi-device launch is paced as one launch of the current context's device (the
+// limiter paces that device; the list's other devices are each another context's).
+FRACGPU_EXPORT CUresult cuLaunch(CUfunction f) noexcept {
+  MaybePace(1);
+  return REAL(cuLaunch)(f);
+}
+FRACGPU_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) noexcept {
+  MaybePace(1ull * static_cast<unsigned>(grid_width) * static_cast<unsigned>(grid_height));
+  return REAL(cuLaunchGrid)(f, grid_width, grid_height);
+}
+FRACGPU_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height,
+                                          CUstream stream) noexcept {
+  MaybePace(1ull * static_cast<unsigned>(grid_width) * static_cast<unsigned>(grid_height));
+  return REAL(cuLaunchGridAsync)(f, grid_width, grid_height, stream);
+}
+FRACGPU_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* list,
+                                                             unsigned int num_devices,
+                                                             unsigned int flags) noexcept {
+  MaybePace(list && num_devices > 0 ? 1ull * list[0].gridDimX * list[0].gridDimY * list[0].gridDimZ
+                                    : 0);
+  return REAL(cuLaunchCooperativeKernelMultiDevice)(list, num_devices, flags);
+}
+
 // A graph launch is also where the driver reserves graph memory for an executable graph that
 // was never uploaded (hooks_graph.cc): while no such graph exists (g_graph_pending is 0) that
 // costs one more relaxed load, and no lock.

@@ -301,10 +301,20 @@ void HandleUnref(CUmemGenericAllocationHandle h, bool release) {
   }
 }
 
+// One cuMemUnmap may cover any number of mappings: they are collected kUnmapChunk at a time
+// (a fixed buffer on the stack: no allocation), each collected one removed from the table, and
+// the sweep repeated until a pass finds fewer than a chunk. (Before issue 32 a mapping past the
+// 62nd was removed without being collected, so its handle's charge was never released.)
+constexpr uint64_t kUnmapChunk = 62;
+struct UnmapRange {
+  uint64_t begin, end, count;
+  uint64_t handles[kUnmapChunk];
+};
 bool CollectMapping(const Entry& e, void* ctx) {
-  auto* range = static_cast<uint64_t*>(ctx);  // [begin, end, count, handles...]
-  if (e.kind != Kind::kVmmMap || e.key < range[0] || e.key >= range[1]) return false;
-  if (range[2] < 62) range[3 + range[2]++] = e.aux;
+  auto* range = static_cast<UnmapRange*>(ctx);
+  if (e.kind != Kind::kVmmMap || e.key < range->begin || e.key >= range->end) return false;
+  if (range->count >= kUnmapChunk) return false;  // the next pass takes it
+  range->handles[range->count++] = e.aux;
   return true;
 }
 }  // namespace
@@ -348,9 +358,14 @@ FRACGPU_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 FRACGPU_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
   CUresult r = REAL(cuMemUnmap)(ptr, size);
   if (r != CUDA_SUCCESS) return r;
-  // One unmap may cover several mappings: collect those starting inside the range.
-  uint64_t range[3 + 62] = {ptr, ptr + size, 0};
-  TableSweep(&CollectMapping, range);
-  for (uint64_t i = 0; i < range[2]; ++i) HandleUnref(range[3 + i], /*release=*/false);
+  // One unmap may cover several mappings: every one starting inside the range, chunk by chunk.
+  UnmapRange range;
+  range.begin = ptr;
+  range.end = ptr + size;
+  do {
+    range.count = 0;
+    TableSweep(&CollectMapping, &range);
+    for (uint64_t i = 0; i < range.count; ++i) HandleUnref(range.handles[i], /*release=*/false);
+  } while (range.count == kUnmapChunk);
   return r;
 }

@@ -122,5 +122,52 @@ TEST(VgpuHookAttacks, BrokenLimitsFileRefusesCuda) {
   EXPECT_EQ(Rc(out[2]), 0);
 }
 
+// cuMemUnmap of one range over more than 62 mappings releases every mapping's charge (issue 32
+// item 7): 100 handles of 2 MiB mapped side by side, released, unmapped by one call. Before, the
+// charges of mappings past the 62nd (76 MiB here) stayed, so the 200 MiB that follows under the
+// 256 MiB limit was a false out-of-memory.
+TEST(VgpuHookAttacks, UnmapOfManyMappingsReleasesEveryCharge) {
+  Sandbox box;
+  auto env = box.Env();
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "256m";
+  auto out = RunApp(box, env,
+                    {"init", "vmmmany:100:2097152", "region:0", "alloc:209715200",
+                     "vmmmany:20:2097152", "region:0"});
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[1], "vmmmany 0 0");
+  RegionLine after = ParseRegionLine(out[2]);
+  ASSERT_TRUE(after.ok) << out[2];
+  EXPECT_EQ(after.data, 0u);
+  EXPECT_EQ(Rc(out[3]), 0) << "200 MiB under 256 MiB after everything was unmapped";
+  EXPECT_EQ(out[4], "vmmmany 0 0");  // 40 MiB more, mapped and unmapped again
+  RegionLine end = ParseRegionLine(out[5]);
+  ASSERT_TRUE(end.ok) << out[5];
+  EXPECT_EQ(end.data, 200 * kMiB);
+}
+
+// The legacy launches are paced through the SM limiter like cuLaunchKernel (issue 32 item 7):
+// one process, 40 % SM limit, back-to-back launches for 12 s of the fake's virtual clock; the
+// GPU is busy 40 % of the [2 s, 12 s) window. Before, these reached the driver unpaced (~100 %).
+TEST(VgpuHookAttacks, LegacyLaunchesArePaced) {
+  for (const char* path : {"L", "G", "A", "M"}) {
+    SCOPED_TRACE(path);
+    Sandbox box;
+    auto env = box.Env();
+    env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":1024:108";
+    env["CUDA_DEVICE_SM_LIMIT"] = "40";
+    env["FAKE_CLOCK_PARTICIPANTS"] = "1";
+    env["FAKE_CLOCK_RANK"] = "0";
+    auto out = RunApp(box, env,
+                      {"init", "cost:1000000000", std::string("smrun:1:1:") + path + ":12000:1"});
+    ASSERT_EQ(out.size(), 3u);
+    auto f = Fields(out[2]);
+    ASSERT_EQ(f.size(), 16u) << out[2];
+    EXPECT_EQ(f[1], "0");
+    EXPECT_GT(std::stoull(f[2]), 0u);
+    double percent = std::stod(f[3]) * 100.0 / 10e9;  // busy ns in [2 s, 12 s)
+    EXPECT_NEAR(percent, 40.0, 3.0);
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

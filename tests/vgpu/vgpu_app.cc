@@ -234,6 +234,15 @@ void SmRun(unsigned grid, unsigned block, const std::string& path, uint64_t unti
       r = cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr);
     } else if (path == "g") {
       r = cuGraphLaunch(graph, nullptr);
+    } else if (path == "L") {  // the legacy launches (issue 32 item 7)
+      r = cuLaunch(f);
+    } else if (path == "G") {
+      r = cuLaunchGrid(f, static_cast<int>(grid), 1);
+    } else if (path == "A") {
+      r = cuLaunchGridAsync(f, static_cast<int>(grid), 1, nullptr);
+    } else if (path == "M") {
+      CUDA_LAUNCH_PARAMS p{f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr};
+      r = cuLaunchCooperativeKernelMultiDevice(&p, 1, 0);
     } else {
       r = cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, nullptr, nullptr, nullptr);
     }

@@ -4,6 +4,9 @@
 //   nullout  every hook with an out-pointer, called with it NULL (and otherwise valid
 //       arguments): "nullout <calls> <name>=<rc> ..."; reaching the end is the point (a hook
 //       that dereferences NULL kills the process)
+//   vmmmany:<n>:<bytes>  n VMM handles of <bytes> each, mapped side by side in one reservation
+//       and released, then unmapped by ONE cuMemUnmap of the whole range:
+//       "vmmmany <rc of the first failing create/map or 0> <unmap rc>"
 #include "vgpu_app_attack.h"
 
 #include <cstdio>
@@ -15,7 +18,7 @@
 
 namespace {
 
-[[maybe_unused]] unsigned long long Arg(const std::vector<std::string>& a, size_t i) {
+unsigned long long Arg(const std::vector<std::string>& a, size_t i) {
   return i < a.size() ? std::strtoull(a[i].c_str(), nullptr, 10) : 0;
 }
 std::string Str(const std::vector<std::string>& a, size_t i) { return i < a.size() ? a[i] : ""; }
@@ -124,6 +127,26 @@ void NullOut(int ordinal) {
   std::printf("nullout %d%s\n", calls, out.c_str());
 }
 
+void VmmMany(const std::vector<std::string>& a, int ordinal) {
+  const unsigned long long n = Arg(a, 1), bytes = Arg(a, 2);
+  CUdeviceptr va = 0;
+  CUresult r = cuMemAddressReserve(&va, n * bytes, 0, 0, 0);
+  CUmemAllocationProp prop{};
+  prop.type = 1;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = ordinal;
+  for (unsigned long long i = 0; i < n && r == CUDA_SUCCESS; ++i) {
+    CUmemGenericAllocationHandle h = 0;
+    r = cuMemCreate(&h, bytes, &prop, 0);
+    if (r != CUDA_SUCCESS) break;
+    r = cuMemMap(va + i * bytes, bytes, 0, h, 0);
+    CUresult rr = cuMemRelease(h);  // the mapping keeps the memory
+    if (r == CUDA_SUCCESS) r = rr;
+  }
+  CUresult u = r == CUDA_SUCCESS ? cuMemUnmap(va, n * bytes) : CUDA_ERROR_INVALID_VALUE;
+  std::printf("vmmmany %d %d\n", r, u);
+}
+
 }  // namespace
 
 bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
@@ -132,6 +155,8 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     InfoNull(a);
   } else if (op == "nullout") {
     NullOut(ordinal);
+  } else if (op == "vmmmany") {
+    VmmMany(a, ordinal);
   } else {
     return false;
   }

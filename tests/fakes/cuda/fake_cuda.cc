@@ -1970,14 +1970,26 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   s.maps[ptr] = {handle, size};
   return CUDA_SUCCESS;
 }
+// The range must be "the entire contiguous address range that was mapped to" (cuda.h): one
+// mapping, or several adjacent mappings that tile [ptr, ptr + size) exactly; each is unmapped.
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
   FAKE_LOCK();
-  auto it = s.maps.find(ptr);
-  if (it == s.maps.end() || it->second.second != size) return CUDA_ERROR_INVALID_VALUE;
-  CUmemGenericAllocationHandle h = it->second.first;
-  s.maps.erase(it);
-  s.vmm[h].mappings--;
-  MaybeFreeHandle(s, h);
+  const CUdeviceptr end = ptr + size;
+  CUdeviceptr at = ptr;
+  for (auto it = s.maps.find(ptr); at < end; ++it) {
+    if (it == s.maps.end() || it->first != at || it->second.second > end - at)
+      return CUDA_ERROR_INVALID_VALUE;
+    at += it->second.second;
+  }
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  while (ptr < end) {
+    auto it = s.maps.find(ptr);
+    CUmemGenericAllocationHandle h = it->second.first;
+    ptr += it->second.second;
+    s.maps.erase(it);
+    s.vmm[h].mappings--;
+    MaybeFreeHandle(s, h);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -2069,6 +2081,29 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, 
                                         unsigned bx, unsigned by, unsigned bz, unsigned,
                                         CUstream st, void**) noexcept {
   return Launch(f, FAKE_GRID);
+}
+// Legacy launches (deprecated in cuda.h, still exported): a 1-block cuLaunch (the fake keeps no
+// cuFuncSetBlockShape state: blocks of one thread), a width x height grid, and a multi-device
+// cooperative launch, each of its entries on its own stream.
+CUresult cuLaunch(CUfunction f) noexcept { return Launch(f); }
+CUresult cuLaunchGrid(CUfunction f, int w, int h) noexcept {
+  if (w <= 0 || h <= 0) return CUDA_ERROR_INVALID_VALUE;
+  return Launch(f, 1ull * static_cast<unsigned>(w) * static_cast<unsigned>(h));
+}
+CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream st) noexcept {
+  if (w <= 0 || h <= 0) return CUDA_ERROR_INVALID_VALUE;
+  return Launch(f, 1ull * static_cast<unsigned>(w) * static_cast<unsigned>(h), 1, st);
+}
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* list, unsigned int n,
+                                              unsigned int) noexcept {
+  if (!list || n == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned int i = 0; i < n; ++i) {
+    const CUDA_LAUNCH_PARAMS& p = list[i];
+    CUresult r = Launch(p.function, 1ull * p.gridDimX * p.gridDimY * p.gridDimZ,
+                        1ull * p.blockDimX * p.blockDimY * p.blockDimZ, p.hStream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
 }
 // ---- Graphs (the model: "Graphs" above) ----
 CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) noexcept {
