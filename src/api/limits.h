@@ -37,7 +37,8 @@ inline constexpr char kEnvLogLevel[] = "LIBCUDA_LOG_LEVEL";
 inline constexpr char kLimitsFilePath[] = "/etc/fracgpu/limits.env";
 /// The preload file (one line: the container path of libvgpu.so).
 inline constexpr char kPreloadPath[] = "/etc/ld.so.preload";
-/// The node directory shared read-write by every GPU container (one file per GPU UUID).
+/// The node directory, mounted read-only into every GPU container (one file per GPU UUID, written
+/// by the node agent only; api/node_gpu.h).
 inline constexpr char kNodeDirPath[] = "/run/fracgpu/node";
 
 // ---- host layout: <HOOK_PATH>/<kHostVgpuDir>/… ------------------------------------------
@@ -55,7 +56,7 @@ inline constexpr char kHostContainersDir[] = "containers";
 inline constexpr char kHostLimitsDir[] = "limits";
 /// The suffix of a limits file under kHostLimitsDir.
 inline constexpr char kHostLimitsSuffix[] = ".env";
-/// `vgpu/node/` (mode 0777), mounted read-write at kNodeDirPath.
+/// `vgpu/node/` (mode 0755, root), mounted read-only at kNodeDirPath.
 inline constexpr char kHostNodeDir[] = "node";
 /// The region file in a container's region folder (kEnvSharedCache names it).
 inline constexpr char kRegionFileName[] = "region.cache";

@@ -129,8 +129,11 @@ Status Allocator::PrepareHostFiles() {
     fs::create_directories(dir, ec);
     if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   }
-  // Every container's processes (any user) create and map per-GPU files in the node directory.
-  fs::permissions(node_dir, fs::perms::all, ec);
+  // Only the node agent (root) writes the per-GPU files; containers get it read-only (issue 32).
+  fs::permissions(node_dir,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  ec);
   if (ec) return Internal("cannot chmod " + node_dir + ": " + ec.message());
   std::string want = api::HostLibraryFile(hook) + "\n";
   fs::path preload = api::HostPreloadFile(hook);
@@ -353,7 +356,7 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
   if (!disable_control) a.mounts.push_back({api::kPreloadPath, api::HostPreloadFile(hook), true});
   a.mounts.push_back({api::HostVgpuDir(hook), region.string(), false});
   a.mounts.push_back({api::kLimitsFilePath, limits.string(), true});
-  a.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), false});
+  a.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), true});  // read-only: shared
   return a;
 }
 

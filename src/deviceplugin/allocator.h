@@ -96,8 +96,9 @@ class Allocator {
 
   /// Writes `<hook>/vgpu/ld.so.preload` (one line: the container path of libvgpu.so) when its
   /// content differs, and creates the region and limits directories and the node directory
-  /// `<hook>/vgpu/node` (mode 0777; mounted read-write at /run/fracgpu/node in every container
-  /// for libvgpu.so's per-GPU priority files). Errors: kInternal naming the path.
+  /// `<hook>/vgpu/node` (mode 0755; mounted read-only at /run/fracgpu/node in every container;
+  /// the node agent writes its per-GPU priority files, api/node_gpu.h). Errors: kInternal
+  /// naming the path.
   Status PrepareHostFiles();
 
   const AllocatorOptions& options() const { return options_; }

@@ -59,7 +59,7 @@ ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<Alloc
   e.mounts.push_back({api::kPreloadPath, api::HostPreloadFile(hook), true});
   e.mounts.push_back({api::HostVgpuDir(hook), api::HostContainerDir(hook, slot), false});
   e.mounts.push_back({api::kLimitsFilePath, api::HostLimitsFile(hook, slot), true});
-  e.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), false});
+  e.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), true});  // read-only: shared
   return e;
 }
 

@@ -21,6 +21,7 @@
 #include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
+#include "monitor/priority.h"
 
 #ifndef FRACGPU_MONITOR_VERSION
 #define FRACGPU_MONITOR_VERSION "0.0.0"
@@ -44,6 +45,7 @@ struct Flags {
   std::string kubeconfig;
   std::string nvml_library = "libnvidia-ml.so.1";
   bool once = false;
+  double priority_interval_s = 0.01;  // node files for CUDA_TASK_PRIORITY (monitor/priority.h)
   // Enforcement (docs/enforcement.md).
   double enforce_interval_s = 0.5;
   std::string enforce_memory = "kill";
@@ -129,7 +131,11 @@ int Run(const Flags& f) {
       mon.registry().Add("fracgpu_monitor_errors_total", {{"source", "nvml_processes"}});
     }
   }
+  std::unique_ptr<monitor::PriorityPublisher> priority;
+  if (!f.node_dir.empty())
+    priority = std::make_unique<monitor::PriorityPublisher>(f.hook_path, f.node_dir);
   if (f.once) {
+    if (priority) priority->Poll(monitor::MonotonicNowNs());
     mon.Poll(monitor::MonotonicNowNs());
     if (enforcer) enforcer->Poll(monitor::MonotonicNowNs(), mon.known_pods());
     std::fputs(mon.registry().Render().c_str(), stdout);
@@ -154,6 +160,17 @@ int Run(const Flags& f) {
   }
   spdlog::info("monitor on {} (node {}, regions under {})", server.BaseUrl(), f.node_name,
                mon.containers_root());
+  // The priority files on their own thread: a slow API server or NVML call in the poll loop
+  // never delays them (priority-1 containers read them every few ms).
+  std::thread priority_thread;
+  if (priority) {
+    const auto every = std::chrono::nanoseconds(static_cast<int64_t>(f.priority_interval_s * 1e9));
+    priority_thread = std::thread([&stop, &priority, every] {
+      do {
+        priority->Poll(monitor::MonotonicNowNs());
+      } while (!stop.WaitFor(every));
+    });
+  }
   const uint64_t period = static_cast<uint64_t>(f.interval_s * 1e9);
   const uint64_t enforce_period = static_cast<uint64_t>(f.enforce_interval_s * 1e9);
   uint64_t next_metrics = 0, next_enforce = 0;
@@ -171,6 +188,7 @@ int Run(const Flags& f) {
     uint64_t after = monitor::MonotonicNowNs();
     if (wake > after) stop.WaitFor(std::chrono::nanoseconds(wake - after));
   }
+  if (priority_thread.joinable()) priority_thread.join();
   server.Stop();
   spdlog::info("monitor stopped");
   return 0;
@@ -192,7 +210,7 @@ void RegisterMonitorCommand(CLI::App& app) {
       ->capture_default_str();
   CLI::Option* node_dir =
       cmd->add_option("--node-dir", flags->node_dir,
-                      "SM limiter's per-GPU priority files (\"\" = off; default "
+                      "per-GPU priority files this agent writes (\"\" = off; default "
                       "<hook-path>/vgpu/node, following --hook-path and HOOK_PATH)")
           ->capture_default_str();
   cmd->add_option("--listen", flags->listen, "address of /metrics")->capture_default_str();
@@ -222,6 +240,11 @@ void RegisterMonitorCommand(CLI::App& app) {
   cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)")
       ->capture_default_str();
   cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+  cmd->add_option("--priority-interval", flags->priority_interval_s,
+                  "seconds between updates of the per-GPU priority files under --node-dir "
+                  "(CUDA_TASK_PRIORITY; docs/sm-limiter.md)")
+      ->check(CLI::Range(0.001, 1.0))
       ->capture_default_str();
   cmd->add_flag("--once", flags->once, "poll once, print the metrics to stdout and exit");
   cmd->add_option("--enforce-interval", flags->enforce_interval_s,

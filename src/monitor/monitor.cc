@@ -9,27 +9,11 @@
 #include <set>
 
 #include "api/limits.h"
-#include "api/node_gpu.h"
 #include "metrics/hami.h"
+#include "monitor/priority.h"
 
 namespace fracgpu::monitor {
 namespace {
-
-// Reads one SM-limiter node file (<node_dir>/<uuid>, api::NodeGpu) the same untrusting way as
-// a region: exact size, bounded copy, magic and version checked. Returns the stamp (0 = none).
-std::optional<uint64_t> ReadNodeGpuStamp(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  api::NodeGpu node{};
-  struct stat st {};
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            static_cast<uint64_t>(st.st_size) >= sizeof(api::NodeGpu) &&
-            ::pread(fd, &node, sizeof node, 0) == static_cast<ssize_t>(sizeof node);
-  ::close(fd);
-  if (!ok || node.magic != api::kNodeGpuMagic || node.version != api::kNodeGpuVersion)
-    return std::nullopt;
-  return node.high_last_launch_ns;
-}
 
 double Ratio(uint32_t percent) { return percent / 100.0; }
 
@@ -57,7 +41,8 @@ Monitor::Monitor(MonitorOptions options, GpuStatsSource* gpus, PodLister* pods)
              "Share of the last NVML sample period device memory was read or written (0..1).");
   r.Describe("fracgpu_gpu_slices", Type::kGauge, "Container slices with a region on this GPU.");
   r.Describe("fracgpu_gpu_priority_launch_age_seconds", Type::kGauge,
-             "Seconds since the last priority-0 kernel launch on the GPU (SM limiter node file).");
+             "Seconds since the last priority-0 kernel launch on the GPU (the node file the agent "
+             "publishes for priority-1 containers).");
   r.Describe("fracgpu_container_memory_used_bytes", Type::kGauge,
              "Device memory charged to a container slice on a GPU (all its processes), bytes.");
   r.Describe("fracgpu_container_memory_limit_bytes", Type::kGauge,
@@ -138,7 +123,7 @@ void Monitor::ReadPriorityFiles(const std::vector<GpuStats>& gpus, uint64_t now_
   if (options_.node_dir.empty()) return;
   for (const auto& g : gpus) {
     if (g.uuid.empty() || g.uuid.find('/') != std::string::npos) continue;
-    auto stamp = ReadNodeGpuStamp(options_.node_dir + "/" + g.uuid);
+    auto stamp = ReadNodeGpuFile(options_.node_dir + "/" + g.uuid);
     if (!stamp || *stamp == 0 || *stamp > now_ns) continue;
     snap->priority_launch_age_s[g.uuid] = static_cast<double>(now_ns - *stamp) / 1e9;
   }

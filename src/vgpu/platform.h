@@ -31,7 +31,7 @@ inline void SleepUntilMonotonicNs(uint64_t t) noexcept {
 const char* LimitsFilePath() noexcept;
 
 /// The node directory where containers on one node meet (per-GPU files, sm_limiter.cc). Host:
-/// api::kNodeDirPath, mounted read-write by the device plugin. Test: "fracgpu-node", relative.
+/// api::kNodeDirPath, mounted read-only by the device plugin. Test: "fracgpu-node", relative.
 const char* NodeDirPath() noexcept;
 
 /// The SM limiter's clock, ns. Host: CLOCK_MONOTONIC. Test: the fake driver's virtual clock

@@ -4,7 +4,8 @@
 
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -91,67 +92,74 @@ void Control(Region* r, int dev, uint64_t period_ns, uint32_t limit) noexcept {
   Field(d.gap_ns).store(cost * 100 / limit, std::memory_order_relaxed);
 }
 
-// The node file of region device `dev` (opened once; nullptr if it cannot be used).
-NodeGpu* NodeFile(Region* r, int dev) noexcept {
-  static std::atomic<NodeGpu*> files[kMaxDevices];
-  static std::atomic<int> state[kMaxDevices];  // 0 untried, 1 opening, 2 done
-  NodeGpu* f = files[dev].load(std::memory_order_acquire);
-  if (f || state[dev].load(std::memory_order_acquire) == 2) return f;
-  int expected = 0;
-  if (!state[dev].compare_exchange_strong(expected, 1)) return nullptr;  // another thread opens
-  const char* uuid = r->devices[dev].uuid;
+// Reads the node file of GPU `uuid` (api::NodeGpu, written by the node agent, mounted
+// read-only): open, fstat, one bounded pread, close; never mmap, so a file that shrinks cannot
+// raise SIGBUS. Returns the stamp, or 0 (no priority-0 launch: the safe default) when the file
+// is missing, unreadable, not a regular file of exactly 64 bytes, owned by another user than
+// root or this process's, writable by group or others, or fails NodeGpuStamp's checks.
+uint64_t ReadNodeStamp(const char* uuid, bool* usable) noexcept {
+  *usable = false;
   char path[512];
   const char* dir = platform::NodeDirPath();
   size_t dl = strlen(dir), ul = strnlen(uuid, kUuidSize);
-  if (ul > 0 && dl + 1 + ul < sizeof(path) && !memchr(uuid, '/', ul)) {
-    memcpy(path, dir, dl);
-    path[dl] = '/';
-    memcpy(path + dl + 1, uuid, ul);
-    path[dl + 1 + ul] = '\0';
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      off_t size = lseek(fd, 0, SEEK_END);
-      if (size >= 0 &&
-          (static_cast<size_t>(size) >= sizeof(NodeGpu) || ftruncate(fd, sizeof(NodeGpu)) == 0)) {
-        void* m = mmap(nullptr, sizeof(NodeGpu), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m != MAP_FAILED) {
-          f = static_cast<NodeGpu*>(m);
-          // Version first, then magic: a reader (the monitor) that sees the magic sees the
-          // version too. A file from an older library (magic set, version 0) gets its version.
-          uint32_t zero = 0;
-          std::atomic_ref<uint32_t>(f->version).compare_exchange_strong(zero, kNodeGpuVersion);
-          zero = 0;
-          std::atomic_ref<uint32_t>(f->magic).compare_exchange_strong(zero, kNodeGpuMagic);
-          if (f->magic != kNodeGpuMagic || f->version != kNodeGpuVersion) {
-            munmap(m, sizeof(NodeGpu));
-            f = nullptr;
-          }
-        }
-      }
-      close(fd);
-    }
-  }
-  if (!f) Log(kLogWarning, "node file for %s unusable: priority not applied on it", uuid);
-  files[dev].store(f, std::memory_order_release);
-  state[dev].store(2, std::memory_order_release);
-  return f;
+  if (ul == 0 || ul >= kUuidSize || dl + 1 + ul >= sizeof(path) || memchr(uuid, '/', ul)) return 0;
+  memcpy(path, dir, dl);
+  path[dl] = '/';
+  memcpy(path + dl + 1, uuid, ul);
+  path[dl + 1 + ul] = '\0';
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  NodeGpu node;
+  ssize_t got = -1;
+  // The raw system call: glibc's fstat is a GLIBC_2.33 symbol, libvgpu.so must run on 2.17
+  // (struct stat is the kernel's layout on x86_64 and aarch64).
+  if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == sizeof(NodeGpu) &&
+      (st.st_uid == 0 || st.st_uid == geteuid()) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0)
+    got = pread(fd, &node, sizeof node, 0);
+  close(fd);
+  if (got != static_cast<ssize_t>(sizeof node)) return 0;
+  uint64_t stamp = api::NodeGpuStamp(node, static_cast<size_t>(got));
+  *usable = stamp != 0 || (node.magic == kNodeGpuMagic && node.version == kNodeGpuVersion &&
+                           node.high_last_launch_check == ~uint64_t{0});
+  return stamp;
 }
 
-// Priority: a priority-0 launch stamps the GPU's node file; a priority-1 launch waits while a
-// priority-0 container launched within the last kPriorityIdleNs.
+// Per region device: the last stamp read and when (limiter clock), so a launch reads the file
+// at most once per kNodeFileRefreshNs; races between threads only repeat a read.
+struct NodeCache {
+  std::atomic<uint64_t> stamp{0};
+  std::atomic<uint64_t> read_at{0};
+  std::atomic<bool> warned{false};
+};
+NodeCache g_node_cache[kMaxDevices];
+
+uint64_t HighStamp(Region* r, int dev, uint64_t now) noexcept {
+  NodeCache& c = g_node_cache[dev];
+  uint64_t at = c.read_at.load(std::memory_order_relaxed);
+  if (at != 0 && now >= at && now < at + kNodeFileRefreshNs)
+    return c.stamp.load(std::memory_order_relaxed);
+  c.read_at.store(now == 0 ? 1 : now, std::memory_order_relaxed);
+  bool usable = false;
+  uint64_t stamp = ReadNodeStamp(r->devices[dev].uuid, &usable);
+  c.stamp.store(stamp, std::memory_order_relaxed);
+  if (!usable && !c.warned.exchange(true, std::memory_order_relaxed))
+    Log(kLogWarning, "node file for %.48s missing or not valid: priority not applied on it (yet)",
+        r->devices[dev].uuid);
+  return stamp;
+}
+
+// Priority: a priority-1 launch waits while the node agent's file says a priority-0 container
+// launched on this GPU within the last kPriorityIdleNs. A priority-0 process does nothing here:
+// its launches are stamped in its own region (RegionDevice::last_launch_ns), which the agent
+// reads. Each sleep is at most kPriorityIdleNs (the stamp is never in the future), and a stamp
+// that is not fresh, invalid or in the future lets the launch through at once.
 void ApplyPriority(Region* r, int dev) noexcept {
-  NodeGpu* node = NodeFile(r, dev);
-  if (!node) return;
-  std::atomic_ref<uint64_t> high(node->high_last_launch_ns);
-  if (r->priority == 0) {
-    uint64_t now = LimiterNowNs();
-    if (high.load(std::memory_order_relaxed) < now) high.store(now, std::memory_order_relaxed);
-    return;
-  }
+  if (r->priority == 0) return;
   for (;;) {
     uint64_t now = LimiterNowNs();  // first: in tests this waits for the simulation turn
-    uint64_t last = high.load(std::memory_order_relaxed);
-    if (last == 0 || now >= last + kPriorityIdleNs) return;
+    uint64_t last = HighStamp(r, dev, now);
+    if (last == 0 || last > now || now - last >= kPriorityIdleNs) return;
     SleepUntilNs(last + kPriorityIdleNs);
   }
 }
@@ -161,7 +169,7 @@ void ApplyPriority(Region* r, int dev) noexcept {
 bool g_sm_enforce = false;
 bool g_node_dir = false;
 
-bool NodeDirPresent() noexcept { return access(platform::NodeDirPath(), W_OK) == 0; }
+bool NodeDirPresent() noexcept { return access(platform::NodeDirPath(), R_OK | X_OK) == 0; }
 
 uint64_t LimiterNowNs() noexcept { return platform::NowNs(); }
 

@@ -26,11 +26,13 @@ inline constexpr uint64_t kControlPeriodNs = 100'000'000;
 /// How far (ns) a container that was idle may run ahead of its pace (burst allowance).
 inline constexpr uint64_t kBurstNs = 20'000'000;
 
-/// Priority (CUDA_TASK_PRIORITY, docs/design/CONTRACT.md §3): containers on one GPU meet in a
-/// per-GPU node file <kNodeDir>/<GPU UUID> (NodeGpu). A priority-0 process stamps the time of each
-/// of its launches there; a priority-1 process holds each launch back while the last priority-0
-/// launch on that GPU is less than kPriorityIdleNs old.
+/// Priority (CUDA_TASK_PRIORITY, docs/design/CONTRACT.md §3): the node agent (`fracgpu
+/// monitor`) publishes, per GPU, the latest launch of the node's priority-0 containers in a
+/// read-only node file <kNodeDirPath>/<GPU UUID> (api::NodeGpu); a priority-1 process holds each
+/// launch back while that launch is less than kPriorityIdleNs old. No container writes it.
 inline constexpr uint64_t kPriorityIdleNs = 50'000'000;
+/// How often (ns, limiter clock) a priority-1 process re-reads a GPU's node file.
+inline constexpr uint64_t kNodeFileRefreshNs = 5'000'000;
 
 /// The per-GPU node file's layout: api/node_gpu.h.
 using api::kNodeGpuMagic;
@@ -42,7 +44,8 @@ using api::NodeGpu;
 extern bool g_sm_enforce;
 extern bool g_node_dir;
 
-/// True when the node directory exists (then the launch hooks take the slow path for priority).
+/// True when the node directory can be read (then the launch hooks take the slow path for
+/// priority).
 bool NodeDirPresent() noexcept;
 
 /// Paces one launch on the calling thread's current device: returns at once when the device

@@ -86,7 +86,7 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
                                    {"/etc/ld.so.preload", vgpu + "/ld.so.preload", true},
                                    {vgpu, region, false},
                                    {"/etc/fracgpu/limits.env", limits, true},
-                                   {"/run/fracgpu/node", vgpu + "/node", false}};
+                                   {"/run/fracgpu/node", vgpu + "/node", true}};
   EXPECT_EQ(a.mounts, mounts);
   EXPECT_EQ(test_support::ReadWholeFile(limits),
             std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA +
@@ -101,10 +101,11 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   ASSERT_EQ(stat(region.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0777u);
   EXPECT_TRUE(fs::is_empty(region));
-  // The node directory (priority between containers, docs/sm-limiter.md): shared, writable by all.
+  // The node directory (priority between containers, docs/sm-limiter.md): written by the node
+  // agent only, readable by all (issue 32 item 2).
   ASSERT_EQ(stat((vgpu + "/node").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
-  EXPECT_EQ(st.st_mode & 0777, 0777u);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
   EXPECT_EQ(test_support::ReadWholeFile(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
   // The served entry is blanked, the pod succeeded and the lock is released.
   EXPECT_EQ(PodAnnotation("train", "hami.io/vgpu-devices-to-allocate"), ";");
@@ -198,16 +199,17 @@ TEST_F(AllocatorTest, DisableControlSkipsThePreloadMountOnly) {
   for (const auto& m : (*r)[0].mounts) EXPECT_NE(m.container_path, "/etc/ld.so.preload");
 }
 
-// The node directory is mounted read-write into every container, the same host directory for
-// all of them (that is how containers on one GPU meet), and PrepareHostFiles restores its mode.
-TEST_F(AllocatorTest, NodeDirectoryMountedReadWriteIntoEveryContainer) {
+// The node directory is mounted READ-ONLY into every container (issue 32 item 2: no container
+// writes state another container reads; only the node agent writes its per-GPU files), the same
+// host directory for all of them, and PrepareHostFiles restores its mode 0755 (was 0777).
+TEST_F(AllocatorTest, NodeDirectoryMountedReadOnlyIntoEveryContainer) {
   const std::string node = hook_ + "/vgpu/node";
   Allocator& al = Make();
-  fs::permissions(node, fs::perms::owner_all);  // drifted: PrepareHostFiles must restore 0777
+  fs::permissions(node, fs::perms::all);  // drifted to 0777: PrepareHostFiles must restore 0755
   ASSERT_TRUE(al.PrepareHostFiles().ok());
   struct stat st {};
   ASSERT_EQ(stat(node.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0777u);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
   cluster_.PutNode(MakeNode("ml", "pair"));
   cluster_.PutPod(MakePod("pair", {{"a", false, 1}, {"b", false, 1}}, kOneA + kOneA));
   auto r = al.Allocate({{std::string(kUuidA) + "-1"}, {std::string(kUuidA) + "-2"}});
@@ -219,7 +221,7 @@ TEST_F(AllocatorTest, NodeDirectoryMountedReadWriteIntoEveryContainer) {
       if (m.container_path != "/run/fracgpu/node") continue;
       ++found;
       EXPECT_EQ(m.host_path, node);
-      EXPECT_FALSE(m.read_only);
+      EXPECT_TRUE(m.read_only);
     }
     EXPECT_EQ(found, 1) << a.container;
   }

@@ -96,7 +96,10 @@ TEST_F(CdiTest, SpecFileIsValidCdiAndRemovedAgain) {
   ASSERT_EQ(edits["mounts"].size(), 5u);
   EXPECT_EQ(edits["mounts"][3]["containerPath"], "/etc/fracgpu/limits.env");
   EXPECT_EQ(edits["mounts"][3]["options"], json({"ro", "nosuid", "nodev", "bind"}));
-  EXPECT_EQ(edits["mounts"][2]["options"][0], "rw");
+  EXPECT_EQ(edits["mounts"][2]["options"][0], "rw");  // the container's own region folder
+  // The node directory, shared by every container of the node, is read-only (issue 32 item 2).
+  EXPECT_EQ(edits["mounts"][4]["containerPath"], "/run/fracgpu/node");
+  EXPECT_EQ(edits["mounts"][4]["options"], json({"ro", "nosuid", "nodev", "bind"}));
   struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);

@@ -260,12 +260,13 @@ TEST_F(MonitorTest, LastKernelAgeAndPriorityFileAge) {
   std::filesystem::create_directories(dir_.path() + "/node");
   api::NodeGpu node{};
   node.magic = api::kNodeGpuMagic;
-  node.version = 1;
+  node.version = api::kNodeGpuVersion;
   node.high_last_launch_ns = 9 * kSec + 500'000'000;
+  node.high_last_launch_check = ~node.high_last_launch_ns;
   WriteBytes(dir_.path() + "/node/" + kGpu0,
              std::string(reinterpret_cast<const char*>(&node), sizeof node));
   api::NodeGpu bad = node;
-  bad.magic = 0;  // not initialised: ignored
+  bad.high_last_launch_check = 0;  // torn or forged: ignored
   WriteBytes(dir_.path() + "/node/" + kGpu1,
              std::string(reinterpret_cast<const char*>(&bad), sizeof bad));
   Monitor m(Options(), &gpus_, nullptr);
