@@ -16,6 +16,9 @@ __asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.2.5
 __asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.2.5");
 __asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.12");
 __asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.12");
+// The region lock's bounded wait (region.cc).
+__asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@GLIBC_2.2.5");
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
 // The launch-stamp timer thread (hooks_launch.cc).
 __asm__(".symver pthread_create,pthread_create@GLIBC_2.2.5");
 __asm__(".symver pthread_sigmask,pthread_sigmask@GLIBC_2.2.5");
@@ -31,6 +34,8 @@ __asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.17"
 __asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.17");
 __asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.17");
 __asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.17");
+__asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@GLIBC_2.17");
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.17");
 __asm__(".symver pthread_create,pthread_create@GLIBC_2.17");
 __asm__(".symver pthread_sigmask,pthread_sigmask@GLIBC_2.17");
 __asm__(".symver pthread_attr_setstacksize,pthread_attr_setstacksize@GLIBC_2.17");

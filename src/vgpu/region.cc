@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -72,11 +73,18 @@ RegionError RegionOpen(const char* path, const RegionDevice* init, int init_coun
   int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return RegionError::kOpenFailed;
   // flock is released by the kernel if we die here, so a crashed initialiser blocks nobody.
-  while (::flock(fd, LOCK_EX) != 0) {
-    if (errno != EINTR) {
+  // Bounded: a process of the container that keeps the flock (it need not be ours) makes this
+  // one fail closed after kRegionLockTimeoutNs, never hang.
+  for (uint64_t waited_ns = 0; ::flock(fd, LOCK_EX | LOCK_NB) != 0;) {
+    if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ns >= kRegionLockTimeoutNs) {
+      int saved = errno == EWOULDBLOCK ? ETIMEDOUT : errno;
       ::close(fd);
+      errno = saved;
       return RegionError::kOpenFailed;
     }
+    timespec step{0, 1000000};  // 1 ms
+    ::nanosleep(&step, nullptr);
+    waited_ns += 1000000;
   }
   RegionError result = RegionError::kOk;
   void* map = MAP_FAILED;
@@ -146,16 +154,51 @@ void RegionClose(RegionHandle* h) noexcept {
   h->fd = -1;
 }
 
+namespace {
+// Set after a lock attempt timed out: later attempts only try (fail at once while the lock
+// stays unusable), and the first success clears it. Per process (not in the shared region).
+std::atomic<bool> g_lock_broken{false};
+std::atomic<bool> g_lock_logged{false};
+
+void LogLockTimeout() {
+  if (g_lock_logged.exchange(true, std::memory_order_relaxed)) return;
+  static const char kMsg[] =
+      "fracgpu: the shared region's lock was not acquired within 2 s (a process of this "
+      "container holds it and does not release it, or its lock word was overwritten): failing "
+      "closed, every allocation is refused until it is released\n";
+  ssize_t ignored = ::write(2, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+}
+}  // namespace
+
 bool RegionLock(Region* r) noexcept {
-  int rc = pthread_mutex_lock(&r->lock);
-  if (rc == 0) return true;
+  int rc;
+  if (g_lock_broken.load(std::memory_order_relaxed)) {
+    rc = pthread_mutex_trylock(&r->lock);
+  } else {
+    // pthread_mutex_timedlock takes CLOCK_REALTIME (the clock-selecting variant needs glibc
+    // 2.30; libvgpu.so runs on 2.17). A forged lock word names an owner that never unlocks and
+    // is on no robust list, so pthread_mutex_lock would wait forever.
+    timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += static_cast<time_t>(kRegionLockTimeoutNs / 1000000000ull);
+    rc = pthread_mutex_timedlock(&r->lock, &deadline);
+  }
   if (rc == EOWNERDEAD) {
     // The holder died mid-update: the slots are the truth, rebuild the sums from them.
     RegionReapLocked(r);
     RecomputeSumsLocked(r);
     pthread_mutex_consistent(&r->lock);
+    rc = 0;
+  }
+  if (rc == 0) {
+    g_lock_broken.store(false, std::memory_order_relaxed);
     return true;
   }
+  // ETIMEDOUT, EBUSY while broken, or an error from a scribbled mutex (EINVAL,
+  // ENOTRECOVERABLE, EDEADLK): fail closed.
+  g_lock_broken.store(true, std::memory_order_relaxed);
+  LogLockTimeout();
   return false;
 }
 

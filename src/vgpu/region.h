@@ -43,7 +43,8 @@ struct RegionHandle {
 
 /// Opens the region file at `path`, creating and initialising it (devices from `init`,
 /// `init_count` entries) if it is new or empty; initialisation runs under flock(LOCK_EX),
-/// which the kernel drops if the initialiser dies. Does not allocate heap memory.
+/// which the kernel drops if the initialiser dies, waited for at most kRegionLockTimeoutNs
+/// (then kOpenFailed with errno ETIMEDOUT). Does not allocate heap memory.
 /// Returns kOpenFailed (errno set) or kBadLayout.
 RegionError RegionOpen(const char* path, const RegionDevice* init, int init_count, uint32_t policy,
                        int32_t priority, RegionHandle* out) noexcept;
@@ -56,9 +57,15 @@ void RegionClose(RegionHandle* handle) noexcept;
 /// Returns kOk or kBadLayout.
 RegionError RegionValidate(const void* data, size_t size) noexcept;
 
+/// The longest a process waits for the region's lock or its initialisation flock (ns).
+inline constexpr uint64_t kRegionLockTimeoutNs = 2'000'000'000;
+
 /// Locks the region. If the previous holder died, repairs the sums (see the header comment)
-/// before returning. Never blocks on a dead holder. Returns false only if the mutex is
-/// unusable (then the caller must fail closed).
+/// before returning. Never blocks on a dead holder, and waits at most kRegionLockTimeoutNs on
+/// a live one or on a lock word a tenant forged (issue 32 item 5); after such a time-out the
+/// process only tries the lock (no wait) until it gets it again. Returns false when the lock
+/// was not acquired or the mutex is unusable: the caller must fail closed (one line is written
+/// to stderr the first time).
 bool RegionLock(Region* region) noexcept;
 /// Unlocks the region.
 void RegionUnlock(Region* region) noexcept;

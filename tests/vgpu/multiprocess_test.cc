@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <cstring>
+
 #include "harness.h"
 #include "vgpu/region.h"
 
@@ -122,6 +124,34 @@ TEST(VgpuMultiProcess, DeadLockHolderDoesNotBlockOthers) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(Rc(out[1]), 0);  // not blocked, and the phantom 50 MiB was repaired away
   EXPECT_EQ(InfoFree(out[2]), 4 * kMiB);
+  munmap(r, sizeof(Region));
+}
+
+// A tenant that forges its region's lock word (a "holder" that never unlocks and is on no
+// robust list) makes its new processes fail closed after a bounded wait (region.h
+// kRegionLockTimeoutNs), never hang (issue 32 item 5); the next attempt of the same process
+// fails at once, and once the lock word is sane again new processes allocate.
+TEST(VgpuMultiProcess, ForgedLockWordFailsClosedAfterABoundedWait) {
+  Sandbox box;
+  auto env = box.Env();
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "64m";
+  ASSERT_EQ(RunApp(box, env, {"init"}).size(), 1u);
+  Region* r = MapRegion(box.region());
+  ASSERT_NE(r, nullptr);
+  pthread_mutex_t saved;
+  std::memcpy(static_cast<void*>(&saved), &r->lock, sizeof saved);
+  // glibc's lock word (the mutex's first int): the owner's TID for a robust mutex. A TID no
+  // thread has; pthread_mutex_lock would wait for it forever.
+  int forged = 0x3ffffe;
+  std::memcpy(static_cast<void*>(&r->lock), &forged, sizeof forged);
+  auto out = RunApp(box, env, {"init", "alloc:1048576", "alloc:1048576"});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(Rc(out[1]), 2) << out[1];  // CUDA_ERROR_OUT_OF_MEMORY: failed closed
+  EXPECT_EQ(Rc(out[2]), 2) << out[2];
+  std::memcpy(static_cast<void*>(&r->lock), &saved, sizeof saved);
+  out = RunApp(box, env, {"init", "alloc:1048576", "info"});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(Rc(out[1]), 0);
   munmap(r, sizeof(Region));
 }
 
