@@ -148,6 +148,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                         nvmlMemory_v2_t* memory) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
                                                      nvmlProcessInfo_t* infos) FRACGPU_NVML_API;
+/// Processes with a graphics context (OpenGL, Vulkan) on the device; same arguments as
+/// nvmlDeviceGetComputeRunningProcesses_v3 (nvml.h). A process with both kinds of context is
+/// in both lists.
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                      nvmlProcessInfo_t* infos) FRACGPU_NVML_API;
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* processSamplesCount,

@@ -1,5 +1,7 @@
 #include "enforce/nvml_processes.h"
 
+#include <map>
+
 #include "api/nvml.h"
 #include "nvml/library.h"
 
@@ -22,7 +24,29 @@ struct NvmlProcesses::Impl {
   HandleByIndexFn by_index = nullptr;
   UuidFn uuid = nullptr;
   ProcessesFn processes = nullptr;
+  ProcessesFn graphics = nullptr;  // optional: nullptr where this NVML lacks it
   std::vector<nvmlProcessInfo_t> buffer;
+
+  // One process list into `out` (host PID → bytes, the larger where a PID is listed twice:
+  // a process with compute and graphics contexts is in both lists, with one figure).
+  nvmlReturn_t List(ProcessesFn fn, nvmlDevice_t dev, std::map<uint32_t, uint64_t>* out) {
+    // The list may grow between calls: a few attempts with the count the driver asked for.
+    unsigned int count = static_cast<unsigned int>(buffer.size());
+    nvmlReturn_t rc = fn(dev, &count, buffer.empty() ? nullptr : buffer.data());
+    for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+      buffer.resize(count + 16);
+      count = static_cast<unsigned int>(buffer.size());
+      rc = fn(dev, &count, buffer.data());
+    }
+    if (rc != NVML_SUCCESS) return rc;
+    for (unsigned int k = 0; k < count && k < buffer.size(); ++k) {
+      const nvmlProcessInfo_t& p = buffer[k];
+      uint64_t bytes = p.usedGpuMemory == kNvmlValueNotAvailable ? 0 : p.usedGpuMemory;
+      uint64_t& have = (*out)[p.pid];
+      if (bytes > have) have = bytes;
+    }
+    return NVML_SUCCESS;
+  }
 
   std::string Error(const std::string& what, nvmlReturn_t rc) const { return lib->Error(what, rc); }
 };
@@ -43,6 +67,7 @@ Result<std::unique_ptr<NvmlProcesses>> NvmlProcesses::Open(const std::string& li
   impl->by_index = l.Get<HandleByIndexFn>("nvmlDeviceGetHandleByIndex_v2");
   impl->uuid = l.Get<UuidFn>("nvmlDeviceGetUUID");
   impl->processes = l.Get<ProcessesFn>("nvmlDeviceGetComputeRunningProcesses_v3");
+  impl->graphics = l.Get<ProcessesFn>("nvmlDeviceGetGraphicsRunningProcesses_v3");
   return std::unique_ptr<NvmlProcesses>(new NvmlProcesses(std::move(impl)));
 }
 
@@ -69,27 +94,24 @@ Result<std::vector<GpuSample>> NvmlProcesses::Sample(std::vector<std::string>* e
     }
     uuid[sizeof uuid - 1] = '\0';
     g.uuid = uuid;
-    // The list may grow between calls: a few attempts with the count the driver asked for.
-    unsigned int count = static_cast<unsigned int>(impl_->buffer.size());
-    nvmlReturn_t rc =
-        impl_->processes(dev, &count, impl_->buffer.empty() ? nullptr : impl_->buffer.data());
-    for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
-      impl_->buffer.resize(count + 16);
-      count = static_cast<unsigned int>(impl_->buffer.size());
-      rc = impl_->processes(dev, &count, impl_->buffer.data());
-    }
+    // Compute and graphics (OpenGL / Vulkan) processes: both hold device memory.
+    std::map<uint32_t, uint64_t> procs;
+    nvmlReturn_t rc = impl_->List(impl_->processes, dev, &procs);
     if (rc != NVML_SUCCESS) {
       g.processes_ok = false;
       if (errors)
         errors->push_back(
             impl_->Error("nvmlDeviceGetComputeRunningProcesses_v3(" + g.uuid + ")", rc));
-    } else {
-      for (unsigned int k = 0; k < count && k < impl_->buffer.size(); ++k) {
-        const nvmlProcessInfo_t& p = impl_->buffer[k];
-        g.processes.push_back(
-            {p.pid, p.usedGpuMemory == kNvmlValueNotAvailable ? 0 : p.usedGpuMemory});
-      }
+    } else if (impl_->graphics != nullptr &&
+               (rc = impl_->List(impl_->graphics, dev, &procs)) != NVML_SUCCESS &&
+               rc != NVML_ERROR_NOT_SUPPORTED) {
+      g.processes_ok = false;
+      if (errors)
+        errors->push_back(
+            impl_->Error("nvmlDeviceGetGraphicsRunningProcesses_v3(" + g.uuid + ")", rc));
     }
+    if (g.processes_ok)
+      for (const auto& [pid, bytes] : procs) g.processes.push_back({pid, bytes});
     out.push_back(std::move(g));
   }
   return out;

@@ -1,5 +1,6 @@
 #pragma once
-// The driver's per-process account: nvmlDeviceGetComputeRunningProcesses_v3 on every GPU,
+// The driver's per-process account: nvmlDeviceGetComputeRunningProcesses_v3 and, where this NVML
+// has it, nvmlDeviceGetGraphicsRunningProcesses_v3 (OpenGL / Vulkan memory) on every GPU,
 // over libnvidia-ml.so.1 loaded with dlopen (prototypes from src/api/nvml.h, NVML API
 // version 13; docs/design/wire-apis.md §8). Used by `fracgpu run` and the node agent.
 
@@ -16,7 +17,8 @@ namespace fracgpu::enforce {
 class ProcessSource {
  public:
   virtual ~ProcessSource() = default;
-  /// Every GPU in NVML index order with its compute processes (host PIDs, bytes). A GPU whose
+  /// Every GPU in NVML index order with its compute and graphics processes (host PIDs, bytes;
+  /// one entry per PID, the larger figure where a PID is in both lists). A GPU whose
   /// processes cannot be listed has processes_ok false (its error in `errors`). `managed` is
   /// left true (the caller decides). Errors: kUnavailable when no GPU can be listed.
   virtual Result<std::vector<GpuSample>> Sample(std::vector<std::string>* errors) = 0;

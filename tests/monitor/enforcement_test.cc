@@ -211,6 +211,22 @@ TEST_F(EnforcementTest, BypassOverTheLimitIsKilledWithAnEventAndTheNeighbourGets
     EXPECT_EQ(ev.pod.name, "pod-a") << ev.message;  // B is compliant
 }
 
+// Graphics (OpenGL / Vulkan) memory counts (issue 32 item 6): a process of container A that
+// holds 1100 MiB through a graphics context, which NVML lists only among the graphics
+// processes (nvmlDeviceGetGraphicsRunningProcesses_v3; the fake's gfx-<pid> file), is killed.
+TEST_F(EnforcementTest, GraphicsMemoryOverTheLimitIsKilled) {
+  Container(kUidA);
+  Proc a = Start(FRACGPU_BYPASS_APP, {"pid", "hold:15000"}, kUidA, kIdA);
+  ASSERT_EQ(a.Line(), "pid " + std::to_string(a.pid));
+  std::ofstream(state_ + "/gfx-" + std::to_string(a.pid)) << "0 " << 1100 * 1024 * 1024 << "\n";
+  NodeEnforcer e = Enforcer();
+  e.Poll(1, pods_);
+  EXPECT_TRUE(Alive(a.pid));
+  e.Poll(2, pods_);
+  EXPECT_EQ(WaitSignal(a.pid), SIGKILL);
+  EXPECT_EQ(Metric("memory_over_limit"), 1);
+}
+
 TEST_F(EnforcementTest, ReportModeKeepsItRunningAndReportsOncePerEpisode) {
   Container(kUidA);
   pods_[kUidA].enforcement = "report";

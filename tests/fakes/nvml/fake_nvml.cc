@@ -1,6 +1,7 @@
 // Fake libnvidia-ml.so.1: devices and UUIDs from FAKE_GPU_DEVICES (NVML index = list order,
 // CUDA_VISIBLE_DEVICES ignored, as with the real NVML), memory and per-process usage from the
-// processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h); PIDs as the host sees them
+// processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h) plus the graphics processes a test
+// declares there (`gfx-<pid>`, GraphicsProcesses below); PIDs as the host sees them
 // (FAKE_NVML_HOST_PID_OFFSET emulates a PID namespace). Return codes and struct layouts:
 // docs/design/wire-apis.md §8.
 //
@@ -87,10 +88,52 @@ std::vector<ProcUsage> Processes(int idx) {
   return out;
 }
 
+// Graphics (OpenGL / Vulkan) processes of NVML device `idx`: files `gfx-<pid>` in
+// FAKE_GPU_STATE_DIR, written by a test, one line "<NVML index> <bytes>" per device the
+// process holds memory on (the fake CUDA driver never sees such memory), listed while <pid>
+// lives.
+std::vector<ProcUsage> GraphicsProcesses(int idx) {
+  std::vector<ProcUsage> out;
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  if (!dir) return out;
+  DIR* d = ::opendir(dir);
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, "gfx-", 4) != 0) continue;
+    int pid = std::atoi(e->d_name + 4);
+    if (pid <= 0 || kill(pid, 0) != 0) continue;
+    std::string path = std::string(dir) + "/" + e->d_name;
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) continue;
+    int index = -1;
+    unsigned long long bytes = 0;
+    while (std::fscanf(f, "%d %llu", &index, &bytes) == 2) {
+      if (index == idx)
+        out.push_back({static_cast<unsigned>(pid) + fracgpu::fakes::HostPidOffset(), bytes});
+    }
+    std::fclose(f);
+  }
+  ::closedir(d);
+  return out;
+}
+
 unsigned long long UsedBytes(int idx) {
   unsigned long long total = 0;
   for (const auto& p : Processes(idx)) total += p.used;
+  for (const auto& p : GraphicsProcesses(idx)) total += p.used;
   return total;
+}
+
+nvmlReturn_t ListProcesses(const std::vector<ProcUsage>& procs, unsigned int* count,
+                           nvmlProcessInfo_t* infos) {
+  if (*count < procs.size() || (!infos && !procs.empty())) {
+    *count = static_cast<unsigned>(procs.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t k = 0; k < procs.size(); ++k)
+    infos[k] = nvmlProcessInfo_t{procs[k].pid, procs[k].used, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  *count = static_cast<unsigned>(procs.size());
+  return NVML_SUCCESS;
 }
 
 }  // namespace
@@ -201,16 +244,14 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   NVML_CHECK_INIT();
   int i = IndexOf(device);
   if (i < 0 || !count) return NVML_ERROR_INVALID_ARGUMENT;
-  std::vector<ProcUsage> procs = Processes(i);
-  if (*count < procs.size() || (!infos && !procs.empty())) {
-    *count = static_cast<unsigned>(procs.size());
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  for (size_t k = 0; k < procs.size(); ++k) {
-    infos[k] = nvmlProcessInfo_t{procs[k].pid, procs[k].used, 0xFFFFFFFFu, 0xFFFFFFFFu};
-  }
-  *count = static_cast<unsigned>(procs.size());
-  return NVML_SUCCESS;
+  return ListProcesses(Processes(i), count, infos);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                      nvmlProcessInfo_t* infos) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  return ListProcesses(GraphicsProcesses(i), count, infos);
 }
 
 // Legacy names real programs still call (HAMi-core's cuInit path uses the first two):
