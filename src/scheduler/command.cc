@@ -26,6 +26,11 @@ struct Flags {
   std::string node_label_selector;
   int lock_expiry_s = 300;
   int health_port = -1;
+  int metrics_port = -1;
+  std::string client_ca_file;
+  std::vector<std::string> allowed_client_names;
+  bool allow_unauthenticated = false;
+  bool anonymous_webhook = false;
   bool dra_mode = false;
   bool hami_metrics = true;
   bool legacy_metrics = false;
@@ -45,6 +50,28 @@ int Run(const Flags& f) {
   o.http.cert_file = f.cert_file;
   o.http.key_file = f.key_file;
   o.http.health_port = f.health_port;
+  o.metrics_port = f.metrics_port;
+  // Authentication of /filter, /prioritize, /bind and /webhook (docs/scheduler.md
+  // "Authentication"): client certificates; refused to run unauthenticated where other hosts
+  // can reach the port unless asked to.
+  const bool loopback =
+      o.http.host == "127.0.0.1" || o.http.host == "::1" || o.http.host == "localhost";
+  if (f.client_ca_file.empty() && !f.allow_unauthenticated && (!f.cert_file.empty() || !loopback)) {
+    spdlog::error(
+        "--http-bind {} without --client-ca-file would let anyone who reaches the port bind pods: "
+        "give --client-ca-file (the CA of kube-scheduler's and the API server's client "
+        "certificates) or --allow-unauthenticated",
+        f.bind);
+    return 2;
+  }
+  if (!f.client_ca_file.empty()) {
+    o.http.client_ca_file = f.client_ca_file;
+    o.require_client_cert = true;
+    o.allowed_clients = f.allowed_client_names;
+    o.anonymous_webhook = f.anonymous_webhook;
+  } else {
+    spdlog::warn("no --client-ca-file: /filter, /prioritize, /bind and /webhook accept anyone");
+  }
   o.webhook.scheduler_name = f.scheduler_name;
   o.webhook.allowed_schedulers = f.allowed_schedulers;
   o.webhook.scheduler_user = f.scheduler_user;
@@ -122,6 +149,19 @@ void RegisterSchedulerCommand(CLI::App& app) {
   cmd->add_option(
          "--health-port", flags->health_port,
          "plain-HTTP port serving only /healthz and /readyz, apart from the workers (-1: none)")
+      ->capture_default_str();
+  cmd->add_option("--client-ca-file", flags->client_ca_file,
+                  "PEM CA of the client certificates kube-scheduler and the API server present; "
+                  "with it /filter, /prioritize, /bind, /webhook and /metrics need one (401/403)");
+  cmd->add_option("--allowed-client-names", flags->allowed_client_names,
+                  "client certificate names (CN or DNS SAN) allowed; empty: any the CA signed");
+  cmd->add_flag("--allow-anonymous-webhook", flags->anonymous_webhook,
+                "/webhook without a client certificate (API servers that cannot present one)");
+  cmd->add_flag("--allow-unauthenticated", flags->allow_unauthenticated,
+                "serve without --client-ca-file on a non-loopback or HTTPS listener");
+  cmd->add_option("--metrics-port", flags->metrics_port,
+                  "plain-HTTP port serving only /metrics (-1: /metrics on the main port, behind "
+                  "the client-certificate check)")
       ->capture_default_str();
   cmd->add_option("--cert-file", flags->cert_file,
                   "PEM serving certificate (reloaded when it changes)");

@@ -116,7 +116,13 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
 
   auto endpoint = [this](const std::string& name,
                          std::function<http::Response(const http::Request&)> fn) {
-    return [this, name, fn](const http::Request& req) { return Timed(name, req, fn); };
+    const bool webhook = name == "/webhook";
+    return [this, name, fn, webhook](const http::Request& req) {
+      return Timed(name, req, [this, fn, webhook](const http::Request& r) {
+        if (auto refused = Authorize(r, webhook)) return *refused;
+        return fn(r);
+      });
+    };
   };
   // Body limits per endpoint (read no further, 413 past them): an AdmissionReview carries the
   // object and oldObject, each at most etcd's 1.5 MiB request limit; ExtenderArgs hold a Pod
@@ -161,9 +167,50 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
     return Serving() ? http::Response::Text(200, "ok\n")
                      : http::Response::Text(503, "not ready: cache not synced or not the leader\n");
   });
-  server_.Route("GET", "/metrics", [this](const http::Request&) {
+  auto render = [this](const http::Request&) {
     return http::Response::Text(200, metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  };
+  if (options_.metrics_port >= 0) {
+    // Its own plain listener: /metrics names every pod holding a slice, which is what an
+    // attacker on the extender's port would need; a NetworkPolicy admits only the scrapers.
+    http::ServerOptions mo;
+    mo.host = options_.http.host;
+    mo.port = options_.metrics_port;
+    mo.threads = 2;
+    mo.max_connections = 16;
+    mo.max_connections_per_client = 4;
+    metrics_server_ = std::make_unique<http::Server>(mo);
+    metrics_server_->Route("GET", "/metrics", render);
+  } else {
+    server_.Route("GET", "/metrics", [this, render](const http::Request& req) {
+      if (auto refused = Authorize(req, false)) return *refused;
+      return render(req);
+    });
+  }
+}
+
+std::optional<http::Response> SchedulerService::Authorize(const http::Request& req,
+                                                          bool webhook) const {
+  if (!options_.require_client_cert || (webhook && options_.anonymous_webhook)) {
+    return std::nullopt;
+  }
+  if (req.client_names.empty()) {
+    return http::Response::Error(
+        401, req.path +
+                 " needs a client certificate signed by the scheduler's client CA "
+                 "(--client-ca-file): only the API server and kube-scheduler may call it");
+  }
+  if (options_.allowed_clients.empty()) return std::nullopt;
+  for (const auto& name : req.client_names) {
+    for (const auto& allowed : options_.allowed_clients) {
+      if (name == allowed) return std::nullopt;
+    }
+  }
+  std::string allowed;
+  for (const auto& a : options_.allowed_clients) allowed += (allowed.empty() ? "" : ", ") + a;
+  return http::Response::Error(403, "client certificate \"" + req.client_names.front() +
+                                        "\" may not call " + req.path +
+                                        " (--allowed-client-names: " + allowed + ")");
 }
 
 SchedulerService::~SchedulerService() { Stop(); }
@@ -409,11 +456,13 @@ Status SchedulerService::Start() {
     nodes_->Start();
     pods_->Start();
   }
+  if (metrics_server_) FRACGPU_RETURN_IF_ERROR(metrics_server_->Start());
   return server_.Start();
 }
 
 void SchedulerService::Stop() {
   server_.Stop();
+  if (metrics_server_) metrics_server_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (elector_) elector_->Stop();

@@ -5,7 +5,9 @@
 // replica; the extender only on the leader (a follower answers {"Error": "not the leader"}).
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "http/server.h"
 #include "k8s/client.h"
@@ -21,6 +23,19 @@ namespace fracgpu::scheduler {
 
 struct SchedulerOptions {
   http::ServerOptions http;
+  /// Require a verified client certificate (http.client_ca_file) on /filter, /prioritize,
+  /// /bind, /webhook and, on the main port, /metrics: 401 without one, 403 when its name is not
+  /// in `allowed_clients`. The health routes stay open (issue 33 item 3).
+  bool require_client_cert = false;
+  /// Names (certificate CN or DNS SAN) allowed on those routes; empty = any certificate the
+  /// client CA signed.
+  std::vector<std::string> allowed_clients;
+  /// /webhook without a client certificate (for API servers that cannot present one, e.g.
+  /// managed control planes); the extender routes still require one.
+  bool anonymous_webhook = false;
+  /// Port of a plain-HTTP listener serving only /metrics (-1: /metrics on the main port,
+  /// behind the client-certificate check when it is required; 0: any free port).
+  int metrics_port = -1;
   WebhookConfig webhook;
   ExtenderConfig extender;
   bool leader_elect = false;
@@ -58,6 +73,8 @@ class SchedulerService {
   /// Blocks until both informers listed once (or timeout); returns whether they did.
   bool WaitForSync(std::chrono::milliseconds timeout);
   int port() const { return server_.port(); }
+  /// The /metrics listener's port (metrics_port ≥ 0, after Start()), or -1.
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }
   std::string BaseUrl() const { return server_.BaseUrl(); }
   ClusterState& state() { return state_; }
   metrics::Registry& metrics() { return metrics_; }
@@ -65,6 +82,8 @@ class SchedulerService {
   bool ready() const;
 
  private:
+  /// Null when `req` may use a protected route (require_client_cert), else its 401/403.
+  std::optional<http::Response> Authorize(const http::Request& req, bool webhook) const;
   http::Response Timed(const std::string& endpoint, const http::Request& req,
                        const std::function<http::Response(const http::Request&)>& fn);
   http::Response HandleFilter(const http::Request& req);
@@ -84,6 +103,7 @@ class SchedulerService {
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<k8s::Informer> nodes_, pods_;
   http::Server server_;
+  std::unique_ptr<http::Server> metrics_server_;
 };
 
 }  // namespace fracgpu::scheduler
