@@ -93,12 +93,15 @@ bool GpuTypeAllowed(const PodRequest& request, const std::string& gpu_type) {
 }
 
 bool GpuUuidAllowed(const PodRequest& request, const std::string& uuid) {
-  auto listed = [&uuid](const std::vector<std::string>& list) {
+  // O(1) through the request's hash set (ParsePodRequest builds it); a request built by hand
+  // without one is scanned.
+  auto listed = [&uuid](const std::vector<std::string>& list, const GpuUuidIndex& index) {
+    if (index.Covers(list)) return index.set.count(uuid) > 0;
     return std::any_of(list.begin(), list.end(),
                        [&uuid](const std::string& u) { return GpuUuidEquals(u, uuid); });
   };
-  if (listed(request.nouse_uuids)) return false;
-  return request.use_uuids.empty() || listed(request.use_uuids);
+  if (listed(request.nouse_uuids, request.nouse_uuid_index)) return false;
+  return request.use_uuids.empty() || listed(request.use_uuids, request.use_uuid_index);
 }
 
 }  // namespace fracgpu::core

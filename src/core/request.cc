@@ -160,14 +160,28 @@ class PodParser {
       return Status::Ok();
     };
     std::string v;
+    // Each list capped (kMaxAnnotationListEntries): fit matches every GPU of every candidate
+    // node against these lists.
+    auto capped = [](const char* key, const std::vector<std::string>& list) -> Status {
+      if (list.size() <= kMaxAnnotationListEntries) return Status::Ok();
+      return InvalidArgument(std::string("annotation ") + key + " lists " +
+                             std::to_string(list.size()) + " entries; at most " +
+                             std::to_string(kMaxAnnotationListEntries) + " are allowed");
+    };
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationUseGpuType, &v));
     out_.use_types = TypeList(v);
+    FRACGPU_RETURN_IF_ERROR(capped(kAnnotationUseGpuType, out_.use_types));
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationNoUseGpuType, &v));
     out_.nouse_types = TypeList(v);
+    FRACGPU_RETURN_IF_ERROR(capped(kAnnotationNoUseGpuType, out_.nouse_types));
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationUseGpuUuid, &v));
     out_.use_uuids = SplitCommaList(v);
+    FRACGPU_RETURN_IF_ERROR(capped(kAnnotationUseGpuUuid, out_.use_uuids));
+    out_.use_uuid_index = GpuUuidIndex::Of(out_.use_uuids);
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationNoUseGpuUuid, &v));
     out_.nouse_uuids = SplitCommaList(v);
+    FRACGPU_RETURN_IF_ERROR(capped(kAnnotationNoUseGpuUuid, out_.nouse_uuids));
+    out_.nouse_uuid_index = GpuUuidIndex::Of(out_.nouse_uuids);
 
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationNumaBind, &v));
     if (!v.empty()) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -127,6 +128,60 @@ struct ContainerRequest {
   bool operator==(const ContainerRequest&) const = default;
 };
 
+/// At most this many entries in one list annotation (nvidia.com/use-gputype, nouse-gputype,
+/// use-gpuuuid, nouse-gpuuuid): ParsePodRequest refuses a longer list (kInvalidArgument naming
+/// the annotation, its count and this cap), so the webhook rejects such a pod at admission and
+/// /filter's work per node stays bounded. A node has at most 16 GPUs; 1,024 UUIDs name those
+/// of 64 full nodes.
+inline constexpr size_t kMaxAnnotationListEntries = 1024;
+
+/// A hash set of GPU UUIDs compared as GpuUuidEquals (core/gputype.h) does: ASCII case
+/// ignored. Built once per request by ParsePodRequest from use_uuids / nouse_uuids, so a GPU
+/// is matched in O(1) instead of O(list). Derived data: two indexes always compare equal (the
+/// lists they came from are compared); `source_size` is the size of the list it was built
+/// from, and an index whose list has since changed size is not used (GpuUuidAllowed then
+/// scans the list).
+struct GpuUuidIndex {
+  struct Hash {
+    size_t operator()(const std::string& s) const {
+      uint64_t h = 1469598103934665603ull;  // FNV-1a over the upper-cased bytes
+      for (char c : s) {
+        h ^= static_cast<unsigned char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+        h *= 1099511628211ull;
+      }
+      return static_cast<size_t>(h);
+    }
+  };
+  struct Equal {
+    bool operator()(const std::string& a, const std::string& b) const {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        char x = a[i], y = b[i];
+        if (x >= 'a' && x <= 'z') x = static_cast<char>(x - 'a' + 'A');
+        if (y >= 'a' && y <= 'z') y = static_cast<char>(y - 'a' + 'A');
+        if (x != y) return false;
+      }
+      return true;
+    }
+  };
+  std::unordered_set<std::string, Hash, Equal> set;
+  size_t source_size = 0;
+
+  /// The index of `list`.
+  static GpuUuidIndex Of(const std::vector<std::string>& list) {
+    GpuUuidIndex index;
+    index.set.reserve(list.size());
+    index.set.insert(list.begin(), list.end());
+    index.source_size = list.size();
+    return index;
+  }
+  /// Whether this index was built from `list` (as far as its size tells) and can answer for it.
+  bool Covers(const std::vector<std::string>& list) const {
+    return !list.empty() && source_size == list.size();
+  }
+  bool operator==(const GpuUuidIndex&) const { return true; }
+};
+
 /// What a pod asks for: its containers (init containers first, in spec order, then app
 /// containers; ephemeral containers never get GPUs) and the user-settable annotations.
 struct PodRequest {
@@ -135,6 +190,8 @@ struct PodRequest {
   std::vector<std::string> nouse_types;   ///< nvidia.com/nouse-gputype entries
   std::vector<std::string> use_uuids;     ///< nvidia.com/use-gpuuuid
   std::vector<std::string> nouse_uuids;   ///< nvidia.com/nouse-gpuuuid
+  GpuUuidIndex use_uuid_index;            ///< use_uuids as a hash set (ParsePodRequest)
+  GpuUuidIndex nouse_uuid_index;          ///< nouse_uuids as a hash set (ParsePodRequest)
   bool numa_bind = false;                 ///< nvidia.com/numa-bind (Go strconv.ParseBool)
   std::optional<NodePolicy> node_policy;  ///< hami.io/node-scheduler-policy, when set
   std::optional<GpuPolicy> gpu_policy;    ///< hami.io/gpu-scheduler-policy, when set

@@ -662,5 +662,44 @@ TEST(PolicyNamesTest, RoundTripAndErrors) {
             "unknown node policy \"x\" (want binpack or spread)");
 }
 
+// Issue 33 item 7: each list annotation is capped at kMaxAnnotationListEntries, the cap named
+// in the error; at the cap it parses, and its UUIDs are matched through the request's hash set
+// (case ignored, as GpuUuidEquals) with the same answers as a scan of the list.
+TEST(ParsePodRequestTest, ListAnnotationsAreCappedAndUuidsMatchedBySet) {
+  auto list = [](size_t n, const std::string& prefix) {
+    std::string v;
+    for (size_t i = 0; i < n; ++i) v += (i ? "," : "") + prefix + std::to_string(i);
+    return v;
+  };
+  const json gpu = Limits({{"nvidia.com/gpu", "1"}});
+  for (const char* key : {"nvidia.com/use-gpuuuid", "nvidia.com/nouse-gpuuuid",
+                          "nvidia.com/use-gputype", "nvidia.com/nouse-gputype"}) {
+    auto over = ParsePodRequest(PodWith(gpu, {{key, list(kMaxAnnotationListEntries + 1, "GPU-")}}));
+    ASSERT_FALSE(over.ok()) << key;
+    EXPECT_EQ(over.status().message(),
+              std::string("annotation ") + key + " lists 1025 entries; at most 1024 are allowed")
+        << key;
+    EXPECT_TRUE(
+        ParsePodRequest(PodWith(gpu, {{key, list(kMaxAnnotationListEntries, "GPU-")}})).ok())
+        << key;
+  }
+  auto r = ParsePodRequest(PodWith(gpu, {{"nvidia.com/use-gpuuuid", list(1024, "gpu-u")},
+                                         {"nvidia.com/nouse-gpuuuid", "GPU-U7, gpu-x"}}));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->use_uuid_index.Covers(r->use_uuids));
+  EXPECT_EQ(r->use_uuid_index.set.size(), 1024u);
+  PodRequest scanned = *r;  // the same lists without their sets: GpuUuidAllowed scans them
+  scanned.use_uuid_index = GpuUuidIndex{};
+  scanned.nouse_uuid_index = GpuUuidIndex{};
+  EXPECT_FALSE(scanned.use_uuid_index.Covers(scanned.use_uuids));
+  for (const std::string uuid :
+       {"GPU-U0", "gpu-u1023", "Gpu-U512", "GPU-U1024", "GPU-U7", "gpu-u7", "GPU-X", "GPU-U"}) {
+    const bool want = uuid != "GPU-U1024" && uuid != "GPU-U7" && uuid != "gpu-u7" &&
+                      uuid != "GPU-X" && uuid != "GPU-U";
+    EXPECT_EQ(GpuUuidAllowed(*r, uuid), want) << uuid;
+    EXPECT_EQ(GpuUuidAllowed(scanned, uuid), want) << uuid;
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::core
