@@ -2,6 +2,9 @@
 // GPUs, and the resident memory the cluster state takes (in all and per node; issues 6, 18). A CLI
 // that prints a table. The nodes are half loaded (a pod of 20 GiB on every other GPU) so fit does
 // real work; the pod asks for one 30,000 MiB slice with 30 % of the SMs, which fits on most nodes.
+// After each size's row: /filter (decode + filter, in process) for the same pod with the largest
+// admissible nvidia.com/use-gpuuuid and nouse-gpuuuid lists (core::kMaxAnnotationListEntries
+// UUIDs each), matched through the request's hash sets (issue 33 item 7).
 //
 //   bench_filter [requests per size, default 300] [node counts, default 1000 5000 15000]
 //
@@ -25,6 +28,7 @@
 #include "bench_cluster.h"
 #include "core/annotations.h"
 #include "core/codec.h"
+#include "core/request.h"
 #include "http/server.h"
 #include "scheduler/extender.h"
 #include "scheduler/extender_args.h"
@@ -120,6 +124,32 @@ int main(int argc, char** argv) {
       t_total.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
     }
 
+    // The largest admissible GPU lists (issue 33 item 7): use-gpuuuid and nouse-gpuuuid of
+    // core::kMaxAnnotationListEntries UUIDs each (free GPUs of nodes spread over the cluster
+    // in the use list, others in the nouse list), in process: decode + filter per request.
+    std::vector<double> t_lists;
+    size_t lists_fit = 0;
+    {
+      std::string use, nouse;
+      for (size_t k = 0; k < core::kMaxAnnotationListEntries; ++k) {
+        const size_t node = k * static_cast<size_t>(nodes) / core::kMaxAnnotationListEntries;
+        use += (k ? "," : "") + ("GPU-" + std::to_string(node) + "-1");
+        nouse += (k ? "," : "") + ("GPU-" + std::to_string(node) + "-3");
+      }
+      json lists_pod =
+          bench::BenchPod({{"nvidia.com/use-gpuuuid", use}, {"nvidia.com/nouse-gpuuuid", nouse}});
+      std::string lists_body =
+          json{{"Pod", lists_pod}, {"Nodes", nullptr}, {"NodeNames", names}}.dump();
+      for (int i = 0; i < 25; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        auto args = scheduler::DecodeExtenderArgs(lists_body);
+        std::string reply = extender.Filter(*args);
+        auto t1 = std::chrono::steady_clock::now();
+        if (i == 0) lists_fit = json::parse(reply)["NodeNames"].size();
+        if (i >= 5) t_lists.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+    }
+
     httplib::Client client("127.0.0.1", server.port());
     client.set_keep_alive(true);
     client.set_tcp_nodelay(true);  // as Go's net/http (kube-scheduler) does
@@ -155,6 +185,12 @@ int main(int argc, char** argv) {
         static_cast<double>(decode_cpu_ns.load()) / n * 1e-3, proc_cpu / n * 1e6, Median(t_decode),
         Median(t_filter), Median(t_total), static_cast<double>(reply_bytes) / 1024.0, fit_nodes,
         static_cast<double>(body.size()) / 1024.0);
+    std::sort(t_lists.begin(), t_lists.end());
+    std::printf(
+        "       largest admissible use-gpuuuid + nouse-gpuuuid (%zu + %zu UUIDs): decode+filter "
+        "median %.2f ms, max %.2f ms in process (%zu nodes fit)\n",
+        core::kMaxAnnotationListEntries, core::kMaxAnnotationListEntries, Median(t_lists),
+        t_lists.back(), lists_fit);
     server.Stop();
   }
   if (getloadavg(load, 1) == 1) std::printf("load average (1 min) at end: %.2f\n", load[0]);

@@ -1070,3 +1070,69 @@ TEST_F(ExtenderTest, AFailedBindNeverLeavesALockOrAReservation) {
 
 }  // namespace
 }  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// Issue 33 item 4: until every node and every pod is listed and counted, /filter and /bind are
+// refused with a retryable Error (kube-scheduler tries the pod again) and change nothing; the
+// pod list is held back (403) while the node list is in. Once both are counted, the pod that
+// holds the only GPU is in the count: the pending pod fits nowhere.
+TEST_F(ExtenderTest, FilterAndBindAreRefusedUntilEveryNodeAndPodIsCounted) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json holder = GpuPod("holder", {{"nvidia.com/gpumem", "16000"}});
+  holder["spec"]["nodeName"] = "node-a";
+  holder["status"] = {{"phase", "Running"}};
+  SignedAllocation(holder, "uid-holder", "node-a", "GPU-a0,NVIDIA,16000,0:;");
+  api_.Put("pods", holder);
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  api_.FailNext("GET", "/api/v1/pods", 403, 1 << 30, "held back by the test");
+  SchedulerOptions o;
+  o.extender.signing_key = kKey;
+  auto svc = std::make_unique<SchedulerService>(o, client_.get());
+  ASSERT_TRUE(svc->Start().ok());
+  // The pod list was asked for (and refused) at least once.
+  for (int i = 0; i < 1000 && api_.CountRequests("GET", "/api/v1/pods") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(api_.CountRequests("GET", "/api/v1/pods"), 0);
+  json f = Filter(*svc, pod, {"node-a"});
+  EXPECT_TRUE(f["NodeNames"].is_null()) << f.dump();
+  EXPECT_NE(f["Error"].get<std::string>().find("not ready"), std::string::npos) << f.dump();
+  json b = Bind(*svc, pod, "node-a");
+  EXPECT_NE(b["Error"].get<std::string>().find("not ready"), std::string::npos) << b.dump();
+  EXPECT_EQ(k8s::PodNodeName(*api_.Get("pods", "ml", "p")), "");
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
+  api_.ClearFailures();
+  ASSERT_TRUE(svc->WaitForSync(std::chrono::seconds(30)));
+  f = Filter(*svc, pod, {"node-a"});
+  EXPECT_EQ(f["NodeNames"], json::array()) << f.dump();
+  EXPECT_NE(Bind(*svc, pod, "node-a")["Error"].get<std::string>().find("no longer fits"),
+            std::string::npos);
+}
+
+// Issue 33 item 7: a use-gpuuuid list over the cap is refused at admission with the cap in the
+// message, and /filter answers such a pod (created before the cap) with the same error.
+TEST_F(ExtenderTest, AnOverLongGpuListIsRefusedAtAdmissionWithTheCap) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  auto svc = StartService();
+  std::string uuids;
+  for (int i = 0; i < 6000; ++i) uuids += (i ? ",GPU-" : "GPU-") + std::to_string(i);
+  json pod = GpuPod("w", {{"nvidia.com/gpumem", "1000"}});
+  pod["metadata"]["annotations"] = {{"nvidia.com/use-gpuuuid", uuids}};
+  json review = {
+      {"apiVersion", "admission.k8s.io/v1"},
+      {"kind", "AdmissionReview"},
+      {"request",
+       {{"uid", "r1"}, {"kind", {{"kind", "Pod"}}}, {"operation", "CREATE"}, {"object", pod}}}};
+  json r = Post(*svc, "/webhook", review.dump());
+  EXPECT_EQ(r["response"]["allowed"], false) << r.dump();
+  const std::string want =
+      "annotation nvidia.com/use-gpuuuid lists 6000 entries; at most 1024 are allowed";
+  EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(want), std::string::npos)
+      << r.dump();
+  json f = Filter(*svc, pod, {"node-a"});
+  EXPECT_NE(f["Error"].get<std::string>().find(want), std::string::npos) << f.dump();
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler

@@ -1013,6 +1013,11 @@ void FakeApiServer::FailNext(const std::string& method, const std::string& path_
   failures_.push_back({method, path_prefix, status, count, message});
 }
 
+void FakeApiServer::ClearFailures() {
+  std::lock_guard<std::mutex> lock(mu_);
+  failures_.clear();
+}
+
 void FakeApiServer::ExpireHistory() {
   std::lock_guard<std::mutex> lock(mu_);
   // A compaction: every version up to now is gone; the next version is valid to watch from.

@@ -187,6 +187,8 @@ class FakeApiServer {
   /// with `path_prefix` get HTTP `status` with a Status body carrying `message`.
   void FailNext(const std::string& method, const std::string& path_prefix, int status,
                 int count = 1, const std::string& message = "injected failure");
+  /// Drops every failure FailNext queued that has not happened yet.
+  void ClearFailures();
   /// Forgets the event history: a watch from any version before now gets 410 Gone (as an
   /// ERROR event on an open stream, as the real API server does).
   void ExpireHistory();
