@@ -440,6 +440,9 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                      const CUmemAllocationProp* prop, unsigned long long flags) FRACGPU_CU_API;
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) FRACGPU_CU_API;
+/// The handle mapped at `addr`, one more reference (PFN_cuMemRetainAllocationHandle_v11000).
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
+                                     void* addr) FRACGPU_CU_API;
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) FRACGPU_CU_API;
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) FRACGPU_CU_API;

@@ -12,11 +12,17 @@ namespace fracgpu::vgpu {
 enum class Kind : uint8_t {
   kAlloc = 1,  ///< cuMemAlloc/Pitch/Managed pointer; size charged
   kPoolPtr,    ///< stream-ordered pointer; aux = pool (charges are per pool)
-  kVmmHandle,  ///< cuMemCreate handle; size charged; aux = mappings; aux2 = released
+  kVmmHandle,  ///< cuMemCreate handle; size charged; aux = mappings; aux2 = released bit (1) +
+               ///< 2 x extra handle references (retains, same-process imports)
   kVmmMap,     ///< cuMemMap VA; size mapped; aux = handle
   kArray,      ///< CUarray / CUmipmappedArray; size charged
   kContext,    ///< created context; size charged
   kModule,     ///< CUmodule or CUlibrary handle; size charged (module_bytes); aux = 1 library
+  kVmmImport,  ///< handle imported from this process's own export; aux = origin kVmmHandle;
+               ///< aux2 = its handle references (1 + retains); nothing charged of its own
+  kVmmExport,  ///< a POSIX fd export: key = file identity (st_dev, st_ino); aux = origin
+               ///< handle; size and dev = the origin's (to charge an import that outlives it)
+  kCtxLimit,   ///< cuCtxSetLimit growth; key = context ^ limit; size charged (context_bytes)
 };
 
 /// One record.

@@ -169,5 +169,50 @@ TEST(VgpuHookAttacks, LegacyLaunchesArePaced) {
   }
 }
 
+// The import attack of issue 32: export a VMM allocation as a POSIX fd, import it in the same
+// process, release the original, 28 times, held 14,336 MiB against a 1,000 MiB limit with 0 MiB
+// charged. Now the import is a reference to the charged original: the second round is refused
+// (512 + 512 > 1,000), the 512 MiB stays charged while the import lives, and goes with it.
+TEST(VgpuHookAttacks, ExportImportReleaseOriginalIsRefusedPastTheLimit) {
+  Sandbox box;
+  auto env = box.Env();
+  env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":16384";
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+  auto out = RunApp(box, env,
+                    {"init", "vmmreimport:28:536870912", "region:0", "vmmdropimports", "region:0",
+                     "vmmreimport:1:536870912", "region:0"});
+  ASSERT_EQ(out.size(), 7u);
+  EXPECT_EQ(out[1], "vmmreimport 1 2");  // one round, then CUDA_ERROR_OUT_OF_MEMORY
+  RegionLine held = ParseRegionLine(out[2]);
+  ASSERT_TRUE(held.ok) << out[2];
+  EXPECT_EQ(held.data, 512 * kMiB);  // the original is released, its import holds it: charged
+  EXPECT_EQ(out[3], "vmmdropimports 0");
+  RegionLine gone = ParseRegionLine(out[4]);
+  ASSERT_TRUE(gone.ok) << out[4];
+  EXPECT_EQ(gone.data, 0u);  // released exactly once, with the last reference
+  EXPECT_EQ(out[5], "vmmreimport 1 0");
+  EXPECT_EQ(ParseRegionLine(out[6]).data, 512 * kMiB);
+}
+
+// cuMemRetainAllocationHandle is one more reference: releasing the creator's handle and
+// unmapping leaves the memory to the retained handle, and its charge with it (before, the
+// charge went at the creator's release and the retained memory was free of charge).
+TEST(VgpuHookAttacks, RetainedHandleKeepsItsCharge) {
+  Sandbox box;
+  auto env = box.Env();
+  env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096";
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+  auto out = RunApp(box, env,
+                    {"init", "vmmretain:536870912", "region:0", "alloc:629145600", "vmmdropretains",
+                     "region:0", "alloc:629145600"});
+  ASSERT_EQ(out.size(), 7u);
+  EXPECT_EQ(out[1], "vmmretain 0 1");  // the same handle value, as cuda.h says
+  EXPECT_EQ(ParseRegionLine(out[2]).data, 512 * kMiB);
+  EXPECT_EQ(Rc(out[3]), 2);  // 512 + 600 > 1,000
+  EXPECT_EQ(out[4], "vmmdropretains 0");
+  EXPECT_EQ(ParseRegionLine(out[5]).data, 0u);
+  EXPECT_EQ(Rc(out[6]), 0);
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

@@ -7,8 +7,18 @@
 //   vmmmany:<n>:<bytes>  n VMM handles of <bytes> each, mapped side by side in one reservation
 //       and released, then unmapped by ONE cuMemUnmap of the whole range:
 //       "vmmmany <rc of the first failing create/map or 0> <unmap rc>"
+//   vmmreimport:<times>:<bytes>  the import attack: <times> x (create an exportable handle,
+//       export it as a POSIX fd, import the fd in this same process, close it, release the
+//       original, keep the import): "vmmreimport <rounds done> <rc that stopped it or 0>"
+//   vmmdropimports  releases every import kept: "vmmdropimports <rc>"
+//   vmmretain:<bytes>  create, map, cuMemRetainAllocationHandle at an inner address, release the
+//       creator's handle, unmap (the retain keeps the memory): "vmmretain <rc> <same handle 1|0>"
+//   vmmdropretains  releases every retained handle: "vmmdropretains <rc>"
 #include "vgpu_app_attack.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -147,6 +157,69 @@ void VmmMany(const std::vector<std::string>& a, int ordinal) {
   std::printf("vmmmany %d %d\n", r, u);
 }
 
+std::vector<CUmemGenericAllocationHandle> g_imports, g_retains;
+
+CUmemAllocationProp DeviceProp(int ordinal, int handle_types) {
+  CUmemAllocationProp prop{};
+  prop.type = 1;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = ordinal;
+  prop.requestedHandleTypes = handle_types;
+  return prop;
+}
+
+void VmmReimport(const std::vector<std::string>& a, int ordinal) {
+  const unsigned long long times = Arg(a, 1), bytes = Arg(a, 2);
+  CUmemAllocationProp prop = DeviceProp(ordinal, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  unsigned long long done = 0;
+  CUresult r = CUDA_SUCCESS;
+  for (; done < times; ++done) {
+    CUmemGenericAllocationHandle h = 0, imported = 0;
+    if ((r = cuMemCreate(&h, bytes, &prop, 0)) != CUDA_SUCCESS) break;
+    int fd = -1;
+    r = cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r == CUDA_SUCCESS)
+      r = cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t{fd}),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (fd >= 0) close(fd);
+    if (r == CUDA_SUCCESS) g_imports.push_back(imported);
+    CUresult rr = cuMemRelease(h);
+    if (r == CUDA_SUCCESS) r = rr;
+    if (r != CUDA_SUCCESS) break;
+  }
+  std::printf("vmmreimport %llu %d\n", done, r);
+}
+
+void VmmRetain(const std::vector<std::string>& a, int ordinal) {
+  const unsigned long long bytes = Arg(a, 1);
+  CUmemAllocationProp prop = DeviceProp(ordinal, 0);
+  CUmemGenericAllocationHandle h = 0, retained = 0;
+  CUdeviceptr va = 0;
+  CUresult r = cuMemCreate(&h, bytes, &prop, 0);
+  if (r == CUDA_SUCCESS) r = cuMemAddressReserve(&va, bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS) r = cuMemMap(va, bytes, 0, h, 0);
+  if (r == CUDA_SUCCESS)
+    r = cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va + 4096));
+  if (r == CUDA_SUCCESS) g_retains.push_back(retained);
+  if (h != 0) {
+    CUresult rr = cuMemRelease(h);
+    if (r == CUDA_SUCCESS) r = rr;
+  }
+  if (va != 0) {
+    CUresult rr = cuMemUnmap(va, bytes);
+    if (r == CUDA_SUCCESS) r = rr;
+  }
+  std::printf("vmmretain %d %d\n", r, retained == h ? 1 : 0);
+}
+
+CUresult ReleaseAll(std::vector<CUmemGenericAllocationHandle>& handles) {
+  CUresult r = CUDA_SUCCESS;
+  for (CUmemGenericAllocationHandle h : handles)
+    if (cuMemRelease(h) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+  handles.clear();
+  return r;
+}
+
 }  // namespace
 
 bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
@@ -157,6 +230,14 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     NullOut(ordinal);
   } else if (op == "vmmmany") {
     VmmMany(a, ordinal);
+  } else if (op == "vmmreimport") {
+    VmmReimport(a, ordinal);
+  } else if (op == "vmmdropimports") {
+    std::printf("vmmdropimports %d\n", ReleaseAll(g_imports));
+  } else if (op == "vmmretain") {
+    VmmRetain(a, ordinal);
+  } else if (op == "vmmdropretains") {
+    std::printf("vmmdropretains %d\n", ReleaseAll(g_retains));
   } else {
     return false;
   }

@@ -111,6 +111,7 @@ struct VmmHandle {
   CUmemGenericAllocationHandle origin = 0;
   bool foreign = false;
   int imports = 0;  // live handles imported from this one: its memory stays while they do
+  int retains = 0;  // cuMemRetainAllocationHandle references not yet released
 };
 // What cuMemExportToShareableHandle writes in the file descriptor it returns (a memfd).
 struct VmmExport {
@@ -1873,7 +1874,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 static void MaybeFreeHandle(State& s, CUmemGenericAllocationHandle h) {
   auto it = s.vmm.find(h);
   if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0 ||
-      it->second.imports > 0)
+      it->second.imports > 0 || it->second.retains > 0)
     return;
   CUmemGenericAllocationHandle origin = it->second.origin;
   if (origin == 0 && !it->second.foreign && it->second.phys >= 0)
@@ -1935,12 +1936,31 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   *handle = h;
   return CUDA_SUCCESS;
 }
+// A release drops a retain first (cuMemRetainAllocationHandle: "released with corresponding
+// number of calls to cuMemRelease"), then the creator's reference.
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
   FAKE_LOCK();
   auto it = s.vmm.find(handle);
-  if (it == s.vmm.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
-  it->second.released = true;
+  if (it == s.vmm.end() || (it->second.released && it->second.retains == 0))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.retains > 0)
+    it->second.retains--;
+  else
+    it->second.released = true;
   MaybeFreeHandle(s, handle);
+  return CUDA_SUCCESS;
+}
+// The handle mapped at `addr` (any address inside a mapping), one more reference (cuda.h).
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) noexcept {
+  FAKE_LOCK();
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  auto a = reinterpret_cast<CUdeviceptr>(addr);
+  auto it = s.maps.upper_bound(a);
+  if (it == s.maps.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (a >= it->first + it->second.second) return CUDA_ERROR_INVALID_VALUE;
+  s.vmm[it->second.first].retains++;
+  *handle = it->second.first;
   return CUDA_SUCCESS;
 }
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
