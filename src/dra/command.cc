@@ -121,7 +121,15 @@ int Run(Flags f) {
   }
   // (No defaultMemory: memory's requestPolicy.default is the whole card, src/dra/slices.cc.)
   dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity,
-                              config->default_cores};
+                              config->default_cores, ""};
+  // The slice is owned by its Node (removed with it); without the Node's uid it is published
+  // without an ownerReference, as before, and says so.
+  if (auto node = (*client)->Get("/api/v1/nodes/" + f.node_name); node.ok()) {
+    slice_opt.node_uid = (*node)["metadata"].value("uid", "");
+  } else {
+    spdlog::warn("ResourceSlice without ownerReference: reading Node {}: {}", f.node_name,
+                 node.status().ToString());
+  }
   dra::SlicePublisher publisher(slice_opt, client->get());
   dra::K8sClaimSource claims(client->get());
   dra::DriverOptions dopt{

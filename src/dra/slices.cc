@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <optional>
 
 #include "core/gputype.h"
@@ -120,14 +121,36 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
   return out;
 }
 
+std::string SliceNameFor(const std::string& node_name, const std::string& driver) {
+  constexpr size_t kMaxName = 253;  // DNS-1123 subdomain (apimachinery validation)
+  std::string whole = node_name + "-" + driver;
+  if (whole.size() <= kMaxName) return whole;
+  uint32_t h = 2166136261u;  // FNV-1a 32: a short, stable tag of the whole name
+  for (unsigned char c : whole) h = (h ^ c) * 16777619u;
+  char tag[9];
+  std::snprintf(tag, sizeof tag, "%08x", h);
+  std::string prefix = node_name.substr(0, kMaxName - driver.size() - 2 - 8);
+  // A subdomain's labels end in an alphanumeric character.
+  while (!prefix.empty() && (prefix.back() == '-' || prefix.back() == '.')) prefix.pop_back();
+  return prefix + "-" + tag + "-" + driver;
+}
+
 json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation) {
+  json metadata = {
+      {"name", SliceNameFor(options.node_name, options.driver)},
+      {"labels",
+       {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/component", "dra-driver"}}}};
+  if (!options.node_uid.empty()) {
+    metadata["ownerReferences"] = json::array({{{"apiVersion", "v1"},
+                                                {"kind", "Node"},
+                                                {"name", options.node_name},
+                                                {"uid", options.node_uid},
+                                                {"controller", true}}});
+  }
   return json{
       {"apiVersion", "resource.k8s.io/v1"},
       {"kind", "ResourceSlice"},
-      {"metadata",
-       {{"name", options.node_name + "-" + options.driver},
-        {"labels",
-         {{"app.kubernetes.io/name", "fracgpu"}, {"app.kubernetes.io/component", "dra-driver"}}}}},
+      {"metadata", metadata},
       {"spec",
        {{"driver", options.driver},
         {"nodeName", options.node_name},
@@ -174,7 +197,9 @@ bool SameSliceSpec(const json& published, const json& want) {
   return Equivalent(published, want, false);
 }
 
-std::string SlicePublisher::SliceName() const { return options_.node_name + "-" + options_.driver; }
+std::string SlicePublisher::SliceName() const {
+  return SliceNameFor(options_.node_name, options_.driver);
+}
 
 Result<int64_t> SlicePublisher::Sync(const json& devices) {
   const std::string path = std::string(kSlicesPath) + "/" + SliceName();
@@ -194,11 +219,15 @@ Result<int64_t> SlicePublisher::Sync(const json& devices) {
       generation = spec["pool"]["generation"].get<int64_t>();
     }
     json want = BuildResourceSlice(devices, options_, generation);
-    if (SameSliceSpec(spec, want["spec"])) return generation;
-    want = BuildResourceSlice(devices, options_, generation + 1);
+    const json owners = (*cur)["metadata"].value("ownerReferences", json::array());
+    bool same_owners = options_.node_uid.empty() || owners == want["metadata"]["ownerReferences"];
+    bool same_spec = SameSliceSpec(spec, want["spec"]);
+    if (same_spec && same_owners) return generation;
+    // A new pool generation only when the devices changed; an ownerReference alone does not.
+    if (!same_spec) want = BuildResourceSlice(devices, options_, generation + 1);
     want["metadata"]["resourceVersion"] = (*cur)["metadata"].value("resourceVersion", "");
     auto updated = client_->Update(path, want);
-    if (updated.ok()) return generation + 1;
+    if (updated.ok()) return same_spec ? generation : generation + 1;
     if (updated.status().code() == StatusCode::kConflict) continue;
     return updated.status().WithPrefix("updating ResourceSlice " + SliceName());
   }

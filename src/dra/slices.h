@@ -44,7 +44,16 @@ struct SliceOptions {
   bool consumable_capacity = true;
   /// requestPolicy.default of cores, percent (HAMi's defaultCores).
   int32_t default_cores = 0;
+  /// The Node's metadata.uid: the slice gets an ownerReference to its Node (as the upstream
+  /// kubeletplugin helper writes it) so the garbage collector removes it with the Node.
+  /// "" = no ownerReference (the Node could not be read).
+  std::string node_uid;
 };
+
+/// The name of a node's slice: "<node>-<driver>" when that fits a DNS subdomain (253
+/// characters, metav1 ObjectMeta.name of ResourceSlice); otherwise the node name is cut and 8
+/// hex digits of a hash of the whole name keep it unique: "<node prefix>-<hash>-<driver>".
+std::string SliceNameFor(const std::string& node_name, const std::string& driver);
 
 /// The device name of the GPU with NVML index `index`: "gpu-<index>" (a DNS label).
 std::string DeviceName(int32_t index);
@@ -69,7 +78,8 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
                        const std::vector<nvml::GpuInfo>& gpus,
                        const std::map<std::string, GpuFacts>& facts, const SliceOptions& options);
 
-/// The ResourceSlice object (name "<node>-<driver>") for `devices` at pool `generation`.
+/// The ResourceSlice object (name SliceNameFor; ownerReference to the Node when its uid is
+/// known) for `devices` at pool `generation`.
 json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation);
 
 /// Whether a slice spec read back from the API server says what `want` says. Quantities under

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "deviceplugin/inventory.h"
 #include "dra/api.h"
 #include "dra/placement.h"
@@ -25,7 +27,7 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
   // The device plugin's own inventory code makes the register entries.
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
   std::map<std::string, GpuFacts> facts = {{kUuid0, {"Ampere", "8.0", "535.104.05"}}};
-  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0});
+  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0, ""});
   ASSERT_EQ(devices.size(), 2u);
   const json& d = devices[0];
   EXPECT_EQ(d["name"], "gpu-0");
@@ -57,14 +59,14 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
 
 TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0, ""});
   for (const auto& d : devices) {
     EXPECT_FALSE(d.contains("allowMultipleAllocations"));
     EXPECT_FALSE(d["capacity"]["memory"].contains("requestPolicy"));
     EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
   }
   // First-fit over whole devices: two claims take the two cards, a third does not fit.
-  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0}, 1);
+  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0, ""}, 1);
   auto usage = UsageFromSlices({slice}, {}, kDriverName);
   ASSERT_TRUE(usage.ok());
   int n = 0;
@@ -85,7 +87,7 @@ TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
   deviceplugin::DeviceConfig config;
   config.default_memory_mib = 2000;
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), config, {});
-  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 0});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 0, ""});
   for (const auto& d : devices) {
     EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"],
               d["capacity"]["memory"]["value"]);
@@ -94,7 +96,7 @@ TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
 
 TEST(SlicesTest, SameSliceSpecComparesCapacityQuantitiesByValue) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  SliceOptions opt{kDriverName, kNode, true, 0};
+  SliceOptions opt{kDriverName, kNode, true, 0, ""};
   json want = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 3)["spec"];
   // What the API server returns: 81920Mi stored as 80Gi.
   json read_back = want;
@@ -132,7 +134,7 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   config.server = api.url();
   auto client = k8s::Client::Create(config);
   ASSERT_TRUE(client.ok());
-  SliceOptions opt{kDriverName, kNode, true, 0};
+  SliceOptions opt{kDriverName, kNode, true, 0, ""};
   SlicePublisher pub(opt, client->get());
   auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
   auto g1 = pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt));
@@ -165,6 +167,67 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   EXPECT_EQ((*list)["items"].size(), 1u);
   EXPECT_TRUE(again.Delete().ok());
   EXPECT_FALSE(api.Get("resourceslices", "", "node-a-gpu.fracgpu.io").has_value());
+}
+
+TEST(SlicesTest, PublisherOwnsTheSliceByItsNodeWithoutANewGeneration) {
+  fakes::FakeApiServer api;
+  k8s::Config config;
+  config.server = api.url();
+  auto client = k8s::Client::Create(config);
+  ASSERT_TRUE(client.ok());
+  auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  // A slice published by a driver that could not read its Node: no ownerReference.
+  SliceOptions plain{kDriverName, kNode, true, 0, ""};
+  ASSERT_EQ(SlicePublisher(plain, client->get())
+                .Sync(BuildSliceDevices(healthy, Gpus(), {}, plain))
+                .value(),
+            1);
+  EXPECT_FALSE(api.Get("resourceslices", "", "node-a-gpu.fracgpu.io")
+                   ->at("metadata")
+                   .contains("ownerReferences"));
+  // The next driver knows the Node's uid: the same devices, the owner added, generation kept.
+  SliceOptions owned = plain;
+  owned.node_uid = "9d3f1c2e-0000-4000-8000-000000000001";
+  SlicePublisher pub(owned, client->get());
+  EXPECT_EQ(pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, owned)).value(), 1);
+  auto stored = api.Get("resourceslices", "", "node-a-gpu.fracgpu.io");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ((*stored)["metadata"]["ownerReferences"], json::array({{{"apiVersion", "v1"},
+                                                                    {"kind", "Node"},
+                                                                    {"name", kNode},
+                                                                    {"uid", owned.node_uid},
+                                                                    {"controller", true}}}));
+  EXPECT_EQ((*stored)["spec"]["pool"]["generation"], 1);
+  // And then nothing to write.
+  int puts = api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices");
+  EXPECT_EQ(pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, owned)).value(), 1);
+  EXPECT_EQ(api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices"), puts);
+}
+
+bool IsDns1123Subdomain(const std::string& s) {
+  // apimachinery IsDNS1123Subdomain: ≤ 253, labels [a-z0-9]([-a-z0-9]*[a-z0-9])? joined by '.'.
+  static const std::regex re("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+  return s.size() <= 253 && std::regex_match(s, re);
+}
+
+TEST(SlicesTest, SliceNamesFitTheNameLimitForAnyNodeName) {
+  EXPECT_EQ(SliceNameFor("node-a", kDriverName), "node-a-gpu.fracgpu.io");
+  // Node names are subdomains of up to 253 characters; "<node>-<driver>" would not fit.
+  std::string label(63, 'a');
+  std::string longest = label + "." + label + "." + label + "." + std::string(61, 'b');
+  ASSERT_EQ(longest.size(), 253u);
+  std::string other = longest;
+  other.back() = 'c';
+  std::string edge = std::string(228, 'n') + "-" + std::string(24, 'x');  // cut lands on '-'
+  for (const std::string& node : {longest, other, edge, std::string(237, 'd')}) {
+    std::string name = SliceNameFor(node, kDriverName);
+    EXPECT_TRUE(IsDns1123Subdomain(name)) << name;
+    EXPECT_TRUE(name.ends_with(std::string("-") + kDriverName)) << name;
+  }
+  // The one that just fits keeps the plain form; cut names of different nodes stay distinct.
+  EXPECT_EQ(SliceNameFor(std::string(237, 'd'), kDriverName),
+            std::string(237, 'd') + "-" + kDriverName);
+  EXPECT_NE(SliceNameFor(longest, kDriverName), SliceNameFor(other, kDriverName));
 }
 
 }  // namespace

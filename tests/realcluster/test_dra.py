@@ -57,6 +57,23 @@ def cdi_devices_of(record):
     return [d["name"] for d in record["config"].get("CDIDevices", [])]
 
 
+def kubelet_dra_devices(cluster, node, claim_uid):
+    """The devices the kubelet recorded for a prepared claim of our driver, from its own DRA
+    checkpoint (<root-dir>/dra_manager_state; pkg/kubelet/cm/dra/state: {Data: JSON of
+    {ClaimInfoStateList: [{ClaimUID, DriverState: {driver: {Devices: [...]}}}]}, Checksum})."""
+    f = cluster.dir / "nodes" / node / "root" / "dra_manager_state"
+    data = json.loads(json.loads(f.read_text())["Data"])
+    for c in data.get("ClaimInfoStateList") or []:
+        if c["ClaimUID"] == claim_uid:
+            return c["DriverState"][DRIVER]["Devices"]
+    return None
+
+
+def server_minor(cluster):
+    v = json.loads(cluster.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    return int(v["minor"].rstrip("+"))
+
+
 def unschedulable(cluster, ns, name):
     p = cluster.get("-n", ns, "pod", name)
     for c in p["status"].get("conditions", []):
@@ -156,6 +173,11 @@ def test_slices_published_and_driver_registered(dra_cluster):
         s = slice_of(c, node)
         assert s is not None, f"{node}: no ResourceSlice of {DRIVER}"
         assert s["spec"]["pool"]["name"] == node
+        # Owned by its Node (the garbage collector removes it with the Node), as upstream's
+        # kubeletplugin helper publishes slices.
+        node_uid = c.get("node", node)["metadata"]["uid"]
+        assert s["metadata"].get("ownerReferences") == [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}], s["metadata"]
         devs = {d["attributes"]["uuid"]["string"]: d for d in s["spec"]["devices"]}
         assert sorted(devs) == sorted(u for u, _ in gpus)
         for u, mib in gpus:
@@ -187,6 +209,16 @@ def test_a_one_fractional_share(dra_cluster):
         [(dev, dev_uuid, mib, got_cores)] = check_prepared(c, pod, got)
         assert (mib, got_cores) == (mem_mib, cores)
         assert dev_uuid in [u for u, _ in c.node_gpus(pod["spec"]["nodeName"])]
+        # The driver answered NodePrepareResources with the share's ID (dra/v1 Device.share_id,
+        # field 5), which the kubelet keeps in its checkpoint from 1.37 on (1.34's proto has no
+        # such field: it keeps none).
+        [kd] = kubelet_dra_devices(c, pod["spec"]["nodeName"], got["metadata"]["uid"])
+        assert kd["DeviceName"] == r["device"]
+        minor = server_minor(c)
+        if minor >= 37:
+            assert kd.get("ShareID") == r["shareID"], kd
+        elif minor <= 34:
+            assert kd.get("ShareID") is None, kd
     finally:
         delete(c, ("pod", "dra-a"), ("resourceclaim", "dra-a"))
 
