@@ -79,6 +79,14 @@ enum : CUdriverProcAddressQueryResult {
 /// against cuda.h when it is present). libvgpu reads MULTIPROCESSOR_COUNT; the others are for
 /// the fake driver's attribute table.
 typedef int CUdevice_attribute;
+/// CUlimit (cuda.h): CU_LIMIT_STACK_SIZE 0 (bytes per thread), CU_LIMIT_PRINTF_FIFO_SIZE 1 and
+/// CU_LIMIT_MALLOC_HEAP_SIZE 2 (bytes), 3..9 the others.
+typedef int CUlimit;
+enum : CUlimit {
+  CU_LIMIT_STACK_SIZE = 0,
+  CU_LIMIT_PRINTF_FIFO_SIZE = 1,
+  CU_LIMIT_MALLOC_HEAP_SIZE = 2
+};
 enum : CUdevice_attribute {
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
   CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X = 2,
@@ -397,6 +405,8 @@ CUresult cuCtxGetDevice(CUdevice* dev) FRACGPU_CU_API;
 CUresult cuCtxPushCurrent_v2(CUcontext ctx) FRACGPU_CU_API;
 CUresult cuCtxPopCurrent_v2(CUcontext* ctx) FRACGPU_CU_API;
 CUresult cuCtxSynchronize(void) FRACGPU_CU_API;
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) FRACGPU_CU_API;
+CUresult cuCtxGetLimit(size_t* value, CUlimit limit) FRACGPU_CU_API;
 /// CUDA 13.0: synchronises `ctx` (PFN_cuCtxSynchronize_v13000, cudaTypedefs.h).
 CUresult cuCtxSynchronize_v2(CUcontext ctx) FRACGPU_CU_API;
 /// Legacy v1 primary-context release/reset (PFN_..._v7000): same signature as _v2.

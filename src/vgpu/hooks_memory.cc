@@ -97,6 +97,10 @@ bool DropIfDevice(const Entry& e, void* ctx) {
     Uncharge(dev, e.size, ChargeKind::kModule);
     return true;
   }
+  if (e.kind == Kind::kCtxLimit) {  // cuCtxSetLimit growth goes with the contexts
+    Uncharge(dev, e.size, ChargeKind::kContext);
+    return true;
+  }
   return e.kind == Kind::kPoolPtr;  // pools are dropped by PoolsForgetDevice
 }
 

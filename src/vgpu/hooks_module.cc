@@ -111,7 +111,86 @@ CUresult ChargedUnload(Handle handle, Unload unload) {
 CUresult UnloadModule(CUmodule m) { return REAL(cuModuleUnload)(m); }
 CUresult UnloadLibrary(CUlibrary l) { return REAL(cuLibraryUnload)(l); }
 
+// The bytes cuda.h says a limit's value reserves on the current context's device `ordinal`
+// (issue 32 item 3): the malloc heap and the printf FIFO are sizes in bytes; the stack is per
+// thread, reserved for every thread the device can hold resident (value x SMs x
+// MAX_THREADS_PER_MULTIPROCESSOR). 0 for the other limits (sync depth, pending launches, ...):
+// those are charged only as measured.
+uint64_t DeclaredLimitBytes(CUlimit limit, uint64_t value, CUdevice ordinal) {
+  if (limit == CU_LIMIT_PRINTF_FIFO_SIZE || limit == CU_LIMIT_MALLOC_HEAP_SIZE) return value;
+  if (limit != CU_LIMIT_STACK_SIZE) return 0;
+  int sms = 0, threads = 0;
+  if (REAL(cuDeviceGetAttribute)(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal) !=
+          CUDA_SUCCESS ||
+      REAL(cuDeviceGetAttribute)(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                                 ordinal) != CUDA_SUCCESS ||
+      sms <= 0 || threads <= 0)
+    return 0;
+  uint64_t per = static_cast<uint64_t>(sms) * static_cast<uint64_t>(threads);
+  return value > UINT64_MAX / per ? UINT64_MAX : value * per;
+}
+
 }  // namespace
+
+// cuCtxSetLimit (issue 32 item 3; listed as pass-through before): the driver grows per-context
+// reservations (thread stacks, printf FIFO, malloc heap, device-runtime launch buffers) after the
+// context's size was measured at creation. The growth is charged as context_bytes on the current
+// context's device: the larger of what was measured around the call (as for a module load) and
+// what cuda.h says the new value reserves beyond the old one (DeclaredLimitBytes; a driver that
+// reserves lazily is charged up front). Over the limit: the old value is set back and the call
+// answered CUDA_ERROR_OUT_OF_MEMORY. A smaller value gives back what this context's limit was
+// charged, down to 0. The charge stays (table kind kCtxLimit, keyed by context and limit) until
+// a smaller value or until the device's last context goes (DropDeviceCharges); a created
+// context destroyed before then leaves it charged (over-counted, never under-).
+FRACGPU_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) noexcept {
+  CUdevice ordinal = -1;
+  int dev = CurrentDeviceIndex(&ordinal);
+  CUcontext ctx = nullptr;
+  if (dev < 0 || REAL(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx)
+    return REAL(cuCtxSetLimit)(limit, value);  // unmanaged, denied (nothing to charge), no context
+  size_t old_value = 0;
+  bool have_old = REAL(cuCtxGetLimit)(&old_value, limit) == CUDA_SUCCESS;
+  Reading before = Read(dev);
+  CUresult r = REAL(cuCtxSetLimit)(limit, value);
+  if (r != CUDA_SUCCESS) return r;
+  Reading after = Read(dev);
+  uint64_t measured = Delta(before, after);
+  const uint64_t charged_meanwhile =
+      after.charged > before.charged ? after.charged - before.charged : 0;
+  const bool shrank = before.ok && after.ok && before.nvml == after.nvml &&
+                      after.usage + charged_meanwhile < before.usage;
+  uint64_t declared_new = DeclaredLimitBytes(limit, value, ordinal);
+  uint64_t declared_old = have_old ? DeclaredLimitBytes(limit, old_value, ordinal) : 0;
+  uint64_t declared = declared_new > declared_old ? declared_new - declared_old : 0;
+  uint64_t grow = measured > declared ? measured : declared;
+  Entry e;
+  const uint64_t key = reinterpret_cast<uint64_t>(ctx) ^ (static_cast<uint64_t>(limit + 1) << 56);
+  bool known = TableFind(Kind::kCtxLimit, key, &e);
+  if (!known) {
+    e.kind = Kind::kCtxLimit;
+    e.key = key;
+    e.dev = static_cast<int8_t>(dev);
+    e.size = 0;
+  }
+  if (grow > 0) {
+    if (Charge(dev, grow, ChargeKind::kContext, "cuCtxSetLimit's growth") != CUDA_SUCCESS) {
+      if (have_old) (void)REAL(cuCtxSetLimit)(limit, old_value);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e.size += grow;
+  } else if (known && (shrank || declared_new < declared_old)) {
+    uint64_t back = declared_old - declared_new;
+    if (shrank) {
+      uint64_t m = before.usage - after.usage - charged_meanwhile;
+      if (m > back) back = m;
+    }
+    if (back > e.size) back = e.size;
+    Uncharge(dev, back, ChargeKind::kContext);
+    e.size -= back;
+  }
+  if (e.size > 0 || known) TableInsert(e);
+  return r;
+}
 
 FRACGPU_EXPORT CUresult cuModuleLoad(CUmodule* module, const char* fname) noexcept {
   return ChargedLoad(

@@ -214,5 +214,35 @@ TEST(VgpuHookAttacks, RetainedHandleKeepsItsCharge) {
   EXPECT_EQ(Rc(out[6]), 0);
 }
 
+// cuCtxSetLimit growth is charged (issue 32 item 3; it was passed through): a 512 MiB malloc
+// heap (the default is 8 MiB) takes 504 MiB of the 1,000 MiB slice, so 600 MiB more is refused;
+// a 1,200 MiB heap does not fit and is refused with the old value kept; setting the default back
+// gives the charge back. A stack of 2 KiB per thread (default 1 KiB) on 108 SMs of 2,048 threads
+// each reserves 216 MiB more.
+TEST(VgpuHookAttacks, CtxSetLimitGrowthIsCharged) {
+  Sandbox box;
+  auto env = box.Env();
+  env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096:108";
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+  auto out = RunApp(box, env,
+                    {"init", "region:0", "setlimit:2:536870912", "region:0", "alloc:629145600",
+                     "setlimit:2:1258291200", "setlimit:2:8388608", "region:0", "setlimit:0:2048",
+                     "region:0", "setlimit:0:1024", "region:0", "alloc:629145600"});
+  ASSERT_EQ(out.size(), 13u);
+  RegionLine start = ParseRegionLine(out[1]);
+  ASSERT_TRUE(start.ok) << out[1];
+  EXPECT_EQ(out[2], "setlimit 0 536870912");
+  EXPECT_EQ(ParseRegionLine(out[3]).context - start.context, 504 * kMiB);
+  EXPECT_EQ(Rc(out[4]), 2);                   // 504 + 600 > 1,000
+  EXPECT_EQ(out[5], "setlimit 2 536870912");  // 688 MiB more does not fit: the old value stays
+  EXPECT_EQ(out[6], "setlimit 0 8388608");
+  EXPECT_EQ(ParseRegionLine(out[7]).context, start.context);
+  EXPECT_EQ(out[8], "setlimit 0 2048");
+  EXPECT_EQ(ParseRegionLine(out[9]).context - start.context, 1024ull * 108 * 2048);
+  EXPECT_EQ(out[10], "setlimit 0 1024");
+  EXPECT_EQ(ParseRegionLine(out[11]).context, start.context);
+  EXPECT_EQ(Rc(out[12]), 0);
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

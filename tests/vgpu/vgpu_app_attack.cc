@@ -14,6 +14,8 @@
 //   vmmretain:<bytes>  create, map, cuMemRetainAllocationHandle at an inner address, release the
 //       creator's handle, unmap (the retain keeps the memory): "vmmretain <rc> <same handle 1|0>"
 //   vmmdropretains  releases every retained handle: "vmmdropretains <rc>"
+//   setlimit:<CUlimit>:<value>  cuCtxSetLimit on the current context: "setlimit <rc> <value
+//       cuCtxGetLimit reads back>"
 #include "vgpu_app_attack.h"
 
 #include <unistd.h>
@@ -230,6 +232,11 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     NullOut(ordinal);
   } else if (op == "vmmmany") {
     VmmMany(a, ordinal);
+  } else if (op == "setlimit") {
+    CUresult r = cuCtxSetLimit(static_cast<CUlimit>(Arg(a, 1)), Arg(a, 2));
+    size_t v = 0;
+    cuCtxGetLimit(&v, static_cast<CUlimit>(Arg(a, 1)));
+    std::printf("setlimit %d %zu\n", r, v);
   } else if (op == "vmmreimport") {
     VmmReimport(a, ordinal);
   } else if (op == "vmmdropimports") {

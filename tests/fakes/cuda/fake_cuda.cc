@@ -43,6 +43,10 @@ struct Ctx {
   int phys;  // physical (NVML) index
   bool primary;
   GreenCtx* green = nullptr;  // the green context this CUcontext is (cuCtxFromGreenCtx), if any
+  // cuCtxSetLimit: stack size, printf FIFO, malloc heap (CUlimit 0..2, the real driver's
+  // defaults), and the device memory taken above what those defaults take (in ctx_bytes).
+  uint64_t limits[3] = {1024, 1ull << 20, 8ull << 20};
+  uint64_t limit_bytes = 0;
 };
 
 // A green context (cuGreenCtxCreate): its SMs, its own device memory (FAKE_CUDA_GREEN_CTX_BYTES)
@@ -1032,11 +1036,44 @@ CUresult cuCtxCreate_v4(CUcontext* ctx, void*, unsigned int, CUdevice dev) noexc
   return CreateContext(ctx, dev);
 }
 
+// cuCtxSetLimit / cuCtxGetLimit of the current context. The fake reserves device memory at
+// once for the three limits that take it: the stack, value x SMs x 2048 threads per SM
+// (MAX_THREADS_PER_MULTIPROCESSOR, every resident thread gets one); the printf FIFO and the
+// malloc heap, value bytes. Other limits are stored nowhere and take nothing. A growth that does
+// not fit: CUDA_ERROR_OUT_OF_MEMORY, the limit unchanged.
+static uint64_t LimitBytes(const State& s, int phys, int limit, uint64_t value) {
+  if (limit == 0) return value * s.devices[phys].sm_count * 2048;
+  return limit <= 2 ? value : 0;
+}
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (limit < 0 || limit > 9) return CUDA_ERROR_INVALID_VALUE;  // CU_LIMIT_MAX is 10 in 13.0
+  if (limit > 2) return CUDA_SUCCESS;
+  uint64_t old_bytes = LimitBytes(s, c->phys, limit, c->limits[limit]);
+  uint64_t new_bytes = LimitBytes(s, c->phys, limit, value);
+  if (new_bytes > old_bytes && !Take(s, c->phys, new_bytes - old_bytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (new_bytes < old_bytes) Give(s, c->phys, old_bytes - new_bytes);
+  c->limit_bytes = c->limit_bytes + new_bytes - old_bytes;
+  c->limits[limit] = value;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetLimit(size_t* value, CUlimit limit) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!value || limit < 0 || limit > 9) return CUDA_ERROR_INVALID_VALUE;
+  *value = limit <= 2 ? c->limits[limit] : 0;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
   FAKE_LOCK();
   Ctx* c = reinterpret_cast<Ctx*>(ctx);
   if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
-  Give(s, c->phys, s.ctx_bytes);
+  Give(s, c->phys, s.ctx_bytes + c->limit_bytes);
   PublishContexts(s, c->phys, -1);
   std::erase(tls_ctx_stack, c);
   delete c;
@@ -1167,8 +1204,16 @@ void DropDeviceMemory(State& s, int phys) {
 
 // One reference of the primary context of `phys` goes (a release, or a green context's
 // destruction); the last one frees it and everything allocated on the device.
+// A primary context's cuCtxSetLimit growth goes with it, its limits back to the defaults.
+static void ResetPrimaryLimits(State& s, int phys) {
+  if (Ctx* p = s.primary[phys]) {
+    Give(s, phys, p->limit_bytes);
+    *p = Ctx{phys, true, p->green};
+  }
+}
 static void ReleasePrimary(State& s, int phys) {
   if (--s.primary_refs[phys] == 0) {
+    ResetPrimaryLimits(s, phys);
     Give(s, phys, s.ctx_bytes);
     PublishContexts(s, phys, -1);
     DropDeviceMemory(s, phys);
@@ -1188,6 +1233,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) noexcept {
   int phys = PhysOf(s, dev);
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (s.primary_refs[phys] > 0) {
+    ResetPrimaryLimits(s, phys);
     Give(s, phys, s.ctx_bytes);
     PublishContexts(s, phys, -1);
   }
