@@ -102,15 +102,15 @@ wait_for() {
 }
 
 # ---- certificates (openssl): one CA for serving and client certificates, a service-account key.
-cert() { # NAME CN [O] [SANs]
-  local name=$1 cn=$2 o=${3:-} san=${4:-}
+cert() { # NAME CN [O] [SANs]   (signed by pki/ca, or by pki/$cert_ca when that is set)
+  local name=$1 cn=$2 o=${3:-} san=${4:-} ca=${cert_ca:-ca}
   local subj="/CN=$cn"; [ -n "$o" ] && subj="/O=$o$subj"
   openssl req -new -newkey rsa:2048 -nodes -keyout "$dir/pki/$name.key" -subj "$subj" \
     -out "$dir/pki/$name.csr" 2>/dev/null
   local ext="$dir/pki/$name.ext"
   { echo "basicConstraints=CA:FALSE"; echo "keyUsage=critical,digitalSignature,keyEncipherment"
     echo "extendedKeyUsage=serverAuth,clientAuth"; [ -n "$san" ] && echo "subjectAltName=$san"; } > "$ext"
-  openssl x509 -req -in "$dir/pki/$name.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" \
+  openssl x509 -req -in "$dir/pki/$name.csr" -CA "$dir/pki/$ca.crt" -CAkey "$dir/pki/$ca.key" \
     -CAcreateserial -days 2 -extfile "$ext" -out "$dir/pki/$name.crt" 2>/dev/null
 }
 
@@ -147,9 +147,47 @@ make_pki() {
   kubeconfig "$dir/admin.kubeconfig" admin cert admin
   kubeconfig "$dir/kcm.kubeconfig" kcm cert kcm
   kubeconfig "$dir/ksched.kubeconfig" ksched cert ksched
+  # fracgpu's own client CA (deploy/: Secret fracgpu-client-ca), apart from the cluster's, whose
+  # certificates every kubelet holds: it signs the certificates that kube-scheduler (extender
+  # tlsConfig) and the API server (webhook kubeConfigFile) present to `fracgpu scheduler`, which
+  # refuses /filter, /prioritize, /bind and /webhook without one (docs/scheduler.md
+  # "Authentication").
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/pki/fracgpu-client-ca.key" \
+    -out "$dir/pki/fracgpu-client-ca.crt" -days 2 -subj "/CN=fracgpu-client-ca" 2>/dev/null
+  cert_ca=fracgpu-client-ca cert fracgpu-kube-scheduler-client fracgpu-kube-scheduler
+  cert_ca=fracgpu-client-ca cert apiserver-webhook-client kube-apiserver
+  # The API server presents it to every webhook ("*": any host; apiserver.config.k8s.io/v1
+  # WebhookAdmissionConfiguration, --admission-control-config-file).
+  cat > "$dir/pki/webhook-client.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: $dir/pki/apiserver-webhook-client.crt
+    client-key: $dir/pki/apiserver-webhook-client.key
+EOF
+  cat > "$dir/pki/admission.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/pki/webhook-client.kubeconfig
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/pki/webhook-client.kubeconfig
+EOF
 }
 
 feature_gates() {
+  # FRACGPU_CLUSTER_FEATURE_GATES replaces the gates of every component (a test of a cluster
+  # that does not serve consumable capacity sets DRAConsumableCapacity=false).
+  if [ -n "${FRACGPU_CLUSTER_FEATURE_GATES:-}" ]; then echo "$FRACGPU_CLUSTER_FEATURE_GATES"; return; fi
   case "$version" in
     v1.34.*|v1.35.*) echo "DRAConsumableCapacity=true" ;;
     *) echo "DRAConsumableCapacity=true" ;;
@@ -176,6 +214,7 @@ start_apiserver() {
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --admission-control-config-file "$dir/pki/admission.yaml" \
     --runtime-config "resource.k8s.io/v1=true" --feature-gates "$(feature_gates)" \
     --allow-privileged=true --profiling=false \
     --audit-policy-file "$repo/tests/realcluster/audit-policy.yaml" \
@@ -211,6 +250,8 @@ start_fracgpu_scheduler() {
   start fracgpu-scheduler "$build/fracgpu" scheduler "${extra[@]}" \
     --http-bind "127.0.0.1:$port_fsched" --health-port "$port_fsched_health" \
     --cert-file "$dir/fracgpu/tls.crt" --key-file "$dir/fracgpu/tls.key" \
+    --client-ca-file "$dir/pki/fracgpu-client-ca.crt" \
+    --allowed-client-names fracgpu-kube-scheduler --allowed-client-names kube-apiserver \
     --signing-key-file "$dir/fracgpu/signing.key" --kubeconfig "$dir/fracgpu-scheduler.kubeconfig" \
     --scheduler-name fracgpu-scheduler --node-scheduler-policy binpack --gpu-scheduler-policy spread \
     --leader-elect --leader-elect-resource-namespace fracgpu-system \
@@ -229,6 +270,8 @@ c = yaml.safe_load(open(f"{d}/fracgpu/kube-scheduler-config.shipped.yaml"))
 for e in c.get("extenders", []):
     e["urlPrefix"] = f"https://127.0.0.1:{port}"
     e.setdefault("tlsConfig", {})["caFile"] = f"{d}/fracgpu/ca.crt"
+    e["tlsConfig"]["certFile"] = f"{d}/pki/fracgpu-kube-scheduler-client.crt"
+    e["tlsConfig"]["keyFile"] = f"{d}/pki/fracgpu-kube-scheduler-client.key"
 c["clientConnection"] = {"kubeconfig": f"{d}/fracgpu-kube-scheduler.kubeconfig"}
 yaml.safe_dump(c, open(f"{d}/fracgpu/kube-scheduler-config.yaml", "w"), sort_keys=False)
 EOF
@@ -380,7 +423,7 @@ start_dra_driver() { # NODE
     --hook-path "$nd/hook" --registry-dir "$nd/root/plugins_registry" \
     --plugin-dir "$nd/root/plugins/gpu.fracgpu.io" --cdi-dir "$nd/cdi" \
     --config-file "$nd/device-config.yaml" --node-config "$nd/node-config.json" \
-    --consumable-capacity=true "${extra[@]}" \
+    --consumable-capacity=auto "${extra[@]}" \
     --kubeconfig "$dir/fracgpu-dra-driver.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1"
 }
 
@@ -444,6 +487,13 @@ up() {
   kc -n fracgpu-system get secret fracgpu-scheduler-tls -o jsonpath='{.data.tls\.key}' | base64 -d > "$dir/fracgpu/tls.key"
   kc -n fracgpu-system get secret fracgpu-scheduler-tls -o jsonpath='{.data.ca\.crt}' | base64 -d > "$dir/fracgpu/ca.crt"
   kc -n fracgpu-system get secret fracgpu-signing-key -o jsonpath='{.data.key}' | base64 -d > "$dir/fracgpu/signing.key"
+  # The client CA and kube-scheduler's client certificate as Secrets, the two steps of
+  # docs/install.md "Authentication" (the host processes read the files of $dir/pki).
+  kc -n fracgpu-system create secret generic fracgpu-client-ca \
+    --from-file=ca.crt="$dir/pki/fracgpu-client-ca.crt" > /dev/null
+  kc -n fracgpu-system create secret tls fracgpu-kube-scheduler-client \
+    --cert "$dir/pki/fracgpu-kube-scheduler-client.crt" \
+    --key "$dir/pki/fracgpu-kube-scheduler-client.key" > /dev/null
   chmod 600 "$dir/fracgpu/tls.key" "$dir/fracgpu/signing.key"
   start_fracgpu_scheduler
   start_fracgpu_kube_scheduler

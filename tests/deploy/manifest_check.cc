@@ -142,6 +142,10 @@ std::map<std::string, std::set<std::string>> ProducedSecrets(const Bundle& b) {
         out[pod.ns + "/" + parsed->Get("--signing-key-secret")] = {"key"};
     }
   }
+  // Made by the operator (docs/install.md "Authentication", issue 33): fracgpu's client CA and
+  // the client certificate fracgpu's kube-scheduler presents to the extender.
+  out["fracgpu-system/fracgpu-client-ca"] = {"ca.crt"};
+  out["fracgpu-system/fracgpu-kube-scheduler-client"] = {"tls.crt", "tls.key"};
   for (const auto& s : ObjectsOfKind(b, "Secret")) {
     auto& keys = out[Ns(s) + "/" + Name(s)];
     for (const char* field : {"data", "stringData"}) {
@@ -470,6 +474,16 @@ class Checker {
       FileFlag(r, "--cert-file");
       FileFlag(r, "--key-file");
       FileFlag(r, "--signing-key-file");
+      // Issue 33: the extender and webhook need client certificates of a mounted client CA,
+      // and /metrics (pod names) is not on the extender's port.
+      if (r.args.Get("--client-ca-file").empty()) {
+        Problem(cw, "no --client-ca-file: anyone reaching the port could bind pods");
+      } else {
+        FileFlag(r, "--client-ca-file");
+      }
+      if (!r.args.Get("--metrics-port").empty()) {
+        ListenPort(r, r.args.Get("--metrics-port"), "--metrics-port");
+      }
       scheduler_name_ = r.args.Get("--scheduler-name");
       scheduler_pod_ = r.pod;
       scheduler_port_ = PortOf(r.args.Get("--http-bind"));

@@ -151,6 +151,16 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
                    "scheduler")["ports"][0]["containerPort"] = 8444;
        },
        "--http-bind listens on port \"8443\", which is not a declared containerPort"},
+      {"scheduler without a client CA (issue 33)",
+       [](Bundle& b) {
+         auto c = Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler");
+         YAML::Node args(YAML::NodeType::Sequence);
+         for (auto a : c["args"]) {
+           if (a.as<std::string>().rfind("--client-ca-file", 0) != 0) args.push_back(a);
+         }
+         c["args"] = args;
+       },
+       "no --client-ca-file: anyone reaching the port could bind pods"},
       {"Service targetPort unknown",
        [](Bundle& b) { Obj(b, "Service", "fracgpu-ui")["spec"]["ports"][0]["targetPort"] = "web"; },
        "Service/fracgpu-ui: targetPort web is not a port of Deployment/fracgpu-ui"},
