@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/file.h"
 #include "base/signals.h"
+#include "base/strings.h"
 #include "core/request.h"
 #include "http/server.h"
 #include "k8s/client.h"
@@ -30,6 +32,11 @@ struct Flags {
   std::string user_header = "kubeflow-userid";
   std::string groups_header;
   std::string user_prefix;
+  std::string gateway_secret_file;
+  std::string gateway_secret_header = "x-fracgpu-gateway-secret";
+  std::vector<std::string> gateway_client_names;
+  std::string client_ca_file;
+  bool trust_user_header = false;
   std::vector<std::string> images = {"kubeflownotebookswg/jupyter-scipy:v1.8.0",
                                      "kubeflownotebookswg/jupyter-pytorch-cuda-full:v1.8.0",
                                      "kubeflownotebookswg/jupyter-tensorflow-cuda-full:v1.8.0"};
@@ -88,6 +95,39 @@ int Run(const Flags& f) {
   options.user_header = f.user_header;
   options.groups_header = f.groups_header;
   options.user_prefix = f.user_prefix;
+  // Whom the user header is trusted from (docs/ui.md "Identity"): the gateway's shared secret,
+  // its client certificate, or (loopback or --trust-user-header only) anyone.
+  if (!f.gateway_secret_file.empty()) {
+    auto secret = base::ReadFile(f.gateway_secret_file, size_t{4} << 10);
+    if (!secret.ok()) {
+      spdlog::error("--gateway-secret-file: {}", secret.status().message());
+      return 2;
+    }
+    options.gateway_secret = std::string(base::Trim(*secret));
+    if (options.gateway_secret.size() < 16) {
+      spdlog::error("--gateway-secret-file {}: the secret is {} bytes; at least 16 are needed",
+                    f.gateway_secret_file, options.gateway_secret.size());
+      return 2;
+    }
+  }
+  options.gateway_secret_header = f.gateway_secret_header;
+  options.gateway_client_names = f.gateway_client_names;
+  const std::string host = f.bind.substr(0, colon);
+  const bool loopback = host == "127.0.0.1" || host == "::1" || host == "localhost";
+  options.trust_user_header = f.trust_user_header || loopback;
+  if (!f.dashboard_only && options.gateway_secret.empty() && options.gateway_client_names.empty() &&
+      !options.trust_user_header) {
+    spdlog::error(
+        "--http-bind {}: the {} header would be trusted from anyone who reaches the port; give "
+        "--gateway-secret-file (the secret the gateway sets in {}), --gateway-client-names with "
+        "--client-ca-file, or --trust-user-header",
+        f.bind, f.user_header, f.gateway_secret_header);
+    return 2;
+  }
+  if (!f.gateway_client_names.empty() && f.client_ca_file.empty()) {
+    spdlog::error("--gateway-client-names needs --client-ca-file (and HTTPS)");
+    return 2;
+  }
   options.images = f.images;
   options.web_dir = f.web_dir.empty() ? DefaultWebDir() : f.web_dir;
   options.fit.default_gpu_policy = *policy;
@@ -105,6 +145,7 @@ int Run(const Flags& f) {
   server_options.port = port;
   server_options.cert_file = f.cert_file;
   server_options.key_file = f.key_file;
+  server_options.client_ca_file = f.client_ca_file;
   http::Server server(server_options);
   service.Register(server);
   if (Status st = server.Start(); !st.ok()) {
@@ -136,6 +177,18 @@ void RegisterUiCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--groups-header", f->groups_header,
                   "header with the caller's groups, comma-separated");
+  cmd->add_option("--gateway-secret-file", f->gateway_secret_file,
+                  "file with the shared secret the gateway sets on every request it forwards; "
+                  "the user header is trusted only with it (401 otherwise)");
+  cmd->add_option("--gateway-secret-header", f->gateway_secret_header,
+                  "header carrying the gateway's shared secret")
+      ->capture_default_str();
+  cmd->add_option("--gateway-client-names", f->gateway_client_names,
+                  "client certificate names of the gateway (mTLS, with --client-ca-file)");
+  cmd->add_option("--client-ca-file", f->client_ca_file,
+                  "PEM CA of the gateway's client certificate (HTTPS)");
+  cmd->add_flag("--trust-user-header", f->trust_user_header,
+                "trust the user header from anyone (implied on a loopback --http-bind)");
   cmd->add_option("--user-prefix", f->user_prefix,
                   "prefix added to the user name in SubjectAccessReviews");
   cmd->add_option("--images", f->images, "images the form offers")

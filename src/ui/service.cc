@@ -171,6 +171,36 @@ void UiService::Register(http::Server& server) const {
   server.RoutePrefix("GET", "/", [this](const http::Request& r) { return Static(r); });
 }
 
+bool UiService::FromGateway(const http::Request& req) const {
+  if (!options_.gateway_client_names.empty()) {
+    for (const auto& n : req.client_names) {
+      for (const auto& g : options_.gateway_client_names) {
+        if (n == g) return true;
+      }
+    }
+  }
+  if (!options_.gateway_secret.empty()) {
+    // Constant time in the secret's length: no early exit on the first differing byte.
+    const std::string got = req.Header(options_.gateway_secret_header);
+    const std::string& want = options_.gateway_secret;
+    unsigned char diff = got.size() == want.size() ? 0 : 1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff |= static_cast<unsigned char>(want[i] ^ (i < got.size() ? got[i] : 0));
+    }
+    if (diff == 0) return true;
+  }
+  return options_.gateway_secret.empty() && options_.gateway_client_names.empty() &&
+         options_.trust_user_header;
+}
+
+http::Response UiService::NotFromGateway() const {
+  return http::Response::Error(
+      401, "the request did not come through the gateway (no valid " +
+               options_.gateway_secret_header + " header or gateway client certificate), so its " +
+               options_.user_header +
+               " header is not trusted: sign in through the Kubeflow gateway");
+}
+
 Status UiService::Caller(const http::Request& req, std::string* user,
                          std::vector<std::string>* groups) const {
   std::string name = req.Header(options_.user_header);
@@ -225,7 +255,8 @@ http::Response UiService::Options(const http::Request& req) const {
               {"user_header", options_.user_header},
               {"dashboard_only", options_.dashboard_only},
               {"dra_mode", DraMode()}};
-  if (std::string user = req.Header(options_.user_header); !user.empty()) out["user"] = user;
+  if (std::string user = req.Header(options_.user_header); !user.empty() && FromGateway(req))
+    out["user"] = user;
   auto snap = cluster_->Get();
   if (snap.ok()) {
     json gpus = GpuOptionsJson(*snap);
@@ -240,6 +271,7 @@ http::Response UiService::Options(const http::Request& req) const {
 }
 
 http::Response UiService::CreateNotebook(const http::Request& req) const {
+  if (!FromGateway(req)) return NotFromGateway();
   std::string user;
   std::vector<std::string> groups;
   if (auto st = Caller(req, &user, &groups); !st.ok()) return ErrorResponse(st);
@@ -262,6 +294,7 @@ http::Response UiService::CreateNotebook(const http::Request& req) const {
 }
 
 http::Response UiService::ListNotebooks(const http::Request& req) const {
+  if (!FromGateway(req)) return NotFromGateway();
   std::string user;
   std::vector<std::string> groups;
   if (auto st = Caller(req, &user, &groups); !st.ok()) return ErrorResponse(st);

@@ -7,9 +7,10 @@
 //   GET  /api/notebooks?namespace=  the caller's notebooks there and their state (also checked)
 //   GET  /…                   web/ files (index.html for "/")
 // The caller is the user named by a header (default `kubeflow-userid`, which Kubeflow's
-// gateway sets after authentication). The server's own credentials never create or list
-// notebooks for a caller the API server has not authorised (SubjectAccessReview,
-// authorization.k8s.io/v1).
+// gateway sets after authentication), trusted only on a request that proves it came through the
+// gateway (UiOptions::gateway_secret or gateway_client_names; 401 otherwise, issue 33). The
+// server's own credentials never create or list notebooks for a caller the API server has not
+// authorised (SubjectAccessReview, authorization.k8s.io/v1).
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,7 +29,18 @@ namespace fracgpu::ui {
 struct UiOptions {
   std::string user_header = "kubeflow-userid";  ///< header carrying the caller's user name
   std::string groups_header;                    ///< optional header with comma-separated groups
-  std::string user_prefix;          ///< prepended to the user name for the SAR (e.g. "oidc:")
+  std::string user_prefix;  ///< prepended to the user name for the SAR (e.g. "oidc:")
+  /// Shared secret the gateway sets in `gateway_secret_header` on every request it forwards
+  /// (as Kubeflow's gateway sets kubeflow-userid): when set, the user and groups headers are
+  /// trusted only on requests that carry it (compared in constant time; 401 otherwise).
+  std::string gateway_secret;
+  std::string gateway_secret_header = "x-fracgpu-gateway-secret";  ///< header carrying it
+  /// Client-certificate names of the gateway (mTLS: http::ServerOptions::client_ca_file): a
+  /// request whose verified certificate has one of them is trusted as the gateway's.
+  std::vector<std::string> gateway_client_names;
+  /// When neither of the two above is set: whether the headers are trusted as they come
+  /// (`fracgpu ui` allows it only on a loopback listener or with --trust-user-header).
+  bool trust_user_header = true;
   std::vector<std::string> images;  ///< images the form offers
   std::string web_dir;              ///< folder of index.html, *.js, *.css ("" = no static files)
   NotebookOptions notebook;         ///< resource names
@@ -92,6 +104,10 @@ class UiService {
   /// DRA mode: set in the options or the cluster source (either makes the preview convert the
   /// pod as the webhook's DRA mode does).
   bool DraMode() const { return options_.dra_mode || cluster_->dra_mode(); }
+  /// Whether `req` came through the gateway (see UiOptions::gateway_secret).
+  bool FromGateway(const http::Request& req) const;
+  /// The 401 for a request that did not come through the gateway.
+  http::Response NotFromGateway() const;
   /// The caller's identity or a 403 response naming the header.
   Status Caller(const http::Request& req, std::string* user,
                 std::vector<std::string>* groups) const;

@@ -375,6 +375,43 @@ TEST_F(UiApiTest, MissingUserHeaderIsRefusedWithoutAReview) {
   EXPECT_TRUE(authz_.created().empty());
 }
 
+// Issue 33: with a gateway secret, kubeflow-userid is trusted only on requests that carry the
+// secret the gateway sets; without it (a caller that reached the Service directly) the answer is
+// 401 and nothing is reviewed or created, and /api/options names no user.
+TEST_F(UiApiTest, TheUserHeaderIsTrustedOnlyFromTheGateway) {
+  UiOptions options = Options();
+  options.gateway_secret = "0123456789abcdef-gateway";
+  StartUi(options);
+  authz_.Allow("alice", "create", "team-a");
+  auto [status, body] = Post("/api/notebooks", kCreateBody, "alice");
+  EXPECT_EQ(status, 401) << body.dump();
+  EXPECT_EQ(body["error"],
+            "the request did not come through the gateway (no valid x-fracgpu-gateway-secret "
+            "header or gateway client certificate), so its kubeflow-userid header is not trusted: "
+            "sign in through the Kubeflow gateway");
+  EXPECT_EQ(Get("/api/notebooks?namespace=team-a", "alice").first, 401);
+  httplib::Headers wrong = {{"kubeflow-userid", "alice"},
+                            {"x-fracgpu-gateway-secret", "0123456789abcdef-gatewaX"}};
+  auto r = http_->Post("/api/notebooks", wrong, kCreateBody, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  auto o = http_->Get("/api/options", wrong);
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(json::parse(o->body)["user"].is_null()) << o->body;
+  EXPECT_TRUE(authz_.reviews().empty());
+  EXPECT_TRUE(authz_.created().empty());
+  // Through the gateway: reviewed and created.
+  httplib::Headers right = {{"kubeflow-userid", "alice"},
+                            {"x-fracgpu-gateway-secret", "0123456789abcdef-gateway"}};
+  r = http_->Post("/api/notebooks", right, kCreateBody, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(authz_.created().size(), 1u);
+  o = http_->Get("/api/options", right);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(json::parse(o->body)["user"], "alice");
+}
+
 TEST_F(UiApiTest, InvalidGpuValuesAreNotCreated) {
   authz_.Allow("alice", "create", "team-a");
   auto [status, body] = Post(
