@@ -12,6 +12,8 @@
 // A load that would take the container above its limit is undone (unloaded) and answered
 // CUDA_ERROR_OUT_OF_MEMORY. A load with no current context (cuLibraryLoad* before any
 // context; the driver loads lazily later) is charged 0 bytes.
+#include <dlfcn.h>
+
 #include "vgpu/accounting.h"
 #include "vgpu/host_pid.h"
 #include "vgpu/interpose.h"
@@ -248,4 +250,44 @@ FRACGPU_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fi
 }
 FRACGPU_EXPORT CUresult cuLibraryUnload(CUlibrary library) noexcept {
   return ChargedUnload(library, UnloadLibrary);
+}
+
+// ---- dlopen with RTLD_DEEPBIND (issue 32 item 3): a library opened so looks its symbols up in
+// its own dependencies before the global scope, where LD_PRELOAD put libvgpu.so, so a plugin
+// linked against libcuda.so.1 called the driver directly (1,500 MiB allocated against 1,000).
+// In a process with a limit, RTLD_DEEPBIND is dropped from the mode: the plugin's cu* then bind
+// to the hooks like everyone else's. (Its other symbols also resolve global-first: the price of
+// the limit; a process without a limit keeps RTLD_DEEPBIND.) Every other dlopen is forwarded
+// as is, by a tail call, so glibc still sees the original caller (its RUNPATH and $ORIGIN
+// decide where a bare name is searched); no lock, no allocation. The real dlopen is the next one
+// after libvgpu.so (glibc's default version), found through the real dlsym.
+namespace {
+using DlopenFn = void* (*)(const char*, int);
+std::atomic<DlopenFn> g_real_dlopen{nullptr};
+std::atomic<bool> g_deepbind_logged{false};
+
+__attribute__((noinline)) DlopenFn ResolveDlopen() {
+  auto fn = reinterpret_cast<DlopenFn>(RealDlsym(RTLD_NEXT, "dlopen"));
+  g_real_dlopen.store(fn, std::memory_order_release);
+  return fn;
+}
+
+__attribute__((noinline)) int DropDeepbind(const char* file, int mode) {
+  if (!ProcessManaged()) return mode;
+  if (!g_deepbind_logged.exchange(true, std::memory_order_relaxed)) {
+    Log(kLogWarning,
+        "dlopen(%s, RTLD_DEEPBIND): opened without RTLD_DEEPBIND so its CUDA calls "
+        "stay within the limit",
+        file ? file : "NULL");
+  }
+  return mode & ~RTLD_DEEPBIND;
+}
+}  // namespace
+
+FRACGPU_EXPORT void* dlopen(const char* file, int mode) noexcept {
+  DlopenFn fn = g_real_dlopen.load(std::memory_order_acquire);
+  if (__builtin_expect(!fn, false)) fn = ResolveDlopen();
+  if (__builtin_expect((mode & RTLD_DEEPBIND) != 0, false)) mode = DropDeepbind(file, mode);
+  if (__builtin_expect(!fn, false)) return nullptr;  // no dlopen after us: cannot happen
+  return fn(file, mode);                             // a sibling call: the caller stays glibc's
 }

@@ -330,6 +330,11 @@ bool LimitsFileRefused() noexcept {
   return g_config.file_bad;
 }
 
+bool ProcessManaged() noexcept {
+  EnsureInit();
+  return g_managed;
+}
+
 void EnsureInit() noexcept {
   if (g_init.load(std::memory_order_acquire) == 2) return;
   int expected = 0;

@@ -15,6 +15,8 @@ void EnsureInit() noexcept;
 /// True when the limits file exists but breaks its grammar or cannot be read (limits.h
 /// ParseLimitsFile): the cuInit hook then refuses to start CUDA (issue 32 item 4).
 bool LimitsFileRefused() noexcept;
+/// True when some limit is configured (the process is accounted and enforced).
+bool ProcessManaged() noexcept;
 
 /// DeviceIndexForOrdinal results besides a region device index >= 0.
 inline constexpr int kUnmanaged = -1;  ///< not limited: pass through uncounted

@@ -244,5 +244,28 @@ TEST(VgpuHookAttacks, CtxSetLimitGrowthIsCharged) {
   EXPECT_EQ(Rc(out[12]), 0);
 }
 
+// A plugin opened with RTLD_DEEPBIND binds its cu* to its own libcuda.so.1 first; it allocated
+// 1,500 MiB against a 1,000 MiB limit (issue 32). libvgpu.so's dlopen drops RTLD_DEEPBIND in a
+// process with a limit, so the plugin's calls reach the hooks: refused over the limit, charged
+// under it. Without a limit the plugin still loads and allocates.
+TEST(VgpuHookAttacks, DeepbindPluginReachesTheHooks) {
+  const std::string plugin = std::string("deepbind:") + FRACGPU_VGPU_PLUGIN;
+  Sandbox box;
+  auto env = box.Env();
+  env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096";
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+  auto out = RunApp(box, env, {"init", plugin + ":1572864000", plugin + ":104857600", "region:0"});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[1], "deepbind 2");  // 1,500 MiB over 1,000: refused by the hook
+  EXPECT_EQ(out[2], "deepbind 0");
+  EXPECT_EQ(ParseRegionLine(out[3]).data, 100 * kMiB);  // and charged
+  Sandbox free_box;
+  auto unlimited = free_box.Env();
+  unlimited["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096";
+  out = RunApp(free_box, unlimited, {"init", plugin + ":1572864000"});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1], "deepbind 0");
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

@@ -14,10 +14,13 @@
 //   vmmretain:<bytes>  create, map, cuMemRetainAllocationHandle at an inner address, release the
 //       creator's handle, unmap (the retain keeps the memory): "vmmretain <rc> <same handle 1|0>"
 //   vmmdropretains  releases every retained handle: "vmmdropretains <rc>"
+//   deepbind:<plugin path>:<bytes>  dlopen(plugin, RTLD_NOW | RTLD_DEEPBIND), then its
+//       vgpu_plugin_alloc(bytes): "deepbind <rc>" (-1: the plugin did not load)
 //   setlimit:<CUlimit>:<value>  cuCtxSetLimit on the current context: "setlimit <rc> <value
 //       cuCtxGetLimit reads back>"
 #include "vgpu_app_attack.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -232,6 +235,11 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     NullOut(ordinal);
   } else if (op == "vmmmany") {
     VmmMany(a, ordinal);
+  } else if (op == "deepbind") {
+    void* lib = dlopen(Str(a, 1).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    using AllocFn = int (*)(unsigned long long);
+    auto fn = reinterpret_cast<AllocFn>(lib ? dlsym(lib, "vgpu_plugin_alloc") : nullptr);
+    std::printf("deepbind %d\n", fn ? fn(Arg(a, 2)) : -1);
   } else if (op == "setlimit") {
     CUresult r = cuCtxSetLimit(static_cast<CUlimit>(Arg(a, 1)), Arg(a, 2));
     size_t v = 0;
