@@ -140,7 +140,16 @@ std::vector<Finding> Enforcer::Evaluate(const Observation& obs) {
         f.pid = p.host_pid;
         f.start_time = owner == obs.owners.end() ? 0 : owner->second.start_time;
         f.used_bytes = f.process_bytes = p.used_bytes;
-        f.action = Action::kReport;  // never kill what is not ours
+        // Kill only a process known to be in a pod container fracgpu gave no GPU; never one in
+        // no pod (the host's) or one that cannot be placed.
+        auto foreign = obs.foreign_pod_processes.find(p.host_pid);
+        if (policy_.unmanaged == Action::kKill && foreign != obs.foreign_pod_processes.end()) {
+          f.action = Action::kKill;
+          f.start_time = foreign->second;
+          f.detail = "a pod container with no fracgpu GPU";
+        } else {
+          f.action = Action::kReport;
+        }
         out.push_back(Track(Key(f.reason, gpu.uuid, std::to_string(p.host_pid)), f, obs.now_ns,
                             false, &seen));
         continue;

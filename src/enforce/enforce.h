@@ -104,6 +104,11 @@ struct Observation {
   std::map<uint32_t, ProcessOwner>
       owners;                 ///< host PID → container; absent = in no container we know
   std::set<uint32_t> exited;  ///< host PIDs NVML listed that were gone when mapped (ignored)
+  /// Host PIDs of processes that are, for sure, in a Kubernetes pod container that has no
+  /// fracgpu limits (a pod with no GPU request that set NVIDIA_VISIBLE_DEVICES=all) → their
+  /// start time. Only these unmanaged processes may be killed (Policy::unmanaged); a process
+  /// in no pod (the host's, a driver daemon) or one the caller cannot place is only reported.
+  std::map<uint32_t, uint64_t> foreign_pod_processes;
   std::vector<ContainerState> containers;  ///< every fracgpu container of the node
 };
 
@@ -127,8 +132,11 @@ bool ParseAction(const std::string& text, Action* out);
 struct Policy {
   Action memory = Action::kKill;  ///< memory over the limit
   Action region_mismatch = Action::kReport;
-  Action unmanaged = Action::kReport;  ///< never kKill (treated as kReport)
-  Action sm = Action::kReport;         ///< never kKill (treated as kReport)
+  /// A process on a managed GPU in no fracgpu container: kKill kills it only when it is in
+  /// Observation::foreign_pod_processes (a pod container fracgpu gave no GPU); any other is
+  /// reported.
+  Action unmanaged = Action::kReport;
+  Action sm = Action::kReport;  ///< never kKill (treated as kReport)
   /// Consecutive polls a memory, region or unmanaged finding must persist before it is
   /// confirmed (reported or acted on). 2 = the default for memory (ignores one
   /// poll's race between reading NVML and reading the region).
@@ -179,8 +187,9 @@ class Enforcer {
   explicit Enforcer(Policy policy = {}) : policy_(policy) {}
   /// Decides one poll. Returns every current finding whose action is not kNone, confirmed or
   /// not (unconfirmed ones have action kNone and new_episode false), sorted by reason, GPU,
-  /// container, pid. Never kills a process of a container whose limits are unreadable, one
-  /// in no fracgpu container, or one on an unmanaged GPU.
+  /// container, pid. Never kills a process of a container whose limits are unreadable, one on
+  /// an unmanaged GPU, or one in no fracgpu container unless it is in
+  /// Observation::foreign_pod_processes and Policy::unmanaged is kKill.
   std::vector<Finding> Evaluate(const Observation& observation);
   const Policy& policy() const { return policy_; }
 

@@ -18,6 +18,7 @@
 #include "k8s/client.h"
 #include "k8s/config.h"
 #include "metrics/hami.h"
+#include "monitor/agent_loop.h"
 #include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
@@ -36,7 +37,7 @@ struct Flags {
   std::string node_dir = api::HostNodeDir("/usr/local");  // follows hook_path unless given
   std::string listen = "0.0.0.0";
   int port = 9394;
-  double interval_s = 5;
+  double interval_s = monitor::kDefaultIntervalS;
   double orphan_grace_s = 300;
   bool no_remove = false;
   bool no_apiserver = false;
@@ -47,11 +48,12 @@ struct Flags {
   bool once = false;
   double priority_interval_s = 0.01;  // node files for CUDA_TASK_PRIORITY (monitor/priority.h)
   // Enforcement (docs/enforcement.md).
-  double enforce_interval_s = 0.5;
+  double enforce_interval_s = monitor::kDefaultEnforceIntervalS;
   std::string enforce_memory = "kill";
   std::string enforce_mismatch = "report";
-  std::string enforce_unmanaged = "report";
-  int enforce_confirm_polls = 2;
+  std::string enforce_unmanaged = "kill";
+  int enforce_confirm_polls = monitor::kDefaultConfirmPolls;
+  double enforce_memory_slack_mib = monitor::kDefaultMemorySlackMiB;
   std::string proc_root = "/proc";
   bool no_enforce = false;
 };
@@ -111,6 +113,7 @@ int Run(const Flags& f) {
     eo.hook_path = f.hook_path;
     eo.proc_root = f.proc_root;
     eo.policy.confirm_polls = f.enforce_confirm_polls;
+    eo.policy.memory_slack_bytes = static_cast<uint64_t>(f.enforce_memory_slack_mib * 1024 * 1024);
     if (!enforce::ParseAction(f.enforce_memory, &eo.policy.memory) ||
         !enforce::ParseAction(f.enforce_mismatch, &eo.policy.region_mismatch) ||
         !enforce::ParseAction(f.enforce_unmanaged, &eo.policy.unmanaged)) {
@@ -171,23 +174,11 @@ int Run(const Flags& f) {
       } while (!stop.WaitFor(every));
     });
   }
-  const uint64_t period = static_cast<uint64_t>(f.interval_s * 1e9);
-  const uint64_t enforce_period = static_cast<uint64_t>(f.enforce_interval_s * 1e9);
-  uint64_t next_metrics = 0, next_enforce = 0;
-  while (!stop.stopped()) {
-    uint64_t now = monitor::MonotonicNowNs();
-    if (now >= next_metrics) {
-      mon.Poll(now);
-      next_metrics = now + period;
-    }
-    if (enforcer && now >= next_enforce) {
-      enforcer->Poll(monitor::MonotonicNowNs(), mon.known_pods());
-      next_enforce = now + enforce_period;
-    }
-    uint64_t wake = enforcer ? std::min(next_metrics, next_enforce) : next_metrics;
-    uint64_t after = monitor::MonotonicNowNs();
-    if (wake > after) stop.WaitFor(std::chrono::nanoseconds(wake - after));
-  }
+  monitor::AgentSchedule schedule;
+  schedule.metrics_period = std::chrono::nanoseconds(static_cast<int64_t>(f.interval_s * 1e9));
+  schedule.enforce_period =
+      std::chrono::nanoseconds(static_cast<int64_t>(f.enforce_interval_s * 1e9));
+  monitor::RunAgentLoop(&mon, enforcer.get(), schedule, &stop);
   if (priority_thread.joinable()) priority_thread.join();
   server.Stop();
   spdlog::info("monitor stopped");
@@ -260,12 +251,19 @@ void RegisterMonitorCommand(CLI::App& app) {
                   "(default), kill or none")
       ->capture_default_str();
   cmd->add_option("--enforce-unmanaged", flags->enforce_unmanaged,
-                  "a process on a fracgpu GPU in no fracgpu container: report (default) or none "
-                  "(never killed)")
+                  "a process on a fracgpu GPU in no fracgpu container: kill (default; only a "
+                  "process of a pod container fracgpu gave no GPU, e.g. NVIDIA_VISIBLE_DEVICES=all "
+                  "without a GPU request; a host process is only reported), report or none")
       ->capture_default_str();
   cmd->add_option("--enforce-confirm-polls", flags->enforce_confirm_polls,
                   "consecutive polls a finding must persist before it is acted on")
       ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--enforce-memory-slack", flags->enforce_memory_slack_mib,
+                  "MiB of driver memory libvgpu.so cannot charge (lazily loaded kernel code, "
+                  "cuCtxSetLimit heap growth) allowed above a container's limit or a process's "
+                  "claim before a finding")
+      ->check(CLI::Range(0.0, 65536.0))
       ->capture_default_str();
   cmd->add_option("--proc-root", flags->proc_root,
                   "the host's /proc (the DaemonSet runs with hostPID)")

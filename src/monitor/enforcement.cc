@@ -17,6 +17,8 @@ namespace fracgpu::monitor {
 namespace {
 
 constexpr size_t kMaxLimitsFileBytes = 64 * 1024;
+// A DRA claim's slot is claim_<claim UID> (dra/cdi.cc ClaimSlot): "claim" where a pod UID is.
+constexpr char kDraClaimSlot[] = "claim";
 
 const char* EventReason(enforce::Reason r, bool killed) {
   if (killed) return "GPUProcessKilled";
@@ -83,6 +85,7 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
   std::set<std::string> managed;
   std::map<std::string, std::string> dir_of;  // "<uid>/<container>" → dir name
   std::map<std::string, std::vector<std::string>> containers_of_pod;
+  bool dra_claims = false;  // a DRA claim's limits file (claim_<claim UID>: no pod UID in it)
 
   // Containers with fracgpu limits.
   const std::string limits_dir = api::HostLimitsDir(options_.hook_path);
@@ -140,6 +143,7 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
           enforce::ParseAction(pod->second.enforcement, &a))
         c.memory_action = a;
       containers_of_pod[c.id.pod_uid].push_back(c.id.container);
+      if (c.id.pod_uid == kDraClaimSlot) dra_claims = true;
       obs.containers.push_back(std::move(c));
     }
     ::closedir(d);
@@ -177,9 +181,22 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
         continue;
       }
       std::string container;
+      bool named = false;  // the API server named the container
       if (auto pod = pods.find(id->cgroup.pod_uid); pod != pods.end()) {
         auto n = pod->second.container_names.find(id->cgroup.container_id);
-        if (n != pod->second.container_names.end()) container = n->second;
+        if (n != pod->second.container_names.end()) {
+          container = n->second;
+          named = true;
+        }
+      }
+      // A pod container fracgpu gave no GPU, for sure: its pod has no fracgpu container at all,
+      // or the API server names it and it has no limits file. DRA claims' limits files do not
+      // name their pod, so with any on the node only the second case is sure.
+      const bool pod_has_slices = containers_of_pod.count(id->cgroup.pod_uid) > 0;
+      if ((!pod_has_slices && !dra_claims) ||
+          (named && !known.count(enforce::ContainerId{id->cgroup.pod_uid, container}))) {
+        obs.foreign_pod_processes[p.host_pid] = id->start_time;
+        continue;
       }
       if (container.empty()) {
         // Without the pod's status: a pod with a single fracgpu container is unambiguous.

@@ -175,6 +175,35 @@ TEST(Enforcer, CulpritIsTheProcessAboveItsClaimThenTheOneThatGrew) {
   EXPECT_EQ(g[0].pid, 11u);
 }
 
+// A process in no fracgpu container is killed only when the caller placed it in a pod
+// container fracgpu gave no GPU (Observation::foreign_pod_processes) and the policy says kill;
+// one the caller could not place (the host's) is reported whatever the policy (issue 32 item 6).
+TEST(Enforcer, UnmanagedIsKilledOnlyWhenInAForeignPodContainer) {
+  for (Action policy_action : {Action::kReport, Action::kKill}) {
+    SCOPED_TRACE(ActionName(policy_action));
+    World w;
+    w.Proc(40, nullptr, 300 * kMiB, 0);  // NVIDIA_VISIBLE_DEVICES=all in a pod with no GPU
+    w.Proc(41, nullptr, 300 * kMiB, 0);  // a host process
+    w.obs.foreign_pod_processes[40] = 4242;
+    Policy p;
+    p.unmanaged = policy_action;
+    Enforcer e(p);
+    w.obs.now_ns = 1;
+    for (const auto& f : e.Evaluate(w.obs)) EXPECT_NE(f.action, Action::kKill);  // unconfirmed
+    w.obs.now_ns = 2;
+    auto found = Confirmed(e.Evaluate(w.obs));
+    ASSERT_EQ(found.size(), 2u);
+    for (const auto& f : found) {
+      EXPECT_EQ(f.reason, Reason::kUnmanagedProcess);
+      const bool kill = policy_action == Action::kKill && f.pid == 40;
+      EXPECT_EQ(f.action, kill ? Action::kKill : Action::kReport) << f.Describe();
+      if (kill) {
+        EXPECT_EQ(f.start_time, 4242u);  // the kill is PID-reuse checked
+      }
+    }
+  }
+}
+
 TEST(Enforcer, TableOfReportOnlyAndIgnoredCases) {
   struct Case {
     const char* name;

@@ -113,11 +113,13 @@ TEST(MonitorCommand, HelpShowsTheDefaults) {
                                                           {"--interval", "5"},
                                                           {"--orphan-grace", "300"},
                                                           {"--nvml-library", "libnvidia-ml.so.1"},
-                                                          {"--enforce-interval", "0.5"},
+                                                          {"--enforce-interval", "0.2"},
                                                           {"--enforce-memory", "kill"},
                                                           {"--enforce-mismatch", "report"},
-                                                          {"--enforce-unmanaged", "report"},
+                                                          {"--enforce-unmanaged", "kill"},
                                                           {"--enforce-confirm-polls", "2"},
+                                                          {"--enforce-memory-slack", "64"},
+                                                          {"--priority-interval", "0.01"},
                                                           {"--proc-root", "/proc"}};
   for (const auto& [flag, value] : defaults) {
     size_t at = help.find(std::string("\n  ") + flag + " ");
@@ -141,6 +143,7 @@ TEST(MonitorCommand, NodeDirFollowsTheHookPathUnlessGiven) {
   node.magic = api::kNodeGpuMagic;
   node.version = api::kNodeGpuVersion;
   node.high_last_launch_ns = 1;  // a launch long ago: any monotonic now is later
+  node.high_last_launch_check = ~node.high_last_launch_ns;
   WriteBytes(dir.path() + "/vgpu/node/" + kGpu,
              std::string(reinterpret_cast<const char*>(&node), sizeof node));
   ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":4096").c_str(), 1);
