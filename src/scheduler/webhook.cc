@@ -143,6 +143,47 @@ json AdmitCreateDra(const AdmissionRequest& req, const WebhookConfig& config, js
   return Patched(req, patch, warnings);
 }
 
+// HAMi's overwriteEnv (pkg/device/nvidia/device.go MutateAdmission): every container that
+// asks for no GPU gets NVIDIA_VISIBLE_DEVICES=none, so the NVIDIA container runtime gives it no
+// GPU even when its image or spec says `all` (issue 32 item 6). An entry the spec already has is
+// replaced whole (a valueFrom goes too); otherwise one is added. Ephemeral containers are not
+// part of a CREATE.
+// The NVIDIA container runtime's variable (api::kEnvVisibleDevices; scheduler/ may not include
+// api/).
+constexpr char kVisibleDevices[] = "NVIDIA_VISIBLE_DEVICES";
+
+void OverwriteVisibleDevices(const json& pod, const core::PodRequest& request, json* patch) {
+  const json* spec = Obj(pod, "spec");
+  if (spec == nullptr) return;
+  const json entry = {{"name", kVisibleDevices}, {"value", "none"}};
+  for (const char* list : {"initContainers", "containers"}) {
+    auto it = spec->find(list);
+    if (it == spec->end() || !it->is_array()) continue;
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& c = (*it)[i];
+      const std::string name = Str(c, "name");
+      bool gpu = false;
+      for (const auto& r : request.containers)
+        if (r.name == name && r.UsesGpu()) gpu = true;
+      if (gpu) continue;
+      const std::string base = std::string("/spec/") + list + "/" + std::to_string(i) + "/env";
+      auto env = c.find("env");
+      if (env == c.end() || !env->is_array()) {
+        patch->push_back({{"op", "add"}, {"path", base}, {"value", json::array({entry})}});
+        continue;
+      }
+      bool found = false;
+      for (size_t j = 0; j < env->size(); ++j) {
+        if (!(*env)[j].is_object() || Str((*env)[j], "name") != kVisibleDevices) continue;
+        patch->push_back(
+            {{"op", "replace"}, {"path", base + "/" + std::to_string(j)}, {"value", entry}});
+        found = true;
+      }
+      if (!found) patch->push_back({{"op", "add"}, {"path", base + "/-"}, {"value", entry}});
+    }
+  }
+}
+
 json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
   const json& pod = req.object;
   json patch = json::array();
@@ -165,6 +206,7 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
   auto request = core::ParsePodRequest(pod, config.names);
   if (!request.ok()) return Deny(req, 400, request.status().message());
   for (const auto& w : request->warnings) warnings.push_back(w);
+  if (config.overwrite_env) OverwriteVisibleDevices(pod, *request, &patch);
 
   if (request->UsesGpu()) {
     const json* spec = Obj(pod, "spec");

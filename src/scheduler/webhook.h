@@ -49,6 +49,11 @@ struct WebhookConfig {
   core::ResourceNames names;
   /// DRA mode (`--dra-mode`): GPU requests become ResourceClaims (see the file comment).
   bool dra_mode = false;
+  /// HAMi's `overwriteEnv` (`--overwrite-env`, default on): every container of a created pod
+  /// that asks for no GPU gets NVIDIA_VISIBLE_DEVICES=none, replacing any value it set, so the
+  /// NVIDIA runtime mounts it no GPU (a pod with no GPU request and `all` gets none). Pods with
+  /// the opt-out label hami.io/webhook=ignore (fracgpu's own DaemonSets) are left alone.
+  bool overwrite_env = true;
   /// Creates one ResourceClaimTemplate object; OK when created or when one with the same
   /// content exists. Required in DRA mode (a GPU pod is denied without it).
   std::function<Status(const nlohmann::json& claim_template)> create_claim_template;

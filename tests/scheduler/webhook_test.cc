@@ -59,7 +59,47 @@ TEST(WebhookTest, ResponseEchoesUidAndKind) {
   EXPECT_EQ(r["kind"], "AdmissionReview");
   EXPECT_EQ(r["response"]["uid"], "req-1");
   EXPECT_EQ(r["response"]["allowed"], true);
+  WebhookConfig keep = Config();
+  keep.overwrite_env = false;
+  r = Admit(Create(PodWith({Container("c", json::object())})), keep);
   EXPECT_FALSE(r["response"].contains("patch"));  // no GPU, nothing to change
+}
+
+// HAMi's overwriteEnv (issue 32 item 6): a container that asks for no GPU gets
+// NVIDIA_VISIBLE_DEVICES=none, whatever it set (value or valueFrom), in a pod with or without
+// GPU containers; GPU containers keep theirs; off with overwrite_env = false.
+TEST(WebhookTest, ContainersAskingForNoGpuGetNvidiaVisibleDevicesNone) {
+  json sneaky = Container("sneaky", json::object(),
+                          {{"env",
+                            {{{"name", "A"}, {"value", "1"}},
+                             {{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}},
+                             {{"name", "NVIDIA_VISIBLE_DEVICES"},
+                              {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}}}}});
+  json plain = Container("plain", json::object(), {{"env", {{{"name", "B"}, {"value", "2"}}}}});
+  json gpu = Container("train", {{"nvidia.com/gpu", "1"}},
+                       {{"env", {{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}}}});
+  json init = Container("setup", json::object());
+  const json none = {{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "none"}};
+  for (bool with_gpu : {false, true}) {
+    SCOPED_TRACE(with_gpu ? "pod with a GPU container" : "pod without GPU");
+    json containers = {sneaky, plain};
+    if (with_gpu) containers.push_back(gpu);
+    json pod = PodWith(containers, json::object(), {{"initContainers", {init}}});
+    json r = Admit(Create(pod), Config());
+    ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+    json out = Patched(pod, r);
+    const json& cs = out["spec"]["containers"];
+    EXPECT_EQ(cs[0]["env"], (json{{{"name", "A"}, {"value", "1"}}, none, none}));
+    EXPECT_EQ(cs[1]["env"], (json{{{"name", "B"}, {"value", "2"}}, none}));
+    EXPECT_EQ(out["spec"]["initContainers"][0]["env"], (json{none}));
+    if (with_gpu) {
+      EXPECT_EQ(cs[2]["env"], gpu["env"]);  // a GPU container is the plugin's
+    }
+  }
+  WebhookConfig keep = Config();
+  keep.overwrite_env = false;
+  json pod = PodWith({sneaky});
+  EXPECT_EQ(Patched(pod, Admit(Create(pod), keep)), pod);
 }
 
 TEST(WebhookTest, BareGpuGetsSchedulerAndExclusiveCores) {
