@@ -146,6 +146,7 @@ std::map<std::string, std::set<std::string>> ProducedSecrets(const Bundle& b) {
   // the client certificate fracgpu's kube-scheduler presents to the extender.
   out["fracgpu-system/fracgpu-client-ca"] = {"ca.crt"};
   out["fracgpu-system/fracgpu-kube-scheduler-client"] = {"tls.crt", "tls.key"};
+  out["fracgpu-system/fracgpu-ui-gateway"] = {"secret"};  // the UI's gateway secret
   for (const auto& s : ObjectsOfKind(b, "Secret")) {
     auto& keys = out[Ns(s) + "/" + Name(s)];
     for (const char* field : {"data", "stringData"}) {
