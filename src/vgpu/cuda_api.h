@@ -606,6 +606,42 @@ CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHan
                                       unsigned long long flags) FRACGPU_CU_API;
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
                                         CUmemAllocationHandleType type) FRACGPU_CU_API;
+// External memory (v10000; CUDA_EXTERNAL_MEMORY_*_v1 of cuda.h).
+typedef struct CUextMemory_st* CUexternalMemory;
+typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
+  int type;  ///< CUexternalMemoryHandleType: OPAQUE_FD 1, ..., DMABUF_FD 9
+  union {
+    int fd;
+    struct {
+      void* handle;
+      const void* name;
+    } win32;
+    const void* nvSciBufObject;
+  } handle;
+  unsigned long long size;  ///< bytes
+  unsigned int flags;
+  unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
+typedef struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
+  unsigned long long offset, size;
+  unsigned int flags;
+  unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_BUFFER_DESC;
+typedef struct CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
+  unsigned long long offset;
+  CUDA_ARRAY3D_DESCRIPTOR arrayDesc;
+  unsigned int numLevels;
+  unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC;
+CUresult cuImportExternalMemory(CUexternalMemory* ext_mem,
+                                const CUDA_EXTERNAL_MEMORY_HANDLE_DESC* desc) FRACGPU_CU_API;
+CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr* dptr, CUexternalMemory ext_mem,
+                                         const CUDA_EXTERNAL_MEMORY_BUFFER_DESC* desc)
+    FRACGPU_CU_API;
+CUresult cuExternalMemoryGetMappedMipmappedArray(
+    CUmipmappedArray* mipmap, CUexternalMemory ext_mem,
+    const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC* desc) FRACGPU_CU_API;
+CUresult cuDestroyExternalMemory(CUexternalMemory ext_mem) FRACGPU_CU_API;
 // Pools shared between processes (v11020).
 CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
                                           CUmemAllocationHandleType type,

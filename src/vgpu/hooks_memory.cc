@@ -73,15 +73,36 @@ uint64_t ArrayBytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f, unsign
   return total;
 }
 
+// External memory (cuImportExternalMemory): the object's size is charged from the import until
+// it is destroyed and every buffer and mipmapped array mapped from it is freed (cuda.h: they
+// "must be explicitly freed"; the memory lives while they do). `destroy`: the object's own
+// reference goes, else one mapping's.
+void ExtUnref(uint64_t key, bool destroy) {
+  Entry e;
+  if (!TableFind(Kind::kExtMem, key, &e)) return;
+  if (destroy)
+    e.aux2 = 1;
+  else if (e.aux > 0)
+    e.aux--;
+  if (e.aux2 == 1 && e.aux == 0) {
+    TableRemove(Kind::kExtMem, key, nullptr);
+    Uncharge(e.dev, e.size);
+  } else {
+    TableInsert(e);
+  }
+}
+
 CUresult ArrayFree(Kind kind, uint64_t key, CUresult (*real)(void*)) {
   Entry e;
   bool known = TableRemove(kind, key, &e);
   CUresult r = real(reinterpret_cast<void*>(key));
   if (known) {
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
       Uncharge(e.dev, e.size);
-    else
+      if (e.aux2 == kExtMapped) ExtUnref(e.aux, /*destroy=*/false);
+    } else {
       TableInsert(e);
+    }
   }
   return r;
 }
@@ -97,8 +118,8 @@ bool DropIfDevice(const Entry& e, void* ctx) {
     Uncharge(dev, e.size, ChargeKind::kModule);
     return true;
   }
-  if (e.kind == Kind::kCtxLimit) {  // cuCtxSetLimit growth goes with the contexts
-    Uncharge(dev, e.size, ChargeKind::kContext);
+  if (e.kind == Kind::kCtxLimit || e.kind == Kind::kExtMem) {  // they go with the contexts
+    Uncharge(dev, e.size, e.kind == Kind::kCtxLimit ? ChargeKind::kContext : ChargeKind::kData);
     return true;
   }
   return e.kind == Kind::kPoolPtr;  // pools are dropped by PoolsForgetDevice
@@ -171,10 +192,12 @@ CUresult ChargedFree(uint64_t key, Free free_call) {
   Entry e;
   if (!TableRemove(Kind::kAlloc, key, &e)) return free_call();
   CUresult r = free_call();
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
     Uncharge(e.dev, e.size);
-  else
+    if (e.aux2 == kExtMapped) ExtUnref(e.aux, /*destroy=*/false);
+  } else {
     TableInsert(e);
+  }
   return r;
 }
 }  // namespace
@@ -500,5 +523,66 @@ FRACGPU_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
     TableSweep(&CollectMapping, &range);
     for (uint64_t i = 0; i < range.count; ++i) HandleUnref(range.handles[i], /*release=*/false);
   } while (range.count == kUnmapChunk);
+  return r;
+}
+
+// ---- External memory (issue 32 item 3): memory another API (Vulkan, EGL, dma-buf) allocated,
+// imported into CUDA. It is charged to the importing container at cuImportExternalMemory, its
+// descriptor's size on the current context's device, before the driver sees the call (refused
+// with CUDA_ERROR_OUT_OF_MEMORY when it does not fit), and returned when the object is destroyed
+// and every buffer / mipmapped array mapped from it is freed (ExtUnref above). The mappings
+// themselves take no memory of their own (they are views of the object).
+FRACGPU_EXPORT CUresult cuImportExternalMemory(
+    CUexternalMemory* ext_mem, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC* desc) noexcept {
+  CUdevice ord;
+  int dev = CurrentDeviceIndex(&ord);
+  if (!ext_mem || !desc || desc->size == 0) return REAL(cuImportExternalMemory)(ext_mem, desc);
+  uint64_t key = 0;
+  return ChargedAlloc(dev, desc->size, Kind::kExtMem, &key, [&] {
+    CUresult r = REAL(cuImportExternalMemory)(ext_mem, desc);
+    key = reinterpret_cast<uint64_t>(*ext_mem);
+    return r;
+  });
+}
+
+namespace {
+// Records a buffer or mipmapped array mapped from external memory `ext` (kind kAlloc / kArray,
+// size 0): one more reference to the object.
+void RecordExtMapping(Kind kind, uint64_t key, CUexternalMemory ext) {
+  Entry o;
+  if (!TableFind(Kind::kExtMem, reinterpret_cast<uint64_t>(ext), &o)) return;
+  o.aux++;
+  TableInsert(o);
+  Entry m;
+  m.kind = kind;
+  m.key = key;
+  m.dev = o.dev;
+  m.size = 0;
+  m.aux = reinterpret_cast<uint64_t>(ext);
+  m.aux2 = kExtMapped;
+  TableInsert(m);
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult
+cuExternalMemoryGetMappedBuffer(CUdeviceptr* dptr, CUexternalMemory ext_mem,
+                                const CUDA_EXTERNAL_MEMORY_BUFFER_DESC* desc) noexcept {
+  CUresult r = REAL(cuExternalMemoryGetMappedBuffer)(dptr, ext_mem, desc);
+  if (r == CUDA_SUCCESS && dptr) RecordExtMapping(Kind::kAlloc, *dptr, ext_mem);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuExternalMemoryGetMappedMipmappedArray(
+    CUmipmappedArray* mipmap, CUexternalMemory ext_mem,
+    const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC* desc) noexcept {
+  CUresult r = REAL(cuExternalMemoryGetMappedMipmappedArray)(mipmap, ext_mem, desc);
+  if (r == CUDA_SUCCESS && mipmap)
+    RecordExtMapping(Kind::kArray, reinterpret_cast<uint64_t>(*mipmap), ext_mem);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory ext_mem) noexcept {
+  CUresult r = REAL(cuDestroyExternalMemory)(ext_mem);
+  if (r == CUDA_SUCCESS) ExtUnref(reinterpret_cast<uint64_t>(ext_mem), /*destroy=*/true);
   return r;
 }

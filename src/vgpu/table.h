@@ -23,7 +23,12 @@ enum class Kind : uint8_t {
   kVmmExport,  ///< a POSIX fd export: key = file identity (st_dev, st_ino); aux = origin
                ///< handle; size and dev = the origin's (to charge an import that outlives it)
   kCtxLimit,   ///< cuCtxSetLimit growth; key = context ^ limit; size charged (context_bytes)
+  kExtMem,     ///< cuImportExternalMemory object; size charged; aux = buffers and mipmapped
+               ///< arrays mapped from it and not yet freed; aux2 = destroyed
 };
+/// Entry::aux2 of a kAlloc / kArray entry that is a buffer / mipmapped array mapped from an
+/// external memory object (size 0; aux = the object): its free is one mapping of it less.
+inline constexpr uint32_t kExtMapped = 0xE7;
 
 /// One record.
 struct Entry {

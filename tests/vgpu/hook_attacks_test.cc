@@ -267,5 +267,27 @@ TEST(VgpuHookAttacks, DeepbindPluginReachesTheHooks) {
   EXPECT_EQ(out[1], "deepbind 0");
 }
 
+// External memory (cuImportExternalMemory) is charged to the importer: 1,500 MiB is refused
+// under a 1,000 MiB limit (it was passed through, uncharged); 500 MiB is charged, and stays
+// charged after cuDestroyExternalMemory while buffers and a mipmapped array mapped from it live
+// (cuda.h: they must be freed on their own), so 600 MiB more is refused; freeing them returns it.
+TEST(VgpuHookAttacks, ExternalMemoryIsChargedUntilItsLastMappingGoes) {
+  Sandbox box;
+  auto env = box.Env();
+  env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096";
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+  auto out = RunApp(box, env,
+                    {"init", "extmem:1572864000:1", "extmem:524288000:2", "region:0",
+                     "alloc:629145600", "extfree", "region:0", "alloc:629145600"});
+  ASSERT_EQ(out.size(), 8u);
+  EXPECT_EQ(out[1], "extmem 2 0 1");  // refused before the driver saw it: nothing to destroy
+  EXPECT_EQ(out[2], "extmem 0 0 0");
+  EXPECT_EQ(ParseRegionLine(out[3]).data, 500 * kMiB);
+  EXPECT_EQ(Rc(out[4]), 2);
+  EXPECT_EQ(out[5], "extfree 0");
+  EXPECT_EQ(ParseRegionLine(out[6]).data, 0u);
+  EXPECT_EQ(Rc(out[7]), 0);
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

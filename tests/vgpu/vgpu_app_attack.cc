@@ -16,6 +16,10 @@
 //   vmmdropretains  releases every retained handle: "vmmdropretains <rc>"
 //   deepbind:<plugin path>:<bytes>  dlopen(plugin, RTLD_NOW | RTLD_DEEPBIND), then its
 //       vgpu_plugin_alloc(bytes): "deepbind <rc>" (-1: the plugin did not load)
+//   extmem:<bytes>:<buffers>  imports <bytes> of external memory (an opaque fd), maps <buffers>
+//       buffers of 1 MiB and one mipmapped array from it, destroys the object (the mappings stay):
+//       "extmem <import rc> <first failing map rc or 0> <destroy rc>"
+//   extfree  frees the mapped buffers and arrays: "extfree <rc>"
 //   setlimit:<CUlimit>:<value>  cuCtxSetLimit on the current context: "setlimit <rc> <value
 //       cuCtxGetLimit reads back>"
 #include "vgpu_app_attack.h"
@@ -163,6 +167,46 @@ void VmmMany(const std::vector<std::string>& a, int ordinal) {
 }
 
 std::vector<CUmemGenericAllocationHandle> g_imports, g_retains;
+std::vector<CUdeviceptr> g_ext_buffers;
+std::vector<CUmipmappedArray> g_ext_arrays;
+
+void ExtMem(const std::vector<std::string>& a) {
+  CUDA_EXTERNAL_MEMORY_HANDLE_DESC d{};
+  d.type = 1;  // CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD
+  d.handle.fd = 0;
+  d.size = Arg(a, 1);
+  CUexternalMemory ext = nullptr;
+  CUresult r = cuImportExternalMemory(&ext, &d), m = CUDA_SUCCESS, x = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    for (unsigned long long i = 0; i < Arg(a, 2) && m == CUDA_SUCCESS; ++i) {
+      CUDA_EXTERNAL_MEMORY_BUFFER_DESC b{};
+      b.offset = i << 20;
+      b.size = 1 << 20;
+      CUdeviceptr p = 0;
+      m = cuExternalMemoryGetMappedBuffer(&p, ext, &b);
+      if (m == CUDA_SUCCESS) g_ext_buffers.push_back(p);
+    }
+    CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC md{};
+    md.arrayDesc = CUDA_ARRAY3D_DESCRIPTOR{64, 64, 0, CU_AD_FORMAT_FLOAT, 1, 0};
+    md.numLevels = 1;
+    CUmipmappedArray arr = nullptr;
+    if (m == CUDA_SUCCESS) m = cuExternalMemoryGetMappedMipmappedArray(&arr, ext, &md);
+    if (m == CUDA_SUCCESS) g_ext_arrays.push_back(arr);
+    x = cuDestroyExternalMemory(ext);
+  }
+  std::printf("extmem %d %d %d\n", r, m, x);
+}
+
+CUresult ExtFree() {
+  CUresult r = CUDA_SUCCESS;
+  for (CUdeviceptr p : g_ext_buffers)
+    if (cuMemFree_v2(p) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+  for (CUmipmappedArray m : g_ext_arrays)
+    if (cuMipmappedArrayDestroy(m) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+  g_ext_buffers.clear();
+  g_ext_arrays.clear();
+  return r;
+}
 
 CUmemAllocationProp DeviceProp(int ordinal, int handle_types) {
   CUmemAllocationProp prop{};
@@ -240,6 +284,10 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     using AllocFn = int (*)(unsigned long long);
     auto fn = reinterpret_cast<AllocFn>(lib ? dlsym(lib, "vgpu_plugin_alloc") : nullptr);
     std::printf("deepbind %d\n", fn ? fn(Arg(a, 2)) : -1);
+  } else if (op == "extmem") {
+    ExtMem(a);
+  } else if (op == "extfree") {
+    std::printf("extfree %d\n", ExtFree());
   } else if (op == "setlimit") {
     CUresult r = cuCtxSetLimit(static_cast<CUlimit>(Arg(a, 1)), Arg(a, 2));
     size_t v = 0;

@@ -193,6 +193,16 @@ struct State {
   CUdeviceptr next_va = 0x7f0000000000ull;
   CUdeviceptr next_va32 = 0x10000000ull;  // legacy v1 allocations: 32-bit addresses
   std::map<void*, std::pair<int, uint64_t>> arrays;
+  // External memory (cuImportExternalMemory): object -> its record; mapped buffers and
+  // mipmapped arrays -> the object they map (released with cuMemFree / cuMipmappedArrayDestroy).
+  struct ExtMem {
+    int phys;
+    uint64_t size;
+    int mapped = 0;
+    bool destroyed = false;
+  };
+  std::map<void*, ExtMem> ext;
+  std::map<uint64_t, void*> ext_maps;
   Ctx* primary[fracgpu::fakes::kFakeMaxDevices] = {};
   int primary_refs[fracgpu::fakes::kFakeMaxDevices] = {};
   uint64_t ctx_bytes = 0;
@@ -1532,12 +1542,16 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
+static bool ExtUnmap(State& s, uint64_t key);  // external memory (below)
+static void ExtMaybeFree(State& s, void* obj);
+
 CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
   FAKE_LOCK();
   if (dptr == 0) return CUDA_SUCCESS;
   if (FreeGraphAllocation(s, dptr)) return CUDA_SUCCESS;
   auto it = s.allocs.find(dptr);
   if (it == s.allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  ExtUnmap(s, dptr);
   Unexport(it->second);
   Give(s, it->second.phys, it->second.size);
   std::free(it->second.base);
@@ -2059,6 +2073,62 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
   return CUDA_SUCCESS;
 }
 
+// ---- External memory (another API's allocation imported into CUDA; cuda.h) ----
+// The fake's model: the imported allocation occupies device memory (size bytes) on the current
+// context's device from the import until the object is destroyed and every buffer and mipmapped
+// array mapped from it is freed (cuda.h: those "must be explicitly freed"). Opaque and dma-buf
+// file descriptors only (any fd >= 0; other types: CUDA_ERROR_NOT_SUPPORTED).
+CUresult cuImportExternalMemory(CUexternalMemory* out,
+                                const CUDA_EXTERNAL_MEMORY_HANDLE_DESC* d) noexcept {
+  Ctx* c = Current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  FAKE_LOCK();
+  if (!out || !d || d->size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (d->type != 1 && d->type != 9) return CUDA_ERROR_NOT_SUPPORTED;
+  if (d->handle.fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!Take(s, c->phys, d->size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* obj = new char(0);
+  s.ext[obj] = State::ExtMem{c->phys, d->size};
+  *out = static_cast<CUexternalMemory>(obj);
+  return CUDA_SUCCESS;
+}
+CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr* dptr, CUexternalMemory ext,
+                                         const CUDA_EXTERNAL_MEMORY_BUFFER_DESC* d) noexcept {
+  FAKE_LOCK();
+  auto e = s.ext.find(ext);
+  if (!dptr || !d || e == s.ext.end() || e->second.destroyed || d->size == 0 ||
+      d->offset + d->size > e->second.size)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = HostAlloc(d->size);
+  s.allocs[p] = Alloc{e->second.phys, 0, reinterpret_cast<void*>(p), s.next_alloc_serial++};
+  s.ext_maps[p] = ext;
+  e->second.mapped++;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+CUresult cuExternalMemoryGetMappedMipmappedArray(
+    CUmipmappedArray* mipmap, CUexternalMemory ext,
+    const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC* d) noexcept {
+  FAKE_LOCK();
+  auto e = s.ext.find(ext);
+  if (!mipmap || !d || e == s.ext.end() || e->second.destroyed || d->numLevels == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  void* handle = std::malloc(16);
+  s.arrays[handle] = {e->second.phys, 0};  // the memory is the object's
+  s.ext_maps[reinterpret_cast<uint64_t>(handle)] = ext;
+  e->second.mapped++;
+  *mipmap = static_cast<CUmipmappedArray>(handle);
+  return CUDA_SUCCESS;
+}
+CUresult cuDestroyExternalMemory(CUexternalMemory ext) noexcept {
+  FAKE_LOCK();
+  auto e = s.ext.find(ext);
+  if (e == s.ext.end() || e->second.destroyed) return CUDA_ERROR_INVALID_HANDLE;
+  e->second.destroyed = true;
+  ExtMaybeFree(s, ext);
+  return CUDA_SUCCESS;
+}
+
 // ---- Arrays ----
 static CUresult ArrayCreate(void** out, uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
                             unsigned channels, unsigned levels) {
@@ -2079,8 +2149,27 @@ static CUresult ArrayCreate(void** out, uint64_t w, uint64_t h, uint64_t d, CUar
   *out = handle;
   return CUDA_SUCCESS;
 }
+// One mapping of an external memory object goes (a buffer freed, a mipmapped array destroyed);
+// false if `key` maps none. The object's memory goes when it is destroyed and unmapped.
+static void ExtMaybeFree(State& s, void* obj) {
+  auto e = s.ext.find(obj);
+  if (e == s.ext.end() || !e->second.destroyed || e->second.mapped > 0) return;
+  Give(s, e->second.phys, e->second.size);
+  delete static_cast<char*>(obj);
+  s.ext.erase(e);
+}
+static bool ExtUnmap(State& s, uint64_t key) {
+  auto m = s.ext_maps.find(key);
+  if (m == s.ext_maps.end()) return false;
+  void* obj = m->second;
+  s.ext_maps.erase(m);
+  s.ext[obj].mapped--;
+  ExtMaybeFree(s, obj);
+  return true;
+}
 static CUresult ArrayDestroy(void* handle) {
   FAKE_LOCK();
+  ExtUnmap(s, reinterpret_cast<uint64_t>(handle));
   auto it = s.arrays.find(handle);
   if (it == s.arrays.end()) return CUDA_ERROR_INVALID_HANDLE;
   Give(s, it->second.first, it->second.second);
