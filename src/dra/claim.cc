@@ -43,6 +43,31 @@ Result<int64_t> Whole(const json& v, int32_t shift, const std::string& what) {
   return InvalidArgument(what + " \"" + Clip(v) + "\" is out of range");
 }
 
+// The capacity.requests map the claim's spec gives the allocated request "<request>" or
+// "<request>/<subrequest>" (resource/v1 DeviceRequest.exactly / firstAvailable[]), or nullptr.
+const json* RequestedCapacity(const json& claim, const std::string& request) {
+  json::json_pointer p("/spec/devices/requests");
+  if (!claim.contains(p) || !claim.at(p).is_array()) return nullptr;
+  size_t slash = request.find('/');
+  std::string base = request.substr(0, slash);
+  std::string sub = slash == std::string::npos ? "" : request.substr(slash + 1);
+  auto capacity_of = [](const json& r) -> const json* {
+    json::json_pointer c("/capacity/requests");
+    if (!r.is_object() || !r.contains(c)) return nullptr;
+    const json& m = r.at(c);
+    return m.is_object() && !m.empty() ? &m : nullptr;
+  };
+  for (const json& r : claim.at(p)) {
+    if (!r.is_object() || r.value("name", json()) != base) continue;
+    if (sub.empty()) return r.contains("exactly") ? capacity_of(r["exactly"]) : nullptr;
+    if (!r.contains("firstAvailable") || !r["firstAvailable"].is_array()) return nullptr;
+    for (const json& s : r["firstAvailable"]) {
+      if (s.is_object() && s.value("name", json()) == sub) return capacity_of(s);
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Result<std::vector<AllocatedShare>> ParseClaimAllocation(
@@ -108,6 +133,16 @@ Result<std::vector<AllocatedShare>> ParseClaimAllocation(
       return InvalidArgument(at + ".consumedCapacity must be a map, got " + Clip(*consumed));
     }
     if (consumed == nullptr) {
+      // A request that asked for capacity but consumed none was allocated by a cluster that
+      // does not serve consumable capacity (the gate off on the API server or kube-scheduler,
+      // or whole-card slices): refuse rather than give a whole GPU for a share.
+      if (const json* asked = RequestedCapacity(claim, s.request); asked != nullptr) {
+        return InvalidArgument(
+            at + " (request \"" + s.request + "\") asks for capacity " + Clip(*asked) +
+            " but the allocation consumed none: this cluster does not serve consumable capacity "
+            "(DRAConsumableCapacity off on kube-apiserver or kube-scheduler, or the driver "
+            "publishes whole GPUs); ask for a whole GPU (no capacity) or enable the gate");
+      }
       s.mem_mib = dev->devmem_mib;
       s.cores = 100;
     } else {

@@ -2,6 +2,7 @@
 // Thin main (docs/design/STYLE.md): flags and environment → the parts in this folder, then run
 // until SIGTERM. Reuses the device plugin's config parsing, inventory (BuildDeviceInfos via
 // DeviceState), Xid health watch and host-file setup.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -38,7 +39,9 @@ struct Flags {
   std::string node_config_file = "/config/config.json";
   std::string kubeconfig;
   std::string nvml_library = "libnvidia-ml.so.1";
-  bool consumable_capacity = true;
+  /// "auto" (publish shareable devices; whole devices, said loudly, when the API server drops
+  /// the fields), "true" (refuse to run without them), "false" (whole devices).
+  std::string consumable_capacity = "auto";
   bool serve_v1beta1 = true;
   int slice_interval_s = 60;
 };
@@ -120,7 +123,7 @@ int Run(Flags f) {
     }
   }
   // (No defaultMemory: memory's requestPolicy.default is the whole card, src/dra/slices.cc.)
-  dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity,
+  dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity != "false",
                               config->default_cores, ""};
   // The slice is owned by its Node (removed with it); without the Node's uid it is published
   // without an ownerReference, as before, and says so.
@@ -183,12 +186,46 @@ int Run(Flags f) {
   // ResourceSlice: on start, on every health change, when the watch saw it change and every
   // interval; sockets re-served when they disappear (a kubelet wiping plugins_registry).
   uint64_t seen = 0;
+  bool served_checked = false;
+  int rc = 0;
   while (!stop.stopped()) {
     seen = state.version();
     resync = false;
-    auto gen =
-        publisher.Sync(dra::BuildSliceDevices(state.Devices(), *gpus, facts.by_uuid, slice_opt));
+    dra::json devices =
+        dra::BuildSliceDevices(state.Devices(), *gpus, facts.by_uuid, publisher.options());
+    auto gen = publisher.Sync(devices);
     if (!gen.ok()) spdlog::warn("{}", gen.status().ToString());
+    // Once: did the API server keep the consumable-capacity fields? One without the
+    // DRAConsumableCapacity gate drops them silently, and fractional claims would get whole GPUs.
+    if (gen.ok() && !served_checked && publisher.options().consumable_capacity) {
+      auto stored = publisher.Read();
+      if (stored.ok()) {
+        served_checked = true;
+        dra::json sent = dra::BuildResourceSlice(devices, publisher.options(), *gen)["spec"];
+        auto dropped =
+            dra::DroppedConsumableFields(sent, stored->value("spec", dra::json::object()));
+        if (!dropped.empty()) {
+          std::string why = fmt::format(
+              "the API server dropped {} field(s) of ResourceSlice {} (first: {}): it does not "
+              "serve consumable capacity (enable the DRAConsumableCapacity feature gate on "
+              "kube-apiserver, kube-scheduler, kube-controller-manager and the kubelet; "
+              "docs/dra.md)",
+              dropped.size(), publisher.SliceName(), dropped.front());
+          if (f.consumable_capacity == "true") {
+            spdlog::error("{}; --consumable-capacity=true: stopping", why);
+            rc = 1;
+            stop.Stop();
+            break;
+          }
+          spdlog::error(
+              "{}; publishing whole GPUs instead, and claims that ask for memory or cores fail "
+              "to prepare with this reason rather than get a whole GPU",
+              why);
+          publisher.UseWholeDevices();
+          continue;
+        }
+      }
+    }
     if (!plugin.SocketsPresent()) {
       spdlog::warn("plugin sockets disappeared; serving them again");
       plugin.Stop();
@@ -206,7 +243,7 @@ int Run(Flags f) {
   health_loop.join();
   slice_watch.join();
   spdlog::info("DRA driver stopped (ResourceSlice kept for the next instance)");
-  return 0;
+  return rc;
 }
 
 }  // namespace
@@ -232,9 +269,11 @@ void RegisterDraDriverCommand(CLI::App& app) {
   cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON");
   cmd->add_option("--kubeconfig", flags->kubeconfig, "kubeconfig (default: in-cluster)");
   cmd->add_option("--nvml-library", flags->nvml_library, "NVML library to dlopen");
-  cmd->add_option(
-      "--consumable-capacity", flags->consumable_capacity,
-      "publish shareable devices (KEP-5075, DRAConsumableCapacity); false = whole cards");
+  cmd->add_option("--consumable-capacity", flags->consumable_capacity,
+                  "auto: publish shareable devices (KEP-5075, DRAConsumableCapacity), whole "
+                  "cards with an error line when the API server drops the fields; true: exit "
+                  "then; false: whole cards")
+      ->check(CLI::IsMember({"auto", "true", "false"}));
   cmd->add_option("--serve-v1beta1", flags->serve_v1beta1,
                   "also serve the v1beta1 DRAPlugin (kubelet 1.32-1.33)");
   cmd->add_option("--slice-interval", flags->slice_interval_s,

@@ -234,6 +234,32 @@ Result<int64_t> SlicePublisher::Sync(const json& devices) {
   return Conflict("ResourceSlice " + SliceName() + " kept changing under us (5 attempts)");
 }
 
+std::vector<std::string> DroppedConsumableFields(const json& sent, const json& published) {
+  std::vector<std::string> out;
+  const json* sd = sent.contains("devices") ? &sent["devices"] : nullptr;
+  const json* pd = published.contains("devices") ? &published["devices"] : nullptr;
+  if (sd == nullptr || !sd->is_array()) return out;
+  for (size_t i = 0; i < sd->size(); ++i) {
+    const json& s = (*sd)[i];
+    static const json kNone = json::object();
+    const json& p = pd != nullptr && pd->is_array() && i < pd->size() ? (*pd)[i] : kNone;
+    std::string at = "devices[" + std::to_string(i) + "]";
+    if (s.contains("allowMultipleAllocations") && !p.contains("allowMultipleAllocations"))
+      out.push_back(at + ".allowMultipleAllocations");
+    if (!s.contains("capacity")) continue;
+    for (const auto& [name, cap] : s["capacity"].items()) {
+      if (!cap.is_object() || !cap.contains("requestPolicy")) continue;
+      json::json_pointer ptr("/capacity/" + name + "/requestPolicy");
+      if (!p.contains(ptr)) out.push_back(at + ".capacity." + name + ".requestPolicy");
+    }
+  }
+  return out;
+}
+
+Result<json> SlicePublisher::Read() const {
+  return client_->Get(std::string(kSlicesPath) + "/" + SliceName());
+}
+
 Status SlicePublisher::Delete() {
   Status st = client_->Delete(std::string(kSlicesPath) + "/" + SliceName());
   if (st.ok() || st.code() == StatusCode::kNotFound) return Status::Ok();

@@ -87,6 +87,13 @@ json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_
 /// as "16Gi"), so comparing strings would rewrite the slice on every sync.
 bool SameSliceSpec(const json& published, const json& want);
 
+/// The consumable-capacity fields (KEP-5075) that `published` (a ResourceSlice read back from
+/// the API server) lacks although `sent` (what was written) had them: "devices[i].
+/// allowMultipleAllocations", "devices[i].capacity.memory.requestPolicy", … . An API server
+/// without the DRAConsumableCapacity feature gate drops them silently (1.34–1.35 by default);
+/// empty when every field came back.
+std::vector<std::string> DroppedConsumableFields(const json& sent, const json& published);
+
 /// Keeps the node's ResourceSlice equal to the devices it is given. Thread-compatible.
 class SlicePublisher {
  public:
@@ -100,6 +107,11 @@ class SlicePublisher {
   /// Deletes the node's slice (driver uninstall). NotFound counts as done.
   Status Delete();
   std::string SliceName() const;
+  /// The slice as the API server stores it now. Errors: the API server's (kNotFound, …).
+  Result<json> Read() const;
+  /// Switches to publishing whole devices (no allowMultipleAllocations, no request policies).
+  void UseWholeDevices() { options_.consumable_capacity = false; }
+  const SliceOptions& options() const { return options_; }
 
  private:
   SliceOptions options_;

@@ -2,6 +2,7 @@
 // malformed results, each refused with the field named.
 #include "dra/claim.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -125,6 +126,39 @@ TEST(ClaimTest, UnhealthyDeviceIsUnavailable) {
   auto r = ParseClaimAllocation(Claim("c", "u", json::array({Result("gpu-0", "1Gi", "1", "s")})),
                                 "gpu.fracgpu.io", kNode, devices);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+}
+
+TEST(ClaimTest, CapacityAskedButNotConsumedIsRefusedNotMadeWhole) {
+  // kube-scheduler without DRAConsumableCapacity (or whole-card slices) allocates the device
+  // whole and writes no consumedCapacity; the claim's spec still says what was asked.
+  json asked = {{"requests", {{"memory", "3000Mi"}, {"cores", "30"}}}};
+  json exact = Claim("c", "u", json::array({Result("gpu-0")}));
+  exact["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = asked;
+  auto r = ParseClaimAllocation(exact, "gpu.fracgpu.io", kNode, TwoGpus());
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("results[0] (request \"gpu\") asks for capacity"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("3000Mi"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("does not serve consumable capacity"));
+  // The same through a firstAvailable subrequest.
+  json fa = Claim("c", "u", json::array({Result("gpu-1", "", "", "", "gpu/small")}));
+  fa["spec"]["devices"]["requests"][0] = {
+      {"name", "gpu"},
+      {"firstAvailable",
+       json::array({{{"name", "small"}, {"deviceClassName", "gpu.fracgpu.io"}, {"capacity", asked}},
+                    {{"name", "whole"}, {"deviceClassName", "gpu.fracgpu.io"}}})}};
+  r = ParseClaimAllocation(fa, "gpu.fracgpu.io", kNode, TwoGpus());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  // The "whole" alternative asked for no capacity: a whole GPU is what it asked for.
+  fa["status"]["allocation"]["devices"]["results"][0]["request"] = "gpu/whole";
+  r = ParseClaimAllocation(fa, "gpu.fracgpu.io", kNode, TwoGpus());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].cores, 100);
+  // And with the capacity consumed, as a cluster serving it allocates, the share is taken.
+  exact["status"]["allocation"]["devices"]["results"][0] = Result("gpu-0", "3000Mi", "30", "s-1");
+  r = ParseClaimAllocation(exact, "gpu.fracgpu.io", kNode, TwoGpus());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].mem_mib, 3000);
 }
 
 }  // namespace

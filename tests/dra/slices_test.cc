@@ -204,6 +204,27 @@ TEST(SlicesTest, PublisherOwnsTheSliceByItsNodeWithoutANewGeneration) {
   EXPECT_EQ(api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices"), puts);
 }
 
+TEST(SlicesTest, DroppedConsumableFieldsNamesWhatTheApiServerLeftOut) {
+  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  SliceOptions opt{kDriverName, kNode, true, 0, ""};
+  json sent = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 1)["spec"];
+  EXPECT_TRUE(DroppedConsumableFields(sent, sent).empty());
+  // What an API server without DRAConsumableCapacity stores (disabled-field stripping).
+  json stored = sent;
+  for (auto& d : stored["devices"]) {
+    d.erase("allowMultipleAllocations");
+    for (auto& [name, cap] : d["capacity"].items()) cap.erase("requestPolicy");
+  }
+  auto dropped = DroppedConsumableFields(sent, stored);
+  ASSERT_EQ(dropped.size(), 6u);  // 2 devices × (allowMultipleAllocations + 2 policies)
+  EXPECT_EQ(dropped[0], "devices[0].allowMultipleAllocations");
+  EXPECT_EQ(dropped[1], "devices[0].capacity.cores.requestPolicy");
+  // Whole-card slices have nothing to lose.
+  SliceOptions whole{kDriverName, kNode, false, 0, ""};
+  json plain = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, whole), whole, 1)["spec"];
+  EXPECT_TRUE(DroppedConsumableFields(plain, plain).empty());
+}
+
 bool IsDns1123Subdomain(const std::string& s) {
   // apimachinery IsDNS1123Subdomain: ≤ 253, labels [a-z0-9]([-a-z0-9]*[a-z0-9])? joined by '.'.
   static const std::regex re("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
