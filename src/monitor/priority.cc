@@ -139,6 +139,7 @@ void PriorityPublisher::Poll(uint64_t now_ns) {
     Rescan();
     scanned_ = true;
     scanned_at_ = now_ns;
+    published_.clear();  // every file rewritten once per rescan: one removed or edited heals
   }
   std::map<std::string, uint64_t> stamps;
   auto head = std::make_unique<unsigned char[]>(kRegionHead);

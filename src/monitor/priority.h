@@ -35,8 +35,9 @@ class PriorityPublisher {
 
   /// One pass at CLOCK_MONOTONIC `now_ns`: re-lists the limits files when the last listing is
   /// older than kRescanNs, reads the priority-0 regions, writes every node file whose stamp
-  /// changed (and, once, one for every GPU a limits file names, stamp 0). Never fails: a file
-  /// that cannot be read counts as no launch; a node file that cannot be written is logged once.
+  /// changed, and after each re-listing every file of every GPU a limits file names (stamp 0
+  /// when no priority-0 launch). Never fails: a file that cannot be read counts as no launch;
+  /// a node file that cannot be written is logged once.
   void Poll(uint64_t now_ns);
 
   /// GPU UUID → the stamp last written (0 = no priority-0 launch seen).

@@ -138,5 +138,17 @@ TEST_F(PriorityTest, RepairsModeAndSizeAndNeverFollowsSymlinks) {
   EXPECT_FALSE(Published(kOther).has_value());
 }
 
+// A node file someone removed or broke while its stamp stayed the same is rewritten at the next
+// re-listing of the limits files (kRescanNs), not left broken until the stamp changes.
+TEST_F(PriorityTest, BrokenNodeFileIsRewrittenAtTheNextRescan) {
+  Container("uid-h_main", 0, kGpu, {kGpu})->devices[0].last_launch_ns.store(kNow - 3);
+  PriorityPublisher p(hook_, node_);
+  p.Poll(kNow);
+  ASSERT_EQ(Published(kGpu), kNow - 3);
+  testing::WriteBytes(node_ + "/" + kGpu, "x");
+  p.Poll(kNow + PriorityPublisher::kRescanNs);
+  EXPECT_EQ(Published(kGpu), kNow - 3);
+}
+
 }  // namespace
 }  // namespace fracgpu::monitor
