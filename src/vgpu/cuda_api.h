@@ -606,6 +606,27 @@ CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHan
                                       unsigned long long flags) FRACGPU_CU_API;
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
                                         CUmemAllocationHandleType type) FRACGPU_CU_API;
+// Multicast objects (v12010; CUmulticastObjectProp_v1 of cuda.h).
+typedef struct CUmulticastObjectProp_st {
+  unsigned int numDevices;
+  size_t size;  ///< bytes bindable per device
+  unsigned long long handleTypes;
+  unsigned long long flags;
+} CUmulticastObjectProp;
+typedef int CUmulticastGranularity_flags;
+CUresult cuMulticastCreate(CUmemGenericAllocationHandle* mc_handle,
+                           const CUmulticastObjectProp* prop) FRACGPU_CU_API;
+CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mc_handle, CUdevice dev) FRACGPU_CU_API;
+CUresult cuMulticastGetGranularity(size_t* granularity, const CUmulticastObjectProp* prop,
+                                   CUmulticastGranularity_flags option) FRACGPU_CU_API;
+CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mc_handle, size_t mc_offset,
+                            CUmemGenericAllocationHandle mem_handle, size_t mem_offset, size_t size,
+                            unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mc_handle, size_t mc_offset,
+                             CUdeviceptr memptr, size_t size,
+                             unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mc_handle, CUdevice dev, size_t mc_offset,
+                           size_t size) FRACGPU_CU_API;
 // External memory (v10000; CUDA_EXTERNAL_MEMORY_*_v1 of cuda.h).
 typedef struct CUextMemory_st* CUexternalMemory;
 typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {

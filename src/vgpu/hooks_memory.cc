@@ -397,9 +397,16 @@ FRACGPU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
                       [&] { return REAL(cuMemCreate)(handle, size, prop, flags); });
 }
 
+namespace {
+std::atomic<int64_t> g_mc_binds{0};  // live multicast bindings: cuMemRelease looks only if > 0
+void DropMulticastBindings(CUmemGenericAllocationHandle mc);
+}  // namespace
+
 FRACGPU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
   CUresult r = REAL(cuMemRelease)(handle);
   if (r != CUDA_SUCCESS) return r;
+  if (__builtin_expect(g_mc_binds.load(std::memory_order_relaxed) > 0, false))
+    DropMulticastBindings(handle);  // a multicast object's release unbinds what it holds
   Entry i;
   if (TableFind(Kind::kVmmImport, handle, &i)) {  // one reference of an import goes
     if (i.aux2 > 1) {
@@ -584,5 +591,100 @@ FRACGPU_EXPORT CUresult cuExternalMemoryGetMappedMipmappedArray(
 FRACGPU_EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory ext_mem) noexcept {
   CUresult r = REAL(cuDestroyExternalMemory)(ext_mem);
   if (r == CUDA_SUCCESS) ExtUnref(reinterpret_cast<uint64_t>(ext_mem), /*destroy=*/true);
+  return r;
+}
+
+// ---- Multicast objects (issue 32 item 3). A multicast object holds no device memory of its own
+// (cuMulticastCreate / AddDevice / GetGranularity pass through); what it holds is the VMM memory
+// bound to it (cuMulticastBindMem / cuMulticastBindAddr: cuMemCreate allocations, charged
+// there), which stays alive while bound, as while mapped. So a binding is one more reference to
+// the bound allocation's charge (kMcBind), dropped by cuMulticastUnbind or by the release of the
+// multicast object; the charge goes with the allocation's last reference or mapping.
+namespace {
+uint64_t McKey(CUmemGenericAllocationHandle mc, int dev, uint64_t mc_offset) {
+  uint64_t k = (static_cast<uint64_t>(mc) * 0x9E3779B97F4A7C15ull) ^
+               (mc_offset * 0xC2B2AE3D27D4EB4Full) ^ static_cast<uint64_t>(dev + 1);
+  return k ? k : 1;
+}
+
+void RecordBinding(CUmemGenericAllocationHandle mc, uint64_t mc_offset,
+                   CUmemGenericAllocationHandle origin) {
+  Entry h;
+  if (!TableFind(Kind::kVmmHandle, origin, &h) || !HandleRef(origin)) return;
+  Entry b;
+  b.kind = Kind::kMcBind;
+  b.key = McKey(mc, h.dev, mc_offset);
+  b.aux = origin;
+  b.size = mc;
+  b.dev = h.dev;
+  TableInsert(b);
+  g_mc_binds.fetch_add(1, std::memory_order_relaxed);
+}
+
+struct McSweep {
+  CUmemGenericAllocationHandle mc;
+  uint64_t count;
+  uint64_t handles[kUnmapChunk];
+};
+bool CollectBinding(const Entry& e, void* ctx) {
+  auto* sweep = static_cast<McSweep*>(ctx);
+  if (e.kind != Kind::kMcBind || e.size != sweep->mc || sweep->count >= kUnmapChunk) return false;
+  sweep->handles[sweep->count++] = e.aux;
+  return true;
+}
+void DropMulticastBindings(CUmemGenericAllocationHandle mc) {
+  McSweep sweep;
+  sweep.mc = mc;
+  do {
+    sweep.count = 0;
+    TableSweep(&CollectBinding, &sweep);
+    for (uint64_t i = 0; i < sweep.count; ++i) {
+      g_mc_binds.fetch_sub(1, std::memory_order_relaxed);
+      HandleUnref(sweep.handles[i], /*release=*/true);
+    }
+  } while (sweep.count == kUnmapChunk);
+}
+
+struct MapLookup {
+  uint64_t addr;
+  uint64_t handle;  // 0: no mapping contains addr
+};
+bool FindMapping(const Entry& e, void* ctx) {
+  auto* look = static_cast<MapLookup*>(ctx);
+  if (e.kind == Kind::kVmmMap && e.key <= look->addr && look->addr - e.key < e.size)
+    look->handle = e.aux;
+  return false;
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mc, size_t mc_offset,
+                                           CUmemGenericAllocationHandle mem, size_t mem_offset,
+                                           size_t size, unsigned long long flags) noexcept {
+  CUresult r = REAL(cuMulticastBindMem)(mc, mc_offset, mem, mem_offset, size, flags);
+  if (r == CUDA_SUCCESS) RecordBinding(mc, mc_offset, Origin(mem));
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mc, size_t mc_offset,
+                                            CUdeviceptr memptr, size_t size,
+                                            unsigned long long flags) noexcept {
+  CUresult r = REAL(cuMulticastBindAddr)(mc, mc_offset, memptr, size, flags);
+  if (r != CUDA_SUCCESS) return r;
+  MapLookup look{memptr, 0};
+  TableSweep(&FindMapping, &look);
+  if (look.handle != 0) RecordBinding(mc, mc_offset, look.handle);
+  return r;
+}
+
+FRACGPU_EXPORT CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mc, CUdevice dev,
+                                          size_t mc_offset, size_t size) noexcept {
+  CUresult r = REAL(cuMulticastUnbind)(mc, dev, mc_offset, size);
+  if (r != CUDA_SUCCESS) return r;
+  int d = DeviceIndexForOrdinal(dev);
+  Entry b;
+  if (d >= 0 && TableRemove(Kind::kMcBind, McKey(mc, d, mc_offset), &b)) {
+    g_mc_binds.fetch_sub(1, std::memory_order_relaxed);
+    HandleUnref(b.aux, /*release=*/true);
+  }
   return r;
 }

@@ -25,6 +25,8 @@ enum class Kind : uint8_t {
   kCtxLimit,   ///< cuCtxSetLimit growth; key = context ^ limit; size charged (context_bytes)
   kExtMem,     ///< cuImportExternalMemory object; size charged; aux = buffers and mipmapped
                ///< arrays mapped from it and not yet freed; aux2 = destroyed
+  kMcBind,     ///< a multicast binding; key = (object, device, mcOffset) mixed; aux = the bound
+               ///< kVmmHandle (one reference); size = the multicast object (not bytes)
 };
 /// Entry::aux2 of a kAlloc / kArray entry that is a buffer / mipmapped array mapped from an
 /// external memory object (size 0; aux = the object): its free is one mapping of it less.

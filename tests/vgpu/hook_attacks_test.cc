@@ -289,5 +289,32 @@ TEST(VgpuHookAttacks, ExternalMemoryIsChargedUntilItsLastMappingGoes) {
   EXPECT_EQ(Rc(out[7]), 0);
 }
 
+// A multicast binding keeps the bound VMM allocation alive after its handle is released and
+// unmapped; its charge now stays with the binding (before, released and unmapped meant
+// uncharged while the memory lived on), through cuMulticastBindMem and cuMulticastBindAddr, and
+// goes with cuMulticastUnbind or the multicast object's release.
+TEST(VgpuHookAttacks, MulticastBindingKeepsTheChargeOfTheMemoryItHolds) {
+  for (const char* how : {"0", "1"}) {
+    SCOPED_TRACE(how[0] == '0' ? "cuMulticastBindMem" : "cuMulticastBindAddr");
+    for (const char* end : {"mcunbind", "mcrelease"}) {
+      SCOPED_TRACE(end);
+      Sandbox box;
+      auto env = box.Env();
+      env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096";
+      env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+      auto out = RunApp(box, env,
+                        {"init", std::string("mcbind:536870912:") + how, "region:0",
+                         "alloc:629145600", end, "region:0", "alloc:629145600"});
+      ASSERT_EQ(out.size(), 7u);
+      EXPECT_EQ(out[1], "mcbind 0");
+      EXPECT_EQ(ParseRegionLine(out[2]).data, 512 * kMiB);
+      EXPECT_EQ(Rc(out[3]), 2);  // 512 + 600 > 1,000
+      EXPECT_EQ(Rc(out[4]), 0);
+      EXPECT_EQ(ParseRegionLine(out[5]).data, 0u);
+      EXPECT_EQ(Rc(out[6]), 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

@@ -20,6 +20,10 @@
 //       buffers of 1 MiB and one mipmapped array from it, destroys the object (the mappings stay):
 //       "extmem <import rc> <first failing map rc or 0> <destroy rc>"
 //   extfree  frees the mapped buffers and arrays: "extfree <rc>"
+//   mcbind:<bytes>:<0 mem|1 addr>  creates and maps a VMM allocation, a multicast object of the
+//       same size, binds the allocation (cuMulticastBindMem or cuMulticastBindAddr), then
+//       releases and unmaps the allocation (the binding keeps it): "mcbind <rc>"
+//   mcunbind  unbinds it: "mcunbind <rc>";  mcrelease  releases the multicast object instead
 //   setlimit:<CUlimit>:<value>  cuCtxSetLimit on the current context: "setlimit <rc> <value
 //       cuCtxGetLimit reads back>"
 #include "vgpu_app_attack.h"
@@ -167,6 +171,8 @@ void VmmMany(const std::vector<std::string>& a, int ordinal) {
 }
 
 std::vector<CUmemGenericAllocationHandle> g_imports, g_retains;
+CUmemGenericAllocationHandle g_mc = 0;
+
 std::vector<CUdeviceptr> g_ext_buffers;
 std::vector<CUmipmappedArray> g_ext_arrays;
 
@@ -269,6 +275,25 @@ CUresult ReleaseAll(std::vector<CUmemGenericAllocationHandle>& handles) {
   return r;
 }
 
+void McBind(const std::vector<std::string>& a, int ordinal) {
+  const unsigned long long bytes = Arg(a, 1);
+  CUmemAllocationProp prop = DeviceProp(ordinal, 0);
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr va = 0;
+  CUresult r = cuMemCreate(&h, bytes, &prop, 0);
+  if (r == CUDA_SUCCESS) r = cuMemAddressReserve(&va, bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS) r = cuMemMap(va, bytes, 0, h, 0);
+  CUmulticastObjectProp mp{1, bytes, 0, 0};
+  if (r == CUDA_SUCCESS) r = cuMulticastCreate(&g_mc, &mp);
+  if (r == CUDA_SUCCESS) r = cuMulticastAddDevice(g_mc, ordinal);
+  if (r == CUDA_SUCCESS)
+    r = Arg(a, 2) ? cuMulticastBindAddr(g_mc, 0, va, bytes, 0)
+                  : cuMulticastBindMem(g_mc, 0, h, 0, bytes, 0);
+  if (h != 0 && cuMemRelease(h) != CUDA_SUCCESS && r == CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+  if (va != 0 && cuMemUnmap(va, bytes) != CUDA_SUCCESS && r == CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+  std::printf("mcbind %d\n", r);
+}
+
 }  // namespace
 
 bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
@@ -288,6 +313,12 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     ExtMem(a);
   } else if (op == "extfree") {
     std::printf("extfree %d\n", ExtFree());
+  } else if (op == "mcbind") {
+    McBind(a, ordinal);
+  } else if (op == "mcunbind") {
+    std::printf("mcunbind %d\n", cuMulticastUnbind(g_mc, ordinal, 0, 0));
+  } else if (op == "mcrelease") {
+    std::printf("mcrelease %d\n", cuMemRelease(g_mc));
   } else if (op == "setlimit") {
     CUresult r = cuCtxSetLimit(static_cast<CUlimit>(Arg(a, 1)), Arg(a, 2));
     size_t v = 0;

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fake_clock.h"
@@ -114,8 +115,10 @@ struct VmmHandle {
   // or foreign (another process's memory: nothing to give back here).
   CUmemGenericAllocationHandle origin = 0;
   bool foreign = false;
-  int imports = 0;  // live handles imported from this one: its memory stays while they do
-  int retains = 0;  // cuMemRetainAllocationHandle references not yet released
+  int imports = 0;         // live handles imported from this one: its memory stays while they do
+  int retains = 0;         // cuMemRetainAllocationHandle references not yet released
+  int binds = 0;           // multicast bindings of this memory (cuMulticastBindMem/Addr)
+  bool multicast = false;  // a multicast object (cuMulticastCreate): no memory of its own
 };
 // What cuMemExportToShareableHandle writes in the file descriptor it returns (a memfd).
 struct VmmExport {
@@ -202,6 +205,8 @@ struct State {
     bool destroyed = false;
   };
   std::map<void*, ExtMem> ext;
+  // Multicast bindings: (multicast object, physical device, mcOffset) -> the bound memory.
+  std::map<std::tuple<uint64_t, int, uint64_t>, CUmemGenericAllocationHandle> mc_binds;
   std::map<uint64_t, void*> ext_maps;
   Ctx* primary[fracgpu::fakes::kFakeMaxDevices] = {};
   int primary_refs[fracgpu::fakes::kFakeMaxDevices] = {};
@@ -1934,7 +1939,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 static void MaybeFreeHandle(State& s, CUmemGenericAllocationHandle h) {
   auto it = s.vmm.find(h);
   if (it == s.vmm.end() || !it->second.released || it->second.mappings > 0 ||
-      it->second.imports > 0 || it->second.retains > 0)
+      it->second.imports > 0 || it->second.retains > 0 || it->second.binds > 0)
     return;
   CUmemGenericAllocationHandle origin = it->second.origin;
   if (origin == 0 && !it->second.foreign && it->second.phys >= 0)
@@ -2007,7 +2012,90 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
     it->second.retains--;
   else
     it->second.released = true;
+  if (it->second.multicast && it->second.released) {  // the object goes: its bindings too
+    for (auto b = s.mc_binds.begin(); b != s.mc_binds.end();) {
+      if (std::get<0>(b->first) != handle) {
+        ++b;
+        continue;
+      }
+      CUmemGenericAllocationHandle mem = b->second;
+      b = s.mc_binds.erase(b);
+      s.vmm[mem].binds--;
+      MaybeFreeHandle(s, mem);
+    }
+  }
   MaybeFreeHandle(s, handle);
+  return CUDA_SUCCESS;
+}
+
+// ---- Multicast objects (CUDA 12.1; the fake's model): a handle of its own released with
+// cuMemRelease, taking no device memory; a binding keeps the bound VMM memory alive (as a
+// mapping does) until it is unbound or the multicast object is released.
+CUresult cuMulticastCreate(CUmemGenericAllocationHandle* mc,
+                           const CUmulticastObjectProp* prop) noexcept {
+  FAKE_LOCK();
+  if (!mc || !prop || prop->numDevices == 0 || prop->size == 0 || prop->size % kGranularity != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUmemGenericAllocationHandle h = s.next_handle++;
+  s.vmm[h] = VmmHandle{-1, prop->size};
+  s.vmm[h].multicast = true;
+  *mc = h;
+  return CUDA_SUCCESS;
+}
+CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mc, CUdevice dev) noexcept {
+  FAKE_LOCK();
+  auto it = s.vmm.find(mc);
+  if (it == s.vmm.end() || !it->second.multicast) return CUDA_ERROR_INVALID_VALUE;
+  return PhysOf(s, dev) < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+CUresult cuMulticastGetGranularity(size_t* granularity, const CUmulticastObjectProp* prop,
+                                   CUmulticastGranularity_flags) noexcept {
+  if (!granularity || !prop) return CUDA_ERROR_INVALID_VALUE;
+  *granularity = kGranularity;
+  return CUDA_SUCCESS;
+}
+static CUresult McBind(State& s, CUmemGenericAllocationHandle mc, uint64_t mc_offset,
+                       CUmemGenericAllocationHandle mem, uint64_t size) {
+  auto m = s.vmm.find(mc);
+  auto h = s.vmm.find(mem);
+  if (m == s.vmm.end() || !m->second.multicast || m->second.released || h == s.vmm.end() ||
+      h->second.multicast || h->second.phys < 0 || size == 0 || mc_offset + size > m->second.size)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto key = std::make_tuple(static_cast<uint64_t>(mc), h->second.phys, mc_offset);
+  if (s.mc_binds.count(key)) return CUDA_ERROR_INVALID_VALUE;
+  s.mc_binds[key] = mem;
+  h->second.binds++;
+  return CUDA_SUCCESS;
+}
+CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mc, size_t mc_offset,
+                            CUmemGenericAllocationHandle mem, size_t mem_offset, size_t size,
+                            unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  auto h = s.vmm.find(mem);
+  if (flags != 0 || h == s.vmm.end() || h->second.released || mem_offset + size > h->second.size)
+    return CUDA_ERROR_INVALID_VALUE;
+  return McBind(s, mc, mc_offset, mem, size);
+}
+CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mc, size_t mc_offset, CUdeviceptr memptr,
+                             size_t size, unsigned long long flags) noexcept {
+  FAKE_LOCK();
+  auto it = s.maps.upper_bound(memptr);
+  if (flags != 0 || it == s.maps.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (memptr + size > it->first + it->second.second) return CUDA_ERROR_INVALID_VALUE;
+  return McBind(s, mc, mc_offset, it->second.first, size);
+}
+CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mc, CUdevice dev, size_t mc_offset,
+                           size_t) noexcept {
+  FAKE_LOCK();
+  int phys = PhysOf(s, dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  auto b = s.mc_binds.find(std::make_tuple(static_cast<uint64_t>(mc), phys, mc_offset));
+  if (b == s.mc_binds.end()) return CUDA_ERROR_INVALID_VALUE;
+  CUmemGenericAllocationHandle mem = b->second;
+  s.mc_binds.erase(b);
+  s.vmm[mem].binds--;
+  MaybeFreeHandle(s, mem);
   return CUDA_SUCCESS;
 }
 // The handle mapped at `addr` (any address inside a mapping), one more reference (cuda.h).
