@@ -1006,50 +1006,40 @@ Status Server::Start() {
 }
 
 Status Server::StartHealth() {
-  // Its own listener and two threads, for the kubelet's probes: answers while every worker of
-  // the main listener is busy. GET only, no body, short timeouts, no keep-alive.
-  health_ = std::make_unique<httplib::Server>();
-  health_->new_task_queue = [] { return new httplib::ThreadPool(2); };
-  health_->set_read_timeout(2, 0);
-  health_->set_write_timeout(2, 0);
-  health_->set_keep_alive_max_count(1);
-  health_->set_payload_max_length(0);
-  health_->set_socket_options(ListenSocketOptions);
-  health_->Get(R"(/.*)", [this](const httplib::Request& hreq, httplib::Response& hres) {
-    auto it = health_routes_.find(hreq.path);
-    if (it == health_routes_.end()) {
-      SetError(hres, 404, "no health route " + hreq.path);
-      return;
-    }
-    Request req;
-    req.method = "GET";
-    req.path = hreq.path;
-    req.remote_addr = hreq.remote_addr;
-    Response res;
-    try {
-      res = it->second(req);
-    } catch (const std::exception& e) {
-      res = Response::Error(500, std::string("internal error: ") + e.what());
-    }
-    hres.status = res.status;
-    hres.set_content(res.body, res.content_type);
-  });
-  errno = 0;
-  health_port_ =
-      options_.health_port == 0
-          ? health_->bind_to_any_port(options_.host)
-          : (health_->bind_to_port(options_.host, options_.health_port) ? options_.health_port
-                                                                        : -1);
-  int bind_errno = errno;
-  if (health_port_ <= 0) {
+  // Its own listener, for the kubelet's probes: answers while the main listener is busy. It is
+  // a Server of its own, so it has the same bounds while reading (an open port takes the same
+  // hostile traffic): GET only, no body, short timeouts, one request per connection, few
+  // connections.
+  ServerOptions ho;
+  ho.host = options_.host;
+  ho.port = options_.health_port;
+  ho.max_body_bytes = 0;
+  ho.threads = 2;
+  ho.read_timeout_s = 2;
+  ho.write_timeout_s = 2;
+  ho.header_timeout_s = 2;
+  ho.keep_alive_timeout_s = 1;
+  ho.keep_alive_max_requests = 1;
+  ho.max_connections = 16;
+  ho.max_connections_per_client = 8;
+  ho.max_header_line_bytes = 8 << 10;
+  ho.max_header_bytes = 16 << 10;
+  ho.max_body_bytes_in_flight = 0;
+  health_ = std::make_unique<Server>(ho);
+  for (const auto& [path, handler] : health_routes_) health_->Route("GET", path, handler);
+  Status st = health_->Start();
+  if (!st.ok()) {
     health_.reset();
     health_port_ = -1;
-    return Unavailable(
-        "cannot listen on " + options_.host + ":" + std::to_string(options_.health_port) +
-        " (health): " + (bind_errno != 0 ? std::strerror(bind_errno) : "bind failed"));
+    // "cannot listen on H:P: <reason>" → "... H:P (health): <reason>"
+    const std::string prefix =
+        "cannot listen on " + options_.host + ":" + std::to_string(options_.health_port) + ": ";
+    std::string reason =
+        st.message().rfind(prefix, 0) == 0 ? st.message().substr(prefix.size()) : st.message();
+    return Status(st.code(), "cannot listen on " + options_.host + ":" +
+                                 std::to_string(options_.health_port) + " (health): " + reason);
   }
-  health_thread_ = std::thread([this] { health_->listen_after_bind(); });
-  while (!health_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  health_port_ = health_->port();
   return Status::Ok();
 }
 
@@ -1103,8 +1093,7 @@ void Server::Stop() {
   }
   StopGate();
   if (health_) {
-    health_->stop();
-    if (health_thread_.joinable()) health_thread_.join();
+    health_->Stop();
     health_.reset();
   }
 }

@@ -141,7 +141,8 @@ class Server {
   void Route(const std::string& method, const std::string& path, Handler handler,
              size_t max_body_bytes = 0);
   /// Routes GET `path` on the main listener and on the health listener (when health_port ≥ 0).
-  /// The health listener has its own two threads and serves only these routes.
+  /// The health listener is a Server of its own (two threads, 16 connections, the same bounds
+  /// while reading) and serves only these routes.
   void RouteHealth(const std::string& path, Handler handler);
   /// Routes `method` on every path starting with `prefix` (longest exact route wins first).
   void RoutePrefix(const std::string& method, const std::string& prefix, Handler handler);
@@ -189,8 +190,7 @@ class Server {
   std::unique_ptr<httplib::Server> server_;    // serves the requests (never listens itself)
   std::unique_ptr<httplib::Server> acceptor_;  // accepts and hands each connection to gate_
   std::unique_ptr<Gate> gate_;
-  std::unique_ptr<httplib::Server> health_;
-  std::thread health_thread_;
+  std::unique_ptr<Server> health_;  // the health listener: a Server of its own
   int health_port_ = -1;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> timed_out_{0};

@@ -488,6 +488,26 @@ TEST(ServerHostileTest, AHugeHeaderLineIs431AndTheConnectionCloses) {
   EXPECT_EQ(r->status, 200);
 }
 
+// The health listener is open to the same traffic: it has the same bounds while reading.
+TEST(ServerHostileTest, TheHealthListenerBoundsHeaderLinesToo) {
+  ServerOptions o;
+  o.health_port = 0;
+  Server s(o);
+  s.RouteHealth("/healthz", [](const Request&) { return Response::Text(200, "ok\n"); });
+  ASSERT_TRUE(s.Start().ok());
+  size_t sent = 0;
+  std::string a = SendUntilAnswered(s.health_port(),
+                                    "GET /healthz HTTP/1.1\r\nX-Big: ", std::string(64 << 10, 'a'),
+                                    size_t{64} << 20, &sent);
+  EXPECT_EQ(a.rfind("HTTP/1.1 431", 0), 0u) << a.substr(0, 200);
+  EXPECT_LT(sent, size_t{16} << 20);
+  httplib::Client h("127.0.0.1", s.health_port());
+  auto r = h.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "ok\n");
+  EXPECT_EQ(h.Get("/metrics")->status, 404);
+}
+
 TEST(ServerHostileTest, ALongRequestLineIs414AndManyHeadersAre431) {
   ServerOptions o;
   o.max_header_line_bytes = 1 << 10;
