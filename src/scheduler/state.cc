@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <exception>
+
 #include "k8s/gpu_objects.h"
 #include "k8s/objects.h"
 
@@ -25,7 +27,12 @@ ClusterState::ClusterState(std::string gpu_resource) : gpu_resource_(std::move(g
 }
 
 Status ClusterState::UpsertNode(const json& node) {
-  core::NodeObject object = k8s::NodeObjectOf(node, gpu_resource_);
+  core::NodeObject object;
+  try {
+    object = k8s::NodeObjectOf(node, gpu_resource_);
+  } catch (const std::exception& e) {
+    return InvalidArgument("node " + k8s::Name(node) + " not read: " + e.what());
+  }
   std::unique_lock<std::shared_mutex> lock(mu_);
   return model_.UpsertNode(object);
 }
@@ -36,7 +43,12 @@ void ClusterState::RemoveNode(const std::string& name) {
 }
 
 Status ClusterState::UpsertPod(const json& pod) {
-  core::PodObject object = k8s::PodObjectOf(pod, gpu_resource_);
+  core::PodObject object;
+  try {
+    object = k8s::PodObjectOf(pod, gpu_resource_);
+  } catch (const std::exception& e) {
+    return InvalidArgument("pod " + k8s::Key(pod) + " not read: " + e.what());
+  }
   std::unique_lock<std::shared_mutex> lock(mu_);
   Status st = model_.UpsertPod(object);
   unverified_.store(model_.unverified_allocations());

@@ -37,7 +37,9 @@ class ClusterState {
   /// Pods counted conservatively since start (unsigned or altered allocations).
   int64_t unverified_allocations() const { return unverified_.load(); }
 
-  /// Node added or changed (core::ClusterState::UpsertNode over k8s::NodeObjectOf).
+  /// Node added or changed (core::ClusterState::UpsertNode over k8s::NodeObjectOf). An
+  /// object that cannot be read (an exception while reading it) is kInvalidArgument, never
+  /// thrown: the informer threads call these.
   Status UpsertNode(const nlohmann::json& node);
   void RemoveNode(const std::string& name);
   /// Pod added or changed (core::ClusterState::UpsertPod over k8s::PodObjectOf).

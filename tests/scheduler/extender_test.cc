@@ -1136,3 +1136,50 @@ TEST_F(ExtenderTest, AnOverLongGpuListIsRefusedAtAdmissionWithTheCap) {
 
 }  // namespace
 }  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// Issue 33 item 2 through the informers: GPU 1 leaves node-a's register annotation while a
+// signed 2 × 10,000 MiB pod holds GPUs 0 and 1 (16,384 MiB each). /filter still finds no room
+// for a 10,000 MiB pod — in the running scheduler, in one restarted while GPU 1 is away, and
+// after GPU 1 returns.
+TEST_F(ExtenderTest, AGpuLeavingTheRegistrationKeepsItsPodsChargesThroughTheInformers) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16384}, {"GPU-a1", 16384}}));
+  json holder = GpuPod("holder", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "10000"}});
+  holder["spec"]["nodeName"] = "node-a";
+  holder["status"] = {{"phase", "Running"}};
+  SignedAllocation(holder, "uid-holder", "node-a", "GPU-a0,NVIDIA,10000,0:GPU-a1,NVIDIA,10000,0:;");
+  api_.Put("pods", holder);
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "10000"}}));
+  auto svc = StartService();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a1", 10000));
+  EXPECT_EQ(Filter(*svc, pod, {"node-a"})["NodeNames"], json::array());
+  // Drop-out.
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16384}}));
+  ASSERT_TRUE(api_.WaitFor([&] {
+    auto n = svc->state().Node("node-a");
+    return n && n->gpus.size() == 2 && n->gpus[1].ghost;
+  }));
+  EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 10000));
+  EXPECT_EQ(Filter(*svc, pod, {"node-a"})["NodeNames"], json::array());
+  EXPECT_NE(Bind(*svc, pod, "node-a")["Error"].get<std::string>().find("no longer fits"),
+            std::string::npos);
+  // Restart while GPU 1 is away: rebuilt from the pods, the same answer.
+  svc->Stop();
+  auto restarted = StartService();
+  EXPECT_TRUE(WaitUsed(*restarted, "node-a", "GPU-a0", 10000));
+  EXPECT_TRUE(WaitUsed(*restarted, "node-a", "GPU-a1", 10000));
+  EXPECT_EQ(Filter(*restarted, pod, {"node-a"})["NodeNames"], json::array());
+  // Return: GPU 1 takes its usage back.
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16384}, {"GPU-a1", 16384}}));
+  ASSERT_TRUE(api_.WaitFor([&] {
+    auto n = restarted->state().Node("node-a");
+    return n && n->gpus.size() == 2 && !n->gpus[1].ghost;
+  }));
+  EXPECT_TRUE(WaitUsed(*restarted, "node-a", "GPU-a1", 10000));
+  EXPECT_EQ(Filter(*restarted, pod, {"node-a"})["NodeNames"], json::array());
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
