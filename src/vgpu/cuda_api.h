@@ -606,6 +606,40 @@ CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHan
                                       unsigned long long flags) FRACGPU_CU_API;
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
                                         CUmemAllocationHandleType type) FRACGPU_CU_API;
+// Sparse array mapping (v11010; CUarrayMapInfo_v1 of cuda.h). resourceType: CUresourcetype
+// (MIPMAPPED_ARRAY 1, ARRAY 0); subresourceType 0 sparse level, 1 mip tail; memOperationType
+// MAP 1, UNMAP 2; memHandleType GENERIC 0.
+typedef struct CUarrayMapInfo_st {
+  int resourceType;
+  union {
+    CUmipmappedArray mipmap;
+    CUarray array;
+  } resource;
+  int subresourceType;
+  union {
+    struct {
+      unsigned int level, layer, offsetX, offsetY, offsetZ, extentWidth, extentHeight, extentDepth;
+    } sparseLevel;
+    struct {
+      unsigned int layer;
+      unsigned long long offset, size;
+    } miptail;
+  } subresource;
+  int memOperationType;
+  int memHandleType;
+  union {
+    CUmemGenericAllocationHandle memHandle;
+  } memHandle;
+  unsigned long long offset;
+  unsigned int deviceBitMask;
+  unsigned int flags;
+  unsigned int reserved[2];
+} CUarrayMapInfo;
+enum : int { CU_MEM_OPERATION_TYPE_MAP = 1, CU_MEM_OPERATION_TYPE_UNMAP = 2 };
+CUresult cuMemMapArrayAsync(CUarrayMapInfo* map_info_list, unsigned int count,
+                            CUstream stream) FRACGPU_CU_API;
+CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo* map_info_list, unsigned int count,
+                                 CUstream stream) FRACGPU_CU_API;
 // Multicast objects (v12010; CUmulticastObjectProp_v1 of cuda.h).
 typedef struct CUmulticastObjectProp_st {
   unsigned int numDevices;

@@ -92,10 +92,15 @@ void ExtUnref(uint64_t key, bool destroy) {
   }
 }
 
+std::atomic<int64_t> g_array_maps{0};  // live kArrayMap entries: array frees look only if > 0
+void DropArrayMappings(uint64_t array);
+
 CUresult ArrayFree(Kind kind, uint64_t key, CUresult (*real)(void*)) {
   Entry e;
   bool known = TableRemove(kind, key, &e);
   CUresult r = real(reinterpret_cast<void*>(key));
+  if (r == CUDA_SUCCESS && __builtin_expect(g_array_maps.load(std::memory_order_relaxed) > 0, 0))
+    DropArrayMappings(key);  // the array's tiles go with it
   if (known) {
     if (r == CUDA_SUCCESS) {
       Uncharge(e.dev, e.size);
@@ -686,5 +691,90 @@ FRACGPU_EXPORT CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mc, CUdev
     g_mc_binds.fetch_sub(1, std::memory_order_relaxed);
     HandleUnref(b.aux, /*release=*/true);
   }
+  return r;
+}
+
+// ---- Sparse arrays (issue 32 item 3): cuMemMapArrayAsync maps VMM memory (cuMemCreate
+// allocations, charged there) into tiles of sparse arrays; like cuMemMap, a tile mapping keeps
+// the memory alive after its handle is released. Each MAP of a generic handle is one more
+// reference to the allocation's charge (kArrayMap, keyed by array and subresource); the UNMAP of
+// that tile, or the array's destruction, drops it. The list is walked in place: no allocation.
+namespace {
+uint64_t TileKey(const CUarrayMapInfo& m) {
+  auto mix = [](uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull; };
+  uint64_t h = mix(0xCBF29CE484222325ull, reinterpret_cast<uint64_t>(m.resource.array));
+  h = mix(h, static_cast<uint64_t>(m.subresourceType));
+  if (m.subresourceType == 0) {
+    const auto& l = m.subresource.sparseLevel;
+    h = mix(mix(mix(mix(mix(h, l.level), l.layer), l.offsetX), l.offsetY), l.offsetZ);
+  } else {
+    h = mix(mix(h, m.subresource.miptail.layer), m.subresource.miptail.offset);
+  }
+  return h ? h : 1;
+}
+
+struct ArraySweep {
+  uint64_t array;
+  uint64_t count;
+  uint64_t handles[kUnmapChunk];
+};
+bool CollectTile(const Entry& e, void* ctx) {
+  auto* sweep = static_cast<ArraySweep*>(ctx);
+  if (e.kind != Kind::kArrayMap || e.size != sweep->array || sweep->count >= kUnmapChunk)
+    return false;
+  sweep->handles[sweep->count++] = e.aux;
+  return true;
+}
+
+void ArrayMapsAfter(const CUarrayMapInfo* list, unsigned int count) {
+  for (unsigned int i = 0; i < count; ++i) {
+    const CUarrayMapInfo& m = list[i];
+    const uint64_t key = TileKey(m);
+    Entry old;
+    if (TableRemove(Kind::kArrayMap, key, &old)) {  // an unmap, or a map over a mapped tile
+      g_array_maps.fetch_sub(1, std::memory_order_relaxed);
+      HandleUnref(old.aux, /*release=*/true);
+    }
+    if (m.memOperationType != CU_MEM_OPERATION_TYPE_MAP || m.memHandleType != 0) continue;
+    CUmemGenericAllocationHandle origin = Origin(m.memHandle.memHandle);
+    Entry h;
+    if (!TableFind(Kind::kVmmHandle, origin, &h) || !HandleRef(origin)) continue;
+    Entry t;
+    t.kind = Kind::kArrayMap;
+    t.key = key;
+    t.aux = origin;
+    t.size = reinterpret_cast<uint64_t>(m.resource.array);
+    t.dev = h.dev;
+    TableInsert(t);
+    g_array_maps.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+}  // namespace
+
+namespace {
+void DropArrayMappings(uint64_t array) {
+  ArraySweep sweep;
+  sweep.array = array;
+  do {
+    sweep.count = 0;
+    TableSweep(&CollectTile, &sweep);
+    for (uint64_t i = 0; i < sweep.count; ++i) {
+      g_array_maps.fetch_sub(1, std::memory_order_relaxed);
+      HandleUnref(sweep.handles[i], /*release=*/true);
+    }
+  } while (sweep.count == kUnmapChunk);
+}
+}  // namespace
+
+FRACGPU_EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo* list, unsigned int count,
+                                           CUstream stream) noexcept {
+  CUresult r = REAL(cuMemMapArrayAsync)(list, count, stream);
+  if (r == CUDA_SUCCESS && list) ArrayMapsAfter(list, count);
+  return r;
+}
+FRACGPU_EXPORT CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo* list, unsigned int count,
+                                                CUstream stream) noexcept {
+  CUresult r = REAL(cuMemMapArrayAsync_ptsz)(list, count, stream);
+  if (r == CUDA_SUCCESS && list) ArrayMapsAfter(list, count);
   return r;
 }

@@ -27,6 +27,8 @@ enum class Kind : uint8_t {
                ///< arrays mapped from it and not yet freed; aux2 = destroyed
   kMcBind,     ///< a multicast binding; key = (object, device, mcOffset) mixed; aux = the bound
                ///< kVmmHandle (one reference); size = the multicast object (not bytes)
+  kArrayMap,   ///< a sparse array tile mapped by cuMemMapArrayAsync; key = (array, subresource)
+               ///< mixed; aux = the mapped kVmmHandle (one reference); size = the array
 };
 /// Entry::aux2 of a kAlloc / kArray entry that is a buffer / mipmapped array mapped from an
 /// external memory object (size 0; aux = the object): its free is one mapping of it less.

@@ -316,5 +316,29 @@ TEST(VgpuHookAttacks, MulticastBindingKeepsTheChargeOfTheMemoryItHolds) {
   }
 }
 
+// cuMemMapArrayAsync maps VMM memory into a sparse array's tile, which keeps it alive after its
+// handle is released; the charge now stays with the tile (before: released meant uncharged) and
+// goes with the tile's unmap or the array's destruction.
+TEST(VgpuHookAttacks, SparseArrayTileKeepsTheChargeOfItsMemory) {
+  for (const char* end : {"tileunmap", "tilearrayfree"}) {
+    SCOPED_TRACE(end);
+    Sandbox box;
+    auto env = box.Env();
+    env["FAKE_GPU_DEVICES"] = std::string(kUuid0) + ":4096";
+    env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1000m";
+    auto out = RunApp(box, env,
+                      {"init", "tilemap:536870912", "region:0", "alloc:629145600", end, "region:0",
+                       "alloc:629145600"});
+    ASSERT_EQ(out.size(), 7u);
+    EXPECT_EQ(out[1], "tilemap 0");
+    const unsigned long long array = 64 * 64 * 4;  // the array's own charge
+    EXPECT_EQ(ParseRegionLine(out[2]).data, 512 * kMiB + array);
+    EXPECT_EQ(Rc(out[3]), 2);  // 512 + 600 > 1,000
+    EXPECT_EQ(Rc(out[4]), 0);
+    EXPECT_EQ(ParseRegionLine(out[5]).data, std::string(end) == "tileunmap" ? array : 0u);
+    EXPECT_EQ(Rc(out[6]), 0);
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

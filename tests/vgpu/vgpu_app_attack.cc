@@ -24,6 +24,9 @@
 //       same size, binds the allocation (cuMulticastBindMem or cuMulticastBindAddr), then
 //       releases and unmaps the allocation (the binding keeps it): "mcbind <rc>"
 //   mcunbind  unbinds it: "mcunbind <rc>";  mcrelease  releases the multicast object instead
+//   tilemap:<bytes>  creates a VMM allocation and an array, maps the allocation into a tile of
+//       the array (cuMemMapArrayAsync), then releases the allocation's handle: "tilemap <rc>"
+//   tileunmap  unmaps that tile: "tileunmap <rc>";  tilearrayfree  destroys the array instead
 //   setlimit:<CUlimit>:<value>  cuCtxSetLimit on the current context: "setlimit <rc> <value
 //       cuCtxGetLimit reads back>"
 #include "vgpu_app_attack.h"
@@ -172,6 +175,7 @@ void VmmMany(const std::vector<std::string>& a, int ordinal) {
 
 std::vector<CUmemGenericAllocationHandle> g_imports, g_retains;
 CUmemGenericAllocationHandle g_mc = 0;
+CUarray g_tile_array = nullptr;
 
 std::vector<CUdeviceptr> g_ext_buffers;
 std::vector<CUmipmappedArray> g_ext_arrays;
@@ -294,6 +298,31 @@ void McBind(const std::vector<std::string>& a, int ordinal) {
   std::printf("mcbind %d\n", r);
 }
 
+CUarrayMapInfo TileInfo(int op, CUmemGenericAllocationHandle h) {
+  CUarrayMapInfo m{};
+  m.resourceType = 0;  // CU_RESOURCE_TYPE_ARRAY
+  m.resource.array = g_tile_array;
+  m.subresourceType = 0;
+  m.subresource.sparseLevel.extentWidth = m.subresource.sparseLevel.extentHeight = 64;
+  m.subresource.sparseLevel.extentDepth = 1;
+  m.memOperationType = op;
+  m.memHandleType = 0;
+  m.memHandle.memHandle = h;
+  return m;
+}
+
+void TileMap(const std::vector<std::string>& a, int ordinal) {
+  CUmemAllocationProp prop = DeviceProp(ordinal, 0);
+  CUmemGenericAllocationHandle h = 0;
+  CUDA_ARRAY_DESCRIPTOR d{64, 64, CU_AD_FORMAT_FLOAT, 1};
+  CUresult r = cuArrayCreate_v2(&g_tile_array, &d);
+  if (r == CUDA_SUCCESS) r = cuMemCreate(&h, Arg(a, 1), &prop, 0);
+  CUarrayMapInfo m = TileInfo(CU_MEM_OPERATION_TYPE_MAP, h);
+  if (r == CUDA_SUCCESS) r = cuMemMapArrayAsync(&m, 1, nullptr);
+  if (h != 0 && cuMemRelease(h) != CUDA_SUCCESS && r == CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+  std::printf("tilemap %d\n", r);
+}
+
 }  // namespace
 
 bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
@@ -319,6 +348,13 @@ bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
     std::printf("mcunbind %d\n", cuMulticastUnbind(g_mc, ordinal, 0, 0));
   } else if (op == "mcrelease") {
     std::printf("mcrelease %d\n", cuMemRelease(g_mc));
+  } else if (op == "tilemap") {
+    TileMap(a, ordinal);
+  } else if (op == "tileunmap") {
+    CUarrayMapInfo m = TileInfo(CU_MEM_OPERATION_TYPE_UNMAP, 0);
+    std::printf("tileunmap %d\n", cuMemMapArrayAsync(&m, 1, nullptr));
+  } else if (op == "tilearrayfree") {
+    std::printf("tilearrayfree %d\n", cuArrayDestroy(g_tile_array));
   } else if (op == "setlimit") {
     CUresult r = cuCtxSetLimit(static_cast<CUlimit>(Arg(a, 1)), Arg(a, 2));
     size_t v = 0;

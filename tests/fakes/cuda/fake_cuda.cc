@@ -205,6 +205,11 @@ struct State {
     bool destroyed = false;
   };
   std::map<void*, ExtMem> ext;
+  // Sparse array tiles (cuMemMapArrayAsync): (array, subresource type, level or layer, x, y, z
+  // or mip-tail offset) -> the mapped memory (one mapping of it, like cuMemMap).
+  std::map<std::tuple<void*, int, unsigned, unsigned, unsigned long long, unsigned, unsigned>,
+           CUmemGenericAllocationHandle>
+      tiles;
   // Multicast bindings: (multicast object, physical device, mcOffset) -> the bound memory.
   std::map<std::tuple<uint64_t, int, uint64_t>, CUmemGenericAllocationHandle> mc_binds;
   std::map<uint64_t, void*> ext_maps;
@@ -2255,9 +2260,61 @@ static bool ExtUnmap(State& s, uint64_t key) {
   ExtMaybeFree(s, obj);
   return true;
 }
+static void DropTiles(State& s, void* array) {
+  for (auto t = s.tiles.begin(); t != s.tiles.end();) {
+    if (std::get<0>(t->first) != array) {
+      ++t;
+      continue;
+    }
+    CUmemGenericAllocationHandle h = t->second;
+    t = s.tiles.erase(t);
+    s.vmm[h].mappings--;
+    MaybeFreeHandle(s, h);
+  }
+}
+// cuMemMapArrayAsync (the fake's model: any array of ours, any tile): a MAP of a generic handle
+// is one mapping of its memory, an UNMAP drops the tile's; applied at once (the stream is not
+// modelled). Destroying the array drops its tiles.
+static CUresult MapArray(CUarrayMapInfo* list, unsigned int count) {
+  FAKE_LOCK();
+  if (!list || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned int i = 0; i < count; ++i) {
+    const CUarrayMapInfo& m = list[i];
+    void* array = reinterpret_cast<void*>(m.resource.array);
+    if (!s.arrays.count(array) || (m.memOperationType != 1 && m.memOperationType != 2))
+      return CUDA_ERROR_INVALID_VALUE;
+    auto key = m.subresourceType == 0
+                   ? std::make_tuple(
+                         array, 0, m.subresource.sparseLevel.level, m.subresource.sparseLevel.layer,
+                         0ull + m.subresource.sparseLevel.offsetX,
+                         m.subresource.sparseLevel.offsetY, m.subresource.sparseLevel.offsetZ)
+                   : std::make_tuple(array, 1, 0u, m.subresource.miptail.layer,
+                                     m.subresource.miptail.offset, 0u, 0u);
+    if (auto t = s.tiles.find(key); t != s.tiles.end()) {
+      CUmemGenericAllocationHandle h = t->second;
+      s.tiles.erase(t);
+      s.vmm[h].mappings--;
+      MaybeFreeHandle(s, h);
+    }
+    if (m.memOperationType == 2) continue;
+    auto h = s.vmm.find(m.memHandle.memHandle);
+    if (m.memHandleType != 0 || h == s.vmm.end() || h->second.released || h->second.multicast)
+      return CUDA_ERROR_INVALID_VALUE;
+    h->second.mappings++;
+    s.tiles[key] = m.memHandle.memHandle;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuMemMapArrayAsync(CUarrayMapInfo* list, unsigned int count, CUstream) noexcept {
+  return MapArray(list, count);
+}
+CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo* list, unsigned int count, CUstream) noexcept {
+  return MapArray(list, count);
+}
 static CUresult ArrayDestroy(void* handle) {
   FAKE_LOCK();
   ExtUnmap(s, reinterpret_cast<uint64_t>(handle));
+  DropTiles(s, handle);
   auto it = s.arrays.find(handle);
   if (it == s.arrays.end()) return CUDA_ERROR_INVALID_HANDLE;
   Give(s, it->second.first, it->second.second);
