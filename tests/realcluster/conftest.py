@@ -153,9 +153,13 @@ class _Clusters:
         self.down()
         # DRA mode: three nodes, so that one has 4 GPUs (a claim for 3 distinct GPUs fits).
         extra = ["--dra", "--slice-interval", str(DRA_SLICE_INTERVAL), "--nodes", "3"] if mode == "dra" else []
+        env = self.env
+        if mode == "dra-gate-off":  # DRA on every component, consumable capacity off on all
+            extra = ["--dra", "--slice-interval", str(DRA_SLICE_INTERVAL)]
+            env = {**self.env, "FRACGPU_CLUSTER_FEATURE_GATES": "DRAConsumableCapacity=false"}
         t0 = time.monotonic()
         try:
-            up = subprocess.run(["bash", str(CLUSTER), "up", "--build", self.build, *extra], env=self.env,
+            up = subprocess.run(["bash", str(CLUSTER), "up", "--build", self.build, *extra], env=env,
                                 capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired as e:
             up = subprocess.CompletedProcess(e.cmd, -1, "", f"timed out after 900 s\n{e.stderr or ''}")
@@ -192,6 +196,13 @@ def cluster(_clusters):
 def dra_cluster(_clusters):
     """The cluster in DRA mode (fracgpu dra-driver on every node, deploy/dra applied)."""
     return _clusters.ensure("dra")
+
+
+@pytest.fixture
+def dra_gate_off_cluster(_clusters):
+    """The cluster in DRA mode with the DRAConsumableCapacity feature gate off everywhere (the
+    default of 1.34–1.35)."""
+    return _clusters.ensure("dra-gate-off")
 
 
 def pytest_terminal_summary(terminalreporter):
