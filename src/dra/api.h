@@ -33,9 +33,6 @@ inline constexpr const char* kPluginsDir = "/var/lib/kubelet/plugins";
 inline constexpr const char* kDriverName = core::kDraDriverName;
 /// CDI kind of the specs the driver writes ("vendor/class"; CDI spec §"kind").
 inline constexpr const char* kCdiKind = "fracgpu.io/gpu";
-/// CDI spec version written: 0.6.0 (annotations and dotted kinds; containerd ≥ 1.7, CRI-O ≥
-/// 1.28 read it).
-inline constexpr const char* kCdiVersion = "0.6.0";
 /// Default CDI spec directory (the runtimes' dynamic spec dir).
 inline constexpr const char* kCdiDir = "/var/run/cdi";
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -74,10 +75,55 @@ json BuildCdiSpec(const std::string& claim_uid, const ClaimEdits& edits) {
                       {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"}
                                               : json{"rw", "nosuid", "nodev", "bind"}}});
   }
-  return json{{"cdiVersion", kCdiVersion},
-              {"kind", kCdiKind},
-              {"devices", json::array({{{"name", "claim-" + claim_uid},
-                                        {"containerEdits", {{"env", env}, {"mounts", mounts}}}}})}};
+  json spec = {
+      {"kind", kCdiKind},
+      {"devices", json::array({{{"name", "claim-" + claim_uid},
+                                {"containerEdits", {{"env", env}, {"mounts", mounts}}}}})}};
+  spec["cdiVersion"] = MinimumCdiVersion(spec);
+  return spec;
+}
+
+std::string MinimumCdiVersion(const json& spec) {
+  // Every set of container edits: the spec's own and each device's.
+  std::vector<const json*> edits;
+  auto field = [](const json& o, const char* k) -> const json* {
+    return o.is_object() && o.contains(k) ? &o[k] : nullptr;
+  };
+  auto non_empty = [](const json* v) {
+    return v != nullptr && !v->is_null() && !(v->is_structured() && v->empty());
+  };
+  if (const json* e = field(spec, "containerEdits")) edits.push_back(e);
+  const json* devices = field(spec, "devices");
+  bool digit_name = false, device_annotations = false;
+  if (devices != nullptr && devices->is_array()) {
+    for (const json& d : *devices) {
+      if (const json* e = field(d, "containerEdits")) edits.push_back(e);
+      const json* name = field(d, "name");
+      if (name != nullptr && name->is_string() && !name->get<std::string>().empty() &&
+          !std::isalpha(static_cast<unsigned char>(name->get<std::string>()[0])))
+        digit_name = true;
+      if (non_empty(field(d, "annotations"))) device_annotations = true;
+    }
+  }
+  bool rdt_or_gids = false, node_host_path = false, mount_type = false;
+  for (const json* e : edits) {
+    if (non_empty(field(*e, "intelRdt")) || non_empty(field(*e, "additionalGids")))
+      rdt_or_gids = true;
+    if (const json* nodes = field(*e, "deviceNodes"); nodes != nullptr && nodes->is_array()) {
+      for (const json& n : *nodes) node_host_path |= non_empty(field(n, "hostPath"));
+    }
+    if (const json* mounts = field(*e, "mounts"); mounts != nullptr && mounts->is_array()) {
+      for (const json& m : *mounts) mount_type |= non_empty(field(m, "type"));
+    }
+  }
+  std::string kind = spec.value("kind", "");
+  size_t slash = kind.find('/');
+  bool dotted_class = slash != std::string::npos && kind.find('.', slash) != std::string::npos;
+  if (rdt_or_gids) return "0.7.0";
+  if (non_empty(field(spec, "annotations")) || device_annotations || dotted_class) return "0.6.0";
+  if (digit_name || node_host_path) return "0.5.0";
+  if (mount_type) return "0.4.0";
+  return "0.3.0";
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& content, unsigned mode) {

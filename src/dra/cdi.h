@@ -49,7 +49,16 @@ std::string CdiSpecPath(const CdiOptions& options, const std::string& claim_uid)
 ClaimEdits BuildClaimEdits(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
                            const CdiOptions& options);
 
-/// The CDI spec JSON carrying `edits` as device "claim-<uid>".
+/// The lowest CDI spec version whose features `spec` uses, by the rules of the CDI reference
+/// library (tags.cncf.io/container-device-interface specs-go/version.go, spec 0.8.0): 0.3.0
+/// base; 0.4.0 a mount with "type"; 0.5.0 a device name not starting with a letter, a device
+/// node with "hostPath"; 0.6.0 annotations (spec or device), a '.' in the kind's class; 0.7.0
+/// "intelRdt" or "additionalGids". The lowest is written so that older runtimes read it too
+/// (early containerd 1.7.x releases vendor a CDI library older than 0.6.0).
+std::string MinimumCdiVersion(const json& spec);
+
+/// The CDI spec JSON carrying `edits` as device "claim-<uid>", at MinimumCdiVersion (0.4.0:
+/// its mounts have a type).
 json BuildCdiSpec(const std::string& claim_uid, const ClaimEdits& edits);
 
 /// Writes the claim's host files: region directory (fresh, mode 0777), limits file (0444),

@@ -74,6 +74,40 @@ TEST_F(CdiTest, EditsAreWhatAllocateGivesForTheSameGrant) {
             testing::ReadFile(hook_ + "/vgpu/limits/uid-train_main.env"));
 }
 
+TEST(CdiVersionTest, MinimumVersionFollowsTheFeaturesUsed) {
+  // The rules of tags.cncf.io/container-device-interface specs-go/version.go, one per row.
+  json base = {
+      {"kind", "fracgpu.io/gpu"},
+      {"devices", json::array({{{"name", "claim-u"}, {"containerEdits", json::object()}}})}};
+  EXPECT_EQ(MinimumCdiVersion(base), "0.3.0");
+  struct Row {
+    const char* what;
+    json::json_pointer at;
+    json value;
+    const char* want;
+  };
+  const std::vector<Row> rows = {
+      {"mount with a type", json::json_pointer("/devices/0/containerEdits/mounts"),
+       json::array({{{"hostPath", "/a"}, {"containerPath", "/a"}, {"type", "bind"}}}), "0.4.0"},
+      {"mount without a type", json::json_pointer("/devices/0/containerEdits/mounts"),
+       json::array({{{"hostPath", "/a"}, {"containerPath", "/a"}}}), "0.3.0"},
+      {"device name starting with a digit", json::json_pointer("/devices/0/name"), "0claim",
+       "0.5.0"},
+      {"device node hostPath", json::json_pointer("/containerEdits/deviceNodes"),
+       json::array({{{"path", "/dev/x"}, {"hostPath", "/dev/y"}}}), "0.5.0"},
+      {"spec annotations", json::json_pointer("/annotations"), {{"a", "b"}}, "0.6.0"},
+      {"device annotations", json::json_pointer("/devices/0/annotations"), {{"a", "b"}}, "0.6.0"},
+      {"dotted class", json::json_pointer("/kind"), "fracgpu.io/gpu.share", "0.6.0"},
+      {"additionalGids", json::json_pointer("/devices/0/containerEdits/additionalGids"),
+       json::array({44}), "0.7.0"},
+  };
+  for (const auto& r : rows) {
+    json spec = base;
+    spec[r.at] = r.value;
+    EXPECT_EQ(MinimumCdiVersion(spec), r.want) << r.what;
+  }
+}
+
 TEST_F(CdiTest, SpecFileIsValidCdiAndRemovedAgain) {
   AllocatedShare s0{"gpu", "node-a", "gpu-0", testing::kUuid0, 3000, 30, "a"};
   AllocatedShare s1{"gpu", "node-a", "gpu-1", testing::kUuid1, 16384, 100, ""};
@@ -81,7 +115,8 @@ TEST_F(CdiTest, SpecFileIsValidCdiAndRemovedAgain) {
   std::string path = CdiSpecPath(opts_, "u2");
   EXPECT_EQ(path, opts_.cdi_dir + "/fracgpu.io-gpu-claim-u2.json");
   json spec = json::parse(testing::ReadFile(path));
-  EXPECT_EQ(spec["cdiVersion"], "0.6.0");
+  // The lowest version whose features it uses: mounts with a type (CDI 0.4.0).
+  EXPECT_EQ(spec["cdiVersion"], "0.4.0");
   EXPECT_EQ(spec["kind"], "fracgpu.io/gpu");
   ASSERT_EQ(spec["devices"].size(), 1u);
   EXPECT_EQ(spec["devices"][0]["name"], "claim-u2");

@@ -148,6 +148,7 @@ def check_prepared(cluster, pod, rc, container="c"):
     spec = cdi_spec(cluster, node, uid)
     assert spec is not None, f"no CDI spec for claim {uid} on {node}"
     assert spec["kind"] == "fracgpu.io/gpu"
+    assert spec["cdiVersion"] == "0.4.0"  # the lowest its features need (mount types)
     assert spec["devices"][0]["name"] == f"claim-{uid}"
     env = cdi_env(spec)
     out = []
