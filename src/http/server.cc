@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <system_error>
 
 #include "http/cert_store.h"
 
@@ -334,7 +335,11 @@ class ConnectionWorkers {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(fn));
     if (static_cast<size_t>(idle_) < queue_.size() && threads_.size() < max_) {
-      threads_.emplace_back([this] { Loop(); });
+      try {
+        threads_.emplace_back([this] { Loop(); });
+      } catch (const std::system_error&) {
+        // No thread to be had (EAGAIN): the connection waits for a running worker instead.
+      }
     }
     cv_.notify_one();
   }
