@@ -109,12 +109,37 @@ constexpr const char* kFamilyPrefixes[] = {"cuMem",
                                            "cuDeviceGetDefaultMemPool",
                                            "cuDeviceTotalMem",
                                            "cuStreamBeginCapture",
-                                           "cuStreamEndCapture"};
+                                           "cuStreamEndCapture",
+                                           "cuMulticast",
+                                           "cuImportExternalMemory",
+                                           "cuExternalMemory",
+                                           "cuDestroyExternalMemory",
+                                           "cuCheckpoint"};
 
 bool InFamilies(const std::string& base) {
   for (const char* p : kFamilyPrefixes)
     if (base.rfind(p, 0) == 0) return true;
   return false;
+}
+
+/// base name -> the libraries naming it, from data/cuda/library13_requests.txt.
+std::map<std::string, std::vector<std::string>> ReadLibraryRequests() {
+  std::map<std::string, std::vector<std::string>> out;
+  std::ifstream in(FRACGPU_SOURCE_DIR "/data/cuda/library13_requests.txt");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::string base, libs;
+    f >> base >> libs;
+    std::vector<std::string>& v = out[base];
+    for (size_t pos = 0; pos <= libs.size();) {
+      size_t comma = libs.find(',', pos);
+      if (comma == std::string::npos) comma = libs.size();
+      if (comma > pos) v.push_back(libs.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+  }
+  return out;
 }
 
 TEST(VgpuCudartReplay, EveryRequestOfTheRuntimeGetsTheRightVariantOrThePassThrough) {
@@ -184,8 +209,10 @@ TEST(VgpuCudartReplay, EveryRequestOfTheRuntimeGetsTheRightVariantOrThePassThrou
       ++reasons[it->second];
     }
   }
+  auto libraries = ReadLibraryRequests();
   for (const auto& [base, reason] : pass) {
-    EXPECT_TRUE(requested_bases.count(base)) << base << " is listed but never requested";
+    EXPECT_TRUE(requested_bases.count(base) || libraries.count(base))
+        << base << " is listed but never requested";
     EXPECT_FALSE(hooked_base.count(base)) << base << " is listed as passed through but hooked";
     EXPECT_TRUE(InFamilies(base)) << base << " is outside the families";
   }
@@ -204,6 +231,94 @@ TEST(VgpuCudartReplay, EveryRequestOfTheRuntimeGetsTheRightVariantOrThePassThrou
             << family - family_hooked - unlisted << " passed through by reason:";
   for (const auto& [reason, n] : reasons) std::cout << " " << reason << " " << n;
   std::cout << "; unlisted: " << unlisted << "\n";
+}
+
+// The entry points NVIDIA's CUDA 13 libraries can ask the driver for (cuBLAS, cuBLASLt, NCCL,
+// CUPTI: data/cuda/library13_requests.txt, extracted from their wheels by
+// scripts/cuda-tables/library_requests.py; CTest's VgpuLibraryRequests.MatchCuda13_0Wheels
+// re-extracts it when the wheels are installed), each asked at CUDA 13000 with the default and
+// the per-thread flags, bare and through libvgpu.so: no wrong-ABI answer, no hooked variant
+// answered unhooked, nothing else changed; and every one of the families above is hooked or
+// listed with its reason. Prints the summary per library.
+TEST(VgpuLibraryReplay, EveryEntryPointTheLibrariesNameIsHookedOrPassedThroughWithAReason) {
+  auto libraries = ReadLibraryRequests();
+  ASSERT_EQ(libraries.size(), 447u);  // as extracted from the CUDA 13.0 wheels
+  std::vector<Request> reqs;
+  for (const auto& [base, libs] : libraries) {
+    reqs.push_back({base, "13000", "0"});
+    reqs.push_back({base, "13000", "2"});  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+  }
+  std::set<std::string> hooked_elf, hooked_base;
+#define FRACGPU_COLLECT(elf, base, ver, pt) \
+  hooked_elf.insert(#elf);                  \
+  hooked_base.insert(#base);
+  FRACGPU_CUDA_HOOKS(FRACGPU_COLLECT)
+#undef FRACGPU_COLLECT
+  auto driver = Ask(reqs, false);
+  auto ours = Ask(reqs, true);
+  ASSERT_EQ(driver.size(), reqs.size());
+  ASSERT_EQ(ours.size(), reqs.size());
+  int hooked = 0, wrong_abi = 0, unhooked_variant = 0, changed = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::string what = reqs[i].symbol + " flags " + reqs[i].flags;
+    const Answer& d = driver[i];
+    const Answer& o = ours[i];
+    ASSERT_NE(d.rc, "?") << what << ": " << d.name;
+    if (o.where == "vgpu") {
+      ++hooked;
+      if (o.name != d.name) {
+        ++wrong_abi;
+        ADD_FAILURE() << what << ": libvgpu answers " << o.name << ", the driver " << d.name;
+      }
+      EXPECT_EQ(o.rc, d.rc) << what;
+    } else {
+      if (!(o == d)) {
+        ++changed;
+        ADD_FAILURE() << what << ": driver " << d.where << " " << d.name << ", with libvgpu "
+                      << o.where << " " << o.name;
+      }
+      if (hooked_elf.count(d.name)) {
+        ++unhooked_variant;
+        ADD_FAILURE() << what << ": " << d.name << " is hooked but came back unhooked";
+      }
+    }
+  }
+  auto pass = ReadPassThrough();
+  struct Tally {
+    int family = 0, hooked = 0, passed = 0, unlisted = 0;
+  };
+  std::map<std::string, Tally> per_library;
+  for (const auto& [base, libs] : libraries) {
+    if (!InFamilies(base)) continue;
+    const bool is_hooked = hooked_base.count(base) > 0, is_listed = pass.count(base) > 0;
+    if (!is_hooked && !is_listed)
+      ADD_FAILURE() << base << " (named by " << libs.front()
+                    << ") is neither hooked nor listed in data/cuda/passthrough.txt";
+    for (const std::string& lib : libs) {
+      Tally& t = per_library[lib];
+      ++t.family;
+      if (is_hooked)
+        ++t.hooked;
+      else if (is_listed)
+        ++t.passed;
+      else
+        ++t.unlisted;
+    }
+  }
+  EXPECT_EQ(wrong_abi, 0);
+  EXPECT_EQ(unhooked_variant, 0);
+  EXPECT_EQ(changed, 0);
+  EXPECT_GT(hooked, 0);
+  std::cout << "CUDA 13 libraries replay: " << reqs.size() << " requests of " << libraries.size()
+            << " entry points; " << hooked << " answered with a hook (wrong ABI: " << wrong_abi
+            << "); unhooked hooked variants: " << unhooked_variant << "\n";
+  for (const auto& [lib, t] : per_library) {
+    std::cout << "  " << lib << ": " << t.family
+              << " memory/context/module/graph/launch/external/multicast/checkpoint entry points, "
+              << t.hooked << " hooked, " << t.passed << " passed through with a reason, "
+              << t.unlisted << " unhooked and unlisted\n";
+    EXPECT_EQ(t.unlisted, 0) << lib;
+  }
 }
 
 }  // namespace
