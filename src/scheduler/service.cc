@@ -48,6 +48,15 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
       events_(std::make_unique<EventRecorder>(client)),
       server_(options_.http) {
   options_.extender.names = options_.webhook.names;
+  // One scheduler name: the one the webhook writes into pods is the one /bind accepts.
+  options_.extender.scheduler_name = options_.webhook.scheduler_name;
+  // Every write of /bind checks leadership against the last successful renew (a replica that
+  // froze past its lease refuses), not only the entry gate.
+  options_.extender.write_guard = [this]() -> Status {
+    if (!options_.leader_elect) return Status::Ok();
+    if (!elector_) return Unavailable("leader election has not started");
+    return elector_->CheckLeader();
+  };
   state_.SetSigningKey(options_.extender.signing_key);  // accounting only from verified signatures
   extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(),
                                          &metrics_, clock_);

@@ -979,6 +979,28 @@ TEST_F(ExtenderTest, BindRefusesOtherSchedulersPodsAndNodesFailingThePodsPredica
   }
 }
 
+// The service's one scheduler name (the webhook's, --scheduler-name) is the one /bind accepts:
+// a deployment under another name binds its own pods and refuses fracgpu-scheduler's.
+TEST_F(ExtenderTest, BindAcceptsTheSchedulerNameTheServiceRunsAs) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json mine = GpuPod("mine", {{"nvidia.com/gpumem", "1000"}});
+  mine["spec"]["schedulerName"] = "team-scheduler";
+  mine = api_.Put("pods", mine);
+  json theirs = api_.Put("pods", GpuPod("theirs", {{"nvidia.com/gpumem", "1000"}}));
+  SchedulerOptions o;
+  o.extender.signing_key = kKey;
+  o.webhook.scheduler_name = "team-scheduler";
+  SchedulerService svc(o, client_.get());
+  ASSERT_TRUE(svc.Start().ok());
+  ASSERT_TRUE(svc.WaitForSync(std::chrono::seconds(10)));
+  EXPECT_NE(Bind(svc, theirs, "node-a")["Error"].get<std::string>().find(
+                "is not scheduled by team-scheduler"),
+            std::string::npos);
+  EXPECT_EQ(Bind(svc, mine, "node-a")["Error"], "");
+  EXPECT_EQ(BindingsPosted(api_, "mine").size(), 1u);
+  EXPECT_TRUE(BindingsPosted(api_, "theirs").empty());
+}
+
 // Issue 33 item 5: a second /bind of a pod while the first is in flight (held inside its
 // annotation patch by an admission hook of the fake API server) is a conflict that changes
 // nothing: the first binds, its annotations stay, the second's node is neither locked nor
