@@ -1,5 +1,7 @@
 #include "dra/slices.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -101,6 +103,12 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
     json memory = {{"value", Mi(d.devmem_mib)}};
     json cores = {{"value", "100"}};
     json dev = {{"name", DeviceName(d.index)}, {"attributes", attrs}};
+    if (!d.health && options.device_taints) {
+      // resource/v1 Device.taints (DRADeviceTaints, on by default from 1.36): NoExecute keeps
+      // new claims off the GPU and has kube-controller-manager evict the pods whose claims
+      // already hold it, so they are placed again elsewhere instead of failing prepare forever.
+      dev["taints"] = json::array({{{"key", kTaintUnhealthy}, {"effect", "NoExecute"}}});
+    }
     if (options.consumable_capacity) {
       // A request without a memory entry takes the whole card, whatever the device config's
       // defaultMemory: the whole-GPU class asks for no memory, and only taking all of it keeps
@@ -194,7 +202,17 @@ bool Equivalent(const json& a, const json& b, bool quantities) {
 }  // namespace
 
 bool SameSliceSpec(const json& published, const json& want) {
-  return Equivalent(published, want, false);
+  // The API server stamps taints[].timeAdded when the writer leaves it out.
+  json p = published;
+  if (p.contains("devices") && p["devices"].is_array()) {
+    for (auto& d : p["devices"]) {
+      if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
+      for (auto& t : d["taints"]) {
+        if (t.is_object()) t.erase("timeAdded");
+      }
+    }
+  }
+  return Equivalent(p, want, false);
 }
 
 std::string SlicePublisher::SliceName() const {
@@ -207,7 +225,10 @@ Result<int64_t> SlicePublisher::Sync(const json& devices) {
     auto cur = client_->Get(path);
     if (!cur.ok() && cur.status().code() == StatusCode::kNotFound) {
       auto created = client_->Create(kSlicesPath, BuildResourceSlice(devices, options_, 1));
-      if (created.ok()) return int64_t{1};
+      if (created.ok()) {
+        NoteDroppedTaints(devices, *created);
+        return int64_t{1};
+      }
       if (created.status().code() == StatusCode::kConflict) continue;  // created meanwhile
       return created.status().WithPrefix("creating ResourceSlice " + SliceName());
     }
@@ -227,7 +248,10 @@ Result<int64_t> SlicePublisher::Sync(const json& devices) {
     if (!same_spec) want = BuildResourceSlice(devices, options_, generation + 1);
     want["metadata"]["resourceVersion"] = (*cur)["metadata"].value("resourceVersion", "");
     auto updated = client_->Update(path, want);
-    if (updated.ok()) return same_spec ? generation : generation + 1;
+    if (updated.ok()) {
+      NoteDroppedTaints(devices, *updated);
+      return same_spec ? generation : generation + 1;
+    }
     if (updated.status().code() == StatusCode::kConflict) continue;
     return updated.status().WithPrefix("updating ResourceSlice " + SliceName());
   }
@@ -254,6 +278,27 @@ std::vector<std::string> DroppedConsumableFields(const json& sent, const json& p
     }
   }
   return out;
+}
+
+bool DroppedTaints(const json& sent_devices, const json& stored) {
+  json::json_pointer p("/spec/devices");
+  const json* got = stored.contains(p) ? &stored.at(p) : nullptr;
+  for (size_t i = 0; i < sent_devices.size(); ++i) {
+    if (!sent_devices[i].contains("taints")) continue;
+    if (got == nullptr || !got->is_array() || i >= got->size() || !(*got)[i].contains("taints"))
+      return true;
+  }
+  return false;
+}
+
+void SlicePublisher::NoteDroppedTaints(const json& sent_devices, const json& stored) {
+  if (!options_.device_taints || !DroppedTaints(sent_devices, stored)) return;
+  spdlog::warn(
+      "the API server dropped devices[].taints of ResourceSlice {}: DRADeviceTaints is off "
+      "(on by default from 1.36); unhealthy GPUs are only marked by the healthy attribute, and "
+      "claims already on them are not moved",
+      SliceName());
+  options_.device_taints = false;
 }
 
 Result<json> SlicePublisher::Read() const {

@@ -48,7 +48,13 @@ struct SliceOptions {
   /// kubeletplugin helper writes it) so the garbage collector removes it with the Node.
   /// "" = no ownerReference (the Node could not be read).
   std::string node_uid;
+  /// Unhealthy devices carry the NoExecute taint kTaintUnhealthy (resource/v1 Device.taints).
+  /// An API server without DRADeviceTaints drops the field: the publisher then stops sending it.
+  bool device_taints = true;
 };
+
+/// The taint key of an unhealthy GPU (its effect: NoExecute).
+inline constexpr const char* kTaintUnhealthy = "gpu.fracgpu.io/unhealthy";
 
 /// The name of a node's slice: "<node>-<driver>" when that fits a DNS subdomain (253
 /// characters, metav1 ObjectMeta.name of ResourceSlice); otherwise the node name is cut and 8
@@ -94,6 +100,10 @@ bool SameSliceSpec(const json& published, const json& want);
 /// empty when every field came back.
 std::vector<std::string> DroppedConsumableFields(const json& sent, const json& published);
 
+/// Whether `stored` (a ResourceSlice the API server answered a write with) lacks the taints
+/// some device of `sent_devices` carried: the API server does not serve DRADeviceTaints.
+bool DroppedTaints(const json& sent_devices, const json& stored);
+
 /// Keeps the node's ResourceSlice equal to the devices it is given. Thread-compatible.
 class SlicePublisher {
  public:
@@ -114,6 +124,8 @@ class SlicePublisher {
   const SliceOptions& options() const { return options_; }
 
  private:
+  // Stops sending taints (options_.device_taints = false) once a write came back without them.
+  void NoteDroppedTaints(const json& sent_devices, const json& stored);
   SliceOptions options_;
   k8s::Client* client_;
 };

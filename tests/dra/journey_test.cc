@@ -135,7 +135,7 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
   // The node: one 16 GiB GPU, published.
   nvml::GpuInfo gpu{kUuid0, 0, "Tesla T4", static_cast<uint64_t>(kGpuMiB) << 20, "0000:3b:00.0", 0};
   auto infos = deviceplugin::BuildDeviceInfos({gpu}, deviceplugin::DeviceConfig{}, {});
-  SliceOptions so{kDriverName, kNode, true, 0, ""};
+  SliceOptions so{kDriverName, kNode, true, 0, "", true};
   SlicePublisher publisher(so, client.get());
   ASSERT_TRUE(publisher.Sync(BuildSliceDevices(infos, {gpu}, {}, so)).ok());
 

@@ -50,7 +50,7 @@ json PublishedDevices(const std::string& library, std::vector<std::string>* omit
   config.server = api.url();
   auto client = k8s::Client::Create(config);
   EXPECT_TRUE(client.ok());
-  SliceOptions opt{kDriverName, kNode, true, 0, ""};
+  SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   SlicePublisher publisher(opt, client->get());
   auto infos = deviceplugin::BuildDeviceInfos(*gpus, deviceplugin::DeviceConfig{}, {});
   auto gen = publisher.Sync(BuildSliceDevices(infos, *gpus, facts.by_uuid, opt));

@@ -27,7 +27,7 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
   // The device plugin's own inventory code makes the register entries.
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
   std::map<std::string, GpuFacts> facts = {{kUuid0, {"Ampere", "8.0", "535.104.05"}}};
-  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0, ""});
+  json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0, "", true});
   ASSERT_EQ(devices.size(), 2u);
   const json& d = devices[0];
   EXPECT_EQ(d["name"], "gpu-0");
@@ -59,14 +59,14 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
 
 TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0, ""});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0, "", true});
   for (const auto& d : devices) {
     EXPECT_FALSE(d.contains("allowMultipleAllocations"));
     EXPECT_FALSE(d["capacity"]["memory"].contains("requestPolicy"));
     EXPECT_EQ(d["capacity"]["memory"]["value"], "81920Mi");
   }
   // First-fit over whole devices: two claims take the two cards, a third does not fit.
-  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0, ""}, 1);
+  json slice = BuildResourceSlice(devices, {kDriverName, kNode, false, 0, "", true}, 1);
   auto usage = UsageFromSlices({slice}, {}, kDriverName);
   ASSERT_TRUE(usage.ok());
   int n = 0;
@@ -87,7 +87,7 @@ TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
   deviceplugin::DeviceConfig config;
   config.default_memory_mib = 2000;
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), config, {});
-  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 0, ""});
+  json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 0, "", true});
   for (const auto& d : devices) {
     EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"],
               d["capacity"]["memory"]["value"]);
@@ -96,7 +96,7 @@ TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
 
 TEST(SlicesTest, SameSliceSpecComparesCapacityQuantitiesByValue) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  SliceOptions opt{kDriverName, kNode, true, 0, ""};
+  SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   json want = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 3)["spec"];
   // What the API server returns: 81920Mi stored as 80Gi.
   json read_back = want;
@@ -134,7 +134,7 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   config.server = api.url();
   auto client = k8s::Client::Create(config);
   ASSERT_TRUE(client.ok());
-  SliceOptions opt{kDriverName, kNode, true, 0, ""};
+  SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   SlicePublisher pub(opt, client->get());
   auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
   auto g1 = pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt));
@@ -177,7 +177,7 @@ TEST(SlicesTest, PublisherOwnsTheSliceByItsNodeWithoutANewGeneration) {
   ASSERT_TRUE(client.ok());
   auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
   // A slice published by a driver that could not read its Node: no ownerReference.
-  SliceOptions plain{kDriverName, kNode, true, 0, ""};
+  SliceOptions plain{kDriverName, kNode, true, 0, "", true};
   ASSERT_EQ(SlicePublisher(plain, client->get())
                 .Sync(BuildSliceDevices(healthy, Gpus(), {}, plain))
                 .value(),
@@ -206,7 +206,7 @@ TEST(SlicesTest, PublisherOwnsTheSliceByItsNodeWithoutANewGeneration) {
 
 TEST(SlicesTest, DroppedConsumableFieldsNamesWhatTheApiServerLeftOut) {
   auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
-  SliceOptions opt{kDriverName, kNode, true, 0, ""};
+  SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   json sent = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 1)["spec"];
   EXPECT_TRUE(DroppedConsumableFields(sent, sent).empty());
   // What an API server without DRAConsumableCapacity stores (disabled-field stripping).
@@ -220,9 +220,34 @@ TEST(SlicesTest, DroppedConsumableFieldsNamesWhatTheApiServerLeftOut) {
   EXPECT_EQ(dropped[0], "devices[0].allowMultipleAllocations");
   EXPECT_EQ(dropped[1], "devices[0].capacity.cores.requestPolicy");
   // Whole-card slices have nothing to lose.
-  SliceOptions whole{kDriverName, kNode, false, 0, ""};
+  SliceOptions whole{kDriverName, kNode, false, 0, "", true};
   json plain = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, whole), whole, 1)["spec"];
   EXPECT_TRUE(DroppedConsumableFields(plain, plain).empty());
+}
+
+TEST(SlicesTest, AnUnhealthyGpuIsTaintedNoExecuteAndTheStampDoesNotRewrite) {
+  auto sick = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
+  SliceOptions opt{kDriverName, kNode, true, 0, "", true};
+  json devices = BuildSliceDevices(sick, Gpus(), {}, opt);
+  EXPECT_FALSE(devices[0].contains("taints"));
+  EXPECT_EQ(devices[1]["taints"],
+            json::array({{{"key", "gpu.fracgpu.io/unhealthy"}, {"effect", "NoExecute"}}}));
+  EXPECT_EQ(devices[1]["attributes"]["healthy"]["bool"], false);
+  // Read back with the time the API server stamps: still the same spec (no rewrite per sync).
+  json want = BuildResourceSlice(devices, opt, 2)["spec"];
+  json stored = want;
+  stored["devices"][1]["taints"][0]["timeAdded"] = "2026-12-04T10:00:00Z";
+  EXPECT_TRUE(SameSliceSpec(stored, want));
+  stored["devices"][1]["taints"][0]["effect"] = "NoSchedule";
+  EXPECT_FALSE(SameSliceSpec(stored, want));
+  // An API server without DRADeviceTaints answers the write without them.
+  json answer = {{"spec", want}};
+  EXPECT_FALSE(DroppedTaints(devices, answer));
+  answer["spec"]["devices"][1].erase("taints");
+  EXPECT_TRUE(DroppedTaints(devices, answer));
+  // Told so, the publisher's options leave taints out.
+  opt.device_taints = false;
+  EXPECT_FALSE(BuildSliceDevices(sick, Gpus(), {}, opt)[1].contains("taints"));
 }
 
 bool IsDns1123Subdomain(const std::string& s) {

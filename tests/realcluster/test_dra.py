@@ -380,3 +380,46 @@ def test_f_slices_back_after_kubelet_restart(dra_cluster):
             for x in c.get("node", node)["status"]["conditions"]), 60)
     finally:
         c.restart(f"dra-driver-{node}")
+
+
+def test_g_unhealthy_gpu_is_tainted_and_its_pod_evicted(dra_cluster):
+    """An Xid on a GPU a running pod's claim holds: the driver marks the device unhealthy and
+    taints it NoExecute (resource/v1 Device.taints); from 1.36, where DRADeviceTaints is on,
+    kube-controller-manager evicts the pod, so its controller can place it again elsewhere
+    instead of the claim failing prepare forever. (The fake NVML delivers the Xid appended to
+    the node's gpu-state/xid-events.)"""
+    c = dra_cluster
+    rc = claim("dra-g", [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.fracgpu.io",
+        "capacity": {"requests": {"memory": "2000Mi", "cores": "20"}}}}])
+    apply_all(c, rc, claim_pod("dra-g", {"g": "dra-g"}))
+    node = None
+    try:
+        pod = c.wait("dra-g Running", lambda: c.running("default", "dra-g"), 90)
+        node = pod["spec"]["nodeName"]
+        got = c.get("-n", "default", "resourceclaim", "dra-g")
+        [r] = got["status"]["allocation"]["devices"]["results"]
+        index = int(device_of(c, node, r["device"])["attributes"]["index"]["int"])
+        state = c.dir / "nodes" / node / "gpu-state"
+        state.mkdir(exist_ok=True)
+        with open(state / "xid-events", "a") as f:
+            f.write(f"{index} 79\n")  # Xid 79: the GPU has fallen off the bus
+        dev = c.wait(f"{node}/{r['device']} tainted", lambda: (
+            lambda d: d if d.get("taints") else None)(device_of(c, node, r["device"])), 30)
+        assert dev["attributes"]["healthy"]["bool"] is False
+        assert [(t["key"], t["effect"]) for t in dev["taints"]] == [("gpu.fracgpu.io/unhealthy", "NoExecute")]
+        if server_minor(c) >= 36:
+            def evicted():
+                p = c.kubectl("get", "-n", "default", "pod", "dra-g", "-o", "json", check=False)
+                if p.returncode != 0:
+                    return "deleted"
+                obj = json.loads(p.stdout)
+                return "terminating" if obj["metadata"].get("deletionTimestamp") else None
+            c.wait("dra-g evicted by the device taint", evicted, 60)
+        # Other devices stay untainted.
+        assert all(not d.get("taints") for d in slice_of(c, node)["spec"]["devices"]
+                   if d["name"] != r["device"])
+    finally:
+        delete(c, ("pod", "dra-g"), ("resourceclaim", "dra-g"))
+        if node:
+            c.restart(f"dra-driver-{node}")  # healthy again: a new driver, a new event set

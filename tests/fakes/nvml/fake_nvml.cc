@@ -2,7 +2,8 @@
 // CUDA_VISIBLE_DEVICES ignored, as with the real NVML), memory and per-process usage from the
 // processes publishing in FAKE_GPU_STATE_DIR (fake_gpu.h) plus the graphics processes a test
 // declares there (`gfx-<pid>`, GraphicsProcesses below); PIDs as the host sees them
-// (FAKE_NVML_HOST_PID_OFFSET emulates a PID namespace). Return codes and struct layouts:
+// (FAKE_NVML_HOST_PID_OFFSET emulates a PID namespace), Xid events from the lines a test appends
+// to FAKE_GPU_STATE_DIR/xid-events. Return codes and struct layouts:
 // docs/design/wire-apis.md §8.
 //
 // The optional facts the DRA driver publishes answer what an H100 / H200 reports, unless set
@@ -24,12 +25,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../cuda/fake_clock.h"
 #include "../cuda/fake_gpu.h"
 #include "api/nvml.h"
+
+// An event set: the devices registered and how many xid-events lines it has delivered.
+struct nvmlEventSet_st {
+  std::vector<int> registered;
+  size_t consumed = 0;
+};
 
 namespace {
 
@@ -53,6 +62,20 @@ int IndexOf(nvmlDevice_t d) {
   auto v = reinterpret_cast<uintptr_t>(d);
   if (v == 0 || v > N().devices.size()) return -1;
   return static_cast<int>(v - 1);
+}
+
+// The lines "<NVML index> <xid>" of FAKE_GPU_STATE_DIR/xid-events, in order.
+std::vector<std::pair<int, unsigned long long>> XidLines() {
+  std::vector<std::pair<int, unsigned long long>> out;
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  if (!dir) return out;
+  FILE* f = std::fopen((std::string(dir) + "/xid-events").c_str(), "r");
+  if (!f) return out;
+  int idx = 0;
+  unsigned long long xid = 0;
+  while (std::fscanf(f, "%d %llu", &idx, &xid) == 2) out.emplace_back(idx, xid);
+  std::fclose(f);
+  return out;
 }
 
 struct ProcUsage {
@@ -389,5 +412,52 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) noex
   return NVML_SUCCESS;
 }
 #endif  // FAKE_NVML_WITHOUT_FACTS
+
+// Xid events: a test appends lines "<NVML index> <xid>" to FAKE_GPU_STATE_DIR/xid-events; each
+// event set delivers every line written after it was created, once, for the devices registered
+// with nvmlEventTypeXidCriticalError (the fake's only event type).
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) noexcept {
+  NVML_CHECK_INIT();
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  auto* s = new (std::nothrow) nvmlEventSet_st;
+  if (!s) return NVML_ERROR_UNKNOWN;
+  s->consumed = XidLines().size();
+  *set = s;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                      nvmlEventSet_t set) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !set) return NVML_ERROR_INVALID_ARGUMENT;
+  if ((types & ~nvmlEventTypeXidCriticalError) != 0) return NVML_ERROR_NOT_SUPPORTED;
+  set->registered.push_back(i);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                 unsigned int timeoutms) noexcept {
+  NVML_CHECK_INIT();
+  if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned waited = 0;; waited += 20) {
+    auto lines = XidLines();
+    while (set->consumed < lines.size()) {
+      auto [idx, xid] = lines[set->consumed++];
+      for (int r : set->registered) {
+        if (r != idx) continue;
+        *data = {};
+        data->device = Handle(static_cast<unsigned>(idx));
+        data->eventType = nvmlEventTypeXidCriticalError;
+        data->eventData = xid;
+        return NVML_SUCCESS;
+      }
+    }
+    if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
+    ::usleep(20 * 1000);
+  }
+}
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) noexcept {
+  delete set;
+  return NVML_SUCCESS;
+}
 
 }  // extern "C"
