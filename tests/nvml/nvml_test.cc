@@ -45,11 +45,23 @@ TEST(Nvml, DiscoversTheFakeDevices) {
   EXPECT_EQ((*gpus)[1].total_memory_bytes, 81920ULL << 20);
   EXPECT_EQ((*gpus)[1].name, "Fake GPU 1");
   EXPECT_EQ((*gpus)[1].numa_node, 0);  // the fake has no PCI info
-  // The fake has no event API: health checks report that instead of pretending.
-  auto xid = (*nvml)->WaitXid(std::chrono::milliseconds(0));
-  ASSERT_FALSE(xid.ok());
-  EXPECT_EQ(xid.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(xid.status().message().find("no event API"), std::string::npos);
+  // Xid events: none until the fake's xid-events file gets a line, then that one, once, for
+  // the device it names.
+  TempTree state;
+  setenv("FAKE_GPU_STATE_DIR", state.path().c_str(), 1);
+  auto none = (*nvml)->WaitXid(std::chrono::milliseconds(0));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+  std::ofstream(state.path() + "/xid-events") << "1 79\n";
+  auto xid = (*nvml)->WaitXid(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(xid.ok()) << xid.status().ToString();
+  ASSERT_TRUE(xid->has_value());
+  EXPECT_EQ((*xid)->xid, 79u);
+  EXPECT_EQ((*xid)->uuid, "GPU-66666666-7777-8888-9999-000000000000");
+  auto again = (*nvml)->WaitXid(std::chrono::milliseconds(0));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+  unsetenv("FAKE_GPU_STATE_DIR");
 }
 
 TEST(Nvml, MissingLibraryIsAClearError) {
