@@ -247,6 +247,14 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                         "whole, exclusive cards (nvidia.com/gpucores: 100 and the whole memory)");
       }
     }
+    // HAMi sets the configured runtime class on GPU pods that name none (in DRA mode too).
+    if (!config.runtime_class_name.empty() &&
+        (spec == nullptr || !spec->contains("runtimeClassName") ||
+         spec->at("runtimeClassName").is_null())) {
+      patch.push_back({{"op", "add"},
+                       {"path", "/spec/runtimeClassName"},
+                       {"value", config.runtime_class_name}});
+    }
     if (config.dra_mode) return AdmitCreateDra(req, config, std::move(patch), std::move(warnings));
     if (!allowed_other && scheduler != config.scheduler_name) {
       patch.push_back(
@@ -308,6 +316,28 @@ const std::vector<std::string>& DevicePluginAnnotations() {
   static const std::vector<std::string> kKeys(core::kDevicePluginPodAnnotations.begin(),
                                               core::kDevicePluginPodAnnotations.end());
   return kKeys;
+}
+
+Status ValidRuntimeClassName(const std::string& name, const std::string& field) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument(field + " \"" + name.substr(0, 300) +
+                           "\" is not a RuntimeClass name: " + why);
+  };
+  if (name.empty() || name.size() > 253) return bad("it must be 1 to 253 characters");
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    std::string label = name.substr(start, dot - start);
+    auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+    if (label.empty() || !alnum(label.front()) || !alnum(label.back()))
+      return bad("each dot-separated part must start and end with [a-z0-9]");
+    for (char c : label) {
+      if (!alnum(c) && c != '-') return bad("only [a-z0-9.-] are allowed");
+    }
+    start = dot + 1;
+  }
+  return Status();
 }
 
 Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
@@ -385,6 +415,14 @@ json Admit(const AdmissionRequest& request, const WebhookConfig& config) {
     return AdmitUpdate(request, config);
   }
   return Response(request, true);
+}
+
+void ApplyDeviceConfig(const deviceplugin::DeviceConfig& device_config, WebhookConfig* config) {
+  config->names = device_config.resources;
+  if (device_config.overwrite_env) config->overwrite_env = *device_config.overwrite_env;
+  if (!device_config.runtime_class_name.empty()) {
+    config->runtime_class_name = device_config.runtime_class_name;
+  }
 }
 
 std::string ClaimTemplatePath(const std::string& ns, const std::string& name) {

@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "core/request.h"
+#include "deviceplugin/config.h"
 
 namespace fracgpu::k8s {
 class Client;
@@ -54,10 +55,28 @@ struct WebhookConfig {
   /// NVIDIA runtime mounts it no GPU (a pod with no GPU request and `all` gets none). Pods with
   /// the opt-out label hami.io/webhook=ignore (fracgpu's own DaemonSets) are left alone.
   bool overwrite_env = true;
+  /// HAMi's `runtimeClassName` (device config `nvidia.runtimeClassName`, chart value
+  /// `devicePlugin.runtimeClassName`; pkg/device/nvidia/device.go MutateAdmission): when not
+  /// empty, every created pod with a GPU request that sets no spec.runtimeClassName gets this
+  /// one (a pod's own value is kept). For clusters whose NVIDIA runtime is not the default
+  /// (k3s, the GPU Operator): the kubelet then runs the pod with that RuntimeClass's handler.
+  /// Must be a DNS-1123 subdomain (RuntimeClass names are); ValidRuntimeClassName checks it.
+  std::string runtime_class_name;
   /// Creates one ResourceClaimTemplate object; OK when created or when one with the same
   /// content exists. Required in DRA mode (a GPU pod is denied without it).
   std::function<Status(const nlohmann::json& claim_template)> create_claim_template;
 };
+
+/// OK when `name` is a valid RuntimeClass name (a DNS-1123 subdomain: at most 253 characters of
+/// [a-z0-9.-], each dot-separated label starting and ending with [a-z0-9]). Errors:
+/// kInvalidArgument naming `field` and the value.
+Status ValidRuntimeClassName(const std::string& name, const std::string& field);
+
+/// Applies the cluster device config (`fracgpu scheduler --device-config-file`, the file the
+/// device plugin reads) to the webhook: resource names and request defaults (defaultMemory,
+/// defaultCores, defaultGPUNum, memoryFactor) always, overwriteEnv and runtimeClassName when
+/// the file sets them.
+void ApplyDeviceConfig(const deviceplugin::DeviceConfig& device_config, WebhookConfig* config);
 
 /// A decoded AdmissionReview request (the fields the webhook reads).
 struct AdmissionRequest {
