@@ -63,7 +63,66 @@ Status WriteFileAtomically(const fs::path& path, const std::string& content, fs:
   return Status::Ok();
 }
 
+// The CDI annotation key of one container's response (CDI pkg/cdi/annotations.go AnnotationKey:
+// "cdi.k8s.io/" + plugin + "_" + device ID, the name part at most 63 characters: 22 + 36 + 1 + a
+// few digits here).
+std::string CdiAnnotationKey(const std::string& pod_uid, size_t container_index) {
+  return "cdi.k8s.io/fracgpu-device-plugin_" + pod_uid + "-" + std::to_string(container_index);
+}
+
+bool CdiNamePart(const std::string& s) {
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  auto alnum = [&](char c) { return letter(c) || (c >= '0' && c <= '9'); };
+  if (s.empty() || !letter(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [&](char c) { return alnum(c) || c == '_' || c == '-' || c == '.'; });
+}
+
 }  // namespace
+
+Result<DeviceListStrategy> ParseDeviceListStrategy(const std::string& strategies,
+                                                   const std::string& cdi_kind,
+                                                   const std::string& cdi_device_name) {
+  DeviceListStrategy out;
+  out.envvar = false;
+  std::set<std::string> seen;
+  size_t start = 0;
+  while (start <= strategies.size()) {
+    size_t comma = strategies.find(',', start);
+    if (comma == std::string::npos) comma = strategies.size();
+    std::string one = strategies.substr(start, comma - start);
+    start = comma + 1;
+    if (!seen.insert(one).second) {
+      return InvalidArgument("--device-list-strategy \"" + strategies + "\" names \"" + one +
+                             "\" twice");
+    }
+    if (one == "envvar") {
+      out.envvar = true;
+    } else if (one == "cdi-annotations") {
+      out.cdi_annotations = true;
+    } else if (one == "cdi-cri") {
+      out.cdi_cri = true;
+    } else {
+      return InvalidArgument("--device-list-strategy \"" + strategies.substr(0, 200) + "\": \"" +
+                             one.substr(0, 100) +
+                             "\" is not one of envvar, cdi-annotations, cdi-cri");
+    }
+  }
+  size_t slash = cdi_kind.find('/');
+  if (cdi_kind.size() > 253 || slash == std::string::npos ||
+      !CdiNamePart(cdi_kind.substr(0, slash)) || !CdiNamePart(cdi_kind.substr(slash + 1))) {
+    return InvalidArgument("--cdi-kind \"" + cdi_kind.substr(0, 300) +
+                           "\" is not a CDI kind \"<vendor>/<class>\" (each starting with a "
+                           "letter, ending with a letter or digit, of [A-Za-z0-9_.-])");
+  }
+  if (cdi_device_name != "uuid" && cdi_device_name != "index") {
+    return InvalidArgument("--cdi-device-name-strategy \"" + cdi_device_name.substr(0, 100) +
+                           "\" is not uuid or index");
+  }
+  out.cdi_kind = cdi_kind;
+  out.cdi_device_name = cdi_device_name;
+  return out;
+}
 
 Result<std::pair<std::string, std::string>> LockedPod(const std::string& value) {
   Result<core::NodeLock> lock = core::DecodeNodeLock(value);
@@ -313,6 +372,19 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
   a.container = container;
   a.uuids = uuids;
   a.envs[api::kEnvVisibleDevices] = Join(uuids, ",");
+  if (options_.device_list.Cdi()) {
+    for (const auto& g : grants) {
+      auto it = std::find_if(devices.begin(), devices.end(),
+                             [&](const core::DeviceInfo& d) { return d.uuid == g.uuid; });
+      a.cdi_devices.push_back(
+          options_.device_list.cdi_kind + "=" +
+          (options_.device_list.cdi_device_name == "index" ? std::to_string(it->index) : g.uuid));
+    }
+    if (options_.device_list.cdi_annotations) {
+      a.annotations[CdiAnnotationKey(f.uid, index)] = Join(a.cdi_devices, ",");
+    }
+    if (!options_.device_list.cdi_cri) a.cdi_devices.clear();
+  }
   for (size_t i = 0; i < grants.size(); ++i) {
     a.envs[std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i)] =
         std::to_string(grants[i].mem_mib) + "m";
@@ -352,6 +424,11 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
       WriteFileAtomically(limits, LimitsFileContent(a.envs),
                           fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
 
+  // Without the envvar strategy the GPUs travel by CDI only; the variable still carries the
+  // GPUs in the limits file (libvgpu.so reads them there), and in the environment it becomes
+  // "void" (the NVIDIA Container Toolkit: no device injection by variable), so that an image's
+  // own NVIDIA_VISIBLE_DEVICES=all cannot make the NVIDIA runtime add every GPU of the node.
+  if (!options_.device_list.envvar) a.envs[api::kEnvVisibleDevices] = "void";
   a.mounts.push_back({lib.string(), lib.string(), true});
   if (!disable_control) a.mounts.push_back({api::kPreloadPath, api::HostPreloadFile(hook), true});
   a.mounts.push_back({api::HostVgpuDir(hook), region.string(), false});

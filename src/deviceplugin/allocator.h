@@ -26,6 +26,40 @@ using SignatureVerifier =
     std::function<Status(const std::string& pod_uid, const std::string& node,
                          const std::string& allocated, const std::string& signature)>;
 
+/// How a container's GPUs are named to the container runtime: NVIDIA k8s-device-plugin's
+/// `--device-list-strategy` values (any non-empty combination). `envvar`: NVIDIA_VISIBLE_DEVICES
+/// (the NVIDIA runtime, legacy mode, reads it); `cdi-annotations`: the Allocate response's
+/// annotation `cdi.k8s.io/fracgpu-device-plugin_<pod UID>-<container index>` (the CDI
+/// annotation format of tags.cncf.io/container-device-interface pkg/cdi/annotations.go), which
+/// the kubelet passes on as a container annotation; `cdi-cri`: the response's `cdi_devices`
+/// (device plugin API v1beta1 ContainerAllocateResponse.CDIDevices, kubelet feature
+/// DevicePluginCDIDevices, GA in 1.31), which the kubelet passes as
+/// CreateContainerRequest.config.CDI_devices. The CDI names resolve through the CDI spec on the
+/// node that declares DeviceListStrategy::cdi_kind (docs/device-plugin.md "CDI").
+struct DeviceListStrategy {
+  bool envvar = true;
+  bool cdi_annotations = false;
+  bool cdi_cri = false;
+  /// The CDI kind "<vendor>/<class>" GPUs are named under: "nvidia.com/gpu", the kind
+  /// `nvidia-ctk cdi generate` (the NVIDIA Container Toolkit, also run by the GPU Operator)
+  /// writes to /var/run/cdi/nvidia.yaml.
+  std::string cdi_kind = "nvidia.com/gpu";
+  /// How a GPU is named within the kind: "uuid" (GPU-…) or "index" (the NVML index); the
+  /// spec must declare that name (`nvidia-ctk cdi generate --device-name-strategy`).
+  std::string cdi_device_name = "uuid";
+
+  bool Cdi() const { return cdi_annotations || cdi_cri; }
+};
+
+/// Parses `--device-list-strategy` (comma-separated: envvar, cdi-annotations, cdi-cri; at
+/// least one, no repeats), `--cdi-kind` ("<vendor>/<class>", each starting with a letter,
+/// ending with a letter or digit, of [A-Za-z0-9_.-]: the CDI reference library's
+/// pkg/parser ValidateVendorName/ValidateClassName) and `--cdi-device-name-strategy` ("uuid" or
+/// "index"). Errors: kInvalidArgument naming the flag and the value.
+Result<DeviceListStrategy> ParseDeviceListStrategy(const std::string& strategies,
+                                                   const std::string& cdi_kind,
+                                                   const std::string& cdi_device_name);
+
 /// Settings of the Allocate logic.
 struct AllocatorOptions {
   std::string node_name;
@@ -41,6 +75,8 @@ struct AllocatorOptions {
   bool allow_unsigned = false;
   SignatureVerifier verify_signature;
   DeviceConfig config;
+  /// How the GPUs reach the container runtime (envvar and/or CDI).
+  DeviceListStrategy device_list;
   /// Attempts of each write to the API server that fails with kUnavailable (with backoff).
   int write_attempts = 5;
   std::chrono::milliseconds retry_delay{200};  ///< first backoff delay; doubles each attempt
@@ -61,6 +97,11 @@ struct ContainerAllocation {
   std::vector<std::string> uuids;
   std::map<std::string, std::string> envs;
   std::vector<MountSpec> mounts;
+  /// Fully qualified CDI device names ("nvidia.com/gpu=GPU-…") for the response's cdi_devices
+  /// (DeviceListStrategy::cdi_cri), one per GPU in the order of `uuids`.
+  std::vector<std::string> cdi_devices;
+  /// The response's annotations (DeviceListStrategy::cdi_annotations).
+  std::map<std::string, std::string> annotations;
 };
 
 /// One container of a GetPreferredAllocation request (docs/design/wire-apis.md §1.3).

@@ -39,6 +39,9 @@ struct Flags {
   std::string kubeconfig;
   std::string nvml_library = "libnvidia-ml.so.1";
   int register_interval_s = 30;
+  std::string device_list_strategy = "envvar";
+  std::string cdi_kind = "nvidia.com/gpu";
+  std::string cdi_device_name = "uuid";
 };
 
 std::string Env(const char* name) {
@@ -109,6 +112,13 @@ int Run(const Flags& f) {
   aopt.hook_path = f.hook_path;
   aopt.allow_unsigned = f.allow_unsigned;
   aopt.config = *config;
+  auto device_list =
+      deviceplugin::ParseDeviceListStrategy(f.device_list_strategy, f.cdi_kind, f.cdi_device_name);
+  if (!device_list.ok()) {
+    spdlog::error("{}", device_list.status().message());
+    return 2;
+  }
+  aopt.device_list = *device_list;
   if (!key.empty()) {
     aopt.verify_signature = [key](const std::string& uid, const std::string& node,
                                   const std::string& allocated, const std::string& signature) {
@@ -202,6 +212,17 @@ void RegisterDevicePluginCommand(CLI::App& app) {
   cmd->add_option("--register-interval", flags->register_interval_s,
                   "seconds between node registrations")
       ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--device-list-strategy", flags->device_list_strategy,
+                  "how GPUs reach the container runtime, comma-separated: envvar "
+                  "(NVIDIA_VISIBLE_DEVICES), cdi-annotations, cdi-cri (NVIDIA k8s-device-plugin's "
+                  "values; docs/device-plugin.md \"CDI\")")
+      ->capture_default_str();
+  cmd->add_option("--cdi-kind", flags->cdi_kind,
+                  "CDI kind the GPUs are named under (the spec nvidia-ctk cdi generate writes)")
+      ->capture_default_str();
+  cmd->add_option("--cdi-device-name-strategy", flags->cdi_device_name,
+                  "CDI device name of a GPU within --cdi-kind: uuid or index")
       ->capture_default_str();
   cmd->callback([flags] {
     int rc = Run(*flags);

@@ -116,6 +116,8 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
         mount->set_host_path(m.host_path);
         mount->set_read_only(m.read_only);
       }
+      for (const auto& name : a.cdi_devices) c->add_cdi_devices()->set_name(name);
+      for (const auto& [k, v] : a.annotations) (*c->mutable_annotations())[k] = v;
     }
     return grpc::Status::OK;
   }

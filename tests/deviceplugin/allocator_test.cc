@@ -114,6 +114,94 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   EXPECT_EQ(Lock(), "<absent>");
 }
 
+// CDI device injection (issue 34 item 2), as NVIDIA's --device-list-strategy: cdi-cri names each
+// granted GPU in cdi_devices (allocation order), cdi-annotations in one cdi.k8s.io/ annotation;
+// without envvar the environment says "void" while the limits file keeps the GPUs.
+TEST_F(AllocatorTest, CdiStrategiesNameTheGrantedGpusInOrder) {
+  const std::string alloc = std::string(kUuidB) + ",NVIDIA,4000,25:" + kUuidA + ",NVIDIA,5000,40:;";
+  const std::string cdi_b = std::string("nvidia.com/gpu=") + kUuidB;
+  const std::string cdi_a = std::string("nvidia.com/gpu=") + kUuidA;
+  int n = 0;
+  struct Case {
+    const char* strategy;
+    std::vector<std::string> cri;
+    std::map<std::string, std::string> annotations;
+    std::string env;
+  };
+  const std::string both = std::string(kUuidB) + "," + kUuidA;
+  for (const Case& c : std::vector<Case>{
+           {"envvar", {}, {}, both},
+           {"cdi-cri", {cdi_b, cdi_a}, {}, "void"},
+           {"cdi-annotations",
+            {},
+            {{"cdi.k8s.io/fracgpu-device-plugin_uid-pair2-0", cdi_b + "," + cdi_a}},
+            "void"},
+           {"envvar,cdi-cri,cdi-annotations",
+            {cdi_b, cdi_a},
+            {{"cdi.k8s.io/fracgpu-device-plugin_uid-pair3-0", cdi_b + "," + cdi_a}},
+            both},
+       }) {
+    SCOPED_TRACE(c.strategy);
+    const std::string pod = "pair" + std::to_string(n++);
+    cluster_.PutNode(MakeNode("ml", pod));
+    cluster_.PutPod(MakePod(pod, {{"main", false, 2}}, alloc));
+    AllocatorOptions o;
+    auto strategy = ParseDeviceListStrategy(c.strategy, "nvidia.com/gpu", "uuid");
+    ASSERT_TRUE(strategy.ok()) << strategy.status().ToString();
+    o.device_list = *strategy;
+    auto r = Make(o).Allocate({{std::string(kUuidA) + "-0", std::string(kUuidB) + "-0"}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)[0].cdi_devices, c.cri);
+    EXPECT_EQ((*r)[0].annotations, c.annotations);
+    EXPECT_EQ((*r)[0].envs.at("NVIDIA_VISIBLE_DEVICES"), c.env);
+    const std::string limits = hook_ + "/vgpu/limits/uid-" + pod + "_main.env";
+    EXPECT_NE(test_support::ReadWholeFile(limits).find("NVIDIA_VISIBLE_DEVICES=" + both + "\n"),
+              std::string::npos);
+  }
+}
+
+TEST_F(AllocatorTest, CdiIndexNamesAndOtherKinds) {
+  cluster_.PutNode(MakeNode("ml", "train"));
+  cluster_.PutPod(
+      MakePod("train", {{"main", false, 1}}, std::string(kUuidB) + ",NVIDIA,3000,30:;"));
+  AllocatorOptions o;
+  auto strategy = ParseDeviceListStrategy("cdi-cri", "k8s.device-plugin.nvidia.com/gpu", "index");
+  ASSERT_TRUE(strategy.ok()) << strategy.status().ToString();
+  o.device_list = *strategy;
+  auto r = Make(o).Allocate({{std::string(kUuidB) + "-0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].cdi_devices, std::vector<std::string>{"k8s.device-plugin.nvidia.com/gpu=1"});
+}
+
+TEST(DeviceListStrategyTest, FlagsAreCheckedAndNamed) {
+  auto def = ParseDeviceListStrategy("envvar", "nvidia.com/gpu", "uuid");
+  ASSERT_TRUE(def.ok());
+  EXPECT_TRUE(def->envvar);
+  EXPECT_FALSE(def->Cdi());
+  struct Bad {
+    const char* strategy;
+    const char* kind;
+    const char* name;
+    const char* flag;
+  };
+  for (const Bad& b :
+       std::vector<Bad>{{"", "nvidia.com/gpu", "uuid", "--device-list-strategy"},
+                        {"cdi", "nvidia.com/gpu", "uuid", "--device-list-strategy"},
+                        {"envvar,envvar", "nvidia.com/gpu", "uuid", "--device-list-strategy"},
+                        {"cdi-cri,", "nvidia.com/gpu", "uuid", "--device-list-strategy"},
+                        {"cdi-cri", "nvidia.com", "uuid", "--cdi-kind"},
+                        {"cdi-cri", "/gpu", "uuid", "--cdi-kind"},
+                        {"cdi-cri", "nvidia.com/gpu=x", "uuid", "--cdi-kind"},
+                        {"cdi-cri", "1nvidia.com/gpu", "uuid", "--cdi-kind"},
+                        {"cdi-cri", "nvidia.com/gpu-", "uuid", "--cdi-kind"},
+                        {"cdi-cri", "nvidia.com/gpu", "name", "--cdi-device-name-strategy"}}) {
+    auto r = ParseDeviceListStrategy(b.strategy, b.kind, b.name);
+    ASSERT_FALSE(r.ok()) << b.strategy << " " << b.kind << " " << b.name;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(b.flag), std::string::npos) << r.status().message();
+  }
+}
+
 TEST_F(AllocatorTest, SeveralContainersAreServedInOrderAndTheLockHeldUntilTheLast) {
   std::string alloc = std::string(kUuidA) + ",NVIDIA,1000,10:;" + kUuidB + ",NVIDIA,2000,20:;";
   cluster_.PutNode(MakeNode("ml", "multi"));

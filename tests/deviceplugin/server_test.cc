@@ -199,6 +199,34 @@ TEST_F(ServerTest, AllocateAndPreferredAllocationOverGrpc) {
   EXPECT_EQ(st.error_message(), "no pod being bound on node node-a");
 }
 
+// CDI over the wire (issue 34 item 2): the response's cdi_devices and annotations fields carry
+// what the allocator names (device plugin API v1beta1 ContainerAllocateResponse fields 4 and 5).
+TEST_F(ServerTest, AllocateCarriesCdiDevicesAndAnnotations) {
+  AllocatorOptions a = allocator_->options();
+  auto strategy = ParseDeviceListStrategy("cdi-cri,cdi-annotations", "nvidia.com/gpu", "uuid");
+  ASSERT_TRUE(strategy.ok());
+  a.device_list = *strategy;
+  allocator_ =
+      std::make_unique<Allocator>(a, &cluster_, &clock_, [this] { return state_.Devices(); });
+  ASSERT_TRUE(kubelet_.Start());
+  StartPlugin();
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(1, kWait));
+  cluster_.PutNode(MakeNode("ml", "train"));
+  cluster_.PutPod(
+      MakePod("train", {{"main", false, 1}}, std::string(kUuidB) + ",NVIDIA,3000,30:;"));
+  v1beta1::AllocateResponse response;
+  grpc::Status st = kubelet_.Allocate({{std::string(kUuidB) + "-0"}}, &response);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(response.container_responses_size(), 1);
+  const auto& r = response.container_responses(0);
+  const std::string name = std::string("nvidia.com/gpu=") + kUuidB;
+  ASSERT_EQ(r.cdi_devices_size(), 1);
+  EXPECT_EQ(r.cdi_devices(0).name(), name);
+  ASSERT_EQ(r.annotations_size(), 1);
+  EXPECT_EQ(r.annotations().at("cdi.k8s.io/fracgpu-device-plugin_uid-train-0"), name);
+  EXPECT_EQ(r.envs().at("NVIDIA_VISIBLE_DEVICES"), "void");
+}
+
 TEST_F(ServerTest, StopEndsStreamsAndRemovesTheSocket) {
   ASSERT_TRUE(kubelet_.Start());
   StartPlugin();
