@@ -33,7 +33,9 @@ LAYERS = {
     # front ends
     "cli": {"base", "core"},
     # services and tools
-    "scheduler": {"base", "core", "k8s", "http", "metrics"},
+    # scheduler reads deviceplugin/config.h only (the one device config every component
+    # parses; its own library, fracgpu_device_config, without the kubelet side)
+    "scheduler": {"base", "core", "deviceplugin", "k8s", "http", "metrics"},
     "deviceplugin": {"api", "base", "core", "k8s", "kubelet", "nvml"},
     "dra": {"api", "base", "core", "deviceplugin", "k8s", "nvml"},
     "monitor": {"base", "api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},

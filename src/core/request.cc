@@ -3,6 +3,7 @@
 
 #include "core/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -326,13 +327,26 @@ class PodParser {
       return InvalidArgument(label + ": " + names_.gpu + " is 0 (no GPU) but " + first_name +
                              " is " + Describe(*first) + "; remove one of them");
     }
-    // gpumem, gpumem-percentage or gpucores without nvidia.com/gpu → one GPU.
-    req.num_gpus = static_cast<int32_t>(gpu ? *gpu : (slice_given ? 1 : 0));
+    // gpumem, gpumem-percentage or gpucores without nvidia.com/gpu → defaultGPUNum GPUs (1).
+    const RequestDefaults& defaults = names_.defaults;
+    req.num_gpus = static_cast<int32_t>(
+        gpu ? *gpu : (slice_given ? std::max(defaults.default_gpu_num, 1) : 0));
     if (prio) req.priority = static_cast<int32_t>(*prio);
 
     if (req.UsesGpu()) {
+      // HAMi's defaultExclusiveCoreIfNeeded: no memory key, or percentage 100, asks for the
+      // whole card's memory; decided on the keys given, before defaultMemory applies.
+      const bool whole_memory_asked = !mem && (!pct || *pct == 100);
       if (mem) {
-        req.mem_mib = *mem;
+        // memoryFactor: gpumem is counted in units of memoryFactor MiB (HAMi v2.10
+        // GenerateResourceRequests; it refuses a product past int32, so does this).
+        const int64_t factor = std::max<int64_t>(defaults.memory_factor, 1);
+        if (*mem > kInt32Max / factor) {
+          return InvalidArgument(label + ": " + names_.gpumem + " " + Describe(*mem_v) +
+                                 " × memoryFactor " + std::to_string(factor) +
+                                 " MiB exceeds 2147483647 MiB");
+        }
+        req.mem_mib = *mem * factor;
         if (pct) {
           out_.warnings.push_back(label + ": both " + names_.gpumem + " and " +
                                   names_.gpumem_percentage + " are set; " + names_.gpumem + " (" +
@@ -340,7 +354,9 @@ class PodParser {
         }
       } else if (pct && *pct > 0) {
         req.mem_percent = static_cast<int32_t>(*pct);
-      }  // neither, or percentage 0: mem_percent stays 100, the whole card
+      } else if (!pct && defaults.default_memory_mib > 0) {
+        req.mem_mib = defaults.default_memory_mib;  // defaultMemory: neither key given
+      }  // else (percentage 0, or no defaultMemory): mem_percent stays 100, the whole card
       if (cores) {
         req.cores_percent = static_cast<int32_t>(*cores);
       } else {
@@ -348,8 +364,8 @@ class PodParser {
         // slice without cores is time-shared with no SM limit. gpumem-percentage 0 is HAMi's
         // "percentage not set": the whole card's memory, but no exclusive cores (HAMi v2.10.0
         // `defaultExclusiveCoreIfNeeded` adds cores 100 only for percentage 100 or no memory).
-        const bool pct_zero = pct && *pct == 0 && !mem;
-        req.cores_percent = (req.mem_mib == 0 && req.mem_percent == 100 && !pct_zero) ? 100 : 0;
+        // Otherwise defaultCores (HAMi's GenerateResourceRequests).
+        req.cores_percent = whole_memory_asked ? 100 : std::clamp(defaults.default_cores, 0, 100);
       }
     } else if (prio) {
       out_.warnings.push_back(label + ": " + names_.priority + " has no effect without a GPU (" +

@@ -14,14 +14,38 @@
 
 namespace fracgpu::core {
 
-/// Extended-resource names (configurable per cluster; these are HAMi's defaults,
-/// docs/design/CONTRACT.md §1).
+/// The cluster's per-container request defaults, from the `nvidia:` section of the device
+/// config (HAMi v2.10 `NvidiaConfig`, applied as `pkg/device/nvidia/device.go`
+/// GenerateResourceRequests and mutateContainerResource apply them). The built-in values are
+/// HAMi's chart defaults; every component (webhook, extender, device plugin, DRA driver) reads
+/// the same file so they agree.
+struct RequestDefaults {
+  /// defaultMemory: MiB per GPU for a GPU container that gives neither gpumem nor
+  /// gpumem-percentage (0 = the whole card). Cores are still 100 for such a container unless
+  /// it sets gpucores (HAMi's defaultExclusiveCoreIfNeeded looks at the keys given).
+  int64_t default_memory_mib = 0;
+  /// defaultCores: SM share, percent 0..100, for a GPU container without gpucores that asks for
+  /// part of a card's memory (a whole-memory container gets 100, as in HAMi).
+  int32_t default_cores = 0;
+  /// defaultGPUNum: GPUs given to a container that sets gpumem, gpumem-percentage or gpucores
+  /// but no GPU count, ≥ 1.
+  int32_t default_gpu_num = 1;
+  /// memoryFactor: the unit of gpumem in MiB (gpumem × memoryFactor = MiB per GPU), ≥ 1.
+  int64_t memory_factor = 1;
+
+  bool operator==(const RequestDefaults&) const = default;
+};
+
+/// How a container's resources are read: the extended-resource names (configurable per
+/// cluster; these are HAMi's defaults, docs/design/CONTRACT.md §1) and the cluster's request
+/// defaults (RequestDefaults: defaultMemory, defaultCores, defaultGPUNum, memoryFactor).
 struct ResourceNames {
   std::string gpu = "nvidia.com/gpu";        ///< count of distinct physical GPUs
-  std::string gpumem = "nvidia.com/gpumem";  ///< MiB per GPU
+  std::string gpumem = "nvidia.com/gpumem";  ///< gpumem units (MiB × memoryFactor) per GPU
   std::string gpumem_percentage = "nvidia.com/gpumem-percentage";  ///< % of the card's memory
   std::string gpucores = "nvidia.com/gpucores";                    ///< SM share per GPU, %
   std::string priority = "nvidia.com/priority";                    ///< 0 high, 1 low
+  RequestDefaults defaults;  ///< the device config's request defaults
 };
 
 /// Pod annotation keys a user may set (docs/design/CONTRACT.md §1; HAMi's names,

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -14,6 +15,13 @@ using nlohmann::json;
 
 constexpr int32_t kMaxSplitCount = 1000;
 constexpr double kMaxScaling = 100.0;
+// defaultMemory: MiB, within the int32 HAMi reads it into.
+constexpr int64_t kMaxDefaultMemoryMib = 2147483647;
+// defaultGPUNum: a node has at most 16 GPUs (docs/design/CONTRACT.md); 0 (HAMi: slice-only
+// containers get no GPU) is refused rather than quietly dropping their slices.
+constexpr int64_t kMaxDefaultGpuNum = 16;
+// memoryFactor: HAMi's int32; 1 Mi MiB (1 TiB per unit) is far past any card.
+constexpr int64_t kMaxMemoryFactor = int64_t{1} << 20;
 
 // Quotes a value for an error message, cut to 64 characters. (Built with append: GCC 12's
 // -Wrestrict misfires on `"\"" + s + "\""`.)
@@ -99,10 +107,52 @@ Result<std::string> CorePolicy(const std::string& value, const std::string& fiel
   return lower;
 }
 
+// runtimeClassName: a RuntimeClass object name (a DNS-1123 subdomain, Kubernetes
+// `metadata.name` rules: lower-case alphanumerics, '-' and '.', at most 253 characters,
+// alphanumeric at both ends). "" = not set.
+Result<std::string> RuntimeClassName(const YAML::Node& node, const std::string& key) {
+  if (node.IsNull()) return std::string();
+  auto s = YamlScalar(node, key);
+  if (!s.ok()) return s.status();
+  auto alnum = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'); };
+  bool ok = s->size() <= 253;
+  for (char ch : *s) ok = ok && (alnum(ch) || ch == '-' || ch == '.');
+  if (!s->empty()) ok = ok && alnum(s->front()) && alnum(s->back());
+  // Each dot-separated label also starts and ends with an alphanumeric.
+  for (const char* bad : {"..", ".-", "-."}) ok = ok && s->find(bad) == std::string::npos;
+  if (!ok) {
+    return InvalidArgument("nvidia." + key +
+                           " must be a RuntimeClass name (lower-case DNS-1123 subdomain), got " +
+                           Shown(*s));
+  }
+  return *s;
+}
+
+// The MIG lists: only GPUs in MIG mode read them, and fracgpu runs every GPU in hami-core mode
+// (node overrides refuse operatingmode mig), so they have no effect; their shape is checked.
+Status MigList(const YAML::Node& node, const std::string& key, DeviceConfig* c) {
+  if (!node.IsNull() && !node.IsSequence()) {
+    return InvalidArgument("nvidia." + key + " must be a list");
+  }
+  if (node.IsSequence() && node.size() > 0) {
+    c->notes.push_back("nvidia." + key +
+                       " has no effect: fracgpu runs every GPU in hami-core mode, none in MIG");
+  }
+  return Status::Ok();
+}
+
 Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
   for (const auto& entry : nv) {
     std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
     const YAML::Node& v = entry.second;
+    const auto& known = KnownNvidiaKeys();
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return InvalidArgument(
+          "nvidia." + key.substr(0, 64) +
+          " is not a key fracgpu knows (refused rather than ignored; known: " + list + ")");
+    }
 #define FRACGPU_SET(expr, target)   \
   {                                 \
     auto r = (expr);                \
@@ -126,9 +176,19 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
     else if (key == "deviceCoreScaling")
       FRACGPU_SET(YamlScale(v, key), c->core_scaling)
     else if (key == "defaultMemory")
-      FRACGPU_SET(YamlInt(v, key, 0, int64_t{1} << 40), c->default_memory_mib)
+      FRACGPU_SET(YamlInt(v, key, 0, kMaxDefaultMemoryMib), c->default_memory_mib)
     else if (key == "defaultCores")
       FRACGPU_SET(YamlInt(v, key, 0, 100), c->default_cores)
+    else if (key == "defaultGPUNum")
+      FRACGPU_SET(YamlInt(v, key, 1, kMaxDefaultGpuNum), c->resources.defaults.default_gpu_num)
+    else if (key == "memoryFactor")
+      FRACGPU_SET(YamlInt(v, key, 1, kMaxMemoryFactor), c->resources.defaults.memory_factor)
+    else if (key == "overwriteEnv")
+      FRACGPU_SET(YamlBool(v, key), c->overwrite_env)
+    else if (key == "runtimeClassName")
+      FRACGPU_SET(RuntimeClassName(v, key), c->runtime_class_name)
+    else if (key == "migProfileAllowlist" || key == "knownMigGeometries")
+      FRACGPU_RETURN_IF_ERROR(MigList(v, key, c));
     else if (key == "disableCoreLimit")
       FRACGPU_SET(YamlBool(v, key), c->disable_core_limit)
     else if (key == "enableNumaTopology")
@@ -146,6 +206,8 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
     }
 #undef FRACGPU_SET
   }
+  c->resources.defaults.default_memory_mib = c->default_memory_mib;
+  c->resources.defaults.default_cores = c->default_cores;
   return Status::Ok();
 }
 
@@ -246,15 +308,43 @@ Status ApplyEntry(const json& e, const std::string& where, DeviceConfig* c) {
 
 }  // namespace
 
+const std::vector<std::string>& KnownNvidiaKeys() {
+  static const std::vector<std::string> keys = {
+      "resourceCountName",
+      "resourceMemoryName",
+      "resourceMemoryPercentageName",
+      "resourceCoreName",
+      "resourcePriorityName",
+      "overwriteEnv",
+      "defaultMemory",
+      "defaultCores",
+      "defaultGPUNum",
+      "memoryFactor",
+      "deviceSplitCount",
+      "deviceMemoryScaling",
+      "deviceCoreScaling",
+      "preConfiguredDeviceMemory",
+      "libCudaLogLevel",
+      "enableNumaTopology",
+      "disableCoreLimit",
+      "gpuCorePolicy",
+      "runtimeClassName",
+      "migProfileAllowlist",
+      "knownMigGeometries",
+  };
+  return keys;
+}
+
 bool DeviceConfig::operator==(const DeviceConfig& o) const {
   auto names = [](const core::ResourceNames& r) {
-    return std::tie(r.gpu, r.gpumem, r.gpumem_percentage, r.gpucores, r.priority);
+    return std::tie(r.gpu, r.gpumem, r.gpumem_percentage, r.gpucores, r.priority, r.defaults);
   };
   auto rest = [](const DeviceConfig& c) {
     return std::tie(c.split_count, c.memory_scaling, c.core_scaling, c.default_memory_mib,
-                    c.default_cores, c.disable_core_limit, c.core_policy, c.libcuda_log_level,
-                    c.enable_numa_topology, c.preconfigured_memory_mib, c.preferred_allocation,
-                    c.filter_uuids, c.filter_indices);
+                    c.default_cores, c.overwrite_env, c.runtime_class_name, c.disable_core_limit,
+                    c.core_policy, c.libcuda_log_level, c.enable_numa_topology,
+                    c.preconfigured_memory_mib, c.preferred_allocation, c.filter_uuids,
+                    c.filter_indices);
   };
   return names(resources) == names(o.resources) && rest(*this) == rest(o);
 }

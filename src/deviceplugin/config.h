@@ -5,6 +5,7 @@
 // parsed in one place, validated, fuzzed (tests/fuzz/deviceplugin_config_fuzz.cc).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,14 +14,23 @@
 
 namespace fracgpu::deviceplugin {
 
-/// Everything the device plugin reads from configuration files.
+/// Everything the device plugin, the DRA driver, the webhook and the scheduler read from the
+/// cluster device config and the per-node overrides.
 struct DeviceConfig {
-  core::ResourceNames resources;    ///< resourceCountName, resourceMemoryName, …
-  int32_t split_count = 10;         ///< deviceSplitCount: slices per GPU, 1..1000
-  double memory_scaling = 1.0;      ///< deviceMemoryScaling (> 0; > 1 oversubscribes)
-  double core_scaling = 1.0;        ///< deviceCoreScaling (> 0)
-  int64_t default_memory_mib = 0;   ///< defaultMemory, MiB (0 = whole card; read by the scheduler)
-  int32_t default_cores = 0;        ///< defaultCores, percent 0..100
+  /// resourceCountName, resourceMemoryName, …, and the request defaults every component applies
+  /// (resources.defaults: defaultMemory, defaultCores, defaultGPUNum, memoryFactor).
+  core::ResourceNames resources;
+  int32_t split_count = 10;     ///< deviceSplitCount: slices per GPU, 1..1000
+  double memory_scaling = 1.0;  ///< deviceMemoryScaling (> 0; > 1 oversubscribes)
+  double core_scaling = 1.0;    ///< deviceCoreScaling (> 0)
+  /// defaultMemory, MiB (0 = whole card); the same value as resources.defaults.
+  int64_t default_memory_mib = 0;
+  int32_t default_cores = 0;  ///< defaultCores, percent 0..100 (= resources.defaults)
+  /// overwriteEnv: NVIDIA_VISIBLE_DEVICES=none for containers without a GPU (webhook);
+  /// nullopt = not in the file (the webhook's own default, on).
+  std::optional<bool> overwrite_env;
+  /// runtimeClassName: set on GPU pods that name none ("" = leave pods alone).
+  std::string runtime_class_name;
   bool disable_core_limit = false;  ///< disableCoreLimit → GPU_CORE_UTILIZATION_POLICY=disable
   /// gpuCorePolicy (HAMi's `devices.nvidia.gpuCorePolicy`): "default", "force" or "disable",
   /// stored lower case. Not "default": every container gets GPU_CORE_UTILIZATION_POLICY=<it>,
@@ -33,15 +43,25 @@ struct DeviceConfig {
   bool preferred_allocation = true;  ///< enablegetpreferredallocation (per node)
   std::vector<std::string> filter_uuids;  ///< filterdevices.uuid: GPUs left out
   std::vector<uint32_t> filter_indices;   ///< filterdevices.index: GPUs left out
+  /// Keys accepted without an effect here, each with the reason (e.g. the MIG lists: no GPU
+  /// runs in MIG mode under fracgpu); the commands log them at start. Not compared by ==.
+  std::vector<std::string> notes;
 
   /// Field-wise equality (core::ResourceNames has no operator==, so not defaulted).
   bool operator==(const DeviceConfig& other) const;
 };
 
-/// Parses the cluster device config YAML; keys absent keep DeviceConfig's defaults, other
-/// vendors' sections and unknown keys are ignored. Errors: kInvalidArgument naming the key
-/// and the value (e.g. `nvidia.deviceSplitCount must be an integer 1..1000, got "0"`).
+/// Parses the cluster device config YAML (HAMi v2.10's `hami-scheduler-device` ConfigMap
+/// format); keys absent keep DeviceConfig's defaults, other vendors' sections are ignored.
+/// Every key of the `nvidia:` section must be one of KnownNvidiaKeys(). Errors:
+/// kInvalidArgument naming the key and the value (e.g. `nvidia.deviceSplitCount must be an
+/// integer 1..1000, got "0"`, `nvidia.migStrategy is not a key fracgpu knows …`).
 Result<DeviceConfig> ParseDeviceConfigYaml(const std::string& text);
+
+/// The keys of the `nvidia:` section ParseDeviceConfigYaml accepts, in HAMi's spelling
+/// (docs/hami-migration.md "Device config" lists each with its effect; a test checks the two
+/// agree). Any other key is refused.
+const std::vector<std::string>& KnownNvidiaKeys();
 
 /// Applies the entry of the per-node overrides JSON whose `name` is `node_name` to `base` and
 /// returns the result; `base` unchanged when no entry names the node. Errors: kInvalidArgument

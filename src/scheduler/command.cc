@@ -34,6 +34,7 @@ struct Flags {
   bool dra_mode = false;
   bool hami_metrics = true;
   bool legacy_metrics = false;
+  std::string device_config_file;
 };
 
 int Run(const Flags& f) {
@@ -77,6 +78,23 @@ int Run(const Flags& f) {
   o.webhook.scheduler_user = f.scheduler_user;
   o.webhook.device_plugin_user = f.device_plugin_user;
   o.webhook.dra_mode = f.dra_mode;
+  // The cluster device config the device plugin and the DRA driver read (HAMi's
+  // `hami-scheduler-device` ConfigMap): resource names and request defaults for the webhook and
+  // the extender alike (SchedulerService copies webhook.names to the extender).
+  if (!f.device_config_file.empty()) {
+    auto text = base::ReadFile(f.device_config_file, size_t{16} << 20);
+    if (!text.ok()) {
+      spdlog::error("cannot read --device-config-file: {}", text.status().message());
+      return 2;
+    }
+    auto config = deviceplugin::ParseDeviceConfigYaml(*text);
+    if (!config.ok()) {
+      spdlog::error("{}: {}", f.device_config_file, config.status().message());
+      return 2;
+    }
+    for (const auto& note : config->notes) spdlog::warn("{}: {}", f.device_config_file, note);
+    scheduler::ApplyDeviceConfig(*config, &o.webhook);
+  }
   auto np = core::ParseNodePolicy(f.node_policy);
   auto gp = core::ParseGpuPolicy(f.gpu_policy);
   if (!np.ok() || !gp.ok()) {
@@ -207,6 +225,11 @@ void RegisterSchedulerCommand(CLI::App& app) {
                 "(docs/dra.md); kube-scheduler then places the claims");
   cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")
       ->capture_default_str();
+  cmd->add_option("--device-config-file", flags->device_config_file,
+                  "the cluster device config YAML the device plugin reads (HAMi's "
+                  "device-config.yaml, nvidia: section): resource names, defaultMemory, "
+                  "defaultCores, defaultGPUNum, memoryFactor, overwriteEnv (\"\": built-in "
+                  "defaults)");
   cmd->callback([flags] {
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -623,6 +623,65 @@ TEST(ParsePodRequestTest, CustomResourceNames) {
             "container \"train\": example.com/vcores must be an integer 0..100, got \"101\"");
 }
 
+// The device config's request defaults, applied as HAMi v2.10 applies them
+// (pkg/device/nvidia/device.go GenerateResourceRequests, mutateContainerResource,
+// defaultExclusiveCoreIfNeeded); expected values derived by hand from those rules.
+TEST(ParsePodRequestTest, DeviceConfigRequestDefaultsTable) {
+  ResourceNames names;
+  names.defaults.default_memory_mib = 4096;
+  names.defaults.default_cores = 25;
+  names.defaults.default_gpu_num = 2;
+  names.defaults.memory_factor = 1024;
+  const std::vector<GoodCase> cases = {
+      // defaultMemory when neither memory key is given; a bare count is still exclusive
+      // (HAMi decides cores 100 on the keys given, before the memory default).
+      {"bare gpu: defaultMemory, cores 100",
+       Limits({{"nvidia.com/gpu", "1"}}),
+       {1, 4096, 100, 100}},
+      {"cores only: defaultGPUNum, defaultMemory",
+       Limits({{"nvidia.com/gpucores", "30"}}),
+       {2, 4096, 100, 30}},
+      // memoryFactor: gpumem is in units of 1024 MiB; defaultCores for a partial slice.
+      {"gpumem 3 × 1024",
+       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3"}}),
+       {1, 3072, 100, 25}},
+      {"percentage 50: no defaultMemory, defaultCores",
+       Limits({{"nvidia.com/gpumem-percentage", "50"}}),
+       {2, 0, 50, 25}},
+      {"percentage 100: whole memory, exclusive",
+       Limits({{"nvidia.com/gpumem-percentage", "100"}}),
+       {2, 0, 100, 100}},
+      {"percentage 0 (not set): whole memory, defaultCores",
+       Limits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "0"}}),
+       {1, 0, 100, 25}},
+      {"no GPU stays no GPU", Limits({{"cpu", "1"}}), {0, 0, 100, 0}},
+  };
+  for (const GoodCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result<PodRequest> r = ParsePodRequest(PodWith(c.resources), names);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const ContainerRequest& got = r->containers.at(0);
+    EXPECT_EQ(got.num_gpus, c.want.num_gpus);
+    EXPECT_EQ(got.mem_mib, c.want.mem_mib);
+    EXPECT_EQ(got.mem_percent, c.want.mem_percent);
+    EXPECT_EQ(got.cores_percent, c.want.cores_percent);
+  }
+  // gpumem × memoryFactor past int32 MiB is refused (HAMi refuses it too), naming the factor.
+  Result<PodRequest> big =
+      ParsePodRequest(PodWith(Limits({{"nvidia.com/gpumem", "2097152"}})), names);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().message(),
+            "container \"train\": nvidia.com/gpumem \"2097152\" × memoryFactor 1024 MiB exceeds "
+            "2147483647 MiB");
+  // The webhook writes the defaulted count into limits (defaultGPUNum), not 1.
+  Result<std::vector<LimitDefault>> lim =
+      ComputeLimitDefaults(PodWith(Limits({{"nvidia.com/gpucores", "30"}})), names);
+  ASSERT_TRUE(lim.ok()) << lim.status().ToString();
+  ASSERT_EQ(lim->size(), 1u);
+  EXPECT_EQ((*lim)[0].resource, "nvidia.com/gpu");
+  EXPECT_EQ((*lim)[0].value, "2");
+}
+
 TEST(ContainerRequestTest, MemOnAndWholeCards) {
   ContainerRequest pct;
   pct.num_gpus = 1;

@@ -485,6 +485,12 @@ class Checker {
       if (!r.args.Get("--metrics-port").empty()) {
         ListenPort(r, r.args.Get("--metrics-port"), "--metrics-port");
       }
+      // Issue 34: the webhook and the extender read the device plugin's device config.
+      FileFlag(r, "--device-config-file");
+      std::string unused_why;
+      scheduler_device_config_ =
+          ProvidedFile(b_, r.pod, r.container, r.args.Get("--device-config-file"),
+                       &scheduler_has_device_config_, &unused_why);
       scheduler_name_ = r.args.Get("--scheduler-name");
       scheduler_pod_ = r.pod;
       scheduler_port_ = PortOf(r.args.Get("--http-bind"));
@@ -535,6 +541,9 @@ class Checker {
       std::string why;
       std::string yaml =
           ProvidedFile(b_, r.pod, r.container, r.args.Get("--config-file"), &ok, &why);
+      if (ok && scheduler_has_device_config_ && yaml != scheduler_device_config_) {
+        Problem(cw, "device config differs from the scheduler's --device-config-file");
+      }
       if (ok) {
         auto config = deviceplugin::ParseDeviceConfigYaml(yaml);
         if (!config.ok()) {
@@ -806,14 +815,13 @@ class Checker {
       want = {resources_.gpu, resources_.gpumem, resources_.gpumem_percentage, resources_.gpucores,
               resources_.priority};
     }
+    // The scheduler reads the same device config (checked above), so its names are the
+    // config's; without a readable config, HAMi's defaults.
     core::ResourceNames defaults;
     std::set<std::string> scheduler_names = {defaults.gpu, defaults.gpumem,
                                              defaults.gpumem_percentage, defaults.gpucores,
                                              defaults.priority};
-    if (device_config_ok_ && want != scheduler_names) {
-      Problem(where,
-              "the device config renames resources, but `fracgpu scheduler` has no flag for that");
-    }
+    if (device_config_ok_) scheduler_names = want;
     std::set<std::string> managed;
     for (const auto& r : e["managedResources"]) {
       managed.insert(S(r, "name"));
@@ -870,6 +878,8 @@ class Checker {
   std::string install_dest_, install_source_;
   std::string certs_service_, certs_webhook_;
   bool device_config_ok_ = false;
+  bool scheduler_has_device_config_ = false;
+  std::string scheduler_device_config_;  // the file the scheduler's --device-config-file names
   core::ResourceNames resources_;
 };
 

@@ -254,6 +254,20 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
                 "--scheduler-name", "--scheduler-name=other");
        },
        "--scheduler-name \"other\" differs from the scheduler's \"fracgpu-scheduler\""},
+      {"scheduler reads another device config than the device plugin",
+       [](Bundle& b) {
+         Obj(b, "ConfigMap", "fracgpu-device-config")["data"]["other.yaml"] = "nvidia: {}\n";
+         SetArg(Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler"),
+                "--device-config-file",
+                "--device-config-file=/etc/fracgpu/device-config/other.yaml");
+       },
+       "device config differs from the scheduler's --device-config-file"},
+      {"scheduler without the device config",
+       [](Bundle& b) {
+         SetArg(Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler"),
+                "--device-config-file", "--device-config-file=/etc/nowhere/device-config.yaml");
+       },
+       "--device-config-file=/etc/nowhere/device-config.yaml is not provided by a mount"},
       {"device config invalid",
        [](Bundle& b) {
          Obj(b, "ConfigMap", "fracgpu-device-config")["data"]["device-config.yaml"] =

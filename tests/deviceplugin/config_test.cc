@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include "deviceplugin/health.h"
 
 namespace fracgpu::deviceplugin {
@@ -97,6 +102,103 @@ TEST(DeviceConfigYaml, BadValuesNameTheKeyAndValue) {
   auto broken = ParseDeviceConfigYaml("nvidia: [unclosed\n");
   ASSERT_FALSE(broken.ok());
   EXPECT_EQ(broken.status().message().rfind("device config is not valid YAML: ", 0), 0u);
+}
+
+// HAMi v2.10's request-default keys land in resources.defaults, the one struct the webhook,
+// the extender, the device plugin and the DRA driver parse requests with.
+TEST(DeviceConfigYaml, RequestDefaultsAndPodKeysOfHamiV210) {
+  auto c = ParseDeviceConfigYaml(R"(
+nvidia:
+  defaultMemory: 4096
+  defaultCores: 25
+  defaultGPUNum: 2
+  memoryFactor: 1024
+  overwriteEnv: false
+  runtimeClassName: nvidia
+  migProfileAllowlist: [{models: ["A100"], allowedProfiles: ["1g.10gb"]}]
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->resources.defaults.default_memory_mib, 4096);
+  EXPECT_EQ(c->resources.defaults.default_cores, 25);
+  EXPECT_EQ(c->resources.defaults.default_gpu_num, 2);
+  EXPECT_EQ(c->resources.defaults.memory_factor, 1024);
+  EXPECT_EQ(c->default_memory_mib, 4096);
+  EXPECT_EQ(c->default_cores, 25);
+  EXPECT_EQ(c->overwrite_env, false);
+  EXPECT_EQ(c->runtime_class_name, "nvidia");
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_NE(c->notes[0].find("nvidia.migProfileAllowlist has no effect"), std::string::npos);
+  // Absent keys: HAMi's chart defaults; overwriteEnv unset leaves the webhook's own default.
+  auto d = ParseDeviceConfigYaml("nvidia: {}\n");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->resources.defaults, core::RequestDefaults{});
+  EXPECT_EQ(d->resources.defaults.default_gpu_num, 1);
+  EXPECT_EQ(d->resources.defaults.memory_factor, 1);
+  EXPECT_FALSE(d->overwrite_env.has_value());
+  EXPECT_TRUE(d->notes.empty());
+}
+
+// A key fracgpu does not know is refused by name, never skipped: a misspelt memoryFactor would
+// otherwise make every slice 1024 times smaller without a word.
+TEST(DeviceConfigYaml, UnknownKeysAndBadNewValuesAreRefusedByName) {
+  struct Case {
+    const char* yaml;
+    const char* starts;
+  } cases[] = {
+      {"nvidia:\n  memoryfactor: 1024\n",
+       "nvidia.memoryfactor is not a key fracgpu knows (refused rather than ignored; known: "
+       "resourceCountName, "},
+      {"nvidia:\n  migStrategy: mixed\n", "nvidia.migStrategy is not a key fracgpu knows"},
+      {"nvidia:\n  defaultGPUNum: 0\n", "nvidia.defaultGPUNum must be an integer 1..16, got \"0\""},
+      {"nvidia:\n  memoryFactor: 0\n",
+       "nvidia.memoryFactor must be an integer 1..1048576, got \"0\""},
+      {"nvidia:\n  memoryFactor: 1.5\n",
+       "nvidia.memoryFactor must be an integer 1..1048576, got \"1.5\""},
+      {"nvidia:\n  overwriteEnv: sometimes\n",
+       "nvidia.overwriteEnv must be true or false, got \"sometimes\""},
+      {"nvidia:\n  runtimeClassName: Nvidia_RT\n",
+       "nvidia.runtimeClassName must be a RuntimeClass name (lower-case DNS-1123 subdomain), got "
+       "\"Nvidia_RT\""},
+      {"nvidia:\n  migProfileAllowlist: all\n", "nvidia.migProfileAllowlist must be a list"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseDeviceConfigYaml(c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message().rfind(c.starts, 0), 0u) << r.status().message();
+  }
+}
+
+// docs/hami-migration.md "Device config keys" lists exactly the keys the parser knows, and
+// each listed key parses (a key in the doc and not in the code, or the reverse, fails here).
+TEST(DeviceConfigYaml, MigrationDocKeyTableMatchesTheParser) {
+  std::ifstream doc(FRACGPU_SOURCE_DIR "/docs/hami-migration.md");
+  ASSERT_TRUE(doc.good());
+  std::string line;
+  bool in_section = false;
+  std::set<std::string> documented;
+  while (std::getline(doc, line)) {
+    if (line.rfind("#", 0) == 0) {
+      in_section = line == "### Device config keys";
+      continue;
+    }
+    if (!in_section || line.rfind("| `", 0) != 0) continue;
+    size_t end = line.find('`', 3);
+    ASSERT_NE(end, std::string::npos) << line;
+    documented.insert(line.substr(3, end - 3));
+  }
+  const auto& known = KnownNvidiaKeys();
+  std::set<std::string> parsed(known.begin(), known.end());
+  EXPECT_EQ(documented, parsed);
+  EXPECT_EQ(parsed.size(), known.size());  // no key listed twice in the code
+  for (const auto& key : documented) {
+    auto r = ParseDeviceConfigYaml("nvidia:\n  " + key + ":\n");
+    // A null value is "not set" for the lists and runtimeClassName, a type error for the rest;
+    // either way the key is known (never "is not a key fracgpu knows").
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().message().find("is not a key"), std::string::npos) << key;
+    }
+  }
 }
 
 TEST(NodeOverrides, TheEntryNamingThisNodeWins) {

@@ -16,6 +16,7 @@
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "core/signature.h"
+#include "deviceplugin/config.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
 #include "scheduler/service.h"
@@ -114,8 +115,10 @@ class ExtenderTest : public ::testing::Test {
     client_ = std::move(*c);
   }
   std::unique_ptr<SchedulerService> StartService(bool hami_metrics = true,
-                                                 bool legacy_metrics = false) {
+                                                 bool legacy_metrics = false,
+                                                 const core::ResourceNames& names = {}) {
     SchedulerOptions o;
+    o.webhook.names = names;  // the service gives the extender the webhook's names
     o.extender.signing_key = kKey;
     o.hami_metrics = hami_metrics;
     o.legacy_metrics = legacy_metrics;
@@ -244,6 +247,41 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
   json again = Bind(*svc, bound, "node-a");
   EXPECT_NE(again["Error"].get<std::string>().find("already bound"), std::string::npos);
   EXPECT_EQ(k8s::Annotation(*api_.Get("pods", "ml", "train"), core::kAnnotationVgpuNode), "node-b");
+}
+
+// The device config's custom resource names and memoryFactor reach /filter and /bind (what
+// `fracgpu scheduler --device-config-file` loads): 20 units × 1024 MiB do not fit a 16,000 MiB
+// card (20 MiB would), and the grant records 20,480 MiB.
+TEST_F(ExtenderTest, DeviceConfigNamesAndMemoryFactorReachFilterAndBind) {
+  auto config = deviceplugin::ParseDeviceConfigYaml(R"(
+nvidia:
+  resourceCountName: example.com/vgpu
+  resourceMemoryName: example.com/vgpu-memory
+  memoryFactor: 1024
+)");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  for (const char* name : {"node-a", "node-b"}) {
+    json node = GpuNode(name, {{std::string("GPU-") + name, name[5] == 'a' ? 16000 : 40000}});
+    node["status"]["allocatable"] = {{"example.com/vgpu", "10"}};
+    api_.Put("nodes", node);
+  }
+  json pod = api_.Put(
+      "pods", GpuPod("train", {{"example.com/vgpu", "1"}, {"example.com/vgpu-memory", "20"}}));
+  auto svc = StartService(true, false, config->resources);
+  json f = Filter(*svc, pod, {"node-a", "node-b"});
+  EXPECT_EQ(f["NodeNames"], json::array({"node-b"})) << f.dump();
+  EXPECT_NE(f["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"),
+            std::string::npos)
+      << f.dump();
+  json b = Bind(*svc, pod, "node-b");
+  EXPECT_EQ(b["Error"], "") << b.dump();
+  core::PodGrants grants = GrantsOf(*api_.Get("pods", "ml", "train"));
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 1u);
+  EXPECT_EQ(grants[0][0].mem_mib, 20480);
+  // The same pod under nvidia.com/* names asks for nothing here: not a GPU pod of this cluster.
+  json plain = GpuPod("plain", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "20"}});
+  EXPECT_EQ(Filter(*svc, plain, {"node-a"})["NodeNames"], json::array({"node-a"}));
 }
 
 TEST_F(ExtenderTest, PrioritizeScoresAFragmentationAwarePodByFgd) {

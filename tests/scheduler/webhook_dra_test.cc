@@ -103,6 +103,30 @@ TEST_F(WebhookDraTest, GpuRequestBecomesTemplateAndClaims) {
   EXPECT_EQ(TemplatePosts(), 1);
 }
 
+// DRA mode reads the device config's defaultMemory (and memoryFactor) too: a HAMi-style pod
+// without gpumem asks for defaultMemory, not the whole card, and gpumem counts in
+// memoryFactor units.
+TEST_F(WebhookDraTest, DeviceConfigDefaultMemoryAndMemoryFactorReachTheClaim) {
+  auto dc =
+      deviceplugin::ParseDeviceConfigYaml("nvidia:\n  defaultMemory: 4096\n  memoryFactor: 1024\n");
+  ASSERT_TRUE(dc.ok()) << dc.status().ToString();
+  ApplyDeviceConfig(*dc, &config_);
+  json r =
+      Admit(Create(TrainPod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}})), config_);
+  ASSERT_EQ(r["response"]["allowed"], true) << r.dump();
+  auto t = api_.Get("resourceclaimtemplates", "ml", "train-main-gpu");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ((*t)["spec"], ExpectedSpec("4096Mi", "30")) << (*t)["spec"].dump();
+
+  json pod2 = TrainPod({{"nvidia.com/gpumem", "3"}, {"nvidia.com/gpucores", "30"}});
+  pod2["metadata"]["name"] = "train2";
+  json r2 = Admit(Create(pod2), config_);
+  ASSERT_EQ(r2["response"]["allowed"], true) << r2.dump();
+  auto t2 = api_.Get("resourceclaimtemplates", "ml", "train2-main-gpu");
+  ASSERT_TRUE(t2.has_value());
+  EXPECT_EQ((*t2)["spec"], ExpectedSpec("3072Mi", "30")) << (*t2)["spec"].dump();
+}
+
 // The API server stores quantities canonically (16384Mi as "16Gi"): a replica of the same
 // workload finds the template from its predecessor, 409 → GET → same content → admitted.
 TEST_F(WebhookDraTest, IdenticalExistingTemplateIsAccepted) {

@@ -124,6 +124,42 @@ TEST(WebhookTest, MemoryWithoutGpuCountGetsOneGpuAndNoCores) {
   EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpucores"));
 }
 
+// The device config the device plugin reads, applied to the webhook (what `fracgpu scheduler
+// --device-config-file` does): custom names, defaultGPUNum written into limits, overwriteEnv
+// off, and a pod under the default nvidia.com/* names is not a GPU pod of this cluster.
+TEST(WebhookTest, DeviceConfigNamesDefaultsAndOverwriteEnv) {
+  auto dc = deviceplugin::ParseDeviceConfigYaml(R"(
+nvidia:
+  resourceCountName: example.com/vgpu
+  resourceMemoryName: example.com/vgpu-memory
+  resourceCoreName: example.com/vgpu-cores
+  defaultGPUNum: 2
+  overwriteEnv: false
+)");
+  ASSERT_TRUE(dc.ok()) << dc.status().ToString();
+  WebhookConfig config = Config();
+  ApplyDeviceConfig(*dc, &config);
+  EXPECT_FALSE(config.overwrite_env);
+  json pod = PodWith(
+      {Container("c", {{"example.com/vgpu-cores", "30"}}), Container("side", json::object())});
+  json r = Admit(Create(pod), config);
+  ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+  json out = Patched(pod, r);
+  EXPECT_EQ(out["spec"]["schedulerName"], "fracgpu-scheduler");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["example.com/vgpu"], "2");
+  EXPECT_FALSE(out["spec"]["containers"][1].contains("env"));  // overwriteEnv: false
+  // A gpucores value over 100 under the custom name is denied by that name.
+  json bad = Admit(Create(PodWith({Container("c", {{"example.com/vgpu-cores", "150"}})})), config);
+  EXPECT_FALSE(bad["response"]["allowed"]);
+  EXPECT_NE(bad["response"]["status"]["message"].get<std::string>().find("example.com/vgpu-cores"),
+            std::string::npos);
+  // nvidia.com/gpu is just another extended resource here: no scheduler name, no defaults.
+  json plain = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})});
+  json pr = Admit(Create(plain), config);
+  ASSERT_TRUE(pr["response"]["allowed"]);
+  EXPECT_EQ(Patched(plain, pr)["spec"]["schedulerName"], "default-scheduler");
+}
+
 TEST(WebhookTest, RequestsOnlyValuesAreCopiedToLimits) {
   json c = {
       {"name", "c"},
