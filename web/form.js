@@ -4,6 +4,61 @@
 
 const $ = (id) => document.getElementById(id);
 const DEBOUNCE_MS = 250;
+const NAMESPACE_DEBOUNCE_MS = 400;
+
+// The rules the server applies before anything reaches the API server (src/ui/form.cc
+// NotebookFormErrors); the messages are the server's, so the page and a client that skips
+// this script read the same words.
+//
+// Kubernetes quantity, k8s.io/apimachinery resource.Quantity (src/core/quantity.h):
+// [+-] (digits | digits.digits | digits. | .digits) then m k M G T P E Ki Mi Gi Ti Pi Ei,
+// nothing, or e/E<signed integer> (|e| <= 1000), at most 128 characters, no spaces.
+const QUANTITY = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[KMGTPE]i|[eE][+-]?\d+|[mkMGTPE])?$/;
+const DNS_LABEL = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
+const MAX_NOTEBOOK_NAME = 52;  // the StatefulSet's controller-revision-hash label: name + 11 <= 63
+
+/** The quantity error for `field` ("cpu" or "memory") and its text, or null when it is fine. */
+export function quantityError(field, value) {
+  const shown = `"${value.length > 40 ? `${value.slice(0, 40)}…` : value}"`;
+  const m = QUANTITY.exec(value);
+  const exp = m && /[eE]([+-]?\d+)$/.exec(value);
+  if (!m || value.length > 128 || (exp && Math.abs(Number(exp[1])) > 1000)) {
+    return `${field} must be a Kubernetes quantity (a number with an optional suffix m, k, M, G, T, P, E, ` +
+      `Ki, Mi, Gi, Ti, Pi, Ei or e<exponent>, no spaces; e.g. ${field === 'cpu' ? '500m or 2' : '2Gi or 1.5G'}), got ${shown}`;
+  }
+  if (value.startsWith('-') && /[1-9]/.test(value.replace(/[eE][+-]?\d+$/, ''))) {
+    return `${field} must not be negative, got ${shown}`;
+  }
+  return null;
+}
+
+/** Every field error of the body, as [{id, message}] in field order (empty when valid). */
+export function fieldErrors(body) {
+  const out = [];
+  if (body.name === '') {
+    out.push({ id: 'name', message: 'name is required' });
+  } else if (!(DNS_LABEL.test(body.name) && /^[a-z]/.test(body.name) && body.name.length <= MAX_NOTEBOOK_NAME)) {
+    out.push({ id: 'name', message: 'name must start with a lower-case letter and hold only lower-case letters, ' +
+      'digits and \'-\', not end with \'-\', at most 52 characters (Kubeflow names the notebook\'s Service and ' +
+      `StatefulSet after it), got "${body.name.slice(0, 80)}"` });
+  }
+  const nsError = namespaceError(body.namespace);
+  if (nsError) out.push({ id: 'namespace', message: nsError });
+  if (body.image === '') out.push({ id: 'image', message: 'image is required' });
+  for (const field of ['cpu', 'memory']) {
+    const e = body[field] === '' ? null : quantityError(field, body[field]);
+    if (e) out.push({ id: field, message: e });
+  }
+  return out;
+}
+
+function namespaceError(ns) {
+  if (ns === '') return 'namespace is required';
+  if (!(DNS_LABEL.test(ns) && ns.length <= 63)) {
+    return `namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "${ns.slice(0, 80)}"`;
+  }
+  return null;
+}
 
 function selected(select) {
   return Array.from(select.selectedOptions).map((o) => o.value).filter((v) => v !== '');
@@ -101,7 +156,8 @@ function fieldOf(message) {
   return null;
 }
 
-function showFieldErrors(messages) {
+// errors: [{id, message}] (id: the input, or null when no single input is at fault).
+function showFieldErrors(errors) {
   for (const old of document.querySelectorAll('.field-error')) {
     const input = $(old.dataset.for);
     if (input) {
@@ -111,8 +167,7 @@ function showFieldErrors(messages) {
     }
     old.remove();
   }
-  for (const message of messages) {
-    const id = fieldOf(message);
+  for (const { id, message } of errors) {
     const input = id && $(id);
     if (!input || $(`${id}-error`)) continue;
     const label = document.querySelector(`label[for="${id}"]`)?.textContent.trim() ?? id;
@@ -128,81 +183,165 @@ function showFieldErrors(messages) {
   }
 }
 
-function render(preview) {
-  $('yaml').textContent = preview.yaml ?? '';
-  setList($('errors'), preview.errors ?? []);
-  $('errors').classList.toggle('empty', !(preview.errors ?? []).length);
-  showFieldErrors(preview.errors ?? []);
-  setList($('warnings'), preview.warnings ?? []);
-  const fit = preview.fit;
+// The server's messages, each with the input it is about.
+const located = (messages) => messages.map((message) => ({ id: fieldOf(message), message }));
+
+let invalid = true;   // anything on the form the server would refuse
+let creating = false;
+function updateCreate() {
+  $('create').disabled = invalid || creating;
+  $('create').title = invalid ? 'Fix the fields marked in red first' : '';
+}
+
+function showErrors(errors) {
+  setList($('errors'), errors.map((e) => e.message));
+  $('errors').classList.toggle('empty', errors.length === 0);
+  showFieldErrors(errors);
+  invalid = errors.length > 0;
+  updateCreate();
+}
+
+// No fit and no Notebook while a field is wrong: a grey line and a YAML box that says why,
+// never an empty green bar or an empty box.
+function showNoPreview(errors) {
   const fitEl = $('fit');
-  fitEl.className = 'fit';
-  if (!fit) {
-    fitEl.textContent = 'Fix the values above to see where it fits.';
-    fitEl.classList.add('unknown');
-    setList($('fit-nodes'), []);
+  fitEl.className = 'fit unknown';
+  fitEl.textContent = 'Fix the values above to see where it fits.';
+  setList($('fit-nodes'), []);
+  const fields = [...new Set(errors.map((e) => e.id).filter((id) => id))]
+    .map((id) => document.querySelector(`label[for="${id}"]`)?.textContent.trim() ?? id);
+  $('yaml').textContent = `# The Notebook appears here once every field is valid${fields.length ? `; fix: ${fields.join(', ')}` : ''}.`;
+}
+
+function render(preview, local, renamed) {
+  // A placeholder name was sent for a bad one: the webhook's messages name the container after it.
+  const strip = (m) => (renamed ? m.replace(/^container "[^"]*": /, '') : m);
+  const errors = [...local, ...located((preview.errors ?? []).map(strip))];
+  showErrors(errors);
+  setList($('warnings'), (preview.warnings ?? []).map(strip));
+  const fit = preview.fit;
+  if (local.length || !fit) {
+    showNoPreview(errors);
+    // The Notebook of values the webhook refuses is still worth reading; of placeholders, not.
+    if (!local.length && preview.yaml) $('yaml').textContent = preview.yaml;
     return;
   }
+  $('yaml').textContent = preview.yaml ?? '';
+  const fitEl = $('fit');
+  fitEl.className = 'fit';
   fitEl.textContent = fit.message;
   fitEl.classList.add(fit.fits ? 'ok' : 'no');
-  setList($('fit-nodes'), (fit.per_node ?? []).map(nodeLine));
+  const lines = (fit.per_node ?? []).map(nodeLine);
+  setList($('fit-nodes'), lines.length ? lines : ['No node with GPUs to check.']);
   $('fit-details').open = !fit.fits;
 }
 
 function showError(message) {
-  setList($('errors'), [message]);
-  $('errors').classList.remove('empty');
-  showFieldErrors([message]);
+  showErrors(located([message]));
+  setList($('warnings'), []);
+  showNoPreview(located([message]));
 }
 
 let timer = null;
 let seq = 0;
 async function preview() {
   const mine = ++seq;
+  const body = formBody();
+  const local = fieldErrors(body);
+  // With a field the server refuses, the GPU part is still checked (every error at once):
+  // the bad fields are replaced by placeholders the server accepts, and only errors are shown.
+  const bad = new Set(local.map((e) => e.id));
+  const sent = { ...body };
+  if (bad.has('name')) sent.name = 'notebook';
+  if (bad.has('namespace')) sent.namespace = 'default';
+  if (bad.has('image')) sent.image = 'image';
+  if (bad.has('cpu')) sent.cpu = '';
+  if (bad.has('memory')) sent.memory = '';
   try {
     const r = await fetch('api/preview', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                           body: JSON.stringify(formBody()) });
-    const body = await r.json();
+                                           body: JSON.stringify(sent) });
+    const answer = await r.json();
     if (mine !== seq) return;  // a newer preview is on its way
     if (!r.ok) {
-      showError(body.error ?? `preview failed (HTTP ${r.status})`);
-      $('yaml').textContent = '';
-      $('fit').textContent = '';
+      const errors = [...local, ...located([answer.error ?? `preview failed (HTTP ${r.status})`])];
+      showErrors(errors);
+      setList($('warnings'), []);
+      showNoPreview(errors);
       return;
     }
-    render(body);
+    render(answer, local, bad.has('name'));
   } catch (e) {
     if (mine === seq) showError(`preview failed: ${e}`);
   }
 }
 
+let lastBody = null;
 function schedulePreview() {
   showModes();
+  // A "change" after the "input" of the same value (a field losing focus, e.g. to a click on
+  // Create) asks nothing new and must not disable Create under the pointer.
+  const text = JSON.stringify(formBody());
+  if (text === lastBody) return;
+  lastBody = text;
+  // The form's own checks are instant (Create is disabled at once); the server's follow, and
+  // until they come Create keeps the server's last answer (create is checked again there).
+  const local = fieldErrors(formBody());
+  if (local.length) {
+    showErrors(local);
+    showNoPreview(local);
+  }
   clearTimeout(timer);
   timer = setTimeout(preview, DEBOUNCE_MS);
 }
 
+// A name that breaks only after its own separators ('-', '.', '/', ':'), never mid-word.
+function breakable(text) {
+  const frag = document.createDocumentFragment();
+  for (const part of String(text).split(/(?<=[-./:])/)) {
+    if (frag.childNodes.length) frag.append(document.createElement('wbr'));
+    frag.append(part);
+  }
+  return frag;
+}
+
+function notebooksMessage(text) {
+  const td = document.createElement('td');
+  td.colSpan = 4;
+  td.className = 'help';
+  td.textContent = text;
+  const tr = document.createElement('tr');
+  tr.className = 'empty';
+  tr.append(td);
+  $('notebooks').querySelector('tbody').replaceChildren(tr);
+}
+
+let listSeq = 0;
 async function loadNotebooks() {
+  const mine = ++listSeq;
   const ns = $('namespace').value.trim();
   $('notebooks-error').textContent = '';
+  $('nb-namespace').textContent = ns;
   const tbody = $('notebooks').querySelector('tbody');
+  if (namespaceError(ns)) {
+    $('notebooks').setAttribute('aria-busy', 'false');
+    notebooksMessage('Type a valid namespace to see its notebooks.');
+    return;
+  }
+  // The rows of the previous namespace go at once: nothing on screen belongs to another one.
+  $('notebooks').setAttribute('aria-busy', 'true');
+  notebooksMessage(`Loading the notebooks of ${ns}…`);
   try {
     const r = await fetch(`api/notebooks?namespace=${encodeURIComponent(ns)}`);
     const body = await r.json();
+    if (mine !== listSeq) return;  // the namespace changed meanwhile
+    $('notebooks').setAttribute('aria-busy', 'false');
     if (!r.ok) {
       $('notebooks-error').textContent = body.error ?? `HTTP ${r.status}`;
-      tbody.replaceChildren();
+      notebooksMessage(`Cannot list the notebooks of ${ns}.`);
       return;
     }
     if (body.notebooks.length === 0) {
-      const td = document.createElement('td');
-      td.colSpan = 4;
-      td.className = 'help';
-      td.textContent = `No notebooks in ${ns} yet.`;
-      const tr = document.createElement('tr');
-      tr.className = 'empty';
-      tr.append(td);
-      tbody.replaceChildren(tr);
+      notebooksMessage(`No notebooks in ${ns} yet.`);
       return;
     }
     tbody.replaceChildren(...body.notebooks.map((nb) => {
@@ -212,39 +351,69 @@ async function loadNotebooks() {
           ? 'gpucores=0 (time-shared)' : `${k.replace('nvidia.com/', '')}=${v}`)).join(' ');
       for (const text of [nb.name, nb.state, nb.image, gpu || '—']) {
         const td = document.createElement('td');
-        td.textContent = text;
+        td.append(breakable(text));
         tr.append(td);
       }
       return tr;
     }));
   } catch (e) {
-    $('notebooks-error').textContent = `cannot list notebooks: ${e}`;
+    if (mine === listSeq) {
+      $('notebooks').setAttribute('aria-busy', 'false');
+      $('notebooks-error').textContent = `cannot list notebooks: ${e}`;
+    }
   }
+}
+
+let nsTimer = null;
+function scheduleNotebooks() {
+  clearTimeout(nsTimer);
+  nsTimer = setTimeout(loadNotebooks, NAMESPACE_DEBOUNCE_MS);
+}
+
+/** The create refusal as a sentence (status: the HTTP status; error: the server's message). */
+export function createRefusal(status, error, { name, namespace }) {
+  if (status === 409) return `a notebook named ${name} already exists in ${namespace}; pick another name.`;
+  if (status === 404) return 'this fracgpu ui serves the GPU dashboard only (--dashboard-only).';
+  if (status >= 500) return `the cluster did not take it (HTTP ${status})${error ? `: ${error}` : ''}; try again in a moment.`;
+  return error || `the server refused it (HTTP ${status}).`;
 }
 
 async function create(event) {
   event.preventDefault();
   const out = $('create-result');
+  const body = formBody();
+  const local = fieldErrors(body);
+  if (local.length || invalid || creating) {
+    if (local.length) showErrors(local);
+    return;
+  }
   out.className = '';
   out.textContent = 'Creating…';
-  $('create').disabled = true;
+  creating = true;
+  updateCreate();
   try {
     const r = await fetch('api/notebooks', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                             body: JSON.stringify(formBody()) });
-    const body = await r.json();
+                                             body: JSON.stringify(body) });
+    let answer = {};
+    try {
+      answer = await r.json();
+    } catch {
+      answer = {};  // not JSON (a proxy's page): the status says enough
+    }
     if (r.ok) {
-      out.textContent = `Created ${body.notebook.metadata.namespace}/${body.notebook.metadata.name}.`;
+      out.textContent = `Created ${answer.notebook.metadata.namespace}/${answer.notebook.metadata.name}.`;
       out.classList.add('ok');
       loadNotebooks();
     } else {
-      out.textContent = `Not created: ${body.error}`;
+      out.textContent = `Not created: ${createRefusal(r.status, answer.error, body)}`;
       out.classList.add('no');
     }
   } catch (e) {
-    out.textContent = `Not created: ${e}`;
+    out.textContent = `Not created: the server did not answer (${e.message ?? e}).`;
     out.classList.add('no');
   } finally {
-    $('create').disabled = false;
+    creating = false;
+    updateCreate();
   }
 }
 
@@ -262,6 +431,11 @@ async function init() {
   try {
     const r = await fetch('api/options');
     const o = await r.json();
+    if (o.dashboard_only) {
+      // `fracgpu ui --dashboard-only` creates no notebooks: only the dashboard is offered.
+      window.location.replace('dashboard.html');
+      return;
+    }
     fill($('image'), o.images ?? []);
     fill($('use-types'), o.gpu_types ?? []);
     fill($('nouse-types'), o.gpu_types ?? []);
@@ -284,7 +458,8 @@ async function init() {
   form.addEventListener('change', schedulePreview);
   form.addEventListener('submit', create);
   $('refresh-notebooks').addEventListener('click', loadNotebooks);
-  $('namespace').addEventListener('change', loadNotebooks);
+  // The list follows the namespace as it is typed (debounced), no Refresh needed.
+  $('namespace').addEventListener('input', scheduleNotebooks);
   showModes();
   await preview();
   await loadNotebooks();

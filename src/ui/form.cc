@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/codec_json.h"
+#include "core/quantity.h"
 
 namespace fracgpu::ui {
 namespace {
@@ -131,6 +132,59 @@ bool IsDnsLabel(const std::string& s) {
   return s.front() != '-' && s.back() != '-';
 }
 
+bool IsNotebookName(const std::string& s) {
+  return IsDnsLabel(s) && s.size() <= kMaxNotebookNameLength && s.front() >= 'a' &&
+         s.front() <= 'z';
+}
+
+namespace {
+
+// The error for a cpu or memory value that is not a non-negative Kubernetes quantity; "" if ok.
+std::string QuantityError(const char* field, const std::string& value) {
+  // Shown quoted and cut: the value is whatever the client sent.
+  const std::string shown = "\"" + value.substr(0, 40) + (value.size() > 40 ? "…" : "") + "\"";
+  auto q = core::ParseQuantity(value);
+  if (!q.ok()) {
+    return std::string(field) +
+           " must be a Kubernetes quantity (a number with an optional suffix m, k, M, G, T, P, "
+           "E, Ki, Mi, Gi, Ti, Pi, Ei or e<exponent>, no spaces; e.g. " +
+           (std::string(field) == "cpu" ? "500m or 2" : "2Gi or 1.5G") + "), got " + shown;
+  }
+  if (q->negative) return std::string(field) + " must not be negative, got " + shown;
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> NotebookFormErrors(const NotebookForm& form) {
+  std::vector<std::string> errors;
+  if (form.name.empty()) {
+    errors.push_back("name is required");
+  } else if (!IsNotebookName(form.name)) {
+    errors.push_back(
+        "name must start with a lower-case letter and hold only lower-case letters, digits and "
+        "'-', not end with '-', at most 52 characters (Kubeflow names the notebook's Service and "
+        "StatefulSet after it), got \"" +
+        form.name.substr(0, 80) + "\"");
+  }
+  if (form.namespace_name.empty()) {
+    errors.push_back("namespace is required");
+  } else if (!IsDnsLabel(form.namespace_name)) {
+    errors.push_back(
+        "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
+        "\"" +
+        form.namespace_name.substr(0, 80) + "\"");
+  }
+  if (form.image.empty()) errors.push_back("image is required");
+  if (!form.cpu.empty()) {
+    if (std::string e = QuantityError("cpu", form.cpu); !e.empty()) errors.push_back(e);
+  }
+  if (!form.memory.empty()) {
+    if (std::string e = QuantityError("memory", form.memory); !e.empty()) errors.push_back(e);
+  }
+  return errors;
+}
+
 Result<NotebookForm> DecodeNotebookForm(const std::string& body) {
   // Depth-bounded (core/codec_json.h): Shown() below dumps values, which recurses (issue 15).
   auto parsed = core::ParseJsonBounded(body, "request body");
@@ -160,19 +214,11 @@ Result<NotebookForm> DecodeNotebookForm(const std::string& body) {
   FRACGPU_RETURN_IF_ERROR(ReadList(doc, "nouse_uuids", &form.nouse_uuids));
   FRACGPU_RETURN_IF_ERROR(ReadList(doc, "use_types", &form.use_types));
   FRACGPU_RETURN_IF_ERROR(ReadList(doc, "nouse_types", &form.nouse_types));
-  if (form.name.empty()) return InvalidArgument("name is required");
-  if (form.namespace_name.empty()) return InvalidArgument("namespace is required");
-  if (form.image.empty()) return InvalidArgument("image is required");
-  if (!IsDnsLabel(form.name)) {
-    return InvalidArgument(
-        "name must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got \"" +
-        form.name + "\"");
-  }
-  if (!IsDnsLabel(form.namespace_name)) {
-    return InvalidArgument(
-        "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
-        "\"" +
-        form.namespace_name + "\"");
+  std::vector<std::string> errors = NotebookFormErrors(form);
+  if (!errors.empty()) {
+    std::string joined;
+    for (const auto& e : errors) joined += (joined.empty() ? "" : "; ") + e;
+    return InvalidArgument(joined);
   }
   return form;
 }

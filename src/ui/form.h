@@ -5,6 +5,7 @@
 // names them; Kubeflow's notebook controller copies the Notebook's annotations to the pod
 // (except keys containing "kubectl" or "notebook") and uses spec.template.spec as the pod spec.
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -53,11 +54,29 @@ struct NotebookForm {
 /// Absent or null fields take their defaults. GiB values are converted to MiB (× 1024) and
 /// must then be a whole number of MiB.
 /// Errors: kInvalidArgument naming the field and the value for malformed JSON, a wrong JSON
-/// type, an unknown mode or unit, a fractional value where an integer is needed, or a missing
-/// name, namespace or image, or a name or namespace that is not a DNS-1123 label. Out-of-range
+/// type, an unknown mode or unit, a fractional value where an integer is needed; then every
+/// error of NotebookFormErrors at once, joined with "; ". Out-of-range
 /// numbers (negative, cores 150) are kept, so that the core parser reports them with the webhook's
 /// message. Never throws.
 Result<NotebookForm> DecodeNotebookForm(const std::string& body);
+
+/// The longest notebook name: Kubeflow's notebook controller runs the notebook as a StatefulSet
+/// of the same name, whose pods get the label controller-revision-hash "<name>-<10-char hash>",
+/// and a label value is at most 63 characters (kubernetes/kubernetes issue 64023).
+inline constexpr size_t kMaxNotebookNameLength = 52;
+
+/// True when `s` can name a Kubeflow Notebook: a DNS-1123 label that starts with a letter (the
+/// controller also makes a Service of the same name, and Service names are DNS-1035 labels) and
+/// is at most kMaxNotebookNameLength characters.
+bool IsNotebookName(const std::string& s);
+
+/// Every field error of a decoded form, each naming the field and quoting its value, in field
+/// order: name (IsNotebookName), namespace (a DNS-1123 label), image (required), cpu and memory
+/// (when set: a Kubernetes quantity by core::ParseQuantity's grammar of
+/// k8s.io/apimachinery resource.Quantity, not negative; "lots" and "2 GB" are refused, "500m",
+/// "2", "2Gi", "1.5G" accepted). Empty when the form is valid. The web page (web/form.js) checks
+/// the same rules before it asks the server.
+std::vector<std::string> NotebookFormErrors(const NotebookForm& form);
 
 /// True when `s` is a DNS-1123 label (RFC 1123: 1–63 of [a-z0-9-], not starting or ending
 /// with '-'), as Kubernetes requires of namespace and notebook names.

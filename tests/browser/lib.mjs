@@ -355,3 +355,60 @@ export async function createAndCheck(page, spec, gpuLimits, annotations) {
   assert.deepEqual(got, expectedNotebook({ ...spec, gpuLimits, annotations }));
   assert.deepEqual(page.problems, []);
 }
+
+// ---------------------------------------------------------------- layout checks (issue 38)
+
+/**
+ * Where the text of the elements matching `selector` wraps to a new line after a character that
+ * is not one of its own separators ('-', '.', '/', ':') or a space: a list of
+ * "<text>: broken after <char>" (empty when every break is at a separator). Measured per
+ * character with DOM Ranges, so it sees what Chromium drew.
+ */
+export async function badLineBreaks(page, selector) {
+  return page.evaluate((sel) => {
+    const bad = [];
+    for (const cell of document.querySelectorAll(sel)) {
+      const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      let prevTop = null;
+      let prevChar = '';
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        for (let i = 0; i < n.data.length; i += 1) {
+          const r = document.createRange();
+          r.setStart(n, i);
+          r.setEnd(n, i + 1);
+          const rects = r.getClientRects();
+          if (!rects.length) continue;
+          const top = rects[0].top;
+          if (prevTop !== null && top > prevTop + 2 && !/[-./: ]/.test(prevChar)) {
+            bad.push(`${cell.textContent}: broken after ${JSON.stringify(prevChar)}`);
+          }
+          prevTop = top;
+          prevChar = n.data[i];
+        }
+      }
+    }
+    return bad;
+  }, selector);
+}
+
+/**
+ * Elements matching `inner` that stick out of their closest `outer` ancestor (by more than half
+ * a pixel) or scroll inside themselves: a list of descriptions (empty when all fit).
+ */
+export async function overflowing(page, inner, outer) {
+  return page.evaluate(([i, o]) => {
+    const out = [];
+    for (const e of document.querySelectorAll(i)) {
+      const box = e.closest(o);
+      if (!box) continue;
+      const a = e.getBoundingClientRect();
+      const b = box.getBoundingClientRect();
+      const what = `${i} in ${box.getAttribute('aria-label') ?? o}`;
+      if (a.left < b.left - 0.5 || a.right > b.right + 0.5) {
+        out.push(`${what}: ${Math.round(a.left)}..${Math.round(a.right)} px outside ${Math.round(b.left)}..${Math.round(b.right)} px`);
+      }
+      if (e.scrollWidth > e.clientWidth + 1) out.push(`${what}: scrolls (${e.scrollWidth} px in ${e.clientWidth} px)`);
+    }
+    return out;
+  }, [inner, outer]);
+}

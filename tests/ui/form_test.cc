@@ -140,8 +140,9 @@ TEST(FormTest, BadBodiesNameTheField) {
       {R"({"name":"n","namespace":"a","image":"i","use_uuids":["GPU-1,GPU-2"]})",
        "use_uuids[0] must not contain a comma, got \"GPU-1,GPU-2\""},
       {R"({"name":"Nb","namespace":"a","image":"i"})",
-       "name must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
-       "\"Nb\""},
+       "name must start with a lower-case letter and hold only lower-case letters, digits and "
+       "'-', not end with '-', at most 52 characters (Kubeflow names the notebook's Service and "
+       "StatefulSet after it), got \"Nb\""},
       {R"({"name":"n","namespace":"../x","image":"i"})",
        "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
        "\"../x\""},
@@ -191,6 +192,78 @@ TEST(YamlTest, NotebookTextShowsLimits) {
   EXPECT_EQ(n["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
                 .as<std::string>(),
             "1");
+}
+
+// Issue 38 item 2: the fields the API server would refuse (Kubernetes quantities, names) are
+// refused here too, each naming its field and value, every one at once; the web page checks the
+// same rules, and a client that skips them is refused here.
+TEST(FormTest, RefusesWhatTheApiServerWould) {
+  const std::string kCpuHelp =
+      "cpu must be a Kubernetes quantity (a number with an optional suffix m, k, M, G, T, P, E, "
+      "Ki, Mi, Gi, Ti, Pi, Ei or e<exponent>, no spaces; e.g. 500m or 2), got ";
+  const std::string kMemHelp =
+      "memory must be a Kubernetes quantity (a number with an optional suffix m, k, M, G, T, P, "
+      "E, Ki, Mi, Gi, Ti, Pi, Ei or e<exponent>, no spaces; e.g. 2Gi or 1.5G), got ";
+  const std::string kName =
+      "name must start with a lower-case letter and hold only lower-case letters, digits and "
+      "'-', not end with '-', at most 52 characters (Kubeflow names the notebook's Service and "
+      "StatefulSet after it), got ";
+  struct Case {
+    std::string name, ns, cpu, memory, message;
+  };
+  const std::vector<Case> cases = {
+      {"nb", "a", "lots", "2Gi", kCpuHelp + "\"lots\""},
+      {"nb", "a", "1", "2 GB", kMemHelp + "\"2 GB\""},
+      {"nb", "a", "1", "2GB", kMemHelp + "\"2GB\""},
+      {"nb", "a", "1", "2gi", kMemHelp + "\"2gi\""},
+      {"nb", "a", " 1", "2Gi", kCpuHelp + "\" 1\""},
+      {"nb", "a", "1.2.3", "2Gi", kCpuHelp + "\"1.2.3\""},
+      {"nb", "a", "1e", "2Gi", kCpuHelp + "\"1e\""},
+      {"nb", "a", "1e3m", "2Gi", kCpuHelp + "\"1e3m\""},
+      {"nb", "a", "-1", "2Gi", "cpu must not be negative, got \"-1\""},
+      {"nb", "a", "1", "-2Gi", "memory must not be negative, got \"-2Gi\""},
+      {"9nb", "a", "1", "2Gi", kName + "\"9nb\""},
+      {"nb-", "a", "1", "2Gi", kName + "\"nb-\""},
+      {"nb.x", "a", "1", "2Gi", kName + "\"nb.x\""},
+      {std::string(53, 'n'), "a", "1", "2Gi", kName + "\"" + std::string(53, 'n') + "\""},
+      {"nb", "Team", "1", "2Gi",
+       "namespace must be a DNS-1123 label (lower-case letters, digits and '-', at most 63), got "
+       "\"Team\""},
+      // Every error at once, in field order.
+      {"Bad_Name", "team a", "lots", "2 GB",
+       kName +
+           "\"Bad_Name\"; namespace must be a DNS-1123 label (lower-case letters, digits and "
+           "'-', at most 63), got \"team a\"; " +
+           kCpuHelp + "\"lots\"; " + kMemHelp + "\"2 GB\""},
+  };
+  for (const auto& c : cases) {
+    json body = {{"name", c.name},
+                 {"namespace", c.ns},
+                 {"image", "i"},
+                 {"cpu", c.cpu},
+                 {"memory", c.memory}};
+    auto form = DecodeNotebookForm(body.dump());
+    ASSERT_FALSE(form.ok()) << body.dump();
+    EXPECT_EQ(form.status().code(), StatusCode::kInvalidArgument) << body.dump();
+    EXPECT_EQ(form.status().message(), c.message) << body.dump();
+  }
+  // What the API server accepts is accepted (k8s.io/apimachinery resource.Quantity grammar).
+  for (const auto& [cpu, memory] :
+       std::vector<std::pair<std::string, std::string>>{{"500m", "2Gi"},
+                                                        {"2", "1.5G"},
+                                                        {"0.5", "512Mi"},
+                                                        {"1e3", "1e9"},
+                                                        {"+1", "2E"},
+                                                        {".5", "1.Gi"},
+                                                        {"", ""}}) {
+    json body = {{"name", std::string(52, 'n')},
+                 {"namespace", std::string(63, 'a')},
+                 {"image", "i"},
+                 {"cpu", cpu},
+                 {"memory", memory}};
+    auto form = DecodeNotebookForm(body.dump());
+    EXPECT_TRUE(form.ok()) << body.dump() << ": " << form.status().message();
+  }
 }
 
 // Issue 15: a depth bomb is refused while parsing (it used to reach Shown()'s recursive dump).
