@@ -15,6 +15,17 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+// A name that breaks only after its own separators ('-', '.', '/'): <wbr> after each, and CSS
+// (style.css) that does not break words elsewhere.
+function breakable(text) {
+  const frag = document.createDocumentFragment();
+  for (const part of String(text).split(/(?<=[-./])/)) {
+    if (frag.childNodes.length) frag.append(el('wbr'));
+    frag.append(part);
+  }
+  return frag;
+}
+
 function bar(label, used, total, unit) {
   const pct = total > 0 ? Math.min(100, Math.round((used * 100) / total)) : 0;
   const level = pct >= 90 ? 'high' : pct >= 60 ? 'mid' : 'low';
@@ -38,14 +49,15 @@ function gpuCard(g) {
     ? el('table', { class: 'slices' },
         el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, ...g.slices.map((s) =>
-          el('tr', {}, el('td', {}, s.pod), el('td', {}, s.namespace), el('td', {}, `${s.mem_mib.toLocaleString()} MiB`),
+          el('tr', {}, el('td', {}, breakable(s.pod)), el('td', {}, breakable(s.namespace)),
+             el('td', { class: 'num' }, `${s.mem_mib.toLocaleString()} MiB`),
              // cores 0: no SM limit, the card's cores are time-shared (docs/design/CONTRACT.md §1).
-             el('td', { title: s.cores === 0 ? 'no SM limit: time-shared' : 'SM share' },
+             el('td', { class: 'num', title: s.cores === 0 ? 'no SM limit: time-shared' : 'SM share' },
                 s.cores === 0 ? 'time-shared' : `${s.cores} %`)))))
-    : el('p', { class: 'help' }, 'No slices.');
+    : el('p', { class: 'help empty-state' }, 'No slices: nothing runs on this GPU.');
   return el('article', { class: 'gpu', 'aria-label': `GPU ${g.index} ${g.uuid}` },
-    el('h4', {}, `#${g.index} ${g.type}`, badges),
-    el('p', { class: 'uuid' }, g.uuid),
+    el('h4', {}, el('span', { class: 'name' }, `#${g.index} `, breakable(g.type)), badges),
+    el('p', { class: 'uuid' }, breakable(g.uuid)),
     bar('Memory', g.used_mem_mib, g.devmem_mib, 'MiB'),
     bar('Cores', g.used_cores, g.devcore, '%'),
     slices);
@@ -62,7 +74,7 @@ function render() {
     const shown = n.gpus.filter((g) => !type || g.type === type);
     if (type && shown.length === 0) continue;
     gpus += shown.length;
-    const head = el('h3', {}, n.name);
+    const head = el('h3', {}, el('span', { class: 'name' }, breakable(n.name)));
     if (n.unschedulable) head.append(el('span', { class: 'badge no' }, 'node cordoned'));
     if (!n.gpu_ready) head.append(el('span', { class: 'badge' }, 'no GPUs registered'));
     const none = data.mode === 'dra' ? 'No ResourceSlice of fracgpu\'s DRA driver lists GPUs of this node.'
@@ -71,9 +83,18 @@ function render() {
                 n.gpu_ready ? el('div', { class: 'gpus' }, ...shown.map(gpuCard))
                             : el('p', { class: 'help' }, none)));
   }
+  if (out.length === 0) {
+    // Every list has an empty state: no nodes at all, or none left by the filters.
+    const why = data.nodes.length === 0
+      ? 'No nodes in the cluster yet.'
+      : 'No node matches the filters' + (type ? ` (GPU type ${type}` : ' (') +
+        (type && nodeFilter ? ', ' : '') + (nodeFilter ? `name contains "${nodeFilter}"` : '') + ').';
+    out.push(el('section', { class: 'card empty-state', id: 'nodes-empty' }, el('p', { class: 'help' }, why)));
+  }
   $('nodes').replaceChildren(...out);
   const t = data.totals;
-  $('summary').textContent = `${out.length} node(s), ${gpus} GPU(s) shown; cluster memory allocated ` +
+  const shownNodes = out.filter((s) => s.classList.contains('node')).length;
+  $('summary').textContent = `${shownNodes} node(s), ${gpus} GPU(s) shown; cluster memory allocated ` +
     `${t.used_mem_mib.toLocaleString()} of ${t.devmem_mib.toLocaleString()} MiB.`;
 }
 
@@ -106,8 +127,20 @@ function schedule() {
   if (s > 0) timer = setInterval(load, s * 1000);
 }
 
+// `fracgpu ui --dashboard-only` creates no notebooks: the link to the form goes.
+async function mode() {
+  try {
+    const r = await fetch('api/options');
+    const o = await r.json();
+    if (r.ok && o.dashboard_only) document.querySelector('nav a[href="index.html"]')?.remove();
+  } catch (e) {
+    $('error').textContent = `Cannot load the options: ${e.message ?? e}`;
+  }
+}
+
 $('filter-type').addEventListener('change', render);
 $('filter-node').addEventListener('input', render);
 $('refresh').addEventListener('change', schedule);
+mode();
 load();
 schedule();

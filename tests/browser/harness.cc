@@ -2,13 +2,14 @@
 // `fracgpu ui` process and the fake API server.
 //
 //   ui_browser_harness --fracgpu BIN --node NODE --chromium CHROMIUM --seed seed.json
-//                      --web-dir DIR --artifacts DIR --script X.test.mjs
+//                      --web-dir DIR --artifacts DIR --script X.test.mjs [--ui-flag FLAG]
 //
 // 1. Starts the fake API server (tests/fakes/apiserver) seeded with seed.json's "nodes" and
 //    "pods", and in front of it the SubjectAccessReview/Notebook handler of tests/ui
 //    (authz_notebooks.h) with seed.json's "allow" list ([{"user","verb","namespace"}]).
 // 2. Starts `fracgpu ui --http-bind 127.0.0.1:0` with a kubeconfig pointing at that handler and
-//    reads the bound URL from its "fracgpu ui on <url>" log line.
+//    reads the bound URL from its "fracgpu ui on <url>" log line; --ui-flag adds one flag
+//    without a value (e.g. --dashboard-only).
 // 3. Runs `node <script>` with FRACGPU_UI_URL, FRACGPU_API_URL, FRACGPU_SEED,
 //    FRACGPU_ARTIFACT_DIR and FRACGPU_CHROMIUM in its environment; the script drives Chromium
 //    with playwright-core and reads what the API side received from FRACGPU_API_URL.
@@ -255,6 +256,7 @@ int Run(const std::map<std::string, std::string>& flags) {
                                       "--web-dir",           flags.at("--web-dir"),
                                       "--cluster-cache-ms",  "0"};
   if (!images.empty()) ui_argv.insert(ui_argv.end(), {"--images", images});
+  if (flags.count("--ui-flag")) ui_argv.push_back(flags.at("--ui-flag"));
   pid_t ui_pid = Spawn(ui_argv, {}, pipe_fds[1]);
   ::close(pipe_fds[1]);
   if (ui_pid < 0) {
