@@ -44,6 +44,46 @@ uint32_t AllowedSet(const NodeClass& t, uint64_t mask) {
   return s;
 }
 
+// A dual feasible function (Fekete & Schepers, "New classes of fast lower bounds for bin
+// packing problems", Math. Programming 91, 2001): f maps item sizes x ∈ [0, 1] to [0, 1] so
+// that Σ x_i ≤ 1 implies Σ f(x_i) ≤ 1. Applied to the items of one bin (one GPU card, one
+// node's CPU, one node's memory), every integral packing satisfies Σ f ≤ bins; these rows are
+// what the LP otherwise misses about granularity (an 0.81 share leaves 0.19 that only shares
+// ≤ 0.19 can use). Sizes are exact fractions a / c (integers), so no rounding decides a row.
+struct Dff {
+  enum Kind { kThreshold, kStep } kind;
+  // kThreshold (Martello & Toth's ε-function, ε = e / d ≤ 1/2): 1 above 1 − ε, 0 below ε,
+  // the size itself between. kStep (Fekete & Schepers' u^(k)): x when (k + 1)·x is an integer,
+  // else ⌊(k + 1)·x⌋ / k.
+  int64_t e = 0, d = 1;
+  int64_t k = 1;
+
+  double operator()(int64_t a, int64_t c) const {
+    if (a <= 0 || c <= 0) return 0;
+    if (a >= c) return 1;
+    if (kind == kThreshold) {
+      if (a * d > (d - e) * c) return 1;
+      if (a * d < e * c) return 0;
+      return static_cast<double>(a) / static_cast<double>(c);
+    }
+    const int64_t m = (k + 1) * a;
+    if (m % c == 0) return static_cast<double>(a) / static_cast<double>(c);
+    return static_cast<double>(m / c) / static_cast<double>(k);
+  }
+};
+
+// The functions used for one resource: u^(k) for k = 1..6 and the ε-functions for ε = 1/10 ..
+// 1/2 in tenths, plus `extra_eps` (ε = each e / d given, ≤ 1/2).
+std::vector<Dff> DffFamily(const std::vector<std::pair<int64_t, int64_t>>& extra_eps) {
+  std::vector<Dff> out;
+  for (int64_t k = 1; k <= 6; ++k) out.push_back({Dff::kStep, 0, 1, k});
+  for (int64_t e = 1; e <= 5; ++e) out.push_back({Dff::kThreshold, e, 10, 1});
+  for (const auto& [e, d] : extra_eps) {
+    if (e > 0 && 2 * e <= d) out.push_back({Dff::kThreshold, e, d, 1});
+  }
+  return out;
+}
+
 // GLPK keeps a per-thread environment, but its error handler aborts the process; one LP at a
 // time keeps a failure's message readable and costs nothing at the simulator's scale.
 std::mutex glpk_mu;
@@ -99,6 +139,7 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
     const int one_row = cpu_row + 3;
     row_ub.push_back(N);
     std::vector<std::pair<int, uint32_t>> node_cols;  // (column, allowed-GPU set)
+    std::vector<int> node_pods;                       // pod class of each of node_cols
     for (size_t c = 0; c < pc.size(); ++c) {
       const PodClass& p = pc[c].first;
       if (p.cpu > node.cpu || p.mem > node.mem || AllowedGpus(node, p.mask) < p.num_gpus) continue;
@@ -110,10 +151,12 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
       if (p.cpu > 0) add(cpu_row, col, static_cast<double>(p.cpu));
       if (p.mem > 0) add(mem_row, col, static_cast<double>(p.mem));
       if (p.gpu_milli > kHalfCard) add(big_row, col, p.num_gpus);
-      if (2 * p.num_gpus > node.num_gpus || 2 * p.cpu > node.cpu || 2 * p.mem > node.mem) {
-        add(one_row, col, 1);
-      }
+      // Two pods on more than half the GPUs share a card, which only shares ≤ 500 can do. (Two
+      // pods that are each over half of a *different* resource may share a node: the halves of
+      // CPU and memory are the u^(1) granularity rows below, one row per resource.)
+      if (2 * p.num_gpus > node.num_gpus && p.gpu_milli > kHalfCard) add(one_row, col, 1);
       node_cols.emplace_back(col, AllowedSet(node, p.mask));
+      node_pods.push_back(static_cast<int>(c));
     }
     // GPU milli per allowed set S: the classes that may use only GPUs of S share S's cards
     // (Hall-type rows; S = all GPUs gives the node class's total).
@@ -127,6 +170,62 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
       for (const auto& [col, s] : node_cols) {
         if ((s & ~set) == 0) add(row, col, obj[col - 1]);
       }
+    }
+    // Granularity: per card of each set S, Σ f(share) ≤ 1 over the pieces of the pods that may
+    // use only S (a k-GPU pod is k pieces); per node, Σ f(CPU / node CPU) ≤ 1 and the same for
+    // memory. ε of the card rows also at 1 − s for each share s > 1/2 of a class here.
+    std::vector<std::pair<int64_t, int64_t>> share_eps;
+    for (int c : node_pods) {
+      const int32_t s = pc[c].first.gpu_milli;
+      if (2 * s > core::kMilliPerGpu && s < core::kMilliPerGpu) {
+        share_eps.emplace_back(core::kMilliPerGpu - s, core::kMilliPerGpu);
+      }
+    }
+    std::sort(share_eps.begin(), share_eps.end());
+    share_eps.erase(std::unique(share_eps.begin(), share_eps.end()), share_eps.end());
+    auto dff_rows = [&](const std::vector<Dff>& family, double bins, auto size_of, auto use) {
+      for (const Dff& f : family) {
+        std::vector<std::pair<int, double>> coef;
+        bool any_partial = false;  // a row of only 0/1 (or only x) may still bind; keep it
+        for (size_t k = 0; k < node_cols.size(); ++k) {
+          if (!use(k)) continue;
+          const auto [a, cap, pieces] = size_of(k);
+          const double v = f(a, cap) * pieces;
+          if (v > 0) coef.emplace_back(node_cols[k].first, v);
+          any_partial = any_partial || v > 0;
+        }
+        if (!any_partial) continue;
+        const int row = static_cast<int>(row_ub.size()) + 1;
+        row_ub.push_back(bins);
+        for (const auto& [col, v] : coef) add(row, col, v);
+      }
+    };
+    const std::vector<Dff> card_family = DffFamily(share_eps), node_family = DffFamily({});
+    for (uint32_t set : sets) {
+      dff_rows(
+          card_family, N * std::popcount(set),
+          [&](size_t k) {
+            const PodClass& p = pc[node_pods[k]].first;
+            return std::tuple<int64_t, int64_t, double>(p.gpu_milli, core::kMilliPerGpu,
+                                                        p.num_gpus);
+          },
+          [&](size_t k) { return (node_cols[k].second & ~set) == 0; });
+    }
+    if (node.cpu > 0) {
+      dff_rows(
+          node_family, N,
+          [&](size_t k) {
+            return std::tuple<int64_t, int64_t, double>(pc[node_pods[k]].first.cpu, node.cpu, 1);
+          },
+          [](size_t) { return true; });
+    }
+    if (node.mem > 0) {
+      dff_rows(
+          node_family, N,
+          [&](size_t k) {
+            return std::tuple<int64_t, int64_t, double>(pc[node_pods[k]].first.mem, node.mem, 1);
+          },
+          [](size_t) { return true; });
     }
   }
   if (cols.empty()) return out;
@@ -168,11 +267,13 @@ Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWo
   const double capacity = static_cast<double>(cluster.CapacityMilli());
   std::vector<double> out;
   for (int pct : arrived_pct) {
+    // Bucket b of the table holds the samples whose arrived rounds to b % (metrics.h), i.e. up
+    // to (b + ½) % of capacity: the bound takes every pod arrived by then.
     std::vector<core::FragDemand> prefix;
     double arrived = 0;
     for (int32_t idx : arrivals) {
       const core::FragDemand& d = workload.demand[idx];
-      if (arrived + static_cast<double>(d.TotalGpuMilli()) > capacity * pct / 100.0) break;
+      if (arrived + static_cast<double>(d.TotalGpuMilli()) > capacity * (pct + 0.5) / 100.0) break;
       arrived += static_cast<double>(d.TotalGpuMilli());
       prefix.push_back(d);
     }

@@ -31,17 +31,25 @@ struct PackingBound {
 ///    may use ≤ N_t × (those GPUs) × 1000 (one row per distinct allowed-type set);
 ///  - per t: Σ num_gpus · y over classes with a share > 500 milli ≤ N_t × GPUs_t (no card holds
 ///    two such shares);
-///  - per t: Σ y over classes with num_gpus > GPUs_t / 2, or CPU > CPU_t / 2, or memory >
-///    memory_t / 2, ≤ N_t (at most one such pod per node);
-/// maximising Σ num_gpus × gpu_milli × y. What it relaxes: a pod's CPU, memory and GPU may come
-/// from different nodes of its class, and shares ≤ 500 milli pack a card perfectly. CPU-only
-/// pods add nothing to the objective and are left out. Errors: kInternal when GLPK fails.
+///  - per t: Σ y over classes with num_gpus > GPUs_t / 2 and a share > 500 milli ≤ N_t (two
+///    such pods would need one card for both);
+///  - granularity (dual feasible functions f of Fekete & Schepers 2001 and Martello & Toth:
+///    Σ x ≤ 1 ⇒ Σ f(x) ≤ 1): per node class and allowed set S, Σ num_gpus · f(share) · y ≤
+///    N_t × |S| over the classes restricted to S (each card is a bin); per node class,
+///    Σ f(CPU / CPU_t) · y ≤ N_t and the same for memory (each node is a bin);
+/// maximising Σ num_gpus × gpu_milli × y. What it relaxes: pod counts are fractional, and a
+/// pod's CPU, memory and GPU may come from different nodes of its class, subject only to the
+/// rows above; arrival order and the policy's obligation to place a pod that fits are ignored
+/// (it bounds clairvoyant policies that may refuse pods, too). CPU-only pods add nothing to the
+/// objective and are left out (which only loosens it). Errors: kInternal when GLPK fails.
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
                                        std::span<const core::FragDemand> pods);
 
 /// The bound as a GPU allocation ratio (% of capacity) for the arrivals of one run (the same
 /// sequence RunExperiment builds for `seed` and `tune`) cut at each of `arrived_pct`: the pods
-/// whose cumulative GPU request is ≤ b % of capacity. Also capped by that request itself.
+/// whose cumulative GPU request is ≤ (b + ½) % of capacity, the last arrived that the table's
+/// bucket b (Bucketize) averages over, so it bounds every sample of that bucket. Also capped by
+/// that request itself and by capacity.
 /// Errors: as PackingUpperBound.
 Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
                                           uint64_t seed, double tune,

@@ -171,6 +171,9 @@ TEST(ArrivalBounds, BoundEveryPolicyOnTheRealTraceSlice) {
     const double placed =
         100.0 * static_cast<double>(r->used_milli) / static_cast<double>(cluster->CapacityMilli());
     EXPECT_LE(placed, (*bound)[1] + 1e-9) << core::PlacementPolicyName(policy);
+    // The table's figures (bucket means, rounded to 2 decimals) at 100 % and 130 % arrived.
+    EXPECT_LE(r->buckets.alloc_pct[100], (*bound)[0] + 0.005) << core::PlacementPolicyName(policy);
+    EXPECT_LE(r->buckets.alloc_pct[130], (*bound)[1] + 0.005) << core::PlacementPolicyName(policy);
   }
 }
 
