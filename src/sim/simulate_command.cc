@@ -399,9 +399,9 @@ int Run(const Flags& flags) {
       "\nGPU allocation ratio (%% of %lld GPUs) by arrived workload, mean of %zu seeds; "
       "paper = the authors' published runs (expected_results/)\n",
       static_cast<long long>(cluster->total_gpus), seeds->size());
-  std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n", "policy",
-              "@100%", "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%", "paper",
-              "failed", "bound130", "gap");
+  std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
+              "policy", "@100%", "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%",
+              "paper", "failed", "bound100", "gap", "bound130", "gap");
   std::vector<std::vector<double>> curves;  // per policy: mean allocation per bucket
   // Per policy: the paper's published means at 100 % and 130 % arrived (the chart's points).
   std::vector<std::pair<std::optional<double>, std::optional<double>>> paper_points;
@@ -432,23 +432,25 @@ int Run(const Flags& flags) {
     if (paper.frag_ratio) pf90 = sim::PaperMean(*paper.frag_ratio, trace_name, p, "90");
     paper_points.emplace_back(p100, p130);
     const double m130 = Mean(a130);
-    const std::optional<double> b130 = bound_at(130);
+    const std::optional<double> b130 = bound_at(130), b100 = bound_at(100);
+    const double m100 = Mean(a100);
     std::printf(
-        "%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s\n",
-        core::PlacementPolicyName(p), Fmt(Mean(a100)).c_str(), Fmt(p100).c_str(), Fmt(m130).c_str(),
+        "%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
+        core::PlacementPolicyName(p), Fmt(m100).c_str(), Fmt(p100).c_str(), Fmt(m130).c_str(),
         Fmt(p130).c_str(),
         p130 ? (std::string(m130 - *p130 >= 0 ? "+" : "") + Fmt(m130 - *p130)).c_str() : "n/a",
         Fmt((100 - m130) / 100 * gpus, 0).c_str(),
         p130 ? Fmt((100 - *p130) / 100 * gpus, 0).c_str() : "n/a", Fmt(Mean(f90), 1).c_str(),
-        Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str(), Fmt(b130).c_str(),
+        Fmt(pf90, 1).c_str(), Fmt(Mean(failed), 0).c_str(), Fmt(b100).c_str(),
+        b100 ? Fmt(*b100 - m100).c_str() : "n/a", Fmt(b130).c_str(),
         b130 ? Fmt(*b130 - m130).c_str() : "n/a");
   }
   std::printf(
       "(unalloc = unallocated GPUs at 130 %%; frag@90%% = fragmentation rate, fragment / "
       "unallocated GPU × 100, at 90 %% arrived; failed = pods that fit nowhere, mean per run; "
-      "bound130 = upper bound on the "
-      "allocation any policy could reach for the same arrivals at 130 %%, mean of the seeds "
-      "(docs/simulate.md), gap = bound130 − @130%%)\n");
+      "bound100 / bound130 = upper bound on the "
+      "allocation any policy could reach for the same arrivals at 100 / 130 %%, mean of the seeds "
+      "(docs/simulate.md), gap = bound − the policy's figure)\n");
   if (!bound_mean.empty()) {
     std::printf("upper bound by arrived %%:");
     for (size_t k = 0; k < bound_pcts.size(); ++k) {
@@ -498,7 +500,10 @@ int Run(const Flags& flags) {
       csv << "\n";
     }
   }
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+  // The gnuplot scripts are always written (they are the chart's definition); the PNGs only
+  // when gnuplot is installed.
+  const bool have_gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+  {
     // One colour per policy, told apart also by the line style: gnuplot's default colour cycle
     // repeats after 8 and its 6th and 8th colours are hard to tell apart on the knee chart.
     static const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
@@ -511,19 +516,21 @@ int Run(const Flags& flags) {
       const std::string stem = flags.out + "/allocation_" + trace_name + (knee ? "_knee" : "");
       const std::string png = stem + ".png", gp = stem + ".gp";
       std::ofstream script(gp);
-      script << "set terminal png size 900,600 noenhanced\nset output '" << png << "'\n"
-             << "set datafile separator ','\nset datafile missing ''\nset key left top\nset grid\n"
+      // The key goes outside the plot area, right of it, so it never hides a curve whatever
+      // the policies and the trace.
+      script << "set terminal png size 1150,600 noenhanced\nset output '" << png << "'\n"
+             << "set datafile separator ','\nset datafile missing ''\n"
+             << "set key outside right top vertical box opaque\nset grid\n"
              << "set title 'GPU allocation vs arrived workload (" << trace_name
              << (knee ? ", near the knee" : "") << ", mean of " << seeds->size() << " seeds)'\n"
-             << "set xlabel 'arrived GPU request (% of capacity)'\n"
-             << "set ylabel 'GPU allocation ratio (%)'\n";
+             << "set xlabel 'arrived GPU request (% of the cluster GPU capacity)'\n"
+             << "set ylabel 'GPU allocated (% of the cluster GPU capacity)'\n";
       if (knee) {
-        script << "set xrange [80:" << curves.front().size() - 1 << "]\nset yrange [85:101]\n"
-               << "set key right bottom\n";
+        script << "set xrange [80:" << curves.front().size() - 1 << "]\nset yrange [85:101]\n";
       } else {
-        script << "set xrange [0:" << curves.front().size() - 1 << "]\n";
+        script << "set xrange [0:" << curves.front().size() - 1 << "]\nset yrange [0:105]\n";
       }
-      script << "plot x title 'arrived' with lines dashtype 2 lc rgb 'gray'";
+      script << "plot x title 'arrived (all placed)' with lines lw 2 dashtype 2 lc rgb '#404040'";
       for (size_t i = 0; i < policies->size(); ++i) {
         script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 dashtype "
                << 1 + i / kNumColours << " lc rgb '" << kColours[i % kNumColours] << "' title '"
@@ -541,11 +548,16 @@ int Run(const Flags& flags) {
       }
       if (!bound_mean.empty()) {
         script << ", '" << csv_path << "' using 1:" << policies->size() + 2
-               << " with linespoints lw 2 dashtype 3 lc rgb 'black' title 'upper bound (LP)'";
+               << " with linespoints lw 3 dashtype 3 pt 5 ps 1 lc rgb 'black'"
+               << " title 'upper bound, any policy (LP)'";
       }
       script << "\n";
       script.close();
-      if (std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0) {
+      if (!script) {
+        std::fprintf(stderr, "error: cannot write %s\n", gp.c_str());
+        return 1;
+      }
+      if (have_gnuplot && std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0) {
         std::printf("wrote %s\n", png.c_str());
       }
     }

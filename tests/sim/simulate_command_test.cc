@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -62,7 +63,8 @@ class SimulateCommandTest : public ::testing::Test {
                                               {"--policies", "FGD,BestFit"},
                                               {"-j", "1"}};
     for (const auto& [flag, value] : flags) all[flag] = value;
-    std::vector<std::string> args = {"simulate", "--no-bound", "-q"};
+    std::vector<std::string> args = {"simulate", "-q"};
+    if (!with_bound_) args.push_back("--no-bound");
     for (const auto& [flag, value] : all) {
       args.push_back(flag);
       args.push_back(value);
@@ -84,6 +86,7 @@ class SimulateCommandTest : public ::testing::Test {
     return o;
   }
 
+  bool with_bound_ = false;  // compute the packing bound (one small LP per 5 % of arrived)
   ::fracgpu::test_support::TempDir tmp_{"fracgpu-simcmd-"};
   std::string dir_ = tmp_.path();
 };
@@ -108,6 +111,45 @@ TEST_F(SimulateCommandTest, ThePapersMeansAreWrittenForTheChart) {
   std::ifstream in(dir_ + "/out/paper_pods.csv");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "arrived_pct,FGD,BestFit\n100,81.00,\n130,90.50,\n");
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The charts' gnuplot scripts: the key outside the plot area (it can cross no curve), axes
+// with their unit, the arrived line drawn solid enough to see, the bound its own series with
+// its own key entry, and gnuplot (when installed) renders both to non-empty PNGs.
+TEST_F(SimulateCommandTest, ChartsKeepTheKeyOutsideAndDrawTheBound) {
+  with_bound_ = true;
+  Outcome o = Simulate({});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("bound100"), std::string::npos) << o.out;
+  const std::string csv = ReadAll(dir_ + "/out/allocation_pods.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "arrived_pct,FGD,BestFit,upper_bound");
+  for (const std::string stem : {"allocation_pods", "allocation_pods_knee"}) {
+    const std::string gp = ReadAll(dir_ + "/out/" + stem + ".gp");
+    ASSERT_FALSE(gp.empty()) << stem;
+    EXPECT_NE(gp.find("\nset key outside right top"), std::string::npos) << gp;
+    // No later "set key" moves it back inside.
+    EXPECT_EQ(gp.find("set key", gp.find("set key outside") + 1), std::string::npos) << gp;
+    EXPECT_NE(gp.find("set xlabel 'arrived GPU request (% of the cluster GPU capacity)'"),
+              std::string::npos);
+    EXPECT_NE(gp.find("set ylabel 'GPU allocated (% of the cluster GPU capacity)'"),
+              std::string::npos);
+    EXPECT_NE(gp.find("plot x title 'arrived (all placed)' with lines lw 2"), std::string::npos)
+        << gp;
+    // The bound: column 4 of the CSV (after the two policies), titled.
+    EXPECT_NE(gp.find("using 1:4 with linespoints lw 3 dashtype 3 pt 5 ps 1 lc rgb 'black' "
+                      "title 'upper bound, any policy (LP)'"),
+              std::string::npos)
+        << gp;
+    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+      std::error_code ec;
+      EXPECT_GT(fs::file_size(dir_ + "/out/" + stem + ".png", ec), 1000u) << stem << ec.message();
+    }
+  }
 }
 
 TEST_F(SimulateCommandTest, BadFlagsAreRefusedUpFrontNamingFlagAndValue) {
