@@ -1,5 +1,8 @@
 #include "base/strings.h"
 
+#include <cstdint>
+#include <cstdio>
+
 namespace fracgpu::base {
 
 std::string_view Trim(std::string_view s, std::string_view chars) {
@@ -28,6 +31,19 @@ std::vector<std::string> SplitComma(std::string_view text, const SplitOptions& o
     if (last) return out;
     start = comma + 1;
   }
+}
+
+std::string BoundedName(const std::string& prefix, const std::string& suffix, size_t max) {
+  std::string whole = prefix + suffix;
+  if (whole.size() <= max) return whole;
+  uint32_t h = 2166136261u;  // FNV-1a 32: a short, stable tag of the whole name
+  for (unsigned char c : whole) h = (h ^ c) * 16777619u;
+  char tag[9];
+  std::snprintf(tag, sizeof tag, "%08x", h);
+  size_t keep = max > suffix.size() + 9 ? max - suffix.size() - 9 : 0;
+  std::string cut = prefix.substr(0, keep);
+  while (!cut.empty() && (cut.back() == '-' || cut.back() == '.')) cut.pop_back();
+  return cut + "-" + tag + suffix;
 }
 
 }  // namespace fracgpu::base

@@ -37,4 +37,12 @@ struct SplitOptions {
 /// Splits `text` at every ',' and applies `options` to the pieces, in order.
 std::vector<std::string> SplitComma(std::string_view text, const SplitOptions& options = {});
 
+/// `prefix + suffix` when that is at most `max` characters; otherwise `prefix` cut, then "-",
+/// 8 hex digits of a hash (FNV-1a 32) of the whole `prefix + suffix`, then `suffix`, in `max`
+/// characters. Names made from user-chosen parts (a node's, a pod's, a container's) stay within
+/// a Kubernetes name limit (a DNS label 63, a subdomain 253) and distinct. '-' and '.' are
+/// removed from the end of the cut prefix, so each label still ends in an alphanumeric. `max`
+/// must exceed suffix.size() + 9.
+std::string BoundedName(const std::string& prefix, const std::string& suffix, size_t max);
+
 }  // namespace fracgpu::base

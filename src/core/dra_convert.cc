@@ -4,6 +4,7 @@
 #include <cctype>
 #include <optional>
 
+#include "base/strings.h"
 #include "core/gputype.h"
 
 namespace fracgpu::core {
@@ -193,8 +194,10 @@ Result<HamiConversion> ConvertHamiPod(const json& pod, const ResourceNames& name
       }
       if (!selector.empty())
         exactly["selectors"] = json::array({{{"cel", {{"expression", selector}}}}});
-      std::string claim_name = req.name + "-gpu";
-      std::string template_name = base + "-" + req.name + "-gpu";
+      // The pod's claim name is a DNS label (63) and the template's a subdomain (253): long
+      // pod or container names are cut with a hash, never refused by the API server.
+      std::string claim_name = base::BoundedName(req.name, "-gpu", 63);
+      std::string template_name = base::BoundedName(base + "-" + req.name, "-gpu", 253);
       json devices = {{"requests", json::array({{{"name", "gpu"}, {"exactly", exactly}}})}};
       if (req.num_gpus > 1) {
         // N GPUs are N distinct cards (HAMi's nvidia.com/gpu: N). A multi-allocatable device

@@ -123,8 +123,8 @@ int Run(Flags f) {
     }
   }
   // (No defaultMemory: memory's requestPolicy.default is the whole card, src/dra/slices.cc.)
-  dra::SliceOptions slice_opt{f.driver_name, f.node_name, f.consumable_capacity != "false",
-                              config->default_cores, "", true};
+  dra::SliceOptions slice_opt{f.driver_name,         f.node_name, f.consumable_capacity != "false",
+                              config->default_cores, "",          true};
   // The slice is owned by its Node (removed with it); without the Node's uid it is published
   // without an ownerReference, as before, and says so.
   if (auto node = (*client)->Get("/api/v1/nodes/" + f.node_name); node.ok()) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "base/strings.h"
 #include "core/gputype.h"
 #include "core/quantity.h"
 #include "dra/api.h"
@@ -130,17 +131,7 @@ json BuildSliceDevices(const std::vector<core::DeviceInfo>& devices,
 }
 
 std::string SliceNameFor(const std::string& node_name, const std::string& driver) {
-  constexpr size_t kMaxName = 253;  // DNS-1123 subdomain (apimachinery validation)
-  std::string whole = node_name + "-" + driver;
-  if (whole.size() <= kMaxName) return whole;
-  uint32_t h = 2166136261u;  // FNV-1a 32: a short, stable tag of the whole name
-  for (unsigned char c : whole) h = (h ^ c) * 16777619u;
-  char tag[9];
-  std::snprintf(tag, sizeof tag, "%08x", h);
-  std::string prefix = node_name.substr(0, kMaxName - driver.size() - 2 - 8);
-  // A subdomain's labels end in an alphanumeric character.
-  while (!prefix.empty() && (prefix.back() == '-' || prefix.back() == '.')) prefix.pop_back();
-  return prefix + "-" + tag + "-" + driver;
+  return base::BoundedName(node_name, "-" + driver, 253);  // a DNS-1123 subdomain
 }
 
 json BuildResourceSlice(const json& devices, const SliceOptions& options, int64_t generation) {

@@ -132,5 +132,21 @@ TEST(SplitCommaTest, DropTrailingEmptyKeepsInnerEmpties) {
   }
 }
 
+TEST(BoundedNameTest, FitsAndStaysDistinct) {
+  EXPECT_EQ(BoundedName("node-a", "-gpu.fracgpu.io", 253), "node-a-gpu.fracgpu.io");
+  EXPECT_EQ(BoundedName(std::string(59, 'c'), "-gpu", 63), std::string(59, 'c') + "-gpu");
+  std::string a = BoundedName(std::string(60, 'c'), "-gpu", 63);
+  std::string b = BoundedName(std::string(61, 'c'), "-gpu", 63);
+  EXPECT_EQ(a.size(), 63u);
+  EXPECT_EQ(b.size(), 63u);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(a.starts_with(std::string(50, 'c') + "-"));
+  EXPECT_TRUE(a.ends_with("-gpu"));
+  // The cut never leaves '-' or '.' before the hash's '-'.
+  std::string c = BoundedName(std::string(49, 'x') + "-.zzzzzzzzzzzzzzz", "-gpu", 63);
+  EXPECT_EQ(c.substr(0, 50), std::string(49, 'x') + "-");
+  EXPECT_EQ(c.size(), 62u);
+}
+
 }  // namespace
 }  // namespace fracgpu::base

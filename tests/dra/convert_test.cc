@@ -48,6 +48,31 @@ TEST(ConvertTest, GpumemAndGpucoresBecomeACapacityRequestAndThePodIsPatched) {
   EXPECT_FALSE(patched["spec"]["containers"][1].contains("resources"));
 }
 
+TEST(ConvertTest, LongPodAndContainerNamesGiveNamesWithinTheirLimits) {
+  // A container name is a DNS label of up to 63 characters and a pod name a subdomain of up to
+  // 253: "<container>-gpu" (the pod's claim name, a label) and "<pod>-<container>-gpu" (the
+  // template's, a subdomain) would be refused by the API server.
+  json pod = Pod({{"nvidia.com/gpumem", "3000"}});
+  std::string ctr(63, 'c'), name(253, 'p');
+  pod["metadata"]["name"] = name;
+  pod["spec"]["containers"][0]["name"] = ctr;
+  auto c = ConvertHamiPod(pod, core::ResourceNames{});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::string tname = c->templates[0]["metadata"]["name"];
+  EXPECT_EQ(tname.size(), 253u);
+  EXPECT_TRUE(tname.ends_with("-gpu"));
+  json patched = pod.patch(c->pod_patch);
+  std::string claim = patched["spec"]["resourceClaims"][0]["name"];
+  EXPECT_EQ(claim.size(), 63u);
+  EXPECT_TRUE(claim.ends_with("-gpu"));
+  EXPECT_EQ(patched["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], tname);
+  EXPECT_EQ(patched["spec"]["containers"][0]["resources"]["claims"][0]["name"], claim);
+  // A container name one shorter gets a different claim name (the hash covers the whole).
+  pod["spec"]["containers"][0]["name"] = std::string(62, 'c');
+  json other = pod.patch(ConvertHamiPod(pod, core::ResourceNames{})->pod_patch);
+  EXPECT_NE(other["spec"]["resourceClaims"][0]["name"], claim);
+}
+
 TEST(ConvertTest, WholeCardsUuidRulesAndWhatDraCannotExpress) {
   json whole = Pod({{"nvidia.com/gpu", "2"}, {"nvidia.com/gpucores", "100"}},
                    {{"nvidia.com/nouse-gpuuuid", "GPU-AAAA-1"}});
