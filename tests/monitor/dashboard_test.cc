@@ -72,8 +72,9 @@ std::string MonitorScrape(const TempDir& dir) {
   std::filesystem::create_directories(dir.path() + "/node");
   api::NodeGpu node{};
   node.magic = api::kNodeGpuMagic;
-  node.version = 1;
+  node.version = api::kNodeGpuVersion;
   node.high_last_launch_ns = 1;
+  node.high_last_launch_check = ~node.high_last_launch_ns;  // as fracgpu monitor writes it
   WriteBytes(dir.path() + "/node/" + kGpu0,
              std::string(reinterpret_cast<const char*>(&node), sizeof node));
   OneGpu gpus;
