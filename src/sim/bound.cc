@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/fgd_policies.h"
+
 namespace fracgpu::sim {
 namespace {
 
@@ -256,6 +258,32 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   out.gpu_milli = glp_get_obj_val(lp);
   glp_delete_prob(lp);
   return out;
+}
+
+int64_t OfflinePacking(const SimCluster& cluster, const SimWorkload& workload,
+                       std::span<const core::FragDemand> pods) {
+  std::vector<core::FragDemand> order;
+  for (const auto& d : pods) {
+    if (d.num_gpus > 0 && d.gpu_milli > 0) order.push_back(d);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tuple(a.num_gpus, a.gpu_milli) > std::tuple(b.num_gpus, b.gpu_milli);
+  });
+  std::vector<core::FragNode> nodes = cluster.frag;
+  std::vector<double> frag(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    frag[i] = core::NodeFragment(nodes[i], workload.compiled);
+  core::SeededRng unused(0, 0);  // FGD draws nothing
+  int64_t used = 0;
+  for (const auto& d : order) {
+    const core::Placement p =
+        core::ChooseNode(core::PlacementPolicy::kFgd, nodes, frag, d, workload.compiled, unused);
+    if (p.node < 0) continue;
+    core::Apply(nodes[p.node], d, p.pick);
+    frag[p.node] = core::NodeFragment(nodes[p.node], workload.compiled);
+    used += d.TotalGpuMilli();
+  }
+  return used;
 }
 
 Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,

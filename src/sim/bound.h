@@ -55,4 +55,12 @@ Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWo
                                           uint64_t seed, double tune,
                                           std::span<const int> arrived_pct);
 
+/// A lower bound on the same optimum: the GPU milli of one real packing of `pods` on the
+/// cluster's empty nodes, built offline (all pods known): GPU pods sorted by (GPUs, share)
+/// descending, each placed by core::ChooseNode with FGD over `workload`'s M where it fits,
+/// refused otherwise; CPU-only pods are left out. The best possible allocation for these pods
+/// lies between this and PackingUpperBound.
+int64_t OfflinePacking(const SimCluster& cluster, const SimWorkload& workload,
+                       std::span<const core::FragDemand> pods);
+
 }  // namespace fracgpu::sim
