@@ -210,7 +210,8 @@ function showNoPreview(errors) {
   setList($('fit-nodes'), []);
   const fields = [...new Set(errors.map((e) => e.id).filter((id) => id))]
     .map((id) => document.querySelector(`label[for="${id}"]`)?.textContent.trim() ?? id);
-  $('yaml').textContent = `# The Notebook appears here once every field is valid${fields.length ? `; fix: ${fields.join(', ')}` : ''}.`;
+  $('yaml').textContent = '# The Notebook appears here once every field is valid.' +
+    (fields.length ? `\n# Fix: ${fields.join(', ')}.` : '');
 }
 
 function render(preview, local, renamed) {
@@ -320,7 +321,7 @@ async function loadNotebooks() {
   const mine = ++listSeq;
   const ns = $('namespace').value.trim();
   $('notebooks-error').textContent = '';
-  $('nb-namespace').textContent = ns;
+  $('nb-namespace').textContent = namespaceError(ns) ? '…' : ns;
   const tbody = $('notebooks').querySelector('tbody');
   if (namespaceError(ns)) {
     $('notebooks').setAttribute('aria-busy', 'false');

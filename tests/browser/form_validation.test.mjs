@@ -55,7 +55,7 @@ for (const [width, height] of [[390, 844], [1280, 900]]) {
     assert.equal(await page.locator('#fit').getAttribute('class'), 'fit unknown');
     assert.equal(await page.locator('#fit').textContent(), 'Fix the values above to see where it fits.');
     assert.equal(await page.locator('#yaml').textContent(),
-                 '# The Notebook appears here once every field is valid; fix: Name, Namespace, CPU, Memory, Cores %.');
+                 '# The Notebook appears here once every field is valid.\n# Fix: Name, Namespace, CPU, Memory, Cores %.');
     const pageWidth = await page.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(pageWidth <= width, `the page is ${pageWidth} px wide at ${width} px`);
     await screenshot(page, `ui-form-errors-${width}px.png`);
