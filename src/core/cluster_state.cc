@@ -215,6 +215,17 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
   auto [it, inserted] = nodes_.insert_or_assign(name, std::move(entry));
   if (inserted) IndexInsert(&*it);
   RebuildNode(name, &previous);
+  // Pods that waited for this node to be adopted (SetAdoptUnsigned) are checked now.
+  std::vector<PodObject> waiting;
+  for (auto w = awaiting_adoption_.begin(); w != awaiting_adoption_.end();) {
+    if (w->second.node_name == name) {
+      waiting.push_back(std::move(w->second));
+      w = awaiting_adoption_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+  for (const PodObject& p : waiting) (void)UpsertPod(p);
   return result;
 }
 
@@ -338,6 +349,82 @@ void ClusterState::Apply(PodAllocation& a, bool add, const std::vector<GpuState>
   }
 }
 
+Status CheckHamiAdoption(const PodObject& pod, const PodAllocation& allocation,
+                         const NodeState* node, const std::string& created_before) {
+  const std::string who = "pod " + pod.key + " (unsigned allocation): ";
+  if (pod.signature) return PermissionDenied(who + "carries a signature that does not verify");
+  // RFC 3339 UTC timestamps of one fixed width compare as strings.
+  if (pod.created.size() != 20 || created_before.size() != 20 || pod.created >= created_before) {
+    return PermissionDenied(who + "created at \"" + pod.created +
+                            "\", not before fracgpu took over (\"" + created_before + "\")");
+  }
+  if (pod.phase != "Running") {
+    return PermissionDenied(who + "phase is \"" + pod.phase + "\", not Running");
+  }
+  if (pod.node_name.empty() || pod.node_name != allocation.node) {
+    return PermissionDenied(who + "bound to node \"" + pod.node_name + "\", but " +
+                            kAnnotationVgpuNode + " names \"" + allocation.node + "\"");
+  }
+  if (node == nullptr) return NotFound(who + "node " + allocation.node + " is not known (yet)");
+  auto usage = CollapsePodUsage(allocation.grants, allocation.num_init, allocation.init_finished);
+  if (!usage.ok()) return PermissionDenied(who + usage.status().message());
+  for (const GpuUsageDelta& d : *usage) {
+    const GpuState* gpu = nullptr;
+    for (const GpuState& g : node->gpus) {
+      if (g.info.uuid == d.uuid && !g.ghost) gpu = &g;
+    }
+    if (gpu == nullptr) {
+      return PermissionDenied(who + "GPU " + d.uuid + " is not registered by node " + node->name +
+                              " (" + kAnnotationNodeRegister + ")");
+    }
+    if (gpu->used + d.slots > gpu->info.count ||
+        gpu->used_mem_mib + d.mem_mib > gpu->info.devmem_mib ||
+        gpu->used_cores + d.cores > gpu->info.devcore) {
+      return PermissionDenied(
+          who + "GPU " + d.uuid + " has no room for it: " + std::to_string(d.slots) + " slot(s), " +
+          std::to_string(d.mem_mib) + " MiB, " + std::to_string(d.cores) + "% asked; " +
+          std::to_string(gpu->used) + "/" + std::to_string(gpu->info.count) + " slots, " +
+          std::to_string(gpu->used_mem_mib) + "/" + std::to_string(gpu->info.devmem_mib) +
+          " MiB, " + std::to_string(gpu->used_cores) + "/" + std::to_string(gpu->info.devcore) +
+          "% already counted");
+    }
+  }
+  return Status::Ok();
+}
+
+bool ClusterState::Adopt(const PodObject& pod, const PodAllocation& a) {
+  if (auto rec = adopted_.find(pod.uid); rec != adopted_.end()) {
+    return rec->second.node == a.node && pod.allocated && rec->second.allocated == *pod.allocated &&
+           (pod.node_name.empty() || pod.node_name == a.node);
+  }
+  // The node as counted without this pod's own usage (its whole-node count, when it had one).
+  std::optional<NodeState> node;
+  if (auto n = nodes_.find(a.node); n != nodes_.end() && n->second.usable) {
+    node = n->second.state;
+    auto existing = pods_.find(pod.uid);
+    if (existing != pods_.end() && applied_.count(pod.uid) && existing->second.node == a.node) {
+      const PodAllocation& e = existing->second;
+      if (!RemovePodGrants(*node, e.grants, e.num_init, e.init_finished).ok()) node.reset();
+    }
+  }
+  Status st = CheckHamiAdoption(pod, a, node ? &*node : nullptr, adopt_created_before_);
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kNotFound && !pod.node_name.empty()) {
+      awaiting_adoption_[pod.uid] = pod;
+    } else {
+      awaiting_adoption_.erase(pod.uid);
+    }
+    Log(LogSeverity::kWarning, "not adopted: " + st.message());
+    return false;
+  }
+  awaiting_adoption_.erase(pod.uid);
+  adopted_[pod.uid] = Adoption{a.node, *pod.allocated};
+  ++adopted_count_;
+  Log(LogSeverity::kWarning, "pod " + pod.key + ": unsigned (HAMi) allocation on node " + a.node +
+                                 " verified against the node and adopted: counted as written");
+  return true;
+}
+
 Status ClusterState::UpsertPod(const PodObject& pod) {
   const std::string& uid = pod.uid;
   if (pod.phase == "Succeeded" || pod.phase == "Failed") {
@@ -357,6 +444,9 @@ Status ClusterState::UpsertPod(const PodObject& pod) {
     bool verified = alloc.ok() && alloc->has_value() && signature &&
                     VerifyAllocation(signing_key_, uid, *node, *allocated, *signature) &&
                     (bound.empty() || bound == *node);
+    if (!verified && adopt_unsigned_ && !signature && alloc.ok() && alloc->has_value()) {
+      verified = Adopt(pod, **alloc);
+    }
     if (verified) {
       (*alloc)->verified = true;
     } else if (claims || (!bound.empty() && pod.asks_for_gpu)) {
@@ -441,6 +531,8 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
 }
 
 void ClusterState::Forget(const std::string& uid) {
+  adopted_.erase(uid);
+  awaiting_adoption_.erase(uid);
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
   Apply(it->second, false);

@@ -70,6 +70,9 @@ struct PodObject {
   /// Every entry of status.initContainerStatuses has state.terminated.exitCode 0 (an integer).
   bool init_statuses_succeeded = false;
   bool asks_for_gpu = false;  ///< a container lists the GPU resource in its limits or requests
+  /// metadata.creationTimestamp as the API server writes it (RFC 3339 in UTC, seconds,
+  /// "2026-12-04T10:00:00Z"); "" when absent.
+  std::string created;
 };
 
 /// One pod's recorded allocation.
@@ -110,6 +113,25 @@ class ClusterState {
   /// of the pod's node in full (spec.nodeName when bound). Without a key (unsigned mode)
   /// annotations are trusted. Call before the first UpsertPod.
   void SetSigningKey(std::string key) { signing_key_ = std::move(key); }
+  /// Migration from HAMi without a drain (docs/hami-migration.md, issue 34 item 3): with a
+  /// key and `on`, a pod HAMi placed — an allocation with no signature at all — is adopted
+  /// once, when first seen, if CheckHamiAdoption passes against its node as the model holds it
+  /// (the device plugin's registration, the usage of every other pod): it is then counted as
+  /// written, and the adoption is recorded by UID with the node and the exact annotation, so
+  /// the same pod is counted as it is from then on; a later change of its annotations is not
+  /// adopted (the adopted allocation keeps counting). A pod that fails the check is counted as
+  /// before (its whole node); one whose node is not known yet is checked again when the node
+  /// arrives. An allocation carrying a signature that does not verify is never adopted, nor a
+  /// pod created at or after `created_before` (RFC 3339 UTC, "2026-12-04T10:00:00Z": the moment
+  /// fracgpu's scheduler took over; every pod created since was placed, and signed, by it, so a
+  /// tenant who strips the signature of a later pod gains nothing). Off by default. Call
+  /// before the first UpsertPod.
+  void SetAdoptUnsigned(bool on, std::string created_before) {
+    adopt_unsigned_ = on;
+    adopt_created_before_ = std::move(created_before);
+  }
+  /// Pods adopted since start (see SetAdoptUnsigned).
+  int64_t adopted_allocations() const { return adopted_count_; }
   /// Where lines about usage that cannot be counted or released go (none by default).
   void SetLogger(LogFn log) { log_ = std::move(log); }
   /// Pods counted conservatively since start (unsigned or altered allocations).
@@ -270,8 +292,32 @@ class ClusterState {
   int64_t orphaned_ = 0;
   std::string signing_key_;
   int64_t unverified_ = 0;
+  // Adoption of unsigned (HAMi) allocations, see SetAdoptUnsigned.
+  struct Adoption {
+    std::string node;
+    std::string allocated;  // the annotation as verified
+  };
+  bool adopt_unsigned_ = false;
+  std::string adopt_created_before_;
+  int64_t adopted_count_ = 0;
+  std::map<std::string, Adoption> adopted_;             // uid → what was verified
+  std::map<std::string, PodObject> awaiting_adoption_;  // uid → pod whose node was unknown
+  // True when the pod's unsigned allocation `a` is (or now becomes) adopted.
+  bool Adopt(const PodObject& pod, const PodAllocation& a);
   LogFn log_;
 };
+
+/// The adoption check of an unsigned allocation (ClusterState::SetAdoptUnsigned): OK when the
+/// pod carries no signature, was created before `created_before` (see
+/// ClusterState::SetAdoptUnsigned), is Running (its kubelet started it, so a device plugin
+/// served it), is bound (spec.nodeName) to the node its `hami.io/vgpu-node` names, and `node` (that
+/// node as the model holds it, without this pod's usage; nullptr when unknown) registers every
+/// GPU the allocation names (not as a ghost) with room for it next to the usage already
+/// counted: slots within `count`, memory within the GPU's MiB, cores within `devcore`.
+/// Errors: kPermissionDenied naming the pod and the first check that fails (kNotFound when
+/// `node` is nullptr).
+Status CheckHamiAdoption(const PodObject& pod, const PodAllocation& allocation,
+                         const NodeState* node, const std::string& created_before);
 
 /// Decodes a pod's allocation from its annotations; nullopt when it has none (no
 /// `hami.io/vgpu-node` or no allocated value). Errors: the allocation does not decode.
