@@ -518,7 +518,12 @@ int Run(const Flags& flags) {
       std::ofstream script(gp);
       // The key goes outside the plot area, right of it, so it never hides a curve whatever
       // the policies and the trace.
-      script << "set terminal png size 1150,600 noenhanced\nset output '" << png << "'\n"
+      // pngcairo draws dash patterns (libgd's png draws every line solid); png where it is
+      // missing.
+      script << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+             << "  set terminal pngcairo size 1150,600 noenhanced\n"
+             << "} else {\n  set terminal png size 1150,600 noenhanced\n}\n"
+             << "set output '" << png << "'\n"
              << "set datafile separator ','\nset datafile missing ''\n"
              << "set key outside right top vertical box opaque\nset grid\n"
              << "set title 'GPU allocation vs arrived workload (" << trace_name
@@ -530,12 +535,16 @@ int Run(const Flags& flags) {
       } else {
         script << "set xrange [0:" << curves.front().size() - 1 << "]\nset yrange [0:105]\n";
       }
-      script << "plot x title 'arrived (all placed)' with lines lw 2 dashtype 2 lc rgb '#404040'";
+      script << "plot ";
       for (size_t i = 0; i < policies->size(); ++i) {
-        script << ", '" << csv_path << "' using 1:" << i + 2 << " with lines lw 2 dashtype "
-               << 1 + i / kNumColours << " lc rgb '" << kColours[i % kNumColours] << "' title '"
+        script << (i ? ", '" : "'") << csv_path << "' using 1:" << i + 2
+               << " with lines lw 2 dashtype " << 1 + i / kNumColours << " lc rgb '"
+               << kColours[i % kNumColours] << "' title '"
                << core::PlacementPolicyName((*policies)[i]) << "'";
       }
+      // The arrived line after the policies, dashed, so that it stays visible where every
+      // policy still places everything (the curves coincide with it up to the knee).
+      script << ", x title 'arrived (all placed)' with lines lw 2 dashtype (8,6) lc rgb 'black'";
       // The paper's published means as points of the same colour (no key entry per policy: one
       // entry says what the points are).
       if (any_paper) {

@@ -138,8 +138,11 @@ TEST_F(SimulateCommandTest, ChartsKeepTheKeyOutsideAndDrawTheBound) {
               std::string::npos);
     EXPECT_NE(gp.find("set ylabel 'GPU allocated (% of the cluster GPU capacity)'"),
               std::string::npos);
-    EXPECT_NE(gp.find("plot x title 'arrived (all placed)' with lines lw 2"), std::string::npos)
-        << gp;
+    // The arrived line is drawn after (on top of) the policies' curves, dashed.
+    const size_t arrived =
+        gp.find(", x title 'arrived (all placed)' with lines lw 2 dashtype (8,6)");
+    EXPECT_NE(arrived, std::string::npos) << gp;
+    EXPECT_LT(gp.find("title 'BestFit'"), arrived) << gp;
     // The bound: column 4 of the CSV (after the two policies), titled.
     EXPECT_NE(gp.find("using 1:4 with linespoints lw 3 dashtype 3 pt 5 ps 1 lc rgb 'black' "
                       "title 'upper bound, any policy (LP)'"),
