@@ -21,13 +21,23 @@ inline constexpr uint32_t kNodeGpuMagic = 0x4e474746;  // "FGGN" little-endian
 /// were created and mmapped read-write by libvgpu.so in every container.)
 inline constexpr uint32_t kNodeGpuVersion = 2;
 
+/// How long (ns) after its last kernel launch a container counts as active on a GPU for
+/// contention (GPU_CORE_UTILIZATION_POLICY=default, docs/sm-limiter.md "Policy").
+inline constexpr uint64_t kContentionActiveNs = 100'000'000;
+
 /// One GPU's node file, written whole with one pwrite of 64 bytes.
 struct NodeGpu {
   uint32_t magic;                   ///< kNodeGpuMagic
   uint32_t version;                 ///< kNodeGpuVersion
   uint64_t high_last_launch_ns;     ///< CLOCK_MONOTONIC ns of the last priority-0 launch; 0 = none
   uint64_t high_last_launch_check;  ///< ~high_last_launch_ns (a torn or forged read fails it)
-  uint64_t reserved[5];             ///< zero
+  /// CLOCK_MONOTONIC ns until which two or more containers count as active on the GPU: the
+  /// second-newest container's last launch + kContentionActiveNs (0 = fewer than two ever seen).
+  /// Added within version 2 (formerly reserved[0], zero): a file of an agent that does not
+  /// write it fails the check word, which readers take as "contended" (the cap applies).
+  uint64_t contended_until_ns;
+  uint64_t contended_until_check;  ///< ~contended_until_ns
+  uint64_t reserved[3];            ///< zero
 };
 
 // The byte layout of version 2, pinned (containers of different builds read the file).
@@ -36,7 +46,9 @@ static_assert(offsetof(NodeGpu, magic) == 0);
 static_assert(offsetof(NodeGpu, version) == 4);
 static_assert(offsetof(NodeGpu, high_last_launch_ns) == 8);
 static_assert(offsetof(NodeGpu, high_last_launch_check) == 16);
-static_assert(offsetof(NodeGpu, reserved) == 24);
+static_assert(offsetof(NodeGpu, contended_until_ns) == 24);
+static_assert(offsetof(NodeGpu, contended_until_check) == 32);
+static_assert(offsetof(NodeGpu, reserved) == 40);
 
 /// The stamp of a node file's bytes, or 0 when they are not a valid version-2 file (size, magic,
 /// version, check word). `size` is the number of bytes read.
@@ -45,6 +57,17 @@ inline uint64_t NodeGpuStamp(const NodeGpu& n, size_t size) noexcept {
       n.high_last_launch_check != ~n.high_last_launch_ns)
     return 0;
   return n.high_last_launch_ns;
+}
+
+/// True when a node file's bytes are a valid version-2 file whose contention word passes its
+/// check; then `*until` is contended_until_ns. False (the reader then assumes contention) for
+/// anything else, including a file of an agent that predates the word.
+inline bool NodeGpuContendedUntil(const NodeGpu& n, size_t size, uint64_t* until) noexcept {
+  if (size != sizeof(NodeGpu) || n.magic != kNodeGpuMagic || n.version != kNodeGpuVersion ||
+      n.contended_until_check != ~n.contended_until_ns)
+    return false;
+  *until = n.contended_until_ns;
+  return true;
 }
 
 }  // namespace fracgpu::api

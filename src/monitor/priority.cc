@@ -100,7 +100,8 @@ void PriorityPublisher::Rescan() {
   ::closedir(d);
 }
 
-bool PriorityPublisher::Write(const std::string& uuid, uint64_t stamp) {
+bool PriorityPublisher::Write(const std::string& uuid, const Published& value) {
+  const uint64_t stamp = value.high_stamp;
   if (uuid.empty() || uuid.size() >= api::kUuidSize || uuid.find('/') != std::string::npos ||
       uuid == "." || uuid == "..")
     return false;
@@ -110,6 +111,8 @@ bool PriorityPublisher::Write(const std::string& uuid, uint64_t stamp) {
   node.version = api::kNodeGpuVersion;
   node.high_last_launch_ns = stamp;
   node.high_last_launch_check = ~stamp;
+  node.contended_until_ns = value.contended_until;
+  node.contended_until_check = ~value.contended_until;
   // In place (one 64-byte pwrite; the check word catches a torn read), so a reader never
   // sees the file missing; no symlink followed, anything but a regular file refused.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
@@ -140,13 +143,17 @@ void PriorityPublisher::Poll(uint64_t now_ns) {
     scanned_ = true;
     scanned_at_ = now_ns;
     published_.clear();  // every file rewritten once per rescan: one removed or edited heals
+    contended_until_.clear();
   }
   std::map<std::string, uint64_t> stamps;
+  // Per GPU, the newest and second-newest last launch of distinct containers (contention).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> newest;
   auto head = std::make_unique<unsigned char[]>(kRegionHead);
   for (const Container& c : containers_) {
     for (const auto& uuid : c.uuids)
       if (!uuid.empty()) stamps.emplace(uuid, 0);
-    if (!c.high || !ReadRegionHead(c.region_path, head.get())) continue;
+    // Every container's region: priority-0 ones for the priority stamp, all for contention.
+    if (!ReadRegionHead(c.region_path, head.get())) continue;
     const uint32_t count = LoadAt<uint32_t>(head.get(), offsetof(api::Region, device_count));
     for (uint32_t d = 0; d < count && d < c.uuids.size(); ++d) {
       const size_t dev = offsetof(api::Region, devices) + d * sizeof(api::RegionDevice);
@@ -158,14 +165,31 @@ void PriorityPublisher::Poll(uint64_t now_ns) {
       const uint64_t last =
           LoadAt<uint64_t>(head.get(), dev + offsetof(api::RegionDevice, last_launch_ns));
       if (last == 0 || last > now_ns) continue;  // never, or in the future: forged
+      auto& [first, second] = newest[c.uuids[d]];
+      if (last > first) {
+        second = first;
+        first = last;
+      } else if (last > second) {
+        second = last;
+      }
+      if (!c.high) continue;
       uint64_t& s = stamps[c.uuids[d]];
       if (last > s) s = last;
     }
   }
   for (const auto& [uuid, stamp] : stamps) {
+    Published value{stamp, 0};
+    auto n = newest.find(uuid);
+    if (n != newest.end() && n->second.second != 0)
+      value.contended_until = n->second.second + api::kContentionActiveNs;
     auto it = published_.find(uuid);
-    if (it != published_.end() && it->second == stamp && !write_failed_[uuid]) continue;
-    if (Write(uuid, stamp)) published_[uuid] = stamp;
+    if (it != published_.end() && it->second == stamp &&
+        contended_until_[uuid] == value.contended_until && !write_failed_[uuid])
+      continue;
+    if (Write(uuid, value)) {
+      published_[uuid] = stamp;
+      contended_until_[uuid] = value.contended_until;
+    }
   }
 }
 

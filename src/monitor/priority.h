@@ -7,6 +7,9 @@
 // writes, per GPU, the newest of them into <node dir>/<GPU UUID> (api::NodeGpu, mode 0644), the
 // directory the device plugin mounts read-only into every container. libvgpu.so in a priority-1
 // container reads that file with pread and holds its launches back while the stamp is fresh.
+// The same file carries the GPU's contention (GPU_CORE_UTILIZATION_POLICY=default, issue 34
+// item 4): from every container's region, the time until which two or more containers count as
+// active there (api::NodeGpu::contended_until_ns); a container alone on its GPU runs uncapped.
 //
 // The region is untrusted: only its header and device table are read (one bounded pread, no
 // symlink, regular file only); a device counts only where the region's UUID equals the limits
@@ -42,6 +45,11 @@ class PriorityPublisher {
 
   /// GPU UUID → the stamp last written (0 = no priority-0 launch seen).
   const std::map<std::string, uint64_t>& published() const { return published_; }
+  /// GPU UUID → the contended_until_ns last written (api::NodeGpu): the second-newest last
+  /// launch of distinct containers on the GPU (any priority) + api::kContentionActiveNs, 0 when
+  /// fewer than two containers ever launched there. libvgpu.so under
+  /// GPU_CORE_UTILIZATION_POLICY=default caps only before that time.
+  const std::map<std::string, uint64_t>& contended_until() const { return contended_until_; }
 
   /// How often the limits files are listed again (ns).
   static constexpr uint64_t kRescanNs = 1'000'000'000;
@@ -52,8 +60,12 @@ class PriorityPublisher {
     std::vector<std::string> uuids;  ///< NVIDIA_VISIBLE_DEVICES of the limits file, by index
     bool high = false;               ///< CUDA_TASK_PRIORITY=0
   };
+  struct Published {
+    uint64_t high_stamp = 0;
+    uint64_t contended_until = 0;
+  };
   void Rescan();
-  bool Write(const std::string& uuid, uint64_t stamp);
+  bool Write(const std::string& uuid, const Published& value);
 
   std::string hook_path_;
   std::string node_dir_;
@@ -61,6 +73,7 @@ class PriorityPublisher {
   uint64_t scanned_at_ = 0;
   bool scanned_ = false;
   std::map<std::string, uint64_t> published_;
+  std::map<std::string, uint64_t> contended_until_;
   std::map<std::string, bool> write_failed_;  // uuid → logged
 };
 

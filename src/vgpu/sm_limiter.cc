@@ -92,13 +92,10 @@ void Control(Region* r, int dev, uint64_t period_ns, uint32_t limit) noexcept {
   Field(d.gap_ns).store(cost * 100 / limit, std::memory_order_relaxed);
 }
 
-// Reads the node file of GPU `uuid` (api::NodeGpu, written by the node agent, mounted
-// read-only): open, fstat, one bounded pread, close; never mmap, so a file that shrinks cannot
-// raise SIGBUS. Returns the stamp, or 0 (no priority-0 launch: the safe default) when the file
-// is missing, unreadable, not a regular file of exactly 64 bytes, owned by another user than
-// root or this process's, writable by group or others, or fails NodeGpuStamp's checks.
-uint64_t ReadNodeStamp(const char* uuid, bool* usable) noexcept {
+uint64_t ReadNodeStamp(const char* uuid, bool* usable, bool* contention_ok,
+                       uint64_t* contended_until) noexcept {
   *usable = false;
+  *contention_ok = false;
   char path[512];
   const char* dir = platform::NodeDirPath();
   size_t dl = strlen(dir), ul = strnlen(uuid, kUuidSize);
@@ -122,31 +119,55 @@ uint64_t ReadNodeStamp(const char* uuid, bool* usable) noexcept {
   uint64_t stamp = api::NodeGpuStamp(node, static_cast<size_t>(got));
   *usable = stamp != 0 || (node.magic == kNodeGpuMagic && node.version == kNodeGpuVersion &&
                            node.high_last_launch_check == ~uint64_t{0});
+  *contention_ok = api::NodeGpuContendedUntil(node, static_cast<size_t>(got), contended_until);
   return stamp;
 }
 
-// Per region device: the last stamp read and when (limiter clock), so a launch reads the file
-// at most once per kNodeFileRefreshNs; races between threads only repeat a read.
+// Per region device: what the node file said at the last read and when (limiter clock), so a
+// launch reads the file at most once per kNodeFileRefreshNs; races between threads only repeat
+// a read (each word is read back on its own; a mixed pair of two reads is harmless: both are
+// the agent's).
 struct NodeCache {
   std::atomic<uint64_t> stamp{0};
+  std::atomic<uint64_t> contended_until{0};
+  std::atomic<bool> contention_ok{false};
   std::atomic<uint64_t> read_at{0};
   std::atomic<bool> warned{false};
 };
 NodeCache g_node_cache[kMaxDevices];
 
-uint64_t HighStamp(Region* r, int dev, uint64_t now) noexcept {
+NodeCache& RefreshNode(Region* r, int dev, uint64_t now) noexcept {
   NodeCache& c = g_node_cache[dev];
   uint64_t at = c.read_at.load(std::memory_order_relaxed);
-  if (at != 0 && now >= at && now < at + kNodeFileRefreshNs)
-    return c.stamp.load(std::memory_order_relaxed);
+  if (at != 0 && now >= at && now < at + kNodeFileRefreshNs) return c;
   c.read_at.store(now == 0 ? 1 : now, std::memory_order_relaxed);
-  bool usable = false;
-  uint64_t stamp = ReadNodeStamp(r->devices[dev].uuid, &usable);
+  bool usable = false, contention_ok = false;
+  uint64_t until = 0;
+  uint64_t stamp = ReadNodeStamp(r->devices[dev].uuid, &usable, &contention_ok, &until);
   c.stamp.store(stamp, std::memory_order_relaxed);
-  if (!usable && !c.warned.exchange(true, std::memory_order_relaxed))
-    Log(kLogWarning, "node file for %.48s missing or not valid: priority not applied on it (yet)",
+  c.contended_until.store(until, std::memory_order_relaxed);
+  c.contention_ok.store(contention_ok, std::memory_order_relaxed);
+  if ((!usable || !contention_ok) && !c.warned.exchange(true, std::memory_order_relaxed))
+    Log(kLogWarning,
+        "node file for %.48s missing or not valid: priority not applied and the SM cap held on "
+        "it (yet)",
         r->devices[dev].uuid);
-  return stamp;
+  return c;
+}
+
+uint64_t HighStamp(Region* r, int dev, uint64_t now) noexcept {
+  return RefreshNode(r, dev, now).stamp.load(std::memory_order_relaxed);
+}
+
+// GPU_CORE_UTILIZATION_POLICY=default (HAMi's utilization switch, cmd/vGPUmonitor/feedback.go
+// CheckPriority): the cap applies only while the GPU is contended, i.e. while the node agent's
+// file says two or more containers launched on it within api::kContentionActiveNs. Without the
+// node directory, or a valid contention word, the GPU counts as contended (fail closed).
+bool Contended(Region* r, int dev, uint64_t now) noexcept {
+  if (!g_node_dir) return true;
+  NodeCache& c = RefreshNode(r, dev, now);
+  if (!c.contention_ok.load(std::memory_order_relaxed)) return true;
+  return now < c.contended_until.load(std::memory_order_relaxed);
 }
 
 // Priority: a priority-1 launch waits while the node agent's file says a priority-0 container
@@ -167,6 +188,7 @@ void ApplyPriority(Region* r, int dev) noexcept {
 }  // namespace
 
 bool g_sm_enforce = false;
+bool g_sm_cap_when_alone = true;
 bool g_node_dir = false;
 
 bool NodeDirPresent() noexcept { return access(platform::NodeDirPath(), R_OK | X_OK) == 0; }
@@ -216,6 +238,12 @@ void PaceLaunch() noexcept {
   } else if (now >= period + kControlPeriodNs &&
              Field(d.period_ns).compare_exchange_strong(period, now)) {
     Control(r, dev, now - period, limit);
+  }
+  // Policy default: a container alone on its GPU runs uncapped (the control step above keeps
+  // measuring, so the cap is right from the first contended launch).
+  if (!g_sm_cap_when_alone && !Contended(r, dev, now)) {
+    Field(d.launches).fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   // Pace: claim the next slot of the shared horizon (lock-free).
   uint64_t gap = Field(d.gap_ns).load(std::memory_order_relaxed);

@@ -43,6 +43,10 @@ using api::NodeGpu;
 /// device limited and policy not `disable`), and apply priority (the node directory exists).
 extern bool g_sm_enforce;
 extern bool g_node_dir;
+/// Set once at initialisation (state.cc): false under GPU_CORE_UTILIZATION_POLICY=default, where
+/// the SM cap applies only while the GPU is contended (the node agent's file, api::NodeGpu::
+/// contended_until_ns; no node directory or no valid word = contended); true under `force`.
+extern bool g_sm_cap_when_alone;
 
 /// True when the node directory can be read (then the launch hooks take the slow path for
 /// priority).

@@ -263,6 +263,7 @@ void DoInit() {
         g_dev_count);
   }
   g_sm_enforce = any_sm && g_config.policy != CorePolicy::kDisable;
+  g_sm_cap_when_alone = g_config.policy != CorePolicy::kDefault;  // `force`
   g_node_dir = NodeDirPresent();
   // The launch hooks' slow path: SM pacing and/or priority (sm_limiter.h).
   g_sm_limit_active.store(g_sm_enforce || g_node_dir, std::memory_order_relaxed);

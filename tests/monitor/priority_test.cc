@@ -81,6 +81,39 @@ TEST_F(PriorityTest, PublishesTheNewestPriorityZeroLaunchPerGpu) {
   EXPECT_EQ(n.high_last_launch_check, ~(kNow - 7));
 }
 
+// Contention (GPU_CORE_UTILIZATION_POLICY=default, issue 34 item 4): the node file says until
+// when two or more containers count as active on the GPU, whatever their priority: the
+// second-newest container's last launch + api::kContentionActiveNs. One container alone, or
+// two processes of one container (one region), is not contention.
+TEST_F(PriorityTest, PublishesUntilWhenTwoContainersAreActiveOnAGpu) {
+  vgpu::Region* a = Container("uid-a_main", 1, kGpu, {kGpu});
+  vgpu::Region* b = Container("uid-b_main", 1, kGpu, {kGpu});
+  PriorityPublisher p(hook_, node_);
+  auto contended = [&]() -> std::optional<uint64_t> {
+    std::string bytes = testing::ReadBytes(node_ + "/" + kGpu);
+    api::NodeGpu n{};
+    if (bytes.size() != sizeof n) return std::nullopt;
+    std::memcpy(&n, bytes.data(), sizeof n);
+    uint64_t until = 0;
+    if (!api::NodeGpuContendedUntil(n, bytes.size(), &until)) return std::nullopt;
+    return until;
+  };
+  p.Poll(kNow);
+  EXPECT_EQ(contended(), 0u);  // valid and "never contended"
+  a->devices[0].last_launch_ns.store(kNow - 3);
+  p.Poll(kNow);
+  EXPECT_EQ(contended(), 0u) << "a container alone is not contended";
+  b->devices[0].last_launch_ns.store(kNow - 20);
+  p.Poll(kNow);
+  EXPECT_EQ(contended(), kNow - 20 + api::kContentionActiveNs);
+  EXPECT_EQ(p.contended_until().at(kGpu), kNow - 20 + api::kContentionActiveNs);
+  EXPECT_EQ(Published(kGpu), 0u);  // priority-1 launches still set no priority stamp
+  // A stamp in the future (forged) counts as no launch, for contention too.
+  b->devices[0].last_launch_ns.store(kNow + 1'000'000'000);
+  p.Poll(kNow + 1);
+  EXPECT_EQ(contended(), 0u);
+}
+
 // A priority-1 tenant that writes priority 0 into its own region, stamps a GPU it was not
 // given, or stamps the future, gains nothing: none of it reaches the node file.
 TEST_F(PriorityTest, ForgedRegionsNeverHoldNeighboursBack) {

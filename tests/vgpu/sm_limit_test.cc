@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -245,8 +247,10 @@ TEST(SmLimitPaths, GraphLaunchIsLimited) {
 constexpr const char* kGpuUuid = "GPU-11111111-1111-1111-1111-111111111111";
 
 /// Writes the node file of kGpuUuid under `box` as the agent does: 64 bytes, magic, version 2,
-/// stamp, ~stamp; mode 0644.
-std::string WriteNodeFile(const Sandbox& box, uint64_t stamp) {
+/// stamp, ~stamp, and with `contended_until` its contention word and check (without it both
+/// stay zero, as an agent that predates them leaves them); mode 0644.
+std::string WriteNodeFile(const Sandbox& box, uint64_t stamp,
+                          std::optional<uint64_t> contended_until = std::nullopt) {
   const std::string dir = box.dir() + "/fracgpu-node";
   std::filesystem::create_directories(dir);
   api::NodeGpu n{};
@@ -254,6 +258,10 @@ std::string WriteNodeFile(const Sandbox& box, uint64_t stamp) {
   n.version = api::kNodeGpuVersion;
   n.high_last_launch_ns = stamp;
   n.high_last_launch_check = ~stamp;
+  if (contended_until) {
+    n.contended_until_ns = *contended_until;
+    n.contended_until_check = ~*contended_until;
+  }
   const std::string path = dir + "/" + kGpuUuid;
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(&n), sizeof n);
@@ -347,6 +355,81 @@ TEST(SmLimitPriority, NoNodeDirectoryNoPriority) {
       RunAll(box, {{high, {"init", "cost:1000000", "sleepto:3000", "smrun:54:1000:k:6000:1"}},
                    {low, {"init", "cost:1000000", "smrun:54:1000:k:12000:1"}}});
   EXPECT_GT(runs[1].per_second[4], 0.99e9);
+}
+
+// GPU_CORE_UTILIZATION_POLICY (issue 34 item 4), HAMi's semantics: `default` caps only while
+// the GPU is contended, which the node agent publishes in the read-only node file
+// (contended_until_ns: two or more containers launched there within 100 ms; the agent's side is
+// PriorityTest.PublishesUntilWhenTwoContainersAreActiveOnAGpu). The test plays the agent.
+// 5 ms kernels over all SMs, limit 30 %.
+SmRun RunThirty(const Sandbox& box, const std::string& name, const std::string& policy,
+                int participants = 1) {
+  auto env = SmEnv(box, name, 30, participants);
+  if (!policy.empty()) env["GPU_CORE_UTILIZATION_POLICY"] = policy;
+  return RunAll(box, {{env, {"init", "cost:1000000", "smrun:108:5000:k:12000:1"}}})[0];
+}
+
+TEST(SmLimitPolicy, DefaultRunsUncappedAloneAndCapsWhileContended) {
+  // Alone (the agent has seen no second container): uncapped, as HAMi's default.
+  Sandbox alone;
+  WriteNodeFile(alone, 0, 0);
+  SmRun a = RunThirty(alone, "a", "");
+  ASSERT_EQ(a.rc, 0);
+  EXPECT_GT(Sum({a}).window, 99.0) << "a lone 30 % container is not capped under default";
+  std::printf("figure: default, alone: %.2f %%\n", Sum({a}).window);
+  // A second container launched until 6 s (contended_until = 6 s): capped at 30 % before,
+  // uncapped again once the neighbour is gone.
+  Sandbox until6;
+  WriteNodeFile(until6, 0, 6'000'000'000ull);
+  SmRun b = RunThirty(until6, "b", "");
+  ASSERT_EQ(b.rc, 0);
+  Util u = Sum({b});
+  for (size_t s = 2; s < 6; ++s) EXPECT_NEAR(u.seconds[s], 30, 3.0) << "second " << s;
+  for (size_t s = 7; s < 12; ++s) EXPECT_GT(u.seconds[s], 99.0) << "second " << s;
+  std::printf(
+      "figure: default, contended until 6 s: seconds 2-5 %.2f %.2f %.2f %.2f, 7-11 %.2f %.2f %.2f "
+      "%.2f %.2f %%\n",
+      u.seconds[2], u.seconds[3], u.seconds[4], u.seconds[5], u.seconds[7], u.seconds[8],
+      u.seconds[9], u.seconds[10], u.seconds[11]);
+  // Two containers of 30 % each on the GPU, contended all along: each capped.
+  Sandbox two;
+  WriteNodeFile(two, 0, 13'000'000'000ull);
+  auto x = SmEnv(two, "x", 30, 2), y = SmEnv(two, "y", 30, 2);
+  auto runs = RunAll(two, {{x, {"init", "cost:1000000", "smrun:108:5000:k:12000:1"}},
+                           {y, {"init", "cost:1000000", "smrun:108:5000:k:12000:1"}}});
+  ASSERT_EQ(runs[0].rc, 0);
+  ASSERT_EQ(runs[1].rc, 0);
+  ExpectNear(Sum({runs[0]}), 30, "container X (30 %, contended)");
+  ExpectNear(Sum({runs[1]}), 30, "container Y (30 %, contended)");
+  std::printf("figure: default, two containers: %.2f %% and %.2f %%\n", Sum({runs[0]}).window,
+              Sum({runs[1]}).window);
+}
+
+TEST(SmLimitPolicy, ForceCapsAloneDisableNeverCapsAndUnknownContentionCaps) {
+  Sandbox forced;
+  WriteNodeFile(forced, 0, 0);  // alone
+  SmRun f = RunThirty(forced, "f", "force");
+  ASSERT_EQ(f.rc, 0);
+  ExpectNear(Sum({f}), 30, "force, alone");
+  Sandbox disabled;
+  WriteNodeFile(disabled, 0, 13'000'000'000ull);  // contended
+  SmRun d = RunThirty(disabled, "d", "disable");
+  ASSERT_EQ(d.rc, 0);
+  EXPECT_GT(Sum({d}).window, 99.0) << "disable never caps";
+  // A node file without a valid contention word (an older agent) or no file at all: the GPU
+  // counts as contended, the cap holds (fail closed).
+  Sandbox old_agent;
+  WriteNodeFile(old_agent, 0);
+  SmRun o = RunThirty(old_agent, "o", "");
+  ASSERT_EQ(o.rc, 0);
+  ExpectNear(Sum({o}), 30, "default, no contention word");
+  Sandbox no_file;
+  std::filesystem::create_directories(no_file.dir() + "/fracgpu-node");
+  SmRun n = RunThirty(no_file, "n", "");
+  ASSERT_EQ(n.rc, 0);
+  ExpectNear(Sum({n}), 30, "default, node directory without the GPU's file");
+  std::printf("figure: force alone %.2f, disable contended %.2f, no word %.2f, no file %.2f %%\n",
+              Sum({f}).window, Sum({d}).window, Sum({o}).window, Sum({n}).window);
 }
 
 // The simulation is deterministic: the same processes give the same schedule, to the ns.
