@@ -58,6 +58,9 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
     return elector_->CheckLeader();
   };
   state_.SetSigningKey(options_.extender.signing_key);  // accounting only from verified signatures
+  if (!options_.adopt_hami_created_before.empty()) {
+    state_.SetAdoptUnsigned(true, options_.adopt_hami_created_before);  // HAMi's pods, verified
+  }
   extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(),
                                          &metrics_, clock_);
   metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter,

@@ -49,6 +49,11 @@ struct SchedulerOptions {
   /// which HAMi v2.10 emits only with `--legacy-metrics=true`; off by default, as in HAMi.
   bool legacy_metrics = false;
   std::string version = "0.0.0";  ///< fracgpu's version, for hami_build_info
+  /// Migration from HAMi without a drain: the unsigned allocations of pods created before
+  /// this moment (RFC 3339 UTC, "2026-12-04T10:00:00Z"; "" = none) are verified against their
+  /// node once and then counted as written (ClusterState::SetAdoptUnsigned,
+  /// docs/hami-migration.md step 4). Only with a signing key.
+  std::string adopt_hami_created_before;
 };
 
 /// Process-wide malloc settings for the scheduler's request pattern; call once from main

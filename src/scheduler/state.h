@@ -34,8 +34,19 @@ class ClusterState {
   /// The HMAC key of `fracgpu.io/allocation-signature` (core::ClusterState::SetSigningKey).
   /// Call before the first UpsertPod.
   void SetSigningKey(std::string key) { model_.SetSigningKey(std::move(key)); }
+  /// Adopts the unsigned allocations of pods HAMi placed before `created_before`
+  /// (core::ClusterState::SetAdoptUnsigned; docs/hami-migration.md). Call before the first
+  /// UpsertPod.
+  void SetAdoptUnsigned(bool on, std::string created_before) {
+    model_.SetAdoptUnsigned(on, std::move(created_before));
+  }
   /// Pods counted conservatively since start (unsigned or altered allocations).
   int64_t unverified_allocations() const { return unverified_.load(); }
+  /// Pods HAMi placed that were verified and adopted since start.
+  int64_t adopted_allocations() const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    return model_.adopted_allocations();
+  }
 
   /// Node added or changed (core::ClusterState::UpsertNode over k8s::NodeObjectOf). An
   /// object that cannot be read (an exception while reading it) is kInvalidArgument, never

@@ -225,8 +225,10 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
         config.allowed_schedulers.end();
     // In DRA mode the claims are placed by whichever scheduler runs the pod (kube-scheduler's
     // DynamicResources plugin), so any schedulerName is fine.
+    bool alias = std::find(config.scheduler_aliases.begin(), config.scheduler_aliases.end(),
+                           scheduler) != config.scheduler_aliases.end();
     if (!config.dra_mode && !scheduler.empty() && scheduler != "default-scheduler" &&
-        scheduler != config.scheduler_name && !allowed_other) {
+        scheduler != config.scheduler_name && !allowed_other && !alias) {
       return Deny(req, 403,
                   "spec.schedulerName is \"" + scheduler + "\", but GPU slices are placed by \"" +
                       config.scheduler_name + "\": remove spec.schedulerName (or set it to \"" +

@@ -45,6 +45,11 @@ struct WebhookConfig {
   std::string scheduler_name = "fracgpu-scheduler";
   /// Other schedulers that speak this contract (pods naming them are admitted unchanged).
   std::vector<std::string> allowed_schedulers;
+  /// Other names of this scheduler: a GPU pod naming one is admitted and its
+  /// spec.schedulerName set to scheduler_name, as a pod naming none. "hami-scheduler" (HAMi's
+  /// scheduler name) by default, so that workloads written for HAMi move over unchanged
+  /// (docs/hami-migration.md).
+  std::vector<std::string> scheduler_aliases = {"hami-scheduler"};
   std::string scheduler_user = "system:serviceaccount:fracgpu-system:fracgpu-scheduler";
   std::string device_plugin_user = "system:serviceaccount:fracgpu-system:fracgpu-device-plugin";
   core::ResourceNames names;

@@ -1243,3 +1243,61 @@ TEST_F(ExtenderTest, AGpuLeavingTheRegistrationKeepsItsPodsChargesThroughTheInfo
 
 }  // namespace
 }  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// A pod as HAMi's scheduler and device plugin leave it: bound, Running, hami.io/vgpu-node and
+// hami.io/vgpu-devices-allocated, no signature.
+json HamiPlacedPod(const std::string& name, const std::string& node, const std::string& allocated,
+                   const std::string& created) {
+  json p = GpuPod(name, {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}});
+  p["metadata"]["labels"] = {{"hami.io/webhook", "ignore"}};
+  p["metadata"]["creationTimestamp"] = created;
+  p["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, node},
+                                  {core::kAnnotationVgpuDevicesAllocated, allocated},
+                                  {"hami.io/bind-phase", "success"}};
+  p["spec"]["schedulerName"] = "hami-scheduler";
+  p["spec"]["nodeName"] = node;
+  p["status"] = {{"phase", "Running"}};
+  return p;
+}
+
+// Migration without a drain (issue 34 item 3): with --adopt-hami-created-before, a pod HAMi
+// placed before the takeover is verified against its node and counted as it is, so the rest
+// of the card stays schedulable; one created after the takeover without a signature is still
+// counted as its whole node.
+TEST_F(ExtenderTest, HamiPlacedPodsAreAdoptedNotCountedAsWholeNodes) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 23028}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 23028}}));
+  api_.Put("pods",
+           HamiPlacedPod("hami-old", "node-a", "GPU-a0,NVIDIA,8000,30:;", "2026-12-01T08:00:00Z"));
+  SchedulerOptions o;
+  o.extender.signing_key = kKey;
+  o.adopt_hami_created_before = "2026-12-04T10:00:00Z";
+  auto svc = std::make_unique<SchedulerService>(o, client_.get());
+  ASSERT_TRUE(svc->Start().ok());
+  ASSERT_TRUE(svc->WaitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 8000));
+  EXPECT_EQ(svc->state().adopted_allocations(), 1);
+  // (It may have been counted whole for a moment: the pod informer can deliver it before the
+  // node informer delivers its node; it is adopted when the node arrives.)
+  auto adopted = svc->state().Allocation(k8s::Uid(api_.Get("pods", "ml", "hami-old").value()));
+  ASSERT_TRUE(adopted.has_value());
+  EXPECT_FALSE(adopted->whole_node);
+  // A 10000 MiB slice fits beside it (23028 - 8000); as a whole node it would not.
+  json p2 =
+      api_.Put("pods", GpuPod("p2", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10000"}}));
+  json f = Filter(*svc, p2, {"node-a"});
+  EXPECT_EQ(f["NodeNames"], json::array({"node-a"})) << f.dump();
+
+  // Unsigned and created after the takeover: not HAMi's, counted as the whole node.
+  api_.Put("pods",
+           HamiPlacedPod("late", "node-b", "GPU-b0,NVIDIA,1000,10:;", "2026-12-04T10:00:01Z"));
+  ASSERT_TRUE(WaitUsed(*svc, "node-b", "GPU-b0", 23028));
+  EXPECT_EQ(svc->state().adopted_allocations(), 1);
+  svc->Stop();
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler

@@ -92,3 +92,24 @@ TEST(WebhookRuntimeClassTest, NamesAreDns1123Subdomains) {
 
 }  // namespace
 }  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// HAMi's scheduler name (issue 34 item 3): a GPU pod written for HAMi names hami-scheduler; it is
+// admitted and placed by fracgpu, as a pod naming no scheduler; with the alias list emptied it is
+// denied as any foreign scheduler.
+TEST(WebhookSchedulerAliasTest, HamiSchedulerNameIsAcceptedAndRewritten) {
+  json pod = Pod({{"nvidia.com/gpu", "1"}}, {{"schedulerName", "hami-scheduler"}});
+  json r = Admit(Create(pod), WebhookConfig());
+  ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+  EXPECT_EQ(Patched(pod, r)["spec"]["schedulerName"], "fracgpu-scheduler");
+  WebhookConfig strict;
+  strict.scheduler_aliases.clear();
+  r = Admit(Create(pod), strict);
+  EXPECT_FALSE(r["response"]["allowed"]);
+  EXPECT_EQ(r["response"]["status"]["code"], 403);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
