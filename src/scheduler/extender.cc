@@ -306,6 +306,35 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
         failed.emplace_back(&name,
                             r.summary.empty() ? std::string("does not fit") : std::move(r.summary));
       });
+  // Namespace GPU quotas (scheduler/quota.h): what the pod would hold on each fitting node,
+  // its percentages and whole cards resolved on that node's cards, on top of what the
+  // namespace holds.
+  const std::string ns = k8s::Namespace(args.pod);
+  if (config_.quotas != nullptr && !fit.empty() && config_.quotas->Limited(ns)) {
+    const QuotaAmount used = UsedIn(*state_, ns, k8s::Uid(args.pod));
+    bool card_dependent = false;
+    const QuotaAmount spec_amount = AmountOfRequest(*req, &card_dependent);
+    std::vector<const std::string*> within;
+    within.reserve(fit.size());
+    for (const std::string* name : fit) {
+      QuotaAmount add = spec_amount;
+      if (card_dependent) {
+        auto node = state_->Node(*name);
+        if (node && own && own->node == *name) {
+          (void)core::RemovePodGrants(*node, own->grants, own->num_init, own->init_finished);
+        }
+        core::FitResult r = node ? core::Fit(*req, *node, fast) : core::FitResult{};
+        if (r.fits) add = AmountOfGrants(r.grants);
+      }
+      std::string why = config_.quotas->Check(ns, used, add);
+      if (why.empty()) {
+        within.push_back(name);
+      } else {
+        failed.emplace_back(name, std::move(why));
+      }
+    }
+    fit = std::move(within);
+  }
   auto reason = [&](const std::pair<const std::string*, std::string>& f) -> const std::string& {
     return f.second.empty() ? kNoGpus : f.second;
   };
@@ -540,7 +569,18 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   alloc.node = args.node;
   alloc.grants = fit.grants;
   alloc.num_init = core::CountInitContainers(req);
+  // Namespace GPU quotas: checked against what the namespace holds now and recorded in the
+  // same critical section, so two binds of one namespace on different nodes cannot both pass.
+  std::unique_lock<std::mutex> quota_lock(quota_mu_, std::defer_lock);
+  if (config_.quotas != nullptr && config_.quotas->Limited(ns)) {
+    quota_lock.lock();
+    std::string why =
+        config_.quotas->Check(ns, UsedIn(*state_, ns, uid), AmountOfGrants(fit.grants));
+    if (!why.empty())
+      return ResourceExhausted("pod does not fit on node " + args.node + ": " + why);
+  }
   FRACGPU_RETURN_IF_ERROR(state_->Assume(alloc));
+  if (quota_lock.owns_lock()) quota_lock.unlock();
   std::string encoded = core::EncodePodGrants(fit.grants);
   auto now = clock_->Now();
   std::string secs = std::to_string(

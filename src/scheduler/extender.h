@@ -36,6 +36,7 @@
 #include "scheduler/events.h"
 #include "scheduler/extender_args.h"
 #include "scheduler/node_lock.h"
+#include "scheduler/quota.h"
 #include "scheduler/state.h"
 
 namespace fracgpu::scheduler {
@@ -56,6 +57,10 @@ struct ExtenderConfig {
   /// Asked before every write of /bind (lock, annotations, Binding): an error (e.g. "not the
   /// leader", LeaderElector::CheckLeader) refuses the bind with it. Empty = always allowed.
   std::function<Status()> write_guard;
+  /// The namespaces' GPU quotas (scheduler/quota.h; the service's ResourceQuota informer):
+  /// /filter fails a node where the pod would pass one (ResourceQuotaNotFit), /bind refuses.
+  /// Null = no quotas.
+  const QuotaTracker* quotas = nullptr;
 };
 
 /// Filter/prioritize/bind. Thread-safe.
@@ -104,6 +109,7 @@ class Extender {
   std::mutex mutexes_mu_;
   std::map<std::string, std::unique_ptr<std::mutex>> node_mutexes_;
   std::mutex binding_mu_;
+  std::mutex quota_mu_;            // a quota check and the Assume it allows, across nodes
   std::set<std::string> binding_;  // "<namespace>/<name>" of the pods being bound
 };
 

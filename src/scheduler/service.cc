@@ -45,6 +45,7 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
       client_(client),
       clock_(clock != nullptr ? clock : base::RealClock::Get()),
       state_(options_.webhook.names.gpu),
+      quotas_(options_.webhook.names),
       events_(std::make_unique<EventRecorder>(client)),
       server_(options_.http) {
   options_.extender.names = options_.webhook.names;
@@ -61,6 +62,18 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
   if (!options_.adopt_hami_created_before.empty()) {
     state_.SetAdoptUnsigned(true, options_.adopt_hami_created_before);  // HAMi's pods, verified
   }
+  // Namespace GPU quotas (scheduler/quota.h): /filter and /bind through the extender, admission
+  // through the webhook (what the spec alone determines).
+  options_.extender.quotas = &quotas_;
+  options_.webhook.quota_check = [this](const std::string& ns,
+                                        const core::PodRequest& request) -> Status {
+    if (!quotas_.Limited(ns)) return Status::Ok();
+    bool card_dependent = false;
+    std::string why =
+        quotas_.Check(ns, UsedIn(state_, ns), AmountOfRequest(request, &card_dependent));
+    if (!why.empty()) return ResourceExhausted("namespace " + ns + ": " + why);
+    return Status::Ok();
+  };
   extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(),
                                          &metrics_, clock_);
   metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter,
@@ -106,6 +119,9 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
                       "HAMi-compatible: memory granted to a container on a GPU, bytes.");
     metrics_.Describe("hami_vgpu_core_allocated_ratio", metrics::Type::kGauge,
                       "HAMi-compatible: cores granted to a container on a GPU, percent.");
+    metrics_.Describe("hami_resource_quota_used", metrics::Type::kGauge,
+                      "HAMi-compatible: what a namespace's GPU pods hold against a ResourceQuota "
+                      "(MiB for memory, percent for cores); label limit = the quota's value.");
     metrics::DescribeHamiBuildInfo(metrics_);
   }
   if (options_.hami_metrics && options_.legacy_metrics) {
@@ -120,8 +136,8 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
          "HAMi legacy name: one series per GPU of a node, with its usage in the labels."},
         {"nodeGPUMemoryPercentage", "HAMi legacy name: memory granted on the GPU, fraction of it."},
         {"vGPUMemoryAllocated", "HAMi legacy name: memory granted to a container on a GPU, bytes."},
-        {"vGPUCoreAllocated",
-         "HAMi legacy name: cores granted to a container on a GPU (a count)."}};
+        {"vGPUCoreAllocated", "HAMi legacy name: cores granted to a container on a GPU (a count)."},
+        {"QuotaUsed", "HAMi legacy name: what a namespace's GPU pods hold against a quota."}};
     for (const auto& [name, help] : legacy) metrics_.Describe(name, metrics::Type::kGauge, help);
   }
   metrics_.AddCollector([this](metrics::Registry::Scrape& s) { Collect(s); });
@@ -436,6 +452,27 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
     }
   }
   s.Set("fracgpu_orphaned_allocations", {}, static_cast<double>(state_.orphaned_allocations()));
+  // HAMi v2.10 collectQuotaMetrics: per namespace and quota resource, what is used (MiB of
+  // memory, percent of cores), the quota's value as written in the label `limit`.
+  for (const auto& q : hami ? quotas_.Limits() : std::vector<QuotaTracker::Limit>{}) {
+    const QuotaAmount used = UsedIn(state_, q.ns);
+    const double value =
+        static_cast<double>(q.resource == quotas_.names().gpumem ? used.mem_mib : used.cores);
+    s.Set("hami_resource_quota_used",
+          {{"namespace", q.ns},
+           {"quota_name", q.resource},
+           {"limit", std::to_string(q.limit)},
+           {"zone", zone}},
+          value);
+    if (options_.legacy_metrics) {
+      s.Set("QuotaUsed",
+            {{"quotanamespace", q.ns},
+             {"quotaName", q.resource},
+             {"limit", std::to_string(q.limit)},
+             {"zone", zone}},
+            value);
+    }
+  }
   if (hami) metrics::SetHamiBuildInfo(s, options_.version);
 }
 
@@ -465,8 +502,15 @@ Status SchedulerService::Start() {
               }
             },
             [this](const json& p) { state_.RemovePod(p); }, nullptr});
+    k8s::InformerOptions qo;
+    qo.path = "/api/v1/resourcequotas";
+    resource_quotas_ = std::make_unique<k8s::Informer>(
+        client_, qo,
+        k8s::InformerHandlers{[this](const json& q) { quotas_.Upsert(q); },
+                              [this](const json& q) { quotas_.Remove(q); }, nullptr});
     nodes_->Start();
     pods_->Start();
+    resource_quotas_->Start();
   }
   if (metrics_server_) FRACGPU_RETURN_IF_ERROR(metrics_server_->Start());
   return server_.Start();
@@ -475,6 +519,7 @@ Status SchedulerService::Start() {
 void SchedulerService::Stop() {
   server_.Stop();
   if (metrics_server_) metrics_server_->Stop();
+  if (resource_quotas_) resource_quotas_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (elector_) elector_->Stop();
@@ -482,7 +527,8 @@ void SchedulerService::Stop() {
 
 bool SchedulerService::WaitForSync(std::chrono::milliseconds timeout) {
   if (!nodes_ || !pods_) return false;
-  return nodes_->WaitForSync(timeout) && pods_->WaitForSync(timeout);
+  return nodes_->WaitForSync(timeout) && pods_->WaitForSync(timeout) &&
+         (!resource_quotas_ || resource_quotas_->WaitForSync(timeout));
 }
 
 }  // namespace fracgpu::scheduler

@@ -16,6 +16,7 @@
 #include "scheduler/events.h"
 #include "scheduler/extender.h"
 #include "scheduler/leader.h"
+#include "scheduler/quota.h"
 #include "scheduler/state.h"
 #include "scheduler/webhook.h"
 
@@ -102,11 +103,13 @@ class SchedulerService {
   k8s::Client* client_;
   base::Clock* clock_;
   ClusterState state_;
+  QuotaTracker quotas_;  // namespace GPU quotas, from the ResourceQuota informer
   metrics::Registry metrics_;
   std::unique_ptr<EventRecorder> events_;
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<k8s::Informer> nodes_, pods_;
+  std::unique_ptr<k8s::Informer> resource_quotas_;
   http::Server server_;
   std::unique_ptr<http::Server> metrics_server_;
 };

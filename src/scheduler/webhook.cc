@@ -258,6 +258,10 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                        {"value", config.runtime_class_name}});
     }
     if (config.dra_mode) return AdmitCreateDra(req, config, std::move(patch), std::move(warnings));
+    if (config.quota_check) {
+      Status quota = config.quota_check(req.namespace_, *request);
+      if (!quota.ok()) return Deny(req, 403, quota.message());
+    }
     if (!allowed_other && scheduler != config.scheduler_name) {
       patch.push_back(
           {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});

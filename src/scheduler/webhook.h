@@ -67,6 +67,10 @@ struct WebhookConfig {
   /// (k3s, the GPU Operator): the kubelet then runs the pod with that RuntimeClass's handler.
   /// Must be a DNS-1123 subdomain (RuntimeClass names are); ValidRuntimeClassName checks it.
   std::string runtime_class_name;
+  /// Namespace GPU quotas at admission (scheduler/quota.h; not in DRA mode): called for a
+  /// created GPU pod with the request's namespace and the pod's request; an error denies the pod
+  /// (403) with its message. Empty = no check. SchedulerService sets it.
+  std::function<Status(const std::string& ns, const core::PodRequest& request)> quota_check;
   /// Creates one ResourceClaimTemplate object; OK when created or when one with the same
   /// content exists. Required in DRA mode (a GPU pod is denied without it).
   std::function<Status(const nlohmann::json& claim_template)> create_claim_template;

@@ -793,6 +793,101 @@ TEST_F(ExtenderTest, WebhookOverHttp) {
   EXPECT_EQ(r["response"]["status"]["code"], 400);
 }
 
+// ResourceQuota on limits.nvidia.com/gpumem and limits.nvidia.com/gpucores (issue 34 item 5),
+// counted as HAMi counts it (pkg/device/quota.go): per GPU × GPUs, a percentage resolved on the
+// node's card; enforced at admission, at /filter (ResourceQuotaNotFit) and at /bind; HAMi's
+// hami_resource_quota_used metric.
+TEST_F(ExtenderTest, ResourceQuotaOnGpuMemoryAndCoresAtAdmissionFilterAndBind) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}, {"GPU-a1", 16000}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 40000}}));
+  api_.Put("resourcequotas", {{"metadata", {{"name", "gpu-quota"}, {"namespace", "ml"}}},
+                              {"spec",
+                               {{"hard",
+                                 {{"limits.nvidia.com/gpumem", "20000"},
+                                  {"limits.nvidia.com/gpucores", "100"},
+                                  {"limits.cpu", "8"}}}}}});
+  json busy = GpuPod(
+      "busy",
+      {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}, {"nvidia.com/gpucores", "30"}});
+  SignedAllocation(busy, "uid-busy", "node-a", "GPU-a0,NVIDIA,8000,30:;");
+  busy["spec"]["nodeName"] = "node-a";
+  api_.Put("pods", busy);
+  // Another namespace's pods do not count against ml's quota.
+  json other = GpuPod("other", {{"nvidia.com/gpumem", "9000"}});
+  other["metadata"]["namespace"] = "dev";
+  SignedAllocation(other, "uid-other", "node-b", "GPU-b0,NVIDIA,9000,0:;");
+  other["spec"]["nodeName"] = "node-b";
+  api_.Put("pods", other);
+  auto svc = StartService();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 8000));
+
+  // /filter: 2 GPUs × 7000 MiB = 14000, 8000 used: over 20000 on every node.
+  json two =
+      api_.Put("pods", GpuPod("two", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "7000"}}));
+  json f = Filter(*svc, two, {"node-a", "node-b"});
+  EXPECT_EQ(f["NodeNames"], json::array()) << f.dump();
+  EXPECT_EQ(f["FailedNodes"]["node-a"],
+            "ResourceQuotaNotFit: ResourceQuota ml/gpu-quota limits.nvidia.com/gpumem is 20000 "
+            "(MiB), 8000 used, 14000 asked")
+      << f.dump();
+  // A percentage is resolved on the node's card: 50 % is 8000 MiB on node-a (fits the
+  // quota), 20000 MiB on node-b (does not).
+  json half = api_.Put("pods", GpuPod("half", {{"nvidia.com/gpumem-percentage", "50"}}));
+  json h = Filter(*svc, half, {"node-a", "node-b"});
+  EXPECT_EQ(h["NodeNames"], json::array({"node-a"})) << h.dump();
+  EXPECT_NE(h["FailedNodes"]["node-b"].get<std::string>().find("20000 asked"), std::string::npos)
+      << h.dump();
+  // Cores: a whole card is 100 % of a card's cores; 30 used + 100 > 100.
+  json whole = api_.Put("pods", GpuPod("whole", {{"nvidia.com/gpu", "1"}}));
+  json w = Filter(*svc, whole, {"node-a"});
+  EXPECT_NE(w["FailedNodes"]["node-a"].get<std::string>().find(
+                "limits.nvidia.com/gpucores is 100 (% of a card), 30 used, 100 asked"),
+            std::string::npos)
+      << w.dump();
+  // /bind re-checks (a pod bound without /filter, or a quota that shrank in between).
+  json b = Bind(*svc, two, "node-a");
+  EXPECT_NE(b["Error"].get<std::string>().find("ResourceQuotaNotFit"), std::string::npos)
+      << b.dump();
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("pods", "ml", "two"), core::kAnnotationVgpuNode));
+  // What fits is bound and counted: 8000 + 8000 = 16000 used.
+  EXPECT_EQ(Bind(*svc, half, "node-a")["Error"], "");
+  // Admission: what the spec alone determines (gpumem × GPUs) is checked against what the
+  // namespace holds, with a message naming the quota, the limit, used and asked.
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request",
+                  {{"uid", "q1"},
+                   {"kind", {{"kind", "Pod"}}},
+                   {"operation", "CREATE"},
+                   {"namespace", "ml"},
+                   {"object", GpuPod("big", {{"nvidia.com/gpumem", "4001"}})}}}};
+  json r = Post(*svc, "/webhook", review.dump());
+  EXPECT_EQ(r["response"]["allowed"], false) << r.dump();
+  EXPECT_EQ(r["response"]["status"]["code"], 403);
+  EXPECT_EQ(r["response"]["status"]["message"],
+            "namespace ml: ResourceQuotaNotFit: ResourceQuota ml/gpu-quota "
+            "limits.nvidia.com/gpumem is 20000 (MiB), 16000 used, 4001 asked");
+  review["request"]["object"] = GpuPod("fits", {{"nvidia.com/gpumem", "4000"}});
+  EXPECT_EQ(Post(*svc, "/webhook", review.dump())["response"]["allowed"], true);
+  // HAMi's metric: what the namespace holds, the quota's value in the label.
+  httplib::Client http("127.0.0.1", svc->port());
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m);
+  auto samples = Samples(m->body);
+  EXPECT_EQ(samples["hami_resource_quota_used{namespace=\"ml\",quota_name=\"nvidia.com/gpumem\","
+                    "limit=\"20000\",zone=\"vGPU\"}"],
+            16000)
+      << m->body;
+  EXPECT_EQ(samples["hami_resource_quota_used{namespace=\"ml\",quota_name=\"nvidia.com/gpucores\","
+                    "limit=\"100\",zone=\"vGPU\"}"],
+            30);
+  // The quota removed: nothing is limited any more.
+  api_.Remove("resourcequotas", "ml", "gpu-quota");
+  ASSERT_TRUE(api_.WaitFor([&] {
+    return Filter(*svc, two, {"node-a", "node-b"})["NodeNames"].size() == 1;
+  }));
+}
+
 }  // namespace
 }  // namespace fracgpu::scheduler
 

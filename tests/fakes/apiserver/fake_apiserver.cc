@@ -727,13 +727,14 @@ class FakeApiServerRoutes {
 };
 
 const std::vector<ResourceType>& BuiltinResources() {
-  // k8s.io/api: core/v1 Node, Pod, Event; coordination/v1 Lease; resource/v1 (Kubernetes
-  // 1.34+, types.go): DeviceClass and ResourceSlice cluster-scoped, ResourceClaim and
+  // k8s.io/api: core/v1 Node, Pod, Event, ResourceQuota; coordination/v1 Lease; resource/v1
+  // (Kubernetes 1.34+, types.go): DeviceClass and ResourceSlice cluster-scoped, ResourceClaim and
   // ResourceClaimTemplate namespaced.
   static const std::vector<ResourceType> kRows = {
       {"", "v1", "nodes", "Node", false},
       {"", "v1", "pods", "Pod", true},
       {"", "v1", "events", "Event", true},
+      {"", "v1", "resourcequotas", "ResourceQuota", true},
       {"coordination.k8s.io", "v1", "leases", "Lease", true},
       {"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false},
       {"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false},
