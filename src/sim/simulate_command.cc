@@ -340,9 +340,22 @@ int Run(const Flags& flags) {
   if (bound_pcts.back() != last_pct) bound_pcts.push_back(last_pct);
   std::vector<std::optional<Result<std::vector<double>>>> bounds(flags.bound ? seeds->size() : 0);
   const size_t total_jobs = jobs.size() + bounds.size();
+  // The order the workers take the jobs in: the bounds spread evenly among the runs (their LPs
+  // are solved one at a time, so two bound jobs in a row would leave a worker waiting), the
+  // first one first. Entry < bounds.size() = that seed's bound, else run entry − bounds.size().
+  std::vector<size_t> order;
+  {
+    const size_t stride = bounds.empty() ? 1 : std::max<size_t>(1, total_jobs / bounds.size());
+    size_t b = 0, r = 0;
+    for (size_t i = 0; i < total_jobs; ++i) {
+      const bool bound_now = b < bounds.size() && (i % stride == 0 || r == jobs.size());
+      order.push_back(bound_now ? b++ : bounds.size() + r++);
+    }
+  }
   auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < total_jobs;) {
-      if (i < bounds.size()) {  // bounds first: they are the longest single jobs
+    for (size_t n; (n = next.fetch_add(1)) < total_jobs;) {
+      const size_t i = order[n];
+      if (i < bounds.size()) {
         bounds[i] = sim::ArrivalBounds(*cluster, *workload, (*seeds)[i], flags.tune, bound_pcts);
       } else {
         const size_t j = i - bounds.size();
