@@ -89,6 +89,22 @@ Result<std::vector<AllocatedShare>> ParseClaimAllocation(
                            std::to_string(results->size()) + " entries (at most " +
                            std::to_string(kMaxResults) + ")");
   }
+  // Opaque configuration for this driver (resource/v1 DeviceAllocationConfiguration.opaque):
+  // fracgpu takes none, and ignoring it silently would run the container other than asked.
+  if (json::json_pointer cp("/status/allocation/devices/config"); claim.contains(cp)) {
+    const json& configs = claim.at(cp);
+    if (configs.is_array()) {
+      for (size_t j = 0; j < configs.size(); ++j) {
+        const json& c = configs[j];
+        if (!c.is_object() || !c.contains("opaque") || !c["opaque"].is_object()) continue;
+        if (c["opaque"].value("driver", json()) != driver) continue;
+        return InvalidArgument("status.allocation.devices.config[" + std::to_string(j) +
+                               "].opaque: " + driver + " takes no opaque parameters (got " +
+                               Clip(c["opaque"].value("parameters", json())) +
+                               "); remove the config from the claim or its DeviceClass");
+      }
+    }
+  }
   std::vector<AllocatedShare> out;
   std::set<std::string> whole_devices;
   for (size_t i = 0; i < results->size(); ++i) {
@@ -102,6 +118,12 @@ Result<std::vector<AllocatedShare>> ParseClaimAllocation(
       }
     }
     if (r["driver"] != driver) continue;  // another driver's device in the same claim
+    if (r.contains("adminAccess") && r["adminAccess"] == true) {
+      // Admin access shares a device already in use without counting against it (KEP-5018):
+      // for a fractional GPU that is a container without a slice. Refused, not ignored.
+      return InvalidArgument(at + ".adminAccess: admin access to " + driver +
+                             " devices is not supported (it would bypass the slice limits)");
+    }
     AllocatedShare s;
     s.request = r["request"];
     s.pool = r["pool"];

@@ -38,8 +38,9 @@ inline constexpr size_t kMaxResults = 32;
 /// Errors: kInvalidArgument naming the field and value (no allocation, no result for this
 /// driver, more than kMaxResults results, a result of another pool, a field of the wrong type,
 /// a quantity that is not whole MiB / whole percent, beyond the device, the same device twice
-/// in one claim); kNotFound when a device is not one of this node's; kUnavailable when the
-/// device is unhealthy.
+/// in one claim, adminAccess on one of this driver's results, opaque config for this driver, a
+/// request that asked for capacity allocated without consumedCapacity); kNotFound when a device is
+/// not one of this node's; kUnavailable when the device is unhealthy.
 Result<std::vector<AllocatedShare>> ParseClaimAllocation(
     const json& claim, const std::string& driver, const std::string& pool,
     const std::vector<core::DeviceInfo>& devices);

@@ -161,5 +161,31 @@ TEST(ClaimTest, CapacityAskedButNotConsumedIsRefusedNotMadeWhole) {
   EXPECT_EQ((*r)[0].mem_mib, 3000);
 }
 
+TEST(ClaimTest, AdminAccessAndOpaqueConfigAreRefusedNotIgnored) {
+  json admin = Claim("c", "u", json::array({Result("gpu-0", "3000Mi", "30", "s-1")}));
+  admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = true;
+  auto r = ParseClaimAllocation(admin, "gpu.fracgpu.io", kNode, TwoGpus());
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("results[0].adminAccess"));
+  admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = false;
+  EXPECT_TRUE(ParseClaimAllocation(admin, "gpu.fracgpu.io", kNode, TwoGpus()).ok());
+
+  json opaque = Claim("c", "u", json::array({Result("gpu-0", "3000Mi", "30", "s-1")}));
+  opaque["status"]["allocation"]["devices"]["config"] = json::array(
+      {{{"source", "FromClaim"},
+        {"opaque", {{"driver", "other.example.com"}, {"parameters", {{"a", 1}}}}}},
+       {{"source", "FromClass"},
+        {"requests", {"gpu"}},
+        {"opaque", {{"driver", "gpu.fracgpu.io"}, {"parameters", {{"sharing", "mps"}}}}}}});
+  r = ParseClaimAllocation(opaque, "gpu.fracgpu.io", kNode, TwoGpus());
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("devices.config[1].opaque: gpu.fracgpu.io takes no opaque"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("mps"));
+  // Another driver's opaque config is that driver's business.
+  opaque["status"]["allocation"]["devices"]["config"].erase(1);
+  EXPECT_TRUE(ParseClaimAllocation(opaque, "gpu.fracgpu.io", kNode, TwoGpus()).ok());
+}
+
 }  // namespace
 }  // namespace fracgpu::dra
