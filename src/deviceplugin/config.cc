@@ -153,6 +153,9 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
           "nvidia." + key.substr(0, 64) +
           " is not a key fracgpu knows (refused rather than ignored; known: " + list + ")");
     }
+    // `key:` with no value is YAML null: not set, as Go's YAML decoder leaves the zero value
+    // (HAMi's chart renders an unset value so).
+    if (v.IsNull()) continue;
 #define FRACGPU_SET(expr, target)   \
   {                                 \
     auto r = (expr);                \
