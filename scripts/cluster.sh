@@ -244,9 +244,17 @@ sa_kubeconfig() { # SA
   kubeconfig "$dir/$1.kubeconfig" "$1" token "$token"
 }
 
+# Extra arguments a test gives one component (e.g. the device plugin's --device-list-strategy):
+# the lines of <state>/extra-args/<component>, one argument a line, read at each (re)start.
+extra_args() { # COMPONENT
+  [ -f "$dir/extra-args/$1" ] || return 0
+  local line; while IFS= read -r line; do [ -n "$line" ] && printf '%s\0' "$line"; done < "$dir/extra-args/$1"
+}
+
 start_fracgpu_scheduler() {
   local extra=()
   [ "$dra" = 1 ] && extra=(--dra-mode)  # deploy/dra's patch of the Deployment's args
+  local a; while IFS= read -r -d '' a; do extra+=("$a"); done < <(extra_args fracgpu-scheduler)
   start fracgpu-scheduler "$build/fracgpu" scheduler "${extra[@]}" \
     --http-bind "127.0.0.1:$port_fsched" --health-port "$port_fsched_health" \
     --cert-file "$dir/fracgpu/tls.crt" --key-file "$dir/fracgpu/tls.key" \
@@ -400,12 +408,14 @@ node_plugin_files() { # NODE
 start_device_plugin() { # NODE
   local n=$1 nd; nd=$(node_dir "$1")
   node_plugin_files "$n"
+  local extra=() a; while IFS= read -r -d '' a; do extra+=("$a"); done < <(extra_args "device-plugin-$n")
   FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
     start "device-plugin-$n" "$build/fracgpu" device-plugin --node-name "$n" \
     --hook-path "$nd/hook" --socket-dir "$nd/device-plugins" \
     --config-file "$nd/device-config.yaml" --node-config "$nd/node-config.json" \
     --signature-key-file "$dir/fracgpu/signing.key" \
-    --kubeconfig "$dir/fracgpu-device-plugin.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1"
+    --kubeconfig "$dir/fracgpu-device-plugin.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1" \
+    "${extra[@]}"
 }
 
 # DRA mode: `fracgpu dra-driver` with the flags deploy/dra/dra-driver.yaml ships, on the node's own

@@ -35,7 +35,7 @@ using SignatureVerifier =
 /// (device plugin API v1beta1 ContainerAllocateResponse.CDIDevices, kubelet feature
 /// DevicePluginCDIDevices, GA in 1.31), which the kubelet passes as
 /// CreateContainerRequest.config.CDI_devices. The CDI names resolve through the CDI spec on the
-/// node that declares DeviceListStrategy::cdi_kind (docs/device-plugin.md "CDI").
+/// node that declares DeviceListStrategy::cdi_kind (docs/install.md "Runtime class and CDI").
 struct DeviceListStrategy {
   bool envvar = true;
   bool cdi_annotations = false;

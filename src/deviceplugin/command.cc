@@ -216,7 +216,7 @@ void RegisterDevicePluginCommand(CLI::App& app) {
   cmd->add_option("--device-list-strategy", flags->device_list_strategy,
                   "how GPUs reach the container runtime, comma-separated: envvar "
                   "(NVIDIA_VISIBLE_DEVICES), cdi-annotations, cdi-cri (NVIDIA k8s-device-plugin's "
-                  "values; docs/device-plugin.md \"CDI\")")
+                  "values; docs/install.md \"Runtime class and CDI\")")
       ->capture_default_str();
   cmd->add_option("--cdi-kind", flags->cdi_kind,
                   "CDI kind the GPUs are named under (the spec nvidia-ctk cdi generate writes)")
