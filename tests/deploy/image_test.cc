@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "manifest_check.h"
@@ -111,6 +113,105 @@ TEST(DeployImage, BuildStageTargetsAndOutputsExist) {
   // The glibc 2.17 check runs `ldd -r` and fails on a missing version or symbol.
   EXPECT_NE(docker.find("ldd -r /check/libvgpu.so"), std::string::npos);
   EXPECT_NE(docker.find("manylinux2014"), std::string::npos);
+}
+
+// The output of `cmd` (a fixed command line built from trusted test data), "" on failure.
+std::string Output(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  ::pclose(f);
+  return out;
+}
+
+// The runtime stage's `apt-get install` packages (the last FROM's RUN apt-get lines).
+std::set<std::string> RuntimePackages(const std::string& dockerfile) {
+  std::set<std::string> out;
+  for (const auto& [op, rest] : Instructions(dockerfile)) {
+    if (op == "FROM") out.clear();
+    if (op != "RUN" || rest.find("apt-get install") == std::string::npos) continue;
+    auto w = Words(rest.substr(rest.find("apt-get install")));
+    for (size_t i = 2; i < w.size() && w[i] != "&&"; ++i) {
+      if (w[i][0] != '-') out.insert(w[i]);
+    }
+  }
+  return out;
+}
+
+// The image's build stage installs only the build packages, never the test steps of
+// scripts/install-deps.sh (its npm steps need tests/, which the build context leaves out: the
+// build failed there, issue 34 item 8); and the runtime stage installs the Debian package of
+// every shared library the fracgpu binary links (directly, or as a dependency of one it installs):
+// libglpk40 was missing, so the final `fracgpu --version` of the image build failed.
+TEST(DeployImage, BuildRunsNoTestStepsAndRuntimeHasEveryLinkedLibrary) {
+  const std::string docker = Read(kSource + "/deploy/image/Dockerfile");
+  for (const auto& [op, rest] : Instructions(docker)) {
+    if (op != "COPY" && op != "RUN") continue;
+    EXPECT_EQ(rest.find("install-deps.sh"), std::string::npos) << op << " " << rest;
+    EXPECT_EQ(rest.find("npm"), std::string::npos) << op << " " << rest;
+    if (op == "COPY") {  // only package lists from scripts/deps/, no step scripts
+      for (const auto& w : Words(rest)) {
+        if (w.rfind("scripts/deps/", 0) == 0 && w != "scripts/deps/") {
+          EXPECT_EQ(w.substr(w.size() - 4), ".txt") << rest;
+        }
+      }
+    }
+  }
+  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  const fs::path binary = fs::path(exe).parent_path().parent_path().parent_path() / "fracgpu";
+  if (!fs::exists(binary) ||
+      Output("for c in dpkg-query readelf ldd; do command -v $c; done | wc -l") != "3\n") {
+    GTEST_SKIP() << "needs the built " << binary << ", dpkg-query, readelf and ldd";
+  }
+  // The closure of the runtime packages and the base image's C/C++ runtime under Depends.
+  std::set<std::string> closure, todo = RuntimePackages(docker);
+  ASSERT_TRUE(todo.count("libgrpc++1.51")) << "runtime stage not found";
+  todo.insert({"libc6", "libstdc++6", "libgcc-s1"});
+  while (!todo.empty()) {
+    std::string pkg = *todo.begin();
+    todo.erase(todo.begin());
+    if (!closure.insert(pkg).second) continue;
+    std::string deps =
+        Output("dpkg-query -W -f='${Depends},${Pre-Depends}' " + pkg + " 2>/dev/null");
+    for (char& c : deps) {
+      if (c == ',' || c == '|') c = ' ';
+    }
+    bool in_version = false;
+    for (const auto& w : Words(deps)) {
+      if (w[0] == '(') in_version = true;
+      if (!in_version) {
+        std::string name = w.substr(0, w.find(':'));
+        if (!closure.count(name)) todo.insert(name);
+      }
+      if (w.back() == ')') in_version = false;
+    }
+  }
+  std::istringstream needed(
+      Output("readelf -d " + binary.string() + " | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p'"));
+  const std::string ldd = Output("ldd " + binary.string());
+  int checked = 0;
+  for (std::string so; std::getline(needed, so);) {
+    // "\tlibx.so.1 => /path (0x…)", or "\t/lib64/ld-linux-x86-64.so.2 (0x…)" for the loader.
+    std::string path;
+    if (auto at = ldd.find(so + " => "); at != std::string::npos) {
+      path = Words(ldd.substr(at + so.size() + 4))[0];
+    } else if (auto at = ldd.find("/" + so + " ("); at != std::string::npos) {
+      path = Words(ldd.substr(ldd.rfind('\n', at) + 1))[0];
+    }
+    ASSERT_FALSE(path.empty()) << so << " not resolved by ldd";
+    auto owned =
+        Words(Output("dpkg-query -S " + path + " 2>/dev/null || dpkg-query -S $(readlink -f " +
+                     path + ") 2>/dev/null"));
+    ASSERT_FALSE(owned.empty()) << so << " (" << path << ") belongs to no Debian package";
+    std::string owner = owned[0];
+    owner = owner.substr(0, owner.find(':'));
+    EXPECT_TRUE(closure.count(owner)) << so << " (" << path << ", package " << owner
+                                      << ") is installed by no package of the runtime stage";
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
 }
 
 class InstallScriptTest : public ::testing::Test {
