@@ -233,6 +233,11 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   if (cols.empty()) return out;
 
   std::lock_guard<std::mutex> lock(glpk_mu);
+  // GLPK's environment is per thread and outlives the problem; freed after each LP (the
+  // problem deleted first), or a worker thread's ends up leaked when the thread exits.
+  struct FreeEnv {
+    ~FreeEnv() { glp_free_env(); }
+  } free_env;
   glp_prob* lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MAX);
   glp_add_rows(lp, static_cast<int>(row_ub.size()));
