@@ -1,11 +1,16 @@
 // bench_sim — pods placed per second per policy: one run of the paper's experiment (seed 42,
 // tune 1.3, 1,213 nodes / 6,212 GPUs, ≈10,800 arriving pods) on the bundled default trace.
 // items_per_second = arriving pods scheduled (placed or failed) per second, single-threaded.
+// BM_PackingBound: one LP of the packing upper bound (sim/bound.h) for seed 42's arrivals cut
+// at 100 % or 130 % of capacity (the arrived % is the argument), and BM_OfflinePacking the
+// offline packing of the same pods.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
+#include "sim/bound.h"
 #include "sim/simulator.h"
 
 namespace {
@@ -56,5 +61,49 @@ void AllPolicies(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_SimulateRun)->Apply(AllPolicies)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Seed 42's arrivals up to `pct` % of capacity (the cut ArrivalBounds makes, b + ½).
+std::vector<fracgpu::core::FragDemand> ArrivedPods(const Inputs& in, int pct) {
+  fracgpu::core::SeededRng rng(42, 0);
+  const auto arrivals =
+      fracgpu::sim::BuildArrivals(in.workload.pods, in.cluster.CapacityMilli(), 1.3, rng);
+  const double cap = static_cast<double>(in.cluster.CapacityMilli());
+  std::vector<fracgpu::core::FragDemand> out;
+  double arrived = 0;
+  for (int32_t idx : arrivals) {
+    const auto& d = in.workload.demand[idx];
+    if (arrived + static_cast<double>(d.TotalGpuMilli()) > cap * (pct + 0.5) / 100.0) break;
+    arrived += static_cast<double>(d.TotalGpuMilli());
+    out.push_back(d);
+  }
+  return out;
+}
+
+void BM_PackingBound(benchmark::State& state) {
+  const Inputs& in = LoadInputs();
+  const auto pods = ArrivedPods(in, static_cast<int>(state.range(0)));
+  double milli = 0;
+  for (auto _ : state) {
+    auto b = fracgpu::sim::PackingUpperBound(in.cluster, pods);
+    if (!b.ok()) {
+      state.SkipWithError(b.status().message().c_str());
+      return;
+    }
+    milli = b->gpu_milli;
+  }
+  state.counters["bound_pct"] = 100.0 * milli / static_cast<double>(in.cluster.CapacityMilli());
+}
+
+void BM_OfflinePacking(benchmark::State& state) {
+  const Inputs& in = LoadInputs();
+  const auto pods = ArrivedPods(in, static_cast<int>(state.range(0)));
+  int64_t milli = 0;
+  for (auto _ : state) milli = fracgpu::sim::OfflinePacking(in.cluster, in.workload, pods);
+  state.counters["packed_pct"] =
+      100.0 * static_cast<double>(milli) / static_cast<double>(in.cluster.CapacityMilli());
+}
+
+BENCHMARK(BM_PackingBound)->Arg(100)->Arg(130)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OfflinePacking)->Arg(100)->Arg(130)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
