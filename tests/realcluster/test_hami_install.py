@@ -1,10 +1,10 @@
-"""HAMi's install options on the real cluster (issue 34 item 2): the runtime class HAMi's
+"""HAMi's install options on the real cluster (issue 34 items 2 and 3): the runtime class HAMi's
 `runtimeClassName` sets on GPU pods, and CDI device injection as NVIDIA's device plugin offers it
 (--device-list-strategy cdi-cri and cdi-annotations), each checked where the kubelet acts on it:
 the pod runs with the RuntimeClass of deploy/runtime-class (the kubelet resolves it to its handler
 before it asks the runtime for a sandbox, and refuses a pod whose class does not exist), and the
 CreateContainerRequest the node's CRI runtime received carries the GPU's CDI device, in the CRI
-field and as the cdi.k8s.io/ annotation."""
+field and as the cdi.k8s.io/ annotation; and a pod naming hami-scheduler is placed by fracgpu."""
 
 import os
 from pathlib import Path
@@ -97,3 +97,24 @@ def test_runtime_class_and_cdi_devices_reach_the_kubelet(cluster):
             _set_extra_args(cluster, f"device-plugin-{n}", [])
             cluster.restart(f"device-plugin-{n}")
         cluster.kubectl("delete", "runtimeclass", "nvidia", "--ignore-not-found", check=False)
+
+
+def test_pod_naming_hami_scheduler_is_placed_by_fracgpu(cluster):
+    """A workload written for HAMi (schedulerName: hami-scheduler, issue 34 item 3) is admitted by
+    the real API server's call to fracgpu's webhook, renamed to fracgpu-scheduler, placed and run."""
+    ns, name = "default", "hami-named"
+    cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=true")
+    cluster.apply(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulerName": "hami-scheduler",
+                 "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1d"],
+                                 "resources": {"limits": {"nvidia.com/gpu": "1",
+                                                          "nvidia.com/gpumem": "1000"}}}]}}))
+    try:
+        pod = cluster.wait(f"{ns}/{name} Running", lambda: cluster.running(ns, name), 90)
+        assert pod["spec"]["schedulerName"] == "fracgpu-scheduler"
+        assert pod["metadata"]["annotations"].get("hami.io/bind-phase") == "success"
+        rec = cluster.wait("the CRI record", lambda: cluster.record(pod["spec"]["nodeName"], ns, name, "main"), 30)
+        assert container_env(rec)["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1000m"
+    finally:
+        cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=true", check=False)
