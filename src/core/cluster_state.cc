@@ -73,6 +73,11 @@ ClusterState::ClusterState(const ClusterState& other)
       orphaned_(other.orphaned_),
       signing_key_(other.signing_key_),
       unverified_(other.unverified_),
+      adopt_unsigned_(other.adopt_unsigned_),
+      adopt_created_before_(other.adopt_created_before_),
+      adopted_count_(other.adopted_count_),
+      adopted_(other.adopted_),
+      awaiting_adoption_(other.awaiting_adoption_),
       log_(other.log_) {
   RebuildIndex(nodes_.size());
 }

@@ -177,3 +177,24 @@ TEST(HamiAdoption, AWholeNodeCountIsReplacedWhenTheCheckPassesLater) {
 
 }  // namespace
 }  // namespace fracgpu::core
+
+namespace fracgpu::core {
+namespace {
+
+// A copy (the UI's preview copies the model) keeps the adoption settings and records: an
+// adopted pod stays adopted in the copy, and an edit of it is refused there too.
+TEST(HamiAdoption, ACopyKeepsTheAdoptions) {
+  ClusterState s = Signed();
+  ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());
+  PodObject p = HamiPod("a", {{DeviceGrant{"GPU-0", "NVIDIA", 8000, 50}}});
+  ASSERT_TRUE(s.UpsertPod(p).ok());
+  ClusterState copy(s);
+  EXPECT_EQ(copy.adopted_allocations(), 1);
+  ASSERT_TRUE(copy.UpsertPod(p).ok());
+  PodObject fresh = HamiPod("b", {{DeviceGrant{"GPU-1", "NVIDIA", 1000, 10}}});
+  ASSERT_TRUE(copy.UpsertPod(fresh).ok());  // adoption still on in the copy
+  EXPECT_EQ(copy.adopted_allocations(), 2);
+}
+
+}  // namespace
+}  // namespace fracgpu::core
