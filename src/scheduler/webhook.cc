@@ -324,28 +324,6 @@ const std::vector<std::string>& DevicePluginAnnotations() {
   return kKeys;
 }
 
-Status ValidRuntimeClassName(const std::string& name, const std::string& field) {
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument(field + " \"" + name.substr(0, 300) +
-                           "\" is not a RuntimeClass name: " + why);
-  };
-  if (name.empty() || name.size() > 253) return bad("it must be 1 to 253 characters");
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t dot = name.find('.', start);
-    if (dot == std::string::npos) dot = name.size();
-    std::string label = name.substr(start, dot - start);
-    auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-    if (label.empty() || !alnum(label.front()) || !alnum(label.back()))
-      return bad("each dot-separated part must start and end with [a-z0-9]");
-    for (char c : label) {
-      if (!alnum(c) && c != '-') return bad("only [a-z0-9.-] are allowed");
-    }
-    start = dot + 1;
-  }
-  return Status();
-}
-
 Result<AdmissionRequest> DecodeAdmissionReview(const std::string& body) {
   auto parsed = core::ParseJsonBounded(body, "AdmissionReview body");
   if (!parsed.ok()) return parsed.status();

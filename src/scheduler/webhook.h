@@ -65,7 +65,7 @@ struct WebhookConfig {
   /// empty, every created pod with a GPU request that sets no spec.runtimeClassName gets this
   /// one (a pod's own value is kept). For clusters whose NVIDIA runtime is not the default
   /// (k3s, the GPU Operator): the kubelet then runs the pod with that RuntimeClass's handler.
-  /// Must be a DNS-1123 subdomain (RuntimeClass names are); ValidRuntimeClassName checks it.
+  /// A DNS-1123 subdomain (RuntimeClass names are; the device config parser checks it).
   std::string runtime_class_name;
   /// Namespace GPU quotas at admission (scheduler/quota.h; not in DRA mode): called for a
   /// created GPU pod with the request's namespace and the pod's request; an error denies the pod
@@ -75,11 +75,6 @@ struct WebhookConfig {
   /// content exists. Required in DRA mode (a GPU pod is denied without it).
   std::function<Status(const nlohmann::json& claim_template)> create_claim_template;
 };
-
-/// OK when `name` is a valid RuntimeClass name (a DNS-1123 subdomain: at most 253 characters of
-/// [a-z0-9.-], each dot-separated label starting and ending with [a-z0-9]). Errors:
-/// kInvalidArgument naming `field` and the value.
-Status ValidRuntimeClassName(const std::string& name, const std::string& field);
 
 /// Applies the cluster device config (`fracgpu scheduler --device-config-file`, the file the
 /// device plugin reads) to the webhook: resource names and request defaults (defaultMemory,
