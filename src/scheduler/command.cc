@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <string_view>
 
 #include "base/file.h"
 #include "base/signals.h"
@@ -35,7 +36,19 @@ struct Flags {
   bool hami_metrics = true;
   bool legacy_metrics = false;
   std::string device_config_file;
+  std::string adopt_hami_created_before;
 };
+
+// "YYYY-MM-DDTHH:MM:SSZ", the form metadata.creationTimestamp takes (RFC 3339 in UTC, whole
+// seconds), so that the adoption compares like with like.
+bool IsUtcTimestamp(const std::string& t) {
+  static constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
+  if (t.size() != kShape.size()) return false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (kShape[i] == 'd' ? (t[i] < '0' || t[i] > '9') : t[i] != kShape[i]) return false;
+  }
+  return true;
+}
 
 int Run(const Flags& f) {
   base::StopSignal stop;
@@ -94,6 +107,15 @@ int Run(const Flags& f) {
     }
     for (const auto& note : config->notes) spdlog::warn("{}: {}", f.device_config_file, note);
     scheduler::ApplyDeviceConfig(*config, &o.webhook);
+  }
+  if (!f.adopt_hami_created_before.empty()) {
+    if (!IsUtcTimestamp(f.adopt_hami_created_before)) {
+      spdlog::error(
+          "--adopt-hami-created-before \"{}\" is not a UTC time like 2026-12-04T10:00:00Z",
+          f.adopt_hami_created_before);
+      return 2;
+    }
+    o.adopt_hami_created_before = f.adopt_hami_created_before;
   }
   auto np = core::ParseNodePolicy(f.node_policy);
   auto gp = core::ParseGpuPolicy(f.gpu_policy);
@@ -225,6 +247,10 @@ void RegisterSchedulerCommand(CLI::App& app) {
                 "(docs/dra.md); kube-scheduler then places the claims");
   cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")
       ->capture_default_str();
+  cmd->add_option("--adopt-hami-created-before", flags->adopt_hami_created_before,
+                  "pods HAMi placed before this UTC time (2026-12-04T10:00:00Z) are verified "
+                  "once against their node and counted as written (docs/hami-migration.md step "
+                  "4; needs the signing key)");
   cmd->add_option("--device-config-file", flags->device_config_file,
                   "the cluster device config YAML the device plugin reads (HAMi's "
                   "device-config.yaml, nvidia: section): resource names, defaultMemory, "

@@ -1,0 +1,12 @@
+#!/bin/sh
+# fracgpu scheduler --adopt-hami-created-before: a value that is not a UTC timestamp in
+# metadata.creationTimestamp's form is refused at start-up (exit 2, the flag and value named);
+# a good one gets past the check (the command then fails later for want of a cluster, not for it).
+bin="$1"
+out=$("$bin" scheduler --adopt-hami-created-before yesterday 2>&1); rc=$?
+[ "$rc" -eq 2 ] || { echo "exit $rc, want 2: $out"; exit 1; }
+echo "$out" | grep -q -- '--adopt-hami-created-before "yesterday" is not a UTC time' ||
+  { echo "no clear error: $out"; exit 1; }
+out=$("$bin" scheduler --adopt-hami-created-before 2026-12-04T10:00:00Z --kubeconfig /nonexistent 2>&1)
+if echo "$out" | grep -q 'is not a UTC time'; then echo "good value refused: $out"; exit 1; fi
+echo ok
