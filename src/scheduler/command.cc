@@ -54,6 +54,15 @@ int Run(const Flags& f) {
   base::StopSignal stop;
   base::SignalWatcher signals(&stop);  // before any other thread
   scheduler::SchedulerOptions o;
+  if (!f.adopt_hami_created_before.empty()) {
+    if (!IsUtcTimestamp(f.adopt_hami_created_before)) {
+      spdlog::error(
+          "--adopt-hami-created-before \"{}\" is not a UTC time like 2026-12-04T10:00:00Z",
+          f.adopt_hami_created_before);
+      return 2;
+    }
+    o.adopt_hami_created_before = f.adopt_hami_created_before;
+  }
   auto colon = f.bind.rfind(':');
   if (colon == std::string::npos) {
     spdlog::error("--http-bind \"{}\" is not host:port", f.bind);
@@ -107,15 +116,6 @@ int Run(const Flags& f) {
     }
     for (const auto& note : config->notes) spdlog::warn("{}: {}", f.device_config_file, note);
     scheduler::ApplyDeviceConfig(*config, &o.webhook);
-  }
-  if (!f.adopt_hami_created_before.empty()) {
-    if (!IsUtcTimestamp(f.adopt_hami_created_before)) {
-      spdlog::error(
-          "--adopt-hami-created-before \"{}\" is not a UTC time like 2026-12-04T10:00:00Z",
-          f.adopt_hami_created_before);
-      return 2;
-    }
-    o.adopt_hami_created_before = f.adopt_hami_created_before;
   }
   auto np = core::ParseNodePolicy(f.node_policy);
   auto gp = core::ParseGpuPolicy(f.gpu_policy);

@@ -45,7 +45,7 @@ TEST_F(ApiServerResourcesTest, DiscoveryListsTheBuiltinRowsOfEachGroupVersion) {
   ASSERT_EQ(core.status, 200);
   EXPECT_EQ(core.body["kind"], "APIResourceList");
   EXPECT_EQ(core.body["groupVersion"], "v1");
-  EXPECT_EQ(Names(core.body), (std::set<std::string>{"events", "nodes", "pods"}));
+  EXPECT_EQ(Names(core.body), (std::set<std::string>{"events", "nodes", "pods", "resourcequotas"}));
   for (const auto& r : core.body["resources"]) {
     EXPECT_EQ(r["namespaced"], r["name"] != "nodes") << r.dump();
   }

@@ -582,7 +582,8 @@ TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   api_.Put("pods", a);
   auto svc = StartService();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 1000));
-  ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 2; }));
+  // Nodes, pods and ResourceQuotas (scheduler/quota.h) are watched.
+  ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 3; }));
   // While the watches are down: one pod goes away, another arrives, and the history is
   // compacted, so the reconnect gets 410 and must relist.
   api_.DropWatches();
