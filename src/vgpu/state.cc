@@ -43,6 +43,11 @@ struct DeviceState {
   uint64_t limit = 0;  // bytes, 0 = unlimited
   bool fail_closed = false;
   std::atomic<bool> fail_logged{false};
+  // What this process has charged on the device: its region slot must hold at least this, and
+  // the device total at least the slot. The region is tenant-writable; one that says less (a
+  // tenant zeroing its usage to allocate again) makes the device fail closed (issue 32 item 5).
+  std::atomic<uint64_t> own{0};
+  std::atomic<bool> forged{false};
 };
 
 std::atomic<int> g_init{0};  // 0 none, 1 running, 2 done
@@ -195,6 +200,10 @@ void AtForkChild() {
   // The child owns no device memory of its parent and must claim its own slot.
   g_slot.store(nullptr, std::memory_order_relaxed);
   g_slot_claim.store(0, std::memory_order_relaxed);
+  for (auto& d : g_dev) {  // the child charged nothing yet
+    d.own.store(0, std::memory_order_relaxed);
+    d.forged.store(false, std::memory_order_relaxed);
+  }
   TableResetAfterFork();
   AccountingResetAfterFork();
   HostPidResetAfterFork();
@@ -322,6 +331,7 @@ void MaybeReapLocked(Region* r) {
 __attribute__((destructor)) void ReleaseAtExit() {
   RegionSlot* s = g_slot.exchange(nullptr, std::memory_order_acq_rel);
   if (s && g_region.region) RegionReleaseSlot(g_region.region, s);
+  for (auto& d : g_dev) d.own.store(0, std::memory_order_relaxed);  // the slot took it away
 }
 
 }  // namespace
@@ -446,6 +456,19 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind, const char* api) noexc
   // steady-state allocation makes no system call. Dead slots are swept when they are in the
   // way (below), when a slot is claimed, and at most once a second by DeviceUsed.
   uint64_t used = r->devices[dev].used.load(std::memory_order_relaxed);
+  const uint64_t mine = slot->used[dev].load(std::memory_order_relaxed);
+  const uint64_t own = d.own.load(std::memory_order_relaxed);
+  if (d.forged.load(std::memory_order_relaxed) || mine < own || used < mine) {
+    RegionUnlock(r);
+    if (!d.forged.exchange(true)) {
+      Log(kLogError,
+          "device %d fails closed: the container's region says %llu bytes in use (this "
+          "process's slot %llu) while this process holds %llu: it was altered",
+          dev, static_cast<unsigned long long>(used), static_cast<unsigned long long>(mine),
+          static_cast<unsigned long long>(own));
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   auto over = [&] { return d.limit != 0 && (used > d.limit || bytes > d.limit - used); };
   if (over()) {
     RegionReapLocked(r);  // a dead process's charges must never cause a false OOM
@@ -461,6 +484,7 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind, const char* api) noexc
   slot->used[dev].store(slot->used[dev].load(std::memory_order_relaxed) + bytes,
                         std::memory_order_relaxed);
   r->devices[dev].used.store(used + bytes, std::memory_order_relaxed);
+  d.own.store(own + bytes, std::memory_order_relaxed);
   RegionUnlock(r);
   return CUDA_SUCCESS;
 }
@@ -479,6 +503,8 @@ void Uncharge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
   slot->used[dev].store(mine - take, std::memory_order_relaxed);
   uint64_t used = r->devices[dev].used.load(std::memory_order_relaxed);
   r->devices[dev].used.store(used >= take ? used - take : 0, std::memory_order_relaxed);
+  uint64_t own = g_dev[dev].own.load(std::memory_order_relaxed);
+  g_dev[dev].own.store(own >= take ? own - take : 0, std::memory_order_relaxed);
   RegionUnlock(r);
 }
 

@@ -40,6 +40,29 @@ TEST(VgpuHookAttacks, MemGetInfoWithNullPointers) {
   }
 }
 
+// The tenant zeroes its own region's usage (devices and slots) to allocate past the limit
+// again (issue 32: 1,860 MiB under 1,000 before). The process knows what it holds: a region
+// that says less makes the device fail closed, for that process, with one error line.
+TEST(VgpuHookAttacks, ZeroedRegionUsageFailsClosedInsteadOfGivingMemory) {
+  Sandbox box;
+  auto env = box.Env();
+  env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "100m";
+  auto out =
+      RunApp(box, env, {"init", "alloc:" + Mib(90), "zeroregion", "alloc:" + Mib(90), "alloc:1"});
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(Rc(out[1]), 0) << out[1];
+  EXPECT_EQ(out[2], "zeroregion 0");
+  EXPECT_EQ(Rc(out[3]), 2) << out[3];  // CUDA_ERROR_OUT_OF_MEMORY, not 180 MiB under 100
+  EXPECT_EQ(Rc(out[4]), 2) << out[4];  // and it stays closed
+  // A process that did not alter anything still gets its slice in a fresh container.
+  Sandbox clean;
+  auto env2 = clean.Env();
+  env2["CUDA_DEVICE_MEMORY_LIMIT_0"] = "100m";
+  out = RunApp(clean, env2, {"init", "alloc:" + Mib(90), "free", "alloc:" + Mib(90)});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(Rc(out[3]), 0) << out[3];
+}
+
 // Every hook with an out-pointer, called with it NULL: no hook dereferences it, with and without
 // a limit, and each gives the driver's own answer (the same code with and without libvgpu.so).
 TEST(VgpuHookAttacks, EveryOutPointerMayBeNull) {

@@ -29,9 +29,13 @@
 //   tileunmap  unmaps that tile: "tileunmap <rc>";  tilearrayfree  destroys the array instead
 //   setlimit:<CUlimit>:<value>  cuCtxSetLimit on the current context: "setlimit <rc> <value
 //       cuCtxGetLimit reads back>"
+//   zeroregion  the tenant edits its own region (CUDA_DEVICE_MEMORY_SHARED_CACHE): every
+//       device's and every slot's usage set to 0: "zeroregion <0 done | -1 cannot map>"
 #include "vgpu_app_attack.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -40,6 +44,7 @@
 #include <string>
 
 #include "api/nvml.h"
+#include "api/region.h"
 #include "vgpu/cuda_api.h"
 
 namespace {
@@ -323,11 +328,34 @@ void TileMap(const std::vector<std::string>& a, int ordinal) {
   std::printf("tilemap %d\n", r);
 }
 
+void ZeroRegion() {
+  const char* path = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  int fd = path ? ::open(path, O_RDWR | O_CLOEXEC) : -1;
+  void* m = fd >= 0 ? ::mmap(nullptr, sizeof(fracgpu::api::Region), PROT_READ | PROT_WRITE,
+                             MAP_SHARED, fd, 0)
+                    : MAP_FAILED;
+  if (fd >= 0) ::close(fd);
+  if (m == MAP_FAILED) {
+    std::printf("zeroregion -1\n");
+    return;
+  }
+  auto* r = static_cast<fracgpu::api::Region*>(m);
+  for (auto& d : r->devices) d.used.store(0);
+  for (auto& s : r->slots) {
+    for (auto& u : s.used) u.store(0);
+    for (auto& u : s.data_bytes) u.store(0);
+  }
+  ::munmap(m, sizeof(fracgpu::api::Region));
+  std::printf("zeroregion 0\n");
+}
+
 }  // namespace
 
 bool RunAttackOp(const std::vector<std::string>& a, int ordinal) {
   const std::string& op = a[0];
-  if (op == "infonull") {
+  if (op == "zeroregion") {
+    ZeroRegion();
+  } else if (op == "infonull") {
     InfoNull(a);
   } else if (op == "nullout") {
     NullOut(ordinal);
