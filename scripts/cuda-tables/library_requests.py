@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Which CUDA driver entry points NVIDIA's CUDA 13 libraries can ask for, from their wheels.
 
-The libraries (cuBLAS, cuBLASLt, NCCL, CUPTI, and cuDNN when its wheel is installed) reach the
+The libraries (cuBLAS, cuBLASLt, NCCL, CUPTI, cuFFT, cuSPARSE, NVRTC, and cuDNN when its wheel
+is installed) reach the
 driver through cuGetProcAddress with the entry point's base name as a string (their statically
 linked runtime's table, or their own), so the names they can request are the strings in the
 library that are base names of the driver's variant table (src/vgpu/cuda_variants.def, generated
@@ -31,6 +32,9 @@ LIBRARIES = {
     "cublasLt": "cu13/lib/libcublasLt.so.13",
     "cupti": "cu13/lib/libcupti.so.13",
     "nccl": "nccl/lib/libnccl.so.2",
+    "cufft": "cu13/lib/libcufft.so.12",
+    "cusparse": "cu13/lib/libcusparse.so.12",
+    "nvrtc": "cu13/lib/libnvrtc.so.13",
 }
 CUDNN_DIRS = ("cudnn/lib", "cu13/lib")  # cuDNN's wheel, when installed
 NAME = re.compile(rb"cu[A-Z][A-Za-z0-9_]{2,80}")

@@ -10,8 +10,8 @@
 # ($FRACGPU_CUDA_WHEELS defaults to ~/.cache/fracgpu/cuda.) The component versions are the ones
 # NVIDIA's cuda-toolkit meta-package pins for that release (cuda-toolkit 13.0.0 and 13.5.0),
 # plus NCCL (not in that package: the first and the newest nvidia-nccl-cu13) and, in the 13.0 set
-# only, cuDNN (nvidia-cudnn-cu13, whose driver requests data/cuda/library13_requests.txt
-# lists). nvcc also needs
+# only, cuDNN (nvidia-cudnn-cu13), cuFFT, cuSPARSE and NVRTC (the 13.0.x updates' builds), whose
+# driver requests data/cuda/library13_requests.txt lists. nvcc also needs
 # nvidia-cuda-crt, nvidia-nvvm (cicc, libdevice) and nvidia-cuda-cccl (<nv/target>); all are
 # installed with --no-deps, so only these pins are ever installed.
 # Layout (scripts/cuda-tables/cuda_home.py prints a set's CUDA home): <set>/nvidia/cu13/
@@ -32,6 +32,9 @@ set_13_0=(
   nvidia-cuda-cupti==13.0.85
   nvidia-nccl-cu13==2.27.7
   nvidia-cudnn-cu13==9.28.1.4
+  nvidia-cufft==12.0.0.61
+  nvidia-cusparse==12.6.3.3
+  nvidia-cuda-nvrtc==13.0.88
 )
 set_newest=(
   nvidia-cuda-runtime==13.5.37
