@@ -146,8 +146,10 @@ class InstallDoc : public ::testing::Test {
       if (args[i] == "-f" && args[i + 1] != "-" && !fs::exists(kSource + "/" + args[i + 1]))
         return "no file " + args[i + 1];
     }
-    static const std::map<std::string, std::string> kKinds = {
-        {"job", "Job"}, {"deployment", "Deployment"}, {"daemonset", "DaemonSet"}};
+    static const std::map<std::string, std::string> kKinds = {{"job", "Job"},
+                                                              {"deployment", "Deployment"},
+                                                              {"daemonset", "DaemonSet"},
+                                                              {"svc", "Service"}};
     for (const auto& a : args) {
       auto slash = a.find('/');
       if (slash == std::string::npos || a.find("--") == 0) continue;
