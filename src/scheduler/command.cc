@@ -2,11 +2,11 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <string_view>
 
 #include "base/file.h"
 #include "base/signals.h"
 #include "core/dra.h"
+#include "core/node_lock_codec.h"
 #include "k8s/config.h"
 #include "metrics/hami.h"
 #include "scheduler/service.h"
@@ -39,15 +39,16 @@ struct Flags {
   std::string adopt_hami_created_before;
 };
 
-// "YYYY-MM-DDTHH:MM:SSZ", the form metadata.creationTimestamp takes (RFC 3339 in UTC, whole
-// seconds), so that the adoption compares like with like.
+// Whether `t` is a UTC time in the form metadata.creationTimestamp takes
+// ("YYYY-MM-DDTHH:MM:SSZ", whole seconds), so that the adoption compares like with like. The
+// RFC 3339 reading (calendar, ranges) is core's node-lock time parser; its canonical encoding
+// must give `t` back unchanged.
 bool IsUtcTimestamp(const std::string& t) {
-  static constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
-  if (t.size() != kShape.size()) return false;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (kShape[i] == 'd' ? (t[i] < '0' || t[i] > '9') : t[i] != kShape[i]) return false;
-  }
-  return true;
+  if (t.find(',') != std::string::npos) return false;  // a bare time, not a lock value
+  auto lock = core::DecodeNodeLock(t);
+  if (!lock.ok()) return false;
+  std::string canonical = core::EncodeNodeLock(*lock);
+  return canonical.substr(0, canonical.find(',')) == t;
 }
 
 int Run(const Flags& f) {

@@ -7,6 +7,10 @@ out=$("$bin" scheduler --adopt-hami-created-before yesterday 2>&1); rc=$?
 [ "$rc" -eq 2 ] || { echo "exit $rc, want 2: $out"; exit 1; }
 echo "$out" | grep -q -- '--adopt-hami-created-before "yesterday" is not a UTC time' ||
   { echo "no clear error: $out"; exit 1; }
+# Shaped right but not a calendar time.
+out=$("$bin" scheduler --adopt-hami-created-before 2026-13-40T10:00:00Z 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q 'is not a UTC time' ||
+  { echo "month 13 accepted (exit $rc): $out"; exit 1; }
 out=$("$bin" scheduler --adopt-hami-created-before 2026-12-04T10:00:00Z --kubeconfig /nonexistent 2>&1)
 if echo "$out" | grep -q 'is not a UTC time'; then echo "good value refused: $out"; exit 1; fi
 echo ok
