@@ -2,7 +2,7 @@
 #   make demo  — builds and runs `fracgpu simulate` on the bundled Alibaba trace
 #   make test  — builds and runs the whole suite, release and ASan+UBSan (and TSan: threaded suites)
 .PHONY: demo test deps build-release build-asan build-tsan fuzz bench clean image sandbox test-k8s \
-	test-k8s-oldest k8s-binaries
+	test-k8s-oldest k8s-binaries helm-binary
 
 deps:
 	@bash scripts/install-deps.sh
@@ -27,7 +27,7 @@ demo:
 	cmake --build --preset demo
 	./build/demo/fracgpu simulate
 
-test: build-release build-asan build-tsan
+test: build-release build-asan build-tsan helm-binary
 	ctest --preset release -j2
 	ctest --preset asan -j2
 	ctest --preset tsan -j2
@@ -38,13 +38,19 @@ test: build-release build-asan build-tsan
 k8s-binaries: deps
 	bash scripts/k8s-build.sh >/dev/null
 
+# helm, built from its Go module (scripts/helm/go.mod) once into ~/.cache/fracgpu/helm
+# (scripts/helm-build.sh; about 2 minutes on 2 cores the first time, then cached): the chart's
+# ctest HelmChart.* and tests/realcluster/test_helm_install.py run it.
+helm-binary: deps
+	bash scripts/helm-build.sh >/dev/null
+
 # The end-to-end suite on a local cluster of the real control plane and real kubelets
 # (scripts/cluster.sh, docs/e2e.md "The real cluster"); closes on 'test-k8s: N passed, N failed'.
-test-k8s: build-release k8s-binaries
+test-k8s: build-release k8s-binaries helm-binary
 	python3 -m pytest tests/realcluster -q -p no:cacheprovider
 
 # The same suite on the oldest Kubernetes minor fracgpu supports (not part of make test).
-test-k8s-oldest: build-release
+test-k8s-oldest: build-release helm-binary
 	bash scripts/k8s-build.sh --version $(K8S_OLDEST) >/dev/null
 	FRACGPU_K8S_VERSION=$(K8S_OLDEST) python3 -m pytest tests/realcluster -q -p no:cacheprovider
 K8S_OLDEST ?= v1.34.4

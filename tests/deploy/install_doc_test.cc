@@ -133,6 +133,7 @@ class InstallDoc : public ::testing::Test {
       ++fracgpu_;
       return "";
     }
+    if (cmd == "helm") return CheckHelm(args);
     if (cmd != "kubectl") return "unchecked command " + cmd;
     std::string ns;
     for (size_t i = 1; i + 1 < args.size(); ++i) {
@@ -180,6 +181,36 @@ class InstallDoc : public ::testing::Test {
     ++kubectl_;
     return "";
   }
+  // helm install|upgrade|template RELEASE CHART [-n NS] [--set K=V]... [-f FILE]: the chart is a
+  // folder of the repository and every --set key a value its values.yaml defines (a misspelt
+  // HAMi name would otherwise be ignored by helm without a word); helm uninstall|status RELEASE.
+  std::string CheckHelm(const std::vector<std::string>& args) {
+    if (args.size() < 3) return "helm needs a subcommand and a release";
+    if (args[1] == "uninstall" || args[1] == "status") {
+      ++helm_;
+      return "";
+    }
+    if (args[1] != "install" && args[1] != "upgrade" && args[1] != "template")
+      return "unchecked helm subcommand " + args[1];
+    if (args.size() < 4 || !fs::exists(kSource + "/" + args[3] + "/Chart.yaml"))
+      return "no chart " + (args.size() < 4 ? std::string("given") : args[3]);
+    const YAML::Node values = YAML::LoadFile(kSource + "/" + args[3] + "/values.yaml");
+    for (size_t i = 4; i + 1 < args.size(); ++i) {
+      if (args[i] == "-f" && !fs::exists(kSource + "/" + args[i + 1]))
+        return "no file " + args[i + 1];
+      if (args[i] != "--set" && args[i] != "--set-string") continue;
+      const std::string key = args[i + 1].substr(0, args[i + 1].find('='));
+      if (!HasValue(values, key)) return "--set " + key + " is not a value of the chart";
+    }
+    ++helm_;
+    return "";
+  }
+  static bool HasValue(const YAML::Node& node, const std::string& key) {
+    const auto dot = key.find('.');
+    const std::string head = key.substr(0, dot);
+    if (!node.IsMap() || !node[head]) return false;
+    return dot == std::string::npos || HasValue(node[head], key.substr(dot + 1));
+  }
   static bool Has(const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   }
@@ -187,7 +218,7 @@ class InstallDoc : public ::testing::Test {
   Bundle b_;
   YAML::Node ds_;
   std::string built_tag_;
-  int external_ = 0, fracgpu_ = 0, kubectl_ = 0;
+  int external_ = 0, fracgpu_ = 0, kubectl_ = 0, helm_ = 0;
 };
 
 TEST_F(InstallDoc, EveryCommandRefersToWhatExists) {
@@ -209,6 +240,7 @@ TEST_F(InstallDoc, EveryCommandRefersToWhatExists) {
   EXPECT_EQ(fracgpu_, 1);   // the manual `fracgpu certs`
   EXPECT_EQ(external_, 8);  // nvidia-ctk, systemctl, 6 openssl ("Authentication")
   EXPECT_GE(kubectl_, 14);
+  EXPECT_GE(helm_, 3);  // "Install with Helm": install, status, upgrade
   // "Authentication" makes every Secret deploy/ mounts that nothing in deploy/ produces.
   std::ifstream doc(kSource + "/docs/install.md");
   const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
@@ -230,6 +262,13 @@ TEST_F(InstallDoc, CheckerCatchesAWrongCommand) {
   EXPECT_NE(CheckCommand(Words("fracgpu certs --no-such-flag")), "");
   EXPECT_NE(CheckCommand(Words("sudo rm -rf /var/lib/kubelet")), "");
   EXPECT_NE(CheckCommand(Words("helm install fracgpu")), "");
+  EXPECT_NE(CheckCommand(
+                Words("helm install fracgpu deploy/helm/fracgpu --set devicePlugin.splitCount=4")),
+            "");
+  EXPECT_NE(CheckCommand(Words("helm install fracgpu hami-charts/hami")), "");
+  EXPECT_EQ(CheckCommand(Words(
+                "helm install fracgpu deploy/helm/fracgpu --set devicePlugin.deviceSplitCount=4")),
+            "");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """The local real cluster (scripts/cluster.sh) for the tests of tests/realcluster (make test-k8s).
 
-One cluster at a time (device-plugin mode for test_journey.py, DRA mode for test_dra.py), brought
-up before the first test that needs it, taken down after the last.
+One cluster at a time (device-plugin mode for test_journey.py, DRA mode for test_dra.py, helm mode
+for test_helm_install.py: deploy/helm/fracgpu installed by `helm install` in place of deploy/),
+brought up before the first test that needs it, taken down after the last.
 With FRACGPU_CLUSTER_KEEP=1 it is left up afterwards (for debugging; `scripts/cluster.sh down`).
 """
 
@@ -112,6 +113,9 @@ class Cluster:
         self.restarts.append((component, t0, time.time()))
 
 
+# The values the helm-mode cluster installs the chart with (HAMi's value names).
+HELM_VALUES = Path(__file__).resolve().parent / "helm-values.yaml"
+
 # The DRA driver's --slice-interval in the DRA cluster: short, so that "the slice is not rewritten
 # over a couple of sync periods" (test_dra.py) costs seconds.
 DRA_SLICE_INTERVAL = 3
@@ -153,6 +157,8 @@ class _Clusters:
         self.down()
         # DRA mode: three nodes, so that one has 4 GPUs (a claim for 3 distinct GPUs fits).
         extra = ["--dra", "--slice-interval", str(DRA_SLICE_INTERVAL), "--nodes", "3"] if mode == "dra" else []
+        if mode == "helm":  # the chart in place of deploy/ (test_helm_install.py); one node is enough
+            extra = ["--helm", "--helm-values", str(HELM_VALUES), "--nodes", "1"]
         env = self.env
         if mode == "dra-gate-off":  # DRA on every component, consumable capacity off on all
             extra = ["--dra", "--slice-interval", str(DRA_SLICE_INTERVAL)]
@@ -203,6 +209,19 @@ def dra_gate_off_cluster(_clusters):
     """The cluster in DRA mode with the DRAConsumableCapacity feature gate off everywhere (the
     default of 1.34–1.35)."""
     return _clusters.ensure("dra-gate-off")
+
+
+@pytest.fixture
+def helm_cluster(_clusters):
+    """The cluster in device-plugin mode, installed by `helm install` of deploy/helm/fracgpu
+    (scripts/cluster.sh up --helm) instead of deploy/."""
+    return _clusters.ensure("helm")
+
+
+def pytest_collection_modifyitems(items):
+    """The helm-mode tests last: a cluster of its own costs one start then, not two (the
+    device-plugin cluster of the tests after it would have to come up again)."""
+    items.sort(key=lambda item: "helm_cluster" in getattr(item, "fixturenames", ()))
 
 
 def pytest_terminal_summary(terminalreporter):
