@@ -2,7 +2,7 @@
 #   make demo  — builds and runs `fracgpu simulate` on the bundled Alibaba trace
 #   make test  — builds and runs the whole suite, release and ASan+UBSan (and TSan: threaded suites)
 .PHONY: demo test deps build-release build-asan build-tsan fuzz bench clean image sandbox test-k8s \
-	test-k8s-oldest k8s-binaries helm-binary
+	test-k8s-oldest test-k8s-oldest-dra k8s-binaries helm-binary
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,6 +32,7 @@ test: build-release build-asan build-tsan helm-binary
 	ctest --preset asan -j2
 	ctest --preset tsan -j2
 	$(MAKE) --no-print-directory test-k8s
+	$(MAKE) --no-print-directory test-k8s-oldest-dra
 
 # The real Kubernetes components of tests/realcluster/go.mod, built once into a cache outside the clone
 # (scripts/k8s-build.sh; ~/.cache/fracgpu/k8s).
@@ -54,6 +55,14 @@ test-k8s-oldest: build-release helm-binary
 	bash scripts/k8s-build.sh --version $(K8S_OLDEST) >/dev/null
 	FRACGPU_K8S_VERSION=$(K8S_OLDEST) python3 -m pytest tests/realcluster -q -p no:cacheprovider
 K8S_OLDEST ?= v1.34.4
+
+# The DRA suite on the oldest minor too (part of make test; docs/dra.md's version table): the
+# driver, the webhook's DRA mode and deploy/dra/ as shipped, with DRAConsumableCapacity on
+# (alpha there) and off (its default there). Its binaries are cached beside the newest's.
+test-k8s-oldest-dra: build-release
+	bash scripts/k8s-build.sh --version $(K8S_OLDEST) >/dev/null
+	FRACGPU_K8S_VERSION=$(K8S_OLDEST) python3 -m pytest tests/realcluster/test_dra.py \
+	  tests/realcluster/test_dra_gate_off.py -q -p no:cacheprovider
 
 # Not part of the README: coverage-guided fuzzing with clang's libFuzzer.
 fuzz: deps

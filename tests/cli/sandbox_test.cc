@@ -174,6 +174,13 @@ TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("fake cluster: ready"), std::string::npos) << out;
+  // The dashboard's type filter offers one type per model, not one per GPU: the fake NVML names
+  // a 40960 MiB GPU as an A100-SXM4-40GB, 15360 MiB a T4, 81920 MiB an A100-SXM4-80GB (NVML's
+  // product names); the device plugin prefixes "NVIDIA-" where the name lacks it (HAMi's type).
+  EXPECT_NE(out.find("GPU types:       NVIDIA A100-SXM4-40GB (2 GPUs), NVIDIA A100-SXM4-80GB (3 "
+                     "GPUs), NVIDIA-Tesla T4 (1 GPU)\n"),
+            std::string::npos)
+      << out;
 
   // 3. The notebook: created through the UI (SubjectAccessReview allowed), its pod through the
   // webhook, bound with its slice, Allocate's limits, and the UI lists it Ready.

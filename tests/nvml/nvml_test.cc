@@ -30,7 +30,7 @@ TEST(Nvml, DiscoversTheFakeDevices) {
   // The fake reads FAKE_GPU_DEVICES when first initialised; this test is its own process.
   setenv("FAKE_GPU_DEVICES",
          "GPU-11111111-2222-3333-4444-555555555555:40960,GPU-66666666-7777-8888-9999-000000000000:"
-         "81920",
+         "81920:132:NVIDIA H100 80GB HBM3",
          1);
   auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
   ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
@@ -43,7 +43,10 @@ TEST(Nvml, DiscoversTheFakeDevices) {
   EXPECT_EQ((*gpus)[1].uuid, "GPU-66666666-7777-8888-9999-000000000000");
   EXPECT_EQ((*gpus)[1].index, 1u);
   EXPECT_EQ((*gpus)[1].total_memory_bytes, 81920ULL << 20);
-  EXPECT_EQ((*gpus)[1].name, "Fake GPU 1");
+  // Named by its size's model when the list gives no name (one size, one type: never per
+  // index), else by the name given.
+  EXPECT_EQ((*gpus)[0].name, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ((*gpus)[1].name, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ((*gpus)[1].numa_node, 0);  // the fake has no PCI info
   // Xid events: none until the fake's xid-events file gets a line, then that one, once, for
   // the device it names.

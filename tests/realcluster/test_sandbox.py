@@ -74,6 +74,9 @@ def test_sandbox_walks_a_notebook_through_the_real_cluster_then_stops_cleanly(_c
     assert ("  team-a/infer: node-b GPU 0 GPU-00000100-0000-4000-8000-000000000001 (24576 MiB): 10000 MiB, "
             "50 % of the SMs, running (CUDA_DEVICE_MEMORY_LIMIT_0=10000m)\n") in out, out
     # The walk-through: preview, created through the gateway, the pod's journey, Ready.
+    # One type per model in the dashboard's type filter (the fake NVML's product names by size,
+    # tests/fakes/cuda/fake_gpu.h), not one per GPU.
+    assert ("GPU types:       NVIDIA A10 (1 GPU), NVIDIA-Tesla V100-SXM2-16GB (2 GPUs)\n") in out, out
     assert "preview: fits now: takes 1 GPU on one node" in out, out
     assert "HTTP 201: Notebook team-a/demo created (kubeflow.org/v1)\n" in out, out
     assert "notebook controller (stand-in): Notebook team-a/demo → StatefulSet team-a/demo\n" in out, out

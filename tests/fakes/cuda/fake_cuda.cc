@@ -942,7 +942,7 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice dev) noexcept {
   int phys = PhysOf(s, dev);
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
-  std::snprintf(name, static_cast<size_t>(len), "Fake GPU %d", phys);
+  std::snprintf(name, static_cast<size_t>(len), "%s", s.devices[phys].name.c_str());
   return CUDA_SUCCESS;
 }
 

@@ -2,8 +2,10 @@
 // Configuration and cross-process state shared by the fake libcuda.so.1 and the fake
 // libnvidia-ml.so.1 (test code; host memory stands behind device memory).
 //
-// FAKE_GPU_DEVICES   comma list of `<UUID>:<MiB>[:<SM count>]`, in NVML (PCI) order, which is
-//                    also the unfiltered CUDA order. Default: one 16384 MiB device.
+// FAKE_GPU_DEVICES   comma list of `<UUID>:<MiB>[:<SM count>[:<product name>]]`, in NVML (PCI)
+//                    order, which is also the unfiltered CUDA order. Default: one 16384 MiB
+//                    device. Without a name, devices of one size share one model's name
+//                    (FakeModelName), as a node of real GPUs of one model does.
 // FAKE_GPU_STATE_DIR when set, every process using the fake driver publishes its per-device
 //                    usage in <dir>/proc-<pid> (mmap'd FakeProcState), so the fake NVML can
 //                    report per-process memory and the fake driver the physical free memory
@@ -45,7 +47,29 @@ struct FakeDevice {
   unsigned char raw[16];  ///< the UUID's 16 bytes (cuDeviceGetUuid)
   uint64_t total_bytes;
   int sm_count;
+  std::string name;  ///< NVML's product name (nvmlDeviceGetName, cuDeviceGetName)
 };
+
+/// The product name a fake device of `mib` MiB gets when FAKE_GPU_DEVICES names none: the NVML
+/// name of a real model of that memory size (Tesla T4 15360 MiB, V100 16 GB, A10 24 GB,
+/// A100 40 and 80 GB), else "Fake GPU <GiB>GB". Never per index: one size, one type, so the
+/// dashboard's type filter and HAMi's type selectors behave as on a real fleet.
+inline std::string FakeModelName(uint64_t mib) {
+  switch (mib) {
+    case 15360:
+      return "Tesla T4";
+    case 16384:
+      return "Tesla V100-SXM2-16GB";
+    case 24576:
+      return "NVIDIA A10";
+    case 40960:
+      return "NVIDIA A100-SXM4-40GB";
+    case 81920:
+      return "NVIDIA A100-SXM4-80GB";
+    default:
+      return "Fake GPU " + std::to_string(mib / 1024) + "GB";
+  }
+}
 
 /// Per-process usage published in FAKE_GPU_STATE_DIR/proc-<pid>.
 struct FakeProcState {
@@ -102,8 +126,13 @@ inline std::vector<FakeDevice> LoadFakeDevices() {
     d.uuid = item.substr(0, c1);
     if (!ParseUuid(d.uuid, d.raw)) continue;
     size_t c2 = item.find(':', c1 + 1);
-    d.total_bytes = std::strtoull(item.substr(c1 + 1, c2 - c1 - 1).c_str(), nullptr, 10) * kMiB;
-    d.sm_count = c2 == std::string::npos ? 108 : std::atoi(item.substr(c2 + 1).c_str());
+    const uint64_t mib = std::strtoull(item.substr(c1 + 1, c2 - c1 - 1).c_str(), nullptr, 10);
+    d.total_bytes = mib * kMiB;
+    size_t c3 = c2 == std::string::npos ? std::string::npos : item.find(':', c2 + 1);
+    d.sm_count =
+        c2 == std::string::npos ? 108 : std::atoi(item.substr(c2 + 1, c3 - c2 - 1).c_str());
+    d.name =
+        c3 == std::string::npos || c3 + 1 == item.size() ? FakeModelName(mib) : item.substr(c3 + 1);
     devices.push_back(d);
   }
   return devices;

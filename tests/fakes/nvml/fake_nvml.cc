@@ -239,7 +239,7 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
   NVML_CHECK_INIT();
   int i = IndexOf(device);
   if (i < 0 || !name || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
-  std::snprintf(name, length, "Fake GPU %d", i);
+  std::snprintf(name, length, "%s", N().devices[i].name.c_str());
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) noexcept {
