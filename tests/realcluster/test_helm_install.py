@@ -6,15 +6,19 @@ ServiceAccounts and RBAC, the certificates the webhook configuration's caBundle 
 config and the kube-scheduler config as applied). A GPU pod is admitted by the real API server's
 call to the webhook the chart configured, scheduled by kube-scheduler with the extender config
 the chart rendered, bound by the extender, and the kubelet's container config has its limits.
+Then `helm upgrade` with a changed value goes through and keeps what `fracgpu certs` wrote.
 The API server's audit log must show no refused request of fracgpu's accounts (conftest.py)."""
 
 import os
 import subprocess
+from pathlib import Path
 
 import yaml
 
 from conftest import HELM_VALUES
 from records import container_env
+
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "fracgpu"
 
 
 def _helm(cluster, *args):
@@ -89,3 +93,15 @@ def test_helm_install_brings_the_system_up(helm_cluster):
         assert env["NVIDIA_VISIBLE_DEVICES"] in dict(gpus), env
     finally:
         cluster.kubectl("delete", "-n", ns, "pod", name, "--ignore-not-found", "--wait=true", check=False)
+
+    # helm upgrade with a changed value: revision 2 and the ConfigMap follows; the certificates Job
+    # (an immutable template, unchanged) does not block it, and the webhook keeps the caBundle
+    # `fracgpu certs` wrote, which the chart leaves unset.
+    ca = cluster.get("mutatingwebhookconfiguration", "fracgpu-webhook")["webhooks"][0]["clientConfig"]["caBundle"]
+    _helm(cluster, "upgrade", "fracgpu", str(CHART), "--reuse-values", "--set", "devicePlugin.deviceSplitCount=4")
+    assert yaml.safe_load(_helm(cluster, "status", "fracgpu", "-o", "yaml"))["version"] == 2
+    dc = yaml.safe_load(cluster.get("-n", "fracgpu-system", "configmap", "fracgpu-device-config")
+                        ["data"]["device-config.yaml"])
+    assert dc["nvidia"]["deviceSplitCount"] == 4, dc
+    wh = cluster.get("mutatingwebhookconfiguration", "fracgpu-webhook")["webhooks"][0]["clientConfig"]
+    assert wh.get("caBundle") == ca and ca, wh
