@@ -28,7 +28,7 @@ contexts: [{{name: c, context: {{cluster: fake, user: u}}}}]
 current-context: c
 """)
 cfg.close()
-sched = subprocess.Popen([f"{build}/fracgpu", "scheduler", "--http-bind", f"127.0.0.1:{port}",
+sched = subprocess.Popen([f"{build}/fracgpu", "scheduler", "--listen", f"127.0.0.1:{port}",
                           "--health-port", str(health), "--kubeconfig", cfg.name],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -196,9 +196,9 @@ else
   API_URL="$(sed -n 's/^api=//p' "$TMP/cluster.ready")"
   UI_KUBECONFIG="$(sed -n 's/^ui_kubeconfig=//p' "$TMP/cluster.ready")"
 
-  echo "\$ fracgpu ui --http-bind 127.0.0.1:0 --kubeconfig <the UI's, token of system:serviceaccount:kubeflow:fracgpu-ui> --gpu-scheduler-policy spread"
+  echo "\$ fracgpu ui --listen 127.0.0.1:0 --kubeconfig <the UI's, token of system:serviceaccount:kubeflow:fracgpu-ui> --gpu-scheduler-policy spread"
   : >"$TMP/ui.log"
-  "$FRACGPU" ui --http-bind 127.0.0.1:0 --kubeconfig "$UI_KUBECONFIG" --web-dir "$ROOT/web" \
+  "$FRACGPU" ui --listen 127.0.0.1:0 --kubeconfig "$UI_KUBECONFIG" --web-dir "$ROOT/web" \
     --gpu-scheduler-policy spread --cluster-cache-ms 0 >"$TMP/ui.log" 2>&1 &
   UI_PID=$!
   UI_URL=""

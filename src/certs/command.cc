@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <ctime>
 #include <memory>
 
@@ -22,23 +23,24 @@ struct Flags {
   bool skip_webhook = false;
 };
 
+// The flags are checked before the cluster is read (usage errors: CLI::ValidationError, exit 2 as
+// `fracgpu certs: <message>`, src/cli/usage.h); a failure after that exits 1.
 int Run(Flags f) {
   f.options.cert_validity_s = int64_t{f.validity_days} * 86400;
   f.options.ca_validity_s = int64_t{f.ca_validity_days} * 86400;
   f.options.renew_before_s = int64_t{f.renew_before_days} * 86400;
   if (f.skip_webhook) f.options.webhook_configs.clear();
   if (Status st = certs::ValidateOptions(f.options); !st.ok()) {
-    spdlog::error("{}", st.message());
-    return 2;
+    throw CLI::ValidationError(st.message());
   }
   auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
-    spdlog::error("{}", client.status().ToString());
+    std::fprintf(stderr, "fracgpu certs: %s\n", client.status().ToString().c_str());
     return 1;
   }
   auto out = certs::Reconcile(**client, f.options, std::time(nullptr));
   if (!out.ok()) {
-    spdlog::error("{}", out.status().ToString());
+    std::fprintf(stderr, "fracgpu certs: %s\n", out.status().ToString().c_str());
     return 1;
   }
   for (const auto& note : out->notes) spdlog::info("{}", note);

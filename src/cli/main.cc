@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/usage.h"
 #include "commands.inc"
 
 namespace fracgpu::cli {
@@ -35,23 +36,27 @@ int main(int argc, char** argv) {
   fracgpu::cli::RegisterAllCommands(app);
   fracgpu::cli::RegisterKubeSchedulerManifestCommand(app);
   // CLI11 alone says only "A subcommand is required" or "arguments were not expected": say
-  // what is wrong and list what exists (exit 2, the usual status for a usage error).
+  // what is wrong and list what exists (exit 2, the status of every usage error; cli/usage.h).
   if (argc < 2) {
     std::fprintf(stderr, "fracgpu: a subcommand is required.\n\n%s", SubcommandList(app).c_str());
     return 2;
   }
   const std::string first = argv[1];
+  std::string command;  // the subcommand being run, named in every error line
   if (!first.empty() && first[0] != '-') {
-    bool known = false;
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      known = known || sub->check_name(first);
+      if (sub->check_name(first)) command = sub->get_name();
     }
-    if (!known) {
+    if (command.empty()) {
       std::fprintf(stderr, "fracgpu: unknown subcommand \"%s\".\n\n%s", first.c_str(),
                    SubcommandList(app).c_str());
-      return 2;
+      return fracgpu::cli::kExitUsage;
     }
   }
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Error& e) {
+    return fracgpu::cli::ExitFor(app, command, e);
+  }
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -34,7 +35,7 @@ struct Flags {
   std::string config_file = "/device-config.yaml";
   std::string node_config_file = "/config/config.json";
   std::string scheduler_name = "fracgpu-scheduler";
-  std::string signature_key_file = "/etc/fracgpu/signature/key";
+  std::string signing_key_file = "/etc/fracgpu/signature/key";
   bool allow_unsigned = false;
   std::string kubeconfig;
   std::string nvml_library = "libnvidia-ml.so.1";
@@ -56,54 +57,50 @@ Result<std::string> ReadText(const std::string& path, bool optional) {
   return text;
 }
 
+// A failure after the flags were accepted: `fracgpu device-plugin: <message>`, exit 1.
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "fracgpu device-plugin: %s\n", message.c_str());
+  return 1;
+}
+
+// Every flag is checked first, before NVML is opened or the cluster read (usage errors:
+// CLI::ValidationError, exit 2 as `fracgpu device-plugin: <message>`, src/cli/usage.h).
 int Run(const Flags& f) {
-  base::StopSignal stop;
-  base::SignalWatcher signals(&stop);
-  if (f.node_name.empty()) {
-    spdlog::error("--node-name (or NODE_NAME) is required");
-    return 2;
-  }
+  if (f.node_name.empty()) throw CLI::ValidationError("--node-name (or NODE_NAME) is required");
   auto yaml = ReadText(f.config_file, /*optional=*/true);
   auto config = deviceplugin::ParseDeviceConfigYaml(yaml.ok() ? *yaml : "");
   if (!config.ok()) {
-    spdlog::error("{}: {}", f.config_file, config.status().message());
-    return 2;
+    throw CLI::ValidationError("--config-file " + f.config_file + ": " + config.status().message());
   }
   if (auto node_json = ReadText(f.node_config_file, true); node_json.ok() && !node_json->empty()) {
     config = deviceplugin::ApplyNodeOverrides(*config, *node_json, f.node_name);
     if (!config.ok()) {
-      spdlog::error("{}: {}", f.node_config_file, config.status().message());
-      return 2;
+      throw CLI::ValidationError("--node-config " + f.node_config_file + ": " +
+                                 config.status().message());
     }
   }
   auto policy =
       deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
-  if (!policy.ok()) {
-    spdlog::error("{}", policy.status().message());
-    return 2;
-  }
+  if (!policy.ok()) throw CLI::ValidationError(policy.status().message());
   std::string key;
-  if (auto k = ReadText(f.signature_key_file, f.allow_unsigned); k.ok()) {
+  if (auto k = ReadText(f.signing_key_file, f.allow_unsigned); k.ok()) {
     key = *k;
   } else {
-    spdlog::error("signature key: {} (or pass --allow-unsigned)", k.status().message());
-    return 2;
+    throw CLI::ValidationError("--signing-key-file: " + k.status().message() +
+                               " (or pass --allow-unsigned)");
   }
+  auto device_list =
+      deviceplugin::ParseDeviceListStrategy(f.device_list_strategy, f.cdi_kind, f.cdi_device_name);
+  if (!device_list.ok()) throw CLI::ValidationError(device_list.status().message());
+
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);  // before any other thread
   auto nvml = nvml::Nvml::Open({f.nvml_library, "/sys"});
-  if (!nvml.ok()) {
-    spdlog::error("{}", nvml.status().ToString());
-    return 1;
-  }
+  if (!nvml.ok()) return Fail(nvml.status().ToString());
   auto gpus = (*nvml)->ListGpus();
-  if (!gpus.ok()) {
-    spdlog::error("{}", gpus.status().ToString());
-    return 1;
-  }
+  if (!gpus.ok()) return Fail(gpus.status().ToString());
   auto client = k8s::Connect(f.kubeconfig);
-  if (!client.ok()) {
-    spdlog::error("{}", client.status().ToString());
-    return 1;
-  }
+  if (!client.ok()) return Fail(client.status().ToString());
   deviceplugin::DeviceState state(*gpus, *config);
   deviceplugin::K8sClusterApi api(client->get());
   deviceplugin::AllocatorOptions aopt;
@@ -112,12 +109,6 @@ int Run(const Flags& f) {
   aopt.hook_path = f.hook_path;
   aopt.allow_unsigned = f.allow_unsigned;
   aopt.config = *config;
-  auto device_list =
-      deviceplugin::ParseDeviceListStrategy(f.device_list_strategy, f.cdi_kind, f.cdi_device_name);
-  if (!device_list.ok()) {
-    spdlog::error("{}", device_list.status().message());
-    return 2;
-  }
   aopt.device_list = *device_list;
   if (!key.empty()) {
     aopt.verify_signature = [key](const std::string& uid, const std::string& node,
@@ -129,10 +120,7 @@ int Run(const Flags& f) {
   }
   deviceplugin::Allocator allocator(aopt, &api, base::RealClock::Get(),
                                     [&state] { return state.Devices(); });
-  if (Status st = allocator.PrepareHostFiles(); !st.ok()) {
-    spdlog::error("{}", st.ToString());
-    return 1;
-  }
+  if (Status st = allocator.PrepareHostFiles(); !st.ok()) return Fail(st.ToString());
   if (std::string warning = deviceplugin::MissingLibraryWarning(f.hook_path); !warning.empty()) {
     spdlog::warn("{}", warning);
   }
@@ -200,9 +188,13 @@ void RegisterDevicePluginCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve")
       ->capture_default_str();
-  cmd->add_option("--signature-key-file", flags->signature_key_file,
-                  "allocation-signature key (mounted Secret)")
-      ->capture_default_str();
+  CLI::Option* key = cmd->add_option("--signing-key-file", flags->signing_key_file,
+                                     "HMAC key of the allocation signature (mounted Secret; "
+                                     "the scheduler's --signing-key-file)")
+                         ->capture_default_str();
+  // The old spelling: accepted, with a deprecation line (docs/development.md "The command line").
+  CLI::Option* old_key =
+      cmd->add_option("--signature-key-file", flags->signing_key_file)->group("");
   cmd->add_flag("--allow-unsigned", flags->allow_unsigned,
                 "serve unsigned decisions named by the node lock");
   cmd->add_option("--kubeconfig", flags->kubeconfig,
@@ -224,7 +216,15 @@ void RegisterDevicePluginCommand(CLI::App& app) {
   cmd->add_option("--cdi-device-name-strategy", flags->cdi_device_name,
                   "CDI device name of a GPU within --cdi-kind: uuid or index")
       ->capture_default_str();
-  cmd->callback([flags] {
+  cmd->callback([flags, key, old_key] {
+    if (old_key->count() > 0) {
+      if (key->count() > 0)
+        throw CLI::ValidationError(
+            "--signature-key-file is --signing-key-file's old name: give one");
+      std::fputs(
+          "fracgpu device-plugin: --signature-key-file is deprecated; use --signing-key-file\n",
+          stderr);
+    }
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -57,43 +58,39 @@ std::string ReadOptional(const std::string& path) {
   return text.ok() ? std::move(*text) : std::string();
 }
 
+// A failure after the flags were accepted: `fracgpu dra-driver: <message>`, exit 1.
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "fracgpu dra-driver: %s\n", message.c_str());
+  return 1;
+}
+
+// Every flag is checked first, before NVML is opened or the cluster read (usage errors:
+// CLI::ValidationError, exit 2 as `fracgpu dra-driver: <message>`, src/cli/usage.h).
 int Run(Flags f) {
-  base::StopSignal stop;
-  base::SignalWatcher signals(&stop);
-  if (f.node_name.empty()) {
-    spdlog::error("--node-name (or NODE_NAME) is required");
-    return 2;
-  }
+  if (f.node_name.empty()) throw CLI::ValidationError("--node-name (or NODE_NAME) is required");
   if (f.plugin_dir.empty()) f.plugin_dir = std::string(dra::kPluginsDir) + "/" + f.driver_name;
   if (f.state_dir.empty()) f.state_dir = f.plugin_dir;
   auto config = deviceplugin::ParseDeviceConfigYaml(ReadOptional(f.config_file));
   if (!config.ok()) {
-    spdlog::error("{}: {}", f.config_file, config.status().message());
-    return 2;
+    throw CLI::ValidationError("--config-file " + f.config_file + ": " + config.status().message());
   }
   if (std::string overrides = ReadOptional(f.node_config_file); !overrides.empty()) {
     config = deviceplugin::ApplyNodeOverrides(*config, overrides, f.node_name);
     if (!config.ok()) {
-      spdlog::error("{}: {}", f.node_config_file, config.status().message());
-      return 2;
+      throw CLI::ValidationError("--node-config " + f.node_config_file + ": " +
+                                 config.status().message());
     }
   }
   auto policy =
       deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
-  if (!policy.ok()) {
-    spdlog::error("{}", policy.status().message());
-    return 2;
-  }
+  if (!policy.ok()) throw CLI::ValidationError(policy.status().message());
+
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);  // before any other thread
   auto nvml = nvml::Nvml::Open({f.nvml_library, "/sys"});
-  if (!nvml.ok()) {
-    spdlog::error("{}", nvml.status().ToString());
-    return 1;
-  }
+  if (!nvml.ok()) return Fail(nvml.status().ToString());
   auto gpus = (*nvml)->ListGpus();
-  if (!gpus.ok()) {
-    spdlog::error("{}", gpus.status().ToString());
-    return 1;
-  }
+  if (!gpus.ok()) return Fail(gpus.status().ToString());
   // Optional slice attributes (architecture, computeCapability, driverVersion): an older
   // driver without an entry point, or a product answering NOT_SUPPORTED, just omits them.
   nvml::FactsReport facts = (*nvml)->Facts();
@@ -104,10 +101,7 @@ int Run(Flags f) {
                  facts.omitted.size(), facts.omitted.front());
   }
   auto client = k8s::Connect(f.kubeconfig);
-  if (!client.ok()) {
-    spdlog::error("{}", client.status().ToString());
-    return 1;
-  }
+  if (!client.ok()) return Fail(client.status().ToString());
   deviceplugin::DeviceState state(*gpus, *config);
   {
     // The device plugin's host-file setup (ld.so.preload, containers/, limits/, node/); the

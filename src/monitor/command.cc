@@ -6,12 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include "api/limits.h"
 #include "base/clock.h"
+#include "base/host_port.h"
 #include "base/signals.h"
 #include "enforce/nvml_processes.h"
 #include "http/server.h"
@@ -35,8 +37,8 @@ struct Flags {
   std::string node_name;
   std::string hook_path = "/usr/local";
   std::string node_dir = api::HostNodeDir("/usr/local");  // follows hook_path unless given
-  std::string listen = "0.0.0.0";
-  int port = 9394;
+  std::string listen = "0.0.0.0:9394";
+  int port = -1;  // the deprecated --port (-1: not given)
   double interval_s = monitor::kDefaultIntervalS;
   double orphan_grace_s = 300;
   bool no_remove = false;
@@ -63,10 +65,42 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+// A failure after the flags were accepted: `fracgpu monitor: <message>`, exit 1.
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "fracgpu monitor: %s\n", message.c_str());
+  return 1;
+}
+
+// Every flag is checked first, before NVML is opened or the cluster read (usage errors:
+// CLI::ValidationError, exit 2 as `fracgpu monitor: <message>`, src/cli/usage.h).
 int Run(const Flags& f) {
   if (f.node_name.empty() && !f.no_apiserver) {
-    spdlog::error("--node-name (or NODE_NAME) is required unless --no-apiserver");
-    return 2;
+    throw CLI::ValidationError("--node-name (or NODE_NAME) is required unless --no-apiserver");
+  }
+  // --listen host:port; the old --listen HOST with --port PORT is still read.
+  std::string listen_text = f.listen;
+  if (listen_text.find(':') == std::string::npos) {
+    listen_text += ":" + std::to_string(f.port >= 0 ? f.port : 9394);
+  } else if (f.port >= 0) {
+    throw CLI::ValidationError("--listen " + f.listen +
+                               " names its port; the deprecated --port must not be given too");
+  }
+  auto listen = base::ParseHostPort(listen_text);
+  if (!listen.ok()) throw CLI::ValidationError("--listen " + listen.status().message());
+  monitor::EnforcementOptions eo;
+  eo.hook_path = f.hook_path;
+  eo.proc_root = f.proc_root;
+  eo.policy.confirm_polls = f.enforce_confirm_polls;
+  eo.policy.memory_slack_bytes = static_cast<uint64_t>(f.enforce_memory_slack_mib * 1024 * 1024);
+  if (!enforce::ParseAction(f.enforce_memory, &eo.policy.memory) ||
+      !enforce::ParseAction(f.enforce_mismatch, &eo.policy.region_mismatch) ||
+      !enforce::ParseAction(f.enforce_unmanaged, &eo.policy.unmanaged)) {
+    throw CLI::ValidationError(
+        "--enforce-memory/--enforce-mismatch/--enforce-unmanaged: none, report or kill");
+  }
+  if (std::string bad = metrics::CheckHamiMetricFlags(f.hami_metrics, f.legacy_metrics);
+      !bad.empty()) {
+    throw CLI::ValidationError(bad);
   }
   if (std::string warning = monitor::MissingContainersWarning(f.hook_path); !warning.empty()) {
     spdlog::warn("{}", warning);
@@ -79,11 +113,6 @@ int Run(const Flags& f) {
   options.remove_orphans = !f.no_remove;
   options.hami_metric_names = f.hami_metrics;
   options.legacy_metric_names = f.legacy_metrics;
-  if (std::string bad = metrics::CheckHamiMetricFlags(f.hami_metrics, f.legacy_metrics);
-      !bad.empty()) {
-    spdlog::error("{}", bad);
-    return 2;
-  }
   options.version = FRACGPU_MONITOR_VERSION;
 
   std::unique_ptr<monitor::NvmlGpuStats> nvml;
@@ -97,10 +126,7 @@ int Run(const Flags& f) {
   std::unique_ptr<monitor::K8sPodLister> pods;
   if (!f.no_apiserver) {
     auto c = k8s::Connect(f.kubeconfig);
-    if (!c.ok()) {
-      spdlog::error("{}", c.status().ToString());
-      return 1;
-    }
+    if (!c.ok()) return Fail(c.status().ToString());
     client = std::move(*c);
     pods = std::make_unique<monitor::K8sPodLister>(client.get());
   }
@@ -109,18 +135,6 @@ int Run(const Flags& f) {
   std::unique_ptr<monitor::K8sEventSink> events;
   std::unique_ptr<monitor::NodeEnforcer> enforcer;
   if (!f.no_enforce) {
-    monitor::EnforcementOptions eo;
-    eo.hook_path = f.hook_path;
-    eo.proc_root = f.proc_root;
-    eo.policy.confirm_polls = f.enforce_confirm_polls;
-    eo.policy.memory_slack_bytes = static_cast<uint64_t>(f.enforce_memory_slack_mib * 1024 * 1024);
-    if (!enforce::ParseAction(f.enforce_memory, &eo.policy.memory) ||
-        !enforce::ParseAction(f.enforce_mismatch, &eo.policy.region_mismatch) ||
-        !enforce::ParseAction(f.enforce_unmanaged, &eo.policy.unmanaged)) {
-      spdlog::error(
-          "--enforce-memory/--enforce-mismatch/--enforce-unmanaged: none, report or kill");
-      return 2;
-    }
     if (auto d = enforce::NvmlProcesses::Open(f.nvml_library); d.ok()) {
       driver = std::move(*d);
       if (client) events = std::make_unique<monitor::K8sEventSink>(client.get());
@@ -148,8 +162,8 @@ int Run(const Flags& f) {
   base::StopSignal stop;
   base::SignalWatcher signals(&stop);
   http::ServerOptions http_options;
-  http_options.host = f.listen;
-  http_options.port = f.port;
+  http_options.host = listen->host;
+  http_options.port = listen->port;
   http::Server server(http_options);
   server.Route("GET", "/metrics", [&mon](const http::Request&) {
     return http::Response::Text(200, mon.registry().Render(),
@@ -157,10 +171,7 @@ int Run(const Flags& f) {
   });
   server.Route("GET", "/healthz",
                [](const http::Request&) { return http::Response::Text(200, "ok\n"); });
-  if (Status st = server.Start(); !st.ok()) {
-    spdlog::error("{}", st.ToString());
-    return 1;
-  }
+  if (Status st = server.Start(); !st.ok()) return Fail(st.ToString());
   spdlog::info("monitor on {} (node {}, regions under {})", server.BaseUrl(), f.node_name,
                mon.containers_root());
   // The priority files on their own thread: a slow API server or NVML call in the poll loop
@@ -204,10 +215,12 @@ void RegisterMonitorCommand(CLI::App& app) {
                       "per-GPU priority files this agent writes (\"\" = off; default "
                       "<hook-path>/vgpu/node, following --hook-path and HOOK_PATH)")
           ->capture_default_str();
-  cmd->add_option("--listen", flags->listen, "address of /metrics")->capture_default_str();
-  cmd->add_option("--port", flags->port, "port of /metrics")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
+  CLI::Option* listen =
+      cmd->add_option("--listen", flags->listen, "host:port of /metrics")->capture_default_str();
+  // The old spelling, --listen HOST --port PORT: accepted, with a deprecation line
+  // (docs/development.md "The command line").
+  CLI::Option* port =
+      cmd->add_option("--port", flags->port)->check(CLI::Range(0, 65535))->group("");
   cmd->add_option("--interval", flags->interval_s, "seconds between polls")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
@@ -269,7 +282,13 @@ void RegisterMonitorCommand(CLI::App& app) {
                   "the host's /proc (the DaemonSet runs with hostPID)")
       ->capture_default_str();
   cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
-  cmd->callback([flags, node_dir] {
+  cmd->callback([flags, node_dir, listen, port] {
+    if (port->count() > 0) {
+      std::fputs("fracgpu monitor: --port is deprecated; use --listen host:port\n", stderr);
+    } else if (listen->count() > 0 && flags->listen.find(':') == std::string::npos) {
+      std::fputs("fracgpu monitor: --listen without a port is deprecated; use --listen host:port\n",
+                 stderr);
+    }
     // Without an explicit --node-dir, the node directory is the one under the final hook path
     // (the device plugin creates both from the same HOOK_PATH), so the two never disagree.
     if (node_dir->count() == 0) flags->node_dir = api::HostNodeDir(flags->hook_path);

@@ -2,8 +2,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "base/file.h"
+#include "base/host_port.h"
 #include "base/signals.h"
 #include "core/dra.h"
 #include "core/node_lock_codec.h"
@@ -15,7 +17,7 @@ namespace fracgpu::cli {
 namespace {
 
 struct Flags {
-  std::string bind = "0.0.0.0:8443";
+  std::string listen = "0.0.0.0:8443";
   std::string cert_file, key_file, kubeconfig, signing_key_file;
   std::string scheduler_name = "fracgpu-scheduler";
   std::string node_policy = "binpack", gpu_policy = "spread";
@@ -51,26 +53,21 @@ bool IsUtcTimestamp(const std::string& t) {
   return canonical.substr(0, canonical.find(',')) == t;
 }
 
+// Every flag is checked here, before anything connects (usage errors: CLI::ValidationError,
+// exit 2 as `fracgpu scheduler: <message>`, src/cli/usage.h).
 int Run(const Flags& f) {
-  base::StopSignal stop;
-  base::SignalWatcher signals(&stop);  // before any other thread
   scheduler::SchedulerOptions o;
   if (!f.adopt_hami_created_before.empty()) {
     if (!IsUtcTimestamp(f.adopt_hami_created_before)) {
-      spdlog::error(
-          "--adopt-hami-created-before \"{}\" is not a UTC time like 2026-12-04T10:00:00Z",
-          f.adopt_hami_created_before);
-      return 2;
+      throw CLI::ValidationError("--adopt-hami-created-before \"" + f.adopt_hami_created_before +
+                                 "\" is not a UTC time like 2026-12-04T10:00:00Z");
     }
     o.adopt_hami_created_before = f.adopt_hami_created_before;
   }
-  auto colon = f.bind.rfind(':');
-  if (colon == std::string::npos) {
-    spdlog::error("--http-bind \"{}\" is not host:port", f.bind);
-    return 2;
-  }
-  o.http.host = f.bind.substr(0, colon);
-  o.http.port = std::atoi(f.bind.substr(colon + 1).c_str());
+  auto listen = base::ParseHostPort(f.listen);
+  if (!listen.ok()) throw CLI::ValidationError("--listen " + listen.status().message());
+  o.http.host = listen->host;
+  o.http.port = listen->port;
   o.http.cert_file = f.cert_file;
   o.http.key_file = f.key_file;
   o.http.health_port = f.health_port;
@@ -81,12 +78,15 @@ int Run(const Flags& f) {
   const bool loopback =
       o.http.host == "127.0.0.1" || o.http.host == "::1" || o.http.host == "localhost";
   if (f.client_ca_file.empty() && !f.allow_unauthenticated && (!f.cert_file.empty() || !loopback)) {
-    spdlog::error(
-        "--http-bind {} without --client-ca-file would let anyone who reaches the port bind pods: "
-        "give --client-ca-file (the CA of kube-scheduler's and the API server's client "
-        "certificates) or --allow-unauthenticated",
-        f.bind);
-    return 2;
+    throw CLI::ValidationError(
+        "--listen " + f.listen +
+        " without --client-ca-file would let anyone who reaches the port bind pods: give "
+        "--client-ca-file (the CA of kube-scheduler's and the API server's client certificates) "
+        "or --allow-unauthenticated");
+  }
+  if (!f.client_ca_file.empty()) {
+    if (auto ca = base::ReadFile(f.client_ca_file, size_t{16} << 20); !ca.ok())
+      throw CLI::ValidationError("cannot read --client-ca-file: " + ca.status().message());
   }
   if (!f.client_ca_file.empty()) {
     o.http.client_ca_file = f.client_ca_file;
@@ -107,31 +107,27 @@ int Run(const Flags& f) {
   if (!f.device_config_file.empty()) {
     auto text = base::ReadFile(f.device_config_file, size_t{16} << 20);
     if (!text.ok()) {
-      spdlog::error("cannot read --device-config-file: {}", text.status().message());
-      return 2;
+      throw CLI::ValidationError("cannot read --device-config-file: " + text.status().message());
     }
     auto config = deviceplugin::ParseDeviceConfigYaml(*text);
     if (!config.ok()) {
-      spdlog::error("{}: {}", f.device_config_file, config.status().message());
-      return 2;
+      throw CLI::ValidationError("--device-config-file " + f.device_config_file + ": " +
+                                 config.status().message());
     }
     for (const auto& note : config->notes) spdlog::warn("{}: {}", f.device_config_file, note);
     scheduler::ApplyDeviceConfig(*config, &o.webhook);
   }
   auto np = core::ParseNodePolicy(f.node_policy);
   auto gp = core::ParseGpuPolicy(f.gpu_policy);
-  if (!np.ok() || !gp.ok()) {
-    spdlog::error("{}", !np.ok() ? np.status().ToString() : gp.status().ToString());
-    return 2;
-  }
+  if (!np.ok()) throw CLI::ValidationError("--node-scheduler-policy: " + np.status().message());
+  if (!gp.ok()) throw CLI::ValidationError("--gpu-scheduler-policy: " + gp.status().message());
   o.extender.default_node_policy = *np;
   o.extender.default_gpu_policy = *gp;
   o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
   if (!f.signing_key_file.empty()) {
     auto key = base::ReadFile(f.signing_key_file, size_t{1} << 20);
     if (!key.ok()) {
-      spdlog::error("cannot read --signing-key-file: {}", key.status().message());
-      return 2;
+      throw CLI::ValidationError("cannot read --signing-key-file: " + key.status().message());
     }
     o.extender.signing_key = std::move(*key);
   } else {
@@ -151,14 +147,16 @@ int Run(const Flags& f) {
   o.legacy_metrics = f.legacy_metrics;
   if (std::string bad = metrics::CheckHamiMetricFlags(o.hami_metrics, o.legacy_metrics);
       !bad.empty()) {
-    spdlog::error("{}", bad);
-    return 2;
+    throw CLI::ValidationError(bad);
   }
   o.version = FRACGPU_SCHEDULER_VERSION;
 
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);  // before any other thread
+
   auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) {
-    spdlog::error("{}", client.status().ToString());
+    std::fprintf(stderr, "fracgpu scheduler: %s\n", client.status().ToString().c_str());
     return 1;
   }
   if (f.dra_mode) {
@@ -169,7 +167,7 @@ int Run(const Flags& f) {
   scheduler::TuneMallocForRequests();  // before the server's threads start
   scheduler::SchedulerService service(o, client->get());
   if (Status st = service.Start(); !st.ok()) {
-    spdlog::error("{}", st.ToString());
+    std::fprintf(stderr, "fracgpu scheduler: %s\n", st.ToString().c_str());
     return 1;
   }
   spdlog::info("fracgpu scheduler \"{}\" serving on {}", f.scheduler_name, service.BaseUrl());
@@ -185,11 +183,15 @@ int Run(const Flags& f) {
 void RegisterSchedulerCommand(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("scheduler", "Admission webhook and kube-scheduler extender");
-  cmd->add_option("--http-bind", flags->bind, "host:port of the HTTPS (or HTTP) listener")
-      ->capture_default_str();
+  CLI::Option* listen =
+      cmd->add_option("--listen", flags->listen, "host:port of the HTTPS (or HTTP) listener")
+          ->capture_default_str();
+  // The old spelling: accepted, with a deprecation line (docs/development.md "The command line").
+  CLI::Option* http_bind = cmd->add_option("--http-bind", flags->listen)->group("");
   cmd->add_option(
          "--health-port", flags->health_port,
          "plain-HTTP port serving only /healthz and /readyz, apart from the workers (-1: none)")
+      ->check(CLI::Range(-1, 65535))
       ->capture_default_str();
   cmd->add_option("--client-ca-file", flags->client_ca_file,
                   "PEM CA of the client certificates kube-scheduler and the API server present; "
@@ -203,6 +205,7 @@ void RegisterSchedulerCommand(CLI::App& app) {
   cmd->add_option("--metrics-port", flags->metrics_port,
                   "plain-HTTP port serving only /metrics (-1: /metrics on the main port, behind "
                   "the client-certificate check)")
+      ->check(CLI::Range(-1, 65535))
       ->capture_default_str();
   cmd->add_option("--cert-file", flags->cert_file,
                   "PEM serving certificate (reloaded when it changes)");
@@ -247,6 +250,7 @@ void RegisterSchedulerCommand(CLI::App& app) {
                 "the DRA driver "
                 "(docs/dra.md); kube-scheduler then places the claims");
   cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")
+      ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   cmd->add_option("--adopt-hami-created-before", flags->adopt_hami_created_before,
                   "pods HAMi placed before this UTC time (2026-12-04T10:00:00Z) are verified "
@@ -257,7 +261,12 @@ void RegisterSchedulerCommand(CLI::App& app) {
                   "device-config.yaml, nvidia: section): resource names, defaultMemory, "
                   "defaultCores, defaultGPUNum, memoryFactor, overwriteEnv (\"\": built-in "
                   "defaults)");
-  cmd->callback([flags] {
+  cmd->callback([flags, listen, http_bind] {
+    if (http_bind->count() > 0) {
+      if (listen->count() > 0)
+        throw CLI::ValidationError("--http-bind is --listen's old name: give one");
+      std::fputs("fracgpu scheduler: --http-bind is deprecated; use --listen\n", stderr);
+    }
     int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

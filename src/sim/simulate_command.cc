@@ -147,7 +147,7 @@ PaperFiles LoadPaper(const std::string& dir) {
     if (!text.ok()) return std::nullopt;
     auto t = sim::ParsePaperCsv(*text, path);
     if (!t.ok()) {
-      std::fprintf(stderr, "warning: %s\n", t.status().message().c_str());
+      std::fprintf(stderr, "fracgpu simulate: warning: %s\n", t.status().message().c_str());
       return std::nullopt;
     }
     return std::move(t).value();
@@ -248,8 +248,7 @@ Status CheckFlags(const Flags& flags) {
 
 int Run(const Flags& flags) {
   if (Status st = CheckFlags(flags); !st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 2;
+    throw CLI::ValidationError(st.message());
   }
   auto seeds = ParseSeeds(flags.seeds);
   auto policies = ParsePolicies(flags.policies);
@@ -258,28 +257,23 @@ int Run(const Flags& flags) {
   // Parse everything before simulating anything.
   auto nodes = sim::LoadNodeCsv(node_path);
   if (!nodes.ok()) {
-    std::fprintf(stderr, "error: %s\n", nodes.status().message().c_str());
-    return 2;
+    throw CLI::ValidationError(nodes.status().message());
   }
   auto pods = sim::LoadPodCsv(trace_path);
   if (!pods.ok()) {
-    std::fprintf(stderr, "error: %s\n", pods.status().message().c_str());
-    return 2;
+    throw CLI::ValidationError(pods.status().message());
   }
   auto cluster = sim::BuildCluster(*nodes, node_path);
   if (!cluster.ok()) {
-    std::fprintf(stderr, "error: %s\n", cluster.status().message().c_str());
-    return 2;
+    throw CLI::ValidationError(cluster.status().message());
   }
   if (Status st = CheckGpuSpecs(*pods, *cluster, trace_path, node_path); !st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 2;
+    throw CLI::ValidationError(st.message());
   }
   auto workload =
       sim::PrepareWorkload(std::move(pods).value(), *cluster, flags.coverage, trace_path);
   if (!workload.ok()) {
-    std::fprintf(stderr, "error: %s\n", workload.status().message().c_str());
-    return 2;
+    throw CLI::ValidationError(workload.status().message());
   }
   const std::string trace_name = fs::path(trace_path).stem().string();
   const PaperFiles paper = LoadPaper(Resolve(flags.expected));
@@ -377,9 +371,9 @@ int Run(const Flags& flags) {
   for (auto& t : pool) t.join();
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (!results[i]->ok()) {
-      std::fprintf(stderr, "error: %s seed %llu: %s\n", core::PlacementPolicyName(jobs[i].policy),
-                   static_cast<unsigned long long>(jobs[i].seed),
-                   results[i]->status().message().c_str());
+      std::fprintf(
+          stderr, "fracgpu simulate: %s seed %llu: %s\n", core::PlacementPolicyName(jobs[i].policy),
+          static_cast<unsigned long long>(jobs[i].seed), results[i]->status().message().c_str());
       return 1;
     }
   }
@@ -388,7 +382,7 @@ int Run(const Flags& flags) {
   std::vector<double> bound_mean;
   for (size_t b = 0; b < bounds.size(); ++b) {
     if (!bounds[b]->ok()) {
-      std::fprintf(stderr, "error: bound seed %llu: %s\n",
+      std::fprintf(stderr, "fracgpu simulate: bound seed %llu: %s\n",
                    static_cast<unsigned long long>((*seeds)[b]),
                    bounds[b]->status().message().c_str());
       return 1;
@@ -490,7 +484,7 @@ int Run(const Flags& flags) {
       csv << "\n";
     }
     if (!csv) {
-      std::fprintf(stderr, "error: cannot write %s\n", csv_path.c_str());
+      std::fprintf(stderr, "fracgpu simulate: cannot write %s\n", csv_path.c_str());
       return 1;
     }
   }
@@ -576,7 +570,7 @@ int Run(const Flags& flags) {
       script << "\n";
       script.close();
       if (!script) {
-        std::fprintf(stderr, "error: cannot write %s\n", gp.c_str());
+        std::fprintf(stderr, "fracgpu simulate: cannot write %s\n", gp.c_str());
         return 1;
       }
       if (have_gnuplot && std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0) {

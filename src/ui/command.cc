@@ -5,10 +5,12 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include "base/file.h"
+#include "base/host_port.h"
 #include "base/signals.h"
 #include "base/strings.h"
 #include "core/request.h"
@@ -26,7 +28,7 @@ namespace fracgpu::cli {
 namespace {
 
 struct Flags {
-  std::string bind = "0.0.0.0:8080";
+  std::string listen = "0.0.0.0:8080";
   std::string cert_file, key_file, kubeconfig;
   std::string web_dir;
   std::string user_header = "kubeflow-userid";
@@ -64,33 +66,15 @@ std::string DefaultWebDir() {
   return "";
 }
 
+// Every flag is checked first, before the cluster is read (usage errors: CLI::ValidationError,
+// exit 2 as `fracgpu ui: <message>`, src/cli/usage.h).
 int Run(const Flags& f) {
-  base::StopSignal stop;
-  base::SignalWatcher signals(&stop);  // before any other thread
-  auto colon = f.bind.rfind(':');
-  if (colon == std::string::npos) {
-    spdlog::error("--http-bind must be host:port, got \"{}\"", f.bind);
-    return 2;
-  }
-  int port = 0;
-  try {
-    port = std::stoi(f.bind.substr(colon + 1));
-  } catch (const std::exception&) {
-    spdlog::error("--http-bind port is not a number: \"{}\"", f.bind);
-    return 2;
-  }
+  auto listen = base::ParseHostPort(f.listen);
+  if (!listen.ok()) throw CLI::ValidationError("--listen " + listen.status().message());
   auto policy = core::ParseGpuPolicy(f.gpu_policy);
   if (!policy.ok()) {
-    spdlog::error("--gpu-scheduler-policy: {}", policy.status().message());
-    return 2;
+    throw CLI::ValidationError("--gpu-scheduler-policy: " + policy.status().message());
   }
-  auto client = k8s::Connect(f.kubeconfig);
-  if (!client.ok()) {
-    spdlog::error("{}", client.status().ToString());
-    return 1;
-  }
-  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms), "nvidia.com/gpu",
-                            f.dra_mode);
   ui::UiOptions options;
   options.user_header = f.user_header;
   options.groups_header = f.groups_header;
@@ -100,34 +84,46 @@ int Run(const Flags& f) {
   if (!f.gateway_secret_file.empty()) {
     auto secret = base::ReadFile(f.gateway_secret_file, size_t{4} << 10);
     if (!secret.ok()) {
-      spdlog::error("--gateway-secret-file: {}", secret.status().message());
-      return 2;
+      throw CLI::ValidationError("--gateway-secret-file: " + secret.status().message());
     }
     options.gateway_secret = std::string(base::Trim(*secret));
     if (options.gateway_secret.size() < 16) {
-      spdlog::error("--gateway-secret-file {}: the secret is {} bytes; at least 16 are needed",
-                    f.gateway_secret_file, options.gateway_secret.size());
-      return 2;
+      throw CLI::ValidationError(
+          "--gateway-secret-file " + f.gateway_secret_file + ": the secret is " +
+          std::to_string(options.gateway_secret.size()) + " bytes; at least 16 are needed");
     }
   }
   options.gateway_secret_header = f.gateway_secret_header;
   options.gateway_client_names = f.gateway_client_names;
-  const std::string host = f.bind.substr(0, colon);
+  const std::string& host = listen->host;
   const bool loopback = host == "127.0.0.1" || host == "::1" || host == "localhost";
   options.trust_user_header = f.trust_user_header || loopback;
   if (!f.dashboard_only && options.gateway_secret.empty() && options.gateway_client_names.empty() &&
       !options.trust_user_header) {
-    spdlog::error(
-        "--http-bind {}: the {} header would be trusted from anyone who reaches the port; give "
-        "--gateway-secret-file (the secret the gateway sets in {}), --gateway-client-names with "
-        "--client-ca-file, or --trust-user-header",
-        f.bind, f.user_header, f.gateway_secret_header);
-    return 2;
+    throw CLI::ValidationError(
+        "--listen " + f.listen + ": the " + f.user_header +
+        " header would be trusted from anyone who reaches the port; give --gateway-secret-file "
+        "(the secret the gateway sets in " +
+        f.gateway_secret_header +
+        "), --gateway-client-names with --client-ca-file, or --trust-user-header");
   }
   if (!f.gateway_client_names.empty() && f.client_ca_file.empty()) {
-    spdlog::error("--gateway-client-names needs --client-ca-file (and HTTPS)");
-    return 2;
+    throw CLI::ValidationError("--gateway-client-names needs --client-ca-file (and HTTPS)");
   }
+  if (f.cache_ms < 0) {
+    throw CLI::ValidationError("--cluster-cache-ms: " + std::to_string(f.cache_ms) +
+                               " is not a number of milliseconds >= 0");
+  }
+
+  base::StopSignal stop;
+  base::SignalWatcher signals(&stop);  // before any other thread
+  auto client = k8s::Connect(f.kubeconfig);
+  if (!client.ok()) {
+    std::fprintf(stderr, "fracgpu ui: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  ui::ClusterSource cluster(client->get(), std::chrono::milliseconds(f.cache_ms), "nvidia.com/gpu",
+                            f.dra_mode);
   options.images = f.images;
   options.web_dir = f.web_dir.empty() ? DefaultWebDir() : f.web_dir;
   options.fit.default_gpu_policy = *policy;
@@ -141,15 +137,15 @@ int Run(const Flags& f) {
     spdlog::warn("no web folder found; serving the JSON API only (use --web-dir)");
   ui::UiService service(client->get(), &cluster, options);
   http::ServerOptions server_options;
-  server_options.host = f.bind.substr(0, colon);
-  server_options.port = port;
+  server_options.host = listen->host;
+  server_options.port = listen->port;
   server_options.cert_file = f.cert_file;
   server_options.key_file = f.key_file;
   server_options.client_ca_file = f.client_ca_file;
   http::Server server(server_options);
   service.Register(server);
   if (Status st = server.Start(); !st.ok()) {
-    spdlog::error("{}", st.message());
+    std::fprintf(stderr, "fracgpu ui: %s\n", st.message().c_str());
     return 1;
   }
   spdlog::info("fracgpu ui on {} (web folder {})", server.BaseUrl(), options.web_dir);
@@ -165,7 +161,10 @@ void RegisterUiCommand(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* cmd =
       app.add_subcommand("ui", "Notebook form with fractional GPUs and the cluster GPU dashboard");
-  cmd->add_option("--http-bind", f->bind, "host:port to listen on")->capture_default_str();
+  CLI::Option* listen =
+      cmd->add_option("--listen", f->listen, "host:port to listen on")->capture_default_str();
+  // The old spelling: accepted, with a deprecation line (docs/development.md "The command line").
+  CLI::Option* http_bind = cmd->add_option("--http-bind", f->listen)->group("");
   cmd->add_option("--cert-file", f->cert_file, "PEM serving certificate (HTTPS when given)");
   cmd->add_option("--key-file", f->key_file, "PEM serving key");
   cmd->add_option("--kubeconfig", f->kubeconfig,
@@ -188,7 +187,7 @@ void RegisterUiCommand(CLI::App& app) {
   cmd->add_option("--client-ca-file", f->client_ca_file,
                   "PEM CA of the gateway's client certificate (HTTPS)");
   cmd->add_flag("--trust-user-header", f->trust_user_header,
-                "trust the user header from anyone (implied on a loopback --http-bind)");
+                "trust the user header from anyone (implied on a loopback --listen)");
   cmd->add_option("--user-prefix", f->user_prefix,
                   "prefix added to the user name in SubjectAccessReviews");
   cmd->add_option("--images", f->images, "images the form offers")
@@ -208,7 +207,12 @@ void RegisterUiCommand(CLI::App& app) {
   cmd->add_option("--cluster-cache-ms", f->cache_ms,
                   "reuse a cluster listing for this long, milliseconds")
       ->capture_default_str();
-  cmd->callback([f] {
+  cmd->callback([f, listen, http_bind] {
+    if (http_bind->count() > 0) {
+      if (listen->count() > 0)
+        throw CLI::ValidationError("--http-bind is --listen's old name: give one");
+      std::fputs("fracgpu ui: --http-bind is deprecated; use --listen\n", stderr);
+    }
     int rc = Run(*f);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

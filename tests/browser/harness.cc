@@ -7,7 +7,7 @@
 // 1. Starts the fake API server (tests/fakes/apiserver) seeded with seed.json's "nodes" and
 //    "pods", and in front of it the SubjectAccessReview/Notebook handler of tests/ui
 //    (authz_notebooks.h) with seed.json's "allow" list ([{"user","verb","namespace"}]).
-// 2. Starts `fracgpu ui --http-bind 127.0.0.1:0` with a kubeconfig pointing at that handler and
+// 2. Starts `fracgpu ui --listen 127.0.0.1:0` with a kubeconfig pointing at that handler and
 //    reads the bound URL from its "fracgpu ui on <url>" log line; --ui-flag adds one flag
 //    without a value (e.g. --dashboard-only).
 // 3. Runs `node <script>` with FRACGPU_UI_URL, FRACGPU_API_URL, FRACGPU_SEED,
@@ -250,11 +250,16 @@ int Run(const std::map<std::string, std::string>& flags) {
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail("pipe failed");
-  std::vector<std::string> ui_argv = {flags.at("--fracgpu"), "ui",
-                                      "--http-bind",         "127.0.0.1:0",
-                                      "--kubeconfig",        kubeconfig.string(),
-                                      "--web-dir",           flags.at("--web-dir"),
-                                      "--cluster-cache-ms",  "0"};
+  std::vector<std::string> ui_argv = {flags.at("--fracgpu"),
+                                      "ui",
+                                      "--listen",
+                                      "127.0.0.1:0",
+                                      "--kubeconfig",
+                                      kubeconfig.string(),
+                                      "--web-dir",
+                                      flags.at("--web-dir"),
+                                      "--cluster-cache-ms",
+                                      "0"};
   if (!images.empty()) ui_argv.insert(ui_argv.end(), {"--images", images});
   if (flags.count("--ui-flag")) ui_argv.push_back(flags.at("--ui-flag"));
   pid_t ui_pid = Spawn(ui_argv, {}, pipe_fds[1]);

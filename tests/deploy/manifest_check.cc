@@ -471,7 +471,7 @@ class Checker {
                             std::to_string(plugins.size()));
     for (const auto& r : schedulers) {
       const std::string cw = r.pod.file + ": " + r.pod.owner;
-      ListenPort(r, PortOf(r.args.Get("--http-bind")), "--http-bind");
+      ListenPort(r, PortOf(r.args.Get("--listen")), "--listen");
       FileFlag(r, "--cert-file");
       FileFlag(r, "--key-file");
       FileFlag(r, "--signing-key-file");
@@ -493,7 +493,7 @@ class Checker {
                        &scheduler_has_device_config_, &unused_why);
       scheduler_name_ = r.args.Get("--scheduler-name");
       scheduler_pod_ = r.pod;
-      scheduler_port_ = PortOf(r.args.Get("--http-bind"));
+      scheduler_port_ = PortOf(r.args.Get("--listen"));
       scheduler_port_name_ = PortName(r.container, scheduler_port_);
       if (r.args.Get("--scheduler-user") != Sa(r.pod)) {
         Problem(cw, "--scheduler-user \"" + r.args.Get("--scheduler-user") +
@@ -520,7 +520,7 @@ class Checker {
           r.pod.file + ": " + r.pod.owner + " container " + S(r.container, "name");
       FileFlag(r, "--config-file");
       FileFlag(r, "--node-config");
-      FileFlag(r, "--signature-key-file");
+      FileFlag(r, "--signing-key-file");
       HostDir(r, r.args.Get("--socket-dir"), "--socket-dir");
       const std::string vgpu = api::HostVgpuDir(r.args.Get("--hook-path"));
       HostDir(r, vgpu, "--hook-path");
@@ -564,9 +564,9 @@ class Checker {
         Problem(r.pod.file + ": " + r.pod.owner, "nodeSelector gpu: \"on\" is missing");
     }
     for (const auto& r : RunningSub(b_, "ui"))
-      ListenPort(r, PortOf(r.args.Get("--http-bind")), "--http-bind");
+      ListenPort(r, PortOf(r.args.Get("--listen")), "--listen");
     for (const auto& r : RunningSub(b_, "monitor")) {
-      ListenPort(r, r.args.Get("--port"), "--port");
+      ListenPort(r, PortOf(r.args.Get("--listen")), "--listen");
       HostDir(r, api::HostVgpuDir(r.args.Get("--hook-path")), "--hook-path");
       const std::string node_dir = r.args.Get("--node-dir");
       if (!node_dir.empty()) {
@@ -997,6 +997,17 @@ Result<ParsedArgs> ParseFracgpuArgs(const std::vector<std::string>& args) {
         out.values[name] = opt->get_default_str();
       }
     }
+  }
+  // The deprecated spellings (docs/development.md "The command line") checked as their
+  // current names: --http-bind, --signature-key-file, the monitor's --listen HOST --port PORT.
+  for (const auto& [old_name, name] :
+       {std::pair<std::string, std::string>{"--http-bind", "--listen"},
+        {"--signature-key-file", "--signing-key-file"}}) {
+    if (auto it = out.values.find(old_name); it != out.values.end()) out.values[name] = it->second;
+  }
+  if (auto port = out.values.find("--port"); out.sub == "monitor" && port != out.values.end()) {
+    std::string& listen = out.values["--listen"];
+    listen = listen.substr(0, listen.find(':')) + ":" + port->second;
   }
   return out;
 }

@@ -96,10 +96,14 @@ TEST(DeployManifests, CronJobRunsTheSameCertsCommandAsTheJob) {
 }
 
 TEST(DeployManifests, ArgsParseWithTheRealFlagDefinitions) {
-  auto ok = ParseFracgpuArgs({"scheduler", "--http-bind=0.0.0.0:9443", "--leader-elect"});
+  auto ok = ParseFracgpuArgs({"scheduler", "--listen=0.0.0.0:9443", "--leader-elect"});
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->sub, "scheduler");
-  EXPECT_EQ(ok->Get("--http-bind"), "0.0.0.0:9443");
+  EXPECT_EQ(ok->Get("--listen"), "0.0.0.0:9443");
+  // The deprecated spellings are checked as their current names (issue 38 item 5).
+  auto old = ParseFracgpuArgs({"scheduler", "--http-bind=0.0.0.0:9444"});
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->Get("--listen"), "0.0.0.0:9444");
   EXPECT_EQ(ok->Get("--leader-elect"), "true");
   EXPECT_EQ(ok->Get("--scheduler-name"), "fracgpu-scheduler");  // captured default
   auto unknown = ParseFracgpuArgs({"scheduler", "--no-such-flag=1"});
@@ -150,7 +154,7 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
          Container(Obj(b, "Deployment", "fracgpu-scheduler"),
                    "scheduler")["ports"][0]["containerPort"] = 8444;
        },
-       "--http-bind listens on port \"8443\", which is not a declared containerPort"},
+       "--listen listens on port \"8443\", which is not a declared containerPort"},
       {"scheduler without a client CA (issue 33)",
        [](Bundle& b) {
          auto c = Container(Obj(b, "Deployment", "fracgpu-scheduler"), "scheduler");

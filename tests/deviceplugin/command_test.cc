@@ -52,7 +52,7 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
                                    "--socket-dir=" + sockets,
                                    "--config-file=" + dir.path() + "/device-config.yaml",
                                    "--node-config=" + dir.path() + "/absent.json",
-                                   "--signature-key-file=" + dir.path() + "/key",
+                                   "--signing-key-file=" + dir.path() + "/key",
                                    "--kubeconfig=" + dir.path() + "/kubeconfig",
                                    "--nvml-library=" + std::string(FRACGPU_FAKE_NVML)};
   std::vector<char*> argv;

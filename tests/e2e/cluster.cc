@@ -154,7 +154,7 @@ bool Cluster::StartScheduler(std::string* error) {
   std::string kubeconfig = WriteKubeconfig("scheduler", kSchedulerToken);
   std::vector<std::string> argv = {BuiltArtifacts().fracgpu,
                                    "scheduler",
-                                   "--http-bind=127.0.0.1:0",
+                                   "--listen=127.0.0.1:0",
                                    "--kubeconfig=" + kubeconfig,
                                    "--scheduler-name=" + std::string(kSchedulerName),
                                    "--node-scheduler-policy=" + options_.node_policy,

@@ -119,7 +119,7 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
           artifacts_.fracgpu, "device-plugin", "--node-name=" + name_,
           "--hook-path=" + dir_ + "/hook", "--socket-dir=" + dir_ + "/dp",
           "--config-file=" + dir_ + "/device-config.yaml",
-          "--node-config=" + dir_ + "/no-node-config.json", "--signature-key-file=" + key_file,
+          "--node-config=" + dir_ + "/no-node-config.json", "--signing-key-file=" + key_file,
           "--kubeconfig=" + plugin_kubeconfig, "--nvml-library=" + artifacts_.fake_nvml},
       env, dir_ + "/device-plugin.log");
   if (!plugin_->running()) {
@@ -142,8 +142,8 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
     monitor_ = std::make_unique<Daemon>(
         std::vector<std::string>{
             artifacts_.fracgpu, "monitor", "--node-name=" + name_, "--hook-path=" + dir_ + "/hook",
-            "--node-dir=", "--listen=127.0.0.1", "--port=0", "--interval=0.1",
-            "--enforce-interval=0.1", "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
+            "--node-dir=", "--listen=127.0.0.1:0", "--interval=0.1", "--enforce-interval=0.1",
+            "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
             "--nvml-library=" + artifacts_.fake_nvml, "--proc-root=" + dir_ + "/proc"},
         menv, dir_ + "/monitor.log");
     if (!monitor_->running() || !monitor_->WaitForLog("enforcement on", kStartWait)) {

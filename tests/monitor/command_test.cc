@@ -87,6 +87,12 @@ TEST(MonitorCommand, BadFlagsAreRefused) {
   EXPECT_NE(RunCli({"monitor", "--once", "--no-apiserver", "--port", "70000"}), 0);
   EXPECT_NE(RunCli({"monitor", "--once", "--no-apiserver", "--orphan-grace", "-1"}), 0);
   EXPECT_NE(RunCli({"monitor", "--no-such-flag"}), 0);
+  EXPECT_NE(RunCli({"monitor", "--once", "--no-apiserver", "--listen", "0.0.0.0:70000"}), 0);
+  EXPECT_NE(RunCli({"monitor", "--once", "--no-apiserver", "--listen", "0.0.0.0:1", "--port", "2"}),
+            0);
+  // Checked even with --no-enforce, before anything is opened.
+  EXPECT_NE(
+      RunCli({"monitor", "--once", "--no-apiserver", "--no-enforce", "--enforce-memory", "x"}), 0);
 }
 
 TEST(MonitorCommand, NodeNameIsRequiredWithAnApiServer) {
@@ -97,7 +103,7 @@ TEST(MonitorCommand, NodeNameIsRequiredWithAnApiServer) {
         fracgpu::cli::RegisterMonitorCommand(app);
         app.parse(std::vector<std::string>{"--once", "monitor"});
       },
-      CLI::RuntimeError);
+      CLI::ValidationError);  // a usage error: exit 2 in fracgpu (src/cli/usage.h)
 }
 
 // Every flag with a value shows its default in --help (as `device-plugin --help` does).
@@ -106,21 +112,14 @@ TEST(MonitorCommand, HelpShowsTheDefaults) {
   CLI::App app("fracgpu");
   fracgpu::cli::RegisterMonitorCommand(app);
   const std::string help = app.get_subcommand("monitor")->help();
-  const std::pair<const char*, const char*> defaults[] = {{"--hook-path", "/usr/local"},
-                                                          {"--node-dir", "/usr/local/vgpu/node"},
-                                                          {"--listen", "0.0.0.0"},
-                                                          {"--port", "9394"},
-                                                          {"--interval", "5"},
-                                                          {"--orphan-grace", "300"},
-                                                          {"--nvml-library", "libnvidia-ml.so.1"},
-                                                          {"--enforce-interval", "0.2"},
-                                                          {"--enforce-memory", "kill"},
-                                                          {"--enforce-mismatch", "report"},
-                                                          {"--enforce-unmanaged", "kill"},
-                                                          {"--enforce-confirm-polls", "2"},
-                                                          {"--enforce-memory-slack", "64"},
-                                                          {"--priority-interval", "0.01"},
-                                                          {"--proc-root", "/proc"}};
+  const std::pair<const char*, const char*> defaults[] = {
+      {"--hook-path", "/usr/local"},    {"--node-dir", "/usr/local/vgpu/node"},
+      {"--listen", "0.0.0.0:9394"},     {"--interval", "5"},
+      {"--orphan-grace", "300"},        {"--nvml-library", "libnvidia-ml.so.1"},
+      {"--enforce-interval", "0.2"},    {"--enforce-memory", "kill"},
+      {"--enforce-mismatch", "report"}, {"--enforce-unmanaged", "kill"},
+      {"--enforce-confirm-polls", "2"}, {"--enforce-memory-slack", "64"},
+      {"--priority-interval", "0.01"},  {"--proc-root", "/proc"}};
   for (const auto& [flag, value] : defaults) {
     size_t at = help.find(std::string("\n  ") + flag + " ");
     ASSERT_NE(at, std::string::npos) << flag << " in\n" << help;

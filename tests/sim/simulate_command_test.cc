@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../support/temp_dir.h"
+#include "cli/usage.h"
 
 namespace fracgpu::cli {
 void RegisterSimulateCommand(CLI::App& app);
@@ -79,7 +80,7 @@ class SimulateCommandTest : public ::testing::Test {
     try {
       app.parse(args);
     } catch (const CLI::Error& e) {
-      o.rc = e.get_exit_code();
+      o.rc = cli::ExitFor(app, "simulate", e);  // what fracgpu prints and returns
     }
     o.out = ::testing::internal::GetCapturedStdout();
     o.err = ::testing::internal::GetCapturedStderr();
@@ -162,21 +163,26 @@ TEST_F(SimulateCommandTest, BadFlagsAreRefusedUpFrontNamingFlagAndValue) {
   };
   const std::string missing = dir_ + "/no-expected";
   const Case cases[] = {
-      {{{"--tune", "0"}}, "error: --tune: 0 is not in (0, 10] (a multiple of capacity)\n"},
-      {{{"--tune", "-1.5"}}, "error: --tune: -1.5 is not in (0, 10] (a multiple of capacity)\n"},
-      {{{"-j", "-3"}}, "error: -j/--jobs: -3 is not a number of runs (>= 0; 0 = one per CPU)\n"},
+      {{{"--tune", "0"}},
+       "fracgpu simulate: --tune: 0 is not in (0, 10] (a multiple of capacity)\n"},
+      {{{"--tune", "-1.5"}},
+       "fracgpu simulate: --tune: -1.5 is not in (0, 10] (a multiple of capacity)\n"},
+      {{{"-j", "-3"}},
+       "fracgpu simulate: -j/--jobs: -3 is not a number of runs (>= 0; 0 = one per CPU)\n"},
       {{{"--policies", "FGD,,BestFit"}},
-       "error: --policies: \"FGD,,BestFit\" has an empty entry\n"},
-      {{{"--policies", "FGD,"}}, "error: --policies: \"FGD,\" has an empty entry\n"},
+       "fracgpu simulate: --policies: \"FGD,,BestFit\" has an empty entry\n"},
+      {{{"--policies", "FGD,"}}, "fracgpu simulate: --policies: \"FGD,\" has an empty entry\n"},
       {{{"--expected", missing}},
-       "error: --expected: \"" + missing + "\" is not a directory (no such file or directory)\n"},
+       "fracgpu simulate: --expected: \"" + missing +
+           "\" is not a directory (no such file or directory)\n"},
       {{{"--expected", dir_ + "/nodes.csv"}},
-       "error: --expected: \"" + dir_ + "/nodes.csv\" is not a directory\n"},
+       "fracgpu simulate: --expected: \"" + dir_ + "/nodes.csv\" is not a directory\n"},
       {{{"--out", dir_ + "/nodes.csv/out"}},
-       "error: --out: \"" + dir_ +
+       "fracgpu simulate: --out: \"" + dir_ +
            "/nodes.csv/out\": cannot create the directory: Not a directory\n"},
       {{{"--out", dir_ + "/nodes.csv"}},
-       "error: --out: \"" + dir_ + "/nodes.csv\": cannot create the directory: Not a directory\n"},
+       "fracgpu simulate: --out: \"" + dir_ +
+           "/nodes.csv\": cannot create the directory: Not a directory\n"},
   };
   for (const Case& c : cases) {
     Outcome o = Simulate(c.flags);
@@ -194,7 +200,8 @@ TEST_F(SimulateCommandTest, UnwritableOutIsRefusedBeforeTheRun) {
   ::chmod((dir_ + "/ro").c_str(), 0555);
   Outcome o = Simulate({{"--out", dir_ + "/ro"}});
   EXPECT_EQ(o.rc, 2);
-  EXPECT_EQ(o.err, "error: --out: \"" + dir_ + "/ro\": cannot write in this directory\n");
+  EXPECT_EQ(o.err,
+            "fracgpu simulate: --out: \"" + dir_ + "/ro\": cannot write in this directory\n");
   EXPECT_EQ(o.out, "");
   ::chmod((dir_ + "/ro").c_str(), 0755);
 }
@@ -203,7 +210,7 @@ TEST_F(SimulateCommandTest, UnknownGpuSpecIsRefusedNamingTheLineAndTheModels) {
   WriteTrace("A100");
   Outcome o = Simulate({});
   EXPECT_EQ(o.rc, 2) << o.err;
-  EXPECT_EQ(o.err, "error: --trace " + dir_ +
+  EXPECT_EQ(o.err, "fracgpu simulate: --trace " + dir_ +
                        "/pods.csv:4: gpu_spec: \"A100\" (of \"A100\") is no GPU model of "
                        "--nodes " +
                        dir_ + "/nodes.csv (its models: T4, V100M16)\n");

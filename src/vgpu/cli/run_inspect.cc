@@ -187,6 +187,10 @@ void RegisterRunCommand(CLI::App& app) {
   cmd->add_option("command", *argv, "command and arguments (after --)")->required();
   cmd->callback([opts, watch, no_watch, argv] {
     if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
+    // The flags first (usage errors: exit 2 as `fracgpu run: <message>`, src/cli/usage.h).
+    if (auto env = vgpu::cli::BuildRunEnvironment(*opts); !env.ok()) {
+      throw CLI::ValidationError(env.status().message());
+    }
     // Refuse before anything is created or run when the library cannot be used (fail closed).
     if (Status st = vgpu::cli::ProbeLibrary(opts->library); !st.ok()) {
       std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n",
