@@ -12,8 +12,11 @@
 # With --dra (docs/dra.md): deploy/ with the Component deploy/dra through tests/realcluster/overlay-dra,
 # `fracgpu scheduler --dra-mode`, and on every node `fracgpu dra-driver` (registered by the kubelet
 # through <root>/plugins_registry) in place of the device plugin.
+# With --helm (docs/install.md "Helm"): the chart deploy/helm/fracgpu installed by `helm install`
+# (scripts/helm-build.sh) in place of deploy/, with --helm-values FILE given to it as -f; the rest
+# is the same (tests/realcluster/test_helm_install.py).
 #
-#   scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S]]
+#   scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S] | --helm [--helm-values F]]
 #                                                     start; prints KUBECONFIG=... last
 #   scripts/cluster.sh down                           stop everything, remove the state folder
 #   scripts/cluster.sh status                         what runs, and the nodes
@@ -37,6 +40,8 @@ build="$repo/build/release"
 nodes=2
 dra=0             # --dra: DRA mode (state file "mode" says which mode a cluster runs)
 slice_interval="" # --slice-interval: the DRA driver's, when not its default
+helm=0            # --helm: install the chart deploy/helm/fracgpu instead of applying deploy/
+helm_values=""    # --helm-values: a values file for it
 # Loopback ports: 29000-29499 + FRACGPU_CLUSTER_PORT_OFFSET (a multiple of 1000 for a second
 # cluster on the same machine). The webhook URL of tests/realcluster/overlay names 29443; with an
 # offset, up writes a one-patch overlay over it in the state folder with the moved port.
@@ -324,6 +329,25 @@ EOF
   echo "$dir/overlay"
 }
 
+# --helm: `helm install` of deploy/helm/fracgpu with its default values (and --helm-values),
+# changing only what tests/realcluster/overlay changes for the missing pod network: the webhook
+# at https://127.0.0.1:<port>/webhook (the chart's scheduler.admissionWebhook.customURL). Release
+# fracgpu, recorded in namespace default; the objects go to fracgpu-system as the chart says.
+helm_install() {
+  local h; h=$(bash "$repo/scripts/helm-build.sh" | tail -1)
+  echo "$h" > "$dir/helm-bin"
+  local values=()
+  [ -n "$helm_values" ] && values=(-f "$helm_values")
+  mkdir -p "$dir/helm"
+  HELM_CACHE_HOME="$dir/helm" HELM_CONFIG_HOME="$dir/helm" HELM_DATA_HOME="$dir/helm" \
+    "$h" install fracgpu "$repo/deploy/helm/fracgpu" --kubeconfig "$dir/admin.kubeconfig" \
+    --namespace default "${values[@]}" \
+    --set scheduler.admissionWebhook.customURL.enabled=true \
+    --set scheduler.admissionWebhook.customURL.host=127.0.0.1 \
+    --set "scheduler.admissionWebhook.customURL.port=$port_fsched" > "$dir/logs/apply.log" 2>&1 ||
+    { cat "$dir/logs/apply.log" >&2; die "helm install failed"; }
+}
+
 write_kubelet_config() { # NODE INDEX
   local n=$1 i=$2 nd; nd=$(node_dir "$1")
   mkdir -p "$nd/root" "$nd/device-plugins" "$nd/records" "$nd/pki" "$nd/manifests"
@@ -445,6 +469,7 @@ node_slice_published() { # NODE
 
 up() {
   [ "$(id -u)" = 0 ] || die "needs root (a mount namespace per kubelet)"
+  [ "$dra" = 1 ] && [ "$helm" = 1 ] && die "--helm installs the device-plugin mode only (no --dra)"
   [ -x "$build/fracgpu" ] || die "no $build/fracgpu: build it first (cmake --build --preset release)"
   if [ -d "$dir/pids" ] && [ -n "$(ls -A "$dir/pids" 2>/dev/null)" ]; then
     die "a cluster is already up in $dir (scripts/cluster.sh down first)"
@@ -460,6 +485,7 @@ up() {
   rm -rf "$dir"; mkdir -p -m 700 "$dir"; mkdir -p "$dir/fracgpu" "$dir/nodes"
   echo "$bin" > "$dir/bin"; echo "$build" > "$dir/build"; echo "$nodes" > "$dir/node-count"
   if [ "$dra" = 1 ]; then echo dra > "$dir/mode"; else echo device-plugin > "$dir/mode"; fi
+  [ "$helm" = 1 ] && echo helm > "$dir/install"
   echo "$slice_interval" > "$dir/slice-interval"
   overlay > "$dir/overlay-path"
   make_pki
@@ -480,8 +506,12 @@ up() {
     wait_for "node $n registered" 90 kc get node "$n"
     kc label node "$n" gpu=on --overwrite >/dev/null
   done
-  # deploy/ as shipped, through the local overlay; then the host processes in its place.
-  kc apply -k "$(cat "$dir/overlay-path")" --server-side --field-manager fracgpu-cluster > "$dir/logs/apply.log"
+  # deploy/ as shipped, through the local overlay (or the chart); then the host processes in its place.
+  if [ "$helm" = 1 ]; then
+    helm_install
+  else
+    kc apply -k "$(cat "$dir/overlay-path")" --server-side --field-manager fracgpu-cluster > "$dir/logs/apply.log"
+  fi
   local sa sas=(fracgpu-scheduler fracgpu-kube-scheduler fracgpu-device-plugin fracgpu-ui fracgpu-certs)
   [ "$dra" = 1 ] && sas+=(fracgpu-dra-driver)
   for sa in "${sas[@]}"; do
@@ -604,6 +634,8 @@ while [ $# -gt 0 ]; do
     --build) build=$(cd "${2:?}" && pwd); shift 2 ;;
     --dra) dra=1; shift ;;
     --slice-interval) slice_interval="${2:?}"; shift 2 ;;
+    --helm) helm=1; shift ;;
+    --helm-values) helm_values=$(realpath "${2:?}"); shift 2 ;;
     *) if { [ "$cmd" = restart ] || [ "$cmd" = stop ]; } && [ -z "${component:-}" ]; then component=$1; shift
        else die "unknown argument '$1'"; fi ;;
   esac
@@ -614,5 +646,5 @@ case "$cmd" in
   status) status ;;
   restart) restart "${component:?restart needs a component}" ;;
   stop) stop_component "${component:?stop needs a component}" ;;
-  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S]] | down | status | stop COMPONENT | restart COMPONENT" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up [--nodes N] [--build DIR] [--dra [--slice-interval S] | --helm [--helm-values F]] | down | status | stop COMPONENT | restart COMPONENT" >&2; exit 2 ;;
 esac
