@@ -66,7 +66,7 @@ def template(*args, check=True):
 
 # ---- deploy/ as kustomize renders it: the features its kustomization files use, no others.
 
-def _kustomize(path, components=()):
+def _kustomize(path):
     kfile = os.path.join(path, "kustomization.yaml")
     with open(kfile) as f:
         k = yaml.safe_load(f)
@@ -81,7 +81,7 @@ def _kustomize(path, components=()):
         else:
             with open(p) as f:
                 objs += [o for o in yaml.safe_load_all(f) if o]
-    for c in list(k.get("components", [])) + list(components):
+    for c in k.get("components", []):
         objs = _component(os.path.normpath(os.path.join(path, c)), objs)
     for patch in k.get("patches", []):
         _patch(objs, patch)
@@ -109,18 +109,25 @@ def _component(path, objs):
 
 
 def _patch(objs, patch):
-    """A JSON 6902 patch (add, remove, replace) on the objects its target names."""
+    """A JSON 6902 patch (add, remove, replace; "-" appends to a list) on the object its target
+    names, or a strategic merge patch that deletes it ($patch: delete)."""
     t = patch["target"]
     ops = yaml.safe_load(patch["patch"])
     hits = [o for o in objs if o["kind"] == t["kind"] and o["metadata"]["name"] == t["name"]]
     assert len(hits) == 1, patch
+    if isinstance(ops, dict):
+        assert ops.get("$patch") == "delete", f"strategic merge patch not rendered here: {patch}"
+        objs.remove(hits[0])
+        return
     for op in ops:
         keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
         node = hits[0]
         for k in keys[:-1]:
             node = node[int(k)] if isinstance(node, list) else node[k]
-        last = int(keys[-1]) if isinstance(node, list) else keys[-1]
-        if op["op"] in ("add", "replace"):
+        last = (len(node) if keys[-1] == "-" else int(keys[-1])) if isinstance(node, list) else keys[-1]
+        if op["op"] == "add" and isinstance(node, list):
+            node.insert(last, op["value"])
+        elif op["op"] in ("add", "replace"):
             node[last] = op["value"]
         elif op["op"] == "remove":
             del node[last]
@@ -137,7 +144,12 @@ def _containers(o):
 
 
 def deploy_rendered(components=()):
-    return _kustomize(DEPLOY, components)
+    """deploy/, with Components as a kustomization outside it adds them (docs/install.md,
+    docs/dra.md: `resources: [deploy]`, `components: [deploy/<c>]`): after deploy/'s own images:."""
+    objs = _kustomize(DEPLOY)
+    for c in components:
+        objs = _component(os.path.join(DEPLOY, c), objs)
+    return objs
 
 
 def kustomize_images():
@@ -258,6 +270,21 @@ class HelmChart(unittest.TestCase):
         cm["data"]["device-config.yaml"] = yaml.safe_dump(dc)
         self.assert_same_objects(want, got)
 
+    def test_dra_enabled_renders_the_dra_component_of_deploy(self):
+        got = template("--set", f"scheduler.kubeScheduler.image.tag={self.kube_scheduler_tag()}",
+                       "--set", "dra.enabled=true")
+        want = deploy_rendered(components=["dra"])
+        # kustomize maps deploy/'s images only in deploy/'s own objects: the DRA driver's
+        # DaemonSet, which the Component adds outside, keeps the bare name `fracgpu` (unless the
+        # outer kustomization maps it too). The chart gives it fracgpu's image, as every other.
+        img = kustomize_images()["fracgpu"]
+        for c in _containers(find(want, "DaemonSet", "fracgpu-dra-driver")):
+            self.assertEqual(c["image"], "fracgpu")
+            c["image"] = f"{img['newName']}:{img['newTag']}"
+        self.assert_same_objects(want, got)
+        p = template("--set", "dra.enabled=true", "--kube-version", "v1.33.4", check=False)
+        self.assertIn("serves no resource.k8s.io/v1", p.stderr)
+
     def test_deploy_reader_matches_kubectl_kustomize(self):
         cache = os.environ.get("FRACGPU_K8S_CACHE", os.path.expanduser("~/.cache/fracgpu/k8s"))
         kubectls = sorted(glob.glob(os.path.join(cache, "*", "kubectl")))
@@ -268,8 +295,8 @@ class HelmChart(unittest.TestCase):
                 yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                                 "resources": [os.path.relpath(DEPLOY, d)],
                                 "components": [os.path.relpath(os.path.join(DEPLOY, c), d)
-                                               for c in ("prometheus", "runtime-class")]}, f)
-            for path, comps in ((DEPLOY, ()), (d, ("prometheus", "runtime-class"))):
+                                               for c in ("prometheus", "runtime-class", "dra")]}, f)
+            for path, comps in ((DEPLOY, ()), (d, ("prometheus", "runtime-class", "dra"))):
                 out = subprocess.run([kubectls[-1], "kustomize", path], capture_output=True, text=True,
                                      check=True, timeout=120).stdout
                 self.assert_same_objects([o for o in yaml.safe_load_all(out) if o], deploy_rendered(comps))
