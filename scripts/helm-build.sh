@@ -48,7 +48,7 @@ echo "helm-build: go build helm.sh/helm/v4/cmd/helm $version" >&2
 # The version stamp helm's own Makefile sets (internal/version), so that `helm version` says
 # v4.3.2; -s -w and -trimpath keep the binary small and the build reproducible.
 cd "$moddir"
-CGO_ENABLED=0 go build -mod=readonly -trimpath \
+CGO_ENABLED=0 go build -mod=readonly -trimpath -buildvcs=false \
   -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
   -o "$out/helm.partial" helm.sh/helm/v4/cmd/helm
 # Written under another name and renamed: a build cut short leaves no binary that looks whole.
