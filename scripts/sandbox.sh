@@ -228,6 +228,16 @@ fi
 echo "fracgpu ui:      $GW_URL/  (through the gateway stand-in: signed in as alice)"
 echo "dashboard:       $GW_URL/dashboard.html"
 echo "cluster JSON:    $GW_URL/api/cluster"
+# The GPU types the dashboard's type filter offers: one per model (the fake NVML names a device
+# by its model, tests/fakes/cuda/fake_gpu.h), as on a real fleet.
+if command -v python3 >/dev/null && curl -sS "$GW_URL/api/cluster" >"$TMP/cluster.json" 2>/dev/null; then
+  echo "GPU types:       $(python3 -c '
+import collections, json, sys
+nodes = json.load(open(sys.argv[1])).get("nodes", [])
+n = collections.Counter(g.get("type", "?") for node in nodes for g in node.get("gpus", []))
+print(", ".join("%s (%d GPU%s)" % (t, c, "s" if c > 1 else "") for t, c in sorted(n.items())))
+' "$TMP/cluster.json" 2>/dev/null || echo "(unreadable: $TMP/cluster.json)")"
+fi
 echo "Fill in the notebook form (namespace team-a, say) and create it: its pod's journey is printed here."
 
 if [ -n "$FOR" ]; then

@@ -85,7 +85,7 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   EXPECT_EQ((*devices)[0].uuid, kUuidA);
   EXPECT_EQ((*devices)[0].devmem_mib, 32768);
   EXPECT_EQ((*devices)[0].count, 3);
-  EXPECT_EQ((*devices)[0].type, "NVIDIA-Fake GPU 0");
+  EXPECT_EQ((*devices)[0].type, "NVIDIA-Fake GPU 32GB");  // fake_gpu.h FakeModelName
   EXPECT_EQ((*devices)[1].devmem_mib, 16384);
 
   // A pod the scheduler bound, signed with the shared key.
