@@ -462,6 +462,10 @@ class HelmChart(unittest.TestCase):
         got = template("--set", "devicePlugin.nodeConfiguration.externalConfigName=hami-device-plugin")
         vols = {x["name"]: x for x in pod_spec(got, "DaemonSet", "fracgpu-device-plugin")["volumes"]}
         self.assertEqual(vols["node-config"]["configMap"]["name"], "hami-device-plugin")
+        # HAMi's extraNewArgs carries its own --config: dropped, the chart's stays the only one.
+        got = template("--set", "scheduler.kubeScheduler.extraNewArgs={--config=/config/config.yaml,-v=4}")
+        self.assertEqual(container(got, "Deployment", "fracgpu-kube-scheduler", "kube-scheduler")["command"],
+                         ["kube-scheduler", "--config=/etc/kubernetes/fracgpu/config.yaml", "-v=4"])
         content = "nvidia:\n  resourceCountName: nvidia.com/gpu\n  memoryFactor: 1024\n"
         got = template("--set-string", f"device-config.content={content}")
         self.assertEqual(find(got, "ConfigMap", "fracgpu-device-config")["data"]["device-config.yaml"], content)
@@ -472,7 +476,9 @@ class HelmChart(unittest.TestCase):
                 (["--set", "devicePlugin.libPath=/usr/lib/vgpu"], "must be <global.gpuHookPath>/vgpu"),
                 (["--set", "scheduler.nodeLockExpire=5 minutes"], "scheduler.nodeLockExpire"),
                 (["--set", "scheduler.metricsBindAddress=metrics"], "scheduler.metricsBindAddress"),
-                (["--kube-version", "v1.29.3"], "set admissionPolicy.enabled=false")):
+                (["--kube-version", "v1.29.3"], "set admissionPolicy.enabled=false"),
+                (["--set", "scheduler.extender.extraArgs={--debug}"], "scheduler.extender.extraArgs: \"--debug\" is a flag of HAMi's"),
+                (["--set", "devicePlugin.extraArgs={-v=4}"], "devicePlugin.extraArgs: \"-v=4\" is a flag of HAMi's")):
             p = template(*args, check=False)
             self.assertIsInstance(p, subprocess.CompletedProcess, args)
             self.assertNotEqual(p.returncode, 0, args)

@@ -106,6 +106,19 @@ imagePullSecrets:
 {{- end -}}
 {{- end -}}
 
+{{/* Extra arguments of a fracgpu command, one "- arg" line each. HAMi's binaries take klog's
+     -v=N and --debug (HAMi's chart's default extraArgs); fracgpu's commands take neither and
+     would refuse to start, so the render fails naming the value. Call with
+     (dict "args" .Values.devicePlugin.extraArgs "value" "devicePlugin.extraArgs"). */}}
+{{- define "fracgpu.extraArgs" -}}
+{{- range .args }}
+{{- if regexMatch "^(-{1,2}v(=.*)?|--debug)$" (toString .) }}
+{{- fail (printf "%s: %q is a flag of HAMi's binaries (klog verbosity, --debug); fracgpu's commands take no such flag (`fracgpu <command> --help`)" $.value (toString .)) }}
+{{- end }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* The name of the RuntimeClass the chart makes (devicePlugin.createRuntimeClass). */}}
 {{- define "fracgpu.runtimeClassName" -}}
 {{- .Values.devicePlugin.runtimeClassName | default "nvidia" -}}
