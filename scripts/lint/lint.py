@@ -5,7 +5,8 @@
 
 Checks, each failure printed as `path:line: rule: what`:
   layering   a file of src/<component>/ includes only "<dep>/..." headers of the components the
-             LAYERS table below allows (dependencies point downward only)
+             LAYERS table below allows (dependencies point downward only; the table itself is
+             checked too: a component may only allow components listed below it)
   banned     calls a component must not make (BANNED below): clocks, threads, environment or
              files in core/ (pure domain logic), exceptions thrown outside command front ends
   format     every C++ file under src/, tests/ and bench/ is as clang-format 14 writes it with the
@@ -28,24 +29,32 @@ import subprocess
 import sys
 
 # Which components a component's files may include ("<dep>/header.h"). Its own folder is always
-# allowed. Order: layers top to bottom (docs/design/ARCHITECTURE.md "Layers").
+# allowed. Order: layers top to bottom (docs/design/ARCHITECTURE.md "Layers" lists the same
+# folders in the same order; tests/repo/lint_test.py checks it), and a component may only allow
+# components listed below it (table_violations), so nothing includes upward.
 LAYERS = {
     # front ends
     "cli": {"base", "core"},
     # services and tools
-    # scheduler reads deviceplugin/config.h only (the one device config every component
-    # parses; its own library, fracgpu_device_config, without the kubelet side)
-    "scheduler": {"base", "core", "deviceplugin", "k8s", "http", "metrics"},
-    "deviceplugin": {"api", "base", "core", "k8s", "kubelet", "nvml"},
-    "dra": {"api", "base", "core", "deviceplugin", "k8s", "nvml"},
+    # scheduler reads node/config.h only (the one device config every component parses; its own
+    # library, fracgpu_device_config, without NVML or the host-file side)
+    "scheduler": {"base", "core", "node", "k8s", "http", "metrics"},
+    # the two node plugins: siblings over node/; neither includes the other (no dra → deviceplugin)
+    "deviceplugin": {"api", "base", "core", "k8s", "kubelet", "node", "nvml"},
+    "dra": {"base", "core", "k8s", "node", "nvml"},
     "monitor": {"base", "api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},
     # ui reads the cluster through core/cluster_state.h and previews with core/bind_choice.h,
     # the scheduler's own model and bind-time GPU choice: no edge to scheduler/.
     "ui": {"base", "core", "k8s", "http"},
     "sim": {"base", "core"},
     "certs": {"base", "core", "k8s"},
-    # `fracgpu run` / `inspect`: the tools beside libvgpu.so (src/vgpu/cli/)
+    # `fracgpu run` / `inspect`: the tools beside libvgpu.so. They live in src/vgpu/cli/ but are
+    # not libvgpu.so: the one folder under src/vgpu/ allowed to include above vgpu/ (moved out by
+    # issue 35 item 3 follow-up).
     "vgpu/cli": {"base", "api", "core", "enforce", "vgpu"},
+    # what both node plugins share: the device config, inventory, health, device state and the
+    # grant -> container environment, mounts and host files builder
+    "node": {"api", "base", "core", "nvml"},
     # adapters to the outside world
     "enforce": {"base", "api", "core", "nvml", "vgpu"},
     "k8s": {"base", "core"},
@@ -58,12 +67,28 @@ LAYERS = {
     # what every component shares: Status/Result, FRACGPU_CHECK, string and file helpers,
     # Clock/StopSignal/Backoff and SignalWatcher
     "base": set(),
-    # libvgpu.so: standalone, includes only the cross-process contracts of api/
+    # libvgpu.so: standalone, includes only the cross-process contracts of api/ (nothing above it)
     "vgpu": {"api"},
     # the cross-process contracts (NVML declarations, shared-memory layouts, the limits keys and
     # paths of api/limits.h): header-only, no deps
     "api": set(),
 }
+
+
+def table_violations():
+    """('scripts/lint/lint.py', 0, 'layering', why) for each LAYERS entry allowing a component
+    that is not listed below it (an upward or sideways edge), or that is not in the table."""
+    order = list(LAYERS)
+    found = []
+    for i, comp in enumerate(order):
+        for dep in sorted(LAYERS[comp]):
+            if dep not in LAYERS:
+                found.append(("scripts/lint/lint.py", 0, "layering", f"LAYERS['{comp}'] allows unknown '{dep}'"))
+            elif order.index(dep) <= i:
+                found.append(("scripts/lint/lint.py", 0, "layering",
+                              f"LAYERS['{comp}'] allows '{dep}', which is not below it"))
+    return found
+
 
 # Per component: (rule name, regex on comment-free code, files of that component exempt).
 BANNED = {
@@ -88,7 +113,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z0-9_]+)/')
 
 
 def component_of(rel):
-    """'src/vgpu/cli/run_watch.cc' -> 'vgpu/cli'; 'src/core/fit.cc' -> 'core'; else None."""
+    """'src/vgpu/cli/run_watch.cc' -> 'vgpu/cli' (its own LAYERS entry, the one exemption
+    under src/vgpu/: moved out by issue 35 item 3 follow-up); 'src/core/fit.cc' -> 'core';
+    else None."""
     parts = rel.split("/")
     if len(parts) < 3 or parts[0] != "src":
         return None
@@ -143,7 +170,7 @@ def blank_comments_and_literals(text):
 
 def lint(root):
     """All violations under root/src as (rel path, line, rule, detail), sorted."""
-    found = []
+    found = table_violations()
     src = os.path.join(root, "src")
     for dirpath, _, files in os.walk(src):
         for name in sorted(files):

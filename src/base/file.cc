@@ -1,6 +1,7 @@
 #include "base/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +41,37 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes,
   }
   ::close(fd);
   return text;
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& content, unsigned mode) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Internal("cannot write " + tmp + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Internal("cannot finish " + tmp + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Internal("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
+  }
+  return Status::Ok();
 }
 
 }  // namespace fracgpu::base

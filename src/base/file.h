@@ -1,7 +1,8 @@
 #pragma once
 // Reading a whole file with a size bound: the one copy for configuration, tokens, traces,
 // checkpoints and sysfs facts (each caller names its own limit, so a wrong path such as
-// /dev/zero or a runaway file cannot exhaust memory).
+// /dev/zero or a runaway file cannot exhaust memory); and the one atomic whole-file write (the
+// node plugins' limits files, ld.so.preload, CDI specs and checkpoint).
 
 #include <cstddef>
 #include <string>
@@ -30,5 +31,13 @@ struct ReadFileOptions {
 ///   kInvalidArgument  it holds more than max_bytes bytes ("<path>: larger than <n> bytes")
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes,
                              const ReadFileOptions& options = {});
+
+/// Replaces the file at `path` with `content` atomically: writes "<path>.tmp" in the same
+/// directory (created with mode 0600, then `mode` applied by fchmod, so umask does not apply),
+/// fsyncs it and rename(2)s it over `path`. A reader sees the old file or the whole new one,
+/// never a part. The directory must exist. Errors: kInternal naming the path and the reason
+/// ("cannot write <path>.tmp: …", "cannot finish …" for fchmod/fsync, "cannot rename …");
+/// the temporary file is removed on every failure.
+Status WriteFileAtomically(const std::string& path, const std::string& content, unsigned mode);
 
 }  // namespace fracgpu::base

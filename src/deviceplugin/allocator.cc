@@ -1,22 +1,19 @@
 #include "deviceplugin/allocator.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "api/limits.h"
-#include "base/file.h"
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "core/request.h"
 #include "core/request_json.h"
 #include "deviceplugin/annotations.h"
-#include "deviceplugin/inventory.h"
 #include "k8s/objects.h"
+#include "node/inventory.h"
 
 namespace fracgpu::deviceplugin {
 
@@ -43,24 +40,6 @@ std::optional<std::string> LiteralEnv(const json& container, const std::string& 
     }
   }
   return std::nullopt;
-}
-
-Status WriteFileAtomically(const fs::path& path, const std::string& content, fs::perms perms) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Internal("cannot write " + tmp.string());
-    out << content;
-    if (!out.flush()) return Internal("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::permissions(tmp, perms, ec);
-  if (ec) return Internal("cannot chmod " + tmp.string() + ": " + ec.message());
-  fs::rename(tmp, path, ec);
-  if (ec)
-    return Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-  return Status::Ok();
 }
 
 // The CDI annotation key of one container's response (CDI pkg/cdi/annotations.go AnnotationKey:
@@ -134,25 +113,6 @@ Result<std::pair<std::string, std::string>> LockedPod(const std::string& value) 
   return std::make_pair(std::move(lock->pod_namespace), std::move(lock->pod_name));
 }
 
-std::string LimitsFileContent(const std::map<std::string, std::string>& envs) {
-  std::string out;
-  auto put = [&](const std::string& key) {
-    auto it = envs.find(key);
-    if (it != envs.end()) out += key + "=" + it->second + "\n";
-  };
-  put(api::kEnvVisibleDevices);
-  for (int i = 0;; ++i) {
-    std::string mem = std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i);
-    if (!envs.count(mem)) break;
-    put(mem);
-    put(std::string(api::kEnvSmLimit) + "_" + std::to_string(i));
-  }
-  put(api::kEnvSharedCache);
-  put(api::kEnvCorePolicy);
-  put(api::kEnvTaskPriority);
-  return out;
-}
-
 struct Allocator::FoundPod {
   json pod;
   std::string ns, name, uid;
@@ -179,31 +139,7 @@ std::string MissingLibraryWarning(const std::string& hook_path) {
          "vgpu/libvgpu.so";
 }
 
-Status Allocator::PrepareHostFiles() {
-  const std::string& hook = options_.hook_path;
-  const std::string node_dir = api::HostNodeDir(hook);
-  std::error_code ec;
-  for (const std::string& dir :
-       {api::HostContainersDir(hook), api::HostLimitsDir(hook), node_dir}) {
-    fs::create_directories(dir, ec);
-    if (ec) return Internal("cannot create " + dir + ": " + ec.message());
-  }
-  // Only the node agent (root) writes the per-GPU files; containers get it read-only (issue 32).
-  fs::permissions(node_dir,
-                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                      fs::perms::others_read | fs::perms::others_exec,
-                  ec);
-  if (ec) return Internal("cannot chmod " + node_dir + ": " + ec.message());
-  std::string want = api::HostLibraryFile(hook) + "\n";
-  fs::path preload = api::HostPreloadFile(hook);
-  // Rewritten unless it already holds exactly `want`: a missing or unreadable file, or one longer
-  // than `want` (refused by the bound, so a stray large file is never read whole), is replaced.
-  Result<std::string> have = base::ReadFile(preload.string(), want.size());
-  if (have.ok() && *have == want) return Status::Ok();
-  return WriteFileAtomically(preload, want,
-                             fs::perms::owner_read | fs::perms::owner_write |
-                                 fs::perms::group_read | fs::perms::others_read);
-}
+Status Allocator::PrepareHostFiles() { return node::PrepareHostFiles(options_.hook_path); }
 
 Result<Allocator::FoundPod> Allocator::FindPod() {
   const std::string& node = options_.node_name;
@@ -347,7 +283,7 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
     uuids.push_back(g.uuid);
   }
   for (const auto& id : device_ids) {
-    auto uuid = ReplicaUuid(id);
+    auto uuid = node::ReplicaUuid(id);
     if (!uuid.ok() || std::find(uuids.begin(), uuids.end(), *uuid) == uuids.end()) {
       spdlog::info(
           "pod {} container {}: kubelet chose device {} outside the granted GPUs {}; the granted "
@@ -356,22 +292,23 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
     }
   }
   const core::ContainerRequest& req = f.request.containers[index];
-  bool disable_control = req.disable_control.value_or(false);
-
-  const std::string& hook = options_.hook_path;
-  const std::string slot = api::PodContainerSlot(f.uid, container);
-  fs::path region = api::HostContainerDir(hook, slot);
-  fs::path limits = api::HostLimitsFile(hook, slot);
-  fs::path lib = api::HostLibraryFile(hook);
-  std::error_code ec;
-  if (!fs::is_regular_file(lib, ec))
-    return Internal(who + ": " + lib.string() + " is missing; refusing to start without isolation");
+  node::ContainerEditsOptions eo;
+  eo.hook_path = options_.hook_path;
+  eo.slot = api::PodContainerSlot(f.uid, container);
+  eo.priority = req.priority;
+  eo.container_core_policy = LiteralEnv(spec, api::kEnvCorePolicy).value_or("");
+  eo.preload = !req.disable_control.value_or(false);
+  node::ContainerEdits edits = node::BuildContainerEdits(grants, options_.config, eo);
+  // libvgpu.so present, a fresh region directory and the limits file (which keeps the GPUs in
+  // NVIDIA_VISIBLE_DEVICES even when the environment below says "void").
+  FRACGPU_RETURN_IF_ERROR(node::WriteContainerFiles(edits, options_.hook_path).WithPrefix(who));
 
   ContainerAllocation a;
   a.pod = f.Key();
   a.container = container;
   a.uuids = uuids;
-  a.envs[api::kEnvVisibleDevices] = Join(uuids, ",");
+  a.envs = std::move(edits.env);
+  a.mounts = std::move(edits.mounts);
   if (options_.device_list.Cdi()) {
     for (const auto& g : grants) {
       auto it = std::find_if(devices.begin(), devices.end(),
@@ -385,55 +322,11 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
     }
     if (!options_.device_list.cdi_cri) a.cdi_devices.clear();
   }
-  for (size_t i = 0; i < grants.size(); ++i) {
-    a.envs[std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i)] =
-        std::to_string(grants[i].mem_mib) + "m";
-    a.envs[std::string(api::kEnvSmLimit) + "_" + std::to_string(i)] =
-        std::to_string(grants[i].cores_percent);
-  }
-  a.envs[api::kEnvSmLimit] = std::to_string(grants.front().cores_percent);
-  a.envs[api::kEnvSharedCache] = api::ContainerRegionFile(hook);
-  a.envs[api::kEnvTaskPriority] = std::to_string(req.priority);
-  // disableCoreLimit, then the device config's gpuCorePolicy, then the container's own value
-  // (any letter case: HAMi-core reads FORCE/DISABLE too); anything else is "default".
-  std::string policy = "default";
-  if (options_.config.disable_core_limit) {
-    policy = "disable";
-  } else if (options_.config.core_policy != "default") {
-    policy = options_.config.core_policy;
-  } else if (auto p = LiteralEnv(spec, api::kEnvCorePolicy)) {
-    std::string lower = *p;
-    for (char& ch : lower) {
-      if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
-    }
-    if (lower == "force" || lower == "disable") policy = lower;
-  }
-  a.envs[api::kEnvCorePolicy] = policy;
-  if (options_.config.memory_scaling > 1.0) a.envs[api::kEnvOversubscribe] = "true";
-  if (!options_.config.libcuda_log_level.empty())
-    a.envs[api::kEnvLogLevel] = options_.config.libcuda_log_level;
-
-  // The region directory starts empty for each allocation (a container restart without a
-  // new Allocate keeps it).
-  fs::remove_all(region, ec);
-  fs::create_directories(region, ec);
-  if (ec) return Internal(who + ": cannot create " + region.string() + ": " + ec.message());
-  fs::permissions(region, fs::perms::all, ec);
-  if (ec) return Internal(who + ": cannot chmod " + region.string() + ": " + ec.message());
-  FRACGPU_RETURN_IF_ERROR(
-      WriteFileAtomically(limits, LimitsFileContent(a.envs),
-                          fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
-
   // Without the envvar strategy the GPUs travel by CDI only; the variable still carries the
   // GPUs in the limits file (libvgpu.so reads them there), and in the environment it becomes
   // "void" (the NVIDIA Container Toolkit: no device injection by variable), so that an image's
   // own NVIDIA_VISIBLE_DEVICES=all cannot make the NVIDIA runtime add every GPU of the node.
   if (!options_.device_list.envvar) a.envs[api::kEnvVisibleDevices] = "void";
-  a.mounts.push_back({lib.string(), lib.string(), true});
-  if (!disable_control) a.mounts.push_back({api::kPreloadPath, api::HostPreloadFile(hook), true});
-  a.mounts.push_back({api::HostVgpuDir(hook), region.string(), false});
-  a.mounts.push_back({api::kLimitsFilePath, limits.string(), true});
-  a.mounts.push_back({api::kNodeDirPath, api::HostNodeDir(hook), true});  // read-only: shared
   return a;
 }
 
@@ -608,12 +501,12 @@ std::vector<std::vector<std::string>> Allocator::PreferredAllocation(
     if (k < pending.size()) {
       for (const auto& g : pending[k]) {
         bool have = std::any_of(chosen.begin(), chosen.end(), [&](const std::string& id) {
-          auto u = ReplicaUuid(id);
+          auto u = node::ReplicaUuid(id);
           return u.ok() && *u == g.uuid;
         });
         if (have) continue;
         for (const auto& id : r.available) {
-          auto u = ReplicaUuid(id);
+          auto u = node::ReplicaUuid(id);
           if (u.ok() && *u == g.uuid) {
             take(id);
             break;

@@ -2,8 +2,8 @@
 // Allocate and GetPreferredAllocation (docs/design/CONTRACT.md §2–3, docs/design/hami-behaviour.md
 // §4.4–4.5): find the pod being bound on this node, check that fracgpu's scheduler decided its
 // allocation, hand the next container its GPUs with the limit environment, the limits file and the
-// mounts, and record progress on the pod (blank the served entry; bind-phase success or
-// failed; release the node lock).
+// mounts (node/container_edits.h, the builder the DRA driver shares), and record progress on the
+// pod (blank the served entry; bind-phase success or failed; release the node lock).
 
 #include <chrono>
 #include <functional>
@@ -16,7 +16,8 @@
 #include "base/status.h"
 #include "core/device.h"
 #include "deviceplugin/cluster_api.h"
-#include "deviceplugin/config.h"
+#include "node/config.h"
+#include "node/container_edits.h"
 
 namespace fracgpu::deviceplugin {
 
@@ -74,20 +75,12 @@ struct AllocatorOptions {
   /// only served when the node lock names them.
   bool allow_unsigned = false;
   SignatureVerifier verify_signature;
-  DeviceConfig config;
+  node::DeviceConfig config;
   /// How the GPUs reach the container runtime (envvar and/or CDI).
   DeviceListStrategy device_list;
   /// Attempts of each write to the API server that fails with kUnavailable (with backoff).
   int write_attempts = 5;
   std::chrono::milliseconds retry_delay{200};  ///< first backoff delay; doubles each attempt
-};
-
-/// One Mount of a ContainerAllocateResponse.
-struct MountSpec {
-  std::string container_path;
-  std::string host_path;
-  bool read_only = true;
-  bool operator==(const MountSpec&) const = default;
 };
 
 /// What one container gets.
@@ -96,7 +89,7 @@ struct ContainerAllocation {
   std::string container;  ///< container name
   std::vector<std::string> uuids;
   std::map<std::string, std::string> envs;
-  std::vector<MountSpec> mounts;
+  std::vector<node::MountSpec> mounts;
   /// Fully qualified CDI device names ("nvidia.com/gpu=GPU-…") for the response's cdi_devices
   /// (DeviceListStrategy::cdi_cri), one per GPU in the order of `uuids`.
   std::vector<std::string> cdi_devices;
@@ -135,11 +128,8 @@ class Allocator {
   std::vector<std::vector<std::string>> PreferredAllocation(
       const std::vector<PreferredRequest>& requests);
 
-  /// Writes `<hook>/vgpu/ld.so.preload` (one line: the container path of libvgpu.so) when its
-  /// content differs, and creates the region and limits directories and the node directory
-  /// `<hook>/vgpu/node` (mode 0755; mounted read-only at /run/fracgpu/node in every container;
-  /// the node agent writes its per-GPU priority files, api/node_gpu.h). Errors: kInternal
-  /// naming the path.
+  /// node::PrepareHostFiles(options().hook_path): the node's shared host files (ld.so.preload,
+  /// the region, limits and node directories). Errors: kInternal naming the path.
   Status PrepareHostFiles();
 
   const AllocatorOptions& options() const { return options_; }
@@ -167,10 +157,6 @@ class Allocator {
 /// decoder's, or "names no pod" for a valid value without both names (HAMi's legacy bare time,
 /// an empty namespace or name): Allocate then looks for the pending pod by listing the node.
 Result<std::pair<std::string, std::string>> LockedPod(const std::string& value);
-
-/// The limits file content (docs/design/CONTRACT.md §3): one KEY=VALUE per line, for the keys of
-/// `envs` that libvgpu.so takes from the file, in a fixed order.
-std::string LimitsFileContent(const std::map<std::string, std::string>& envs);
 
 /// A start-up warning when `<hook_path>/vgpu/libvgpu.so` is not a regular file (every Allocate
 /// would then be refused: no isolation, no GPU); "" when it is there. The message names the

@@ -14,13 +14,13 @@
 #include "core/signature.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/cluster_api.h"
-#include "deviceplugin/config.h"
-#include "deviceplugin/device_state.h"
-#include "deviceplugin/health.h"
 #include "deviceplugin/registrar.h"
 #include "deviceplugin/server.h"
 #include "k8s/client.h"
 #include "k8s/config.h"
+#include "node/config.h"
+#include "node/device_state.h"
+#include "node/health.h"
 #include "nvml/nvml.h"
 
 namespace fracgpu::cli {
@@ -68,19 +68,18 @@ int Fail(const std::string& message) {
 int Run(const Flags& f) {
   if (f.node_name.empty()) throw CLI::ValidationError("--node-name (or NODE_NAME) is required");
   auto yaml = ReadText(f.config_file, /*optional=*/true);
-  auto config = deviceplugin::ParseDeviceConfigYaml(yaml.ok() ? *yaml : "");
+  auto config = node::ParseDeviceConfigYaml(yaml.ok() ? *yaml : "");
   if (!config.ok()) {
     throw CLI::ValidationError("--config-file " + f.config_file + ": " + config.status().message());
   }
   if (auto node_json = ReadText(f.node_config_file, true); node_json.ok() && !node_json->empty()) {
-    config = deviceplugin::ApplyNodeOverrides(*config, *node_json, f.node_name);
+    config = node::ApplyNodeOverrides(*config, *node_json, f.node_name);
     if (!config.ok()) {
       throw CLI::ValidationError("--node-config " + f.node_config_file + ": " +
                                  config.status().message());
     }
   }
-  auto policy =
-      deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
+  auto policy = node::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
   if (!policy.ok()) throw CLI::ValidationError(policy.status().message());
   std::string key;
   if (auto k = ReadText(f.signing_key_file, f.allow_unsigned); k.ok()) {
@@ -101,7 +100,7 @@ int Run(const Flags& f) {
   if (!gpus.ok()) return Fail(gpus.status().ToString());
   auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) return Fail(client.status().ToString());
-  deviceplugin::DeviceState state(*gpus, *config);
+  node::DeviceState state(*gpus, *config);
   deviceplugin::K8sClusterApi api(client->get());
   deviceplugin::AllocatorOptions aopt;
   aopt.node_name = f.node_name;
@@ -149,7 +148,7 @@ int Run(const Flags& f) {
     }
   });
   std::thread health_loop([&] {
-    Status st = deviceplugin::WatchHealth(nvml->get(), *policy, &state, &stop, nullptr);
+    Status st = node::WatchHealth(nvml->get(), *policy, &state, &stop, nullptr);
     if (!st.ok()) spdlog::warn("health checks off: {}", st.ToString());
   });
   Status run = server.Run(&stop);

@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
-#include "deviceplugin/inventory.h"
 #include "kubelet/api.h"
 #include "kubelet/registration.h"
+#include "node/inventory.h"
 
 namespace fracgpu::deviceplugin {
 
@@ -21,7 +21,7 @@ namespace pb = ::v1beta1;
 /// The DevicePlugin v1beta1 service.
 class DevicePluginService final : public pb::DevicePlugin::Service {
  public:
-  DevicePluginService(const ServerOptions& options, DeviceState* state, Allocator* allocator)
+  DevicePluginService(const ServerOptions& options, node::DeviceState* state, Allocator* allocator)
       : options_(options), state_(state), allocator_(allocator) {}
 
   void Stop() {
@@ -46,7 +46,7 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
         for (const auto& d : state_->Devices()) {
           for (int32_t i = 0; i < d.count; ++i) {
             pb::Device* dev = response.add_devices();
-            dev->set_id(ReplicaId(d.uuid, i));
+            dev->set_id(node::ReplicaId(d.uuid, i));
             dev->set_health(d.health ? kubelet::kHealthy : kubelet::kUnhealthy);
             if (options_.numa_topology) dev->mutable_topology()->add_nodes()->set_id(d.numa);
           }
@@ -129,12 +129,12 @@ class DevicePluginService final : public pb::DevicePlugin::Service {
 
  private:
   const ServerOptions& options_;
-  DeviceState* state_;
+  node::DeviceState* state_;
   Allocator* allocator_;
   std::atomic<bool> stopping_{false};
 };
 
-PluginServer::PluginServer(ServerOptions options, DeviceState* state, Allocator* allocator)
+PluginServer::PluginServer(ServerOptions options, node::DeviceState* state, Allocator* allocator)
     : options_(std::move(options)), state_(state), allocator_(allocator) {}
 
 PluginServer::~PluginServer() { Stop(); }

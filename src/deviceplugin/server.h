@@ -12,7 +12,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "deviceplugin/allocator.h"
-#include "deviceplugin/device_state.h"
+#include "node/device_state.h"
 
 namespace grpc {
 class Server;
@@ -40,7 +40,7 @@ struct ServerOptions {
 class PluginServer {
  public:
   /// `state` and `allocator` not owned; must outlive the server.
-  PluginServer(ServerOptions options, DeviceState* state, Allocator* allocator);
+  PluginServer(ServerOptions options, node::DeviceState* state, Allocator* allocator);
   ~PluginServer();
 
   /// Serves on our socket (removing a stale file first), then registers with kubelet.
@@ -65,7 +65,7 @@ class PluginServer {
   Status Register();
 
   ServerOptions options_;
-  DeviceState* state_;
+  node::DeviceState* state_;
   Allocator* allocator_;
   std::mutex mu_;
   std::unique_ptr<DevicePluginService> service_;

@@ -1,7 +1,7 @@
 // `fracgpu dra-driver`: the DRA kubelet plugin of a GPU node (a DaemonSet, deploy/dra/).
 // Thin main (docs/design/STYLE.md): flags and environment → the parts in this folder, then run
-// until SIGTERM. Reuses the device plugin's config parsing, inventory (BuildDeviceInfos via
-// DeviceState), Xid health watch and host-file setup.
+// until SIGTERM. Shares node/ with the device plugin: config parsing, inventory (BuildDeviceInfos
+// via DeviceState), Xid health watch and host-file setup.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -13,15 +13,15 @@
 
 #include "base/file.h"
 #include "base/signals.h"
-#include "deviceplugin/allocator.h"
-#include "deviceplugin/config.h"
-#include "deviceplugin/device_state.h"
-#include "deviceplugin/health.h"
 #include "dra/api.h"
 #include "dra/driver.h"
 #include "dra/plugin.h"
 #include "dra/slices.h"
 #include "k8s/client.h"
+#include "node/config.h"
+#include "node/container_edits.h"
+#include "node/device_state.h"
+#include "node/health.h"
 #include "nvml/nvml.h"
 
 namespace fracgpu::cli {
@@ -70,19 +70,18 @@ int Run(Flags f) {
   if (f.node_name.empty()) throw CLI::ValidationError("--node-name (or NODE_NAME) is required");
   if (f.plugin_dir.empty()) f.plugin_dir = std::string(dra::kPluginsDir) + "/" + f.driver_name;
   if (f.state_dir.empty()) f.state_dir = f.plugin_dir;
-  auto config = deviceplugin::ParseDeviceConfigYaml(ReadOptional(f.config_file));
+  auto config = node::ParseDeviceConfigYaml(ReadOptional(f.config_file));
   if (!config.ok()) {
     throw CLI::ValidationError("--config-file " + f.config_file + ": " + config.status().message());
   }
   if (std::string overrides = ReadOptional(f.node_config_file); !overrides.empty()) {
-    config = deviceplugin::ApplyNodeOverrides(*config, overrides, f.node_name);
+    config = node::ApplyNodeOverrides(*config, overrides, f.node_name);
     if (!config.ok()) {
       throw CLI::ValidationError("--node-config " + f.node_config_file + ": " +
                                  config.status().message());
     }
   }
-  auto policy =
-      deviceplugin::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
+  auto policy = node::ParseXidPolicy(Env("DP_DISABLE_HEALTHCHECKS"), Env("DP_ENABLE_HEALTHCHECKS"));
   if (!policy.ok()) throw CLI::ValidationError(policy.status().message());
 
   base::StopSignal stop;
@@ -102,19 +101,12 @@ int Run(Flags f) {
   }
   auto client = k8s::Connect(f.kubeconfig);
   if (!client.ok()) return Fail(client.status().ToString());
-  deviceplugin::DeviceState state(*gpus, *config);
-  {
-    // The device plugin's host-file setup (ld.so.preload, containers/, limits/, node/); the
-    // allocator is used for nothing else, so it gets no cluster API.
-    deviceplugin::AllocatorOptions aopt;
-    aopt.node_name = f.node_name;
-    aopt.hook_path = f.hook_path;
-    deviceplugin::Allocator host_files(aopt, nullptr, base::RealClock::Get(),
-                                       [] { return std::vector<core::DeviceInfo>{}; });
-    if (Status st = host_files.PrepareHostFiles(); !st.ok()) {
-      spdlog::error("{}", st.ToString());
-      return 1;
-    }
+  node::DeviceState state(*gpus, *config);
+  // The node's shared host files (ld.so.preload, containers/, limits/, node/), as the device
+  // plugin prepares them.
+  if (Status st = node::PrepareHostFiles(f.hook_path); !st.ok()) {
+    spdlog::error("{}", st.ToString());
+    return 1;
   }
   // (No defaultMemory: memory's requestPolicy.default is the whole card, src/dra/slices.cc.)
   dra::SliceOptions slice_opt{f.driver_name,         f.node_name, f.consumable_capacity != "false",
@@ -143,7 +135,7 @@ int Run(Flags f) {
     return 1;
   }
   std::thread health_loop([&] {
-    Status st = deviceplugin::WatchHealth(nvml->get(), *policy, &state, &stop, nullptr);
+    Status st = node::WatchHealth(nvml->get(), *policy, &state, &stop, nullptr);
     if (!st.ok()) spdlog::warn("health checks off: {}", st.ToString());
   });
   // The slice is watched: a kubelet deletes its node's ResourceSlices when it starts (and

@@ -75,7 +75,7 @@ Status Driver::SaveLocked(const std::map<std::string, PreparedClaim>& claims) {
   std::error_code ec;
   fs::create_directories(options_.state_dir, ec);
   if (ec) return Internal("cannot create " + options_.state_dir + ": " + ec.message());
-  return WriteFileAtomically(CheckpointPath(options_.state_dir), out.dump() + "\n", 0600);
+  return base::WriteFileAtomically(CheckpointPath(options_.state_dir), out.dump() + "\n", 0600);
 }
 
 std::string BaseRequest(const std::string& request) { return request.substr(0, request.find('/')); }

@@ -109,7 +109,7 @@ int Run(const Flags& f) {
     if (!text.ok()) {
       throw CLI::ValidationError("cannot read --device-config-file: " + text.status().message());
     }
-    auto config = deviceplugin::ParseDeviceConfigYaml(*text);
+    auto config = node::ParseDeviceConfigYaml(*text);
     if (!config.ok()) {
       throw CLI::ValidationError("--device-config-file " + f.device_config_file + ": " +
                                  config.status().message());

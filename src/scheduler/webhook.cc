@@ -401,7 +401,7 @@ json Admit(const AdmissionRequest& request, const WebhookConfig& config) {
   return Response(request, true);
 }
 
-void ApplyDeviceConfig(const deviceplugin::DeviceConfig& device_config, WebhookConfig* config) {
+void ApplyDeviceConfig(const node::DeviceConfig& device_config, WebhookConfig* config) {
   config->names = device_config.resources;
   if (device_config.overwrite_env) config->overwrite_env = *device_config.overwrite_env;
   if (!device_config.runtime_class_name.empty()) {

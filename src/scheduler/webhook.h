@@ -27,7 +27,7 @@
 
 #include "base/status.h"
 #include "core/request.h"
-#include "deviceplugin/config.h"
+#include "node/config.h"
 
 namespace fracgpu::k8s {
 class Client;
@@ -80,7 +80,7 @@ struct WebhookConfig {
 /// device plugin reads) to the webhook: resource names and request defaults (defaultMemory,
 /// defaultCores, defaultGPUNum, memoryFactor) always, overwriteEnv and runtimeClassName when
 /// the file sets them.
-void ApplyDeviceConfig(const deviceplugin::DeviceConfig& device_config, WebhookConfig* config);
+void ApplyDeviceConfig(const node::DeviceConfig& device_config, WebhookConfig* config);
 
 /// A decoded AdmissionReview request (the fields the webhook reads).
 struct AdmissionRequest {

@@ -104,5 +104,26 @@ TEST(ReadFileTest, UnreadableFileIsUnavailable) {
   EXPECT_EQ(got.status().message(), dir.Path("secret") + ": cannot open: Permission denied");
 }
 
+TEST(WriteFileAtomicallyTest, ReplacesWholeWithModeAndLeavesNoTemporary) {
+  TempDir dir("fracgpu-base-");
+  ASSERT_TRUE(dir.Write("f", "old content, longer than the new"));
+  ASSERT_TRUE(WriteFileAtomically(dir.Path("f"), "new\n", 0444).ok());
+  Result<std::string> got = ReadFile(dir.Path("f"), 100);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "new\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.Path("f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0444u);  // fchmod: the umask does not narrow it
+  EXPECT_NE(::access(dir.Path("f.tmp").c_str(), F_OK), 0);
+}
+
+TEST(WriteFileAtomicallyTest, MissingDirectoryIsInternalNamingTheTemporary) {
+  TempDir dir("fracgpu-base-");
+  const std::string path = dir.Path("no-such-dir") + "/f";
+  Status st = WriteFileAtomically(path, "x", 0644);
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_EQ(st.message(), "cannot write " + path + ".tmp: No such file or directory");
+}
+
 }  // namespace
 }  // namespace fracgpu::base

@@ -26,7 +26,7 @@
 
 #include "api/limits.h"
 #include "core/request.h"
-#include "deviceplugin/config.h"
+#include "node/config.h"
 
 namespace fracgpu::cli {
 void RegisterSchedulerCommand(CLI::App& app);
@@ -545,7 +545,7 @@ class Checker {
         Problem(cw, "device config differs from the scheduler's --device-config-file");
       }
       if (ok) {
-        auto config = deviceplugin::ParseDeviceConfigYaml(yaml);
+        auto config = node::ParseDeviceConfigYaml(yaml);
         if (!config.ok()) {
           Problem(cw, "device config does not parse: " + config.status().message());
         } else {
@@ -554,9 +554,9 @@ class Checker {
           std::string node_json =
               ProvidedFile(b_, r.pod, r.container, r.args.Get("--node-config"), &ok, &why);
           if (ok) {
-            auto node = deviceplugin::ApplyNodeOverrides(*config, node_json, "any-node");
-            if (!node.ok())
-              Problem(cw, "per-node config does not parse: " + node.status().message());
+            auto applied = node::ApplyNodeOverrides(*config, node_json, "any-node");
+            if (!applied.ok())
+              Problem(cw, "per-node config does not parse: " + applied.status().message());
           }
         }
       }

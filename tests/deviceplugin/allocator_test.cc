@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "../support/files.h"
-#include "deviceplugin/device_state.h"
 #include "fake_cluster.h"
+#include "node/device_state.h"
 #include "test_support.h"
 
 namespace fracgpu::deviceplugin {
@@ -22,7 +22,7 @@ using Env = std::map<std::string, std::string>;
 
 class AllocatorTest : public ::testing::Test {
  protected:
-  AllocatorTest() : state_(TwoGpus(), DeviceConfig{}) {
+  AllocatorTest() : state_(TwoGpus(), node::DeviceConfig{}) {
     hook_ = dir_.path() + "/hook";
     fs::create_directories(hook_ + "/vgpu");
     std::ofstream(hook_ + "/vgpu/libvgpu.so") << "ELF";
@@ -56,7 +56,7 @@ class AllocatorTest : public ::testing::Test {
   std::string hook_;
   FakeCluster cluster_;
   base::ManualClock clock_;
-  DeviceState state_;
+  node::DeviceState state_;
   std::unique_ptr<Allocator> allocator_;
 };
 
@@ -82,11 +82,11 @@ TEST_F(AllocatorTest, OneContainerGetsEnvMountsAndLimitsFileExactly) {
   EXPECT_EQ(a.envs, want);
   const std::string region = vgpu + "/containers/uid-train_main";
   const std::string limits = vgpu + "/limits/uid-train_main.env";
-  std::vector<MountSpec> mounts = {{vgpu + "/libvgpu.so", vgpu + "/libvgpu.so", true},
-                                   {"/etc/ld.so.preload", vgpu + "/ld.so.preload", true},
-                                   {vgpu, region, false},
-                                   {"/etc/fracgpu/limits.env", limits, true},
-                                   {"/run/fracgpu/node", vgpu + "/node", true}};
+  std::vector<node::MountSpec> mounts = {{vgpu + "/libvgpu.so", vgpu + "/libvgpu.so", true},
+                                         {"/etc/ld.so.preload", vgpu + "/ld.so.preload", true},
+                                         {vgpu, region, false},
+                                         {"/etc/fracgpu/limits.env", limits, true},
+                                         {"/run/fracgpu/node", vgpu + "/node", true}};
   EXPECT_EQ(a.mounts, mounts);
   EXPECT_EQ(test_support::ReadWholeFile(limits),
             std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA +

@@ -9,10 +9,10 @@
 #include "core/signature.h"
 #include "deviceplugin/allocator.h"
 #include "deviceplugin/cluster_api.h"
-#include "deviceplugin/device_state.h"
 #include "deviceplugin/registrar.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
+#include "node/device_state.h"
 #include "test_support.h"
 
 namespace fracgpu::deviceplugin {
@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 class ApiServerTest : public ::testing::Test {
  protected:
-  ApiServerTest() : state_(TwoGpus(), DeviceConfig{}) {
+  ApiServerTest() : state_(TwoGpus(), node::DeviceConfig{}) {
     k8s::Config config;
     config.server = api_.url();
     auto client = k8s::Client::Create(config, {}, &clock_);
@@ -64,7 +64,7 @@ class ApiServerTest : public ::testing::Test {
   base::ManualClock clock_;
   std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<K8sClusterApi> cluster_;
-  DeviceState state_;
+  node::DeviceState state_;
   std::unique_ptr<Allocator> allocator_;
 };
 

@@ -47,8 +47,8 @@ class ServerTest : public ::testing::Test {
   }
   ~ServerTest() override { StopPlugin(); }
 
-  static DeviceConfig Config() {
-    DeviceConfig c;
+  static node::DeviceConfig Config() {
+    node::DeviceConfig c;
     c.split_count = 4;
     return c;
   }
@@ -71,7 +71,7 @@ class ServerTest : public ::testing::Test {
   fakes::FakeKubelet kubelet_;
   FakeCluster cluster_;
   base::ManualClock clock_;
-  DeviceState state_;
+  node::DeviceState state_;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<PluginServer> server_;
   base::StopSignal stop_;

@@ -1,22 +1,17 @@
-// The CDI spec of a claim carries exactly what the device plugin's Allocate gives a container
-// for the same grant (computed by running the real Allocator), its files are written whole or
-// not at all, and removed again.
+// The CDI spec of a claim: valid CDI at the lowest version its features need, its files written
+// whole or not at all, and removed again. (That its edits are what the device plugin's Allocate
+// gives a container for the same grant: tests/node/both_plugins_test.cc.)
 #include "dra/cdi.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "deviceplugin/allocator.h"
-#include "deviceplugin/device_state.h"
-#include "fake_cluster.h"
-#include "test_support.h"
 #include "test_util.h"
 
 namespace fracgpu::dra {
 namespace {
 
 namespace fs = std::filesystem;
-namespace dp = deviceplugin;
 
 class CdiTest : public ::testing::Test {
  protected:
@@ -32,47 +27,6 @@ class CdiTest : public ::testing::Test {
   std::string hook_;
   CdiOptions opts_;
 };
-
-TEST_F(CdiTest, EditsAreWhatAllocateGivesForTheSameGrant) {
-  // The device plugin's Allocate for a pod granted 3000 MiB / 30 % of GPU A.
-  dp::testing::FakeCluster cluster;
-  base::ManualClock clock;
-  dp::DeviceState state(dp::testing::TwoGpus(), dp::DeviceConfig{});
-  const std::string grant = std::string(dp::testing::kUuidA) + ",NVIDIA,3000,30:;";
-  cluster.PutNode(dp::testing::MakeNode("ml", "train"));
-  cluster.PutPod(dp::testing::MakePod("train", {{"main", false, 1}}, grant));
-  dp::AllocatorOptions ao;
-  ao.node_name = dp::testing::kNode;
-  ao.hook_path = hook_;
-  ao.verify_signature = [](const std::string& uid, const std::string& node,
-                           const std::string& allocated, const std::string& sig) {
-    return sig == dp::testing::Sign(uid, node, allocated) ? Status::Ok() : PermissionDenied("bad");
-  };
-  dp::Allocator allocator(ao, &cluster, &clock, [&] { return state.Devices(); });
-  ASSERT_TRUE(allocator.PrepareHostFiles().ok());
-  auto a = allocator.Allocate({{std::string(dp::testing::kUuidA) + "-0"}});
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  const dp::ContainerAllocation& want = (*a)[0];
-
-  AllocatedShare share{"gpu", "node-a", "gpu-0", dp::testing::kUuidA, 3000, 30, "s-1"};
-  ClaimEdits got = BuildClaimEdits("uid-c", {share}, opts_);
-  EXPECT_EQ(got.env, want.envs);
-  // Same mounts, in the same order; only the slot name differs (claim_<uid> for a claim).
-  ASSERT_EQ(got.mounts.size(), want.mounts.size());
-  for (size_t i = 0; i < got.mounts.size(); ++i) {
-    dp::MountSpec w = want.mounts[i];
-    for (std::string* p : {&w.host_path, &w.container_path}) {
-      auto at = p->find("uid-train_main");
-      if (at != std::string::npos)
-        p->replace(at, std::string("uid-train_main").size(), "claim_uid-c");
-    }
-    EXPECT_EQ(got.mounts[i], w) << i;
-  }
-  // The limits file has the same content as the plugin's.
-  ASSERT_TRUE(WriteClaimFiles("uid-c", {share}, opts_).ok());
-  EXPECT_EQ(testing::ReadFile(hook_ + "/vgpu/limits/claim_uid-c.env"),
-            testing::ReadFile(hook_ + "/vgpu/limits/uid-train_main.env"));
-}
 
 TEST(CdiVersionTest, MinimumVersionFollowsTheFeaturesUsed) {
   // The rules of tags.cncf.io/container-device-interface specs-go/version.go, one per row.

@@ -12,8 +12,6 @@
 #include <sstream>
 
 #include "cluster.h"
-#include "deviceplugin/allocator.h"
-#include "deviceplugin/inventory.h"
 #include "dra/api.h"
 #include "dra/cdi.h"
 #include "dra/driver.h"
@@ -23,6 +21,8 @@
 #include "fake_apiserver.h"
 #include "fake_dra_kubelet.h"
 #include "k8s/client.h"
+#include "node/container_edits.h"
+#include "node/inventory.h"
 #include "process.h"
 #include "test_util.h"
 
@@ -120,13 +120,7 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
     fs::create_directories(dir.path() + sub);
   }
   fs::copy_file(FRACGPU_LIBVGPU_TESTPATH, hook + "/vgpu/libvgpu.so");
-  {
-    deviceplugin::AllocatorOptions ao;
-    ao.hook_path = hook;
-    deviceplugin::Allocator host_files(ao, nullptr, nullptr,
-                                       [] { return std::vector<core::DeviceInfo>{}; });
-    ASSERT_TRUE(host_files.PrepareHostFiles().ok());
-  }
+  ASSERT_TRUE(node::PrepareHostFiles(hook).ok());
   fakes::FakeApiServer api;
   k8s::Config config;
   config.server = api.url();
@@ -134,7 +128,7 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
 
   // The node: one 16 GiB GPU, published.
   nvml::GpuInfo gpu{kUuid0, 0, "Tesla T4", static_cast<uint64_t>(kGpuMiB) << 20, "0000:3b:00.0", 0};
-  auto infos = deviceplugin::BuildDeviceInfos({gpu}, deviceplugin::DeviceConfig{}, {});
+  auto infos = node::BuildDeviceInfos({gpu}, node::DeviceConfig{}, {});
   SliceOptions so{kDriverName, kNode, true, 0, "", true};
   SlicePublisher publisher(so, client.get());
   ASSERT_TRUE(publisher.Sync(BuildSliceDevices(infos, {gpu}, {}, so)).ok());

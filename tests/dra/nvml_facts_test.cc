@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "deviceplugin/inventory.h"
 #include "dra/api.h"
 #include "dra/slices.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
+#include "node/inventory.h"
 #include "nvml/nvml.h"
 #include "test_util.h"
 
@@ -52,7 +52,7 @@ json PublishedDevices(const std::string& library, std::vector<std::string>* omit
   EXPECT_TRUE(client.ok());
   SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   SlicePublisher publisher(opt, client->get());
-  auto infos = deviceplugin::BuildDeviceInfos(*gpus, deviceplugin::DeviceConfig{}, {});
+  auto infos = node::BuildDeviceInfos(*gpus, node::DeviceConfig{}, {});
   auto gen = publisher.Sync(BuildSliceDevices(infos, *gpus, facts.by_uuid, opt));
   EXPECT_TRUE(gen.ok()) << gen.status().ToString();
   auto stored = api.Get("resourceslices", "", publisher.SliceName());

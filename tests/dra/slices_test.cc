@@ -4,11 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include "deviceplugin/inventory.h"
 #include "dra/api.h"
 #include "dra/placement.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
+#include "node/inventory.h"
 #include "test_util.h"
 
 namespace fracgpu::dra {
@@ -23,7 +23,7 @@ std::vector<nvml::GpuInfo> Gpus() {
 
 TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
   // The device plugin's own inventory code makes the register entries.
-  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
+  auto infos = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {kUuid1});
   std::map<std::string, GpuFacts> facts = {{kUuid0, {"Ampere", "8.0", "535.104.05"}}};
   json devices = BuildSliceDevices(infos, Gpus(), facts, {kDriverName, kNode, true, 0, "", true});
   ASSERT_EQ(devices.size(), 2u);
@@ -56,7 +56,7 @@ TEST(SlicesTest, DevicesCarryAttributesCapacitiesAndPolicies) {
 }
 
 TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
-  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  auto infos = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {});
   json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, false, 0, "", true});
   for (const auto& d : devices) {
     EXPECT_FALSE(d.contains("allowMultipleAllocations"));
@@ -82,9 +82,9 @@ TEST(SlicesTest, WholeDeviceModeHasNoSharingAndNoPolicies) {
 TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
   // A request without memory (the whole-GPU class) must take the whole card, so defaultMemory
   // is not the policy default (it would make "whole" a defaultMemory-sized share).
-  deviceplugin::DeviceConfig config;
+  node::DeviceConfig config;
   config.default_memory_mib = 2000;
-  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), config, {});
+  auto infos = node::BuildDeviceInfos(Gpus(), config, {});
   json devices = BuildSliceDevices(infos, Gpus(), {}, {kDriverName, kNode, true, 0, "", true});
   for (const auto& d : devices) {
     EXPECT_EQ(d["capacity"]["memory"]["requestPolicy"]["default"],
@@ -93,7 +93,7 @@ TEST(SlicesTest, MemoryDefaultIsTheWholeCardWhateverDefaultMemorySays) {
 }
 
 TEST(SlicesTest, SameSliceSpecComparesCapacityQuantitiesByValue) {
-  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  auto infos = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {});
   SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   json want = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 3)["spec"];
   // What the API server returns: 81920Mi stored as 80Gi.
@@ -134,7 +134,7 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   ASSERT_TRUE(client.ok());
   SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   SlicePublisher pub(opt, client->get());
-  auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  auto healthy = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {});
   auto g1 = pub.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt));
   ASSERT_TRUE(g1.ok()) << g1.status().ToString();
   EXPECT_EQ(*g1, 1);
@@ -152,7 +152,7 @@ TEST(SlicesTest, PublisherCreatesUpdatesWithNewGenerationAndSkipsNoChange) {
   EXPECT_EQ(again.Sync(BuildSliceDevices(healthy, Gpus(), {}, opt)).value(), 1);
   EXPECT_EQ(api.CountRequests("PUT", "/apis/resource.k8s.io/v1/resourceslices"), puts_before);
   // A GPU turns unhealthy: generation 2.
-  auto sick = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid0});
+  auto sick = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {kUuid0});
   EXPECT_EQ(again.Sync(BuildSliceDevices(sick, Gpus(), {}, opt)).value(), 2);
   stored = api.Get("resourceslices", "", "node-a-gpu.fracgpu.io");
   EXPECT_EQ((*stored)["spec"]["pool"]["generation"], 2);
@@ -173,7 +173,7 @@ TEST(SlicesTest, PublisherOwnsTheSliceByItsNodeWithoutANewGeneration) {
   config.server = api.url();
   auto client = k8s::Client::Create(config);
   ASSERT_TRUE(client.ok());
-  auto healthy = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  auto healthy = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {});
   // A slice published by a driver that could not read its Node: no ownerReference.
   SliceOptions plain{kDriverName, kNode, true, 0, "", true};
   ASSERT_EQ(SlicePublisher(plain, client->get())
@@ -203,7 +203,7 @@ TEST(SlicesTest, PublisherOwnsTheSliceByItsNodeWithoutANewGeneration) {
 }
 
 TEST(SlicesTest, DroppedConsumableFieldsNamesWhatTheApiServerLeftOut) {
-  auto infos = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {});
+  auto infos = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {});
   SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   json sent = BuildResourceSlice(BuildSliceDevices(infos, Gpus(), {}, opt), opt, 1)["spec"];
   EXPECT_TRUE(DroppedConsumableFields(sent, sent).empty());
@@ -224,7 +224,7 @@ TEST(SlicesTest, DroppedConsumableFieldsNamesWhatTheApiServerLeftOut) {
 }
 
 TEST(SlicesTest, AnUnhealthyGpuIsTaintedNoExecuteAndTheStampDoesNotRewrite) {
-  auto sick = deviceplugin::BuildDeviceInfos(Gpus(), deviceplugin::DeviceConfig{}, {kUuid1});
+  auto sick = node::BuildDeviceInfos(Gpus(), node::DeviceConfig{}, {kUuid1});
   SliceOptions opt{kDriverName, kNode, true, 0, "", true};
   json devices = BuildSliceDevices(sick, Gpus(), {}, opt);
   EXPECT_FALSE(devices[0].contains("taints"));

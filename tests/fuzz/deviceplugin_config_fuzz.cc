@@ -1,17 +1,18 @@
-// Fuzz target: the device plugin's parsers of outside input. The first byte picks the parser
-// (YAML device config, node overrides JSON, Xid policy env, node lock annotation); the rest is
-// the input. Each must return a value or an error, never crash, and a parsed config must
-// satisfy the documented ranges.
+// Fuzz target: the node plugins' parsers of outside input (node/config.h, node/health.h and the
+// device plugin's LockedPod). The first byte picks the parser (YAML device config, node overrides
+// JSON, Xid policy env, node lock annotation); the rest is the input. Each must return a value
+// or an error, never crash, and a parsed config must satisfy the documented ranges.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "deviceplugin/allocator.h"
-#include "deviceplugin/config.h"
-#include "deviceplugin/health.h"
+#include "node/config.h"
+#include "node/health.h"
 
 using namespace fracgpu::deviceplugin;  // NOLINT
+using namespace fracgpu::node;          // NOLINT
 
 namespace {
 void CheckRanges(const DeviceConfig& c) {

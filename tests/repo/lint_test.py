@@ -30,6 +30,19 @@ def clang_format_14():
     return False
 
 
+def import_lint():
+    """scripts/lint/lint.py as a module (no __pycache__ left in the tree)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fracgpu_lint", LINT)
+    module = importlib.util.module_from_spec(spec)
+    sys.dont_write_bytecode, saved = True, sys.dont_write_bytecode
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = saved
+    return module
+
+
 class Scratch:
     """A throw-away tree: write(rel, text) then lint it."""
 
@@ -184,6 +197,76 @@ class LintTest(unittest.TestCase):
         t = self.scratch()
         t.write("src/core/a.cc", 'auto s = R"js(throw "x"; getenv(")js";\nint n = 1\'000;\nint m = 2\'000;\n')
         self.assertEqual(t.lint()[0], 0)
+
+    def test_the_node_plugins_are_siblings_over_node(self):
+        # dra/ and deviceplugin/ never include each other; both include node/, which includes
+        # neither (issue 35 item 3).
+        t = self.scratch()
+        t.write("src/dra/cdi.cc", '#include "node/container_edits.h"\n#include "deviceplugin/allocator.h"\n')
+        t.write("src/deviceplugin/allocator.cc", '#include "node/config.h"\n#include "dra/cdi.h"\n')
+        t.write("src/node/config.cc", '#include "nvml/gpu_source.h"\n#include "deviceplugin/server.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.strip().splitlines(), [
+            "src/deviceplugin/allocator.cc:2: layering: 'deviceplugin' includes \"dra/...\"; it may include "
+            "api, base, core, k8s, kubelet, node, nvml",
+            "src/dra/cdi.cc:2: layering: 'dra' includes \"deviceplugin/...\"; it may include base, core, k8s, node, nvml",
+            "src/node/config.cc:2: layering: 'node' includes \"deviceplugin/...\"; it may include api, base, core, nvml",
+        ])
+
+    def test_vgpu_includes_nothing_above_it_but_vgpu_cli_is_exempt(self):
+        # src/vgpu/cli/ is its own LAYERS entry until it moves out (issue 35 item 3 follow-up);
+        # every other file under src/vgpu/ includes api/ only.
+        t = self.scratch()
+        t.write("src/vgpu/hooks.cc", '#include "api/region.h"\n#include "base/status.h"\n')
+        t.write("src/vgpu/sub/x.cc", '#include "enforce/enforce.h"\n')
+        t.write("src/vgpu/cli/run.cc", '#include "enforce/enforce.h"\n#include "base/status.h"\n')
+        rc, out, _ = t.lint()
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.strip().splitlines(), [
+            "src/vgpu/hooks.cc:2: layering: 'vgpu' includes \"base/...\"; it may include api",
+            "src/vgpu/sub/x.cc:1: layering: 'vgpu' includes \"enforce/...\"; it may include api",
+        ])
+
+    def test_the_table_allows_only_components_below(self):
+        lint = import_lint()
+        self.assertEqual(lint.table_violations(), [])
+        saved = dict(lint.LAYERS)
+        try:
+            lint.LAYERS["vgpu"] = {"api", "core"}  # core is listed above vgpu
+            lint.LAYERS["node"] = lint.LAYERS["node"] | {"dra"}  # dra is listed above node
+            self.assertEqual(sorted(v[3] for v in lint.table_violations()), [
+                "LAYERS['node'] allows 'dra', which is not below it",
+                "LAYERS['vgpu'] allows 'core', which is not below it",
+            ])
+        finally:
+            lint.LAYERS.clear()
+            lint.LAYERS.update(saved)
+
+    def test_architecture_and_style_list_the_table(self):
+        # docs/design/ARCHITECTURE.md's layer map names every LAYERS folder in the table's order,
+        # and its include table says what LAYERS says; docs/design/STYLE.md names every folder.
+        import re
+        lint = import_lint()
+        with open(os.path.join(ROOT, "docs/design/ARCHITECTURE.md"), encoding="utf-8") as f:
+            arch = f.read()
+        layers = arch[arch.index("## Layers"):]
+        block = layers[layers.index("```") + 3:]
+        block = block[:block.index("```")]
+        named = []
+        for m in re.finditer(r"(?<![\w/.])([a-z0-9_]+(?:/cli)?)/", block):
+            if m.group(1) not in named:
+                named.append(m.group(1))
+        self.assertEqual(named, list(lint.LAYERS))
+        rows = {}
+        for m in re.finditer(r"^\| `([a-z0-9_/]+)/` \| ([^|]*) \|$", layers, re.M):
+            deps = m.group(2).strip()
+            rows[m.group(1)] = set() if deps == "nothing" else {d.strip() for d in deps.split(",")}
+        self.assertEqual(rows, lint.LAYERS)
+        with open(os.path.join(ROOT, "docs/design/STYLE.md"), encoding="utf-8") as f:
+            style = f.read()
+        for comp in lint.LAYERS:
+            self.assertIn(f"src/{comp}/", style)
 
     def test_a_root_without_src_is_bad_usage(self):
         with tempfile.TemporaryDirectory() as d:

@@ -16,9 +16,9 @@
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "core/signature.h"
-#include "deviceplugin/config.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
+#include "node/config.h"
 #include "scheduler/service.h"
 #include "type_swap.h"
 
@@ -253,7 +253,7 @@ TEST_F(ExtenderTest, FilterPrioritizeBindInKubeSchedulerShapes) {
 // `fracgpu scheduler --device-config-file` loads): 20 units × 1024 MiB do not fit a 16,000 MiB
 // card (20 MiB would), and the grant records 20,480 MiB.
 TEST_F(ExtenderTest, DeviceConfigNamesAndMemoryFactorReachFilterAndBind) {
-  auto config = deviceplugin::ParseDeviceConfigYaml(R"(
+  auto config = node::ParseDeviceConfigYaml(R"(
 nvidia:
   resourceCountName: example.com/vgpu
   resourceMemoryName: example.com/vgpu-memory

@@ -107,8 +107,7 @@ TEST_F(WebhookDraTest, GpuRequestBecomesTemplateAndClaims) {
 // without gpumem asks for defaultMemory, not the whole card, and gpumem counts in
 // memoryFactor units.
 TEST_F(WebhookDraTest, DeviceConfigDefaultMemoryAndMemoryFactorReachTheClaim) {
-  auto dc =
-      deviceplugin::ParseDeviceConfigYaml("nvidia:\n  defaultMemory: 4096\n  memoryFactor: 1024\n");
+  auto dc = node::ParseDeviceConfigYaml("nvidia:\n  defaultMemory: 4096\n  memoryFactor: 1024\n");
   ASSERT_TRUE(dc.ok()) << dc.status().ToString();
   ApplyDeviceConfig(*dc, &config_);
   json r =

@@ -128,7 +128,7 @@ TEST(WebhookTest, MemoryWithoutGpuCountGetsOneGpuAndNoCores) {
 // --device-config-file` does): custom names, defaultGPUNum written into limits, overwriteEnv
 // off, and a pod under the default nvidia.com/* names is not a GPU pod of this cluster.
 TEST(WebhookTest, DeviceConfigNamesDefaultsAndOverwriteEnv) {
-  auto dc = deviceplugin::ParseDeviceConfigYaml(R"(
+  auto dc = node::ParseDeviceConfigYaml(R"(
 nvidia:
   resourceCountName: example.com/vgpu
   resourceMemoryName: example.com/vgpu-memory

@@ -205,7 +205,7 @@ TEST(VgpuLimits, StrictFileGrammarRefusesEveryBrokenFile) {
   EXPECT_NE(std::string(nul.error).find("line 1"), std::string::npos) << nul.error;
 }
 
-// What the device plugin and the DRA driver write (deviceplugin::LimitsFileContent: visible
+// What the device plugin and the DRA driver write (node::LimitsFileContent: visible
 // devices, then per device the memory and SM limit, then region path, policy and priority)
 // parses without an error; so do CRLF line ends, comments and blank lines.
 TEST(VgpuLimits, TheDevicePluginsFileParses) {

@@ -1,9 +1,9 @@
-#include "deviceplugin/inventory.h"
+#include "node/inventory.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 std::string GpuTypeName(const std::string& nvml_name) {
   if (nvml_name.rfind("NVIDIA", 0) == 0) return nvml_name;
@@ -57,4 +57,4 @@ Result<std::string> ReplicaUuid(const std::string& replica_id) {
   return replica_id.substr(0, dash);
 }
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

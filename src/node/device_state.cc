@@ -1,8 +1,8 @@
-#include "deviceplugin/device_state.h"
+#include "node/device_state.h"
 
-#include "deviceplugin/inventory.h"
+#include "node/inventory.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 DeviceState::DeviceState(std::vector<nvml::GpuInfo> gpus, DeviceConfig config)
     : gpus_(std::move(gpus)), config_(std::move(config)) {}
@@ -51,4 +51,4 @@ void DeviceState::Wake() {
   cv_.notify_all();
 }
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

@@ -1,6 +1,7 @@
 #pragma once
-// The node's GPUs as the plugin currently advertises them, with health, and a change counter
-// that ListAndWatch streams and the registration loop wait on.
+// The node's GPUs as the node plugin currently advertises them, with health, and a change counter
+// that the device plugin's ListAndWatch and registration loop, and the DRA driver's
+// ResourceSlice loop, wait on.
 
 #include <atomic>
 #include <chrono>
@@ -11,10 +12,10 @@
 #include <vector>
 
 #include "core/device.h"
-#include "deviceplugin/config.h"
+#include "node/config.h"
 #include "nvml/gpu_source.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 /// GPUs + health + change notification. Thread-safe.
 class DeviceState {
@@ -46,4 +47,4 @@ class DeviceState {
   uint64_t wakes_ = 0;
 };
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

@@ -1,22 +1,19 @@
 // Register entries and replica IDs built from discovered GPUs (docs/design/CONTRACT.md §2,
-// docs/design/hami-behaviour.md §4.3), the health watcher, and the node registration annotation.
-#include "deviceplugin/inventory.h"
+// docs/design/hami-behaviour.md §4.3), the health watcher and the device state.
+#include "node/inventory.h"
 
 #include <gtest/gtest.h>
 
 #include <deque>
 
-#include "core/codec.h"
-#include "deviceplugin/device_state.h"
-#include "deviceplugin/health.h"
-#include "deviceplugin/registrar.h"
-#include "fake_cluster.h"
+#include "node/device_state.h"
+#include "node/health.h"
 #include "test_support.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 namespace {
 
-using namespace testing;  // NOLINT
+using namespace deviceplugin::testing;  // NOLINT (GPUs and UUIDs of the plugin tests)
 
 TEST(Inventory, TypeNameGetsTheNvidiaPrefixOnlyWhenMissing) {
   EXPECT_EQ(GpuTypeName("Tesla V100-PCIE-32GB"), "NVIDIA-Tesla V100-PCIE-32GB");
@@ -135,39 +132,6 @@ TEST(Health, XidWithoutDeviceMarksEveryGpuAndNoEventApiStopsWatching) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
 }
 
-TEST(Registrar, PatchesOnlyWhenTheValueChanges) {
-  FakeCluster cluster;
-  cluster.PutNode(MakeNode());
-  DeviceState state(TwoGpus(), DeviceConfig{});
-  NodeRegistrar registrar(kNode, &cluster);
-  auto first = registrar.Sync(state.Devices());
-  ASSERT_TRUE(first.ok());
-  EXPECT_TRUE(*first);
-  std::string value =
-      cluster.Node(kNode)["metadata"]["annotations"]["hami.io/node-nvidia-register"];
-  auto decoded = core::DecodeNodeRegister(value);
-  ASSERT_TRUE(decoded.ok()) << value;
-  EXPECT_EQ(*decoded, state.Devices());
-  auto again = registrar.Sync(state.Devices());
-  ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(*again);
-  EXPECT_EQ(cluster.node_patches(), 1);
-  ASSERT_TRUE(state.MarkUnhealthy(kUuidA));
-  auto changed = registrar.Sync(state.Devices());
-  ASSERT_TRUE(changed.ok());
-  EXPECT_TRUE(*changed);
-  EXPECT_EQ(cluster.node_patches(), 2);
-  auto after = core::DecodeNodeRegister(
-      cluster.Node(kNode)["metadata"]["annotations"]["hami.io/node-nvidia-register"]);
-  ASSERT_TRUE(after.ok());
-  EXPECT_FALSE((*after)[0].health);
-  EXPECT_TRUE((*after)[1].health);
-  cluster.FailNext("patch_node", 1, Unavailable("503"));
-  auto down = registrar.Sync(state.Devices());
-  ASSERT_FALSE(down.ok());
-  EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
-}
-
 TEST(DeviceState, WaitForChangeReturnsAtOnceWhenAlreadyChanged) {
   DeviceState state(TwoGpus(), DeviceConfig{});
   uint64_t v = state.version();
@@ -178,4 +142,4 @@ TEST(DeviceState, WaitForChangeReturnsAtOnceWhenAlreadyChanged) {
 }
 
 }  // namespace
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

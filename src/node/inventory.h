@@ -1,7 +1,7 @@
 #pragma once
 // What this node's GPUs offer: the register annotation's entries (docs/design/CONTRACT.md §2) and
-// the replica device IDs advertised to kubelet (docs/design/hami-behaviour.md §4.3: each GPU as
-// `count` devices `<UUID>-<i>`).
+// the replica device IDs the device plugin advertises to kubelet (docs/design/hami-behaviour.md
+// §4.3: each GPU as `count` devices `<UUID>-<i>`). The DRA driver publishes the same entries.
 
 #include <set>
 #include <string>
@@ -9,10 +9,10 @@
 
 #include "base/status.h"
 #include "core/device.h"
-#include "deviceplugin/config.h"
+#include "node/config.h"
 #include "nvml/gpu_source.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 /// NVML's product name as the register annotation's `type`: prefixed with "NVIDIA-" unless it
 /// already starts with "NVIDIA" (docs/design/CONTRACT.md §2).
@@ -33,4 +33,4 @@ std::string ReplicaId(const std::string& uuid, int32_t replica);
 /// Errors: kInvalidArgument naming the ID when it has no numeric suffix.
 Result<std::string> ReplicaUuid(const std::string& replica_id);
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

@@ -1,4 +1,4 @@
-#include "deviceplugin/config.h"
+#include "node/config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 namespace {
 
@@ -396,4 +396,4 @@ Result<DeviceConfig> ApplyNodeOverrides(const DeviceConfig& base, const std::str
   return out;
 }
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

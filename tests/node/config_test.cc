@@ -1,6 +1,6 @@
 // Cluster device config YAML, per-node overrides JSON and the Xid policy env: good inputs and
 // a table of bad ones (each error names the field and the value).
-#include "deviceplugin/config.h"
+#include "node/config.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <set>
 #include <sstream>
 
-#include "deviceplugin/health.h"
+#include "node/health.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 namespace {
 
 TEST(DeviceConfigYaml, ReadsTheNvidiaSection) {
@@ -325,4 +325,4 @@ TEST(XidPolicy, DefaultsAndEnvironment) {
 }
 
 }  // namespace
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

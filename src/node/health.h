@@ -1,7 +1,7 @@
 #pragma once
 // GPU health from NVML Xid critical-error events (docs/design/hami-behaviour.md §4.7): an Xid
-// outside the ignored list marks the GPU unhealthy; ListAndWatch and the register annotation
-// follow.
+// outside the ignored list marks the GPU unhealthy; the device plugin's ListAndWatch and register
+// annotation, and the DRA driver's ResourceSlice, follow.
 
 #include <chrono>
 #include <functional>
@@ -10,10 +10,10 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "deviceplugin/device_state.h"
+#include "node/device_state.h"
 #include "nvml/gpu_source.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 /// Which Xids count. Default: every Xid except 13, 31, 43, 45, 68 and 109, which are
 /// application errors rather than GPU faults (the list HAMi and NVIDIA's plugin use).
@@ -39,4 +39,4 @@ Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState
                    base::StopSignal* stop, const std::function<void()>& on_change,
                    std::chrono::milliseconds wait_step = std::chrono::milliseconds(1000));
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

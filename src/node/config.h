@@ -1,6 +1,7 @@
 #pragma once
-// Device-plugin configuration: the cluster device config (YAML, the `nvidia:` section HAMi's
-// chart ships as device-config.yaml, shared with the scheduler) and the per-node overrides
+// The node plugins' configuration (device plugin and DRA driver): the cluster device config
+// (YAML, the `nvidia:` section HAMi's chart ships as device-config.yaml, shared with the scheduler
+// and the webhook, which link it alone as fracgpu_device_config) and the per-node overrides
 // (JSON `{"nodeconfig":[{"name":…}]}`), docs/design/hami-behaviour.md §4.1. Both are outside input:
 // parsed in one place, validated, fuzzed (tests/fuzz/deviceplugin_config_fuzz.cc).
 
@@ -12,7 +13,7 @@
 #include "base/status.h"
 #include "core/request.h"
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 /// Everything the device plugin, the DRA driver, the webhook and the scheduler read from the
 /// cluster device config and the per-node overrides.
@@ -69,4 +70,4 @@ const std::vector<std::string>& KnownNvidiaKeys();
 Result<DeviceConfig> ApplyNodeOverrides(const DeviceConfig& base, const std::string& json_text,
                                         const std::string& node_name);
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node

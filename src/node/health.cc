@@ -1,10 +1,10 @@
-#include "deviceplugin/health.h"
+#include "node/health.h"
 
 #include <spdlog/spdlog.h>
 
 #include <charconv>
 
-namespace fracgpu::deviceplugin {
+namespace fracgpu::node {
 
 namespace {
 
@@ -69,4 +69,4 @@ Status WatchHealth(nvml::GpuSource* source, const XidPolicy& policy, DeviceState
   return Status::Ok();
 }
 
-}  // namespace fracgpu::deviceplugin
+}  // namespace fracgpu::node
