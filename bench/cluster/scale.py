@@ -1,0 +1,804 @@
+#!/usr/bin/env python3
+"""Scale benchmark of the real control plane with fracgpu's extender (issue 37 item 1).
+
+    python3 bench/cluster/scale.py --nodes 5000 --pods 10000          # the table of docs/performance.md
+    python3 bench/cluster/scale.py --smoke                           # 50 nodes, 200 pods a phase
+
+One command: `scripts/cluster.sh up --nodes 0` (etcd, kube-apiserver, kube-controller-manager,
+the default kube-scheduler, deploy/ applied, `fracgpu scheduler` with its webhook and extender,
+fracgpu's kube-scheduler with the extender config deploy/ ships; no kubelets) in its own state
+folder and port offset; then kube-controller-manager and `fracgpu ui` are stopped (with no kubelet
+the node lifecycle controller would taint every node unreachable after its grace period, and the
+UI is not part of the path measured). Nodes are created as API objects, as a kubelet and
+fracgpu's device plugin would leave them: status.allocatable (cpu, memory, pods, nvidia.com/gpu),
+a Ready condition, and the `hami.io/node-nvidia-register` annotation in the device plugin's
+format (8 GPUs, split count 10); `fracgpu scheduler` writes `hami.io/node-handshake` itself.
+
+Two phases in the same cluster, one after the other, each with the same number of pods created
+at a fixed rate (a token-bucket dispatcher, parallel POSTs over keep-alive connections):
+
+  1. extender: HAMi-slice pods (nvidia.com/gpu 1, nvidia.com/gpumem, nvidia.com/gpucores),
+     created through the API server's admission chain with fracgpu's mutating webhook, which sets
+     schedulerName fracgpu-scheduler: fracgpu's kube-scheduler with the extender (/filter,
+     /prioritize, /bind) places them.
+  2. plain: whole-GPU pods (nvidia.com/gpu 1, an extended resource in allocatable), labelled
+     hami.io/webhook=ignore so the webhook leaves them to the default kube-scheduler (no
+     extender).
+
+Nothing runs the pods (no kubelet); a pod counts when kube-scheduler reports it scheduled
+(scheduler_schedule_attempts_total{result="scheduled"}, which it records after the bind), and
+the end is checked against the API (pods with spec.nodeName). Figures: pods per second (pods
+bound / time from the first create to the last bind), kube-scheduler's own latency histograms
+(scheduler_scheduling_attempt_duration_seconds, scheduler_scheduling_algorithm_duration_seconds,
+scheduler_pod_scheduling_sli_duration_seconds; quantiles interpolated in the buckets as
+Prometheus' histogram_quantile does), the extender's server-side time per endpoint
+(fracgpu_http_request_duration_seconds) and its share of kube-scheduler's attempt time, and
+CPU seconds (utime+stime from /proc/<pid>/stat) and RSS (VmRSS sampled; VmHWM) of kube-apiserver,
+etcd, each kube-scheduler and fracgpu scheduler per phase, with the machine's load average.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import queue
+import re
+import shutil
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(REPO, "scripts", "cluster.sh")
+REGISTER = "hami.io/node-nvidia-register"
+HANDSHAKE = "hami.io/node-handshake"
+LOCK = "hami.io/mutex.lock"
+NS = "bench"
+GPU_MIB = 81920
+GPU_TYPE = "NVIDIA A100-SXM4-80GB"
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTPS clients (one connection per thread, kept alive)
+
+class Client:
+    def __init__(self, host, port, ca, cert, key):
+        self.host, self.port = host, port
+        self.ctx = ssl.create_default_context(cafile=ca)
+        self.ctx.check_hostname = False
+        self.ctx.load_cert_chain(cert, key)
+        self.local = threading.local()
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=120)
+            self.local.conn = c
+        return c
+
+    def request(self, method, path, body=None, headers=None, retries=3):
+        hdrs = {"Accept": "application/json"}
+        if body is not None:
+            hdrs["Content-Type"] = "application/json"
+            if not isinstance(body, (bytes, str)):
+                body = json.dumps(body)
+        hdrs.update(headers or {})
+        for attempt in range(retries):
+            c = self._conn()
+            try:
+                c.request(method, path, body=body, headers=hdrs)
+                r = c.getresponse()
+                data = r.read()
+                return r.status, data
+            except (OSError, http.client.HTTPException):
+                c.close()
+                self.local.conn = None
+                if attempt == retries - 1:
+                    raise
+                time.sleep(0.2)
+
+
+def kubeconfig_paths(state):
+    pki = os.path.join(state, "pki")
+    return {"ca": f"{pki}/ca.crt", "cert": f"{pki}/admin.crt", "key": f"{pki}/admin.key"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus text
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text, names):
+    """{(name, frozenset(labels)): value} for the families whose name starts with one of names."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#" or not line.startswith(names):
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            continue
+        labels = frozenset(LABEL.findall(m.group(3) or ""))
+        try:
+            out[(m.group(1), labels)] = float(m.group(4))
+        except ValueError:
+            pass
+    return out
+
+
+def select(samples, name, **want):
+    """Samples of name whose labels include want: list of (labels dict, value)."""
+    res = []
+    for (n, labels), v in samples.items():
+        if n != name:
+            continue
+        d = dict(labels)
+        if all(d.get(k) == val for k, val in want.items()):
+            res.append((d, v))
+    return res
+
+
+def histogram(samples, base, **want):
+    """(buckets [(le, cumulative count)], sum, count) summed over the series matching want."""
+    buckets = {}
+    for d, v in select(samples, base + "_bucket", **want):
+        le = float("inf") if d["le"] == "+Inf" else float(d["le"])
+        buckets[le] = buckets.get(le, 0.0) + v
+    s = sum(v for _, v in select(samples, base + "_sum", **want))
+    c = sum(v for _, v in select(samples, base + "_count", **want))
+    return sorted(buckets.items()), s, c
+
+
+def hist_delta(after, before):
+    b = dict(before[0])
+    return ([(le, n - b.get(le, 0.0)) for le, n in after[0]], after[1] - before[1], after[2] - before[2])
+
+
+def quantile(q, hist):
+    """Prometheus histogram_quantile: linear interpolation inside the bucket."""
+    buckets, _, count = hist
+    if count <= 0 or not buckets:
+        return float("nan")
+    rank = q * buckets[-1][1]
+    prev_le, prev_n = 0.0, 0.0
+    for le, n in buckets:
+        if n >= rank:
+            if le == float("inf"):
+                return prev_le
+            if n == prev_n:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_n) / (n - prev_n)
+        prev_le, prev_n = le, n
+    return buckets[-1][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+def proc_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_mem(pid):
+    rss = hwm = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1]) * 1024
+    return rss, hwm
+
+
+def component_pid(state, name):
+    """The daemon's pid (setsid execs the command; if it forked, its one child)."""
+    pid = int(open(os.path.join(state, "pids", name)).read())
+    exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    if exe == "setsid":
+        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        pid = int(kids[0])
+    return pid
+
+
+COMPONENTS = [("kube-apiserver", "apiserver"), ("etcd", "etcd"),
+              ("kube-scheduler (fracgpu profile)", "fracgpu-kube-scheduler"),
+              ("kube-scheduler (default)", "kube-scheduler-default"),
+              ("fracgpu scheduler", "fracgpu-scheduler")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects
+
+def register_annotation(node_index, gpus):
+    return json.dumps([{
+        "id": f"GPU-{node_index:08x}-{g:04x}-4000-8000-{node_index:012x}",
+        "index": g, "count": 10, "devmem": GPU_MIB, "devcore": 100, "type": GPU_TYPE,
+        "numa": 0 if g < gpus // 2 else 1, "health": True, "mode": "hami-core"}
+        for g in range(gpus)], separators=(",", ":"))
+
+
+def node_object(i, gpus):
+    name = f"scale-{i:05d}"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    res = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus),
+           "ephemeral-storage": "1Ti"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name,
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64", "gpu": "on",
+                                "fracgpu.io/bench": "scale"},
+                     "annotations": {REGISTER: register_annotation(i, gpus)}},
+        "spec": {},
+        "status": {"capacity": res, "allocatable": res,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                   "message": "bench node (no kubelet)",
+                                   "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                   "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux",
+                                "architecture": "amd64"}},
+    }
+
+
+def slice_pod(i):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"slice-{i:05d}", "namespace": NS, "labels": {"bench": "slice"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1",
+                                                              "nvidia.com/gpumem": "4000",
+                                                              "nvidia.com/gpucores": "10"}}}]}}
+
+
+def whole_pod(i):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"whole-{i:05d}", "namespace": NS,
+                         "labels": {"bench": "whole", "hami.io/webhook": "ignore"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def run_parallel(items, fn, threads):
+    q = queue.Queue()
+    for it in items:
+        q.put(it)
+    errors = []
+
+    def worker():
+        while True:
+            try:
+                it = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fn(it)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} errors, first: {errors[0]}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+class LockReleaser:
+    """Plays the one part of fracgpu's device plugin that scheduling waits for: the release of
+    the node lock `hami.io/mutex.lock` that /bind takes (the device plugin drops it after the
+    kubelet's Allocate; with no kubelet nobody would, and each node would take one slice pod per
+    lock expiry, 5 min). A watch on the bench's nodes; each lock seen is removed `delay_s` later
+    with a merge patch guarded by the node's resourceVersion (a newer lock is left alone)."""
+
+    def __init__(self, bench, delay_s, threads=2):
+        self.b, self.delay_s = bench, delay_s
+        self.q = queue.Queue()
+        self.released = 0
+        self.conflicts = 0
+        self.stop = False
+        self.lock = threading.Lock()
+        self.ts = [threading.Thread(target=self.watch, daemon=True)] + \
+            [threading.Thread(target=self.worker, daemon=True) for _ in range(threads)]
+        for t in self.ts:
+            t.start()
+
+    def watch(self):
+        rv = ""
+        sel = "labelSelector=fracgpu.io%2Fbench%3Dscale"
+        while not self.stop:
+            try:
+                conn = http.client.HTTPSConnection(self.b.api.host, self.b.api.port,
+                                                   context=self.b.api.ctx, timeout=600)
+                path = f"/api/v1/nodes?watch=1&allowWatchBookmarks=true&{sel}"
+                if rv:
+                    path += f"&resourceVersion={rv}"
+                conn.request("GET", path, headers={
+                    "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+                r = conn.getresponse()
+                while not self.stop:
+                    line = r.readline()
+                    if not line:
+                        break
+                    ev = json.loads(line)
+                    meta = ev["object"].get("metadata", {})
+                    if ev["type"] == "ERROR":
+                        rv = ""
+                        break
+                    rv = meta.get("resourceVersion", rv)
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        val = meta.get("annotations", {}).get(LOCK)
+                        if val:
+                            self.q.put((time.time(), meta["name"], meta["resourceVersion"]))
+                conn.close()
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                log(f"lock releaser: watch: {e!r}; again")
+                time.sleep(0.5)
+
+    def worker(self):
+        while True:
+            seen, node, rv = self.q.get()
+            if node is None:
+                return
+            wait = seen + self.delay_s - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            st, body = self.b.api.request(
+                "PATCH", f"/api/v1/nodes/{node}",
+                {"metadata": {"resourceVersion": rv, "annotations": {LOCK: None}}},
+                headers={"Content-Type": "application/merge-patch+json"})
+            with self.lock:
+                if st == 200:
+                    self.released += 1
+                elif st == 409:
+                    self.conflicts += 1  # the node changed since: its next event brings it back
+
+    def close(self):
+        self.stop = True
+        for _ in self.ts[1:]:
+            self.q.put((0, None, None))
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.state = a.dir
+        self.off = a.port_offset
+        self.env = dict(os.environ, FRACGPU_CLUSTER_DIR=self.state,
+                        FRACGPU_CLUSTER_PORT_OFFSET=str(self.off))
+
+    def cluster(self, *args, check=True):
+        logf = os.path.join(self.a.log_dir, "cluster.log")
+        with open(logf, "a") as f:
+            r = subprocess.run(["bash", self.a.cluster_script, *args], env=self.env, stdout=f,
+                               stderr=f)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"scripts/cluster.sh {' '.join(args)} failed (see {logf})")
+
+    def up(self):
+        t0 = time.time()
+        log(f"scripts/cluster.sh up --nodes 0 (state {self.state}, port offset {self.off})")
+        self.cluster("up", "--nodes", "0", "--build", self.a.build)
+        # No kubelet renews a Lease: the node lifecycle controller would mark every node
+        # unreachable and taint it NoSchedule. The UI is not on the measured path.
+        self.cluster("stop", "kcm")
+        self.cluster("stop", "fracgpu-ui")
+        if self.a.kube_api_qps:
+            self.raise_qps(self.a.kube_api_qps)
+        p = kubeconfig_paths(self.state)
+        self.api = Client("127.0.0.1", 29444 + self.off, p["ca"], p["cert"], p["key"])
+        self.ksched = {  # kube-scheduler's secure port: the API server's CA signs the admin cert
+            "fracgpu": Client("127.0.0.1", 29260 + self.off, None, p["cert"], p["key"]),
+            "default": Client("127.0.0.1", 29259 + self.off, None, p["cert"], p["key"])}
+        for c in self.ksched.values():
+            c.ctx.verify_mode = ssl.CERT_NONE  # self-signed serving certificates
+        f = os.path.join(self.state, "fracgpu")
+        self.ext = Client("127.0.0.1", 29443 + self.off, f"{f}/ca.crt",
+                          f"{self.state}/pki/fracgpu-kube-scheduler-client.crt",
+                          f"{self.state}/pki/fracgpu-kube-scheduler-client.key")
+        self.pids = {label: component_pid(self.state, name) for label, name in COMPONENTS}
+        self.up_s = time.time() - t0
+        log(f"control plane up in {self.up_s:.0f} s; pids {self.pids}")
+
+    def respawn(self, name, argv):
+        """Stops component `name` (scripts/cluster.sh stop) and starts argv in its place, as
+        cluster.sh's start() does (own session, log, pid file: `down` ends it)."""
+        self.cluster("stop", name)
+        os.remove(os.path.join(self.state, "stopped", name))
+        with open(os.path.join(self.state, "logs", f"{name}.log"), "a") as logf:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                    start_new_session=True)
+        with open(os.path.join(self.state, "pids", name), "w") as f:
+            f.write(f"{proc.pid}\n")
+
+    def raise_qps(self, qps):
+        """kube-scheduler's client-side limit is 50 requests/s (burst 100) by default, and the
+        default profile binds with one API call a pod: --kube-api-qps lifts it in both
+        kube-schedulers (the default one's flags; clientConnection.qps/burst in the config of
+        fracgpu's), everything else as scripts/cluster.sh starts them."""
+        import yaml
+        burst = int(2 * qps)
+        for name in ("kube-scheduler-default", "fracgpu-kube-scheduler"):
+            pid = component_pid(self.state, name)
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().rstrip(b"\0").split(b"\0")
+            argv = [x.decode() for x in argv]
+            if name == "kube-scheduler-default":
+                argv += ["--kube-api-qps", f"{qps:g}", "--kube-api-burst", str(burst)]
+            else:
+                cfg = argv[argv.index("--config") + 1]
+                c = yaml.safe_load(open(cfg))
+                c["clientConnection"].update({"qps": qps, "burst": burst})
+                yaml.safe_dump(c, open(cfg, "w"), sort_keys=False)
+            self.respawn(name, argv)
+        time.sleep(3)
+        log(f"both kube-schedulers restarted with client QPS {qps:g}, burst {burst}")
+
+    def down(self):
+        self.cluster("down", check=False)
+
+    def scrape_ksched(self, which):
+        st, body = self.ksched[which].request("GET", "/metrics", headers={"Accept": "text/plain"})
+        if st != 200:
+            raise RuntimeError(f"kube-scheduler ({which}) /metrics: {st} {body[:200]!r}")
+        return parse_metrics(body.decode(), ("scheduler_",))
+
+    def scrape_ext(self):
+        st, body = self.ext.request("GET", "/metrics", headers={"Accept": "text/plain"})
+        if st != 200:
+            raise RuntimeError(f"fracgpu scheduler /metrics: {st} {body[:200]!r}")
+        return parse_metrics(body.decode(), ("fracgpu_http_", "fracgpu_binds_total"))
+
+    def create(self, path, obj, ok=(201,)):
+        st, body = self.api.request("POST", path, obj)
+        if st not in ok:
+            raise RuntimeError(f"POST {path}: {st} {body[:300]!r}")
+
+    def make_namespace(self):
+        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": NS}}, ok=(201, 409))
+        # kube-controller-manager is stopped: the ServiceAccount admission needs this one.
+        self.create(f"/api/v1/namespaces/{NS}/serviceaccounts",
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+                    ok=(201, 409))
+
+    def make_nodes(self):
+        n, gpus = self.a.nodes, self.a.gpus_per_node
+        t0 = time.time()
+        def make(i):
+            obj = node_object(i, gpus)
+            self.create("/api/v1/nodes", obj)
+            # The admission plugin TaintNodesByCondition gives every new node the taint
+            # node.kubernetes.io/not-ready:NoSchedule, which the node lifecycle controller lifts
+            # once the node reports Ready; with that controller stopped, the bench lifts it.
+            st, body = self.api.request(
+                "PATCH", f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": None}},
+                headers={"Content-Type": "application/merge-patch+json"})
+            if st != 200:
+                raise RuntimeError(f"PATCH node: {st} {body[:300]!r}")
+        run_parallel(range(n), make, self.a.threads)
+        self.nodes_create_s = time.time() - t0
+        log(f"{n} nodes created in {self.nodes_create_s:.1f} s")
+
+        def seen():
+            got = {}
+            for w in ("fracgpu", "default"):
+                got[w] = sum(v for _, v in select(self.scrape_ksched(w), "scheduler_cache_size",
+                                                  type="nodes"))
+            return got
+
+        def handshakes():
+            st, body = self.api.request(
+                "GET", "/api/v1/nodes?labelSelector=fracgpu.io%2Fbench%3Dscale",
+                headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+            items = json.loads(body)["items"]
+            return sum(1 for it in items
+                       if "Requesting" in it["metadata"].get("annotations", {}).get(HANDSHAKE, ""))
+
+        deadline = time.time() + max(120, n / 20)
+        while True:
+            s, h = seen(), handshakes()
+            if all(v >= n for v in s.values()) and h >= n:
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"nodes not seen: kube-schedulers {s}, handshakes {h} of {n}")
+            time.sleep(2)
+        self.nodes_ready_s = time.time() - t0
+        log(f"both kube-schedulers hold {n} nodes, fracgpu scheduler wrote {n} handshakes "
+            f"({self.nodes_ready_s:.1f} s after the first create)")
+
+    def procs(self):
+        out = {}
+        for label, pid in self.pids.items():
+            rss, hwm = proc_mem(pid)
+            out[label] = (proc_cpu(pid), rss, hwm)
+        return out
+
+    def phase(self, name, which, make_pod, releaser=None):
+        a = self.a
+        n, rate = a.pods, a.rate
+        k0 = self.scrape_ksched(which)
+        e0 = self.scrape_ext()
+        p0 = self.procs()
+        load0 = os.getloadavg()
+        rss_peak = {k: v[1] for k, v in p0.items()}
+        loads = [load0[0]]
+
+        def scheduled(samples):
+            return sum(v for _, v in select(samples, "scheduler_schedule_attempts_total",
+                                            result="scheduled"))
+
+        base = scheduled(k0)
+        # Fixed-rate creation: pod i is due at t0 + i / rate; workers take due pods.
+        due = queue.Queue(maxsize=max(64, a.threads * 4))
+        errors = []
+        created = [0]
+        last_create = [0.0]
+        lock = threading.Lock()
+
+        def worker():
+            while True:
+                i = due.get()
+                if i is None:
+                    return
+                try:
+                    self.create(f"/api/v1/namespaces/{NS}/pods", make_pod(i))
+                    with lock:
+                        created[0] += 1
+                        last_create[0] = time.time()
+                except Exception as e:  # noqa: BLE001
+                    errors.append(repr(e))
+
+        ws = [threading.Thread(target=worker, daemon=True) for _ in range(a.threads)]
+        for w in ws:
+            w.start()
+        t0 = time.time()
+        lag = [0.0]
+
+        def dispatcher():
+            for i in range(n):
+                wait = t0 + i / rate - time.time()
+                if wait > 0:
+                    time.sleep(wait)
+                else:
+                    lag[0] = max(lag[0], -wait)
+                due.put(i)
+            for _ in ws:
+                due.put(None)
+
+        d = threading.Thread(target=dispatcher, daemon=True)
+        d.start()
+        timeline = []  # (t, scheduled)
+        last_change, last_count = time.time(), 0
+        t_first_bound = t_last_bound = None
+        while True:
+            time.sleep(a.sample_s)
+            now = time.time()
+            k = self.scrape_ksched(which)
+            count = scheduled(k) - base
+            timeline.append((now - t0, count))
+            if count > 0 and t_first_bound is None:
+                t_first_bound = now - t0
+            if count != last_count:
+                last_change, last_count = now, count
+                t_last_bound = now - t0
+            for label, (cpu, rss, hwm) in self.procs().items():
+                rss_peak[label] = max(rss_peak[label], rss)
+            loads.append(os.getloadavg()[0])
+            if count >= n:
+                break
+            if now - t0 > a.max_phase_s:
+                log(f"{name}: stopped after --max-phase-s {a.max_phase_s:g} at {count} of {n}")
+                break
+            if now - last_change > a.stall_s and not d.is_alive():
+                log(f"{name}: no progress for {a.stall_s} s at {count} of {n}")
+                break
+        d.join()
+        for w in ws:
+            w.join()
+        k1 = self.scrape_ksched(which)
+        e1 = self.scrape_ext()
+        p1 = self.procs()
+        elapsed = t_last_bound or (time.time() - t0)
+        # The API's view: pods of this phase with a node.
+        bound_api = None
+        st, body = self.api.request(
+            "GET", f"/api/v1/namespaces/{NS}/pods?fieldSelector=" +
+            urllib.parse.quote("spec.nodeName!=") + "&labelSelector=bench%3D" +
+            make_pod(0)["metadata"]["labels"]["bench"],
+            headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+        if st == 200:
+            bound_api = len(json.loads(body)["items"])
+        prof = "fracgpu-scheduler" if which == "fracgpu" else "default-scheduler"
+        att = hist_delta(histogram(k1, "scheduler_scheduling_attempt_duration_seconds",
+                                   result="scheduled", profile=prof),
+                         histogram(k0, "scheduler_scheduling_attempt_duration_seconds",
+                                   result="scheduled", profile=prof))
+        alg = hist_delta(histogram(k1, "scheduler_scheduling_algorithm_duration_seconds"),
+                         histogram(k0, "scheduler_scheduling_algorithm_duration_seconds"))
+        sli = hist_delta(histogram(k1, "scheduler_pod_scheduling_sli_duration_seconds"),
+                         histogram(k0, "scheduler_pod_scheduling_sli_duration_seconds"))
+        unsched = sum(v for _, v in select(k1, "scheduler_schedule_attempts_total", result="unschedulable")) - \
+            sum(v for _, v in select(k0, "scheduler_schedule_attempts_total", result="unschedulable"))
+        errs = sum(v for _, v in select(k1, "scheduler_schedule_attempts_total", result="error")) - \
+            sum(v for _, v in select(k0, "scheduler_schedule_attempts_total", result="error"))
+        ext = {}
+        for ep in ("/filter", "/prioritize", "/bind", "/webhook"):
+            h = hist_delta(histogram(e1, "fracgpu_http_request_duration_seconds", endpoint=ep),
+                           histogram(e0, "fracgpu_http_request_duration_seconds", endpoint=ep))
+            ext[ep] = h
+        cpu = {k: p1[k][0] - p0[k][0] for k in p1}
+        binds = {d.get("result"): v for d, v in select(e1, "fracgpu_binds_total")}
+        binds0 = {d.get("result"): v for d, v in select(e0, "fracgpu_binds_total")}
+        binds = {k: v - binds0.get(k, 0.0) for k, v in binds.items() if v - binds0.get(k, 0.0)}
+        res = {
+            "name": name, "profile": prof, "pods": n, "rate": rate, "bound": last_count,
+            "bound_api": bound_api, "create_errors": len(errors),
+            "first_error": errors[0] if errors else None, "dispatch_lag_s": lag[0],
+            "created_s": last_create[0] - t0 if last_create[0] else None,
+            "first_bound_s": t_first_bound, "last_bound_s": t_last_bound, "elapsed_s": elapsed,
+            "pods_per_s": last_count / elapsed if elapsed else 0.0,
+            "attempt": att, "algorithm": alg, "sli": sli, "unschedulable": unsched, "errors": errs,
+            "ext": ext, "binds": binds, "cpu_s": cpu,
+            "locks_released": releaser.released if releaser else 0, "rss_peak": rss_peak,
+            "hwm": {k: v[2] for k, v in p1.items()},
+            "load": (min(loads), sum(loads) / len(loads), max(loads)), "timeline": timeline,
+        }
+        log(f"{name}: {last_count}/{n} scheduled ({bound_api} with a node in the API) in "
+            f"{elapsed:.1f} s = {res['pods_per_s']:.1f} pods/s; errors {len(errors)}")
+        return res
+
+
+def ms(x):
+    return "—" if x != x else f"{x * 1000:.1f}"
+
+
+def mib(b):
+    return f"{b / 1048576:.0f}"
+
+
+def table(a, bench, phases, started, machine):
+    out = []
+    w = out.append
+    ext_ph, plain = phases
+    w(f"Scale benchmark, {started} UTC: `python3 bench/cluster/scale.py --nodes {a.nodes} "
+      f"--pods {a.pods} --rate {a.rate:g}" + (f" --kube-api-qps {a.kube_api_qps:g}" if a.kube_api_qps else "") + f"`; {a.nodes:,} nodes × {a.gpus_per_node} GPUs (API objects, "
+      f"no kubelets), {a.pods:,} pods a phase created at {a.rate:g}/s; {machine}.")
+    w("")
+    w("| | extender (HAMi slices, fracgpu-scheduler profile) | plain (whole GPU, default-scheduler) |")
+    w("|---|---|---|")
+
+    def row(label, f):
+        w(f"| {label} | {f(ext_ph)} | {f(plain)} |")
+
+    row("pods bound (scheduler / API)", lambda p: f"{p['bound']:,.0f} / {p['bound_api']:,}"
+        if p["bound_api"] is not None else f"{p['bound']:,}")
+    row("first create → last bind, s", lambda p: f"{p['elapsed_s']:.1f}")
+    row("**pods per second**", lambda p: f"**{p['pods_per_s']:.1f}**")
+    row("attempt latency p50 / p99 ms (scheduling_attempt_duration, scheduled)",
+        lambda p: f"{ms(quantile(.5, p['attempt']))} / {ms(quantile(.99, p['attempt']))}")
+    row("attempt latency mean ms", lambda p: ms(p['attempt'][1] / p['attempt'][2]) if p['attempt'][2] else "—")
+    row("algorithm p50 / p99 ms (scheduling_algorithm_duration)",
+        lambda p: f"{ms(quantile(.5, p['algorithm']))} / {ms(quantile(.99, p['algorithm']))}")
+    row("queue to bound p50 / p99 ms (pod_scheduling_sli_duration)",
+        lambda p: f"{ms(quantile(.5, p['sli']))} / {ms(quantile(.99, p['sli']))}")
+    row("extender binds by result (fracgpu_binds_total)",
+        lambda p: ", ".join(f"{k} {v:,.0f}" for k, v in sorted(p["binds"].items())) or "—")
+    row("node locks released by the bench (the device plugin's part)",
+        lambda p: f"{p['locks_released']:,}" if p["locks_released"] else "—")
+    row("unschedulable / error attempts", lambda p: f"{p['unschedulable']:.0f} / {p['errors']:.0f}")
+    for ep in ("/filter", "/prioritize", "/bind", "/webhook"):
+        row(f"extender {ep}: calls, p50 / p99 ms, mean ms (server side)",
+            lambda p, ep=ep: "—" if p["ext"][ep][2] <= 0 else
+            f"{p['ext'][ep][2]:,.0f}, {ms(quantile(.5, p['ext'][ep]))} / "
+            f"{ms(quantile(.99, p['ext'][ep]))}, {ms(p['ext'][ep][1] / p['ext'][ep][2])}")
+
+    def share(eps, of):
+        def f(p):
+            t = sum(p["ext"][ep][1] for ep in eps)
+            return "—" if p[of][1] <= 0 or t <= 0 else f"{100 * t / p[of][1]:.0f} %"
+        return f
+    row("algorithm mean ms", lambda p: ms(p['algorithm'][1] / p['algorithm'][2]) if p['algorithm'][2] else "—")
+    row("extender /filter + /prioritize time ÷ kube-scheduler's algorithm time",
+        share(("/filter", "/prioritize"), "algorithm"))
+    row("extender /bind time (all calls) ÷ kube-scheduler's attempt time (scheduled)",
+        share(("/bind",), "attempt"))
+    for label, _ in COMPONENTS:
+        row(f"{label}: CPU s (per pod ms), RSS peak MiB",
+            lambda p, label=label: f"{p['cpu_s'][label]:.1f} ({1000 * p['cpu_s'][label] / max(1, p['bound']):.2f}), "
+            f"{mib(p['rss_peak'][label])}")
+    row("load average (1 min) min / mean / max", lambda p: "{:.1f} / {:.1f} / {:.1f}".format(*p["load"]))
+    row("creation lag behind the fixed rate, max s; last create at s",
+        lambda p: f"{p['dispatch_lag_s']:.2f}; {p['created_s']:.1f}")
+    w("")
+    ratio = ext_ph["pods_per_s"] / plain["pods_per_s"] if plain["pods_per_s"] else float("nan")
+    w(f"**Ratio extender / plain throughput: {100 * ratio:.0f} %** (goal ≥ 70 %). "
+      f"Nodes: created in {bench.nodes_create_s:.0f} s, in both kube-schedulers' caches with "
+      f"fracgpu's handshake after {bench.nodes_ready_s:.0f} s; peak RSS over the process's life "
+      f"(VmHWM): " + ", ".join(f"{label} {mib(v)} MiB" for label, v in plain["hwm"].items()) + ".")
+    return "\n".join(out) + "\n", ratio
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--pods", type=int, default=10000, help="pods in each phase")
+    ap.add_argument("--rate", type=float, default=100.0, help="pods created per second")
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=8, help="parallel POSTs")
+    ap.add_argument("--dir", default="/tmp/fracgpu-cluster-scale", help="cluster state folder")
+    ap.add_argument("--port-offset", type=int, default=3200,
+                    help="FRACGPU_CLUSTER_PORT_OFFSET: the cluster uses ports 29010-29444 + it, "
+                         "below 32768; 3200 is apart from the suite (0), test_sandbox.py (2000), "
+                         "`make sandbox` (3000) and this bench's smoke test (3100)")
+    ap.add_argument("--out", default=None, help="markdown table (default <log-dir>/table.md)")
+    ap.add_argument("--log-dir", default=None, help="default /tmp/fracgpu-scale-<nodes>")
+    ap.add_argument("--sample-s", type=float, default=1.0)
+    ap.add_argument("--stall-s", type=float, default=60.0,
+                    help="end a phase when nothing was bound for this long after the last create")
+    ap.add_argument("--unlock-delay-ms", type=float, default=0.0,
+                    help="how long after a node lock appears the bench releases it, as the "
+                         "device plugin would after the kubelet's Allocate")
+    ap.add_argument("--max-phase-s", type=float, default=1800.0,
+                    help="end a phase after this long (the table says how many were bound)")
+    ap.add_argument("--kube-api-qps", type=float, default=0.0,
+                    help="raise both kube-schedulers' client QPS (burst 2x) from the default 50")
+    ap.add_argument("--build", default=os.path.join(REPO, "build", "release"),
+                    help="the build folder whose fracgpu runs (scripts/cluster.sh --build)")
+    ap.add_argument("--cluster-script", default=CLUSTER,
+                    help="scripts/cluster.sh of another checkout (e.g. `git archive` of a commit)")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
+    ap.add_argument("--smoke", action="store_true", help="--nodes 50 --pods 200 --rate 50")
+    a = ap.parse_args()
+    if a.smoke:
+        a.nodes, a.pods, a.rate = 50, 200, 50.0
+    if a.port_offset + 29444 >= 32768:
+        ap.error("--port-offset: the cluster's highest port, 29444 + offset, must stay below 32768")
+    a.log_dir = a.log_dir or f"/tmp/fracgpu-scale-{a.nodes}"
+    os.makedirs(a.log_dir, exist_ok=True)
+    a.out = a.out or os.path.join(a.log_dir, "table.md")
+    started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    machine = (f"{os.cpu_count()} CPUs, "
+               f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
+               f"load average {os.getloadavg()[0]:.1f} at start")
+    b = Bench(a)
+    try:
+        b.up()
+        b.make_namespace()
+        b.make_nodes()
+        b.releaser = LockReleaser(b, a.unlock_delay_ms / 1000.0)
+        phases = [b.phase("extender", "fracgpu", slice_pod, b.releaser),
+                  b.phase("plain", "default", whole_pod)]
+        b.releaser.close()
+        text, ratio = table(a, b, phases, started, machine)
+        with open(a.out, "w") as f:
+            f.write(text)
+        with open(os.path.join(a.log_dir, "result.json"), "w") as f:
+            json.dump({"args": vars(a), "phases": phases, "ratio": ratio,
+                       "up_s": b.up_s, "nodes_create_s": b.nodes_create_s,
+                       "nodes_ready_s": b.nodes_ready_s}, f, default=str)
+        print(text)
+        log(f"table in {a.out}")
+        ok = all(p["bound"] >= a.pods for p in phases)
+        return 0 if ok else 1
+    finally:
+        if not a.keep:
+            for name in ("fracgpu-scheduler", "fracgpu-kube-scheduler", "kube-scheduler-default",
+                         "apiserver"):
+                src = os.path.join(a.dir, "logs", f"{name}.log")
+                if os.path.exists(src):
+                    shutil.copy(src, os.path.join(a.log_dir, f"{name}.log"))
+            b.down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
