@@ -48,10 +48,9 @@ LAYERS = {
     "ui": {"base", "core", "k8s", "http"},
     "sim": {"base", "core"},
     "certs": {"base", "core", "k8s"},
-    # `fracgpu run` / `inspect`: the tools beside libvgpu.so. They live in src/vgpu/cli/ but are
-    # not libvgpu.so: the one folder under src/vgpu/ allowed to include above vgpu/ (moved out by
-    # issue 35 item 3 follow-up).
-    "vgpu/cli": {"base", "api", "core", "enforce", "vgpu"},
+    # `fracgpu run` / `inspect`: a program under a slice on one machine, beside libvgpu.so (the
+    # region it reads) and the enforcement core (the driver's account it watches)
+    "run": {"base", "api", "core", "enforce", "vgpu"},
     # what both node plugins share: the device config, inventory, health, device state and the
     # grant -> container environment, mounts and host files builder
     "node": {"api", "base", "core", "nvml"},
@@ -113,14 +112,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z0-9_]+)/')
 
 
 def component_of(rel):
-    """'src/vgpu/cli/run_watch.cc' -> 'vgpu/cli' (its own LAYERS entry, the one exemption
-    under src/vgpu/: moved out by issue 35 item 3 follow-up); 'src/core/fit.cc' -> 'core';
-    else None."""
+    """'src/core/fit.cc' -> 'core' (a file in a subfolder belongs to its top folder); else
+    None."""
     parts = rel.split("/")
     if len(parts) < 3 or parts[0] != "src":
         return None
-    if parts[1] == "vgpu" and len(parts) >= 4 and parts[2] == "cli":
-        return "vgpu/cli"
     return parts[1]
 
 
@@ -188,9 +184,7 @@ def lint(root):
                 if not m:
                     continue
                 dep = m.group(1)
-                if comp == "vgpu/cli" and dep == "vgpu":
-                    continue
-                if dep == comp.split("/")[0] and comp != "vgpu/cli":
+                if dep == comp:
                     continue
                 if comp not in LAYERS:
                     found.append((rel, no, "layering", f"component '{comp}' is not in the LAYERS table"))
@@ -200,7 +194,7 @@ def lint(root):
                                   f"'{comp}' includes \"{dep}/...\"; it may include {allowed}"))
             code = blank_comments_and_literals(raw)
             lines = code.splitlines()
-            rules = BANNED.get(comp.split("/")[0] if comp != "vgpu/cli" else comp, []) + BANNED["*"]
+            rules = BANNED.get(comp, []) + BANNED["*"]
             for rule, pattern, exempt in rules:
                 if name in exempt:
                     continue

@@ -2,7 +2,7 @@
 // The one reader of a container's region file (api/region.h, layout version 2, docs/vgpu.md
 // "The shared region"), for every process outside libvgpu.so: the monitor's slice metrics
 // (monitor/region_reader.h), the enforcer's claims (enforce/region_claims.h) and
-// `fracgpu inspect` (vgpu/cli/run_inspect.h). The file is written inside a tenant's container,
+// `fracgpu inspect` (run/run_inspect.h). The file is written inside a tenant's container,
 // so it is UNTRUSTED input: opened O_RDONLY|O_NONBLOCK (a FIFO planted in its place never
 // blocks) and, unless the caller asks otherwise, O_NOFOLLOW; it must be a regular file of
 // exactly sizeof(api::Region) bytes, copied with bounded preads (never more than that many

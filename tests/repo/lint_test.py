@@ -144,7 +144,7 @@ class LintTest(unittest.TestCase):
     def test_allowed_includes_pass(self):
         t = self.scratch()
         t.write("src/scheduler/a.cc", '#include "core/fit.h"\n#include "http/server.h"\n#include "scheduler/a.h"\n')
-        t.write("src/vgpu/cli/run.cc", '#include "vgpu/region.h"\n#include "enforce/proc.h"\n')
+        t.write("src/run/run.cc", '#include "vgpu/region.h"\n#include "enforce/proc.h"\n')
         self.assertEqual(t.lint()[0], 0)
 
     def test_libvgpu_includes_nothing_of_the_tree(self):
@@ -214,16 +214,19 @@ class LintTest(unittest.TestCase):
             "src/node/config.cc:2: layering: 'node' includes \"deviceplugin/...\"; it may include api, base, core, nvml",
         ])
 
-    def test_vgpu_includes_nothing_above_it_but_vgpu_cli_is_exempt(self):
-        # src/vgpu/cli/ is its own LAYERS entry until it moves out (issue 35 item 3 follow-up);
-        # every other file under src/vgpu/ includes api/ only.
+    def test_vgpu_includes_nothing_above_it(self):
+        # Every file under src/vgpu/, in any subfolder, includes api/ only (`fracgpu run` and
+        # `inspect` moved out to src/run/, issue 35 item 3); src/run/ may include vgpu/.
         t = self.scratch()
         t.write("src/vgpu/hooks.cc", '#include "api/region.h"\n#include "base/status.h"\n')
         t.write("src/vgpu/sub/x.cc", '#include "enforce/enforce.h"\n')
         t.write("src/vgpu/cli/run.cc", '#include "enforce/enforce.h"\n#include "base/status.h"\n')
+        t.write("src/run/run.cc", '#include "enforce/enforce.h"\n#include "vgpu/region.h"\n')
         rc, out, _ = t.lint()
         self.assertEqual(rc, 1)
         self.assertEqual(out.strip().splitlines(), [
+            "src/vgpu/cli/run.cc:1: layering: 'vgpu' includes \"enforce/...\"; it may include api",
+            "src/vgpu/cli/run.cc:2: layering: 'vgpu' includes \"base/...\"; it may include api",
             "src/vgpu/hooks.cc:2: layering: 'vgpu' includes \"base/...\"; it may include api",
             "src/vgpu/sub/x.cc:1: layering: 'vgpu' includes \"enforce/...\"; it may include api",
         ])

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "harness.h"
-#include "vgpu/cli/run_inspect.h"
+#include "run/run_inspect.h"
 
 namespace fracgpu::cli {
 void RegisterInspectCommand(CLI::App& app);
@@ -21,13 +21,13 @@ namespace {
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 TEST(VgpuCli, RunEnvironmentFollowsTheContract) {
-  cli::RunOptions o;
+  ::fracgpu::run::RunOptions o;
   o.gpumem = "3000,4000";
   o.gpucores = 50;
   o.devices = "2,3";
   o.library = "/x/libvgpu.so";
   o.region = "/tmp/r/region.cache";
-  auto env = cli::BuildRunEnvironment(o);
+  auto env = ::fracgpu::run::BuildRunEnvironment(o);
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   EnvList expected = {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"},
                       {"CUDA_DEVICE_MEMORY_LIMIT_1", "4000m"},
@@ -57,11 +57,11 @@ TEST(VgpuCli, RunRejectsBadFlagsNamingThem) {
                         {"100", 0, "a", "--devices: \"a\""},
                         {"100,200", 0, "0", "--devices names 1 GPUs"}};
   for (const Case& c : cases) {
-    cli::RunOptions o;
+    ::fracgpu::run::RunOptions o;
     o.gpumem = c.gpumem;
     o.gpucores = c.cores;
     o.devices = c.devices;
-    auto env = cli::BuildRunEnvironment(o);
+    auto env = ::fracgpu::run::BuildRunEnvironment(o);
     ASSERT_FALSE(env.ok()) << c.gpumem;
     EXPECT_NE(env.status().message().find(c.message), std::string::npos) << env.status().message();
   }
@@ -75,9 +75,9 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
   ReadLine(a);
   ReadLine(a);
   ASSERT_EQ(ReadLine(a), "ready");
-  auto bytes = cli::ReadRegionFile(box.region());
+  auto bytes = ::fracgpu::run::ReadRegionFile(box.region());
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  std::string text = cli::FormatRegion(*bytes.value());
+  std::string text = ::fracgpu::run::FormatRegion(*bytes.value());
   EXPECT_NE(text.find(kUuid0), std::string::npos) << text;
   EXPECT_NE(text.find("64.0"), std::string::npos) << text;
   EXPECT_NE(text.find(std::to_string(a.pid) + " "), std::string::npos) << text;
@@ -92,11 +92,11 @@ TEST(VgpuCli, InspectShowsProcessesAndDevices) {
   // inspect follows a symlink the operator names (the monitor's and enforcer's reads do not).
   std::string link = box.dir() + "/region-link";
   ASSERT_EQ(::symlink(box.region().c_str(), link.c_str()), 0);
-  auto linked = cli::ReadRegionFile(link);
+  auto linked = ::fracgpu::run::ReadRegionFile(link);
   ASSERT_TRUE(linked.ok()) << linked.status().ToString();
-  EXPECT_EQ(cli::FormatRegion(*linked.value()).substr(0, 40), text.substr(0, 40));
+  EXPECT_EQ(::fracgpu::run::FormatRegion(*linked.value()).substr(0, 40), text.substr(0, 40));
   Finish(a);
-  auto bad = cli::ReadRegionFile(box.dir() + "/fracgpu-limits.env-missing");
+  auto bad = ::fracgpu::run::ReadRegionFile(box.dir() + "/fracgpu-limits.env-missing");
   EXPECT_FALSE(bad.ok());
 }
 
@@ -119,7 +119,8 @@ std::pair<int, std::string> RunInspect(const std::string& path) {
 
 TEST(VgpuCli, InspectOfADirectoryIsAnErrorNamingThePath) {
   Sandbox box;
-  auto bytes = cli::ReadRegionFile(box.dir());  // threw std::ios_base::failure (rc 134 in fracgpu)
+  auto bytes = ::fracgpu::run::ReadRegionFile(
+      box.dir());  // threw std::ios_base::failure (rc 134 in fracgpu)
   ASSERT_FALSE(bytes.ok());
   EXPECT_EQ(bytes.status().message(),
             "region file \"" + box.dir() + "\": is a directory, not a region file");

@@ -9,7 +9,18 @@
 #include "enforce/region_reader.h"
 #include "vgpu/region.h"
 
-namespace fracgpu::vgpu::cli {
+namespace fracgpu::run {
+
+// The region layout libvgpu.so writes and these commands read (api/region.h, vgpu/region.h).
+using vgpu::kDeviceFailClosed;
+using vgpu::kMaxDevices;
+using vgpu::kRegionVersion;
+using vgpu::kSlotActive;
+using vgpu::kUuidSize;
+using vgpu::Region;
+using vgpu::RegionDevice;
+using vgpu::RegionSlot;
+using vgpu::SlotProcessAlive;
 
 /// What `fracgpu run` was asked for.
 struct RunOptions {
@@ -42,4 +53,4 @@ std::string DefaultLibrary();
 /// expected <sizeof(Region)>)` (wrong size, truncated, or a layout RegionValidate refuses).
 Result<enforce::RegionCopy> ReadRegionFile(const std::string& path);
 
-}  // namespace fracgpu::vgpu::cli
+}  // namespace fracgpu::run

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "vgpu/cli/run_inspect.h"
+#include "run/run_inspect.h"
 
-namespace fracgpu::vgpu::cli {
+namespace fracgpu::run {
 
 /// Exit codes of `fracgpu run` besides the command's own.
 inline constexpr int kRunExitRefused = 2;  ///< bad flags, libvgpu.so missing/unloadable, no NVML
@@ -44,4 +44,4 @@ Status ProbeLibrary(const std::string& library);
 int RunWatched(const RunOptions& options, const WatchOptions& watch,
                const std::vector<std::string>& argv);
 
-}  // namespace fracgpu::vgpu::cli
+}  // namespace fracgpu::run

@@ -1,5 +1,5 @@
 // `fracgpu run` / `fracgpu inspect` (see run_inspect.h).
-#include "vgpu/cli/run_inspect.h"
+#include "run/run_inspect.h"
 
 #include <fmt/format.h>
 #include <stdlib.h>
@@ -15,9 +15,9 @@
 #include "api/limits.h"
 #include "base/strings.h"
 #include "enforce/region_reader.h"
-#include "vgpu/cli/run_watch.h"
+#include "run/run_watch.h"
 
-namespace fracgpu::vgpu::cli {
+namespace fracgpu::run {
 namespace {
 
 bool WholeNumber(const std::string& s, unsigned long long max, unsigned long long* v) {
@@ -158,7 +158,7 @@ Result<enforce::RegionCopy> ReadRegionFile(const std::string& path) {
   }
 }
 
-}  // namespace fracgpu::vgpu::cli
+}  // namespace fracgpu::run
 
 namespace fracgpu::cli {
 
@@ -166,8 +166,8 @@ void RegisterRunCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "run",
       "Run a command on this machine under libvgpu.so limits, watched by the driver's account");
-  auto opts = std::make_shared<vgpu::cli::RunOptions>();
-  auto watch = std::make_shared<vgpu::cli::WatchOptions>();
+  auto opts = std::make_shared<run::RunOptions>();
+  auto watch = std::make_shared<run::WatchOptions>();
   auto no_watch = std::make_shared<bool>(false);
   auto argv = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--gpumem", opts->gpumem, "MiB per GPU, comma-separated (3000 or 3000,4000)")
@@ -186,20 +186,20 @@ void RegisterRunCommand(CLI::App& app) {
                 "`fracgpu inspect`");
   cmd->add_option("command", *argv, "command and arguments (after --)")->required();
   cmd->callback([opts, watch, no_watch, argv] {
-    if (opts->library.empty()) opts->library = vgpu::cli::DefaultLibrary();
+    if (opts->library.empty()) opts->library = run::DefaultLibrary();
     // The flags first (usage errors: exit 2 as `fracgpu run: <message>`, src/cli/usage.h).
-    if (auto env = vgpu::cli::BuildRunEnvironment(*opts); !env.ok()) {
+    if (auto env = run::BuildRunEnvironment(*opts); !env.ok()) {
       throw CLI::ValidationError(env.status().message());
     }
     // Refuse before anything is created or run when the library cannot be used (fail closed).
-    if (Status st = vgpu::cli::ProbeLibrary(opts->library); !st.ok()) {
+    if (Status st = run::ProbeLibrary(opts->library); !st.ok()) {
       std::fprintf(stderr, "fracgpu run: %s; refusing to run without limits\n",
                    st.message().c_str());
-      throw CLI::RuntimeError(vgpu::cli::kRunExitRefused);
+      throw CLI::RuntimeError(run::kRunExitRefused);
     }
     // RunWatched creates the region's directory once every check has passed, and removes it.
     watch->watch = !*no_watch;
-    int rc = vgpu::cli::RunWatched(*opts, *watch, *argv);
+    int rc = run::RunWatched(*opts, *watch, *argv);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }
@@ -214,12 +214,12 @@ void RegisterInspectCommand(CLI::App& app) {
   cmd->add_option("REGION_FILE", *path, "region file (CUDA_DEVICE_MEMORY_SHARED_CACHE)")
       ->required();
   cmd->callback([path] {
-    auto region = vgpu::cli::ReadRegionFile(*path);
+    auto region = run::ReadRegionFile(*path);
     if (!region.ok()) {
       std::fprintf(stderr, "fracgpu inspect: %s\n", region.status().message().c_str());
       throw CLI::RuntimeError(kInspectExitUnreadable);
     }
-    std::fputs(vgpu::cli::FormatRegion(**region).c_str(), stdout);
+    std::fputs(run::FormatRegion(**region).c_str(), stdout);
   });
 }
 

@@ -1,5 +1,5 @@
 // `fracgpu run`: fail-closed start and the driver-truth watch (see run_watch.h).
-#include "vgpu/cli/run_watch.h"
+#include "run/run_watch.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -27,7 +27,7 @@
 #include "enforce/proc.h"
 #include "enforce/region_claims.h"
 
-namespace fracgpu::vgpu::cli {
+namespace fracgpu::run {
 namespace {
 
 std::atomic<pid_t> g_child{0};
@@ -348,4 +348,4 @@ int RunWatched(const RunOptions& options_in, const WatchOptions& watch,
   return WIFEXITED(child_status) ? WEXITSTATUS(child_status) : 1;
 }
 
-}  // namespace fracgpu::vgpu::cli
+}  // namespace fracgpu::run
