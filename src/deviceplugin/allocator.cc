@@ -198,9 +198,12 @@ Status Allocator::Verify(const FoundPod& f) {
   const std::string& node = options_.node_name;
   const json& pod = f.pod;
   std::string who = "pod " + f.Key();
-  if (k8s::PodSchedulerName(pod) != options_.scheduler_name) {
-    return PermissionDenied(who + " was not placed by " + options_.scheduler_name +
-                            " (spec.schedulerName \"" + k8s::PodSchedulerName(pod) + "\")");
+  const std::vector<std::string>& names = options_.scheduler_names;
+  if (std::find(names.begin(), names.end(), k8s::PodSchedulerName(pod)) == names.end()) {
+    std::string served;
+    for (const std::string& n : names) served += (served.empty() ? "" : " or ") + n;
+    return PermissionDenied(who + " was not placed by " + served + " (spec.schedulerName \"" +
+                            k8s::PodSchedulerName(pod) + "\")");
   }
   if (k8s::Annotation(pod, kVgpuNodeKey).value_or("") != node) {
     return PermissionDenied(who + ": " + kVgpuNodeKey + " is \"" +

@@ -64,8 +64,9 @@ Result<DeviceListStrategy> ParseDeviceListStrategy(const std::string& strategies
 /// Settings of the Allocate logic.
 struct AllocatorOptions {
   std::string node_name;
-  /// spec.schedulerName a pod must carry to be served.
-  std::string scheduler_name = "fracgpu-scheduler";
+  /// The spec.schedulerName values a pod may carry to be served (several during a migration
+  /// from HAMi: fracgpu-scheduler and hami-scheduler, docs/hami-migration.md).
+  std::vector<std::string> scheduler_names = {"fracgpu-scheduler"};
   /// HOOK_PATH: host directory whose `vgpu/` holds libvgpu.so, ld.so.preload, the per-container
   /// region directories (`vgpu/containers/<pod UID>_<container>`), limits files
   /// (`vgpu/limits/<pod UID>_<container>.env`) and the node directory (`vgpu/node`). The

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "base/file.h"
 #include "base/signals.h"
@@ -34,7 +35,7 @@ struct Flags {
   std::string socket_name = "fracgpu-nvidia.sock";
   std::string config_file = "/device-config.yaml";
   std::string node_config_file = "/config/config.json";
-  std::string scheduler_name = "fracgpu-scheduler";
+  std::vector<std::string> scheduler_names = {"fracgpu-scheduler"};
   std::string signing_key_file = "/etc/fracgpu/signature/key";
   bool allow_unsigned = false;
   std::string kubeconfig;
@@ -104,7 +105,7 @@ int Run(const Flags& f) {
   deviceplugin::K8sClusterApi api(client->get());
   deviceplugin::AllocatorOptions aopt;
   aopt.node_name = f.node_name;
-  aopt.scheduler_name = f.scheduler_name;
+  aopt.scheduler_names = f.scheduler_names;
   aopt.hook_path = f.hook_path;
   aopt.allow_unsigned = f.allow_unsigned;
   aopt.config = *config;
@@ -185,7 +186,12 @@ void RegisterDevicePluginCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--node-config", flags->node_config_file, "per-node overrides JSON")
       ->capture_default_str();
-  cmd->add_option("--scheduler-name", flags->scheduler_name, "spec.schedulerName of pods we serve")
+  // Repeatable: during a migration from HAMi the plugin serves both fracgpu-scheduler's signed
+  // and hami-scheduler's unsigned pods (docs/hami-migration.md, step 2).
+  cmd->add_option("--scheduler-name", flags->scheduler_names,
+                  "spec.schedulerName of pods we serve (repeat for several)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->capture_default_str();
   CLI::Option* key = cmd->add_option("--signing-key-file", flags->signing_key_file,
                                      "HMAC key of the allocation signature (mounted Secret; "

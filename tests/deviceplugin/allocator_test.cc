@@ -525,6 +525,37 @@ TEST_F(AllocatorTest, UnsignedPodNamedByTheLockIsServedWhenAllowed) {
   EXPECT_EQ(PodAnnotation("legacy", "hami.io/bind-phase"), "success");
 }
 
+// A migration from HAMi (docs/hami-migration.md step 2): --scheduler-name given twice, the plugin
+// serves HAMi's unsigned pod named by the node lock and fracgpu's signed one, and no other name.
+TEST_F(AllocatorTest, SeveralSchedulerNamesServeHamisAndFracgpusPods) {
+  AllocatorOptions o;
+  o.allow_unsigned = true;
+  o.scheduler_names = {"fracgpu-scheduler", "hami-scheduler"};
+  json legacy = MakePod("legacy", {{"main", false, 1}}, kOneA, "");
+  legacy["spec"]["schedulerName"] = "hami-scheduler";
+  cluster_.PutNode(MakeNode("ml", "legacy"));
+  cluster_.PutPod(legacy);
+  auto r = Make(o).Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(PodAnnotation("legacy", "hami.io/bind-phase"), "success");
+
+  cluster_.PutNode(MakeNode("ml", "train"));
+  cluster_.PutPod(MakePod("train", {{"main", false, 1}}, kOneA));
+  r = Make(o).Allocate({{std::string(kUuidA) + "-1"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(PodAnnotation("train", "hami.io/bind-phase"), "success");
+
+  json other = MakePod("other", {{"main", false, 1}}, kOneA);
+  other["spec"]["schedulerName"] = "default-scheduler";
+  cluster_.PutNode(MakeNode("ml", "other"));
+  cluster_.PutPod(other);
+  r = Make(o).Allocate({{std::string(kUuidA) + "-2"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("was not placed by fracgpu-scheduler or hami-scheduler"),
+            std::string::npos)
+      << r.status().message();
+}
+
 TEST_F(AllocatorTest, ApiServerErrorsAreRetriedWithBackoff) {
   cluster_.PutNode(MakeNode("ml", "train"));
   cluster_.PutPod(MakePod("train", {{"main", false, 1}}, kOneA));
