@@ -62,6 +62,8 @@ Result<std::optional<PodAllocation>> AllocationFromPod(const PodObject& pod) {
   a.grants = std::move(*grants);
   a.num_init = std::min(pod.num_init_containers, a.grants.size());
   a.init_finished = InitFinished(pod, a.num_init);
+  a.cpu_milli = pod.cpu_milli;
+  a.mem_mib = pod.mem_mib;
   return std::optional<PodAllocation>(std::move(a));
 }
 
@@ -70,6 +72,8 @@ ClusterState::ClusterState(const ClusterState& other)
       pods_(other.pods_),
       pods_by_node_(other.pods_by_node_),
       applied_(other.applied_),
+      host_(other.host_),
+      host_used_(other.host_used_),
       orphaned_(other.orphaned_),
       signing_key_(other.signing_key_),
       unverified_(other.unverified_),
@@ -210,6 +214,12 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
     if (scores.ok()) entry.state.topology = std::move(*scores);
   }
   entry.usable = !entry.state.gpus.empty() && node.allocatable_gpus > 0;
+  entry.state.cpu_milli_total = node.allocatable_cpu_milli;
+  entry.state.mem_mib_total = node.allocatable_mem_mib;
+  if (auto used = host_used_.find(name); used != host_used_.end()) {
+    entry.state.cpu_milli_used = used->second.first;
+    entry.state.mem_mib_used = used->second.second;
+  }
   // The GPUs as they were (ghosts included): a GPU that left keeps its registration as a ghost.
   std::vector<GpuState> previous;
   if (auto old = nodes_.find(name); old != nodes_.end()) {
@@ -430,12 +440,45 @@ bool ClusterState::Adopt(const PodObject& pod, const PodAllocation& a) {
   return true;
 }
 
+void ClusterState::AddHostUsed(const std::string& node, int64_t cpu_milli, int64_t mem_mib) {
+  auto& used = host_used_[node];
+  used.first += cpu_milli;
+  used.second += mem_mib;
+  if (auto it = nodes_.find(node); it != nodes_.end()) {
+    it->second.state.cpu_milli_used = used.first;
+    it->second.state.mem_mib_used = used.second;
+  }
+  if (used.first == 0 && used.second == 0) host_used_.erase(node);
+}
+
+void ClusterState::SetHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
+                              int64_t mem_mib) {
+  auto [it, fresh] = host_.try_emplace(uid);
+  HostUse& h = it->second;
+  if (!fresh) {
+    if (h.node == node && h.cpu_milli == cpu_milli && h.mem_mib == mem_mib) return;
+    AddHostUsed(h.node, -h.cpu_milli, -h.mem_mib);
+  }
+  h = HostUse{node, cpu_milli, mem_mib};
+  AddHostUsed(node, cpu_milli, mem_mib);
+}
+
+void ClusterState::DropHostUse(const std::string& uid) {
+  auto it = host_.find(uid);
+  if (it == host_.end()) return;
+  AddHostUsed(it->second.node, -it->second.cpu_milli, -it->second.mem_mib);
+  host_.erase(it);
+}
+
 Status ClusterState::UpsertPod(const PodObject& pod) {
   const std::string& uid = pod.uid;
   if (pod.phase == "Succeeded" || pod.phase == "Failed") {
     Forget(uid);
     return Status::Ok();
   }
+  // Host CPU and memory: every bound pod, GPU or not. A version without spec.nodeName (older
+  // than the Binding) leaves a bind's Assume in place; a pod is never unbound.
+  if (!pod.node_name.empty()) SetHostUse(uid, pod.node_name, pod.cpu_milli, pod.mem_mib);
   auto alloc = AllocationFromPod(pod);
   auto existing = pods_.find(uid);
   Status unverified;
@@ -532,12 +575,14 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
   it->second.state = std::move(trial);
   Touch(it->second);
   applied_.insert(a.uid);
+  SetHostUse(a.uid, a.node, a.cpu_milli, a.mem_mib);
   return Status::Ok();
 }
 
 void ClusterState::Forget(const std::string& uid) {
   adopted_.erase(uid);
   awaiting_adoption_.erase(uid);
+  DropHostUse(uid);
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
   Apply(it->second, false);

@@ -16,7 +16,13 @@
 //  * accounting is never lower than what pods hold: a GPU that leaves a node's registration
 //    while a pod holds usage on it stays as a ghost (GpuState::ghost: unhealthy, cordoned,
 //    never chosen) until its last pod ends, and the rest of the pod's allocation stays counted
-//    on the GPUs still registered; a restart rebuilding from pods makes the same ghosts.
+//    on the GPUs still registered; a restart rebuilding from pods makes the same ghosts;
+//  * host CPU and memory (issue 34 item 7): a node's NodeState::cpu_milli_total / mem_mib_total
+//    are its status.allocatable cpu (millicores) and memory (MiB), and cpu_milli_used /
+//    mem_mib_used the effective requests (PodObject::cpu_milli / mem_mib) of every pod bound
+//    there (spec.nodeName, or a bind's Assume until the watch shows it) that is neither
+//    Succeeded nor Failed nor deleted, GPU pods or not: what kube-scheduler's NodeResourcesFit
+//    counts, so the fragmentation-aware policy (FGD+CpuRoute) reads the CPU the simulator reads.
 //
 // Pure: it reads the few fields of Node and Pod objects it needs as plain structs (NodeObject,
 // PodObject; k8s/gpu_objects.h fills them from the API objects) and reports what it cannot
@@ -54,6 +60,11 @@ struct NodeObject {
   std::optional<std::string> cordon;         ///< kAnnotationCordon
   std::optional<std::string> topology;       ///< kAnnotationTopology
   int64_t allocatable_gpus = 0;              ///< status.allocatable[<gpu resource>]
+  /// status.allocatable.cpu in millicores (rounded down); 0 when absent or unreadable (the
+  /// node's CPU is then not tracked: NodeState::cpu_milli_total 0).
+  int64_t allocatable_cpu_milli = 0;
+  /// status.allocatable.memory in MiB (bytes / 2^20, rounded down); 0 when absent or unreadable.
+  int64_t allocatable_mem_mib = 0;
 };
 
 /// The fields of a Pod object the model reads.
@@ -73,6 +84,12 @@ struct PodObject {
   /// metadata.creationTimestamp as the API server writes it (RFC 3339 in UTC, seconds,
   /// "2026-12-04T10:00:00Z"); "" when absent.
   std::string created;
+  /// The pod's effective CPU request in millicores, as kube-scheduler counts it
+  /// (k8s::PodHostRequests: max(app containers + sidecars, each init container) + overhead),
+  /// rounded up.
+  int64_t cpu_milli = 0;
+  /// Its effective memory request in MiB (bytes / 2^20, rounded up).
+  int64_t mem_mib = 0;
 };
 
 /// One pod's recorded allocation.
@@ -88,6 +105,11 @@ struct PodAllocation {
       false;  ///< its signature verified (or Assume decided it): the grants are fracgpu's
   bool whole_node =
       false;  ///< unverifiable and nothing verified known: reserves every GPU of `node`
+  /// The pod's effective CPU request, millicores (PodObject::cpu_milli): the CPU of its shape
+  /// in the fragmentation-aware target workload (core/bind_choice.h), and what Assume counts
+  /// on the node's CPU until the watch shows the pod bound.
+  int64_t cpu_milli = 0;
+  int64_t mem_mib = 0;  ///< its effective memory request, MiB (PodObject::mem_mib)
 };
 
 /// Severity of a ClusterState log line.
@@ -289,6 +311,19 @@ class ClusterState {
   std::map<std::string, PodAllocation> pods_;  // uid → allocation
   std::map<std::string, std::set<std::string>> pods_by_node_;  // node → uids
   std::set<std::string> applied_;                              // uids whose usage is on their node
+  // Host CPU and memory (see the rules): the request each bound pod holds, by UID, and their
+  // sums per node name (kept for nodes not known yet, so a node arriving later starts right).
+  struct HostUse {
+    std::string node;
+    int64_t cpu_milli = 0;
+    int64_t mem_mib = 0;
+  };
+  std::unordered_map<std::string, HostUse> host_;                           // uid → request
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> host_used_;  // node → Σ cpu, mem
+  void SetHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
+                  int64_t mem_mib);
+  void DropHostUse(const std::string& uid);
+  void AddHostUsed(const std::string& node, int64_t cpu_milli, int64_t mem_mib);
   int64_t orphaned_ = 0;
   std::string signing_key_;
   int64_t unverified_ = 0;

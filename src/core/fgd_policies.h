@@ -76,7 +76,8 @@ enum class PlacementPolicy {
 /// (docs/simulate.md, "Beyond FGD"): FGD+CpuRoute, FGD at score scale 70 whose CPU-only and
 /// CPU-heavy pods go first to nodes with CPU to spare. ≥ 96 % on the default trace and above
 /// FGD on all six variant traces (held-out seeds 2000–2009). Where node CPU is not tracked
-/// (the extender today) every node has CPU to spare, and it is FGD at scale 70.
+/// (a node without allocatable CPU) every node has CPU to spare, and it is FGD at scale 70; the
+/// extender reads allocatable CPU and the pods' requests (core/cluster_state.h, issue 34 item 7).
 inline constexpr PlacementPolicy kFragmentationAwarePolicy = PlacementPolicy::kFgdCpuRoute;
 
 /// The six policies of the paper, in its order (01-Random … 06-FGD).

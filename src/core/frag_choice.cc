@@ -5,23 +5,28 @@
 
 namespace fracgpu::core {
 
-void ShapeCounter::Count(int32_t cores_percent, int32_t num_gpus) {
-  if (cores_percent <= 0 || num_gpus <= 0) return;
+bool ShapeCounter::Count(int32_t cores_percent, int32_t num_gpus, int64_t cpu_milli) {
+  if (cores_percent <= 0 || num_gpus <= 0) return false;
   TaskShape shape;
+  shape.cpu_milli = cpu_milli;
   shape.gpu_milli = cores_percent * 10;
   shape.num_gpus = num_gpus;
   ++counts_[shape];
+  return true;
 }
 
-void ShapeCounter::AddGrants(const PodGrants& grants) {
+void ShapeCounter::AddGrants(const PodGrants& grants, int64_t cpu_milli) {
   for (const auto& container : grants) {
     if (container.empty()) continue;
-    Count(container.front().cores_percent, static_cast<int32_t>(container.size()));
+    if (Count(container.front().cores_percent, static_cast<int32_t>(container.size()), cpu_milli))
+      cpu_milli = 0;  // the pod's CPU on its first shape only
   }
 }
 
-void ShapeCounter::AddRequest(const PodRequest& pod) {
-  for (const auto& c : pod.containers) Count(c.cores_percent, c.num_gpus);
+void ShapeCounter::AddRequest(const PodRequest& pod, int64_t cpu_milli) {
+  for (const auto& c : pod.containers) {
+    if (Count(c.cores_percent, c.num_gpus, cpu_milli)) cpu_milli = 0;
+  }
 }
 
 std::vector<WeightedShape> ShapeCounter::Workload() const {
@@ -33,7 +38,8 @@ std::vector<WeightedShape> ShapeCounter::Workload() const {
 }
 
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
-                                std::vector<WeightedShape> workload, GpuPolicy default_policy) {
+                                std::vector<WeightedShape> workload, GpuPolicy default_policy,
+                                int64_t pod_cpu_milli) {
   FitOptions options;
   options.want_reasons = true;
   options.default_gpu_policy = req.gpu_policy.value_or(default_policy);
@@ -41,7 +47,7 @@ FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
     return Fit(req, node, options);
   }
   const FragmentationModel model(std::move(workload), kFragmentationAwarePolicy);
-  return FitFragmentationAware(req, node, model, /*pod_cpu_milli=*/0);
+  return FitFragmentationAware(req, node, model, pod_cpu_milli);
 }
 
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
@@ -56,14 +62,15 @@ FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
 
 std::vector<int64_t> FragmentationPriorities(const PodRequest& req,
                                              std::span<const NodeState* const> nodes,
-                                             std::vector<WeightedShape> workload) {
+                                             std::vector<WeightedShape> workload,
+                                             int64_t pod_cpu_milli) {
   std::vector<int64_t> out(nodes.size(), 0);
   const FragmentationModel model(std::move(workload), kFragmentationAwarePolicy);
   std::vector<size_t> fitting;
   std::vector<float> scores;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i] == nullptr) continue;
-    auto score = model.ScoreNode(req, /*pod_cpu_milli=*/0, *nodes[i]);
+    auto score = model.ScoreNode(req, pod_cpu_milli, *nodes[i]);
     if (!score.ok()) continue;  // does not fit: priority 0
     fitting.push_back(i);
     scores.push_back(static_cast<float>(score->score));

@@ -11,6 +11,7 @@
 #include "core/fit.h"
 #include "core/score.h"
 #include "core/signature.h"
+#include "k8s/gpu_objects.h"
 #include "k8s/objects.h"
 #include "scheduler/gpu_choice.h"
 
@@ -405,8 +406,14 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   }
   // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
   // model /bind then picks the GPUs with), under one shared lock of the state.
+  // The pod's CPU request and the nodes' CPU left feed FGD+CpuRoute (issue 34 item 7).
+  core::FragmentationInputs inputs;
+  inputs.fixed_workload = &config_.fragmentation_workload;
+  if (req->gpu_policy.value_or(config_.default_gpu_policy) == core::GpuPolicy::kFragmentationAware)
+    inputs.pod_cpu_milli = k8s::PodHostRequests(args.pod).cpu_milli;
   const std::optional<std::vector<int64_t>> frag = state_->Read([&](const core::ClusterState& m) {
-    return core::FragmentationAwarePriorities(*req, args.node_names, m, config_.default_gpu_policy);
+    return core::FragmentationAwarePriorities(*req, args.node_names, m, config_.default_gpu_policy,
+                                              inputs);
   });
   if (frag) {
     for (size_t i = 0; i < args.node_names.size(); ++i)
@@ -559,7 +566,11 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   state_->Forget(uid);
   auto node = state_->Node(args.node);
   if (!node) return NotFound("node " + args.node + " has no fracgpu GPUs registered");
-  core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy);
+  const k8s::HostRequests host = k8s::PodHostRequests(pod);
+  core::FragmentationInputs inputs;
+  inputs.pod_cpu_milli = host.cpu_milli;
+  inputs.fixed_workload = &config_.fragmentation_workload;
+  core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy, inputs);
   if (!fit.fits) {
     return ResourceExhausted("pod no longer fits on node " + args.node + ": " + fit.summary);
   }
@@ -569,6 +580,8 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   alloc.node = args.node;
   alloc.grants = fit.grants;
   alloc.num_init = core::CountInitContainers(req);
+  alloc.cpu_milli = host.cpu_milli;  // counted on the node's CPU at once (Assume)
+  alloc.mem_mib = host.mem_mib;
   // Namespace GPU quotas: checked against what the namespace holds now and recorded in the
   // same critical section, so two binds of one namespace on different nodes cannot both pass.
   std::unique_lock<std::mutex> quota_lock(quota_mu_, std::defer_lock);

@@ -8,8 +8,11 @@
 //    "<cnt>/<total> <Reason>" summary), FailedAndUnresolvableNodes one per node with no GPUs.
 //    A pod that uses no fracgpu resource passes with every node.
 //  * Prioritize: core::PriorityScores of the pod's node policy (0–10); for a
-//    fragmentation-aware pod (its GPU policy, else the default) FGD's node score normalised the
-//    same way (core::FragmentationAwarePriorities), so the node FGD would choose scores 10.
+//    fragmentation-aware pod (its GPU policy, else the default) the node score of FGD+CpuRoute
+//    normalised the same way (core::FragmentationAwarePriorities), so the node FGD+CpuRoute
+//    would choose scores 10: with the pod's CPU request (k8s::PodHostRequests) and each node's
+//    allocatable CPU less its pods' requests (the state's NodeState::cpu_milli_*), the inputs
+//    the simulator's run of the policy reads.
 //  * Bind: one bind per pod at a time (a second call for a pod whose bind is in flight is a
 //    conflict and changes nothing); refuses a pod of another scheduler (spec.schedulerName),
 //    and a node that does not exist or fails the pod's own node predicates (spec.nodeSelector,
@@ -30,6 +33,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/frag.h"
 #include "core/request.h"
 #include "k8s/client.h"
 #include "metrics/registry.h"
@@ -61,6 +65,12 @@ struct ExtenderConfig {
   /// /filter fails a node where the pod would pass one (ResourceQuotaNotFit), /bind refuses.
   /// Null = no quotas.
   const QuotaTracker* quotas = nullptr;
+  /// The target workload M of the fragmentation-aware policy (FGD+CpuRoute): empty (the
+  /// default) = the shapes of the pods the cluster holds plus the incoming pod
+  /// (core::BindWorkload); else this fixed M, e.g. the simulator's from a trace
+  /// (sim::PrepareWorkload), so that /prioritize and /bind make the simulator's decisions
+  /// (tests/scheduler/fragmentation_replay_test.cc). Not a flag: set by the embedding code.
+  std::vector<core::WeightedShape> fragmentation_workload;
 };
 
 /// Filter/prioritize/bind. Thread-safe.

@@ -14,9 +14,21 @@ std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req,
 }
 
 core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& node,
-                           const ClusterState& state, core::GpuPolicy default_policy) {
-  return core::FitFragmentationAware(req, node, BindWorkload(req, state, default_policy),
-                                     default_policy);
+                           const ClusterState& state, core::GpuPolicy default_policy,
+                           const core::FragmentationInputs& inputs) {
+  // The workload is counted under the state's shared lock; the fit runs on the node copy.
+  std::vector<core::WeightedShape> workload;
+  if (req.gpu_policy.value_or(default_policy) == core::GpuPolicy::kFragmentationAware) {
+    if (inputs.fixed_workload != nullptr && !inputs.fixed_workload->empty()) {
+      workload = *inputs.fixed_workload;
+    } else {
+      workload = state.Read([&](const core::ClusterState& model) {
+        return core::BindWorkload(req, model, default_policy, inputs.pod_cpu_milli);
+      });
+    }
+  }
+  return core::FitFragmentationAware(req, node, std::move(workload), default_policy,
+                                     inputs.pod_cpu_milli);
 }
 
 }  // namespace fracgpu::scheduler

@@ -22,8 +22,10 @@ std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req,
                                               const ClusterState& state,
                                               core::GpuPolicy default_policy);
 
-/// core::FitForBind over `state`'s allocations (the workload counted under its shared lock).
+/// core::FitForBind over `state`'s allocations (the workload counted under its shared lock),
+/// with the pod's CPU request and the extender's fixed M, if any (core::FragmentationInputs).
 core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& node,
-                           const ClusterState& state, core::GpuPolicy default_policy);
+                           const ClusterState& state, core::GpuPolicy default_policy,
+                           const core::FragmentationInputs& inputs = {});
 
 }  // namespace fracgpu::scheduler

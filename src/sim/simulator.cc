@@ -97,7 +97,9 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
   std::vector<int32_t> perm(cluster.frag.size());
   std::iota(perm.begin(), perm.end(), 0);
   order_rng.Shuffle(perm);
-  if (options.node_order != RunOptions::NodeOrder::kSeeded) {
+  if (options.node_order == RunOptions::NodeOrder::kByName) {
+    std::iota(perm.begin(), perm.end(), 0);  // cluster.frag is sorted by name
+  } else if (options.node_order != RunOptions::NodeOrder::kSeeded) {
     const bool desc = options.node_order == RunOptions::NodeOrder::kCpuPerGpuDesc;
     auto ratio = [&](int32_t i) {  // millicores per GPU, compared exactly by cross-multiplying
       return std::pair<int64_t, int64_t>(cluster.frag[i].cpu_left, cluster.frag[i].num_gpus);
@@ -158,6 +160,7 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
         memo ? memo->Choose(policy, nodes, policy_frag, d, policy_workload)
              : core::ChooseNode(policy, nodes, own_workload ? policy_frag : node_frag, d,
                                 policy_workload, policy_rng);
+    if (options.keep_placements) out.placements.push_back({idx, "", {}});
     if (p.node < 0) {
       ++out.failed;
       if (options.verify_failures) {
@@ -202,6 +205,11 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
       }
       FRACGPU_RETURN_IF_ERROR(
           core::AddPodGrants(s, fit.grants, core::CountInitContainers(request)));
+      if (options.keep_placements) {
+        out.placements.back().node = s.name;
+        for (const auto& c : fit.grants)
+          for (const auto& g : c) out.placements.back().gpus.push_back(g.uuid);
+      }
       s.cpu_milli_used += d.cpu_milli;
       s.mem_mib_used += d.mem_mib;
       core::Apply(nodes[p.node], d, p.pick);

@@ -555,5 +555,82 @@ TEST(CoreClusterState, EveryChangeKeepsEachNodesFitSummarySigned) {
   ExpectSummariesThroughEvents(true);
 }
 
+// Host CPU and memory (issue 34 item 7): a node's allocatable CPU and memory, less the requests
+// of every pod bound there — GPU pods or not, from a bind's Assume before the watch shows it —
+// until the pod ends or is deleted; a pod bound before its node is known is counted when the
+// node arrives; a version of the pod without spec.nodeName leaves an assumed one in place.
+TEST(CoreClusterState, HostCpuAndMemoryAreAllocatableLessTheBoundPodsRequests) {
+  ClusterState s;
+  NodeObject n = TwoGpus();
+  n.allocatable_cpu_milli = 32000;
+  n.allocatable_mem_mib = 65536;
+  // A CPU-only pod bound before the node is known.
+  PodObject web;
+  web.key = "default/web";
+  web.uid = "web";
+  web.phase = "Running";
+  web.node_name = "n1";
+  web.cpu_milli = 1500;
+  web.mem_mib = 2048;
+  ASSERT_TRUE(s.UpsertPod(web).ok());
+  ASSERT_TRUE(s.UpsertNode(n).ok());
+  auto node = s.Node("n1");
+  ASSERT_TRUE(node);
+  EXPECT_EQ(node->cpu_milli_total, 32000);
+  EXPECT_EQ(node->mem_mib_total, 65536);
+  EXPECT_EQ(node->cpu_milli_used, 1500);
+  EXPECT_EQ(node->mem_mib_used, 2048);
+  // A GPU pod bound.
+  PodObject gpu = Holding("gpu", {{DeviceGrant{"GPU-0", "NVIDIA", 1000, 10}}});
+  gpu.cpu_milli = 8000;
+  gpu.mem_mib = 4096;
+  ASSERT_TRUE(s.UpsertPod(gpu).ok());
+  EXPECT_EQ(s.Node("n1")->cpu_milli_used, 9500);
+  EXPECT_EQ(s.Node("n1")->mem_mib_used, 6144);
+  // A bind's decision counts at once; the pod as listed before its Binding does not erase it.
+  PodAllocation a;
+  a.key = "default/new";
+  a.uid = "new";
+  a.node = "n1";
+  a.grants = {{DeviceGrant{"GPU-1", "NVIDIA", 1000, 10}}};
+  a.cpu_milli = 4000;
+  a.mem_mib = 1024;
+  ASSERT_TRUE(s.Assume(a).ok());
+  EXPECT_EQ(s.Node("n1")->cpu_milli_used, 13500);
+  PodObject pending;
+  pending.key = "default/new";
+  pending.uid = "new";
+  pending.phase = "Pending";
+  pending.cpu_milli = 4000;
+  pending.mem_mib = 1024;
+  (void)s.UpsertPod(pending);
+  EXPECT_EQ(s.Node("n1")->cpu_milli_used, 13500);
+  EXPECT_EQ(s.Node("n1")->mem_mib_used, 7168);
+  // A node update keeps the counts; a new allocatable is read.
+  n.allocatable_cpu_milli = 30000;
+  ASSERT_TRUE(s.UpsertNode(n).ok());
+  EXPECT_EQ(s.Node("n1")->cpu_milli_total, 30000);
+  EXPECT_EQ(s.Node("n1")->cpu_milli_used, 13500);
+  // Ended and deleted pods give theirs back; so does a forgotten bind.
+  web.phase = "Succeeded";
+  ASSERT_TRUE(s.UpsertPod(web).ok());
+  EXPECT_EQ(s.Node("n1")->cpu_milli_used, 12000);
+  s.Forget("gpu");
+  s.Forget("new");
+  EXPECT_EQ(s.Node("n1")->cpu_milli_used, 0);
+  EXPECT_EQ(s.Node("n1")->mem_mib_used, 0);
+  // The allocation keeps the pod's CPU request (the CPU of its shape in the target workload).
+  ASSERT_TRUE(s.UpsertPod(gpu).ok());
+  EXPECT_EQ(s.Allocation("gpu")->cpu_milli, 8000);
+  // Copies carry the counts.
+  ClusterState copy = s;
+  EXPECT_EQ(copy.Node("n1")->cpu_milli_used, 8000);
+  // A node without allocatable CPU or memory is not tracked (0).
+  NodeObject bare = TwoGpus();
+  bare.name = "n2";
+  ASSERT_TRUE(s.UpsertNode(bare).ok());
+  EXPECT_EQ(s.Node("n2")->cpu_milli_total, 0);
+}
+
 }  // namespace
 }  // namespace fracgpu::core
