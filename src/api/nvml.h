@@ -7,7 +7,9 @@
 // (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree,
 // nvmlEventData_t, nvmlEventTypeXidCriticalError = 0x8) from NVIDIA's NVML API reference, "Event
 // Handling Methods"; the architecture, compute capability and driver version getters and the
-// NVML_DEVICE_ARCH_* values from §8.2 and §8.5.
+// NVML_DEVICE_ARCH_* values from §8.2 and §8.5; the link topology getters and their types
+// (nvmlGpuTopologyLevel_t, nvmlEnableState_t, nvmlIntNvLinkDeviceType_t, NVML_NVLINK_MAX_LINKS)
+// from nvml.h, "Topology Queries" and "NvLink Methods".
 // A loader takes a function's pointer type as decltype(&nvmlName), so the prototype here is the
 // only one.
 #include <cstdint>
@@ -48,6 +50,30 @@ inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_HOPPER = 9;
 inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_BLACKWELL = 10;
 inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_T23X = 11;
 inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffu;
+
+/// nvmlGpuTopologyLevel_t (nvml.h enum nvmlGpuLevel_enum): the closest common ancestor of two
+/// GPUs on the PCIe tree, what nvmlDeviceGetTopologyCommonAncestor answers. NVML_TOPOLOGY_NODE
+/// was NVML_TOPOLOGY_CPU.
+typedef unsigned int nvmlGpuTopologyLevel_t;
+inline constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_INTERNAL = 0;
+inline constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_SINGLE = 10;
+inline constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_MULTIPLE = 20;
+inline constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_HOSTBRIDGE = 30;
+inline constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_NODE = 40;
+inline constexpr nvmlGpuTopologyLevel_t NVML_TOPOLOGY_SYSTEM = 50;
+/// nvmlEnableState_t (enum nvmlEnableState_enum): what nvmlDeviceGetNvLinkState answers.
+typedef unsigned int nvmlEnableState_t;
+inline constexpr nvmlEnableState_t NVML_FEATURE_DISABLED = 0;
+inline constexpr nvmlEnableState_t NVML_FEATURE_ENABLED = 1;
+/// nvmlIntNvLinkDeviceType_t (enum nvmlIntNvLinkDeviceType_enum): the device at the far end of
+/// an NVLink.
+typedef unsigned int nvmlIntNvLinkDeviceType_t;
+inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_GPU = 0x00;
+inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01;
+inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02;
+inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF;
+/// NVML_NVLINK_MAX_LINKS: links are numbered 0 .. 17 (18 on Hopper and Blackwell).
+inline constexpr unsigned int NVML_NVLINK_MAX_LINKS = 18;
 
 /// Event type bits (nvmlEventType*).
 inline constexpr unsigned long long nvmlEventTypeSingleBitEccError = 0x1ULL;
@@ -180,5 +206,15 @@ nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
                                                 int* minor) FRACGPU_NVML_API;
 nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) FRACGPU_NVML_API;
+// The GPU link topology (src/nvml Topology: the device plugin's hami.io/node-nvidia-score).
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t* pathInfo) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* isActive) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci) FRACGPU_NVML_API;
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType)
+    FRACGPU_NVML_API;
 
 }  // extern "C"

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 #include "api/nvml.h"
 #include "base/file.h"
@@ -86,6 +87,11 @@ struct Nvml::Impl {
   decltype(&::nvmlDeviceGetArchitecture) get_arch = nullptr;
   decltype(&::nvmlDeviceGetCudaComputeCapability) get_cc = nullptr;
   decltype(&::nvmlSystemGetDriverVersion) get_driver_version = nullptr;
+  // Optional: the link topology (hami.io/node-nvidia-score).
+  decltype(&::nvmlDeviceGetTopologyCommonAncestor) get_ancestor = nullptr;
+  decltype(&::nvmlDeviceGetNvLinkState) get_nvlink_state = nullptr;
+  decltype(&::nvmlDeviceGetNvLinkRemotePciInfo_v2) get_nvlink_remote_pci = nullptr;
+  decltype(&::nvmlDeviceGetNvLinkRemoteDeviceType) get_nvlink_remote_type = nullptr;
 
   std::string Error(const char* call, nvmlReturn_t r) const { return lib->Error(call, r); }
 
@@ -124,6 +130,13 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const NvmlOptions& options) {
       l.Get<decltype(&::nvmlDeviceGetCudaComputeCapability)>("nvmlDeviceGetCudaComputeCapability");
   impl->get_driver_version =
       l.Get<decltype(&::nvmlSystemGetDriverVersion)>("nvmlSystemGetDriverVersion");
+  impl->get_ancestor = l.Get<decltype(&::nvmlDeviceGetTopologyCommonAncestor)>(
+      "nvmlDeviceGetTopologyCommonAncestor");
+  impl->get_nvlink_state = l.Get<decltype(&::nvmlDeviceGetNvLinkState)>("nvmlDeviceGetNvLinkState");
+  impl->get_nvlink_remote_pci = l.Get<decltype(&::nvmlDeviceGetNvLinkRemotePciInfo_v2)>(
+      "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  impl->get_nvlink_remote_type = l.Get<decltype(&::nvmlDeviceGetNvLinkRemoteDeviceType)>(
+      "nvmlDeviceGetNvLinkRemoteDeviceType");
   return std::unique_ptr<Nvml>(new Nvml(std::move(impl)));
 }
 
@@ -276,6 +289,112 @@ FactsReport Nvml::Facts() {
       }
     }
     report.by_uuid[*uuid] = std::move(facts);
+  }
+  return report;
+}
+
+namespace {
+
+// A PCI bus id as HAMi compares them (its PciInfo.BusID): lower case, the domain's leading
+// "0000" dropped, so NVML's "00000000:3B:00.0" and "0000:3b:00.0" are the same device.
+std::string ComparableBusId(const char* raw, size_t size) {
+  std::string id(raw, strnlen(raw, size));
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (id != "0000" && id.starts_with("0000")) id = id.substr(4);
+  return id;
+}
+
+bool SkippedLink(nvmlReturn_t r) {
+  return r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT;
+}
+
+}  // namespace
+
+TopologyReport Nvml::Topology() {
+  Impl& n = *impl_;
+  TopologyReport report;
+  auto none = [&](const std::string& why) {
+    report.links.clear();
+    report.omitted = why + ": no GPU link scores (hami.io/node-nvidia-score) published";
+    return report;
+  };
+  const std::pair<bool, const char*> entry_points[] = {
+      {n.get_pci != nullptr, "nvmlDeviceGetPciInfo_v3"},
+      {n.get_ancestor != nullptr, "nvmlDeviceGetTopologyCommonAncestor"},
+      {n.get_nvlink_state != nullptr, "nvmlDeviceGetNvLinkState"},
+      {n.get_nvlink_remote_pci != nullptr, "nvmlDeviceGetNvLinkRemotePciInfo_v2"},
+      {n.get_nvlink_remote_type != nullptr, "nvmlDeviceGetNvLinkRemoteDeviceType"}};
+  for (auto [present, name] : entry_points) {
+    if (!present) return none("NVML library " + n.options.library + " has no " + name);
+  }
+  unsigned int count = 0;
+  if (nvmlReturn_t r = n.get_count(&count); r != NVML_SUCCESS)
+    return none(n.Error("nvmlDeviceGetCount_v2", r));
+  struct Gpu {
+    nvmlDevice_t device = nullptr;
+    std::string bus_id;
+    std::vector<std::string> remote_bus_ids;  // of its enabled links
+    unsigned int switch_links = 0;            // enabled links to an NVSwitch
+  };
+  std::vector<Gpu> gpus(count);
+  for (unsigned int i = 0; i < count; ++i) {
+    Gpu& g = gpus[i];
+    std::string at = " for GPU index " + std::to_string(i);
+    if (nvmlReturn_t r = n.get_handle(i, &g.device); r != NVML_SUCCESS)
+      return none(n.Error("nvmlDeviceGetHandleByIndex_v2", r) + at);
+    auto uuid = n.DeviceUuid(g.device);
+    if (!uuid.ok()) return none(uuid.status().message() + at);
+    report.uuids.push_back(*uuid);
+    nvmlPciInfo_t pci{};
+    if (nvmlReturn_t r = n.get_pci(g.device, &pci); r != NVML_SUCCESS)
+      return none(n.Error("nvmlDeviceGetPciInfo_v3", r) + at);
+    g.bus_id = ComparableBusId(pci.busId, sizeof(pci.busId));
+    for (unsigned int link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+      std::string on = at + " link " + std::to_string(link);
+      nvmlEnableState_t state = NVML_FEATURE_DISABLED;
+      nvmlReturn_t r = n.get_nvlink_state(g.device, link, &state);
+      if (SkippedLink(r)) continue;
+      if (r != NVML_SUCCESS) return none(n.Error("nvmlDeviceGetNvLinkState", r) + on);
+      if (state != NVML_FEATURE_ENABLED) continue;
+      nvmlPciInfo_t remote{};
+      r = n.get_nvlink_remote_pci(g.device, link, &remote);
+      if (r == NVML_SUCCESS) {
+        g.remote_bus_ids.push_back(ComparableBusId(remote.busId, sizeof(remote.busId)));
+      } else if (!SkippedLink(r)) {
+        return none(n.Error("nvmlDeviceGetNvLinkRemotePciInfo_v2", r) + on);
+      }
+      nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+      r = n.get_nvlink_remote_type(g.device, link, &type);
+      if (r == NVML_SUCCESS) {
+        if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) ++g.switch_links;
+      } else if (!SkippedLink(r)) {
+        return none(n.Error("nvmlDeviceGetNvLinkRemoteDeviceType", r) + on);
+      }
+    }
+  }
+  for (unsigned int i = 0; i < count; ++i) {
+    for (unsigned int j = 0; j < count; ++j) {
+      if (i == j) continue;
+      GpuPairLink link;
+      link.a = report.uuids[i];
+      link.b = report.uuids[j];
+      nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+      if (nvmlReturn_t r = n.get_ancestor(gpus[i].device, gpus[j].device, &level);
+          r != NVML_SUCCESS) {
+        return none(n.Error("nvmlDeviceGetTopologyCommonAncestor", r) + " for GPU indices " +
+                    std::to_string(i) + " and " + std::to_string(j));
+      }
+      link.common_ancestor = level;
+      const Gpu& a = gpus[i];
+      const Gpu& b = gpus[j];
+      link.nvlinks = static_cast<unsigned int>(
+          std::count(a.remote_bus_ids.begin(), a.remote_bus_ids.end(), b.bus_id));
+      if (link.nvlinks == 0 && !a.remote_bus_ids.empty() && a.switch_links > 0 &&
+          b.switch_links > 0) {
+        link.nvlinks = std::min(a.switch_links, b.switch_links);
+      }
+      report.links.push_back(std::move(link));
+    }
   }
   return report;
 }

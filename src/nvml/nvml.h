@@ -43,6 +43,31 @@ struct FactsReport {
   std::vector<std::string> omitted;
 };
 
+/// What connects GPU `a` to GPU `b` as NVML reports it, seen from `a` (the data HAMi's device
+/// plugin scores, docs/device-plugin.md "Link scores").
+struct GpuPairLink {
+  std::string a, b;  ///< UUIDs
+  /// nvmlDeviceGetTopologyCommonAncestor(a, b): an NVML_TOPOLOGY_* value.
+  unsigned int common_ancestor = 0;
+  /// Active NVLinks from `a` to `b`: those of `a`'s enabled links whose remote PCI bus id
+  /// (nvmlDeviceGetNvLinkRemotePciInfo_v2) is `b`'s; when none is and `a` has enabled links,
+  /// through NVSwitch: the smaller of `a`'s and `b`'s counts of enabled links whose remote
+  /// device type is NVML_NVLINK_DEVICE_TYPE_SWITCH, when both have some; else 0.
+  unsigned int nvlinks = 0;
+
+  bool operator==(const GpuPairLink&) const = default;
+};
+
+/// The links between every ordered pair of the node's GPUs, or why there are none.
+struct TopologyReport {
+  std::vector<std::string> uuids;  ///< every GPU, in index order
+  /// Every ordered pair (a, b), a != b, in index order of a then b; empty when `omitted` is set.
+  std::vector<GpuPairLink> links;
+  /// Set when the topology could not be read (an entry point is not exported, or a call
+  /// failed); the line says which and that no link scores are published.
+  std::string omitted;
+};
+
 /// The NVML-backed GpuSource. Not copyable; thread-compatible (one caller per method at a time;
 /// ListGpus and WaitXid may run on different threads).
 class Nvml final : public GpuSource {
@@ -62,6 +87,13 @@ class Nvml final : public GpuSource {
   /// "" and adds a line to `omitted`; never fails. A GPU whose handle or UUID cannot be read is
   /// left out (ListGpus reports that).
   FactsReport Facts();
+  /// The link topology of every GPU pair, as HAMi's device plugin reads it (its
+  /// pkg/device/nvidia/links.go): nvmlDeviceGetPciInfo_v3, nvmlDeviceGetTopologyCommonAncestor,
+  /// and for each link 0 .. NVML_NVLINK_MAX_LINKS-1 nvmlDeviceGetNvLinkState,
+  /// nvmlDeviceGetNvLinkRemotePciInfo_v2 and nvmlDeviceGetNvLinkRemoteDeviceType (a link that
+  /// answers NVML_ERROR_NOT_SUPPORTED or NVML_ERROR_INVALID_ARGUMENT is skipped). Never fails:
+  /// a missing entry point or any other error gives no links and the reason in `omitted`.
+  TopologyReport Topology();
   /// Creates the event set on first use (Xid critical errors on every device).
   Result<std::optional<XidEvent>> WaitXid(std::chrono::milliseconds timeout) override;
 

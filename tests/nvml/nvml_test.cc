@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../support/temp_dir.h"
+#include "api/nvml.h"
 
 namespace fracgpu::nvml {
 namespace {
@@ -217,6 +218,126 @@ TEST(Sysfs, NumaNode) {
       bad.status().message(),
       sys.path() +
           "/bus/pci/devices/0000:99:00.0/numa_node must hold an integer NUMA node, got \"one\"");
+}
+
+// ---- The GPU link topology (issue 34 item 6) ------------------------------------------------
+// Each test is its own process: the fake reads FAKE_GPU_DEVICES once; FAKE_GPU_TOPOLOGY on
+// every call.
+
+std::string FakeUuid(int i) {
+  return "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i);
+}
+
+void FakeBox(int gpus, const char* topology) {
+  std::string list;
+  for (int i = 0; i < gpus; ++i) list += (i ? "," : "") + FakeUuid(i) + ":81920";
+  setenv("FAKE_GPU_DEVICES", list.c_str(), 1);
+  if (topology != nullptr) {
+    setenv("FAKE_GPU_TOPOLOGY", topology, 1);
+  } else {
+    unsetenv("FAKE_GPU_TOPOLOGY");
+  }
+}
+
+// The link NVML reports from GPU a to GPU b.
+const GpuPairLink* Link(const TopologyReport& r, int a, int b) {
+  for (const GpuPairLink& l : r.links) {
+    if (l.a == FakeUuid(a) && l.b == FakeUuid(b)) return &l;
+  }
+  return nullptr;
+}
+
+TEST(NvmlTopology, TwoWayNvlinkBoxLinksThePairsBridged) {
+  FakeBox(4, "nvlink2x");
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  TopologyReport r = (*nvml)->Topology();
+  ASSERT_EQ(r.omitted, "");
+  EXPECT_EQ(r.uuids,
+            (std::vector<std::string>{FakeUuid(0), FakeUuid(1), FakeUuid(2), FakeUuid(3)}));
+  ASSERT_EQ(r.links.size(), 12u);  // every ordered pair
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      const GpuPairLink* l = Link(r, a, b);
+      ASSERT_NE(l, nullptr) << a << "-" << b;
+      EXPECT_EQ(l->common_ancestor, NVML_TOPOLOGY_NODE) << a << "-" << b;
+      // Bridged: 0-1 and 2-3, 4 NVLinks each way; nothing between the pairs (1-2 included).
+      EXPECT_EQ(l->nvlinks, a / 2 == b / 2 ? 4u : 0u) << a << "-" << b;
+    }
+  }
+  // The PCI bus ids the NVLinks' remote ends name reach ListGpus too.
+  auto gpus = (*nvml)->ListGpus();
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_EQ((*gpus)[1].pci_bus_id, "0000:20:00.0");
+}
+
+TEST(NvmlTopology, EightGpuNvswitchBoxLinksEveryPairThroughTheSwitches) {
+  FakeBox(8, "nvlink8x");
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  TopologyReport r = (*nvml)->Topology();
+  ASSERT_EQ(r.omitted, "");
+  ASSERT_EQ(r.links.size(), 56u);
+  for (int a = 0; a < 8; ++a) {
+    for (int b = 0; b < 8; ++b) {
+      if (a == b) continue;
+      const GpuPairLink* l = Link(r, a, b);
+      ASSERT_NE(l, nullptr) << a << "-" << b;
+      // 18 links to the NVSwitches each: the pair's count is the smaller, 18.
+      EXPECT_EQ(l->nvlinks, 18u) << a << "-" << b;
+      // GPUs 0-3 on one socket, 4-7 on the other.
+      EXPECT_EQ(l->common_ancestor, a / 4 == b / 4 ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM)
+          << a << "-" << b;
+    }
+  }
+}
+
+TEST(NvmlTopology, AnExplicitLinkListAndAPcieBox) {
+  FakeBox(3, "links:0-2x2");
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  TopologyReport r = (*nvml)->Topology();
+  ASSERT_EQ(r.omitted, "");
+  EXPECT_EQ(Link(r, 0, 2)->nvlinks, 2u);
+  EXPECT_EQ(Link(r, 2, 0)->nvlinks, 2u);
+  EXPECT_EQ(Link(r, 0, 1)->nvlinks, 0u);
+  EXPECT_EQ(Link(r, 1, 2)->nvlinks, 0u);
+  setenv("FAKE_GPU_TOPOLOGY", "pcie", 1);
+  r = (*nvml)->Topology();
+  ASSERT_EQ(r.omitted, "");
+  ASSERT_EQ(r.links.size(), 6u);
+  for (const GpuPairLink& l : r.links) {
+    EXPECT_EQ(l.nvlinks, 0u);
+    EXPECT_EQ(l.common_ancestor, NVML_TOPOLOGY_NODE);
+  }
+}
+
+TEST(NvmlTopology, NoTopologyIsNoLinksWithTheReason) {
+  // A driver that answers NOT_SUPPORTED (the fake without FAKE_GPU_TOPOLOGY).
+  FakeBox(2, nullptr);
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  TopologyReport r = (*nvml)->Topology();
+  EXPECT_TRUE(r.links.empty());
+  EXPECT_NE(r.omitted.find("nvmlDeviceGetPciInfo_v3 failed: NVML error 3 (Not Supported)"),
+            std::string::npos)
+      << r.omitted;
+  EXPECT_NE(r.omitted.find("no GPU link scores (hami.io/node-nvidia-score) published"),
+            std::string::npos)
+      << r.omitted;
+}
+
+TEST(NvmlTopology, AMissingEntryPointIsNoLinksNotACrash) {
+  // The older driver lacks nvmlDeviceGetNvLinkRemoteDeviceType.
+  FakeBox(4, "nvlink2x");
+  auto nvml = Nvml::Open({FRACGPU_FAKE_NVML_WITHOUT_FACTS, "/nonexistent"});
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  TopologyReport r = (*nvml)->Topology();
+  EXPECT_TRUE(r.links.empty());
+  EXPECT_EQ(r.omitted, std::string("NVML library ") + FRACGPU_FAKE_NVML_WITHOUT_FACTS +
+                           " has no nvmlDeviceGetNvLinkRemoteDeviceType: no GPU link scores "
+                           "(hami.io/node-nvidia-score) published");
 }
 
 }  // namespace

@@ -14,8 +14,23 @@
 //   "9.0") FAKE_NVML_DRIVER_VERSION      nvmlSystemGetDriverVersion's string (default "580.95.05")
 //   FAKE_NVML_NOT_SUPPORTED       comma list of those three entry points that answer
 //                                 NVML_ERROR_NOT_SUPPORTED instead
+//
+// The GPU link topology (nvmlDeviceGetPciInfo_v3, nvmlDeviceGetTopologyCommonAncestor and the
+// NVLink getters) models the box FAKE_GPU_TOPOLOGY names (read on every call); unset, those
+// entry points answer NVML_ERROR_NOT_SUPPORTED (no PCI info, no topology: the fake's old
+// behaviour):
+//   nvlink2x   GPUs paired by an NVLink bridge, 0-1, 2-3, ...: 4 NVLinks from each GPU to its
+//              peer (remote device type GPU); every pair shares the CPU (NVML_TOPOLOGY_NODE)
+//   nvlink8x   an HGX / DGX box: 18 NVLinks from every GPU to the NVSwitches (remote device
+//              type SWITCH, remote PCI id the switch's), all to all; GPUs of the first half of
+//              the indices on one CPU socket, the rest on the other (NVML_TOPOLOGY_NODE within
+//              a half, NVML_TOPOLOGY_SYSTEM across)
+//   pcie       no NVLink; every pair shares the CPU (NVML_TOPOLOGY_NODE)
+//   links:<a>-<b>x<n>,...  direct NVLinks: <n> links between GPUs <a> and <b> (indices);
+//              every pair shares the CPU
+// GPU i's PCI bus id is 00000000:<0x18 + 8i, two hex digits>:00.0.
 // Built a second time with FAKE_NVML_WITHOUT_FACTS (fake_nvml_without_facts, an older driver):
-// those three entry points are not exported at all.
+// those three entry points and nvmlDeviceGetNvLinkRemoteDeviceType are not exported at all.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -459,5 +474,133 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) noexcept {
   delete set;
   return NVML_SUCCESS;
 }
+
+}  // extern "C"
+
+namespace {
+
+// The far end of one enabled NVLink: a GPU's index, or kSwitch.
+constexpr int kSwitch = -1;
+constexpr unsigned kFakeLinkSlots = NVML_NVLINK_MAX_LINKS;
+
+struct FakeTopology {
+  bool on = false;                      // FAKE_GPU_TOPOLOGY names a box
+  std::vector<std::vector<int>> links;  // per GPU: its enabled links' far ends, links 0, 1, ...
+  int sockets = 1;                      // GPUs split in index halves over this many sockets
+};
+
+// The box FAKE_GPU_TOPOLOGY names for `n` GPUs (off when unset or not understood).
+FakeTopology Topology() {
+  FakeTopology t;
+  const char* env = std::getenv("FAKE_GPU_TOPOLOGY");
+  std::string spec = env ? env : "";
+  size_t n = N().devices.size();
+  t.links.assign(n, {});
+  if (spec == "pcie") {
+    t.on = true;
+  } else if (spec == "nvlink2x") {
+    t.on = true;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+      for (int k = 0; k < 4; ++k) {
+        t.links[i].push_back(static_cast<int>(i + 1));
+        t.links[i + 1].push_back(static_cast<int>(i));
+      }
+    }
+  } else if (spec == "nvlink8x") {
+    t.on = true;
+    t.sockets = 2;
+    for (auto& l : t.links) l.assign(18, kSwitch);
+  } else if (spec.starts_with("links:")) {
+    t.on = true;
+    std::string list = spec.substr(6) + ",";
+    size_t pos = 0;
+    for (size_t end; (end = list.find(',', pos)) != std::string::npos; pos = end + 1) {
+      unsigned a = 0, b = 0, count = 0;
+      if (std::sscanf(list.substr(pos, end - pos).c_str(), "%u-%ux%u", &a, &b, &count) != 3 ||
+          a >= n || b >= n || a == b) {
+        continue;
+      }
+      for (unsigned k = 0; k < count; ++k) {
+        if (t.links[a].size() < kFakeLinkSlots) t.links[a].push_back(static_cast<int>(b));
+        if (t.links[b].size() < kFakeLinkSlots) t.links[b].push_back(static_cast<int>(a));
+      }
+    }
+  }
+  return t;
+}
+
+void FillPci(nvmlPciInfo_t* pci, unsigned bus) {
+  *pci = {};
+  pci->domain = 0;
+  pci->bus = bus;
+  std::snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", bus);
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", bus);
+}
+
+unsigned GpuBus(int idx) { return 0x18u + 8u * static_cast<unsigned>(idx); }
+
+}  // namespace
+
+extern "C" {
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !pci) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!Topology().on) return NVML_ERROR_NOT_SUPPORTED;
+  FillPci(pci, GpuBus(i));
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t* level) noexcept {
+  NVML_CHECK_INIT();
+  int a = IndexOf(device1), b = IndexOf(device2);
+  if (a < 0 || b < 0 || !level) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeTopology t = Topology();
+  if (!t.on) return NVML_ERROR_NOT_SUPPORTED;
+  int n = static_cast<int>(N().devices.size());
+  auto socket = [&](int idx) { return idx * t.sockets / n; };
+  *level = socket(a) == socket(b) ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM;
+  return NVML_SUCCESS;
+}
+// A GPU without NVLink answers NVML_ERROR_NOT_SUPPORTED for every link; one with some answers
+// ENABLED for its links and DISABLED for the other slots below NVML_NVLINK_MAX_LINKS.
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* active) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !active || link >= kFakeLinkSlots) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeTopology t = Topology();
+  if (!t.on || t.links[i].empty()) return NVML_ERROR_NOT_SUPPORTED;
+  *active = link < t.links[i].size() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !pci || link >= kFakeLinkSlots) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeTopology t = Topology();
+  if (!t.on || t.links[i].empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= t.links[i].size()) return NVML_ERROR_INVALID_ARGUMENT;
+  int far = t.links[i][link];
+  // The four NVSwitch chips of an HGX H100 board, links spread over them.
+  FillPci(pci, far == kSwitch ? 0xC0u + link % 4 : GpuBus(far));
+  return NVML_SUCCESS;
+}
+#ifndef FAKE_NVML_WITHOUT_FACTS
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t* type) noexcept {
+  NVML_CHECK_INIT();
+  int i = IndexOf(device);
+  if (i < 0 || !type || link >= kFakeLinkSlots) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeTopology t = Topology();
+  if (!t.on || t.links[i].empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= t.links[i].size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *type =
+      t.links[i][link] == kSwitch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
+  return NVML_SUCCESS;
+}
+#endif  // FAKE_NVML_WITHOUT_FACTS
 
 }  // extern "C"
