@@ -433,11 +433,15 @@ start_device_plugin() { # NODE
   local n=$1 nd; nd=$(node_dir "$1")
   node_plugin_files "$n"
   local extra=() a; while IFS= read -r -d '' a; do extra+=("$a"); done < <(extra_args "device-plugin-$n")
+  # The signing key the Secret's volume gives the pod, unless the extra arguments name another
+  # (a migration test's plugin started while the Secret does not exist).
+  local key=(--signing-key-file "$dir/fracgpu/signing.key")
+  for a in "${extra[@]}"; do case "$a" in --signing-key-file=*) key=() ;; esac; done
   FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
     start "device-plugin-$n" "$build/fracgpu" device-plugin --node-name "$n" \
     --hook-path "$nd/hook" --socket-dir "$nd/device-plugins" \
     --config-file "$nd/device-config.yaml" --node-config "$nd/node-config.json" \
-    --signing-key-file "$dir/fracgpu/signing.key" \
+    "${key[@]}" \
     --kubeconfig "$dir/fracgpu-device-plugin.kubeconfig" --nvml-library "$build/fakes/lib/libnvidia-ml.so.1" \
     "${extra[@]}"
 }

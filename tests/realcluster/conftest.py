@@ -220,8 +220,16 @@ def helm_cluster(_clusters):
 
 def pytest_collection_modifyitems(items):
     """The helm-mode tests last: a cluster of its own costs one start then, not two (the
-    device-plugin cluster of the tests after it would have to come up again)."""
+    device-plugin cluster of the tests after it would have to come up again). The HAMi
+    migration rehearsal (test_hami_migration.py), which takes the device-plugin cluster down when
+    it ends, right after the last other test of that cluster: it reuses it, and no test after it
+    needs another start."""
     items.sort(key=lambda item: "helm_cluster" in getattr(item, "fixturenames", ()))
+    rehearsal = [i for i in items if getattr(i.module, "__name__", "") == "test_hami_migration"]
+    rest = [i for i in items if i not in rehearsal]
+    users = [k for k, i in enumerate(rest) if "cluster" in getattr(i, "fixturenames", ())]
+    at = users[-1] + 1 if users else len(rest)
+    items[:] = rest[:at] + rehearsal + rest[at:]
 
 
 def pytest_terminal_summary(terminalreporter):
