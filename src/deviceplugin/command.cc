@@ -17,6 +17,7 @@
 #include "deviceplugin/cluster_api.h"
 #include "deviceplugin/registrar.h"
 #include "deviceplugin/server.h"
+#include "deviceplugin/topology.h"
 #include "k8s/client.h"
 #include "k8s/config.h"
 #include "node/config.h"
@@ -132,6 +133,8 @@ int Run(const Flags& f) {
   sopt.numa_topology = config->enable_numa_topology;
   deviceplugin::PluginServer server(sopt, &state, &allocator);
   deviceplugin::NodeRegistrar registrar(f.node_name, &api);
+  // HAMi's GPU link scores (hami.io/node-nvidia-score), read once: links do not change.
+  registrar.set_topology_scores(deviceplugin::NodeTopologyScores(nvml->get(), state.Devices()));
 
   // Node registration: on start, on every health change, and every register interval.
   std::thread register_loop([&] {

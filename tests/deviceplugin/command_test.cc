@@ -58,8 +58,10 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_store = {std::string("FAKE_GPU_DEVICES=") + kUuidA + ":32768," +
-                                        kUuidB + ":16384"};
+  // The two GPUs bridged by 2 NVLinks (tests/fakes/nvml/fake_nvml.cc).
+  std::vector<std::string> env_store = {
+      std::string("FAKE_GPU_DEVICES=") + kUuidA + ":32768," + kUuidB + ":16384",
+      "FAKE_GPU_TOPOLOGY=links:0-1x2"};
   for (char** e = environ; *e; ++e) env_store.push_back(*e);
   std::vector<char*> envp;
   for (auto& e : env_store) envp.push_back(e.data());
@@ -87,6 +89,10 @@ TEST(Command, ServesAsADaemonAndStopsOnSigterm) {
   EXPECT_EQ((*devices)[0].count, 3);
   EXPECT_EQ((*devices)[0].type, "NVIDIA-Fake GPU 32GB");  // fake_gpu.h FakeModelName
   EXPECT_EQ((*devices)[1].devmem_mib, 16384);
+  // With it, HAMi's link scores from NVML: same CPU 20 + 2 NVLinks x 100 (issue 34 item 6).
+  EXPECT_EQ((*node)["metadata"]["annotations"]["hami.io/node-nvidia-score"],
+            std::string("[{\"uuid\":\"") + kUuidA + "\",\"score\":{\"" + kUuidB +
+                "\":220}},{\"uuid\":\"" + kUuidB + "\",\"score\":{\"" + kUuidA + "\":220}}]");
 
   // A pod the scheduler bound, signed with the shared key.
   api.Patch(
