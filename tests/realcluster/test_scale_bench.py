@@ -1,0 +1,54 @@
+"""bench/cluster/scale.py --smoke (issue 37 item 1) works end to end: a control plane without
+kubelets (scripts/cluster.sh up --nodes 0) in its own folder and port offset (3100: apart from the
+suite's cluster, a `make sandbox` at 3000, test_sandbox.py at 2000 and the bench's own 3200), 50
+nodes as API objects, 200 HAMi-slice pods through the webhook and fracgpu's kube-scheduler with
+the extender, 200 whole-GPU pods through the default kube-scheduler, the table written.
+
+Not a timed test: speed is measured by the bench itself (docs/performance.md); this checks only
+that every pod of both phases was bound and that the table carries the figures it promises."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+OFFSET = 3100
+STATE = "/tmp/fracgpu-cluster-scale-smoke"
+
+
+def listening(port):
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_scale_bench_smoke(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("scripts/cluster.sh needs root")
+    busy = [p for p in (29444, 29443, 29259, 29260, 29379) if listening(p + OFFSET)]
+    assert not busy, f"ports {[p + OFFSET for p in busy]} in use: another cluster at offset {OFFSET}?"
+    out = tmp_path / "table.md"
+    p = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cluster" / "scale.py"), "--smoke",
+         "--dir", STATE, "--port-offset", str(OFFSET), "--log-dir", str(tmp_path),
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-4000:]}"
+    table = out.read_text()
+    assert "**pods per second**" in table and "Ratio extender / plain throughput" in table, table
+    result = json.loads((tmp_path / "result.json").read_text())
+    for ph in result["phases"]:
+        assert ph["bound"] == 200 and ph["bound_api"] == 200, (ph["name"], ph["bound"], ph["bound_api"])
+        assert ph["create_errors"] == 0, ph["first_error"]
+    ext = result["phases"][0]
+    # The slice pods went through the extender (one /bind each at least) and were mutated by
+    # the webhook; the whole-GPU pods did not call it.
+    assert ext["binds"].get("ok") == 200, ext["binds"]
+    assert ext["ext"]["/filter"][2] >= 200 and ext["ext"]["/webhook"][2] >= 200, ext["ext"]
+    assert result["phases"][1]["binds"] == {}, result["phases"][1]["binds"]
+    assert not Path(STATE).exists(), "the bench left its cluster up"
