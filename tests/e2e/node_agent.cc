@@ -142,7 +142,7 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
     monitor_ = std::make_unique<Daemon>(
         std::vector<std::string>{
             artifacts_.fracgpu, "monitor", "--node-name=" + name_, "--hook-path=" + dir_ + "/hook",
-            "--node-dir=", "--listen=127.0.0.1:0", "--interval=0.1", "--enforce-interval=0.1",
+            "--listen=127.0.0.1:0", "--node-dir", "", "--interval=0.1", "--enforce-interval=0.1",
             "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
             "--nvml-library=" + artifacts_.fake_nvml, "--proc-root=" + dir_ + "/proc"},
         menv, dir_ + "/monitor.log");

@@ -184,6 +184,12 @@ RbacPolicy LoadRbac(const std::string& dir) {
   std::vector<std::string> files;
   for (auto it = fs::recursive_directory_iterator(dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    // A Helm chart (deploy/helm/fracgpu) holds Go templates, not YAML; it renders deploy/'s
+    // objects (HelmChart.RendersDeployAndHamiValues checks that), so deploy/ alone is read.
+    if (it->is_directory() && fs::exists(it->path() / "Chart.yaml")) {
+      it.disable_recursion_pending();
+      continue;
+    }
     std::string ext = it->path().extension().string();
     if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml"))
       files.push_back(it->path().string());

@@ -58,7 +58,7 @@ TEST(MonitorCommand, OncePrintsTheNodesScrape) {
       << out;
   EXPECT_NE(
       out.find("fracgpu_gpu_memory_total_bytes{node=\"n1\",device_uuid=\"" + std::string(kGpu) +
-               "\",device_index=\"0\",model=\"Fake GPU 0\"} 4294967296\n"),
+               "\",device_index=\"0\",model=\"Fake GPU 4GB\"} 4294967296\n"),
       std::string::npos)
       << out;
   EXPECT_NE(out.find("fracgpu_build_info{component=\"monitor\",version=\""), std::string::npos);

@@ -58,9 +58,11 @@ std::string SliceLabels(const std::string& ns, const std::string& pod, const std
   return "{node=\"node-1\",namespace=\"" + ns + "\",pod=\"" + pod + "\",container=\"" + container +
          "\",device_uuid=\"" + uuid + "\"}";
 }
+// The fake NVML names a GPU by its size (tests/fakes/cuda/fake_gpu.h FakeModelName): GPU 0
+// has 1024 MiB, GPU 1 2048 MiB here.
 std::string GpuLabels(const std::string& uuid, int index) {
   return "{node=\"node-1\",device_uuid=\"" + uuid + "\",device_index=\"" + std::to_string(index) +
-         "\",model=\"Fake GPU " + std::to_string(index) + "\"}";
+         "\",model=\"Fake GPU " + std::to_string(index + 1) + "GB\"}";
 }
 
 // Replaces the values of the wall-clock-dependent series (kernel ages) with "<age>".
