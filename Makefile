@@ -70,7 +70,7 @@ fuzz: deps
 	cmake --build --preset fuzz
 
 bench: build-release
-	@for b in build/release/bench/bench_*; do [ -x "$$b" ] && "$$b"; done
+	@rc=0; for b in build/release/bench/bench_*; do if [ -x "$$b" ]; then "$$b" || { echo "make bench: $$b failed" >&2; rc=1; }; fi; done; exit $$rc
 
 clean:
 	rm -rf build

@@ -38,7 +38,8 @@ struct Flags {
   std::string hook_path = "/usr/local";
   std::string node_dir = api::HostNodeDir("/usr/local");  // follows hook_path unless given
   std::string listen = "0.0.0.0:9394";
-  int port = -1;  // the deprecated --port (-1: not given)
+  int port = -1;              // the deprecated --port (-1: not given)
+  bool listen_given = false;  // --listen on the command line (else its default)
   double interval_s = monitor::kDefaultIntervalS;
   double orphan_grace_s = 300;
   bool no_remove = false;
@@ -78,9 +79,20 @@ int Run(const Flags& f) {
     throw CLI::ValidationError("--node-name (or NODE_NAME) is required unless --no-apiserver");
   }
   // --listen host:port; the old --listen HOST with --port PORT is still read.
+  // The old form's --listen is a bare host: IPv4, a name, or an IPv6 address ("::", "[::1]").
+  auto names_port = [](const std::string& l) {
+    if (!l.empty() && l[0] == '[') return l.find("]:") != std::string::npos;
+    return std::count(l.begin(), l.end(), ':') == 1;
+  };
+  auto with_port = [](std::string host, int p) {
+    if (host.find(':') != std::string::npos && host[0] != '[') host = "[" + host + "]";
+    return host + ":" + std::to_string(p);
+  };
   std::string listen_text = f.listen;
-  if (listen_text.find(':') == std::string::npos) {
-    listen_text += ":" + std::to_string(f.port >= 0 ? f.port : 9394);
+  if (f.port >= 0 && !f.listen_given) {
+    listen_text = with_port("0.0.0.0", f.port);  // --port alone: the old default host
+  } else if (!names_port(f.listen)) {
+    listen_text = with_port(f.listen, f.port >= 0 ? f.port : 9394);
   } else if (f.port >= 0) {
     throw CLI::ValidationError("--listen " + f.listen +
                                " names its port; the deprecated --port must not be given too");
@@ -283,9 +295,11 @@ void RegisterMonitorCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
   cmd->callback([flags, node_dir, listen, port] {
+    flags->listen_given = listen->count() > 0;
     if (port->count() > 0) {
       std::fputs("fracgpu monitor: --port is deprecated; use --listen host:port\n", stderr);
-    } else if (listen->count() > 0 && flags->listen.find(':') == std::string::npos) {
+    } else if (listen->count() > 0 &&
+               (flags->listen.find(':') == std::string::npos || flags->listen == "::")) {
       std::fputs("fracgpu monitor: --listen without a port is deprecated; use --listen host:port\n",
                  stderr);
     }

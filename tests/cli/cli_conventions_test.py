@@ -191,6 +191,7 @@ def main():
     # The monitor's --listen HOST --port PORT serves on that port, saying it is deprecated.
     for args, why in (
             (["--listen", "127.0.0.1", "--port", "{port}"], "--listen host:port"),
+            (["--port", "{port}"], "--listen host:port"),  # the old default host, 0.0.0.0
             (["--listen", "127.0.0.1:{port}"], None)):
         port = free_port()
         hook = os.path.join(tmp, "hook")

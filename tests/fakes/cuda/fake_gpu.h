@@ -5,7 +5,8 @@
 // FAKE_GPU_DEVICES   comma list of `<UUID>:<MiB>[:<SM count>[:<product name>]]`, in NVML (PCI)
 //                    order, which is also the unfiltered CUDA order. Default: one 16384 MiB
 //                    device. Without a name, devices of one size share one model's name
-//                    (FakeModelName), as a node of real GPUs of one model does.
+//                    (FakeModelName), as a node of real GPUs of one model does. A name
+//                    needs the SM field before it (empty: 108) and may hold no ','.
 // FAKE_GPU_STATE_DIR when set, every process using the fake driver publishes its per-device
 //                    usage in <dir>/proc-<pid> (mmap'd FakeProcState), so the fake NVML can
 //                    report per-process memory and the fake driver the physical free memory
@@ -129,8 +130,9 @@ inline std::vector<FakeDevice> LoadFakeDevices() {
     const uint64_t mib = std::strtoull(item.substr(c1 + 1, c2 - c1 - 1).c_str(), nullptr, 10);
     d.total_bytes = mib * kMiB;
     size_t c3 = c2 == std::string::npos ? std::string::npos : item.find(':', c2 + 1);
-    d.sm_count =
-        c2 == std::string::npos ? 108 : std::atoi(item.substr(c2 + 1, c3 - c2 - 1).c_str());
+    // An empty SM field ("<UUID>:<MiB>::<name>") is the default, 108.
+    const std::string sm = c2 == std::string::npos ? "" : item.substr(c2 + 1, c3 - c2 - 1);
+    d.sm_count = sm.empty() ? 108 : std::atoi(sm.c_str());
     d.name =
         c3 == std::string::npos || c3 + 1 == item.size() ? FakeModelName(mib) : item.substr(c3 + 1);
     devices.push_back(d);
