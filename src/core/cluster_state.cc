@@ -421,6 +421,21 @@ bool ClusterState::Adopt(const PodObject& pod, const PodAllocation& a) {
       const PodAllocation& e = existing->second;
       if (!RemovePodGrants(*node, e.grants, e.num_init, e.init_finished).ok()) node.reset();
     }
+    // Nor with the whole-node counts of the node's other unverified pods: each fills every GPU,
+    // so beside one no check could pass, and two HAMi pods of one node, both seen before the
+    // node, would each block the other's adoption for good. They stay counted whole node in
+    // the books; only this room check leaves them out.
+    if (auto on = pods_by_node_.find(a.node); node && on != pods_by_node_.end()) {
+      for (const std::string& uid : on->second) {
+        auto other = pods_.find(uid);
+        if (uid == pod.uid || other == pods_.end() || !other->second.whole_node ||
+            !applied_.count(uid) || other->second.node != a.node)
+          continue;
+        const PodAllocation& o = other->second;
+        if (!RemovePodGrants(*node, o.grants, o.num_init, o.init_finished).ok()) node.reset();
+        if (!node) break;
+      }
+    }
   }
   Status st = CheckHamiAdoption(pod, a, node ? &*node : nullptr, adopt_created_before_);
   if (!st.ok()) {

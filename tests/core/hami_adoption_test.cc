@@ -160,6 +160,24 @@ TEST(HamiAdoption, APodSeenBeforeItsNodeIsAdoptedWhenTheNodeArrives) {
   EXPECT_EQ(s.adopted_allocations(), 1);
 }
 
+// Two HAMi pods of one node, both seen before the node (the pod informer listed first, as on
+// the real cluster's migration rehearsal): each was counted whole node while the node was
+// unknown; neither whole count may block the other's check when the node arrives.
+TEST(HamiAdoption, TwoPodsSeenBeforeTheirNodeAreBothAdoptedWhenItArrives) {
+  ClusterState s = Signed();
+  EXPECT_EQ(s.UpsertPod(HamiPod("a", {{DeviceGrant{"GPU-0", "NVIDIA", 10000, 30}}})).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.UpsertPod(HamiPod("b", {{DeviceGrant{"GPU-1", "NVIDIA", 4000, 20}}})).code(),
+            StatusCode::kPermissionDenied);
+  ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());
+  auto node = s.Node("n1");
+  EXPECT_EQ(node->gpus[0].used_mem_mib, 10000);
+  EXPECT_EQ(node->gpus[1].used_mem_mib, 4000);
+  EXPECT_FALSE(s.Allocation("a")->whole_node);
+  EXPECT_FALSE(s.Allocation("b")->whole_node);
+  EXPECT_EQ(s.adopted_allocations(), 2);
+}
+
 TEST(HamiAdoption, AWholeNodeCountIsReplacedWhenTheCheckPassesLater) {
   ClusterState s = Signed();
   ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());

@@ -306,6 +306,14 @@ def _rehearse(c):
 
     # ---- HAMi's cluster: no fracgpu control plane, webhook or admission policy, no DaemonSet,
     # no signing key; HAMi's device plugin on the gpu=on nodes; pods HAMi placed, running.
+    # A HAMi cluster holds no pod fracgpu signed: the earlier tests' pods (signed with the key
+    # this rehearsal deletes, so a fracgpu scheduler with the new key would count each as its
+    # whole node) are deleted first.
+    signed = json.loads(c.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    for p in signed:
+        if "fracgpu.io/allocation-signature" in p["metadata"].get("annotations", {}):
+            c.kubectl("-n", p["metadata"]["namespace"], "delete", "pod", p["metadata"]["name"],
+                      "--ignore-not-found", "--wait=true", "--grace-period=0", "--force", timeout=120)
     c.stop("fracgpu-kube-scheduler")
     c.stop("fracgpu-scheduler")
     gone = [o for o in shipped if not in_step2(o) or o["kind"] == "DaemonSet"]
