@@ -174,13 +174,8 @@ void ParseRbacYaml(const std::string& text, const std::string& source, RbacPolic
   }
 }
 
-RbacPolicy LoadRbac(const std::string& dir) {
-  RbacPolicy policy;
+std::vector<std::string> ManifestFiles(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    policy.errors.push_back(dir + " is not a directory");
-    return policy;
-  }
   std::vector<std::string> files;
   for (auto it = fs::recursive_directory_iterator(dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -195,7 +190,17 @@ RbacPolicy LoadRbac(const std::string& dir) {
       files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
+  return files;
+}
+
+RbacPolicy LoadRbac(const std::string& dir) {
+  RbacPolicy policy;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    policy.errors.push_back(dir + " is not a directory");
+    return policy;
+  }
+  for (const auto& f : ManifestFiles(dir)) {
     std::ifstream in(f);
     std::stringstream ss;
     ss << in.rdbuf();

@@ -43,7 +43,11 @@ struct RbacPolicy {
   int files = 0, documents = 0;
 };
 
-/// Reads every *.yaml / *.yml file under `dir` (recursively), every document of each.
+/// The YAML files (.yaml, .yml) under `dir`, sorted, leaving out Helm charts (a folder with a
+/// Chart.yaml holds Go templates, not YAML); none when `dir` cannot be read.
+std::vector<std::string> ManifestFiles(const std::string& dir);
+
+/// Reads every file ManifestFiles(dir) names, every document of each.
 RbacPolicy LoadRbac(const std::string& dir);
 /// Parses YAML text (one or more documents) into `policy`; `source` names it in errors.
 void ParseRbacYaml(const std::string& text, const std::string& source, RbacPolicy* policy);

@@ -29,18 +29,8 @@ constexpr const char* kGpuB = "GPU-b0000000-0000-4000-8000-00000000b000";
 // Whether the manifests run the scheduler with --leader-elect (then the run must too, so the
 // Lease calls it makes are audited).
 bool DeployUsesLeaderElection(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return false;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    const auto& e = *it;
-    // The Helm chart's templates are not what deploy/ runs (see LoadRbac).
-    if (e.is_directory() && std::filesystem::exists(e.path() / "Chart.yaml")) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path());
+  for (const auto& f : ManifestFiles(dir)) {
+    std::ifstream in(f);
     std::stringstream ss;
     ss << in.rdbuf();
     if (ss.str().find("--leader-elect") != std::string::npos &&
