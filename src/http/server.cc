@@ -680,8 +680,6 @@ Status Server::Start() {
   };
 
   // After the headers, before any of the body: refuse what is over the route's limit, bodies on
-  // GET/HEAD, and multipart bodies (nothing here takes them).
-  // After the headers, before any of the body: refuse what is over the route's limit, bodies on
   // GET/HEAD, and multipart bodies (nothing here takes them). Returns the status, 0 = fine.
   auto check_headers = [this](const httplib::Request& hreq, std::string* message) -> int {
     bool chunked = hreq.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
@@ -1113,6 +1111,12 @@ int Server::open_connections() const {
   if (!gate_) return 0;
   std::lock_guard<std::mutex> lock(gate_->mu);
   return static_cast<int>(gate_->conns.size());
+}
+
+size_t Server::body_bytes_in_flight() const {
+  if (!gate_) return 0;
+  std::lock_guard<std::mutex> lock(gate_->mu);
+  return gate_->body_bytes;
 }
 
 int64_t Server::cert_loads() const { return certs_ ? certs_->loads() : 0; }

@@ -166,6 +166,8 @@ class Server {
   /// Connections admitted and not yet released (a cut connection is released when its worker
   /// returns, a moment after the client sees the close); 0 before Start().
   int open_connections() const;
+  /// Request-body bytes reserved at this moment against max_body_bytes_in_flight (bytes).
+  size_t body_bytes_in_flight() const;
   bool tls() const { return !options_.cert_file.empty(); }
   /// "http(s)://<host>:<port>" (127.0.0.1 when bound to 0.0.0.0).
   std::string BaseUrl() const;

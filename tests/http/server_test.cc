@@ -599,17 +599,17 @@ TEST(ServerHostileTest, BodiesInFlightAreBoundedInTotal) {
   std::string head = "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 800\r\n\r\n";
   send(held, head.data(), head.size(), MSG_NOSIGNAL);
   send(held, std::string(100, 'x').data(), 100, MSG_NOSIGNAL);  // 700 bytes still to come
-  // The server has reserved the 800 once it has the headers; wait until it has (the second
-  // request must not race ahead of the first).
+  // The server reserves the 800 once it has the headers. Until it has, a request of the loop
+  // below could hold its own 800 and have the held one refused instead: wait for the server's
+  // own count (a loop of retries raced it and failed in CI: the held request was refused).
+  for (int i = 0; i < 3000 && s.body_bytes_in_flight() < 800; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(s.body_bytes_in_flight(), 800u);
   httplib::Client c("127.0.0.1", s.port());
-  int status = 0;
-  std::string body;
-  for (int i = 0; i < 300 && status != 503; ++i) {
-    auto r = c.Post("/p", std::string(800, 'y'), "text/plain");
-    status = r ? r->status : -1;
-    body = r ? r->body : "";
-    if (status != 503) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto r = c.Post("/p", std::string(800, 'y'), "text/plain");
+  ASSERT_TRUE(r);
+  const int status = r->status;
+  const std::string body = r->body;
   EXPECT_EQ(status, 503);
   EXPECT_NE(body.find("limit of request bodies (1500 bytes)"), std::string::npos) << body;
   send(held, std::string(700, 'x').data(), 700, MSG_NOSIGNAL);
