@@ -203,7 +203,7 @@ json GpuOptionsJson(const ClusterSnapshot& snapshot) {
 }
 
 json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
-                    const core::FitOptions& options) {
+                    const core::FitOptions& options, int64_t pod_cpu_milli) {
   auto nodes = snapshot.state->Nodes();
   if (!request.UsesGpu()) {
     return {{"fits", true},
@@ -221,7 +221,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
     }
   }
   const std::vector<core::WeightedShape> workload =
-      core::BindWorkload(request, *snapshot.state, options.default_gpu_policy);
+      core::BindWorkload(request, *snapshot.state, options.default_gpu_policy, pod_cpu_milli);
   // A cordoned node (spec.unschedulable) takes no new pod: kube-scheduler's NodeUnschedulable
   // filter runs before fracgpu's extender sees the node, so core::Fit never judges it.
   std::set<std::string> cordoned;
@@ -236,7 +236,7 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
     for (const auto& node : nodes) {
       candidates.push_back(cordoned.count(node.name) ? nullptr : &node);
     }
-    priorities = core::FragmentationPriorities(request, candidates, workload);
+    priorities = core::FragmentationPriorities(request, candidates, workload, pod_cpu_milli);
   }
   int64_t fit_nodes = 0, fit_gpus = 0;
   json per_node = json::array();
@@ -263,7 +263,8 @@ json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snap
       continue;
     }
     // What /bind would choose on this node (core::FitForBind's path: same workload, same fit).
-    auto result = core::FitFragmentationAware(request, node, workload, options.default_gpu_policy);
+    auto result = core::FitFragmentationAware(request, node, workload, options.default_gpu_policy,
+                                              pod_cpu_milli);
     json entry = {{"node", node.name},
                   {"fits", result.fits},
                   {"eligible", eligible},

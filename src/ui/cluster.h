@@ -94,8 +94,11 @@ inline constexpr char kCordonedNodeReason[] =
 /// the GPUs that pass every per-GPU check for the first GPU-using container on the nodes where the
 /// whole pod fits; M those nodes. A cordoned node (spec.unschedulable) never fits: Kubernetes
 /// schedules no new pod there. A pod that uses no GPU gives {"fits": true, "message": "uses no
-/// GPU"}. Extender mode only: in DRA mode the preview is DraFitPreviewJson.
+/// GPU"}. Extender mode only: in DRA mode the preview is DraFitPreviewJson. `pod_cpu_milli` is
+/// the pod's effective CPU request in millicores (k8s::PodHostRequests), read as the extender's
+/// /prioritize and /bind read it (core::FragmentationInputs): the fragmentation-aware policy
+/// (FGD+CpuRoute) weighs it against each node's allocatable CPU minus its pods' requests.
 nlohmann::json FitPreviewJson(const core::PodRequest& request, const ClusterSnapshot& snapshot,
-                              const core::FitOptions& options = {});
+                              const core::FitOptions& options = {}, int64_t pod_cpu_milli = 0);
 
 }  // namespace fracgpu::ui

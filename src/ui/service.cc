@@ -6,6 +6,7 @@
 #include "base/strings.h"
 #include "core/dra_convert.h"
 #include "core/request.h"
+#include "k8s/gpu_objects.h"
 #include "k8s/objects.h"
 #include "ui/dra_cluster.h"
 #include "ui/yaml.h"
@@ -236,7 +237,9 @@ http::Response UiService::Preview(const http::Request& req) const {
   } else if (snap->dra) {
     out["fit"] = DraFitPreviewJson(templates, *parsed, *snap);
   } else {
-    out["fit"] = FitPreviewJson(*parsed, *snap, options_.fit);
+    // The pod's CPU request, as the extender reads it (FGD+CpuRoute weighs it per node).
+    out["fit"] = FitPreviewJson(*parsed, *snap, options_.fit,
+                                k8s::PodHostRequests(PodOfNotebook(notebook)).cpu_milli);
   }
   return http::Response::Json(200, out);
 }

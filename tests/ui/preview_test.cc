@@ -134,5 +134,52 @@ TEST_F(PreviewTest, FragmentationAwarePreviewShowsThePrioritizeScores) {
   EXPECT_FALSE(FitPreviewJson(Sharing(30), snapshot_, options)["per_node"][0].contains("priority"));
 }
 
+TEST_F(PreviewTest, ThePodsCpuRequestSteersThePreviewAsItSteersPrioritize) {
+  // FGD+CpuRoute (issue 34 item 7) reads the pod's CPU request and each node's allocatable CPU
+  // minus its pods' requests. n1 has 4 CPUs, n2 64, both with two T4s (n1's GPU-0 at 70 %).
+  // By hand, M = {700 with 0 CPU: 0.5, 300 with 3000m: 0.5}: 3 milli-CPU per milli-GPU, and the
+  // 3000m pod is CPU-heavy (3000 > 3 × 300). On n1 it would leave 4000 − 3000 = 1000m for
+  // 1000 milli-GPU still free (3000m needed): no route. On n2 it leaves 61000m for 1700 (5100m
+  // needed): routed there, +71. So with its CPU the pod goes to n2; with CPU 0 (the preview
+  // before it read the CPU) it went to n1 (FragmentationAwarePreviewShowsThePrioritizeScores).
+  json n1 = node_;
+  n1["status"]["allocatable"]["cpu"] = "4";
+  json n2 = node_;
+  n2["metadata"]["name"] = "n2";
+  n2["status"]["allocatable"]["cpu"] = "64";
+  auto devices = core::DecodeNodeRegister(
+      n2["metadata"]["annotations"][core::kAnnotationNodeRegister].get<std::string>());
+  ASSERT_TRUE(devices.ok());
+  for (auto& d : *devices) d.uuid = "n2-" + d.uuid;
+  n2["metadata"]["annotations"][core::kAnnotationNodeRegister] = core::EncodeNodeRegister(*devices);
+  auto state = std::make_shared<core::ClusterState>(*state_);
+  ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(n1, "nvidia.com/gpu")).ok());
+  ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(n2, "nvidia.com/gpu")).ok());
+  ASSERT_TRUE(bind_state_.UpsertNode(n1).ok());
+  ASSERT_TRUE(bind_state_.UpsertNode(n2).ok());
+  snapshot_.state = state;
+  snapshot_.nodes = {n1, n2};
+
+  core::FitOptions options;
+  options.default_gpu_policy = core::GpuPolicy::kFragmentationAware;
+  auto shown = [&](int64_t cpu_milli) {
+    std::map<std::string, int64_t> out;
+    const json preview = FitPreviewJson(Sharing(30), snapshot_, options, cpu_milli);
+    for (const auto& e : preview["per_node"]) out[e["node"]] = e.value("priority", int64_t{-1});
+    return out;
+  };
+  EXPECT_EQ(shown(3000), (std::map<std::string, int64_t>{{"n1", 0}, {"n2", 10}}));
+  EXPECT_EQ(shown(0), (std::map<std::string, int64_t>{{"n1", 10}, {"n2", 0}}));
+  // /prioritize gives the same, from the same inputs.
+  core::FragmentationInputs inputs;
+  inputs.pod_cpu_milli = 3000;
+  auto scored = bind_state_.Read([&](const core::ClusterState& m) {
+    return core::FragmentationAwarePriorities(Sharing(30), {"n1", "n2"}, m,
+                                              core::GpuPolicy::kFragmentationAware, inputs);
+  });
+  ASSERT_TRUE(scored.has_value());
+  EXPECT_EQ(*scored, (std::vector<int64_t>{0, 10}));
+}
+
 }  // namespace
 }  // namespace fracgpu::ui
