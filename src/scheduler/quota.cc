@@ -127,6 +127,15 @@ bool QuotaTracker::Limited(const std::string& ns) const {
   return it != quotas_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
 }
 
+std::string QuotaTracker::LimitingQuota(const std::string& ns) const {
+  const std::string prefix = ns + "/";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = quotas_.lower_bound(prefix);
+  if (it == quotas_.end() || it->first.compare(0, prefix.size(), prefix) != 0) return "";
+  if (it->second.empty()) return it->first;  // Upsert keeps only GPU entries; never empty
+  return it->first + " limits." + it->second.begin()->first;
+}
+
 std::string QuotaTracker::Check(const std::string& ns, const QuotaAmount& used,
                                 const QuotaAmount& add) const {
   const std::string prefix = ns + "/";

@@ -59,6 +59,10 @@ class QuotaTracker {
 
   /// True when some ResourceQuota of `ns` limits GPU memory or cores.
   bool Limited(const std::string& ns) const;
+  /// The first (by name) ResourceQuota of `ns` that limits GPU memory or cores and its first
+  /// such entry, as "<ns>/<name> limits.<resource>" (e.g. "ml/gpu-quota
+  /// limits.nvidia.com/gpumem"); "" when none does.
+  std::string LimitingQuota(const std::string& ns) const;
 
   /// "" when `used` + `add` stays within every GPU quota of `ns`; otherwise the reason,
   /// starting with HAMi's "ResourceQuotaNotFit" and naming the quota, the limit, what is used

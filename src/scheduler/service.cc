@@ -74,6 +74,9 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
     if (!why.empty()) return ResourceExhausted("namespace " + ns + ": " + why);
     return Status::Ok();
   };
+  options_.webhook.gpu_quota_in = [this](const std::string& ns) {
+    return quotas_.LimitingQuota(ns);
+  };
   extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(),
                                          &metrics_, clock_);
   metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter,

@@ -257,7 +257,20 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                        {"path", "/spec/runtimeClassName"},
                        {"value", config.runtime_class_name}});
     }
-    if (config.dra_mode) return AdmitCreateDra(req, config, std::move(patch), std::move(warnings));
+    if (config.dra_mode) {
+      // Fail closed: a GPU quota nothing can enforce for claims is not silently skipped.
+      const std::string quota = config.gpu_quota_in ? config.gpu_quota_in(req.namespace_) : "";
+      if (!quota.empty()) {
+        return Deny(req, 403,
+                    "DRA mode: namespace " + req.namespace_ + " has the GPU ResourceQuota " +
+                        quota +
+                        ", which fracgpu enforces only through its scheduler extender; in DRA "
+                        "mode kube-scheduler allocates the claims, so the pod is refused rather "
+                        "than run outside its quota (remove the quota's limits.* GPU entries, or "
+                        "run the namespace's GPU pods in extender mode)");
+      }
+      return AdmitCreateDra(req, config, std::move(patch), std::move(warnings));
+    }
     if (config.quota_check) {
       Status quota = config.quota_check(req.namespace_, *request);
       if (!quota.ok()) return Deny(req, 403, quota.message());

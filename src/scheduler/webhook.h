@@ -71,6 +71,12 @@ struct WebhookConfig {
   /// created GPU pod with the request's namespace and the pod's request; an error denies the pod
   /// (403) with its message. Empty = no check. SchedulerService sets it.
   std::function<Status(const std::string& ns, const core::PodRequest& request)> quota_check;
+  /// DRA mode: the ResourceQuota of a namespace that limits GPU memory or cores, as
+  /// "<ns>/<name> limits.<resource>", or "" (QuotaTracker::LimitingQuota). kube-scheduler's DRA
+  /// plugin allocates the claims, not fracgpu's extender, so such a quota cannot be enforced:
+  /// a created GPU pod in that namespace is denied (403) naming the quota, rather than run
+  /// outside it. Empty function = no check. SchedulerService sets it.
+  std::function<std::string(const std::string& ns)> gpu_quota_in;
   /// Creates one ResourceClaimTemplate object; OK when created or when one with the same
   /// content exists. Required in DRA mode (a GPU pod is denied without it).
   std::function<Status(const nlohmann::json& claim_template)> create_claim_template;

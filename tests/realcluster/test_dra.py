@@ -437,3 +437,36 @@ def test_g_unhealthy_gpu_is_tainted_and_its_pod_evicted(dra_cluster):
         delete(c, ("pod", "dra-g"), ("resourceclaim", "dra-g"))
         if node:
             c.restart(f"dra-driver-{node}")  # healthy again: a new driver, a new event set
+
+
+def test_h_gpu_quota_is_refused_not_skipped(dra_cluster):
+    """kube-scheduler's DRA plugin allocates DRA claims, not fracgpu's extender, so a HAMi GPU
+    ResourceQuota (limits.nvidia.com/gpumem) cannot be enforced on them: the webhook refuses a
+    GPU pod of that namespace, naming the quota, instead of letting it run outside the quota;
+    without the quota the same pod is admitted. Server-side dry runs: nothing is created."""
+    c = dra_cluster
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota",
+             "metadata": {"name": "dra-h-gpu", "namespace": "default"},
+             "spec": {"hard": {"limits.nvidia.com/gpumem": "20000"}}}
+    pod = json.dumps(hami_pod("dra-h", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000",
+                                        "nvidia.com/gpucores": "10"}))
+
+    def dry_run(admitted):
+        r = c.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=pod,
+                      check=False)
+        if admitted:
+            return r if r.returncode == 0 else None
+        return r if r.returncode != 0 and want in r.stderr else None
+
+    want = ("namespace default has the GPU ResourceQuota default/dra-h-gpu "
+            "limits.nvidia.com/gpumem")
+    apply_all(c, quota)
+    try:
+        # The scheduler sees the quota through its informer, a moment after it is created.
+        p = c.wait("the GPU pod refused under the quota", lambda: dry_run(False), 30)
+        assert "DRA mode" in p.stderr and "denied the request" in p.stderr, p.stderr
+    finally:
+        delete(c, ("resourcequota", "dra-h-gpu"))
+    ok = c.wait("the same pod admitted without the quota", lambda: dry_run(True), 30)
+    admitted = json.loads(ok.stdout)
+    assert admitted["spec"]["resourceClaims"], "admitted in DRA mode: its GPU became a claim"

@@ -31,8 +31,12 @@ TEST(QuotaTracker, ReadsOnlyTheLimitsEntriesOfTheGpuResources) {
   EXPECT_EQ(limits[0].limit, 150);
   EXPECT_EQ(limits[1].resource, "nvidia.com/gpumem");
   EXPECT_EQ(limits[1].limit, 8000);
+  EXPECT_EQ(q.LimitingQuota("ml"), "ml/a limits.nvidia.com/gpucores");
+  EXPECT_EQ(q.LimitingQuota("dev"), "");  // its only entry was not whole
+  EXPECT_EQ(q.LimitingQuota("m"), "");
   q.Remove(Quota("ml", "a", json::object()));
   EXPECT_FALSE(q.Limited("ml"));
+  EXPECT_EQ(q.LimitingQuota("ml"), "");
 }
 
 TEST(QuotaTracker, ChecksUsedPlusAskedAgainstEveryQuotaOfTheNamespace) {

@@ -7,6 +7,7 @@
 #include "admission_patch.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
+#include "scheduler/quota.h"
 #include "scheduler/webhook.h"
 
 namespace fracgpu::scheduler {
@@ -168,6 +169,36 @@ TEST_F(WebhookDraTest, ApiServerFailureDeniesThePod) {
       << msg;
   EXPECT_NE(msg.find("503"), std::string::npos) << msg;
   EXPECT_FALSE(api_.Get("resourceclaimtemplates", "ml", "train-main-gpu").has_value());
+}
+
+// kube-scheduler's DRA plugin allocates DRA claims, not fracgpu's extender, so a HAMi GPU quota
+// cannot be enforced on them: a GPU pod of a namespace with one is denied, naming the quota,
+// and no template is created; another namespace and a namespace whose quota has no GPU entry
+// are admitted as before (fail closed, not silently outside the quota).
+TEST_F(WebhookDraTest, AGpuQuotaTheDraPathCannotEnforceDeniesThePod) {
+  QuotaTracker quotas;
+  quotas.Upsert({{"metadata", {{"name", "gpu-quota"}, {"namespace", "ml"}}},
+                 {"spec", {{"hard", {{"limits.nvidia.com/gpumem", "20000"}}}}}});
+  quotas.Upsert({{"metadata", {{"name", "cpu-only"}, {"namespace", "dev"}}},
+                 {"spec", {{"hard", {{"limits.cpu", "8"}}}}}});
+  config_.gpu_quota_in = [&](const std::string& ns) { return quotas.LimitingQuota(ns); };
+  json r = Admit(Create(TrainPod()), config_);
+  EXPECT_EQ(r["response"]["allowed"], false) << r.dump();
+  EXPECT_EQ(r["response"]["status"]["code"], 403);
+  const std::string message = r["response"]["status"]["message"];
+  EXPECT_NE(message.find("namespace ml has the GPU ResourceQuota ml/gpu-quota "
+                         "limits.nvidia.com/gpumem"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(TemplatePosts(), 0);
+
+  AdmissionRequest dev = Create(TrainPod());
+  dev.namespace_ = "dev";
+  json d = Admit(dev, config_);
+  EXPECT_EQ(d["response"]["allowed"], true) << d.dump();
+  quotas.Remove({{"metadata", {{"name", "gpu-quota"}, {"namespace", "ml"}}}});
+  json again = Admit(Create(TrainPod()), config_);
+  EXPECT_EQ(again["response"]["allowed"], true) << again.dump();
 }
 
 TEST(WebhookDra, UnreachableApiServerDeniesThePod) {
