@@ -20,6 +20,7 @@
 #include "core/gputype.h"
 #include "sim/bound.h"
 #include "sim/expected.h"
+#include "sim/parking.h"
 #include "sim/simulator.h"
 
 namespace fracgpu::cli {
@@ -41,6 +42,12 @@ struct Flags {
   double coverage = 95;
   std::string out = "simulate-out";
   int jobs = 0;
+  // Notebook parking (sim/parking.h, docs/simulate.md "Idle notebooks: parking and lending").
+  bool parking = true;
+  std::string park_idle = "10,30,60";  // idle thresholds, minutes, one table row each
+  double notebook_share = 0.5;         // fraction of resident fractional pods that are notebooks
+  double park_hours = 24;              // simulated time, hours
+  double park_bandwidth = 4;           // park / restore copy rate, GiB/s (assumed)
   std::string node_order = "seeded";
   bool verify = false;
   bool quiet = false;
@@ -90,6 +97,21 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   }
   if (seeds.empty()) return InvalidArgument("--seeds: no seed given");
   return seeds;
+}
+
+// --park-idle: idle thresholds in minutes, each > 0.
+Result<std::vector<double>> ParseParkIdle(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : SplitCommaList(text)) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (end != item.c_str() + item.size() || !(v > 0) || v > 100000) {
+      return InvalidArgument("--park-idle: \"" + item + "\" is not a number of minutes > 0");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return InvalidArgument("--park-idle: no threshold given");
+  return out;
 }
 
 Result<std::vector<PlacementPolicy>> ParsePolicies(const std::string& text) {
@@ -215,6 +237,21 @@ Status CheckGpuSpecs(const std::vector<sim::TracePod>& pods, const sim::SimClust
   return Status::Ok();
 }
 
+// One seed's parking rows: the input built from the run, then every setting on it.
+Result<std::vector<sim::ParkResult>> RunParking(
+    const sim::SimCluster& cluster, const sim::SimWorkload& workload, const sim::RunResult& run,
+    const sim::ParkBuild& build, const std::vector<sim::ParkSettings>& settings, uint64_t seed) {
+  auto in = sim::BuildParkInput(cluster, workload, run, build, seed);
+  if (!in.ok()) return in.status();
+  std::vector<sim::ParkResult> out;
+  for (const auto& s : settings) {
+    auto r = sim::SimulateParking(*in, s);
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(r).value());
+  }
+  return out;
+}
+
 // Every flag, before any input is read or anything simulated. Errors name the flag and value.
 Status CheckFlags(const Flags& flags) {
   if (auto seeds = ParseSeeds(flags.seeds); !seeds.ok()) return seeds.status();
@@ -225,6 +262,20 @@ Status CheckFlags(const Flags& flags) {
   }
   if (!(flags.coverage > 0 && flags.coverage <= 100)) {
     return InvalidArgument("--coverage: " + Shown(flags.coverage) + " is not in (0, 100]");
+  }
+  if (auto idle = ParseParkIdle(flags.park_idle); flags.parking && !idle.ok()) {
+    return idle.status();
+  }
+  if (!(flags.notebook_share >= 0 && flags.notebook_share <= 1)) {
+    return InvalidArgument("--notebook-share: " + Shown(flags.notebook_share) +
+                           " is not in [0, 1] (a fraction)");
+  }
+  if (!(flags.park_hours > 0 && flags.park_hours <= 24 * 365)) {
+    return InvalidArgument("--park-hours: " + Shown(flags.park_hours) + " is not in (0, 8760]");
+  }
+  if (!(flags.park_bandwidth > 0 && flags.park_bandwidth <= 10000)) {
+    return InvalidArgument("--park-bandwidth: " + Shown(flags.park_bandwidth) +
+                           " is not in (0, 10000] GiB/s");
   }
   if (flags.jobs < 0) {
     return InvalidArgument("-j/--jobs: " + std::to_string(flags.jobs) +
@@ -244,6 +295,83 @@ Status CheckFlags(const Flags& flags) {
     }
   }
   return CheckOutDir(flags.out);
+}
+
+// The with/without parking table (mean over the seeds of each figure) and
+// OUT/parking_<trace>.csv (docs/simulate.md "Idle notebooks: parking and lending").
+Status PrintParking(const Flags& flags, const std::string& trace_name, PlacementPolicy policy,
+                    const sim::ParkBuild& build, const std::vector<sim::ParkSettings>& settings,
+                    const std::vector<std::optional<Result<std::vector<sim::ParkResult>>>>& all) {
+  std::vector<const std::vector<sim::ParkResult>*> seeds;
+  for (const auto& r : all)
+    if (r) seeds.push_back(&r->value());
+  if (seeds.empty()) return Status::Ok();
+  using R = const sim::ParkResult&;
+  auto mean = [&](size_t k, auto field) {
+    double s = 0;
+    for (const auto* v : seeds) s += static_cast<double>(field((*v)[k]));
+    return s / static_cast<double>(seeds.size());
+  };
+  std::printf(
+      "\nnotebook parking (docs/simulate.md \"Idle notebooks\"): %s's packing at 100 %% arrived, "
+      "%s h; %s %% of its fractional single-GPU pods are notebooks (%.0f per run, active "
+      "%.1f %% of the time by the model); borrowers = the single-GPU pods arriving after "
+      "100 %% (%.0f per run), Poisson over the run; park/restore %s GiB/s + %s s (assumed); "
+      "mean of %zu seeds\n",
+      core::PlacementPolicyName(policy), Shown(build.horizon_s / 3600).c_str(),
+      Shown(build.notebook_share * 100).c_str(), mean(0, [](R r) { return r.notebooks; }),
+      build.model.ActiveFraction() * 100, mean(0, [](R r) { return r.borrowers; }),
+      Shown(flags.park_bandwidth).c_str(), Shown(sim::ParkSettings{}.fixed_s).c_str(),
+      seeds.size());
+  std::printf("%-22s %9s %9s %6s %6s %10s %10s %6s %6s %9s %9s %9s %9s\n", "setting", "work/GPU",
+              "borrowed", "ran", "done", "wait mean", "wait p95", "parks", "wakes", "wake p50",
+              "wake p99", "evictions", "lost GPUh");
+  const std::string csv_path = flags.out + "/parking_" + trace_name + ".csv";
+  std::ofstream csv(csv_path);
+  csv << "setting,idle_threshold_min,work_per_gpu,borrower_work_per_gpu,borrowers,started,"
+         "completed,wait_mean_min,wait_p95_min,parks,wakes,wake_p50_s,wake_p99_s,evictions,"
+         "lost_gpu_hours,max_parked_gib\n";
+  for (size_t k = 0; k < settings.size(); ++k) {
+    const bool park = settings[k].park;
+    const std::string name =
+        park ? "park, idle >= " + Shown(settings[k].idle_threshold_s / 60) + " min"
+             : "without parking";
+    const double work = mean(k, [](R r) { return r.work_per_gpu; });
+    const double borrowed = mean(k, [](R r) { return r.borrower_work_per_gpu; });
+    const double ran = mean(k, [](R r) { return r.started; });
+    const double done = mean(k, [](R r) { return r.completed; });
+    const double wait = mean(k, [](R r) { return r.wait_mean_s; }) / 60;
+    const double p95 = mean(k, [](R r) { return r.wait_p95_s; }) / 60;
+    const double parks = mean(k, [](R r) { return r.parks; });
+    const double wakes = mean(k, [](R r) { return r.wakes; });
+    const double w50 = mean(k, [](R r) { return r.wake_p50_s; });
+    const double w99 = mean(k, [](R r) { return r.wake_p99_s; });
+    const double ev = mean(k, [](R r) { return r.evictions; });
+    const double lost = mean(k, [](R r) { return r.lost_gpu_hours; });
+    const double gib = mean(k, [](R r) { return r.max_parked_gib; });
+    const std::string s50 = park ? Fmt(w50, 1) + " s" : "-", s99 = park ? Fmt(w99, 1) + " s" : "-";
+    std::printf("%-22s %9s %9s %6s %6s %10s %10s %6s %6s %9s %9s %9s %9s\n", name.c_str(),
+                Fmt(work, 4).c_str(), Fmt(borrowed, 4).c_str(), Fmt(ran, 0).c_str(),
+                Fmt(done, 0).c_str(), (Fmt(wait, 1) + " min").c_str(),
+                (Fmt(p95, 1) + " min").c_str(), Fmt(parks, 0).c_str(), Fmt(wakes, 0).c_str(),
+                s50.c_str(), s99.c_str(), Fmt(ev, 0).c_str(), Fmt(lost, 1).c_str());
+    csv << name << "," << (park ? Shown(settings[k].idle_threshold_s / 60) : "") << ","
+        << Fmt(work, 6) << "," << Fmt(borrowed, 6) << ","
+        << Fmt(mean(k, [](R r) { return r.borrowers; }), 1) << "," << Fmt(ran, 1) << ","
+        << Fmt(done, 1) << "," << Fmt(wait, 2) << "," << Fmt(p95, 2) << "," << Fmt(parks, 1) << ","
+        << Fmt(wakes, 1) << "," << (park ? Fmt(w50, 2) : "") << "," << (park ? Fmt(w99, 2) : "")
+        << "," << Fmt(ev, 1) << "," << Fmt(lost, 3) << "," << Fmt(gib, 1) << "\n";
+  }
+  std::printf(
+      "(work/GPU = busy GPU-hours per GPU-hour: notebooks while active, borrowers' progress not "
+      "lost, other residents assumed busy throughout; borrowed = the borrowers' part; ran / done "
+      "= borrowers started / finished within the run; wait = time queued per borrower, censored "
+      "at the end of the run; wakes = owners that found their memory parked, wake p50 / p99 = "
+      "their wait for the restore; lost = GPU-hours of borrower work thrown away by evictions)\n");
+  csv.close();
+  if (!csv) return Internal("cannot write " + csv_path);
+  std::printf("wrote %s\n", csv_path.c_str());
+  return Status::Ok();
 }
 
 int Run(const Flags& flags) {
@@ -333,6 +461,26 @@ int Run(const Flags& flags) {
   for (int b = 80; b <= last_pct; b += 5) bound_pcts.push_back(b);
   if (bound_pcts.back() != last_pct) bound_pcts.push_back(last_pct);
   std::vector<std::optional<Result<std::vector<double>>>> bounds(flags.bound ? seeds->size() : 0);
+  // Notebook parking on one policy's packing per seed: the scheduler's fragmentation-aware
+  // policy when it is in --policies, else the first policy; the rows are without parking, then
+  // each --park-idle threshold.
+  PlacementPolicy park_policy = policies->front();
+  for (auto p : *policies)
+    if (p == core::kFragmentationAwarePolicy) park_policy = p;
+  sim::ParkBuild park_build;
+  park_build.notebook_share = flags.notebook_share;
+  park_build.horizon_s = flags.park_hours * 3600;
+  std::vector<sim::ParkSettings> park_settings(1);
+  std::vector<double> park_idle;
+  if (flags.parking) park_idle = *ParseParkIdle(flags.park_idle);
+  for (double minutes : park_idle) {
+    sim::ParkSettings s;
+    s.park = true;
+    s.idle_threshold_s = minutes * 60;
+    s.bandwidth_gib_s = flags.park_bandwidth;
+    park_settings.push_back(s);
+  }
+  std::vector<std::optional<Result<std::vector<sim::ParkResult>>>> park_results(jobs.size());
   const size_t total_jobs = jobs.size() + bounds.size();
   // The order the workers take the jobs in: the bounds spread evenly among the runs (their LPs
   // are solved one at a time, so two bound jobs in a row would leave a worker waiting), the
@@ -353,8 +501,16 @@ int Run(const Flags& flags) {
         bounds[i] = sim::ArrivalBounds(*cluster, *workload, (*seeds)[i], flags.tune, bound_pcts);
       } else {
         const size_t j = i - bounds.size();
-        results[j] =
-            sim::RunExperiment(*cluster, *workload, jobs[j].policy, jobs[j].seed, run_options);
+        const bool park_here = flags.parking && jobs[j].policy == park_policy;
+        sim::RunOptions options = run_options;
+        options.keep_placements = park_here;
+        results[j] = sim::RunExperiment(*cluster, *workload, jobs[j].policy, jobs[j].seed, options);
+        if (park_here && results[j]->ok()) {
+          park_results[j] = RunParking(*cluster, *workload, **results[j], park_build, park_settings,
+                                       jobs[j].seed);
+          (*results[j])->placements.clear();
+          (*results[j])->placements.shrink_to_fit();
+        }
       }
       const size_t d = ++done;
       if (!flags.quiet) {
@@ -370,6 +526,12 @@ int Run(const Flags& flags) {
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   for (size_t i = 0; i < jobs.size(); ++i) {
+    if (park_results[i] && !park_results[i]->ok()) {
+      std::fprintf(stderr, "fracgpu simulate: parking, seed %llu: %s\n",
+                   static_cast<unsigned long long>(jobs[i].seed),
+                   park_results[i]->status().message().c_str());
+      return 1;
+    }
     if (!results[i]->ok()) {
       std::fprintf(
           stderr, "fracgpu simulate: %s seed %llu: %s\n", core::PlacementPolicyName(jobs[i].policy),
@@ -464,6 +626,15 @@ int Run(const Flags& flags) {
       std::printf(" %d%%: %s", bound_pcts[k], Fmt(bound_mean[k]).c_str());
     }
     std::printf("\n");
+  }
+
+  if (flags.parking) {
+    if (Status st =
+            PrintParking(flags, trace_name, park_policy, park_build, park_settings, park_results);
+        !st.ok()) {
+      std::fprintf(stderr, "fracgpu simulate: %s\n", st.message().c_str());
+      return 1;
+    }
   }
 
   // CSV of allocation vs arrived % per policy, and a chart when gnuplot is installed.
@@ -623,6 +794,19 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_flag("--verify", flags->verify,
                 "also check with core fit that no node could host a failed pod (slower)");
   cmd->add_flag("-q,--quiet", flags->quiet, "no progress bar");
+  cmd->add_flag("!--no-parking", flags->parking,
+                "skip the notebook parking table (docs/simulate.md \"Idle notebooks\")");
+  cmd->add_option("--park-idle", flags->park_idle,
+                  "parking: idle thresholds in minutes, comma list, one row each")
+      ->capture_default_str();
+  cmd->add_option("--notebook-share", flags->notebook_share,
+                  "parking: fraction of the resident fractional single-GPU pods that are notebooks")
+      ->capture_default_str();
+  cmd->add_option("--park-hours", flags->park_hours, "parking: simulated hours")
+      ->capture_default_str();
+  cmd->add_option("--park-bandwidth", flags->park_bandwidth,
+                  "parking: park and restore copy rate, GiB/s (assumed until measured)")
+      ->capture_default_str();
   cmd->add_flag("!--no-bound", flags->bound,
                 "skip the packing upper bound (one GLPK LP per seed and 5 % of arrived)");
   cmd->callback([flags] {

@@ -224,6 +224,7 @@ Result<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::string_vie
         if (row.fields[c].empty()) continue;
         auto x = ParseInt(row.fields[c], 0, kMaxQuantity);
         if (!x.ok()) return RowError(file, row.line, kCols[c], x.status().message());
+        (c == 8 ? p.creation_time : c == 9 ? p.deletion_time : p.scheduled_time) = *x;
       }
     }
     pods.push_back(std::move(p));

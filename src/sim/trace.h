@@ -36,6 +36,12 @@ struct TracePod {
       0;                 ///< share per GPU, milli-GPU: 10..1000 in steps of 10, 0 iff num_gpus == 0
   std::string gpu_spec;  ///< allowed models separated by '|' ("" = any)
   int32_t line = 0;      ///< 1-based line in the file
+  /// `creation_time`, `scheduled_time`, `deletion_time`: seconds from the trace's start, -1
+  /// where the column is empty or absent (the multigpu layout). Read only by the notebook
+  /// parking model (sim/parking.h) for a borrower's run time.
+  int64_t creation_time = -1;
+  int64_t scheduled_time = -1;
+  int64_t deletion_time = -1;
 
   /// Total GPU request, milli-GPU.
   int64_t TotalGpuMilli() const { return static_cast<int64_t>(num_gpus) * gpu_milli; }

@@ -66,6 +66,7 @@ class SimulateCommandTest : public ::testing::Test {
     for (const auto& [flag, value] : flags) all[flag] = value;
     std::vector<std::string> args = {"simulate", "-q"};
     if (!with_bound_) args.push_back("--no-bound");
+    for (const std::string& flag : extra_flags_) args.push_back(flag);
     for (const auto& [flag, value] : all) {
       args.push_back(flag);
       args.push_back(value);
@@ -87,6 +88,7 @@ class SimulateCommandTest : public ::testing::Test {
     return o;
   }
 
+  std::vector<std::string> extra_flags_;  // flags without a value, e.g. --no-parking
   bool with_bound_ = false;  // compute the packing bound (one small LP per 5 % of arrived)
   ::fracgpu::test_support::TempDir tmp_{"fracgpu-simcmd-"};
   std::string dir_ = tmp_.path();
@@ -97,6 +99,32 @@ TEST_F(SimulateCommandTest, SmallValidRunRuns) {
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("trace pods: 3 pods (3 GPU pods)"), std::string::npos) << o.out;
   EXPECT_TRUE(fs::exists(dir_ + "/out/allocation_pods.csv"));
+}
+
+// The notebook parking table (src/sim/parking.h) follows the packing table: one row without
+// parking and one per --park-idle threshold, and the same rows in OUT/parking_<trace>.csv.
+TEST_F(SimulateCommandTest, PrintsTheParkingTableWithAndWithout) {
+  Outcome o = Simulate({{"--park-idle", "5,45"}});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const size_t table = o.out.find("\nnotebook parking");
+  ASSERT_NE(table, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("FGD's packing at 100 % arrived", table), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\nwithout parking ", table), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\npark, idle >= 5 min ", table), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\npark, idle >= 45 min ", table), std::string::npos) << o.out;
+  std::ifstream in(dir_ + "/out/parking_pods.csv");
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header.substr(0, header.find(",work_per_gpu")), "setting,idle_threshold_min");
+  int rows = 0;
+  while (std::getline(in, line)) ++rows;
+  EXPECT_EQ(rows, 3);
+  // --no-parking leaves the table and its file out.
+  fs::remove(dir_ + "/out/parking_pods.csv");
+  extra_flags_ = {"--no-parking"};
+  o = Simulate({});
+  EXPECT_EQ(o.out.find("notebook parking"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ + "/out/parking_pods.csv"));
 }
 
 TEST_F(SimulateCommandTest, ThePapersMeansAreWrittenForTheChart) {
@@ -172,6 +200,15 @@ TEST_F(SimulateCommandTest, BadFlagsAreRefusedUpFrontNamingFlagAndValue) {
       {{{"--policies", "FGD,,BestFit"}},
        "fracgpu simulate: --policies: \"FGD,,BestFit\" has an empty entry\n"},
       {{{"--policies", "FGD,"}}, "fracgpu simulate: --policies: \"FGD,\" has an empty entry\n"},
+      {{{"--park-idle", "10,x"}},
+       "fracgpu simulate: --park-idle: \"x\" is not a number of minutes > 0\n"},
+      {{{"--park-idle", "0"}},
+       "fracgpu simulate: --park-idle: \"0\" is not a number of minutes > 0\n"},
+      {{{"--notebook-share", "1.5"}},
+       "fracgpu simulate: --notebook-share: 1.5 is not in [0, 1] (a fraction)\n"},
+      {{{"--park-hours", "0"}}, "fracgpu simulate: --park-hours: 0 is not in (0, 8760]\n"},
+      {{{"--park-bandwidth", "-2"}},
+       "fracgpu simulate: --park-bandwidth: -2 is not in (0, 10000] GiB/s\n"},
       {{{"--expected", missing}},
        "fracgpu simulate: --expected: \"" + missing +
            "\" is not a directory (no such file or directory)\n"},
