@@ -42,178 +42,20 @@ import http.client
 import json
 import os
 import queue
-import re
 import shutil
-import ssl
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLUSTER = os.path.join(REPO, "scripts", "cluster.sh")
-REGISTER = "hami.io/node-nvidia-register"
-HANDSHAKE = "hami.io/node-handshake"
-LOCK = "hami.io/mutex.lock"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clusterlib import (CLUSTER, COMPONENTS, LOCK, REGISTER, REPO, ControlPlane,  # noqa: E402
+                        component_pid, hist_delta, histogram, log, proc_cpu, proc_mem,
+                        quantile, run_parallel, select)
+
 NS = "bench"
 GPU_MIB = 81920
 GPU_TYPE = "NVIDIA A100-SXM4-80GB"
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# HTTPS clients (one connection per thread, kept alive)
-
-class Client:
-    def __init__(self, host, port, ca, cert, key):
-        self.host, self.port = host, port
-        self.ctx = ssl.create_default_context(cafile=ca)
-        self.ctx.check_hostname = False
-        self.ctx.load_cert_chain(cert, key)
-        self.local = threading.local()
-
-    def _conn(self):
-        c = getattr(self.local, "conn", None)
-        if c is None:
-            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=120)
-            self.local.conn = c
-        return c
-
-    def request(self, method, path, body=None, headers=None, retries=3):
-        hdrs = {"Accept": "application/json"}
-        if body is not None:
-            hdrs["Content-Type"] = "application/json"
-            if not isinstance(body, (bytes, str)):
-                body = json.dumps(body)
-        hdrs.update(headers or {})
-        for attempt in range(retries):
-            c = self._conn()
-            try:
-                c.request(method, path, body=body, headers=hdrs)
-                r = c.getresponse()
-                data = r.read()
-                return r.status, data
-            except (OSError, http.client.HTTPException):
-                c.close()
-                self.local.conn = None
-                if attempt == retries - 1:
-                    raise
-                time.sleep(0.2)
-
-
-def kubeconfig_paths(state):
-    pki = os.path.join(state, "pki")
-    return {"ca": f"{pki}/ca.crt", "cert": f"{pki}/admin.crt", "key": f"{pki}/admin.key"}
-
-
-# ---------------------------------------------------------------------------------------------
-# Prometheus text
-
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_metrics(text, names):
-    """{(name, frozenset(labels)): value} for the families whose name starts with one of names."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#" or not line.startswith(names):
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            continue
-        labels = frozenset(LABEL.findall(m.group(3) or ""))
-        try:
-            out[(m.group(1), labels)] = float(m.group(4))
-        except ValueError:
-            pass
-    return out
-
-
-def select(samples, name, **want):
-    """Samples of name whose labels include want: list of (labels dict, value)."""
-    res = []
-    for (n, labels), v in samples.items():
-        if n != name:
-            continue
-        d = dict(labels)
-        if all(d.get(k) == val for k, val in want.items()):
-            res.append((d, v))
-    return res
-
-
-def histogram(samples, base, **want):
-    """(buckets [(le, cumulative count)], sum, count) summed over the series matching want."""
-    buckets = {}
-    for d, v in select(samples, base + "_bucket", **want):
-        le = float("inf") if d["le"] == "+Inf" else float(d["le"])
-        buckets[le] = buckets.get(le, 0.0) + v
-    s = sum(v for _, v in select(samples, base + "_sum", **want))
-    c = sum(v for _, v in select(samples, base + "_count", **want))
-    return sorted(buckets.items()), s, c
-
-
-def hist_delta(after, before):
-    b = dict(before[0])
-    return ([(le, n - b.get(le, 0.0)) for le, n in after[0]], after[1] - before[1], after[2] - before[2])
-
-
-def quantile(q, hist):
-    """Prometheus histogram_quantile: linear interpolation inside the bucket."""
-    buckets, _, count = hist
-    if count <= 0 or not buckets:
-        return float("nan")
-    rank = q * buckets[-1][1]
-    prev_le, prev_n = 0.0, 0.0
-    for le, n in buckets:
-        if n >= rank:
-            if le == float("inf"):
-                return prev_le
-            if n == prev_n:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_n) / (n - prev_n)
-        prev_le, prev_n = le, n
-    return buckets[-1][0]
-
-
-# ---------------------------------------------------------------------------------------------
-# Processes
-
-def proc_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_mem(pid):
-    rss = hwm = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) * 1024
-    return rss, hwm
-
-
-def component_pid(state, name):
-    """The daemon's pid (setsid execs the command; if it forked, its one child)."""
-    pid = int(open(os.path.join(state, "pids", name)).read())
-    exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-    if exe == "setsid":
-        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
-        pid = int(kids[0])
-    return pid
-
-
-COMPONENTS = [("kube-apiserver", "apiserver"), ("etcd", "etcd"),
-              ("kube-scheduler (fracgpu profile)", "fracgpu-kube-scheduler"),
-              ("kube-scheduler (default)", "kube-scheduler-default"),
-              ("fracgpu scheduler", "fracgpu-scheduler")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,33 +106,6 @@ def whole_pod(i):
                          "labels": {"bench": "whole", "hami.io/webhook": "ignore"}},
             "spec": {"containers": [{"name": "c", "image": "busybox",
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-
-
-def run_parallel(items, fn, threads):
-    q = queue.Queue()
-    for it in items:
-        q.put(it)
-    errors = []
-
-    def worker():
-        while True:
-            try:
-                it = q.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                fn(it)
-            except Exception as e:  # noqa: BLE001 (reported below)
-                errors.append(repr(e))
-
-    ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise RuntimeError(f"{len(errors)} errors, first: {errors[0]}")
-
 
 # ---------------------------------------------------------------------------------------------
 
@@ -369,57 +184,17 @@ class LockReleaser:
             self.q.put((0, None, None))
 
 
-class Bench:
+class Bench(ControlPlane):
     def __init__(self, a):
+        super().__init__(a.dir, a.port_offset, a.log_dir, a.cluster_script)
         self.a = a
-        self.state = a.dir
-        self.off = a.port_offset
-        self.env = dict(os.environ, FRACGPU_CLUSTER_DIR=self.state,
-                        FRACGPU_CLUSTER_PORT_OFFSET=str(self.off))
-
-    def cluster(self, *args, check=True):
-        logf = os.path.join(self.a.log_dir, "cluster.log")
-        with open(logf, "a") as f:
-            r = subprocess.run(["bash", self.a.cluster_script, *args], env=self.env, stdout=f,
-                               stderr=f)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"scripts/cluster.sh {' '.join(args)} failed (see {logf})")
 
     def up(self):
-        t0 = time.time()
-        log(f"scripts/cluster.sh up --nodes 0 (state {self.state}, port offset {self.off})")
-        self.cluster("up", "--nodes", "0", "--build", self.a.build)
-        # No kubelet renews a Lease: the node lifecycle controller would mark every node
-        # unreachable and taint it NoSchedule. The UI is not on the measured path.
-        self.cluster("stop", "kcm")
-        self.cluster("stop", "fracgpu-ui")
+        super().up(self.a.build)
         if self.a.kube_api_qps:
             self.raise_qps(self.a.kube_api_qps)
-        p = kubeconfig_paths(self.state)
-        self.api = Client("127.0.0.1", 29444 + self.off, p["ca"], p["cert"], p["key"])
-        self.ksched = {  # kube-scheduler's secure port: the API server's CA signs the admin cert
-            "fracgpu": Client("127.0.0.1", 29260 + self.off, None, p["cert"], p["key"]),
-            "default": Client("127.0.0.1", 29259 + self.off, None, p["cert"], p["key"])}
-        for c in self.ksched.values():
-            c.ctx.verify_mode = ssl.CERT_NONE  # self-signed serving certificates
-        f = os.path.join(self.state, "fracgpu")
-        self.ext = Client("127.0.0.1", 29443 + self.off, f"{f}/ca.crt",
-                          f"{self.state}/pki/fracgpu-kube-scheduler-client.crt",
-                          f"{self.state}/pki/fracgpu-kube-scheduler-client.key")
         self.pids = {label: component_pid(self.state, name) for label, name in COMPONENTS}
-        self.up_s = time.time() - t0
         log(f"control plane up in {self.up_s:.0f} s; pids {self.pids}")
-
-    def respawn(self, name, argv):
-        """Stops component `name` (scripts/cluster.sh stop) and starts argv in its place, as
-        cluster.sh's start() does (own session, log, pid file: `down` ends it)."""
-        self.cluster("stop", name)
-        os.remove(os.path.join(self.state, "stopped", name))
-        with open(os.path.join(self.state, "logs", f"{name}.log"), "a") as logf:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                    start_new_session=True)
-        with open(os.path.join(self.state, "pids", name), "w") as f:
-            f.write(f"{proc.pid}\n")
 
     def raise_qps(self, qps):
         """kube-scheduler's client-side limit is 50 requests/s (burst 100) by default, and the
@@ -429,9 +204,7 @@ class Bench:
         import yaml
         burst = int(2 * qps)
         for name in ("kube-scheduler-default", "fracgpu-kube-scheduler"):
-            pid = component_pid(self.state, name)
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().rstrip(b"\0").split(b"\0")
-            argv = [x.decode() for x in argv]
+            argv = self.component_argv(name)
             if name == "kube-scheduler-default":
                 argv += ["--kube-api-qps", f"{qps:g}", "--kube-api-burst", str(burst)]
             else:
@@ -443,75 +216,17 @@ class Bench:
         time.sleep(3)
         log(f"both kube-schedulers restarted with client QPS {qps:g}, burst {burst}")
 
-    def down(self):
-        self.cluster("down", check=False)
-
-    def scrape_ksched(self, which):
-        st, body = self.ksched[which].request("GET", "/metrics", headers={"Accept": "text/plain"})
-        if st != 200:
-            raise RuntimeError(f"kube-scheduler ({which}) /metrics: {st} {body[:200]!r}")
-        return parse_metrics(body.decode(), ("scheduler_",))
-
-    def scrape_ext(self):
-        st, body = self.ext.request("GET", "/metrics", headers={"Accept": "text/plain"})
-        if st != 200:
-            raise RuntimeError(f"fracgpu scheduler /metrics: {st} {body[:200]!r}")
-        return parse_metrics(body.decode(), ("fracgpu_http_", "fracgpu_binds_total"))
-
-    def create(self, path, obj, ok=(201,)):
-        st, body = self.api.request("POST", path, obj)
-        if st not in ok:
-            raise RuntimeError(f"POST {path}: {st} {body[:300]!r}")
 
     def make_namespace(self):
-        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                           "metadata": {"name": NS}}, ok=(201, 409))
-        # kube-controller-manager is stopped: the ServiceAccount admission needs this one.
-        self.create(f"/api/v1/namespaces/{NS}/serviceaccounts",
-                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
-                    ok=(201, 409))
+        super().make_namespace(NS)
 
     def make_nodes(self):
         n, gpus = self.a.nodes, self.a.gpus_per_node
         t0 = time.time()
-        def make(i):
-            obj = node_object(i, gpus)
-            self.create("/api/v1/nodes", obj)
-            # The admission plugin TaintNodesByCondition gives every new node the taint
-            # node.kubernetes.io/not-ready:NoSchedule, which the node lifecycle controller lifts
-            # once the node reports Ready; with that controller stopped, the bench lifts it.
-            st, body = self.api.request(
-                "PATCH", f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": None}},
-                headers={"Content-Type": "application/merge-patch+json"})
-            if st != 200:
-                raise RuntimeError(f"PATCH node: {st} {body[:300]!r}")
-        run_parallel(range(n), make, self.a.threads)
+        run_parallel(range(n), lambda i: self.create_node(node_object(i, gpus)), self.a.threads)
         self.nodes_create_s = time.time() - t0
         log(f"{n} nodes created in {self.nodes_create_s:.1f} s")
-
-        def seen():
-            got = {}
-            for w in ("fracgpu", "default"):
-                got[w] = sum(v for _, v in select(self.scrape_ksched(w), "scheduler_cache_size",
-                                                  type="nodes"))
-            return got
-
-        def handshakes():
-            st, body = self.api.request(
-                "GET", "/api/v1/nodes?labelSelector=fracgpu.io%2Fbench%3Dscale",
-                headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
-            items = json.loads(body)["items"]
-            return sum(1 for it in items
-                       if "Requesting" in it["metadata"].get("annotations", {}).get(HANDSHAKE, ""))
-
-        deadline = time.time() + max(120, n / 20)
-        while True:
-            s, h = seen(), handshakes()
-            if all(v >= n for v in s.values()) and h >= n:
-                break
-            if time.time() > deadline:
-                raise RuntimeError(f"nodes not seen: kube-schedulers {s}, handshakes {h} of {n}")
-            time.sleep(2)
+        self.wait_nodes(n, "fracgpu.io%2Fbench%3Dscale")
         self.nodes_ready_s = time.time() - t0
         log(f"both kube-schedulers hold {n} nodes, fracgpu scheduler wrote {n} handshakes "
             f"({self.nodes_ready_s:.1f} s after the first create)")

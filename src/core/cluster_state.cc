@@ -594,6 +594,11 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
   return Status::Ok();
 }
 
+void ClusterState::AssumeHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
+                                 int64_t mem_mib) {
+  SetHostUse(uid, node, cpu_milli, mem_mib);
+}
+
 void ClusterState::Forget(const std::string& uid) {
   adopted_.erase(uid);
   awaiting_adoption_.erase(uid);

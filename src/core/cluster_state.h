@@ -173,6 +173,11 @@ class ClusterState {
   /// Records a bind decision at once (see the rules). Errors: kNotFound for an unknown node
   /// or GPU (nothing recorded).
   Status Assume(const PodAllocation& allocation);
+  /// Records at once the CPU and memory of a pod without GPUs that is being bound to `node` (a
+  /// GPU pod's come with Assume), so the next decision reads them before the pod's watch event
+  /// arrives; the event then finds them in place. Forget undoes it.
+  void AssumeHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
+                     int64_t mem_mib);
   /// Drops a pod's allocation by UID (a deleted pod, a failed bind); no-op when absent.
   void Forget(const std::string& uid);
 

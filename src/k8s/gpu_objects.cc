@@ -35,7 +35,12 @@ void ReadInitStatuses(const json& pod, core::PodObject& out) {
   out.init_statuses_succeeded = true;
 }
 
-// A container of the pod lists `resource` in its limits or requests.
+std::optional<int64_t> ScaledQuantity(const std::string& text, int32_t shift10, int32_t shift2,
+                                      bool round_up);
+
+// A container of the pod lists `resource` in its limits or requests, with a quantity other
+// than 0 (a pod that lists `nvidia.com/gpu: 0`, e.g. to be sent to the extender, asks for no
+// GPU; a value that does not parse counts as asking).
 bool AsksFor(const json& pod, const std::string& resource) {
   auto spec = pod.find("spec");
   if (spec == pod.end() || !spec->is_object()) return false;
@@ -47,7 +52,12 @@ bool AsksFor(const json& pod, const std::string& resource) {
       if (!c.is_object() || res == c.end() || !res->is_object()) continue;
       for (const char* kind : {"limits", "requests"}) {
         auto m = res->find(kind);
-        if (m != res->end() && m->is_object() && m->contains(resource)) return true;
+        if (m == res->end() || !m->is_object()) continue;
+        auto q = m->find(resource);
+        if (q == m->end()) continue;
+        const std::optional<int64_t> n =
+            q->is_string() ? ScaledQuantity(q->get<std::string>(), 0, 0, true) : std::nullopt;
+        if (n != std::optional<int64_t>(0)) return true;
       }
     }
   }

@@ -2,7 +2,9 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "base/file.h"
 #include "base/host_port.h"
@@ -39,6 +41,7 @@ struct Flags {
   bool legacy_metrics = false;
   std::string device_config_file;
   std::string adopt_hami_created_before;
+  std::string fragmentation_workload_file;
 };
 
 // Whether `t` is a UTC time in the form metadata.creationTimestamp takes
@@ -124,6 +127,38 @@ int Run(const Flags& f) {
   o.extender.default_node_policy = *np;
   o.extender.default_gpu_policy = *gp;
   o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
+  // A fixed target workload M for fragmentation-aware pods (default: the running pods' shapes).
+  if (!f.fragmentation_workload_file.empty()) {
+    const std::string what = "--fragmentation-workload " + f.fragmentation_workload_file + ": ";
+    auto text = base::ReadFile(f.fragmentation_workload_file, size_t{16} << 20);
+    if (!text.ok()) throw CLI::ValidationError(what + text.status().message());
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_array() || j.empty()) {
+      throw CLI::ValidationError(what + "not a non-empty JSON array of shapes");
+    }
+    double total = 0;
+    for (const auto& e : j) {
+      core::WeightedShape w;
+      try {
+        w.shape.cpu_milli = e.at("cpu_milli").get<int64_t>();
+        w.shape.gpu_milli = e.at("gpu_milli").get<int32_t>();
+        w.shape.num_gpus = e.at("num_gpus").get<int32_t>();
+        w.shape.gpu_spec = e.value("gpu_spec", std::string());
+        w.popularity = e.at("popularity").get<double>();
+      } catch (const nlohmann::json::exception& ex) {
+        throw CLI::ValidationError(what + "shape " + e.dump() + ": " + ex.what());
+      }
+      if (w.shape.cpu_milli < 0 || w.shape.num_gpus < 0 || w.shape.gpu_milli < 0 ||
+          w.shape.gpu_milli > 1000 || !(w.popularity > 0)) {
+        throw CLI::ValidationError(what + "shape " + e.dump() + " out of range");
+      }
+      total += w.popularity;
+      o.extender.fragmentation_workload.push_back(std::move(w));
+    }
+    if (std::abs(total - 1.0) > 1e-6) {
+      throw CLI::ValidationError(what + "popularities sum to " + std::to_string(total) + ", not 1");
+    }
+  }
   if (!f.signing_key_file.empty()) {
     auto key = base::ReadFile(f.signing_key_file, size_t{1} << 20);
     if (!key.ok()) {
@@ -219,6 +254,10 @@ void RegisterSchedulerCommand(CLI::App& app) {
   cmd->add_option("--gpu-scheduler-policy", flags->gpu_policy,
                   "binpack | spread | topology-aware | fragmentation-aware")
       ->capture_default_str();
+  cmd->add_option("--fragmentation-workload", flags->fragmentation_workload_file,
+                  "JSON array of task shapes {cpu_milli, gpu_milli, num_gpus, gpu_spec, "
+                  "popularity}: the target workload M of fragmentation-aware pods (default: the "
+                  "running pods' shapes); `fracgpu simulate --replay-out` writes a trace's");
   cmd->add_option("--allowed-schedulers", flags->allowed_schedulers,
                   "other schedulers that speak this contract");
   cmd->add_option("--scheduler-user", flags->scheduler_user, "the scheduler's service account user")

@@ -400,21 +400,28 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   auto req = core::ParsePodRequest(args.pod, config_.names);
   core::NodePolicy policy = config_.default_node_policy;
   if (req.ok() && req->node_policy) policy = *req->node_policy;
-  if (!req.ok() || !req->UsesGpu()) {
+  // A pod without GPUs scores 0 everywhere, unless it is fragmentation-aware: FGD places a
+  // CPU-only pod too, where its CPU strands the fewest GPUs (the simulator's experiment does;
+  // spreading them by kube-scheduler's own scores costs FGD points, docs/simulate.md).
+  const bool fragmentation_aware =
+      req.ok() &&
+      req->gpu_policy.value_or(config_.default_gpu_policy) == core::GpuPolicy::kFragmentationAware;
+  auto zeros = [&] {
     for (const auto& n : args.node_names) out.push_back({{"Host", n}, {"Score", 0}});
     return out;
-  }
+  };
+  if (!req.ok() || (!req->UsesGpu() && !fragmentation_aware)) return zeros();
   // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
   // model /bind then picks the GPUs with), under one shared lock of the state.
   // The pod's CPU request and the nodes' CPU left feed FGD+CpuRoute (issue 34 item 7).
   core::FragmentationInputs inputs;
   inputs.fixed_workload = &config_.fragmentation_workload;
-  if (req->gpu_policy.value_or(config_.default_gpu_policy) == core::GpuPolicy::kFragmentationAware)
-    inputs.pod_cpu_milli = k8s::PodHostRequests(args.pod).cpu_milli;
+  if (fragmentation_aware) inputs.pod_cpu_milli = k8s::PodHostRequests(args.pod).cpu_milli;
   const std::optional<std::vector<int64_t>> frag = state_->Read([&](const core::ClusterState& m) {
     return core::FragmentationAwarePriorities(*req, args.node_names, m, config_.default_gpu_policy,
                                               inputs);
   });
+  if (!req->UsesGpu() && !frag) return zeros();
   if (frag) {
     for (size_t i = 0; i < args.node_names.size(); ++i)
       out.push_back({{"Host", args.node_names[i]}, {"Score", (*frag)[i]}});
@@ -514,9 +521,19 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
   if (!req.ok()) return fail(req.status(), *pod, "error");
   if (!req->UsesGpu()) {
     Status st = WriteAllowed();
+    // Its CPU and memory count on the node before the Binding can be seen (as a GPU pod's do
+    // through Assume): the next /prioritize reads the node's CPU left (FGD+CpuRoute).
+    const std::string uid = k8s::Uid(*pod);
+    const k8s::HostRequests host = k8s::PodHostRequests(*pod);
+    if (st.ok() && !uid.empty()) {
+      state_->AssumeHostUse(uid, args.node, host.cpu_milli, host.mem_mib);
+    }
     // The Binding carries the pod's UID (metadata.uid): the API server binds only that pod.
     if (st.ok()) st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
-    if (!st.ok()) return fail(st, *pod, "error");
+    if (!st.ok()) {
+      if (!uid.empty()) state_->Forget(uid);
+      return fail(st, *pod, "error");
+    }
     Count("ok");
     return json{{"Error", ""}};
   }

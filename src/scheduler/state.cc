@@ -62,6 +62,12 @@ Status ClusterState::Assume(const PodAllocation& allocation) {
   return model_.Assume(allocation);
 }
 
+void ClusterState::AssumeHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
+                                 int64_t mem_mib) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  model_.AssumeHostUse(uid, node, cpu_milli, mem_mib);
+}
+
 void ClusterState::Forget(const std::string& uid) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   model_.Forget(uid);

@@ -60,6 +60,10 @@ class ClusterState {
   /// Records a bind decision at once (core::ClusterState::Assume). Errors: kNotFound for an
   /// unknown node or GPU (nothing recorded).
   Status Assume(const PodAllocation& allocation);
+  /// A pod without GPUs being bound: its CPU and memory counted at once
+  /// (core::ClusterState::AssumeHostUse).
+  void AssumeHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
+                     int64_t mem_mib);
   /// Drops a pod's allocation by UID (a failed bind); no-op when absent.
   void Forget(const std::string& uid);
 

@@ -17,6 +17,7 @@
 
 #include "base/file.h"
 #include "base/strings.h"
+#include "core/codec.h"
 #include "core/gputype.h"
 #include "sim/bound.h"
 #include "sim/expected.h"
@@ -52,6 +53,7 @@ struct Flags {
   bool verify = false;
   bool quiet = false;
   bool bound = true;
+  std::string replay_out;
 };
 
 // A relative path that does not exist from the working directory is looked up relative to the
@@ -256,6 +258,11 @@ Result<std::vector<sim::ParkResult>> RunParking(
 Status CheckFlags(const Flags& flags) {
   if (auto seeds = ParseSeeds(flags.seeds); !seeds.ok()) return seeds.status();
   if (auto policies = ParsePolicies(flags.policies); !policies.ok()) return policies.status();
+  if (!flags.replay_out.empty() &&
+      (ParseSeeds(flags.seeds)->size() != 1 || ParsePolicies(flags.policies)->size() != 1)) {
+    return InvalidArgument("--replay-out: needs one policy and one seed (--policies \"" +
+                           flags.policies + "\", --seeds \"" + flags.seeds + "\")");
+  }
   if (!(flags.tune > 0 && flags.tune <= 10)) {
     return InvalidArgument("--tune: " + Shown(flags.tune) +
                            " is not in (0, 10] (a multiple of capacity)");
@@ -295,6 +302,76 @@ Status CheckFlags(const Flags& flags) {
     }
   }
   return CheckOutDir(flags.out);
+}
+
+// --replay-out: one run (one policy, one seed) as a replay through kube-scheduler needs it
+// (bench/cluster/trace.py): the nodes in the run's tie-break order (a node's rank there is its
+// place in name order on the cluster) with their device-plugin registration and allocatable CPU
+// and memory, the target workload M, each arrival's pod spec (sim::TracePodSpec), its GPU
+// request and where the simulator put it, the capacity, and the run's allocation % per bucket.
+Status WriteReplay(const std::string& path, const sim::SimCluster& cluster,
+                   const sim::SimWorkload& workload, PlacementPolicy policy, uint64_t seed,
+                   const sim::RunOptions& options, const std::string& trace_name) {
+  sim::RunOptions o = options;
+  o.keep_placements = true;
+  auto run = sim::RunExperiment(cluster, workload, policy, seed, o);
+  if (!run.ok()) return run.status();
+  nlohmann::json nodes = nlohmann::json::array();
+  for (int32_t i : sim::TieBreakOrder(cluster, seed, options)) {
+    const core::NodeState& n = cluster.states[static_cast<size_t>(i)];
+    std::vector<core::DeviceInfo> devices;
+    int64_t slices = 0;
+    for (const auto& g : n.gpus) {
+      devices.push_back(g.info);
+      slices += g.info.count;
+    }
+    nodes.push_back({{"name", n.name},
+                     {"cpu_milli", n.cpu_milli_total},
+                     {"mem_mib", n.mem_mib_total},
+                     {"gpus", n.gpus.size()},
+                     {"slices", slices},
+                     {"register", core::EncodeNodeRegister(devices)}});
+  }
+  nlohmann::json target = nlohmann::json::array();
+  for (const auto& w : workload.target) {
+    target.push_back({{"cpu_milli", w.shape.cpu_milli},
+                      {"gpu_milli", w.shape.gpu_milli},
+                      {"num_gpus", w.shape.num_gpus},
+                      {"gpu_spec", w.shape.gpu_spec},
+                      {"popularity", w.popularity}});
+  }
+  nlohmann::json arrivals = nlohmann::json::array();
+  for (const auto& p : run->placements) {
+    const sim::TracePod& pod = workload.pods[static_cast<size_t>(p.pod)];
+    arrivals.push_back({{"pod", pod.name},
+                        {"cpu_milli", pod.cpu_milli},
+                        {"memory_mib", pod.memory_mib},
+                        {"num_gpus", pod.num_gpus},
+                        {"gpu_milli", pod.gpu_milli},
+                        {"spec", sim::TracePodSpec(pod)},
+                        {"node", p.node},
+                        {"gpus", p.gpus}});
+  }
+  nlohmann::json alloc = nlohmann::json::object();
+  for (size_t b = 0; b < run->buckets.alloc_pct.size(); ++b) {
+    if (!std::isnan(run->buckets.alloc_pct[b]))
+      alloc[std::to_string(b)] = run->buckets.alloc_pct[b];
+  }
+  nlohmann::json out = {{"trace", trace_name},
+                        {"policy", core::PlacementPolicyName(policy)},
+                        {"seed", seed},
+                        {"tune", options.tune},
+                        {"capacity_milli", cluster.CapacityMilli()},
+                        {"failed", run->failed},
+                        {"nodes", std::move(nodes)},
+                        {"target_workload", std::move(target)},
+                        {"arrivals", std::move(arrivals)},
+                        {"alloc_pct", std::move(alloc)}};
+  std::ofstream f(path);
+  f << out.dump() << '\n';
+  f.close();
+  if (!f) return InvalidArgument("--replay-out: cannot write \"" + path + "\"");
+  return Status::Ok();
 }
 
 // The with/without parking table (mean over the seeds of each figure) and
@@ -454,6 +531,14 @@ int Run(const Flags& flags) {
   } else if (flags.node_order == "cpu-per-gpu-asc") {
     run_options.node_order = sim::RunOptions::NodeOrder::kCpuPerGpuAsc;
   }  // any other value was refused by CheckFlags
+  if (!flags.replay_out.empty()) {
+    Status st = WriteReplay(flags.replay_out, *cluster, *workload, (*policies)[0], (*seeds)[0],
+                            run_options, trace_name);
+    if (!st.ok()) {
+      std::fprintf(stderr, "fracgpu simulate: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   // The packing upper bound (sim/bound.h) of each seed's arrival sequence, at every 5 % of
   // arrived from 80 % to the end (for the chart near the knee) — one more job per seed.
   std::vector<int> bound_pcts;
@@ -791,6 +876,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_option("--node-order", flags->node_order,
                   "tie-break order of nodes: seeded (the paper), cpu-per-gpu-desc, cpu-per-gpu-asc")
       ->capture_default_str();
+  cmd->add_option("--replay-out", flags->replay_out,
+                  "with one policy and one seed: write the run's nodes (in tie-break order), M, "
+                  "arrivals and placements as JSON for a replay through kube-scheduler "
+                  "(bench/cluster/trace.py)");
   cmd->add_flag("--verify", flags->verify,
                 "also check with core fit that no node could host a failed pod (slower)");
   cmd->add_flag("-q,--quiet", flags->quiet, "no progress bar");

@@ -83,16 +83,9 @@ class ScoreMemo {
 
 }  // namespace
 
-Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& workload,
-                                core::PlacementPolicy policy, uint64_t seed,
-                                const RunOptions& options) {
-  RunResult out;
-  out.policy = policy;
-  out.seed = seed;
-  core::SeededRng arrivals_rng(seed, 0), order_rng(seed, 1), policy_rng(seed, 2);
-  const std::vector<int32_t> arrivals =
-      BuildArrivals(workload.pods, cluster.CapacityMilli(), options.tune, arrivals_rng);
-
+std::vector<int32_t> TieBreakOrder(const SimCluster& cluster, uint64_t seed,
+                                   const RunOptions& options) {
+  core::SeededRng order_rng(seed, 1);
   // The fixed tie-break order: a seeded permutation of the name-sorted nodes.
   std::vector<int32_t> perm(cluster.frag.size());
   std::iota(perm.begin(), perm.end(), 0);
@@ -110,6 +103,20 @@ Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& wo
       return desc ? ca * gb > cb * ga : ca * gb < cb * ga;
     });
   }
+  return perm;
+}
+
+Result<RunResult> RunExperiment(const SimCluster& cluster, const SimWorkload& workload,
+                                core::PlacementPolicy policy, uint64_t seed,
+                                const RunOptions& options) {
+  RunResult out;
+  out.policy = policy;
+  out.seed = seed;
+  core::SeededRng arrivals_rng(seed, 0), policy_rng(seed, 2);
+  const std::vector<int32_t> arrivals =
+      BuildArrivals(workload.pods, cluster.CapacityMilli(), options.tune, arrivals_rng);
+
+  const std::vector<int32_t> perm = TieBreakOrder(cluster, seed, options);
   std::vector<core::FragNode> nodes;
   std::vector<core::NodeState> states;
   nodes.reserve(perm.size());

@@ -54,6 +54,14 @@ struct RunResult {
   std::vector<PodPlacement> placements;  ///< in arrival order, only with keep_placements
 };
 
+/// The fixed tie-break order of the nodes of a run with `seed` under `options.node_order`: indices
+/// into cluster.frag / cluster.states (name-sorted), first = preferred among equal scores. For
+/// kSeeded a permutation from stream 1 of the seed. RunExperiment orders its nodes by it; a
+/// replay through kube-scheduler names its nodes so that their name order is this order
+/// (bench/cluster/trace.py).
+std::vector<int32_t> TieBreakOrder(const SimCluster& cluster, uint64_t seed,
+                                   const RunOptions& options = {});
+
 /// Runs `policy` with `seed`: arrivals from BuildArrivals (stream 0 of the seed), the node
 /// tie-break order a seeded permutation of the name-sorted nodes (stream 1), Random's draws
 /// from stream 2. Each pod: core::ChooseNode on the compact nodes chooses the node; on it, the

@@ -90,5 +90,25 @@ TEST(NodeObjectOf, AllocatableCpuAndMemoryRoundDown) {
   EXPECT_EQ(QuantityMib("-1Mi", true), std::nullopt);
 }
 
+// A pod that lists the GPU resource at 0 (a CPU-only pod sent to the extender: kube-scheduler calls
+// an extender with managedResources only for pods naming one, bench/cluster/trace.py) asks for no
+// GPU, so the state does not count it as holding its node's every GPU; any other quantity, or
+// one that does not parse, does (issue 37 item 2).
+TEST(PodObjectOf, AGpuCountOfZeroAsksForNoGpu) {
+  auto asks = [](json limits, json requests = json::object()) {
+    return PodObjectOf(Pod({Container(requests, limits)}), "nvidia.com/gpu").asks_for_gpu;
+  };
+  EXPECT_FALSE(asks({{"nvidia.com/gpu", "0"}}));
+  EXPECT_FALSE(asks({{"nvidia.com/gpu", "0"}}, {{"nvidia.com/gpu", "0"}}));
+  EXPECT_FALSE(asks({{"cpu", "1"}}));
+  EXPECT_TRUE(asks({{"nvidia.com/gpu", "1"}}));
+  EXPECT_TRUE(asks({{"nvidia.com/gpu", "0"}}, {{"nvidia.com/gpu", "2"}}));
+  EXPECT_TRUE(asks({{"nvidia.com/gpu", "100m"}}));  // a fraction rounds up to one
+  EXPECT_TRUE(asks({{"nvidia.com/gpu", "x"}}));     // unparsable: counted
+  EXPECT_TRUE(asks({{"nvidia.com/gpu", 0}}));       // not a string: counted
+  json init = Pod({Container(json::object())}, {Container({{"nvidia.com/gpu", "1"}})});
+  EXPECT_TRUE(PodObjectOf(init, "nvidia.com/gpu").asks_for_gpu);
+}
+
 }  // namespace
 }  // namespace fracgpu::k8s

@@ -13,4 +13,18 @@ out=$("$bin" scheduler --adopt-hami-created-before 2026-13-40T10:00:00Z 2>&1); r
   { echo "month 13 accepted (exit $rc): $out"; exit 1; }
 out=$("$bin" scheduler --adopt-hami-created-before 2026-12-04T10:00:00Z --kubeconfig /nonexistent 2>&1)
 if echo "$out" | grep -q 'is not a UTC time'; then echo "good value refused: $out"; exit 1; fi
+# --fragmentation-workload (issue 37 item 2): a file that is not an array of whole shapes whose
+# popularities sum to 1 is refused at start-up, naming the flag; a good one gets past the check.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+echo '[{"cpu_milli":1000}]' > "$tmp/bad.json"
+echo '[{"cpu_milli":1000,"gpu_milli":500,"num_gpus":1,"popularity":0.5}]' > "$tmp/half.json"
+echo '[{"cpu_milli":1000,"gpu_milli":500,"num_gpus":1,"gpu_spec":"T4","popularity":1}]' > "$tmp/good.json"
+for f in bad half missing; do
+  out=$("$bin" scheduler --allow-unauthenticated --fragmentation-workload "$tmp/$f.json" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] && echo "$out" | grep -q -- "--fragmentation-workload $tmp/$f.json: " ||
+    { echo "$f.json (exit $rc): $out"; exit 1; }
+done
+out=$("$bin" scheduler --allow-unauthenticated --fragmentation-workload "$tmp/good.json" \
+  --kubeconfig /nonexistent 2>&1)
+if echo "$out" | grep -q -- '--fragmentation-workload'; then echo "good file refused: $out"; exit 1; fi
 echo ok

@@ -1,0 +1,336 @@
+"""What the cluster benchmarks of bench/cluster share (issue 37): HTTPS clients of the API server,
+kube-scheduler and fracgpu's scheduler, Prometheus text parsing and histogram quantiles, process
+CPU and memory, and `ControlPlane`, a control plane without kubelets started by
+`scripts/cluster.sh up --nodes 0` in its own state folder and port offset, with nodes created as
+API objects (the node lifecycle controller stopped, the not-ready taint lifted by the bench).
+
+Used by scale.py (throughput and latency) and trace.py (the Alibaba trace through
+kube-scheduler + extender)."""
+
+import http.client
+import json
+import os
+import queue
+import re
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(REPO, "scripts", "cluster.sh")
+REGISTER = "hami.io/node-nvidia-register"
+HANDSHAKE = "hami.io/node-handshake"
+LOCK = "hami.io/mutex.lock"
+# The highest port scripts/cluster.sh uses, before the offset (the API server's).
+API_PORT = 29444
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTPS clients (one connection per thread, kept alive)
+
+class Client:
+    def __init__(self, host, port, ca, cert, key):
+        self.host, self.port = host, port
+        self.ctx = ssl.create_default_context(cafile=ca)
+        self.ctx.check_hostname = False
+        self.ctx.load_cert_chain(cert, key)
+        self.local = threading.local()
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=120)
+            self.local.conn = c
+        return c
+
+    def request(self, method, path, body=None, headers=None, retries=3):
+        hdrs = {"Accept": "application/json"}
+        if body is not None:
+            hdrs["Content-Type"] = "application/json"
+            if not isinstance(body, (bytes, str)):
+                body = json.dumps(body)
+        hdrs.update(headers or {})
+        for attempt in range(retries):
+            c = self._conn()
+            try:
+                c.request(method, path, body=body, headers=hdrs)
+                r = c.getresponse()
+                data = r.read()
+                return r.status, data
+            except (OSError, http.client.HTTPException):
+                c.close()
+                self.local.conn = None
+                if attempt == retries - 1:
+                    raise
+                time.sleep(0.2)
+
+
+def kubeconfig_paths(state):
+    pki = os.path.join(state, "pki")
+    return {"ca": f"{pki}/ca.crt", "cert": f"{pki}/admin.crt", "key": f"{pki}/admin.key"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus text
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text, names):
+    """{(name, frozenset(labels)): value} for the families whose name starts with one of names."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#" or not line.startswith(names):
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            continue
+        labels = frozenset(LABEL.findall(m.group(3) or ""))
+        try:
+            out[(m.group(1), labels)] = float(m.group(4))
+        except ValueError:
+            pass
+    return out
+
+
+def select(samples, name, **want):
+    """Samples of name whose labels include want: list of (labels dict, value)."""
+    res = []
+    for (n, labels), v in samples.items():
+        if n != name:
+            continue
+        d = dict(labels)
+        if all(d.get(k) == val for k, val in want.items()):
+            res.append((d, v))
+    return res
+
+
+def histogram(samples, base, **want):
+    """(buckets [(le, cumulative count)], sum, count) summed over the series matching want."""
+    buckets = {}
+    for d, v in select(samples, base + "_bucket", **want):
+        le = float("inf") if d["le"] == "+Inf" else float(d["le"])
+        buckets[le] = buckets.get(le, 0.0) + v
+    s = sum(v for _, v in select(samples, base + "_sum", **want))
+    c = sum(v for _, v in select(samples, base + "_count", **want))
+    return sorted(buckets.items()), s, c
+
+
+def hist_delta(after, before):
+    b = dict(before[0])
+    return ([(le, n - b.get(le, 0.0)) for le, n in after[0]], after[1] - before[1], after[2] - before[2])
+
+
+def quantile(q, hist):
+    """Prometheus histogram_quantile: linear interpolation inside the bucket."""
+    buckets, _, count = hist
+    if count <= 0 or not buckets:
+        return float("nan")
+    rank = q * buckets[-1][1]
+    prev_le, prev_n = 0.0, 0.0
+    for le, n in buckets:
+        if n >= rank:
+            if le == float("inf"):
+                return prev_le
+            if n == prev_n:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_n) / (n - prev_n)
+        prev_le, prev_n = le, n
+    return buckets[-1][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+def proc_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_mem(pid):
+    rss = hwm = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1]) * 1024
+    return rss, hwm
+
+
+def component_pid(state, name):
+    """The daemon's pid (setsid execs the command; if it forked, its one child)."""
+    pid = int(open(os.path.join(state, "pids", name)).read())
+    exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    if exe == "setsid":
+        kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        pid = int(kids[0])
+    return pid
+
+
+COMPONENTS = [("kube-apiserver", "apiserver"), ("etcd", "etcd"),
+              ("kube-scheduler (fracgpu profile)", "fracgpu-kube-scheduler"),
+              ("kube-scheduler (default)", "kube-scheduler-default"),
+              ("fracgpu scheduler", "fracgpu-scheduler")]
+
+
+def run_parallel(items, fn, threads):
+    q = queue.Queue()
+    for it in items:
+        q.put(it)
+    errors = []
+
+    def worker():
+        while True:
+            try:
+                it = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fn(it)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} errors, first: {errors[0]}")
+
+
+
+
+class ControlPlane:
+    """scripts/cluster.sh `up --nodes 0` in `state` with port offset `off`: etcd, kube-apiserver,
+    both kube-schedulers, deploy/ applied, `fracgpu scheduler`; kube-controller-manager and
+    `fracgpu ui` stopped once up (no kubelet renews a Lease, so the node lifecycle controller
+    would taint every node unreachable; the UI is on no measured path)."""
+
+    def __init__(self, state, off, log_dir, cluster_script=CLUSTER):
+        self.state, self.off, self.log_dir = state, off, log_dir
+        self.cluster_script = cluster_script
+        self.env = dict(os.environ, FRACGPU_CLUSTER_DIR=state,
+                        FRACGPU_CLUSTER_PORT_OFFSET=str(off))
+
+    def cluster(self, *args, check=True):
+        logf = os.path.join(self.log_dir, "cluster.log")
+        with open(logf, "a") as f:
+            r = subprocess.run(["bash", self.cluster_script, *args], env=self.env, stdout=f,
+                               stderr=f)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"scripts/cluster.sh {' '.join(args)} failed (see {logf})")
+
+    def up(self, build):
+        t0 = time.time()
+        log(f"scripts/cluster.sh up --nodes 0 (state {self.state}, port offset {self.off})")
+        self.cluster("up", "--nodes", "0", "--build", build)
+        self.cluster("stop", "kcm")
+        self.cluster("stop", "fracgpu-ui")
+        p = kubeconfig_paths(self.state)
+        self.api = Client("127.0.0.1", API_PORT + self.off, p["ca"], p["cert"], p["key"])
+        self.ksched = {  # kube-scheduler's secure port: the API server's CA signs the admin cert
+            "fracgpu": Client("127.0.0.1", 29260 + self.off, None, p["cert"], p["key"]),
+            "default": Client("127.0.0.1", 29259 + self.off, None, p["cert"], p["key"])}
+        for c in self.ksched.values():
+            c.ctx.verify_mode = ssl.CERT_NONE  # self-signed serving certificates
+        f = os.path.join(self.state, "fracgpu")
+        self.ext = Client("127.0.0.1", 29443 + self.off, f"{f}/ca.crt",
+                          f"{self.state}/pki/fracgpu-kube-scheduler-client.crt",
+                          f"{self.state}/pki/fracgpu-kube-scheduler-client.key")
+        self.up_s = time.time() - t0
+
+    def component_argv(self, name):
+        """The command line component `name` runs with now."""
+        pid = component_pid(self.state, name)
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().rstrip(b"\0").split(b"\0")
+        return [x.decode() for x in argv]
+
+    def respawn(self, name, argv):
+        """Stops component `name` (scripts/cluster.sh stop) and starts argv in its place, as
+        cluster.sh's start() does (own session, log, pid file: `down` ends it)."""
+        self.cluster("stop", name)
+        os.remove(os.path.join(self.state, "stopped", name))
+        with open(os.path.join(self.state, "logs", f"{name}.log"), "a") as logf:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                    start_new_session=True)
+        with open(os.path.join(self.state, "pids", name), "w") as f:
+            f.write(f"{proc.pid}\n")
+
+    def down(self):
+        self.cluster("down", check=False)
+
+    def scrape_ksched(self, which):
+        st, body = self.ksched[which].request("GET", "/metrics", headers={"Accept": "text/plain"})
+        if st != 200:
+            raise RuntimeError(f"kube-scheduler ({which}) /metrics: {st} {body[:200]!r}")
+        return parse_metrics(body.decode(), ("scheduler_",))
+
+    def scrape_ext(self):
+        st, body = self.ext.request("GET", "/metrics", headers={"Accept": "text/plain"})
+        if st != 200:
+            raise RuntimeError(f"fracgpu scheduler /metrics: {st} {body[:200]!r}")
+        return parse_metrics(body.decode(), ("fracgpu_http_", "fracgpu_binds_total"))
+
+    def create(self, path, obj, ok=(201,)):
+        st, body = self.api.request("POST", path, obj)
+        if st not in ok:
+            raise RuntimeError(f"POST {path}: {st} {body[:300]!r}")
+        return body
+
+    def make_namespace(self, ns):
+        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": ns}}, ok=(201, 409))
+        # kube-controller-manager is stopped: the ServiceAccount admission needs this one.
+        self.create(f"/api/v1/namespaces/{ns}/serviceaccounts",
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+                    ok=(201, 409))
+
+    def create_node(self, obj):
+        """Creates a Node and lifts the taint node.kubernetes.io/not-ready:NoSchedule that the
+        admission plugin TaintNodesByCondition gives every new node (the node lifecycle
+        controller's job once the node reports Ready; that controller is stopped)."""
+        self.create("/api/v1/nodes", obj)
+        st, body = self.api.request(
+            "PATCH", f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": None}},
+            headers={"Content-Type": "application/merge-patch+json"})
+        if st != 200:
+            raise RuntimeError(f"PATCH node: {st} {body[:300]!r}")
+
+    def wait_nodes(self, n, label_selector, schedulers=("fracgpu", "default"), timeout_s=None):
+        """Waits until the kube-schedulers' caches hold n nodes and fracgpu's scheduler has
+        written its handshake on the n nodes of label_selector ("key%3Dvalue")."""
+        def seen():
+            got = {}
+            for w in schedulers:
+                try:
+                    got[w] = sum(v for _, v in select(self.scrape_ksched(w),
+                                                      "scheduler_cache_size", type="nodes"))
+                except RuntimeError:  # 403 while a restarted kube-scheduler loads its client CA
+                    got[w] = 0
+            return got
+
+        def handshakes():
+            st, body = self.api.request(
+                "GET", f"/api/v1/nodes?labelSelector={label_selector}",
+                headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+            items = json.loads(body)["items"]
+            return sum(1 for it in items
+                       if "Requesting" in it["metadata"].get("annotations", {}).get(HANDSHAKE, ""))
+
+        deadline = time.time() + (timeout_s or max(120, n / 20))
+        while True:
+            s, h = seen(), handshakes()
+            if all(v >= n for v in s.values()) and h >= n:
+                return
+            if time.time() > deadline:
+                raise RuntimeError(f"nodes not seen: kube-schedulers {s}, handshakes {h} of {n}")
+            time.sleep(1)
