@@ -10,7 +10,9 @@
 // (vgpu::RegionValidate). Version 2 added RegionDevice::last_launch_ns, RegionSlot::host_pid and
 // the per-slot breakdown context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region
 // layout"). Naming the SM limiter's words of RegionDevice (next_ns .. count_ema, formerly
-// reserved[0..5]) moved no byte: the offsets below are the ones version 2 was pinned with.
+// reserved[0..5]) moved no byte, nor did naming RegionSlot::uses (formerly the first half of
+// reserved[0], zero in every older file): the offsets below are the ones version 2 was pinned
+// with.
 //
 // Invariants, under `lock` (a process-shared, robust pthread mutex inside the mapping):
 //   devices[d].used == Σ over active slots s of slots[s].used[d]
@@ -84,8 +86,28 @@ struct RegionSlot {
   std::atomic<uint64_t> module_bytes[kMaxDevices];
   /// of used: allocations (cuMemAlloc*, pools, arrays, cuMemCreate, ...)
   std::atomic<uint64_t> data_bytes[kMaxDevices];
-  uint64_t reserved[16];  ///< unused (zero), kept for the SM limiter (per-process launches)
+  /// What the process ever did that the CUDA checkpoint API cannot handle (kSlotUses* bits;
+  /// NVIDIA/cuda-checkpoint README: no UVM, no IPC), for the node agent's eligibility check.
+  /// Bits are only ever added while the slot lives; kSlotUsesRecorded is set at claim by a
+  /// libvgpu.so that records them (a slot of an older one reads 0: unknown, not "none").
+  std::atomic<uint32_t> uses;
+  uint32_t pad2;
+  uint64_t reserved[15];  ///< unused (zero), kept for the SM limiter (per-process launches)
 };
+
+/// RegionSlot::uses bits.
+inline constexpr uint32_t kSlotUsedManagedMemory = 1u << 0;  ///< cuMemAllocManaged succeeded
+/// cuIpcGetMemHandle or cuIpcOpenMemHandle(_v2) succeeded
+inline constexpr uint32_t kSlotUsedIpcMemory = 1u << 1;
+/// cuIpcGetEventHandle or cuIpcOpenEventHandle succeeded
+inline constexpr uint32_t kSlotUsedIpcEvent = 1u << 2;
+/// cuMemExportToShareableHandle or cuMemImportFromShareableHandle (VMM) succeeded
+inline constexpr uint32_t kSlotSharedVmmHandle = 1u << 3;
+/// cuMemPoolExportToShareableHandle, cuMemPoolImportFromShareableHandle,
+/// cuMemPoolExportPointer or cuMemPoolImportPointer succeeded (a pool shared between processes)
+inline constexpr uint32_t kSlotSharedPool = 1u << 4;
+/// The slot's libvgpu.so records the bits above (set when the slot is claimed).
+inline constexpr uint32_t kSlotUsesRecorded = 1u << 31;
 
 /// The whole file.
 struct Region {
@@ -137,7 +159,8 @@ static_assert(offsetof(RegionSlot, used) == 24);
 static_assert(offsetof(RegionSlot, context_bytes) == 152);
 static_assert(offsetof(RegionSlot, module_bytes) == 280);
 static_assert(offsetof(RegionSlot, data_bytes) == 408);
-static_assert(offsetof(RegionSlot, reserved) == 536);
+static_assert(offsetof(RegionSlot, uses) == 536);  // was reserved[0]: no byte moved
+static_assert(offsetof(RegionSlot, reserved) == 544);
 static_assert(sizeof(Region) == 172376);
 static_assert(offsetof(Region, magic) == 0);
 static_assert(offsetof(Region, version) == 4);

@@ -51,8 +51,11 @@ enum : CUresult {
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_MAP_FAILED = 205,
+  CUDA_ERROR_OPERATING_SYSTEM = 304,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_NOT_PERMITTED = 800,
   CUDA_ERROR_NOT_SUPPORTED = 801,
   CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
@@ -61,6 +64,37 @@ enum : CUresult {
   CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION = 915,
   CUDA_ERROR_UNKNOWN = 999,
 };
+
+/// The checkpoint API's types (cuda.h, CUDA 13.0, "CUDA Process States" and the
+/// CUcheckpoint*Args structs; the API since CUDA 12.8). Reserved fields must be zero.
+typedef int CUprocessState;  // enum CUprocessState_enum
+enum : CUprocessState {
+  CU_PROCESS_STATE_RUNNING = 0,
+  CU_PROCESS_STATE_LOCKED = 1,
+  CU_PROCESS_STATE_CHECKPOINTED = 2,
+  CU_PROCESS_STATE_FAILED = 3,
+};
+typedef struct CUcheckpointLockArgs_st {
+  unsigned int timeoutMs;  ///< 0: no timeout
+  unsigned int reserved0;
+  cuuint64_t reserved1[7];
+} CUcheckpointLockArgs;
+typedef struct CUcheckpointCheckpointArgs_st {
+  cuuint64_t reserved[8];
+} CUcheckpointCheckpointArgs;
+typedef struct CUcheckpointGpuPair_st {
+  CUuuid oldUuid;
+  CUuuid newUuid;
+} CUcheckpointGpuPair;
+typedef struct CUcheckpointRestoreArgs_st {
+  CUcheckpointGpuPair* gpuPairs;
+  unsigned int gpuPairsCount;
+  char reserved[52 - sizeof(CUcheckpointGpuPair*)];
+  cuuint64_t reserved1;
+} CUcheckpointRestoreArgs;
+typedef struct CUcheckpointUnlockArgs_st {
+  cuuint64_t reserved[8];
+} CUcheckpointUnlockArgs;
 
 /// cuGetProcAddress flags and symbol status (docs/design/wire-apis.md §7.8).
 enum : cuuint64_t {
@@ -340,6 +374,10 @@ enum : unsigned int { CU_STREAM_NON_BLOCKING = 0x1 };
 typedef struct {
   char reserved[64];
 } CUipcMemHandle;
+/// CUipcEventHandle_v1: CU_IPC_HANDLE_SIZE (64) opaque bytes, passed by value.
+typedef struct {
+  char reserved[64];
+} CUipcEventHandle;
 /// CUipcMem_flags: the only flag of cuIpcOpenMemHandle.
 enum : unsigned int { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
 /// CUmemAllocationHandleType: NONE 0, POSIX_FILE_DESCRIPTOR 1 (an int), WIN32 2, WIN32_KMT 4,
@@ -600,6 +638,9 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle,
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
                                unsigned int flags) FRACGPU_CU_API;
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) FRACGPU_CU_API;
+// IPC event handles (v4010).
+CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) FRACGPU_CU_API;
+CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle handle) FRACGPU_CU_API;
 // VMM shareable handles (v10020).
 CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType type,
@@ -704,6 +745,9 @@ CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
 CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
                                             CUmemAllocationHandleType type,
                                             unsigned long long flags) FRACGPU_CU_API;
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData* data, CUdeviceptr ptr) FRACGPU_CU_API;
+CUresult cuMemPoolImportPointer(CUdeviceptr* ptr, CUmemoryPool pool,
+                                CUmemPoolPtrExportData* data) FRACGPU_CU_API;
 
 #if FRACGPU_CUDA_API_C_LINKAGE
 }  // extern "C"

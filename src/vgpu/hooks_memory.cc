@@ -155,8 +155,11 @@ FRACGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize,
   int dev = CurrentDeviceIndex(&ord);
   if (!dptr || bytesize == 0) return REAL(cuMemAllocManaged)(dptr, bytesize, flags);
   // Managed memory is charged in full to the current device (policy: it can live there).
-  return ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr,
-                      [&] { return REAL(cuMemAllocManaged)(dptr, bytesize, flags); });
+  // The slot records it: the checkpoint API does not support UVM (RecordUse).
+  CUresult r = ChargedAlloc(dev, bytesize, Kind::kAlloc, dptr,
+                            [&] { return REAL(cuMemAllocManaged)(dptr, bytesize, flags); });
+  if (r == CUDA_SUCCESS) RecordUse(kSlotUsedManagedMemory);
+  return r;
 }
 
 namespace {
@@ -472,6 +475,7 @@ FRACGPU_EXPORT CUresult cuMemExportToShareableHandle(void* shareable,
                                                      CUmemAllocationHandleType type,
                                                      unsigned long long flags) noexcept {
   CUresult r = REAL(cuMemExportToShareableHandle)(shareable, handle, type, flags);
+  if (r == CUDA_SUCCESS) RecordUse(kSlotSharedVmmHandle);  // no checkpoint of shared memory
   if (r != CUDA_SUCCESS || !shareable || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return r;
   CUmemGenericAllocationHandle origin = Origin(handle);
   Entry o;
@@ -502,6 +506,7 @@ FRACGPU_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHan
   Entry x;
   bool own = key != 0 && TableFind(Kind::kVmmExport, key, &x);
   CUresult r = REAL(cuMemImportFromShareableHandle)(handle, os_handle, type);
+  if (r == CUDA_SUCCESS) RecordUse(kSlotSharedVmmHandle);  // no checkpoint of shared memory
   if (r != CUDA_SUCCESS || !handle || !own) return r;
   if (HandleRef(x.aux)) {
     Entry i;

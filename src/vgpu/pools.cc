@@ -298,6 +298,7 @@ FRACGPU_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_ou
                                                            CUmemAllocationHandleType type,
                                                            unsigned long long flags) noexcept {
   CUresult r = REAL(cuMemPoolImportFromShareableHandle)(pool_out, handle, type, flags);
+  if (r == CUDA_SUCCESS) RecordUse(kSlotSharedPool);  // no checkpoint of shared memory
   if (r != CUDA_SUCCESS || !pool_out || !*pool_out) return r;
   Guard g;
   if (IsImported(*pool_out)) return r;

@@ -250,6 +250,7 @@ int RegionReapLocked(Region* r) noexcept {
     ClearBreakdown(&slot);
     slot.pid = 0;
     slot.host_pid = 0;
+    slot.uses.store(0, std::memory_order_relaxed);
     slot.start_time = 0;
     slot.state.store(kSlotFree, std::memory_order_release);
     ++reaped;
@@ -278,6 +279,7 @@ RegionSlot* RegionClaimSlot(Region* r, pid_t pid, uint64_t start_time) noexcept 
     for (int d = 0; d < kMaxDevices; ++d) found->used[d].store(0, std::memory_order_relaxed);
     ClearBreakdown(found);
     found->host_pid = 0;
+    found->uses.store(kSlotUsesRecorded, std::memory_order_relaxed);
     found->pid = pid;
     found->start_time = start_time;
     found->state.store(kSlotActive, std::memory_order_release);
@@ -295,6 +297,7 @@ void RegionReleaseSlot(Region* r, RegionSlot* slot) noexcept {
       r->devices[d].used.store(cur >= u ? cur - u : 0, std::memory_order_relaxed);
     }
     ClearBreakdown(slot);
+    slot->uses.store(0, std::memory_order_relaxed);
     slot->pid = 0;
     slot->host_pid = 0;
     slot->state.store(kSlotFree, std::memory_order_release);

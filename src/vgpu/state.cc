@@ -522,6 +522,12 @@ const char* DeviceUuid(int dev) noexcept {
   return dev >= 0 && dev < g_dev_count ? g_region.region->devices[dev].uuid : "";
 }
 
+void RecordUse(uint32_t bit) noexcept {
+  RegionSlot* slot = ClaimOwnSlot();
+  if (slot && (slot->uses.load(std::memory_order_relaxed) & bit) == 0)
+    slot->uses.fetch_or(bit, std::memory_order_relaxed);
+}
+
 uint64_t ProcessCharged(int dev) noexcept {
   RegionSlot* s = g_slot.load(std::memory_order_acquire);
   return s && dev >= 0 && dev < kMaxDevices ? s->used[dev].load(std::memory_order_relaxed) : 0;

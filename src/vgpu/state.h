@@ -77,6 +77,13 @@ Region* SharedRegion() noexcept;
 /// load after the first call; nullptr when unmanaged or no slot is free.
 RegionSlot* ClaimOwnSlot() noexcept;
 
+/// Records in this process's slot that it did `bit` (api/region.h kSlotUses*: managed memory,
+/// IPC, shared VMM handles or pools), for the node agent's checkpoint eligibility. One relaxed
+/// load once the bit is set; the first time an atomic OR (no lock, no system call, no
+/// allocation; the slot's claim, on a process's first charge or use, takes the region lock).
+/// Does nothing in a process without a limit (no region) or without a slot.
+void RecordUse(uint32_t bit) noexcept;
+
 /// Region device index whose UUID is `uuid` ("GPU-…"), or -1.
 int DeviceIndexForUuid(const char* uuid) noexcept;
 

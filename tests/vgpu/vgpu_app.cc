@@ -14,6 +14,8 @@
 //   cudart:<path to libcudart.so> | wallsleep:<ms> | release_primary |
 //   stress:<threads>:<iterations>:<seed>:<region> | wait | poolcreate:<handle types> | poolimport
 //   (export g_pool as a POSIX fd, import it) | ipoolalloc:<bytes> | ipoolreserved | ipooldestroy
+//   | poolexport (export g_pool as a POSIX fd only) | uses (this process's slot's
+//   RegionSlot::uses word: "uses <decimal>", "uses -1" without a slot)
 //   (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
 //   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
 //   and IPC ops of vgpu_app_share.cc | the issue-32 ops of vgpu_app_attack.cc
@@ -177,6 +179,23 @@ void* LegacyEntry(const std::string& path, const std::string& name, const char**
 
 std::vector<CUmodule> g_modules;
 std::vector<CUlibrary> g_libraries;
+
+// Prints this process's RegionSlot::uses (checkpoint eligibility facts) from the region named by
+// CUDA_DEVICE_MEMORY_SHARED_CACHE: "uses <decimal>", or "uses -1" without a slot.
+void PrintUses() {
+  using fracgpu::vgpu::Region;
+  const char* path = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  int fd = path ? open(path, O_RDONLY) : -1;
+  void* p = fd >= 0 ? mmap(nullptr, sizeof(Region), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (fd >= 0) close(fd);
+  long long uses = -1;
+  if (p != MAP_FAILED) {
+    for (const auto& s : static_cast<const Region*>(p)->slots)
+      if (s.state.load() == fracgpu::vgpu::kSlotActive && s.pid == getpid()) uses = s.uses.load();
+    munmap(p, sizeof(Region));
+  }
+  std::printf("uses %lld\n", uses);
+}
 
 // Prints this process's slot and device `dev` of the region named by
 // CUDA_DEVICE_MEMORY_SHARED_CACHE: "region 0 <host_pid> <used> <context> <module> <data>
@@ -470,6 +489,12 @@ int main(int argc, char** argv) {
       props.handleTypes = static_cast<int>(Num(a, 1));  // poolcreate:1: exportable as a POSIX fd
       r = cuMemPoolCreate(&g_pool, &props);
       std::printf("poolcreate %d\n", r);
+    } else if (op == "poolexport") {  // g_pool as a POSIX fd, closed again
+      int fd = -1;
+      r = cuMemPoolExportToShareableHandle(&fd, g_pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                           0);
+      if (fd >= 0) close(fd);
+      std::printf("poolexport %d\n", r);
     } else if (op == "poolimport") {
       // Exports g_pool as a POSIX fd and imports it back (the fake allows its own process).
       int fd = -1;
@@ -809,6 +834,8 @@ int main(int argc, char** argv) {
       std::printf("libraryunload %d\n", r);
     } else if (op == "region") {
       PrintRegion(static_cast<int>(Num(a, 1)));
+    } else if (op == "uses") {
+      PrintUses();
     } else if (RunGraphOp(a, g_ordinal)) {
     } else if (RunShareOp(a, g_ordinal, g_ptrs)) {
     } else if (RunAttackOp(a, g_ordinal)) {

@@ -6,7 +6,8 @@
 // synchronisation down to their release threshold, VMM handles with device and host locations
 // (physical memory freed when released and unmapped), arrays, managed memory, graphs with memory
 // nodes and their per-device graph memory pool ("Graphs" below), green contexts ("Green
-// contexts") and IPC memory handles across processes ("IPC").
+// contexts"), IPC memory handles across processes ("IPC") and the checkpoint API
+// ("Checkpoint").
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -239,6 +242,17 @@ struct State {
   std::map<CUdeviceptr, GraphLive> graph_live;
   GraphPoolRec graph_pool[fracgpu::fakes::kFakeMaxDevices];
   CUdeviceptr next_graph_va = 0x7e0000000000ull;
+  // Checkpoint (cuCheckpointProcess*, "Checkpoint" below): this process's state, the driver's
+  // API gate (a test holds it with fakeCudaCheckpointHoldGate), the calls waiting at it, what
+  // the checkpoint released per device and the device bytes it copied aside.
+  CUprocessState ckpt_state = CU_PROCESS_STATE_RUNNING;
+  std::condition_variable ckpt_cv;
+  bool ckpt_gate_held = false;
+  int ckpt_waiters = 0;
+  bool ckpt_restore_broken = false;  // FAKE_CUDA_CHECKPOINT_STICKY_OOM after a refused restore
+  uint64_t ckpt_bytes[fracgpu::fakes::kFakeMaxDevices] = {};
+  uint32_t ckpt_contexts[fracgpu::fakes::kFakeMaxDevices] = {};
+  std::vector<std::pair<void*, std::vector<unsigned char>>> ckpt_copies;
 };
 
 State& S() {
@@ -375,10 +389,30 @@ void Initialise(State& s) {
   s.initialised = true;
 }
 
-#define FAKE_LOCK()                     \
-  State& s = S();                       \
-  std::lock_guard<std::mutex> lk(s.mu); \
-  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED
+// Every call but the checkpoint API's waits while the process is not RUNNING (cuda.h: a
+// LOCKED process's "further CUDA API calls will block").
+void CheckpointGate(State& s, std::unique_lock<std::mutex>& lk) {
+  if (s.ckpt_state == CU_PROCESS_STATE_RUNNING) return;
+  ++s.ckpt_waiters;
+  s.ckpt_cv.notify_all();  // fakeCudaCheckpointAwaitWaiters' callers
+  s.ckpt_cv.wait(lk, [&] { return s.ckpt_state == CU_PROCESS_STATE_RUNNING; });
+  --s.ckpt_waiters;
+}
+// Set while the process is not RUNNING: the launch path, which takes no lock, reads it.
+std::atomic<bool> g_ckpt_blocking{false};
+// The gate for the calls that take no lock (launches, copies): one relaxed load while RUNNING.
+void GateIfLocked() {
+  if (!g_ckpt_blocking.load(std::memory_order_relaxed)) return;
+  State& s = S();
+  std::unique_lock<std::mutex> lk(s.mu);
+  CheckpointGate(s, lk);
+}
+
+#define FAKE_LOCK()                                      \
+  State& s = S();                                        \
+  std::unique_lock<std::mutex> lk(s.mu);                 \
+  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED; \
+  CheckpointGate(s, lk)
 
 // Physical index of a CUDA ordinal, -1 if invalid.
 int PhysOf(State& s, CUdevice dev) {
@@ -465,6 +499,8 @@ std::atomic<uint64_t> g_launches{0};
 std::atomic<uint64_t> g_cost_ps{0};  // per-thread cost of a kernel (fakeCudaSetKernelCostPs)
 // End (virtual ns) of the last kernel on each device's legacy default stream, this process.
 std::atomic<uint64_t> g_default_end[fracgpu::fakes::kFakeMaxDevices];
+// End (virtual ns) of the last kernel submitted on any stream of this process.
+std::atomic<uint64_t> g_work_end{0};
 
 struct FakeStream {
   int phys;
@@ -511,6 +547,7 @@ CUresult Launch(CUfunction f, uint64_t grid = 1, uint64_t block = 1, CUstream st
       return CUDA_SUCCESS;
     }
   }
+  GateIfLocked();
   g_launches.fetch_add(1, std::memory_order_relaxed);
   int phys = stream ? reinterpret_cast<FakeStream*>(stream)->phys : -1;
   if (phys < 0) {
@@ -537,6 +574,9 @@ CUresult Launch(CUfunction f, uint64_t grid = 1, uint64_t block = 1, CUstream st
     uint64_t e = fk::ClockSchedule(phys, sm_count, sms, dur, ready);
     fk::ClockAddBusy(me, e - dur, e);
     end.store(e);
+    uint64_t w = g_work_end.load();  // the end of all submitted work (checkpoint Lock waits)
+    while (w < e && !g_work_end.compare_exchange_weak(w, e)) {
+    }
   }
   fk::ClockUnlock(fk::Clock().state);
   fk::ClockAdvanced(fk::Clock().state);
@@ -1698,10 +1738,12 @@ CUresult cuMemFreeHost(void* p) noexcept {
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) noexcept {
+  GateIfLocked();
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) noexcept {
+  GateIfLocked();
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return CUDA_SUCCESS;
 }
@@ -2773,6 +2815,249 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* status) noexcept {
   return ProcAddress(symbol, pfn, cuda_version, flags, status);
+}
+
+// Not modelled, but each its own function answering CUDA_ERROR_NOT_SUPPORTED (not the shared
+// stub of fake_exports.cc): libvgpu.so hooks them (hooks_share.cc) and matches the driver's
+// cuGetProcAddress answers to its hooks by pointer identity, which one stub shared by many
+// names would confuse.
+CUresult cuIpcGetEventHandle(CUipcEventHandle*, CUevent) noexcept {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuIpcOpenEventHandle(CUevent*, CUipcEventHandle) noexcept {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData*, CUdeviceptr) noexcept {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuMemPoolImportPointer(CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportData*) noexcept {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// ---- Checkpoint (cuda.h "CUDA Checkpointing", CUDA 12.8+; semantics from cuda.h 13.0 and
+// NVIDIA/cuda-checkpoint's README and issues). A per-process state machine, RUNNING -Lock->
+// LOCKED -Checkpoint-> CHECKPOINTED -Restore-> LOCKED -Unlock-> RUNNING; any other transition
+// is CUDA_ERROR_ILLEGAL_STATE, the process unchanged. While the process is not RUNNING every
+// other call of it blocks (CheckpointGate), and calls of the checkpoint API are answered.
+// * Lock waits for submitted work: the caller's virtual time moves to the end of the process's
+//   last kernel. With timeoutMs > 0 and work ending later than that (virtual ms), or the API
+//   gate held by another thread (fakeCudaCheckpointHoldGate; real ms), it gives up after the
+//   timeout with CUDA_ERROR_NOT_READY, the code cuda.h lists for Lock (not CUDA_ERROR_TIMEOUT),
+//   leaving the process RUNNING as cuda.h says. timeoutMs 0: no timeout.
+// * Checkpoint copies the contents of every cuMemAlloc/Pitch/Managed and pool allocation to host
+//   memory, overwrites the device bytes with 0xDB (the fake's device memory is host heap; real
+//   device pages would be gone), and releases ALL of the process's device memory (contexts,
+//   modules, pools, VMM, arrays included), so cuMemGetInfo of other processes and the fake NVML
+//   show it free and the process no longer listed. The caller's time moves by bytes /
+//   FAKE_CUDA_CHECKPOINT_MIB_PER_S.
+// * Restore takes the memory back, all or nothing: a device lacking the room (every process of
+//   FAKE_GPU_STATE_DIR counted) answers CUDA_ERROR_OUT_OF_MEMORY and the process stays
+//   CHECKPOINTED (cuda-checkpoint#44, step 5); with FAKE_CUDA_CHECKPOINT_STICKY_OOM=1 every later
+//   Restore answers CUDA_ERROR_OPERATING_SYSTEM (#44, step 7). Then the contents come back and
+//   the time moves as for Checkpoint. GPU remapping: only pairs naming the same GPU are accepted
+//   (others CUDA_ERROR_NOT_SUPPORTED: the fake does not move memory between GPUs).
+// * Processes are separate (a child is checkpointed on its own, cuda-checkpoint#28): the fake
+//   acts on its own process only. GetState answers for any process of FAKE_GPU_STATE_DIR (from
+//   its proc file); Lock, Checkpoint, Restore and Unlock of another pid answer
+//   CUDA_ERROR_NOT_SUPPORTED (not modelled: the real driver does the work in the target's
+//   restore thread). A pid that is no live fake process: CUDA_ERROR_INVALID_VALUE (the fake's
+//   choice among cuda.h's codes). GetRestoreThreadId answers the pid (the fake has no restore
+//   thread; its main thread stands for it).
+// * FAKE_CUDA_CHECKPOINT=unsupported: every call CUDA_ERROR_NOT_SUPPORTED. Before cuInit:
+//   CUDA_ERROR_NOT_INITIALIZED. A reserved field not zero: CUDA_ERROR_INVALID_VALUE.
+namespace {
+
+bool CheckpointUnsupported() {
+  const char* v = std::getenv("FAKE_CUDA_CHECKPOINT");
+  return v && std::strcmp(v, "unsupported") == 0;
+}
+
+void PublishCheckpointState(State& s, CUprocessState st) {
+  s.ckpt_state = st;
+  if (s.published) s.published->ckpt_state.store(static_cast<uint32_t>(st));
+  g_ckpt_blocking.store(st != CU_PROCESS_STATE_RUNNING);
+  if (st == CU_PROCESS_STATE_RUNNING) s.ckpt_cv.notify_all();
+}
+
+// The state of another process of FAKE_GPU_STATE_DIR; false when `pid` is none.
+bool OtherProcessState(int pid, CUprocessState* out) {
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  if (!dir || pid <= 0 || ::kill(pid, 0) != 0) return false;
+  int fd = ::open((std::string(dir) + "/proc-" + std::to_string(pid)).c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  FakeProcState st;
+  bool ok = ::pread(fd, &st, sizeof(st), 0) == static_cast<ssize_t>(sizeof(st));
+  ::close(fd);
+  if (ok) *out = static_cast<CUprocessState>(st.ckpt_state.load());
+  return ok;
+}
+
+// The common checks of Lock, Checkpoint, Restore and Unlock (under State::mu).
+CUresult CheckpointTarget(State& s, int pid) {
+  if (CheckpointUnsupported()) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pid == getpid()) return CUDA_SUCCESS;
+  CUprocessState other;
+  return OtherProcessState(pid, &other) ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+}
+
+bool AllZero(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i]) return false;
+  return true;
+}
+
+// Moves the caller's virtual time by the copy of `bytes` (FAKE_CUDA_CHECKPOINT_MIB_PER_S).
+void CopyTime(uint64_t bytes) {
+  const char* v = std::getenv("FAKE_CUDA_CHECKPOINT_MIB_PER_S");
+  double mibs = v ? std::strtod(v, nullptr) : 0;
+  if (mibs <= 0 || bytes == 0) return;
+  auto ns = static_cast<uint64_t>(static_cast<double>(bytes) * 1e9 / (mibs * kMiB));
+  WaitUntil(fracgpu::fakes::Me().t.load() + ns);
+}
+
+}  // namespace
+
+CUresult cuCheckpointProcessGetState(int pid, CUprocessState* state) noexcept {
+  if (CheckpointUnsupported()) return CUDA_ERROR_NOT_SUPPORTED;
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!state) return CUDA_ERROR_INVALID_VALUE;
+  if (pid == getpid()) {
+    *state = s.ckpt_state;
+    return CUDA_SUCCESS;
+  }
+  return OtherProcessState(pid, state) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int* tid) noexcept {
+  if (CheckpointUnsupported()) return CUDA_ERROR_NOT_SUPPORTED;
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  CUprocessState other;
+  if (!tid || (pid != getpid() && !OtherProcessState(pid, &other))) return CUDA_ERROR_INVALID_VALUE;
+  *tid = pid;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs* args) noexcept {
+  State& s = S();
+  std::unique_lock<std::mutex> lk(s.mu);
+  if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
+  if (args && (args->reserved0 || !AllZero(args->reserved1, sizeof(args->reserved1))))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (s.ckpt_state != CU_PROCESS_STATE_RUNNING) return CUDA_ERROR_ILLEGAL_STATE;
+  const unsigned timeout_ms = args ? args->timeoutMs : 0;
+  auto gate_free = [&] { return !s.ckpt_gate_held; };
+  if (timeout_ms == 0) {
+    s.ckpt_cv.wait(lk, gate_free);
+  } else if (!s.ckpt_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), gate_free)) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  const uint64_t now = fracgpu::fakes::Me().t.load(), end = g_work_end.load();
+  if (end > now) {
+    const uint64_t timeout_ns = uint64_t{timeout_ms} * 1'000'000;
+    if (timeout_ns > 0 && end - now > timeout_ns) {
+      WaitUntil(now + timeout_ns);
+      return CUDA_ERROR_NOT_READY;
+    }
+    WaitUntil(end);
+  }
+  PublishCheckpointState(s, CU_PROCESS_STATE_LOCKED);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs* args) noexcept {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
+  if (args && !AllZero(args->reserved, sizeof(args->reserved))) return CUDA_ERROR_INVALID_VALUE;
+  if (s.ckpt_state != CU_PROCESS_STATE_LOCKED) return CUDA_ERROR_ILLEGAL_STATE;
+  s.ckpt_copies.clear();
+  auto aside = [&](void* p, uint64_t n) {
+    auto* b = static_cast<unsigned char*>(p);
+    s.ckpt_copies.emplace_back(p, std::vector<unsigned char>(b, b + n));
+    std::memset(b, 0xDB, n);
+  };
+  for (auto& [ptr, a] : s.allocs) aside(a.base, a.size);
+  for (auto& [ptr, pa] : s.pool_allocs) aside(reinterpret_cast<void*>(ptr), pa.second);
+  uint64_t total = 0;
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    s.ckpt_bytes[d] = s.used[d];
+    total += s.used[d];
+    Give(s, static_cast<int>(d), s.used[d]);
+    s.ckpt_contexts[d] = s.published ? s.published->contexts[d].exchange(0) : 0;
+  }
+  CopyTime(total);
+  PublishCheckpointState(s, CU_PROCESS_STATE_CHECKPOINTED);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs* args) noexcept {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
+  if (args && (!AllZero(args->reserved, sizeof(args->reserved)) || args->reserved1 ||
+               (args->gpuPairsCount > 0 && !args->gpuPairs)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (s.ckpt_state != CU_PROCESS_STATE_CHECKPOINTED) return CUDA_ERROR_ILLEGAL_STATE;
+  for (unsigned i = 0; args && i < args->gpuPairsCount; ++i)
+    if (std::memcmp(&args->gpuPairs[i].oldUuid, &args->gpuPairs[i].newUuid, sizeof(CUuuid)) != 0)
+      return CUDA_ERROR_NOT_SUPPORTED;
+  if (s.ckpt_restore_broken) return CUDA_ERROR_OPERATING_SYSTEM;
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    if (DeviceUsedAllProcesses(s, static_cast<int>(d)) + s.ckpt_bytes[d] >
+        s.devices[d].total_bytes) {
+      const char* sticky = std::getenv("FAKE_CUDA_CHECKPOINT_STICKY_OOM");
+      if (sticky && std::strcmp(sticky, "1") == 0) s.ckpt_restore_broken = true;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  uint64_t total = 0;
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    s.used[d] += s.ckpt_bytes[d];
+    Publish(s, static_cast<int>(d));
+    total += s.ckpt_bytes[d];
+    s.ckpt_bytes[d] = 0;
+    if (s.published) s.published->contexts[d].fetch_add(s.ckpt_contexts[d]);
+    s.ckpt_contexts[d] = 0;
+  }
+  for (auto& [p, bytes] : s.ckpt_copies) std::memcpy(p, bytes.data(), bytes.size());
+  s.ckpt_copies.clear();
+  CopyTime(total);
+  PublishCheckpointState(s, CU_PROCESS_STATE_LOCKED);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs* args) noexcept {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
+  if (args && !AllZero(args->reserved, sizeof(args->reserved))) return CUDA_ERROR_INVALID_VALUE;
+  if (s.ckpt_state != CU_PROCESS_STATE_LOCKED) return CUDA_ERROR_ILLEGAL_STATE;
+  PublishCheckpointState(s, CU_PROCESS_STATE_RUNNING);
+  return CUDA_SUCCESS;
+}
+
+/// Test-only: holds (1) or releases (0) the driver's API gate, as a thread inside a long CUDA
+/// call would: cuCheckpointProcessLock waits for it (real time, its timeout).
+__attribute__((visibility("default"))) void fakeCudaCheckpointHoldGate(int held) noexcept {
+  State& s = S();
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.ckpt_gate_held = held != 0;
+  if (!s.ckpt_gate_held) s.ckpt_cv.notify_all();
+}
+
+/// Test-only: waits until at least `n` calls of this process are blocked by a checkpoint lock,
+/// then returns how many are.
+__attribute__((visibility("default"))) int fakeCudaCheckpointAwaitWaiters(int n) noexcept {
+  State& s = S();
+  std::unique_lock<std::mutex> lk(s.mu);
+  s.ckpt_cv.wait(lk, [&] { return s.ckpt_waiters >= n; });
+  return s.ckpt_waiters;
 }
 
 }  // extern "C"

@@ -24,6 +24,13 @@
 //                    processes and utilisation samples alike), emulating a container's PID
 //                    namespace (NVML reports host PIDs).
 // FAKE_CUDA_DRIVER_VERSION cuDriverGetVersion (default 12080).
+// FAKE_CUDA_CHECKPOINT=unsupported  every cuCheckpointProcess* call answers
+//                    CUDA_ERROR_NOT_SUPPORTED (a driver or GPU without the checkpoint API).
+// FAKE_CUDA_CHECKPOINT_MIB_PER_S copy bandwidth of Checkpoint and Restore on the virtual clock
+//                    (MiB/s; the caller's time moves by bytes / bandwidth). Default 0: no time.
+// FAKE_CUDA_CHECKPOINT_STICKY_OOM=1 a Restore refused for lack of memory breaks the process for
+//                    good: every later Restore answers CUDA_ERROR_OPERATING_SYSTEM (304) and it
+//                    stays CHECKPOINTED, as driver 580.95.05 does (NVIDIA/cuda-checkpoint#44).
 // FAKE_CUDA_NEWER_VARIANT   <base>:<version>: cuGetProcAddress answers requests for <base> at
 //                           or above <version> with a variant newer than CUDA 13.0 (fake_cuda.cc).
 // FAKE_CUDA_ALIAS           <base>:<version>:<elf>: cuGetProcAddress answers requests for <base>
@@ -77,7 +84,8 @@ struct FakeProcState {
   std::atomic<uint32_t> pid;
   std::atomic<uint64_t> used[kFakeMaxDevices];      ///< bytes per NVML index
   std::atomic<uint32_t> contexts[kFakeMaxDevices];  ///< live contexts per NVML index
-  std::atomic<uint32_t> creating;  ///< FAKE_CUDA_CTX_BARRIER: 1 arrived, 2 has its context
+  std::atomic<uint32_t> creating;    ///< FAKE_CUDA_CTX_BARRIER: 1 arrived, 2 has its context
+  std::atomic<uint32_t> ckpt_state;  ///< CUprocessState (cuCheckpointProcessGetState of this pid)
 };
 
 /// FAKE_NVML_HOST_PID_OFFSET (0 when unset).
