@@ -6,7 +6,7 @@
 // They are hooked only to record, once the driver succeeded, that the process shared memory or
 // events (RecordUse, api/region.h RegionSlot::uses): the CUDA checkpoint API does not support
 // IPC (NVIDIA/cuda-checkpoint README), so the node agent must not checkpoint such a process.
-// Cost: the driver's call, then one relaxed load (an atomic OR the first time); no lock, no
+// Cost: the driver's call, then three atomic loads (an atomic OR the first time); no lock, no
 // allocation.
 #include "vgpu/interpose.h"
 #include "vgpu/state.h"

@@ -523,6 +523,7 @@ const char* DeviceUuid(int dev) noexcept {
 }
 
 void RecordUse(uint32_t bit) noexcept {
+  EnsureInit();  // one acquire load; a process's first CUDA call may be the recorded one
   RegionSlot* slot = ClaimOwnSlot();
   if (slot && (slot->uses.load(std::memory_order_relaxed) & bit) == 0)
     slot->uses.fetch_or(bit, std::memory_order_relaxed);

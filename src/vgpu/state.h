@@ -78,9 +78,10 @@ Region* SharedRegion() noexcept;
 RegionSlot* ClaimOwnSlot() noexcept;
 
 /// Records in this process's slot that it did `bit` (api/region.h kSlotUses*: managed memory,
-/// IPC, shared VMM handles or pools), for the node agent's checkpoint eligibility. One relaxed
-/// load once the bit is set; the first time an atomic OR (no lock, no system call, no
-/// allocation; the slot's claim, on a process's first charge or use, takes the region lock).
+/// IPC, shared VMM handles or pools), for the node agent's checkpoint eligibility. Once the bit
+/// is set: two acquire loads (initialised, slot claimed) and one relaxed load; the first time
+/// an atomic OR. No lock, no system call, no allocation (the slot's claim, on a process's first
+/// charge or use, takes the region lock).
 /// Does nothing in a process without a limit (no region) or without a slot.
 void RecordUse(uint32_t bit) noexcept;
 
