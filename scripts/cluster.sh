@@ -395,6 +395,11 @@ start_node() { # NODE INDEX
     devices+="${devices:+,}GPU-$(printf '%08x' $(( (i << 8) + g )))-0000-4000-8000-00000000000$i:$mib"
   done
   echo "$devices" > "$nd/gpus"
+  # The node's link topology (the fake NVML's FAKE_GPU_TOPOLOGY: nvlink2x, nvlink8x, pcie or
+  # links:A-BxN,...; empty: none, the topology entry points answer NOT_SUPPORTED). Like gpus, read
+  # at each start of the node's device plugin or DRA driver: a test that rewrites either file
+  # and restarts device-plugin-<node> gives the node another box.
+  : > "$nd/topology"
   start "fake-cri-$n" "$bin/fake-cri" --listen "unix://$nd/cri.sock" --record-dir "$nd/records"
   wait_for "fake-cri of $n" 20 test -S "$nd/cri.sock"
   start_kubelet "$n"
@@ -437,7 +442,8 @@ start_device_plugin() { # NODE
   # (a migration test's plugin started while the Secret does not exist).
   local key=(--signing-key-file "$dir/fracgpu/signing.key")
   for a in "${extra[@]}"; do case "$a" in --signing-key-file=*) key=() ;; esac; done
-  FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
+  FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_TOPOLOGY=$(cat "$nd/topology" 2>/dev/null || true) \
+    FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
     start "device-plugin-$n" "$build/fracgpu" device-plugin --node-name "$n" \
     --hook-path "$nd/hook" --socket-dir "$nd/device-plugins" \
     --config-file "$nd/device-config.yaml" --node-config "$nd/node-config.json" \
@@ -456,7 +462,8 @@ start_dra_driver() { # NODE
   mkdir -p "$nd/cdi"
   local extra=()
   [ -n "$slice_interval" ] && extra=(--slice-interval "$slice_interval")
-  FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
+  FAKE_GPU_DEVICES=$(cat "$nd/gpus") FAKE_GPU_TOPOLOGY=$(cat "$nd/topology" 2>/dev/null || true) \
+    FAKE_GPU_STATE_DIR="$nd/gpu-state" NODE_NAME="$n" \
     start "dra-driver-$n" "$build/fracgpu" dra-driver --node-name "$n" \
     --hook-path "$nd/hook" --registry-dir "$nd/root/plugins_registry" \
     --plugin-dir "$nd/root/plugins/gpu.fracgpu.io" --cdi-dir "$nd/cdi" \
