@@ -26,6 +26,28 @@ LOCK = "hami.io/mutex.lock"
 # The highest port scripts/cluster.sh uses, before the offset (the API server's).
 API_PORT = 29444
 
+def bench_node(name, bench, register, resources):
+    """A Ready GPU Node object without a kubelet: `name`, the label fracgpu.io/bench=`bench`,
+    fracgpu's registration annotation `register` (hami.io/node-nvidia-register) and `resources`
+    as both capacity and allocatable (a dict of quantities)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name,
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64", "gpu": "on",
+                                "fracgpu.io/bench": bench},
+                     "annotations": {REGISTER: register}},
+        "spec": {},
+        "status": {"capacity": resources, "allocatable": resources,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                   "message": "bench node (no kubelet)",
+                                   "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                   "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux",
+                                "architecture": "amd64"}},
+    }
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

@@ -49,7 +49,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clusterlib import (CLUSTER, COMPONENTS, LOCK, REGISTER, REPO, ControlPlane,  # noqa: E402
+from clusterlib import (CLUSTER, COMPONENTS, LOCK, REPO, ControlPlane, bench_node,  # noqa: E402
                         component_pid, hist_delta, histogram, log, proc_cpu, proc_mem,
                         quantile, run_parallel, select)
 
@@ -70,25 +70,9 @@ def register_annotation(node_index, gpus):
 
 
 def node_object(i, gpus):
-    name = f"scale-{i:05d}"
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     res = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus),
            "ephemeral-storage": "1Ti"}
-    return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name,
-                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                "kubernetes.io/arch": "amd64", "gpu": "on",
-                                "fracgpu.io/bench": "scale"},
-                     "annotations": {REGISTER: register_annotation(i, gpus)}},
-        "spec": {},
-        "status": {"capacity": res, "allocatable": res,
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                   "message": "bench node (no kubelet)",
-                                   "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                   "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux",
-                                "architecture": "amd64"}},
-    }
+    return bench_node(f"scale-{i:05d}", "scale", register_annotation(i, gpus), res)
 
 
 def slice_pod(i):

@@ -59,7 +59,7 @@ import math
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clusterlib import (LOCK, REGISTER, REPO, ControlPlane, log)  # noqa: E402
+from clusterlib import (LOCK, REPO, ControlPlane, bench_node, log)  # noqa: E402
 
 NS = "trace"
 LABEL = "fracgpu.io/bench"
@@ -127,24 +127,9 @@ def node_name(rank, trace_name):
 
 
 def node_object(rank, n):
-    name = node_name(rank, n["name"])
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     res = {"cpu": f"{n['cpu_milli']}m", "memory": f"{n['mem_mib']}Mi", "pods": "100000",
            "nvidia.com/gpu": str(n["slices"]), "ephemeral-storage": "1Ti"}
-    return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name,
-                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                "kubernetes.io/arch": "amd64", "gpu": "on", LABEL: "trace"},
-                     "annotations": {REGISTER: n["register"]}},
-        "spec": {},
-        "status": {"capacity": res, "allocatable": res,
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                   "message": "bench node (no kubelet)",
-                                   "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                   "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux",
-                                "architecture": "amd64"}},
-    }
+    return bench_node(node_name(rank, n["name"]), "trace", n["register"], res)
 
 
 def pod_object(i, arrival, cpu_pods):

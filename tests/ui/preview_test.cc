@@ -60,6 +60,19 @@ class PreviewTest : public ::testing::Test {
     }
     return out;
   }
+  // n1 renamed n2, its GPUs' UUIDs prefixed "n2-" (two idle T4s).
+  json SecondNode() const {
+    json n2 = node_;
+    n2["metadata"]["name"] = "n2";
+    auto devices = core::DecodeNodeRegister(
+        n2["metadata"]["annotations"][core::kAnnotationNodeRegister].get<std::string>());
+    EXPECT_TRUE(devices.ok());
+    if (!devices.ok()) return n2;
+    for (auto& d : *devices) d.uuid = "n2-" + d.uuid;
+    n2["metadata"]["annotations"][core::kAnnotationNodeRegister] =
+        core::EncodeNodeRegister(*devices);
+    return n2;
+  }
   json node_;
   std::shared_ptr<const core::ClusterState> state_;  // what the preview reads
   scheduler::ClusterState bind_state_;               // what /bind reads
@@ -103,13 +116,7 @@ TEST_F(PreviewTest, FragmentationAwarePreviewShowsThePrioritizeScores) {
   // of the GPUs that cannot host m. n1 before: GPU-0's 300 cannot host 700, F = 150; after
   // the 30 % pod on GPU-0, F = 0: ΔF = +150, int(sigmoid(0.15) × 100) = 53. n2: F = 0 before
   // and after (700 left hosts both shapes): 50. So n1 gets 10, n2 0, as /prioritize says.
-  json n2 = node_;
-  n2["metadata"]["name"] = "n2";
-  auto devices = core::DecodeNodeRegister(
-      n2["metadata"]["annotations"][core::kAnnotationNodeRegister].get<std::string>());
-  ASSERT_TRUE(devices.ok());
-  for (auto& d : *devices) d.uuid = "n2-" + d.uuid;
-  n2["metadata"]["annotations"][core::kAnnotationNodeRegister] = core::EncodeNodeRegister(*devices);
+  json n2 = SecondNode();
   auto state = std::make_shared<core::ClusterState>(*state_);
   ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(n2, "nvidia.com/gpu")).ok());
   ASSERT_TRUE(bind_state_.UpsertNode(n2).ok());
@@ -144,14 +151,8 @@ TEST_F(PreviewTest, ThePodsCpuRequestSteersThePreviewAsItSteersPrioritize) {
   // before it read the CPU) it went to n1 (FragmentationAwarePreviewShowsThePrioritizeScores).
   json n1 = node_;
   n1["status"]["allocatable"]["cpu"] = "4";
-  json n2 = node_;
-  n2["metadata"]["name"] = "n2";
+  json n2 = SecondNode();
   n2["status"]["allocatable"]["cpu"] = "64";
-  auto devices = core::DecodeNodeRegister(
-      n2["metadata"]["annotations"][core::kAnnotationNodeRegister].get<std::string>());
-  ASSERT_TRUE(devices.ok());
-  for (auto& d : *devices) d.uuid = "n2-" + d.uuid;
-  n2["metadata"]["annotations"][core::kAnnotationNodeRegister] = core::EncodeNodeRegister(*devices);
   auto state = std::make_shared<core::ClusterState>(*state_);
   ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(n1, "nvidia.com/gpu")).ok());
   ASSERT_TRUE(state->UpsertNode(k8s::NodeObjectOf(n2, "nvidia.com/gpu")).ok());
