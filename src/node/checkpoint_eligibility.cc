@@ -52,10 +52,19 @@ CheckpointEligibility CheckpointEligible(const CheckpointFacts& f,
       return Fail(CheckpointGate::kUsesUnknown,
                   "process " + std::to_string(i) +
                       "'s libvgpu.so does not record managed memory or IPC use");
+  uint32_t known = api::kSlotUsesRecorded;
+  for (const Bit& b : kBits) known |= b.bit;
+  for (size_t i = 0; i < f.process_uses.size(); ++i)
+    if ((f.process_uses[i] & ~known) != 0)
+      return Fail(CheckpointGate::kUsesUnknown,
+                  "process " + std::to_string(i) + " records uses this agent does not know (bits " +
+                      std::to_string(f.process_uses[i] & ~known) + ")");
   for (const Bit& b : kBits)
     for (size_t i = 0; i < f.process_uses.size(); ++i)
       if (f.process_uses[i] & b.bit)
         return Fail(b.gate, "process " + std::to_string(i) + " " + b.what);
+  if (!f.host_limit_known)
+    return Fail(CheckpointGate::kHostMemory, "the pod's memory limit could not be read");
   if (f.host_limit_bytes != 0 && (f.host_used_bytes > f.host_limit_bytes ||
                                   f.device_bytes > f.host_limit_bytes - f.host_used_bytes))
     return Fail(CheckpointGate::kHostMemory, "the pod's memory limit of " +

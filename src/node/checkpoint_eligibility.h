@@ -22,8 +22,11 @@ struct CheckpointFacts {
   bool mps_active = false;
   /// RegionSlot::uses of each of the container's processes (api/region.h kSlotUses* bits).
   std::vector<uint32_t> process_uses;
-  uint64_t device_bytes = 0;      ///< device memory the checkpoint copies to host, bytes
-  uint64_t host_limit_bytes = 0;  ///< the pod's memory limit, bytes; 0 = none
+  uint64_t device_bytes = 0;  ///< device memory the checkpoint copies to host, bytes
+  /// Whether the pod's memory limit was read (its cgroup); false fails the host gate: a limit
+  /// that could not be read is not taken for "no limit".
+  bool host_limit_known = false;
+  uint64_t host_limit_bytes = 0;  ///< the pod's memory limit, bytes; 0 = none (when known)
   uint64_t host_used_bytes = 0;   ///< the pod's host memory in use now, bytes
 };
 
@@ -35,12 +38,13 @@ enum class CheckpointGate {
   kMig,               ///< MIG enabled on the GPU
   kMps,               ///< an MPS server runs on the GPU
   kNoProcesses,       ///< no CUDA process recorded in the region
-  kUsesUnknown,       ///< a slot of a libvgpu.so that does not record its uses
+  kUsesUnknown,       ///< a slot of a libvgpu.so that does not record its uses, or a use
+                      ///< bit this code does not know (a newer libvgpu.so's record)
   kManagedMemory,     ///< a process allocated managed memory
   kIpc,               ///< a process used IPC memory or event handles
   kSharedVmm,         ///< a process exported or imported a VMM shareable handle
   kSharedPool,        ///< a process exported or imported a memory pool or pool pointer
-  kHostMemory,        ///< the pod's memory limit cannot hold the host copy
+  kHostMemory,        ///< the pod's memory limit cannot hold the host copy, or is unknown
 };
 
 /// The decision: the gate, and a sentence naming it and the offending value.

@@ -19,6 +19,7 @@ CheckpointFacts Eligible() {
   f.persistence_mode = true;
   f.process_uses = {api::kSlotUsesRecorded, api::kSlotUsesRecorded};
   f.device_bytes = 4096 * kMiB;
+  f.host_limit_known = true;
   f.host_limit_bytes = 8192 * kMiB;
   f.host_used_bytes = 4096 * kMiB;  // exactly room for the 4096 MiB copy
   return f;
@@ -57,6 +58,9 @@ TEST(CheckpointEligibility, EachGateFailsOnItsFactAlone) {
        CheckpointGate::kNoProcesses, "no CUDA process"},
       {"an old libvgpu's slot", [](CheckpointFacts& f) { f.process_uses[1] = 0; },
        CheckpointGate::kUsesUnknown, "process 1"},
+      {"a use bit a newer libvgpu records",
+       [](CheckpointFacts& f) { f.process_uses[0] |= 1u << 9; }, CheckpointGate::kUsesUnknown,
+       "bits 512"},
       {"managed memory",
        [](CheckpointFacts& f) { f.process_uses[1] |= api::kSlotUsedManagedMemory; },
        CheckpointGate::kManagedMemory, "process 1 allocated managed memory"},
@@ -70,6 +74,12 @@ TEST(CheckpointEligibility, EachGateFailsOnItsFactAlone) {
        CheckpointGate::kSharedPool, "memory pool"},
       {"one byte short for the host copy", [](CheckpointFacts& f) { f.host_used_bytes += 1; },
        CheckpointGate::kHostMemory, "memory limit of 8192 MiB cannot hold the 4096 MiB host copy"},
+      {"a limit that could not be read is not no limit",
+       [](CheckpointFacts& f) {
+         f.host_limit_known = false;
+         f.host_limit_bytes = 0;
+       },
+       CheckpointGate::kHostMemory, "could not be read"},
       {"already over the limit", [](CheckpointFacts& f) { f.host_used_bytes = 9000 * kMiB; },
        CheckpointGate::kHostMemory, "beside the 9000 MiB in use"},
       // Order: the earlier gate is named when several fail.
