@@ -85,5 +85,29 @@ TEST(VgpuCheckpointFacts, AnIpcImporterIsMarkedToo) {
   Finish(ex);
 }
 
+// The importer of another process's VMM handle is marked by the import hook alone (in the
+// export-and-import case above the export had already set the same bit).
+TEST(VgpuCheckpointFacts, AVmmImporterIsMarkedToo) {
+  Sandbox exporter_box, importer_box;
+  auto exporter_env = LimitedEnv(exporter_box);
+  Child ex = Spawn(exporter_box, exporter_env,
+                   {"init", "vmm:2097152:1", "vmmexport", "wait", "unmap", "release"});
+  std::string pid, fd;
+  for (std::string line = ReadLine(ex); !line.empty() && line != "ready"; line = ReadLine(ex)) {
+    auto f = Fields(line);
+    if (f.size() == 4 && f[0] == "vmmexport" && f[1] == "0") pid = f[2], fd = f[3];
+  }
+  ASSERT_FALSE(pid.empty());
+  auto env = LimitedEnv(importer_box);
+  env["FAKE_GPU_STATE_DIR"] = exporter_box.dir();  // the same physical GPU
+  auto out = RunApp(importer_box, env,
+                    {"init", "uses", "vmmimport:" + pid + ":" + fd + ":2097152", "uses"});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(Uses(out[1]), kRecorded);
+  EXPECT_EQ(out[2], "vmmimport 0 0");
+  EXPECT_EQ(Uses(out[3]), kRecorded | api::kSlotSharedVmmHandle);
+  Finish(ex);
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing
