@@ -17,8 +17,10 @@ covered at once. For each:
 Exit status 0 when every check passes; each failure is printed.
 """
 
+import atexit
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -126,6 +128,7 @@ def wait_for_port(port, proc, seconds=LIMIT_S):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="fracgpu-cli-conventions-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # each run left its folder behind
     # A server that accepts connections and never answers: talking to it first would hang.
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
