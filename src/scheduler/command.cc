@@ -2,15 +2,14 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "base/file.h"
 #include "base/host_port.h"
 #include "base/signals.h"
 #include "core/dra.h"
 #include "core/node_lock_codec.h"
+#include "core/workload_json.h"
 #include "k8s/config.h"
 #include "metrics/hami.h"
 #include "scheduler/service.h"
@@ -132,32 +131,9 @@ int Run(const Flags& f) {
     const std::string what = "--fragmentation-workload " + f.fragmentation_workload_file + ": ";
     auto text = base::ReadFile(f.fragmentation_workload_file, size_t{16} << 20);
     if (!text.ok()) throw CLI::ValidationError(what + text.status().message());
-    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    if (!j.is_array() || j.empty()) {
-      throw CLI::ValidationError(what + "not a non-empty JSON array of shapes");
-    }
-    double total = 0;
-    for (const auto& e : j) {
-      core::WeightedShape w;
-      try {
-        w.shape.cpu_milli = e.at("cpu_milli").get<int64_t>();
-        w.shape.gpu_milli = e.at("gpu_milli").get<int32_t>();
-        w.shape.num_gpus = e.at("num_gpus").get<int32_t>();
-        w.shape.gpu_spec = e.value("gpu_spec", std::string());
-        w.popularity = e.at("popularity").get<double>();
-      } catch (const nlohmann::json::exception& ex) {
-        throw CLI::ValidationError(what + "shape " + e.dump() + ": " + ex.what());
-      }
-      if (w.shape.cpu_milli < 0 || w.shape.num_gpus < 0 || w.shape.gpu_milli < 0 ||
-          w.shape.gpu_milli > 1000 || !(w.popularity > 0)) {
-        throw CLI::ValidationError(what + "shape " + e.dump() + " out of range");
-      }
-      total += w.popularity;
-      o.extender.fragmentation_workload.push_back(std::move(w));
-    }
-    if (std::abs(total - 1.0) > 1e-6) {
-      throw CLI::ValidationError(what + "popularities sum to " + std::to_string(total) + ", not 1");
-    }
+    auto workload = core::ParseTargetWorkload(*text);
+    if (!workload.ok()) throw CLI::ValidationError(what + workload.status().message());
+    o.extender.fragmentation_workload = std::move(*workload);
   }
   if (!f.signing_key_file.empty()) {
     auto key = base::ReadFile(f.signing_key_file, size_t{1} << 20);

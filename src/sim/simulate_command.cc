@@ -19,6 +19,7 @@
 #include "base/strings.h"
 #include "core/codec.h"
 #include "core/gputype.h"
+#include "core/workload_json.h"
 #include "sim/bound.h"
 #include "sim/expected.h"
 #include "sim/parking.h"
@@ -332,14 +333,7 @@ Status WriteReplay(const std::string& path, const sim::SimCluster& cluster,
                      {"slices", slices},
                      {"register", core::EncodeNodeRegister(devices)}});
   }
-  nlohmann::json target = nlohmann::json::array();
-  for (const auto& w : workload.target) {
-    target.push_back({{"cpu_milli", w.shape.cpu_milli},
-                      {"gpu_milli", w.shape.gpu_milli},
-                      {"num_gpus", w.shape.num_gpus},
-                      {"gpu_spec", w.shape.gpu_spec},
-                      {"popularity", w.popularity}});
-  }
+  const nlohmann::json target = core::TargetWorkloadToJson(workload.target);
   nlohmann::json arrivals = nlohmann::json::array();
   for (const auto& p : run->placements) {
     const sim::TracePod& pod = workload.pods[static_cast<size_t>(p.pod)];
