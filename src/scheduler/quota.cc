@@ -120,12 +120,7 @@ void QuotaTracker::Remove(const json& rq) {
   quotas_.erase(key);
 }
 
-bool QuotaTracker::Limited(const std::string& ns) const {
-  const std::string prefix = ns + "/";
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = quotas_.lower_bound(prefix);
-  return it != quotas_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-}
+bool QuotaTracker::Limited(const std::string& ns) const { return !LimitingQuota(ns).empty(); }
 
 std::string QuotaTracker::LimitingQuota(const std::string& ns) const {
   const std::string prefix = ns + "/";
