@@ -257,10 +257,11 @@ Result<std::vector<sim::ParkResult>> RunParking(
 
 // Every flag, before any input is read or anything simulated. Errors name the flag and value.
 Status CheckFlags(const Flags& flags) {
-  if (auto seeds = ParseSeeds(flags.seeds); !seeds.ok()) return seeds.status();
-  if (auto policies = ParsePolicies(flags.policies); !policies.ok()) return policies.status();
-  if (!flags.replay_out.empty() &&
-      (ParseSeeds(flags.seeds)->size() != 1 || ParsePolicies(flags.policies)->size() != 1)) {
+  auto seeds = ParseSeeds(flags.seeds);
+  if (!seeds.ok()) return seeds.status();
+  auto policies = ParsePolicies(flags.policies);
+  if (!policies.ok()) return policies.status();
+  if (!flags.replay_out.empty() && (seeds->size() != 1 || policies->size() != 1)) {
     return InvalidArgument("--replay-out: needs one policy and one seed (--policies \"" +
                            flags.policies + "\", --seeds \"" + flags.seeds + "\")");
   }
@@ -310,13 +311,11 @@ Status CheckFlags(const Flags& flags) {
 // place in name order on the cluster) with their device-plugin registration and allocatable CPU
 // and memory, the target workload M, each arrival's pod spec (sim::TracePodSpec), its GPU
 // request and where the simulator put it, the capacity, and the run's allocation % per bucket.
+// `run` is that run, with its placements kept (RunOptions::keep_placements).
 Status WriteReplay(const std::string& path, const sim::SimCluster& cluster,
-                   const sim::SimWorkload& workload, PlacementPolicy policy, uint64_t seed,
-                   const sim::RunOptions& options, const std::string& trace_name) {
-  sim::RunOptions o = options;
-  o.keep_placements = true;
-  auto run = sim::RunExperiment(cluster, workload, policy, seed, o);
-  if (!run.ok()) return run.status();
+                   const sim::SimWorkload& workload, const sim::RunResult& run,
+                   PlacementPolicy policy, uint64_t seed, const sim::RunOptions& options,
+                   const std::string& trace_name) {
   nlohmann::json nodes = nlohmann::json::array();
   for (int32_t i : sim::TieBreakOrder(cluster, seed, options)) {
     const core::NodeState& n = cluster.states[static_cast<size_t>(i)];
@@ -335,7 +334,7 @@ Status WriteReplay(const std::string& path, const sim::SimCluster& cluster,
   }
   const nlohmann::json target = core::TargetWorkloadToJson(workload.target);
   nlohmann::json arrivals = nlohmann::json::array();
-  for (const auto& p : run->placements) {
+  for (const auto& p : run.placements) {
     const sim::TracePod& pod = workload.pods[static_cast<size_t>(p.pod)];
     arrivals.push_back({{"pod", pod.name},
                         {"cpu_milli", pod.cpu_milli},
@@ -347,16 +346,15 @@ Status WriteReplay(const std::string& path, const sim::SimCluster& cluster,
                         {"gpus", p.gpus}});
   }
   nlohmann::json alloc = nlohmann::json::object();
-  for (size_t b = 0; b < run->buckets.alloc_pct.size(); ++b) {
-    if (!std::isnan(run->buckets.alloc_pct[b]))
-      alloc[std::to_string(b)] = run->buckets.alloc_pct[b];
+  for (size_t b = 0; b < run.buckets.alloc_pct.size(); ++b) {
+    if (!std::isnan(run.buckets.alloc_pct[b])) alloc[std::to_string(b)] = run.buckets.alloc_pct[b];
   }
   nlohmann::json out = {{"trace", trace_name},
                         {"policy", core::PlacementPolicyName(policy)},
                         {"seed", seed},
                         {"tune", options.tune},
                         {"capacity_milli", cluster.CapacityMilli()},
-                        {"failed", run->failed},
+                        {"failed", run.failed},
                         {"nodes", std::move(nodes)},
                         {"target_workload", std::move(target)},
                         {"arrivals", std::move(arrivals)},
@@ -525,14 +523,6 @@ int Run(const Flags& flags) {
   } else if (flags.node_order == "cpu-per-gpu-asc") {
     run_options.node_order = sim::RunOptions::NodeOrder::kCpuPerGpuAsc;
   }  // any other value was refused by CheckFlags
-  if (!flags.replay_out.empty()) {
-    Status st = WriteReplay(flags.replay_out, *cluster, *workload, (*policies)[0], (*seeds)[0],
-                            run_options, trace_name);
-    if (!st.ok()) {
-      std::fprintf(stderr, "fracgpu simulate: %s\n", st.ToString().c_str());
-      return 1;
-    }
-  }
   // The packing upper bound (sim/bound.h) of each seed's arrival sequence, at every 5 % of
   // arrived from 80 % to the end (for the chart near the knee) — one more job per seed.
   std::vector<int> bound_pcts;
@@ -581,14 +571,18 @@ int Run(const Flags& flags) {
       } else {
         const size_t j = i - bounds.size();
         const bool park_here = flags.parking && jobs[j].policy == park_policy;
+        // --replay-out has one job, whose placements it writes after the pool.
+        const bool replay = !flags.replay_out.empty();
         sim::RunOptions options = run_options;
-        options.keep_placements = park_here;
+        options.keep_placements = park_here || replay;
         results[j] = sim::RunExperiment(*cluster, *workload, jobs[j].policy, jobs[j].seed, options);
         if (park_here && results[j]->ok()) {
           park_results[j] = RunParking(*cluster, *workload, **results[j], park_build, park_settings,
                                        jobs[j].seed);
-          (*results[j])->placements.clear();
-          (*results[j])->placements.shrink_to_fit();
+          if (!replay) {
+            (*results[j])->placements.clear();
+            (*results[j])->placements.shrink_to_fit();
+          }
         }
       }
       const size_t d = ++done;
@@ -615,6 +609,14 @@ int Run(const Flags& flags) {
       std::fprintf(
           stderr, "fracgpu simulate: %s seed %llu: %s\n", core::PlacementPolicyName(jobs[i].policy),
           static_cast<unsigned long long>(jobs[i].seed), results[i]->status().message().c_str());
+      return 1;
+    }
+  }
+  if (!flags.replay_out.empty()) {
+    Status st = WriteReplay(flags.replay_out, *cluster, *workload, results[0]->value(),
+                            jobs[0].policy, jobs[0].seed, run_options, trace_name);
+    if (!st.ok()) {
+      std::fprintf(stderr, "fracgpu simulate: %s\n", st.ToString().c_str());
       return 1;
     }
   }
