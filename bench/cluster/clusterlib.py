@@ -26,6 +26,24 @@ LOCK = "hami.io/mutex.lock"
 # The highest port scripts/cluster.sh uses, before the offset (the API server's).
 API_PORT = 29444
 
+def add_cluster_args(ap, state_dir, port_offset, offset_apart, log_dir):
+    """The options every bench of this folder takes for its own cluster: --dir (default
+    `state_dir`), --port-offset (default `port_offset`; `offset_apart` says which other clusters'
+    offsets it keeps clear of), --out, --log-dir (default `log_dir`), --build, --cluster-script
+    and --keep."""
+    ap.add_argument("--dir", default=state_dir, help="cluster state folder")
+    ap.add_argument("--port-offset", type=int, default=port_offset,
+                    help="FRACGPU_CLUSTER_PORT_OFFSET: the cluster uses ports 29010-29444 + it, "
+                         f"below 32768; {port_offset} is apart from {offset_apart}")
+    ap.add_argument("--out", default=None, help="markdown table (default <log-dir>/table.md)")
+    ap.add_argument("--log-dir", default=None, help=f"default {log_dir}")
+    ap.add_argument("--build", default=os.path.join(REPO, "build", "release"),
+                    help="the build folder whose fracgpu runs (scripts/cluster.sh --build)")
+    ap.add_argument("--cluster-script", default=CLUSTER,
+                    help="scripts/cluster.sh of another checkout (e.g. `git archive` of a commit)")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
+
+
 def bench_node(name, bench, register, resources):
     """A Ready GPU Node object without a kubelet: `name`, the label fracgpu.io/bench=`bench`,
     fracgpu's registration annotation `register` (hami.io/node-nvidia-register) and `resources`

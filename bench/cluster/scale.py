@@ -49,7 +49,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clusterlib import (CLUSTER, COMPONENTS, LOCK, REPO, ControlPlane, bench_node,  # noqa: E402
+from clusterlib import (COMPONENTS, LOCK, ControlPlane, add_cluster_args, bench_node,  # noqa: E402
                         component_pid, hist_delta, histogram, log, proc_cpu, proc_mem,
                         quantile, run_parallel, select)
 
@@ -434,13 +434,9 @@ def main():
     ap.add_argument("--rate", type=float, default=100.0, help="pods created per second")
     ap.add_argument("--gpus-per-node", type=int, default=8)
     ap.add_argument("--threads", type=int, default=8, help="parallel POSTs")
-    ap.add_argument("--dir", default="/tmp/fracgpu-cluster-scale", help="cluster state folder")
-    ap.add_argument("--port-offset", type=int, default=3200,
-                    help="FRACGPU_CLUSTER_PORT_OFFSET: the cluster uses ports 29010-29444 + it, "
-                         "below 32768; 3200 is apart from the suite (0), test_sandbox.py (2000), "
-                         "`make sandbox` (3000) and this bench's smoke test (3100)")
-    ap.add_argument("--out", default=None, help="markdown table (default <log-dir>/table.md)")
-    ap.add_argument("--log-dir", default=None, help="default /tmp/fracgpu-scale-<nodes>")
+    add_cluster_args(ap, "/tmp/fracgpu-cluster-scale", 3200,
+                     "the suite (0), test_sandbox.py (2000), `make sandbox` (3000) and this "
+                     "bench's smoke test (3100)", "/tmp/fracgpu-scale-<nodes>")
     ap.add_argument("--sample-s", type=float, default=1.0)
     ap.add_argument("--stall-s", type=float, default=60.0,
                     help="end a phase when nothing was bound for this long after the last create")
@@ -451,11 +447,6 @@ def main():
                     help="end a phase after this long (the table says how many were bound)")
     ap.add_argument("--kube-api-qps", type=float, default=0.0,
                     help="raise both kube-schedulers' client QPS (burst 2x) from the default 50")
-    ap.add_argument("--build", default=os.path.join(REPO, "build", "release"),
-                    help="the build folder whose fracgpu runs (scripts/cluster.sh --build)")
-    ap.add_argument("--cluster-script", default=CLUSTER,
-                    help="scripts/cluster.sh of another checkout (e.g. `git archive` of a commit)")
-    ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
     ap.add_argument("--smoke", action="store_true", help="--nodes 50 --pods 200 --rate 50")
     a = ap.parse_args()
     if a.smoke:

@@ -59,7 +59,7 @@ import math
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clusterlib import (LOCK, REPO, ControlPlane, bench_node, log)  # noqa: E402
+from clusterlib import (LOCK, REPO, ControlPlane, add_cluster_args, bench_node, log)  # noqa: E402
 
 NS = "trace"
 LABEL = "fracgpu.io/bench"
@@ -352,16 +352,9 @@ def main():
     ap.add_argument("--max-pods", type=int, default=0, help="stop after this many arrivals")
     ap.add_argument("--pod-timeout-s", type=float, default=120.0)
     ap.add_argument("--progress-every", type=int, default=500)
-    ap.add_argument("--dir", default="/tmp/fracgpu-cluster-trace", help="cluster state folder")
-    ap.add_argument("--port-offset", type=int, default=1000,
-                    help="FRACGPU_CLUSTER_PORT_OFFSET: ports 29010-29444 + it, below 32768; 1000 "
-                         "is apart from the suite (0), test_sandbox.py (2000), `make sandbox` "
-                         "(3000), scale.py (3100, 3200) and this bench's smoke test (1100)")
-    ap.add_argument("--out", default=None, help="markdown table (default <log-dir>/table.md)")
-    ap.add_argument("--log-dir", default=None, help="default /tmp/fracgpu-trace-<seed>")
-    ap.add_argument("--build", default=os.path.join(REPO, "build", "release"))
-    ap.add_argument("--cluster-script", default=os.path.join(REPO, "scripts", "cluster.sh"))
-    ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
+    add_cluster_args(ap, "/tmp/fracgpu-cluster-trace", 1000,
+                     "the suite (0), test_sandbox.py (2000), `make sandbox` (3000), scale.py "
+                     "(3100, 3200) and this bench's smoke test (1100)", "/tmp/fracgpu-trace-<seed>")
     ap.add_argument("--smoke", action="store_true",
                     help="the first 40 GPU nodes and the trace's first 250 pods")
     a = ap.parse_args()
