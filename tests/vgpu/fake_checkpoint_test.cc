@@ -3,7 +3,8 @@
 // in flight (virtual clock) and a held API gate (real time), Checkpoint releasing the process's
 // device memory (the fake NVML shows it free) and Restore bringing the bytes back, Restore
 // refused without room (and the sticky failure of NVIDIA/cuda-checkpoint#44), a child process
-// checkpointed on its own, and the not-supported knob.
+// checkpointed on its own, another process (the node agent) parking and waking a tenant by its
+// pid, and the not-supported knob.
 //
 // Every scenario runs in forked processes that load the fakes afresh (this process never
 // touches them), each with its own FAKE_GPU_STATE_DIR: one 256 MiB GPU, contexts of 16 MiB.
@@ -407,8 +408,6 @@ TEST_F(FakeCheckpoint, AForkedChildIsCheckpointedSeparately) {
               // The parent's checkpoint frees only its own memory; the child is still RUNNING.
               EXPECT_EQ(f.NvmlUsedMiB(), kCtxMiB + 32);
               EXPECT_EQ(f.State(child), CU_PROCESS_STATE_RUNNING);
-              // The fake acts only on its own process (the real driver works in the target).
-              EXPECT_EQ(f.cuCheckpointProcessLock(child, nullptr), CUDA_ERROR_NOT_SUPPORTED);
               parent_parked.Send();
               child_parked.Receive();
               EXPECT_EQ(f.NvmlUsedMiB(), 0u);
@@ -420,6 +419,95 @@ TEST_F(FakeCheckpoint, AForkedChildIsCheckpointedSeparately) {
               EXPECT_TRUE(f.Holds(p, 64, 4));
             })),
             0);
+}
+
+// The node agent's view: another process (the agent) locks, checkpoints, restores and unlocks
+// the tenant by its pid, as cuda-checkpoint does; the tenant carries the calls out (its serving
+// thread stands for the driver's restore thread). The tenant's own CUDA call made while it is
+// parked waits and then finds its bytes intact; the memory is free while it is parked.
+TEST_F(FakeCheckpoint, AnotherProcessParksAndWakesTheTenantByItsPid) {
+  setenv("FAKE_CUDA_CHECKPOINT_MIB_PER_S", "320", 1);  // 80 MiB each way: 250 ms virtual
+  Channel ready, parked, woken;
+  pid_t tenant = Spawn([&] {
+    Fakes f;
+    f.Start();
+    CUdeviceptr p = f.Filled(64, 11);
+    ready.Send();
+    parked.Receive();
+    EXPECT_EQ(f.State(), CU_PROCESS_STATE_CHECKPOINTED);
+    bool holds = false;
+    std::thread call([&] {
+      f.cuCtxSetCurrent(f.ctx);
+      holds = f.Holds(p, 64, 11);  // blocks until the agent has restored and unlocked
+    });
+    EXPECT_EQ(f.fakeCudaCheckpointAwaitWaiters(1), 1);
+    woken.Send();  // the agent may wake it now
+    call.join();
+    EXPECT_TRUE(holds);
+    EXPECT_EQ(f.State(), CU_PROCESS_STATE_RUNNING);
+  });
+  EXPECT_EQ(Reap(Spawn([&] {
+              Fakes f;
+              f.Start();  // the agent's own 16 MiB context
+              ready.Receive();
+              EXPECT_EQ(f.NvmlUsedMiB(), 2 * kCtxMiB + 64);
+              CUcheckpointLockArgs lock{};
+              lock.timeoutMs = 1000;
+              const uint64_t t0 = f.fakeClockNowNs();
+              ASSERT_EQ(f.cuCheckpointProcessLock(tenant, &lock), CUDA_SUCCESS);
+              EXPECT_EQ(f.State(tenant), CU_PROCESS_STATE_LOCKED);
+              ASSERT_EQ(f.cuCheckpointProcessCheckpoint(tenant, nullptr), CUDA_SUCCESS);
+              EXPECT_EQ(f.State(tenant), CU_PROCESS_STATE_CHECKPOINTED);
+              EXPECT_EQ(f.NvmlUsedMiB(), kCtxMiB);  // only the agent's context is left
+              // The caller waited for the tenant's copy: 80 MiB at 320 MiB/s.
+              EXPECT_GE(f.fakeClockNowNs() - t0, 250'000'000u);
+              // Illegal transitions are the tenant's answers, unchanged by the forwarding.
+              EXPECT_EQ(f.cuCheckpointProcessUnlock(tenant, nullptr), CUDA_ERROR_ILLEGAL_STATE);
+              CUcheckpointUnlockArgs bad{};
+              bad.reserved[3] = 1;
+              EXPECT_EQ(f.cuCheckpointProcessUnlock(tenant, &bad), CUDA_ERROR_INVALID_VALUE);
+              parked.Send();
+              woken.Receive();
+              ASSERT_EQ(f.cuCheckpointProcessRestore(tenant, nullptr), CUDA_SUCCESS);
+              EXPECT_EQ(f.NvmlUsedMiB(), 2 * kCtxMiB + 64);
+              ASSERT_EQ(f.cuCheckpointProcessUnlock(tenant, nullptr), CUDA_SUCCESS);
+            })),
+            0);
+  EXPECT_EQ(Reap(tenant), 0);
+  // A pid that no longer runs is no fake process.
+  EXPECT_EQ(Reap(Spawn([&] {
+              Fakes f;
+              f.Start();
+              EXPECT_EQ(f.cuCheckpointProcessLock(tenant, nullptr), CUDA_ERROR_INVALID_VALUE);
+            })),
+            0);
+}
+
+// A Lock from another process gives up after its timeout while the tenant is inside a long
+// call (its API gate held), and leaves it RUNNING: "busy, retry later" (issue 36 item 1).
+TEST_F(FakeCheckpoint, AnotherProcesssLockTimesOutWhileTheTenantIsBusy) {
+  Channel ready, tried;
+  pid_t tenant = Spawn([&] {
+    Fakes f;
+    f.Start();
+    f.fakeCudaCheckpointHoldGate(1);
+    ready.Send();
+    tried.Receive();
+    EXPECT_EQ(f.State(), CU_PROCESS_STATE_RUNNING);
+    f.fakeCudaCheckpointHoldGate(0);
+  });
+  EXPECT_EQ(Reap(Spawn([&] {
+              Fakes f;
+              f.Start();
+              ready.Receive();
+              CUcheckpointLockArgs lock{};
+              lock.timeoutMs = 50;
+              EXPECT_EQ(f.cuCheckpointProcessLock(tenant, &lock), CUDA_ERROR_NOT_READY);
+              EXPECT_EQ(f.State(tenant), CU_PROCESS_STATE_RUNNING);
+              tried.Send();
+            })),
+            0);
+  EXPECT_EQ(Reap(tenant), 0);
 }
 
 TEST_F(FakeCheckpoint, NotSupportedKnobAnswersEveryCall) {

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -339,6 +342,14 @@ uint64_t DeviceUsedAllProcesses(State& s, int phys) {
   return total;
 }
 
+}  // namespace
+extern "C" {
+namespace {
+void StartCheckpointServer();  // "Checkpoint" below (C linkage: defined in the extern "C" part)
+}  // namespace
+}  // extern "C"
+namespace {
+
 void Initialise(State& s) {
   s.devices = fracgpu::fakes::LoadFakeDevices();
   if (const char* v = std::getenv("FAKE_CUDA_CTX_BYTES"))
@@ -385,6 +396,8 @@ void Initialise(State& s) {
       }
     }
     if (fd >= 0) ::close(fd);
+    // Another process's checkpoint calls of this one are carried out here ("Checkpoint").
+    if (s.published) StartCheckpointServer();
   }
   s.initialised = true;
 }
@@ -2856,13 +2869,16 @@ CUresult cuMemPoolImportPointer(CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportDa
 //   Restore answers CUDA_ERROR_OPERATING_SYSTEM (#44, step 7). Then the contents come back and
 //   the time moves as for Checkpoint. GPU remapping: only pairs naming the same GPU are accepted
 //   (others CUDA_ERROR_NOT_SUPPORTED: the fake does not move memory between GPUs).
-// * Processes are separate (a child is checkpointed on its own, cuda-checkpoint#28): the fake
-//   acts on its own process only. GetState answers for any process of FAKE_GPU_STATE_DIR (from
-//   its proc file); Lock, Checkpoint, Restore and Unlock of another pid answer
-//   CUDA_ERROR_NOT_SUPPORTED (not modelled: the real driver does the work in the target's
-//   restore thread). A pid that is no live fake process: CUDA_ERROR_INVALID_VALUE (the fake's
-//   choice among cuda.h's codes). GetRestoreThreadId answers the pid (the fake has no restore
-//   thread; its main thread stands for it).
+// * Processes are separate (a child is checkpointed on its own, cuda-checkpoint#28). GetState
+//   answers for any process of FAKE_GPU_STATE_DIR (from its proc file). Lock, Checkpoint,
+//   Restore and Unlock of another pid are carried out by that process, as the real driver
+//   does the work in the target's restore thread: every fake process of FAKE_GPU_STATE_DIR
+//   serves them on a thread of its own (from cuInit; an abstract Unix socket named by its
+//   pid, CheckpointSocketName), and the caller waits for the answer, which is the target's own
+//   call's; the caller's virtual time then moves to the target's end of the call (the copy
+//   time). A pid that is no live fake process: CUDA_ERROR_INVALID_VALUE (the fake's choice
+//   among cuda.h's codes). GetRestoreThreadId answers the pid (the serving thread stands for
+//   the restore thread).
 // * FAKE_CUDA_CHECKPOINT=unsupported: every call CUDA_ERROR_NOT_SUPPORTED. Before cuInit:
 //   CUDA_ERROR_NOT_INITIALIZED. A reserved field not zero: CUDA_ERROR_INVALID_VALUE.
 namespace {
@@ -2896,9 +2912,8 @@ bool OtherProcessState(int pid, CUprocessState* out) {
 CUresult CheckpointTarget(State& s, int pid) {
   if (CheckpointUnsupported()) return CUDA_ERROR_NOT_SUPPORTED;
   if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED;
-  if (pid == getpid()) return CUDA_SUCCESS;
-  CUprocessState other;
-  return OtherProcessState(pid, &other) ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  // Another pid's call was forwarded to it (ForwardCheckpointCall) before coming here.
+  return pid == getpid() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 bool AllZero(const void* p, size_t n) {
@@ -2915,6 +2930,114 @@ void CopyTime(uint64_t bytes) {
   if (mibs <= 0 || bytes == 0) return;
   auto ns = static_cast<uint64_t>(static_cast<double>(bytes) * 1e9 / (mibs * kMiB));
   WaitUntil(fracgpu::fakes::Me().t.load() + ns);
+}
+
+// ---- Another process's checkpoint calls, carried out by that process (see above).
+enum class CkptOp : uint32_t { kLock = 1, kCheckpoint, kRestore, kUnlock };
+constexpr unsigned kMaxRemoteGpuPairs = 64;  // more pairs than GPUs a fake node has
+struct CkptRequest {
+  uint32_t op = 0;
+  uint32_t has_args = 0;
+  unsigned char args[sizeof(CUcheckpointRestoreArgs)] = {};  // the largest of the four
+  uint32_t pair_count = 0;
+  CUcheckpointGpuPair pairs[kMaxRemoteGpuPairs] = {};
+};
+struct CkptReply {
+  int32_t result = 0;
+  uint64_t t_end = 0;  // the target's virtual time after the call
+};
+static_assert(sizeof(CUcheckpointLockArgs) <= sizeof(CUcheckpointRestoreArgs) &&
+              sizeof(CUcheckpointCheckpointArgs) <= sizeof(CUcheckpointRestoreArgs) &&
+              sizeof(CUcheckpointUnlockArgs) <= sizeof(CUcheckpointRestoreArgs));
+
+// The abstract socket address of `pid`'s serving thread (per FAKE_GPU_STATE_DIR: the dir's
+// hash keeps two tests' processes apart even if a pid is reused).
+socklen_t CheckpointSocketName(int pid, sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  const char* dir = std::getenv("FAKE_GPU_STATE_DIR");
+  const size_t h = std::hash<std::string>{}(dir ? dir : "");
+  const int n = std::snprintf(addr->sun_path + 1, sizeof(addr->sun_path) - 1,
+                              "fracgpu-fake-ckpt-%zx-%d", h, pid);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+CUresult LocalCheckpointCall(const CkptRequest& rq);  // below: the call on this process
+
+// The serving thread: one request per connection, answered with this process's own call.
+void ServeCheckpointCalls(int listener) {
+  for (;;) {
+    const int c = ::accept(listener, nullptr, nullptr);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;
+    }
+    CkptRequest rq;
+    CkptReply rp;
+    if (::recv(c, &rq, sizeof(rq), MSG_WAITALL) == static_cast<ssize_t>(sizeof(rq))) {
+      rp.result = LocalCheckpointCall(rq);
+      rp.t_end = fracgpu::fakes::Me().t.load();
+      (void)!::send(c, &rp, sizeof(rp), MSG_NOSIGNAL);
+    }
+    ::close(c);
+  }
+}
+
+// Started by Initialise when the process shares FAKE_GPU_STATE_DIR with others.
+void StartCheckpointServer() {
+  const int l = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (l < 0) return;
+  sockaddr_un addr;
+  const socklen_t len = CheckpointSocketName(getpid(), &addr);
+  if (::bind(l, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(l, 8) != 0) {
+    ::close(l);
+    return;
+  }
+  std::thread(ServeCheckpointCalls, l).detach();
+}
+
+// Sends `rq` to `pid`'s serving thread and waits for its answer (no timeout of its own: Lock's
+// timeout is the target's, as with the real driver).
+CUresult RemoteCheckpointCall(int pid, const CkptRequest& rq) {
+  CUprocessState other;
+  if (!OtherProcessState(pid, &other)) return CUDA_ERROR_INVALID_VALUE;
+  const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  sockaddr_un addr;
+  const socklen_t len = CheckpointSocketName(pid, &addr);
+  CkptReply rp;
+  bool ok = ::connect(c, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+            ::send(c, &rq, sizeof(rq), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(rq)) &&
+            ::recv(c, &rp, sizeof(rp), MSG_WAITALL) == static_cast<ssize_t>(sizeof(rp));
+  ::close(c);
+  if (!ok) return CUDA_ERROR_INVALID_VALUE;  // not serving: no live fake process (any more)
+  WaitUntil(rp.t_end);
+  return static_cast<CUresult>(rp.result);
+}
+
+// A call of the checkpoint API naming another pid: checked here as far as the caller can,
+// then carried out by that process.
+CUresult ForwardCheckpointCall(int pid, CkptOp op, const void* args, size_t size) {
+  if (CheckpointUnsupported()) return CUDA_ERROR_NOT_SUPPORTED;
+  {
+    State& s = S();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  CkptRequest rq;
+  rq.op = static_cast<uint32_t>(op);
+  if (args) {
+    rq.has_args = 1;
+    std::memcpy(rq.args, args, size);
+    if (op == CkptOp::kRestore) {
+      const auto* ra = static_cast<const CUcheckpointRestoreArgs*>(args);
+      if (ra->gpuPairsCount > kMaxRemoteGpuPairs || (ra->gpuPairsCount > 0 && !ra->gpuPairs))
+        return CUDA_ERROR_INVALID_VALUE;
+      rq.pair_count = ra->gpuPairsCount;
+      for (unsigned i = 0; i < ra->gpuPairsCount; ++i) rq.pairs[i] = ra->gpuPairs[i];
+    }
+  }
+  return RemoteCheckpointCall(pid, rq);
 }
 
 }  // namespace
@@ -2944,6 +3067,7 @@ CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int* tid) noexcept {
 }
 
 CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs* args) noexcept {
+  if (pid != getpid()) return ForwardCheckpointCall(pid, CkptOp::kLock, args, sizeof(*args));
   State& s = S();
   std::unique_lock<std::mutex> lk(s.mu);
   if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
@@ -2971,6 +3095,7 @@ CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs* args) noexcept {
 }
 
 CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs* args) noexcept {
+  if (pid != getpid()) return ForwardCheckpointCall(pid, CkptOp::kCheckpoint, args, sizeof(*args));
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);
   if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
@@ -2997,6 +3122,7 @@ CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs* args
 }
 
 CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs* args) noexcept {
+  if (pid != getpid()) return ForwardCheckpointCall(pid, CkptOp::kRestore, args, sizeof(*args));
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);
   if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
@@ -3033,6 +3159,7 @@ CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs* args) noex
 }
 
 CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs* args) noexcept {
+  if (pid != getpid()) return ForwardCheckpointCall(pid, CkptOp::kUnlock, args, sizeof(*args));
   State& s = S();
   std::lock_guard<std::mutex> lk(s.mu);
   if (CUresult r = CheckpointTarget(s, pid); r != CUDA_SUCCESS) return r;
@@ -3041,6 +3168,41 @@ CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs* args) noexce
   PublishCheckpointState(s, CU_PROCESS_STATE_RUNNING);
   return CUDA_SUCCESS;
 }
+
+namespace {
+// The call `rq` names, on this process (the serving thread of another process's call).
+CUresult LocalCheckpointCall(const CkptRequest& rq) {
+  const int me = getpid();
+  switch (static_cast<CkptOp>(rq.op)) {
+    case CkptOp::kLock: {
+      CUcheckpointLockArgs a;
+      std::memcpy(&a, rq.args, sizeof(a));
+      return cuCheckpointProcessLock(me, rq.has_args ? &a : nullptr);
+    }
+    case CkptOp::kCheckpoint: {
+      CUcheckpointCheckpointArgs a;
+      std::memcpy(&a, rq.args, sizeof(a));
+      return cuCheckpointProcessCheckpoint(me, rq.has_args ? &a : nullptr);
+    }
+    case CkptOp::kRestore: {
+      CUcheckpointRestoreArgs a;
+      std::memcpy(&a, rq.args, sizeof(a));
+      CUcheckpointGpuPair pairs[kMaxRemoteGpuPairs];
+      const unsigned n = std::min<unsigned>(rq.pair_count, kMaxRemoteGpuPairs);
+      for (unsigned i = 0; i < n; ++i) pairs[i] = rq.pairs[i];
+      a.gpuPairs = n > 0 ? pairs : nullptr;
+      a.gpuPairsCount = n;
+      return cuCheckpointProcessRestore(me, rq.has_args ? &a : nullptr);
+    }
+    case CkptOp::kUnlock: {
+      CUcheckpointUnlockArgs a;
+      std::memcpy(&a, rq.args, sizeof(a));
+      return cuCheckpointProcessUnlock(me, rq.has_args ? &a : nullptr);
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+}  // namespace
 
 /// Test-only: holds (1) or releases (0) the driver's API gate, as a thread inside a long CUDA
 /// call would: cuCheckpointProcessLock waits for it (real time, its timeout).
