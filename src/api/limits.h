@@ -35,6 +35,14 @@ inline constexpr char kEnvLogLevel[] = "LIBCUDA_LOG_LEVEL";
 
 /// The read-only limits file; when present, the limit keys come from it alone.
 inline constexpr char kLimitsFilePath[] = "/etc/fracgpu/limits.env";
+/// The limits directory (DRA, docs/dra.md "Per-request devices"): one read-only file per GPU
+/// (`gpu-<UUID>.env`) and one claim-wide file (`<slot>.env`), each mounted by the CDI edit that
+/// gives the GPU or the claim; libvgpu.so merges them (vgpu/limits.h ParseLimitsDir) when the
+/// limits file is absent, and refuses CUDA when both are present.
+inline constexpr char kLimitsDirPath[] = "/etc/fracgpu/limits.d";
+/// The NVIDIA Container Toolkit's device list as volume mounts (its option
+/// `accept-nvidia-visible-devices-as-volume-mounts`): a mount at `<this>/<UUID>` asks for that GPU.
+inline constexpr char kNvidiaDeviceMountsDir[] = "/var/run/nvidia-container-devices";
 /// The preload file (one line: the container path of libvgpu.so).
 inline constexpr char kPreloadPath[] = "/etc/ld.so.preload";
 /// The node directory, mounted read-only into every GPU container (one file per GPU UUID, written
@@ -118,6 +126,15 @@ inline std::string LimitsFileName(std::string_view slot) {
 /// `<hook_path>/vgpu/limits/<slot>.env`: one container's limits file.
 inline std::string HostLimitsFile(std::string_view hook_path, std::string_view slot) {
   return JoinHostPath(HostLimitsDir(hook_path), LimitsFileName(slot));
+}
+/// `<hook_path>/vgpu/limits/<slot>.d`: a DRA claim's limits directory files (mounted one by one
+/// under kLimitsDirPath); not a `.env` name, so the readers of HostLimitsDir skip it.
+inline std::string HostLimitsFragmentDir(std::string_view hook_path, std::string_view slot) {
+  return JoinHostPath(HostLimitsDir(hook_path), std::string(slot) + ".d");
+}
+/// The limits directory file of one GPU: `gpu-<uuid>.env`.
+inline std::string LimitsGpuFragmentName(std::string_view uuid) {
+  return "gpu-" + std::string(uuid) + kHostLimitsSuffix;
 }
 /// The device plugin's slot of a container: `<pod UID>_<container>`.
 inline std::string PodContainerSlot(std::string_view pod_uid, std::string_view container) {

@@ -11,41 +11,73 @@ namespace fracgpu::dra {
 namespace fs = std::filesystem;
 
 std::string ClaimSlot(const std::string& claim_uid) { return "claim_" + claim_uid; }
-std::string CdiDeviceId(const std::string& claim_uid) {
-  return std::string(kCdiKind) + "=claim-" + claim_uid;
+std::string CdiDeviceName(const std::string& claim_uid, const std::string& device) {
+  return "claim-" + claim_uid + "-" + device;
+}
+std::string CdiDeviceId(const std::string& claim_uid, const std::string& device) {
+  return std::string(kCdiKind) + "=" + CdiDeviceName(claim_uid, device);
 }
 std::string CdiSpecPath(const CdiOptions& options, const std::string& claim_uid) {
   return (fs::path(options.cdi_dir) / ("fracgpu.io-gpu-claim-" + claim_uid + ".json")).string();
 }
 
-node::ContainerEdits BuildClaimEdits(const std::string& claim_uid,
-                                     const std::vector<AllocatedShare>& shares,
-                                     const CdiOptions& options) {
+namespace {
+
+json CdiMounts(const std::vector<node::MountSpec>& mounts) {
+  json out = json::array();
+  for (const auto& m : mounts) {
+    out.push_back({{"hostPath", m.host_path},
+                   {"containerPath", m.container_path},
+                   {"type", "bind"},
+                   {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"}
+                                           : json{"rw", "nosuid", "nodev", "bind"}}});
+  }
+  return out;
+}
+
+core::ContainerGrants GrantsOf(const std::vector<AllocatedShare>& shares) {
   core::ContainerGrants grants;
   for (const auto& s : shares) grants.push_back({s.uuid, "NVIDIA", s.mem_mib, s.cores});
+  return grants;
+}
+
+node::ContainerEditsOptions EditsOptions(const std::string& claim_uid, const CdiOptions& options) {
   node::ContainerEditsOptions eo;
   eo.hook_path = options.hook_path;
   eo.slot = ClaimSlot(claim_uid);
-  return node::BuildContainerEdits(grants, options.config, eo);
+  return eo;
 }
 
-json BuildCdiSpec(const std::string& claim_uid, const node::ContainerEdits& edits) {
+}  // namespace
+
+json BuildCdiSpec(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
+                  const node::ComposableEdits& edits) {
   json env = json::array();
-  for (const auto& [k, v] : edits.env) env.push_back(k + "=" + v);
-  json mounts = json::array();
-  for (const auto& m : edits.mounts) {
-    mounts.push_back({{"hostPath", m.host_path},
-                      {"containerPath", m.container_path},
-                      {"type", "bind"},
-                      {"options", m.read_only ? json{"ro", "nosuid", "nodev", "bind"}
-                                              : json{"rw", "nosuid", "nodev", "bind"}}});
+  for (const auto& [k, v] : edits.common_env) env.push_back(k + "=" + v);
+  json devices = json::array();
+  for (size_t i = 0; i < shares.size() && i < edits.gpus.size(); ++i) {
+    devices.push_back({{"name", CdiDeviceName(claim_uid, shares[i].device)},
+                       {"containerEdits", {{"mounts", CdiMounts(edits.gpus[i].mounts)}}}});
   }
-  json spec = {
-      {"kind", kCdiKind},
-      {"devices", json::array({{{"name", "claim-" + claim_uid},
-                                {"containerEdits", {{"env", env}, {"mounts", mounts}}}}})}};
+  json spec = {{"kind", kCdiKind},
+               {"containerEdits", {{"env", env}, {"mounts", CdiMounts(edits.common_mounts)}}},
+               {"devices", devices}};
   spec["cdiVersion"] = MinimumCdiVersion(spec);
   return spec;
+}
+
+node::ContainerEdits BuildClaimEdits(const std::string& claim_uid,
+                                     const std::vector<AllocatedShare>& shares,
+                                     const CdiOptions& options) {
+  return node::BuildContainerEdits(GrantsOf(shares), options.config,
+                                   EditsOptions(claim_uid, options));
+}
+
+node::ComposableEdits BuildComposableClaimEdits(const std::string& claim_uid,
+                                                const std::vector<AllocatedShare>& shares,
+                                                const CdiOptions& options) {
+  return node::SplitComposableEdits(BuildClaimEdits(claim_uid, shares, options), GrantsOf(shares),
+                                    EditsOptions(claim_uid, options));
 }
 
 std::string MinimumCdiVersion(const json& spec) {
@@ -91,16 +123,35 @@ std::string MinimumCdiVersion(const json& spec) {
   return "0.3.0";
 }
 
+Status WriteClaimSpecFiles(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
+                           const CdiOptions& options) {
+  const std::string who = "claim " + claim_uid;
+  FRACGPU_RETURN_IF_ERROR(
+      node::WriteComposableFiles(BuildComposableClaimEdits(claim_uid, shares, options))
+          .WithPrefix(who));
+  return base::WriteFileAtomically(CdiSpecPath(options, claim_uid),
+                                   CdiSpecText(claim_uid, shares, options), 0644)
+      .WithPrefix(who + ": CDI spec directory " + options.cdi_dir);
+}
+
+std::string CdiSpecText(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
+                        const CdiOptions& options) {
+  return BuildCdiSpec(claim_uid, shares, BuildComposableClaimEdits(claim_uid, shares, options))
+             .dump(2) +
+         "\n";
+}
+
 Status WriteClaimFiles(const std::string& claim_uid, const std::vector<AllocatedShare>& shares,
                        const CdiOptions& options) {
   const std::string who = "claim " + claim_uid;
   node::ContainerEdits edits = BuildClaimEdits(claim_uid, shares, options);
   FRACGPU_RETURN_IF_ERROR(node::WriteContainerFiles(edits, options.hook_path).WithPrefix(who));
-  Status st = base::WriteFileAtomically(CdiSpecPath(options, claim_uid),
-                                        BuildCdiSpec(claim_uid, edits).dump(2) + "\n", 0644);
+  Status st = WriteClaimSpecFiles(claim_uid, shares, options);
   if (!st.ok()) {
     (void)node::RemoveContainerFiles(options.hook_path, ClaimSlot(claim_uid));
-    return st.WithPrefix(who + ": CDI spec directory " + options.cdi_dir);
+    std::error_code ec;
+    fs::remove(CdiSpecPath(options, claim_uid), ec);
+    return st;
   }
   return Status::Ok();
 }

@@ -82,19 +82,16 @@ std::string BaseRequest(const std::string& request) { return request.substr(0, r
 
 std::vector<PreparedDevice> Driver::DevicesOf(const PreparedClaim& c) const {
   std::vector<PreparedDevice> out;
-  std::vector<std::string> requests_seen;
   for (const auto& s : c.shares) {
     // The kubelet matches a container's resources.claims[].request against the request names
     // exactly, and a container names the request, never a firstAvailable subrequest: the
     // allocation's "<request>/<subrequest>" is reported as "<request>" (as the upstream
     // kubeletplugin helper does, stripSubrequestNames).
-    PreparedDevice d{BaseRequest(s.request), s.pool, s.device, {}, s.share_id};
-    // One CDI device carries the whole claim; it is named once per request so a container
-    // that uses the claim gets it once (duplicate CDI names are not needed by any runtime).
-    if (std::find(requests_seen.begin(), requests_seen.end(), d.request) == requests_seen.end()) {
-      d.cdi_device_ids.push_back(CdiDeviceId(c.uid));
-      requests_seen.push_back(d.request);
-    }
+    // Each allocated device has its own CDI device carrying only its GPU (dra/cdi.h), so a
+    // container naming this request gets this device once, and one naming two requests gets
+    // each of their devices once (the kubelet does not de-duplicate CDI IDs).
+    PreparedDevice d{
+        BaseRequest(s.request), s.pool, s.device, {CdiDeviceId(c.uid, s.device)}, s.share_id};
     out.push_back(std::move(d));
   }
   return out;
@@ -108,8 +105,14 @@ Result<std::vector<PreparedDevice>> Driver::Prepare(const std::string& ns, const
     return InvalidArgument("claim needs namespace, name and uid: " + who);
   if (auto it = prepared_.find(uid); it != prepared_.end()) {
     std::error_code ec;
-    if (!fs::exists(CdiSpecPath(options_.cdi, uid), ec)) {
+    const std::string spec = CdiSpecPath(options_.cdi, uid);
+    if (!fs::exists(spec, ec)) {
       FRACGPU_RETURN_IF_ERROR(WriteClaimFiles(uid, it->second.shares, options_.cdi));
+    } else if (auto have = base::ReadFile(spec, kMaxCheckpointBytes);
+               !have.ok() || *have != CdiSpecText(uid, it->second.shares, options_.cdi)) {
+      // Written by an older driver (one CDI device per claim): its spec and limits directory
+      // are rewritten, the region of the containers already running kept.
+      FRACGPU_RETURN_IF_ERROR(WriteClaimSpecFiles(uid, it->second.shares, options_.cdi));
     }
     return DevicesOf(it->second);
   }

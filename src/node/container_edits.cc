@@ -81,6 +81,70 @@ std::string LimitsFileContent(const std::map<std::string, std::string>& env) {
   return out;
 }
 
+std::string LimitsGpuFragmentContent(const core::DeviceGrant& grant) {
+  return std::string(api::kEnvVisibleDevices) + "=" + grant.uuid + "\n" + api::kEnvMemoryLimit +
+         "_0=" + std::to_string(grant.mem_mib) + "m\n" + api::kEnvSmLimit +
+         "_0=" + std::to_string(grant.cores_percent) + "\n";
+}
+
+std::string LimitsCommonFragmentContent(const std::map<std::string, std::string>& env) {
+  std::string out;
+  for (const char* key : {api::kEnvSharedCache, api::kEnvCorePolicy, api::kEnvTaskPriority}) {
+    auto it = env.find(key);
+    if (it != env.end()) out += std::string(key) + "=" + it->second + "\n";
+  }
+  return out;
+}
+
+ComposableEdits SplitComposableEdits(const ContainerEdits& edits,
+                                     const core::ContainerGrants& grants,
+                                     const ContainerEditsOptions& options) {
+  ComposableEdits out;
+  for (const auto& [k, v] : edits.env) {
+    if (k == api::kEnvVisibleDevices || k.starts_with(api::kEnvMemoryLimit) ||
+        k.starts_with(api::kEnvSmLimit))
+      continue;
+    out.common_env[k] = v;
+  }
+  out.common_env[api::kEnvVisibleDevices] = "void";
+  const std::string dir = api::HostLimitsFragmentDir(options.hook_path, options.slot);
+  const std::string common_name = api::LimitsFileName(options.slot);
+  out.common_file = api::JoinHostPath(dir, common_name);
+  out.common_content = LimitsCommonFragmentContent(edits.env);
+  for (const auto& m : edits.mounts) {
+    if (m.container_path == api::kLimitsFilePath) {
+      out.common_mounts.push_back(
+          {api::JoinHostPath(api::kLimitsDirPath, common_name), out.common_file, true});
+    } else {
+      out.common_mounts.push_back(m);
+    }
+  }
+  for (const auto& g : grants) {
+    ComposableEdits::Gpu gpu;
+    gpu.uuid = g.uuid;
+    const std::string name = api::LimitsGpuFragmentName(g.uuid);
+    gpu.file = api::JoinHostPath(dir, name);
+    gpu.content = LimitsGpuFragmentContent(g);
+    gpu.mounts.push_back({api::JoinHostPath(api::kLimitsDirPath, name), gpu.file, true});
+    gpu.mounts.push_back(
+        {api::JoinHostPath(api::kNvidiaDeviceMountsDir, g.uuid), "/dev/null", true});
+    out.gpus.push_back(std::move(gpu));
+  }
+  return out;
+}
+
+Status WriteComposableFiles(const ComposableEdits& c) {
+  const fs::path dir = fs::path(c.common_file).parent_path();
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // no file of an earlier allocation stays
+  fs::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir.string() + ": " + ec.message());
+  FRACGPU_RETURN_IF_ERROR(base::WriteFileAtomically(c.common_file, c.common_content, 0444));
+  for (const auto& g : c.gpus)
+    FRACGPU_RETURN_IF_ERROR(base::WriteFileAtomically(g.file, g.content, 0444));
+  return Status::Ok();
+}
+
 Status WriteContainerFiles(const ContainerEdits& edits, const std::string& hook_path) {
   const std::string lib = api::HostLibraryFile(hook_path);
   std::error_code ec;
@@ -113,6 +177,9 @@ Status RemoveContainerFiles(const std::string& hook_path, const std::string& slo
   const std::string limits = api::HostLimitsFile(hook_path, slot);
   fs::remove(limits, ec);
   if (ec) return Internal("cannot remove " + limits + ": " + ec.message());
+  const std::string fragments = api::HostLimitsFragmentDir(hook_path, slot);
+  fs::remove_all(fragments, ec);
+  if (ec) return Internal("cannot remove " + fragments + ": " + ec.message());
   const std::string region = api::HostContainerDir(hook_path, slot);
   fs::remove_all(region, ec);
   if (ec) return Internal("cannot remove " + region + ": " + ec.message());

@@ -68,6 +68,52 @@ ContainerEdits BuildContainerEdits(const core::ContainerGrants& grants, const De
 /// `env` that libvgpu.so takes from the file, in a fixed order.
 std::string LimitsFileContent(const std::map<std::string, std::string>& env);
 
+/// A container's edits split for composition (docs/dra.md "Per-request devices"): what is
+/// claim-wide, applied once however many of the claim's devices a container names, and what
+/// belongs to one GPU, under names no other GPU uses, so any subset of the GPUs composes without
+/// an env key or a mount path given twice.
+struct ComposableEdits {
+  /// `edits.env` without NVIDIA_VISIBLE_DEVICES and the limit keys, plus
+  /// NVIDIA_VISIBLE_DEVICES=void (the runtime's GPUs come from the GPUs' mounts).
+  std::map<std::string, std::string> common_env;
+  /// `edits.mounts` with the limits file replaced by the common limits directory file
+  /// (`<kLimitsDirPath>/<slot>.env` from `<hook>/vgpu/limits/<slot>.d/<slot>.env`).
+  std::vector<MountSpec> common_mounts;
+  std::string common_file;     ///< host path of the common limits directory file
+  std::string common_content;  ///< LimitsCommonFragmentContent(edits.env)
+  /// One GPU's part.
+  struct Gpu {
+    std::string uuid;
+    /// Its limits directory file (`<kLimitsDirPath>/gpu-<uuid>.env`, read-only) and the NVIDIA
+    /// Container Toolkit's device mount (`/var/run/nvidia-container-devices/<uuid>` from
+    /// /dev/null, the toolkit's `accept-nvidia-visible-devices-as-volume-mounts`).
+    std::vector<MountSpec> mounts;
+    std::string file;     ///< host path of its limits directory file
+    std::string content;  ///< LimitsGpuFragmentContent
+  };
+  std::vector<Gpu> gpus;  ///< in grant order
+};
+
+/// Splits `edits` (BuildContainerEdits of `grants` with `options.slot` and `.hook_path`) as
+/// above. Pure.
+ComposableEdits SplitComposableEdits(const ContainerEdits& edits,
+                                     const core::ContainerGrants& grants,
+                                     const ContainerEditsOptions& options);
+
+/// Writes the limits directory files of `c` (a fresh `<hook>/vgpu/limits/<slot>.d/`: the common
+/// file and one per GPU, mode 0444, base::WriteFileAtomically). Errors: kInternal naming the path.
+Status WriteComposableFiles(const ComposableEdits& c);
+
+/// The limits directory file of one GPU (vgpu/limits.h ParseLimitsDir, "a GPU file"):
+/// `NVIDIA_VISIBLE_DEVICES=<uuid>`, `CUDA_DEVICE_MEMORY_LIMIT_0=<mem_mib>m`,
+/// `CUDA_DEVICE_SM_LIMIT_0=<cores_percent>`, one per line.
+std::string LimitsGpuFragmentContent(const core::DeviceGrant& grant);
+
+/// The claim-wide limits directory file ("a common file"): the keys of `env` that are neither a
+/// GPU list nor a limit (CUDA_DEVICE_MEMORY_SHARED_CACHE, GPU_CORE_UTILIZATION_POLICY,
+/// CUDA_TASK_PRIORITY), one per line in that order.
+std::string LimitsCommonFragmentContent(const std::map<std::string, std::string>& env);
+
 /// Writes the container's host files: refuses (kInternal, "<hook>/vgpu/libvgpu.so is missing;
 /// refusing to give a GPU without isolation") when libvgpu.so is not a regular file, so no
 /// container runs unlimited; then a fresh, empty region directory (mode 0777) and the limits file
@@ -75,7 +121,8 @@ std::string LimitsFileContent(const std::map<std::string, std::string>& env);
 /// check, removes what it created and returns kInternal naming the path.
 Status WriteContainerFiles(const ContainerEdits& edits, const std::string& hook_path);
 
-/// Removes the region directory and the limits file of `slot`. Absent files are fine.
+/// Removes the region directory, the limits file and the limits directory files
+/// (api::HostLimitsFragmentDir) of `slot`. Absent files are fine.
 /// Errors: kInternal naming the path that cannot be removed.
 Status RemoveContainerFiles(const std::string& hook_path, const std::string& slot);
 

@@ -26,8 +26,13 @@ void AddError(Config* c, Source source, std::string_view key, std::string_view v
               const char* why) {
   if (source == Source::kFile) c->file_bad = true;
   if (c->error_count++ > 0) return;
-  char where[32] = "environment";
-  if (source == Source::kFile)
+  char where[kFragmentNameMax + 40] = "environment";
+  if (source == Source::kFile && c->file_name[0] != '\0')
+    std::snprintf(
+        where, sizeof(where),
+        c->file_line > 0 ? "limits directory file %s line %d" : "limits directory file %s",
+        c->file_name, c->file_line);
+  else if (source == Source::kFile)
     std::snprintf(where, sizeof(where), c->file_line > 0 ? "limits file line %d" : "limits file",
                   c->file_line);
   std::snprintf(c->error, sizeof(c->error), "%s: %.*s=\"%.*s\": %s", where,
@@ -227,11 +232,12 @@ int FileKeyBit(std::string_view key) {
 static_assert(2 * (kMaxDevices + 1) + 4 <= 64, "the key bits fit one uint64_t");
 }  // namespace
 
-void ParseLimitsFile(Config* c, const char* text, size_t size) noexcept {
-  c->file_present = true;
+namespace {
+// The line grammar of a limits file (ParseLimitsFile): applies each line to `c` and returns the
+// bits (FileKeyBit) of the keys it held.
+uint64_t ParseLimitsLines(Config* c, const char* text, size_t size) noexcept {
   std::string_view all(text, size);
   uint64_t seen = 0;
-  bool memory = false;
   c->file_line = 0;
   while (!all.empty()) {
     size_t nl = all.find('\n');
@@ -262,16 +268,164 @@ void ParseLimitsFile(Config* c, const char* text, size_t size) noexcept {
       continue;
     }
     seen |= 1ull << bit;
-    if (key.starts_with(kMemKey)) memory = true;
     ApplyKey(c, key, value, Source::kFile);
   }
-  if (!memory) {
+  return seen;
+}
+
+constexpr int kSingleBits = 2 * (kMaxDevices + 1);
+// The memory and SM limit keys, global and per device.
+constexpr uint64_t kLimitBitsMask = (1ull << kSingleBits) - 1;
+constexpr uint64_t kMemoryBitsMask = (1ull << (kMaxDevices + 1)) - 1;
+constexpr uint64_t kVisibleBit = 1ull << (kSingleBits + 3);
+// What a GPU file of the limits directory holds: its UUID, memory and SM limits of device 0.
+constexpr uint64_t kGpuMemoryBit = 1ull << 1;
+constexpr uint64_t kGpuSmBit = 1ull << (kMaxDevices + 2);
+}  // namespace
+
+void ParseLimitsFile(Config* c, const char* text, size_t size) noexcept {
+  c->file_present = true;
+  const uint64_t seen = ParseLimitsLines(c, text, size);
+  if ((seen & kMemoryBitsMask) == 0) {
     c->all_fail_closed = true;
     c->file_line = 0;
     AddError(c, Source::kFile, kMemKey, "",
              "the file names no memory limit (empty or comments only?)");
   }
   if (c->file_bad) c->all_fail_closed = true;  // a broken file limits nothing: all fail closed
+}
+
+namespace {
+// Refuses the whole directory (file_bad, every device fail closed) for a reason about one file
+// (`name`, may be "") or about the directory.
+void RefuseDir(Config* c, const char* name, std::string_view key, std::string_view value,
+               const char* why) {
+  c->file_line = 0;
+  CopyString(c->file_name, sizeof(c->file_name), "");
+  if (name != nullptr) {
+    const std::string_view n(name, strnlen(name, kFragmentNameMax - 1));
+    CopyString(c->file_name, sizeof(c->file_name), n);
+  }
+  if (c->file_name[0] == '\0') CopyString(c->file_name, sizeof(c->file_name), "(directory)");
+  c->all_fail_closed = true;
+  AddError(c, Source::kFile, key, value, why);
+}
+
+bool ValidFragmentName(const char* name) {
+  if (name == nullptr) return false;
+  const size_t n = strnlen(name, kFragmentNameMax);
+  if (n == 0 || n >= kFragmentNameMax) return false;
+  const std::string_view v(name, n);
+  constexpr std::string_view suffix = api::kHostLimitsSuffix;
+  return v.size() > suffix.size() && v.ends_with(suffix) && v.find('/') == std::string_view::npos;
+}
+
+// One UUID: not empty, no ',', not a keyword, shorter than a region UUID field.
+bool SingleUuid(const char* v) {
+  const size_t n = strnlen(v, kVisibleMax);
+  if (n == 0 || n >= kUuidSize) return false;
+  const std::string_view s(v, n);
+  return s.find(',') == std::string_view::npos && s != "all" && s != "none" && s != "void";
+}
+}  // namespace
+
+void ParseLimitsDir(Config* c, const LimitsFragment* files, size_t count) noexcept {
+  c->file_present = true;
+  if (files == nullptr || count == 0) {
+    RefuseDir(c, nullptr, api::kEnvVisibleDevices, "", "the limits directory holds no file");
+    c->file_bad = true;
+    return;
+  }
+  if (count > kMaxFragments) {
+    RefuseDir(c, nullptr, api::kEnvVisibleDevices, "",
+              "the limits directory holds more than 32 files");
+    return;
+  }
+  // File-name order (insertion sort of indexes: at most kMaxFragments).
+  size_t order[kMaxFragments];
+  for (size_t i = 0; i < count; ++i) {
+    if (!ValidFragmentName(files[i].name) || (files[i].text == nullptr && files[i].size > 0)) {
+      RefuseDir(c, files[i].name, "name", "",
+                "a limits directory file must be named <name>.env (at most 95 bytes, no '/')");
+      return;
+    }
+    size_t j = i;
+    while (j > 0 && std::strcmp(files[order[j - 1]].name, files[i].name) > 0) {
+      order[j] = order[j - 1];
+      --j;
+    }
+    order[j] = i;
+  }
+  uint64_t common_seen = 0;
+  int gpus = 0;
+  size_t visible_len = 0;
+  static_assert(sizeof(Config) < 8192, "one Config per file fits the stack");
+  for (size_t k = 0; k < count; ++k) {
+    const LimitsFragment& f = files[order[k]];
+    Config frag;
+    CopyString(frag.file_name, sizeof(frag.file_name), f.name);
+    const uint64_t seen = ParseLimitsLines(&frag, f.text, f.size);
+    if (frag.error_count > 0) {  // the file's own error, naming its line
+      c->file_bad = true;
+      c->all_fail_closed = true;
+      if (c->error_count++ == 0) std::memcpy(c->error, frag.error, sizeof(c->error));
+      return;
+    }
+    if (seen & kVisibleBit) {
+      // A GPU file: its UUID and its limits, nothing claim-wide.
+      if (!SingleUuid(frag.visible_devices)) {
+        RefuseDir(c, f.name, api::kEnvVisibleDevices, frag.visible_devices,
+                  "a GPU file names exactly one GPU UUID");
+        return;
+      }
+      if ((seen & kGpuMemoryBit) == 0 || (seen & ~(kVisibleBit | kGpuMemoryBit | kGpuSmBit))) {
+        RefuseDir(c, f.name, api::kEnvVisibleDevices, frag.visible_devices,
+                  "a GPU file holds its UUID, CUDA_DEVICE_MEMORY_LIMIT_0 and optionally "
+                  "CUDA_DEVICE_SM_LIMIT_0, nothing else");
+        return;
+      }
+      const std::string_view uuid(frag.visible_devices);
+      for (std::string_view have(c->visible_devices, visible_len); !have.empty();) {
+        const size_t comma = have.find(',');
+        if (Sub(have, 0, comma) == uuid) {
+          RefuseDir(c, f.name, api::kEnvVisibleDevices, uuid, "the GPU is named by two files");
+          return;
+        }
+        have = comma == std::string_view::npos ? std::string_view() : Sub(have, comma + 1);
+      }
+      if (gpus >= kMaxDevices) {
+        RefuseDir(c, f.name, api::kEnvVisibleDevices, uuid, "more than 16 GPU files");
+        return;
+      }
+      c->devices[gpus++] = frag.devices[0];
+      if (visible_len > 0) c->visible_devices[visible_len++] = ',';
+      std::memcpy(c->visible_devices + visible_len, uuid.data(), uuid.size());
+      visible_len += uuid.size();  // 16 UUIDs of < 48 bytes each fit kVisibleMax
+      c->visible_devices[visible_len] = '\0';
+      continue;
+    }
+    // A common file: claim-wide keys, each from one file only.
+    if ((seen & kLimitBitsMask) != 0 || seen == 0) {
+      RefuseDir(c, f.name, kMemKey, "",
+                "a common file holds only CUDA_DEVICE_MEMORY_SHARED_CACHE, "
+                "GPU_CORE_UTILIZATION_POLICY and CUDA_TASK_PRIORITY (limits go in GPU files)");
+      return;
+    }
+    if (seen & common_seen) {
+      RefuseDir(c, f.name, "key", "", "a claim-wide key is given by two files");
+      return;
+    }
+    common_seen |= seen;
+    if (seen & (1ull << kSingleBits)) std::memcpy(c->region_path, frag.region_path, kPathMax);
+    if (seen & (2ull << kSingleBits)) c->policy = frag.policy;
+    if (seen & (4ull << kSingleBits)) c->priority = frag.priority;
+  }
+  if (gpus == 0) {
+    RefuseDir(c, nullptr, api::kEnvVisibleDevices, "", "the limits directory names no GPU");
+    return;
+  }
+  c->file_line = 0;
+  c->file_name[0] = '\0';
 }
 
 void ApplyEnvironment(Config* c, char* const* envp) noexcept {

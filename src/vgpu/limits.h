@@ -26,6 +26,11 @@ namespace fracgpu::vgpu {
 inline constexpr size_t kPathMax = 512;
 inline constexpr size_t kVisibleMax = 1024;
 inline constexpr size_t kErrorMax = 256;
+/// Longest file name in the limits directory (ParseLimitsDir), terminator included.
+inline constexpr size_t kFragmentNameMax = 96;
+/// Most files the limits directory may hold (ParseLimitsDir): a claim-wide file per claim and
+/// one file per GPU.
+inline constexpr size_t kMaxFragments = 32;
 /// Default shared region path (docs/design/CONTRACT.md §4).
 inline constexpr const char* kDefaultRegionPath = "/tmp/cudevshr.cache";
 
@@ -61,6 +66,9 @@ struct Config {
   /// process must not start CUDA at all (cuInit refuses, hooks_query.cc), besides failing closed.
   bool file_bad = false;
   int file_line = 0;  ///< the line being parsed (1-based; for the error's "line N")
+  /// The limits-directory file being parsed (ParseLimitsDir; "" for the single limits file), so
+  /// an error names it.
+  char file_name[kFragmentNameMax] = {};
 };
 
 /// Where a key came from (for error messages).
@@ -86,6 +94,30 @@ void ApplyKey(Config* config, std::string_view key, std::string_view value, Sour
 /// value, an empty or comment-only file — fails every device closed and sets file_bad, the
 /// error naming the line, key and value. Sets config->file_present.
 void ParseLimitsFile(Config* config, const char* text, size_t size) noexcept;
+
+/// One file of the limits directory (api::kLimitsDirPath): its name and `size` bytes of text.
+struct LimitsFragment {
+  const char* name = nullptr;  ///< the file name, NUL-terminated (no folder)
+  const char* text = nullptr;
+  size_t size = 0;
+};
+
+/// Parses the limits directory a DRA container gets instead of the limits file (docs/dra.md
+/// "Per-request devices"): each CDI device of a claim mounts one file per GPU, a claim-wide CDI
+/// edit one common file, so a container that names some of a claim's requests gets exactly
+/// their GPUs. `files` in any order (merged in file-name order); each file has the limits
+/// file's line grammar (ParseLimitsFile) and is one of two kinds:
+///  - a GPU file: `NVIDIA_VISIBLE_DEVICES=<one UUID>`, `CUDA_DEVICE_MEMORY_LIMIT_0` and
+///    optionally `CUDA_DEVICE_SM_LIMIT_0`, nothing else;
+///  - a common file: any of CUDA_DEVICE_MEMORY_SHARED_CACHE, GPU_CORE_UTILIZATION_POLICY,
+///    CUDA_TASK_PRIORITY, and no limit or GPU key.
+/// The result is the Config of one limits file naming the GPUs (in file-name order) with their
+/// limits as devices 0..n-1. Refused (file_bad and every device fail closed, the error naming
+/// the file, line, key and value): no file, more than kMaxFragments files or kMaxDevices GPUs, a
+/// name that is empty, too long (kFragmentNameMax), holds '/' or does not end in ".env", any
+/// error of the line grammar, a file of neither kind, the same GPU UUID in two files, a common key
+/// in two files, no GPU file. Sets config->file_present. Pure: no allocation, no I/O.
+void ParseLimitsDir(Config* config, const LimitsFragment* files, size_t count) noexcept;
 
 /// Reads the keys of docs/design/CONTRACT.md §4 from `envp` (a NULL-terminated environ array),
 /// honouring the precedence above (only LIBCUDA_LOG_LEVEL when config->file_present).

@@ -30,6 +30,11 @@ inline void SleepUntilMonotonicNs(uint64_t t) noexcept {
 /// "fracgpu-limits.env", relative to the working directory (which survives `env -i`).
 const char* LimitsFilePath() noexcept;
 
+/// The limits directory's path (limits.h ParseLimitsDir; a DRA container's composed limits),
+/// read when the limits file is absent; compiled in like the file's. Host: api::kLimitsDirPath.
+/// Test: "fracgpu-limits.d", relative to the working directory.
+const char* LimitsDirPath() noexcept;
+
 /// The node directory where containers on one node meet (per-GPU files, sm_limiter.cc). Host:
 /// api::kNodeDirPath, mounted read-only by the device plugin. Test: "fracgpu-node", relative.
 const char* NodeDirPath() noexcept;

@@ -32,6 +32,7 @@ void ResolveClock() noexcept {
 }  // namespace
 
 const char* LimitsFilePath() noexcept { return "fracgpu-limits.env"; }
+const char* LimitsDirPath() noexcept { return "fracgpu-limits.d"; }
 const char* NodeDirPath() noexcept { return "fracgpu-node"; }
 
 uint64_t NowNs() noexcept {

@@ -8,6 +8,7 @@
 namespace fracgpu::vgpu::platform {
 
 const char* LimitsFilePath() noexcept { return api::kLimitsFilePath; }
+const char* LimitsDirPath() noexcept { return api::kLimitsDirPath; }
 const char* NodeDirPath() noexcept { return api::kNodeDirPath; }
 
 uint64_t NowNs() noexcept { return MonotonicClockNs(); }

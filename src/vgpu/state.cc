@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +120,97 @@ void ReadLimitsFile(Config* c) {
   ParseLimitsFile(c, buf, len);
 }
 
+// Refuses CUDA for a limits directory that cannot be used (state.h: file_bad).
+void RefuseLimitsDir(Config* c, const char* why, int err) {
+  c->file_present = true;
+  c->file_bad = true;
+  c->all_fail_closed = true;
+  if (c->error_count++ > 0) return;
+  std::snprintf(c->error, sizeof(c->error), "limits directory %s: %s (errno %d)",
+                platform::LimitsDirPath(), why, err);
+}
+
+// The limits directory (limits.h ParseLimitsDir), read when present: its entries by getdents64
+// (no allocation: opendir mallocs), each file read whole into one static buffer of
+// kMaxFileBytes. Anything but regular files ending in ".env" fails closed in the parser.
+bool g_limits_from_dir = false;  // the limits came (or were refused) from the directory
+
+void ReadLimitsDir(Config* c) {
+  int dfd = ::open(platform::LimitsDirPath(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno == ENOENT) return;
+    g_limits_from_dir = true;
+    RefuseLimitsDir(c, "exists but cannot be opened", errno);
+    return;
+  }
+  g_limits_from_dir = true;
+  if (c->file_present) {  // a device plugin's file and a DRA claim's directory: which limit?
+    ::close(dfd);
+    RefuseLimitsDir(c, "present beside the limits file", 0);
+    return;
+  }
+  static char names[kMaxFragments + 1][kFragmentNameMax];
+  static char text[kMaxFileBytes + 1];
+  static LimitsFragment files[kMaxFragments + 1];
+  size_t count = 0, used = 0;
+  alignas(8) char dents[4096];
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, dfd, dents, sizeof(dents));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      RefuseLimitsDir(c, "cannot be listed", errno);
+      ::close(dfd);
+      return;
+    }
+    if (n == 0) break;
+    for (long off = 0; off < n;) {
+      struct Dirent64 {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[1];
+      };
+      const auto* d = reinterpret_cast<const Dirent64*>(dents + off);
+      off += d->reclen;
+      if (std::strcmp(d->name, ".") == 0 || std::strcmp(d->name, "..") == 0) continue;
+      if (count > kMaxFragments) continue;  // the parser refuses kMaxFragments + 1 files
+      std::snprintf(names[count], kFragmentNameMax, "%s", d->name);
+      if (std::strlen(d->name) >= kFragmentNameMax) names[count][0] = '\0';  // refused: bad name
+      files[count].name = names[count];
+      files[count].text = text + used;
+      files[count].size = 0;
+      // O_NONBLOCK: a FIFO reads as empty (refused by the parser) instead of blocking.
+      const int fd = ::openat(dfd, d->name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+      if (fd < 0) {
+        RefuseLimitsDir(c, "holds a file that cannot be read", errno);
+        ::close(dfd);
+        return;
+      }
+      int read_errno = 0;
+      while (used <= kMaxFileBytes) {
+        const ssize_t r = ::read(fd, text + used, kMaxFileBytes + 1 - used);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) read_errno = errno;
+        if (r <= 0) break;
+        used += static_cast<size_t>(r);
+        files[count].size += static_cast<size_t>(r);
+      }
+      ::close(fd);
+      if (read_errno != 0 || used > kMaxFileBytes) {
+        RefuseLimitsDir(
+            c, read_errno != 0 ? "holds a file that cannot be read" : "holds more than 64 KiB",
+            read_errno);
+        ::close(dfd);
+        return;
+      }
+      ++count;
+    }
+  }
+  ::close(dfd);
+  ParseLimitsDir(c, files, count);
+}
+
 bool NvmlUuid(unsigned index, char out[kUuidSize]) {
   nvmlDevice_t dev = nullptr;
   if (REAL(nvmlDeviceGetHandleByIndex_v2)(index, &dev) != NVML_SUCCESS) return false;
@@ -212,12 +304,13 @@ void AtForkChild() {
 
 void DoInit() {
   ReadLimitsFile(&g_config);
+  ReadLimitsDir(&g_config);
   ApplyEnvironment(&g_config, environ);
   FinishConfig(&g_config);
   SetLogLevel(g_config.log_level);
   if (g_config.file_bad) {
     Log(kLogError, "%s (%s): CUDA refused to start (cuInit returns CUDA_ERROR_NOT_PERMITTED)",
-        g_config.error, platform::LimitsFilePath());
+        g_config.error, g_limits_from_dir ? platform::LimitsDirPath() : platform::LimitsFilePath());
   } else if (g_config.error_count > 0) {
     Log(kLogError, "bad configuration, failing closed: %s", g_config.error);
   }
@@ -452,6 +545,7 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind, const char* api) noexc
   RegionSlot* slot = EnsureSlot();
   Region* r = g_region.region;
   if (!slot || !RegionLock(r)) return CUDA_ERROR_OUT_OF_MEMORY;
+  RequestWakeIfParked(r->devices[dev]);  // an allocation of a parked container wakes it
   // No periodic reaping here: a sweep costs a kill() and a /proc read per slot, and a
   // steady-state allocation makes no system call. Dead slots are swept when they are in the
   // way (below), when a slot is claimed, and at most once a second by DeviceUsed.

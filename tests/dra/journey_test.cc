@@ -175,33 +175,45 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
     ASSERT_EQ(prepared.devices_size(), 1);
     ASSERT_EQ(prepared.devices(0).cdi_device_ids_size(), 1);
     std::string cdi_id = prepared.devices(0).cdi_device_ids(0);
-    // The runtime's part: find the CDI device by its fully qualified name and apply its edits.
+    // The runtime's part, as the CDI library does it (pkg/cdi/cache.go InjectDevices): find
+    // the CDI device by its fully qualified name, apply the spec's own edits once and then the
+    // device's.
     json spec = json::parse(ReadFile(dir.path() + "/cdi/fracgpu.io-gpu-claim-" + uid + ".json"));
+    ASSERT_EQ(spec["devices"].size(), 1u);
     ASSERT_EQ(spec["kind"].get<std::string>() + "=" + spec["devices"][0]["name"].get<std::string>(),
               cdi_id);
-    const json& edits = spec["devices"][0]["containerEdits"];
     std::string cwd = dir.path() + "/containers/" + name;
-    fs::create_directories(cwd);
+    fs::create_directories(cwd + "/fracgpu-limits.d");
     std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
                                               {"LD_LIBRARY_PATH", FRACGPU_FAKES_LIB},
                                               {"FAKE_GPU_STATE_DIR", dir.path() + "/gpu-state"}};
-    for (const auto& e : edits["env"]) {
-      std::string kv = e;
-      env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
-    }
     std::vector<Mount> mounts;
-    for (const auto& m : edits["mounts"]) mounts.push_back({m["containerPath"], m["hostPath"]});
+    for (const json* edits : {&spec["containerEdits"], &spec["devices"][0]["containerEdits"]}) {
+      for (const auto& e : edits->value("env", json::array())) {
+        std::string kv = e;
+        ASSERT_EQ(env.count(kv.substr(0, kv.find('='))), 0u) << "env key set twice: " << kv;
+        env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+      }
+      for (const auto& m : edits->value("mounts", json::array()))
+        mounts.push_back({m["containerPath"], m["hostPath"]});
+    }
     env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] =
         Translate(mounts, env["CUDA_DEVICE_MEMORY_SHARED_CACHE"]);
+    const std::string limits_dir = "/etc/fracgpu/limits.d/";
+    const std::string toolkit_dir = "/var/run/nvidia-container-devices/";
+    std::vector<std::string> runtime_gpus;
     for (const auto& m : mounts) {
-      if (m.container_path == "/etc/fracgpu/limits.env") {
+      EXPECT_NE(m.container_path, "/etc/fracgpu/limits.env");  // the device plugin's file only
+      if (m.container_path.rfind(limits_dir, 0) == 0) {
         std::stringstream in(ReadFile(m.host_path));
-        std::ofstream out(cwd + "/fracgpu-limits.env");
+        std::ofstream out(cwd + "/fracgpu-limits.d/" + m.container_path.substr(limits_dir.size()));
         for (std::string line; std::getline(in, line);) {
           const std::string key = "CUDA_DEVICE_MEMORY_SHARED_CACHE=";
           if (line.rfind(key, 0) == 0) line = key + Translate(mounts, line.substr(key.size()));
           out << line << "\n";
         }
+      } else if (m.container_path.rfind(toolkit_dir, 0) == 0) {
+        runtime_gpus.push_back(m.container_path.substr(toolkit_dir.size()));
       } else if (m.container_path == "/etc/ld.so.preload") {
         std::stringstream in(ReadFile(m.host_path));
         std::string lib;
@@ -209,11 +221,15 @@ TEST(DraJourneyTest, ThreeSharesOnOneSixteenGiBGpuAreEnforcedAndAFourthStaysPend
         env["LD_PRELOAD"] = Translate(mounts, lib);
       }
     }
-    EXPECT_EQ(env["CUDA_DEVICE_MEMORY_LIMIT_0"], std::to_string(mib) + "m");
-    EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], kUuid0);
+    EXPECT_EQ(ReadFile(cwd + "/fracgpu-limits.d/gpu-" + kUuid0 + ".env"),
+              std::string("NVIDIA_VISIBLE_DEVICES=") + kUuid0 + "\nCUDA_DEVICE_MEMORY_LIMIT_0=" +
+                  std::to_string(mib) + "m\nCUDA_DEVICE_SM_LIMIT_0=0\n");
+    EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "void");  // the GPUs come from the devices' mounts
+    EXPECT_EQ(env.count("CUDA_DEVICE_MEMORY_LIMIT_0"), 0u);
     EXPECT_EQ(env["LD_PRELOAD"], hook + "/vgpu/libvgpu.so");
+    ASSERT_EQ(runtime_gpus, std::vector<std::string>{kUuid0});
     env["FAKE_GPU_DEVICES"] =
-        std::string(kUuid0) + ":" + std::to_string(kGpuMiB);  // the runtime's visible GPU
+        runtime_gpus[0] + ":" + std::to_string(kGpuMiB);  // the runtime's visible GPU
     std::vector<std::string> argv = {FRACGPU_VGPU_APP};
     for (const auto& op : e2e::SliceProbe(mib)) argv.push_back(op);
     containers.push_back(std::make_unique<e2e::ContainerProcess>(argv, env, cwd, cwd + ".stderr"));

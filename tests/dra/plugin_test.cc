@@ -93,7 +93,7 @@ TEST_F(PluginTest, RegistersPreparesAndUnpreparesOverV1) {
   ASSERT_EQ(c.devices(0).request_names_size(), 1);
   EXPECT_EQ(c.devices(0).request_names(0), "gpu");
   ASSERT_EQ(c.devices(0).cdi_device_ids_size(), 1);
-  EXPECT_EQ(c.devices(0).cdi_device_ids(0), "fracgpu.io/gpu=claim-uid-1");
+  EXPECT_EQ(c.devices(0).cdi_device_ids(0), "fracgpu.io/gpu=claim-uid-1-gpu-0");
   // dra/v1 Device.share_id (field 5) carries the allocation's shareID.
   ASSERT_TRUE(c.devices(0).has_share_id());
   EXPECT_EQ(c.devices(0).share_id(), "s-1");
@@ -135,7 +135,7 @@ TEST_F(PluginTest, FirstAvailableSubrequestIsReportedUnderItsRequest) {
   EXPECT_EQ(c.devices(0).device_name(), "gpu-1");
   ASSERT_EQ(c.devices(0).request_names_size(), 1);
   EXPECT_EQ(c.devices(0).request_names(0), "gpu");
-  const std::vector<std::string> want = {"fracgpu.io/gpu=claim-uid-fa"};
+  const std::vector<std::string> want = {"fracgpu.io/gpu=claim-uid-fa-gpu-1"};
   EXPECT_EQ(fakes::ContainerCdiDevices(c, "gpu"), want);
   EXPECT_EQ(fakes::ContainerCdiDevices(c, ""), want);
   EXPECT_TRUE(fakes::ContainerCdiDevices(c, "other").empty());
@@ -156,9 +156,11 @@ TEST_F(PluginTest, KubeletOfOneThirtyThreeNegotiatesV1beta1) {
   const auto& c = resp.claims().at("uid-2");
   ASSERT_EQ(c.devices_size(), 2) << c.error();
   EXPECT_EQ(c.devices(1).device_name(), "gpu-1");
-  // One CDI device for the claim, named once per request.
-  EXPECT_EQ(c.devices(0).cdi_device_ids_size(), 1);
-  EXPECT_EQ(c.devices(1).cdi_device_ids_size(), 0);
+  // One CDI device per allocated device (each carries only its GPU).
+  ASSERT_EQ(c.devices(0).cdi_device_ids_size(), 1);
+  ASSERT_EQ(c.devices(1).cdi_device_ids_size(), 1);
+  EXPECT_EQ(c.devices(0).cdi_device_ids(0), "fracgpu.io/gpu=claim-uid-2-gpu-0");
+  EXPECT_EQ(c.devices(1).cdi_device_ids(0), "fracgpu.io/gpu=claim-uid-2-gpu-1");
   // dra/v1beta1 has no share_id: nothing of it crosses that wire.
   EXPECT_FALSE(c.devices(0).has_share_id());
   EXPECT_FALSE(c.devices(1).has_share_id());
@@ -168,6 +170,31 @@ TEST_F(PluginTest, KubeletOfOneThirtyThreeNegotiatesV1beta1) {
                         "CUDA_DEVICE_SM_LIMIT_1=50\n"),
             std::string::npos)
       << limits;
+}
+
+TEST_F(PluginTest, EachRequestGetsOnlyItsOwnDevicesEachOnce) {
+  // A claim of two requests, one GPU each: a container naming one request gets that request's
+  // CDI device only (the kubelet's matching: fakes::ContainerCdiDevices), one naming the claim
+  // (every request) each device once.
+  api_.Put("resourceclaims", Claim("pair", "uid-p",
+                                   json::array({Result("gpu-0", "4Gi", "30", "a", "small"),
+                                                Result("gpu-1", "8Gi", "60", "b", "large")})));
+  FakeDraKubelet kubelet(registry_);
+  ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
+  drav1::NodePrepareResourcesResponse resp;
+  ASSERT_TRUE(kubelet.Prepare(kDriverName, {ClaimRef("ml", "pair", "uid-p")}, &resp).ok());
+  const auto& c = resp.claims().at("uid-p");
+  ASSERT_EQ(c.devices_size(), 2) << c.error();
+  const std::string id0 = "fracgpu.io/gpu=claim-uid-p-gpu-0";
+  const std::string id1 = "fracgpu.io/gpu=claim-uid-p-gpu-1";
+  EXPECT_EQ(fakes::ContainerCdiDevices(c, "small"), std::vector<std::string>{id0});
+  EXPECT_EQ(fakes::ContainerCdiDevices(c, "large"), std::vector<std::string>{id1});
+  EXPECT_EQ(fakes::ContainerCdiDevices(c, ""), (std::vector<std::string>{id0, id1}));
+  // The spec names both devices; each mounts its own GPU's limits file.
+  json spec = json::parse(ReadFile(CdiFile("uid-p")));
+  ASSERT_EQ(spec["devices"].size(), 2u);
+  EXPECT_EQ(spec["devices"][0]["name"], "claim-uid-p-gpu-0");
+  EXPECT_EQ(spec["devices"][1]["name"], "claim-uid-p-gpu-1");
 }
 
 TEST_F(PluginTest, KubeletThatSpeaksNoOfferedServiceRejectsTheRegistration) {

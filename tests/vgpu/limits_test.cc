@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -265,6 +266,162 @@ TEST(VgpuLimits, CorePolicyInAnyLetterCase) {
     EXPECT_NE(std::string(c.error).find("must be default, force or disable"), std::string::npos)
         << c.error;
   }
+}
+
+// ---- the limits directory (DRA: one file per GPU, one claim-wide file; ParseLimitsDir) ----
+
+constexpr char kUuidA[] = "GPU-aaaaaaaa-0000-0000-0000-000000000001";
+constexpr char kUuidB[] = "GPU-bbbbbbbb-0000-0000-0000-000000000002";
+
+struct DirFile {
+  std::string name, text;
+};
+
+Config ParseDir(const std::vector<DirFile>& files) {
+  std::vector<LimitsFragment> f;
+  for (const auto& d : files) f.push_back({d.name.c_str(), d.text.data(), d.text.size()});
+  Config c;
+  ParseLimitsDir(&c, f.data(), f.size());
+  FinishConfig(&c);
+  return c;
+}
+
+std::string GpuFile(const char* uuid, const char* mem, const char* sm) {
+  return std::string("NVIDIA_VISIBLE_DEVICES=") + uuid + "\nCUDA_DEVICE_MEMORY_LIMIT_0=" + mem +
+         "\nCUDA_DEVICE_SM_LIMIT_0=" + sm + "\n";
+}
+
+const char kCommon[] =
+    "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/region.cache\n"
+    "GPU_CORE_UTILIZATION_POLICY=force\nCUDA_TASK_PRIORITY=0\n";
+
+TEST(VgpuLimitsDir, MergesGpuFilesInNameOrderWithTheCommonFile) {
+  // Given out of order: gpu-B before claim_u before gpu-A; merged by name: A is device 0.
+  Config c = ParseDir({{std::string("gpu-") + kUuidB + ".env", GpuFile(kUuidB, "2000m", "20")},
+                       {"claim_u.env", kCommon},
+                       {std::string("gpu-") + kUuidA + ".env", GpuFile(kUuidA, "1g", "30")}});
+  ASSERT_EQ(c.error_count, 0) << c.error;
+  EXPECT_FALSE(c.file_bad);
+  EXPECT_FALSE(c.all_fail_closed);
+  EXPECT_TRUE(c.file_present);
+  EXPECT_EQ(std::string(c.visible_devices), std::string(kUuidA) + "," + kUuidB);
+  bool fail = true;
+  EXPECT_EQ(EffectiveMemoryLimit(c, 0, &fail), 1ull << 30);
+  EXPECT_FALSE(fail);
+  EXPECT_EQ(EffectiveMemoryLimit(c, 1, &fail), 2000ull << 20);
+  EXPECT_FALSE(fail);
+  EXPECT_EQ(EffectiveSmLimit(c, 0), 30u);
+  EXPECT_EQ(EffectiveSmLimit(c, 1), 20u);
+  EXPECT_EQ(EffectiveMemoryLimit(c, 2, &fail), 0u);  // no third GPU, no global limit
+  EXPECT_STREQ(c.region_path, "/usr/local/vgpu/region.cache");
+  EXPECT_EQ(c.policy, CorePolicy::kForce);
+  EXPECT_EQ(c.priority, 0);
+}
+
+TEST(VgpuLimitsDir, OneGpuFileAloneIsEnough) {
+  // A container naming one request of a claim gets that GPU's file and the common one.
+  Config c = ParseDir({{"claim_u.env", kCommon},
+                       {std::string("gpu-") + kUuidB + ".env", GpuFile(kUuidB, "3000m", "0")}});
+  ASSERT_EQ(c.error_count, 0) << c.error;
+  EXPECT_STREQ(c.visible_devices, kUuidB);
+  bool fail = true;
+  EXPECT_EQ(EffectiveMemoryLimit(c, 0, &fail), 3000ull << 20);
+  EXPECT_EQ(EffectiveSmLimit(c, 0), 0u);
+  // The directory stands for the file: the environment cannot lift a limit.
+  std::string lift = "CUDA_DEVICE_MEMORY_LIMIT_0=0", vis = "NVIDIA_VISIBLE_DEVICES=all";
+  char* envp[] = {lift.data(), vis.data(), nullptr};
+  ApplyEnvironment(&c, envp);
+  EXPECT_EQ(EffectiveMemoryLimit(c, 0, &fail), 3000ull << 20);
+  EXPECT_STREQ(c.visible_devices, kUuidB);
+}
+
+TEST(VgpuLimitsDir, BadDirectoriesFailClosedNamingTheFile) {
+  const std::string a = std::string("gpu-") + kUuidA + ".env";
+  const std::string b = std::string("gpu-") + kUuidB + ".env";
+  const std::string good_a = GpuFile(kUuidA, "1g", "30");
+  struct Row {
+    const char* what;
+    std::vector<DirFile> files;
+    const char* error;  // a part of Config::error
+  };
+  const std::vector<Row> rows = {
+      {"no file", {}, "holds no file"},
+      {"only the common file", {{"claim_u.env", kCommon}}, "names no GPU"},
+      {"the same GPU in two files",
+       {{a, good_a}, {"gpu-x.env", GpuFile(kUuidA, "2g", "10")}},
+       "the GPU is named by two files"},
+      {"a claim-wide key in two files",
+       {{a, good_a}, {"c1.env", kCommon}, {"c2.env", kCommon}},
+       "given by two files"},
+      {"a GPU file naming two GPUs",
+       {{a, std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA + "," + kUuidB +
+                "\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n"}},
+       "exactly one GPU UUID"},
+      {"a GPU file naming all",
+       {{a, "NVIDIA_VISIBLE_DEVICES=all\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n"}},
+       "exactly one GPU UUID"},
+      {"a GPU file without a memory limit",
+       {{a, std::string("NVIDIA_VISIBLE_DEVICES=") + kUuidA + "\nCUDA_DEVICE_SM_LIMIT_0=30\n"}},
+       "nothing else"},
+      {"a GPU file with device 1's limit",
+       {{a, good_a + "CUDA_DEVICE_MEMORY_LIMIT_1=1g\n"}},
+       "nothing else"},
+      {"a GPU file with a global limit",
+       {{a, good_a + "CUDA_DEVICE_MEMORY_LIMIT=1g\n"}},
+       "nothing else"},
+      {"a GPU file with a claim-wide key",
+       {{a, good_a + "CUDA_TASK_PRIORITY=0\n"}},
+       "nothing else"},
+      {"a common file with a limit",
+       {{a, good_a}, {"c.env", "CUDA_DEVICE_MEMORY_LIMIT=1g\n"}},
+       "limits go in GPU files"},
+      {"an empty file", {{a, good_a}, {"c.env", ""}}, "limits go in GPU files"},
+      {"a comment-only file", {{a, good_a}, {"c.env", "# nothing\n"}}, "limits go in GPU files"},
+      {"a bad value",
+       {{a, GpuFile(kUuidA, "1Gi", "30")}},
+       "limits directory file gpu-GPU-aaaaaaaa-0000-0000-0000-000000000001.env line 2"},
+      {"a line without =", {{a, good_a}, {"c.env", "junk\n"}}, "c.env line 1"},
+      {"a key twice in one file", {{a, good_a + "CUDA_DEVICE_SM_LIMIT_0=30\n"}}, "key given twice"},
+      {"LIBCUDA_LOG_LEVEL in a file",
+       {{a, good_a}, {"c.env", "LIBCUDA_LOG_LEVEL=4\n"}},
+       "unknown key"},
+      {"a name without .env", {{"gpu-a", good_a}}, "named <name>.env"},
+      {"a name that is only .env", {{".env", good_a}}, "named <name>.env"},
+      {"a name with a /", {{"x/gpu.env", good_a}}, "named <name>.env"},
+      {"an empty name", {{"", good_a}}, "named <name>.env"},
+      {"a name of 96 bytes", {{std::string(92, 'n') + ".env", good_a}}, "named <name>.env"},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.what);
+    Config c = ParseDir(r.files);
+    EXPECT_TRUE(c.file_bad);
+    EXPECT_TRUE(c.all_fail_closed);
+    EXPECT_TRUE(c.file_present);
+    EXPECT_GE(c.error_count, 1);
+    EXPECT_NE(std::string(c.error).find(r.error), std::string::npos) << c.error;
+    bool fail = false;
+    (void)EffectiveMemoryLimit(c, 0, &fail);
+    EXPECT_TRUE(fail);
+  }
+  // More GPU files than devices, and more files than the bound.
+  std::vector<DirFile> many;
+  for (int i = 0; i <= kMaxDevices; ++i) {
+    char uuid[48];
+    std::snprintf(uuid, sizeof(uuid), "GPU-%08d-0000-0000-0000-000000000000", i);
+    many.push_back({std::string("gpu-") + uuid + ".env", GpuFile(uuid, "1g", "10")});
+  }
+  Config c = ParseDir(many);
+  EXPECT_TRUE(c.file_bad);
+  EXPECT_NE(std::string(c.error).find("more than 16 GPU files"), std::string::npos) << c.error;
+  many.pop_back();
+  c = ParseDir(many);
+  EXPECT_FALSE(c.file_bad) << c.error;  // exactly 16 GPUs is fine
+  EXPECT_EQ(std::string(c.visible_devices).size(), 16u * 40u + 15u);
+  for (size_t i = 0; many.size() <= kMaxFragments; ++i)
+    many.push_back({"c" + std::to_string(i) + ".env", "CUDA_TASK_PRIORITY=1\n"});
+  c = ParseDir(many);
+  EXPECT_TRUE(c.file_bad);
+  EXPECT_NE(std::string(c.error).find("more than 32 files"), std::string::npos) << c.error;
 }
 
 }  // namespace
