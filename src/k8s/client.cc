@@ -6,6 +6,7 @@
 
 #include "base/file.h"
 #include "base/strings.h"
+#include "k8s/objects.h"
 
 namespace fracgpu::k8s {
 namespace {
@@ -227,15 +228,54 @@ Result<json> Client::Call(const std::string& method, const std::string& path,
 
 Result<json> Client::Get(const std::string& path) { return Call("GET", path, "", "", true); }
 
+namespace {
+
+// The path of one page of a list: selectors, page size, and `cont` (the previous page's
+// continue token) or, on the first page, the resourceVersion asked for.
+std::string ListPagePath(const std::string& path, const ListOptions& options,
+                         const std::string& cont) {
+  std::string p = AppendQuery(path, "labelSelector", options.label_selector);
+  p = AppendQuery(p, "fieldSelector", options.field_selector);
+  if (options.limit > 0) p = AppendQuery(p, "limit", std::to_string(options.limit));
+  p = AppendQuery(p, "continue", cont);
+  if (cont.empty()) p = AppendQuery(p, "resourceVersion", options.resource_version);
+  return p;
+}
+
+// The continue token of a list page ("" on the last page).
+std::string ContinueToken(const json& page) {
+  if (!page.contains("metadata") || !page["metadata"].is_object()) return "";
+  const auto& md = page["metadata"];
+  if (md.contains("continue") && md["continue"].is_string())
+    return md["continue"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+Result<std::string> Client::ListEach(const std::string& path, const ListOptions& options,
+                                     const std::function<void(json& item)>& on_item) {
+  std::string cont, rv;
+  do {
+    std::string p = ListPagePath(path, options, cont);
+    auto page = Call("GET", p, "", "", true);
+    if (!page.ok()) return page.status();
+    json& pj = *page;
+    if (!pj.is_object()) return Internal("GET " + p + ": list reply is not an object");
+    if (pj.contains("items") && pj["items"].is_array()) {
+      for (auto& item : pj["items"]) on_item(item);
+    }
+    rv = ResourceVersion(pj);
+    cont = ContinueToken(pj);
+  } while (!cont.empty());
+  return rv;
+}
+
 Result<json> Client::List(const std::string& path, const ListOptions& options) {
   json all;
   std::string cont;
   do {
-    std::string p = AppendQuery(path, "labelSelector", options.label_selector);
-    p = AppendQuery(p, "fieldSelector", options.field_selector);
-    if (options.limit > 0) p = AppendQuery(p, "limit", std::to_string(options.limit));
-    p = AppendQuery(p, "continue", cont);
-    if (cont.empty()) p = AppendQuery(p, "resourceVersion", options.resource_version);
+    std::string p = ListPagePath(path, options, cont);
     auto page = Call("GET", p, "", "", true);
     if (!page.ok()) return page.status();
     json& pj = *page;
@@ -247,12 +287,7 @@ Result<json> Client::List(const std::string& path, const ListOptions& options) {
       for (auto& item : pj["items"]) all["items"].push_back(std::move(item));
       all["metadata"] = pj.value("metadata", json::object());
     }
-    cont.clear();
-    if (pj.contains("metadata") && pj["metadata"].is_object()) {
-      const auto& md = pj["metadata"];
-      if (md.contains("continue") && md["continue"].is_string())
-        cont = md["continue"].get<std::string>();
-    }
+    cont = ContinueToken(pj);
   } while (!cont.empty());
   if (all.contains("metadata") && all["metadata"].is_object()) all["metadata"].erase("continue");
   return all;

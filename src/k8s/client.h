@@ -97,6 +97,13 @@ class Client {
   /// Lists a collection, following `continue` pages; returns the list object whose `items`
   /// holds every page and whose metadata.resourceVersion is the last page's.
   Result<json> List(const std::string& path, const ListOptions& options = {});
+  /// Lists a collection page by page (`options.limit` items a page, following `continue`),
+  /// calling `on_item` with each item of a page before the next page is fetched, so only one
+  /// page is held at a time (a LIST of 15,000 nodes as one document held all of them at
+  /// once); `on_item` may move from the item. Returns the last page's resourceVersion.
+  /// Errors: as List (a page that fails ends the list; items already passed stay passed).
+  Result<std::string> ListEach(const std::string& path, const ListOptions& options,
+                               const std::function<void(json& item)>& on_item);
   /// POST `body` to `path` (create); returns the created object. Not retried. Create, Update
   /// and MergePatch (and so BindPod, CreateEvent, PatchWithRetry) send fieldValidation=Strict:
   /// an unknown or duplicate field is kInvalidArgument (HTTP 400) naming it.

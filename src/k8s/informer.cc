@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <random>
+#include <vector>
 
+#include "base/heap.h"
 #include "k8s/objects.h"
 
 namespace fracgpu::k8s {
@@ -48,34 +50,60 @@ std::string Informer::last_resource_version() const {
   return rv_;
 }
 
+nlohmann::json IdentityOf(const nlohmann::json& obj) {
+  nlohmann::json md = {{"name", Name(obj)}};
+  if (std::string ns = Namespace(obj); !ns.empty()) md["namespace"] = std::move(ns);
+  md["uid"] = Uid(obj);
+  md["resourceVersion"] = ResourceVersion(obj);
+  return {{"metadata", std::move(md)}};
+}
+
+nlohmann::json Informer::Stored(const nlohmann::json& obj) const {
+  return options_.keep_objects ? obj : IdentityOf(obj);
+}
+
 Status Informer::Relist() {
   ListOptions lo;
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
-  auto list = client_->List(options_.path, lo);
-  if (!list.ok()) return list.status();
+  // The store as it was (the informer thread is its only writer): what the fresh list is
+  // compared with. Only the key and resourceVersion of each entry are needed.
+  std::map<std::string, std::string> old_rv;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, obj] : store_)
+      old_rv.emplace_hint(old_rv.end(), key, ResourceVersion(obj));
+  }
+  // Page by page: each item is reported as its page arrives (an upsert when it is new or its
+  // resourceVersion changed), so the list is never held whole as one document.
   std::map<std::string, nlohmann::json> fresh;
-  for (auto& item : (*list)["items"]) fresh[Key(item)] = item;
-  std::map<std::string, nlohmann::json> old;
+  auto rv = client_->ListEach(options_.path, lo, [&](nlohmann::json& item) {
+    std::string key = Key(item);
+    auto it = old_rv.find(key);
+    bool changed = it == old_rv.end() || it->second != ResourceVersion(item);
+    if (changed && handlers_.on_upsert) handlers_.on_upsert(item);
+    fresh[std::move(key)] = options_.keep_objects ? std::move(item) : IdentityOf(item);
+  });
+  if (!rv.ok()) return rv.status();
+  // Report what the list no longer holds, so a consumer that missed events during a 410 gap
+  // ends in the same state as the API server.
+  std::vector<nlohmann::json> gone;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    old = store_;
-  }
-  // Report the differences between the old store and the fresh list, so a consumer that
-  // missed events during a 410 gap ends in the same state as the API server.
-  for (auto& [key, obj] : old) {
-    if (!fresh.count(key) && handlers_.on_delete) handlers_.on_delete(obj);
-  }
-  for (auto& [key, obj] : fresh) {
-    auto it = old.find(key);
-    bool changed = it == old.end() || ResourceVersion(it->second) != ResourceVersion(obj);
-    if (changed && handlers_.on_upsert) handlers_.on_upsert(obj);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, obj] : store_) {
+      if (!fresh.count(key)) gone.push_back(std::move(obj));
+    }
     store_ = std::move(fresh);
-    rv_ = ResourceVersion(*list);
-    synced_ = true;
+    rv_ = *rv;
+  }
+  if (handlers_.on_delete) {
+    for (const auto& obj : gone) handlers_.on_delete(obj);
+  }
+  gone.clear();
+  base::ReleaseFreeHeap();  // the pages' documents, freed on this thread's arena
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = true;  // after every handler of this list ran
     ++lists_;
   }
   cv_.notify_all();
@@ -94,7 +122,7 @@ void Informer::Apply(const WatchEvent& ev) {
   if (ev.type == "ADDED" || ev.type == "MODIFIED") {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      store_[key] = ev.object;
+      store_[key] = Stored(ev.object);
       if (!rv.empty()) rv_ = rv;
     }
     if (handlers_.on_upsert) handlers_.on_upsert(ev.object);

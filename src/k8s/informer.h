@@ -34,13 +34,25 @@ struct InformerOptions {
   base::Backoff::Options backoff{std::chrono::milliseconds(200), 2.0, 0.5,
                                  std::chrono::milliseconds(30000)};
   uint64_t seed = 0;  ///< backoff jitter seed (0 = random)
+  /// Keep whole objects in the store (Snapshot() returns them). False: keep only each object's
+  /// identity, {"metadata": {name, namespace, uid, resourceVersion}} (IdentityOf), which is
+  /// all a relist needs to tell what changed; for a consumer that keeps its own state from the
+  /// handlers (the scheduler: a Node with its annotations and managedFields is several KiB of
+  /// json objects, ×15,000). The delete a relist reports then carries that identity only.
+  bool keep_objects = true;
 };
+
+/// An object's identity as the informer stores it without keep_objects: {"metadata": {"name",
+/// "namespace" (when set), "uid", "resourceVersion"}}.
+nlohmann::json IdentityOf(const nlohmann::json& obj);
 
 /// Callbacks; any may be empty. Run on the informer thread; must not call Stop().
 struct InformerHandlers {
   std::function<void(const nlohmann::json& obj)> on_upsert;  ///< added or modified
-  std::function<void(const nlohmann::json& obj)> on_delete;  ///< last known state
-  std::function<void()> on_synced;                           ///< after each (re)list is applied
+  /// Last known state (the watch's DELETED object; after a relist, the stored object, or its
+  /// identity without keep_objects).
+  std::function<void(const nlohmann::json& obj)> on_delete;
+  std::function<void()> on_synced;  ///< after each (re)list is applied
 };
 
 /// List+watch loop on its own thread. Thread-safe.
@@ -59,7 +71,7 @@ class Informer {
   bool HasSynced() const;
   /// Blocks until HasSynced() or `timeout`; returns HasSynced().
   bool WaitForSync(std::chrono::milliseconds timeout) const;
-  /// A copy of the store (key "<ns>/<name>" → object).
+  /// A copy of the store (key "<ns>/<name>" → object, or its identity without keep_objects).
   std::map<std::string, nlohmann::json> Snapshot() const;
   /// Number of lists performed (1 + relists); for tests and metrics.
   int64_t list_count() const;
@@ -70,6 +82,7 @@ class Informer {
   void Run();
   Status Relist();
   void Apply(const WatchEvent& ev);
+  nlohmann::json Stored(const nlohmann::json& obj) const;
 
   Client* client_;
   InformerOptions options_;

@@ -1,28 +1,81 @@
 #include "metrics/registry.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 namespace fracgpu::metrics {
+
+namespace detail {
+
+void* MapPages(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    // As an allocation that fails ends the process (no exceptions outside the front ends).
+    std::fprintf(stderr, "fracgpu metrics: mmap of %zu bytes for a scrape failed\n", bytes);
+    std::abort();
+  }
+  return p;
+}
+
+void UnmapPages(void* p, size_t bytes) noexcept {
+  if (p != nullptr) ::munmap(p, bytes == 0 ? 1 : bytes);
+}
+
+}  // namespace detail
+
 namespace {
 
-std::string FormatValue(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+// Appends `v` as the text format writes a sample value.
+template <class Text>
+void AppendValue(Text& out, double v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v > 0 ? "+Inf" : "-Inf";
+    return;
+  }
+  char buf[32];
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
+    int n = std::snprintf(buf, sizeof buf, "%.0f", v);
+    out.append(buf, static_cast<size_t>(n));
+    return;
   }
   // The shortest of %.15g..%.17g that reads back as the same double.
-  char buf[32];
+  int n = 0;
   for (int precision = 15; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    n = std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;
   }
-  return buf;
+  out.append(buf, static_cast<size_t>(n));
+}
+
+std::string FormatValue(double v) {
+  std::string out;
+  AppendValue(out, v);
+  return out;
+}
+
+// Appends a label value escaped as the text format requires (backslash, quote, newline).
+template <class Text>
+void AppendEscaped(Text& out, const std::string& value) {
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
 }
 
 const char* TypeName(Type t) {
@@ -44,6 +97,20 @@ std::string WithLe(const std::string& labels, const std::string& le) {
   return labels.substr(0, labels.size() - 1) + "," + pair + "}";
 }
 
+template <class Text>
+void AppendLabels(Text& out, const Labels& labels) {
+  if (labels.empty()) return;
+  out.push_back('{');
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i) out.push_back(',');
+    out += labels[i].first;
+    out += "=\"";
+    AppendEscaped(out, labels[i].second);
+    out.push_back('"');
+  }
+  out.push_back('}');
+}
+
 }  // namespace
 
 std::vector<double> DefaultLatencyBuckets() {
@@ -53,32 +120,29 @@ std::vector<double> DefaultLatencyBuckets() {
 
 std::string EscapeLabelValue(const std::string& value) {
   std::string out;
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out.push_back(c);
-    }
-  }
+  AppendEscaped(out, value);
   return out;
 }
 
 std::string Registry::RenderLabels(const Labels& labels) {
-  if (labels.empty()) return "";
-  std::string out = "{";
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (i) out += ",";
-    out += labels[i].first + "=\"" + EscapeLabelValue(labels[i].second) + "\"";
-  }
-  return out + "}";
+  std::string out;
+  AppendLabels(out, labels);
+  return out;
 }
 
 void Registry::Scrape::Set(const std::string& name, const Labels& labels, double value) {
-  samples_[name][RenderLabels(labels)] = value;
+  PageText& out = lines_[name];
+  out += name;
+  AppendLabels(out, labels);
+  out.push_back(' ');
+  AppendValue(out, value);
+  out.push_back('\n');
+}
+
+size_t Registry::Scrape::bytes() const {
+  size_t n = 0;
+  for (const auto& [name, text] : lines_) n += text.size();
+  return n;
 }
 
 void Registry::Describe(const std::string& name, Type type, const std::string& help,
@@ -131,16 +195,22 @@ std::string Registry::Render() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     collectors = collectors_;
-    families = families_;
+    families = families_;  // small: the collectors' samples are not in it
   }
   Scrape scrape;
   for (const auto& c : collectors) c(scrape);
-  for (auto& [name, samples] : scrape.samples_) {
-    for (auto& [labels, v] : samples) families[name].values[labels] = v;
-  }
-  std::string out;
+  for (const auto& [name, text] : scrape.lines_) families.try_emplace(name);
+
+  // The registry's own samples (counters, histograms) first, into their own small text per
+  // family; then one buffer of the page's final size, so the collectors' text (nearly all of
+  // the page at cluster scale) is copied once and never reallocated.
+  std::map<std::string, std::string> own;
+  size_t total = 0;
   for (const auto& [name, f] : families) {
-    if (f.values.empty() && f.histograms.empty()) continue;
+    auto lines = scrape.lines_.find(name);
+    const size_t collected = lines == scrape.lines_.end() ? 0 : lines->second.size();
+    if (f.values.empty() && f.histograms.empty() && collected == 0) continue;
+    std::string& out = own[name];
     out += "# HELP " + name + " " + f.help + "\n";
     out += "# TYPE " + name + " " + TypeName(f.type) + "\n";
     if (f.type == Type::kHistogram) {
@@ -156,10 +226,27 @@ std::string Registry::Render() const {
         out += name + "_count" + labels + " " + std::to_string(h.count) + "\n";
       }
     } else {
-      for (const auto& [labels, v] : f.values) out += name + labels + " " + FormatValue(v) + "\n";
+      for (const auto& [labels, v] : f.values) {
+        out += name;
+        out += labels;
+        out.push_back(' ');
+        AppendValue(out, v);
+        out.push_back('\n');
+      }
+    }
+    total += out.size() + collected;
+  }
+  std::string page;
+  page.reserve(total);
+  for (auto& [name, text] : own) {
+    page += text;
+    auto lines = scrape.lines_.find(name);
+    if (lines != scrape.lines_.end()) {
+      page.append(lines->second.data(), lines->second.size());
+      PageText().swap(lines->second);  // unmapped as soon as copied
     }
   }
-  return out;
+  return page;
 }
 
 }  // namespace fracgpu::metrics

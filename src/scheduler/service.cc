@@ -9,6 +9,7 @@
 #include <malloc.h>
 #endif
 
+#include "base/heap.h"
 #include "k8s/objects.h"
 #include "metrics/hami.h"
 
@@ -199,7 +200,12 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
                      : http::Response::Text(503, "not ready: cache not synced or not the leader\n");
   });
   auto render = [this](const http::Request&) {
-    return http::Response::Text(200, metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string page = metrics_.Render();
+    // The sample text was in kernel pages (metrics::PageText), already unmapped; what the
+    // collector freed on this worker's malloc arena (labels, the UUID → cores map) goes back
+    // too, not kept by each worker that ever served a scrape.
+    base::ReleaseFreeHeap();
+    return http::Response::Text(200, std::move(page), "text/plain; version=0.0.4; charset=utf-8");
   };
   if (options_.metrics_port >= 0) {
     // Its own plain listener: /metrics names every pod holding a slice, which is what an
@@ -486,14 +492,18 @@ Status SchedulerService::Start() {
       elector_->Start();
     }
     k8s::InformerOptions no;
+    // The state keeps what it reads from each object (state.h); the informers keep only
+    // identities (InformerOptions::keep_objects), not a second copy of every Node and Pod.
     no.path = "/api/v1/nodes";
     no.label_selector = options_.node_label_selector;
+    no.keep_objects = false;
     nodes_ = std::make_unique<k8s::Informer>(
         client_, no,
         k8s::InformerHandlers{[this](const json& n) { OnNode(n); },
                               [this](const json& n) { state_.RemoveNode(k8s::Name(n)); }, nullptr});
     k8s::InformerOptions po;
     po.path = "/api/v1/pods";
+    po.keep_objects = false;
     pods_ = std::make_unique<k8s::Informer>(
         client_, po,
         k8s::InformerHandlers{
@@ -507,6 +517,7 @@ Status SchedulerService::Start() {
             [this](const json& p) { state_.RemovePod(p); }, nullptr});
     k8s::InformerOptions qo;
     qo.path = "/api/v1/resourcequotas";
+    qo.keep_objects = false;
     resource_quotas_ = std::make_unique<k8s::Informer>(
         client_, qo,
         k8s::InformerHandlers{[this](const json& q) { quotas_.Upsert(q); },

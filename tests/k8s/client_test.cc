@@ -81,6 +81,30 @@ TEST_F(ClientTest, ListFiltersBySelectorsAndFollowsPages) {
   EXPECT_EQ(Name((*nodes)["items"][0]), "g1");
 }
 
+// ListEach hands each item over before the next page is fetched: the number of list requests
+// the server has seen when an item arrives is its page's number (limit 2: items 1–2 → 1, …).
+TEST_F(ClientTest, ListEachPassesEachPageBeforeFetchingTheNext) {
+  for (int i = 0; i < 5; ++i) api_.Put("pods", Pod("ns", "p" + std::to_string(i), "n1"));
+  ListOptions lo;
+  lo.limit = 2;
+  std::vector<std::pair<std::string, int>> seen;  // key, list requests made when it arrived
+  auto rv = client_->ListEach("/api/v1/pods", lo, [&](json& item) {
+    seen.emplace_back(Key(item), api_.CountRequests("GET", "/api/v1/pods"));
+    item = nullptr;  // the callback may take the item
+  });
+  ASSERT_TRUE(rv.ok()) << rv.status().ToString();
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, int>>{
+                      {"ns/p0", 1}, {"ns/p1", 1}, {"ns/p2", 2}, {"ns/p3", 2}, {"ns/p4", 3}}));
+  EXPECT_EQ(*rv, std::to_string(api_.resource_version()));
+
+  api_.FailNext("GET", "/api/v1/pods", 403);
+  int items = 0;
+  auto denied = client_->ListEach("/api/v1/pods", lo, [&](json&) { ++items; });
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(items, 0);
+}
+
 TEST_F(ClientTest, MergePatchSetsAndDeletesAnnotations) {
   json n = Node("a");
   n["metadata"]["annotations"] = {{"keep", "1"}, {"gone", "2"}};

@@ -200,3 +200,73 @@ TEST_F(InformerTest, BookmarkAdvancesResourceVersion) {
 
 }  // namespace
 }  // namespace fracgpu::k8s
+
+namespace fracgpu::k8s {
+namespace {
+
+// Without keep_objects the store holds identities only, while the handlers still get whole
+// objects; the delete a relist reports carries the identity (name, namespace, uid), which is
+// what a consumer such as ClusterState::RemovePod (by uid) reads.
+TEST_F(InformerTest, WithoutKeepObjectsTheStoreHoldsIdentitiesOnly) {
+  json big = Pod("a", "n1");
+  big["metadata"]["uid"] = "uid-a";
+  big["metadata"]["annotations"] = {{"hami.io/node-nvidia-register", std::string(4096, 'x')}};
+  api_.Put("pods", big);
+  json b = Pod("b", "n1");
+  b["metadata"]["uid"] = "uid-b";
+  api_.Put("pods", b);
+  Mirror m;
+  std::mutex mu;
+  std::vector<json> deleted;
+  InformerHandlers h = m.Handlers();
+  auto mirror_delete = h.on_delete;
+  h.on_delete = [&](const json& o) {
+    mirror_delete(o);
+    std::lock_guard<std::mutex> l(mu);
+    deleted.push_back(o);
+  };
+  InformerOptions o = Options();
+  o.keep_objects = false;
+  Informer inf(client_.get(), o, h);
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(std::chrono::seconds(10)));
+  // The handler saw the whole object (its spec.nodeName) ...
+  EXPECT_EQ(m.Get(), (std::map<std::string, std::string>{{"ns/a", "n1"}, {"ns/b", "n1"}}));
+  // ... the store only its identity, with the server's resourceVersion.
+  auto stored = api_.Get("pods", "ns", "a");
+  ASSERT_TRUE(stored.has_value());
+  const std::string rv_a = (*stored)["metadata"]["resourceVersion"].get<std::string>();
+  json want_a = {
+      {"metadata",
+       {{"name", "a"}, {"namespace", "ns"}, {"uid", "uid-a"}, {"resourceVersion", rv_a}}}};
+  auto snap = inf.Snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap["ns/a"], want_a);
+
+  // A delete missed during a 410 gap is reported from the identity.
+  ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 1; }));
+  api_.HoldWatches(true);
+  api_.DropWatches();
+  api_.Remove("pods", "ns", "a");
+  api_.ExpireHistory();
+  api_.HoldWatches(false);
+  ASSERT_TRUE(api_.WaitFor([&] { return inf.list_count() >= 2 && m.Get().size() == 1; }));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ASSERT_EQ(deleted.size(), 1u);
+    EXPECT_EQ(deleted[0], want_a);
+  }
+  // A watch event stores the identity too.
+  json c = Pod("c", "n2");
+  c["metadata"]["uid"] = "uid-c";
+  api_.Put("pods", c);
+  ASSERT_TRUE(api_.WaitFor([&] { return inf.Snapshot().count("ns/c") == 1; }));
+  json got_c = inf.Snapshot()["ns/c"];
+  EXPECT_EQ(got_c["metadata"].size(), 4u);  // name, namespace, uid, resourceVersion
+  EXPECT_EQ(got_c["metadata"]["uid"], "uid-c");
+  EXPECT_FALSE(got_c.contains("spec"));
+  inf.Stop();
+}
+
+}  // namespace
+}  // namespace fracgpu::k8s

@@ -45,5 +45,42 @@ TEST(RegistryTest, CollectorsAndEscaping) {
   EXPECT_EQ(r.Render(), "# HELP g G.\n# TYPE g gauge\ng{pod=\"a\\\"b\\\\c\\nd\"} 2.5\n");
 }
 
+// A collector's samples are grouped by family (families in name order, the registry's own
+// samples beside them) and written in the order they were set, interleaved as a per-GPU
+// collector sets them; Scrape::bytes counts the sample text written.
+TEST(RegistryTest, CollectorLinesAreGroupedByFamilyInSetOrder) {
+  Registry r;
+  r.Describe("b_gpu", Type::kGauge, "B.");
+  r.Describe("a_gpu", Type::kGauge, "A.");
+  r.Describe("c_total", Type::kCounter, "C.");
+  r.Add("c_total", {{"x", "1"}});
+  size_t bytes = 0;
+  r.AddCollector([&](Registry::Scrape& s) {
+    for (const char* gpu : {"g2", "g1"}) {
+      s.Set("b_gpu", {{"gpu", gpu}}, 1);
+      s.Set("a_gpu", {{"gpu", gpu}, {"node", "n"}}, 0.5);
+    }
+    s.Set("undescribed", {}, 3);
+    bytes = s.bytes();
+  });
+  EXPECT_EQ(r.Render(),
+            "# HELP a_gpu A.\n# TYPE a_gpu gauge\n"
+            "a_gpu{gpu=\"g2\",node=\"n\"} 0.5\n"
+            "a_gpu{gpu=\"g1\",node=\"n\"} 0.5\n"
+            "# HELP b_gpu B.\n# TYPE b_gpu gauge\n"
+            "b_gpu{gpu=\"g2\"} 1\n"
+            "b_gpu{gpu=\"g1\"} 1\n"
+            "# HELP c_total C.\n# TYPE c_total counter\n"
+            "c_total{x=\"1\"} 1\n"
+            "# HELP undescribed \n# TYPE undescribed gauge\n"
+            "undescribed 3\n");
+  // Two a_gpu and two b_gpu lines (g1 and g2 lines are as long) and "undescribed 3\n".
+  EXPECT_EQ(bytes, 2 * (std::string("a_gpu{gpu=\"g2\",node=\"n\"} 0.5\n").size() +
+                        std::string("b_gpu{gpu=\"g2\"} 1\n").size()) +
+                       std::string("undescribed 3\n").size());
+  // A second render runs the collector again: the same page, nothing carried over.
+  EXPECT_EQ(r.Render(), r.Render());
+}
+
 }  // namespace
 }  // namespace fracgpu::metrics
