@@ -151,6 +151,7 @@ std::vector<PlacementPolicy> AllPlacementPolicies() {
   all.push_back(PlacementPolicy::kFgdCpuBalance);
   all.push_back(PlacementPolicy::kFgdCpuRoute100);
   all.push_back(PlacementPolicy::kFgdCpuRoute);
+  all.push_back(PlacementPolicy::kFgdCpuRouteCrumb);
   all.push_back(PlacementPolicy::kDraFirstFit);
   return all;
 }
@@ -195,6 +196,8 @@ const char* PlacementPolicyName(PlacementPolicy policy) {
       return "FGD+CpuRoute-s100";
     case PlacementPolicy::kFgdCpuRoute:
       return "FGD+CpuRoute";
+    case PlacementPolicy::kFgdCpuRouteCrumb:
+      return "FGD+CpuRoute+Crumb";
     case PlacementPolicy::kDraFirstFit:
       return "DRA-FirstFit";
   }
@@ -245,6 +248,7 @@ bool HasFgdGpuOrder(PlacementPolicy policy) {
     case PlacementPolicy::kFgdCpuBalance:
     case PlacementPolicy::kFgdCpuRoute100:
     case PlacementPolicy::kFgdCpuRoute:
+    case PlacementPolicy::kFgdCpuRouteCrumb:
       return true;
     default:
       return false;
@@ -255,11 +259,14 @@ int32_t FgdScoreScale(PlacementPolicy policy) {
   // 70 was chosen on tuning seeds 1000–1019 of the default trace (scales 25–200 tried,
   // docs/simulate.md "Beyond FGD"); the coarser integer makes more ties between nodes, which
   // then follow the node order (FGD's packing), without the loss of FGD-coarse's 20.
-  return policy == PlacementPolicy::kFgdCpuRoute ? 70 : static_cast<int32_t>(kMaxNodeScore);
+  return policy == PlacementPolicy::kFgdCpuRoute || policy == PlacementPolicy::kFgdCpuRouteCrumb
+             ? 70
+             : static_cast<int32_t>(kMaxNodeScore);
 }
 
 bool RoutesCpu(PlacementPolicy policy) {
-  return policy == PlacementPolicy::kFgdCpuRoute100 || policy == PlacementPolicy::kFgdCpuRoute;
+  return policy == PlacementPolicy::kFgdCpuRoute100 || policy == PlacementPolicy::kFgdCpuRoute ||
+         policy == PlacementPolicy::kFgdCpuRouteCrumb;
 }
 
 double WorkloadCpuPerGpuMilli(const FragWorkload& workload) {
@@ -280,6 +287,36 @@ bool CpuRouteFirst(const FragNode& node, const FragDemand& demand, double cpu_pe
   const double surplus = static_cast<double>(node.cpu_left - demand.cpu_milli) -
                          cpu_per_gpu_milli * (static_cast<double>(node.TotalGpuLeft()) - gpu_asked);
   return surplus >= 0;
+}
+
+int32_t CrumbCeilingMilli(const FragWorkload& workload) {
+  // Popularity-weighted 1 % quantile of the per-GPU share over M's GPU shapes (≈ 35 shapes: a
+  // quadratic scan is cheaper than sorting a copy).
+  constexpr double kQuantile = 0.01;
+  double gpu_total = 0;
+  for (size_t m = 0; m < workload.shapes.size(); ++m) {
+    if (workload.shapes[m].num_gpus > 0) gpu_total += workload.popularity[m];
+  }
+  if (gpu_total <= 0) return 0;
+  int32_t ceiling = kMilliPerGpu;
+  for (size_t m = 0; m < workload.shapes.size(); ++m) {
+    const FragDemand& s = workload.shapes[m];
+    if (s.num_gpus == 0 || s.gpu_milli >= ceiling) continue;
+    double at_most = 0;
+    for (size_t k = 0; k < workload.shapes.size(); ++k) {
+      const FragDemand& o = workload.shapes[k];
+      if (o.num_gpus > 0 && o.gpu_milli <= s.gpu_milli) at_most += workload.popularity[k];
+    }
+    if (at_most >= kQuantile * gpu_total) ceiling = s.gpu_milli;
+  }
+  return ceiling;
+}
+
+bool LeavesCrumb(const FragNode& node, const FragDemand& demand, const GpuPick& pick,
+                 int32_t ceiling) {
+  if (!demand.Sharing() || pick.count != 1) return false;
+  const int32_t left = node.gpu_left[pick.index[0]] - demand.gpu_milli;
+  return left > kCrumbFloorMilli && left < ceiling;
 }
 
 std::vector<ShapeCount> GpuWeightedCounts(std::vector<ShapeCount> counts) {
@@ -344,6 +381,15 @@ PlacementScore ScoreNode(PlacementPolicy policy, const FragNode& node, const Fra
       const int32_t scale = FgdScoreScale(policy);
       PlacementScore s = FgdScore(node, demand, workload, frag_before, scale);
       if (CpuRouteFirst(node, demand, WorkloadCpuPerGpuMilli(workload))) s.score += scale + 1;
+      return s;
+    }
+    case PlacementPolicy::kFgdCpuRouteCrumb: {
+      // Keys, each outranking the next: route (2 × (scale + 1)), no crumb (scale + 1), FGD score
+      // (0..scale). The GPU within the node is FGD's at scale 70, as kFgdCpuRoute's.
+      const int32_t scale = FgdScoreScale(policy);
+      PlacementScore s = FgdScore(node, demand, workload, frag_before, scale);
+      if (!LeavesCrumb(node, demand, s.pick, CrumbCeilingMilli(workload))) s.score += scale + 1;
+      if (CpuRouteFirst(node, demand, WorkloadCpuPerGpuMilli(workload))) s.score += 2 * (scale + 1);
       return s;
     }
     case PlacementPolicy::kFgdPacking: {

@@ -66,6 +66,12 @@ enum class PlacementPolicy {
   /// (FgdScoreScale), both between nodes and for the GPU of a sharing pod within a node. The
   /// best variant found (docs/simulate.md "Beyond FGD"); kFragmentationAwarePolicy.
   kFgdCpuRoute,
+  /// fracgpu: kFgdCpuRoute with a crumb key between the route and the FGD score: a sharing pod
+  /// goes first to a node where its GPU (FGD's choice there, unchanged) is not left with a crumb,
+  /// a leftover in (kCrumbFloorMilli, CrumbCeilingMilli(M)) that is too large to count as full
+  /// and too small for all but 1 % of M's GPU pods (LeavesCrumb). Keys: route, no crumb, FGD
+  /// score at scale 70, node order (docs/simulate.md "Beyond FGD+CpuRoute").
+  kFgdCpuRouteCrumb,
   /// Not a policy of the extender: kube-scheduler's DRA structured allocator as the baseline
   /// (docs/dra.md "The same core"): the first feasible node in node order, on it the first
   /// GPUs in index (slice) order whose remaining capacity fits (core::DraFirstFitPick).
@@ -140,15 +146,16 @@ bool UsesFragment(PlacementPolicy policy);
 /// GPUs; they differ from FGD only between nodes (and in the scale). That is the order of
 /// FragmentationModel::Orderer (frag_scheduler.h), so core/frag_choice can place their pods:
 /// kFgd, kFgdGpuWeighted, kFgdBestFit, kFgdPacking, kFgdKeepFree, kFgdCpuBalance,
-/// kFgdCpuRoute100 and kFgdCpuRoute (kFragmentationAwarePolicy).
+/// kFgdCpuRoute100, kFgdCpuRoute (kFragmentationAwarePolicy) and kFgdCpuRouteCrumb.
 bool HasFgdGpuOrder(PlacementPolicy policy);
 
 /// The integer scale of a HasFgdGpuOrder policy's FGD score, int(sigmoid(ΔF / 1000) × scale):
-/// 100 (kube-scheduler's framework.MaxNodeScore, the paper's) except 70 for kFgdCpuRoute.
+/// 100 (kube-scheduler's framework.MaxNodeScore, the paper's) except 70 for kFgdCpuRoute and
+/// kFgdCpuRouteCrumb.
 int32_t FgdScoreScale(PlacementPolicy policy);
 
 /// True for the policies that route CPU-only and CPU-heavy pods by CpuRouteFirst before the
-/// FGD score: kFgdCpuRoute100 and kFgdCpuRoute.
+/// FGD score: kFgdCpuRoute100, kFgdCpuRoute and kFgdCpuRouteCrumb.
 bool RoutesCpu(PlacementPolicy policy);
 
 /// M's CPU per milli-GPU over its GPU shapes, r = Σ p·cpu_milli / Σ p·gpu_milli·num_gpus (p the
@@ -162,6 +169,23 @@ double WorkloadCpuPerGpuMilli(const FragWorkload& workload);
 /// alone places it) and on nodes the placement would leave short. A node whose CPU is not
 /// tracked (cpu_left "unlimited", ToFragNode) always has a surplus.
 bool CpuRouteFirst(const FragNode& node, const FragDemand& demand, double cpu_per_gpu_milli);
+
+/// Leftovers of a GPU up to this many milli-GPU (a tenth of a card) count as a full card for
+/// kFgdCpuRouteCrumb, not as a crumb (chosen on tuning seeds 1000–1019 of the default trace,
+/// docs/simulate.md "Beyond FGD+CpuRoute").
+inline constexpr int32_t kCrumbFloorMilli = 100;
+
+/// The crumb ceiling of kFgdCpuRouteCrumb, milli-GPU: the 1 % quantile of M's per-GPU share,
+/// popularity-weighted over M's GPU shapes (the smallest share s such that the shapes asking
+/// ≤ s per GPU hold ≥ 1 % of the GPU shapes' popularity). A leftover below it fits fewer than
+/// 1 % of the GPU pods M expects. 0 when M has no GPU shape (then nothing is a crumb).
+int32_t CrumbCeilingMilli(const FragWorkload& workload);
+
+/// True when `demand` is a sharing pod (FragDemand::Sharing) and `pick` (one GPU of `node`)
+/// would be left with a crumb: kCrumbFloorMilli < gpu_left − gpu_milli < `ceiling`. False for
+/// whole-card, multi-GPU and CPU-only pods.
+bool LeavesCrumb(const FragNode& node, const FragDemand& demand, const GpuPick& pick,
+                 int32_t ceiling);
 
 /// The fragment measure the policy reads, milli-GPU: NodeFragmentCpuAware for the CPU-aware
 /// variants, NodeFragment otherwise. ChooseNode's `node_frag[i]` must equal this.
