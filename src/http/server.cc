@@ -919,14 +919,23 @@ Status Server::Start() {
     }
     if (!admit) {
       ++refused_;
-      // Plain text on purpose: on a TLS port the client sees a failed handshake, which is
-      // just as clear; nothing here may block the accept thread (MSG_DONTWAIT).
+      // Nothing here may block the accept thread (MSG_DONTWAIT), and no handshake is run for a
+      // refused client. Plain HTTP gets a 503; a TLS port a TLS fatal alert record instead
+      // (RFC 8446 §6: content type alert 21, legacy version 3.3, length 2, level fatal 2,
+      // internal_error 80), which a TLS client reports as the server's refusal ("remote
+      // error: tls: internal error") rather than as plain text it cannot parse ("server gave
+      // HTTP response to HTTPS client").
       static const char kBusy[] =
           "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: "
           "close\r\n"
           "Content-Length: 62\r\n\r\n{\"error\":\"too many connections from this client or in "
           "total\"}\n";
-      (void)::send(sock, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      static const unsigned char kTlsAlert[] = {21, 3, 3, 0, 2, 2, 80};
+      if (tls()) {
+        (void)::send(sock, kTlsAlert, sizeof(kTlsAlert), MSG_DONTWAIT | MSG_NOSIGNAL);
+      } else {
+        (void)::send(sock, kBusy, sizeof(kBusy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      }
       ::shutdown(sock, SHUT_RDWR);
       ::close(sock);
       return;

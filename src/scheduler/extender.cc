@@ -411,6 +411,27 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
     return out;
   };
   if (!req.ok() || (!req->UsesGpu() && !fragmentation_aware)) return zeros();
+  // Reservations (file comment): this pod's own earlier one no longer holds.
+  const std::string uid = k8s::Uid(args.pod);
+  const auto now = clock_->Now();
+  const bool reserving = req->UsesGpu() && !uid.empty() && client_ != nullptr;
+  if (reserving) {
+    ExpireReservations(now);
+    (void)TakeReservation(uid, /*forget=*/true);
+  }
+  // The node with the highest score, when no other node has it too ("" otherwise).
+  auto unique_top = [](const std::vector<std::string>& names, const std::vector<int64_t>& prio) {
+    size_t best = 0, ties = 0;
+    for (size_t i = 0; i < prio.size(); ++i) {
+      if (ties == 0 || prio[i] > prio[best]) {
+        best = i;
+        ties = 1;
+      } else if (prio[i] == prio[best]) {
+        ++ties;
+      }
+    }
+    return ties == 1 ? names[best] : std::string();
+  };
   // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
   // model /bind then picks the GPUs with), under one shared lock of the state.
   // The pod's CPU request and the nodes' CPU left feed FGD+CpuRoute (issue 34 item 7).
@@ -425,6 +446,10 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   if (frag) {
     for (size_t i = 0; i < args.node_names.size(); ++i)
       out.push_back({{"Host", args.node_names[i]}, {"Score", (*frag)[i]}});
+    if (reserving) {
+      if (std::string top = unique_top(args.node_names, *frag); !top.empty())
+        Reserve(args.pod, *req, top, now);
+    }
     return out;
   }
   std::vector<float> scores;
@@ -439,10 +464,109 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   });
   if (!scores.empty()) {
     auto prio = core::PriorityScores(policy, scores);
+    // Busy nodes 0, the others at least 1, while some node is not busy (file comment).
+    std::vector<char> busy(names.size());
+    bool any_busy = false, any_free = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      busy[i] = Busy(names[i], now) ? 1 : 0;
+      (busy[i] != 0 ? any_busy : any_free) = true;
+    }
+    if (any_busy && any_free) {
+      for (size_t i = 0; i < names.size(); ++i)
+        prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
+    }
     for (size_t i = 0; i < names.size(); ++i)
       out.push_back({{"Host", names[i]}, {"Score", prio[i]}});
+    if (reserving) {
+      if (std::string top = unique_top(names, prio); !top.empty())
+        Reserve(args.pod, *req, top, now);
+    }
   }
   return out;
+}
+
+std::string Extender::ReservedNode(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  auto it = reservations_.find(uid);
+  return it != reservations_.end() ? it->second.node : std::string();
+}
+
+void Extender::AddBusy(const std::string& node, int delta) const {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  int& n = busy_[node];
+  n += delta;
+  if (n <= 0) busy_.erase(node);
+}
+
+bool Extender::Busy(const std::string& node, std::chrono::system_clock::time_point now) const {
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    if (busy_.count(node) != 0) return true;
+  }
+  auto locked = state_->NodeLockTime(node);
+  return locked && now - *locked < config_.lock_expiry;
+}
+
+void Extender::ExpireReservations(std::chrono::system_clock::time_point now) const {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    const std::string& uid = it->first;
+    const Reservation& r = it->second;
+    bool drop = now - r.at >= config_.reservation_ttl;
+    if (drop) {
+      (void)state_->ForgetAssumed(uid, r.node);
+    } else {
+      // The watch showed the pod bound (its annotations) or deleted: nothing left to hold.
+      auto a = state_->Allocation(uid);
+      drop = !a || !a->assumed || a->node != r.node;
+    }
+    if (!drop) {
+      ++it;
+      continue;
+    }
+    if (--busy_[r.node] <= 0) busy_.erase(r.node);
+    it = reservations_.erase(it);
+  }
+}
+
+std::optional<std::string> Extender::TakeReservation(const std::string& uid, bool forget) const {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  auto it = reservations_.find(uid);
+  if (it == reservations_.end()) return std::nullopt;
+  std::string node = it->second.node;
+  if (forget) (void)state_->ForgetAssumed(uid, node);
+  if (--busy_[node] <= 0) busy_.erase(node);
+  reservations_.erase(it);
+  return node;
+}
+
+void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::string& node_name,
+                       std::chrono::system_clock::time_point now) const {
+  const std::string ns = k8s::Namespace(pod);
+  const std::string uid = k8s::Uid(pod);
+  if (config_.quotas != nullptr && config_.quotas->Limited(ns)) return;
+  // A pod with an allocation (bound, or being bound) keeps it: a reservation never moves one.
+  if (state_->Allocation(uid)) return;
+  auto node = state_->Node(node_name);
+  if (!node) return;
+  const k8s::HostRequests host = k8s::PodHostRequests(pod);
+  core::FragmentationInputs inputs;
+  inputs.pod_cpu_milli = host.cpu_milli;
+  inputs.fixed_workload = &config_.fragmentation_workload;
+  core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy, inputs);
+  if (!fit.fits) return;
+  PodAllocation alloc;
+  alloc.key = ns + "/" + k8s::Name(pod);
+  alloc.uid = uid;
+  alloc.node = node_name;
+  alloc.grants = fit.grants;
+  alloc.num_init = core::CountInitContainers(req);
+  alloc.cpu_milli = host.cpu_milli;
+  alloc.mem_mib = host.mem_mib;
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  if (reservations_.count(uid) != 0 || !state_->Assume(alloc).ok()) return;
+  reservations_[uid] = Reservation{node_name, now};
+  ++busy_[node_name];
 }
 
 std::mutex& Extender::NodeMutex(const std::string& node) {
@@ -468,7 +592,11 @@ Status Extender::WriteAllowed() const {
 
 json Extender::Bind(const ExtenderBindingArgs& args) {
   std::string who = args.pod_namespace + "/" + args.pod_name;
+  // The node /prioritize reserved the pod on, taken over by this bind (file comment).
+  std::optional<std::string> reserved_on;
   auto fail = [&](const Status& st, const json& pod, const std::string& result) {
+    // A failed bind leaves no reservation behind (BindLocked forgets its own decision).
+    if (reserved_on) (void)state_->ForgetAssumed(args.pod_uid, *reserved_on);
     Count(result);
     if (events_ != nullptr && pod.is_object()) {
       events_->Record(pod, "Warning", "BindingFailed",
@@ -488,6 +616,15 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
     const std::string& key;
     ~Release() { self->ReleasePod(key); }
   } release{this, who};
+  // Until it ends, the bind makes its node busy for /prioritize; the reservation (still
+  // counted in the state) becomes this bind's to replace or drop.
+  reserved_on = TakeReservation(args.pod_uid, /*forget=*/false);
+  AddBusy(args.node, 1);
+  struct Unbusy {
+    const Extender* self;
+    const std::string& node;
+    ~Unbusy() { self->AddBusy(node, -1); }
+  } unbusy{this, args.node};
   auto pod = client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
   if (!pod.ok()) return fail(pod.status(), json(), "error");
   if (k8s::Uid(*pod) != args.pod_uid) {
@@ -548,6 +685,9 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
                                                                        : "error";
     return fail(st, *pod, result);
   }
+  // The node lock stays until the device plugin's Allocate: the node is busy until the
+  // node's watch event shows it released.
+  state_->NoteNodeLock(args.node, clock_->Now());
   Count("ok");
   if (events_ != nullptr) {
     events_->Record(*pod, "Normal", "BindingSucceed",

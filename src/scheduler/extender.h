@@ -23,12 +23,32 @@
 //    pod's UID as precondition (Binding metadata.uid). On any failure the annotations (only
 //    while the pod is still as this bind left it), the state and the lock are rolled back and
 //    {"Error": …} returned.
+//  * Reservations (issue 37 item 1): kube-scheduler binds asynchronously, so its next
+//    scheduling cycle runs /filter and /prioritize before the previous pod's /bind has
+//    recorded anything. /prioritize therefore counts a GPU pod at once, tentatively, on the
+//    node it scores highest when that node is the only one with the top score (the extender's
+//    weight makes it kube-scheduler's choice, deploy/kube-scheduler.yaml): the GPUs /bind would
+//    choose there are Assumed in the state, so the next /filter and /prioritize see them, as
+//    kube-scheduler's own assume does for native resources. /bind replaces the reservation
+//    with its own decision, on whatever node it names; a failed bind drops it; otherwise it
+//    lapses after `reservation_ttl`, or once the watch shows the pod bound or deleted.
+//    Accounting may so be higher than the pods hold for a while, never lower. No reservation
+//    for a pod that already has an allocation, nor in a namespace with a GPU quota (another
+//    pod's reservation must not refuse a bind there).
+//  * Busy nodes: under the binpack and spread policies, a node that holds a reservation, a
+//    bind in flight, or a node lock that has not expired scores 0 and every other node at
+//    least 1 (nothing is filtered out), so consecutive pods go to the next-best node instead
+//    of queuing on one node's lock (binds of one node are serialised: the per-node mutex,
+//    then `hami.io/mutex.lock` until the device plugin's Allocate). Binpack so still fills
+//    nodes, a few at a time. The fragmentation-aware policy's scores are left as they are
+//    (its placements are compared with the simulator's, bench/cluster/trace.py).
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -52,6 +72,10 @@ struct ExtenderConfig {
   core::GpuPolicy default_gpu_policy = core::GpuPolicy::kSpread;
   std::string signing_key;  ///< HMAC key of the allocation signature (empty = unsigned)
   std::chrono::seconds lock_expiry{300};
+  /// How long a reservation made at /prioritize lasts without a /bind of its pod (see the
+  /// file comment). kube-scheduler's bind follows its prioritize within milliseconds unless a
+  /// later plugin fails the pod.
+  std::chrono::seconds reservation_ttl{30};
   /// spec.schedulerName of the pods /bind accepts (the profile kube-scheduler runs this
   /// extender in; the webhook sets it on GPU pods).
   std::string scheduler_name = "fracgpu-scheduler";
@@ -92,8 +116,11 @@ class Extender {
   /// 5,000 candidate nodes the reply is ~80 KB. Nodes keep the request's order; a node listed
   /// twice is answered twice (the same answer).
   std::string Filter(const ExtenderArgs& args) const;
-  /// HostPriorityList for decoded args.
+  /// HostPriorityList for decoded args; reserves the pod on its unique top node and scores
+  /// busy nodes low (see the file comment).
   nlohmann::json Prioritize(const ExtenderArgs& args) const;
+  /// The node a pod (by UID) is reserved on by /prioritize, or "" (for tests and logs).
+  std::string ReservedNode(const std::string& uid) const;
   /// ExtenderBindingResult ({"Error": ""} on success). Counted in fracgpu_binds_total by
   /// result: ok, conflict (bind in flight, already bound, node locked, stale pod), unfit,
   /// refused (another scheduler's pod, a node failing the pod's predicates or missing), error.
@@ -108,6 +135,23 @@ class Extender {
   Status WriteAllowed() const;
   std::mutex& NodeMutex(const std::string& node);
   void Count(const std::string& result) const;
+  // Reservations (file comment). All under pending_mu_.
+  struct Reservation {
+    std::string node;
+    std::chrono::system_clock::time_point at;
+  };
+  // Drops reservations past their TTL or no longer in the state as Assumed on their node.
+  void ExpireReservations(std::chrono::system_clock::time_point now) const;
+  // Removes pod `uid`'s reservation from the books; its node when it had one. `forget`: drop
+  // its Assume from the state too.
+  std::optional<std::string> TakeReservation(const std::string& uid, bool forget) const;
+  // Reserves `req` (pod `pod`) on `node` when it fits there now.
+  void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node,
+               std::chrono::system_clock::time_point now) const;
+  // Whether `node` holds a reservation of a pod other than the one asking, a bind in flight,
+  // or a node lock younger than the expiry.
+  bool Busy(const std::string& node, std::chrono::system_clock::time_point now) const;
+  void AddBusy(const std::string& node, int delta) const;
 
   ExtenderConfig config_;
   ClusterState* state_;
@@ -121,6 +165,9 @@ class Extender {
   std::mutex binding_mu_;
   std::mutex quota_mu_;            // a quota check and the Assume it allows, across nodes
   std::set<std::string> binding_;  // "<namespace>/<name>" of the pods being bound
+  mutable std::mutex pending_mu_;
+  mutable std::map<std::string, Reservation> reservations_;  // by pod UID
+  mutable std::map<std::string, int> busy_;  // node → reservations + binds in flight there
 };
 
 }  // namespace fracgpu::scheduler

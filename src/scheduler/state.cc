@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "core/node_lock_codec.h"
 #include "k8s/gpu_objects.h"
 #include "k8s/objects.h"
 
@@ -33,13 +34,37 @@ Status ClusterState::UpsertNode(const json& node) {
   } catch (const std::exception& e) {
     return InvalidArgument("node " + k8s::Name(node) + " not read: " + e.what());
   }
+  std::optional<std::chrono::system_clock::time_point> locked;
+  if (auto held = k8s::Annotation(node, core::kAnnotationNodeLock); held && !held->empty()) {
+    if (auto v = core::DecodeNodeLock(*held); v.ok()) locked = v->time;
+  }
+  const std::string name = k8s::Name(node);
   std::unique_lock<std::shared_mutex> lock(mu_);
+  if (locked) {
+    node_locks_[name] = *locked;
+  } else {
+    node_locks_.erase(name);
+  }
   return model_.UpsertNode(object);
 }
 
 void ClusterState::RemoveNode(const std::string& name) {
   std::unique_lock<std::shared_mutex> lock(mu_);
+  node_locks_.erase(name);
   model_.RemoveNode(name);
+}
+
+std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
+    const std::string& node) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = node_locks_.find(node);
+  if (it == node_locks_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ClusterState::NoteNodeLock(const std::string& node, std::chrono::system_clock::time_point at) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  node_locks_[node] = at;
 }
 
 Status ClusterState::UpsertPod(const json& pod) {
@@ -71,6 +96,14 @@ void ClusterState::AssumeHostUse(const std::string& uid, const std::string& node
 void ClusterState::Forget(const std::string& uid) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   model_.Forget(uid);
+}
+
+bool ClusterState::ForgetAssumed(const std::string& uid, const std::string& node) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto a = model_.Allocation(uid);
+  if (!a || !a->assumed || a->node != node) return false;
+  model_.Forget(uid);
+  return true;
 }
 
 std::optional<core::NodeState> ClusterState::Node(const std::string& name) const {

@@ -5,6 +5,8 @@
 // Thread-safe: readers take a shared lock, writers an exclusive one.
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <shared_mutex>
@@ -66,6 +68,17 @@ class ClusterState {
                      int64_t mem_mib);
   /// Drops a pod's allocation by UID (a failed bind); no-op when absent.
   void Forget(const std::string& uid);
+  /// Drops a pod's allocation only while it is still an Assume of `node` that the watch has
+  /// not shown (PodAllocation::assumed): the extender's tentative reservation, never an
+  /// allocation the pod's annotations carry. Returns whether one was dropped.
+  bool ForgetAssumed(const std::string& uid, const std::string& node);
+
+  /// When the node lock `hami.io/mutex.lock` of `node` was taken, as its Node object last
+  /// seen (UpsertNode) or NoteNodeLock says; nullopt when not held (or unreadable).
+  std::optional<std::chrono::system_clock::time_point> NodeLockTime(const std::string& node) const;
+  /// Records that this process took the node lock of `node` at `at` (a bind that succeeded),
+  /// before the node's watch event shows it; the next UpsertNode of the node replaces it.
+  void NoteNodeLock(const std::string& node, std::chrono::system_clock::time_point at);
 
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;
@@ -112,6 +125,8 @@ class ClusterState {
   std::string gpu_resource_;
   mutable std::shared_mutex mu_;
   core::ClusterState model_;
+  // Node name → when its node lock was taken (only nodes whose lock is held), under mu_.
+  std::map<std::string, std::chrono::system_clock::time_point> node_locks_;
   std::atomic<int64_t> unverified_{0};  // model_'s count, readable without the lock
 };
 

@@ -467,6 +467,34 @@ std::string SendUntilAnswered(int port, const std::string& head, const std::stri
 
 // Issue 33: one 64 MiB header line is refused with 431 once it passes the line cap, and the
 // server stops reading soon after (cpp-httplib alone buffers the whole line: all 64 MiB).
+// Issue 37 item 1: past the per-client cap a TLS port answers with a TLS fatal alert, not the
+// plain-text 503 a TLS client reads as a protocol error.
+TEST(ServerHostileTest, ATlsPortRefusesPastTheCapWithATlsAlert) {
+  fs::path dir = fs::temp_directory_path() / ("fracgpu-tls-cap-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  WriteSelfSigned("cap", dir / "tls.crt", dir / "tls.key");
+  ServerOptions o;
+  o.cert_file = (dir / "tls.crt").string();
+  o.key_file = (dir / "tls.key").string();
+  o.max_connections_per_client = 1;
+  Server s(o);
+  s.Route("GET", "/healthz", [](const Request&) { return Response::Text(200, "ok"); });
+  ASSERT_TRUE(s.Start().ok());
+  int held = Connect(s.port());  // admitted; it never starts its handshake
+  ASSERT_GE(held, 0);
+  for (int i = 0; i < 500 && s.open_connections() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  int refused = Connect(s.port());
+  ASSERT_GE(refused, 0);
+  // An alert record (type 21), TLS 1.2 record version, length 2, fatal (2) internal_error (80).
+  EXPECT_EQ(ReadAll(refused), std::string("\x15\x03\x03\x00\x02\x02\x50", 7));
+  close(refused);
+  EXPECT_EQ(s.refused_connections(), 1);
+  close(held);
+  s.Stop();
+  fs::remove_all(dir);
+}
+
 TEST(ServerHostileTest, AHugeHeaderLineIs431AndTheConnectionCloses) {
   ServerOptions o;
   o.max_header_line_bytes = 16 << 10;

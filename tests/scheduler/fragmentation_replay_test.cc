@@ -170,7 +170,10 @@ TEST_F(FragmentationReplayTest, PrioritizeReadsEachNodesCpu) {
   json batch = TracePod(sim::TracePod{"batch", 40000, 1024, 0, 0, "", 0}, "batch");
   batch["spec"]["nodeName"] = "node-b";
   api_.Put("pods", batch);
-  ASSERT_TRUE(api_.WaitFor([&] { return svc->state().Node("node-b")->cpu_milli_used == 40000; }));
+  // 40 cores, plus the heavy pod's 16 that /prioritize reserved there (scheduler/extender.h
+  // "Reservations"); its next /prioritize drops its own reservation before scoring.
+  ASSERT_TRUE(
+      api_.WaitFor([&] { return svc->state().Node("node-b")->cpu_milli_used == 40000 + 16000; }));
   scores = Prioritize(*svc, pod, {"node-a", "node-b"});
   EXPECT_EQ(scores["node-a"], 10);
   EXPECT_LT(scores["node-b"], 10);

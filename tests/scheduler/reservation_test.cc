@@ -1,0 +1,202 @@
+// Issue 37 item 1: the extender's tentative reservations at /prioritize and its busy-node
+// scores (scheduler/extender.h "Reservations", "Busy nodes"), against the fake API server with
+// a manual clock.
+#include <gtest/gtest.h>
+
+#include "core/codec.h"
+#include "core/node_lock_codec.h"
+#include "fake_apiserver.h"
+#include "k8s/objects.h"
+#include "scheduler/extender.h"
+#include "scheduler/state.h"
+
+namespace fracgpu::scheduler {
+namespace {
+
+using nlohmann::json;
+
+// A node with one 16,000 MiB GPU (split count 10), as the device plugin registers it.
+json OneGpuNode(const std::string& name, const std::string& uuid) {
+  core::DeviceInfo d;
+  d.uuid = uuid;
+  d.index = 0;
+  d.count = 10;
+  d.devmem_mib = 16000;
+  d.devcore = 100;
+  d.type = "NVIDIA-NVIDIA A100-SXM4-80GB";
+  return {{"metadata",
+           {{"name", name},
+            {"annotations", {{core::kAnnotationNodeRegister, core::EncodeNodeRegister({d})}}}}},
+          {"status", {{"allocatable", {{"nvidia.com/gpu", "10"}}}}}};
+}
+
+json SlicePod(const std::string& name, int64_t mib) {
+  return {{"metadata", {{"name", name}, {"namespace", "ml"}}},
+          {"spec",
+           {{"schedulerName", "fracgpu-scheduler"},
+            {"containers",
+             {{{"name", "c"},
+               {"resources", {{"limits", {{"nvidia.com/gpumem", std::to_string(mib)}}}}}}}}}}};
+}
+
+class ReservationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    k8s::Config config;
+    config.server = api_.url();
+    client_ = std::move(k8s::Client::Create(config, {}, &clock_).value());
+    clock_.Set(std::chrono::system_clock::from_time_t(1772446504));
+    for (const auto& [name, uuid] : {std::pair{"node-a", "GPU-a"}, std::pair{"node-b", "GPU-b"}}) {
+      json node = OneGpuNode(name, uuid);
+      api_.Put("nodes", node);
+      EXPECT_TRUE(state_.UpsertNode(node).ok());
+    }
+    // node-a already holds 2,000 MiB: binpack ranks it first, alone.
+    json old = SlicePod("old", 2000);
+    old["metadata"]["uid"] = "uid-old";
+    old["metadata"]["annotations"] = {
+        {core::kAnnotationVgpuNode, "node-a"},
+        {core::kAnnotationVgpuDevicesAllocated, "GPU-a,NVIDIA,2000,0:;"}};
+    old["spec"]["nodeName"] = "node-a";
+    EXPECT_TRUE(state_.UpsertPod(old).ok());
+    ExtenderConfig cfg;
+    cfg.reservation_ttl = std::chrono::seconds(30);
+    ext_ = std::make_unique<Extender>(cfg, &state_, client_.get(), nullptr, nullptr, &clock_);
+  }
+  int64_t Used(const std::string& node) {
+    auto n = state_.Node(node);
+    return n && !n->gpus.empty() ? n->gpus[0].used_mem_mib : -1;
+  }
+  // Host → score of a /prioritize answer.
+  std::map<std::string, int64_t> Prioritize(const json& pod) {
+    std::map<std::string, int64_t> out;
+    for (const auto& e : ext_->Prioritize(ExtenderArgs{pod, {"node-a", "node-b"}, false, json()}))
+      out[e["Host"].get<std::string>()] = e["Score"].get<int64_t>();
+    return out;
+  }
+  std::vector<std::string> FilterPasses(const json& pod) {
+    json r = json::parse(ext_->Filter(ExtenderArgs{pod, {"node-a", "node-b"}, false, json()}));
+    return r["NodeNames"].get<std::vector<std::string>>();
+  }
+  json Bind(const json& pod, const std::string& node) {
+    return ext_->Bind({k8s::Name(pod), "ml", k8s::Uid(pod), node});
+  }
+
+  fakes::FakeApiServer api_;
+  base::ManualClock clock_;
+  std::unique_ptr<k8s::Client> client_;
+  ClusterState state_;
+  std::unique_ptr<Extender> ext_;
+};
+
+TEST_F(ReservationTest, TheNextPodSeesTheFirstPodsReservationUntilItsBindMovesIt) {
+  json p1 = api_.Put("pods", SlicePod("p1", 10000));
+  json p2 = api_.Put("pods", SlicePod("p2", 10000));
+  auto s1 = Prioritize(p1);
+  EXPECT_EQ(s1["node-a"], 10);  // the fuller node, binpack
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
+  EXPECT_EQ(Used("node-a"), 12000);  // 2,000 held + 10,000 reserved
+  EXPECT_EQ(Used("node-b"), 0);
+  // p2, prioritized before any bind: node-a no longer fits it (12,000 + 10,000 > 16,000) …
+  EXPECT_EQ(FilterPasses(p2), std::vector<std::string>{"node-b"});
+  // … and scores 0 there (it holds a reservation), node-b at least 1.
+  auto s2 = Prioritize(p2);
+  EXPECT_EQ(s2["node-a"], 0);
+  EXPECT_GE(s2["node-b"], 1);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-b");
+  EXPECT_EQ(Used("node-b"), 10000);
+  // p1's prioritize again (a retry) replaces its own reservation: counted once.
+  Prioritize(p1);
+  EXPECT_EQ(Used("node-a") + Used("node-b"), 2000 + 10000 + 10000);
+  // kube-scheduler binds p2 to node-a after all (a reservation is a guess): the bind refuses
+  // (12,000 + 10,000 > 16,000 counting p1's reservation), and p2's reservation is gone.
+  EXPECT_NE(Bind(p2, "node-a")["Error"].get<std::string>().find("no longer fits"),
+            std::string::npos);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "");
+  EXPECT_FALSE(state_.Allocation(k8s::Uid(p2)));
+  EXPECT_EQ(Used("node-b"), 0);
+  // p1 bound to node-b instead of its reserved node-a: the bind moves it.
+  EXPECT_EQ(Bind(p1, "node-b")["Error"], "");
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "");
+  EXPECT_EQ(Used("node-a"), 2000);
+  EXPECT_EQ(Used("node-b"), 10000);
+  EXPECT_EQ(k8s::PodNodeName(*api_.Get("pods", "ml", "p1")), "node-b");
+}
+
+TEST_F(ReservationTest, AReservationLapsesAfterItsTtlOrWhenThePodIsDeletedNeverABoundPod) {
+  json p1 = api_.Put("pods", SlicePod("p1", 4000));
+  json p2 = api_.Put("pods", SlicePod("p2", 4000));
+  json p3 = api_.Put("pods", SlicePod("p3", 4000));
+  Prioritize(p1);
+  ASSERT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
+  EXPECT_EQ(Used("node-a"), 6000);
+  // p1 is bound (its reservation replaced by the bind's decision); the device plugin releases
+  // the lock (the watch would show it: here UpsertNode of the node as it now is).
+  ASSERT_EQ(Bind(p1, "node-a")["Error"], "");
+  ASSERT_TRUE(state_.UpsertNode(*api_.Get("nodes", "", "node-a")).ok());
+  EXPECT_TRUE(state_.NodeLockTime("node-a"));  // the lock the bind took
+  api_.Patch("nodes", "", "node-a",
+             {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
+  ASSERT_TRUE(state_.UpsertNode(*api_.Get("nodes", "", "node-a")).ok());
+  EXPECT_FALSE(state_.NodeLockTime("node-a"));
+  Prioritize(p2);
+  ASSERT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-a");
+  EXPECT_EQ(Used("node-a"), 10000);
+  // The pod is deleted: the watch drops it, and the next prioritize drops the reservation.
+  state_.RemovePod(p2);
+  EXPECT_EQ(Used("node-a"), 6000);
+  Prioritize(p3);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "");
+  ASSERT_EQ(ext_->ReservedNode(k8s::Uid(p3)), "node-a");
+  EXPECT_EQ(Used("node-a"), 10000);
+  // 30 s later without a bind: p3's reservation lapses at the next prioritize (of p2 again),
+  // while p1, bound, is still counted (accounting never below what pods hold).
+  clock_.Advance(std::chrono::seconds(30));
+  Prioritize(p2);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p3)), "");
+  EXPECT_FALSE(state_.Allocation(k8s::Uid(p3)));
+  ASSERT_TRUE(state_.Allocation(k8s::Uid(p1)));
+  EXPECT_EQ(state_.Allocation(k8s::Uid(p1))->node, "node-a");
+  EXPECT_EQ(Used("node-a"), 2000 + 4000 + 4000);  // old, p1, p2's new reservation
+}
+
+TEST_F(ReservationTest, ANodeLockOrABindFailureLeavesTheRightScoresAndNoReservation) {
+  json p1 = api_.Put("pods", SlicePod("p1", 4000));
+  // node-a is locked by another pod's bind (its Allocate pending): it scores 0, not filtered.
+  json locked = OneGpuNode("node-a", "GPU-a");
+  locked["metadata"]["annotations"][core::kAnnotationNodeLock] =
+      core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(clock_.Now()), "ml", "other"});
+  ASSERT_TRUE(state_.UpsertNode(locked).ok());
+  EXPECT_EQ(FilterPasses(p1), (std::vector<std::string>{"node-a", "node-b"}));
+  auto s = Prioritize(p1);
+  EXPECT_EQ(s["node-a"], 0);
+  EXPECT_GE(s["node-b"], 1);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-b");
+  // Past the lock expiry (5 min) the lock no longer counts: node-a ranks first again (the
+  // reservation on node-b lapsed on the way, 30 s).
+  clock_.Advance(std::chrono::minutes(5));
+  s = Prioritize(p1);
+  EXPECT_EQ(s["node-a"], 10);
+  ASSERT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
+  EXPECT_EQ(Used("node-b"), 0);
+  // The Binding fails: no reservation, no allocation, nothing counted.
+  api_.FailNext("POST", "/api/v1/namespaces/ml/pods/p1/binding", 500);
+  EXPECT_NE(Bind(p1, "node-a")["Error"].get<std::string>(), "");
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "");
+  EXPECT_FALSE(state_.Allocation(k8s::Uid(p1)));
+  EXPECT_EQ(Used("node-a"), 2000);
+  // Both nodes busy: the policy's scores are left as they are.
+  Prioritize(p1);  // reserved on node-a again
+  json p2 = api_.Put("pods", SlicePod("p2", 1000));
+  ASSERT_TRUE(state_.UpsertNode(locked).ok());
+  locked = OneGpuNode("node-b", "GPU-b");
+  locked["metadata"]["annotations"][core::kAnnotationNodeLock] =
+      core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(clock_.Now()), "ml", "other"});
+  ASSERT_TRUE(state_.UpsertNode(locked).ok());
+  s = Prioritize(p2);
+  EXPECT_EQ(s["node-a"], 10);
+  EXPECT_EQ(s["node-b"], 0);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
