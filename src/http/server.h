@@ -20,7 +20,8 @@
 // held at once by all connections are bounded (max_body_bytes_in_flight: 503 past it). Each
 // connection has a deadline for its request line + headers + body (header_timeout_s; a client
 // that trickles a byte every few seconds is cut), connections are capped per client address and
-// in total (503 at once past either cap; at the total cap the oldest connection that has sent
+// in total (503 at once past either cap, on an HTTPS port a TLS fatal alert instead of the plain
+// text a TLS client cannot read; at the total cap the oldest connection that has sent
 // no complete request for a second is cut to make room), and every admitted connection has a
 // worker thread of its own (started on demand), so a slow client never delays another's
 // request. The health routes can be served on a listener of their own (health_port) as well.
@@ -108,7 +109,8 @@ struct ServerOptions {
   /// and the server closes it. With keep_alive_max_requests, bounds how long one client holds
   /// a worker (at most this plus one request's deadlines), as httplib's 5 requests did.
   int max_connection_age_s = 60;
-  int max_connections = 256;  ///< connections admitted at once (served + waiting); 503 past it
+  /// Connections admitted at once (served + waiting); 503 past it (HTTPS: a TLS alert).
+  int max_connections = 256;
   int max_connections_per_client = 64;  ///< the same, per client IP address
   int health_port = -1;  ///< -1: no health listener; 0: any free port; else that port
   /// Longest request line or header line, bytes, counted while it is read (414 for the
