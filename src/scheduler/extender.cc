@@ -475,6 +475,23 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
       for (size_t i = 0; i < names.size(); ++i)
         prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
     }
+    // One node alone at the top, the one of the highest raw score (the first in the request's
+    // order among equals); the others at the top one step lower. Rounding to 0–10 ties nodes
+    // of nearly the same use (and all empty nodes), and kube-scheduler picks at random among
+    // equal totals: so its choice is the node reserved below.
+    size_t best = names.size();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (best == names.size() || prio[i] > prio[best] ||
+          (prio[i] == prio[best] && policy == core::NodePolicy::kBinpack &&
+           scores[i] > scores[best]) ||
+          (prio[i] == prio[best] && policy != core::NodePolicy::kBinpack &&
+           scores[i] < scores[best])) {
+        best = i;
+      }
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i != best && prio[i] == prio[best] && prio[i] > 0) --prio[i];
+    }
     for (size_t i = 0; i < names.size(); ++i)
       out.push_back({{"Host", names[i]}, {"Score", prio[i]}});
     if (reserving) {
@@ -685,9 +702,6 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
                                                                        : "error";
     return fail(st, *pod, result);
   }
-  // The node lock stays until the device plugin's Allocate: the node is busy until the
-  // node's watch event shows it released.
-  state_->NoteNodeLock(args.node, clock_->Now());
   Count("ok");
   if (events_ != nullptr) {
     events_->Record(*pod, "Normal", "BindingSucceed",

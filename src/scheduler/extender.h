@@ -40,8 +40,11 @@
 //    least 1 (nothing is filtered out), so consecutive pods go to the next-best node instead
 //    of queuing on one node's lock (binds of one node are serialised: the per-node mutex,
 //    then `hami.io/mutex.lock` until the device plugin's Allocate). Binpack so still fills
-//    nodes, a few at a time. The fragmentation-aware policy's scores are left as they are
-//    (its placements are compared with the simulator's, bench/cluster/trace.py).
+//    nodes, a few at a time. Nodes still tied at the top are split (the highest raw score,
+//    then the request's order, keeps it; the others one less): kube-scheduler picks at random
+//    among equal totals, and so takes the node reserved. The fragmentation-aware policy's scores
+//    are left as they are (its placements are compared with the simulator's,
+//    bench/cluster/trace.py).
 
 #include <functional>
 #include <map>

@@ -62,11 +62,6 @@ std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
   return it->second;
 }
 
-void ClusterState::NoteNodeLock(const std::string& node, std::chrono::system_clock::time_point at) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  node_locks_[node] = at;
-}
-
 Status ClusterState::UpsertPod(const json& pod) {
   core::PodObject object;
   try {

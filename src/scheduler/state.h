@@ -74,11 +74,8 @@ class ClusterState {
   bool ForgetAssumed(const std::string& uid, const std::string& node);
 
   /// When the node lock `hami.io/mutex.lock` of `node` was taken, as its Node object last
-  /// seen (UpsertNode) or NoteNodeLock says; nullopt when not held (or unreadable).
+  /// seen (UpsertNode) says; nullopt when not held (or unreadable).
   std::optional<std::chrono::system_clock::time_point> NodeLockTime(const std::string& node) const;
-  /// Records that this process took the node lock of `node` at `at` (a bind that succeeded),
-  /// before the node's watch event shows it; the next UpsertNode of the node replaces it.
-  void NoteNodeLock(const std::string& node, std::chrono::system_clock::time_point at);
 
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;

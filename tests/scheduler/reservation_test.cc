@@ -68,9 +68,11 @@ class ReservationTest : public ::testing::Test {
     return n && !n->gpus.empty() ? n->gpus[0].used_mem_mib : -1;
   }
   // Host → score of a /prioritize answer.
-  std::map<std::string, int64_t> Prioritize(const json& pod) {
+  std::map<std::string, int64_t> Prioritize(const json& pod,
+                                            const std::vector<std::string>& nodes = {"node-a",
+                                                                                     "node-b"}) {
     std::map<std::string, int64_t> out;
-    for (const auto& e : ext_->Prioritize(ExtenderArgs{pod, {"node-a", "node-b"}, false, json()}))
+    for (const auto& e : ext_->Prioritize(ExtenderArgs{pod, nodes, false, json()}))
       out[e["Host"].get<std::string>()] = e["Score"].get<int64_t>();
     return out;
   }
@@ -196,6 +198,25 @@ TEST_F(ReservationTest, ANodeLockOrABindFailureLeavesTheRightScoresAndNoReservat
   s = Prioritize(p2);
   EXPECT_EQ(s["node-a"], 10);
   EXPECT_EQ(s["node-b"], 0);
+}
+
+TEST_F(ReservationTest, NodesTiedAtTheTopAreSplitSoTheReservationIsKubeSchedulersChoice) {
+  for (const auto& [name, uuid] : {std::pair{"node-c", "GPU-c"}, std::pair{"node-d", "GPU-d"}}) {
+    json node = OneGpuNode(name, uuid);
+    api_.Put("nodes", node);
+    ASSERT_TRUE(state_.UpsertNode(node).ok());
+  }
+  json p1 = api_.Put("pods", SlicePod("p1", 1000));
+  json p2 = api_.Put("pods", SlicePod("p2", 1000));
+  // Three empty nodes: binpack's min-max gives each 10; the first in the request's order keeps
+  // it, the others get 9, and the pod is reserved there.
+  auto s = Prioritize(p1, {"node-d", "node-b", "node-c"});
+  EXPECT_EQ(s, (std::map<std::string, int64_t>{{"node-b", 9}, {"node-c", 9}, {"node-d", 10}}));
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-d");
+  // The next pod: node-d busy (0); node-b and node-c, both empty, tie at 1: node-b first.
+  s = Prioritize(p2, {"node-d", "node-b", "node-c"});
+  EXPECT_EQ(s, (std::map<std::string, int64_t>{{"node-b", 1}, {"node-c", 0}, {"node-d", 0}}));
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-b");
 }
 
 }  // namespace
