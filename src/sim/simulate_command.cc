@@ -649,7 +649,7 @@ int Run(const Flags& flags) {
       "\nGPU allocation ratio (%% of %lld GPUs) by arrived workload, mean of %zu seeds; "
       "paper = the authors' published runs (expected_results/)\n",
       static_cast<long long>(cluster->total_gpus), seeds->size());
-  std::printf("%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
+  std::printf("%-18s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
               "policy", "@100%", "paper", "@130%", "paper", "diff", "unalloc", "paper", "frag@90%",
               "paper", "failed", "bound100", "gap", "bound130", "gap");
   std::vector<std::vector<double>> curves;  // per policy: mean allocation per bucket
@@ -685,7 +685,7 @@ int Run(const Flags& flags) {
     const std::optional<double> b130 = bound_at(130), b100 = bound_at(100);
     const double m100 = Mean(a100);
     std::printf(
-        "%-16s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
+        "%-18s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
         core::PlacementPolicyName(p), Fmt(m100).c_str(), Fmt(p100).c_str(), Fmt(m130).c_str(),
         Fmt(p130).c_str(),
         p130 ? (std::string(m130 - *p130 >= 0 ? "+" : "") + Fmt(m130 - *p130)).c_str() : "n/a",
