@@ -197,6 +197,27 @@ TEST_F(PluginTest, EachRequestGetsOnlyItsOwnDevicesEachOnce) {
   EXPECT_EQ(spec["devices"][1]["name"], "claim-uid-p-gpu-1");
 }
 
+TEST_F(PluginTest, SpecOfAnOlderDriverIsRewrittenOnTheNextPrepare) {
+  // A claim prepared by a driver that wrote one CDI device per claim: after the upgrade the
+  // kubelet's next prepare answers the per-device IDs, so the spec must name them; the region
+  // of the containers already running stays.
+  api_.Put("resourceclaims",
+           Claim("old", "uid-o", json::array({Result("gpu-1", "2000Mi", "20", "s")})));
+  FakeDraKubelet kubelet(registry_);
+  ASSERT_TRUE(kubelet.WaitForDriver(kDriverName, kWait));
+  drav1::NodePrepareResourcesResponse first, again;
+  ASSERT_TRUE(kubelet.Prepare(kDriverName, {ClaimRef("ml", "old", "uid-o")}, &first).ok());
+  const std::string fresh = ReadFile(CdiFile("uid-o"));
+  const std::string marker = dir_.path() + "/hook/vgpu/containers/claim_uid-o/region.cache";
+  std::ofstream(marker) << "in use";
+  std::ofstream(CdiFile("uid-o"), std::ios::trunc)
+      << R"({"cdiVersion":"0.4.0","kind":"fracgpu.io/gpu","devices":[{"name":"claim-uid-o"}]})";
+  ASSERT_TRUE(kubelet.Prepare(kDriverName, {ClaimRef("ml", "old", "uid-o")}, &again).ok());
+  EXPECT_EQ(again.SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(ReadFile(CdiFile("uid-o")), fresh);
+  EXPECT_EQ(ReadFile(marker), "in use");
+}
+
 TEST_F(PluginTest, KubeletThatSpeaksNoOfferedServiceRejectsTheRegistration) {
   FakeDraKubelet kubelet(registry_, {"v1alpha4.DRAPlugin"});
   EXPECT_EQ(kubelet.Discover(), 0);

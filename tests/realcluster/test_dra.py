@@ -47,9 +47,57 @@ def cdi_spec(cluster, node, claim_uid):
     return json.loads(f.read_text()) if f.exists() else None
 
 
-def cdi_env(spec):
-    [dev] = spec["devices"]
-    return dict(e.split("=", 1) for e in dev["containerEdits"]["env"])
+TOOLKIT_DIR = "/var/run/nvidia-container-devices/"
+LIMITS_DIR = "/etc/fracgpu/limits.d/"
+
+
+def inject(spec, ids):
+    """What a container naming the CDI IDs `ids` gets, as the CDI library applies them
+    (container-device-interface pkg/cdi/cache.go InjectDevices): the spec's own containerEdits
+    once, then each named device's edits. Returns (env dict, {container path: host path});
+    asserts that no env key and no mount path is given twice (docs/dra.md "Per-request devices")."""
+    env, mounts = {}, {}
+    by_id = {f"{spec['kind']}={d['name']}": d for d in spec["devices"]}
+    edits = [spec["containerEdits"]] + [by_id[i]["containerEdits"] for i in ids]
+    for e in edits:
+        for kv in e.get("env", []):
+            k, v = kv.split("=", 1)
+            assert k not in env, f"env {k} given twice: {env[k]!r}, {v!r}"
+            env[k] = v
+        for m in e.get("mounts", []):
+            assert m["containerPath"] not in mounts, f"mount {m['containerPath']} given twice"
+            mounts[m["containerPath"]] = m["hostPath"]
+    return env, mounts
+
+
+def container_gpus(spec, ids):
+    """The GPUs a container naming `ids` gets: {uuid: (MiB, cores)} from the GPU files of its
+    limits directory (what libvgpu.so merges), after checking that the runtime's device mounts
+    name the same GPUs, the claim-wide edits give no GPU list and no limit file, and every GPU
+    file names one GPU."""
+    env, mounts = inject(spec, ids)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void", env
+    assert not any(k.startswith("CUDA_DEVICE_MEMORY_LIMIT") for k in env), env
+    assert "/etc/fracgpu/limits.env" not in mounts
+    gpus = {}
+    for path, host in mounts.items():
+        if not (path.startswith(LIMITS_DIR) and os.path.basename(path).startswith("gpu-")):
+            continue
+        with open(host) as f:
+            kv = dict(line.split("=", 1) for line in f.read().splitlines())
+        assert set(kv) == {"NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_MEMORY_LIMIT_0",
+                           "CUDA_DEVICE_SM_LIMIT_0"}, kv
+        uuid = kv["NVIDIA_VISIBLE_DEVICES"]
+        assert path == f"{LIMITS_DIR}gpu-{uuid}.env"
+        assert uuid not in gpus
+        assert kv["CUDA_DEVICE_MEMORY_LIMIT_0"].endswith("m")
+        gpus[uuid] = (int(kv["CUDA_DEVICE_MEMORY_LIMIT_0"][:-1]), int(kv["CUDA_DEVICE_SM_LIMIT_0"]))
+    toolkit = sorted(p[len(TOOLKIT_DIR):] for p in mounts if p.startswith(TOOLKIT_DIR))
+    assert toolkit == sorted(gpus), (toolkit, gpus)
+    common = [p for p in mounts if p.startswith(LIMITS_DIR) and p not in
+              {f"{LIMITS_DIR}gpu-{u}.env" for u in gpus}]
+    assert len(common) == 1, common  # the claim's own common file
+    return gpus
 
 
 def cdi_devices_of(record):
@@ -143,16 +191,18 @@ def check_prepared(cluster, pod, rc, container="c"):
     uid = rc["metadata"]["uid"]
     rec = cluster.wait("the CRI record", lambda: cluster.record(node, "default", pod["metadata"]["name"],
                                                                 container), 30)
-    # The kubelet put the driver's CDI device of the claim in the container config.
-    assert cdi_devices_of(rec) == [f"fracgpu.io/gpu=claim-{uid}"], rec["config"].get("CDIDevices")
+    # The kubelet put one CDI device per allocated device of the claim in the container config,
+    # each once.
+    ids = cdi_devices_of(rec)
+    assert sorted(ids) == sorted(f"fracgpu.io/gpu=claim-{uid}-{r['device']}" for r in results), ids
+    assert len(set(ids)) == len(ids), ids
     spec = cdi_spec(cluster, node, uid)
     assert spec is not None, f"no CDI spec for claim {uid} on {node}"
     assert spec["kind"] == "fracgpu.io/gpu"
     assert spec["cdiVersion"] == "0.4.0"  # the lowest its features need (mount types)
-    assert spec["devices"][0]["name"] == f"claim-{uid}"
-    env = cdi_env(spec)
+    gpus = container_gpus(spec, ids)
     out = []
-    for i, r in enumerate(results):
+    for r in results:
         assert r["driver"] == DRIVER and r["pool"] == node
         dev = device_of(cluster, node, r["device"])
         dev_uuid = dev["attributes"]["uuid"]["string"]
@@ -160,10 +210,9 @@ def check_prepared(cluster, pod, rc, container="c"):
         consumed = r.get("consumedCapacity", {})
         mib = quantity(consumed["memory"]) // MI if "memory" in consumed else total // MI
         cores = int(consumed["cores"]) if "cores" in consumed else 100
-        assert env[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] == f"{mib}m"
-        assert env[f"CUDA_DEVICE_SM_LIMIT_{i}"] == str(cores)
+        assert gpus[dev_uuid] == (mib, cores), (dev_uuid, gpus)
         out.append((r["device"], dev_uuid, mib, cores))
-    assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(u for _, u, _, _ in out)
+    assert sorted(gpus) == sorted(u for _, u, _, _ in out)
     return out
 
 
@@ -470,3 +519,62 @@ def test_h_gpu_quota_is_refused_not_skipped(dra_cluster):
     ok = c.wait("the same pod admitted without the quota", lambda: dry_run(True), 30)
     admitted = json.loads(ok.stdout)
     assert admitted["spec"]["resourceClaims"], "admitted in DRA mode: its GPU became a claim"
+
+
+def test_i_each_request_gets_only_its_own_gpus(dra_cluster):
+    """Per-request CDI devices (issue 35 item 7): a claim of two requests, one GPU each (distinct
+    GPUs). Container `small` names one request and gets only its GPU and limit; `large` only the
+    other; `both` names both requests and gets each GPU once with both limits. Checked from the
+    CDI IDs the kubelet passed to the runtime (each once) and the container edits they compose
+    to (spec edits once, each device's once: no env key or mount given twice)."""
+    c = dra_cluster
+    fits = [n for n in node_names(c) if len(c.node_gpus(n)) >= 2]
+    assert fits, "no node has 2 GPUs"
+    want = {"small": (1000, 10), "large": (3000, 40)}
+    rc = claim("dra-i", [{"name": r, "exactly": {
+        "deviceClassName": "gpu.fracgpu.io",
+        "capacity": {"requests": {"memory": f"{mib}Mi", "cores": str(cores)}}}}
+        for r, (mib, cores) in want.items()],
+        constraints=[{"requests": list(want), "distinctAttribute": f"{DRIVER}/uuid"}])
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "dra-i", "namespace": "default"},
+        "spec": {
+            "resourceClaims": [{"name": "g", "resourceClaimName": "dra-i"}],
+            "containers": [
+                {"name": "small", "image": "busybox",
+                 "resources": {"claims": [{"name": "g", "request": "small"}]}},
+                {"name": "large", "image": "busybox",
+                 "resources": {"claims": [{"name": "g", "request": "large"}]}},
+                {"name": "both", "image": "busybox",
+                 "resources": {"claims": [{"name": "g", "request": "small"},
+                                          {"name": "g", "request": "large"}]}},
+            ],
+        },
+    }
+    apply_all(c, rc, pod)
+    try:
+        got_pod = c.wait("dra-i Running", lambda: c.running("default", "dra-i"), 90)
+        node = got_pod["spec"]["nodeName"]
+        assert node in fits
+        got = c.get("-n", "default", "resourceclaim", "dra-i")
+        uid = got["metadata"]["uid"]
+        results = got["status"]["allocation"]["devices"]["results"]
+        assert sorted(r["request"] for r in results) == ["large", "small"]
+        uuid_of = {r["request"]: device_of(c, node, r["device"])["attributes"]["uuid"]["string"]
+                   for r in results}
+        assert uuid_of["small"] != uuid_of["large"]
+        id_of = {r["request"]: f"fracgpu.io/gpu=claim-{uid}-{r['device']}" for r in results}
+        spec = cdi_spec(c, node, uid)
+        assert spec is not None, f"no CDI spec for claim {uid} on {node}"
+        assert len(spec["devices"]) == 2
+        for container, requests in (("small", ["small"]), ("large", ["large"]),
+                                    ("both", ["small", "large"])):
+            rec = c.wait(f"the CRI record of {container}",
+                         lambda: c.record(node, "default", "dra-i", container), 30)
+            ids = cdi_devices_of(rec)
+            assert sorted(ids) == sorted(id_of[r] for r in requests), (container, ids)
+            gpus = container_gpus(spec, ids)
+            assert gpus == {uuid_of[r]: want[r] for r in requests}, (container, gpus)
+    finally:
+        delete(c, ("pod", "dra-i"), ("resourceclaim", "dra-i"))
