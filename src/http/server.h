@@ -111,7 +111,12 @@ struct ServerOptions {
   int max_connection_age_s = 60;
   /// Connections admitted at once (served + waiting); 503 past it (HTTPS: a TLS alert).
   int max_connections = 256;
-  int max_connections_per_client = 64;  ///< the same, per client IP address
+  /// The same, per client IP address. 128, half the total: kube-scheduler opens one
+  /// connection per concurrent extender call and binds asynchronously (binds in flight ≈ pods
+  /// per second × /bind's latency), and where the API server's webhook calls come from the
+  /// same address the two share it (docs/performance.md, scale runs: 64 refused ~700–2,700
+  /// of their calls a run).
+  int max_connections_per_client = 128;
   int health_port = -1;  ///< -1: no health listener; 0: any free port; else that port
   /// Longest request line or header line, bytes, counted while it is read (414 for the
   /// request line, 431 for a header line past it; the connection is then closed). 16 KiB:

@@ -130,8 +130,10 @@ class Extender {
   nlohmann::json Bind(const ExtenderBindingArgs& args);
 
  private:
+  // `node_obj`: the Node as the bind just read it from the API server, or null (the node
+  // lock's first attempt patches against it).
   Status BindLocked(const ExtenderBindingArgs& args, const nlohmann::json& pod,
-                    const core::PodRequest& req);
+                    const core::PodRequest& req, const nlohmann::json* node_obj);
   // Claims pod `key` for one bind; false when a bind of it is in flight.
   bool ClaimPod(const std::string& key);
   void ReleasePod(const std::string& key);

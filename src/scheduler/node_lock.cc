@@ -11,33 +11,47 @@ namespace fracgpu::scheduler {
 NodeLocker::NodeLocker(k8s::Client* client, base::Clock* clock, std::chrono::seconds expiry)
     : client_(client), clock_(clock), expiry_(expiry) {}
 
-Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name) {
-  auto r = client_->PatchWithRetry(
-      k8s::NodePath(node), [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
-        auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
-        auto now = clock_->Now();
-        if (held && !held->empty()) {
-          auto v = core::DecodeNodeLock(*held);
-          bool take = !v.ok();  // an unreadable lock is treated as stale
-          if (v.ok()) {
-            if (v->pod_namespace == ns && v->pod_name == name) {
-              take = true;
-            } else if (now - v->time > expiry_) {
-              take = true;
-            } else if (v->names_pod()) {
-              auto owner = client_->Get(k8s::PodPath(v->pod_namespace, v->pod_name));
-              if (!owner.ok() && owner.status().code() == StatusCode::kNotFound) take = true;
-            }
-          }
-          if (!take) return Conflict("node " + node + " is locked by " + *held);
+Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name,
+                        const nlohmann::json* current) {
+  auto make_patch = [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
+    auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
+    auto now = clock_->Now();
+    if (held && !held->empty()) {
+      auto v = core::DecodeNodeLock(*held);
+      bool take = !v.ok();  // an unreadable lock is treated as stale
+      if (v.ok()) {
+        if (v->pod_namespace == ns && v->pod_name == name) {
+          take = true;
+        } else if (now - v->time > expiry_) {
+          take = true;
+        } else if (v->names_pod()) {
+          auto owner = client_->Get(k8s::PodPath(v->pod_namespace, v->pod_name));
+          if (!owner.ok() && owner.status().code() == StatusCode::kNotFound) take = true;
         }
-        return nlohmann::json{
-            {"metadata",
-             {{"annotations",
-               {{core::kAnnotationNodeLock,
-                 core::EncodeNodeLock(
-                     {std::chrono::floor<std::chrono::seconds>(now), ns, name})}}}}}};
-      });
+      }
+      if (!take) return Conflict("node " + node + " is locked by " + *held);
+    }
+    return nlohmann::json{
+        {"metadata",
+         {{"annotations",
+           {{core::kAnnotationNodeLock,
+             core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(now), ns, name})}}}}}};
+  };
+  if (current != nullptr) {
+    // The node as the caller just read it: one GET fewer; a node changed since (409) is read
+    // again below.
+    // A lock it shows held may have been released since: that too is read again below.
+    auto patch = make_patch(*current);
+    if (!patch.ok() && patch.status().code() != StatusCode::kConflict) return patch.status();
+    const std::string rv = k8s::ResourceVersion(*current);
+    if (patch.ok() && !rv.empty()) {
+      (*patch)["metadata"]["resourceVersion"] = rv;
+      auto r = client_->MergePatch(k8s::NodePath(node), *patch);
+      if (r.ok()) return Status::Ok();
+      if (r.status().code() != StatusCode::kConflict) return r.status();
+    }
+  }
+  auto r = client_->PatchWithRetry(k8s::NodePath(node), make_patch);
   return r.ok() ? Status::Ok() : r.status();
 }
 

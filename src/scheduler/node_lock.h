@@ -8,6 +8,7 @@
 // value is encoded and decoded by core/node_lock_codec.h.
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -24,8 +25,11 @@ class NodeLocker {
              std::chrono::seconds expiry = std::chrono::minutes(5));
   /// Locks `node` for pod ns/name. Succeeds when the node is unlocked, already locked by this
   /// pod, locked longer than the expiry, or locked by a pod that no longer exists.
-  /// Errors: kConflict ("node X is locked by ns/pod since T"), or the API error.
-  Status Lock(const std::string& node, const std::string& ns, const std::string& name);
+  /// Errors: kConflict ("node X is locked by ns/pod since T"), or the API error. `current`:
+  /// the Node as the caller just read it (the first attempt patches against its
+  /// resourceVersion without reading the node again; on 409 the node is read afresh).
+  Status Lock(const std::string& node, const std::string& ns, const std::string& name,
+              const nlohmann::json* current = nullptr);
   /// Releases the lock if it is held by ns/name (or `force`). Errors: the API error.
   Status Unlock(const std::string& node, const std::string& ns, const std::string& name,
                 bool force = false);

@@ -90,6 +90,29 @@ TEST_F(LockTest, LockContentionExpiryAndRelease) {
   EXPECT_EQ(locker.Lock("missing-node", "ns", "a").code(), StatusCode::kNotFound);
 }
 
+// Issue 37 item 1: Lock with the node as the caller read it patches without reading it again;
+// a copy gone stale (changed since: 409; or showing a lock released since) is read afresh.
+TEST_F(LockTest, TheNodeAsReadSavesAGetAndAStaleCopyIsReadAgain) {
+  NodeLocker locker(client_.get(), &clock_, std::chrono::minutes(5));
+  api_.Put("pods", {{"metadata", {{"name", "a"}, {"namespace", "ns"}}}});
+  api_.Put("pods", {{"metadata", {{"name", "b"}, {"namespace", "ns"}}}});
+  json fresh = *api_.Get("nodes", "", "n");
+  const int gets = api_.CountRequests("GET", "/api/v1/nodes/n");
+  ASSERT_TRUE(locker.Lock("n", "ns", "a", &fresh).ok());
+  EXPECT_EQ(Lock(), "2026-03-02T10:15:04Z,ns,a");
+  EXPECT_EQ(api_.CountRequests("GET", "/api/v1/nodes/n"), gets);  // no GET of the node
+  // `fresh` is stale now (resourceVersion before the lock): b's patch gets 409, the node is
+  // read again and b finds a's lock.
+  Status st = locker.Lock("n", "ns", "b", &fresh);
+  EXPECT_EQ(st.code(), StatusCode::kConflict);
+  EXPECT_NE(st.message().find("ns,a"), std::string::npos) << st.message();
+  // A copy showing a's lock, which a has released since: b reads the node again and locks it.
+  json locked = *api_.Get("nodes", "", "n");
+  ASSERT_TRUE(locker.Unlock("n", "ns", "a").ok());
+  ASSERT_TRUE(locker.Lock("n", "ns", "b", &locked).ok());
+  EXPECT_EQ(Lock(), "2026-03-02T10:15:04Z,ns,b");
+}
+
 TEST(LeaderTest, OneLeaderAndTakeoverAfterLeaseDuration) {
   fakes::FakeApiServer api;
   base::ManualClock clock(std::chrono::system_clock::from_time_t(1772446504));
