@@ -394,6 +394,35 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
   EXPECT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
 }
 
+// Issue 37 item 1: through the service's node watch, a node whose lock is held scores 0 at
+// /prioritize, and once the device plugin releases it the node ranks by the policy again.
+TEST_F(ExtenderTest, ANodeLockSeenThroughTheWatchScoresZeroUntilReleased) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 16000}}));
+  json first = api_.Put("pods", GpuPod("first", {{"nvidia.com/gpumem", "1000"}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  auto scores = [&] {
+    std::map<std::string, int64_t> out;
+    json r =
+        Post(*svc, "/prioritize", json{{"Pod", pod}, {"NodeNames", {"node-a", "node-b"}}}.dump());
+    for (const auto& e : r) out[e["Host"].get<std::string>()] = e["Score"].get<int64_t>();
+    return out;
+  };
+  // `first` bound to node-a: node-a is fuller (binpack) but locked until "Allocate".
+  ASSERT_EQ(Bind(*svc, first, "node-a")["Error"], "");
+  ASSERT_TRUE(api_.WaitFor([&] { return svc->state().NodeLockTime("node-a").has_value(); }));
+  auto s = scores();
+  EXPECT_EQ(s["node-a"], 0);
+  EXPECT_GE(s["node-b"], 1);
+  ReleaseLock("node-a");
+  ASSERT_TRUE(api_.WaitFor([&] { return !svc->state().NodeLockTime("node-a").has_value(); }));
+  // p's own reservation (on node-b, from the call above) was dropped before scoring.
+  s = scores();
+  EXPECT_EQ(s["node-a"], 10);
+  EXPECT_LT(s["node-b"], 10);
+}
+
 TEST_F(ExtenderTest, BadBodiesGet400WithAMessageAndNoCrash) {
   auto svc = StartService();
   std::string huge(10 << 20, ' ');
