@@ -60,8 +60,29 @@ struct RegionDevice {
   uint64_t launches;   ///< launches issued in the current period (all processes)
   uint64_t busy_ema;   ///< EMA of the container's busy ns per period (NVML), x1
   uint64_t count_ema;  ///< EMA of launches per period, x1024
-  uint64_t reserved[2];
+  // Parking (issue 36, docs/reclaim.md; formerly reserved[0..1], zero in every older file: no
+  // byte moved). Plain words, accessed only through std::atomic_ref (relaxed).
+  /// kParkRunning, or kParkParked from just before the node agent's Lock of the container's
+  /// processes on this device until after their Unlock. Written by the agent only.
+  uint64_t park_state;
+  /// Calls of the container's processes that met kParkParked on this device (RequestWakeIfParked):
+  /// a count that only grows; the agent wakes the container when it passes the count it read at
+  /// park. Written by libvgpu.so.
+  uint64_t wake_requests;
 };
+
+/// RegionDevice::park_state values.
+inline constexpr uint64_t kParkRunning = 0;
+inline constexpr uint64_t kParkParked = 1;
+
+/// libvgpu.so's side of the wake: a process about to call the driver on device `d` counts a
+/// wake request when the device is parked (its call will then wait inside the driver until the
+/// agent has restored and unlocked it). One relaxed load when not parked; no lock, no system
+/// call.
+inline void RequestWakeIfParked(RegionDevice& d) noexcept {
+  if (std::atomic_ref<uint64_t>(d.park_state).load(std::memory_order_relaxed) != kParkRunning)
+    std::atomic_ref<uint64_t>(d.wake_requests).fetch_add(1, std::memory_order_relaxed);
+}
 
 /// Granularity of RegionDevice::last_launch_ns: a process re-stamps it only when its own
 /// previous stamp is older than this (ns).
@@ -148,7 +169,8 @@ static_assert(offsetof(RegionDevice, period_ns) == 96);
 static_assert(offsetof(RegionDevice, launches) == 104);
 static_assert(offsetof(RegionDevice, busy_ema) == 112);
 static_assert(offsetof(RegionDevice, count_ema) == 120);
-static_assert(offsetof(RegionDevice, reserved) == 128);
+static_assert(offsetof(RegionDevice, park_state) == 128);     // was reserved[0]: no byte moved
+static_assert(offsetof(RegionDevice, wake_requests) == 136);  // was reserved[1]
 static_assert(sizeof(RegionSlot) == 664);
 static_assert(offsetof(RegionSlot, state) == 0);
 static_assert(offsetof(RegionSlot, pid) == 4);

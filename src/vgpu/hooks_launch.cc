@@ -87,6 +87,9 @@ __attribute__((noinline)) void StampLaunch() {
   CUdevice ordinal = -1;
   int dev = CurrentDeviceIndex(&ordinal);
   if (dev < 0 || dev >= static_cast<int>(r->device_count)) return;
+  // A launch of a parked container asks the agent to wake it (docs/reclaim.md "Wake"): the
+  // first launch after an idle spell always comes here, as the stamp is then due.
+  RequestWakeIfParked(r->devices[dev]);
   uint64_t now = ClockNs(CLOCK_MONOTONIC);  // exact: readers compare with their own clock
   std::atomic<uint64_t>& last = r->devices[dev].last_launch_ns;
   uint64_t prev = last.load(std::memory_order_relaxed);
