@@ -2964,6 +2964,19 @@ socklen_t CheckpointSocketName(int pid, sockaddr_un* addr) {
 
 CUresult LocalCheckpointCall(const CkptRequest& rq);  // below: the call on this process
 
+// Held by the serving thread from a request's arrival until its answer is sent. An Unlock
+// releases the process's blocked calls before its answer goes out, and the process may then
+// finish and exit at once: exit waits on this (atexit) so the caller gets the answer the call
+// gave, not a closed connection (seen as CUDA_ERROR_INVALID_VALUE).
+std::mutex g_serving_mu;
+
+std::atomic<int> g_serving_pid{0};  // the process whose thread serves (not a forked child)
+
+void AwaitCheckpointAnswer() {
+  if (g_serving_pid.load() != getpid()) return;  // a child forked mid-answer: no server here
+  std::lock_guard<std::mutex> lk(g_serving_mu);
+}
+
 // The serving thread: one request per connection, answered with this process's own call.
 void ServeCheckpointCalls(int listener) {
   for (;;) {
@@ -2974,6 +2987,7 @@ void ServeCheckpointCalls(int listener) {
     }
     CkptRequest rq;
     CkptReply rp;
+    std::lock_guard<std::mutex> answering(g_serving_mu);
     if (::recv(c, &rq, sizeof(rq), MSG_WAITALL) == static_cast<ssize_t>(sizeof(rq))) {
       rp.result = LocalCheckpointCall(rq);
       rp.t_end = fracgpu::fakes::Me().t.load();
@@ -2993,6 +3007,8 @@ void StartCheckpointServer() {
     ::close(l);
     return;
   }
+  g_serving_pid.store(getpid());
+  std::atexit(AwaitCheckpointAnswer);
   std::thread(ServeCheckpointCalls, l).detach();
 }
 
