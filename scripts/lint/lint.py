@@ -42,7 +42,7 @@ LAYERS = {
     # the two node plugins: siblings over node/; neither includes the other (no dra → deviceplugin)
     "deviceplugin": {"api", "base", "core", "k8s", "kubelet", "node", "nvml"},
     "dra": {"base", "core", "k8s", "node", "nvml"},
-    "monitor": {"base", "api", "core", "enforce", "k8s", "http", "metrics", "nvml", "vgpu"},
+    "monitor": {"base", "api", "core", "enforce", "k8s", "http", "metrics", "node", "nvml", "vgpu"},
     # ui reads the cluster through core/cluster_state.h and previews with core/bind_choice.h,
     # the scheduler's own model and bind-time GPU choice: no edge to scheduler/.
     "ui": {"base", "core", "k8s", "http"},

@@ -10,7 +10,7 @@ Result<std::vector<PodRef>> PodsFromList(const nlohmann::json& list) {
   std::vector<PodRef> out;
   for (const auto& item : list["items"]) {
     if (!item.is_object()) continue;
-    PodRef p{k8s::Uid(item), k8s::Namespace(item), k8s::Name(item), {}, {}};
+    PodRef p{k8s::Uid(item), k8s::Namespace(item), k8s::Name(item), {}, {}, {}};
     if (p.uid.empty()) continue;
     // Bounded: a pod has at most a few hundred containers; the IDs are CRI-formatted strings.
     const auto* status =
@@ -32,6 +32,8 @@ Result<std::vector<PodRef>> PodsFromList(const nlohmann::json& list) {
       const auto& a = (*meta)["annotations"];
       if (a.contains("fracgpu.io/enforcement") && a["fracgpu.io/enforcement"].is_string())
         p.enforcement = a["fracgpu.io/enforcement"].get<std::string>().substr(0, 16);
+      if (a.contains("fracgpu.io/park") && a["fracgpu.io/park"].is_string())
+        p.park = a["fracgpu.io/park"].get<std::string>().substr(0, 16);
     }
     out.push_back(std::move(p));
   }

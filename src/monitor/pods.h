@@ -24,6 +24,9 @@ struct PodRef {
   /// Annotation fracgpu.io/enforcement ("report" | "kill"), "" when absent: the pod's opt-in
   /// memory action (docs/enforcement.md).
   std::string enforcement;
+  /// Annotation fracgpu.io/park ("true" | "false"), "" when absent: the pod's opt-in to parking
+  /// when idle (docs/reclaim.md; monitor/parking.h decides with the namespace default).
+  std::string park;
 
   bool operator==(const PodRef&) const = default;
 };

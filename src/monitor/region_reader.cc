@@ -43,6 +43,8 @@ RegionContents Summarize(const Region& r) {
     sd.sm_limit_percent = rd.sm_limit;
     sd.fail_closed = (rd.flags & api::kDeviceFailClosed) != 0;
     sd.last_launch_ns = rd.last_launch_ns.load(std::memory_order_relaxed);
+    sd.park_state = rd.park_state;
+    sd.wake_requests = rd.wake_requests;
   }
   for (int s = 0; s < api::kMaxSlots; ++s) {
     const api::RegionSlot& slot = r.slots[s];
@@ -53,6 +55,7 @@ RegionContents Summarize(const Region& r) {
     } else {
       ++out.slots_without_host_pid;
     }
+    out.slot_uses.push_back(slot.uses.load(std::memory_order_relaxed));
     for (int d = 0; d < devices; ++d) {
       SliceDevice& sd = out.devices[static_cast<size_t>(d)];
       sd.used_bytes = SatAdd(sd.used_bytes, slot.used[d].load(std::memory_order_relaxed));

@@ -30,6 +30,8 @@ struct SliceDevice {
   uint64_t data_bytes = 0;          ///< Σ active slots data_bytes[d]
   uint64_t last_launch_ns = 0;      ///< CLOCK_MONOTONIC ns of the latest launch; 0 = never
   bool fail_closed = false;         ///< kDeviceFailClosed set (bad configuration in the container)
+  uint64_t park_state = 0;     ///< RegionDevice::park_state as written (api::kParkRunning/Parked)
+  uint64_t wake_requests = 0;  ///< RegionDevice::wake_requests as written (a count)
 
   bool operator==(const SliceDevice&) const = default;
 };
@@ -40,7 +42,10 @@ struct RegionContents {
   std::vector<int32_t> host_pids;    ///< host PIDs (> 0) of active slots, ascending, unique
   int active_slots = 0;              ///< slots with state == kSlotActive
   int slots_without_host_pid = 0;    ///< active slots whose host_pid is 0 or negative
-  int32_t priority = 0;              ///< CUDA_TASK_PRIORITY as written (0 high, 1 low)
+  /// RegionSlot::uses of each active slot, in slot order (api::kSlotUses* bits; the facts of
+  /// the parking eligibility, node/checkpoint_eligibility.h).
+  std::vector<uint32_t> slot_uses;
+  int32_t priority = 0;  ///< CUDA_TASK_PRIORITY as written (0 high, 1 low)
 
   bool operator==(const RegionContents&) const = default;
 };

@@ -74,8 +74,8 @@ class EnforcementTest : public ::testing::Test {
     auto n = enforce::NvmlProcesses::Open(std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1");
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     nvml_ = std::move(*n);
-    pods_[kUidA] = PodRef{kUidA, "team-a", "pod-a", {{kIdA, "main"}}, ""};
-    pods_[kUidB] = PodRef{kUidB, "team-b", "pod-b", {{kIdB, "main"}}, ""};
+    pods_[kUidA] = PodRef{kUidA, "team-a", "pod-a", {{kIdA, "main"}}, "", ""};
+    pods_[kUidB] = PodRef{kUidB, "team-b", "pod-b", {{kIdB, "main"}}, "", ""};
   }
   void TearDown() override {
     for (auto& p : procs_) {
@@ -312,7 +312,7 @@ TEST_F(EnforcementTest, UnreadableLimitsAndForeignProcessesAreReportedNeverKille
 TEST_F(EnforcementTest, PodContainersHoldingGpusTheyWereNotGivenAreKilled) {
   const std::string uid_c = "cccccccc-3333-4333-8333-000000000003";
   const std::string id_c(64, 'c'), id_side(64, 'd');
-  pods_[uid_c] = PodRef{uid_c, "team-c", "pod-c", {{id_c, "main"}}, ""};
+  pods_[uid_c] = PodRef{uid_c, "team-c", "pod-c", {{id_c, "main"}}, "", ""};
   pods_[kUidA].container_names[id_side] = "sidecar";
   Container(kUidA);  // GPU 0 is managed
   for (const std::string mode : {"report", "kill"}) {

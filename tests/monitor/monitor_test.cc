@@ -410,7 +410,7 @@ TEST(ContainerDirs, PodListWithoutItemsIsRefused) {
       {{"items", {Pod("a", "b", "u1", "n"), {{"metadata", {{"name", "no-uid"}}}}, 5}}});
   ASSERT_TRUE(ok.ok());
   ASSERT_EQ(ok->size(), 1u);
-  EXPECT_EQ((*ok)[0], (PodRef{"u1", "a", "b", {}, {}}));
+  EXPECT_EQ((*ok)[0], (PodRef{"u1", "a", "b", {}, {}, {}}));
 }
 
 }  // namespace

@@ -1,0 +1,221 @@
+#include "monitor/parking.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include "api/region.h"
+
+namespace fracgpu::monitor {
+
+namespace {
+
+std::string RegionPath(const std::string& dir_path) { return dir_path + "/region.cache"; }
+
+const char* OutcomeName(node::ParkOutcome o) {
+  switch (o) {
+    case node::ParkOutcome::kParked:
+      return "parked";
+    case node::ParkOutcome::kAwake:
+      return "awake";
+    case node::ParkOutcome::kIneligible:
+      return "ineligible";
+    case node::ParkOutcome::kBusy:
+      return "busy";
+    case node::ParkOutcome::kNoRoom:
+      return "no room";
+    case node::ParkOutcome::kFailed:
+      return "failed";
+  }
+  return "failed";
+}
+
+}  // namespace
+
+bool ParkOptedIn(const PodRef* pod, const ParkingOptions& options) {
+  if (!pod) return false;
+  if (pod->park == "true") return true;
+  if (pod->park == "false") return false;
+  return options.default_namespaces.count(pod->namespace_name) != 0;
+}
+
+ParkAction DecideParking(const ParkInput& in, const ParkingOptions& options) {
+  if (in.parked) {
+    return (in.wake_requests != in.wake_baseline || !in.opted_in) ? ParkAction::kWake
+                                                                  : ParkAction::kNone;
+  }
+  const uint64_t idle_after =
+      static_cast<uint64_t>(std::max<int64_t>(0, options.idle_after.count()));
+  if (in.opted_in && in.borrower_pending && in.single_gpu && in.used_bytes > 0 &&
+      in.processes > 0 && in.processes_without_host_pid == 0 && in.idle_ns >= idle_after)
+    return ParkAction::kPark;
+  return ParkAction::kNone;
+}
+
+ParkController::ParkController(ParkingOptions options, ParkHost host)
+    : options_(std::move(options)),
+      host_(std::move(host)),
+      parker_(host_.driver, options_.allowed_drivers, options_.lock_timeout_ms) {}
+
+node::ParkTarget ParkController::Target(const std::string& path, const std::string& uuid,
+                                        const std::string& pod_uid, std::vector<int> pids) const {
+  node::ParkTarget t;
+  t.pids = std::move(pids);
+  // The facts are read again at each call (Parker reads them before and after the Lock): the
+  // region's record of the processes' uses and their charged memory, the GPU's and the pod's.
+  t.facts = [this, path, uuid, pod_uid] {
+    node::CheckpointFacts f = host_.facts(uuid, pod_uid);
+    auto region = ReadRegionFile(path);
+    if (!region.ok() || region->devices.size() != 1) {
+      f.process_uses.clear();  // fails the "no process recorded" gate
+      return f;
+    }
+    f.process_uses = region->slot_uses;
+    f.device_bytes = region->devices[0].used_bytes;
+    return f;
+  };
+  t.free_bytes = [this, uuid] { return host_.free_bytes(uuid); };
+  return t;
+}
+
+void ParkController::TryPark(const ContainerDir& dir, const RegionContents& region) {
+  const std::string path = RegionPath(dir.path);
+  const SliceDevice& dev = region.devices[0];
+  const uint64_t baseline = dev.wake_requests;
+  Status w = WriteParkState(path, 0, api::kParkParked);
+  if (!w.ok()) {
+    last_outcome_[dir.name] = "park not attempted: " + w.message();
+    spdlog::warn("parking {}: {}", dir.name, w.message());
+    return;
+  }
+  std::vector<int> pids(region.host_pids.begin(), region.host_pids.end());
+  node::ParkResult r = parker_.Park(Target(path, dev.uuid, dir.pod_uid, pids));
+  if (r.outcome != node::ParkOutcome::kParked) {
+    Status back = WriteParkState(path, 0, api::kParkRunning);
+    last_outcome_[dir.name] = std::string(OutcomeName(r.outcome)) + ": " + r.reason;
+    if (!back.ok()) last_outcome_[dir.name] += "; park_state not reset: " + back.message();
+    if (r.outcome == node::ParkOutcome::kFailed || !back.ok())
+      spdlog::warn("parking {}: {}", dir.name, last_outcome_[dir.name]);
+    return;
+  }
+  ParkedSlice s;
+  s.dir = dir.name;
+  s.uuid = dev.uuid;
+  s.pids = std::move(pids);
+  s.released_bytes = r.released_bytes;
+  s.wake_baseline = baseline;
+  last_outcome_[dir.name] = "parked";
+  spdlog::info("parked {} on {}: {} MiB released", dir.name, dev.uuid, r.released_bytes >> 20);
+  parked_[dir.name] = std::move(s);
+}
+
+void ParkController::TryWake(ParkedSlice& slice, const std::string& path) {
+  const std::string pod_uid = slice.dir.substr(0, slice.dir.find('_'));
+  node::ParkResult r =
+      parker_.Wake(Target(path, slice.uuid, pod_uid, slice.pids), slice.released_bytes);
+  if (r.outcome == node::ParkOutcome::kAwake) {
+    Status back = WriteParkState(path, 0, api::kParkRunning);
+    last_outcome_[slice.dir] =
+        back.ok() ? "awake" : "awake; park_state not reset: " + back.message();
+    spdlog::info("woke {} on {}", slice.dir, slice.uuid);
+    parked_.erase(slice.dir);  // `slice` is gone from here on
+    return;
+  }
+  slice.waiting_for_room = r.outcome == node::ParkOutcome::kNoRoom;
+  last_outcome_[slice.dir] = std::string(OutcomeName(r.outcome)) + ": " + r.reason;
+  spdlog::warn("waking {}: {}", slice.dir, last_outcome_[slice.dir]);
+}
+
+void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
+                          const std::map<std::string, PodRef>& pods, bool borrower_pending) {
+  std::set<std::string> present;
+  for (const ContainerDir& dir : dirs) {
+    present.insert(dir.name);
+    const std::string path = RegionPath(dir.path);
+    auto region = ReadRegionFile(path);
+    if (!region.ok()) continue;
+    auto pod = pods.find(dir.pod_uid);
+    ParkInput in;
+    in.opted_in = ParkOptedIn(pod == pods.end() ? nullptr : &pod->second, options_);
+    in.borrower_pending = borrower_pending;
+    in.single_gpu = region->devices.size() == 1;
+    in.processes = region->active_slots;
+    in.processes_without_host_pid = region->slots_without_host_pid;
+    if (!region->devices.empty()) {
+      const SliceDevice& dev = region->devices[0];
+      in.used_bytes = dev.used_bytes;
+      in.wake_requests = dev.wake_requests;
+      uint64_t since = dev.last_launch_ns;
+      if (since == 0) since = first_seen_ns_.emplace(dir.name, now_ns).first->second;
+      in.idle_ns = now_ns > since ? now_ns - since : 0;
+    }
+    auto parked = parked_.find(dir.name);
+    in.parked = parked != parked_.end();
+    if (in.parked) in.wake_baseline = parked->second.wake_baseline;
+    switch (DecideParking(in, options_)) {
+      case ParkAction::kPark:
+        TryPark(dir, *region);
+        break;
+      case ParkAction::kWake:
+        TryWake(parked->second, path);
+        break;
+      case ParkAction::kNone:
+        break;
+    }
+  }
+  // A directory gone (its pod removed): its processes are gone with it.
+  for (auto it = parked_.begin(); it != parked_.end();)
+    it = present.count(it->first) ? std::next(it) : parked_.erase(it);
+  for (auto it = first_seen_ns_.begin(); it != first_seen_ns_.end();)
+    it = present.count(it->first) ? std::next(it) : first_seen_ns_.erase(it);
+}
+
+Status WriteParkState(const std::string& path, int device, uint64_t state) {
+  if (device < 0 || device >= static_cast<int>(api::kMaxDevices))
+    return InvalidArgument("park_state: device " + std::to_string(device) + " is out of range");
+  int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Unavailable("park_state: open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  Status out;
+  if (::fstat(fd, &st) != 0) {
+    out = Unavailable("park_state: stat " + path + ": " + std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    out = InvalidArgument("park_state: " + path + " is not a regular file");
+  } else if (static_cast<uint64_t>(st.st_size) != sizeof(api::Region)) {
+    out = InvalidArgument("park_state: " + path + " has " + std::to_string(st.st_size) +
+                          " bytes, not " + std::to_string(sizeof(api::Region)));
+  } else {
+    const off_t at = static_cast<off_t>(offsetof(api::Region, devices) +
+                                        static_cast<size_t>(device) * sizeof(api::RegionDevice) +
+                                        offsetof(api::RegionDevice, park_state));
+    if (::pwrite(fd, &state, sizeof(state), at) != static_cast<ssize_t>(sizeof(state)))
+      out = Unavailable("park_state: write " + path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  return out;
+}
+
+Result<bool> BorrowerPending(k8s::Client* client) {
+  k8s::ListOptions options;
+  options.field_selector = "status.phase=Pending,spec.nodeName=";
+  bool pending = false;
+  auto rv = client->ListEach("/api/v1/pods", options, [&](nlohmann::json& item) {
+    if (pending || !item.is_object()) return;
+    const auto* meta =
+        item.contains("metadata") && item["metadata"].is_object() ? &item["metadata"] : nullptr;
+    if (!meta || !meta->contains("annotations") || !(*meta)["annotations"].is_object()) return;
+    const auto& a = (*meta)["annotations"];
+    pending = a.contains(kBorrowerAnnotation) && a[kBorrowerAnnotation].is_string() &&
+              a[kBorrowerAnnotation].get<std::string>() == "true";
+  });
+  if (!rv.ok()) return rv.status();
+  return pending;
+}
+
+}  // namespace fracgpu::monitor
