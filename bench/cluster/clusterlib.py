@@ -42,6 +42,10 @@ def add_cluster_args(ap, state_dir, port_offset, offset_apart, log_dir):
     ap.add_argument("--cluster-script", default=CLUSTER,
                     help="scripts/cluster.sh of another checkout (e.g. `git archive` of a commit)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
+    ap.add_argument("--scheduler-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument of `fracgpu scheduler` (repeatable), e.g. "
+                         "--scheduler-arg=--binpack-avoid-busy-nodes (docs/performance.md runs 3 "
+                         "and 4 ran with it)")
 
 
 def bench_node(name, bench, register, resources):
@@ -269,8 +273,13 @@ class ControlPlane:
         if check and r.returncode != 0:
             raise RuntimeError(f"scripts/cluster.sh {' '.join(args)} failed (see {logf})")
 
-    def up(self, build):
+    def up(self, build, scheduler_args=()):
+        """Brings the control plane up; `scheduler_args` are added to `fracgpu scheduler`'s
+        command line (scripts/cluster.sh reads <state>/extra-args/fracgpu-scheduler)."""
         t0 = time.time()
+        os.makedirs(os.path.join(self.state, "extra-args"), exist_ok=True)
+        with open(os.path.join(self.state, "extra-args", "fracgpu-scheduler"), "w") as f:
+            f.writelines(f"{x}\n" for x in scheduler_args)
         log(f"scripts/cluster.sh up --nodes 0 (state {self.state}, port offset {self.off})")
         self.cluster("up", "--nodes", "0", "--build", build)
         self.cluster("stop", "kcm")

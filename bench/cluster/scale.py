@@ -174,7 +174,7 @@ class Bench(ControlPlane):
         self.a = a
 
     def up(self):
-        super().up(self.a.build)
+        super().up(self.a.build, self.a.scheduler_arg)
         if self.a.kube_api_qps:
             self.raise_qps(self.a.kube_api_qps)
         self.pids = {label: component_pid(self.state, name) for label, name in COMPONENTS}

@@ -387,7 +387,7 @@ def main():
 
     b = TraceBench(a)
     try:
-        b.up(a.build)
+        b.up(a.build, a.scheduler_arg)
         b.configure(workload_file)
         b.make_namespace(NS)
         t0 = time.time()

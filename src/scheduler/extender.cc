@@ -464,14 +464,18 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
   });
   if (!scores.empty()) {
     auto prio = core::PriorityScores(policy, scores);
-    // Busy nodes 0, the others at least 1, while some node is not busy (file comment).
+    // Busy nodes 0, the others at least 1, while some node is not busy, under spread and
+    // (opted in) binpack (file comment).
     std::vector<char> busy(names.size());
     bool any_busy = false, any_free = false;
     for (size_t i = 0; i < names.size(); ++i) {
       busy[i] = Busy(names[i], now) ? 1 : 0;
       (busy[i] != 0 ? any_busy : any_free) = true;
     }
-    if (any_busy && any_free) {
+    const bool avoid_busy =
+        policy == core::NodePolicy::kSpread ||
+        (policy == core::NodePolicy::kBinpack && config_.binpack_avoids_busy_nodes);
+    if (avoid_busy && any_busy && any_free) {
       for (size_t i = 0; i < names.size(); ++i)
         prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
     }

@@ -35,16 +35,18 @@
 //    Accounting may so be higher than the pods hold for a while, never lower. No reservation
 //    for a pod that already has an allocation, nor in a namespace with a GPU quota (another
 //    pod's reservation must not refuse a bind there).
-//  * Busy nodes: under the binpack and spread policies, a node that holds a reservation, a
-//    bind in flight, or a node lock that has not expired scores 0 and every other node at
-//    least 1 (nothing is filtered out), so consecutive pods go to the next-best node instead
-//    of queuing on one node's lock (binds of one node are serialised: the per-node mutex,
-//    then `hami.io/mutex.lock` until the device plugin's Allocate). Binpack so still fills
-//    nodes, a few at a time. Nodes still tied at the top are split (the highest raw score,
-//    then the request's order, keeps it; the others one less): kube-scheduler picks at random
-//    among equal totals, and so takes the node reserved. The fragmentation-aware policy's scores
-//    are left as they are (its placements are compared with the simulator's,
-//    bench/cluster/trace.py).
+//  * Busy nodes: under the spread policy (and binpack only with
+//    ExtenderConfig::binpack_avoids_busy_nodes), a node that holds a reservation, a bind in
+//    flight, or a node lock that has not expired scores 0 and every other node at least 1
+//    (nothing is filtered out), so consecutive pods go to the next-best node instead of
+//    queuing on one node's lock (binds of one node are serialised: the per-node mutex, then
+//    `hami.io/mutex.lock` until the device plugin's Allocate). Binpack with it fills nodes only
+//    a few at a time: three pods created together land on two nodes, so by default binpack
+//    scores as its policy says and a bind that meets a held lock fails and is retried. Nodes still
+//    tied at the top are split (the highest raw score, then the request's order, keeps it; the
+//    others one less): kube-scheduler picks at random among equal totals, and so takes the node
+//    reserved. The fragmentation-aware policy's scores are left as they are (its placements are
+//    compared with the simulator's, bench/cluster/trace.py).
 
 #include <functional>
 #include <map>
@@ -79,6 +81,10 @@ struct ExtenderConfig {
   /// file comment). kube-scheduler's bind follows its prioritize within milliseconds unless a
   /// later plugin fails the pod.
   std::chrono::seconds reservation_ttl{30};
+  /// Under the binpack node policy, whether busy nodes score 0 as under spread (the file
+  /// comment, "Busy nodes"): more pods per second in a burst, but a burst is then spread over
+  /// several nodes, not packed. Off by default: binpack packs (`--binpack-avoid-busy-nodes`).
+  bool binpack_avoids_busy_nodes = false;
   /// spec.schedulerName of the pods /bind accepts (the profile kube-scheduler runs this
   /// extender in; the webhook sets it on GPU pods).
   std::string scheduler_name = "fracgpu-scheduler";

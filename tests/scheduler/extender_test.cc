@@ -116,9 +116,11 @@ class ExtenderTest : public ::testing::Test {
   }
   std::unique_ptr<SchedulerService> StartService(bool hami_metrics = true,
                                                  bool legacy_metrics = false,
-                                                 const core::ResourceNames& names = {}) {
+                                                 const core::ResourceNames& names = {},
+                                                 bool binpack_avoids_busy_nodes = false) {
     SchedulerOptions o;
     o.webhook.names = names;  // the service gives the extender the webhook's names
+    o.extender.binpack_avoids_busy_nodes = binpack_avoids_busy_nodes;
     o.extender.signing_key = kKey;
     o.hami_metrics = hami_metrics;
     o.legacy_metrics = legacy_metrics;
@@ -395,13 +397,14 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
 }
 
 // Issue 37 item 1: through the service's node watch, a node whose lock is held scores 0 at
-// /prioritize, and once the device plugin releases it the node ranks by the policy again.
+// /prioritize (binpack with --binpack-avoid-busy-nodes), and once the device plugin releases it
+// the node ranks by the policy again.
 TEST_F(ExtenderTest, ANodeLockSeenThroughTheWatchScoresZeroUntilReleased) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 16000}}));
   json first = api_.Put("pods", GpuPod("first", {{"nvidia.com/gpumem", "1000"}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
-  auto svc = StartService();
+  auto svc = StartService(true, false, {}, true);
   auto scores = [&] {
     std::map<std::string, int64_t> out;
     json r =

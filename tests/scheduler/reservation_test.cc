@@ -61,6 +61,7 @@ class ReservationTest : public ::testing::Test {
     EXPECT_TRUE(state_.UpsertPod(old).ok());
     ExtenderConfig cfg;
     cfg.reservation_ttl = std::chrono::seconds(30);
+    cfg.binpack_avoids_busy_nodes = avoid_busy_;
     ext_ = std::make_unique<Extender>(cfg, &state_, client_.get(), nullptr, nullptr, &clock_);
   }
   int64_t Used(const std::string& node) {
@@ -89,6 +90,16 @@ class ReservationTest : public ::testing::Test {
   std::unique_ptr<k8s::Client> client_;
   ClusterState state_;
   std::unique_ptr<Extender> ext_;
+  bool avoid_busy_ = true;  // the busy-node tests run binpack with --binpack-avoid-busy-nodes
+};
+
+// The default: binpack scores by its policy, busy or not (docs/scheduler.md).
+class DefaultBinpackTest : public ReservationTest {
+ protected:
+  void SetUp() override {
+    avoid_busy_ = false;
+    ReservationTest::SetUp();
+  }
 };
 
 TEST_F(ReservationTest, TheNextPodSeesTheFirstPodsReservationUntilItsBindMovesIt) {
@@ -217,6 +228,29 @@ TEST_F(ReservationTest, NodesTiedAtTheTopAreSplitSoTheReservationIsKubeScheduler
   s = Prioritize(p2, {"node-d", "node-b", "node-c"});
   EXPECT_EQ(s, (std::map<std::string, int64_t>{{"node-b", 1}, {"node-c", 0}, {"node-d", 0}}));
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-b");
+}
+
+// Three small pods one after another, before any bind: by default each goes to the node the
+// first is reserved on (binpack packs), not to the next node because the first made it busy.
+TEST_F(DefaultBinpackTest, ConsecutivePodsGoToTheReservedNodeNotAroundIt) {
+  json p1 = api_.Put("pods", SlicePod("p1", 3000));
+  json p2 = api_.Put("pods", SlicePod("p2", 4000));
+  json p3 = api_.Put("pods", SlicePod("p3", 5000));
+  auto s1 = Prioritize(p1);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");  // the fuller node (2,000 held)
+  auto s2 = Prioritize(p2);
+  EXPECT_EQ(s2["node-a"], 10);
+  EXPECT_LT(s2["node-b"], 10);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-a");
+  // A held node lock does not change it either.
+  json locked = OneGpuNode("node-a", "GPU-a");
+  locked["metadata"]["annotations"][core::kAnnotationNodeLock] =
+      core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(clock_.Now()), "ml", "p1"});
+  ASSERT_TRUE(state_.UpsertNode(locked).ok());
+  auto s3 = Prioritize(p3);
+  EXPECT_EQ(s3["node-a"], 10);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p3)), "node-a");
+  EXPECT_EQ(Used("node-a"), 2000 + 3000 + 4000 + 5000);
 }
 
 }  // namespace
