@@ -50,7 +50,7 @@ class OneGpu : public GpuStatsSource {
 class FlakyPods : public PodLister {
  public:
   Result<std::vector<PodRef>> ListNodePods(const std::string&) override {
-    if (calls_++ == 0) return std::vector<PodRef>{{"uid-a", "ns", "pod-a", {}, ""}};
+    if (calls_++ == 0) return std::vector<PodRef>{{"uid-a", "ns", "pod-a", {}, "", ""}};
     return Unavailable("injected");
   }
 
