@@ -7,7 +7,9 @@
 namespace fracgpu::base {
 
 void ReleaseFreeHeap() {
-#ifdef __GLIBC__
+  // Under AddressSanitizer or ThreadSanitizer the heap is the sanitizer's, not glibc's: its
+  // malloc_trim is not intercepted and walks glibc's unused arena (an ASan run crashed in mtrim).
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   malloc_trim(0);
 #endif
 }

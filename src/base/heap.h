@@ -9,7 +9,7 @@ namespace fracgpu::base {
 /// Returns the free pages of every malloc arena to the kernel (glibc malloc_trim(0), which
 /// since glibc 2.8 also releases free pages inside an arena, not only at its top). Costs a walk
 /// of the arenas' free lists (milliseconds at hundreds of MiB): call it after a burst, not per
-/// request. No-op without glibc.
+/// request. No-op without glibc, and under ASan or TSan (their heap is not glibc's).
 void ReleaseFreeHeap();
 
 }  // namespace fracgpu::base
