@@ -8,23 +8,13 @@
 #include <cstring>
 
 #include "harness.h"
+#include "map_region.h"
 #include "vgpu/region.h"
 
 namespace fracgpu::vgpu::testing {
 namespace {
 
 unsigned long long InfoFree(const std::string& line) { return std::stoull(Fields(line)[2]); }
-
-// Maps an existing region file read-write (as the monitor would, plus test surgery).
-Region* MapRegion(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR);
-  if (fd < 0) return nullptr;
-  void* p = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return nullptr;
-  if (RegionValidate(p, sizeof(Region)) != RegionError::kOk) return nullptr;
-  return static_cast<Region*>(p);
-}
 
 TEST(VgpuMultiProcess, ProcessesShareOneLimitAndKilledProcessIsReclaimed) {
   Sandbox box;

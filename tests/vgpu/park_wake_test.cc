@@ -11,26 +11,12 @@
 #include <thread>
 
 #include "harness.h"
+#include "map_region.h"
 #include "vgpu/cuda_api.h"
 #include "vgpu/region.h"
 
 namespace fracgpu::vgpu::testing {
 namespace {
-
-int Rc(const std::string& line) {
-  auto f = Fields(line);
-  return f.size() > 1 ? std::stoi(f[1]) : -1;
-}
-
-Region* MapRegion(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR);
-  if (fd < 0) return nullptr;
-  void* p = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return nullptr;
-  if (RegionValidate(p, sizeof(Region)) != RegionError::kOk) return nullptr;
-  return static_cast<Region*>(p);
-}
 
 uint64_t WakeRequests(Region* r) {
   return std::atomic_ref<uint64_t>(r->devices[0].wake_requests).load();
