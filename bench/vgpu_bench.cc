@@ -60,6 +60,8 @@ int Child() {
       !Proc(gpa, "cuMemFree", &mem_free) || !Proc(gpa, "cuLaunchKernel", &launch)) {
     return 1;
   }
+  decltype(&cuGetErrorName) error_name;  // unhooked: handed out behind the wake trampoline
+  if (!Proc(gpa, "cuGetErrorName", &error_name)) return 1;
   decltype(&cuGraphCreate) graph_create;
   decltype(&cuGraphAddMemAllocNode) add_alloc;
   decltype(&cuGraphAddMemFreeNode) add_free;
@@ -94,9 +96,9 @@ int Child() {
       instantiate(&exec, graph, 0) != CUDA_SUCCESS || graph_launch(exec, nullptr) != CUDA_SUCCESS) {
     return 3;
   }
-  const int kAllocs = 50000, kLaunches = 20000000, kGraphLaunches = 2000000;
+  const int kAllocs = 50000, kLaunches = 20000000, kGraphLaunches = 2000000, kPassCalls = 20000000;
   const size_t kBytes = 1u << 20;
-  double pair[5], launches[5], graphs[5];
+  double pair[5], launches[5], graphs[5], passes[5];
   auto f = reinterpret_cast<CUfunction>(0x1);
   for (int run = 0; run < 5; ++run) {
     double t0 = NowNs();
@@ -110,6 +112,11 @@ int Child() {
     for (int i = 0; i < kGraphLaunches; ++i)
       if (graph_launch(exec, nullptr) != CUDA_SUCCESS) return 4;
     double t3 = NowNs();
+    const char* name = nullptr;
+    for (int i = 0; i < kPassCalls; ++i)
+      if (error_name(CUDA_SUCCESS, &name) != CUDA_SUCCESS) return 5;
+    double t4 = NowNs();
+    passes[run] = (t4 - t3) / kPassCalls;
     pair[run] = (t1 - t0) / kAllocs;
     launches[run] = (t2 - t1) / kLaunches;
     graphs[run] = (t3 - t2) / kGraphLaunches;
@@ -119,14 +126,16 @@ int Child() {
   std::sort(pair, pair + 5);
   std::sort(launches, launches + 5);
   std::sort(graphs, graphs + 5);
-  std::printf("%.2f %.3f %.3f\n", pair[2], launches[2], graphs[2]);
+  std::sort(passes, passes + 5);
+  std::printf("%.2f %.3f %.3f %.3f\n", pair[2], launches[2], graphs[2], passes[2]);
   return 0;
 }
 
 // sm_limit: "" = none; else CUDA_DEVICE_SM_LIMIT for the preloaded child.
 // lib: the library to preload (nullptr: FRACGPU_BENCH_LIBVGPU or the one built here).
+// pass: an unhooked call (cuGetErrorName); nullptr when not wanted.
 bool RunChild(const char* self, bool preload, double* pair, double* launch, double* graph,
-              const char* sm_limit = "", const char* lib = nullptr) {
+              const char* sm_limit = "", const char* lib = nullptr, double* pass = nullptr) {
   int fds[2];
   if (pipe(fds) != 0) return false;
   std::string region = std::string("/tmp/fracgpu-bench-") + std::to_string(getpid()) + ".cache";
@@ -165,8 +174,9 @@ bool RunChild(const char* self, bool preload, double* pair, double* launch, doub
   waitpid(pid, &status, 0);
   unlink(region.c_str());
   std::filesystem::remove_all(state);
+  double unused = 0;
   return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-         std::sscanf(buf, "%lf %lf %lf", pair, launch, graph) == 3;
+         std::sscanf(buf, "%lf %lf %lf %lf", pair, launch, graph, pass ? pass : &unused) == 4;
 }
 
 }  // namespace
@@ -177,18 +187,19 @@ int main() {
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
   self[n] = '\0';
-  double p0, l0, g0, p1, l1, g1, p2, l2, g2, p3, l3, g3;
+  double p0, l0, g0, p1, l1, g1, p2, l2, g2, p3, l3, g3, e0, e1;
   // SM limit 90 %: the fake's kernels take no device time, so the container stays under
   // budget and every launch takes the limiter's fast path (clock read, one CAS, one add).
-  if (!RunChild(self, false, &p0, &l0, &g0) || !RunChild(self, true, &p1, &l1, &g1) ||
+  if (!RunChild(self, false, &p0, &l0, &g0, "", nullptr, &e0) ||
+      !RunChild(self, true, &p1, &l1, &g1, "", nullptr, &e1) ||
       !RunChild(self, true, &p2, &l2, &g2, "100") || !RunChild(self, true, &p3, &l3, &g3, "90")) {
     std::fprintf(stderr, "bench_vgpu: a child run failed\n");
     return 1;
   }
   const char* peer = getenv("FRACGPU_BENCH_PEER");
   bool with_peer = peer && peer[0];
-  double q1 = 0, m1 = 0, h1 = 0, q2 = 0, m2 = 0, h2 = 0, q3 = 0, m3 = 0, h3 = 0;
-  if (with_peer && (!RunChild(self, true, &q1, &m1, &h1, "", peer) ||
+  double q1 = 0, m1 = 0, h1 = 0, q2 = 0, m2 = 0, h2 = 0, q3 = 0, m3 = 0, h3 = 0, qe = 0;
+  if (with_peer && (!RunChild(self, true, &q1, &m1, &h1, "", peer, &qe) ||
                     !RunChild(self, true, &q2, &m2, &h2, "100", peer) ||
                     !RunChild(self, true, &q3, &m3, &h3, "90", peer))) {
     std::fprintf(stderr, "bench_vgpu: a child run with FRACGPU_BENCH_PEER=%s failed\n", peer);
@@ -214,6 +225,7 @@ int main() {
   row("cuLaunchKernel, SM 90 %, under budget", 2, l0, l3, "-", m3);
   row("cuGraphLaunch (2 MiB reserved), no limit", 2, g0, g1, "-", h1);
   row("cuGraphLaunch, SM 90 %, under budget", 2, g0, g3, "-", h3);
+  row("cuGetErrorName (unhooked: wake trampoline)", 2, e0, e1, "<= 2", qe);
   (void)g2;
   (void)h2;
   return 0;

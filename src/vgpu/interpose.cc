@@ -11,6 +11,7 @@
 
 #include "vgpu/cuda_variants.def"
 #include "vgpu/glibc_compat.h"
+#include "vgpu/wake.h"
 
 namespace fracgpu::vgpu {
 
@@ -105,6 +106,7 @@ void ResolveCuda() noexcept {
     FRACGPU_CUDA_HOOKS(FRACGPU_BIND)
     FRACGPU_CUDA_REAL_ONLY(FRACGPU_BIND)
 #undef FRACGPU_BIND
+    BindDriverExports(lib);  // the exported stubs of unhooked names (wake.h)
   });
 }
 
@@ -226,7 +228,8 @@ namespace {
 //     13000; the same pointer means no newer variant, and rule 2 applies; a different one is
 //     a variant of a signature we do not know: refused (null, CUDA_ERROR_NOT_SUPPORTED, an
 //     error logged), never answered with a hook of another signature and never unaccounted.
-// Names the table does not know are passed through untouched.
+// Names the table does not know, and unhooked variants, are passed through behind a wake
+// trampoline (wake.h): the driver's function, called with the same registers.
 CUresult MatchProc(const char* symbol, void** pfn, int version, cuuint64_t flags, bool v2,
                    CUdriverProcAddressQueryResult* status) {
   for (int i = 0; i < kCudaHookCount; ++i) {
@@ -252,8 +255,10 @@ CUresult MatchProc(const char* symbol, void** pfn, int version, cuuint64_t flags
   }
   const char* elf = DriverVariantElf(
       symbol, version < kVariantTableVersion ? version : kVariantTableVersion, flags);
-  if (!elf) return CUDA_SUCCESS;
-  if (const HookEntry* e = FindHook(kCudaHooks, kCudaHookCount, elf)) *pfn = e->hook;
+  const HookEntry* e = elf ? FindHook(kCudaHooks, kCudaHookCount, elf) : nullptr;
+  // Passed through: behind a wake trampoline (wake.h), so that a parked container's call of an
+  // entry point we do not hook still asks the agent to wake it.
+  *pfn = e ? e->hook : WakeWrap(*pfn);
   return CUDA_SUCCESS;
 }
 
@@ -267,6 +272,13 @@ CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuin
     return r;
   }
   return MatchProc(symbol, pfn, version, flags, v2, status);
+}
+
+// True when `path` names the driver: its last component starts with "libcuda.so" (libcuda.so,
+// libcuda.so.1, libcuda.so.<driver version>); libcudart.so and libcublas.so do not.
+bool IsDriverFile(const char* path) noexcept {
+  const char* slash = std::strrchr(path, '/');
+  return std::strncmp(slash ? slash + 1 : path, "libcuda.so", 10) == 0;
 }
 
 }  // namespace
@@ -298,6 +310,11 @@ FRACGPU_EXPORT void* dlsym(void* __restrict handle, const char* __restrict name)
   if (!real) return real;  // name is non-null by contract (and checked by the real dlsym)
   if (name[0] == 'c' && name[1] == 'u') {
     if (const HookEntry* e = FindHook(kCudaHooks, kCudaHookCount, name)) return e->hook;
+    // An unhooked function of the driver itself (not cuBLAS' or the runtime's own cu* names):
+    // behind a wake trampoline, as cuGetProcAddress answers it.
+    Dl_info info{};
+    if (dladdr(real, &info) && info.dli_fname && IsDriverFile(info.dli_fname))
+      return WakeWrap(real);
   } else if (name[0] == 'n' && std::strncmp(name, "nvml", 4) == 0) {
     if (const HookEntry* e = FindHook(kNvmlHooks, kNvmlHookCount, name)) return e->hook;
   }

@@ -5,10 +5,12 @@
 // test "resolved yet?" itself.
 #include <atomic>
 #include <cstdarg>
+#include <type_traits>
 
 #include "api/nvml.h"
 #include "vgpu/cuda_api.h"
 #include "vgpu/hooks.def"
+#include "vgpu/wake.h"
 
 #define FRACGPU_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -48,8 +50,16 @@ FRACGPU_NVML_HOOKS(FRACGPU_DECLARE_REAL)
 FRACGPU_NVML_REAL_ONLY(FRACGPU_DECLARE_REAL)
 #undef FRACGPU_DECLARE_REAL
 
-/// Calls the real `elf` function (relaxed load + indirect call).
-#define REAL(elf) (::fracgpu::vgpu::real_##elf.load(std::memory_order_relaxed))
+/// The real function of `elf`. For a CUDA entry point, first WakeCheck (wake.h): every driver
+/// call a hook makes asks for a wake when the container is parked (docs/reclaim.md "Wake").
+#define REAL(elf) (::fracgpu::vgpu::RealOf(::fracgpu::vgpu::real_##elf))
+
+/// REAL's function: NVML calls (nvmlReturn_t) do not wake a container, CUDA calls do.
+template <typename R, typename... A>
+inline auto RealOf(const std::atomic<R (*)(A...) noexcept>& slot) noexcept {
+  if constexpr (std::is_same_v<R, CUresult>) WakeCheck();
+  return slot.load(std::memory_order_relaxed);
+}
 
 /// The real dlsym of glibc (found with dlvsym, never our hook).
 void* RealDlsym(void* handle, const char* name) noexcept;

@@ -22,6 +22,7 @@
 #include "vgpu/platform.h"
 #include "vgpu/sm_limiter.h"
 #include "vgpu/table.h"
+#include "vgpu/wake.h"
 
 extern char** environ;
 
@@ -336,6 +337,9 @@ void DoInit() {
   }
   Region* r = g_region.region;
   g_dev_count = static_cast<int>(r->device_count);
+  // The wake trampolines watch the first device's park state: the agent parks only one-GPU
+  // containers (docs/reclaim.md "Wake: calls libvgpu.so does not hook").
+  if (g_dev_count > 0) WakeWatch(&r->devices[0].park_state);
   bool any_sm = false;
   for (int d = 0; d < g_dev_count; ++d) {
     const RegionDevice& rd = r->devices[d];

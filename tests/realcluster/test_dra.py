@@ -329,6 +329,23 @@ def test_c_first_available_subrequest(dra_cluster):
         delete(c, ("pod", "dra-c"), ("resourceclaim", "dra-c"))
 
 
+def registrations(c, node):
+    """How many times the kubelet has told node's DRA driver it registered it (the driver's log
+    line on the kubelet's NotifyRegistrationStatus, src/dra/plugin.cc)."""
+    log = c.dir / "logs" / f"dra-driver-{node}.log"
+    return log.read_text(errors="replace").count("kubelet registered DRA driver") if log.exists() else 0
+
+
+def restart_driver(c, node, *extra):
+    """Restarts node's DRA driver and waits until the kubelet has registered the new one. A
+    ResourceSlice from before the restart stays up meanwhile, so a pod can be scheduled before
+    that, and the kubelet then answers "DRA driver gpu.fracgpu.io is not registered" and backs
+    the pod off for up to a minute and a half (seen in CI on a loaded machine)."""
+    before = registrations(c, node)
+    c.restart(f"dra-driver-{node}", *extra)
+    c.wait(f"{node}'s kubelet registered the restarted driver", lambda: registrations(c, node) > before, 60)
+
+
 def set_default_memory(c, mib):
     """Sets defaultMemory in the fracgpu-device-config ConfigMap and restarts every node's DRA
     driver (it reads the config at start)."""
@@ -341,9 +358,9 @@ def set_default_memory(c, mib):
     cm["data"]["device-config.yaml"] = yaml.safe_dump(conf)
     c.kubectl("replace", "-f", "-", input=json.dumps(cm))
     for node in node_names(c):
-        c.restart(f"dra-driver-{node}")
+        restart_driver(c, node)
     for node in node_names(c):
-        c.wait(f"{node} driver registered again", lambda: slice_of(c, node), 30)
+        c.wait(f"{node} slice", lambda: slice_of(c, node), 30)
 
 
 @pytest.mark.parametrize("default_memory", [0, 2000])
@@ -399,7 +416,7 @@ def test_e_slices_are_not_rewritten(dra_cluster):
     assert slice_versions(c) == before
     # A restarted driver's first sync compares too.
     node = node_names(c)[0]
-    c.restart(f"dra-driver-{node}")
+    restart_driver(c, node)
     time.sleep(DRA_SLICE_INTERVAL * 1.5)
     assert slice_versions(c) == before
 
@@ -409,7 +426,7 @@ def test_f_slices_back_after_kubelet_restart(dra_cluster):
     again at once, not at its next periodic sync (here 300 s away)."""
     c = dra_cluster
     node = node_names(c)[-1]
-    c.restart(f"dra-driver-{node}", "--slice-interval", "300")
+    restart_driver(c, node, "--slice-interval", "300")
     try:
         c.wait(f"{node} slice", lambda: slice_of(c, node), 30)
         old_uid = slice_of(c, node)["metadata"]["uid"]
@@ -428,7 +445,7 @@ def test_f_slices_back_after_kubelet_restart(dra_cluster):
             x["type"] == "Ready" and x["status"] == "True"
             for x in c.get("node", node)["status"]["conditions"]), 60)
     finally:
-        c.restart(f"dra-driver-{node}")
+        restart_driver(c, node)
 
 
 def test_g_unhealthy_gpu_is_tainted_and_its_pod_evicted(dra_cluster):
@@ -485,7 +502,7 @@ def test_g_unhealthy_gpu_is_tainted_and_its_pod_evicted(dra_cluster):
     finally:
         delete(c, ("pod", "dra-g"), ("resourceclaim", "dra-g"))
         if node:
-            c.restart(f"dra-driver-{node}")  # healthy again: a new driver, a new event set
+            restart_driver(c, node)  # healthy again: a new driver, a new event set
 
 
 def test_h_gpu_quota_is_refused_not_skipped(dra_cluster):

@@ -289,9 +289,9 @@ TEST(VgpuGraphMemory, EveryVariantIsHookedWithItsOwnSignature) {
       {"proc:cuGraphLaunch:13000:2", "proc 0 0 vgpu cuGraphLaunch_ptsz"},
       {"proc:cuGraphExecDestroy:13000:0", "proc 0 0 vgpu cuGraphExecDestroy"},
       {"proc:cuDeviceGraphMemTrim:13000:0", "proc 0 0 vgpu cuDeviceGraphMemTrim"},
-      {"proc:cuGraphAddMemAllocNode:13000:0", "proc 0 0 driver cuGraphAddMemAllocNode"},
-      {"proc:cuGraphAddNode:13000:0", "proc 0 0 driver cuGraphAddNode_v2"},
-      {"proc:cuDeviceGetGraphMemAttribute:13000:0", "proc 0 0 driver cuDeviceGetGraphMemAttribute"},
+      {"proc:cuGraphAddMemAllocNode:13000:0", "proc 0 0 wake cuGraphAddMemAllocNode"},
+      {"proc:cuGraphAddNode:13000:0", "proc 0 0 wake cuGraphAddNode_v2"},
+      {"proc:cuDeviceGetGraphMemAttribute:13000:0", "proc 0 0 wake cuDeviceGetGraphMemAttribute"},
       {"proc:cuGraphInstantiateWithFlags:11030:0", "proc 0 2 null -"},  // VERSION_NOT_SUFFICIENT
   };
   std::vector<std::string> ops;

@@ -134,7 +134,7 @@ TEST(VgpuGreenContext, BadArgumentsGetTheDriversAnswer) {
   ASSERT_EQ(proc.size(), 3u);
   EXPECT_EQ(proc[0], "proc 0 0 vgpu cuGreenCtxCreate");
   EXPECT_EQ(proc[1], "proc 0 0 vgpu cuGreenCtxDestroy");
-  EXPECT_EQ(proc[2], "proc 0 0 driver cuCtxFromGreenCtx");  // a conversion: nothing to charge
+  EXPECT_EQ(proc[2], "proc 0 0 wake cuCtxFromGreenCtx");  // a conversion: nothing to charge
 }
 
 }  // namespace

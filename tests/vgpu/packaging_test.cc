@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -73,15 +74,27 @@ TEST(VgpuPackaging, ExportsExactlyTheHookedNames) {
   std::istringstream in(syms);
   for (std::string line; std::getline(in, line);) {
     auto f = Fields(line);
-    if (f.size() < 8 || f[6] == "UND" || f[4] != "GLOBAL" || f[5] != "DEFAULT") continue;
+    if (f.size() < 8 || f[6] == "UND" || (f[4] != "GLOBAL" && f[4] != "WEAK") || f[5] != "DEFAULT")
+      continue;
     if (f[3] != "FUNC" && f[3] != "OBJECT") continue;
     exported.insert(f[7].substr(0, f[7].find('@')));
   }
-  std::set<std::string> expected = {"dlsym", "dlopen"};
+  // dlsym, dlopen and the wake trampolines' introspection (src/vgpu/wake.cc) besides the hooks.
+  std::set<std::string> expected = {"dlsym", "dlopen", "fracgpu_vgpu_wake_target"};
 #define NAME(elf, ...) expected.insert(#elf);
   FRACGPU_CUDA_HOOKS(NAME)
   FRACGPU_NVML_HOOKS(NAME)
 #undef NAME
+  // and every function of NVIDIA's libcuda.so (the CUDA 13.0 stub's exports): the weak stubs
+  // behind the wake trampoline of the names no hook defines (src/vgpu/wake.h).
+  std::ifstream list(FRACGPU_SOURCE_DIR "/data/cuda/libcuda_exports.txt");
+  int driver_names = 0;
+  for (std::string line; std::getline(list, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    expected.insert(line);
+    ++driver_names;
+  }
+  EXPECT_EQ(driver_names, 637);
   EXPECT_EQ(exported, expected);
 }
 

@@ -1,7 +1,8 @@
 // The wake request of a parked container (issue 36 item 3, docs/reclaim.md "Wake"): libvgpu.so
-// counts RegionDevice::wake_requests when a process of a parked container launches a kernel or
-// allocates, before its call waits inside the (fake) driver; the agent sees the count grow and
-// wakes it, and the call then completes. Not parked, the count does not move.
+// counts RegionDevice::wake_requests when a process of a parked container calls the driver (a
+// launch, an allocation, a hooked query, an unhooked copy), before its call waits inside the (fake)
+// driver; the agent sees the count grow and wakes it, and the call then completes. Not parked, the
+// count does not move.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -66,13 +67,23 @@ int AgentCall(const Sandbox& box, pid_t pid, bool park) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-void ParkedCallAsksForTheWake(const std::string& call) {
+// A tenant runs `setup` (each answering rc 0, or the line `setup_line` for a "lookup"), is parked,
+// then makes `call`: the call must raise the wake request before it waits in the driver, and
+// once the agent wakes the container it completes with `done` (the start of its output line).
+void ParkedCallAsksForTheWake(const std::string& call, const std::string& done,
+                              const std::string& lookup = "", const std::string& lookup_line = "") {
   Sandbox box;
   auto env = box.Env();
   env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
-  Child tenant = Spawn(box, env, {"init", "alloc:67108864", "launch:1", "wait", call});
+  std::vector<std::string> ops = {"init", "alloc:67108864"};
+  if (!lookup.empty()) ops.push_back(lookup);
+  ops.insert(ops.end(), {"launch:1", "wait", call});
+  Child tenant = Spawn(box, env, ops);
   EXPECT_EQ(Rc(ReadLine(tenant)), 0);  // init
   EXPECT_EQ(Rc(ReadLine(tenant)), 0);  // alloc
+  if (!lookup.empty()) {
+    EXPECT_EQ(ReadLine(tenant), lookup_line);
+  }
   EXPECT_EQ(ReadLine(tenant), "launch 0");
   EXPECT_EQ(ReadLine(tenant), "ready");
   Region* r = MapRegion(box.region());
@@ -92,16 +103,40 @@ void ParkedCallAsksForTheWake(const std::string& call) {
   std::atomic_ref<uint64_t>(r->devices[0].park_state).store(api::kParkRunning);
   std::vector<std::string> rest = Finish(tenant);
   ASSERT_EQ(rest.size(), 1u);
-  EXPECT_EQ(Rc(rest[0]), 0) << rest[0];
+  EXPECT_EQ(rest[0].substr(0, done.size()), done) << rest[0];
   munmap(r, sizeof(Region));
 }
 
 TEST(VgpuParkWake, ALaunchOfAParkedContainerAsksTheAgentToWakeIt) {
-  ParkedCallAsksForTheWake("launch:1");
+  ParkedCallAsksForTheWake("launch:1", "launch 0");
 }
 
 TEST(VgpuParkWake, AnAllocationOfAParkedContainerAsksTheAgentToWakeIt) {
-  ParkedCallAsksForTheWake("alloc:1048576");
+  ParkedCallAsksForTheWake("alloc:1048576", "alloc 0");
+}
+
+// A hooked entry point that neither launches nor allocates (cuMemGetInfo): every driver call a
+// hook makes checks the park state (REAL, src/vgpu/interpose.h).
+TEST(VgpuParkWake, AQueryOfAParkedContainerAsksTheAgentToWakeIt) {
+  ParkedCallAsksForTheWake("info", "info 0 ");
+}
+
+// Entry points libvgpu.so does not hook (memory copies) are handed out behind the wake
+// trampoline (src/vgpu/wake.h), from cuGetProcAddress as the runtime asks, and from dlsym of
+// libcuda.so.1; the copy waits in the driver until the wake and its bytes arrive intact (every
+// argument register survives the trampoline's slow path).
+TEST(VgpuParkWake, AnUnhookedCopyFromCuGetProcAddressAsksTheAgentToWakeIt) {
+  ParkedCallAsksForTheWake("copy", "copy 0 1", "lookup:g", "lookup 0 wake wake");
+}
+
+TEST(VgpuParkWake, AnUnhookedCopyFromDlsymAsksTheAgentToWakeIt) {
+  ParkedCallAsksForTheWake("copy", "copy 0 1", "lookup:d", "lookup 0 wake wake");
+}
+
+// A program linked with -lcuda binds the names libvgpu.so does not hook to its exported stubs
+// (src/vgpu/wake.cc, one per name of data/cuda/libcuda_exports.txt), which are in libvgpu.so.
+TEST(VgpuParkWake, AnUnhookedCopyBoundAtLinkTimeAsksTheAgentToWakeIt) {
+  ParkedCallAsksForTheWake("copy", "copy 0 1", "lookup:l", "lookup 0 vgpu vgpu");
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ TEST(VgpuProcAddress, VariantNewerThanTheTableIsRefused) {
   ASSERT_EQ(newer.size(), 3u);
   EXPECT_EQ(newer[0], "proc 801 1 null -");  // CUDA_ERROR_NOT_SUPPORTED, SYMBOL_NOT_FOUND
   EXPECT_EQ(newer[1], "proc 0 0 vgpu cuMemAlloc_v2");
-  EXPECT_EQ(Fields(newer[2])[3], "driver");  // not a hooked base: the driver's answer
+  EXPECT_EQ(Fields(newer[2])[3], "wake");  // not a hooked base: the driver's answer, wrapped
 }
 
 // cudaDeviceReset-style release through the legacy v1 entry points drops the charges.

@@ -62,6 +62,9 @@ void fakeClockLeave() noexcept;
 namespace {
 
 std::vector<CUdeviceptr> g_ptrs, g_async;
+// "lookup" / "copy": the copy functions as the program was handed them, and their buffer.
+void* g_copy_fns[2] = {nullptr, nullptr};
+CUdeviceptr g_copy_buf = 0;
 std::vector<CUarray> g_arrays;
 std::vector<CUmipmappedArray> g_mipmaps;
 std::vector<CUmemGenericAllocationHandle> g_handles;
@@ -159,6 +162,25 @@ void Stress(int threads, int iterations, unsigned seed, const char* region_path)
 
 typedef CUresult (*AllocFn)(CUdeviceptr*, size_t);
 
+// Where a function pointer a program was handed lives: "vgpu" (a hook of libvgpu.so), "wake"
+// (libvgpu.so's wake trampoline to the driver's function: *target is that function), "driver"
+// or "null". *target is the pointer itself otherwise.
+const char* Where(void* fn, void** target) {
+  *target = fn;
+  Dl_info info{};
+  if (!fn || !dladdr(fn, &info) || !info.dli_fname) return "null";
+  if (!std::strstr(info.dli_fname, "libvgpu")) return "driver";
+  using Unwrap = void* (*)(void*);
+  if (auto unwrap = reinterpret_cast<Unwrap>(dlsym(RTLD_DEFAULT, "fracgpu_vgpu_wake_target"))) {
+    void* t = unwrap(fn);
+    if (t != fn) {
+      *target = t;
+      return "wake";
+    }
+  }
+  return "vgpu";
+}
+
 // The legacy v1 entry point `name` as a program finds it: dlsym from a dlopen'd libcuda.so.1
 // (path "d") or cuGetProcAddress_v2 at CUDA 2.0 (path "g"). *where: "vgpu", "driver" or "null".
 void* LegacyEntry(const std::string& path, const std::string& name, const char** where) {
@@ -170,10 +192,8 @@ void* LegacyEntry(const std::string& path, const std::string& name, const char**
   } else if (lib) {
     fn = dlsym(lib, name.c_str());
   }
-  Dl_info info{};
-  *where = "null";
-  if (fn && dladdr(fn, &info) && info.dli_fname)
-    *where = std::strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
+  void* target = nullptr;
+  *where = Where(fn, &target);
   return fn;
 }
 
@@ -704,7 +724,8 @@ int main(int argc, char** argv) {
       std::printf("cudart %d %d %d\n", v, rc_count, rc_free);
     } else if (op == "proc") {
       // cuGetProcAddress_v2 through dlopen: "proc <rc> <status> <library> <symbol>" naming
-      // where the answer lives (dladdr): "vgpu" (libvgpu.so), "driver" or "null".
+      // where the answer lives (Where): "vgpu" (libvgpu.so), "wake" (its trampoline to the
+      // driver's function <symbol>), "driver" or "null".
       void* lib = dlopen("libcuda.so.1", RTLD_NOW);
       auto gpa =
           reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
@@ -712,14 +733,47 @@ int main(int argc, char** argv) {
       CUdriverProcAddressQueryResult status = -1;
       r = gpa(a.size() > 1 ? a[1].c_str() : "", &fn, static_cast<int>(Num(a, 2)), Num(a, 3),
               &status);
-      Dl_info info{};
-      const char* where = "null";
+      void* target = nullptr;
+      const char* where = Where(fn, &target);
       const char* name = "-";
-      if (fn && dladdr(fn, &info) && info.dli_fname) {
-        where = std::strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
-        if (info.dli_sname && info.dli_saddr == fn) name = info.dli_sname;
-      }
+      Dl_info info{};
+      if (target && dladdr(target, &info) && info.dli_sname && info.dli_saddr == target)
+        name = info.dli_sname;
       std::printf("proc %d %d %s %s\n", r, status, where, name);
+    } else if (op == "lookup") {
+      // The copy functions (unhooked) as a program finds them: path "g" (cuGetProcAddress_v2 of
+      // a dlopen'd libcuda.so.1, as the runtime does), "d" (dlsym) or "l" (linked against
+      // libcuda.so.1: the dynamic linker's binding), and a 4 KiB allocation for
+      // "copy": "lookup <rc> <where of HtoD> <where of DtoH>" (Where).
+      const std::string path = a.size() > 1 ? a[1] : "g";
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      r = lib ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+      for (int i = 0; i < 2 && r == CUDA_SUCCESS; ++i) {
+        const char* name = i == 0 ? "cuMemcpyHtoD" : "cuMemcpyDtoH";
+        if (path == "l") {  // linked: the address the program's own references bind to
+          g_copy_fns[i] = i == 0 ? reinterpret_cast<void*>(&cuMemcpyHtoD_v2)
+                                 : reinterpret_cast<void*>(&cuMemcpyDtoH_v2);
+        } else if (path == "g") {
+          auto gpa =
+              reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(lib, "cuGetProcAddress_v2"));
+          r = gpa(name, &g_copy_fns[i], 12000, 0, nullptr);
+        } else {
+          g_copy_fns[i] = dlsym(lib, i == 0 ? "cuMemcpyHtoD_v2" : "cuMemcpyDtoH_v2");
+          if (!g_copy_fns[i]) r = CUDA_ERROR_NOT_FOUND;
+        }
+      }
+      if (r == CUDA_SUCCESS) r = cuMemAlloc_v2(&g_copy_buf, 4096);
+      void* t = nullptr;
+      std::printf("lookup %d %s %s\n", r, Where(g_copy_fns[0], &t), Where(g_copy_fns[1], &t));
+    } else if (op == "copy") {
+      // A round trip through the looked-up functions: "copy <rc> <1 when the bytes came back>".
+      unsigned char out[4096], back[4096];
+      for (int i = 0; i < 4096; ++i) out[i] = static_cast<unsigned char>(i * 7 + 3);
+      auto htod = reinterpret_cast<decltype(&cuMemcpyHtoD_v2)>(g_copy_fns[0]);
+      auto dtoh = reinterpret_cast<decltype(&cuMemcpyDtoH_v2)>(g_copy_fns[1]);
+      r = htod && dtoh ? htod(g_copy_buf, out, sizeof(out)) : CUDA_ERROR_NOT_FOUND;
+      if (r == CUDA_SUCCESS) r = dtoh(back, g_copy_buf, sizeof(back));
+      std::printf("copy %d %d\n", r, r == CUDA_SUCCESS && std::memcmp(out, back, 4096) == 0);
     } else if (op == "primary_v1") {
       // The legacy v1 primary-context release/reset, resolved as cudart 7.0-11.0 did (v7000).
       void* lib = dlopen("libcuda.so.1", RTLD_NOW);
