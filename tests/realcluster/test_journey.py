@@ -283,6 +283,40 @@ def audit_events(cluster):
     return cluster.audit_events()
 
 
+def test_webhook_is_not_called_for_the_schedulers_own_update(cluster):
+    """deploy/webhook.yaml's matchCondition: the API server does not call fracgpu's webhook for
+    the scheduler's own pod UPDATE (its decision's annotations at bind, which the webhook always
+    allows), one round trip less a pod; the device plugin's UPDATE still goes through it. Read
+    from the API server's audit log, which records each mutating webhook it called on a request
+    (annotation mutation.webhook.admission.k8s.io/round_<r>_index_<i>, Metadata level)."""
+    name = "webhook-skip"
+    cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=true")
+    cluster.apply(yaml.safe_dump(gpu_pod(name, 1000)))
+    try:
+        cluster.wait(f"{name} Running", lambda: cluster.running("default", name), 90)
+
+        def updates(suffix):
+            return [e for e in audit_events(cluster)
+                    if e.get("stage") == "ResponseComplete" and e.get("verb") in ("update", "patch")
+                    and e.get("objectRef", {}).get("resource") == "pods"
+                    and e["objectRef"].get("name") == name and not e["objectRef"].get("subresource")
+                    and e["user"]["username"].endswith(suffix)]
+
+        def called(e):
+            return any(k.startswith("mutation.webhook.admission.k8s.io/") and "pods.fracgpu.io" in v
+                       for k, v in e.get("annotations", {}).items())
+
+        sched = cluster.wait("the scheduler's update in the audit log",
+                             lambda: updates(":fracgpu-system:fracgpu-scheduler"), 30)
+        plugin = cluster.wait("the device plugin's update in the audit log",
+                              lambda: updates(":fracgpu-system:fracgpu-device-plugin"), 30)
+        assert all(e["responseStatus"]["code"] == 200 for e in sched + plugin)
+        assert not any(called(e) for e in sched), [e.get("annotations") for e in sched]
+        assert all(called(e) for e in plugin), [e.get("annotations") for e in plugin]
+    finally:
+        cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=false")
+
+
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
