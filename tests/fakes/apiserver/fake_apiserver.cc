@@ -81,7 +81,7 @@ struct Target {
   std::string resource;    // the path segment (also when not served, for the audit)
   std::string ns;          // "" = all namespaces (collections) or cluster-scoped
   std::string name;        // "" = collection
-  std::string sub;         // binding | status | ""
+  std::string sub;         // binding | eviction | status | ""
   ResourceType type;       // the served row (when ok)
   bool ok = false;         // a served resource
   bool discovery = false;  // /api/v1 or /apis/<group>/<version> itself
@@ -280,6 +280,7 @@ class FakeApiServerRoutes {
     }
     if (req.method == "POST") {
       if (t.resource == "pods" && t.sub == "binding") return Bind(t, req, res);
+      if (t.resource == "pods" && t.sub == "eviction") return Evict(t, req, res);
       if (!t.name.empty()) return Fail(res, 405, "POST on an object");
       return Create(t, req, res, user);
     }
@@ -559,6 +560,33 @@ class FakeApiServerRoutes {
     json last = *cur;
     s_->RemoveLocked(t.resource, s_->KeyOf(t.resource, t.ns, t.name));
     Reply(res, 200, last);
+  }
+
+  // POST pods/<name>/eviction (policy/v1 Eviction; the real API server checks the pod's
+  // PodDisruptionBudgets, none here, and deletes it gracefully): the body must name the pod;
+  // deleteOptions.preconditions.uid must match; the pod is removed; 201 with a Success Status.
+  void Evict(const Target& t, const httplib::Request& req, httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object() || body.value("kind", "") != "Eviction" ||
+        body.value("apiVersion", "") != "policy/v1") {
+      return Fail(res, 400, "the body of an eviction must be a policy/v1 Eviction");
+    }
+    if (Md(body, "name") != t.name) return Fail(res, 400, "name in the Eviction does not match");
+    std::lock_guard<std::mutex> lock(s_->mu_);
+    json* pod = Find(t);
+    if (pod == nullptr) return Fail(res, 404, "pods \"" + t.name + "\" not found");
+    std::string uid;
+    if (body.contains("deleteOptions") && body["deleteOptions"].is_object() &&
+        body["deleteOptions"].contains("preconditions") &&
+        body["deleteOptions"]["preconditions"].is_object())
+      uid = body["deleteOptions"]["preconditions"].value("uid", "");
+    if (!uid.empty() && uid != Md(*pod, "uid")) {
+      return Fail(res, 409,
+                  "Precondition failed: UID in precondition: " + uid +
+                      ", UID in object meta: " + Md(*pod, "uid"));
+    }
+    s_->RemoveLocked(t.resource, s_->KeyOf(t.resource, t.ns, t.name));
+    Reply(res, 201, json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}});
   }
 
   void Bind(const Target& t, const httplib::Request& req, httplib::Response& res) {
