@@ -9,7 +9,9 @@
 // Handling Methods"; the architecture, compute capability and driver version getters and the
 // NVML_DEVICE_ARCH_* values from §8.2 and §8.5; the link topology getters and their types
 // (nvmlGpuTopologyLevel_t, nvmlEnableState_t, nvmlIntNvLinkDeviceType_t, NVML_NVLINK_MAX_LINKS)
-// from nvml.h, "Topology Queries" and "NvLink Methods".
+// from nvml.h, "Topology Queries" and "NvLink Methods"; nvmlDeviceGetPersistenceMode,
+// nvmlDeviceGetMigMode (NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1) and
+// nvmlDeviceGetMPSComputeRunningProcesses_v3 from nvml.h (API version 13).
 // A loader takes a function's pointer type as decltype(&nvmlName), so the prototype here is the
 // only one.
 #include <cstdint>
@@ -72,6 +74,9 @@ inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_GPU = 0x00;
 inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01;
 inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02;
 inline constexpr nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF;
+/// NVML_DEVICE_MIG_DISABLE / NVML_DEVICE_MIG_ENABLE: the modes nvmlDeviceGetMigMode answers.
+inline constexpr unsigned int NVML_DEVICE_MIG_DISABLE = 0;
+inline constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
 /// NVML_NVLINK_MAX_LINKS: links are numbered 0 .. 17 (18 on Hopper and Blackwell).
 inline constexpr unsigned int NVML_NVLINK_MAX_LINKS = 18;
 
@@ -216,5 +221,18 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
                                                  nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType)
     FRACGPU_NVML_API;
+
+// The checkpoint eligibility facts (monitor/park_host.h: persistence mode, MIG mode, MPS
+// clients; nvml.h "Device Queries" and "Multi Instance GPU Management").
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device,
+                                          nvmlEnableState_t* mode) FRACGPU_NVML_API;
+/// `currentMode` and `pendingMode`: NVML_DEVICE_MIG_DISABLE or NVML_DEVICE_MIG_ENABLE.
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
+                                  unsigned int* pendingMode) FRACGPU_NVML_API;
+/// Processes running through an MPS server on the device; same arguments as
+/// nvmlDeviceGetComputeRunningProcesses_v3.
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                        unsigned int* infoCount,
+                                                        nvmlProcessInfo_t* infos) FRACGPU_NVML_API;
 
 }  // extern "C"

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "api/limits.h"
 #include "base/clock.h"
@@ -24,6 +26,8 @@
 #include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
+#include "monitor/park_host.h"
+#include "monitor/parking.h"
 #include "monitor/priority.h"
 
 #ifndef FRACGPU_MONITOR_VERSION
@@ -59,7 +63,66 @@ struct Flags {
   double enforce_memory_slack_mib = monitor::kDefaultMemorySlackMiB;
   std::string proc_root = "/proc";
   bool no_enforce = false;
+  // Parking idle containers (issue 36; docs/reclaim.md, docs/monitor.md "Parking").
+  bool park = false;
+  double park_idle_s = 1800;
+  std::vector<std::string> park_namespaces;
+  std::vector<std::string> park_drivers;
+  double park_interval_s = 0.2;
+  unsigned park_lock_timeout_ms = 500;
+  std::string cuda_library = "libcuda.so.1";
+  std::string cgroup_root = "/sys/fs/cgroup";
 };
+
+// A namespace name: a DNS label (RFC 1123), as Kubernetes validates it.
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
+
+// A driver allow-list entry: an NVML driver version ("580.95.05") or a prefix ending in '.'.
+bool IsDriverEntry(const std::string& s) {
+  if (s.empty() || s.size() > 32) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || c == '.')) return false;
+  return true;
+}
+
+// The parking flags, checked with the others (usage errors); the options they make.
+monitor::ParkingOptions ParkingFlags(const Flags& f) {
+  monitor::ParkingOptions o;
+  if (!f.park) return o;
+  if (f.no_apiserver)
+    throw CLI::ValidationError(
+        "--park needs the API server (pods opt in by annotation; a borrower is a pending pod): "
+        "not with --no-apiserver");
+  if (f.park_drivers.empty())
+    throw CLI::ValidationError(
+        "--park needs --park-drivers: the NVIDIA driver versions (or prefixes such as 580.) "
+        "whose checkpoint API may park a container; an empty allow-list parks nothing");
+  for (const std::string& d : f.park_drivers) {
+    if (!IsDriverEntry(d))
+      throw CLI::ValidationError("--park-drivers: '" + d.substr(0, 64) +
+                                 "' is not a driver version or a prefix ending in '.' (digits "
+                                 "and dots, at most 32)");
+  }
+  for (const std::string& n : f.park_namespaces) {
+    if (!IsDnsLabel(n))
+      throw CLI::ValidationError("--park-namespaces: '" + n.substr(0, 64) +
+                                 "' is not a namespace name (a DNS label)");
+  }
+  if (f.cuda_library.empty()) throw CLI::ValidationError("--cuda-library: empty");
+  if (f.cgroup_root.empty() || f.cgroup_root[0] != '/')
+    throw CLI::ValidationError("--cgroup-root: '" + f.cgroup_root.substr(0, 256) +
+                               "' is not an absolute path");
+  o.idle_after = std::chrono::nanoseconds(static_cast<int64_t>(f.park_idle_s * 1e9));
+  o.default_namespaces.insert(f.park_namespaces.begin(), f.park_namespaces.end());
+  o.allowed_drivers = f.park_drivers;
+  o.lock_timeout_ms = f.park_lock_timeout_ms;
+  return o;
+}
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -114,6 +177,7 @@ int Run(const Flags& f) {
       !bad.empty()) {
     throw CLI::ValidationError(bad);
   }
+  const monitor::ParkingOptions parking = ParkingFlags(f);
   if (std::string warning = monitor::MissingContainersWarning(f.hook_path); !warning.empty()) {
     spdlog::warn("{}", warning);
   }
@@ -173,6 +237,42 @@ int Run(const Flags& f) {
 
   base::StopSignal stop;
   base::SignalWatcher signals(&stop);
+  // Parking (--park): its own driver, NVML, API client and pod list, on its own thread (a park
+  // or wake takes seconds and must not delay enforcement). Anything missing: said loudly, and
+  // the monitor runs without parking (never parks blind).
+  // Loaded after the SignalWatcher: the threads cuInit and nvmlInit start must have SIGTERM
+  // blocked too, or one of them takes it and the process dies before the loop wakes what it parked.
+  std::unique_ptr<monitor::NvmlParkFacts> park_nvml;
+  std::unique_ptr<k8s::Client> park_client;
+  std::unique_ptr<monitor::K8sPodLister> park_pods;
+  std::unique_ptr<monitor::ParkController> park_controller;
+  monitor::ParkedSlices parked;
+  if (f.park) {
+    auto driver = monitor::LoadCheckpointDriver(f.cuda_library);
+    auto facts = driver.ok() ? monitor::NvmlParkFacts::Open(f.nvml_library)
+                             : Result<std::unique_ptr<monitor::NvmlParkFacts>>(driver.status());
+    auto c = facts.ok() ? k8s::Connect(f.kubeconfig)
+                        : Result<std::unique_ptr<k8s::Client>>(facts.status());
+    if (!c.ok()) {
+      spdlog::error("parking OFF: {}", c.status().ToString());
+      mon.registry().Add("fracgpu_monitor_errors_total", {{"source", "parking"}});
+    } else {
+      park_nvml = std::move(*facts);
+      park_client = std::move(*c);
+      park_pods = std::make_unique<monitor::K8sPodLister>(park_client.get());
+      park_controller = std::make_unique<monitor::ParkController>(
+          parking,
+          monitor::MakeParkHost(std::move(*driver), park_nvml.get(), f.proc_root, f.cgroup_root));
+      monitor::RegisterParkingMetrics(&mon.registry(), f.node_name, &parked);
+      auto join = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
+        return out.empty() ? std::string("none") : out;
+      };
+      spdlog::info("parking on: idle {} s, every {} s, drivers {}, default namespaces {}",
+                   f.park_idle_s, f.park_interval_s, join(f.park_drivers), join(f.park_namespaces));
+    }
+  }
   http::ServerOptions http_options;
   http_options.host = listen->host;
   http_options.port = listen->port;
@@ -197,12 +297,27 @@ int Run(const Flags& f) {
       } while (!stop.WaitFor(every));
     });
   }
+  std::thread parking_thread;
+  if (park_controller) {
+    monitor::ParkingLoopSources sources;
+    sources.containers_root = mon.containers_root();
+    sources.node_name = f.node_name;
+    sources.pods = park_pods.get();
+    sources.borrower_pending = [&park_client] {
+      return monitor::BorrowerPending(park_client.get());
+    };
+    const auto every = std::chrono::nanoseconds(static_cast<int64_t>(f.park_interval_s * 1e9));
+    parking_thread = std::thread([&stop, &park_controller, &parked, sources, every] {
+      monitor::RunParkingLoop(park_controller.get(), sources, every, &stop, &parked);
+    });
+  }
   monitor::AgentSchedule schedule;
   schedule.metrics_period = std::chrono::nanoseconds(static_cast<int64_t>(f.interval_s * 1e9));
   schedule.enforce_period =
       std::chrono::nanoseconds(static_cast<int64_t>(f.enforce_interval_s * 1e9));
   monitor::RunAgentLoop(&mon, enforcer.get(), schedule, &stop);
   if (priority_thread.joinable()) priority_thread.join();
+  if (parking_thread.joinable()) parking_thread.join();
   server.Stop();
   spdlog::info("monitor stopped");
   return 0;
@@ -294,6 +409,38 @@ void RegisterMonitorCommand(CLI::App& app) {
                   "the host's /proc (the DaemonSet runs with hostPID)")
       ->capture_default_str();
   cmd->add_flag("--no-enforce", flags->no_enforce, "metrics only: no driver-truth enforcement");
+  cmd->add_flag("--park", flags->park,
+                "park idle opted-in containers while a borrower is pending (CUDA checkpoint; "
+                "docs/reclaim.md); needs --park-drivers and the API server");
+  cmd->add_option("--park-idle", flags->park_idle_s,
+                  "seconds without a kernel launch before a container may be parked")
+      ->check(CLI::Range(1.0, 86400.0 * 30))
+      ->capture_default_str();
+  cmd->add_option("--park-namespaces", flags->park_namespaces,
+                  "namespaces whose pods park unless annotated fracgpu.io/park: \"false\" "
+                  "(elsewhere only pods annotated \"true\"); comma-separated")
+      ->delimiter(',');
+  cmd->add_option("--park-drivers", flags->park_drivers,
+                  "NVIDIA driver versions (or prefixes such as 580.) allowed to park; "
+                  "comma-separated; required with --park")
+      ->delimiter(',');
+  cmd->add_option("--park-interval", flags->park_interval_s,
+                  "seconds between polls of the parking loop (a parked container's call waits "
+                  "at most about this long before its wake starts)")
+      ->check(CLI::Range(0.01, 60.0))
+      ->capture_default_str();
+  cmd->add_option("--park-lock-timeout-ms", flags->park_lock_timeout_ms,
+                  "cuCheckpointProcessLock's timeout: a container still busy after it is not "
+                  "parked (retried next poll)")
+      ->check(CLI::Range(1u, 60000u))
+      ->capture_default_str();
+  cmd->add_option("--cgroup-root", flags->cgroup_root,
+                  "the host's cgroup filesystem, where a parked container's memory limit is read "
+                  "(with --park)")
+      ->capture_default_str();
+  cmd->add_option("--cuda-library", flags->cuda_library,
+                  "CUDA driver to dlopen for the checkpoint calls (with --park)")
+      ->capture_default_str();
   cmd->callback([flags, node_dir, listen, port] {
     flags->listen_given = listen->count() > 0;
     if (port->count() > 0) {

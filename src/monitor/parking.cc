@@ -66,11 +66,11 @@ ParkController::ParkController(ParkingOptions options, ParkHost host)
 node::ParkTarget ParkController::Target(const std::string& path, const std::string& uuid,
                                         const std::string& pod_uid, std::vector<int> pids) const {
   node::ParkTarget t;
-  t.pids = std::move(pids);
+  t.pids = pids;
   // The facts are read again at each call (Parker reads them before and after the Lock): the
   // region's record of the processes' uses and their charged memory, the GPU's and the pod's.
-  t.facts = [this, path, uuid, pod_uid] {
-    node::CheckpointFacts f = host_.facts(uuid, pod_uid);
+  t.facts = [this, path, uuid, pod_uid, pids = std::move(pids)] {
+    node::CheckpointFacts f = host_.facts(uuid, pod_uid, pids);
     auto region = ReadRegionFile(path);
     if (!region.ok() || region->devices.size() != 1) {
       f.process_uses.clear();  // fails the "no process recorded" gate

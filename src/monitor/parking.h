@@ -85,10 +85,12 @@ ParkAction DecideParking(const ParkInput& in, const ParkingOptions& options);
 /// How the agent reaches the driver, NVML and the pod's cgroup (tests pass fakes).
 struct ParkHost {
   node::CheckpointDriver driver;
-  /// The facts of GPU `uuid` (driver version, persistence, MIG, MPS) and of pod `pod_uid`'s host
-  /// memory (limit known, limit, use); the controller fills process_uses and device_bytes from
-  /// the region.
-  std::function<node::CheckpointFacts(const std::string& uuid, const std::string& pod_uid)> facts;
+  /// The facts of GPU `uuid` (driver version, persistence, MIG, MPS) and of the host memory of
+  /// pod `pod_uid`'s container whose CUDA processes are `pids` (host pids; limit known, limit,
+  /// use); the controller fills process_uses and device_bytes from the region.
+  std::function<node::CheckpointFacts(const std::string& uuid, const std::string& pod_uid,
+                                      const std::vector<int>& pids)>
+      facts;
   /// NVML's free memory of GPU `uuid`, bytes.
   std::function<uint64_t(const std::string& uuid)> free_bytes;
 };

@@ -24,6 +24,8 @@ std::string MiB(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) +
 
 CheckpointEligibility CheckpointEligible(const CheckpointFacts& f,
                                          const std::vector<std::string>& allowed_drivers) {
+  if (!f.unknown.empty())
+    return Fail(CheckpointGate::kFactsUnknown, "a fact could not be read: " + f.unknown);
   if (!DriverAllowed(f.driver_version, allowed_drivers))
     return Fail(CheckpointGate::kDriverNotAllowed,
                 "driver version '" + f.driver_version + "' is not on the checkpoint allow-list");

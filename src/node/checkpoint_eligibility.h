@@ -16,6 +16,9 @@ namespace fracgpu::node {
 
 /// The facts about one container on one GPU.
 struct CheckpointFacts {
+  /// A fact that could not be read (an NVML call that failed): names the call and its error;
+  /// non-empty fails the first gate, so an unknown fact is never taken for a good one.
+  std::string unknown;
   std::string driver_version;  ///< NVML's system driver version, e.g. "580.95.05"
   bool persistence_mode = false;
   bool mig_enabled = false;
@@ -33,6 +36,7 @@ struct CheckpointFacts {
 /// The first gate a container fails, in the order checked.
 enum class CheckpointGate {
   kEligible = 0,
+  kFactsUnknown,      ///< a fact could not be read (CheckpointFacts::unknown)
   kDriverNotAllowed,  ///< driver_version not on the allow-list
   kNoPersistence,     ///< persistence mode off
   kMig,               ///< MIG enabled on the GPU

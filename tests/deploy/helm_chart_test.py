@@ -470,6 +470,32 @@ class HelmChart(unittest.TestCase):
         got = template("--set-string", f"device-config.content={content}")
         self.assertEqual(find(got, "ConfigMap", "fracgpu-device-config")["data"]["device-config.yaml"], content)
 
+    def test_monitor_parking_is_off_by_default_and_renders_what_it_needs(self):
+        # Off: the monitor's args, env and mounts are those of deploy/ (the render test above).
+        mon = container(template(), "DaemonSet", "fracgpu-device-plugin", "monitor")
+        self.assertFalse([a for a in mon["args"] if a.startswith("--park")])
+        got = template("--set", "devicePlugin.monitor.parking.enabled=true",
+                       "--set", "devicePlugin.monitor.parking.drivers={580.,575.57.08}",
+                       "--set", "devicePlugin.monitor.parking.namespaces={notebooks,team-a}",
+                       "--set", "devicePlugin.monitor.parking.idleSeconds=600")
+        mon = container(got, "DaemonSet", "fracgpu-device-plugin", "monitor")
+        for arg in ("--park", "--park-drivers=580.,575.57.08", "--park-namespaces=notebooks,team-a",
+                    "--park-idle=600", "--cgroup-root=/host/sys/fs/cgroup"):
+            self.assertIn(arg, mon["args"])
+        env = {e["name"]: e.get("value") for e in mon["env"]}
+        self.assertEqual(env["NVIDIA_DRIVER_CAPABILITIES"], "compute,utility")  # libcuda.so.1
+        self.assertIn({"name": "host-cgroup", "mountPath": "/host/sys/fs/cgroup", "readOnly": True},
+                      mon["volumeMounts"])
+        spec = pod_spec(got, "DaemonSet", "fracgpu-device-plugin")
+        self.assertTrue(spec["hostPID"])
+        vols = {x["name"]: x for x in spec["volumes"]}
+        self.assertEqual(vols["host-cgroup"]["hostPath"], {"path": "/sys/fs/cgroup", "type": "Directory"})
+        # Enabled without an allow-list: the render fails (the monitor would refuse the flags).
+        p = template("--set", "devicePlugin.monitor.parking.enabled=true", check=False)
+        self.assertIsInstance(p, subprocess.CompletedProcess)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("devicePlugin.monitor.parking.drivers", p.stderr)
+
     def test_values_fracgpu_cannot_honour_fail_the_render(self):
         for args, says in (
                 (["--set", "devicePlugin.migStrategy=mixed"], "fracgpu runs no GPU in MIG mode"),

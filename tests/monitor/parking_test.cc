@@ -308,7 +308,9 @@ class ParkingLoop : public ::testing::Test {
   ParkController Controller() {
     ParkHost host;
     host.driver = FakeDriver();
-    host.facts = [](const std::string& uuid, const std::string& pod_uid) {
+    host.facts = [](const std::string& uuid, const std::string& pod_uid,
+                    const std::vector<int>& pids) {
+      EXPECT_FALSE(pids.empty());
       EXPECT_EQ(uuid, kUuid);
       EXPECT_EQ(pod_uid, kUid);
       node::CheckpointFacts f;
@@ -394,7 +396,7 @@ TEST_F(ParkingLoop, AnIneligibleNotebookIsNeverLockedAndItsStateIsReset) {
     ++locks;
     return lock(pid, t);
   };
-  host.facts = [](const std::string&, const std::string&) {
+  host.facts = [](const std::string&, const std::string&, const std::vector<int>&) {
     node::CheckpointFacts f;
     f.driver_version = "575.57.08";  // not on the allow-list
     f.persistence_mode = true;

@@ -44,6 +44,9 @@ TEST(CheckpointEligibility, EachGateFailsOnItsFactAlone) {
          f.host_used_bytes = 1ull << 40;
        },
        CheckpointGate::kEligible, ""},
+      {"a fact NVML could not give",
+       [](CheckpointFacts& f) { f.unknown = "nvmlDeviceGetMigMode failed: NVML error 999"; },
+       CheckpointGate::kFactsUnknown, "could not be read: nvmlDeviceGetMigMode failed"},
       {"driver off the list", [](CheckpointFacts& f) { f.driver_version = "580.95.06"; },
        CheckpointGate::kDriverNotAllowed, "'580.95.06'"},
       {"a prefix is not a substring", [](CheckpointFacts& f) { f.driver_version = "5750.1"; },

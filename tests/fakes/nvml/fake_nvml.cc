@@ -15,6 +15,17 @@
 //   FAKE_NVML_NOT_SUPPORTED       comma list of those three entry points that answer
 //                                 NVML_ERROR_NOT_SUPPORTED instead
 //
+// The checkpoint eligibility facts the node agent reads (monitor/park_host.h), read on every
+// call, for every device:
+//   FAKE_NVML_PERSISTENCE   nvmlDeviceGetPersistenceMode: 1 enabled (default), 0 disabled
+//   FAKE_NVML_MIG           nvmlDeviceGetMigMode's current and pending mode: 0 disabled
+//                           (default), 1 enabled
+//   FAKE_NVML_MPS_PIDS      nvmlDeviceGetMPSComputeRunningProcesses_v3's list: a comma list of
+//                           pids (each listed with 0 bytes); unset or empty: none
+//   FAKE_NVML_FAIL          comma list of those three entry points (and
+//                           nvmlSystemGetDriverVersion, nvmlDeviceGetMemoryInfo,
+//                           nvmlDeviceGetHandleByUUID) that answer NVML_ERROR_UNKNOWN instead
+//
 // The GPU link topology (nvmlDeviceGetPciInfo_v3, nvmlDeviceGetTopologyCommonAncestor and the
 // NVLink getters) models the box FAKE_GPU_TOPOLOGY names (read on every call); unset, those
 // entry points answer NVML_ERROR_NOT_SUPPORTED (no PCI info, no topology: the fake's old
@@ -174,6 +185,14 @@ nvmlReturn_t ListProcesses(const std::vector<ProcUsage>& procs, unsigned int* co
   return NVML_SUCCESS;
 }
 
+// True when FAKE_NVML_FAIL lists `entry_point`.
+bool Fails(const char* entry_point) {
+  const char* list = std::getenv("FAKE_NVML_FAIL");
+  if (!list) return false;
+  std::string all = std::string(",") + list + ",";
+  return all.find(std::string(",") + entry_point + ",") != std::string::npos;
+}
+
 }  // namespace
 
 #define NVML_CHECK_INIT() \
@@ -226,6 +245,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) noexcept {
   NVML_CHECK_INIT();
   if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Fails("nvmlDeviceGetHandleByUUID")) return NVML_ERROR_UNKNOWN;
   for (size_t i = 0; i < N().devices.size(); ++i) {
     if (N().devices[i].uuid == uuid) {
       *device = Handle(static_cast<unsigned>(i));
@@ -261,6 +281,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   NVML_CHECK_INIT();
   int i = IndexOf(device);
   if (i < 0 || !memory) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Fails("nvmlDeviceGetMemoryInfo")) return NVML_ERROR_UNKNOWN;
   memory->total = N().devices[i].total_bytes;
   memory->used = UsedBytes(i);
   memory->free = memory->used >= memory->total ? 0 : memory->total - memory->used;
@@ -290,6 +311,43 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
   int i = IndexOf(device);
   if (i < 0 || !count) return NVML_ERROR_INVALID_ARGUMENT;
   return ListProcesses(GraphicsProcesses(i), count, infos);
+}
+
+// The checkpoint eligibility facts (FAKE_NVML_PERSISTENCE, FAKE_NVML_MIG, FAKE_NVML_MPS_PIDS,
+// FAKE_NVML_FAIL: the header comment).
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !mode) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Fails("nvmlDeviceGetPersistenceMode")) return NVML_ERROR_UNKNOWN;
+  const char* v = std::getenv("FAKE_NVML_PERSISTENCE");
+  *mode = v && std::string(v) == "0" ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                                  unsigned int* pending) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Fails("nvmlDeviceGetMigMode")) return NVML_ERROR_UNKNOWN;
+  const char* v = std::getenv("FAKE_NVML_MIG");
+  *current = *pending =
+      v && std::string(v) == "1" ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                        nvmlProcessInfo_t* infos) noexcept {
+  NVML_CHECK_INIT();
+  if (IndexOf(device) < 0 || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  if (Fails("nvmlDeviceGetMPSComputeRunningProcesses_v3")) return NVML_ERROR_UNKNOWN;
+  std::vector<ProcUsage> procs;
+  const char* v = std::getenv("FAKE_NVML_MPS_PIDS");
+  std::string list = std::string(v ? v : "") + ",";
+  size_t pos = 0;
+  for (size_t end; (end = list.find(',', pos)) != std::string::npos; pos = end + 1) {
+    unsigned pid =
+        static_cast<unsigned>(std::strtoul(list.substr(pos, end - pos).c_str(), nullptr, 10));
+    if (pid != 0) procs.push_back({pid, 0});
+  }
+  return ListProcesses(procs, count, infos);
 }
 
 // Legacy names real programs still call (HAMi-core's cuInit path uses the first two):
@@ -421,6 +479,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) noex
   NVML_CHECK_INIT();
   if (!version) return NVML_ERROR_INVALID_ARGUMENT;
   if (NotSupported("nvmlSystemGetDriverVersion")) return NVML_ERROR_NOT_SUPPORTED;
+  if (Fails("nvmlSystemGetDriverVersion")) return NVML_ERROR_UNKNOWN;
   std::string v = EnvOr("FAKE_NVML_DRIVER_VERSION", "580.95.05");
   if (length < v.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::memcpy(version, v.c_str(), v.size() + 1);

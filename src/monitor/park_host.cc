@@ -1,0 +1,479 @@
+#include "monitor/park_host.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "monitor/container_dirs.h"
+#include "monitor/monitor.h"
+#include "vgpu/cuda_api.h"
+
+namespace fracgpu::monitor {
+
+// ---- The CUDA driver's checkpoint calls.
+
+Result<node::CheckpointDriver> LoadCheckpointDriver(const std::string& library) {
+  void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = ::dlerror();
+    return Unavailable("cannot load the CUDA driver " + library + ": " +
+                       (err ? err : "unknown error"));
+  }
+  using Init = CUresult (*)(unsigned int);
+  using GetState = CUresult (*)(int, CUprocessState*);
+  using Lock = CUresult (*)(int, CUcheckpointLockArgs*);
+  using Checkpoint = CUresult (*)(int, CUcheckpointCheckpointArgs*);
+  using Restore = CUresult (*)(int, CUcheckpointRestoreArgs*);
+  using Unlock = CUresult (*)(int, CUcheckpointUnlockArgs*);
+  const char* const names[] = {"cuInit",
+                               "cuCheckpointProcessGetState",
+                               "cuCheckpointProcessLock",
+                               "cuCheckpointProcessCheckpoint",
+                               "cuCheckpointProcessRestore",
+                               "cuCheckpointProcessUnlock"};
+  void* syms[6] = {};
+  for (int i = 0; i < 6; ++i) {
+    syms[i] = ::dlsym(lib, names[i]);
+    if (syms[i] == nullptr) {
+      ::dlclose(lib);  // nothing of it ran yet
+      return Unavailable("the CUDA driver " + library + " lacks " + names[i] +
+                         " (the checkpoint API needs a CUDA 12.8 or newer driver)");
+    }
+  }
+  const auto init = reinterpret_cast<Init>(syms[0]);
+  if (CUresult r = init(0); r != CUDA_SUCCESS) {
+    // Kept loaded: the driver ran, and unloading it under its own threads is not safe.
+    return Unavailable("cuInit(0) of " + library + " failed: CUresult " + std::to_string(r));
+  }
+  node::CheckpointDriver d;
+  const auto get_state = reinterpret_cast<GetState>(syms[1]);
+  const auto lock = reinterpret_cast<Lock>(syms[2]);
+  const auto checkpoint = reinterpret_cast<Checkpoint>(syms[3]);
+  const auto restore = reinterpret_cast<Restore>(syms[4]);
+  const auto unlock = reinterpret_cast<Unlock>(syms[5]);
+  d.get_state = [get_state](int pid, int* state) {
+    CUprocessState st = CU_PROCESS_STATE_RUNNING;
+    CUresult r = get_state(pid, &st);
+    if (r == CUDA_SUCCESS) *state = static_cast<int>(st);
+    return static_cast<int>(r);
+  };
+  d.lock = [lock](int pid, unsigned timeout_ms) {
+    CUcheckpointLockArgs args{};  // reserved fields zero, as cuda.h requires
+    args.timeoutMs = timeout_ms;
+    return static_cast<int>(lock(pid, &args));
+  };
+  d.checkpoint = [checkpoint](int pid) { return static_cast<int>(checkpoint(pid, nullptr)); };
+  d.restore = [restore](int pid) { return static_cast<int>(restore(pid, nullptr)); };
+  d.unlock = [unlock](int pid) { return static_cast<int>(unlock(pid, nullptr)); };
+  return d;
+}
+
+// ---- NVML's facts.
+
+NvmlParkFacts::NvmlParkFacts(std::unique_ptr<nvml::Library> lib) : lib_(std::move(lib)) {}
+
+Result<std::unique_ptr<NvmlParkFacts>> NvmlParkFacts::Open(const std::string& library) {
+  auto lib = nvml::Library::Open(library, {"nvmlDeviceGetHandleByUUID", "nvmlDeviceGetMemoryInfo"});
+  if (!lib.ok()) return lib.status();
+  return std::unique_ptr<NvmlParkFacts>(new NvmlParkFacts(std::move(*lib)));
+}
+
+Result<nvmlDevice_t> NvmlParkFacts::Handle(const std::string& uuid) const {
+  const auto by_uuid =
+      lib_->Get<decltype(&::nvmlDeviceGetHandleByUUID)>("nvmlDeviceGetHandleByUUID");
+  nvmlDevice_t h = nullptr;
+  if (nvmlReturn_t r = by_uuid(uuid.c_str(), &h); r != NVML_SUCCESS)
+    return Unavailable(lib_->Error("nvmlDeviceGetHandleByUUID(" + uuid + ")", r));
+  return h;
+}
+
+node::CheckpointFacts NvmlParkFacts::GpuFacts(const std::string& uuid) const {
+  node::CheckpointFacts f;
+  auto h = Handle(uuid);
+  if (!h.ok()) {
+    f.unknown = h.status().message();
+    return f;
+  }
+  auto missing = [&](const char* name) {
+    f.unknown = "NVML library " + lib_->path() + " lacks entry point " + name;
+    return f;
+  };
+  const auto version =
+      lib_->Get<decltype(&::nvmlSystemGetDriverVersion)>("nvmlSystemGetDriverVersion");
+  const auto persistence =
+      lib_->Get<decltype(&::nvmlDeviceGetPersistenceMode)>("nvmlDeviceGetPersistenceMode");
+  const auto mig = lib_->Get<decltype(&::nvmlDeviceGetMigMode)>("nvmlDeviceGetMigMode");
+  const auto mps = lib_->Get<decltype(&::nvmlDeviceGetMPSComputeRunningProcesses_v3)>(
+      "nvmlDeviceGetMPSComputeRunningProcesses_v3");
+  if (!version) return missing("nvmlSystemGetDriverVersion");
+  if (!persistence) return missing("nvmlDeviceGetPersistenceMode");
+  if (!mig) return missing("nvmlDeviceGetMigMode");
+  if (!mps) return missing("nvmlDeviceGetMPSComputeRunningProcesses_v3");
+
+  char text[kNvmlDriverVersionBufferSize] = {};
+  if (nvmlReturn_t r = version(text, sizeof(text)); r != NVML_SUCCESS) {
+    f.unknown = lib_->Error("nvmlSystemGetDriverVersion", r);
+    return f;
+  }
+  text[sizeof(text) - 1] = '\0';
+  f.driver_version = text;
+  nvmlEnableState_t pm = NVML_FEATURE_DISABLED;
+  if (nvmlReturn_t r = persistence(*h, &pm); r != NVML_SUCCESS) {
+    f.unknown = lib_->Error("nvmlDeviceGetPersistenceMode(" + uuid + ")", r);
+    return f;
+  }
+  f.persistence_mode = pm == NVML_FEATURE_ENABLED;
+  unsigned int current = 0, pending = 0;
+  if (nvmlReturn_t r = mig(*h, &current, &pending); r == NVML_ERROR_NOT_SUPPORTED) {
+    current = NVML_DEVICE_MIG_DISABLE;  // nvml.h: a GPU without MIG answers NOT_SUPPORTED
+  } else if (r != NVML_SUCCESS) {
+    f.unknown = lib_->Error("nvmlDeviceGetMigMode(" + uuid + ")", r);
+    return f;
+  }
+  // Anything but "disabled" counts as enabled: an unknown mode is never taken for none.
+  f.mig_enabled = current != NVML_DEVICE_MIG_DISABLE;
+  // The count alone (infos null, count 0): NVML_SUCCESS with 0, or INSUFFICIENT_SIZE with more.
+  unsigned int count = 0;
+  nvmlReturn_t r = mps(*h, &count, nullptr);
+  if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+    f.mps_active = true;
+  } else if (r == NVML_SUCCESS) {
+    f.mps_active = count > 0;
+  } else {
+    f.unknown = lib_->Error("nvmlDeviceGetMPSComputeRunningProcesses_v3(" + uuid + ")", r);
+  }
+  return f;
+}
+
+Result<uint64_t> NvmlParkFacts::FreeBytes(const std::string& uuid) const {
+  auto h = Handle(uuid);
+  if (!h.ok()) return h.status();
+  const auto info = lib_->Get<decltype(&::nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
+  nvmlMemory_t m{};
+  if (nvmlReturn_t r = info(*h, &m); r != NVML_SUCCESS)
+    return Unavailable(lib_->Error("nvmlDeviceGetMemoryInfo(" + uuid + ")", r));
+  return static_cast<uint64_t>(m.free);
+}
+
+// ---- The container's cgroup memory.
+
+namespace {
+
+constexpr size_t kMaxCgroupFile = 64 * 1024;  // /proc/<pid>/cgroup
+constexpr size_t kMaxValue = 32;              // memory.max and friends: a number or "max"
+constexpr size_t kMaxCgroupPath = 4096;
+constexpr uint64_t kV1Unlimited = 1ull << 62;  // v1's "no limit" is PAGE_COUNTER_MAX pages, > 2^62
+
+// Reads at most `max` bytes of the regular file `fd`; more is an error. Closes fd.
+Result<std::string> ReadSmall(int fd, size_t max, const std::string& what) {
+  std::string out;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(what + " is not a regular file");
+  }
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::string err = std::strerror(errno);
+      ::close(fd);
+      return Unavailable("read " + what + ": " + err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max) {
+      ::close(fd);
+      return InvalidArgument(what + " is longer than " + std::to_string(max) + " bytes");
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// Opens `rel` (components separated by '/', each checked already) under the directory `root`,
+// every component with O_NOFOLLOW: no symlink is followed out of root.
+Result<int> OpenUnder(const std::string& root, const std::vector<std::string>& components) {
+  int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return Unavailable("open " + root + ": " + std::strerror(errno));
+  std::string at = root;
+  for (size_t i = 0; i < components.size(); ++i) {
+    const bool last = i + 1 == components.size();
+    int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? O_NONBLOCK : O_DIRECTORY);
+    int next = ::openat(dir, components[i].c_str(), flags);
+    at += "/" + components[i];
+    int err = errno;
+    ::close(dir);
+    if (next < 0) return Unavailable("open " + at + ": " + std::strerror(err));
+    dir = next;
+  }
+  return dir;
+}
+
+// Splits an absolute cgroup path into components; "." , "..", NUL or control bytes refused.
+Result<std::vector<std::string>> PathComponents(const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.size() > kMaxCgroupPath)
+    return InvalidArgument("cgroup path '" + path.substr(0, 256) + "' is not absolute or too long");
+  std::vector<std::string> out;
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    size_t end = path.find('/', pos);
+    if (end == std::string::npos) end = path.size();
+    std::string c = path.substr(pos, end - pos);
+    pos = end + 1;
+    if (c.empty()) continue;
+    if (c == "." || c == "..")
+      return InvalidArgument("cgroup path '" + path.substr(0, 256) + "' has a '" + c +
+                             "' component");
+    for (unsigned char ch : c)
+      if (ch < 0x20 || ch == 0x7f)
+        return InvalidArgument("cgroup path '" + path.substr(0, 256) + "' has a control byte");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// A value file: decimal digits (a trailing newline allowed), or "max" where `max_ok`.
+// Returns ~0 for "max".
+Result<uint64_t> ReadValue(const std::string& root, std::vector<std::string> components,
+                           const std::string& file, bool max_ok) {
+  components.push_back(file);
+  std::string what = root;
+  for (const auto& c : components) what += "/" + c;
+  auto fd = OpenUnder(root, components);
+  if (!fd.ok()) return fd.status();
+  auto text = ReadSmall(*fd, kMaxValue, what);
+  if (!text.ok()) return text.status();
+  std::string v = *text;
+  if (!v.empty() && v.back() == '\n') v.pop_back();
+  if (max_ok && v == "max") return ~0ull;
+  if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument(what + " holds '" + v.substr(0, kMaxValue) + "', not a number");
+  errno = 0;
+  unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+  if (errno == ERANGE) return InvalidArgument(what + " holds '" + v + "', out of range");
+  return static_cast<uint64_t>(n);
+}
+
+}  // namespace
+
+HostMemory ReadCgroupMemory(const std::string& proc_root, const std::string& cgroup_root, int pid) {
+  HostMemory out;
+  if (pid <= 0) {
+    out.reason = "pid " + std::to_string(pid) + " is not a host pid";
+    return out;
+  }
+  auto fd = OpenUnder(proc_root, {std::to_string(pid), "cgroup"});
+  if (!fd.ok()) {
+    out.reason = fd.status().message();
+    return out;
+  }
+  const std::string cgroup_file = proc_root + "/" + std::to_string(pid) + "/cgroup";
+  auto text = ReadSmall(*fd, kMaxCgroupFile, cgroup_file);
+  if (!text.ok()) {
+    out.reason = text.status().message();
+    return out;
+  }
+  std::string v1_path, v2_path;
+  bool v1 = false, v2 = false;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    size_t end = text->find('\n', pos);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(pos, end - pos);
+    pos = end + 1;
+    size_t a = line.find(':');
+    size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    if (id == "0" && controllers.empty()) {
+      v2 = true;
+      v2_path = path;
+      continue;
+    }
+    std::string list = "," + controllers + ",";
+    if (list.find(",memory,") != std::string::npos) {
+      v1 = true;
+      v1_path = path;
+    }
+  }
+  if (!v1 && !v2) {
+    out.reason = cgroup_file + " names no memory cgroup (no v1 memory line, no v2 '0::' line)";
+    return out;
+  }
+  const std::string& path = v1 ? v1_path : v2_path;
+  auto comps = PathComponents(path);
+  if (!comps.ok()) {
+    out.reason = cgroup_file + ": " + comps.status().message();
+    return out;
+  }
+  Result<uint64_t> limit = Unavailable("");
+  Result<uint64_t> used = Unavailable("");
+  if (v1) {
+    comps->insert(comps->begin(), "memory");
+    limit = ReadValue(cgroup_root, *comps, "memory.limit_in_bytes", false);
+    if (limit.ok()) used = ReadValue(cgroup_root, *comps, "memory.usage_in_bytes", false);
+  } else {
+    limit = ReadValue(cgroup_root, *comps, "memory.max", true);
+    if (limit.ok()) used = ReadValue(cgroup_root, *comps, "memory.current", false);
+  }
+  if (!limit.ok() || !used.ok()) {
+    out.reason = (!limit.ok() ? limit : used).status().message();
+    return out;
+  }
+  out.known = true;
+  out.limit_bytes = *limit >= kV1Unlimited ? 0 : *limit;  // v1's huge value and v2's "max"
+  out.used_bytes = *used;
+  return out;
+}
+
+ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml, std::string proc_root,
+                      std::string cgroup_root) {
+  ParkHost host;
+  host.driver = std::move(driver);
+  host.facts = [nvml, proc_root, cgroup_root](const std::string& uuid, const std::string& pod_uid,
+                                              const std::vector<int>& pids) {
+    node::CheckpointFacts f = nvml->GpuFacts(uuid);
+    HostMemory m = ReadCgroupMemory(proc_root, cgroup_root, pids.empty() ? 0 : pids[0]);
+    f.host_limit_known = m.known;
+    f.host_limit_bytes = m.limit_bytes;
+    f.host_used_bytes = m.used_bytes;
+    if (!m.known) spdlog::info("parking: pod {}: host memory unknown: {}", pod_uid, m.reason);
+    return f;
+  };
+  host.free_bytes = [nvml](const std::string& uuid) -> uint64_t {
+    auto free = nvml->FreeBytes(uuid);
+    if (!free.ok()) {
+      spdlog::warn("parking: {}", free.status().message());
+      return 0;
+    }
+    return *free;
+  };
+  return host;
+}
+
+// ---- Metrics.
+
+void ParkedSlices::Publish(std::vector<ParkedSample> slices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  slices_ = std::move(slices);
+}
+
+std::vector<ParkedSample> ParkedSlices::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slices_;
+}
+
+void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
+                            const ParkedSlices* parked) {
+  registry->Describe("fracgpu_container_parked", metrics::Type::kGauge,
+                     "1 while this node's agent holds the container slice parked (its device "
+                     "memory checkpointed to host memory; issue 36); absent otherwise.");
+  registry->Describe("fracgpu_container_parked_bytes", metrics::Type::kGauge,
+                     "Device memory the park of the container slice released, bytes.");
+  registry->Describe("fracgpu_parked_bytes", metrics::Type::kGauge,
+                     "Device memory released by every slice parked on this node, bytes.");
+  registry->AddCollector([node, parked](metrics::Registry::Scrape& s) {
+    uint64_t total = 0;
+    for (const ParkedSample& p : parked->Get()) {
+      const metrics::Labels labels = {{"node", node},
+                                      {"namespace", p.namespace_name},
+                                      {"pod", p.pod},
+                                      {"container", p.container},
+                                      {"device_uuid", p.device_uuid}};
+      s.Set("fracgpu_container_parked", labels, 1);
+      s.Set("fracgpu_container_parked_bytes", labels, static_cast<double>(p.bytes));
+      total += p.bytes;
+    }
+    s.Set("fracgpu_parked_bytes", {{"node", node}}, static_cast<double>(total));
+  });
+}
+
+// ---- The loop.
+
+void RunParkingLoop(ParkController* controller, const ParkingLoopSources& sources,
+                    std::chrono::nanoseconds interval, base::StopSignal* stop,
+                    ParkedSlices* parked) {
+  std::map<std::string, PodRef> pods;
+  bool borrower = false;
+  uint64_t pods_at = 0, borrower_at = 0;
+  bool listed = false, asked = false;
+  std::vector<ContainerDir> dirs;
+  auto scan = [&] {
+    auto s = ScanContainerDirs(sources.containers_root);
+    if (s.ok()) {
+      dirs = std::move(s->dirs);
+    } else {
+      spdlog::warn("parking: {}", s.status().message());  // the last scan is kept
+    }
+  };
+  auto publish = [&] {
+    if (!parked) return;
+    std::vector<ParkedSample> out;
+    for (const auto& [name, slice] : controller->parked()) {
+      ParkedSample p;
+      auto c = ParseContainerDirName(name);
+      const std::string uid = c.ok() ? c->pod_uid : name;
+      p.container = c.ok() ? c->container : "";
+      auto pod = pods.find(uid);
+      p.namespace_name = pod == pods.end() ? "" : pod->second.namespace_name;
+      p.pod = pod == pods.end() ? uid : pod->second.name;
+      p.device_uuid = slice.uuid;
+      p.bytes = slice.released_bytes;
+      out.push_back(std::move(p));
+    }
+    parked->Publish(std::move(out));
+  };
+  const auto pods_period = static_cast<uint64_t>(sources.pods_period.count());
+  const auto borrower_period = static_cast<uint64_t>(sources.borrower_period.count());
+  auto clock = [&sources] { return sources.now ? sources.now() : MonotonicNowNs(); };
+  do {
+    const uint64_t now = MonotonicNowNs();  // the periods are the agent's own time
+    if (sources.pods && (!listed || now - pods_at >= pods_period)) {
+      auto list = sources.pods->ListNodePods(sources.node_name);
+      if (list.ok()) {
+        pods.clear();
+        for (PodRef& p : *list) pods[p.uid] = std::move(p);
+        listed = true;
+      } else {
+        spdlog::warn("parking: listing the node's pods: {}", list.status().message());
+      }
+      pods_at = now;
+    }
+    if (sources.borrower_pending && (!asked || now - borrower_at >= borrower_period)) {
+      auto b = sources.borrower_pending();
+      if (b.ok()) {
+        borrower = *b;
+      } else {
+        borrower = false;  // unknown: nothing parks
+        spdlog::warn("parking: asking for a pending borrower: {}", b.status().message());
+      }
+      asked = true;
+      borrower_at = now;
+    }
+    scan();
+    controller->Poll(clock(), dirs, pods, borrower);
+    publish();
+  } while (!stop->WaitFor(interval));
+  // Stopping (SIGTERM, a rolling update): wake what this agent parked, as a container that no
+  // longer opts in (no pod listed) is woken; a wake without room leaves it parked, logged.
+  if (!controller->parked().empty()) {
+    scan();
+    controller->Poll(clock(), dirs, {}, false);
+    for (const auto& [name, slice] : controller->parked())
+      spdlog::error(
+          "parking: {} stays parked at exit on {}: {}", name, slice.uuid,
+          controller->last_outcome().count(name) ? controller->last_outcome().at(name) : "");
+    publish();
+  }
+}
+
+}  // namespace fracgpu::monitor

@@ -1,0 +1,148 @@
+#pragma once
+// The real adapters of the node agent's parking loop (monitor/parking.h, issue 36 items 1 and 3;
+// docs/reclaim.md "Wired into fracgpu monitor"), and the loop `fracgpu monitor --park` runs on
+// a thread of its own:
+//
+//   * the CUDA driver's checkpoint calls, loaded from libcuda.so.1 (cuda.h since CUDA 12.8:
+//     cuCheckpointProcessGetState/Lock/Checkpoint/Restore/Unlock, each naming the target pid);
+//   * NVML's facts of a GPU (driver version, persistence mode, MIG mode, MPS clients) and its
+//     free memory, through an nvml::Library of the loop's own (NVML handles are not shared
+//     across threads here);
+//   * the host memory of the container (its cgroup's limit and use, cgroup v1 or v2), read from
+//     the first CUDA process's /proc/<pid>/cgroup.
+//
+// Every fact that cannot be read is unknown, and an unknown fact fails closed: the container is
+// ineligible and the reason names the call (node::CheckpointFacts::unknown, host_limit_known).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "metrics/registry.h"
+#include "monitor/parking.h"
+#include "monitor/pods.h"
+#include "node/park.h"
+#include "nvml/library.h"
+
+namespace fracgpu::monitor {
+
+/// Loads the checkpoint calls of the CUDA driver `library` (dlopen, normally "libcuda.so.1"):
+/// cuInit and cuCheckpointProcessGetState, Lock, Checkpoint, Restore and Unlock (cuda.h 13.0
+/// signatures, src/vgpu/cuda_api.h types; Lock takes CUcheckpointLockArgs{timeoutMs}, the others
+/// no arguments), then calls cuInit(0) once: the agent is long-lived and pays its cost once.
+/// The library stays loaded for the life of the process. Errors (kUnavailable): "cannot load
+/// the CUDA driver <library>: <dlerror>", "the CUDA driver <library> lacks <symbol> (the
+/// checkpoint API needs a CUDA 12.8 or newer driver)", "cuInit(0) of <library> failed:
+/// CUresult <n>".
+Result<node::CheckpointDriver> LoadCheckpointDriver(const std::string& library);
+
+/// NVML's facts for node::CheckpointEligible, from an NVML this object opens and owns. Not
+/// thread-safe: one thread (the parking loop) uses it.
+class NvmlParkFacts {
+ public:
+  /// Opens NVML `library` (nvml::Library; nvmlDeviceGetHandleByUUID and
+  /// nvmlDeviceGetMemoryInfo required). The fact getters are looked up but optional: one this
+  /// NVML lacks makes its fact unknown. Errors: nvml::Library::Open's.
+  static Result<std::unique_ptr<NvmlParkFacts>> Open(const std::string& library);
+
+  /// The facts of GPU `uuid`: driver_version (nvmlSystemGetDriverVersion), persistence_mode
+  /// (nvmlDeviceGetPersistenceMode == NVML_FEATURE_ENABLED), mig_enabled (nvmlDeviceGetMigMode's
+  /// current mode == NVML_DEVICE_MIG_ENABLE), mps_active
+  /// (nvmlDeviceGetMPSComputeRunningProcesses_v3 lists a process). The first call that fails (or an
+  /// entry point this NVML lacks) is named in `unknown` ("<call> failed: NVML error <n> (<text>)");
+  /// the other fields are then not meaningful. Host memory and the region's facts are left at their
+  /// defaults.
+  node::CheckpointFacts GpuFacts(const std::string& uuid) const;
+
+  /// NVML's free memory of GPU `uuid`, bytes (nvmlDeviceGetHandleByUUID +
+  /// nvmlDeviceGetMemoryInfo). Errors: kUnavailable with the call and NVML's error.
+  Result<uint64_t> FreeBytes(const std::string& uuid) const;
+
+ private:
+  explicit NvmlParkFacts(std::unique_ptr<nvml::Library> lib);
+  Result<nvmlDevice_t> Handle(const std::string& uuid) const;
+
+  std::unique_ptr<nvml::Library> lib_;
+};
+
+/// A container's host memory: its memory cgroup's limit and use.
+struct HostMemory {
+  bool known = false;        ///< both files were read
+  uint64_t limit_bytes = 0;  ///< 0 = no limit
+  uint64_t used_bytes = 0;
+  std::string reason;  ///< why not known: the file or line and the value refused
+};
+
+/// Reads the memory cgroup of process `pid` from `<proc_root>/<pid>/cgroup` (64 KiB at most):
+/// a cgroup v1 line "N:...memory...:/path" → `<cgroup_root>/memory/<path>/memory.limit_in_bytes`
+/// (a limit ≥ 2^62 is none) and memory.usage_in_bytes; otherwise the v2 line "0::/path" →
+/// `<cgroup_root>/<path>/memory.max` ("max" is none) and memory.current. The path must be
+/// absolute, without "." or ".." components, and every component is opened with O_NOFOLLOW
+/// (no symlink leads out of `cgroup_root`); values are at most 32 bytes of decimal digits. Any
+/// failure: known = false with the reason.
+HostMemory ReadCgroupMemory(const std::string& proc_root, const std::string& cgroup_root, int pid);
+
+/// Builds the ParkHost over `driver` and `nvml` (not owned; must outlive the host): facts are
+/// nvml->GpuFacts plus the host memory of the first pid's cgroup (ReadCgroupMemory; no pid:
+/// unknown); free_bytes is nvml->FreeBytes, 0 when NVML fails (a park then sees nothing
+/// released and is undone; a wake sees no room), logged.
+ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml, std::string proc_root,
+                      std::string cgroup_root);
+
+/// One slice parked, as published to /metrics.
+struct ParkedSample {
+  std::string namespace_name;  ///< "" when the pod is unknown
+  std::string pod;             ///< the pod's name; its UID when unknown
+  std::string container;
+  std::string device_uuid;
+  uint64_t bytes = 0;  ///< device memory the park released
+};
+
+/// What the parking thread publishes after each poll for the scrape. Thread-safe.
+class ParkedSlices {
+ public:
+  void Publish(std::vector<ParkedSample> slices);
+  std::vector<ParkedSample> Get() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<ParkedSample> slices_;
+};
+
+/// Describes fracgpu_container_parked, fracgpu_container_parked_bytes (per parked slice) and
+/// fracgpu_parked_bytes (the node's sum) on `registry` and renders them from `parked` (not
+/// owned; must outlive the registry's scrapes), labelled with `node`.
+void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
+                            const ParkedSlices* parked);
+
+/// Where the parking loop reads the node and the cluster.
+struct ParkingLoopSources {
+  std::string containers_root;  ///< <hook>/vgpu/containers
+  std::string node_name;
+  PodLister* pods = nullptr;  ///< not owned; the node's pods, listed every pods_period
+  /// Whether a borrower is pending (monitor::BorrowerPending over the loop's client); asked
+  /// every borrower_period; an error counts as "no borrower" (nothing parks) and is logged.
+  std::function<Result<bool>()> borrower_pending;
+  /// CLOCK_MONOTONIC now, ns (the clock libvgpu.so stamps last_launch_ns with); null:
+  /// MonotonicNowNs. Tests pass the fake driver's virtual time.
+  std::function<uint64_t()> now;
+  std::chrono::nanoseconds pods_period = std::chrono::seconds(5);
+  std::chrono::nanoseconds borrower_period = std::chrono::seconds(5);
+};
+
+/// Polls `controller` every `interval` (the wake latency is at most one interval plus the
+/// wake's own time) until `stop`: scans the region directories, lists the pods and asks for a
+/// borrower at their periods (a failed list keeps the last one), and publishes the parked
+/// slices to `parked` (may be null) after each poll. Returns when stopped; parked containers
+/// stay parked (their next call waits in the driver until an agent wakes them).
+void RunParkingLoop(ParkController* controller, const ParkingLoopSources& sources,
+                    std::chrono::nanoseconds interval, base::StopSignal* stop,
+                    ParkedSlices* parked);
+
+}  // namespace fracgpu::monitor

@@ -1,0 +1,498 @@
+// The parking loop's real adapters (monitor/park_host.h, issue 36 items 1 and 3): NVML's facts
+// against the fake NVML and each of its knobs, the container's cgroup memory against a fake
+// /proc and cgroup tree (v1, v2, unlimited, unreadable, hostile paths), the checkpoint calls
+// loaded from the fake libcuda.so.1 (only in forked processes: a process that ran the fake's
+// cuInit is a participant of the fake node), the metrics, and RunParkingLoop end to end: an
+// agent process built from these adapters parks a libvgpu.so tenant and wakes it on its launch.
+#include "monitor/park_host.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "../vgpu/harness.h"
+#include "api/region.h"
+#include "node/checkpoint_eligibility.h"
+#include "region_files.h"
+
+namespace fracgpu::monitor::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kGpu = "GPU-11111111-1111-1111-1111-111111111111";
+constexpr const char* kNvml = FRACGPU_FAKES_LIB "/libnvidia-ml.so.1";
+constexpr const char* kCuda = FRACGPU_FAKES_LIB "/libcuda.so.1";
+
+// ---- NVML's facts.
+
+class NvmlFacts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":4096").c_str(), 1);
+    ::unsetenv("FAKE_GPU_STATE_DIR");
+    for (const char* knob : {"FAKE_NVML_PERSISTENCE", "FAKE_NVML_MIG", "FAKE_NVML_MPS_PIDS",
+                             "FAKE_NVML_FAIL", "FAKE_NVML_DRIVER_VERSION"})
+      ::unsetenv(knob);
+    auto n = NvmlParkFacts::Open(kNvml);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    nvml_ = std::move(*n);
+  }
+  void TearDown() override {
+    for (const char* knob : {"FAKE_NVML_PERSISTENCE", "FAKE_NVML_MIG", "FAKE_NVML_MPS_PIDS",
+                             "FAKE_NVML_FAIL", "FAKE_NVML_DRIVER_VERSION"})
+      ::unsetenv(knob);
+  }
+  std::unique_ptr<NvmlParkFacts> nvml_;
+};
+
+TEST_F(NvmlFacts, TheDefaultsOfTheFakeAreAnEligibleGpu) {
+  node::CheckpointFacts f = nvml_->GpuFacts(kGpu);
+  EXPECT_EQ(f.unknown, "");
+  EXPECT_EQ(f.driver_version, "580.95.05");
+  EXPECT_TRUE(f.persistence_mode);
+  EXPECT_FALSE(f.mig_enabled);
+  EXPECT_FALSE(f.mps_active);
+  auto free = nvml_->FreeBytes(kGpu);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  EXPECT_EQ(*free, 4096ull << 20);
+}
+
+TEST_F(NvmlFacts, EachKnobTurnsItsFact) {
+  ::setenv("FAKE_NVML_DRIVER_VERSION", "575.57.08", 1);
+  EXPECT_EQ(nvml_->GpuFacts(kGpu).driver_version, "575.57.08");
+  ::setenv("FAKE_NVML_PERSISTENCE", "0", 1);
+  EXPECT_FALSE(nvml_->GpuFacts(kGpu).persistence_mode);
+  ::setenv("FAKE_NVML_PERSISTENCE", "1", 1);
+  EXPECT_TRUE(nvml_->GpuFacts(kGpu).persistence_mode);
+  ::setenv("FAKE_NVML_MIG", "1", 1);
+  EXPECT_TRUE(nvml_->GpuFacts(kGpu).mig_enabled);
+  ::setenv("FAKE_NVML_MIG", "0", 1);
+  EXPECT_FALSE(nvml_->GpuFacts(kGpu).mig_enabled);
+  ::setenv("FAKE_NVML_MPS_PIDS", "4242", 1);
+  EXPECT_TRUE(nvml_->GpuFacts(kGpu).mps_active);
+  ::setenv("FAKE_NVML_MPS_PIDS", "4242,4343", 1);
+  EXPECT_TRUE(nvml_->GpuFacts(kGpu).mps_active);
+  ::setenv("FAKE_NVML_MPS_PIDS", "", 1);
+  EXPECT_FALSE(nvml_->GpuFacts(kGpu).mps_active);
+  EXPECT_EQ(nvml_->GpuFacts(kGpu).unknown, "");
+}
+
+// A call that fails makes its fact unknown, and an unknown fact fails the first gate with the
+// call named: never eligible.
+TEST_F(NvmlFacts, AFailedCallIsAnUnknownFactAndIneligible) {
+  for (const char* call :
+       {"nvmlSystemGetDriverVersion", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetMigMode",
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3", "nvmlDeviceGetHandleByUUID"}) {
+    ::setenv("FAKE_NVML_FAIL", call, 1);
+    node::CheckpointFacts f = nvml_->GpuFacts(kGpu);
+    EXPECT_NE(f.unknown.find(std::string(call)), std::string::npos) << call << ": " << f.unknown;
+    EXPECT_NE(f.unknown.find("NVML error 999"), std::string::npos) << f.unknown;
+    f.process_uses = {api::kSlotUsesRecorded};
+    f.host_limit_known = true;
+    node::CheckpointEligibility e = node::CheckpointEligible(f, {"580."});
+    EXPECT_EQ(e.gate, node::CheckpointGate::kFactsUnknown) << call;
+    EXPECT_NE(e.reason.find(call), std::string::npos) << e.reason;
+  }
+  ::setenv("FAKE_NVML_FAIL", "nvmlDeviceGetMemoryInfo", 1);
+  auto free = nvml_->FreeBytes(kGpu);
+  ASSERT_FALSE(free.ok());
+  EXPECT_NE(free.status().message().find("nvmlDeviceGetMemoryInfo(" + std::string(kGpu) + ")"),
+            std::string::npos)
+      << free.status().message();
+  ::unsetenv("FAKE_NVML_FAIL");
+  // A GPU NVML does not know: its handle is not found (NVML_ERROR_NOT_FOUND, 6).
+  node::CheckpointFacts f = nvml_->GpuFacts("GPU-99999999-9999-9999-9999-999999999999");
+  EXPECT_NE(f.unknown.find("nvmlDeviceGetHandleByUUID(GPU-9999"), std::string::npos) << f.unknown;
+  EXPECT_NE(f.unknown.find("NVML error 6"), std::string::npos) << f.unknown;
+}
+
+// An older NVML without nvmlSystemGetDriverVersion (the fake built as one): unknown, named.
+TEST(NvmlFactsOlderDriver, AnEntryPointItLacksIsAnUnknownFact) {
+  ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":4096").c_str(), 1);
+  auto n = NvmlParkFacts::Open(FRACGPU_FAKES_LIB "/../lib-without-facts/libnvidia-ml.so.1");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  node::CheckpointFacts f = (*n)->GpuFacts(kGpu);
+  EXPECT_NE(f.unknown.find("lacks entry point nvmlSystemGetDriverVersion"), std::string::npos)
+      << f.unknown;
+}
+
+// ---- The container's cgroup memory.
+
+class CgroupMemory : public ::testing::Test {
+ protected:
+  std::string proc() const { return dir_.path() + "/proc"; }
+  std::string cg() const { return dir_.path() + "/cgroup"; }
+  void Write(const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
+  }
+  void CgroupFile(int pid, const std::string& text) {
+    Write(proc() + "/" + std::to_string(pid) + "/cgroup", text);
+  }
+  TempDir dir_;
+};
+
+TEST_F(CgroupMemory, CgroupV1LimitAndUse) {
+  CgroupFile(101, "12:cpu,cpuacct:/kubepods/pod1/c1\n11:memory:/kubepods/pod1/c1\n0::/ignored\n");
+  Write(cg() + "/memory/kubepods/pod1/c1/memory.limit_in_bytes", "1073741824\n");
+  Write(cg() + "/memory/kubepods/pod1/c1/memory.usage_in_bytes", "104857600\n");
+  HostMemory m = ReadCgroupMemory(proc(), cg(), 101);
+  EXPECT_TRUE(m.known) << m.reason;
+  EXPECT_EQ(m.limit_bytes, 1073741824u);
+  EXPECT_EQ(m.used_bytes, 104857600u);
+  // v1's "no limit" (PAGE_COUNTER_MAX pages of 4 KiB): none.
+  Write(cg() + "/memory/kubepods/pod1/c1/memory.limit_in_bytes", "9223372036854771712\n");
+  m = ReadCgroupMemory(proc(), cg(), 101);
+  EXPECT_TRUE(m.known) << m.reason;
+  EXPECT_EQ(m.limit_bytes, 0u);
+}
+
+TEST_F(CgroupMemory, CgroupV2LimitAndUse) {
+  CgroupFile(102, "0::/kubepods.slice/pod2/cri-containerd-abc.scope\n");
+  const std::string d = cg() + "/kubepods.slice/pod2/cri-containerd-abc.scope";
+  Write(d + "/memory.max", "2147483648\n");
+  Write(d + "/memory.current", "5242880\n");
+  HostMemory m = ReadCgroupMemory(proc(), cg(), 102);
+  EXPECT_TRUE(m.known) << m.reason;
+  EXPECT_EQ(m.limit_bytes, 2147483648u);
+  EXPECT_EQ(m.used_bytes, 5242880u);
+  Write(d + "/memory.max", "max\n");
+  m = ReadCgroupMemory(proc(), cg(), 102);
+  EXPECT_TRUE(m.known) << m.reason;
+  EXPECT_EQ(m.limit_bytes, 0u);  // unlimited
+  EXPECT_EQ(m.used_bytes, 5242880u);
+}
+
+TEST_F(CgroupMemory, WhatCannotBeReadIsUnknownWithTheReason) {
+  std::filesystem::create_directories(proc());
+  std::filesystem::create_directories(cg());
+  // No such process.
+  HostMemory m = ReadCgroupMemory(proc(), cg(), 103);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("open " + proc() + "/103: "), std::string::npos) << m.reason;
+  EXPECT_FALSE(ReadCgroupMemory(proc(), cg(), 0).known);
+  EXPECT_FALSE(ReadCgroupMemory(proc(), cg(), -5).known);
+  // The cgroup files missing.
+  CgroupFile(104, "0::/gone\n");
+  m = ReadCgroupMemory(proc(), cg(), 104);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("open " + cg() + "/gone: "), std::string::npos) << m.reason;
+  // A value that is no number: the file and the value named.
+  CgroupFile(105, "0::/bad\n");
+  Write(cg() + "/bad/memory.max", "12abc\n");
+  Write(cg() + "/bad/memory.current", "1\n");
+  m = ReadCgroupMemory(proc(), cg(), 105);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("memory.max holds '12abc'"), std::string::npos) << m.reason;
+  // A value file too long.
+  Write(cg() + "/bad/memory.max", std::string(100, '1'));
+  m = ReadCgroupMemory(proc(), cg(), 105);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("longer than 32 bytes"), std::string::npos) << m.reason;
+  // No memory line at all.
+  CgroupFile(106, "3:cpu:/x\n");
+  m = ReadCgroupMemory(proc(), cg(), 106);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("names no memory cgroup"), std::string::npos) << m.reason;
+  // A /proc/<pid>/cgroup over 64 KiB.
+  CgroupFile(107, std::string(70 * 1024, 'x'));
+  m = ReadCgroupMemory(proc(), cg(), 107);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("longer than 65536 bytes"), std::string::npos) << m.reason;
+}
+
+TEST_F(CgroupMemory, AHostilePathLeadsNowhereOutsideTheRoot) {
+  // ".." (what a reader in another cgroup namespace sees too): refused, nothing read.
+  Write(dir_.path() + "/etc/memory.max", "1\n");
+  Write(dir_.path() + "/etc/memory.current", "1\n");
+  CgroupFile(108, "0::/../etc\n");
+  HostMemory m = ReadCgroupMemory(proc(), cg(), 108);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("'..' component"), std::string::npos) << m.reason;
+  CgroupFile(108, "0::relative/path\n");
+  m = ReadCgroupMemory(proc(), cg(), 108);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("not absolute"), std::string::npos) << m.reason;
+  // A symlink inside the tree pointing out of it is not followed.
+  std::filesystem::create_directories(cg());
+  std::filesystem::create_directory_symlink(dir_.path() + "/etc", cg() + "/escape");
+  CgroupFile(109, "0::/escape\n");
+  m = ReadCgroupMemory(proc(), cg(), 109);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("escape"), std::string::npos) << m.reason;
+  // The value file itself a symlink: not followed either.
+  std::filesystem::create_directories(cg() + "/link");
+  std::filesystem::create_symlink(dir_.path() + "/etc/memory.max", cg() + "/link/memory.max");
+  Write(cg() + "/link/memory.current", "1\n");
+  CgroupFile(110, "0::/link\n");
+  m = ReadCgroupMemory(proc(), cg(), 110);
+  EXPECT_FALSE(m.known);
+  EXPECT_NE(m.reason.find("link/memory.max"), std::string::npos) << m.reason;
+}
+
+// ---- The checkpoint calls from the fake libcuda.so.1, in forked processes.
+
+// Runs `body` in a forked process; returns what it wrote to its pipe (its answer).
+std::string InChild(const std::function<std::string()>& body) {
+  int fd[2];
+  if (pipe(fd) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    std::string out = body();
+    size_t at = 0;
+    while (at < out.size()) {
+      ssize_t n = write(fd[1], out.data() + at, out.size() - at);
+      if (n <= 0) _exit(2);
+      at += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fd[0], buf, sizeof(buf))) > 0;) out.append(buf, n);
+  close(fd[0]);
+  waitpid(pid, nullptr, 0);
+  return out;
+}
+
+TEST(LoadCheckpointDriver, NamesTheLibraryAndTheMissingSymbol) {
+  EXPECT_EQ(InChild([] {
+              auto d = LoadCheckpointDriver("/nonexistent/libcuda.so.1");
+              return d.ok() ? std::string("loaded") : d.status().message();
+            }).find("cannot load the CUDA driver /nonexistent/libcuda.so.1"),
+            0u);
+  // A library that is no driver (the fake NVML): the first symbol it lacks is named.
+  const std::string lacks = InChild([] {
+    auto d = LoadCheckpointDriver(kNvml);
+    return d.ok() ? std::string("loaded") : d.status().message();
+  });
+  EXPECT_EQ(lacks, "the CUDA driver " + std::string(kNvml) +
+                       " lacks cuInit (the checkpoint API needs a CUDA 12.8 or newer driver)");
+}
+
+TEST(LoadCheckpointDriver, CallsTheFakeDriversCheckpointApi) {
+  vgpu::testing::Sandbox box;
+  ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":1024").c_str(), 1);
+  ::setenv("FAKE_GPU_STATE_DIR", box.dir().c_str(), 1);
+  const std::string out = InChild([] {
+    auto d = LoadCheckpointDriver(kCuda);
+    if (!d.ok()) return d.status().message();
+    // Its own process (a fake process since cuInit): RUNNING; a pid that is no fake process:
+    // CUDA_ERROR_INVALID_VALUE (1) from each call.
+    int state = -1;
+    int rc = d->get_state(getpid(), &state);
+    return std::to_string(rc) + " " + std::to_string(state) + " " +
+           std::to_string(d->lock(999999, 100)) + " " + std::to_string(d->checkpoint(999999)) +
+           " " + std::to_string(d->restore(999999)) + " " + std::to_string(d->unlock(999999));
+  });
+  ::unsetenv("FAKE_GPU_STATE_DIR");
+  EXPECT_EQ(out, "0 0 1 1 1 1");
+}
+
+// ---- Metrics.
+
+TEST(ParkingMetrics, OneSeriesPerParkedSliceAndTheNodesSum) {
+  metrics::Registry reg;
+  ParkedSlices parked;
+  RegisterParkingMetrics(&reg, "n1", &parked);
+  std::string text = reg.Render();
+  EXPECT_NE(text.find("fracgpu_parked_bytes{node=\"n1\"} 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("fracgpu_container_parked{"), std::string::npos) << text;
+  parked.Publish({{"team-a", "nb", "main", kGpu, 64ull << 20}, {"", "uid-2", "c", kGpu, 1024}});
+  text = reg.Render();
+  const std::string labels =
+      "{node=\"n1\",namespace=\"team-a\",pod=\"nb\",container=\"main\","
+      "device_uuid=\"" +
+      std::string(kGpu) + "\"}";
+  EXPECT_NE(text.find("fracgpu_container_parked" + labels + " 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("fracgpu_container_parked_bytes" + labels + " 67108864\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fracgpu_parked_bytes{node=\"n1\"} 67109888\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE fracgpu_container_parked gauge"), std::string::npos) << text;
+}
+
+// ---- RunParkingLoop end to end: an agent process (the real adapters over the fake driver and
+// NVML, a fake /proc and cgroup tree for the tenant) parks an idle opted-in notebook while a
+// borrower is pending, and wakes it on its next launch.
+
+class StaticPods final : public PodLister {
+ public:
+  explicit StaticPods(std::vector<PodRef> pods) : pods_(std::move(pods)) {}
+  Result<std::vector<PodRef>> ListNodePods(const std::string&) override { return pods_; }
+
+ private:
+  std::vector<PodRef> pods_;
+};
+
+class RunParkingLoopTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kUid = "7d1c0c6e-0000-4000-8000-0000000000b2";
+
+  void SetUp() override {
+    root_ = box_.dir() + "/hook/vgpu/containers";
+    name_ = std::string(kUid) + "_main";
+    std::filesystem::create_directories(root_ + "/" + name_);
+    region_ = root_ + "/" + name_ + "/region.cache";
+    ::setenv("FAKE_GPU_DEVICES", (std::string(kGpu) + ":1024").c_str(), 1);
+    ::setenv("FAKE_GPU_STATE_DIR", box_.dir().c_str(), 1);
+    // A notebook's kernel process: 64 MiB and a launch, then idle until its stdin closes, then
+    // one more launch.
+    auto env = box_.Env();
+    env["FAKE_GPU_DEVICES"] = std::string(kGpu) + ":1024";
+    env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = region_;
+    env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
+    env["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+    tenant_ =
+        vgpu::testing::Spawn(box_, env, {"init", "alloc:67108864", "launch:1", "wait", "launch:1"});
+    ASSERT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(tenant_)), 0);  // init
+    ASSERT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(tenant_)), 0);  // alloc
+    ASSERT_EQ(vgpu::testing::ReadLine(tenant_), "launch 0");
+    ASSERT_EQ(vgpu::testing::ReadLine(tenant_), "ready");
+    // The tenant's container cgroup (v2, 1 GiB limit, 100 MiB in use): room for the host copy.
+    proc_ = box_.dir() + "/proc";
+    cg_ = box_.dir() + "/cgroup";
+    std::filesystem::create_directories(proc_ + "/" + std::to_string(tenant_.pid));
+    std::ofstream(proc_ + "/" + std::to_string(tenant_.pid) + "/cgroup") << "0::/pod/main\n";
+    std::filesystem::create_directories(cg_ + "/pod/main");
+    std::ofstream(cg_ + "/pod/main/memory.max") << "1073741824\n";
+    std::ofstream(cg_ + "/pod/main/memory.current") << "104857600\n";
+  }
+  void TearDown() override {
+    if (agent_ > 0) Stop();
+    if (tenant_.pid > 0) vgpu::testing::Finish(tenant_);
+    ::unsetenv("FAKE_GPU_STATE_DIR");
+  }
+
+  RegionContents Region() {
+    auto r = ReadRegionFile(region_);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : RegionContents{};
+  }
+
+  // The agent: a forked process (it loads the fake driver) running RunParkingLoop with the real
+  // adapters, the tenant idle for 10 minutes of the fake's virtual time, a borrower pending; it
+  // stops when its pipe closes and writes the last outcome of the notebook to agent.log.
+  void StartAgent() {
+    const uint64_t launched = Region().devices.at(0).last_launch_ns;
+    int stop_pipe[2];
+    ASSERT_EQ(pipe(stop_pipe), 0);
+    agent_ = fork();
+    if (agent_ == 0) {
+      close(stop_pipe[1]);
+      close(tenant_.in);  // the tenant must see its stdin close when the test closes it
+      close(tenant_.out);
+      auto driver = LoadCheckpointDriver(kCuda);
+      auto nvml = NvmlParkFacts::Open(kNvml);
+      if (!driver.ok() || !nvml.ok()) _exit(3);
+      ParkingOptions o;
+      o.idle_after = std::chrono::minutes(10);
+      o.default_namespaces = {"notebooks"};
+      o.allowed_drivers = {"580."};
+      ParkController controller(o, MakeParkHost(std::move(*driver), nvml->get(), proc_, cg_));
+      StaticPods pods({PodRef{kUid, "notebooks", "nb-1", {}, "", ""}});
+      ParkingLoopSources sources;
+      sources.containers_root = root_;
+      sources.node_name = "n1";
+      sources.pods = &pods;
+      sources.borrower_pending = [] { return Result<bool>(true); };
+      sources.now = [launched] { return launched + 10 * 60'000'000'000ull; };
+      base::StopSignal stop;
+      std::thread stopper([&] {
+        char c;
+        while (read(stop_pipe[0], &c, 1) > 0) {
+        }
+        stop.Stop();
+      });
+      ParkedSlices parked;
+      RunParkingLoop(&controller, sources, 20ms, &stop, &parked);
+      stopper.join();
+      std::ofstream(box_.dir() + "/agent.log")
+          << (controller.last_outcome().count(name_) ? controller.last_outcome().at(name_) : "none")
+          << "\n";
+      _exit(controller.parked().empty() && parked.Get().empty() ? 0 : 4);
+    }
+    close(stop_pipe[0]);
+    stop_fd_ = stop_pipe[1];
+  }
+
+  // Waits (bounded) until the agent wrote park_state = parked.
+  bool WaitParked() {
+    for (int i = 0; i < 3000; ++i) {
+      auto r = ReadRegionFile(region_);
+      if (r.ok() && r->devices.size() == 1 && r->devices[0].park_state == api::kParkParked)
+        return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+  // Stops the agent; its exit status (0: nothing left parked) and last outcome.
+  std::pair<int, std::string> Stop() {
+    close(stop_fd_);
+    int status = 0;
+    waitpid(agent_, &status, 0);
+    agent_ = -1;
+    std::ifstream in(box_.dir() + "/agent.log");
+    std::string outcome;
+    std::getline(in, outcome);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, outcome};
+  }
+
+  vgpu::testing::Sandbox box_;
+  std::string root_, name_, region_, proc_, cg_;
+  vgpu::testing::Child tenant_;
+  pid_t agent_ = -1;
+  int stop_fd_ = -1;
+};
+
+TEST_F(RunParkingLoopTest, ParksAnIdleNotebookAndItsNextLaunchWakesIt) {
+  const uint64_t requests = Region().devices.at(0).wake_requests;
+  StartAgent();
+  ASSERT_TRUE(WaitParked()) << "the agent never parked the notebook";
+
+  // Its next launch asks for the wake and waits in the driver; the agent wakes it; it completes.
+  close(tenant_.in);
+  tenant_.in = -1;
+  std::vector<std::string> rest = vgpu::testing::Finish(tenant_);
+  tenant_.pid = -1;
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+  const RegionContents after = Region();
+  EXPECT_GT(after.devices.at(0).wake_requests, requests);
+  EXPECT_EQ(after.devices.at(0).park_state, api::kParkRunning);
+  auto [rc, outcome] = Stop();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(outcome, "awake");
+}
+
+// Stopping the agent (SIGTERM in the monitor) wakes what it parked: the notebook is running
+// again although it made no call, and its next launch completes at once.
+TEST_F(RunParkingLoopTest, StoppingTheLoopWakesWhatItParked) {
+  StartAgent();
+  ASSERT_TRUE(WaitParked()) << "the agent never parked the notebook";
+  auto [rc, outcome] = Stop();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(outcome, "awake");
+  EXPECT_EQ(Region().devices.at(0).park_state, api::kParkRunning);
+  close(tenant_.in);
+  tenant_.in = -1;
+  std::vector<std::string> rest = vgpu::testing::Finish(tenant_);
+  tenant_.pid = -1;
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+}
+
+}  // namespace
+}  // namespace fracgpu::monitor::testing
