@@ -303,6 +303,9 @@ int Run(const Flags& f) {
     sources.containers_root = mon.containers_root();
     sources.node_name = f.node_name;
     sources.pods = park_pods.get();
+    sources.opted_in = [parking](const monitor::PodRef& pod) {
+      return monitor::ParkOptedIn(&pod, parking);
+    };
     sources.borrower_pending = [&park_client] {
       return monitor::BorrowerPending(park_client.get());
     };

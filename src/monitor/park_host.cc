@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "monitor/container_dirs.h"
@@ -339,14 +340,24 @@ ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml, std::s
                       std::string cgroup_root) {
   ParkHost host;
   host.driver = std::move(driver);
-  host.facts = [nvml, proc_root, cgroup_root](const std::string& uuid, const std::string& pod_uid,
-                                              const std::vector<int>& pids) {
+  // The reason a pod's host memory is unknown, logged when it changes (the loop retries every
+  // poll; the eligibility reason alone does not name the file).
+  auto last_reason = std::make_shared<std::map<std::string, std::string>>();
+  host.facts = [nvml, proc_root, cgroup_root, last_reason](const std::string& uuid,
+                                                           const std::string& pod_uid,
+                                                           const std::vector<int>& pids) {
     node::CheckpointFacts f = nvml->GpuFacts(uuid);
     HostMemory m = ReadCgroupMemory(proc_root, cgroup_root, pids.empty() ? 0 : pids[0]);
     f.host_limit_known = m.known;
     f.host_limit_bytes = m.limit_bytes;
     f.host_used_bytes = m.used_bytes;
-    if (!m.known) spdlog::info("parking: pod {}: host memory unknown: {}", pod_uid, m.reason);
+    if (m.known) {
+      last_reason->erase(pod_uid);
+    } else if (std::string& last = (*last_reason)[pod_uid]; last != m.reason) {
+      last = m.reason;
+      spdlog::warn("parking: pod {}: its memory limit is unknown, so it is not parked: {}", pod_uid,
+                   m.reason);
+    }
     return f;
   };
   host.free_bytes = [nvml](const std::string& uuid) -> uint64_t {
@@ -448,7 +459,12 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       }
       pods_at = now;
     }
-    if (sources.borrower_pending && (!asked || now - borrower_at >= borrower_period)) {
+    bool any_opted_in = !sources.opted_in;
+    for (const auto& [uid, pod] : pods) any_opted_in = any_opted_in || sources.opted_in(pod);
+    if (!any_opted_in) {
+      borrower = false;  // nothing here may park: no need to ask
+      asked = false;     // ask at once when a pod opts in
+    } else if (sources.borrower_pending && (!asked || now - borrower_at >= borrower_period)) {
       auto b = sources.borrower_pending();
       if (b.ok()) {
         borrower = *b;

@@ -127,8 +127,12 @@ struct ParkingLoopSources {
   std::string node_name;
   PodLister* pods = nullptr;  ///< not owned; the node's pods, listed every pods_period
   /// Whether a borrower is pending (monitor::BorrowerPending over the loop's client); asked
-  /// every borrower_period; an error counts as "no borrower" (nothing parks) and is logged.
+  /// every borrower_period, and only while a pod of the node opts in (`opted_in`): a node
+  /// without one puts no cluster-wide list on the API server. An error counts as "no borrower"
+  /// (nothing parks) and is logged.
   std::function<Result<bool>()> borrower_pending;
+  /// Whether a pod opts in (monitor::ParkOptedIn under the loop's options); null: every pod.
+  std::function<bool(const PodRef&)> opted_in;
   /// CLOCK_MONOTONIC now, ns (the clock libvgpu.so stamps last_launch_ns with); null:
   /// MonotonicNowNs. Tests pass the fake driver's virtual time.
   std::function<uint64_t()> now;

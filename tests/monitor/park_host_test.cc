@@ -336,6 +336,37 @@ class StaticPods final : public PodLister {
   std::vector<PodRef> pods_;
 };
 
+// The cluster-wide borrower query is made only while a pod of the node opts in; one poll each
+// (the loop stopped before it starts runs exactly one).
+TEST(RunParkingLoop, AsksForABorrowerOnlyWhileAPodOfTheNodeOptsIn) {
+  TempDir dir;
+  ParkingOptions o;
+  o.default_namespaces = {"notebooks"};
+  o.allowed_drivers = {"580."};
+  auto run = [&](PodRef pod) {
+    ParkController controller(o, ParkHost{});
+    StaticPods pods({pod});
+    int asks = 0;
+    ParkingLoopSources sources;
+    sources.containers_root = dir.path();
+    sources.node_name = "n1";
+    sources.pods = &pods;
+    sources.opted_in = [&o](const PodRef& p) { return ParkOptedIn(&p, o); };
+    sources.borrower_pending = [&asks] {
+      ++asks;
+      return Result<bool>(true);
+    };
+    base::StopSignal stop;
+    stop.Stop();
+    RunParkingLoop(&controller, sources, 20ms, &stop, nullptr);
+    return asks;
+  };
+  EXPECT_EQ(run(PodRef{"u1", "team-a", "train", {}, "", ""}), 0);
+  EXPECT_EQ(run(PodRef{"u1", "notebooks", "nb", {}, "", "false"}), 0);
+  EXPECT_EQ(run(PodRef{"u1", "notebooks", "nb", {}, "", ""}), 1);
+  EXPECT_EQ(run(PodRef{"u1", "team-a", "nb", {}, "", "true"}), 1);
+}
+
 class RunParkingLoopTest : public ::testing::Test {
  protected:
   static constexpr const char* kUid = "7d1c0c6e-0000-4000-8000-0000000000b2";
