@@ -361,8 +361,9 @@ class ParkingDaemon : public ::testing::Test {
         "monitor",
         "--node-name=n1",
         "--hook-path=" + dir_.path(),
-        "--node-dir=",
-        "--listen=127.0.0.1:" + std::to_string(FreePort()),
+        "--node-dir",
+        "",
+        "--listen=127.0.0.1:" + std::to_string(port_ = FreePort()),
         "--no-enforce",
         "--kubeconfig=" + dir_.path() + "/kubeconfig",
         "--nvml-library=" + std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1",
@@ -413,13 +414,14 @@ class ParkingDaemon : public ::testing::Test {
   TempDir dir_;
   fakes::FakeApiServer api_;
   pid_t pid_ = -1;
+  int port_ = -1;  // the --listen port asked for
 };
 
 // A driver that cannot be loaded: said loudly, counted, and the monitor serves the rest.
 TEST_F(ParkingDaemon, WithoutTheDriverParkingIsOffAndTheMonitorServes) {
   Start({"--cuda-library=" + dir_.path() + "/no-libcuda.so.1"});
   const int port = WaitForPort();
-  ASSERT_GT(port, 0) << Log();
+  ASSERT_EQ(port, port_) << Log();
   const std::string metrics = HttpGet(port, "/metrics");
   EXPECT_NE(metrics.find("fracgpu_monitor_errors_total{source=\"parking\"} 1\n"), std::string::npos)
       << metrics;
@@ -437,7 +439,7 @@ TEST_F(ParkingDaemon, WithTheDriverTheParkingLoopRunsAndStopsOnSigterm) {
   Start({"--cuda-library=" + std::string(FRACGPU_FAKES_LIB) + "/libcuda.so.1",
          "--park-namespaces=notebooks"});
   const int port = WaitForPort();
-  ASSERT_GT(port, 0) << Log();
+  ASSERT_EQ(port, port_) << Log();
   EXPECT_NE(Log().find("parking on: idle 1800 s, every 0.2 s, drivers 580., default namespaces "
                        "notebooks"),
             std::string::npos)
