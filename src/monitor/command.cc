@@ -246,6 +246,7 @@ int Run(const Flags& f) {
   std::unique_ptr<k8s::Client> park_client;
   std::unique_ptr<monitor::K8sPodLister> park_pods;
   std::unique_ptr<monitor::ParkController> park_controller;
+  monitor::ParkHost park_host;
   monitor::ParkedSlices parked;
   if (f.park) {
     auto driver = monitor::LoadCheckpointDriver(f.cuda_library);
@@ -260,9 +261,9 @@ int Run(const Flags& f) {
       park_nvml = std::move(*facts);
       park_client = std::move(*c);
       park_pods = std::make_unique<monitor::K8sPodLister>(park_client.get());
-      park_controller = std::make_unique<monitor::ParkController>(
-          parking,
-          monitor::MakeParkHost(std::move(*driver), park_nvml.get(), f.proc_root, f.cgroup_root));
+      park_host =
+          monitor::MakeParkHost(std::move(*driver), park_nvml.get(), f.proc_root, f.cgroup_root);
+      park_controller = std::make_unique<monitor::ParkController>(parking, park_host);
       monitor::RegisterParkingMetrics(&mon.registry(), f.node_name, &parked);
       auto join = [](const std::vector<std::string>& v) {
         std::string out;
@@ -303,6 +304,8 @@ int Run(const Flags& f) {
     sources.containers_root = mon.containers_root();
     sources.node_name = f.node_name;
     sources.pods = park_pods.get();
+    sources.host = &park_host;
+    sources.options = &parking;
     sources.opted_in = [parking](const monitor::PodRef& pod) {
       return monitor::ParkOptedIn(&pod, parking);
     };

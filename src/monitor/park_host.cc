@@ -11,6 +11,7 @@
 #include <memory>
 #include <utility>
 
+#include "api/region.h"
 #include "monitor/container_dirs.h"
 #include "monitor/monitor.h"
 #include "vgpu/cuda_api.h"
@@ -408,6 +409,82 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
   });
 }
 
+// ---- Containers an earlier agent left parked.
+
+OrphanWaker::OrphanWaker(ParkHost host, const ParkingOptions& options)
+    : host_(std::move(host)),
+      parker_(host_.driver, options.allowed_drivers, options.lock_timeout_ms) {}
+
+std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
+                                        const ParkController& controller) {
+  std::set<std::string> still;
+  std::set<std::string> seen;
+  for (const ContainerDir& dir : dirs) {
+    if (controller.parked().count(dir.name)) continue;
+    const std::string path = dir.path + "/region.cache";
+    auto region = ReadRegionFile(path);
+    if (!region.ok() || region->devices.size() != 1 ||
+        region->devices[0].park_state != api::kParkParked)
+      continue;
+    seen.insert(dir.name);
+    const SliceDevice& dev = region->devices[0];
+    std::vector<int> asleep;
+    bool checkpointed = false;  // some process's memory was released
+    std::string unknown;
+    for (int32_t pid : region->host_pids) {
+      int state = -1;
+      const int rc = host_.driver.get_state(pid, &state);
+      if (rc != node::kCudaSuccess) {
+        unknown += (unknown.empty() ? "" : ", ") + std::string("pid ") + std::to_string(pid) +
+                   " (cuCheckpointProcessGetState: CUresult " + std::to_string(rc) + ")";
+        continue;
+      }
+      if (state != node::kProcessStateRunning) asleep.push_back(pid);
+      if (state == node::kProcessStateCheckpointed) checkpointed = true;
+    }
+    std::string outcome;
+    if (asleep.empty() && !unknown.empty()) {
+      // Nothing known asleep, but a process the driver cannot answer for: leave it marked.
+      outcome = "left parked: the driver cannot tell the state of " + unknown;
+      still.insert(dir.name);
+    } else if (asleep.empty()) {
+      Status w = WriteParkState(path, 0, api::kParkRunning);
+      outcome = w.ok() ? "park_state reset: no process of it is parked" : w.message();
+      if (!w.ok()) still.insert(dir.name);
+    } else {
+      node::ParkTarget t;
+      t.pids = asleep;
+      const std::string uuid = dev.uuid;
+      t.facts = [] { return node::CheckpointFacts{}; };  // Wake reads no facts
+      t.free_bytes = [this, uuid] { return host_.free_bytes(uuid); };
+      // Locked only (the agent died between Lock and Checkpoint): the memory was never
+      // released, an Unlock needs none. Otherwise the region's charged memory: at least what
+      // the checkpointed processes released (a conservative bound, the record being per
+      // container, not per process).
+      node::ParkResult r = parker_.Wake(t, checkpointed ? dev.used_bytes : 0);
+      if (r.outcome == node::ParkOutcome::kAwake) {
+        Status w = WriteParkState(path, 0, api::kParkRunning);
+        outcome = "woken (left parked by an earlier agent)";
+        if (!w.ok()) outcome += "; park_state not reset: " + w.message();
+      } else {
+        outcome = "left parked by an earlier agent, not woken: " + r.reason;
+        still.insert(dir.name);
+      }
+    }
+    if (last_[dir.name] != outcome) {
+      last_[dir.name] = outcome;
+      if (still.count(dir.name)) {
+        spdlog::error("parking: {} on {}: {}", dir.name, dev.uuid, outcome);
+      } else {
+        spdlog::warn("parking: {} on {}: {}", dir.name, dev.uuid, outcome);
+      }
+    }
+  }
+  for (auto it = last_.begin(); it != last_.end();)
+    it = seen.count(it->first) ? std::next(it) : last_.erase(it);
+  return still;
+}
+
 // ---- The loop.
 
 void RunParkingLoop(ParkController* controller, const ParkingLoopSources& sources,
@@ -446,6 +523,9 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
   const auto pods_period = static_cast<uint64_t>(sources.pods_period.count());
   const auto borrower_period = static_cast<uint64_t>(sources.borrower_period.count());
   auto clock = [&sources] { return sources.now ? sources.now() : MonotonicNowNs(); };
+  std::unique_ptr<OrphanWaker> orphans;
+  if (sources.host && sources.options)
+    orphans = std::make_unique<OrphanWaker>(*sources.host, *sources.options);
   do {
     const uint64_t now = MonotonicNowNs();  // the periods are the agent's own time
     if (sources.pods && (!listed || now - pods_at >= pods_period)) {
@@ -476,7 +556,16 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       borrower_at = now;
     }
     scan();
-    controller->Poll(clock(), dirs, pods, borrower);
+    if (orphans) {
+      // Before the controller: it would take an orphan for a running container.
+      std::set<std::string> still = orphans->Poll(dirs, *controller);
+      std::vector<ContainerDir> rest;
+      for (ContainerDir& d : dirs)
+        if (!still.count(d.name)) rest.push_back(d);
+      controller->Poll(clock(), rest, pods, borrower);
+    } else {
+      controller->Poll(clock(), dirs, pods, borrower);
+    }
     publish();
   } while (!stop->WaitFor(interval));
   // Stopping (SIGTERM, a rolling update): wake what this agent parked, as a container that no

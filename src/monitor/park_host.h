@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,34 @@ class ParkedSlices {
 void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
                             const ParkedSlices* parked);
 
+/// Wakes containers whose region says parked (park_state = kParkParked) but that the loop's
+/// controller does not hold: a previous agent that crashed or was killed left them, and their
+/// next CUDA call would wait in the driver for ever. For each such container (one GPU): the
+/// driver's state of every process of the region; those CHECKPOINTED or LOCKED are woken with
+/// node::Parker::Wake (never a Restore without NVML showing the region's charged memory free;
+/// when every one is only LOCKED, nothing was released and no room is needed), then park_state
+/// is written back to running; with none (the agent died before its Lock, or the processes are
+/// gone) park_state is only reset; a process whose state the driver cannot give keeps the
+/// container marked. Not thread-safe: the loop's thread.
+class OrphanWaker {
+ public:
+  /// `host`: the controller's driver and NVML (facts unused). `options`: its allow-list and
+  /// lock timeout (Parker's).
+  OrphanWaker(ParkHost host, const ParkingOptions& options);
+
+  /// Wakes the orphans among `dirs` (their regions under <dir.path>/region.cache) that
+  /// `controller` does not hold. Returns the names of those still parked (no room, a failed
+  /// call): the caller keeps them out of the controller's poll, which would otherwise take them
+  /// for running containers. Each outcome is logged when it changes.
+  std::set<std::string> Poll(const std::vector<ContainerDir>& dirs,
+                             const ParkController& controller);
+
+ private:
+  ParkHost host_;
+  node::Parker parker_;
+  std::map<std::string, std::string> last_;  // directory → last outcome logged
+};
+
 /// Where the parking loop reads the node and the cluster.
 struct ParkingLoopSources {
   std::string containers_root;  ///< <hook>/vgpu/containers
@@ -136,6 +165,11 @@ struct ParkingLoopSources {
   /// CLOCK_MONOTONIC now, ns (the clock libvgpu.so stamps last_launch_ns with); null:
   /// MonotonicNowNs. Tests pass the fake driver's virtual time.
   std::function<uint64_t()> now;
+  /// The controller's host: with it, each poll first wakes what an earlier agent left parked
+  /// (OrphanWaker); null: not done.
+  const ParkHost* host = nullptr;
+  /// The controller's options (with `host`).
+  const ParkingOptions* options = nullptr;
   std::chrono::nanoseconds pods_period = std::chrono::seconds(5);
   std::chrono::nanoseconds borrower_period = std::chrono::seconds(5);
 };

@@ -323,6 +323,105 @@ TEST(ParkingMetrics, OneSeriesPerParkedSliceAndTheNodesSum) {
   EXPECT_NE(text.find("# TYPE fracgpu_container_parked gauge"), std::string::npos) << text;
 }
 
+// ---- OrphanWaker against a scripted driver: what an earlier agent left parked.
+
+class Orphans : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_.name = "uid-9_main";
+    d_.pod_uid = "uid-9";
+    d_.container = "main";
+    d_.path = dir_.path() + "/" + d_.name;
+    std::filesystem::create_directories(d_.path);
+    vgpu::RegionHandle h = MakeRegion(d_.path + "/region.cache", {{kGpu, 0, 0}});
+    SetSlot(h.region, 0, 11, 1011, {{0, 0, 64 * kMiB}});
+    SetSlot(h.region, 1, 12, 1012, {{0, 0, 64 * kMiB}});
+    vgpu::RegionClose(&h);
+    ASSERT_TRUE(WriteParkState(d_.path + "/region.cache", 0, api::kParkParked).ok());
+    host_.driver.get_state = [this](int pid, int* state) {
+      calls_.push_back("state " + std::to_string(pid));
+      auto it = states_.find(pid);
+      if (it == states_.end()) return 1;  // CUDA_ERROR_INVALID_VALUE
+      *state = it->second;
+      return 0;
+    };
+    host_.driver.lock = [this](int pid, unsigned) {
+      calls_.push_back("lock " + std::to_string(pid));
+      return 0;
+    };
+    host_.driver.checkpoint = [this](int pid) {
+      calls_.push_back("checkpoint " + std::to_string(pid));
+      return 0;
+    };
+    host_.driver.restore = [this](int pid) {
+      calls_.push_back("restore " + std::to_string(pid));
+      states_[pid] = node::kProcessStateLocked;
+      return 0;
+    };
+    host_.driver.unlock = [this](int pid) {
+      calls_.push_back("unlock " + std::to_string(pid));
+      states_[pid] = node::kProcessStateRunning;
+      return 0;
+    };
+    host_.free_bytes = [this](const std::string&) { return free_; };
+    options_.allowed_drivers = {"580."};
+  }
+  uint64_t ParkState() {
+    return ReadRegionFile(d_.path + "/region.cache")->devices.at(0).park_state;
+  }
+  std::set<std::string> Poll() {
+    OrphanWaker w(host_, options_);
+    ParkController none(options_, host_);
+    return w.Poll({d_}, none);
+  }
+
+  TempDir dir_;
+  ContainerDir d_;
+  ParkHost host_;
+  ParkingOptions options_;
+  std::map<int, int> states_;
+  std::vector<std::string> calls_;
+  uint64_t free_ = 0;
+};
+
+TEST_F(Orphans, RunningProcessesOnlyResetTheMark) {
+  states_ = {{1011, node::kProcessStateRunning}, {1012, node::kProcessStateRunning}};
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(ParkState(), api::kParkRunning);
+  EXPECT_EQ(calls_, (std::vector<std::string>{"state 1011", "state 1012"}));
+}
+
+TEST_F(Orphans, CheckpointedProcessesWaitForTheirMemoryThenWake) {
+  states_ = {{1011, node::kProcessStateCheckpointed}, {1012, node::kProcessStateCheckpointed}};
+  free_ = 128 * kMiB - 1;  // the region charges 128 MiB
+  EXPECT_EQ(Poll(), (std::set<std::string>{"uid-9_main"}));
+  EXPECT_EQ(ParkState(), api::kParkParked);
+  for (const std::string& c : calls_) EXPECT_EQ(c.rfind("state ", 0), 0u) << c;  // no Restore
+  free_ = 128 * kMiB;
+  calls_.clear();
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(ParkState(), api::kParkRunning);
+  EXPECT_EQ(calls_,
+            (std::vector<std::string>{"state 1011", "state 1012", "state 1011", "restore 1011",
+                                      "state 1012", "restore 1012", "unlock 1011", "unlock 1012"}));
+}
+
+// An agent that died between Lock and Checkpoint: nothing was released, Unlock needs no room.
+TEST_F(Orphans, LockedOnlyProcessesAreUnlockedWithoutRoom) {
+  states_ = {{1011, node::kProcessStateLocked}, {1012, node::kProcessStateRunning}};
+  free_ = 0;
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(ParkState(), api::kParkRunning);
+  EXPECT_EQ(calls_,
+            (std::vector<std::string>{"state 1011", "state 1012", "state 1011", "unlock 1011"}));
+}
+
+TEST_F(Orphans, AProcessTheDriverCannotAnswerForKeepsTheMark) {
+  states_ = {{1011, node::kProcessStateRunning}};  // 1012: CUDA_ERROR_INVALID_VALUE
+  EXPECT_EQ(Poll(), (std::set<std::string>{"uid-9_main"}));
+  EXPECT_EQ(ParkState(), api::kParkParked);
+}
+
 // ---- RunParkingLoop end to end: an agent process (the real adapters over the fake driver and
 // NVML, a fake /proc and cgroup tree for the tenant) parks an idle opted-in notebook while a
 // borrower is pending, and wakes it on its next launch.
@@ -415,7 +514,7 @@ class RunParkingLoopTest : public ::testing::Test {
   // The agent: a forked process (it loads the fake driver) running RunParkingLoop with the real
   // adapters, the tenant idle for 10 minutes of the fake's virtual time, a borrower pending; it
   // stops when its pipe closes and writes the last outcome of the notebook to agent.log.
-  void StartAgent() {
+  void StartAgent(bool borrower = true) {
     const uint64_t launched = Region().devices.at(0).last_launch_ns;
     int stop_pipe[2];
     ASSERT_EQ(pipe(stop_pipe), 0);
@@ -431,13 +530,16 @@ class RunParkingLoopTest : public ::testing::Test {
       o.idle_after = std::chrono::minutes(10);
       o.default_namespaces = {"notebooks"};
       o.allowed_drivers = {"580."};
-      ParkController controller(o, MakeParkHost(std::move(*driver), nvml->get(), proc_, cg_));
+      const ParkHost host = MakeParkHost(std::move(*driver), nvml->get(), proc_, cg_);
+      ParkController controller(o, host);
       StaticPods pods({PodRef{kUid, "notebooks", "nb-1", {}, "", ""}});
       ParkingLoopSources sources;
       sources.containers_root = root_;
       sources.node_name = "n1";
       sources.pods = &pods;
-      sources.borrower_pending = [] { return Result<bool>(true); };
+      sources.borrower_pending = [borrower] { return Result<bool>(borrower); };
+      sources.host = &host;
+      sources.options = &o;
       sources.now = [launched] { return launched + 10 * 60'000'000'000ull; };
       base::StopSignal stop;
       std::thread stopper([&] {
@@ -458,12 +560,11 @@ class RunParkingLoopTest : public ::testing::Test {
     stop_fd_ = stop_pipe[1];
   }
 
-  // Waits (bounded) until the agent wrote park_state = parked.
-  bool WaitParked() {
+  // Waits (bounded) until an agent wrote park_state = `state`.
+  bool WaitParked(uint64_t state = api::kParkParked) {
     for (int i = 0; i < 3000; ++i) {
       auto r = ReadRegionFile(region_);
-      if (r.ok() && r->devices.size() == 1 && r->devices[0].park_state == api::kParkParked)
-        return true;
+      if (r.ok() && r->devices.size() == 1 && r->devices[0].park_state == state) return true;
       std::this_thread::sleep_for(10ms);
     }
     return false;
@@ -523,6 +624,44 @@ TEST_F(RunParkingLoopTest, StoppingTheLoopWakesWhatItParked) {
   tenant_.pid = -1;
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+}
+
+// An agent killed while the notebook is parked (SIGKILL: no wake at exit) leaves it parked; the
+// next agent wakes it at its first poll although it holds no record of it and no borrower is
+// pending, and the notebook's next launch completes.
+TEST_F(RunParkingLoopTest, TheNextAgentWakesWhatAKilledOneLeftParked) {
+  // park_state is written before the Lock: the test waits (bounded) for the checkpoint itself,
+  // NVML showing the notebook's 64 MiB free, so the kill comes after the park, not inside it.
+  auto nvml = NvmlParkFacts::Open(kNvml);
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  auto before = (*nvml)->FreeBytes(kGpu);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  StartAgent();
+  ASSERT_TRUE(WaitParked()) << "the agent never parked the notebook";
+  bool released = false;
+  for (int i = 0; i < 3000 && !released; ++i) {
+    auto free = (*nvml)->FreeBytes(kGpu);
+    released = free.ok() && *free >= *before + 64 * kMiB;
+    if (!released) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(released) << "the notebook's memory was never released";
+  ASSERT_EQ(kill(agent_, SIGKILL), 0);
+  waitpid(agent_, nullptr, 0);
+  agent_ = -1;
+  close(stop_fd_);
+  EXPECT_EQ(Region().devices.at(0).park_state, api::kParkParked);  // nobody woke it
+
+  StartAgent(/*borrower=*/false);
+  ASSERT_TRUE(WaitParked(api::kParkRunning)) << "the second agent never woke the notebook";
+  close(tenant_.in);
+  tenant_.in = -1;
+  std::vector<std::string> rest = vgpu::testing::Finish(tenant_);
+  tenant_.pid = -1;
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+  auto [rc, outcome] = Stop();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(outcome, "none");  // its controller never acted: the orphan waker did
 }
 
 }  // namespace
