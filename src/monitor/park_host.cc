@@ -133,7 +133,7 @@ node::CheckpointFacts NvmlParkFacts::GpuFacts(const std::string& uuid) const {
   f.persistence_mode = pm == NVML_FEATURE_ENABLED;
   unsigned int current = 0, pending = 0;
   if (nvmlReturn_t r = mig(*h, &current, &pending); r == NVML_ERROR_NOT_SUPPORTED) {
-    current = NVML_DEVICE_MIG_DISABLE;  // nvml.h: a GPU without MIG answers NOT_SUPPORTED
+    current = NVML_DEVICE_MIG_DISABLE;  // a GPU without MIG (Slurm gpu_nvml.c reads it so)
   } else if (r != NVML_SUCCESS) {
     f.unknown = lib_->Error("nvmlDeviceGetMigMode(" + uuid + ")", r);
     return f;
@@ -200,8 +200,8 @@ Result<std::string> ReadSmall(int fd, size_t max, const std::string& what) {
   return out;
 }
 
-// Opens `rel` (components separated by '/', each checked already) under the directory `root`,
-// every component with O_NOFOLLOW: no symlink is followed out of root.
+// Opens the path of `components` (each checked already) under the directory `root`, every
+// component with O_NOFOLLOW: no symlink is followed out of root.
 Result<int> OpenUnder(const std::string& root, const std::vector<std::string>& components) {
   int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return Unavailable("open " + root + ": " + std::strerror(errno));
@@ -210,8 +210,8 @@ Result<int> OpenUnder(const std::string& root, const std::vector<std::string>& c
     const bool last = i + 1 == components.size();
     int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? O_NONBLOCK : O_DIRECTORY);
     int next = ::openat(dir, components[i].c_str(), flags);
+    const int err = errno;
     at += "/" + components[i];
-    int err = errno;
     ::close(dir);
     if (next < 0) return Unavailable("open " + at + ": " + std::strerror(err));
     dir = next;

@@ -78,6 +78,11 @@ TEST_F(NvmlFacts, EachKnobTurnsItsFact) {
   EXPECT_TRUE(nvml_->GpuFacts(kGpu).mig_enabled);
   ::setenv("FAKE_NVML_MIG", "0", 1);
   EXPECT_FALSE(nvml_->GpuFacts(kGpu).mig_enabled);
+  // A GPU without MIG answers NVML_ERROR_NOT_SUPPORTED: no MIG, not an unknown fact.
+  ::setenv("FAKE_NVML_MIG", "unsupported", 1);
+  EXPECT_FALSE(nvml_->GpuFacts(kGpu).mig_enabled);
+  EXPECT_EQ(nvml_->GpuFacts(kGpu).unknown, "");
+  ::setenv("FAKE_NVML_MIG", "0", 1);
   ::setenv("FAKE_NVML_MPS_PIDS", "4242", 1);
   EXPECT_TRUE(nvml_->GpuFacts(kGpu).mps_active);
   ::setenv("FAKE_NVML_MPS_PIDS", "4242,4343", 1);

@@ -19,7 +19,8 @@
 // call, for every device:
 //   FAKE_NVML_PERSISTENCE   nvmlDeviceGetPersistenceMode: 1 enabled (default), 0 disabled
 //   FAKE_NVML_MIG           nvmlDeviceGetMigMode's current and pending mode: 0 disabled
-//                           (default), 1 enabled
+//                           (default), 1 enabled, "unsupported": NVML_ERROR_NOT_SUPPORTED (a GPU
+//                           without MIG)
 //   FAKE_NVML_MPS_PIDS      nvmlDeviceGetMPSComputeRunningProcesses_v3's list: a comma list of
 //                           pids (each listed with 0 bytes); unset or empty: none
 //   FAKE_NVML_FAIL          comma list of those three entry points (and
@@ -329,6 +330,7 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
   if (IndexOf(device) < 0 || !current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
   if (Fails("nvmlDeviceGetMigMode")) return NVML_ERROR_UNKNOWN;
   const char* v = std::getenv("FAKE_NVML_MIG");
+  if (v && std::string(v) == "unsupported") return NVML_ERROR_NOT_SUPPORTED;
   *current = *pending =
       v && std::string(v) == "1" ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
   return NVML_SUCCESS;
