@@ -60,5 +60,9 @@ inline constexpr char kAnnotationNodeHandshake[] = "hami.io/node-handshake";
 /// The node lock `<RFC3339 time>,<namespace>,<pod name>`: set by the scheduler at bind,
 /// released by the device plugin after Allocate; expires after 5 minutes.
 inline constexpr char kAnnotationNodeLock[] = "hami.io/mutex.lock";
+/// Memory the node agent lends to borrower pods while owners are parked (issue 36 item 2):
+/// `<unix seconds>;<gpu uuid>:<MiB>,…`, written by the node agent (`fracgpu monitor --park`)
+/// every 30 s while it lends; coded by core/lent.h; counts only while fresh (90 s).
+inline constexpr char kAnnotationLentMemory[] = "fracgpu.io/lent-memory";
 
 }  // namespace fracgpu::core

@@ -41,7 +41,7 @@ std::vector<WeightedShape> BindWorkload(const PodRequest& req, const ClusterStat
 FitResult FitForBind(const PodRequest& req, const NodeState& node, const ClusterState& state,
                      GpuPolicy default_policy, const FragmentationInputs& inputs) {
   return FitFragmentationAware(req, node, WorkloadFor(req, state, default_policy, inputs),
-                               default_policy, inputs.pod_cpu_milli);
+                               default_policy, inputs.pod_cpu_milli, inputs.now_unix);
 }
 
 std::optional<std::vector<int64_t>> FragmentationAwarePriorities(

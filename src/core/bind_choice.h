@@ -48,6 +48,9 @@ struct FragmentationInputs {
   /// instead of BindWorkload when not null and not empty: the same M gives the same placements
   /// as `fracgpu simulate` (tests/scheduler/fragmentation_replay_test.cc).
   const std::vector<WeightedShape>* fixed_workload = nullptr;
+  /// Unix seconds now (FitOptions::now_unix): a borrower may use lent memory while the node's
+  /// record is fresh (docs/reclaim.md "Lending"); 0 = lent memory never counts.
+  int64_t now_unix = 0;
 };
 
 /// Fits `req` on `node` for a bind, with reasons. The GPU policy is the pod's, else

@@ -5,6 +5,7 @@
 #include "base/strings.h"
 #include "core/annotations.h"
 #include "core/codec.h"
+#include "core/lent.h"
 #include "core/signature.h"
 
 namespace fracgpu::core {
@@ -64,6 +65,7 @@ Result<std::optional<PodAllocation>> AllocationFromPod(const PodObject& pod) {
   a.init_finished = InitFinished(pod, a.num_init);
   a.cpu_milli = pod.cpu_milli;
   a.mem_mib = pod.mem_mib;
+  a.borrower = pod.borrower;
   return std::optional<PodAllocation>(std::move(a));
 }
 
@@ -212,6 +214,22 @@ Status ClusterState::UpsertNode(const NodeObject& node) {
   if (node.topology) {
     auto scores = DecodeTopologyScores(*node.topology);
     if (scores.ok()) entry.state.topology = std::move(*scores);
+  }
+  if (node.lent_memory) {
+    auto lent = ParseLentMemory(*node.lent_memory);
+    if (lent.ok()) {
+      entry.state.lent_at_unix = lent->at_unix;
+      for (const LentGpu& l : lent->gpus) {
+        for (size_t i = 0; i < entry.state.gpus.size(); ++i) {
+          if (entry.state.gpus[i].info.uuid != l.uuid || l.mib == 0) continue;
+          entry.state.lent_mib.resize(entry.state.gpus.size(), 0);
+          entry.state.lent_mib[i] = static_cast<int32_t>(l.mib);  // ≤ kLentMaxMib
+        }
+      }
+    } else if (result.ok()) {
+      result = lent.status().WithPrefix("node " + name + ": annotation " + kAnnotationLentMemory +
+                                        " (nothing lent)");
+    }
   }
   entry.usable = !entry.state.gpus.empty() && node.allocatable_gpus > 0;
   entry.state.cpu_milli_total = node.allocatable_cpu_milli;
@@ -635,6 +653,17 @@ std::vector<NodeState> ClusterState::Nodes() const {
   }
   std::sort(out.begin(), out.end(),
             [](const NodeState& a, const NodeState& b) { return a.name < b.name; });
+  return out;
+}
+
+std::map<std::string, int64_t> ClusterState::BorrowedMib() const {
+  std::map<std::string, int64_t> out;
+  for (const auto& [uid, a] : pods_) {
+    if (!a.borrower) continue;
+    auto usage = CollapsePodUsage(a.grants, a.num_init, a.init_finished);
+    if (!usage.ok()) continue;  // never applied either (orphaned_allocations counts it)
+    for (const GpuUsageDelta& d : *usage) out[d.uuid] += d.mem_mib;
+  }
   return out;
 }
 

@@ -59,7 +59,9 @@ struct NodeObject {
   std::optional<std::string> node_register;  ///< kAnnotationNodeRegister
   std::optional<std::string> cordon;         ///< kAnnotationCordon
   std::optional<std::string> topology;       ///< kAnnotationTopology
-  int64_t allocatable_gpus = 0;              ///< status.allocatable[<gpu resource>]
+  /// kAnnotationLentMemory (core/lent.h): what the node agent lends to borrowers.
+  std::optional<std::string> lent_memory;
+  int64_t allocatable_gpus = 0;  ///< status.allocatable[<gpu resource>]
   /// status.allocatable.cpu in millicores (rounded down); 0 when absent or unreadable (the
   /// node's CPU is then not tracked: NodeState::cpu_milli_total 0).
   int64_t allocatable_cpu_milli = 0;
@@ -81,6 +83,9 @@ struct PodObject {
   /// Every entry of status.initContainerStatuses has state.terminated.exitCode 0 (an integer).
   bool init_statuses_succeeded = false;
   bool asks_for_gpu = false;  ///< a container lists the GPU resource in its limits or requests
+  /// Annotated `fracgpu.io/borrower: "true"` (core::kAnnotationBorrower): its grants are
+  /// ordinary usage, reported as borrowed memory (ClusterState::BorrowedMib).
+  bool borrower = false;
   /// metadata.creationTimestamp as the API server writes it (RFC 3339 in UTC, seconds,
   /// "2026-12-04T10:00:00Z"); "" when absent.
   std::string created;
@@ -109,7 +114,8 @@ struct PodAllocation {
   /// in the fragmentation-aware target workload (core/bind_choice.h), and what Assume counts
   /// on the node's CPU until the watch shows the pod bound.
   int64_t cpu_milli = 0;
-  int64_t mem_mib = 0;  ///< its effective memory request, MiB (PodObject::mem_mib)
+  int64_t mem_mib = 0;    ///< its effective memory request, MiB (PodObject::mem_mib)
+  bool borrower = false;  ///< a borrower pod (PodObject::borrower, PodRequest::borrower)
 };
 
 /// Severity of a ClusterState log line.
@@ -160,8 +166,11 @@ class ClusterState {
   int64_t unverified_allocations() const { return unverified_; }
 
   /// Node added or changed: decodes its devices (a bad register annotation makes the node
-  /// GPU-less and is returned as kInvalidArgument naming the node), cordon list, topology
-  /// and allocatable count, then re-applies the usage of its pods.
+  /// GPU-less and is returned as kInvalidArgument naming the node), cordon list, topology,
+  /// lent-memory record (core/lent.h: NodeState::lent_mib of the registered GPUs it names,
+  /// NodeState::lent_at_unix; a record that does not decode lends nothing and is returned as
+  /// kInvalidArgument naming the node, the node otherwise counting as usual) and allocatable
+  /// count, then re-applies the usage of its pods.
   Status UpsertNode(const NodeObject& node);
   void RemoveNode(const std::string& name);
   /// Pod added or changed (see the rules above). Returns kInvalidArgument for a pod whose
@@ -221,6 +230,10 @@ class ClusterState {
   }
   /// Every usable node, sorted by name.
   std::vector<NodeState> Nodes() const;
+  /// MiB borrower pods (PodAllocation::borrower) hold on each GPU, by UUID (their collapsed
+  /// usage, core::CollapsePodUsage); GPUs without borrowers are absent. For metrics and the
+  /// UI: walks every allocation.
+  std::map<std::string, int64_t> BorrowedMib() const;
   /// Times a pod's usage was applied with a ghost GPU (a GPU of its allocation the node does
   /// not register) or could not be applied at all (its allocation does not collapse), since
   /// start; each is logged.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "core/lent.h"
 #include "core/score.h"
 #include "core/small_buffer.h"
 
@@ -98,6 +99,7 @@ struct GpuNumbers {
   int32_t used_cores;
   bool slice_free;
   bool in_use;
+  int64_t lent_mib;  // GpuUsage::lent_mib: 0 but for a borrower on a fresh lent record
 };
 
 // §3.6 rows 6, 7 and 9–12: every check after the UUID lists, on numbers only. The one copy of
@@ -109,7 +111,8 @@ FitReason CapacityChecks(const ContainerRequest& c, const PodRequest& pod, const
     return FitReason::kExclusiveDeviceAllocateConflict;
   }
   const int32_t cores = CoresOf(c);
-  if (g.devmem_mib - g.used_mem_mib < c.MemOn(g.devmem_mib)) {
+  // A percentage of the card is of its own memory, never of what it lends.
+  if (g.devmem_mib + g.lent_mib - g.used_mem_mib < c.MemOn(g.devmem_mib)) {
     return FitReason::kCardInsufficientMemory;
   }
   if (g.devcore - g.used_cores < cores) return FitReason::kCardInsufficientCore;
@@ -130,7 +133,7 @@ FitReason PostNumaChecks(const ContainerRequest& c, const PodRequest& pod, const
   }
   return CapacityChecks(c, pod,
                         {info.devmem_mib, usage.used_mem_mib, info.devcore, usage.used_cores,
-                         info.count > usage.used, usage.used > 0});
+                         info.count > usage.used, usage.used > 0, usage.lent_mib});
 }
 
 FitReason CheckOne(const ContainerRequest& c, const PodRequest& pod, const GpuState& g,
@@ -138,6 +141,12 @@ FitReason CheckOne(const ContainerRequest& c, const PodRequest& pod, const GpuSt
   FitReason r = PreNumaChecks(pod, g.info, g.cordoned, cache, memo);
   if (r != FitReason::kFits) return r;
   return PostNumaChecks(c, pod, g.info, usage);
+}
+
+// Whether the node's lent memory counts for this pod: a borrower, and the node's record fresh
+// at options.now_unix (docs/reclaim.md "Lending").
+bool LentCounts(const PodRequest& pod, const NodeState& node, const FitOptions& options) {
+  return pod.borrower && LentFresh(node.lent_at_unix, options.now_unix);
 }
 
 GpuPolicy EffectivePolicy(const PodRequest& pod, const FitOptions& options) {
@@ -237,7 +246,11 @@ bool FitOrdered(const PodRequest& pod, const NodeState& node, const FitOptions& 
   const bool want_reasons = record && options.want_reasons;
   internal::SmallBuffer<GpuUsage> base(n_gpus);
   internal::SmallBuffer<GpuUsage> app(n_gpus);
-  for (size_t i = 0; i < n_gpus; ++i) base[i] = app[i] = GpuUsage::Of(node.gpus[i]);
+  const bool lent = LentCounts(pod, node, options);
+  for (size_t i = 0; i < n_gpus; ++i) {
+    base[i] = app[i] = GpuUsage::Of(node.gpus[i]);
+    if (lent) base[i].lent_mib = app[i].lent_mib = static_cast<int32_t>(node.LentMib(i));
+  }
   internal::SmallBuffer<uint16_t> order(n_gpus);
   internal::SmallBuffer<uint16_t> picks(n_gpus);
   if (record) {
@@ -357,6 +370,9 @@ bool FitsByCount(int32_t want, size_t n_gpus, bool numa_bind, PassesFn&& passes,
 }
 
 // Whether `c` alone fits against the node's own usage (FitsByCount over its GpuStates).
+// kLent: the node's lent memory counts (a borrower on a fresh record); a template so that the
+// ordinary pods' loop is the one it was before lending existed.
+template <bool kLent>
 bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod, const NodeState& node,
                           TypeVerdictCache* cache) {
   TypeMemo memo;
@@ -364,7 +380,9 @@ bool ContainerFitsByCount(const ContainerRequest& c, const PodRequest& pod, cons
       c.num_gpus, node.gpus.size(), pod.numa_bind,
       [&](size_t i) {
         const GpuState& g = node.gpus[i];
-        return CheckOne(c, pod, g, GpuUsage::Of(g), cache, &memo) == FitReason::kFits;
+        GpuUsage u = GpuUsage::Of(g);
+        if constexpr (kLent) u.lent_mib = static_cast<int32_t>(node.LentMib(i));
+        return CheckOne(c, pod, g, u, cache, &memo) == FitReason::kFits;
       },
       [&](size_t i) { return node.gpus[i].info.numa; });
 }
@@ -403,8 +421,12 @@ FitResult Fit(const PodRequest& pod, const NodeState& node, const FitOptions& op
 bool Fits(const PodRequest& pod, const NodeState& node, const FitOptions& options) {
   // The order of the GPUs cannot change the answer (AppGpuContainers): count, do not sort.
   if (AppGpuContainers(pod) > 1) return FitOrdered(pod, node, options, nullptr);
+  const bool lent = LentCounts(pod, node, options);
   for (const ContainerRequest& c : pod.containers) {
-    if (c.UsesGpu() && !ContainerFitsByCount(c, pod, node, options.type_cache)) return false;
+    if (!c.UsesGpu()) continue;
+    const bool fits = lent ? ContainerFitsByCount<true>(c, pod, node, options.type_cache)
+                           : ContainerFitsByCount<false>(c, pod, node, options.type_cache);
+    if (!fits) return false;
   }
   return true;
 }
@@ -438,8 +460,9 @@ bool SummaryDecides(const PodRequest& pod) {
   // Every check CheckOne makes that reads more than PackedGpu holds is off for this pod:
   // PreNumaChecks' mode and type rows, PostNumaChecks' UUID row. (The mutex row reads only
   // whether the GPU is in use, which PackedGpu carries.)
-  return AppGpuContainers(pod) <= 1 && pod.vgpu_mode.empty() && pod.use_types.empty() &&
-         pod.nouse_types.empty() && pod.use_uuids.empty() && pod.nouse_uuids.empty();
+  return AppGpuContainers(pod) <= 1 && !pod.borrower && pod.vgpu_mode.empty() &&
+         pod.use_types.empty() && pod.nouse_types.empty() && pod.use_uuids.empty() &&
+         pod.nouse_uuids.empty();
 }
 
 bool FitsBySummary(const PodRequest& pod, const NodeFitSummary& summary) {
@@ -455,7 +478,7 @@ bool FitsBySummary(const PodRequest& pod, const NodeFitSummary& summary) {
                  CapacityChecks(c, pod,
                                 {g.devmem_mib, g.used_mem_mib, g.devcore, g.used_cores,
                                  (g.flags & PackedGpu::kSliceFree) != 0,
-                                 (g.flags & PackedGpu::kInUse) != 0}) == FitReason::kFits;
+                                 (g.flags & PackedGpu::kInUse) != 0, 0}) == FitReason::kFits;
         },
         [&](size_t i) { return static_cast<int32_t>(summary.gpu[i].numa); });
     if (!fits) return false;

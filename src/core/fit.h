@@ -62,15 +62,23 @@ struct GpuUsage {
   int32_t used = 0;          ///< slices placed
   int64_t used_mem_mib = 0;  ///< MiB promised
   int32_t used_cores = 0;    ///< SM % promised (out of DeviceInfo::devcore)
+  /// MiB this pod may use beyond the card's memory: the GPU's lent memory
+  /// (NodeState::lent_mib) for a borrower pod while the node's record is fresh, else 0.
+  /// Of() leaves it 0; Fit and Fits set it (FitOptions::now_unix). int32 (core/lent.h bounds
+  /// it so): it fills used_cores' padding, GpuUsage stays 24 bytes.
+  int32_t lent_mib = 0;
 
-  static GpuUsage Of(const GpuState& gpu) { return {gpu.used, gpu.used_mem_mib, gpu.used_cores}; }
+  static GpuUsage Of(const GpuState& gpu) {
+    return {gpu.used, gpu.used_mem_mib, gpu.used_cores, 0};
+  }
 };
 
 /// The per-GPU checks of docs/design/hami-behaviour.md §3.6, rows 1–3, 5–6, 9–12 (NUMA binding is a
 /// property of a set of GPUs and is applied by Fit/Fits; quota, mutex and MIG rows do not
 /// exist in fracgpu). Returns kFits or the first failing check's reason. `usage` overrides
 /// the GPU's own usage (pass GpuUsage::Of(gpu) for the node as it is). Memory is
-/// container.MemOn(devmem) MiB; cores above 100 are clamped to 100 as HAMi does.
+/// container.MemOn(devmem) MiB and fits when devmem + usage.lent_mib - used ≥ it; cores above
+/// 100 are clamped to 100 as HAMi does.
 /// Allocation-free when the pod has no type lists; with type lists it calls GpuTypeAllowed
 /// (request.h), which a TypeVerdictCache can memoise (see FitOptions).
 FitReason CheckGpu(const ContainerRequest& container, const PodRequest& pod, const DeviceInfo& info,
@@ -119,6 +127,11 @@ struct FitOptions {
   const GpuOrderer* orderer = nullptr;
   /// Optional memo of type verdicts for this pod (see TypeVerdictCache); not owned.
   TypeVerdictCache* type_cache = nullptr;
+  /// Unix seconds now (the caller's clock). A borrower pod (PodRequest::borrower) may use a
+  /// GPU's lent memory (NodeState::lent_mib) beyond its capacity only while the node's
+  /// lent-memory record is fresh at this time (core::LentFresh, docs/reclaim.md "Lending").
+  /// 0 (the default): lent memory never counts.
+  int64_t now_unix = 0;
 };
 
 /// The answer of Fit.
@@ -199,7 +212,7 @@ NodeFitSummary SummarizeForFit(const NodeState& node);
 /// Whether Fits(pod, node) is a function of SummarizeForFit(node) alone: at most one GPU-using
 /// app container (so fit counts GPUs and the order cannot matter), and no nvidia.com/vgpu-mode,
 /// use/nouse-gputype or use/nouse-gpuuuid (checks that read strings, which the summary does not
-/// carry).
+/// carry), and not a borrower (lent memory is not in the summary).
 bool SummaryDecides(const PodRequest& pod);
 
 /// Fits(pod, node, options) for any options, from the node's summary: the same checks (one

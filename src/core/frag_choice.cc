@@ -39,22 +39,25 @@ std::vector<WeightedShape> ShapeCounter::Workload() const {
 
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
                                 std::vector<WeightedShape> workload, GpuPolicy default_policy,
-                                int64_t pod_cpu_milli) {
+                                int64_t pod_cpu_milli, int64_t now_unix) {
   FitOptions options;
   options.want_reasons = true;
   options.default_gpu_policy = req.gpu_policy.value_or(default_policy);
+  options.now_unix = now_unix;
   if (options.default_gpu_policy != GpuPolicy::kFragmentationAware || workload.empty()) {
     return Fit(req, node, options);
   }
   const FragmentationModel model(std::move(workload), kFragmentationAwarePolicy);
-  return FitFragmentationAware(req, node, model, pod_cpu_milli);
+  return FitFragmentationAware(req, node, model, pod_cpu_milli, now_unix);
 }
 
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
-                                const FragmentationModel& model, int64_t pod_cpu_milli) {
+                                const FragmentationModel& model, int64_t pod_cpu_milli,
+                                int64_t now_unix) {
   FitOptions options;
   options.want_reasons = true;
   options.default_gpu_policy = GpuPolicy::kFragmentationAware;
+  options.now_unix = now_unix;
   const FragmentationModel::Orderer orderer(model, pod_cpu_milli);
   options.orderer = &orderer;
   return Fit(req, node, options);

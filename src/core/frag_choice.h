@@ -51,17 +51,19 @@ class ShapeCounter {
 /// `default_policy`; for kFragmentationAware the GPU order comes from a FragmentationModel of
 /// kFragmentationAwarePolicy over `workload` (the spread order when `workload` is empty).
 /// `pod_cpu_milli` is the pod's CPU request, subtracted from the node's CPU left in the
-/// hypothetical placements (0 = not counted).
+/// hypothetical placements (0 = not counted). `now_unix`: FitOptions::now_unix (lent memory
+/// for a borrower).
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
                                 std::vector<WeightedShape> workload, GpuPolicy default_policy,
-                                int64_t pod_cpu_milli = 0);
+                                int64_t pod_cpu_milli = 0, int64_t now_unix = 0);
 
 /// The same fit with a prepared model (built once, e.g. the simulator's M from the trace) and
 /// the pod's CPU request in milli-CPU, subtracted from the node's CPU left in the hypothetical
 /// placements as the paper does. Always uses the fragmentation-aware GPU order, whatever the
-/// pod's own policy.
+/// pod's own policy. `now_unix`: FitOptions::now_unix (lent memory for a borrower).
 FitResult FitFragmentationAware(const PodRequest& req, const NodeState& node,
-                                const FragmentationModel& model, int64_t pod_cpu_milli);
+                                const FragmentationModel& model, int64_t pod_cpu_milli,
+                                int64_t now_unix = 0);
 
 /// The extender's /prioritize scores (0–10, docs/design/CONTRACT.md §5) of a
 /// fragmentation-aware pod, one per entry of `nodes` (nullptr: not a GPU node). On each node

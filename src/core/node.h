@@ -39,6 +39,17 @@ struct NodeState {
   int64_t cpu_milli_used = 0;
   int64_t mem_mib_total = 0;  ///< host memory, MiB; 0 = not tracked
   int64_t mem_mib_used = 0;
+  /// Unix seconds of the node's lent-memory record (core/lent.h); 0 = none (or unreadable):
+  /// nothing lent.
+  int64_t lent_at_unix = 0;
+  /// MiB each GPU lends to borrower pods (`fracgpu.io/lent-memory`), by position in `gpus`;
+  /// empty (most nodes), or shorter than `gpus`, means 0 for the rest. Counts only for a
+  /// borrower and while lent_at_unix is fresh (core::LentFresh). Kept beside the GPUs, not in
+  /// GpuState, so that the nodes that lend nothing pay 24 bytes, not 8 per GPU.
+  std::vector<int32_t> lent_mib;
+
+  /// MiB GPU `i` lends as last written (freshness not applied).
+  int64_t LentMib(size_t i) const { return i < lent_mib.size() ? lent_mib[i] : 0; }
 };
 
 }  // namespace fracgpu::core

@@ -195,6 +195,12 @@ class PodParser {
       }
       out_.numa_bind = b.value_or(false);
     }
+    FRACGPU_RETURN_IF_ERROR(get(kAnnotationBorrower, &v));
+    out_.borrower = v == "true";
+    if (!v.empty() && v != "true" && v != "false") {
+      out_.warnings.push_back(std::string("annotation ") + kAnnotationBorrower + " " + Quote(v) +
+                              " is neither \"true\" nor \"false\"; the pod is not a borrower");
+    }
     FRACGPU_RETURN_IF_ERROR(get(kAnnotationNodePolicy, &v));
     if (!v.empty()) {
       Result<NodePolicy> p = ParseNodePolicy(v);

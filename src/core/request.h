@@ -55,6 +55,11 @@ inline constexpr char kAnnotationNoUseGpuType[] = "nvidia.com/nouse-gputype";
 inline constexpr char kAnnotationUseGpuUuid[] = "nvidia.com/use-gpuuuid";
 inline constexpr char kAnnotationNoUseGpuUuid[] = "nvidia.com/nouse-gpuuuid";
 inline constexpr char kAnnotationNumaBind[] = "nvidia.com/numa-bind";
+/// `"true"` (exactly, as the node agent reads it) marks a borrower (issue 36 item 2,
+/// docs/reclaim.md "Lending"): the scheduler may place it on memory a node lends
+/// (core/lent.h), and the node agent evicts it when the parked owner wakes. Any other value, or
+/// none, is an ordinary pod (a value other than "false" gets a warning).
+inline constexpr char kAnnotationBorrower[] = "fracgpu.io/borrower";
 inline constexpr char kAnnotationNodePolicy[] = "hami.io/node-scheduler-policy";
 inline constexpr char kAnnotationGpuPolicy[] = "hami.io/gpu-scheduler-policy";
 /// HAMi's GPU mode filter ("hami-core", "mig", "mps"; docs/design/hami-behaviour.md §1.4).
@@ -210,13 +215,15 @@ struct GpuUuidIndex {
 /// containers; ephemeral containers never get GPUs) and the user-settable annotations.
 struct PodRequest {
   std::vector<ContainerRequest> containers;
-  std::vector<std::string> use_types;     ///< nvidia.com/use-gputype entries (empty = any)
-  std::vector<std::string> nouse_types;   ///< nvidia.com/nouse-gputype entries
-  std::vector<std::string> use_uuids;     ///< nvidia.com/use-gpuuuid
-  std::vector<std::string> nouse_uuids;   ///< nvidia.com/nouse-gpuuuid
-  GpuUuidIndex use_uuid_index;            ///< use_uuids as a hash set (ParsePodRequest)
-  GpuUuidIndex nouse_uuid_index;          ///< nouse_uuids as a hash set (ParsePodRequest)
-  bool numa_bind = false;                 ///< nvidia.com/numa-bind (Go strconv.ParseBool)
+  std::vector<std::string> use_types;    ///< nvidia.com/use-gputype entries (empty = any)
+  std::vector<std::string> nouse_types;  ///< nvidia.com/nouse-gputype entries
+  std::vector<std::string> use_uuids;    ///< nvidia.com/use-gpuuuid
+  std::vector<std::string> nouse_uuids;  ///< nvidia.com/nouse-gpuuuid
+  GpuUuidIndex use_uuid_index;           ///< use_uuids as a hash set (ParsePodRequest)
+  GpuUuidIndex nouse_uuid_index;         ///< nouse_uuids as a hash set (ParsePodRequest)
+  bool numa_bind = false;                ///< nvidia.com/numa-bind (Go strconv.ParseBool)
+  /// fracgpu.io/borrower is "true": the pod may use lent memory (FitOptions::now_unix).
+  bool borrower = false;
   std::optional<NodePolicy> node_policy;  ///< hami.io/node-scheduler-policy, when set
   std::optional<GpuPolicy> gpu_policy;    ///< hami.io/gpu-scheduler-policy, when set
   /// The whole gpu-scheduler-policy value (chain keys, mutex); `spec.policy` == *gpu_policy.

@@ -5,6 +5,7 @@
 
 #include "core/annotations.h"
 #include "core/quantity.h"
+#include "core/request.h"
 #include "k8s/objects.h"
 
 namespace fracgpu::k8s {
@@ -187,6 +188,7 @@ core::NodeObject NodeObjectOf(const json& node, const std::string& gpu_resource)
   out.node_register = Annotation(node, core::kAnnotationNodeRegister);
   out.cordon = Annotation(node, core::kAnnotationCordon);
   out.topology = Annotation(node, core::kAnnotationTopology);
+  out.lent_memory = Annotation(node, core::kAnnotationLentMemory);
   out.allocatable_gpus = NodeAllocatable(node, gpu_resource);
   const json* a = nullptr;
   if (auto st = node.is_object() ? node.find("status") : node.end();
@@ -213,6 +215,7 @@ core::PodObject PodObjectOf(const json& pod, const std::string& gpu_resource) {
   out.vgpu_node = Annotation(pod, core::kAnnotationVgpuNode);
   out.allocated = Annotation(pod, core::kAnnotationVgpuDevicesAllocated);
   out.signature = Annotation(pod, core::kAnnotationAllocationSignature);
+  out.borrower = Annotation(pod, core::kAnnotationBorrower).value_or("") == "true";
   out.num_init_containers = ListSize(pod, "initContainers");
   ReadInitStatuses(pod, out);
   out.asks_for_gpu = AsksFor(pod, gpu_resource);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <initializer_list>
 #include <optional>
 
@@ -21,11 +22,16 @@ namespace {
 using nlohmann::json;
 
 core::FitOptions FitOptionsFor(const core::PodRequest& req, const ExtenderConfig& config,
-                               bool reasons) {
+                               bool reasons, int64_t now_unix) {
   core::FitOptions o;
   o.want_reasons = reasons;
   o.default_gpu_policy = req.gpu_policy.value_or(config.default_gpu_policy);
+  o.now_unix = now_unix;  // lent memory, for a borrower only (docs/reclaim.md "Lending")
   return o;
+}
+
+int64_t UnixSeconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
 // Appends `s` as a JSON string literal (RFC 8259 §7), escaping as nlohmann::json's dump()
@@ -267,10 +273,12 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   }
   static const std::string kNoGpus =
       "node has no fracgpu GPUs registered (hami.io/node-nvidia-register) or allocatable is 0";
-  core::FitOptions fast = FitOptionsFor(*req, config_, false);
+  // The clock is read only for a borrower: lent memory counts for nobody else.
+  const int64_t now_unix = req->borrower ? UnixSeconds(clock_->Now()) : 0;
+  core::FitOptions fast = FitOptionsFor(*req, config_, false, now_unix);
   core::TypeVerdictCache types(*req);
   fast.type_cache = &types;
-  const core::FitOptions with_reasons = FitOptionsFor(*req, config_, true);
+  const core::FitOptions with_reasons = FitOptionsFor(*req, config_, true, now_unix);
   // A pod being re-filtered after a failed bind may still hold an assumed allocation.
   auto own = state_->Allocation(k8s::Uid(args.pod));
   std::vector<const std::string*> fit;
@@ -574,6 +582,7 @@ void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::
   core::FragmentationInputs inputs;
   inputs.pod_cpu_milli = host.cpu_milli;
   inputs.fixed_workload = &config_.fragmentation_workload;
+  inputs.now_unix = UnixSeconds(now);
   core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy, inputs);
   if (!fit.fits) return;
   PodAllocation alloc;
@@ -584,6 +593,7 @@ void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::
   alloc.num_init = core::CountInitContainers(req);
   alloc.cpu_milli = host.cpu_milli;
   alloc.mem_mib = host.mem_mib;
+  alloc.borrower = req.borrower;
   std::lock_guard<std::mutex> lock(pending_mu_);
   if (reservations_.count(uid) != 0 || !state_->Assume(alloc).ok()) return;
   reservations_[uid] = Reservation{node_name, now};
@@ -747,6 +757,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   core::FragmentationInputs inputs;
   inputs.pod_cpu_milli = host.cpu_milli;
   inputs.fixed_workload = &config_.fragmentation_workload;
+  inputs.now_unix = UnixSeconds(clock_->Now());
   core::FitResult fit = FitForBind(req, *node, *state_, config_.default_gpu_policy, inputs);
   if (!fit.fits) {
     return ResourceExhausted("pod no longer fits on node " + args.node + ": " + fit.summary);
@@ -759,6 +770,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   alloc.num_init = core::CountInitContainers(req);
   alloc.cpu_milli = host.cpu_milli;  // counted on the node's CPU at once (Assume)
   alloc.mem_mib = host.mem_mib;
+  alloc.borrower = req.borrower;
   // Namespace GPU quotas: checked against what the namespace holds now and recorded in the
   // same critical section, so two binds of one namespace on different nodes cannot both pass.
   std::unique_lock<std::mutex> quota_lock(quota_mu_, std::defer_lock);

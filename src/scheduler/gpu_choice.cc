@@ -28,7 +28,7 @@ core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& n
     }
   }
   return core::FitFragmentationAware(req, node, std::move(workload), default_policy,
-                                     inputs.pod_cpu_milli);
+                                     inputs.pod_cpu_milli, inputs.now_unix);
 }
 
 }  // namespace fracgpu::scheduler

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -10,6 +11,7 @@
 #endif
 
 #include "base/heap.h"
+#include "core/lent.h"
 #include "k8s/objects.h"
 #include "metrics/hami.h"
 
@@ -95,6 +97,11 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
   metrics_.Describe("fracgpu_gpu_core_allocated_ratio", metrics::Type::kGauge,
                     "SM share promised on a GPU (1 = the card).");
   metrics_.Describe("fracgpu_gpu_shared_count", metrics::Type::kGauge, "Slices placed on a GPU.");
+  metrics_.Describe("fracgpu_gpu_memory_lent_bytes", metrics::Type::kGauge,
+                    "Device memory a GPU lends to borrower pods (fracgpu.io/lent-memory, while "
+                    "fresh), bytes.");
+  metrics_.Describe("fracgpu_gpu_memory_borrowed_bytes", metrics::Type::kGauge,
+                    "Device memory borrower pods (fracgpu.io/borrower) hold on a GPU, bytes.");
   metrics_.Describe("fracgpu_pod_gpu_memory_allocated_bytes", metrics::Type::kGauge,
                     "Device memory granted to a container on a GPU, bytes.");
   metrics_.Describe("fracgpu_pod_gpu_core_allocated_ratio", metrics::Type::kGauge,
@@ -337,8 +344,17 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
   const char* zone = metrics::kHamiZone;
   std::map<std::string, int64_t>
       cores_of;  // GPU UUID → devcore, for hami_vgpu_core_allocated_ratio
+  // Lending (docs/reclaim.md "Lending"): what each GPU lends while its node's record is fresh,
+  // and what borrowers hold there.
+  const std::map<std::string, int64_t> borrowed =
+      state_.Read([](const core::ClusterState& m) { return m.BorrowedMib(); });
+  const int64_t now_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   for (const auto& node : state_.Nodes()) {
-    for (const auto& g : node.gpus) {
+    const bool lending = core::LentFresh(node.lent_at_unix, now_unix);
+    for (size_t gi = 0; gi < node.gpus.size(); ++gi) {
+      const core::GpuState& g = node.gpus[gi];
       metrics::Labels l = {{"node", node.name},
                            {"device_uuid", g.info.uuid},
                            {"device_index", std::to_string(g.info.index)},
@@ -350,6 +366,11 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
       s.Set("fracgpu_gpu_core_limit_ratio", l, g.info.devcore / 100.0);
       s.Set("fracgpu_gpu_core_allocated_ratio", l, g.used_cores / 100.0);
       s.Set("fracgpu_gpu_shared_count", l, g.used);
+      s.Set("fracgpu_gpu_memory_lent_bytes", l,
+            lending ? static_cast<double>(node.LentMib(gi)) * 1048576.0 : 0.0);
+      auto b = borrowed.find(g.info.uuid);
+      s.Set("fracgpu_gpu_memory_borrowed_bytes", l,
+            b != borrowed.end() ? static_cast<double>(b->second) * 1048576.0 : 0.0);
       if (!hami) continue;
       cores_of.emplace(g.info.uuid, g.info.devcore);
       const std::string idx = std::to_string(g.info.index), cores = std::to_string(g.info.devcore);

@@ -9,6 +9,7 @@
 #include "core/codec_json.h"
 #include "core/dra_convert.h"
 #include "core/quantity.h"
+#include "core/request.h"
 #include "core/signature.h"
 #include "k8s/client.h"
 
@@ -239,6 +240,23 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                   "spec.nodeName is set to \"" + Str(*spec, "nodeName") +
                       "\": fracgpu must choose the node and its GPUs; use a nodeSelector or node "
                       "affinity instead");
+    }
+    // A borrower runs on memory a parked owner lends and is evicted when the owner wakes
+    // (docs/reclaim.md "Lending"): it must not outrank ordinary pods, or kube-scheduler's
+    // preemption would evict ordinary pods to make room for it. spec.priority is set from
+    // priorityClassName by the Priority admission plugin, which runs before webhooks.
+    if (request->borrower && spec != nullptr) {
+      auto pr = spec->find("priority");
+      if (pr != spec->end() && pr->is_number_integer() && pr->get<int64_t>() > 0) {
+        const std::string cls = Str(*spec, "priorityClassName");
+        return Deny(req, 403,
+                    std::string("annotation ") + core::kAnnotationBorrower +
+                        " is \"true\" but spec.priority is " + std::to_string(pr->get<int64_t>()) +
+                        (cls.empty() ? std::string() : " (priorityClassName \"" + cls + "\")") +
+                        ": a borrower is evicted when the owner of the memory it borrows wakes, "
+                        "so it may not outrank ordinary pods; use a PriorityClass of value 0 or "
+                        "below, or remove the annotation");
+      }
     }
     for (const auto& c : request->containers) {
       if (c.UsesGpu() && c.disable_control.value_or(false) && !c.WholeCards()) {

@@ -13,8 +13,10 @@
 #include <sstream>
 #include <thread>
 
+#include "core/annotations.h"
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
+#include "core/request.h"
 #include "core/signature.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
@@ -1425,6 +1427,110 @@ TEST_F(ExtenderTest, HamiPlacedPodsAreAdoptedNotCountedAsWholeNodes) {
   ASSERT_TRUE(WaitUsed(*svc, "node-b", "GPU-b0", 23028));
   EXPECT_EQ(svc->state().adopted_allocations(), 1);
   svc->Stop();
+}
+
+// Lending (issue 36 item 2, docs/reclaim.md "Lending"): a node's fresh lent-memory record is
+// room for a borrower pod only; the borrower's grant is ordinary usage (over the card's
+// capacity), the metrics show lent and borrowed memory, and a stale record lends nothing.
+TEST_F(ExtenderTest, BorrowerIsPlacedOnLentMemoryAndAnOrdinaryPodIsNot) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  json lender = GpuNode("node-a", {{"GPU-a0", 16000}});
+  // Written 60 s "ahead" (a node clock a little fast): fresh for 150 s, longer than the
+  // watchdog lets this test run, so no timing decides it.
+  const int64_t at = now + 60;
+  lender["metadata"]["annotations"][core::kAnnotationLentMemory] =
+      std::to_string(at) + ";GPU-a0:8000";
+  api_.Put("nodes", lender);
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 40000}}));
+  // The parked owner's slice stays allocated: 12000 of 16000.
+  json owner = GpuPod("owner", {{"nvidia.com/gpumem", "12000"}});
+  SignedAllocation(owner, "uid-owner", "node-a", "GPU-a0,NVIDIA,12000,0:;");
+  owner["spec"]["nodeName"] = "node-a";
+  api_.Put("pods", owner);
+  auto as_borrower = [](json pod) {
+    pod["metadata"]["annotations"][core::kAnnotationBorrower] = "true";
+    return pod;
+  };
+  json borrower =
+      api_.Put("pods", as_borrower(GpuPod("borrower", {{"nvidia.com/gpumem", "10000"}})));
+  json ordinary = api_.Put("pods", GpuPod("ordinary", {{"nvidia.com/gpumem", "10000"}}));
+  auto svc = StartService();
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 12000));
+  ASSERT_TRUE(api_.WaitFor([&] {
+    auto n = svc->state().Node("node-a");
+    return n && n->lent_at_unix == at && n->LentMib(0) == 8000;
+  }));
+
+  // Free for an ordinary pod: 16000 - 12000 = 4000; for a borrower 4000 + 8000 = 12000.
+  json fb = Filter(*svc, borrower, {"node-a", "node-b"});
+  EXPECT_EQ(fb["NodeNames"], json::array({"node-a", "node-b"})) << fb.dump();
+  json fo = Filter(*svc, ordinary, {"node-a", "node-b"});
+  EXPECT_EQ(fo["NodeNames"], json::array({"node-b"})) << fo.dump();
+  ASSERT_TRUE(fo["FailedNodes"].contains("node-a")) << fo.dump();
+  EXPECT_NE(fo["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"),
+            std::string::npos);
+
+  // Prioritize: binpack prefers node-a (12000 of 16000 used) and reserves it for the borrower,
+  // which fits there only on lent memory: the reservation shows at once in the books.
+  json p = Post(*svc, "/prioritize",
+                json{{"Pod", borrower}, {"NodeNames", {"node-a", "node-b"}}}.dump());
+  ASSERT_TRUE(p.is_array()) << p.dump();
+  std::map<std::string, int> scores;
+  for (const auto& e : p) scores[e["Host"]] = e["Score"];
+  EXPECT_EQ(scores["node-a"], 10) << p.dump();
+  EXPECT_EQ(scores["node-b"], 0) << p.dump();
+  EXPECT_EQ(svc->state().Node("node-a")->gpus.at(0).used_mem_mib, 22000);
+
+  json b = Bind(*svc, borrower, "node-a");
+  EXPECT_EQ(b["Error"], "") << b.dump();
+  core::PodGrants grants = GrantsOf(*api_.Get("pods", "ml", "borrower"));
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 1u);
+  EXPECT_EQ(grants[0][0].uuid, "GPU-a0");
+  EXPECT_EQ(grants[0][0].mem_mib, 10000);
+  ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 22000));  // 6000 over the card's capacity
+  ReleaseLock("node-a");
+
+  // Nothing is left for an ordinary pod, even of 1 MiB; 2000 for a borrower.
+  json small = api_.Put("pods", GpuPod("small", {{"nvidia.com/gpumem", "1"}}));
+  EXPECT_EQ(Filter(*svc, small, {"node-a"})["NodeNames"], json::array());
+  json borrower2 =
+      api_.Put("pods", as_borrower(GpuPod("borrower-2", {{"nvidia.com/gpumem", "2000"}})));
+  EXPECT_EQ(Filter(*svc, borrower2, {"node-a"})["NodeNames"], json::array({"node-a"}));
+  json borrower3 =
+      api_.Put("pods", as_borrower(GpuPod("borrower-3", {{"nvidia.com/gpumem", "2001"}})));
+  EXPECT_EQ(Filter(*svc, borrower3, {"node-a"})["NodeNames"], json::array());
+
+  const std::string labels =
+      "{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_type=\"NVIDIA-NVIDIA "
+      "A100-SXM4-80GB\"} ";
+  httplib::Client http("127.0.0.1", svc->port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("fracgpu_gpu_memory_lent_bytes" + labels + "8388608000"),
+            std::string::npos)
+      << res->body;
+  EXPECT_NE(res->body.find("fracgpu_gpu_memory_borrowed_bytes" + labels + "10485760000"),
+            std::string::npos);
+
+  // The agent stopped republishing: a record 91 s old lends nothing (fail closed).
+  api_.Patch("nodes", "", "node-a",
+             {{"metadata",
+               {{"annotations",
+                 {{core::kAnnotationLentMemory, std::to_string(now - 91) + ";GPU-a0:8000"}}}}}});
+  ASSERT_TRUE(api_.WaitFor([&] {
+    auto n = svc->state().Node("node-a");
+    return n && n->lent_at_unix == now - 91;
+  }));
+  EXPECT_EQ(Filter(*svc, borrower2, {"node-a"})["NodeNames"], json::array());
+  res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("fracgpu_gpu_memory_lent_bytes" + labels + "0"), std::string::npos);
+  // The borrower placed earlier still holds its grant: the agent evicts it, not the scheduler.
+  EXPECT_NE(res->body.find("fracgpu_gpu_memory_borrowed_bytes" + labels + "10485760000"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -253,6 +253,12 @@ TEST(WebhookTest, PolicyDenialsAre403) {
       {PodWith({Container("c", gpu,
                           {{"env", {{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "TRUE"}}}}})}),
        "CUDA_DISABLE_CONTROL"},
+      // A borrower outranking ordinary pods (docs/reclaim.md "Lending").
+      {PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}},
+               {{"priority", 1000}, {"priorityClassName", "high"}}),
+       "annotation fracgpu.io/borrower is \"true\" but spec.priority is 1000 (priorityClassName "
+       "\"high\"): a borrower is evicted when the owner of the memory it borrows wakes, so it "
+       "may not outrank ordinary pods"},
   };
   for (const auto& c : cases) {
     json r = Admit(Create(c.pod), Config());
@@ -261,6 +267,20 @@ TEST(WebhookTest, PolicyDenialsAre403) {
     EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(c.want), std::string::npos)
         << r["response"]["status"]["message"];
   }
+}
+
+TEST(WebhookTest, BorrowerOfPriorityZeroOrBelowIsAdmitted) {
+  json gpu = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
+  for (json extra : {json::object(), json{{"priority", 0}}, json{{"priority", -10}}}) {
+    json r = Admit(Create(PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}}, extra)),
+                   Config());
+    EXPECT_TRUE(r["response"]["allowed"]) << extra.dump() << " " << r.dump();
+  }
+  // Not a borrower ("false"): any priority.
+  json r = Admit(Create(PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "false"}},
+                                {{"priority", 1000}})),
+                 Config());
+  EXPECT_TRUE(r["response"]["allowed"]) << r.dump();
 }
 
 TEST(WebhookTest, PrivilegedWithoutGpuIsAllowed) {

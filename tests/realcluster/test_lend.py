@@ -1,0 +1,94 @@
+"""Lending on the real cluster (issue 36 item 2, docs/reclaim.md "Lending"): a node's fresh
+`fracgpu.io/lent-memory` record is room for borrower pods only. The real kube-scheduler calls the
+extender; a borrower is placed on a GPU an ordinary pod fills, on the memory the node lends, while
+an ordinary pod of the same size stays Pending; a stale record lends nothing.
+
+The record is written with `kubectl annotate` as the node agent would, with the agent's own
+credentials (the device plugin's ServiceAccount, under which `fracgpu monitor` runs:
+scripts/cluster.sh writes its kubeconfig), so the test also shows that account may write it."""
+
+import json
+import time
+
+import pytest
+
+LENT = "fracgpu.io/lent-memory"
+BORROWER = "fracgpu.io/borrower"
+NODE = "node-a"
+
+
+def pod(name, mib, uuid, borrower=False):
+    annotations = {"nvidia.com/use-gpuuuid": uuid}
+    if borrower:
+        annotations[BORROWER] = "true"
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"test": "lend"},
+                     "annotations": annotations},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": NODE},
+                 "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                                 "resources": {"limits": {"nvidia.com/gpu": 1,
+                                                          "nvidia.com/gpumem": mib}}}]}})
+
+
+def bound(cluster, name):
+    return cluster.get("-n", "default", "pod", name)["spec"].get("nodeName")
+
+
+@pytest.fixture
+def agent(cluster):
+    """Writes the node's lent-memory record as the node agent does (its credentials); removes
+    it afterwards."""
+    kubeconfig = cluster.dir / "fracgpu-device-plugin.kubeconfig"
+
+    def lend(at, entries):
+        value = f"{int(at)};" + ",".join(f"{u}:{m}" for u, m in entries)
+        cluster.kubectl("annotate", "node", NODE, "--overwrite", f"{LENT}={value}",
+                        kubeconfig=kubeconfig)
+
+    yield lend
+    cluster.kubectl("annotate", "node", NODE, f"{LENT}-", kubeconfig=kubeconfig, check=False)
+
+
+def test_a_borrower_is_placed_on_lent_memory_and_an_ordinary_pod_is_not(cluster, agent):
+    c = cluster
+    uuid, mib = c.node_gpus(NODE)[0]
+    half = mib // 2
+    c.kubectl("delete", "-n", "default", "pod", "-l", "test=lend", "--wait=true")
+    try:
+        # The owner fills the GPU: nothing is left for anyone without lending.
+        c.apply(pod("lend-owner", mib, uuid))
+        c.wait("lend-owner Running", lambda: c.running("default", "lend-owner"), 120)
+        # The agent lends half of it (as if lend-owner were parked), republishing as it does
+        # every 30 s while the pods below are scheduled.
+        agent(time.time(), [(uuid, half)])
+        c.apply(pod("lend-ordinary", half, uuid))
+        c.apply(pod("lend-borrower", half, uuid, borrower=True))
+
+        def borrower_running():
+            agent(time.time(), [(uuid, half)])
+            return c.running("default", "lend-borrower")
+
+        running = c.wait("lend-borrower Running on the lent memory", borrower_running, 120,
+                         interval=3)
+        assert running["spec"]["nodeName"] == NODE
+        grant = running["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+        assert grant.startswith(f"{uuid},NVIDIA,{half},"), grant
+        time.sleep(8)  # several scheduling attempts of lend-ordinary by kube-scheduler
+        assert not bound(c, "lend-ordinary"), "an ordinary pod placed on lent memory"
+        # The borrower holds all that is lent: a second borrower does not fit either.
+        c.kubectl("delete", "-n", "default", "pod", "lend-ordinary", "--wait=true")
+        agent(time.time(), [(uuid, half)])
+        c.apply(pod("lend-borrower-2", 1, uuid, borrower=True))
+        time.sleep(8)
+        assert not bound(c, "lend-borrower-2"), "a borrower placed beyond what is lent"
+        c.kubectl("delete", "-n", "default", "pod", "lend-borrower", "lend-borrower-2",
+                  "--wait=true")
+
+        # A stale record (the agent stopped republishing 10 minutes ago) lends nothing.
+        agent(time.time() - 600, [(uuid, half)])
+        c.apply(pod("lend-borrower-3", half, uuid, borrower=True))
+        time.sleep(8)
+        assert not bound(c, "lend-borrower-3"), "a borrower placed on a stale record"
+    finally:
+        c.kubectl("delete", "-n", "default", "pod", "-l", "test=lend", "--wait=false")
