@@ -45,6 +45,15 @@ function gpuCard(g) {
   // DRA mode: a shared device has no share limit, only capacity.
   badges.append(el('span', { class: 'badge' },
     data.mode === 'dra' ? `${g.used} claim${g.used === 1 ? '' : 's'}` : `${g.used}/${g.count} slices`));
+  // Lending (docs/reclaim.md "Lending"); absent in DRA mode.
+  if (g.lent_mib > 0) {
+    badges.append(el('span', { class: 'badge', title: 'memory of parked slices lent to borrower pods' },
+      `lends ${g.lent_mib.toLocaleString()} MiB`));
+  }
+  if (g.borrowed_mib > 0) {
+    badges.append(el('span', { class: 'badge', title: 'memory borrower pods hold on this GPU' },
+      `borrowed ${g.borrowed_mib.toLocaleString()} MiB`));
+  }
   const slices = g.slices.length
     ? el('table', { class: 'slices' },
         el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),

@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
 #include "core/bind_choice.h"
 #include "core/frag_choice.h"
+#include "core/lent.h"
 #include "k8s/gpu_objects.h"
 #include "k8s/objects.h"
 #include "ui/dra_cluster.h"
@@ -78,6 +80,9 @@ Result<ClusterSnapshot> ClusterSource::Get() {
   if (!pods.ok()) return pods.status();
   auto state = NewState();
   ClusterSnapshot snap;
+  snap.listed_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
   for (const auto& node : (*nodes)["items"]) {
     // A bad register annotation makes the node GPU-less; the dashboard shows it without GPUs.
     if (auto st = state->UpsertNode(k8s::NodeObjectOf(node, gpu_resource_)); !st.ok())
@@ -144,6 +149,7 @@ std::vector<const json*> NodesByName(const ClusterSnapshot& snapshot) {
 json ClusterJson(const ClusterSnapshot& snapshot) {
   if (snapshot.dra) return DraClusterJson(snapshot);
   auto slices = SlicesByGpu(*snapshot.state);
+  const std::map<std::string, int64_t> borrowed = snapshot.state->BorrowedMib();
   const std::vector<const json*> nodes = NodesByName(snapshot);
   json out_nodes = json::array();
   int64_t total_gpus = 0, total_mem = 0, used_mem = 0;
@@ -152,8 +158,11 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
     auto state = snapshot.state->Node(name);
     json gpus = json::array();
     if (state) {
-      for (const auto& g : state->gpus) {
+      const bool lending = core::LentFresh(state->lent_at_unix, snapshot.listed_unix);
+      for (size_t i = 0; i < state->gpus.size(); ++i) {
+        const core::GpuState& g = state->gpus[i];
         auto it = slices.find(name + "\n" + g.info.uuid);
+        auto b = borrowed.find(g.info.uuid);
         gpus.push_back({{"uuid", g.info.uuid},
                         {"index", g.info.index},
                         {"type", g.info.type},
@@ -166,6 +175,10 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
                         {"used_mem_mib", g.used_mem_mib},
                         {"devcore", g.info.devcore},
                         {"used_cores", g.used_cores},
+                        // Lending (docs/reclaim.md "Lending"): what the GPU lends to borrowers
+                        // while its node's record is fresh, and what borrowers hold on it.
+                        {"lent_mib", lending ? state->LentMib(i) : 0},
+                        {"borrowed_mib", b == borrowed.end() ? 0 : b->second},
                         {"slices", it == slices.end() ? json::array() : it->second}});
         ++total_gpus;
         total_mem += g.info.devmem_mib;

@@ -31,6 +31,10 @@ struct ClusterSnapshot {
   /// DRA mode only (ui/dra_cluster.h): fracgpu's devices from ResourceSlices and what
   /// allocated ResourceClaims consume; null in extender mode.
   std::shared_ptr<const DraCluster> dra;
+  /// Unix seconds (this process's clock) when the lists were read: a GPU's lent memory
+  /// (`fracgpu.io/lent-memory`, docs/reclaim.md "Lending") is shown only while its node's
+  /// record was fresh then (core::LentFresh); 0 = never shown.
+  int64_t listed_unix = 0;
 };
 
 /// Lists nodes and pods (extender mode) or nodes, ResourceSlices of fracgpu's driver and

@@ -5,6 +5,7 @@
 // rules).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -462,6 +463,39 @@ TEST_F(UiApiTest, ClusterShowsGpusUsageAndSlices) {
   c = Get("/api/cluster").second;
   EXPECT_EQ(c["nodes"][0]["gpus"][0]["cordoned"], true);
   EXPECT_EQ(c["nodes"][0]["gpus"][1]["cordoned"], false);
+}
+
+// Lending (docs/reclaim.md "Lending"): per GPU, what it lends while the node's record is fresh
+// and what borrower pods hold on it.
+TEST_F(UiApiTest, ClusterShowsLentAndBorrowedMemoryPerGpu) {
+  auto [status, c] = Get("/api/cluster");
+  ASSERT_EQ(status, 200) << c.dump();
+  EXPECT_EQ(c["nodes"][0]["gpus"][1]["lent_mib"], 0);
+  EXPECT_EQ(c["nodes"][0]["gpus"][1]["borrowed_mib"], 0);
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  // Written 60 s ahead: fresh for 150 s, whatever the machine's speed within this test.
+  fake_.Patch("nodes", "", "node-a",
+              {{"metadata",
+                {{"annotations",
+                  {{"fracgpu.io/lent-memory", std::to_string(now + 60) + ";GPU-a1:8192"}}}}}});
+  fake_.Patch("pods", "team-b", "train",
+              {{"metadata", {{"annotations", {{"fracgpu.io/borrower", "true"}}}}}});
+  c = Get("/api/cluster").second;
+  const json& a = c["nodes"][0];
+  EXPECT_EQ(a["gpus"][0]["lent_mib"], 0);
+  EXPECT_EQ(a["gpus"][0]["borrowed_mib"], 0);
+  EXPECT_EQ(a["gpus"][1]["lent_mib"], 8192);
+  EXPECT_EQ(a["gpus"][1]["borrowed_mib"], 30720);
+  // A stale record (the agent stopped 91 s ago) shows nothing lent.
+  fake_.Patch("nodes", "", "node-a",
+              {{"metadata",
+                {{"annotations",
+                  {{"fracgpu.io/lent-memory", std::to_string(now - 91) + ";GPU-a1:8192"}}}}}});
+  c = Get("/api/cluster").second;
+  EXPECT_EQ(c["nodes"][0]["gpus"][1]["lent_mib"], 0);
+  EXPECT_EQ(c["nodes"][0]["gpus"][1]["borrowed_mib"], 30720);
 }
 
 TEST_F(UiApiTest, OptionsListImagesTypesAndGpus) {
