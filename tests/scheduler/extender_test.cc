@@ -1471,6 +1471,12 @@ TEST_F(ExtenderTest, BorrowerIsPlacedOnLentMemoryAndAnOrdinaryPodIsNot) {
   ASSERT_TRUE(fo["FailedNodes"].contains("node-a")) << fo.dump();
   EXPECT_NE(fo["FailedNodes"]["node-a"].get<std::string>().find("CardInsufficientMemory"),
             std::string::npos);
+  // A borrower that outranks ordinary pods (its annotation added after the webhook admitted
+  // it) is placed as an ordinary pod.
+  json high = as_borrower(GpuPod("high", {{"nvidia.com/gpumem", "10000"}}));
+  high["spec"]["priority"] = 1000;
+  high = api_.Put("pods", high);
+  EXPECT_EQ(Filter(*svc, high, {"node-a", "node-b"})["NodeNames"], json::array({"node-b"}));
 
   // Prioritize: binpack prefers node-a (12000 of 16000 used) and reserves it for the borrower,
   // which fits there only on lent memory: the reservation shows at once in the books.
