@@ -77,6 +77,48 @@ extern "C" void fracgpu_wake_slow() noexcept {
 // 0), call fracgpu_wake_slow, restore them and jump to *r10: the driver's function returns
 // straight to our caller.
 asm(R"(
+    # fracgpu_call_saving_args fn: calls fn with every argument register (rdi, rsi, rdx, rcx, r8,
+    # r9, rax, xmm0-7) and r10 as they were, the stack 16-byte aligned at the call (entry
+    # rsp = 8 mod 16; 8 pushes and 136 bytes make it 0). Both slow paths below use it.
+    .macro fracgpu_call_saving_args fn
+    pushq %r10
+    pushq %rdi
+    pushq %rsi
+    pushq %rdx
+    pushq %rcx
+    pushq %r8
+    pushq %r9
+    pushq %rax
+    subq $136, %rsp
+    movdqu %xmm0, 0(%rsp)
+    movdqu %xmm1, 16(%rsp)
+    movdqu %xmm2, 32(%rsp)
+    movdqu %xmm3, 48(%rsp)
+    movdqu %xmm4, 64(%rsp)
+    movdqu %xmm5, 80(%rsp)
+    movdqu %xmm6, 96(%rsp)
+    movdqu %xmm7, 112(%rsp)
+    call \fn
+    movdqu 0(%rsp), %xmm0
+    movdqu 16(%rsp), %xmm1
+    movdqu 32(%rsp), %xmm2
+    movdqu 48(%rsp), %xmm3
+    movdqu 64(%rsp), %xmm4
+    movdqu 80(%rsp), %xmm5
+    movdqu 96(%rsp), %xmm6
+    movdqu 112(%rsp), %xmm7
+    addq $136, %rsp
+    popq %rax
+    popq %r9
+    popq %r8
+    popq %rcx
+    popq %rdx
+    popq %rsi
+    popq %rdi
+    popq %r10
+    .endm
+)");
+asm(R"(
     .text
     .p2align 4
     .globl fracgpu_wake_stubs
@@ -103,41 +145,7 @@ fracgpu_wake_common:
     jne 1f
     jmpq *(%r10)
 1:
-    pushq %r10
-    pushq %rdi
-    pushq %rsi
-    pushq %rdx
-    pushq %rcx
-    pushq %r8
-    pushq %r9
-    pushq %rax
-    subq $136, %rsp
-    movdqu %xmm0, 0(%rsp)
-    movdqu %xmm1, 16(%rsp)
-    movdqu %xmm2, 32(%rsp)
-    movdqu %xmm3, 48(%rsp)
-    movdqu %xmm4, 64(%rsp)
-    movdqu %xmm5, 80(%rsp)
-    movdqu %xmm6, 96(%rsp)
-    movdqu %xmm7, 112(%rsp)
-    call fracgpu_wake_slow
-    movdqu 0(%rsp), %xmm0
-    movdqu 16(%rsp), %xmm1
-    movdqu 32(%rsp), %xmm2
-    movdqu 48(%rsp), %xmm3
-    movdqu 64(%rsp), %xmm4
-    movdqu 80(%rsp), %xmm5
-    movdqu 96(%rsp), %xmm6
-    movdqu 112(%rsp), %xmm7
-    addq $136, %rsp
-    popq %rax
-    popq %r9
-    popq %r8
-    popq %rcx
-    popq %rdx
-    popq %rsi
-    popq %rdi
-    popq %r10
+    fracgpu_call_saving_args fracgpu_wake_slow
     jmpq *(%r10)
     .size fracgpu_wake_common, .-fracgpu_wake_common
 )");
@@ -160,41 +168,7 @@ fracgpu_named_common:
     je 1f
     jmp fracgpu_wake_common
 1:
-    pushq %r10
-    pushq %rdi
-    pushq %rsi
-    pushq %rdx
-    pushq %rcx
-    pushq %r8
-    pushq %r9
-    pushq %rax
-    subq $136, %rsp
-    movdqu %xmm0, 0(%rsp)
-    movdqu %xmm1, 16(%rsp)
-    movdqu %xmm2, 32(%rsp)
-    movdqu %xmm3, 48(%rsp)
-    movdqu %xmm4, 64(%rsp)
-    movdqu %xmm5, 80(%rsp)
-    movdqu %xmm6, 96(%rsp)
-    movdqu %xmm7, 112(%rsp)
-    call fracgpu_named_resolve
-    movdqu 0(%rsp), %xmm0
-    movdqu 16(%rsp), %xmm1
-    movdqu 32(%rsp), %xmm2
-    movdqu 48(%rsp), %xmm3
-    movdqu 64(%rsp), %xmm4
-    movdqu 80(%rsp), %xmm5
-    movdqu 96(%rsp), %xmm6
-    movdqu 112(%rsp), %xmm7
-    addq $136, %rsp
-    popq %rax
-    popq %r9
-    popq %r8
-    popq %rcx
-    popq %rdx
-    popq %rsi
-    popq %rdi
-    popq %r10
+    fracgpu_call_saving_args fracgpu_named_resolve
     cmpq $0, (%r10)
     je 2f
     jmp fracgpu_wake_common
