@@ -131,7 +131,6 @@ void Monitor::ReadPriorityFiles(const std::vector<GpuStats>& gpus, uint64_t now_
 
 void Monitor::Poll(uint64_t now_ns) {
   Snapshot snap;
-  registry_.Add("fracgpu_monitor_polls_total", {});
 
   // GPUs.
   if (gpus_ != nullptr) {
@@ -252,9 +251,14 @@ void Monitor::Poll(uint64_t now_ns) {
   for (auto it = last_skip_.begin(); it != last_skip_.end();) {
     it = present_dirs.count(it->first) ? std::next(it) : last_skip_.erase(it);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  snapshot_ = std::move(snap);
-  polled_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot_ = std::move(snap);
+    polled_ = true;
+  }
+  // Counted once the snapshot is published: a scrape that shows N polls shows the N-th one's
+  // GPUs and slices (the HTTP server starts before the first poll ends).
+  registry_.Add("fracgpu_monitor_polls_total", {});
 }
 
 Snapshot Monitor::snapshot() const {

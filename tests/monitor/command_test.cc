@@ -403,6 +403,17 @@ class ParkingDaemon : public ::testing::Test {
     }
     return -1;
   }
+  // The metrics once the first poll is published (bounded wait: the server answers before the
+  // first poll ends, and a poll is counted only once its GPUs and slices are served).
+  std::string MetricsAfterFirstPoll(int port) {
+    std::string metrics;
+    for (int i = 0; i < 3000; ++i) {
+      metrics = HttpGet(port, "/metrics");
+      if (metrics.find("\nfracgpu_monitor_polls_total ") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return metrics;
+  }
   int Stop() {
     kill(pid_, SIGTERM);
     int status = 0;
@@ -422,7 +433,7 @@ TEST_F(ParkingDaemon, WithoutTheDriverParkingIsOffAndTheMonitorServes) {
   Start({"--cuda-library=" + dir_.path() + "/no-libcuda.so.1"});
   const int port = WaitForPort();
   ASSERT_EQ(port, port_) << Log();
-  const std::string metrics = HttpGet(port, "/metrics");
+  const std::string metrics = MetricsAfterFirstPoll(port);
   EXPECT_NE(metrics.find("fracgpu_monitor_errors_total{source=\"parking\"} 1\n"), std::string::npos)
       << metrics;
   EXPECT_EQ(metrics.find("fracgpu_parked_bytes"), std::string::npos) << metrics;
@@ -444,7 +455,7 @@ TEST_F(ParkingDaemon, WithTheDriverTheParkingLoopRunsAndStopsOnSigterm) {
                        "notebooks"),
             std::string::npos)
       << Log();
-  const std::string metrics = HttpGet(port, "/metrics");
+  const std::string metrics = MetricsAfterFirstPoll(port);
   EXPECT_NE(metrics.find("fracgpu_parked_bytes{node=\"n1\"} 0\n"), std::string::npos) << metrics;
   EXPECT_EQ(metrics.find("fracgpu_monitor_errors_total{source=\"parking\"}"), std::string::npos)
       << metrics;
