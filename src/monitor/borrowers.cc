@@ -8,14 +8,12 @@
 
 #include "core/annotations.h"
 #include "core/codec.h"
+#include "core/request.h"
 
 namespace fracgpu::monitor {
 namespace {
 
 using nlohmann::json;
-
-// The borrower opt-in (the same key BorrowerPending reads, monitor/parking.h).
-constexpr char kBorrower[] = "fracgpu.io/borrower";
 
 std::string StrAt(const json& obj, const char* a, const char* b) {
   auto ia = obj.find(a);
@@ -53,7 +51,7 @@ std::vector<Borrower> BorrowersOf(const json& pods, const std::string& gpu_uuid)
     if (phase == "Succeeded" || phase == "Failed") continue;
     auto ann = md->find("annotations");
     if (ann == md->end() || !ann->is_object()) continue;
-    auto flag = ann->find(kBorrower);
+    auto flag = ann->find(core::kAnnotationBorrower);
     if (flag == ann->end() || !flag->is_string() || flag->get<std::string>() != "true") continue;
     auto alloc = ann->find(core::kAnnotationVgpuDevicesAllocated);
     if (alloc == ann->end() || !alloc->is_string()) continue;
@@ -114,6 +112,33 @@ Status EvictBorrower(k8s::Client& client, const Borrower& b, const std::string& 
   if (!ev.ok())
     spdlog::warn("event on evicted borrower {}/{}: {}", b.namespace_name, b.name, ev.message());
   return Status::Ok();
+}
+
+Result<int> ReclaimFromBorrowers(k8s::Client& client, const std::string& node,
+                                 const std::string& gpu_uuid, uint64_t need_bytes,
+                                 const std::string& owner) {
+  k8s::ListOptions options;
+  options.field_selector = "spec.nodeName=" + node;
+  auto pods = client.List("/api/v1/pods", options);
+  if (!pods.ok()) return pods.status().WithPrefix("listing the borrowers of " + gpu_uuid);
+  const int64_t need_mib = static_cast<int64_t>(
+      std::min<uint64_t>((need_bytes + (1 << 20) - 1) >> 20, uint64_t{1} << 40));
+  int evicted = 0;
+  Status first;
+  for (const Borrower& b : ChooseEvictions(BorrowersOf(*pods, gpu_uuid), need_mib)) {
+    Status st = EvictBorrower(client, b, owner, gpu_uuid);
+    if (st.ok()) {
+      ++evicted;
+      spdlog::warn("evicted borrower {}/{} ({} MiB of {}) for the wake of {}", b.namespace_name,
+                   b.name, b.mib, gpu_uuid, owner);
+    } else if (st.code() != StatusCode::kNotFound) {  // gone already: nothing to do
+      spdlog::error("evicting borrower {}/{} of {}: {}", b.namespace_name, b.name, gpu_uuid,
+                    st.message());
+      if (first.ok()) first = st;
+    }
+  }
+  if (evicted == 0 && !first.ok()) return first;
+  return evicted;
 }
 
 }  // namespace fracgpu::monitor

@@ -48,4 +48,14 @@ std::vector<Borrower> ChooseEvictions(std::vector<Borrower> borrowers, int64_t n
 Status EvictBorrower(k8s::Client& client, const Borrower& b, const std::string& owner,
                      const std::string& gpu_uuid);
 
+/// Evicts the borrowers of GPU `gpu_uuid` on node `node` so that `need_bytes` come free for the
+/// wake of `owner`: lists the node's pods (fieldSelector spec.nodeName), BorrowersOf,
+/// ChooseEvictions for the MiB rounded up (newest first; terminating borrowers are not counted
+/// again), EvictBorrower each. A borrower already gone is skipped; another failure is logged and
+/// the rest are still evicted. Returns how many were evicted (0: none there). Errors: the list's;
+/// the first eviction's error when none succeeded.
+Result<int> ReclaimFromBorrowers(k8s::Client& client, const std::string& node,
+                                 const std::string& gpu_uuid, uint64_t need_bytes,
+                                 const std::string& owner);
+
 }  // namespace fracgpu::monitor

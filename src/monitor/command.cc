@@ -23,6 +23,7 @@
 #include "k8s/config.h"
 #include "metrics/hami.h"
 #include "monitor/agent_loop.h"
+#include "monitor/borrowers.h"
 #include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
@@ -70,6 +71,8 @@ struct Flags {
   std::vector<std::string> park_drivers;
   double park_interval_s = 0.2;
   unsigned park_lock_timeout_ms = 500;
+  double park_lend_interval_s = 30;
+  double park_reclaim_timeout_s = 60;
   std::string cuda_library = "libcuda.so.1";
   std::string cgroup_root = "/sys/fs/cgroup";
 };
@@ -121,6 +124,8 @@ monitor::ParkingOptions ParkingFlags(const Flags& f) {
   o.default_namespaces.insert(f.park_namespaces.begin(), f.park_namespaces.end());
   o.allowed_drivers = f.park_drivers;
   o.lock_timeout_ms = f.park_lock_timeout_ms;
+  o.reclaim_timeout =
+      std::chrono::nanoseconds(static_cast<int64_t>(f.park_reclaim_timeout_s * 1e9));
   return o;
 }
 
@@ -263,6 +268,12 @@ int Run(const Flags& f) {
       park_pods = std::make_unique<monitor::K8sPodLister>(park_client.get());
       park_host =
           monitor::MakeParkHost(std::move(*driver), park_nvml.get(), f.proc_root, f.cgroup_root);
+      // A wake without room evicts the GPU's borrowers (pods/eviction: the opt-in ClusterRole
+      // fracgpu-device-plugin-parking, deploy/parking/).
+      park_host.reclaim = [client = park_client.get(), node = f.node_name](
+                              const std::string& uuid, uint64_t need, const std::string& owner) {
+        return monitor::ReclaimFromBorrowers(*client, node, uuid, need, owner);
+      };
       park_controller = std::make_unique<monitor::ParkController>(parking, park_host);
       monitor::RegisterParkingMetrics(&mon.registry(), f.node_name, &parked);
       auto join = [](const std::vector<std::string>& v) {
@@ -312,6 +323,11 @@ int Run(const Flags& f) {
     sources.borrower_pending = [&park_client] {
       return monitor::BorrowerPending(park_client.get());
     };
+    sources.lend = [&park_client, node = f.node_name](const std::string& value) {
+      return monitor::PatchLentMemory(park_client.get(), node, value);
+    };
+    sources.lend_period =
+        std::chrono::nanoseconds(static_cast<int64_t>(f.park_lend_interval_s * 1e9));
     const auto every = std::chrono::nanoseconds(static_cast<int64_t>(f.park_interval_s * 1e9));
     parking_thread = std::thread([&stop, &park_controller, &parked, sources, every] {
       monitor::RunParkingLoop(park_controller.get(), sources, every, &stop, &parked);
@@ -439,6 +455,16 @@ void RegisterMonitorCommand(CLI::App& app) {
                   "cuCheckpointProcessLock's timeout: a container still busy after it is not "
                   "parked (retried next poll)")
       ->check(CLI::Range(1u, 60000u))
+      ->capture_default_str();
+  cmd->add_option("--park-lend-interval", flags->park_lend_interval_s,
+                  "seconds between writes of the node's lent-memory record while it lends "
+                  "(fracgpu.io/lent-memory; the scheduler counts a record for 90 s)")
+      ->check(CLI::Range(1.0, 45.0))
+      ->capture_default_str();
+  cmd->add_option("--park-reclaim-timeout", flags->park_reclaim_timeout_s,
+                  "seconds a wake waits, after evicting the GPU's borrowers, for their memory "
+                  "to be free before it evicts again (never restored without it)")
+      ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
   cmd->add_option("--cgroup-root", flags->cgroup_root,
                   "the host's cgroup filesystem, where a parked container's memory limit is read "

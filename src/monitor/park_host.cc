@@ -6,12 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <utility>
 
 #include "api/region.h"
+#include "core/lent.h"
 #include "monitor/container_dirs.h"
 #include "monitor/monitor.h"
 #include "vgpu/cuda_api.h"
@@ -384,6 +387,22 @@ std::vector<ParkedSample> ParkedSlices::Get() const {
   return slices_;
 }
 
+void ParkedSlices::PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  evictions_ = evictions;
+  reclaim_timeouts_ = reclaim_timeouts;
+}
+
+uint64_t ParkedSlices::evictions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return evictions_;
+}
+
+uint64_t ParkedSlices::reclaim_timeouts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reclaim_timeouts_;
+}
+
 void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
                             const ParkedSlices* parked) {
   registry->Describe("fracgpu_container_parked", metrics::Type::kGauge,
@@ -393,6 +412,12 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
                      "Device memory the park of the container slice released, bytes.");
   registry->Describe("fracgpu_parked_bytes", metrics::Type::kGauge,
                      "Device memory released by every slice parked on this node, bytes.");
+  registry->Describe("fracgpu_borrowers_evicted_total", metrics::Type::kCounter,
+                     "Borrower pods this agent evicted to give a waking parked container its "
+                     "memory back (Event GPUMemoryReclaimed on each).");
+  registry->Describe("fracgpu_wake_reclaim_timeouts_total", metrics::Type::kCounter,
+                     "Wakes whose borrowers' eviction did not free the memory within "
+                     "--park-reclaim-timeout (not restored; the eviction is retried).");
   registry->AddCollector([node, parked](metrics::Registry::Scrape& s) {
     uint64_t total = 0;
     for (const ParkedSample& p : parked->Get()) {
@@ -406,6 +431,10 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
       total += p.bytes;
     }
     s.Set("fracgpu_parked_bytes", {{"node", node}}, static_cast<double>(total));
+    s.Set("fracgpu_borrowers_evicted_total", {{"node", node}},
+          static_cast<double>(parked->evictions()));
+    s.Set("fracgpu_wake_reclaim_timeouts_total", {{"node", node}},
+          static_cast<double>(parked->reclaim_timeouts()));
   });
 }
 
@@ -519,6 +548,39 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       out.push_back(std::move(p));
     }
     parked->Publish(std::move(out));
+    parked->PublishCounts(controller->evictions(), controller->reclaim_timeouts());
+  };
+  // The lent-memory record: `lent_sig` is the last one written, stamped 1 ("" when
+  // removed), valid once `lent_ok`.
+  std::string lent_sig;
+  bool lent_ok = false, lent_tried = false;
+  uint64_t lent_at = 0;
+  std::string lent_error;
+  const auto lend_period = static_cast<uint64_t>(std::max<int64_t>(0, sources.lend_period.count()));
+  auto lend = [&](bool final) {
+    if (!sources.lend) return;
+    const uint64_t now = MonotonicNowNs();
+    const int64_t unix_now = sources.unix_now ? sources.unix_now() : std::time(nullptr);
+    core::LentMemory lent = final ? core::LentMemory{} : LentFromParked(controller->parked(), 1);
+    std::string sig = lent.gpus.empty() ? "" : core::FormatLentMemory(lent);
+    const bool changed = !lent_ok || sig != lent_sig;
+    const bool due = !lent_tried || final ||
+                     (changed && (lent_ok || now - lent_at >= 1'000'000'000ull)) ||
+                     (!sig.empty() && now - lent_at >= lend_period);
+    if (!due) return;
+    lent.at_unix = std::max<int64_t>(1, unix_now);
+    Status st = sources.lend(sig.empty() ? "" : core::FormatLentMemory(lent));
+    lent_tried = true;
+    lent_at = now;
+    lent_ok = st.ok();
+    if (st.ok()) {
+      lent_sig = sig;
+      if (!lent_error.empty()) spdlog::info("parking: the lent-memory record is written again");
+      lent_error.clear();
+    } else if (lent_error != st.message()) {
+      lent_error = st.message();
+      spdlog::warn("parking: writing the node's lent-memory record: {}", lent_error);
+    }
   };
   const auto pods_period = static_cast<uint64_t>(sources.pods_period.count());
   const auto borrower_period = static_cast<uint64_t>(sources.borrower_period.count());
@@ -567,6 +629,7 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       controller->Poll(clock(), dirs, pods, borrower);
     }
     publish();
+    lend(false);
   } while (!stop->WaitFor(interval));
   // Stopping (SIGTERM, a rolling update): wake what this agent parked, as a container that no
   // longer opts in (no pod listed) is woken; a wake without room leaves it parked, logged.
@@ -579,6 +642,7 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
           controller->last_outcome().count(name) ? controller->last_outcome().at(name) : "");
     publish();
   }
+  lend(true);
 }
 
 }  // namespace fracgpu::monitor

@@ -110,14 +110,21 @@ class ParkedSlices {
  public:
   void Publish(std::vector<ParkedSample> slices);
   std::vector<ParkedSample> Get() const;
+  /// The controller's running counts (ParkController::evictions, reclaim_timeouts).
+  void PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts);
+  uint64_t evictions() const;
+  uint64_t reclaim_timeouts() const;
 
  private:
   mutable std::mutex mu_;
   std::vector<ParkedSample> slices_;
+  uint64_t evictions_ = 0;
+  uint64_t reclaim_timeouts_ = 0;
 };
 
-/// Describes fracgpu_container_parked, fracgpu_container_parked_bytes (per parked slice) and
-/// fracgpu_parked_bytes (the node's sum) on `registry` and renders them from `parked` (not
+/// Describes fracgpu_container_parked, fracgpu_container_parked_bytes (per parked slice),
+/// fracgpu_parked_bytes (the node's sum), and the counters fracgpu_borrowers_evicted_total and
+/// fracgpu_wake_reclaim_timeouts_total on `registry` and renders them from `parked` (not
 /// owned; must outlive the registry's scrapes), labelled with `node`.
 void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
                             const ParkedSlices* parked);
@@ -172,13 +179,26 @@ struct ParkingLoopSources {
   const ParkingOptions* options = nullptr;
   std::chrono::nanoseconds pods_period = std::chrono::seconds(5);
   std::chrono::nanoseconds borrower_period = std::chrono::seconds(5);
+  /// Publishes the node's lent-memory record: `value` is core::FormatLentMemory's, "" removes
+  /// it (monitor::PatchLentMemory over the loop's client); null: nothing is published.
+  std::function<Status(const std::string& value)> lend;
+  /// Unix seconds now, the record's stamp; null: the system clock.
+  std::function<int64_t()> unix_now;
+  /// How often the record is written again while the node lends (the scheduler counts it for
+  /// core::kLentFreshSeconds, three periods): --park-lend-interval.
+  std::chrono::nanoseconds lend_period = std::chrono::seconds(30);
 };
 
 /// Polls `controller` every `interval` (the wake latency is at most one interval plus the
 /// wake's own time) until `stop`: scans the region directories, lists the pods and asks for a
 /// borrower at their periods (a failed list keeps the last one), and publishes the parked
-/// slices to `parked` (may be null) after each poll. Returns when stopped; parked containers
-/// stay parked (their next call waits in the driver until an agent wakes them).
+/// slices to `parked` (may be null) after each poll. With `sources.lend`, the node's lent
+/// memory (LentFromParked) after each poll where it changed (a park or a wake) and every
+/// lend_period while it lends; nothing lent: the record is removed (once; at start too, for a
+/// record an earlier agent left). A failed write is logged and tried again a second later at
+/// the earliest. Returns when stopped, after waking what it parked and removing the record
+/// (nothing is lent without an agent to evict borrowers); a container whose wake lacks room
+/// stays parked (its next call waits in the driver until an agent wakes it).
 void RunParkingLoop(ParkController* controller, const ParkingLoopSources& sources,
                     std::chrono::nanoseconds interval, base::StopSignal* stop,
                     ParkedSlices* parked);

@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <utility>
 
 #include "api/region.h"
+#include "core/annotations.h"
+#include "core/request.h"
 
 namespace fracgpu::monitor {
 
@@ -115,7 +118,8 @@ void ParkController::TryPark(const ContainerDir& dir, const RegionContents& regi
   parked_[dir.name] = std::move(s);
 }
 
-void ParkController::TryWake(ParkedSlice& slice, const std::string& path) {
+void ParkController::TryWake(ParkedSlice& slice, const std::string& path, uint64_t now_ns,
+                             const std::string& owner) {
   const std::string pod_uid = slice.dir.substr(0, slice.dir.find('_'));
   node::ParkResult r =
       parker_.Wake(Target(path, slice.uuid, pod_uid, slice.pids), slice.released_bytes);
@@ -128,8 +132,50 @@ void ParkController::TryWake(ParkedSlice& slice, const std::string& path) {
     return;
   }
   slice.waiting_for_room = r.outcome == node::ParkOutcome::kNoRoom;
-  last_outcome_[slice.dir] = std::string(OutcomeName(r.outcome)) + ": " + r.reason;
-  spdlog::warn("waking {}: {}", slice.dir, last_outcome_[slice.dir]);
+  std::string outcome = std::string(OutcomeName(r.outcome)) + ": " + r.reason;
+  const bool changed = last_outcome_[slice.dir] != outcome;
+  last_outcome_[slice.dir] = outcome;
+  if (slice.waiting_for_room && host_.reclaim) {
+    Reclaim(slice, now_ns, owner);
+  } else if (changed) {
+    spdlog::warn("waking {}: {}", slice.dir, outcome);
+  }
+}
+
+void ParkController::Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::string& owner) {
+  std::string& outcome = last_outcome_[slice.dir];
+  const uint64_t timeout =
+      static_cast<uint64_t>(std::max<int64_t>(0, options_.reclaim_timeout.count()));
+  if (slice.reclaim_since_ns != 0) {
+    const uint64_t waited = now_ns > slice.reclaim_since_ns ? now_ns - slice.reclaim_since_ns : 0;
+    if (waited < timeout) {
+      outcome += "; waiting for the evicted borrowers to free it";
+      return;
+    }
+    // The borrowers did not free the memory in time (a slow graceful termination, a
+    // PodDisruptionBudget, a process the books do not know): say so, and evict again at the next
+    // poll (what is still there, the terminating ones excluded). Never a restore without room.
+    ++reclaim_timeouts_;
+    slice.reclaim_since_ns = 0;
+    outcome += "; the memory is still not free " + std::to_string(waited / 1'000'000'000) +
+               " s after evicting the GPU's borrowers (timeout " +
+               std::to_string(timeout / 1'000'000'000) + " s): not restored, evicting again";
+    spdlog::error("waking {}: {}", slice.dir, outcome);
+    return;
+  }
+  const uint64_t free = host_.free_bytes(slice.uuid);
+  const uint64_t need = slice.released_bytes > free ? slice.released_bytes - free : 0;
+  Result<int> evicted = host_.reclaim(slice.uuid, need, owner);
+  slice.reclaim_since_ns = std::max<uint64_t>(now_ns, 1);
+  if (!evicted.ok()) {
+    outcome += "; evicting the GPU's borrowers: " + evicted.status().message();
+    spdlog::error("waking {}: {}", slice.dir, outcome);
+    return;
+  }
+  evictions_ += static_cast<uint64_t>(std::max(0, *evicted));
+  outcome += "; evicted " + std::to_string(*evicted) + " borrower(s) of " + slice.uuid + " for " +
+             std::to_string((need + (1 << 20) - 1) >> 20) + " MiB";
+  spdlog::warn("waking {}: {}", slice.dir, outcome);
 }
 
 void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
@@ -163,7 +209,9 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
         TryPark(dir, *region);
         break;
       case ParkAction::kWake:
-        TryWake(parked->second, path);
+        TryWake(
+            parked->second, path, now_ns,
+            pod == pods.end() ? dir.pod_uid : pod->second.namespace_name + "/" + pod->second.name);
         break;
       case ParkAction::kNone:
         break;
@@ -211,11 +259,39 @@ Result<bool> BorrowerPending(k8s::Client* client) {
         item.contains("metadata") && item["metadata"].is_object() ? &item["metadata"] : nullptr;
     if (!meta || !meta->contains("annotations") || !(*meta)["annotations"].is_object()) return;
     const auto& a = (*meta)["annotations"];
-    pending = a.contains(kBorrowerAnnotation) && a[kBorrowerAnnotation].is_string() &&
-              a[kBorrowerAnnotation].get<std::string>() == "true";
+    pending = a.contains(core::kAnnotationBorrower) && a[core::kAnnotationBorrower].is_string() &&
+              a[core::kAnnotationBorrower].get<std::string>() == "true";
   });
   if (!rv.ok()) return rv.status();
   return pending;
+}
+
+core::LentMemory LentFromParked(const std::map<std::string, ParkedSlice>& parked, int64_t at_unix) {
+  std::map<std::string, uint64_t> bytes;  // by UUID: sorted, distinct
+  for (const auto& [name, slice] : parked) bytes[slice.uuid] += slice.released_bytes;
+  core::LentMemory out;
+  out.at_unix = at_unix;
+  for (const auto& [uuid, b] : bytes) {
+    // The UUID comes from the region, which the tenant can write: one the record's grammar
+    // refuses is not lent (core/lent.h).
+    const bool valid = uuid.size() > 4 && uuid.size() <= core::kLentMaxUuid &&
+                       uuid.compare(0, 4, "GPU-") == 0 &&
+                       std::all_of(uuid.begin() + 4, uuid.end(), [](char c) {
+                         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                                (c >= 'A' && c <= 'Z') || c == '-';
+                       });
+    if (!valid) continue;
+    const int64_t mib = static_cast<int64_t>(std::min<uint64_t>(b >> 20, core::kLentMaxMib));
+    if (mib > 0 && out.gpus.size() < core::kLentMaxGpus) out.gpus.push_back({uuid, mib});
+  }
+  return out;
+}
+
+Status PatchLentMemory(k8s::Client* client, const std::string& node, const std::string& value) {
+  nlohmann::json v = value.empty() ? nlohmann::json(nullptr) : nlohmann::json(value);
+  nlohmann::json patch = {{"metadata", {{"annotations", {{core::kAnnotationLentMemory, v}}}}}};
+  auto r = client->MergePatch(k8s::NodePath(node), patch);
+  return r.ok() ? Status::Ok() : r.status();
 }
 
 }  // namespace fracgpu::monitor

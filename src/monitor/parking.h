@@ -11,9 +11,12 @@
 //          met it before the Lock only causes an early wake).
 //   wake:  Parker::Wake (never a Restore without NVML showing the memory), then kParkRunning.
 //
-// What this does not do yet (docs/reclaim.md): lend the parked memory (the extender does not
-// place borrowers on it), evict borrowers when a wake lacks room (the wake waits for the memory
-// and says so), wake on a CUDA call libvgpu.so does not hook.
+//   reclaim: a wake NVML has no room for evicts the GPU's borrowers (ParkHost::reclaim, once),
+//          then waits, poll after poll, up to ParkingOptions::reclaim_timeout for the memory;
+//          past it, it says so (reclaim_timeouts) and evicts again at the next poll.
+//
+// What the agent lends is the parked slices' released memory per GPU (LentFromParked), which
+// RunParkingLoop (monitor/park_host.h) publishes on the node (docs/reclaim.md "Lending").
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/lent.h"
 #include "k8s/client.h"
 #include "monitor/container_dirs.h"
 #include "monitor/pods.h"
@@ -34,9 +38,6 @@ namespace fracgpu::monitor {
 /// Pod annotation: "true" opts the pod's containers into parking when idle, "false" opts out
 /// (over the namespace default).
 inline constexpr char kParkAnnotation[] = "fracgpu.io/park";
-/// Pod annotation: "true" marks a pod as a borrower of parked memory (issue 36 item 2); a
-/// pending unscheduled borrower is what makes the agent park.
-inline constexpr char kBorrowerAnnotation[] = "fracgpu.io/borrower";
 
 /// The agent's parking settings (the `fracgpu monitor` flags --park-*; docs/monitor.md).
 struct ParkingOptions {
@@ -50,6 +51,10 @@ struct ParkingOptions {
   std::vector<std::string> allowed_drivers;
   /// cuCheckpointProcessLock's timeout, ms: a Lock that waits longer means busy (retry later).
   unsigned lock_timeout_ms = 500;
+  /// How long a wake waits, after evicting the GPU's borrowers, for NVML to show the memory
+  /// free (the borrowers' graceful termination); past it the wake is counted as timed out and
+  /// the borrowers still there are evicted again at the next poll (--park-reclaim-timeout).
+  std::chrono::nanoseconds reclaim_timeout = std::chrono::seconds(60);
 };
 
 /// Whether `pod` (null: unknown) is opted in under `options`: its annotation, else the
@@ -93,6 +98,11 @@ struct ParkHost {
       facts;
   /// NVML's free memory of GPU `uuid`, bytes.
   std::function<uint64_t(const std::string& uuid)> free_bytes;
+  /// Evicts borrowers of GPU `uuid` so that `need_bytes` more come free for the wake of
+  /// `owner` ("<namespace>/<name>" of the parked pod, its UID when unknown); returns how many
+  /// were evicted (monitor::ReclaimFromBorrowers). Null: a wake without room only waits.
+  std::function<Result<int>(const std::string& uuid, uint64_t need_bytes, const std::string& owner)>
+      reclaim;
 };
 
 /// A container slice this agent holds parked.
@@ -103,7 +113,16 @@ struct ParkedSlice {
   uint64_t released_bytes = 0;  ///< what Park released (what Wake must find free), bytes
   uint64_t wake_baseline = 0;
   bool waiting_for_room = false;  ///< a wake was asked and NVML lacks the memory
+  /// When (the poll's CLOCK_MONOTONIC, ns) this wake evicted the GPU's borrowers; 0: it has
+  /// not (or the wait timed out and the next poll evicts again).
+  uint64_t reclaim_since_ns = 0;
 };
+
+/// What the parked slices `parked` lend, per GPU: the MiB their parks released (rounded down;
+/// a GPU lending 0 MiB, or whose UUID the record refuses, is left out), in UUID order, stamped
+/// `at_unix` (Unix seconds). Only the released memory is lent, not the rest of the slices: what the
+/// owner never allocated must still be there when it allocates after its wake.
+core::LentMemory LentFromParked(const std::map<std::string, ParkedSlice>& parked, int64_t at_unix);
 
 /// Parks and wakes the node's containers. Not thread-safe: one thread polls.
 class ParkController {
@@ -120,10 +139,16 @@ class ParkController {
   const std::map<std::string, ParkedSlice>& parked() const { return parked_; }
   /// The last park or wake outcome per directory name (for the log and tests): a sentence.
   const std::map<std::string, std::string>& last_outcome() const { return last_outcome_; }
+  /// Borrowers evicted for wakes so far.
+  uint64_t evictions() const { return evictions_; }
+  /// Wakes whose borrowers' eviction did not free the memory within reclaim_timeout, so far.
+  uint64_t reclaim_timeouts() const { return reclaim_timeouts_; }
 
  private:
   void TryPark(const ContainerDir& dir, const RegionContents& region);
-  void TryWake(ParkedSlice& slice, const std::string& path);
+  void TryWake(ParkedSlice& slice, const std::string& path, uint64_t now_ns,
+               const std::string& owner);
+  void Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::string& owner);
   node::ParkTarget Target(const std::string& path, const std::string& uuid,
                           const std::string& pod_uid, std::vector<int> pids) const;
 
@@ -133,6 +158,8 @@ class ParkController {
   std::map<std::string, ParkedSlice> parked_;
   std::map<std::string, uint64_t> first_seen_ns_;
   std::map<std::string, std::string> last_outcome_;
+  uint64_t evictions_ = 0;
+  uint64_t reclaim_timeouts_ = 0;
 };
 
 /// Writes RegionDevice::park_state of device `device` of the region file at `path`: opened
@@ -143,8 +170,13 @@ class ParkController {
 Status WriteParkState(const std::string& path, int device, uint64_t state);
 
 /// Whether an unscheduled borrower is pending in the cluster: a Pending pod with no node whose
-/// annotation kBorrowerAnnotation is "true" (GET /api/v1/pods, paged). Errors: the API
+/// annotation core::kAnnotationBorrower is "true" (GET /api/v1/pods, paged). Errors: the API
 /// server's.
 Result<bool> BorrowerPending(k8s::Client* client);
+
+/// Writes node `node`'s lent-memory record (core::kAnnotationLentMemory) to `value`
+/// (core::FormatLentMemory's), or removes it when `value` is empty: one merge patch of the
+/// node's annotations. Errors: the API server's.
+Status PatchLentMemory(k8s::Client* client, const std::string& node, const std::string& value);
 
 }  // namespace fracgpu::monitor

@@ -295,8 +295,8 @@ class HelmChart(unittest.TestCase):
                 yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                                 "resources": [os.path.relpath(DEPLOY, d)],
                                 "components": [os.path.relpath(os.path.join(DEPLOY, c), d)
-                                               for c in ("prometheus", "runtime-class", "dra")]}, f)
-            for path, comps in ((DEPLOY, ()), (d, ("prometheus", "runtime-class", "dra"))):
+                                               for c in ("prometheus", "runtime-class", "dra", "parking")]}, f)
+            for path, comps in ((DEPLOY, ()), (d, ("prometheus", "runtime-class", "dra", "parking"))):
                 out = subprocess.run([kubectls[-1], "kustomize", path], capture_output=True, text=True,
                                      check=True, timeout=120).stdout
                 self.assert_same_objects([o for o in yaml.safe_load_all(out) if o], deploy_rendered(comps))
@@ -486,6 +486,13 @@ class HelmChart(unittest.TestCase):
         self.assertEqual(env["NVIDIA_DRIVER_CAPABILITIES"], "compute,utility")  # libcuda.so.1
         self.assertIn({"name": "host-cgroup", "mountPath": "/host/sys/fs/cgroup", "readOnly": True},
                       mon["volumeMounts"])
+        # The eviction of borrowers on a wake: the RBAC of deploy/parking/, only when enabled.
+        want = deploy_rendered(components=["parking"])
+        for kind in ("ClusterRole", "ClusterRoleBinding"):
+            self.assertFalse(diff(normalise(find(want, kind, "fracgpu-device-plugin-parking")),
+                                  normalise(find(got, kind, "fracgpu-device-plugin-parking"))))
+            self.assertFalse([o for o in template() + deploy_rendered()
+                              if o["metadata"]["name"] == "fracgpu-device-plugin-parking"])
         spec = pod_spec(got, "DaemonSet", "fracgpu-device-plugin")
         self.assertTrue(spec["hostPID"])
         vols = {x["name"]: x for x in spec["volumes"]}

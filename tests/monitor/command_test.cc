@@ -149,6 +149,10 @@ TEST(MonitorCommand, ParkingFlagsAreUsageErrors) {
        "--park-lock-timeout-ms"},
       {{"--park", "--park-drivers", "580.", "--park-lock-timeout-ms", "-1"},
        "--park-lock-timeout-ms"},
+      {{"--park", "--park-drivers", "580.", "--park-lend-interval", "0"}, "--park-lend-interval"},
+      {{"--park", "--park-drivers", "580.", "--park-lend-interval", "90"}, "--park-lend-interval"},
+      {{"--park", "--park-drivers", "580.", "--park-reclaim-timeout", "0"},
+       "--park-reclaim-timeout"},
       {{"--park", "--park-drivers", "580.", "--cuda-library", ""}, "--cuda-library: empty"},
       {{"--park", "--park-drivers", "580.", "--cgroup-root", "sys/fs/cgroup"},
        "--cgroup-root: 'sys/fs/cgroup' is not an absolute path"},
@@ -165,7 +169,8 @@ TEST(MonitorCommand, ParkingFlagsAreUsageErrors) {
   auto [rc, err] =
       RunMain({"monitor", "--once", "--kubeconfig", "/nonexistent", "--park", "--park-drivers",
                "580.,575.57.08", "--park-namespaces", "notebooks,team-a", "--park-idle", "600",
-               "--park-interval", "0.5", "--park-lock-timeout-ms", "1000"});
+               "--park-interval", "0.5", "--park-lock-timeout-ms", "1000", "--park-lend-interval",
+               "15", "--park-reclaim-timeout", "120"});
   EXPECT_EQ(rc, 1) << err;
   EXPECT_EQ(err.find("--park"), std::string::npos) << err;
   ::unsetenv("NODE_NAME");
@@ -205,6 +210,8 @@ TEST(MonitorCommand, HelpShowsTheDefaults) {
                                                           {"--park-idle", "1800"},
                                                           {"--park-interval", "0.2"},
                                                           {"--park-lock-timeout-ms", "500"},
+                                                          {"--park-lend-interval", "30"},
+                                                          {"--park-reclaim-timeout", "60"},
                                                           {"--cuda-library", "libcuda.so.1"},
                                                           {"--cgroup-root", "/sys/fs/cgroup"}};
   for (const auto& [flag, value] : defaults) {

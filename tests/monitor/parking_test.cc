@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -22,9 +23,14 @@
 #include "../vgpu/harness.h"
 #include "api/nvml.h"
 #include "api/region.h"
+#include "core/annotations.h"
+#include "core/codec.h"
+#include "core/request.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
+#include "monitor/borrowers.h"
 #include "monitor/monitor.h"
+#include "monitor/park_host.h"
 #include "region_files.h"
 #include "vgpu/cuda_api.h"
 
@@ -166,7 +172,7 @@ TEST(BorrowerPending, OnlyAnUnscheduledPendingPodAnnotatedAsBorrower) {
                         {"spec", {{"containers", nlohmann::json::array()}}},
                         {"status", {{"phase", phase}}}};
     if (!node.empty()) p["spec"]["nodeName"] = node;
-    if (!borrower.empty()) p["metadata"]["annotations"] = {{kBorrowerAnnotation, borrower}};
+    if (!borrower.empty()) p["metadata"]["annotations"] = {{core::kAnnotationBorrower, borrower}};
     return p;
   };
   api.Put("pods", pod("plain", "", "Pending", ""));
@@ -414,6 +420,305 @@ TEST_F(ParkingLoop, AnIneligibleNotebookIsNeverLockedAndItsStateIsReset) {
   std::vector<std::string> rest = vgpu::testing::Finish(tenant);
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+}
+
+// ---- Lending the parked memory and evicting its borrowers on the wake (issue 36 items 2-3).
+
+// A borrower pod on node n1 holding `mib` MiB of kUuid, created at `created`.
+nlohmann::json BorrowerPod(const std::string& name, int mib, const std::string& created) {
+  core::PodGrants grants = {{{kUuid, "NVIDIA", mib, 0}}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "batch"},
+            {"uid", "uid-" + name},
+            {"creationTimestamp", created},
+            {"annotations",
+             {{core::kAnnotationBorrower, "true"},
+              {core::kAnnotationVgpuDevicesAllocated, core::EncodePodGrants(grants)}}}}},
+          {"spec", {{"nodeName", "n1"}, {"containers", nlohmann::json::array()}}},
+          {"status", {{"phase", "Running"}}}};
+}
+
+class Reclaim : public ParkingLoop {
+ protected:
+  void SetUp() override {
+    ParkingLoop::SetUp();
+    k8s::Config config;
+    config.server = api_.url();
+    k8s::ClientOptions options;
+    options.retries = 0;
+    auto c = k8s::Client::Create(config, options);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(*c);
+  }
+  // The notebook: 64 MiB, a pattern written to a buffer of it, a launch; idle until its stdin
+  // closes, then it reads the pattern back ("peek <rc> <intact>").
+  vgpu::testing::Child StartNotebook() {
+    auto env = box_.Env();
+    env["FAKE_GPU_DEVICES"] = kOneGpu;
+    env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = dir_.path + "/region.cache";
+    env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "512m";
+    env["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+    vgpu::testing::Child c = vgpu::testing::Spawn(
+        box_, env, {"init", "alloc:67108864", "lookup:d", "poke", "launch:1", "wait", "peek"});
+    EXPECT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(c)), 0);  // init
+    EXPECT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(c)), 0);  // alloc
+    EXPECT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(c)), 0);  // lookup
+    EXPECT_EQ(vgpu::testing::ReadLine(c), "poke 0");
+    EXPECT_EQ(vgpu::testing::ReadLine(c), "launch 0");
+    EXPECT_EQ(vgpu::testing::ReadLine(c), "ready");
+    return c;
+  }
+  // A borrower's process (a container of its own) taking all but 16 MiB of what NVML shows
+  // free, until its stdin closes; then it frees it and exits.
+  vgpu::testing::Child StartBorrowerProcess() {
+    auto env = box_.Env();
+    env["FAKE_GPU_DEVICES"] = kOneGpu;
+    env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = box_.dir() + "/borrower.cache";
+    env["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+    const uint64_t take = FakeFreeBytes() - 16 * kMiB;
+    vgpu::testing::Child c =
+        vgpu::testing::Spawn(box_, env, {"init", "alloc:" + std::to_string(take), "wait", "free"});
+    EXPECT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(c)), 0);  // init
+    EXPECT_EQ(vgpu::testing::Rc(vgpu::testing::ReadLine(c)), 0);  // alloc
+    EXPECT_EQ(vgpu::testing::ReadLine(c), "ready");
+    return c;
+  }
+  // The controller of ParkingLoop with `o`, evicting through ReclaimFromBorrowers over the
+  // fake API server, counting the driver's restores.
+  ParkController Controller(ParkingOptions o) {
+    ParkHost host;
+    host.driver = FakeDriver();
+    auto restore = host.driver.restore;
+    host.driver.restore = [this, restore](int pid) {
+      ++restores_;
+      return restore(pid);
+    };
+    host.facts = [](const std::string&, const std::string&, const std::vector<int>&) {
+      node::CheckpointFacts f;
+      f.driver_version = "580.95.05";
+      f.persistence_mode = true;
+      f.host_limit_known = true;
+      return f;
+    };
+    host.free_bytes = [](const std::string&) { return FakeFreeBytes(); };
+    host.reclaim = [this](const std::string& uuid, uint64_t need, const std::string& owner) {
+      return ReclaimFromBorrowers(*client_, "n1", uuid, need, owner);
+    };
+    return ParkController(std::move(o), std::move(host));
+  }
+  // Parks the notebook (idle 10 minutes, a borrower pending), fills the GPU with a borrower's
+  // process, and has the notebook ask for its wake. Returns the poll time of the park.
+  uint64_t ParkFillAndAsk(ParkController& c, vgpu::testing::Child& notebook) {
+    const uint64_t launched = Region().devices.at(0).last_launch_ns;
+    c.Poll(launched + 10 * kMin, {dir_}, pods_, true);
+    EXPECT_EQ(c.parked().count(dir_.name), 1u);
+    held_ = c.parked().count(dir_.name) ? c.parked().at(dir_.name).released_bytes : 0;
+    EXPECT_GE(held_, 64 * kMiB);
+    const uint64_t requests = Region().devices[0].wake_requests;
+    close(notebook.in);
+    notebook.in = -1;
+    for (int i = 0; i < 1000 && Region().devices[0].wake_requests == requests; ++i)
+      std::this_thread::sleep_for(10ms);
+    EXPECT_GT(Region().devices[0].wake_requests, requests) << "the read asked no wake";
+    return launched + 10 * kMin;
+  }
+  int Evictions(const std::string& pod) {
+    return api_.CountRequests("POST", "/api/v1/namespaces/batch/pods/" + pod + "/eviction");
+  }
+
+  fakes::FakeApiServer api_;
+  std::unique_ptr<k8s::Client> client_;
+  std::atomic<int> restores_{0};
+  uint64_t held_ = 0;
+};
+
+// The notebook's read wakes it while a borrower holds the GPU: the agent evicts the borrower
+// (the Eviction API, an Event GPUMemoryReclaimed naming the notebook), does not restore while
+// NVML lacks the memory, restores once the borrower's process is gone, and the notebook's bytes
+// are those it wrote before the park.
+TEST_F(Reclaim, AWakeWithoutRoomEvictsTheBorrowerAndRestoresOnceTheMemoryIsFree) {
+  vgpu::testing::Child notebook = StartNotebook();
+  api_.Put("pods", BorrowerPod("borrower", 900, "2026-12-05T08:00:00Z"));
+  api_.Put("pods", BorrowerPod("elsewhere", 900, "2026-12-05T08:00:00Z"));
+  api_.Patch("pods", "batch", "elsewhere", {{"spec", {{"nodeName", "n2"}}}});
+  ParkController c = Controller(Options());
+  const uint64_t t = ParkFillAndAsk(c, notebook);
+  vgpu::testing::Child borrower = StartBorrowerProcess();
+  ASSERT_LT(FakeFreeBytes(), held_);
+
+  c.Poll(t + kMin, {dir_}, pods_, false);
+  EXPECT_EQ(c.parked().count(dir_.name), 1u);
+  EXPECT_EQ(Evictions("borrower"), 1);
+  EXPECT_EQ(Evictions("elsewhere"), 0);  // another node's pod
+  EXPECT_EQ(c.evictions(), 1u);
+  auto events = api_.List("events");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["reason"], "GPUMemoryReclaimed");
+  EXPECT_EQ(events[0]["involvedObject"]["name"], "borrower");
+  EXPECT_NE(events[0]["message"].get<std::string>().find("notebooks/nb-1"), std::string::npos);
+  EXPECT_NE(c.last_outcome().at(dir_.name).find("evicted 1 borrower"), std::string::npos)
+      << c.last_outcome().at(dir_.name);
+
+  // The borrower's process still holds the memory: no restore, no second eviction.
+  c.Poll(t + kMin + 1'000'000'000ull, {dir_}, pods_, false);
+  EXPECT_EQ(c.parked().count(dir_.name), 1u);
+  EXPECT_EQ(restores_, 0);
+  EXPECT_EQ(api_.CountRequests("POST", "/api/v1/namespaces/batch/pods/"), 1);
+
+  // The kubelet ends it: the next poll restores, and the notebook reads what it wrote.
+  close(borrower.in);
+  borrower.in = -1;
+  vgpu::testing::Finish(borrower);
+  ASSERT_GE(FakeFreeBytes(), held_);
+  c.Poll(t + kMin + 2'000'000'000ull, {dir_}, pods_, false);
+  EXPECT_TRUE(c.parked().empty()) << c.last_outcome().at(dir_.name);
+  EXPECT_GE(restores_, 1);
+  EXPECT_EQ(Region().devices[0].park_state, api::kParkRunning);
+  std::vector<std::string> rest = vgpu::testing::Finish(notebook);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0], "peek 0 1");
+  EXPECT_EQ(c.reclaim_timeouts(), 0u);
+}
+
+// An eviction that does not free the memory in time (here a process the borrower pods do not
+// account for): no restore, the timeout said in the outcome and counted, and the next poll
+// evicts again, the next borrower (newest first); the wake completes once the memory is free.
+TEST_F(Reclaim, AnEvictionThatFreesNothingInTimeIsNotRestoredAndIsRetried) {
+  vgpu::testing::Child notebook = StartNotebook();
+  api_.Put("pods", BorrowerPod("newer", 100, "2026-12-05T08:00:00Z"));
+  api_.Put("pods", BorrowerPod("older", 100, "2026-12-05T07:00:00Z"));
+  ParkingOptions o = Options();
+  o.reclaim_timeout = std::chrono::seconds(60);
+  ParkController c = Controller(o);
+  const uint64_t t = ParkFillAndAsk(c, notebook);
+  vgpu::testing::Child holder = StartBorrowerProcess();
+
+  c.Poll(t + kMin, {dir_}, pods_, false);
+  EXPECT_EQ(Evictions("newer"), 1);
+  EXPECT_EQ(Evictions("older"), 0);  // newer alone covers what is missing
+  c.Poll(t + kMin + 59'000'000'000ull, {dir_}, pods_, false);
+  EXPECT_EQ(c.reclaim_timeouts(), 0u);
+  EXPECT_EQ(Evictions("older"), 0);
+  c.Poll(t + kMin + 60'000'000'000ull, {dir_}, pods_, false);
+  EXPECT_EQ(c.parked().count(dir_.name), 1u);
+  EXPECT_EQ(restores_, 0);
+  EXPECT_EQ(c.reclaim_timeouts(), 1u);
+  EXPECT_NE(c.last_outcome().at(dir_.name).find("still not free 60 s after evicting"),
+            std::string::npos)
+      << c.last_outcome().at(dir_.name);
+  c.Poll(t + kMin + 61'000'000'000ull, {dir_}, pods_, false);
+  EXPECT_EQ(Evictions("older"), 1);
+  EXPECT_EQ(c.evictions(), 2u);
+  EXPECT_EQ(restores_, 0);
+
+  close(holder.in);
+  holder.in = -1;
+  vgpu::testing::Finish(holder);
+  c.Poll(t + kMin + 62'000'000'000ull, {dir_}, pods_, false);
+  EXPECT_TRUE(c.parked().empty()) << c.last_outcome().at(dir_.name);
+  std::vector<std::string> rest = vgpu::testing::Finish(notebook);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0], "peek 0 1");
+}
+
+class StaticNodePods final : public PodLister {
+ public:
+  explicit StaticNodePods(std::vector<PodRef> pods) : pods_(std::move(pods)) {}
+  Result<std::vector<PodRef>> ListNodePods(const std::string&) override { return pods_; }
+
+ private:
+  std::vector<PodRef> pods_;
+};
+
+// The loop publishes what its parks released on its node (fracgpu.io/lent-memory, the format
+// of core/lent.h) at once after the park, writes it again every lend period while it lends,
+// and removes it after the wake; an agent that parks nothing removes a record an earlier one
+// left.
+TEST_F(Reclaim, TheLoopPublishesTheParkedMemoryAndRemovesItAfterTheWake) {
+  vgpu::testing::Child tenant = StartTenant("launch:1");
+  const uint64_t launched = Region().devices.at(0).last_launch_ns;
+  api_.Put(
+      "nodes",
+      {{"apiVersion", "v1"},
+       {"kind", "Node"},
+       {"metadata",
+        {{"name", "n1"},
+         {"annotations", {{core::kAnnotationLentMemory, "1;" + std::string(kUuid) + ":999"}}}}}});
+  auto lent = [this]() -> std::string {
+    auto n = api_.Get("nodes", "", "n1");
+    if (!n) return "<no node>";
+    const auto& a = (*n)["metadata"].value("annotations", nlohmann::json::object());
+    return a.contains(core::kAnnotationLentMemory)
+               ? a[core::kAnnotationLentMemory].get<std::string>()
+               : "";
+  };
+  ParkController c = Controller(Options());
+  StaticNodePods pods({pods_.at(kUid)});
+  std::atomic<uint64_t> now{launched + 10 * kMin};
+  std::atomic<int64_t> unix_now{1764921600};
+  ParkingLoopSources sources;
+  sources.containers_root = hook_ + "/vgpu/containers";
+  sources.node_name = "n1";
+  sources.pods = &pods;
+  sources.borrower_pending = [] { return Result<bool>(true); };
+  sources.now = [&now] { return now.load(); };
+  sources.unix_now = [&unix_now] { return unix_now.load(); };
+  sources.lend = [this](const std::string& v) { return PatchLentMemory(client_.get(), "n1", v); };
+  sources.lend_period = 50ms;
+  base::StopSignal stop;
+  std::thread loop([&] { RunParkingLoop(&c, sources, 10ms, &stop, nullptr); });
+
+  const std::string want = "1764921600;" + std::string(kUuid) + ":";
+  ASSERT_TRUE(api_.WaitFor([&] { return lent().rfind(want, 0) == 0; })) << lent();
+  now = launched;  // idle no longer: once woken it is not parked again
+  auto record = core::ParseLentMemory(lent());
+  ASSERT_TRUE(record.ok()) << lent();
+  ASSERT_EQ(record->gpus.size(), 1u);
+  EXPECT_GE(record->gpus[0].mib, 64);  // the 64 MiB allocation and the context's
+  EXPECT_LE(record->gpus[0].mib, 1024);
+  // Every lend period while it lends, with the time of writing.
+  unix_now = 1764921630;
+  ASSERT_TRUE(api_.WaitFor([&] { return lent().rfind("1764921630;", 0) == 0; })) << lent();
+
+  close(tenant.in);  // its launch wakes it
+  tenant.in = -1;
+  ASSERT_TRUE(api_.WaitFor([&] { return lent().empty(); })) << lent();
+  stop.Stop();
+  loop.join();
+  EXPECT_TRUE(c.parked().empty());
+  EXPECT_EQ(lent(), "");
+  std::vector<std::string> rest = vgpu::testing::Finish(tenant);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+
+  // A record an earlier agent left is removed by the next one, though it parks nothing.
+  api_.Patch(
+      "nodes", "", "n1",
+      {{"metadata",
+        {{"annotations", {{core::kAnnotationLentMemory, "1;" + std::string(kUuid) + ":9"}}}}}});
+  ASSERT_NE(lent(), "");
+  sources.borrower_pending = [] { return Result<bool>(false); };
+  base::StopSignal once;
+  once.Stop();
+  RunParkingLoop(&c, sources, 10ms, &once, nullptr);
+  EXPECT_EQ(lent(), "");
+}
+
+// LentFromParked: the released MiB summed per GPU, rounded down, in UUID order; nothing for a
+// GPU under 1 MiB or a UUID the record's grammar refuses (the region is the tenant's to write).
+TEST(LentFromParked, SumsTheReleasedMemoryPerGpu) {
+  std::map<std::string, ParkedSlice> parked;
+  parked["a_main"] = {"a_main", "GPU-b", {1}, 100 * kMiB + 5, 0, false, 0};
+  parked["b_main"] = {"b_main", "GPU-a", {2}, 10 * kMiB, 0, false, 0};
+  parked["c_main"] = {"c_main", "GPU-b", {3}, 28 * kMiB, 0, false, 0};
+  parked["d_main"] = {"d_main", "GPU-c", {4}, kMiB - 1, 0, false, 0};
+  parked["e_main"] = {"e_main", "GPU-x;1:9", {5}, 10 * kMiB, 0, false, 0};
+  core::LentMemory l = LentFromParked(parked, 42);
+  EXPECT_EQ(core::FormatLentMemory(l), "42;GPU-a:10,GPU-b:128");
+  EXPECT_TRUE(LentFromParked({}, 42).gpus.empty());
 }
 
 }  // namespace

@@ -18,7 +18,8 @@
 //   RegionSlot::uses word: "uses <decimal>", "uses -1" without a slot)
 //   (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
 //   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
-//   and IPC ops of vgpu_app_share.cc | the issue-32 ops of vgpu_app_attack.cc
+//   and IPC ops of vgpu_app_share.cc | the issue-32 ops of vgpu_app_attack.cc |
+//   lookup:<g|d|l> | copy | poke | peek (after lookup)
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -765,6 +766,22 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) r = cuMemAlloc_v2(&g_copy_buf, 4096);
       void* t = nullptr;
       std::printf("lookup %d %s %s\n", r, Where(g_copy_fns[0], &t), Where(g_copy_fns[1], &t));
+    } else if (op == "poke" || op == "peek") {
+      // After "lookup": "poke" writes a pattern to the buffer through the looked-up HtoD copy
+      // ("poke <rc>"); "peek" reads it back through DtoH ("peek <rc> <1 when it is intact>"),
+      // so bytes written before a park can be checked after the wake.
+      unsigned char pattern[4096], back[4096];
+      for (int i = 0; i < 4096; ++i) pattern[i] = static_cast<unsigned char>(i * 13 + 5);
+      auto htod = reinterpret_cast<decltype(&cuMemcpyHtoD_v2)>(g_copy_fns[0]);
+      auto dtoh = reinterpret_cast<decltype(&cuMemcpyDtoH_v2)>(g_copy_fns[1]);
+      if (op == "poke") {
+        r = htod ? htod(g_copy_buf, pattern, sizeof(pattern)) : CUDA_ERROR_NOT_FOUND;
+        std::printf("poke %d\n", r);
+      } else {
+        r = dtoh ? dtoh(back, g_copy_buf, sizeof(back)) : CUDA_ERROR_NOT_FOUND;
+        std::printf("peek %d %d\n", r,
+                    r == CUDA_SUCCESS && std::memcmp(pattern, back, sizeof(back)) == 0);
+      }
     } else if (op == "copy") {
       // A round trip through the looked-up functions: "copy <rc> <1 when the bytes came back>".
       unsigned char out[4096], back[4096];
