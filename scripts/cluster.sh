@@ -473,6 +473,15 @@ start_dra_driver() { # NODE
 }
 
 # The node's ResourceSlice of fracgpu's driver has devices (DRA mode).
+# True when NODE's allocatable nvidia.com/gpu equals the device count of the last ListAndWatch
+# answer its device plugin logged after line SEEN of its log (all healthy in device-plugin mode).
+allocatable_is_sent() { # NODE SEEN
+  local sent
+  sent=$(tail -n +$(( $2 + 1 )) "$dir/logs/device-plugin-$1.log" |
+    sed -n 's/.*ListAndWatch: sent \([0-9]*\) devices.*/\1/p' | tail -n 1)
+  [ -n "$sent" ] && [ "$(kc get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = "$sent" ]
+}
+
 node_slice_published() { # NODE
   kc get resourceslices --field-selector "spec.nodeName=$1,spec.driver=gpu.fracgpu.io" \
     -o jsonpath='{.items[*].spec.devices[*].name}' | grep -q gpu-
@@ -634,6 +643,10 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
   if [ -n "$node" ] && [ "$dra" = 0 ]; then
     wait_for "device plugin of $node registered again" 90 sh -c \
       "tail -n +$((seen + 1)) '$dir/logs/device-plugin-$node.log' | grep -q 'registered nvidia.com/gpu with kubelet'"
+    # The kubelet publishes the devices as allocatable at its next node status update (up to
+    # nodeStatusUpdateFrequency, 10 s, later under load), not at registration: until then the
+    # Node may still show the count from before the restart (0, or the old GPU list's).
+    wait_for "nvidia.com/gpu on $node = the devices its plugin sent" 60 allocatable_is_sent "$node" "$seen"
   fi
   log "restarted $1 (pid $old -> $(cat "$dir/pids/$1"))"
 }
