@@ -318,6 +318,21 @@ bool SameQuantity(const std::string& a, const std::string& b) {
 json AdmitUpdate(const AdmissionRequest& req, const WebhookConfig& config) {
   auto now = Annotations(req.object);
   auto before = Annotations(req.old_object);
+  // The borrower flag is fixed at creation, for every user (fracgpu's own accounts never
+  // change it either): a borrower that removed it would escape eviction when the owner of
+  // the memory it borrows wakes, and a pending pod that added it, landed on lent memory and
+  // removed it again would hold that memory for good (docs/reclaim.md "Lending").
+  {
+    auto a = before.find(core::kAnnotationBorrower);
+    auto b = now.find(core::kAnnotationBorrower);
+    bool had = a != before.end(), has = b != now.end();
+    if (had != has || (had && a->second != b->second)) {
+      return Deny(req, 403,
+                  std::string("annotation ") + core::kAnnotationBorrower +
+                      " is set when the pod is created and cannot be added, removed or changed "
+                      "afterwards; delete and recreate the pod instead");
+    }
+  }
   std::vector<std::string> changed;
   for (const auto& key : SystemAnnotations()) {
     auto a = before.find(key);

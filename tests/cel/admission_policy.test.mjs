@@ -25,6 +25,7 @@ const ALLOC = { "hami.io/vgpu-node": "node-a", "hami.io/vgpu-devices-allocated":
 const pod = (annotations, labels) => ({ metadata: { name: "p", namespace: "ml",
   ...(annotations ? { annotations } : {}), ...(labels ? { labels } : {}) } });
 const OPT_OUT = { "hami.io/webhook": "ignore" };
+const BORROWER = "fracgpu.io/borrower";
 
 // [name, user, oldObject (null = CREATE), object, admitted?, failing validation index]
 const cases = [
@@ -41,6 +42,12 @@ const cases = [
   ["tenant changes an unrelated annotation", TENANT, pod(ALLOC), pod({ ...ALLOC, note: "x" }), true],
   ["tenant adds the opt-out label to a pod without allocation", TENANT, pod({ note: "x" }), pod({ note: "x" }, OPT_OUT), true],
   ["an opted-out allocated pod keeps its label", TENANT, pod(ALLOC, OPT_OUT), pod({ ...ALLOC, note: "y" }, OPT_OUT), true],
+  ["tenant removes the borrower flag (opted-out pod)", TENANT, pod({ [BORROWER]: "true" }, OPT_OUT), pod({}, OPT_OUT), false, 2],
+  ["tenant adds the borrower flag", TENANT, pod({ note: "x" }), pod({ note: "x", [BORROWER]: "true" }), false, 2],
+  ["tenant changes the borrower flag", TENANT, pod({ [BORROWER]: "true" }), pod({ [BORROWER]: "false" }), false, 2],
+  ["scheduler may not remove the borrower flag", SCHED, pod({ [BORROWER]: "true" }), pod({}), false, 2],
+  ["tenant creates a borrower", TENANT, null, pod({ [BORROWER]: "true" }), true],
+  ["a borrower keeps its flag through an update", TENANT, pod({ [BORROWER]: "true" }), pod({ [BORROWER]: "true", note: "y" }), true],
   ["tenant creates a plain pod", TENANT, null, pod(null), true],
   ["tenant updates a pod without annotations or labels", TENANT, pod(null), pod(null, { app: "x" }), true],
 ];

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "admission_patch.h"
+#include "core/request.h"
 
 namespace fracgpu::scheduler {
 namespace {
@@ -381,6 +382,43 @@ TEST(WebhookTest, UpdateLockBySystemAnnotationsAndUser) {
       EXPECT_EQ(r["response"]["status"]["code"], 403);
       EXPECT_NE(r["response"]["status"]["message"].get<std::string>().find(k.user),
                 std::string::npos);
+    }
+  }
+}
+
+// Issue 36 finding 4: the borrower flag is frozen after creation for every user, so a
+// borrower cannot shed it to escape eviction, nor a pod add it to land on lent memory.
+TEST(WebhookTest, UpdateCannotAddRemoveOrChangeTheBorrowerFlag) {
+  WebhookConfig c = Config();
+  json plain = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})}, {{"keep", "me"}});
+  json borrower = plain;
+  borrower["metadata"]["annotations"][core::kAnnotationBorrower] = "true";
+  json changed = plain;
+  changed["metadata"]["annotations"][core::kAnnotationBorrower] = "false";
+  json relabelled = borrower;
+  relabelled["metadata"]["labels"] = {{"team", "a"}};
+  struct Case {
+    json old_pod, pod;
+    std::string user;
+    bool allowed;
+  } cases[] = {
+      {borrower, plain, "alice", false},           // removed
+      {plain, borrower, "alice", false},           // added
+      {borrower, changed, "alice", false},         // changed
+      {borrower, plain, c.scheduler_user, false},  // no one may change it
+      {borrower, plain, c.device_plugin_user, false},
+      {borrower, relabelled, "alice", true},  // other changes of a borrower pass
+      {borrower, borrower, "alice", true},
+  };
+  for (const auto& k : cases) {
+    json r = Admit(Update(k.old_pod, k.pod, k.user), c);
+    EXPECT_EQ(r["response"]["allowed"], k.allowed)
+        << k.user << " " << k.old_pod["metadata"].dump() << " -> " << k.pod["metadata"].dump();
+    if (!k.allowed) {
+      EXPECT_EQ(r["response"]["status"]["code"], 403);
+      EXPECT_NE(
+          r["response"]["status"]["message"].get<std::string>().find(core::kAnnotationBorrower),
+          std::string::npos);
     }
   }
 }
