@@ -403,6 +403,16 @@ uint64_t ParkedSlices::reclaim_timeouts() const {
   return reclaim_timeouts_;
 }
 
+void ParkedSlices::PublishIdleLent(std::map<std::string, uint64_t> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_lent_ = std::move(bytes);
+}
+
+std::map<std::string, uint64_t> ParkedSlices::idle_lent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_lent_;
+}
+
 void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
                             const ParkedSlices* parked) {
   registry->Describe("fracgpu_container_parked", metrics::Type::kGauge,
@@ -412,6 +422,9 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
                      "Device memory the park of the container slice released, bytes.");
   registry->Describe("fracgpu_parked_bytes", metrics::Type::kGauge,
                      "Device memory released by every slice parked on this node, bytes.");
+  registry->Describe("fracgpu_gpu_idle_lent_bytes", metrics::Type::kGauge,
+                     "The never-allocated part (limit - live - margin) that opted-in slices idle "
+                     "for --park-idle and not parked lend on the GPU, bytes (docs/reclaim.md).");
   registry->Describe("fracgpu_borrowers_evicted_total", metrics::Type::kCounter,
                      "Borrower pods this agent evicted to give a waking parked container its "
                      "memory back (Event GPUMemoryReclaimed on each).");
@@ -431,6 +444,9 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
       total += p.bytes;
     }
     s.Set("fracgpu_parked_bytes", {{"node", node}}, static_cast<double>(total));
+    for (const auto& [uuid, bytes] : parked->idle_lent())
+      s.Set("fracgpu_gpu_idle_lent_bytes", {{"node", node}, {"device_uuid", uuid}},
+            static_cast<double>(bytes));
     s.Set("fracgpu_borrowers_evicted_total", {{"node", node}},
           static_cast<double>(parked->evictions()));
     s.Set("fracgpu_wake_reclaim_timeouts_total", {{"node", node}},
@@ -549,6 +565,7 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
     }
     parked->Publish(std::move(out));
     parked->PublishCounts(controller->evictions(), controller->reclaim_timeouts());
+    parked->PublishIdleLent(controller->idle_lent());
   };
   // The lent-memory record: `lent_sig` is the last one written, stamped 1 ("" when
   // removed), valid once `lent_ok`.
@@ -561,7 +578,9 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
     if (!sources.lend) return;
     const uint64_t now = MonotonicNowNs();
     const int64_t unix_now = sources.unix_now ? sources.unix_now() : std::time(nullptr);
-    core::LentMemory lent = final ? core::LentMemory{} : LentFromParked(controller->parked(), 1);
+    core::LentMemory lent = final
+                                ? core::LentMemory{}
+                                : LentFromSlices(controller->parked(), controller->idle_lent(), 1);
     std::string sig = lent.gpus.empty() ? "" : core::FormatLentMemory(lent);
     const bool changed = !lent_ok || sig != lent_sig;
     const bool due = !lent_tried || final ||

@@ -114,18 +114,24 @@ class ParkedSlices {
   void PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts);
   uint64_t evictions() const;
   uint64_t reclaim_timeouts() const;
+  /// What idle running slices lend, bytes by GPU UUID (ParkController::idle_lent).
+  void PublishIdleLent(std::map<std::string, uint64_t> bytes);
+  std::map<std::string, uint64_t> idle_lent() const;
 
  private:
   mutable std::mutex mu_;
   std::vector<ParkedSample> slices_;
   uint64_t evictions_ = 0;
   uint64_t reclaim_timeouts_ = 0;
+  std::map<std::string, uint64_t> idle_lent_;
 };
 
 /// Describes fracgpu_container_parked, fracgpu_container_parked_bytes (per parked slice),
-/// fracgpu_parked_bytes (the node's sum), and the counters fracgpu_borrowers_evicted_total and
-/// fracgpu_wake_reclaim_timeouts_total on `registry` and renders them from `parked` (not
-/// owned; must outlive the registry's scrapes), labelled with `node`.
+/// fracgpu_parked_bytes (the node's sum), fracgpu_gpu_idle_lent_bytes (per GPU: the
+/// never-allocated part idle running slices lend, docs/reclaim.md "The fallback"), the counters
+/// fracgpu_borrowers_evicted_total and fracgpu_wake_reclaim_timeouts_total on `registry` and
+/// renders them from `parked` (not owned; must outlive the registry's scrapes), labelled with
+/// `node`.
 void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
                             const ParkedSlices* parked);
 

@@ -120,6 +120,7 @@ void ParkController::TryPark(const ContainerDir& dir, const RegionContents& regi
 
 void ParkController::TryWake(ParkedSlice& slice, const std::string& path, uint64_t now_ns,
                              const std::string& owner) {
+  slice.wake_requested = true;  // the GPU stops lending now (LentFromParked)
   const std::string pod_uid = slice.dir.substr(0, slice.dir.find('_'));
   node::ParkResult r =
       parker_.Wake(Target(path, slice.uuid, pod_uid, slice.pids), slice.released_bytes);
@@ -181,6 +182,8 @@ void ParkController::Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::str
 void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
                           const std::map<std::string, PodRef>& pods, bool borrower_pending) {
   std::set<std::string> present;
+  idle_lent_.clear();
+  const auto idle_after = static_cast<uint64_t>(std::max<int64_t>(0, options_.idle_after.count()));
   for (const ContainerDir& dir : dirs) {
     present.insert(dir.name);
     const std::string path = RegionPath(dir.path);
@@ -216,12 +219,65 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
       case ParkAction::kNone:
         break;
     }
+    // The fallback: an idle, opted-in slice not parked lends its never-allocated part on each
+    // of its GPUs (idle_ns is the region's, shared by its devices). After the decision: a slice
+    // parked now lends its released bytes only (LentFromSlices), and its park is no owner
+    // coming back.
+    const bool now_parked = parked_.count(dir.name) > 0;
+    const bool idle = in.opted_in && !now_parked && in.idle_ns >= idle_after;
+    const std::string owner =
+        pod == pods.end() ? dir.pod_uid : pod->second.namespace_name + "/" + pod->second.name;
+    for (size_t i = 0; i < region->devices.size(); ++i) {
+      const SliceDevice& dev = region->devices[i];
+      const uint64_t b = idle && !dev.fail_closed
+                             ? IdleLendBytes({dev.uuid, dev.memory_limit_bytes, dev.used_bytes},
+                                             options_.idle_lend_margin_bytes)
+                             : 0;
+      if (b > 0) {
+        uint64_t& sum = idle_lent_[dev.uuid];
+        sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+      }
+      // The owner of a part lent at the last poll allocates again (its live bytes grew) or is
+      // no longer idle: where the GPU lacks the room for the rest of its slice, its borrowers
+      // are evicted (the weaker fallback: after the fact, at the poll's pace).
+      const std::string key = dir.name + "#" + std::to_string(i);
+      auto lent = lending_.find(key);
+      if (lent != lending_.end() && !now_parked &&
+          (b == 0 || dev.used_bytes > lent->second.used_bytes) &&
+          dev.memory_limit_bytes > dev.used_bytes)
+        ReclaimForOwner(lent->second.uuid, dev.memory_limit_bytes - dev.used_bytes, owner);
+      if (b > 0) {
+        lending_[key] = {dev.uuid, dev.used_bytes};
+      } else if (lent != lending_.end()) {
+        lending_.erase(lent);
+      }
+    }
   }
   // A directory gone (its pod removed): its processes are gone with it.
   for (auto it = parked_.begin(); it != parked_.end();)
     it = present.count(it->first) ? std::next(it) : parked_.erase(it);
   for (auto it = first_seen_ns_.begin(); it != first_seen_ns_.end();)
     it = present.count(it->first) ? std::next(it) : first_seen_ns_.erase(it);
+  for (auto it = lending_.begin(); it != lending_.end();)
+    it = present.count(it->first.substr(0, it->first.rfind('#'))) ? std::next(it)
+                                                                  : lending_.erase(it);
+}
+
+void ParkController::ReclaimForOwner(const std::string& uuid, uint64_t need_bytes,
+                                     const std::string& owner) {
+  if (!host_.free_bytes || !host_.reclaim) return;
+  const uint64_t free = host_.free_bytes(uuid);
+  if (free >= need_bytes) return;
+  auto n = host_.reclaim(uuid, need_bytes - free, owner);
+  if (!n.ok()) {
+    spdlog::warn("parking: evicting the borrowers of {} for {}: {}", uuid, owner,
+                 n.status().message());
+    return;
+  }
+  evictions_ += static_cast<uint64_t>(std::max(0, *n));
+  spdlog::info(
+      "parking: {} is active again on {} with {} MiB of its slice not free: {} borrower(s) evicted",
+      owner, uuid, (need_bytes - free) >> 20, *n);
 }
 
 Status WriteParkState(const std::string& path, int device, uint64_t state) {
@@ -266,9 +322,28 @@ Result<bool> BorrowerPending(k8s::Client* client) {
   return pending;
 }
 
+uint64_t IdleLendBytes(const IdleSlice& slice, uint64_t margin_bytes) {
+  if (slice.uuid.empty() || slice.limit_bytes == 0 || slice.used_bytes >= slice.limit_bytes)
+    return 0;
+  const uint64_t free = slice.limit_bytes - slice.used_bytes;
+  return free > margin_bytes ? free - margin_bytes : 0;
+}
+
 core::LentMemory LentFromParked(const std::map<std::string, ParkedSlice>& parked, int64_t at_unix) {
-  std::map<std::string, uint64_t> bytes;  // by UUID: sorted, distinct
-  for (const auto& [name, slice] : parked) bytes[slice.uuid] += slice.released_bytes;
+  return LentFromSlices(parked, {}, at_unix);
+}
+
+core::LentMemory LentFromSlices(const std::map<std::string, ParkedSlice>& parked,
+                                const std::map<std::string, uint64_t>& idle_bytes,
+                                int64_t at_unix) {
+  std::map<std::string, uint64_t> bytes = idle_bytes;  // by UUID: sorted, distinct
+  for (const auto& [name, slice] : parked) {
+    uint64_t& b = bytes[slice.uuid];
+    b = b > UINT64_MAX - slice.released_bytes ? UINT64_MAX : b + slice.released_bytes;
+  }
+  // A GPU whose owner asked for its memory back lends nothing while the agent reclaims it.
+  for (const auto& [name, slice] : parked)
+    if (slice.wake_requested) bytes.erase(slice.uuid);
   core::LentMemory out;
   out.at_unix = at_unix;
   for (const auto& [uuid, b] : bytes) {

@@ -55,6 +55,13 @@ struct ParkingOptions {
   /// free (the borrowers' graceful termination); past it the wake is counted as timed out and
   /// the borrowers still there are evicted again at the next poll (--park-reclaim-timeout).
   std::chrono::nanoseconds reclaim_timeout = std::chrono::seconds(60);
+  /// The idle-lending fallback (issue 36 item 4, docs/reclaim.md "The fallback"): an opted-in
+  /// slice idle for idle_after that this agent has not parked (the driver is not on the
+  /// allow-list, the slice is ineligible, or no borrower is pending) lends its never-allocated
+  /// part, limit − live bytes − this margin, bytes (the owner's next allocation of a CUDA pool
+  /// chunk or a context's growth, without waiting for an eviction). Set it above any slice
+  /// (e.g. UINT64_MAX) to lend nothing.
+  uint64_t idle_lend_margin_bytes = uint64_t{256} << 20;
 };
 
 /// Whether `pod` (null: unknown) is opted in under `options`: its annotation, else the
@@ -116,13 +123,37 @@ struct ParkedSlice {
   /// When (the poll's CLOCK_MONOTONIC, ns) this wake evicted the GPU's borrowers; 0: it has
   /// not (or the wait timed out and the next poll evicts again).
   uint64_t reclaim_since_ns = 0;
+  /// The owner asked for its memory back (set at the first wake attempt, kept until the wake
+  /// completes): from then on the GPU lends nothing (LentFromParked), so that no borrower is
+  /// placed on memory the agent is reclaiming.
+  bool wake_requested = false;
 };
+
+/// What one opted-in, idle, running (not parked) slice can lend on one GPU (IdleLendBytes).
+struct IdleSlice {
+  std::string uuid;          ///< the GPU, as the region names it
+  uint64_t limit_bytes = 0;  ///< the slice's memory limit; 0 = unlimited (lends nothing)
+  uint64_t used_bytes = 0;   ///< the region's live (charged) bytes
+};
+
+/// The never-allocated part a slice lends: limit − used − margin, bytes, 0 when the slice is
+/// unlimited, names no GPU, or the difference is not positive (saturating: the region is the
+/// tenant's to write, a used total above the limit lends nothing).
+uint64_t IdleLendBytes(const IdleSlice& slice, uint64_t margin_bytes);
 
 /// What the parked slices `parked` lend, per GPU: the MiB their parks released (rounded down;
 /// a GPU lending 0 MiB, or whose UUID the record refuses, is left out), in UUID order, stamped
 /// `at_unix` (Unix seconds). Only the released memory is lent, not the rest of the slices: what the
-/// owner never allocated must still be there when it allocates after its wake.
+/// owner never allocated must still be there when it allocates after its wake. A GPU on which
+/// a parked slice's wake was requested (ParkedSlice::wake_requested) is left out altogether.
 core::LentMemory LentFromParked(const std::map<std::string, ParkedSlice>& parked, int64_t at_unix);
+
+/// The node's one lent-memory record: per GPU, the parked slices' released bytes plus
+/// `idle_bytes` (bytes by UUID: what running idle slices lend, ParkController::idle_lent),
+/// summed before the rounding down to MiB; the same refusals as LentFromParked, and nothing on
+/// a GPU where a parked slice's wake was requested.
+core::LentMemory LentFromSlices(const std::map<std::string, ParkedSlice>& parked,
+                                const std::map<std::string, uint64_t>& idle_bytes, int64_t at_unix);
 
 /// Parks and wakes the node's containers. Not thread-safe: one thread polls.
 class ParkController {
@@ -139,7 +170,11 @@ class ParkController {
   const std::map<std::string, ParkedSlice>& parked() const { return parked_; }
   /// The last park or wake outcome per directory name (for the log and tests): a sentence.
   const std::map<std::string, std::string>& last_outcome() const { return last_outcome_; }
-  /// Borrowers evicted for wakes so far.
+  /// What the opted-in slices idle for idle_after and not parked lend at the last poll, bytes
+  /// by GPU UUID (IdleLendBytes summed; a region that does not read or validate lends nothing).
+  const std::map<std::string, uint64_t>& idle_lent() const { return idle_lent_; }
+  /// Borrowers evicted so far: for wakes, and for owners of lent never-allocated parts that
+  /// came back (the weaker fallback of docs/reclaim.md "The fallback").
   uint64_t evictions() const { return evictions_; }
   /// Wakes whose borrowers' eviction did not free the memory within reclaim_timeout, so far.
   uint64_t reclaim_timeouts() const { return reclaim_timeouts_; }
@@ -149,6 +184,7 @@ class ParkController {
   void TryWake(ParkedSlice& slice, const std::string& path, uint64_t now_ns,
                const std::string& owner);
   void Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::string& owner);
+  void ReclaimForOwner(const std::string& uuid, uint64_t need_bytes, const std::string& owner);
   node::ParkTarget Target(const std::string& path, const std::string& uuid,
                           const std::string& pod_uid, std::vector<int> pids) const;
 
@@ -157,6 +193,14 @@ class ParkController {
   node::Parker parker_;
   std::map<std::string, ParkedSlice> parked_;
   std::map<std::string, uint64_t> first_seen_ns_;
+  std::map<std::string, uint64_t> idle_lent_;
+  /// A device of a running slice that lent its never-allocated part at the last poll, keyed
+  /// "<dir>#<device index>": its GPU and its live bytes then.
+  struct Lending {
+    std::string uuid;
+    uint64_t used_bytes = 0;
+  };
+  std::map<std::string, Lending> lending_;
   std::map<std::string, std::string> last_outcome_;
   uint64_t evictions_ = 0;
   uint64_t reclaim_timeouts_ = 0;

@@ -326,6 +326,13 @@ TEST(ParkingMetrics, OneSeriesPerParkedSliceAndTheNodesSum) {
       << text;
   EXPECT_NE(text.find("fracgpu_parked_bytes{node=\"n1\"} 67109888\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE fracgpu_container_parked gauge"), std::string::npos) << text;
+  EXPECT_EQ(text.find("fracgpu_gpu_idle_lent_bytes{"), std::string::npos) << text;
+  parked.PublishIdleLent({{kGpu, 668ull << 20}});
+  text = reg.Render();
+  EXPECT_NE(text.find("fracgpu_gpu_idle_lent_bytes{node=\"n1\",device_uuid=\"" + std::string(kGpu) +
+                      "\"} 700448768\n"),
+            std::string::npos)
+      << text;
 }
 
 // ---- OrphanWaker against a scripted driver: what an earlier agent left parked.

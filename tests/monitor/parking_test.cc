@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "../vgpu/harness.h"
 #include "api/nvml.h"
@@ -599,6 +600,10 @@ TEST_F(Reclaim, AnEvictionThatFreesNothingInTimeIsNotRestoredAndIsRetried) {
   c.Poll(t + kMin, {dir_}, pods_, false);
   EXPECT_EQ(Evictions("newer"), 1);
   EXPECT_EQ(Evictions("older"), 0);  // newer alone covers what is missing
+  // The first wake request already took the GPU off the lent record (issue 36 finding 7).
+  ASSERT_EQ(c.parked().count(dir_.name), 1u);
+  EXPECT_TRUE(c.parked().at(dir_.name).wake_requested);
+  EXPECT_TRUE(LentFromSlices(c.parked(), c.idle_lent(), 1).gpus.empty());
   c.Poll(t + kMin + 59'000'000'000ull, {dir_}, pods_, false);
   EXPECT_EQ(c.reclaim_timeouts(), 0u);
   EXPECT_EQ(Evictions("older"), 0);
@@ -719,6 +724,155 @@ TEST(LentFromParked, SumsTheReleasedMemoryPerGpu) {
   core::LentMemory l = LentFromParked(parked, 42);
   EXPECT_EQ(core::FormatLentMemory(l), "42;GPU-a:10,GPU-b:128");
   EXPECT_TRUE(LentFromParked({}, 42).gpus.empty());
+  // A wake requested on GPU-b (issue 36 finding 7): GPU-b lends nothing at all, its idle
+  // slices' fallback included, while the agent reclaims; GPU-a is unchanged.
+  parked["c_main"].wake_requested = true;
+  EXPECT_EQ(core::FormatLentMemory(LentFromParked(parked, 42)), "42;GPU-a:10");
+  EXPECT_EQ(core::FormatLentMemory(LentFromSlices(parked, {{"GPU-b", 64 * kMiB}}, 42)),
+            "42;GPU-a:10");
+}
+
+}  // namespace
+}  // namespace fracgpu::monitor::testing
+
+namespace fracgpu::monitor::testing {
+namespace {
+
+// IdleLendBytes (issue 36 item 4): limit − used − margin, saturating; nothing for an unlimited
+// slice, a slice that names no GPU, or a used total at or above the limit (the tenant's write).
+TEST(IdleLendBytes, TheNeverAllocatedPartLessTheMargin) {
+  const uint64_t m = 256 * kMiB;
+  EXPECT_EQ(IdleLendBytes({"GPU-a", 1024 * kMiB, 100 * kMiB}, m), 668 * kMiB);
+  EXPECT_EQ(IdleLendBytes({"GPU-a", 1024 * kMiB, 768 * kMiB}, m), 0u);      // exactly the margin
+  EXPECT_EQ(IdleLendBytes({"GPU-a", 1024 * kMiB, 768 * kMiB - 1}, m), 1u);  // one byte over it
+  EXPECT_EQ(IdleLendBytes({"GPU-a", 1024 * kMiB, 2048 * kMiB}, m), 0u);     // used > limit
+  EXPECT_EQ(IdleLendBytes({"GPU-a", 0, 0}, m), 0u);                         // unlimited
+  EXPECT_EQ(IdleLendBytes({"", 1024 * kMiB, 0}, m), 0u);                    // no GPU named
+  EXPECT_EQ(IdleLendBytes({"GPU-a", UINT64_MAX, 0}, UINT64_MAX), 0u);
+}
+
+// The controller's poll lends, per GPU, the never-allocated part of the opted-in slices idle for
+// idle_after that it has not parked (no borrower pending here, so nothing parks): not before the
+// idle time, not for a pod that does not opt in, not for an unlimited device, nothing from a
+// region that does not validate; the record merges it with the parked slices' released memory.
+TEST(IdleLending, OptedInIdleSlicesLendTheirNeverAllocatedPartPerGpu) {
+  TempDir root;
+  std::vector<ContainerDir> dirs;
+  std::vector<vgpu::RegionHandle> handles;
+  auto add = [&](const std::string& uid, const std::vector<DeviceSpec>& devices,
+                 const std::vector<std::array<uint64_t, 3>>& used) {
+    ContainerDir d;
+    d.name = uid + "_main";
+    d.pod_uid = uid;
+    d.container = "main";
+    d.path = root.path() + "/" + d.name;
+    std::filesystem::create_directories(d.path);
+    vgpu::RegionHandle h = MakeRegion(d.path + "/region.cache", devices);
+    EXPECT_NE(h.region, nullptr);
+    if (h.region && !used.empty()) SetSlot(h.region, 0, 10, 1000, used);
+    handles.push_back(h);
+    dirs.push_back(d);
+  };
+  add("a", {{"GPU-a", 1024 * kMiB, 0}}, {{0, 0, 100 * kMiB}});
+  add("b", {{"GPU-a", 1024 * kMiB, 0}}, {{0, 0, 100 * kMiB}});  // pod b does not opt in
+  add("c", {{"GPU-a", 512 * kMiB, 0}, {"GPU-b", 0, 0}}, {});    // GPU-b unlimited
+  add("d", {{"GPU-b", 1024 * kMiB, 0}}, {{0, 0, 900 * kMiB}});  // less than the margin free
+  add("e", {{"GPU-b", 1024 * kMiB, 0}}, {});
+  for (vgpu::RegionHandle& h : handles) vgpu::RegionClose(&h);
+  WriteBytes(dirs.back().path + "/region.cache", "not a region");  // e: fails closed
+  std::map<std::string, PodRef> pods;
+  for (const char* uid : {"a", "c", "d", "e"})
+    pods[uid] = PodRef{uid, "notebooks", uid, {}, "", ""};
+  pods["b"] = PodRef{"b", "team-a", "b", {}, "", ""};
+
+  ParkController controller(Options(), ParkHost{});
+  controller.Poll(1 * kMin, dirs, pods, false);  // first seen: idle 0
+  EXPECT_TRUE(controller.idle_lent().empty());
+  controller.Poll(11 * kMin - 1, dirs, pods, false);  // 1 ns short
+  EXPECT_TRUE(controller.idle_lent().empty());
+  controller.Poll(11 * kMin, dirs, pods, false);
+  const std::map<std::string, uint64_t> want = {{"GPU-a", (668 + 256) * kMiB}};
+  EXPECT_EQ(controller.idle_lent(), want);
+  EXPECT_TRUE(controller.parked().empty());
+
+  std::map<std::string, ParkedSlice> parked;
+  parked["p_main"] = {"p_main", "GPU-a", {1}, 100 * kMiB, 0, false, 0};
+  parked["q_main"] = {"q_main", "GPU-c", {2}, kMiB / 2, 0, false, 0};
+  EXPECT_EQ(core::FormatLentMemory(LentFromSlices(parked, controller.idle_lent(), 7)),
+            "7;GPU-a:1024");
+  // Half a MiB parked plus half a MiB idle on one GPU: summed before the rounding.
+  EXPECT_EQ(core::FormatLentMemory(LentFromSlices(parked, {{"GPU-c", kMiB / 2}}, 7)),
+            "7;GPU-a:100,GPU-c:1");
+
+  pods["a"].park = "false";  // opting out stops the lending at the next poll
+  controller.Poll(12 * kMin, dirs, pods, false);
+  EXPECT_EQ(controller.idle_lent(), (std::map<std::string, uint64_t>{{"GPU-a", 256 * kMiB}}));
+}
+
+}  // namespace
+}  // namespace fracgpu::monitor::testing
+
+namespace fracgpu::monitor::testing {
+namespace {
+
+// The weaker fallback of the reclaim (issue 36 item 4, docs/reclaim.md "The fallback"): the
+// owner of a lent never-allocated part allocates again; the next poll sees its live bytes grow
+// and, where NVML lacks the rest of its slice, evicts the GPU's borrowers for the missing bytes
+// (once per change); with the room there, or while its bytes do not grow, nothing is evicted.
+TEST(IdleLending, AnOwnerThatAllocatesAgainEvictsTheBorrowersWhenTheGpuLacksItsSlice) {
+  TempDir root;
+  ContainerDir d;
+  d.name = "a_main";
+  d.pod_uid = "a";
+  d.container = "main";
+  d.path = root.path() + "/" + d.name;
+  std::filesystem::create_directories(d.path);
+  vgpu::RegionHandle h = MakeRegion(d.path + "/region.cache", {{"GPU-a", 1024 * kMiB, 0}});
+  ASSERT_NE(h.region, nullptr);
+  SetSlot(h.region, 0, 10, 1000, {{0, 0, 100 * kMiB}});
+  std::map<std::string, PodRef> pods;
+  pods["a"] = PodRef{"a", "notebooks", "nb", {}, "", ""};
+
+  uint64_t free = 200 * kMiB;
+  std::vector<std::tuple<std::string, uint64_t, std::string>> calls;
+  ParkHost host;
+  host.free_bytes = [&](const std::string&) { return free; };
+  host.reclaim = [&](const std::string& uuid, uint64_t need, const std::string& owner) {
+    calls.emplace_back(uuid, need, owner);
+    return Result<int>(2);
+  };
+  ParkController controller(Options(), std::move(host));
+  controller.Poll(1 * kMin, {d}, pods, false);
+  controller.Poll(11 * kMin, {d}, pods, false);
+  EXPECT_EQ(controller.idle_lent().at("GPU-a"), 668 * kMiB);
+  controller.Poll(12 * kMin, {d}, pods, false);  // lending, unchanged: nothing asked
+  EXPECT_TRUE(calls.empty());
+
+  h.region->slots[0].used[0].store(300 * kMiB);  // the owner allocates 200 MiB more
+  controller.Poll(13 * kMin, {d}, pods, false);
+  ASSERT_EQ(calls.size(), 1u);
+  // The rest of its slice is 724 MiB; NVML shows 200 MiB: 524 MiB missing.
+  EXPECT_EQ(calls[0],
+            std::make_tuple(std::string("GPU-a"), 524 * kMiB, std::string("notebooks/nb")));
+  EXPECT_EQ(controller.evictions(), 2u);
+  EXPECT_EQ(controller.idle_lent().at("GPU-a"), 468 * kMiB);  // still idle: lends the rest
+  controller.Poll(14 * kMin, {d}, pods, false);               // no growth since: no second eviction
+  EXPECT_EQ(calls.size(), 1u);
+
+  free = 2048 * kMiB;  // with the room there, a growth evicts nothing
+  h.region->slots[0].used[0].store(400 * kMiB);
+  controller.Poll(15 * kMin, {d}, pods, false);
+  EXPECT_EQ(calls.size(), 1u);
+
+  free = 0;  // the owner launches (no longer idle): it takes its whole slice back
+  h.region->devices[0].last_launch_ns.store(15 * kMin);
+  controller.Poll(15 * kMin + 1, {d}, pods, false);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(std::get<1>(calls[1]), 624 * kMiB);
+  EXPECT_TRUE(controller.idle_lent().empty());
+  controller.Poll(15 * kMin + 2, {d}, pods, false);  // not lending any more: nothing more
+  EXPECT_EQ(calls.size(), 2u);
+  vgpu::RegionClose(&h);
 }
 
 }  // namespace
