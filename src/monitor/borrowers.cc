@@ -88,29 +88,48 @@ std::vector<Borrower> ChooseEvictions(std::vector<Borrower> borrowers, int64_t n
 }
 
 Status EvictBorrower(k8s::Client& client, const Borrower& b, const std::string& owner,
-                     const std::string& gpu_uuid) {
+                     const std::string& gpu_uuid, const std::string& node) {
   if (!PathSafe(b.namespace_name) || !PathSafe(b.name)) {
     return InvalidArgument("borrower \"" + b.namespace_name + "/" + b.name +
                            "\" is not a valid namespace/name: not evicted");
   }
-  const std::string path =
-      "/api/v1/namespaces/" + b.namespace_name + "/pods/" + b.name + "/eviction";
+  const std::string pod_path = "/api/v1/namespaces/" + b.namespace_name + "/pods/" + b.name;
   json eviction = {{"apiVersion", "policy/v1"},
                    {"kind", "Eviction"},
-                   {"metadata", {{"name", b.name}, {"namespace", b.namespace_name}}}};
-  if (!b.uid.empty()) eviction["deleteOptions"] = {{"preconditions", {{"uid", b.uid}}}};
-  auto r = client.Create(path, eviction);
-  if (!r.ok()) return r.status();
+                   {"metadata", {{"name", b.name}, {"namespace", b.namespace_name}}},
+                   {"deleteOptions", {{"gracePeriodSeconds", kBorrowerGraceSeconds}}}};
+  if (!b.uid.empty()) eviction["deleteOptions"]["preconditions"] = {{"uid", b.uid}};
+  auto r = client.Create(pod_path + "/eviction", eviction);
+  if (!r.ok()) {
+    // 429: a PodDisruptionBudget forbids the eviction (the client retried already). A
+    // borrower is preemptible by contract: delete it, if it is still the same pod.
+    if (r.status().code() != StatusCode::kUnavailable ||
+        r.status().message().find("HTTP 429") == std::string::npos) {
+      return r.status();
+    }
+    auto live = client.Get(pod_path);
+    if (!live.ok()) return live.status();
+    if (!b.uid.empty() && StrAt(*live, "metadata", "uid") != b.uid) {
+      return Conflict("borrower " + b.namespace_name + "/" + b.name +
+                      " was recreated (uid changed): not deleted");
+    }
+    FRACGPU_RETURN_IF_ERROR(
+        client.Delete(pod_path + "?gracePeriodSeconds=" + std::to_string(kBorrowerGraceSeconds)));
+    spdlog::warn("borrower {}/{}: eviction refused (HTTP 429, a PodDisruptionBudget): deleted",
+                 b.namespace_name, b.name);
+  }
   json involved = {
       {"kind", "Pod"},
       {"metadata", {{"name", b.name}, {"namespace", b.namespace_name}, {"uid", b.uid}}}};
-  Status ev = client.CreateEvent(involved, "Warning", "GPUMemoryReclaimed",
-                                 "evicted: it borrowed " + std::to_string(b.mib) + " MiB of GPU " +
-                                     gpu_uuid + ", lent by the parked pod " + owner +
-                                     ", which woke and needs its memory back",
-                                 "fracgpu-monitor");
+  Status ev =
+      client.CreateEvent(involved, "Warning", "GPUMemoryReclaimed",
+                         "evicted: it borrowed " + std::to_string(b.mib) + " MiB of GPU " +
+                             gpu_uuid + (node.empty() ? std::string() : " on node " + node) +
+                             ", lent by a parked pod, which woke and needs its memory back",
+                         "fracgpu-monitor");
   if (!ev.ok())
-    spdlog::warn("event on evicted borrower {}/{}: {}", b.namespace_name, b.name, ev.message());
+    spdlog::warn("event on evicted borrower {}/{} (for {}): {}", b.namespace_name, b.name, owner,
+                 ev.message());
   return Status::Ok();
 }
 
@@ -126,7 +145,7 @@ Result<int> ReclaimFromBorrowers(k8s::Client& client, const std::string& node,
   int evicted = 0;
   Status first;
   for (const Borrower& b : ChooseEvictions(BorrowersOf(*pods, gpu_uuid), need_mib)) {
-    Status st = EvictBorrower(client, b, owner, gpu_uuid);
+    Status st = EvictBorrower(client, b, owner, gpu_uuid, node);
     if (st.ok()) {
       ++evicted;
       spdlog::warn("evicted borrower {}/{} ({} MiB of {}) for the wake of {}", b.namespace_name,

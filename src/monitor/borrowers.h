@@ -39,14 +39,23 @@ std::vector<Borrower> BorrowersOf(const nlohmann::json& pods, const std::string&
 /// `need_mib` <= 0; all of them when together they hold less.
 std::vector<Borrower> ChooseEvictions(std::vector<Borrower> borrowers, int64_t need_mib);
 
+/// The grace period, in seconds, a borrower gets to stop when it is evicted or deleted for a
+/// wake (DeleteOptions.gracePeriodSeconds): the woken owner waits for it, so a borrower's own
+/// longer terminationGracePeriodSeconds does not apply (issue 36 review finding 5).
+inline constexpr int64_t kBorrowerGraceSeconds = 30;
+
 /// Evicts `b` through the Eviction API (policy/v1: POST
-/// /api/v1/namespaces/<ns>/pods/<name>/eviction, which honours the pod's PodDisruptionBudgets
-/// and its graceful termination), then records a Warning Event `GPUMemoryReclaimed` on it naming
-/// `owner` ("<namespace>/<name>" of the woken pod) and the GPU. Errors: the eviction's (a
-/// PodDisruptionBudget that forbids it is kUnavailable, HTTP 429; a pod already gone is
-/// kNotFound); the Event is best effort (its failure is logged, not returned).
+/// /api/v1/namespaces/<ns>/pods/<name>/eviction) with DeleteOptions gracePeriodSeconds
+/// kBorrowerGraceSeconds and a precondition on its uid. A borrower is preemptible by contract,
+/// so a PodDisruptionBudget does not keep it: when the Eviction API still answers HTTP 429
+/// after the client's own retries (k8s::ClientOptions retries, with backoff), the pod is
+/// deleted (DELETE ...?gracePeriodSeconds=kBorrowerGraceSeconds) once a GET shows the same uid.
+/// Then records a Warning Event `GPUMemoryReclaimed` on it naming the GPU and `node` only, not
+/// the owner, which is another tenant's pod (`owner` is for the agent's log). Errors: the
+/// eviction's or the deletion's (a pod already gone is kNotFound, a recreated one kConflict);
+/// the Event is best effort (its failure is logged, not returned).
 Status EvictBorrower(k8s::Client& client, const Borrower& b, const std::string& owner,
-                     const std::string& gpu_uuid);
+                     const std::string& gpu_uuid, const std::string& node = "");
 
 /// Evicts the borrowers of GPU `gpu_uuid` on node `node` so that `need_bytes` come free for the
 /// wake of `owner`: lists the node's pods (fieldSelector spec.nodeName), BorrowersOf,

@@ -257,6 +257,23 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                         "so it may not outrank ordinary pods; use a PriorityClass of value 0 or "
                         "below, or remove the annotation");
       }
+      // The node agent gives an evicted borrower at most kBorrowerGraceSeconds to stop
+      // (monitor/borrowers.h, DeleteOptions of its eviction): a longer
+      // terminationGracePeriodSeconds would only promise the tenant time it does not get, and
+      // the woken owner waits for it (issue 36 review finding 5). Refused, not capped, so the
+      // spec the tenant wrote is the one that runs.
+      constexpr int64_t kBorrowerGraceSeconds = 30;
+      auto grace = spec->find("terminationGracePeriodSeconds");
+      if (grace != spec->end() && grace->is_number_integer() &&
+          grace->get<int64_t>() > kBorrowerGraceSeconds) {
+        return Deny(req, 403,
+                    std::string("annotation ") + core::kAnnotationBorrower +
+                        " is \"true\" but spec.terminationGracePeriodSeconds is " +
+                        std::to_string(grace->get<int64_t>()) + ": a borrower is given at most " +
+                        std::to_string(kBorrowerGraceSeconds) +
+                        " s to stop when the owner of the memory it borrows wakes; set it to " +
+                        std::to_string(kBorrowerGraceSeconds) + " or less");
+      }
     }
     for (const auto& c : request->containers) {
       if (c.UsesGpu() && c.disable_control.value_or(false) && !c.WholeCards()) {

@@ -116,10 +116,17 @@ TEST_F(EvictBorrowerTest, EvictsThroughTheEvictionApiAndSaysWhyInAnEvent) {
   auto found = BorrowersOf(json::array({*api_.Get("pods", "batch", "borrower")}), kGpu);
   ASSERT_EQ(found.size(), 1u);
   const Borrower& b = found[0];
-  Status st = EvictBorrower(*client_, b, "team-a/notebook", kGpu);
+  Status st = EvictBorrower(*client_, b, "team-a/notebook", kGpu, "n1");
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_FALSE(api_.Get("pods", "batch", "borrower").has_value());
   EXPECT_EQ(api_.CountRequests("POST", "/api/v1/namespaces/batch/pods/borrower/eviction"), 1);
+  // A bounded grace period, whatever the borrower's own terminationGracePeriodSeconds.
+  json body;
+  for (const auto& r : api_.Requests())
+    if (r.method == "POST" && r.path.ends_with("/eviction")) body = json::parse(r.body);
+  EXPECT_EQ(body["deleteOptions"]["gracePeriodSeconds"], kBorrowerGraceSeconds) << body.dump();
+  EXPECT_EQ(body["deleteOptions"]["preconditions"]["uid"], "uid-borrower") << body.dump();
+  EXPECT_EQ(api_.CountRequests("DELETE", "/api/v1/namespaces/batch/pods/borrower"), 0);
   auto events = api_.List("events");
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["reason"], "GPUMemoryReclaimed");
@@ -129,7 +136,47 @@ TEST_F(EvictBorrowerTest, EvictsThroughTheEvictionApiAndSaysWhyInAnEvent) {
   const std::string message = events[0]["message"];
   EXPECT_NE(message.find("1500 MiB"), std::string::npos) << message;
   EXPECT_NE(message.find(kGpu), std::string::npos) << message;
-  EXPECT_NE(message.find("team-a/notebook"), std::string::npos) << message;
+  EXPECT_NE(message.find("node n1"), std::string::npos) << message;
+  // The owner is another tenant's pod: the borrower's Event does not name it.
+  EXPECT_EQ(message.find("team-a"), std::string::npos) << message;
+  EXPECT_EQ(message.find("notebook"), std::string::npos) << message;
+}
+
+// Issue 36 review finding 5: a PodDisruptionBudget (HTTP 429 from the Eviction API) does not
+// keep a borrower on the memory a woken owner needs: the pod is deleted, with the bounded grace.
+TEST_F(EvictBorrowerTest, AnEvictionRefusedByADisruptionBudgetDeletesThePod) {
+  api_.Put("pods", Pod("borrower", {{{kGpu, 1500}}}));
+  api_.FailNext("POST", "/api/v1/namespaces/batch/pods/borrower/eviction", 429, 1,
+                "Cannot evict pod as it would violate the pod's disruption budget.");
+  Status st = EvictBorrower(*client_, {"batch", "borrower", "uid-borrower", "", 1500},
+                            "team-a/notebook", kGpu, "n1");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(api_.Get("pods", "batch", "borrower").has_value());
+  int deletes = 0;
+  for (const auto& r : api_.Requests()) {
+    if (r.method != "DELETE" || r.path != "/api/v1/namespaces/batch/pods/borrower") continue;
+    ++deletes;
+    EXPECT_EQ(r.query, "gracePeriodSeconds=" + std::to_string(kBorrowerGraceSeconds));
+  }
+  EXPECT_EQ(deletes, 1);
+  ASSERT_EQ(api_.List("events").size(), 1u);
+  EXPECT_EQ(api_.List("events")[0]["reason"], "GPUMemoryReclaimed");
+}
+
+TEST_F(EvictBorrowerTest, ARefusedEvictionDeletesNoRecreatedPodAndOtherErrorsDeleteNothing) {
+  api_.Put("pods", Pod("borrower", {{{kGpu, 1500}}}));
+  api_.FailNext("POST", "/api/v1/namespaces/batch/pods/borrower/eviction", 429);
+  Status st = EvictBorrower(*client_, {"batch", "borrower", "uid-of-an-earlier-pod", "", 1500},
+                            "team-a/notebook", kGpu, "n1");
+  EXPECT_EQ(st.code(), StatusCode::kConflict) << st.ToString();
+  EXPECT_TRUE(api_.Get("pods", "batch", "borrower").has_value());
+  api_.FailNext("POST", "/api/v1/namespaces/batch/pods/borrower/eviction", 500);
+  st = EvictBorrower(*client_, {"batch", "borrower", "uid-borrower", "", 1500}, "team-a/notebook",
+                     kGpu, "n1");
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_TRUE(api_.Get("pods", "batch", "borrower").has_value());
+  EXPECT_EQ(api_.CountRequests("DELETE", "/api/v1/namespaces/batch/pods/borrower"), 0);
+  EXPECT_TRUE(api_.List("events").empty());
 }
 
 TEST_F(EvictBorrowerTest, ARecreatedPodOfTheSameNameIsNotEvicted) {

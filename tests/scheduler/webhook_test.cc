@@ -260,6 +260,12 @@ TEST(WebhookTest, PolicyDenialsAre403) {
        "annotation fracgpu.io/borrower is \"true\" but spec.priority is 1000 (priorityClassName "
        "\"high\"): a borrower is evicted when the owner of the memory it borrows wakes, so it "
        "may not outrank ordinary pods"},
+      // A borrower asking for more time to stop than the node agent gives it (issue 36 review
+      // finding 5).
+      {PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}},
+               {{"terminationGracePeriodSeconds", 31}}),
+       "annotation fracgpu.io/borrower is \"true\" but spec.terminationGracePeriodSeconds is 31: "
+       "a borrower is given at most 30 s to stop"},
   };
   for (const auto& c : cases) {
     json r = Admit(Create(c.pod), Config());
@@ -272,14 +278,16 @@ TEST(WebhookTest, PolicyDenialsAre403) {
 
 TEST(WebhookTest, BorrowerOfPriorityZeroOrBelowIsAdmitted) {
   json gpu = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
-  for (json extra : {json::object(), json{{"priority", 0}}, json{{"priority", -10}}}) {
+  for (json extra :
+       {json::object(), json{{"priority", 0}}, json{{"priority", -10}},
+        json{{"terminationGracePeriodSeconds", 30}}, json{{"terminationGracePeriodSeconds", 0}}}) {
     json r = Admit(Create(PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}}, extra)),
                    Config());
     EXPECT_TRUE(r["response"]["allowed"]) << extra.dump() << " " << r.dump();
   }
   // Not a borrower ("false"): any priority.
   json r = Admit(Create(PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "false"}},
-                                {{"priority", 1000}})),
+                                {{"priority", 1000}, {"terminationGracePeriodSeconds", 3600}})),
                  Config());
   EXPECT_TRUE(r["response"]["allowed"]) << r.dump();
 }
