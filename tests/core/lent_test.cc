@@ -74,7 +74,7 @@ TEST(LentMemoryTest, BadValuesNameTheFieldAndValue) {
       {"1;MIG-abc:1", "gpu 0: uuid \"MIG-abc\" must be GPU- followed by 1..92 of [0-9A-Za-z-]"},
       {"1;GPU-a b:1", "gpu 0: uuid \"GPU-a b\" must be GPU- followed by 1..92 of [0-9A-Za-z-]"},
       {"1;GPU-a;b:1", "gpu 0: uuid \"GPU-a;b\" must be GPU- followed by 1..92 of [0-9A-Za-z-]"},
-      {std::string("1;GPU-\x01\xff:1", 13),
+      {std::string("1;GPU-\x01\xff:1"),
        "gpu 0: uuid \"GPU-\\x01\\xff\" must be GPU- followed by 1..92 of [0-9A-Za-z-]"},
       {"1;GPU-" + std::string(93, 'a') + ":1",
        "gpu 0: uuid \"GPU-" + std::string(60, 'a') +
