@@ -6,6 +6,7 @@
 
 #include "certs/pki.h"
 #include "fake_apiserver.h"
+#include "test_client.h"
 #include "webhook_front.h"
 
 namespace fracgpu::certs {
@@ -28,11 +29,7 @@ class ReconcileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     front_.PutConfig(SampleWebhookConfig("fracgpu-webhook", 2));
-    k8s::Config config;
-    config.server = front_.url();
-    k8s::ClientOptions client_options;
-    client_options.retries = 0;
-    auto c = k8s::Client::Create(config, client_options);
+    auto c = fakes::NoRetryClient(front_.url());
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
   }

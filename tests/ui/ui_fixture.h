@@ -19,6 +19,7 @@
 #include "fake_apiserver.h"
 #include "http/server.h"
 #include "k8s/client.h"
+#include "test_client.h"
 #include "ui/cluster.h"
 #include "ui/service.h"
 
@@ -51,11 +52,7 @@ inline json PlacedPod(const std::string& ns, const std::string& name, const std:
 class UiHarness : public ::testing::Test {
  protected:
   void StartUi(UiOptions options, bool dra_mode = false) {
-    k8s::Config config;
-    config.server = authz_.url();
-    k8s::ClientOptions client_options;
-    client_options.retries = 0;
-    auto client = k8s::Client::Create(config, client_options);
+    auto client = fakes::NoRetryClient(authz_.url());
     ASSERT_TRUE(client.ok()) << client.status().message();
     client_ = std::move(*client);
     cluster_ = std::make_unique<ClusterSource>(client_.get(), std::chrono::milliseconds(0),
