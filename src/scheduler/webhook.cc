@@ -274,6 +274,16 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                         " s to stop when the owner of the memory it borrows wakes; set it to " +
                         std::to_string(kBorrowerGraceSeconds) + " or less");
       }
+      // Priority 0 still outranks pods of negative-priority classes, whom kube-scheduler's
+      // DefaultPreemption would evict for a borrower (issue 36 review, lesser finding). A
+      // borrower never preempts: spec.preemptionPolicy "Never" (k8s.io/api core/v1
+      // PreemptNever; DefaultPreemption's PodEligibleToPreemptOthers skips such pods). Set
+      // here, after the Priority admission plugin resolved the class (it runs before webhooks,
+      // kube-apiserver pkg/kubeapiserver/options/plugins.go AllOrderedPlugins, v1.37.2), so the
+      // plugin's own check of a pod-set policy against its class does not see it.
+      if (Str(*spec, "preemptionPolicy") != "Never") {
+        patch.push_back({{"op", "add"}, {"path", "/spec/preemptionPolicy"}, {"value", "Never"}});
+      }
     }
     for (const auto& c : request->containers) {
       if (c.UsesGpu() && c.disable_control.value_or(false) && !c.WholeCards()) {

@@ -72,6 +72,11 @@ def test_a_borrower_is_placed_on_lent_memory_and_an_ordinary_pod_is_not(cluster,
         running = c.wait("lend-borrower Running on the lent memory", borrower_running, 120,
                          interval=3)
         assert running["spec"]["nodeName"] == NODE
+        # A borrower never preempts (the webhook sets it after the Priority admission plugin);
+        # an ordinary pod keeps what the API server gave it.
+        assert running["spec"].get("preemptionPolicy") == "Never", running["spec"]
+        ordinary = c.get("-n", "default", "pod", "lend-ordinary")
+        assert ordinary["spec"].get("preemptionPolicy") != "Never", ordinary["spec"]
         grant = running["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
         assert grant.startswith(f"{uuid},NVIDIA,{half},"), grant
         time.sleep(8)  # several scheduling attempts of lend-ordinary by kube-scheduler

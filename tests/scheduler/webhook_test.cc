@@ -292,6 +292,24 @@ TEST(WebhookTest, BorrowerOfPriorityZeroOrBelowIsAdmitted) {
   EXPECT_TRUE(r["response"]["allowed"]) << r.dump();
 }
 
+TEST(WebhookTest, ABorrowerNeverPreempts) {
+  json gpu = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
+  // Whatever the class gave it (the Priority admission plugin ran before the webhook), a
+  // borrower leaves with preemptionPolicy Never.
+  for (json extra : {json::object(), json{{"preemptionPolicy", "PreemptLowerPriority"}},
+                     json{{"preemptionPolicy", "Never"}, {"priority", -5}}}) {
+    json pod = PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}}, extra);
+    json r = Admit(Create(pod), Config());
+    ASSERT_TRUE(r["response"]["allowed"]) << extra.dump() << " " << r.dump();
+    EXPECT_EQ(Patched(pod, r)["spec"]["preemptionPolicy"], "Never") << extra.dump();
+  }
+  // An ordinary pod keeps what its class gave it.
+  json pod = PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "false"}},
+                     {{"preemptionPolicy", "PreemptLowerPriority"}});
+  EXPECT_EQ(Patched(pod, Admit(Create(pod), Config()))["spec"]["preemptionPolicy"],
+            "PreemptLowerPriority");
+}
+
 TEST(WebhookTest, PrivilegedWithoutGpuIsAllowed) {
   json pod =
       PodWith({Container("c", json::object(), {{"securityContext", {{"privileged", true}}}})});
