@@ -248,6 +248,7 @@ int Run(const Flags& f) {
   // Loaded after the SignalWatcher: the threads cuInit and nvmlInit start must have SIGTERM
   // blocked too, or one of them takes it and the process dies before the loop wakes what it parked.
   std::unique_ptr<monitor::NvmlParkFacts> park_nvml;
+  std::unique_ptr<enforce::NvmlProcesses> park_processes;  // verifies the PIDs a region names
   std::unique_ptr<k8s::Client> park_client;
   std::unique_ptr<monitor::K8sPodLister> park_pods;
   std::unique_ptr<monitor::ParkController> park_controller;
@@ -257,17 +258,21 @@ int Run(const Flags& f) {
     auto driver = monitor::LoadCheckpointDriver(f.cuda_library);
     auto facts = driver.ok() ? monitor::NvmlParkFacts::Open(f.nvml_library)
                              : Result<std::unique_ptr<monitor::NvmlParkFacts>>(driver.status());
-    auto c = facts.ok() ? k8s::Connect(f.kubeconfig)
-                        : Result<std::unique_ptr<k8s::Client>>(facts.status());
+    auto processes = facts.ok() ? enforce::NvmlProcesses::Open(f.nvml_library)
+                                : Result<std::unique_ptr<enforce::NvmlProcesses>>(facts.status());
+    auto c = processes.ok() ? k8s::Connect(f.kubeconfig)
+                            : Result<std::unique_ptr<k8s::Client>>(processes.status());
     if (!c.ok()) {
       spdlog::error("parking OFF: {}", c.status().ToString());
       mon.registry().Add("fracgpu_monitor_errors_total", {{"source", "parking"}});
     } else {
       park_nvml = std::move(*facts);
+      park_processes = std::move(*processes);
       park_client = std::move(*c);
       park_pods = std::make_unique<monitor::K8sPodLister>(park_client.get());
       park_host =
-          monitor::MakeParkHost(std::move(*driver), park_nvml.get(), f.proc_root, f.cgroup_root);
+          monitor::MakeParkHost(std::move(*driver), park_nvml.get(), park_processes.get(),
+                                f.proc_root, f.cgroup_root, api::HostLimitsDir(f.hook_path));
       // A wake without room evicts the GPU's borrowers (pods/eviction: the opt-in ClusterRole
       // fracgpu-device-plugin-parking, deploy/parking/).
       park_host.reclaim = [client = park_client.get(), node = f.node_name](

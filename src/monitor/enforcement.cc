@@ -45,6 +45,15 @@ Result<std::string> ReadLimitsText(const std::string& path) {
 
 }  // namespace
 
+std::optional<std::string> NamedContainer(const enforce::CgroupIdentity& id,
+                                          const std::map<std::string, PodRef>& pods) {
+  auto pod = pods.find(id.pod_uid);
+  if (pod == pods.end()) return std::nullopt;
+  auto n = pod->second.container_names.find(id.container_id);
+  if (n == pod->second.container_names.end()) return std::nullopt;
+  return n->second;
+}
+
 void K8sEventSink::PodWarning(const PodRef& pod, const std::string& reason,
                               const std::string& message) {
   nlohmann::json involved = {
@@ -180,15 +189,9 @@ std::vector<enforce::Finding> NodeEnforcer::Poll(
         if (!reader_.StartTime(p.host_pid).ok()) obs.exited.insert(p.host_pid);
         continue;
       }
-      std::string container;
-      bool named = false;  // the API server named the container
-      if (auto pod = pods.find(id->cgroup.pod_uid); pod != pods.end()) {
-        auto n = pod->second.container_names.find(id->cgroup.container_id);
-        if (n != pod->second.container_names.end()) {
-          container = n->second;
-          named = true;
-        }
-      }
+      const std::optional<std::string> name = NamedContainer(id->cgroup, pods);
+      std::string container = name.value_or("");
+      const bool named = name.has_value();  // the API server named the container
       // A pod container fracgpu gave no GPU, for sure: its pod has no fracgpu container at all,
       // or the API server names it and it has no limits file. DRA claims' limits files do not
       // name their pod, so with any on the node only the second case is sure.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ class K8sEventSink final : public EventSink {
  private:
   k8s::Client* client_;
 };
+
+/// The container name of a process whose cgroup says `id`, as the enforcement maps it: the pod
+/// of that UID among `pods` and its container_names entry for the cgroup's container ID (the API
+/// server's status). nullopt when the pod is unknown or does not name the container. The
+/// parking loop verifies the PIDs a region names with it (monitor/park_host.h).
+std::optional<std::string> NamedContainer(const enforce::CgroupIdentity& id,
+                                          const std::map<std::string, PodRef>& pods);
 
 /// Settings (the monitor's --enforce-* flags).
 struct EnforcementOptions {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -15,7 +16,9 @@
 
 #include "api/region.h"
 #include "core/lent.h"
+#include "enforce/proc.h"
 #include "monitor/container_dirs.h"
+#include "monitor/enforcement.h"
 #include "monitor/monitor.h"
 #include "vgpu/cuda_api.h"
 
@@ -340,8 +343,9 @@ HostMemory ReadCgroupMemory(const std::string& proc_root, const std::string& cgr
   return out;
 }
 
-ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml, std::string proc_root,
-                      std::string cgroup_root) {
+ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml,
+                      enforce::ProcessSource* processes, std::string proc_root,
+                      std::string cgroup_root, std::string limits_dir) {
   ParkHost host;
   host.driver = std::move(driver);
   // The reason a pod's host memory is unknown, logged when it changes (the loop retries every
@@ -372,6 +376,52 @@ ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml, std::s
     }
     return *free;
   };
+  host.grant = [limits_dir](const std::string& dir_name) {
+    return ReadSliceGrant(limits_dir, dir_name);
+  };
+  auto reader = std::make_shared<enforce::ProcReader>(proc_root);
+  host.verify_process = [reader, processes](int pid, const ContainerDir& dir, const PodRef* pod,
+                                            const std::string& uuid,
+                                            bool on_gpu) -> Result<uint64_t> {
+    if (pid <= 0) return InvalidArgument("not a process id");
+    // The enforcement's mapping: the cgroup's pod UID and container ID, read between two reads
+    // of the start time (a PID reused meanwhile is refused).
+    auto id = reader->Identify(static_cast<uint32_t>(pid));
+    if (!id.ok()) return id.status();
+    if (id->cgroup.pod_uid != dir.pod_uid)
+      return PermissionDenied("its cgroup is pod " + id->cgroup.pod_uid + "'s, not " + dir.pod_uid +
+                              "'s");
+    if (pod == nullptr) return Unavailable("pod " + dir.pod_uid + " is not listed");
+    std::map<std::string, PodRef> one = {{pod->uid, *pod}};
+    const std::optional<std::string> name = NamedContainer(id->cgroup, one);
+    if (!name) return Unavailable("the API server does not name its container yet");
+    if (*name != dir.container)
+      return PermissionDenied("its cgroup is container " + *name + "'s, not " + dir.container +
+                              "'s");
+    if (on_gpu) {
+      if (processes == nullptr) return Unavailable("no NVML process list");
+      std::vector<std::string> errors;
+      auto gpus = processes->Sample(&errors);
+      if (!gpus.ok()) return gpus.status();
+      bool listed = false;
+      for (const enforce::GpuSample& g : *gpus) {
+        if (g.uuid.size() != uuid.size() || !std::equal(g.uuid.begin(), g.uuid.end(), uuid.begin(),
+                                                        [](unsigned char a, unsigned char b) {
+                                                          return std::tolower(a) == std::tolower(b);
+                                                        }))
+          continue;
+        if (!g.processes_ok) return Unavailable("NVML cannot list the processes of " + uuid);
+        for (const enforce::DriverProcess& p : g.processes)
+          listed = listed || p.host_pid == static_cast<uint32_t>(pid);
+      }
+      if (!listed) return PermissionDenied("NVML lists it on no GPU of its grant (" + uuid + ")");
+    }
+    return id->start_time;
+  };
+  host.start_time = [reader](int pid) -> Result<uint64_t> {
+    if (pid <= 0) return InvalidArgument("not a process id");
+    return reader->StartTime(static_cast<uint32_t>(pid));
+  };
   return host;
 }
 
@@ -387,10 +437,16 @@ std::vector<ParkedSample> ParkedSlices::Get() const {
   return slices_;
 }
 
-void ParkedSlices::PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts) {
+void ParkedSlices::PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts, uint64_t refusals) {
   std::lock_guard<std::mutex> lock(mu_);
   evictions_ = evictions;
   reclaim_timeouts_ = reclaim_timeouts;
+  refusals_ = refusals;
+}
+
+uint64_t ParkedSlices::refusals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refusals_;
 }
 
 uint64_t ParkedSlices::evictions() const {
@@ -431,6 +487,10 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
   registry->Describe("fracgpu_wake_reclaim_timeouts_total", metrics::Type::kCounter,
                      "Wakes whose borrowers' eviction did not free the memory within "
                      "--park-reclaim-timeout (not restored; the eviction is retried).");
+  registry->Describe("fracgpu_park_refusals_total", metrics::Type::kCounter,
+                     "Park attempts refused because the slice's grant (its limits file) or a "
+                     "process its region names could not be verified (the container's cgroup, "
+                     "NVML on the granted GPU); the reason is in the agent's log.");
   registry->AddCollector([node, parked](metrics::Registry::Scrape& s) {
     uint64_t total = 0;
     for (const ParkedSample& p : parked->Get()) {
@@ -451,6 +511,7 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
           static_cast<double>(parked->evictions()));
     s.Set("fracgpu_wake_reclaim_timeouts_total", {{"node", node}},
           static_cast<double>(parked->reclaim_timeouts()));
+    s.Set("fracgpu_park_refusals_total", {{"node", node}}, static_cast<double>(parked->refusals()));
   });
 }
 
@@ -461,7 +522,8 @@ OrphanWaker::OrphanWaker(ParkHost host, const ParkingOptions& options)
       parker_(host_.driver, options.allowed_drivers, options.lock_timeout_ms) {}
 
 std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
-                                        const ParkController& controller) {
+                                        const ParkController& controller,
+                                        const std::map<std::string, PodRef>& pods) {
   std::set<std::string> still;
   std::set<std::string> seen;
   for (const ContainerDir& dir : dirs) {
@@ -472,11 +534,56 @@ std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
         region->devices[0].park_state != api::kParkParked)
       continue;
     seen.insert(dir.name);
-    const SliceDevice& dev = region->devices[0];
+    auto log = [&](const std::string& outcome, bool error) {
+      if (last_[dir.name] == outcome) return;
+      last_[dir.name] = outcome;
+      if (error) {
+        spdlog::error("parking: {}: {}", dir.name, outcome);
+      } else {
+        spdlog::warn("parking: {}: {}", dir.name, outcome);
+      }
+    };
+    // The mark and the pids are the tenant's to write: the GPU and the room come from the grant,
+    // and only the container's own processes are touched.
+    Result<SliceGrant> grant =
+        host_.grant ? host_.grant(dir.name) : Result<SliceGrant>(Unavailable("no grant reader"));
+    if (!grant.ok()) {
+      still.insert(dir.name);
+      log("left parked, not woken: its grant is unknown: " + grant.status().message(), true);
+      continue;
+    }
+    auto pod = pods.find(dir.pod_uid);
+    std::vector<int> pids;
+    std::vector<uint64_t> start_times;
+    std::string refused;
+    for (int32_t pid : region->host_pids) {
+      if (std::find(pids.begin(), pids.end(), pid) != pids.end()) continue;
+      Result<uint64_t> start =
+          host_.verify_process
+              ? host_.verify_process(pid, dir, pod == pods.end() ? nullptr : &pod->second,
+                                     grant->uuid, /*on_gpu=*/false)
+              : Result<uint64_t>(Unavailable("no process verifier"));
+      if (!start.ok()) {
+        refused += (refused.empty() ? "" : "; ") + std::string("pid ") + std::to_string(pid) +
+                   ": " + start.status().message();
+        continue;
+      }
+      pids.push_back(pid);
+      start_times.push_back(*start);
+    }
+    if (!refused.empty()) {
+      // A pid named that is not the container's own: the region is forged or stale; nothing of
+      // it is touched (a process of the container that is parked waits for a later poll).
+      still.insert(dir.name);
+      log("left parked, not woken: a process it names is not verified: " + refused, true);
+      continue;
+    }
     std::vector<int> asleep;
+    std::vector<uint64_t> asleep_starts;
     bool checkpointed = false;  // some process's memory was released
     std::string unknown;
-    for (int32_t pid : region->host_pids) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      const int pid = pids[i];
       int state = -1;
       const int rc = host_.driver.get_state(pid, &state);
       if (rc != node::kCudaSuccess) {
@@ -484,7 +591,10 @@ std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
                    " (cuCheckpointProcessGetState: CUresult " + std::to_string(rc) + ")";
         continue;
       }
-      if (state != node::kProcessStateRunning) asleep.push_back(pid);
+      if (state != node::kProcessStateRunning) {
+        asleep.push_back(pid);
+        asleep_starts.push_back(start_times[i]);
+      }
       if (state == node::kProcessStateCheckpointed) checkpointed = true;
     }
     std::string outcome;
@@ -499,14 +609,21 @@ std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
     } else {
       node::ParkTarget t;
       t.pids = asleep;
-      const std::string uuid = dev.uuid;
+      const std::string uuid = grant->uuid;
       t.facts = [] { return node::CheckpointFacts{}; };  // Wake reads no facts
       t.free_bytes = [this, uuid] { return host_.free_bytes(uuid); };
+      t.same = [this, pids = asleep, starts = asleep_starts](int pid) -> std::string {
+        auto at = std::find(pids.begin(), pids.end(), pid);
+        if (at == pids.end()) return "not a process verified";
+        if (!host_.start_time) return "no start time to check";
+        auto now = host_.start_time(pid);
+        if (!now.ok()) return now.status().message();
+        return *now == starts[static_cast<size_t>(at - pids.begin())] ? "" : "started again";
+      };
       // Locked only (the agent died between Lock and Checkpoint): the memory was never
-      // released, an Unlock needs none. Otherwise the region's charged memory: at least what
-      // the checkpointed processes released (a conservative bound, the record being per
-      // container, not per process).
-      node::ParkResult r = parker_.Wake(t, checkpointed ? dev.used_bytes : 0);
+      // released, an Unlock needs none. Otherwise the grant's whole memory on its GPU: at least
+      // what the checkpointed processes released (the region's charge is the tenant's to write).
+      node::ParkResult r = parker_.Wake(t, checkpointed ? grant->bytes : 0);
       if (r.outcome == node::ParkOutcome::kAwake) {
         Status w = WriteParkState(path, 0, api::kParkRunning);
         outcome = "woken (left parked by an earlier agent)";
@@ -516,14 +633,7 @@ std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
         still.insert(dir.name);
       }
     }
-    if (last_[dir.name] != outcome) {
-      last_[dir.name] = outcome;
-      if (still.count(dir.name)) {
-        spdlog::error("parking: {} on {}: {}", dir.name, dev.uuid, outcome);
-      } else {
-        spdlog::warn("parking: {} on {}: {}", dir.name, dev.uuid, outcome);
-      }
-    }
+    log(outcome, still.count(dir.name) > 0);
   }
   for (auto it = last_.begin(); it != last_.end();)
     it = seen.count(it->first) ? std::next(it) : last_.erase(it);
@@ -564,7 +674,8 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       out.push_back(std::move(p));
     }
     parked->Publish(std::move(out));
-    parked->PublishCounts(controller->evictions(), controller->reclaim_timeouts());
+    parked->PublishCounts(controller->evictions(), controller->reclaim_timeouts(),
+                          controller->refusals());
     parked->PublishIdleLent(controller->idle_lent());
   };
   // The lent-memory record: `lent_sig` is the last one written, stamped 1 ("" when
@@ -639,7 +750,7 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
     scan();
     if (orphans) {
       // Before the controller: it would take an orphan for a running container.
-      std::set<std::string> still = orphans->Poll(dirs, *controller);
+      std::set<std::string> still = orphans->Poll(dirs, *controller, pods);
       std::vector<ContainerDir> rest;
       for (ContainerDir& d : dirs)
         if (!still.count(d.name)) rest.push_back(d);

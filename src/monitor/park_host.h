@@ -25,6 +25,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "enforce/nvml_processes.h"
 #include "metrics/registry.h"
 #include "monitor/parking.h"
 #include "monitor/pods.h"
@@ -89,12 +90,17 @@ struct HostMemory {
 /// failure: known = false with the reason.
 HostMemory ReadCgroupMemory(const std::string& proc_root, const std::string& cgroup_root, int pid);
 
-/// Builds the ParkHost over `driver` and `nvml` (not owned; must outlive the host): facts are
-/// nvml->GpuFacts plus the host memory of the first pid's cgroup (ReadCgroupMemory; no pid:
-/// unknown); free_bytes is nvml->FreeBytes, 0 when NVML fails (a park then sees nothing
-/// released and is undone; a wake sees no room), logged.
-ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml, std::string proc_root,
-                      std::string cgroup_root);
+/// Builds the ParkHost over `driver`, `nvml` and `processes` (not owned; must outlive the
+/// host): facts are nvml->GpuFacts plus the host memory of the first pid's cgroup
+/// (ReadCgroupMemory; no pid: unknown); free_bytes is nvml->FreeBytes, 0 when NVML fails (a park
+/// then sees nothing released and is undone; a wake sees no room), logged; grant is
+/// ReadSliceGrant under `limits_dir` (<hook>/vgpu/limits); verify_process maps the pid with the
+/// enforcement's mapping (enforce::ProcReader::Identify under `proc_root`, NamedContainer): its
+/// pod UID and container must be the directory's, and with on_gpu `processes` must list it on
+/// the GPU; start_time is enforce::ProcReader::StartTime.
+ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml,
+                      enforce::ProcessSource* processes, std::string proc_root,
+                      std::string cgroup_root, std::string limits_dir);
 
 /// One slice parked, as published to /metrics.
 struct ParkedSample {
@@ -110,10 +116,11 @@ class ParkedSlices {
  public:
   void Publish(std::vector<ParkedSample> slices);
   std::vector<ParkedSample> Get() const;
-  /// The controller's running counts (ParkController::evictions, reclaim_timeouts).
-  void PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts);
+  /// The controller's running counts (ParkController::evictions, reclaim_timeouts, refusals).
+  void PublishCounts(uint64_t evictions, uint64_t reclaim_timeouts, uint64_t refusals = 0);
   uint64_t evictions() const;
   uint64_t reclaim_timeouts() const;
+  uint64_t refusals() const;
   /// What idle running slices lend, bytes by GPU UUID (ParkController::idle_lent).
   void PublishIdleLent(std::map<std::string, uint64_t> bytes);
   std::map<std::string, uint64_t> idle_lent() const;
@@ -123,13 +130,15 @@ class ParkedSlices {
   std::vector<ParkedSample> slices_;
   uint64_t evictions_ = 0;
   uint64_t reclaim_timeouts_ = 0;
+  uint64_t refusals_ = 0;
   std::map<std::string, uint64_t> idle_lent_;
 };
 
 /// Describes fracgpu_container_parked, fracgpu_container_parked_bytes (per parked slice),
 /// fracgpu_parked_bytes (the node's sum), fracgpu_gpu_idle_lent_bytes (per GPU: the
 /// never-allocated part idle running slices lend, docs/reclaim.md "The fallback"), the counters
-/// fracgpu_borrowers_evicted_total and fracgpu_wake_reclaim_timeouts_total on `registry` and
+/// fracgpu_borrowers_evicted_total, fracgpu_wake_reclaim_timeouts_total and
+/// fracgpu_park_refusals_total (parks refused, a grant or process not verified) on `registry` and
 /// renders them from `parked` (not owned; must outlive the registry's scrapes), labelled with
 /// `node`.
 void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node,
@@ -137,13 +146,17 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
 
 /// Wakes containers whose region says parked (park_state = kParkParked) but that the loop's
 /// controller does not hold: a previous agent that crashed or was killed left them, and their
-/// next CUDA call would wait in the driver for ever. For each such container (one GPU): the
-/// driver's state of every process of the region; those CHECKPOINTED or LOCKED are woken with
-/// node::Parker::Wake (never a Restore without NVML showing the region's charged memory free;
-/// when every one is only LOCKED, nothing was released and no room is needed), then park_state
-/// is written back to running; with none (the agent died before its Lock, or the processes are
-/// gone) park_state is only reset; a process whose state the driver cannot give keeps the
-/// container marked. Not thread-safe: the loop's thread.
+/// next CUDA call would wait in the driver for ever. The region (and its mark) is the tenant's
+/// to write, so the GPU and the room come from the slice's grant (ParkHost::grant), never from
+/// the region, and each pid the region names must be a process of the container
+/// (ParkHost::verify_process, its cgroup; a checkpointed process holds no context NVML lists);
+/// a slice whose grant is unknown, or a pid not verified, is left marked and untouched. For each
+/// such container (one GPU): the driver's state of every verified process; those CHECKPOINTED
+/// or LOCKED are woken with node::Parker::Wake (never a Restore without NVML showing the grant's
+/// whole memory free on its GPU; when every one is only LOCKED, nothing was released and no room
+/// is needed), then park_state is written back to running; with none (the agent died before its
+/// Lock, or the processes are gone) park_state is only reset; a process whose state the driver
+/// cannot give keeps the container marked. Not thread-safe: the loop's thread.
 class OrphanWaker {
  public:
   /// `host`: the controller's driver and NVML (facts unused). `options`: its allow-list and
@@ -151,11 +164,13 @@ class OrphanWaker {
   OrphanWaker(ParkHost host, const ParkingOptions& options);
 
   /// Wakes the orphans among `dirs` (their regions under <dir.path>/region.cache) that
-  /// `controller` does not hold. Returns the names of those still parked (no room, a failed
-  /// call): the caller keeps them out of the controller's poll, which would otherwise take them
-  /// for running containers. Each outcome is logged when it changes.
+  /// `controller` does not hold; `pods` (by UID) name the containers of the processes. Returns
+  /// the names of those still parked (no room, a failed call, not verified): the caller keeps
+  /// them out of the controller's poll, which would otherwise take them for running containers.
+  /// Each outcome is logged when it changes.
   std::set<std::string> Poll(const std::vector<ContainerDir>& dirs,
-                             const ParkController& controller);
+                             const ParkController& controller,
+                             const std::map<std::string, PodRef>& pods);
 
  private:
   ParkHost host_;

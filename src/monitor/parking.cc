@@ -6,20 +6,35 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <utility>
 
+#include "api/limits.h"
 #include "api/region.h"
+#include "base/file.h"
+#include "base/strings.h"
 #include "core/annotations.h"
 #include "core/request.h"
+#include "vgpu/limits.h"
 
 namespace fracgpu::monitor {
 
 namespace {
 
 std::string RegionPath(const std::string& dir_path) { return dir_path + "/region.cache"; }
+
+constexpr size_t kMaxLimitsBytes = 64 * 1024;  // a limits file, as the enforcement reads it
+
+bool EqualsIgnoreCase(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
 
 const char* OutcomeName(node::ParkOutcome o) {
   switch (o) {
@@ -67,9 +82,24 @@ ParkController::ParkController(ParkingOptions options, ParkHost host)
       parker_(host_.driver, options_.allowed_drivers, options_.lock_timeout_ms) {}
 
 node::ParkTarget ParkController::Target(const std::string& path, const std::string& uuid,
-                                        const std::string& pod_uid, std::vector<int> pids) const {
+                                        const std::string& pod_uid, std::vector<int> pids,
+                                        std::vector<uint64_t> start_times) const {
   node::ParkTarget t;
   t.pids = pids;
+  // Each process must still be the one verified at the park (its start time) before each Lock,
+  // Restore and Unlock: a PID reused after an exit is another process.
+  t.same = [this, pids, start_times = std::move(start_times)](int pid) -> std::string {
+    auto at = std::find(pids.begin(), pids.end(), pid);
+    if (at == pids.end() || static_cast<size_t>(at - pids.begin()) >= start_times.size())
+      return "not a process verified";
+    if (!host_.start_time) return "no start time to check";
+    auto now = host_.start_time(pid);
+    if (!now.ok()) return now.status().message();
+    const uint64_t then = start_times[static_cast<size_t>(at - pids.begin())];
+    if (*now != then)
+      return "its start time is " + std::to_string(*now) + ", not " + std::to_string(then);
+    return "";
+  };
   // The facts are read again at each call (Parker reads them before and after the Lock): the
   // region's record of the processes' uses and their charged memory, the GPU's and the pod's.
   t.facts = [this, path, uuid, pod_uid, pids = std::move(pids)] {
@@ -87,9 +117,51 @@ node::ParkTarget ParkController::Target(const std::string& path, const std::stri
   return t;
 }
 
-void ParkController::TryPark(const ContainerDir& dir, const RegionContents& region) {
+std::string ParkController::Changed(const ParkedSlice& slice) const {
+  std::string out;
+  for (size_t i = 0; i < slice.pids.size(); ++i) {
+    auto now = host_.start_time ? host_.start_time(slice.pids[i])
+                                : Result<uint64_t>(Unavailable("no start time to check"));
+    std::string why;
+    if (!now.ok()) {
+      why = now.status().message();
+    } else if (i >= slice.start_times.size() || *now != slice.start_times[i]) {
+      why = "started again (start time " + std::to_string(*now) + ")";
+    }
+    if (!why.empty())
+      out += (out.empty() ? "" : "; ") + std::string("pid ") + std::to_string(slice.pids[i]) +
+             ": " + why;
+  }
+  return out;
+}
+
+void ParkController::TryPark(const ContainerDir& dir, const RegionContents& region,
+                             const PodRef* pod) {
   const std::string path = RegionPath(dir.path);
   const SliceDevice& dev = region.devices[0];
+  // Fail closed: nothing is written nor touched unless the GPU and the processes are verified.
+  auto refuse = [&](const std::string& why) {
+    const std::string outcome = "not parked: " + why;
+    if (last_outcome_[dir.name] != outcome) spdlog::warn("parking {}: {}", dir.name, outcome);
+    last_outcome_[dir.name] = outcome;
+    ++refusals_;
+  };
+  if (!host_.grant || !host_.verify_process || !host_.start_time)
+    return refuse("the agent cannot verify the slice's grant and processes");
+  auto grant = host_.grant(dir.name);
+  if (!grant.ok()) return refuse("its grant is unknown: " + grant.status().message());
+  if (!EqualsIgnoreCase(dev.uuid, grant->uuid))
+    return refuse("its region names GPU " + dev.uuid.substr(0, 96) + ", its grant " + grant->uuid);
+  std::vector<int> pids;
+  std::vector<uint64_t> start_times;
+  for (int32_t pid : region.host_pids) {
+    if (std::find(pids.begin(), pids.end(), pid) != pids.end()) continue;
+    auto start = host_.verify_process(pid, dir, pod, grant->uuid, /*on_gpu=*/true);
+    if (!start.ok())
+      return refuse("pid " + std::to_string(pid) + " is not verified: " + start.status().message());
+    pids.push_back(pid);
+    start_times.push_back(*start);
+  }
   const uint64_t baseline = dev.wake_requests;
   Status w = WriteParkState(path, 0, api::kParkParked);
   if (!w.ok()) {
@@ -97,8 +169,7 @@ void ParkController::TryPark(const ContainerDir& dir, const RegionContents& regi
     spdlog::warn("parking {}: {}", dir.name, w.message());
     return;
   }
-  std::vector<int> pids(region.host_pids.begin(), region.host_pids.end());
-  node::ParkResult r = parker_.Park(Target(path, dev.uuid, dir.pod_uid, pids));
+  node::ParkResult r = parker_.Park(Target(path, grant->uuid, dir.pod_uid, pids, start_times));
   if (r.outcome != node::ParkOutcome::kParked) {
     Status back = WriteParkState(path, 0, api::kParkRunning);
     last_outcome_[dir.name] = std::string(OutcomeName(r.outcome)) + ": " + r.reason;
@@ -109,12 +180,15 @@ void ParkController::TryPark(const ContainerDir& dir, const RegionContents& regi
   }
   ParkedSlice s;
   s.dir = dir.name;
-  s.uuid = dev.uuid;
+  s.uuid = grant->uuid;
   s.pids = std::move(pids);
+  s.start_times = std::move(start_times);
   s.released_bytes = r.released_bytes;
+  s.lent_bytes = std::min({r.released_bytes, r.charged_bytes, grant->bytes});
   s.wake_baseline = baseline;
   last_outcome_[dir.name] = "parked";
-  spdlog::info("parked {} on {}: {} MiB released", dir.name, dev.uuid, r.released_bytes >> 20);
+  spdlog::info("parked {} on {}: {} MiB released, {} MiB lent", dir.name, s.uuid,
+               r.released_bytes >> 20, s.lent_bytes >> 20);
   parked_[dir.name] = std::move(s);
 }
 
@@ -122,13 +196,14 @@ void ParkController::TryWake(ParkedSlice& slice, const std::string& path, uint64
                              const std::string& owner) {
   slice.wake_requested = true;  // the GPU stops lending now (LentFromParked)
   const std::string pod_uid = slice.dir.substr(0, slice.dir.find('_'));
-  node::ParkResult r =
-      parker_.Wake(Target(path, slice.uuid, pod_uid, slice.pids), slice.released_bytes);
+  node::ParkResult r = parker_.Wake(
+      Target(path, slice.uuid, pod_uid, slice.pids, slice.start_times), slice.released_bytes);
   if (r.outcome == node::ParkOutcome::kAwake) {
     Status back = WriteParkState(path, 0, api::kParkRunning);
-    last_outcome_[slice.dir] =
-        back.ok() ? "awake" : "awake; park_state not reset: " + back.message();
-    spdlog::info("woke {} on {}", slice.dir, slice.uuid);
+    std::string outcome = r.gone.empty() ? "awake" : "awake; gone while parked: " + r.reason;
+    if (!back.ok()) outcome += "; park_state not reset: " + back.message();
+    last_outcome_[slice.dir] = outcome;
+    spdlog::info("woke {} on {}: {}", slice.dir, slice.uuid, outcome);
     parked_.erase(slice.dir);  // `slice` is gone from here on
     return;
   }
@@ -207,9 +282,19 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
     auto parked = parked_.find(dir.name);
     in.parked = parked != parked_.end();
     if (in.parked) in.wake_baseline = parked->second.wake_baseline;
-    switch (DecideParking(in, options_)) {
+    ParkAction action = DecideParking(in, options_);
+    // A process of a parked slice gone (a kernel restarted, killed) or started again under its
+    // PID: the slice is woken, which restores what is still the process parked and drops the
+    // rest; its GPU stops lending from now on (wake_requested).
+    if (in.parked && action == ParkAction::kNone) {
+      if (std::string changed = Changed(parked->second); !changed.empty()) {
+        spdlog::warn("parking {}: a process parked is gone: {}", dir.name, changed);
+        action = ParkAction::kWake;
+      }
+    }
+    switch (action) {
       case ParkAction::kPark:
-        TryPark(dir, *region);
+        TryPark(dir, *region, pod == pods.end() ? nullptr : &pod->second);
         break;
       case ParkAction::kWake:
         TryWake(
@@ -280,6 +365,28 @@ void ParkController::ReclaimForOwner(const std::string& uuid, uint64_t need_byte
       owner, uuid, (need_bytes - free) >> 20, *n);
 }
 
+Result<SliceGrant> ReadSliceGrant(const std::string& limits_dir, const std::string& dir_name) {
+  const std::string path = api::JoinHostPath(limits_dir, api::LimitsFileName(dir_name));
+  auto text =
+      base::ReadFile(path, kMaxLimitsBytes, {.follow_symlinks = false, .nonblocking = true});
+  if (!text.ok()) return text.status();
+  auto config = std::make_unique<vgpu::Config>();
+  vgpu::ParseLimitsFile(config.get(), text->data(), text->size());
+  vgpu::FinishConfig(config.get());
+  if (config->error_count > 0) return InvalidArgument(path + ": " + std::string(config->error));
+  const std::vector<std::string> uuids =
+      base::SplitComma(config->visible_devices, {.drop_trailing_empty = true});
+  if (uuids.size() != 1 || uuids[0].empty())
+    return InvalidArgument(path + ": NVIDIA_VISIBLE_DEVICES names " + std::to_string(uuids.size()) +
+                           " GPUs, not one");
+  bool fail_closed = false;
+  const uint64_t bytes = vgpu::EffectiveMemoryLimit(*config, 0, &fail_closed);
+  if (fail_closed || bytes == 0)
+    return InvalidArgument(path + ": no memory limit on " + uuids[0] +
+                           " (a slice without one lends nothing)");
+  return SliceGrant{uuids[0], bytes};
+}
+
 Status WriteParkState(const std::string& path, int device, uint64_t state) {
   if (device < 0 || device >= static_cast<int>(api::kMaxDevices))
     return InvalidArgument("park_state: device " + std::to_string(device) + " is out of range");
@@ -339,7 +446,7 @@ core::LentMemory LentFromSlices(const std::map<std::string, ParkedSlice>& parked
   std::map<std::string, uint64_t> bytes = idle_bytes;  // by UUID: sorted, distinct
   for (const auto& [name, slice] : parked) {
     uint64_t& b = bytes[slice.uuid];
-    b = b > UINT64_MAX - slice.released_bytes ? UINT64_MAX : b + slice.released_bytes;
+    b = b > UINT64_MAX - slice.lent_bytes ? UINT64_MAX : b + slice.lent_bytes;
   }
   // A GPU whose owner asked for its memory back lends nothing while the agent reclaims it.
   for (const auto& [name, slice] : parked)
@@ -347,8 +454,8 @@ core::LentMemory LentFromSlices(const std::map<std::string, ParkedSlice>& parked
   core::LentMemory out;
   out.at_unix = at_unix;
   for (const auto& [uuid, b] : bytes) {
-    // The UUID comes from the region, which the tenant can write: one the record's grammar
-    // refuses is not lent (core/lent.h).
+    // The UUID comes from the grant (a parked slice) or the region (an idle one): one the
+    // record's grammar refuses is not lent (core/lent.h).
     const bool valid = uuid.size() > 4 && uuid.size() <= core::kLentMaxUuid &&
                        uuid.compare(0, 4, "GPU-") == 0 &&
                        std::all_of(uuid.begin() + 4, uuid.end(), [](char c) {

@@ -94,7 +94,18 @@ struct ParkInput {
 /// holds memory, every process has a host pid, and idle_ns ≥ options.idle_after; else kNone.
 ParkAction DecideParking(const ParkInput& in, const ParkingOptions& options);
 
-/// How the agent reaches the driver, NVML and the pod's cgroup (tests pass fakes).
+/// A container slice's grant as the device plugin recorded it from the scheduler's signed
+/// decision (its limits file, <hook>/vgpu/limits/<dir>.env, outside the tenant's reach): the one
+/// GPU and the slice's memory. The agent takes the GPU and the byte counts it acts on from here,
+/// never from the region, which the tenant writes.
+struct SliceGrant {
+  std::string uuid;    ///< NVIDIA_VISIBLE_DEVICES' one GPU
+  uint64_t bytes = 0;  ///< the slice's memory limit on it, bytes (> 0)
+};
+
+/// How the agent reaches the driver, NVML and the pod's cgroup (tests pass fakes). `grant`,
+/// `verify_process` and `start_time` are required to park: without them (null) nothing parks
+/// and no orphan is woken (fail closed).
 struct ParkHost {
   node::CheckpointDriver driver;
   /// The facts of GPU `uuid` (driver version, persistence, MIG, MPS) and of the host memory of
@@ -110,14 +121,35 @@ struct ParkHost {
   /// were evicted (monitor::ReclaimFromBorrowers). Null: a wake without room only waits.
   std::function<Result<int>(const std::string& uuid, uint64_t need_bytes, const std::string& owner)>
       reclaim;
+  /// The grant of the container slice whose region directory is named `dir_name`
+  /// (ReadSliceGrant). Errors: why it is unknown (the slice is then not parked).
+  std::function<Result<SliceGrant>(const std::string& dir_name)> grant;
+  /// Verifies that host pid `pid`, named by the region (the tenant's to write), is a process of
+  /// container `dir` (its cgroup's pod UID and container, as the enforcement maps them, with
+  /// `pod` naming the container: null = unknown, refused) and, when `on_gpu`, that NVML lists it
+  /// as a compute process of GPU `uuid`; returns its start time (/proc/<pid>/stat field 22).
+  /// Errors: why not (the slice is then not parked, nor an orphan touched).
+  std::function<Result<uint64_t>(int pid, const ContainerDir& dir, const PodRef* pod,
+                                 const std::string& uuid, bool on_gpu)>
+      verify_process;
+  /// The start time of `pid` now (/proc/<pid>/stat field 22). Errors: kNotFound (gone), others.
+  std::function<Result<uint64_t>(int pid)> start_time;
 };
 
 /// A container slice this agent holds parked.
 struct ParkedSlice {
   std::string dir;   ///< the region directory's name, "<pod UID>_<container>"
-  std::string uuid;  ///< the GPU
+  std::string uuid;  ///< the GPU, the grant's (SliceGrant::uuid)
   std::vector<int> pids;
+  /// The start time of each of `pids` at the park (same order): a pid whose start time differs
+  /// later is another process and is never restored nor unlocked.
+  std::vector<uint64_t> start_times;
   uint64_t released_bytes = 0;  ///< what Park released (what Wake must find free), bytes
+  /// What the slice lends: min(released_bytes, the bytes the region charged with every process
+  /// locked, the grant's bytes). released_bytes is the rise of the whole GPU's free memory
+  /// (another pod freeing memory meanwhile counts in it) and the charge is the tenant's to
+  /// write: the grant bounds both.
+  uint64_t lent_bytes = 0;
   uint64_t wake_baseline = 0;
   bool waiting_for_room = false;  ///< a wake was asked and NVML lacks the memory
   /// When (the poll's CLOCK_MONOTONIC, ns) this wake evicted the GPU's borrowers; 0: it has
@@ -141,14 +173,14 @@ struct IdleSlice {
 /// tenant's to write, a used total above the limit lends nothing).
 uint64_t IdleLendBytes(const IdleSlice& slice, uint64_t margin_bytes);
 
-/// What the parked slices `parked` lend, per GPU: the MiB their parks released (rounded down;
+/// What the parked slices `parked` lend, per GPU: their lent_bytes in MiB (rounded down;
 /// a GPU lending 0 MiB, or whose UUID the record refuses, is left out), in UUID order, stamped
 /// `at_unix` (Unix seconds). Only the released memory is lent, not the rest of the slices: what the
 /// owner never allocated must still be there when it allocates after its wake. A GPU on which
 /// a parked slice's wake was requested (ParkedSlice::wake_requested) is left out altogether.
 core::LentMemory LentFromParked(const std::map<std::string, ParkedSlice>& parked, int64_t at_unix);
 
-/// The node's one lent-memory record: per GPU, the parked slices' released bytes plus
+/// The node's one lent-memory record: per GPU, the parked slices' lent bytes plus
 /// `idle_bytes` (bytes by UUID: what running idle slices lend, ParkController::idle_lent),
 /// summed before the rounding down to MiB; the same refusals as LentFromParked, and nothing on
 /// a GPU where a parked slice's wake was requested.
@@ -178,15 +210,21 @@ class ParkController {
   uint64_t evictions() const { return evictions_; }
   /// Wakes whose borrowers' eviction did not free the memory within reclaim_timeout, so far.
   uint64_t reclaim_timeouts() const { return reclaim_timeouts_; }
+  /// Parks refused so far because the slice's grant or a process could not be verified
+  /// (ParkHost::grant, verify_process; the reason is in last_outcome and the log).
+  uint64_t refusals() const { return refusals_; }
 
  private:
-  void TryPark(const ContainerDir& dir, const RegionContents& region);
+  void TryPark(const ContainerDir& dir, const RegionContents& region, const PodRef* pod);
+  // "" when every process of `slice` still has its start time of the park, else which not.
+  std::string Changed(const ParkedSlice& slice) const;
   void TryWake(ParkedSlice& slice, const std::string& path, uint64_t now_ns,
                const std::string& owner);
   void Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::string& owner);
   void ReclaimForOwner(const std::string& uuid, uint64_t need_bytes, const std::string& owner);
   node::ParkTarget Target(const std::string& path, const std::string& uuid,
-                          const std::string& pod_uid, std::vector<int> pids) const;
+                          const std::string& pod_uid, std::vector<int> pids,
+                          std::vector<uint64_t> start_times) const;
 
   ParkingOptions options_;
   ParkHost host_;
@@ -204,7 +242,16 @@ class ParkController {
   std::map<std::string, std::string> last_outcome_;
   uint64_t evictions_ = 0;
   uint64_t reclaim_timeouts_ = 0;
+  uint64_t refusals_ = 0;
 };
+
+/// The grant of container slice `dir_name` from its limits file `<limits_dir>/<dir_name>.env`
+/// (written by the device plugin from the scheduler's signed decision; read as the enforcement
+/// reads it: 64 KiB at most, no symlink, never blocking): exactly one GPU in
+/// NVIDIA_VISIBLE_DEVICES and a memory limit on it (vgpu::EffectiveMemoryLimit). Errors:
+/// kNotFound / kUnavailable (the file), kInvalidArgument (a parse error, not one GPU, no limit
+/// or one that fails closed).
+Result<SliceGrant> ReadSliceGrant(const std::string& limits_dir, const std::string& dir_name);
 
 /// Writes RegionDevice::park_state of device `device` of the region file at `path`: opened
 /// O_WRONLY|O_NOFOLLOW (the file lies in a directory the tenant writes), must be a regular file

@@ -6,6 +6,8 @@
 // eligibility facts (checkpoint_eligibility.h) and NVML's free memory; this decides and sequences.
 //
 // Park, in order:
+//   0. every process must still be the one the caller verified (ParkTarget::same), before its
+//      Lock, Restore and Unlock;
 //   1. the eligibility gates (CheckpointEligible) on the facts before Lock: a failure of Lock or
 //      Checkpoint can break the tenant (NVIDIA/cuda-checkpoint#58), so nothing ineligible is
 //      touched;
@@ -62,6 +64,11 @@ struct ParkTarget {
   std::function<CheckpointFacts()> facts;
   /// NVML's free device memory of the GPU now, bytes.
   std::function<uint64_t()> free_bytes;
+  /// Whether `pid` is still the process the caller verified (its cgroup, its start time): ""
+  /// when it is, else why not (gone, its PID reused). Asked before each Lock, Restore and
+  /// Unlock of `pid`: a process that is no longer the one verified is never touched (a PID
+  /// reused after an exit is another process, perhaps another tenant's). Null: not asked.
+  std::function<std::string(int pid)> same;
 };
 
 /// What a park or wake did.
@@ -79,6 +86,12 @@ struct ParkResult {
   ParkOutcome outcome = ParkOutcome::kFailed;
   std::string reason;  ///< a sentence naming the pid, the call and its CUresult; "" on success
   uint64_t released_bytes = 0;  ///< Park: device memory NVML showed released, bytes
+  /// Park: the processes' charged device memory (CheckpointFacts::device_bytes) read with
+  /// every process locked, bytes.
+  uint64_t charged_bytes = 0;
+  /// Wake: the processes that were no longer the ones parked (ParkTarget::same), left alone:
+  /// neither restored nor unlocked.
+  std::vector<int> gone;
 };
 
 /// Parks and wakes containers through `driver`. Not thread-safe per target: the agent parks or
@@ -97,13 +110,17 @@ class Parker {
 
   /// Wakes a target parked by Park: `parked_bytes` is the memory its processes still
   /// CHECKPOINTED need (Park's released_bytes at first). Processes already LOCKED (restored by an
-  /// earlier Wake that stopped part-way) are not restored again. kAwake, kNoRoom (nothing was
-  /// attempted, or a Restore answered out of memory: the rest stay parked) or kFailed.
+  /// earlier Wake that stopped part-way) are not restored again. A process ParkTarget::same
+  /// refuses is skipped (listed in `gone`); when every one is, nothing needs room and the result
+  /// is kAwake. kAwake, kNoRoom (nothing was attempted, or a Restore answered out of memory: the
+  /// rest stay parked) or kFailed.
   ParkResult Wake(const ParkTarget& target, uint64_t parked_bytes) const;
 
  private:
-  // Unlocks pids[0, n); returns "" or the failures, for a reason.
-  std::string UnlockAll(const std::vector<int>& pids, size_t n) const;
+  // Unlocks pids[0, n) (those `same` still accepts); returns "" or the failures, for a reason.
+  std::string UnlockAll(const ParkTarget& target, size_t n) const;
+  // Wake of processes all checked by ParkTarget::same.
+  ParkResult WakeLive(const ParkTarget& target, uint64_t parked_bytes) const;
 
   CheckpointDriver driver_;
   std::vector<std::string> allowed_drivers_;

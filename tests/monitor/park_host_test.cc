@@ -21,6 +21,7 @@
 
 #include "../vgpu/harness.h"
 #include "api/region.h"
+#include "enforce/nvml_processes.h"
 #include "node/checkpoint_eligibility.h"
 #include "region_files.h"
 
@@ -327,12 +328,106 @@ TEST(ParkingMetrics, OneSeriesPerParkedSliceAndTheNodesSum) {
   EXPECT_NE(text.find("fracgpu_parked_bytes{node=\"n1\"} 67109888\n"), std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE fracgpu_container_parked gauge"), std::string::npos) << text;
   EXPECT_EQ(text.find("fracgpu_gpu_idle_lent_bytes{"), std::string::npos) << text;
+  EXPECT_NE(text.find("fracgpu_park_refusals_total{node=\"n1\"} 0\n"), std::string::npos) << text;
+  parked.PublishCounts(0, 0, 3);
   parked.PublishIdleLent({{kGpu, 668ull << 20}});
   text = reg.Render();
+  EXPECT_NE(text.find("fracgpu_park_refusals_total{node=\"n1\"} 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("fracgpu_gpu_idle_lent_bytes{node=\"n1\",device_uuid=\"" + std::string(kGpu) +
                       "\"} 700448768\n"),
             std::string::npos)
       << text;
+}
+
+// ---- The grant and the processes a region names, verified (issue 36 review findings 1-3).
+
+// The limits file the device plugin wrote from the signed decision: one GPU and its limit, or
+// nothing parks.
+TEST(ReadSliceGrant, OneGpuAndItsLimitFromTheLimitsFile) {
+  TempDir dir;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.path() + "/" + name + ".env") << text;
+  };
+  write("u_main",
+        "NVIDIA_VISIBLE_DEVICES=" + std::string(kGpu) + "\nCUDA_DEVICE_MEMORY_LIMIT_0=1000m\n");
+  auto g = ReadSliceGrant(dir.path(), "u_main");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->uuid, kGpu);
+  EXPECT_EQ(g->bytes, 1000 * kMiB);
+  write("two_main", "NVIDIA_VISIBLE_DEVICES=" + std::string(kGpu) + "," + kGpu +
+                        "\nCUDA_DEVICE_MEMORY_LIMIT=1000m\n");
+  EXPECT_FALSE(ReadSliceGrant(dir.path(), "two_main").ok());
+  write("nolimit_main", "NVIDIA_VISIBLE_DEVICES=" + std::string(kGpu) + "\n");
+  EXPECT_FALSE(ReadSliceGrant(dir.path(), "nolimit_main").ok());
+  write("bad_main",
+        "NVIDIA_VISIBLE_DEVICES=" + std::string(kGpu) + "\nCUDA_DEVICE_MEMORY_LIMIT_0=1Gb\n");
+  EXPECT_FALSE(ReadSliceGrant(dir.path(), "bad_main").ok());
+  EXPECT_EQ(ReadSliceGrant(dir.path(), "none_main").status().code(), StatusCode::kNotFound);
+  std::filesystem::create_symlink(dir.path() + "/u_main.env", dir.path() + "/link_main.env");
+  EXPECT_FALSE(ReadSliceGrant(dir.path(), "link_main").ok());
+}
+
+// NVML's process list, scripted.
+class ListedProcesses final : public enforce::ProcessSource {
+ public:
+  Result<std::vector<enforce::GpuSample>> Sample(std::vector<std::string>*) override {
+    return gpus;
+  }
+  std::vector<enforce::GpuSample> gpus;
+};
+
+// MakeParkHost's verify_process: the enforcement's mapping of a pid (its /proc/<pid>/cgroup
+// and stat under a fake /proc) to the pod and container, and NVML's list of the GPU.
+TEST(ParkHostVerify, APidOfAnotherPodOrContainerOrNotOnTheGpuIsRefused) {
+  TempDir root;
+  const std::string proc = root.path() + "/proc";
+  const std::string uid = "7d1c0c6e-0000-4000-8000-0000000000c3";
+  const std::string other = "7d1c0c6e-0000-4000-8000-0000000000c4";
+  const std::string cid(64, 'a'), sidecar(64, 'b');
+  auto process = [&](int pid, const std::string& pod, const std::string& container) {
+    const std::string d = proc + "/" + std::to_string(pid);
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/cgroup") << "0::/kubepods/burstable/pod" << pod << "/" << container << "\n";
+    std::ofstream(d + "/stat") << pid << " (python) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+                               << 1000 + pid << " 0 0\n";
+  };
+  process(11, uid, cid);      // the container's own
+  process(12, other, cid);    // another pod's
+  process(13, uid, sidecar);  // another container of the pod
+  process(14, uid, cid);      // the container's, not on the GPU
+  ListedProcesses nvml;
+  nvml.gpus.resize(2);
+  nvml.gpus[0].uuid = kGpu;
+  nvml.gpus[0].processes = {{11, 64 * kMiB}, {12, 64 * kMiB}, {13, 64 * kMiB}};
+  nvml.gpus[1].uuid = "GPU-22222222-2222-2222-2222-222222222222";
+  nvml.gpus[1].processes = {{14, 64 * kMiB}};
+  ParkHost host =
+      MakeParkHost({}, nullptr, &nvml, proc, root.path() + "/cgroup", root.path() + "/limits");
+  ContainerDir dir;
+  dir.name = uid + "_main";
+  dir.pod_uid = uid;
+  dir.container = "main";
+  PodRef pod{uid, "notebooks", "nb", {{cid, "main"}, {sidecar, "sidecar"}}, "", ""};
+  auto verify = [&](int pid, const PodRef* p, bool on_gpu) {
+    return host.verify_process(pid, dir, p, kGpu, on_gpu);
+  };
+  auto ok = verify(11, &pod, true);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, 1011u);
+  EXPECT_EQ(*host.start_time(11), 1011u);
+  EXPECT_FALSE(verify(12, &pod, true).ok());
+  EXPECT_NE(verify(12, &pod, false).status().message().find("pod " + other), std::string::npos);
+  EXPECT_NE(verify(13, &pod, false).status().message().find("container sidecar"),
+            std::string::npos);
+  EXPECT_NE(verify(14, &pod, true).status().message().find("NVML lists it on no GPU"),
+            std::string::npos);
+  EXPECT_TRUE(verify(14, &pod, false).ok());     // a checkpointed process: cgroup only
+  EXPECT_FALSE(verify(11, nullptr, true).ok());  // the pod unknown: its container cannot be named
+  PodRef unnamed{uid, "notebooks", "nb", {}, "", ""};
+  EXPECT_FALSE(verify(11, &unnamed, true).ok());
+  EXPECT_FALSE(verify(99, &pod, true).ok());  // no such process
+  EXPECT_FALSE(host.start_time(99).ok());
+  EXPECT_FALSE(verify(-1, &pod, true).ok());
 }
 
 // ---- OrphanWaker against a scripted driver: what an earlier agent left parked.
@@ -376,6 +471,19 @@ class Orphans : public ::testing::Test {
       return 0;
     };
     host_.free_bytes = [this](const std::string&) { return free_; };
+    // The slice's grant (its limits file): the GPU and 128 MiB; its own processes 1011 and 1012.
+    host_.grant = [this](const std::string&) { return grant_; };
+    host_.verify_process = [](int pid, const ContainerDir& d, const PodRef* pod,
+                              const std::string& uuid, bool on_gpu) -> Result<uint64_t> {
+      EXPECT_EQ(d.name, "uid-9_main");
+      EXPECT_NE(pod, nullptr);
+      EXPECT_EQ(uuid, kGpu);
+      EXPECT_FALSE(on_gpu);  // a checkpointed process has no context NVML lists
+      if (pid != 1011 && pid != 1012) return PermissionDenied("its cgroup is another pod's");
+      return uint64_t{500};
+    };
+    host_.start_time = [](int) { return Result<uint64_t>(uint64_t{500}); };
+    pods_["uid-9"] = PodRef{"uid-9", "notebooks", "nb", {}, "", ""};
     options_.allowed_drivers = {"580."};
   }
   uint64_t ParkState() {
@@ -384,7 +492,14 @@ class Orphans : public ::testing::Test {
   std::set<std::string> Poll() {
     OrphanWaker w(host_, options_);
     ParkController none(options_, host_);
-    return w.Poll({d_}, none);
+    return w.Poll({d_}, none, pods_);
+  }
+  void Slot(int s, int32_t host_pid, uint64_t bytes) {
+    vgpu::RegionHandle h{};
+    ASSERT_EQ(vgpu::RegionOpen((d_.path + "/region.cache").c_str(), nullptr, 0, 0, 1, &h),
+              vgpu::RegionError::kOk);
+    SetSlot(h.region, s, 10 + s, host_pid, {{0, 0, bytes}});
+    vgpu::RegionClose(&h);
   }
 
   TempDir dir_;
@@ -394,6 +509,8 @@ class Orphans : public ::testing::Test {
   std::map<int, int> states_;
   std::vector<std::string> calls_;
   uint64_t free_ = 0;
+  Result<SliceGrant> grant_ = SliceGrant{kGpu, 128 * kMiB};
+  std::map<std::string, PodRef> pods_;
 };
 
 TEST_F(Orphans, RunningProcessesOnlyResetTheMark) {
@@ -426,6 +543,44 @@ TEST_F(Orphans, LockedOnlyProcessesAreUnlockedWithoutRoom) {
   EXPECT_EQ(ParkState(), api::kParkRunning);
   EXPECT_EQ(calls_,
             (std::vector<std::string>{"state 1011", "state 1012", "state 1011", "unlock 1011"}));
+}
+
+// Attack review finding 2: a tenant marks its region parked and names another pod's process,
+// checkpointed by this agent: the waker touches nothing (not even GetState) and keeps the mark.
+TEST_F(Orphans, AForgedMarkNamingAnotherPodsProcessTouchesNothing) {
+  Slot(1, 4242, 0);  // a victim's pid, 0 bytes charged
+  states_ = {{1011, node::kProcessStateRunning},
+             {1012, node::kProcessStateRunning},
+             {4242, node::kProcessStateCheckpointed}};
+  free_ = 0;
+  EXPECT_EQ(Poll(), (std::set<std::string>{"uid-9_main"}));
+  EXPECT_TRUE(calls_.empty()) << calls_[0];
+  EXPECT_EQ(ParkState(), api::kParkParked);
+  // Without a grant (no limits file) or a pod list, nothing either.
+  Slot(1, 1012, 0);
+  grant_ = Result<SliceGrant>(NotFound("no limits file"));
+  EXPECT_EQ(Poll(), (std::set<std::string>{"uid-9_main"}));
+  EXPECT_TRUE(calls_.empty()) << calls_[0];
+}
+
+// Finding 2: the room a restore needs is the grant's, on the grant's GPU, never what the region
+// charges (0 here, forged): with 0 bytes free nothing is restored.
+TEST_F(Orphans, TheRoomIsTheGrantsNotTheRegions) {
+  Slot(0, 1011, 0);
+  Slot(1, 1012, 0);
+  std::vector<std::string> asked;
+  host_.free_bytes = [&](const std::string& uuid) {
+    asked.push_back(uuid);
+    return free_;
+  };
+  states_ = {{1011, node::kProcessStateCheckpointed}, {1012, node::kProcessStateCheckpointed}};
+  free_ = 128 * kMiB - 1;
+  EXPECT_EQ(Poll(), (std::set<std::string>{"uid-9_main"}));
+  for (const std::string& c : calls_) EXPECT_EQ(c.rfind("state ", 0), 0u) << c;  // no Restore
+  EXPECT_EQ(asked, (std::vector<std::string>{kGpu}));
+  free_ = 128 * kMiB;
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(ParkState(), api::kParkRunning);
 }
 
 TEST_F(Orphans, AProcessTheDriverCannotAnswerForKeepsTheMark) {
@@ -481,6 +636,8 @@ TEST(RunParkingLoop, AsksForABorrowerOnlyWhileAPodOfTheNodeOptsIn) {
 class RunParkingLoopTest : public ::testing::Test {
  protected:
   static constexpr const char* kUid = "7d1c0c6e-0000-4000-8000-0000000000b2";
+  static constexpr const char* kCid =
+      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
   void SetUp() override {
     root_ = box_.dir() + "/hook/vgpu/containers";
@@ -505,11 +662,20 @@ class RunParkingLoopTest : public ::testing::Test {
     // The tenant's container cgroup (v2, 1 GiB limit, 100 MiB in use): room for the host copy.
     proc_ = box_.dir() + "/proc";
     cg_ = box_.dir() + "/cgroup";
+    // Its cgroup is the pod's container's (cgroupfs driver), as the enforcement maps it.
+    const std::string cgroup = "/kubepods/pod" + std::string(kUid) + "/" + kCid;
     std::filesystem::create_directories(proc_ + "/" + std::to_string(tenant_.pid));
-    std::ofstream(proc_ + "/" + std::to_string(tenant_.pid) + "/cgroup") << "0::/pod/main\n";
-    std::filesystem::create_directories(cg_ + "/pod/main");
-    std::ofstream(cg_ + "/pod/main/memory.max") << "1073741824\n";
-    std::ofstream(cg_ + "/pod/main/memory.current") << "104857600\n";
+    std::ofstream(proc_ + "/" + std::to_string(tenant_.pid) + "/cgroup") << "0::" << cgroup << "\n";
+    std::ofstream(proc_ + "/" + std::to_string(tenant_.pid) + "/stat")
+        << tenant_.pid << " (vgpu_app) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n";
+    std::filesystem::create_directories(cg_ + cgroup);
+    std::ofstream(cg_ + cgroup + "/memory.max") << "1073741824\n";
+    std::ofstream(cg_ + cgroup + "/memory.current") << "104857600\n";
+    // Its grant: the device plugin's limits file.
+    limits_ = box_.dir() + "/hook/vgpu/limits";
+    std::filesystem::create_directories(limits_);
+    std::ofstream(limits_ + "/" + name_ + ".env")
+        << "NVIDIA_VISIBLE_DEVICES=" << kGpu << "\nCUDA_DEVICE_MEMORY_LIMIT_0=512m\n";
   }
   void TearDown() override {
     if (agent_ > 0) Stop();
@@ -538,14 +704,16 @@ class RunParkingLoopTest : public ::testing::Test {
       close(tenant_.out);
       auto driver = LoadCheckpointDriver(kCuda);
       auto nvml = NvmlParkFacts::Open(kNvml);
-      if (!driver.ok() || !nvml.ok()) _exit(3);
+      auto processes = enforce::NvmlProcesses::Open(kNvml);
+      if (!driver.ok() || !nvml.ok() || !processes.ok()) _exit(3);
       ParkingOptions o;
       o.idle_after = std::chrono::minutes(10);
       o.default_namespaces = {"notebooks"};
       o.allowed_drivers = {"580."};
-      const ParkHost host = MakeParkHost(std::move(*driver), nvml->get(), proc_, cg_);
+      const ParkHost host =
+          MakeParkHost(std::move(*driver), nvml->get(), processes->get(), proc_, cg_, limits_);
       ParkController controller(o, host);
-      StaticPods pods({PodRef{kUid, "notebooks", "nb-1", {}, "", ""}});
+      StaticPods pods({PodRef{kUid, "notebooks", "nb-1", {{kCid, "main"}}, "", ""}});
       ParkingLoopSources sources;
       sources.containers_root = root_;
       sources.node_name = "n1";
@@ -608,7 +776,7 @@ class RunParkingLoopTest : public ::testing::Test {
   }
 
   vgpu::testing::Sandbox box_;
-  std::string root_, name_, region_, proc_, cg_;
+  std::string root_, name_, region_, proc_, cg_, limits_;
   vgpu::testing::Child tenant_;
   pid_t agent_ = -1;
   int stop_fd_ = -1;

@@ -27,6 +27,7 @@
 #include "core/annotations.h"
 #include "core/codec.h"
 #include "core/request.h"
+#include "enforce/proc.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
 #include "monitor/borrowers.h"
@@ -282,6 +283,22 @@ uint64_t FakeFreeBytes() {
   }));
 }
 
+// The verifications a park needs (ParkHost::grant, verify_process, start_time) for the tenant
+// these tests run: its grant is GPU `uuid` with 512 MiB; every pid its region names is taken as
+// the container's own (the real mapping is park_host_test's ParkHostVerify), with its start time
+// from /proc.
+void TrustTenant(ParkHost* host, const std::string& uuid = kUuid) {
+  host->grant = [uuid](const std::string&) {
+    return Result<SliceGrant>(SliceGrant{uuid, 512 * kMiB});
+  };
+  host->start_time = [](int pid) {
+    return enforce::ProcReader().StartTime(static_cast<uint32_t>(pid));
+  };
+  host->verify_process = [](int pid, const ContainerDir&, const PodRef*, const std::string&, bool) {
+    return enforce::ProcReader().StartTime(static_cast<uint32_t>(pid));
+  };
+}
+
 class ParkingLoop : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -328,6 +345,7 @@ class ParkingLoop : public ::testing::Test {
       return f;
     };
     host.free_bytes = [](const std::string&) { return FakeFreeBytes(); };
+    TrustTenant(&host);
     return ParkController(Options(), std::move(host));
   }
   RegionContents Region() {
@@ -369,6 +387,7 @@ TEST_F(ParkingLoop, ParksAnIdleOptedInNotebookForABorrowerAndItsNextLaunchWakesI
   c.Poll(launched + 10 * kMin, {dir_}, pods_, true);
   ASSERT_EQ(c.parked().count(dir_.name), 1u) << c.last_outcome().at(dir_.name);
   EXPECT_EQ(c.parked().at(dir_.name).released_bytes, held);
+  EXPECT_EQ(c.parked().at(dir_.name).lent_bytes, held);  // min(released, charged, the grant)
   EXPECT_EQ(Region().devices[0].park_state, api::kParkParked);
   EXPECT_EQ(FakeFreeBytes(), free_running + held);
   const uint64_t requests = Region().devices[0].wake_requests;
@@ -411,6 +430,7 @@ TEST_F(ParkingLoop, AnIneligibleNotebookIsNeverLockedAndItsStateIsReset) {
     return f;
   };
   host.free_bytes = [](const std::string&) { return FakeFreeBytes(); };
+  TrustTenant(&host);
   ParkController c(Options(), std::move(host));
   c.Poll(launched + 10 * kMin, {dir_}, pods_, true);
   EXPECT_TRUE(c.parked().empty());
@@ -508,6 +528,7 @@ class Reclaim : public ParkingLoop {
     host.reclaim = [this](const std::string& uuid, uint64_t need, const std::string& owner) {
       return ReclaimFromBorrowers(*client_, "n1", uuid, need, owner);
     };
+    TrustTenant(&host);
     return ParkController(std::move(o), std::move(host));
   }
   // Parks the notebook (idle 10 minutes, a borrower pending), fills the GPU with a borrower's
@@ -714,15 +735,25 @@ TEST_F(Reclaim, TheLoopPublishesTheParkedMemoryAndRemovesItAfterTheWake) {
   EXPECT_EQ(lent(), "");
 }
 
-// LentFromParked: the released MiB summed per GPU, rounded down, in UUID order; nothing for a
-// GPU under 1 MiB or a UUID the record's grammar refuses (the region is the tenant's to write).
+// LentFromParked: the lent MiB (not the released) summed per GPU, rounded down, in UUID order;
+// nothing for a GPU under 1 MiB or a UUID the record's grammar refuses (the region is the tenant's
+// to write).
 TEST(LentFromParked, SumsTheReleasedMemoryPerGpu) {
   std::map<std::string, ParkedSlice> parked;
-  parked["a_main"] = {"a_main", "GPU-b", {1}, 100 * kMiB + 5, 0, false, 0};
-  parked["b_main"] = {"b_main", "GPU-a", {2}, 10 * kMiB, 0, false, 0};
-  parked["c_main"] = {"c_main", "GPU-b", {3}, 28 * kMiB, 0, false, 0};
-  parked["d_main"] = {"d_main", "GPU-c", {4}, kMiB - 1, 0, false, 0};
-  parked["e_main"] = {"e_main", "GPU-x;1:9", {5}, 10 * kMiB, 0, false, 0};
+  auto slice = [](const char* dir, const char* uuid, int pid, uint64_t lent) {
+    ParkedSlice s;
+    s.dir = dir;
+    s.uuid = uuid;
+    s.pids = {pid};
+    s.released_bytes = lent + 7 * kMiB;  // more than lent: what counts is lent_bytes
+    s.lent_bytes = lent;
+    return s;
+  };
+  parked["a_main"] = slice("a_main", "GPU-b", 1, 100 * kMiB + 5);
+  parked["b_main"] = slice("b_main", "GPU-a", 2, 10 * kMiB);
+  parked["c_main"] = slice("c_main", "GPU-b", 3, 28 * kMiB);
+  parked["d_main"] = slice("d_main", "GPU-c", 4, kMiB - 1);
+  parked["e_main"] = slice("e_main", "GPU-x;1:9", 5, 10 * kMiB);
   core::LentMemory l = LentFromParked(parked, 42);
   EXPECT_EQ(core::FormatLentMemory(l), "42;GPU-a:10,GPU-b:128");
   EXPECT_TRUE(LentFromParked({}, 42).gpus.empty());
@@ -798,8 +829,10 @@ TEST(IdleLending, OptedInIdleSlicesLendTheirNeverAllocatedPartPerGpu) {
   EXPECT_TRUE(controller.parked().empty());
 
   std::map<std::string, ParkedSlice> parked;
-  parked["p_main"] = {"p_main", "GPU-a", {1}, 100 * kMiB, 0, false, 0};
-  parked["q_main"] = {"q_main", "GPU-c", {2}, kMiB / 2, 0, false, 0};
+  parked["p_main"].uuid = "GPU-a";
+  parked["p_main"].lent_bytes = 100 * kMiB;
+  parked["q_main"].uuid = "GPU-c";
+  parked["q_main"].lent_bytes = kMiB / 2;
   EXPECT_EQ(core::FormatLentMemory(LentFromSlices(parked, controller.idle_lent(), 7)),
             "7;GPU-a:1024");
   // Half a MiB parked plus half a MiB idle on one GPU: summed before the rounding.
@@ -875,6 +908,226 @@ TEST(IdleLending, AnOwnerThatAllocatesAgainEvictsTheBorrowersWhenTheGpuLacksItsS
   controller.Poll(15 * kMin + 2, {d}, pods, false);  // not lending any more: nothing more
   EXPECT_EQ(calls.size(), 2u);
   vgpu::RegionClose(&h);
+}
+
+// ---- The attack review's findings 1, 3 and 4 (issue 36, docs/reclaim.md): the region is the
+// tenant's to write, so the PIDs, the GPU and the amount lent it states are verified or bounded.
+// A scripted driver and host: each test says what a forged region must not obtain.
+
+class Forged : public ::testing::Test {
+ protected:
+  static constexpr const char* kGpuA = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
+  static constexpr const char* kGpuB = "GPU-bbbbbbbb-0000-0000-0000-000000000000";
+  static constexpr int kOwn = 100;      // the container's own CUDA process (host pid)
+  static constexpr int kVictim = 4242;  // another pod's CUDA process on this node
+
+  void SetUp() override {
+    d_.name = std::string(kUid) + "_main";
+    d_.pod_uid = kUid;
+    d_.container = "main";
+    d_.path = dir_.path() + "/" + d_.name;
+    std::filesystem::create_directories(d_.path);
+    pods_[kUid] = PodRef{kUid, "notebooks", "nb", {}, "", "true"};
+    host_.driver.get_state = [this](int pid, int* st) {
+      calls_.push_back("state " + std::to_string(pid));
+      *st = node::kProcessStateCheckpointed;
+      return 0;
+    };
+    host_.driver.lock = [this](int pid, unsigned) { return Call("lock", pid); };
+    host_.driver.checkpoint = [this](int pid) { return Call("checkpoint", pid); };
+    host_.driver.restore = [this](int pid) { return Call("restore", pid); };
+    host_.driver.unlock = [this](int pid) { return Call("unlock", pid); };
+    host_.facts = [](const std::string&, const std::string&, const std::vector<int>&) {
+      node::CheckpointFacts f;
+      f.driver_version = "580.95.05";
+      f.persistence_mode = true;
+      f.host_limit_known = true;
+      return f;
+    };
+    host_.free_bytes = [this](const std::string& uuid) {
+      free_asked_.push_back(uuid);
+      return free_;
+    };
+    host_.grant = [this](const std::string&) { return grant_; };
+    host_.verify_process = [this](int pid, const ContainerDir& d, const PodRef* pod,
+                                  const std::string& uuid, bool on_gpu) -> Result<uint64_t> {
+      EXPECT_EQ(d.name, d_.name);
+      EXPECT_NE(pod, nullptr);
+      EXPECT_EQ(uuid, kGpuA);  // the grant's GPU, whatever the region names
+      EXPECT_TRUE(on_gpu);
+      if (pid != kOwn) return PermissionDenied("its cgroup is another pod's");
+      return start_;
+    };
+    host_.start_time = [this](int pid) -> Result<uint64_t> {
+      if (pid != kOwn || gone_) return NotFound("no such process");
+      return start_now_;
+    };
+  }
+  int Call(const char* what, int pid) {
+    calls_.push_back(std::string(what) + " " + std::to_string(pid));
+    return 0;
+  }
+  // The region: one device named `uuid`, one slot of host pid `pid` charging `charged` bytes,
+  // idle since time 1.
+  void Region(const std::string& uuid, int pid, uint64_t charged) {
+    std::filesystem::remove(d_.path + "/region.cache");  // a new file, initialised anew
+    h_ = MakeRegion(d_.path + "/region.cache", {{uuid, 512 * kMiB}});
+    ASSERT_NE(h_.region, nullptr);
+    SetSlot(h_.region, 0, 1, pid, {{0, 0, charged}});
+    h_.region->slots[0].uses.store(api::kSlotUsesRecorded);
+    h_.region->devices[0].last_launch_ns.store(1);
+  }
+  void TearDown() override {
+    if (h_.region) vgpu::RegionClose(&h_);
+  }
+  uint64_t ParkState() {
+    return ReadRegionFile(d_.path + "/region.cache")->devices.at(0).park_state;
+  }
+  int64_t LentMib(const ParkController& c) {
+    int64_t mib = 0;
+    for (const auto& g : LentFromParked(c.parked(), 1).gpus) mib += g.mib;
+    return mib;
+  }
+
+  TempDir dir_;
+  ContainerDir d_;
+  std::map<std::string, PodRef> pods_;
+  vgpu::RegionHandle h_{};
+  ParkHost host_;
+  std::vector<std::string> calls_, free_asked_;
+  uint64_t free_ = 0;
+  Result<SliceGrant> grant_ = SliceGrant{kGpuA, 512 * kMiB};
+  uint64_t start_ = 777, start_now_ = 777;
+  bool gone_ = false;
+};
+
+// Finding 1: a region naming another pod's PID (or a PID the agent cannot verify) parks
+// nothing: no Lock, park_state never written, the refusal counted and said.
+TEST_F(Forged, APidNotOfTheContainerIsNeverLocked) {
+  Region(kGpuA, kVictim, 64 * kMiB);
+  free_ = 1024 * kMiB;
+  ParkController c(Options(), host_);
+  c.Poll(20 * kMin, {d_}, pods_, true);
+  EXPECT_TRUE(c.parked().empty());
+  EXPECT_TRUE(calls_.empty()) << calls_[0];
+  EXPECT_EQ(ParkState(), api::kParkRunning);
+  EXPECT_EQ(c.refusals(), 1u);
+  EXPECT_NE(c.last_outcome().at(d_.name).find("pid 4242 is not verified: its cgroup is another"),
+            std::string::npos)
+      << c.last_outcome().at(d_.name);
+
+  // Unverifiable (no verifier, no grant): fail closed alike.
+  SetSlot(h_.region, 0, 1, kOwn, {{0, 0, 64 * kMiB}});
+  ParkHost blind = host_;
+  blind.verify_process = nullptr;
+  ParkController c2(Options(), blind);
+  c2.Poll(20 * kMin, {d_}, pods_, true);
+  EXPECT_TRUE(c2.parked().empty());
+  grant_ = Result<SliceGrant>(NotFound("no limits file"));
+  ParkController c3(Options(), host_);
+  c3.Poll(20 * kMin, {d_}, pods_, true);
+  EXPECT_TRUE(c3.parked().empty());
+  EXPECT_NE(c3.last_outcome().at(d_.name).find("its grant is unknown: no limits file"),
+            std::string::npos)
+      << c3.last_outcome().at(d_.name);
+  EXPECT_TRUE(calls_.empty()) << calls_[0];
+}
+
+// Finding 3: the GPU is the grant's (a region naming another GPU parks nothing), and what a
+// parked slice lends is min(released on that GPU, charged, the grant): not the whole GPU's rise
+// of free memory, which another pod freeing memory meanwhile swells.
+TEST_F(Forged, TheGpuAndTheAmountLentComeFromTheGrant) {
+  Region(kGpuB, kOwn, 64 * kMiB);
+  free_ = 1024 * kMiB;
+  ParkController c(Options(), host_);
+  c.Poll(20 * kMin, {d_}, pods_, true);
+  EXPECT_TRUE(c.parked().empty());
+  EXPECT_TRUE(calls_.empty()) << calls_[0];
+  EXPECT_NE(c.last_outcome().at(d_.name).find("its grant " + std::string(kGpuA)), std::string::npos)
+      << c.last_outcome().at(d_.name);
+  vgpu::RegionClose(&h_);
+
+  // The region names the granted GPU and charges 1 byte; NVML's free rises 8 GiB (another pod
+  // freed memory meanwhile): 1 byte lent, no MiB.
+  Region(kGpuA, kOwn, 1);
+  std::vector<uint64_t> seq = {1024 * kMiB, 9 * 1024 * kMiB};
+  host_.free_bytes = [&seq](const std::string&) {
+    const uint64_t v = seq.front();
+    if (seq.size() > 1) seq.erase(seq.begin());
+    return v;
+  };
+  ParkController one(Options(), host_);
+  one.Poll(20 * kMin, {d_}, pods_, true);
+  ASSERT_EQ(one.parked().size(), 1u) << one.last_outcome().at(d_.name);
+  EXPECT_EQ(one.parked().at(d_.name).uuid, kGpuA);
+  EXPECT_EQ(one.parked().at(d_.name).released_bytes, 8 * 1024 * kMiB);
+  EXPECT_EQ(one.parked().at(d_.name).lent_bytes, 1u);
+  EXPECT_EQ(LentMib(one), 0);
+  vgpu::RegionClose(&h_);
+
+  // It charges 600 MiB of a 512 MiB grant: the grant bounds it.
+  Region(kGpuA, kOwn, 600 * kMiB);
+  seq = {1024 * kMiB, 9 * 1024 * kMiB};
+  ParkController big(Options(), host_);
+  big.Poll(20 * kMin, {d_}, pods_, true);
+  ASSERT_EQ(big.parked().size(), 1u) << big.last_outcome().at(d_.name);
+  EXPECT_EQ(big.parked().at(d_.name).lent_bytes, 512 * kMiB);
+  EXPECT_EQ(LentMib(big), 512);
+}
+
+// Findings 1 and 4: a parked process whose PID was reused (another start time) is never
+// restored nor unlocked; the slice is dropped and its GPU stops lending, at the next poll,
+// whether or not a wake was asked.
+TEST_F(Forged, APidReusedWhileParkedIsNeverRestoredAndTheSliceStopsLending) {
+  Region(kGpuA, kOwn, 64 * kMiB);
+  std::vector<uint64_t> seq = {1024 * kMiB, 1088 * kMiB};
+  host_.free_bytes = [&seq](const std::string&) {
+    const uint64_t v = seq.front();
+    if (seq.size() > 1) seq.erase(seq.begin());
+    return v;
+  };
+  ParkController c(Options(), host_);
+  c.Poll(20 * kMin, {d_}, pods_, true);
+  ASSERT_EQ(c.parked().size(), 1u) << c.last_outcome().at(d_.name);
+  EXPECT_EQ(LentMib(c), 64);
+  EXPECT_EQ(calls_, (std::vector<std::string>{"lock 100", "checkpoint 100"}));
+  calls_.clear();
+
+  start_now_ = 778;  // the kernel restarted and its PID came back to another process
+  seq = {0};         // borrowers hold the GPU: a wake would have no room either
+  c.Poll(21 * kMin, {d_}, pods_, false);
+  EXPECT_TRUE(c.parked().empty()) << c.last_outcome().at(d_.name);
+  EXPECT_EQ(LentMib(c), 0);
+  for (const std::string& call : calls_)
+    EXPECT_TRUE(call.rfind("restore", 0) != 0 && call.rfind("unlock", 0) != 0) << call;
+  EXPECT_NE(c.last_outcome().at(d_.name).find("gone while parked"), std::string::npos)
+      << c.last_outcome().at(d_.name);
+  EXPECT_EQ(ParkState(), api::kParkRunning);
+}
+
+// Finding 4: a kernel restarted while parked (the process gone, a new one asking a wake) is
+// dropped from the parked set: the slice no longer lends while the new kernel allocates it.
+TEST_F(Forged, AKernelGoneWhileParkedStopsTheLending) {
+  Region(kGpuA, kOwn, 64 * kMiB);
+  std::vector<uint64_t> seq = {1024 * kMiB, 1088 * kMiB};
+  host_.free_bytes = [&seq](const std::string&) {
+    const uint64_t v = seq.front();
+    if (seq.size() > 1) seq.erase(seq.begin());
+    return v;
+  };
+  ParkController c(Options(), host_);
+  c.Poll(20 * kMin, {d_}, pods_, true);
+  ASSERT_EQ(c.parked().size(), 1u) << c.last_outcome().at(d_.name);
+  gone_ = true;
+  h_.region->slots[0].state.store(vgpu::kSlotFree);
+  SetSlot(h_.region, 1, 2, 200, {{0, 0, 64 * kMiB}});
+  h_.region->devices[0].wake_requests += 1;
+  seq = {0};
+  calls_.clear();
+  for (int i = 0; i < 3; ++i) c.Poll((21ull + i) * kMin, {d_}, pods_, false);
+  EXPECT_TRUE(c.parked().empty()) << c.last_outcome().at(d_.name);
+  EXPECT_EQ(LentMib(c), 0);
+  for (const std::string& call : calls_) EXPECT_EQ(call.rfind("restore", 0), std::string::npos);
 }
 
 }  // namespace

@@ -211,6 +211,52 @@ TEST(Parker, WakeNeverRestoresWithoutTheMemoryAndResumesAfterAPartialRestore) {
   EXPECT_EQ(s.driver.calls, (Calls{"Restore 12", "Unlock 11", "Unlock 12"}));
 }
 
+// ParkTarget::same (issue 36 review finding 1): a process that is no longer the one verified
+// (exited, its PID reused) is never locked, restored nor unlocked; a wake restores the rest and
+// names it; with every process gone it is awake without needing any room; the park reports the
+// charge read with every process locked.
+TEST(Parker, AProcessNoLongerTheOneVerifiedIsNeverTouched) {
+  Scenario s;
+  s.facts = {Eligible(200)};
+  std::map<int, std::string> changed;
+  auto target = [&] {
+    ParkTarget t = s.Target();
+    t.same = [&changed](int pid) { return changed.count(pid) ? changed[pid] : std::string(); };
+    return t;
+  };
+  Parker p(s.driver.Driver(), {"580."}, 250);
+  changed[12] = "its start time is 8, not 7";
+  ParkResult r = p.Park(target());
+  EXPECT_EQ(r.outcome, ParkOutcome::kIneligible) << r.reason;
+  EXPECT_EQ(s.driver.calls, (Calls{"Lock 11", "Unlock 11"})) << "12 was touched";
+  EXPECT_NE(r.reason.find("pid 12 is no longer the process verified: its start time is 8"),
+            std::string::npos)
+      << r.reason;
+
+  changed.clear();
+  s.driver.calls.clear();
+  r = p.Park(target());
+  ASSERT_EQ(r.outcome, ParkOutcome::kParked) << r.reason;
+  EXPECT_EQ(r.charged_bytes, 200u);
+  // 12 exits while parked and its PID is reused: the wake restores and unlocks 11 only.
+  changed[12] = "no such process";
+  s.driver.calls.clear();
+  r = p.Wake(target(), 200);
+  EXPECT_EQ(r.outcome, ParkOutcome::kAwake) << r.reason;
+  EXPECT_EQ(s.driver.calls, (Calls{"Restore 11", "Unlock 11"}));
+  EXPECT_EQ(r.gone, (std::vector<int>{12}));
+
+  // Every process gone: nothing to restore, no room needed.
+  ASSERT_EQ(p.Park(s.Target()).outcome, ParkOutcome::kParked);
+  changed[11] = "no such process";
+  s.driver.free_bytes = 0;
+  s.driver.calls.clear();
+  r = p.Wake(target(), 200);
+  EXPECT_EQ(r.outcome, ParkOutcome::kAwake) << r.reason;
+  EXPECT_TRUE(s.driver.calls.empty()) << s.driver.calls[0];
+  EXPECT_EQ(r.gone, (std::vector<int>{11, 12}));
+}
+
 // ---- Against the fake driver, across processes.
 
 template <typename F>
