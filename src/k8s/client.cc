@@ -339,11 +339,22 @@ Result<json> Client::PatchWithRetry(
 
 Status Client::BindPod(const std::string& ns, const std::string& name, const std::string& uid,
                        const std::string& node) {
+  BindingMeta meta;
+  meta.uid = uid;
+  return BindPod(ns, name, node, meta);
+}
+
+Status Client::BindPod(const std::string& ns, const std::string& name, const std::string& node,
+                       const BindingMeta& meta) {
   json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},
                   {"metadata", {{"name", name}, {"namespace", ns}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
-  if (!uid.empty()) binding["metadata"]["uid"] = uid;
+  if (!meta.uid.empty()) binding["metadata"]["uid"] = meta.uid;
+  if (!meta.resource_version.empty())
+    binding["metadata"]["resourceVersion"] = meta.resource_version;
+  if (!meta.annotations.empty()) binding["metadata"]["annotations"] = meta.annotations;
+  if (!meta.labels.empty()) binding["metadata"]["labels"] = meta.labels;
   auto r = Create(PodPath(ns, name) + "/binding", binding);
   return r.ok() ? Status::Ok() : r.status();
 }

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -124,6 +125,23 @@ class Client {
   /// guards against a recreated pod. A pod that is already bound gives kConflict.
   Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
                  const std::string& node);
+  /// What a Binding carries in its metadata besides its name. The API server's BindingREST
+  /// (pkg/registry/core/pod/storage/storage.go, setPodNodeAndMetadata, v1.34.4 and v1.37.2)
+  /// takes uid and resourceVersion as preconditions of its one update of the pod, merges the
+  /// annotations into the pod's (overwriting equal keys) and, where the feature gate
+  /// PodTopologyLabelsAdmission is on (beta and on by default from 1.35, alpha and off in 1.34),
+  /// the labels into its labels; without the gate the labels are dropped. All in the same write
+  /// that sets spec.nodeName: either the pod is bound and carries them, or nothing changed.
+  struct BindingMeta {
+    std::string uid;               ///< metadata.uid precondition; "" = none
+    std::string resource_version;  ///< metadata.resourceVersion precondition; "" = none
+    std::map<std::string, std::string> annotations;  ///< merged into the pod's annotations
+    std::map<std::string, std::string> labels;       ///< merged into its labels (gate above)
+  };
+  /// As BindPod above, the Binding carrying `meta`. Errors: a precondition that fails, or a
+  /// pod already bound, is kConflict; a missing pod kNotFound; others as Create.
+  Status BindPod(const std::string& ns, const std::string& name, const std::string& node,
+                 const BindingMeta& meta);
   /// Records a core/v1 Event about `involved` (a pod or node object): `type` Normal|Warning,
   /// `reason` e.g. "BindingFailed", `message` free text, `component` e.g. "fracgpu-scheduler".
   Status CreateEvent(const json& involved, const std::string& type, const std::string& reason,

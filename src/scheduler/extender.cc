@@ -804,43 +804,34 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   auto now = clock_->Now();
   std::string secs = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count());
-  json annotations = {{core::kAnnotationVgpuNode, args.node},
+  // The decision travels in the Binding itself, not in a pod PATCH before it (issue 37
+  // item 1: one pod write, one admission pass and one watch event a bind fewer). The API
+  // server's BindingREST.setPodNodeAndMetadata (pkg/registry/core/pod/storage/storage.go,
+  // identical in v1.34.4 and v1.37.2) merges metadata.annotations into the pod's in the same
+  // GuaranteedUpdate that sets spec.nodeName, under the Binding's uid and resourceVersion
+  // preconditions: the pod is either bound with the decision, or left as it was. So a device
+  // plugin (fracgpu's or HAMi's) never sees a bound pod without these annotations, and a
+  // failed Binding leaves nothing on the pod to clear. The label hami.io/vgpu-node (HAMi sets
+  // it; nothing at Allocate reads it) is copied by the same function only where the feature
+  // gate PodTopologyLabelsAdmission is on (1.35 and later by default), so 1.34 drops it.
+  k8s::Client::BindingMeta meta;
+  meta.uid = uid;
+  // The pod's resourceVersion as read: if anyone changed the pod since (another binder's
+  // decision), the API server answers 409 and nothing is written.
+  meta.resource_version = k8s::ResourceVersion(pod);
+  meta.annotations = {{core::kAnnotationVgpuNode, args.node},
                       {core::kAnnotationVgpuTime, secs},
                       {core::kAnnotationVgpuDevicesAllocated, encoded},
                       {core::kAnnotationVgpuDevicesToAllocate, encoded},
                       {core::kAnnotationBindPhase, core::kBindPhaseAllocating},
                       {core::kAnnotationBindTime, secs}};
   if (!config_.signing_key.empty()) {
-    annotations[core::kAnnotationAllocationSignature] =
+    meta.annotations[core::kAnnotationAllocationSignature] =
         core::SignAllocation(config_.signing_key, uid, args.node, encoded);
   }
-  // The pod's resourceVersion as read: if anyone changed the pod since (another binder's
-  // decision), the API server answers 409 and nothing is written.
-  json patch = {
-      {"metadata",
-       {{"annotations", annotations}, {"labels", {{core::kAnnotationVgpuNode, args.node}}}}}};
-  const std::string read_version = k8s::ResourceVersion(pod);
-  if (!read_version.empty()) patch["metadata"]["resourceVersion"] = read_version;
+  meta.labels = {{core::kAnnotationVgpuNode, args.node}};
   FRACGPU_RETURN_IF_ERROR(WriteAllowed());
-  auto patched = client_->MergePatch(k8s::PodPath(ns, name), patch);
-  if (!patched.ok()) return patched.status();
-  Status bound = WriteAllowed();
-  if (bound.ok()) bound = client_->BindPod(ns, name, uid, args.node);
-  if (!bound.ok()) {
-    // Roll back: the pod must not keep a decision it was not bound with — but only the pod as
-    // this bind left it (its resourceVersion after the patch): a pod changed since (bound by
-    // someone else, given another decision) is left alone (409).
-    json clear = json::object();
-    for (const auto& [k, v] : annotations.items()) clear[k] = nullptr;
-    json undo_patch = {
-        {"metadata", {{"annotations", clear}, {"labels", {{core::kAnnotationVgpuNode, nullptr}}}}}};
-    const std::string ours = k8s::ResourceVersion(*patched);
-    if (!ours.empty()) undo_patch["metadata"]["resourceVersion"] = ours;
-    auto cleared = client_->MergePatch(k8s::PodPath(ns, name), undo_patch);
-    if (!cleared.ok())
-      spdlog::warn("pod {}/{}: decision not cleared: {}", ns, name, cleared.status().ToString());
-    return bound;
-  }
+  FRACGPU_RETURN_IF_ERROR(client_->BindPod(ns, name, args.node, meta));
   // The lock stays: the device plugin releases it after Allocate (docs/design/CONTRACT.md §2).
   done = true;
   return Status::Ok();

@@ -222,6 +222,53 @@ TEST_F(ClientTest, BindPodSetsNodeNameAndConflictsWhenBound) {
   EXPECT_EQ(client_->BindPod("ns", "missing", "", "node-a").code(), StatusCode::kNotFound);
 }
 
+// Issue 37 item 1: a Binding's metadata travels onto the pod in the one write that binds it,
+// as the real API server's BindingREST.setPodNodeAndMetadata does (storage.go, v1.34.4 and
+// v1.37.2): annotations merged (existing keys kept, equal keys overwritten), labels merged
+// only where PodTopologyLabelsAdmission is on, resourceVersion a precondition (409, nothing
+// written), a pod being deleted or carrying scheduling gates refused.
+TEST_F(ClientTest, BindPodCarriesAnnotationsAndLabelsUnderItsPreconditions) {
+  json pod = Pod("ns", "p");
+  pod["metadata"]["annotations"] = {{"keep", "1"}, {"over", "old"}};
+  pod = api_.Put("pods", pod);
+  Client::BindingMeta meta;
+  meta.uid = Uid(pod);
+  meta.resource_version = "1";  // not the pod's
+  meta.annotations = {{"over", "new"}, {"hami.io/vgpu-node", "node-a"}};
+  meta.labels = {{"hami.io/vgpu-node", "node-a"}};
+  EXPECT_EQ(client_->BindPod("ns", "p", "node-a", meta).code(), StatusCode::kConflict);
+  json unchanged = *api_.Get("pods", "ns", "p");
+  EXPECT_EQ(PodNodeName(unchanged), "");
+  EXPECT_EQ(unchanged["metadata"]["annotations"], pod["metadata"]["annotations"]);
+  meta.resource_version = ResourceVersion(pod);
+  ASSERT_TRUE(client_->BindPod("ns", "p", "node-a", meta).ok());
+  json bound = *api_.Get("pods", "ns", "p");
+  EXPECT_EQ(PodNodeName(bound), "node-a");
+  EXPECT_EQ(bound["metadata"]["annotations"],
+            json({{"keep", "1"}, {"over", "new"}, {"hami.io/vgpu-node", "node-a"}}));
+  EXPECT_EQ(bound["metadata"]["labels"]["hami.io/vgpu-node"], "node-a");
+  // Kubernetes 1.34 (gate off): the annotations still land, the labels do not.
+  api_.SetBindingCopiesLabels(false);
+  json q = api_.Put("pods", Pod("ns", "q"));
+  meta.uid = Uid(q);
+  meta.resource_version = ResourceVersion(q);
+  ASSERT_TRUE(client_->BindPod("ns", "q", "node-a", meta).ok());
+  json bound_q = *api_.Get("pods", "ns", "q");
+  EXPECT_EQ(bound_q["metadata"]["annotations"]["hami.io/vgpu-node"], "node-a");
+  EXPECT_FALSE(bound_q["metadata"].contains("labels") &&
+               bound_q["metadata"]["labels"].contains("hami.io/vgpu-node"));
+  // Refused as the real one refuses: gated, being deleted.
+  json gated = Pod("ns", "g");
+  gated["spec"]["schedulingGates"] = json::array({{{"name", "wait"}}});
+  api_.Put("pods", gated);
+  EXPECT_EQ(client_->BindPod("ns", "g", "", "node-a").code(), StatusCode::kConflict);
+  json gone = Pod("ns", "d");
+  gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  api_.Put("pods", gone);
+  EXPECT_EQ(client_->BindPod("ns", "d", "", "node-a").code(), StatusCode::kConflict);
+  EXPECT_EQ(PodNodeName(*api_.Get("pods", "ns", "d")), "");
+}
+
 TEST_F(ClientTest, CreateEventNamesTheInvolvedObject) {
   json pod = api_.Put("pods", Pod("ns", "p"));
   ASSERT_TRUE(

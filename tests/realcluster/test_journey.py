@@ -283,36 +283,47 @@ def audit_events(cluster):
     return cluster.audit_events()
 
 
-def test_webhook_is_not_called_for_the_schedulers_own_update(cluster):
-    """deploy/webhook.yaml's matchCondition: the API server does not call fracgpu's webhook for
-    the scheduler's own pod UPDATE (its decision's annotations at bind, which the webhook always
-    allows), one round trip less a pod; the device plugin's UPDATE still goes through it. Read
-    from the API server's audit log, which records each mutating webhook it called on a request
-    (annotation mutation.webhook.admission.k8s.io/round_<r>_index_<i>, Metadata level)."""
+def test_the_schedulers_decision_rides_on_the_binding_and_skips_the_webhook(cluster):
+    """Issue 37 item 1: the scheduler writes a pod once at bind, the Binding (pods/binding
+    create), whose metadata.annotations the API server copies onto the pod
+    (BindingREST.setPodNodeAndMetadata): no pod UPDATE or PATCH of its own, so no call to
+    fracgpu's webhook for it (which matches pods, not pods/binding); the device plugin's UPDATE
+    still goes through the webhook. The bound pod carries the whole decision. Read from the API
+    server's audit log, which records each mutating webhook it called on a request (annotation
+    mutation.webhook.admission.k8s.io/round_<r>_index_<i>, Metadata level)."""
     name = "webhook-skip"
     cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=true")
     cluster.apply(yaml.safe_dump(gpu_pod(name, 1000)))
     try:
         cluster.wait(f"{name} Running", lambda: cluster.running("default", name), 90)
 
-        def updates(suffix):
+        def writes(suffix, subresource=""):
             return [e for e in audit_events(cluster)
-                    if e.get("stage") == "ResponseComplete" and e.get("verb") in ("update", "patch")
+                    if e.get("stage") == "ResponseComplete"
+                    and e.get("verb") in ("create", "update", "patch")
                     and e.get("objectRef", {}).get("resource") == "pods"
-                    and e["objectRef"].get("name") == name and not e["objectRef"].get("subresource")
+                    and e["objectRef"].get("name") == name
+                    and e["objectRef"].get("subresource", "") == subresource
                     and e["user"]["username"].endswith(suffix)]
 
         def called(e):
             return any(k.startswith("mutation.webhook.admission.k8s.io/") and "pods.fracgpu.io" in v
                        for k, v in e.get("annotations", {}).items())
 
-        sched = cluster.wait("the scheduler's update in the audit log",
-                             lambda: updates(":fracgpu-system:fracgpu-scheduler"), 30)
+        sched = ":fracgpu-system:fracgpu-scheduler"
+        binding = cluster.wait("the scheduler's Binding in the audit log",
+                               lambda: writes(sched, "binding"), 30)
         plugin = cluster.wait("the device plugin's update in the audit log",
-                              lambda: updates(":fracgpu-system:fracgpu-device-plugin"), 30)
-        assert all(e["responseStatus"]["code"] == 200 for e in sched + plugin)
-        assert not any(called(e) for e in sched), [e.get("annotations") for e in sched]
+                              lambda: writes(":fracgpu-system:fracgpu-device-plugin"), 30)
+        assert [e["responseStatus"]["code"] for e in binding] == [201], binding
+        assert writes(sched) == [], "the scheduler updated the pod itself"
+        assert not any(called(e) for e in binding), [e.get("annotations") for e in binding]
+        assert all(e["responseStatus"]["code"] == 200 for e in plugin)
         assert all(called(e) for e in plugin), [e.get("annotations") for e in plugin]
+        ann = cluster.get("-n", "default", "pod", name)["metadata"]["annotations"]
+        for key in ("hami.io/vgpu-node", "hami.io/vgpu-time", "hami.io/vgpu-devices-allocated",
+                    "hami.io/bind-time", "fracgpu.io/allocation-signature"):
+            assert ann.get(key), (key, ann)
     finally:
         cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=false")
 

@@ -369,9 +369,8 @@ TEST_F(ExtenderTest, BindFailureRollsBackLockStateAndAnnotations) {
   EXPECT_FALSE(k8s::Annotation(after, core::kAnnotationVgpuNode));
   EXPECT_FALSE(k8s::Annotation(after, core::kAnnotationVgpuDevicesAllocated));
   EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
-  // The cache forgets the allocation; the pod watch may still deliver the version with the
-  // annotations (patched before the failed binding) after that, and then the rolled-back one:
-  // the cache ends without it once the watch has caught up.
+  // The cache forgets the allocation (the decision travels in the Binding, which failed, so
+  // the pod never carried it).
   EXPECT_TRUE(api_.WaitFor([&] { return !svc->state().Allocation(k8s::Uid(pod)); }));
   EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 0));
   // A later bind succeeds.
@@ -1170,7 +1169,7 @@ TEST_F(ExtenderTest, BindAcceptsTheSchedulerNameTheServiceRunsAs) {
 }
 
 // Issue 33 item 5: a second /bind of a pod while the first is in flight (held inside its
-// annotation patch by an admission hook of the fake API server) is a conflict that changes
+// Binding by a request hook of the fake API server) is a conflict that changes
 // nothing: the first binds, its annotations stay, the second's node is neither locked nor
 // charged. Before, the second bound the pod to its node, then the first's patch overwrote the
 // annotations and its rollback cleared them: bound with no allocation, the node locked.
@@ -1183,13 +1182,13 @@ TEST_F(ExtenderTest, TwoConcurrentBindsOfOnePodOneWinsAndTheLoserChangesNothing)
   std::condition_variable cv;
   int patches = 0;
   bool release = false;
-  api_.SetPodAdmission([&](const fakes::AdmissionCall&) {
+  api_.SetRequestHook([&](const std::string& method, const std::string& path) {
+    if (method != "POST" || path != "/api/v1/namespaces/ml/pods/p/binding") return;
     std::unique_lock<std::mutex> lock(mu);
     if (++patches == 1) {
       cv.notify_all();
       cv.wait_for(lock, std::chrono::seconds(20), [&] { return release; });
     }
-    return fakes::AdmissionVerdict{};
   });
   json first;
   std::thread t([&] { first = Bind(*svc, pod, "node-a"); });
@@ -1206,7 +1205,7 @@ TEST_F(ExtenderTest, TwoConcurrentBindsOfOnePodOneWinsAndTheLoserChangesNothing)
   }
   cv.notify_all();
   t.join();
-  api_.SetPodAdmission(nullptr);
+  api_.SetRequestHook(nullptr);
   EXPECT_EQ(first["Error"], "") << first.dump();
   EXPECT_NE(second["Error"].get<std::string>().find("already in progress"), std::string::npos)
       << second.dump();
@@ -1229,9 +1228,10 @@ TEST_F(ExtenderTest, TwoConcurrentBindsOfOnePodOneWinsAndTheLoserChangesNothing)
   EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock));
 }
 
-// Issue 33 item 5: a bind that fails at any write — the annotation patch (injected 422), the
-// patch finding the pod changed since it was read (409 on its resourceVersion), the Binding —
-// leaves no node lock and no reservation; the pod keeps no decision.
+// Issue 33 item 5: a bind that fails at any write — the node lock (injected 422), the Binding
+// refused (422), finding the pod changed since it was read (409 on its resourceVersion) or
+// failing (500) — leaves no node lock and no reservation; the pod keeps no decision (the
+// decision travels in the Binding, issue 37 item 1, so a failed one wrote none).
 TEST_F(ExtenderTest, AFailedBindNeverLeavesALockOrAReservation) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
@@ -1239,10 +1239,12 @@ TEST_F(ExtenderTest, AFailedBindNeverLeavesALockOrAReservation) {
   struct Step {
     std::string method, path;
     int status;
-  } steps[] = {{"PATCH", "/api/v1/namespaces/ml/pods/p", 422},
-               {"PATCH", "/api/v1/namespaces/ml/pods/p", 409},
-               {"POST", "/api/v1/namespaces/ml/pods/p/binding", 409}};
+  } steps[] = {{"PATCH", "/api/v1/nodes/node-a", 422},
+               {"POST", "/api/v1/namespaces/ml/pods/p/binding", 422},
+               {"POST", "/api/v1/namespaces/ml/pods/p/binding", 409},
+               {"POST", "/api/v1/namespaces/ml/pods/p/binding", 500}};
   for (const auto& step : steps) {
+    api_.ClearFailures();
     api_.FailNext(step.method, step.path, step.status);
     json b = Bind(*svc, pod, "node-a");
     EXPECT_NE(b["Error"].get<std::string>(), "") << step.method << " " << step.status;
@@ -1256,6 +1258,52 @@ TEST_F(ExtenderTest, AFailedBindNeverLeavesALockOrAReservation) {
   }
   EXPECT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 0));
   EXPECT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
+}
+
+// Issue 37 item 1: the API calls of one GPU bind against the fake API server's request log.
+// Before: GET pod, GET node, PATCH node (lock), PATCH pod (the decision's annotations), POST
+// binding — five, the pod PATCH an UPDATE through the admission chain and one more pod write
+// and watch event. Now four: the decision travels in the Binding's metadata (annotations,
+// the label, the pod's UID and resourceVersion as preconditions), and the pod as bound
+// carries every annotation a device plugin (fracgpu's or HAMi's) reads at Allocate.
+TEST_F(ExtenderTest, AGpuBindCostsFourApiCallsAndNoPodPatch) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
+  auto svc = StartService();
+  const size_t before = api_.Requests().size();
+  ASSERT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
+  std::vector<std::string> calls;
+  const auto all = api_.Requests();
+  for (size_t i = before; i < all.size(); ++i) {
+    const auto& r = all[i];
+    if (r.path == "/api/v1/namespaces/ml/pods/p" || r.path == "/api/v1/nodes/node-a" ||
+        r.path == "/api/v1/namespaces/ml/pods/p/binding")
+      calls.push_back(r.method + " " + r.path);
+  }
+  EXPECT_EQ(calls, (std::vector<std::string>{
+                       "GET /api/v1/namespaces/ml/pods/p", "GET /api/v1/nodes/node-a",
+                       "PATCH /api/v1/nodes/node-a", "POST /api/v1/namespaces/ml/pods/p/binding"}));
+  auto posted = BindingsPosted(api_, "p");
+  ASSERT_EQ(posted.size(), 1u);
+  EXPECT_EQ(posted[0]["metadata"]["uid"], k8s::Uid(pod));
+  EXPECT_EQ(posted[0]["metadata"]["resourceVersion"], k8s::ResourceVersion(pod));
+  EXPECT_EQ(posted[0]["metadata"]["labels"], json({{core::kAnnotationVgpuNode, "node-a"}}));
+  json bound = *api_.Get("pods", "ml", "p");
+  EXPECT_EQ(k8s::PodNodeName(bound), "node-a");
+  for (const char* key :
+       {core::kAnnotationVgpuNode, core::kAnnotationVgpuTime, core::kAnnotationVgpuDevicesAllocated,
+        core::kAnnotationVgpuDevicesToAllocate, core::kAnnotationBindPhase,
+        core::kAnnotationBindTime, core::kAnnotationAllocationSignature}) {
+    EXPECT_EQ(k8s::Annotation(bound, key), posted[0]["metadata"]["annotations"].value(key, ""))
+        << key;
+    EXPECT_TRUE(k8s::Annotation(bound, key)) << key;
+  }
+  EXPECT_EQ(*k8s::Annotation(bound, core::kAnnotationBindPhase), core::kBindPhaseAllocating);
+  // The signature the device plugin checks covers this pod, node and decision.
+  const std::string allocated = *k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated);
+  EXPECT_EQ(*k8s::Annotation(bound, core::kAnnotationAllocationSignature),
+            core::SignAllocation(kKey, k8s::Uid(pod), "node-a", allocated));
+  EXPECT_EQ(bound["metadata"]["labels"][core::kAnnotationVgpuNode], "node-a");
 }
 
 }  // namespace

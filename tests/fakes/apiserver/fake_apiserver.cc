@@ -234,8 +234,10 @@ class FakeApiServerRoutes {
     AuditRecord rec{kAnonymous, VerbOf(req, t), t.group, t.resource, t.sub, t.ns, t.name, 0};
     if (req.method == "POST" && t.sub.empty()) rec.name.clear();
     bool handled = false;
+    std::function<void(const std::string&, const std::string&)> hook;
     {
       std::lock_guard<std::mutex> lock(s_->mu_);
+      hook = s_->request_hook_;
       std::string query;
       for (const auto& [k, v] : req.params) query += (query.empty() ? "" : "&") + k + "=" + v;
       s_->requests_.push_back(
@@ -259,6 +261,7 @@ class FakeApiServerRoutes {
         }
       }
     }
+    if (!handled && hook) hook(req.method, req.path);
     if (!handled) Dispatch(t, req, res, rec.user);
     std::lock_guard<std::mutex> lock(s_->mu_);
     rec.code = res.status == -1 ? 200 : res.status;  // a streaming watch: httplib sends 200 later
@@ -604,6 +607,21 @@ class FakeApiServerRoutes {
                   "Precondition failed: UID in precondition: " + uid +
                       ", UID in object meta: " + Md(*pod, "uid"));
     }
+    // As BindingREST.setPodNodeAndMetadata (k8s.io/kubernetes pkg/registry/core/pod/storage/
+    // storage.go, v1.34.4 and v1.37.2): resourceVersion is a precondition like the UID; a pod
+    // being deleted, already bound or gated is refused (409); the Binding's annotations are
+    // merged into the pod's, its labels too where PodTopologyLabelsAdmission is on
+    // (SetBindingCopiesLabels), all in the one update that sets spec.nodeName.
+    std::string rv = Md(body, "resourceVersion");
+    if (!rv.empty() && rv != Md(*pod, "resourceVersion")) {
+      return Fail(res, 409,
+                  "Operation cannot be fulfilled on pods/binding \"" + t.name +
+                      "\": Precondition failed: ResourceVersion in precondition: " + rv +
+                      ", ResourceVersion in object meta: " + Md(*pod, "resourceVersion"));
+    }
+    if (!Md(*pod, "deletionTimestamp").empty()) {
+      return Fail(res, 409, "pod " + t.name + " is being deleted, cannot be assigned to a host");
+    }
     if (pod->contains("spec") && (*pod)["spec"].contains("nodeName") &&
         (*pod)["spec"]["nodeName"].is_string() &&
         !(*pod)["spec"]["nodeName"].get<std::string>().empty()) {
@@ -611,8 +629,22 @@ class FakeApiServerRoutes {
                   "pod " + t.name + " is already assigned to node \"" +
                       (*pod)["spec"]["nodeName"].get<std::string>() + "\"");
     }
+    if (pod->contains("spec") && (*pod)["spec"].contains("schedulingGates") &&
+        (*pod)["spec"]["schedulingGates"].is_array() &&
+        !(*pod)["spec"]["schedulingGates"].empty()) {
+      return Fail(res, 409, "pod " + t.name + " has non-empty .spec.schedulingGates");
+    }
     json updated = *pod;
     updated["spec"]["nodeName"] = body["target"]["name"];
+    const json md = body.value("metadata", json::object());
+    auto merge = [&](const char* field) {
+      if (!md.is_object() || !md.contains(field) || !md[field].is_object()) return;
+      for (const auto& [k, v] : md[field].items()) {
+        if (v.is_string()) updated["metadata"][field][k] = v;
+      }
+    };
+    merge("annotations");
+    if (s_->binding_copies_labels_) merge("labels");
     s_->StoreLocked("pods", updated, "MODIFIED");
     Reply(res, 201, StatusBody(201, "", ""));
   }
@@ -1082,6 +1114,17 @@ void FakeApiServer::SendBookmarks() {
 void FakeApiServer::SetTokens(std::map<std::string, std::string> token_to_user) {
   std::lock_guard<std::mutex> lock(mu_);
   tokens_ = std::move(token_to_user);
+}
+
+void FakeApiServer::SetRequestHook(
+    std::function<void(const std::string& method, const std::string& path)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  request_hook_ = std::move(hook);
+}
+
+void FakeApiServer::SetBindingCopiesLabels(bool copy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  binding_copies_labels_ = copy;
 }
 
 void FakeApiServer::SetPodAdmission(std::function<AdmissionVerdict(const AdmissionCall&)> webhook) {

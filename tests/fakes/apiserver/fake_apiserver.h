@@ -5,8 +5,9 @@
 // metadata.name, metadata.namespace, status.phase), watch (resourceVersion, bookmarks,
 // timeoutSeconds), POST (create), PUT (409 on a stale metadata.resourceVersion), PATCH (merge RFC
 // 7386 and strategic-merge treated alike, JSON patch RFC 6902; 409 when a merge patch carries a
-// stale metadata.resourceVersion), DELETE, pods/<name>/binding (409 when already bound or the UID
-// differs) and pods/<name>/status.
+// stale metadata.resourceVersion), DELETE, pods/<name>/binding (409 when already bound, being
+// deleted or gated, or the UID or resourceVersion differs; the Binding's annotations and labels
+// merged into the pod's, as the real one does) and pods/<name>/status.
 //
 // Usage:
 //
@@ -187,6 +188,11 @@ class FakeApiServer {
   /// with `path_prefix` get HTTP `status` with a Status body carrying `message`.
   void FailNext(const std::string& method, const std::string& path_prefix, int status,
                 int count = 1, const std::string& message = "injected failure");
+  /// Calls `hook(method, path)` (path without the query) before serving each request that
+  /// authentication and FailNext let through, outside the store lock, on the request's own
+  /// thread: a test may block in it to hold one request in flight (e.g. a Binding) while it
+  /// sends others. Empty function = none.
+  void SetRequestHook(std::function<void(const std::string& method, const std::string& path)> hook);
   /// Drops every failure FailNext queued that has not happened yet.
   void ClearFailures();
   /// Forgets the event history: a watch from any version before now gets 410 Gone (as an
@@ -215,6 +221,12 @@ class FakeApiServer {
   /// (a patch that does not apply gives 500). Direct store access (Put, Patch) bypasses it.
   /// Empty function = none.
   void SetPodAdmission(std::function<AdmissionVerdict(const AdmissionCall&)> webhook);
+
+  /// Whether a Binding's metadata.labels are copied onto the pod, as the API server does where
+  /// the feature gate PodTopologyLabelsAdmission is on (beta and on by default from Kubernetes
+  /// 1.35; alpha and off in 1.34). Default true (the newest pinned release). A Binding's
+  /// metadata.annotations are always merged into the pod's (every supported release).
+  void SetBindingCopiesLabels(bool copy);
 
   // ---- observation ----
 
@@ -272,11 +284,13 @@ class FakeApiServer {
   int open_watches_ = 0;
   int64_t next_uid_ = 1;
   bool stopping_ = false;
+  bool binding_copies_labels_ = true;
   std::vector<Failure> failures_;
   std::vector<RecordedRequest> requests_;
   std::vector<AuditRecord> audit_;
   std::map<std::string, std::string> tokens_;
   std::function<AdmissionVerdict(const AdmissionCall&)> admission_;
+  std::function<void(const std::string&, const std::string&)> request_hook_;
   std::function<AccessDecision(const nlohmann::json&)> reviewer_;
 
   // The served rows: their own lock (taken after mu_ when both are held), read on every request.
