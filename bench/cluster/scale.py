@@ -98,13 +98,19 @@ class LockReleaser:
     the node lock `hami.io/mutex.lock` that /bind takes (the device plugin drops it after the
     kubelet's Allocate; with no kubelet nobody would, and each node would take one slice pod per
     lock expiry, 5 min). A watch on the bench's nodes; each lock seen is removed `delay_s` later
-    with a merge patch guarded by the node's resourceVersion (a newer lock is left alone)."""
+    with a merge patch guarded by the node's resourceVersion (a newer lock is left alone). On
+    any other answer than 200 (a 409, a timeout or 5xx of a saturated API server, a dropped
+    connection) the node is read again and, while it still holds the same lock, patched again
+    against the version read, until the lock is gone or `give_up_s` has passed (run 4 kept four
+    locks for minutes after one unanswered patch each)."""
 
-    def __init__(self, bench, delay_s, threads=2):
-        self.b, self.delay_s = bench, delay_s
+    def __init__(self, bench, delay_s, threads=2, give_up_s=120.0):
+        self.b, self.delay_s, self.give_up_s = bench, delay_s, give_up_s
         self.q = queue.Queue()
         self.released = 0
-        self.conflicts = 0
+        self.conflicts = 0  # patches answered 409 (the node changed since the version patched)
+        self.retries = 0    # patches sent again after a 409, a timeout, a 5xx or an error
+        self.given_up = 0   # locks still held after give_up_s of retries
         self.stop = False
         self.lock = threading.Lock()
         self.ts = [threading.Thread(target=self.watch, daemon=True)] + \
@@ -138,34 +144,81 @@ class LockReleaser:
                     if ev["type"] in ("ADDED", "MODIFIED"):
                         val = meta.get("annotations", {}).get(LOCK)
                         if val:
-                            self.q.put((time.time(), meta["name"], meta["resourceVersion"]))
+                            self.q.put((time.time(), meta["name"], meta["resourceVersion"], val))
                 conn.close()
             except (OSError, http.client.HTTPException, ValueError) as e:
                 log(f"lock releaser: watch: {e!r}; again")
                 time.sleep(0.5)
 
+    def patch(self, node, rv):
+        """One guarded release: the HTTP status, or 0 when no answer came."""
+        try:
+            st, _ = self.b.api.request(
+                "PATCH", f"/api/v1/nodes/{node}",
+                {"metadata": {"resourceVersion": rv, "annotations": {LOCK: None}}},
+                headers={"Content-Type": "application/merge-patch+json"})
+            return st
+        except (OSError, http.client.HTTPException) as e:
+            log(f"lock releaser: PATCH node {node}: {e!r}")
+            return 0
+
+    def current(self, node):
+        """(resourceVersion, lock value or None) of the node as it is now; None when the GET
+        got no usable answer."""
+        try:
+            st, body = self.b.api.request("GET", f"/api/v1/nodes/{node}")
+            if st != 200:
+                return None
+            meta = json.loads(body).get("metadata", {})
+            return meta.get("resourceVersion", ""), meta.get("annotations", {}).get(LOCK)
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            log(f"lock releaser: GET node {node}: {e!r}")
+            return None
+
+    def release(self, node, rv, val):
+        """Removes lock `val` from `node` (seen at version `rv`): retried until the node no
+        longer holds that lock (released, or replaced by a newer one, which its own watch
+        event releases), or give_up_s has passed."""
+        deadline = time.time() + self.give_up_s
+        pause = 0.1
+        while True:
+            st = self.patch(node, rv)
+            with self.lock:
+                if st == 200:
+                    self.released += 1
+                    return
+                if st == 409:
+                    self.conflicts += 1
+            if time.time() > deadline:
+                with self.lock:
+                    self.given_up += 1
+                log(f"lock releaser: node {node}: lock {val} still held after "
+                    f"{self.give_up_s:.0f} s; given up")
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+            now = self.current(node)
+            if now is not None:
+                rv, held = now
+                if held != val:
+                    return  # gone (someone released it), or a newer lock: its event brings it
+            with self.lock:
+                self.retries += 1
+
     def worker(self):
         while True:
-            seen, node, rv = self.q.get()
+            seen, node, rv, val = self.q.get()
             if node is None:
                 return
             wait = seen + self.delay_s - time.time()
             if wait > 0:
                 time.sleep(wait)
-            st, body = self.b.api.request(
-                "PATCH", f"/api/v1/nodes/{node}",
-                {"metadata": {"resourceVersion": rv, "annotations": {LOCK: None}}},
-                headers={"Content-Type": "application/merge-patch+json"})
-            with self.lock:
-                if st == 200:
-                    self.released += 1
-                elif st == 409:
-                    self.conflicts += 1  # the node changed since: its next event brings it back
+            self.release(node, rv, val)
 
     def close(self):
         self.stop = True
         for _ in self.ts[1:]:
-            self.q.put((0, None, None))
+            self.q.put((0, None, None, None))
 
 
 class Bench(ControlPlane):
@@ -348,7 +401,9 @@ class Bench(ControlPlane):
             "pods_per_s": last_count / elapsed if elapsed else 0.0,
             "attempt": att, "algorithm": alg, "sli": sli, "unschedulable": unsched, "errors": errs,
             "ext": ext, "binds": binds, "cpu_s": cpu,
-            "locks_released": releaser.released if releaser else 0, "rss_peak": rss_peak,
+            "locks_released": releaser.released if releaser else 0,
+            "lock_retries": (releaser.retries, releaser.given_up) if releaser else (0, 0),
+            "rss_peak": rss_peak,
             "hwm": {k: v[2] for k, v in p1.items()},
             "load": (min(loads), sum(loads) / len(loads), max(loads)), "timeline": timeline,
         }
@@ -392,8 +447,10 @@ def table(a, bench, phases, started, machine):
         lambda p: f"{ms(quantile(.5, p['sli']))} / {ms(quantile(.99, p['sli']))}")
     row("extender binds by result (fracgpu_binds_total)",
         lambda p: ", ".join(f"{k} {v:,.0f}" for k, v in sorted(p["binds"].items())) or "—")
-    row("node locks released by the bench (the device plugin's part)",
-        lambda p: f"{p['locks_released']:,}" if p["locks_released"] else "—")
+    row("node locks released by the bench (the device plugin's part); patches retried, "
+        "locks given up",
+        lambda p: (f"{p['locks_released']:,}; {p['lock_retries'][0]:,}, {p['lock_retries'][1]:,}"
+                   if p["locks_released"] else "—"))
     row("unschedulable / error attempts", lambda p: f"{p['unschedulable']:.0f} / {p['errors']:.0f}")
     for ep in ("/filter", "/prioritize", "/bind", "/webhook"):
         row(f"extender {ep}: calls, p50 / p99 ms, mean ms (server side)",
