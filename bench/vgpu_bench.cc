@@ -4,7 +4,9 @@
 // with libvgpu.so preloaded that returns its hooks — and the shared region in a file.
 // Prints a table: ns per cuMemAlloc_v2 + cuMemFree_v2 pair of 1 MiB (limit 4 GiB, so
 // accounting is on) and per cuLaunchKernel (no SM limit, SM limit 100 %, SM limit 90 % while
-// under budget), without and with libvgpu.so preloaded, and the difference. The process
+// under budget), per unhooked call (behind the wake trampoline) and per dlsym of the driver's
+// handle (a hooked name, an unhooked one, a name not cu*), without and with libvgpu.so
+// preloaded, and the difference. The process
 // re-executes itself once per configuration; each child reports the median of 5 timed runs
 // of N iterations.
 //
@@ -97,8 +99,13 @@ int Child() {
     return 3;
   }
   const int kAllocs = 50000, kLaunches = 20000000, kGraphLaunches = 2000000, kPassCalls = 20000000;
+  const int kDlsyms = 100000;
   const size_t kBytes = 1u << 20;
   double pair[5], launches[5], graphs[5], passes[5];
+  // dlsym of the driver's handle (issue 36 review): a name libvgpu.so hooks, one it hands out
+  // behind a trampoline (its kind read with dladdr1), and one that is not a cu* name.
+  const char* const kDlsymNames[3] = {"cuMemAlloc_v2", "cuGetErrorName", "fakeCudaLaunchCount"};
+  double dls[3][5];
   auto f = reinterpret_cast<CUfunction>(0x1);
   for (int run = 0; run < 5; ++run) {
     double t0 = NowNs();
@@ -116,6 +123,12 @@ int Child() {
     for (int i = 0; i < kPassCalls; ++i)
       if (error_name(CUDA_SUCCESS, &name) != CUDA_SUCCESS) return 5;
     double t4 = NowNs();
+    for (int k = 0; k < 3; ++k) {
+      double d0 = NowNs();
+      for (int i = 0; i < kDlsyms; ++i)
+        if (!dlsym(lib, kDlsymNames[k])) return 6;
+      dls[k][run] = (NowNs() - d0) / kDlsyms;
+    }
     passes[run] = (t4 - t3) / kPassCalls;
     pair[run] = (t1 - t0) / kAllocs;
     launches[run] = (t2 - t1) / kLaunches;
@@ -127,15 +140,19 @@ int Child() {
   std::sort(launches, launches + 5);
   std::sort(graphs, graphs + 5);
   std::sort(passes, passes + 5);
-  std::printf("%.2f %.3f %.3f %.3f\n", pair[2], launches[2], graphs[2], passes[2]);
+  for (auto& d : dls) std::sort(d, d + 5);
+  std::printf("%.2f %.3f %.3f %.3f %.1f %.1f %.1f\n", pair[2], launches[2], graphs[2], passes[2],
+              dls[0][2], dls[1][2], dls[2][2]);
   return 0;
 }
 
 // sm_limit: "" = none; else CUDA_DEVICE_SM_LIMIT for the preloaded child.
 // lib: the library to preload (nullptr: FRACGPU_BENCH_LIBVGPU or the one built here).
 // pass: an unhooked call (cuGetErrorName); nullptr when not wanted.
+// dl: ns per dlsym of a hooked, an unhooked and a non-cu name (3 values); nullptr when not wanted.
 bool RunChild(const char* self, bool preload, double* pair, double* launch, double* graph,
-              const char* sm_limit = "", const char* lib = nullptr, double* pass = nullptr) {
+              const char* sm_limit = "", const char* lib = nullptr, double* pass = nullptr,
+              double* dl = nullptr) {
   int fds[2];
   if (pipe(fds) != 0) return false;
   std::string region = std::string("/tmp/fracgpu-bench-") + std::to_string(getpid()) + ".cache";
@@ -174,9 +191,11 @@ bool RunChild(const char* self, bool preload, double* pair, double* launch, doub
   waitpid(pid, &status, 0);
   unlink(region.c_str());
   std::filesystem::remove_all(state);
-  double unused = 0;
+  double unused = 0, unused_dl[3];
+  if (!dl) dl = unused_dl;
   return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-         std::sscanf(buf, "%lf %lf %lf %lf", pair, launch, graph, pass ? pass : &unused) == 4;
+         std::sscanf(buf, "%lf %lf %lf %lf %lf %lf %lf", pair, launch, graph, pass ? pass : &unused,
+                     &dl[0], &dl[1], &dl[2]) == 7;
 }
 
 }  // namespace
@@ -187,11 +206,11 @@ int main() {
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
   self[n] = '\0';
-  double p0, l0, g0, p1, l1, g1, p2, l2, g2, p3, l3, g3, e0, e1;
+  double p0, l0, g0, p1, l1, g1, p2, l2, g2, p3, l3, g3, e0, e1, d0[3], d1[3];
   // SM limit 90 %: the fake's kernels take no device time, so the container stays under
   // budget and every launch takes the limiter's fast path (clock read, one CAS, one add).
-  if (!RunChild(self, false, &p0, &l0, &g0, "", nullptr, &e0) ||
-      !RunChild(self, true, &p1, &l1, &g1, "", nullptr, &e1) ||
+  if (!RunChild(self, false, &p0, &l0, &g0, "", nullptr, &e0, d0) ||
+      !RunChild(self, true, &p1, &l1, &g1, "", nullptr, &e1, d1) ||
       !RunChild(self, true, &p2, &l2, &g2, "100") || !RunChild(self, true, &p3, &l3, &g3, "90")) {
     std::fprintf(stderr, "bench_vgpu: a child run failed\n");
     return 1;
@@ -199,7 +218,8 @@ int main() {
   const char* peer = getenv("FRACGPU_BENCH_PEER");
   bool with_peer = peer && peer[0];
   double q1 = 0, m1 = 0, h1 = 0, q2 = 0, m2 = 0, h2 = 0, q3 = 0, m3 = 0, h3 = 0, qe = 0;
-  if (with_peer && (!RunChild(self, true, &q1, &m1, &h1, "", peer, &qe) ||
+  double qd[3] = {0, 0, 0};
+  if (with_peer && (!RunChild(self, true, &q1, &m1, &h1, "", peer, &qe, qd) ||
                     !RunChild(self, true, &q2, &m2, &h2, "100", peer) ||
                     !RunChild(self, true, &q3, &m3, &h3, "90", peer))) {
     std::fprintf(stderr, "bench_vgpu: a child run with FRACGPU_BENCH_PEER=%s failed\n", peer);
@@ -226,6 +246,9 @@ int main() {
   row("cuGraphLaunch (2 MiB reserved), no limit", 2, g0, g1, "-", h1);
   row("cuGraphLaunch, SM 90 %, under budget", 2, g0, g3, "-", h3);
   row("cuGetErrorName (unhooked: wake trampoline)", 2, e0, e1, "<= 2", qe);
+  row("dlsym(libcuda, hooked cuMemAlloc_v2)", 1, d0[0], d1[0], "-", qd[0]);
+  row("dlsym(libcuda, unhooked cuGetErrorName)", 1, d0[1], d1[1], "-", qd[1]);
+  row("dlsym(libcuda, not cu*)", 1, d0[2], d1[2], "-", qd[2]);
   (void)g2;
   (void)h2;
   return 0;

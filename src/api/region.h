@@ -48,9 +48,11 @@ struct RegionDevice {
   uint32_t flags;              ///< kDeviceFailClosed
   std::atomic<uint64_t> used;  ///< bytes charged by all active slots
   /// CLOCK_MONOTONIC ns of the container's latest kernel launch on this device (any launch
-  /// path), 0 = never. Coarse: stamped by the first launch of each kLaunchStampPeriodNs window
-  /// of a process (a timer thread of libvgpu.so opens the windows, so the launch path reads no
-  /// clock); a reader's "seconds since last kernel" may be up to that late.
+  /// path), or of its latest driver call that asked for a wake while parked (so that the
+  /// agent's idle clock restarts at a wake), 0 = never. Coarse: stamped by the first launch of
+  /// each kLaunchStampPeriodNs window of a process (a timer thread of libvgpu.so opens the
+  /// windows, so the launch path reads no clock); a reader's "seconds since last kernel" may be
+  /// up to that late.
   std::atomic<uint64_t> last_launch_ns;
   // The SM limiter's live state (docs/sm-limiter.md, vgpu/sm_limiter.cc), shared by every
   // process of the container; plain words, accessed only through std::atomic_ref (relaxed).
@@ -127,6 +129,12 @@ inline constexpr uint32_t kSlotSharedVmmHandle = 1u << 3;
 /// cuMemPoolExportToShareableHandle, cuMemPoolImportFromShareableHandle,
 /// cuMemPoolExportPointer or cuMemPoolImportPointer succeeded (a pool shared between processes)
 inline constexpr uint32_t kSlotSharedPool = 1u << 4;
+/// The process holds a CUDA driver function that no wake trampoline guards (a build without
+/// them, not x86-64; every trampoline slot taken; a `dlsym` answer of the driver whose symbol is
+/// not plainly a function): its call while parked would wait inside the driver without asking for
+/// the wake (docs/reclaim.md "Calls libvgpu.so does not hook"), so it must not be parked. An agent
+/// that does not know this bit refuses the slot as unknown, which also keeps it running.
+inline constexpr uint32_t kSlotUnwakeable = 1u << 5;
 /// The slot's libvgpu.so records the bits above (set when the slot is claimed).
 inline constexpr uint32_t kSlotUsesRecorded = 1u << 31;
 

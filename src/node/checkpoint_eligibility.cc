@@ -48,6 +48,9 @@ CheckpointEligibility CheckpointEligible(const CheckpointFacts& f,
        "exported or imported a VMM shareable handle"},
       {api::kSlotSharedPool, CheckpointGate::kSharedPool,
        "exported or imported a memory pool or pool pointer"},
+      {api::kSlotUnwakeable, CheckpointGate::kUnwakeable,
+       "holds a CUDA driver function without a wake trampoline (its call while parked would "
+       "never ask for the wake)"},
   };
   for (size_t i = 0; i < f.process_uses.size(); ++i)
     if ((f.process_uses[i] & api::kSlotUsesRecorded) == 0)

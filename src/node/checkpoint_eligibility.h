@@ -48,6 +48,8 @@ enum class CheckpointGate {
   kIpc,               ///< a process used IPC memory or event handles
   kSharedVmm,         ///< a process exported or imported a VMM shareable handle
   kSharedPool,        ///< a process exported or imported a memory pool or pool pointer
+  kUnwakeable,        ///< a process holds a driver function no wake trampoline guards
+                      ///< (api::kSlotUnwakeable: its call while parked would not wake it)
   kHostMemory,        ///< the pod's memory limit cannot hold the host copy, or is unknown
 };
 

@@ -3,11 +3,16 @@
 #include "vgpu/interpose.h"
 
 #include <dlfcn.h>
-#include <sched.h>
+#include <elf.h>
+#include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <string_view>
 
 #include "vgpu/cuda_variants.def"
 #include "vgpu/glibc_compat.h"
@@ -53,22 +58,23 @@ using DlsymFn = void* (*)(void*, const char*);
 std::atomic<DlsymFn> g_real_dlsym{nullptr};
 std::atomic<int> g_log_level{2};
 
-// One-time initialisation without pthread_once (no libpthread version dependency):
-// 0 = not started, 1 = running, 2 = done. A re-entrant call from the initialising thread
-// returns at once (the trampolines then answer with an error instead of recursing).
-thread_local bool tls_resolving = false;
+// One-time resolution without pthread_once (no libpthread version dependency) and without
+// waiting for another thread: 0 = not done, 2 = done. A thread that finds it not done resolves
+// on its own, even while another does (the bindings are the same values, stored atomically), so
+// no thread ever waits for another: a thread inside the dynamic loader (its lock held: a
+// library's constructor calling the driver while another thread's first CUDA call is in
+// dlopen("libcuda.so.1")) cannot deadlock against the resolving one. A call made re-entrantly
+// while this thread resolves (libcuda.so.1's own initialisation calling back into a hook)
+// resolves again only from a driver already mapped (RTLD_NOLOAD: `nested`), and one level deep.
+thread_local int tls_resolving = 0;
 template <typename Fn>
 void Once(std::atomic<int>& state, Fn fn) {
-  if (state.load(std::memory_order_acquire) == 2 || tls_resolving) return;
-  int expected = 0;
-  if (state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    tls_resolving = true;
-    fn();
-    tls_resolving = false;
-    state.store(2, std::memory_order_release);
-    return;
-  }
-  while (state.load(std::memory_order_acquire) != 2) sched_yield();
+  if (state.load(std::memory_order_acquire) == 2 || tls_resolving > 1) return;
+  const bool nested = tls_resolving == 1;
+  ++tls_resolving;
+  const bool bound = fn(nested);
+  --tls_resolving;
+  if (bound || !nested) state.store(2, std::memory_order_release);
 }
 
 template <typename T, T kMissing>
@@ -78,6 +84,8 @@ void Bind(std::atomic<T>& slot, void* lib, const char* name) {
 }
 
 std::atomic<int> g_cuda_once{0};
+// libcuda.so.1's handle once ResolveCuda or the dlsym hook found it loaded (null before).
+std::atomic<void*> g_driver_handle{nullptr};
 std::atomic<int> g_nvml_once{0};
 
 }  // namespace
@@ -97,9 +105,15 @@ void* RealDlsym(void* handle, const char* name) noexcept {
 }
 
 void ResolveCuda() noexcept {
-  Once(g_cuda_once, [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NODELETE);
+  Once(g_cuda_once, [](bool nested) {
+    // Nested: inside this thread's own dlopen of the driver (its constructor calling a hook);
+    // the driver is mapped and relocated by then, so RTLD_NOLOAD finds it without loading or
+    // initialising anything again. Not found: nothing is bound, and the call answers
+    // CUDA_ERROR_NOT_INITIALIZED (Forward::Trampoline), as a call before cuInit would.
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NODELETE | (nested ? RTLD_NOLOAD : 0));
+    if (!lib && nested) return false;
     if (!lib) Log(kLogError, "cannot load libcuda.so.1: every CUDA call will fail");
+    if (lib) g_driver_handle.store(lib, std::memory_order_release);
 #define FRACGPU_BIND(elf, ...)                                                                \
   Bind<decltype(&::elf), &Forward<decltype(&::elf)>::template Missing<CUDA_ERROR_NOT_FOUND>>( \
       real_##elf, lib, #elf);
@@ -107,12 +121,14 @@ void ResolveCuda() noexcept {
     FRACGPU_CUDA_REAL_ONLY(FRACGPU_BIND)
 #undef FRACGPU_BIND
     BindDriverExports(lib);  // the exported stubs of unhooked names (wake.h)
+    return true;
   });
 }
 
 void ResolveNvml() noexcept {
-  Once(g_nvml_once, [] {
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NODELETE);
+  Once(g_nvml_once, [](bool nested) {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NODELETE | (nested ? RTLD_NOLOAD : 0));
+    if (!lib && nested) return false;
 #define FRACGPU_BIND(elf, ...)                                                                  \
   Bind<decltype(&::elf),                                                                        \
        &Forward<decltype(&::elf)>::template Missing<NVML_ERROR_FUNCTION_NOT_FOUND>>(real_##elf, \
@@ -120,6 +136,7 @@ void ResolveNvml() noexcept {
     FRACGPU_NVML_HOOKS(FRACGPU_BIND)
     FRACGPU_NVML_REAL_ONLY(FRACGPU_BIND)
 #undef FRACGPU_BIND
+    return true;
   });
 }
 
@@ -154,6 +171,74 @@ const HookEntry* FindHook(const HookEntry* table, int count, const char* name) {
     if (std::strcmp(table[i].elf_name, name) == 0) return &table[i];
   }
   return nullptr;
+}
+
+// True when `path` names the driver: its last component starts with "libcuda.so" (libcuda.so,
+// libcuda.so.1, libcuda.so.<driver version>); libcudart.so and libcublas.so do not.
+bool IsDriverFile(const char* path) noexcept {
+  const char* slash = std::strrchr(path, '/');
+  return std::strncmp(slash ? slash + 1 : path, "libcuda.so", 10) == 0;
+}
+
+// kCudaHooks' rows in byte order of their ELF names, sorted at compile time, so that the dlsym
+// hook finds a name in about 7 comparisons instead of one per hook.
+#define FRACGPU_HOOK_NAME(elf, ...) std::string_view(#elf),
+constexpr std::string_view kCudaHookNames[] = {FRACGPU_CUDA_HOOKS(FRACGPU_HOOK_NAME)};
+#undef FRACGPU_HOOK_NAME
+constexpr int kCudaHookNameCount = static_cast<int>(std::size(kCudaHookNames));
+constexpr auto kCudaHooksByName = [] {
+  std::array<int, kCudaHookNameCount> order{};
+  for (int i = 0; i < kCudaHookNameCount; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [](int a, int b) { return kCudaHookNames[a] < kCudaHookNames[b]; });
+  return order;
+}();
+
+const HookEntry* FindCudaHook(const char* name) {
+  const std::string_view n(name);
+  int lo = 0, hi = kCudaHookNameCount;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    const int row = kCudaHooksByName[static_cast<size_t>(mid)];
+    const int c = kCudaHookNames[row].compare(n);
+    if (c == 0) return &kCudaHooks[row];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return nullptr;
+}
+
+// libcuda.so.1's handle when it is loaded (RTLD_NOLOAD: never loads it), else null; cached.
+void* DriverHandle() noexcept {
+  void* h = g_driver_handle.load(std::memory_order_acquire);
+  if (h) return h;
+  h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (h) g_driver_handle.store(h, std::memory_order_release);
+  return h;
+}
+
+// What the dlsym hook hands out for `real`, the driver's answer for an unhooked `cu*` name: a wake
+// trampoline only for a function symbol of the driver's own file (dladdr1: the symbol found
+// at exactly `real`, of type STT_FUNC or STT_GNU_IFUNC); a data object (STT_OBJECT, STT_TLS,
+// STT_COMMON), or anything outside the driver, as it is: a trampoline in place of data would
+// hand its reader our code bytes. A driver symbol whose kind cannot be told is handed out as it
+// is too, and the process records that it holds an unguarded driver pointer (RecordUnwakeable:
+// the agent will not park it).
+void* WrapDriverSymbol(void* real) noexcept {
+  Dl_info info{};
+  void* extra = nullptr;  // RTLD_DL_SYMENT: the const ElfW(Sym)* of the symbol found
+  if (!dladdr1(real, &info, &extra, RTLD_DL_SYMENT) || !info.dli_fname ||
+      !IsDriverFile(info.dli_fname))
+    return real;
+  const auto* sym = static_cast<const ElfW(Sym)*>(extra);
+  const unsigned type = sym ? ELF64_ST_TYPE(sym->st_info) : STT_NOTYPE;
+  const bool exact = sym && info.dli_saddr == real;
+  if (exact && (type == STT_FUNC || type == STT_GNU_IFUNC)) return WakeWrap(real);
+  if (exact && (type == STT_OBJECT || type == STT_TLS || type == STT_COMMON)) return real;
+  RecordUnwakeable();
+  return real;
 }
 
 // ---- The driver's variant table (cuda_variants.def, generated from the CUDA 13.0 toolkit) ----
@@ -255,7 +340,7 @@ CUresult MatchProc(const char* symbol, void** pfn, int version, cuuint64_t flags
   }
   const char* elf = DriverVariantElf(
       symbol, version < kVariantTableVersion ? version : kVariantTableVersion, flags);
-  const HookEntry* e = elf ? FindHook(kCudaHooks, kCudaHookCount, elf) : nullptr;
+  const HookEntry* e = elf ? FindCudaHook(elf) : nullptr;
   // Passed through: behind a wake trampoline (wake.h), so that a parked container's call of an
   // entry point we do not hook still asks the agent to wake it.
   *pfn = e ? e->hook : WakeWrap(*pfn);
@@ -272,13 +357,6 @@ CUresult WrapProc(CUresult r, const char* symbol, void** pfn, int version, cuuin
     return r;
   }
   return MatchProc(symbol, pfn, version, flags, v2, status);
-}
-
-// True when `path` names the driver: its last component starts with "libcuda.so" (libcuda.so,
-// libcuda.so.1, libcuda.so.<driver version>); libcudart.so and libcublas.so do not.
-bool IsDriverFile(const char* path) noexcept {
-  const char* slash = std::strrchr(path, '/');
-  return std::strncmp(slash ? slash + 1 : path, "libcuda.so", 10) == 0;
 }
 
 }  // namespace
@@ -309,12 +387,17 @@ FRACGPU_EXPORT void* dlsym(void* __restrict handle, const char* __restrict name)
   void* real = RealDlsym(handle, name);
   if (!real) return real;  // name is non-null by contract (and checked by the real dlsym)
   if (name[0] == 'c' && name[1] == 'u') {
-    if (const HookEntry* e = FindHook(kCudaHooks, kCudaHookCount, name)) return e->hook;
+    if (const HookEntry* e = FindCudaHook(name)) return e->hook;
     // An unhooked function of the driver itself (not cuBLAS' or the runtime's own cu* names):
-    // behind a wake trampoline, as cuGetProcAddress answers it.
-    Dl_info info{};
-    if (dladdr(real, &info) && info.dli_fname && IsDriverFile(info.dli_fname))
-      return WakeWrap(real);
+    // behind a wake trampoline, as cuGetProcAddress answers it; its data as it is. Cheap when
+    // the name is a known driver function: the handle is the driver's, or the real dlsym of
+    // the driver's handle gives the same pointer (a pointer compare, no dladdr); otherwise the
+    // symbol's file and kind are read with dladdr1.
+    if (KnownDriverFunction(name)) {
+      void* driver = DriverHandle();
+      if (driver && (handle == driver || RealDlsym(driver, name) == real)) return WakeWrap(real);
+    }
+    return WrapDriverSymbol(real);
   } else if (name[0] == 'n' && std::strncmp(name, "nvml", 4) == 0) {
     if (const HookEntry* e = FindHook(kNvmlHooks, kNvmlHookCount, name)) return e->hook;
   }

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "vgpu/glibc_compat.h"  // first: pins old glibc symbol versions in libvgpu.so
+#include "vgpu/wake.h"
 
 namespace fracgpu::vgpu {
 namespace {
@@ -279,7 +280,10 @@ RegionSlot* RegionClaimSlot(Region* r, pid_t pid, uint64_t start_time) noexcept 
     for (int d = 0; d < kMaxDevices; ++d) found->used[d].store(0, std::memory_order_relaxed);
     ClearBreakdown(found);
     found->host_pid = 0;
-    found->uses.store(kSlotUsesRecorded, std::memory_order_relaxed);
+    // A build without wake trampolines (not x86-64) hands out unguarded driver functions: the
+    // agent must never park its processes (kSlotUnwakeable).
+    found->uses.store(kSlotUsesRecorded | (kHaveWakeTrampolines ? 0u : kSlotUnwakeable),
+                      std::memory_order_relaxed);
     found->pid = pid;
     found->start_time = start_time;
     found->state.store(kSlotActive, std::memory_order_release);

@@ -24,6 +24,7 @@ using api::kSlotActive;
 using api::kSlotFree;
 using api::kSlotSharedPool;
 using api::kSlotSharedVmmHandle;
+using api::kSlotUnwakeable;
 using api::kSlotUsedIpcEvent;
 using api::kSlotUsedIpcMemory;
 using api::kSlotUsedManagedMemory;

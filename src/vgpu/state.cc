@@ -375,6 +375,10 @@ void DoInit() {
   g_sm_limit_active.store(g_sm_enforce || g_node_dir, std::memory_order_relaxed);
 }
 
+// RegionSlot::uses bits recorded before this process had a slot (RecordUnwakeable: a dlsym
+// answer may come before the first CUDA call); EnsureSlot adds them at claim.
+std::atomic<uint32_t> g_pending_uses{0};
+
 RegionSlot* EnsureSlot() {
   RegionSlot* s = g_slot.load(std::memory_order_acquire);
   if (s) return s;
@@ -383,6 +387,9 @@ RegionSlot* EnsureSlot() {
     pid_t pid = getpid();
     s = RegionClaimSlot(g_region.region, pid, ProcessStartTime(pid));
     if (s) {
+      // What was recorded before the slot existed (RecordUnwakeable from a dlsym answer).
+      if (uint32_t pending = g_pending_uses.load(std::memory_order_seq_cst))
+        s->uses.fetch_or(pending, std::memory_order_relaxed);
       // Known at once in the host's PID namespace; otherwise found at the first context.
       int32_t host_pid = HostPidAtClaim();
       if (host_pid > 0)
@@ -392,7 +399,7 @@ RegionSlot* EnsureSlot() {
       Log(kLogError, "no free slot in shared region %s (%d processes): failing closed",
           g_config.region_path, kMaxSlots);
     }
-    g_slot.store(s, std::memory_order_release);
+    g_slot.store(s, std::memory_order_seq_cst);  // seq_cst: RecordUnwakeable's pairing
     g_slot_claim.store(s ? 2 : 0, std::memory_order_release);
     return s;
   }
@@ -645,5 +652,14 @@ uint64_t DeviceLimit(int dev) noexcept {
 Region* SharedRegion() noexcept { return g_region.region; }
 
 RegionSlot* ClaimOwnSlot() noexcept { return g_region.region ? EnsureSlot() : nullptr; }
+
+void RecordUnwakeable() noexcept {
+  // No EnsureInit here: called from the dlsym hook, possibly inside the dynamic loader. The
+  // pending word reaches the slot when it is claimed; a slot already claimed gets it now (both
+  // sides seq_cst, so one of them sees the other's write).
+  if (g_pending_uses.fetch_or(kSlotUnwakeable, std::memory_order_seq_cst) & kSlotUnwakeable) return;
+  if (RegionSlot* s = g_slot.load(std::memory_order_seq_cst))
+    s->uses.fetch_or(kSlotUnwakeable, std::memory_order_relaxed);
+}
 
 }  // namespace fracgpu::vgpu

@@ -3,9 +3,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 
 #include "vgpu/interpose.h"
+#include "vgpu/platform.h"
 #include "vgpu/region.h"
 #include "vgpu/state.h"
 
@@ -18,11 +20,13 @@ const uint64_t kNeverParked = api::kParkRunning;
 }  // namespace fracgpu::vgpu
 
 #define FRACGPU_HIDDEN __attribute__((visibility("hidden")))
+// Referenced only from the assembly below: `used` keeps the compiler (and LTO) from dropping them.
+#define FRACGPU_ASM_USED __attribute__((visibility("hidden"), used))
 extern "C" {
 // Set at load time, before any code runs (a constant initialiser).
-FRACGPU_HIDDEN const void* fracgpu_wake_word = &fracgpu::vgpu::kNeverParked;
+FRACGPU_ASM_USED const void* fracgpu_wake_word = &fracgpu::vgpu::kNeverParked;
 /// The driver's function of each slot (written once, before the slot's trampoline is handed out).
-FRACGPU_HIDDEN void* fracgpu_wake_targets[fracgpu::vgpu::kWakeSlots];
+FRACGPU_ASM_USED void* fracgpu_wake_targets[fracgpu::vgpu::kWakeSlots];
 /// The first trampoline; slot i's is 16 bytes further on per slot.
 FRACGPU_HIDDEN extern const unsigned char fracgpu_wake_stubs[];
 /// One past the last trampoline.
@@ -31,7 +35,7 @@ FRACGPU_HIDDEN extern const unsigned char fracgpu_wake_stubs_end[];
 
 // The driver's function behind each exported stub (driver_exports.inc), null until ResolveCuda
 // binds them (BindDriverExports) or when the driver lacks the name.
-#define FRACGPU_DRIVER_EXPORT(name) FRACGPU_HIDDEN void* fracgpu_x_##name;
+#define FRACGPU_DRIVER_EXPORT(name) FRACGPU_ASM_USED void* fracgpu_x_##name;
 extern "C" {
 #include "vgpu/driver_exports.inc"
 }
@@ -50,22 +54,36 @@ const DriverExport kDriverExports[] = {
 };
 #undef FRACGPU_DRIVER_EXPORT
 
-std::atomic<int> g_used{0};
 std::atomic<bool> g_full_logged{false};
 
 }  // namespace
 }  // namespace fracgpu::vgpu
 
-extern "C" FRACGPU_HIDDEN void fracgpu_named_resolve() noexcept { fracgpu::vgpu::ResolveCuda(); }
+extern "C" FRACGPU_ASM_USED void fracgpu_named_resolve() noexcept { fracgpu::vgpu::ResolveCuda(); }
 
-extern "C" void fracgpu_wake_slow() noexcept {
+extern "C" __attribute__((used)) void fracgpu_wake_slow() noexcept {
   using namespace fracgpu::vgpu;
   Region* r = SharedRegion();
   if (!r) return;
   const uint32_t n = r->device_count < static_cast<uint32_t>(kMaxDevices)
                          ? r->device_count
                          : static_cast<uint32_t>(kMaxDevices);
-  for (uint32_t d = 0; d < n; ++d) RequestWakeIfParked(r->devices[d]);
+  for (uint32_t d = 0; d < n; ++d) {
+    RegionDevice& dev = r->devices[d];
+    if (std::atomic_ref<uint64_t>(dev.park_state).load(std::memory_order_relaxed) ==
+        fracgpu::api::kParkRunning)
+      continue;
+    RequestWakeIfParked(dev);
+    // The call that asks for the wake is activity: last_launch_ns moves to now, so that the
+    // agent's idle clock (now − last_launch_ns) restarts at the wake instead of counting the
+    // parked time, and a container just woken by a copy or a query (no launch) is not parked
+    // again at the next poll (issue 36 review, ping-pong). Only while parked: one clock read.
+    const uint64_t now = platform::MonotonicClockNs();
+    uint64_t prev = dev.last_launch_ns.load(std::memory_order_relaxed);
+    while (prev < now &&
+           !dev.last_launch_ns.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {
+    }
+  }
 }
 
 #if defined(__x86_64__)
@@ -79,17 +97,28 @@ extern "C" void fracgpu_wake_slow() noexcept {
 asm(R"(
     # fracgpu_call_saving_args fn: calls fn with every argument register (rdi, rsi, rdx, rcx, r8,
     # r9, rax, xmm0-7) and r10 as they were, the stack 16-byte aligned at the call (entry
-    # rsp = 8 mod 16; 8 pushes and 136 bytes make it 0). Both slow paths below use it.
+    # rsp = 8 mod 16; 8 pushes and 136 bytes make it 0). Both slow paths below use it; the CFI
+    # lines keep the canonical frame address right while the registers are on the stack, so a
+    # debugger or profiler unwinds through a call that waits for the wake.
     .macro fracgpu_call_saving_args fn
     pushq %r10
+    .cfi_adjust_cfa_offset 8
     pushq %rdi
+    .cfi_adjust_cfa_offset 8
     pushq %rsi
+    .cfi_adjust_cfa_offset 8
     pushq %rdx
+    .cfi_adjust_cfa_offset 8
     pushq %rcx
+    .cfi_adjust_cfa_offset 8
     pushq %r8
+    .cfi_adjust_cfa_offset 8
     pushq %r9
+    .cfi_adjust_cfa_offset 8
     pushq %rax
+    .cfi_adjust_cfa_offset 8
     subq $136, %rsp
+    .cfi_adjust_cfa_offset 136
     movdqu %xmm0, 0(%rsp)
     movdqu %xmm1, 16(%rsp)
     movdqu %xmm2, 32(%rsp)
@@ -108,16 +137,33 @@ asm(R"(
     movdqu 96(%rsp), %xmm6
     movdqu 112(%rsp), %xmm7
     addq $136, %rsp
+    .cfi_adjust_cfa_offset -136
     popq %rax
+    .cfi_adjust_cfa_offset -8
     popq %r9
+    .cfi_adjust_cfa_offset -8
     popq %r8
+    .cfi_adjust_cfa_offset -8
     popq %rcx
+    .cfi_adjust_cfa_offset -8
     popq %rdx
+    .cfi_adjust_cfa_offset -8
     popq %rsi
+    .cfi_adjust_cfa_offset -8
     popq %rdi
+    .cfi_adjust_cfa_offset -8
     popq %r10
+    .cfi_adjust_cfa_offset -8
     .endm
 )");
+#define FRACGPU_WAKE_STR2(x) #x
+#define FRACGPU_WAKE_STR(x) FRACGPU_WAKE_STR2(x)
+static_assert(FRACGPU_WAKE_SLOTS == fracgpu::vgpu::kWakeSlots &&
+                  fracgpu::vgpu::kWakeStubBytes == 16,
+              "the .rept count and .balign below are kWakeSlots and kWakeStubBytes");
+// The stub table: FRACGPU_WAKE_SLOTS slots of 16 bytes (kWakeSlots, kWakeStubBytes; the
+// `.rept` count is the same macro, and VgpuPackaging.WakeStubTableHoldsEverySlot reads the
+// table's ELF size), one CFI frame: no slot moves the stack.
 asm(R"(
     .text
     .p2align 4
@@ -125,14 +171,17 @@ asm(R"(
     .hidden fracgpu_wake_stubs
     .type fracgpu_wake_stubs, @function
 fracgpu_wake_stubs:
+    .cfi_startproc
     .set fracgpu_wake_i, 0
-    .rept 2048
+    .rept )" FRACGPU_WAKE_STR(FRACGPU_WAKE_SLOTS) R"(
     .balign 16
     endbr64
     leaq fracgpu_wake_targets+8*fracgpu_wake_i(%rip), %r10
     jmp fracgpu_wake_common
     .set fracgpu_wake_i, fracgpu_wake_i+1
     .endr
+    .balign 16
+    .cfi_endproc
     .globl fracgpu_wake_stubs_end
     .hidden fracgpu_wake_stubs_end
 fracgpu_wake_stubs_end:
@@ -140,6 +189,7 @@ fracgpu_wake_stubs_end:
     .p2align 4
     .type fracgpu_wake_common, @function
 fracgpu_wake_common:
+    .cfi_startproc
     movq fracgpu_wake_word(%rip), %r11
     cmpq $0, (%r11)
     jne 1f
@@ -147,6 +197,7 @@ fracgpu_wake_common:
 1:
     fracgpu_call_saving_args fracgpu_wake_slow
     jmpq *(%r10)
+    .cfi_endproc
     .size fracgpu_wake_common, .-fracgpu_wake_common
 )");
 // One exported stub per driver export, weak (a hook's strong definition wins): r10 = its
@@ -155,8 +206,8 @@ fracgpu_wake_common:
 // null means the driver lacks the function: CUDA_ERROR_NOT_FOUND (500), as the hooks answer.
 #define FRACGPU_DRIVER_EXPORT(name)                                               \
   asm(".text\n .p2align 4\n .weak " #name "\n .type " #name ", @function\n" #name \
-      ":\n endbr64\n leaq fracgpu_x_" #name                                       \
-      "(%rip), %r10\n jmp fracgpu_named_common\n .size " #name ", .-" #name "\n");
+      ":\n .cfi_startproc\n endbr64\n leaq fracgpu_x_" #name                      \
+      "(%rip), %r10\n jmp fracgpu_named_common\n .cfi_endproc\n .size " #name ", .-" #name "\n");
 #include "vgpu/driver_exports.inc"
 #undef FRACGPU_DRIVER_EXPORT
 asm(R"(
@@ -164,6 +215,7 @@ asm(R"(
     .p2align 4
     .type fracgpu_named_common, @function
 fracgpu_named_common:
+    .cfi_startproc
     cmpq $0, (%r10)
     je 1f
     jmp fracgpu_wake_common
@@ -175,15 +227,18 @@ fracgpu_named_common:
 2:
     movl $500, %eax
     ret
+    .cfi_endproc
     .size fracgpu_named_common, .-fracgpu_named_common
 )");
-inline constexpr bool kHaveTrampolines = true;
 #else
+// No trampolines and no exported stubs (wake.h kHaveWakeTrampolines): WakeWrap hands out the
+// driver's functions as they are, and every process records kSlotUnwakeable at claim
+// (region.cc), so the agent never parks it: fail closed.
+// (Hidden by the declarations above: repeating the attribute here is an error under -Werror.)
 extern "C" {
-FRACGPU_HIDDEN const unsigned char fracgpu_wake_stubs[1] = {0};
-FRACGPU_HIDDEN const unsigned char fracgpu_wake_stubs_end[1] = {0};
+const unsigned char fracgpu_wake_stubs[1] = {0};
+const unsigned char fracgpu_wake_stubs_end[1] = {0};
 }
-inline constexpr bool kHaveTrampolines = false;
 #endif
 
 namespace fracgpu::vgpu {
@@ -195,38 +250,59 @@ void BindDriverExports(void* lib) noexcept {
 
 int DriverExportCount() noexcept { return static_cast<int>(std::size(kDriverExports)); }
 
+bool KnownDriverFunction(const char* name) noexcept {
+  // kDriverExports is in the byte order of data/cuda/libcuda_exports.txt (generated sorted;
+  // VgpuPackaging.DriverStubsAreWeakAndHooksGlobal reads the list).
+  size_t lo = 0, hi = std::size(kDriverExports);
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    const int c = std::strcmp(kDriverExports[mid].name, name);
+    if (c == 0) return true;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
 void WakeWatch(const void* word) noexcept {
   __atomic_store_n(&fracgpu_wake_word, word ? word : &kNeverParked, __ATOMIC_RELEASE);
 }
 
 void* WakeWrap(void* real) noexcept {
-  if (!real || !kHaveTrampolines) return real;
+  if (!real || !kHaveWakeTrampolines) return real;
   if (WakeTarget(real) != real) return real;  // already one of ours
-  const int used = g_used.load(std::memory_order_acquire);
-  for (int i = 0; i < used && i < kWakeSlots; ++i)
-    if (__atomic_load_n(&fracgpu_wake_targets[i], __ATOMIC_ACQUIRE) == real)
-      return const_cast<unsigned char*>(fracgpu_wake_stubs) + 16 * i;
-  // Two threads wrapping the same function at once may take two slots: harmless.
-  const int i = g_used.fetch_add(1, std::memory_order_acq_rel);
-  if (i >= kWakeSlots) {
-    g_used.store(kWakeSlots, std::memory_order_relaxed);
-    if (!g_full_logged.exchange(true, std::memory_order_relaxed))
-      Log(kLogError,
-          "all %d wake trampolines taken: further driver functions are handed out unwrapped, "
-          "and a parked container's call to one of them waits until something else wakes it",
-          kWakeSlots);
-    return real;
+  // Open addressing over the slots, probing from a hash of the address: a slot holding `real`
+  // is its trampoline; a free one (null) is claimed with a compare-and-swap, which at most one
+  // thread wins, and a loser that finds `real` there (another thread wrapping the same function
+  // at the same moment) takes the same slot. Slots are never freed, so a probe stops at the
+  // first free one: every function has exactly one slot.
+  const uint64_t h = (reinterpret_cast<uintptr_t>(real) >> 4) * 0x9E3779B97F4A7C15ull;
+  const unsigned start = static_cast<unsigned>(h >> 32) & (kWakeSlots - 1);
+  for (unsigned k = 0; k < static_cast<unsigned>(kWakeSlots); ++k) {
+    const unsigned i = (start + k) & (kWakeSlots - 1);
+    void* cur = __atomic_load_n(&fracgpu_wake_targets[i], __ATOMIC_ACQUIRE);
+    if (!cur && __atomic_compare_exchange_n(&fracgpu_wake_targets[i], &cur, real, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      cur = real;
+    if (cur == real) return const_cast<unsigned char*>(fracgpu_wake_stubs) + kWakeStubBytes * i;
   }
-  __atomic_store_n(&fracgpu_wake_targets[i], real, __ATOMIC_RELEASE);
-  return const_cast<unsigned char*>(fracgpu_wake_stubs) + 16 * i;
+  RecordUnwakeable();  // this process must not be parked: a call of `real` would not wake it
+  if (!g_full_logged.exchange(true, std::memory_order_relaxed))
+    Log(kLogError,
+        "all %d wake trampolines taken: further driver functions are handed out unwrapped, and "
+        "this process will not be parked",
+        kWakeSlots);
+  return real;
 }
 
 void* WakeTarget(void* p) noexcept {
-  if (!kHaveTrampolines) return p;
+  if (!kHaveWakeTrampolines) return p;
   auto a = reinterpret_cast<uintptr_t>(p), lo = reinterpret_cast<uintptr_t>(fracgpu_wake_stubs),
        hi = reinterpret_cast<uintptr_t>(fracgpu_wake_stubs_end);
-  if (a < lo || a >= hi || (a - lo) % 16 != 0) return p;
-  void* t = __atomic_load_n(&fracgpu_wake_targets[(a - lo) / 16], __ATOMIC_ACQUIRE);
+  if (a < lo || a >= hi || (a - lo) % kWakeStubBytes != 0) return p;
+  void* t = __atomic_load_n(&fracgpu_wake_targets[(a - lo) / kWakeStubBytes], __ATOMIC_ACQUIRE);
   return t ? t : p;
 }
 

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +19,12 @@
 
 namespace fracgpu::vgpu::testing {
 namespace {
+
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 uint64_t WakeRequests(Region* r) {
   return std::atomic_ref<uint64_t>(r->devices[0].wake_requests).load();
@@ -95,9 +102,15 @@ void ParkedCallAsksForTheWake(const std::string& call, const std::string& done,
   const uint64_t seen = WakeRequests(r);
   // The tenant's next call (after an idle spell: the launch stamp is due).
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const uint64_t before_call = MonotonicNs();
   close(tenant.in);
   tenant.in = -1;
   ASSERT_TRUE(AwaitWakeRequest(r, seen)) << call << " of a parked container asked no wake";
+  // The idle clock restarts at the wake, whatever the call (a copy or a query launches
+  // nothing): last_launch_ns is at least the call's time, so the agent does not park the
+  // container again at its next poll (issue 36 review, ping-pong).
+  EXPECT_GE(r->devices[0].last_launch_ns.load(), before_call)
+      << call << ": the idle clock still counts the parked time";
   // The agent wakes it; the call that waited completes.
   ASSERT_EQ(AgentCall(box, tenant.pid, false), 0);
   std::atomic_ref<uint64_t>(r->devices[0].park_state).store(api::kParkRunning);
@@ -137,6 +150,39 @@ TEST(VgpuParkWake, AnUnhookedCopyFromDlsymAsksTheAgentToWakeIt) {
 // (src/vgpu/wake.cc, one per name of data/cuda/libcuda_exports.txt), which are in libvgpu.so.
 TEST(VgpuParkWake, AnUnhookedCopyBoundAtLinkTimeAsksTheAgentToWakeIt) {
   ParkedCallAsksForTheWake("copy", "copy 0 1", "lookup:l", "lookup 0 vgpu vgpu");
+}
+
+// Issue 36 review of the trampolines. A data object of the driver (the fake's
+// cuFakeDriverData) comes back from dlsym as it is, never as a trampoline: its reader gets the
+// data, not our code bytes.
+TEST(VgpuWakeTrampolines, ADriverDataObjectFromDlsymIsNotWrapped) {
+  Sandbox box;
+  auto out = RunApp(box, box.Env(), {"dlsymdata"});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], "dlsymdata driver 123456789abcdef");
+}
+
+// One slot per function: the same unhooked function asked for 4096 times (more than the 2048
+// slots) by 8 threads at once, through cuGetProcAddress_v2 and dlsym, is one trampoline, and
+// still a trampoline at the end (a slot per answer would have run out and handed it out bare).
+TEST(VgpuWakeTrampolines, TheSameFunctionAskedConcurrentlyTakesOneSlot) {
+  Sandbox box;
+  auto out = RunApp(box, box.Env(), {"samefn:8:512"});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], "samefn 0 1 wake");
+}
+
+// A library's constructor (inside the dynamic loader's lock) calls the driver while this
+// thread's first CUDA call is resolving libcuda.so.1: both complete (no thread waits for another's
+// resolution), and the constructor's call gets the driver's answer, not an error.
+TEST(VgpuWakeTrampolines, AConstructorCallingTheDriverDuringResolutionDoesNotDeadlock) {
+  Sandbox box;
+  int status = 0;
+  Child c = Spawn(box, box.Env(), {std::string("ctorrace:") + FRACGPU_VGPU_CTOR_PLUGIN});
+  auto out = Finish(c, &status);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << " (deadlock: alarm)";
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], "ctorrace 0 0");
 }
 
 }  // namespace

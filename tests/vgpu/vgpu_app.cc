@@ -19,7 +19,8 @@
 //   (on the imported pool) | vmm:<bytes>:<handle types> | vmmexport |
 //   vmmimport:<pid|self>:<fd>:<bytes> | the graph ops of vgpu_app_graph.cc (g…) | the green-context
 //   and IPC ops of vgpu_app_share.cc | the issue-32 ops of vgpu_app_attack.cc |
-//   lookup:<g|d|l> | copy | poke | peek (after lookup)
+//   lookup:<g|d|l> | copy | poke | peek (after lookup) | dlsymdata | samefn:<threads>:<iterations>
+//   | ctorrace:<path to vgpu_ctor_plugin> (first op)
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -34,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -766,6 +768,70 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) r = cuMemAlloc_v2(&g_copy_buf, 4096);
       void* t = nullptr;
       std::printf("lookup %d %s %s\n", r, Where(g_copy_fns[0], &t), Where(g_copy_fns[1], &t));
+    } else if (op == "dlsymdata") {
+      // The fake driver's data object cuFakeDriverData through dlsym of libcuda.so.1:
+      // "dlsymdata <where> <value in hex>" (Where; "driver": handed out as it is).
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      void* p = lib ? dlsym(lib, "cuFakeDriverData") : nullptr;
+      void* t = nullptr;
+      const char* where = Where(p, &t);
+      unsigned long long v = 0;
+      if (p && std::strcmp(where, "driver") == 0) std::memcpy(&v, p, sizeof(v));
+      std::printf("dlsymdata %s %llx\n", where, v);
+    } else if (op == "samefn") {
+      // One unhooked function (cuMemcpyHtoD) asked for <threads> x <iterations> times at once,
+      // half through cuGetProcAddress_v2 and half through dlsym: "samefn <rc> <distinct
+      // pointers> <where of the last>" (one slot per function: 1 pointer, "wake").
+      const int threads = static_cast<int>(Num(a, 1));
+      const int iterations = static_cast<int>(Num(a, 2));
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+      auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(
+          lib ? dlsym(lib, "cuGetProcAddress_v2") : nullptr);
+      std::vector<std::vector<void*>> got(static_cast<size_t>(threads));
+      std::atomic<int> failures{0}, ready{0};
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          ready.fetch_add(1);
+          while (ready.load() < threads) {
+          }
+          for (int k = 0; k < iterations; ++k) {
+            void* fn = nullptr;
+            if (t % 2 == 0) {
+              if (!gpa || gpa("cuMemcpyHtoD", &fn, 12000, 0, nullptr) != CUDA_SUCCESS)
+                failures.fetch_add(1);
+            } else {
+              fn = lib ? dlsym(lib, "cuMemcpyHtoD_v2") : nullptr;
+            }
+            if (!fn) failures.fetch_add(1);
+            got[static_cast<size_t>(t)].push_back(fn);
+          }
+        });
+      for (auto& th : pool) th.join();
+      std::vector<void*> all;
+      for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
+      std::sort(all.begin(), all.end());
+      const long distinct = std::unique(all.begin(), all.end()) - all.begin();
+      void* t = nullptr;
+      std::printf("samefn %d %ld %s\n", failures.load() ? 1 : 0, distinct,
+                  all.empty() ? "null" : Where(all.back(), &t));
+    } else if (op == "ctorrace") {
+      // Issue 36 review: a library's constructor calls the driver while this thread's first CUDA
+      // call is resolving libcuda.so.1. Thread B dlopens <plugin> (vgpu_ctor_plugin: its
+      // constructor, inside the dynamic loader's lock, sleeps 300 ms and then calls
+      // cuDriverGetVersion); this thread calls cuInit 100 ms into that sleep. Before the fix
+      // cuInit waited for the loader's lock and B's call for cuInit's resolution: a deadlock,
+      // which the alarm turns into a killed process. "ctorrace <cuInit rc> <plugin's rc>".
+      alarm(20);
+      void* plugin = nullptr;
+      std::thread b([&] { plugin = dlopen(a.size() > 1 ? a[1].c_str() : "", RTLD_NOW); });
+      usleep(100 * 1000);
+      const CUresult init_rc = cuInit(0);
+      b.join();
+      auto result =
+          reinterpret_cast<int (*)()>(plugin ? dlsym(plugin, "vgpuCtorPluginRc") : nullptr);
+      std::printf("ctorrace %d %d\n", init_rc, result ? result() : -1);
+      alarm(0);
     } else if (op == "poke" || op == "peek") {
       // After "lookup": "poke" writes a pattern to the buffer through the looked-up HtoD copy
       // ("poke <rc>"); "peek" reads it back through DtoH ("peek <rc> <1 when it is intact>"),

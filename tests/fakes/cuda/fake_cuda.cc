@@ -899,6 +899,12 @@ CUresult BeginCapture(CUstream stream, CUstreamCaptureMode mode) {
 
 extern "C" {
 
+/// Test-only: a data object with a driver-like name. libvgpu.so's dlsym hook must hand it out as
+/// it is, never behind a wake trampoline (issue 36 review: a reader would get code bytes);
+/// tests/vgpu/park_wake_test.cc reads its value through dlsym.
+__attribute__((visibility("default"))) extern const uint64_t cuFakeDriverData;
+const uint64_t cuFakeDriverData = 0x0123456789abcdefull;
+
 /// Test-only: number of kernel launches the fake has run in this process.
 __attribute__((visibility("default"))) uint64_t fakeCudaLaunchCount() noexcept {
   return g_launches.load();
