@@ -185,5 +185,19 @@ TEST(VgpuWakeTrampolines, AConstructorCallingTheDriverDuringResolutionDoesNotDea
   EXPECT_EQ(out[0], "ctorrace 0 0");
 }
 
+// The driver's own initialisation calls back into an entry point (its exported stub in
+// libvgpu.so) while libvgpu.so's first resolution is loading it: the call is resolved from the
+// driver already mapped (RTLD_NOLOAD) and gets the driver's answer, not CUDA_ERROR_NOT_FOUND
+// (before the fix: 500), and the outer call completes.
+TEST(VgpuWakeTrampolines, ADriverCallingBackDuringItsOwnLoadIsResolved) {
+  Sandbox box;
+  auto env = box.Env();
+  env["FAKE_CUDA_CTOR_CALL"] = "1";
+  Child c = Spawn(box, env, {}, FRACGPU_VGPU_NOLOAD_APP);
+  auto out = Finish(c);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], "noload 0 0");
+}
+
 }  // namespace
 }  // namespace fracgpu::vgpu::testing

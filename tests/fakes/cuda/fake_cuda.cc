@@ -9,6 +9,7 @@
 // contexts"), IPC memory handles across processes ("IPC") and the checkpoint API
 // ("Checkpoint").
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -904,6 +905,14 @@ extern "C" {
 /// tests/vgpu/park_wake_test.cc reads its value through dlsym.
 __attribute__((visibility("default"))) extern const uint64_t cuFakeDriverData;
 const uint64_t cuFakeDriverData = 0x0123456789abcdefull;
+
+/// Test-only: with FAKE_CUDA_CTOR_CALL=1 the fake's constructor calls cuDriverGetVersion as the
+/// process finds it (dlsym(RTLD_DEFAULT): libvgpu.so's export when it is preloaded), as a driver
+/// whose initialisation calls back into its own entry points would; its CUresult, -1 when not
+/// asked, -2 when no such symbol (tests/vgpu/park_wake_test.cc: resolution re-entered from the
+/// driver's own load).
+__attribute__((visibility("default"))) extern int fakeCudaCtorRc;
+int fakeCudaCtorRc = -1;
 
 /// Test-only: number of kernel launches the fake has run in this process.
 __attribute__((visibility("default"))) uint64_t fakeCudaLaunchCount() noexcept {
@@ -3245,3 +3254,15 @@ __attribute__((visibility("default"))) int fakeCudaCheckpointAwaitWaiters(int n)
 }
 
 }  // extern "C"
+
+namespace {
+// FAKE_CUDA_CTOR_CALL (fakeCudaCtorRc above).
+__attribute__((constructor)) void FakeCudaCallFromConstructor() {
+  const char* on = std::getenv("FAKE_CUDA_CTOR_CALL");
+  if (!on || std::strcmp(on, "1") != 0) return;
+  using Fn = CUresult (*)(int*);
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
+  int version = 0;
+  fakeCudaCtorRc = fn ? static_cast<int>(fn(&version)) : -2;
+}
+}  // namespace
