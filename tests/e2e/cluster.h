@@ -42,6 +42,9 @@ struct ClusterOptions {
   std::string gpu_policy = "binpack";                               ///< --gpu-scheduler-policy
   bool leader_elect = false;                                        ///< --leader-elect
   bool enforce = false;  ///< each node also runs `fracgpu monitor` (NodeAgent::EnableEnforcement)
+  /// > 0: each node's monitor also parks idle opted-in containers after this many seconds
+  /// (NodeAgent::EnableParking; implies `enforce`).
+  double park_idle_s = 0;
   /// More bearer tokens → user names, beside the components' and alice's (the sandbox's UI and
   /// notebook controller).
   std::map<std::string, std::string> extra_tokens = {};

@@ -9,6 +9,7 @@
 
 #include "cluster.h"
 #include "k8s/objects.h"
+#include "park_journey.h"
 
 namespace fracgpu::e2e {
 namespace {
@@ -413,6 +414,60 @@ TEST_F(JourneyTest, BypassOverItsLimitIsKilledByTheMonitorWithAnEventAndTheNeigh
       EXPECT_EQ(e["involvedObject"].value("name", ""), "over") << e.dump();
     }
   }
+}
+
+// Issue 36 in the pod's journey (docs/reclaim.md, park_journey.h): a notebook opted in to
+// parking writes known bytes to its GPU memory and goes idle; a borrower is pending because the
+// GPU is full; the node's agent (`fracgpu monitor --park` over the fake driver) parks the
+// notebook (the fake NVML shows its memory free) and publishes what it lends; the scheduler
+// places the borrower on the lent memory and it allocates; the notebook's next CUDA call (an
+// unhooked copy, the stub path) waits while the agent evicts the borrower (Eviction API, Event
+// GPUMemoryReclaimed) and restores it: its bytes are intact and its charges unchanged. 256 MiB
+// GPU: the notebook's 256 MiB slice fills it and it holds 192 MiB; the borrower's 128 MiB fits
+// only on the lent memory, and while it holds them the notebook's 192 MiB do not fit back.
+TEST_F(JourneyTest, AnIdleNotebookIsParkedItsMemoryLentToABorrowerAndItsNextCallWakesIt) {
+  constexpr uint64_t kMiB = 1024 * 1024;
+  ClusterOptions options{{{"node-a", {{kGpuA0, 256}}}}, "binpack", "binpack"};
+  options.park_idle_s = 1;
+  StartCluster(std::move(options));
+  ParkJourneyOptions o;
+  o.node = "node-a";
+  const ParkJourney j = RunParkJourney(*cluster_, o);
+  ASSERT_EQ(j.failed, "");
+  ASSERT_TRUE(j.empty && j.held && j.parked && j.lending && j.awake);
+  EXPECT_EQ(j.empty->total, 256 * kMiB);
+  // Before the park: the notebook holds its memory and wrote its pattern.
+  EXPECT_TRUE(j.poked) << ::testing::PrintToString(j.notebook_lines);
+  EXPECT_GE(j.charged_before, 192 * kMiB);
+  EXPECT_GE(j.held->used, j.empty->used + 192 * kMiB);
+  // The borrower was refused while nothing was lent.
+  EXPECT_NE(j.borrower_reason.find("CardInsufficientMemory"), std::string::npos)
+      << j.borrower_reason;
+  // Parked: NVML shows the memory free, and the node lends what the park released.
+  EXPECT_LE(j.parked->used + 192 * kMiB, j.held->used);
+  EXPECT_GE(j.lent_mib, 192) << j.lent_record;
+  EXPECT_LE(j.lent_mib, 256) << j.lent_record;
+  // The borrower runs on the lent memory with its whole slice allocated; the notebook's memory
+  // would not fit back beside it.
+  EXPECT_EQ(j.borrower_gpu, kGpuA0);
+  EXPECT_EQ(j.borrower_granted_mib, 128);
+  EXPECT_TRUE(j.borrower_allocated);
+  EXPECT_GE(j.lending->used, j.parked->used + 128 * kMiB);
+  EXPECT_LT(j.lending->free, 192 * kMiB);
+  // The wake evicted the borrower, with its Event, and gave the notebook back its bytes and its
+  // memory, its charges unchanged.
+  EXPECT_TRUE(j.borrower_gone);
+  ASSERT_FALSE(j.reclaim_event.is_null()) << cluster_->node("node-a").MonitorLog();
+  EXPECT_EQ(j.reclaim_event.value("type", ""), "Warning");
+  EXPECT_EQ(j.reclaim_event["involvedObject"].value("namespace", ""), "ml");
+  EXPECT_TRUE(j.bytes_intact) << ::testing::PrintToString(j.notebook_lines);
+  EXPECT_EQ(j.charged_idle, j.charged_before);
+  EXPECT_EQ(j.charged_after, j.charged_before);
+  EXPECT_GE(j.awake->used, j.empty->used + 192 * kMiB);
+  EXPECT_EQ(j.awake->used, j.held->used);
+  // The wake latency on the fake: reported, never asserted (bench_wake_latency times it).
+  std::cout << "wake latency (first CUDA call after idle → its return, borrower evicted): "
+            << j.wake_ms << " ms\n";
 }
 
 }  // namespace

@@ -139,15 +139,34 @@ bool NodeAgent::Start(const std::string& api_url, const std::string& kubelet_tok
     auto menv = CurrentEnvironment();
     menv["FAKE_GPU_DEVICES"] = devices;
     menv["FAKE_GPU_STATE_DIR"] = dir_ + "/gpu-state";
-    monitor_ = std::make_unique<Daemon>(
-        std::vector<std::string>{
-            artifacts_.fracgpu, "monitor", "--node-name=" + name_, "--hook-path=" + dir_ + "/hook",
-            "--listen=127.0.0.1:0", "--node-dir", "", "--interval=0.1", "--enforce-interval=0.1",
-            "--no-remove", "--kubeconfig=" + plugin_kubeconfig,
-            "--nvml-library=" + artifacts_.fake_nvml, "--proc-root=" + dir_ + "/proc"},
-        menv, dir_ + "/monitor.log");
-    if (!monitor_->running() || !monitor_->WaitForLog("enforcement on", kStartWait)) {
-      *error = "the monitor of " + name_ + " did not start enforcing; log:\n" +
+    std::vector<std::string> argv = {artifacts_.fracgpu,
+                                     "monitor",
+                                     "--node-name=" + name_,
+                                     "--hook-path=" + dir_ + "/hook",
+                                     "--listen=127.0.0.1:0",
+                                     "--node-dir",
+                                     "",
+                                     "--interval=0.1",
+                                     "--enforce-interval=0.1",
+                                     "--no-remove",
+                                     "--kubeconfig=" + plugin_kubeconfig,
+                                     "--nvml-library=" + artifacts_.fake_nvml,
+                                     "--proc-root=" + dir_ + "/proc"};
+    if (park_idle_s_ > 0) {
+      // Parking over the fake driver: its checkpoint calls, the emulated cgroup tree.
+      fs::create_directories(dir_ + "/cgroup", ec);
+      for (std::string flag : std::vector<std::string>{
+               "--park", "--park-drivers=580.", "--park-idle=" + std::to_string(park_idle_s_),
+               "--park-interval=0.1",
+               "--cuda-library=" + artifacts_.fakes_lib_dir + "/libcuda.so.1",
+               "--cgroup-root=" + dir_ + "/cgroup"})
+        argv.push_back(std::move(flag));
+    }
+    monitor_ = std::make_unique<Daemon>(argv, menv, dir_ + "/monitor.log");
+    if (!monitor_->running() || !monitor_->WaitForLog("enforcement on", kStartWait) ||
+        (park_idle_s_ > 0 && !monitor_->WaitForLog("parking on", kStartWait))) {
+      *error = "the monitor of " + name_ + " did not start enforcing" +
+               (park_idle_s_ > 0 ? " and parking" : "") + "; log:\n" +
                (monitor_ ? monitor_->Log() : "");
       return false;
     }
@@ -434,6 +453,17 @@ bool NodeAgent::StartContainer(PodRun* run, const json& spec, bool init, Contain
         << ".slice/cri-containerd-" << ContainerId(run->uid, started->view.name) << ".scope\n";
     fs::remove_all(dir_ + "/proc/" + pid, ec);  // a reused PID's old entry
     fs::rename(tmp, dir_ + "/proc/" + pid, ec);
+    if (park_idle_s_ > 0) {
+      // Its memory cgroup (v2), where the parking loop reads the room for the host copy.
+      std::string cg = dir_ +
+                       "/cgroup/kubepods.slice/kubepods-burstable.slice/"
+                       "kubepods-burstable-pod" +
+                       slice_uid + ".slice/cri-containerd-" +
+                       ContainerId(run->uid, started->view.name) + ".scope";
+      fs::create_directories(cg, ec);
+      std::ofstream(cg + "/memory.max") << (4ull << 30) << "\n";
+      std::ofstream(cg + "/memory.current") << (64ull << 20) << "\n";
+    }
   }
   run->containers.push_back(std::move(started));
   return ok;
@@ -541,8 +571,20 @@ void NodeAgent::RunPod(PodRun* run) {
     std::lock_guard<std::mutex> lock(run->mu);
     if (run->stop) return;
   }
+  // The containers' statuses as kubelet reports them: name and CRI container ID (what the node
+  // agent maps a process's cgroup to, docs/enforcement.md), init containers terminated.
+  json statuses = json::array(), init_statuses = json::array();
+  for (const auto& e : entries) {
+    const std::string cname = e.spec.value("name", "");
+    json cs = {{"name", cname},
+               {"containerID", "containerd://" + ContainerId(run->uid, cname)},
+               {"ready", !e.init}};
+    (e.init ? init_statuses : statuses).push_back(std::move(cs));
+  }
   PatchPodStatus(run->ns, run->name,
-                 {{"phase", all_exited ? (all_ok ? "Succeeded" : "Failed") : "Running"}});
+                 {{"phase", all_exited ? (all_ok ? "Succeeded" : "Failed") : "Running"},
+                  {"containerStatuses", statuses},
+                  {"initContainerStatuses", init_statuses}});
   // The pod's worker lives as long as the pod (kubelet's pod worker does): the containers were
   // forked by this thread and die with it (PR_SET_PDEATHSIG is per thread), so it returns only
   // once the pod is deleted or the node stops.
@@ -596,6 +638,30 @@ bool NodeAgent::WaitForLine(const std::string& ns, const std::string& pod, const
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   return p->WaitForLine(line, std::max(left, std::chrono::milliseconds(0)));
+}
+
+std::optional<NodeAgent::NvmlMemory> NodeAgent::Nvml(int index) const {
+  std::string devices;
+  for (const auto& g : gpus_)
+    devices += (devices.empty() ? "" : ",") + g.uuid + ":" + std::to_string(g.mib);
+  // No cuInit: the probe is no process of the fake driver's state, only an NVML reader.
+  std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"},
+                                            {"LD_LIBRARY_PATH", artifacts_.fakes_lib_dir},
+                                            {"FAKE_GPU_STATE_DIR", dir_ + "/gpu-state"},
+                                            {"FAKE_GPU_DEVICES", devices}};
+  ContainerProcess probe({artifacts_.vgpu_app, "nvml:" + std::to_string(index)}, env, dir_,
+                         dir_ + "/nvml-probe.stderr");
+  auto status = probe.WaitExit(kContainerWait);
+  auto lines = probe.Lines();
+  if (!status || lines.size() != 1) return std::nullopt;
+  // "nvml <rc> <total> <used> <free> <v2 total> <v2 used>"
+  std::istringstream in(lines[0]);
+  std::string op;
+  int rc = -1;
+  NvmlMemory m;
+  if (!(in >> op >> rc >> m.total >> m.used >> m.free) || op != "nvml" || rc != 0)
+    return std::nullopt;
+  return m;
 }
 
 std::optional<int> NodeAgent::WaitExit(const std::string& ns, const std::string& pod,

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,23 @@ class NodeAgent {
   /// emulated /proc: each container process gets <dir>/proc/<pid>/cgroup (a kubelet-style
   /// cgroup v2 path naming its pod UID and container ID) and a copy of its real stat.
   void EnableEnforcement() { enforce_ = true; }
+  /// Before Start: the monitor (EnableEnforcement's, which this implies) also parks idle
+  /// opted-in containers while a borrower is pending, lends their memory and wakes them on their
+  /// next CUDA call (docs/reclaim.md): `--park` over the fake driver (`libcuda.so.1` of the
+  /// fakes, driver allow-list `580.`, the fake NVML's default version), idle time `idle_s`
+  /// seconds (the monitor's minimum is 1), polled every 100 ms. Each container then also gets a
+  /// cgroup v2 memory account under <dir>/cgroup (memory.max 4 GiB, memory.current 64 MiB: room
+  /// for the host copy of its device memory).
+  void EnableParking(double idle_s) {
+    enforce_ = true;
+    park_idle_s_ = idle_s;
+  }
+  /// The node's GPU `index` as an NVML client sees it (vgpu_app `nvml:<index>` over the fake
+  /// NVML of this node's driver state, without libvgpu.so), bytes; nullopt when it fails.
+  struct NvmlMemory {
+    uint64_t total = 0, used = 0, free = 0;
+  };
+  std::optional<NvmlMemory> Nvml(int index) const;
   /// Before Start: the vgpu_app operations of a container whose spec has no `args` (what its
   /// image would run; by default none, so such a container exits at once). The sandbox
   /// (tests/e2e/fake_cluster_main.cc) runs a notebook's container as {"init", "info", "wait"}.
@@ -159,6 +177,7 @@ class NodeAgent {
   std::unique_ptr<fakes::FakeKubelet> kubelet_;
   std::unique_ptr<Daemon> plugin_;
   bool enforce_ = false;
+  double park_idle_s_ = 0;  // 0: no parking
   std::vector<std::string> default_args_;
   std::unique_ptr<Daemon> monitor_;
   std::unique_ptr<k8s::Client> client_;
