@@ -20,8 +20,9 @@
 #    Otherwise (--cluster fake, or auto without root or the binaries: it says which in one line)
 #    the fake cluster (fake-cluster, tests/e2e/fake_cluster_main.cc): the fake API server with
 #    Kubeflow's Notebook CRD, `fracgpu scheduler` as its pod webhook and extender, a
-#    kube-scheduler stand-in, a device plugin + fake kubelet per GPU node (4 nodes, 6 fake GPUs,
-#    4 running slices) and a notebook-controller stand-in, and `fracgpu ui` on it.
+#    kube-scheduler stand-in, a device plugin + fake kubelet per GPU node (5 nodes, 7 fake GPUs,
+#    4 running slices; node-e's agent parks: a notebook parked, a borrower on its memory and the
+#    wake are shown before it is ready) and a notebook-controller stand-in, and `fracgpu ui` on it.
 #    Either way `fracgpu ui` is behind a stand-in of Kubeflow's auth gateway (signed in as
 #    alice). Open the printed URL, fill in the notebook form and create it: the cluster prints
 #    each step of its pod's journey.
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD="$(cd "$2" && pwd)"; shift 2 ;;
     --for) FOR="$2"; shift 2 ;;
     --cluster) MODE="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "sandbox: unknown argument \"$1\" (want --build DIR, --for SECONDS, --cluster auto|real|fake)" >&2; exit 2 ;;
   esac
 done
@@ -190,7 +191,8 @@ else
   "$CLUSTER" --ready-file "$TMP/cluster.ready" --dir "$TMP/c" --user alice <"$TMP/cluster.in" 2>"$TMP/cluster.err" &
   CLUSTER_PID=$!
   exec 3>"$TMP/cluster.in"
-  if ! wait_for_file "$TMP/cluster.ready" "$CLUSTER_PID"; then
+  # 120 s: the parking demo runs before it is ready.
+  if ! wait_for_file "$TMP/cluster.ready" "$CLUSTER_PID" 1200; then
     echo "sandbox: the fake cluster did not start: $(cat "$TMP/cluster.err")" >&2; exit 1
   fi
   API_URL="$(sed -n 's/^api=//p' "$TMP/cluster.ready")"

@@ -3,7 +3,8 @@
 // (tests/e2e/fake_cluster_main.cc), `fracgpu ui` and the gateway stand-in on 127.0.0.1 only;
 // creates a notebook through the UI's HTTP API (¼ of a GPU: gpumem-percentage 25, gpucores 25)
 // and prints its pod's journey: admitted by the webhook, bound to a GPU with its slice,
-// Allocate's limits, what the container sees. The MiB
+// Allocate's limits, what the container sees; before that, the parking demo on node-e (a
+// notebook parked, a borrower on its memory, the wake: docs/reclaim.md). The MiB
 // expected are computed here from the request and the sandbox cluster's GPU sizes as
 // documented (README "Try it without a GPU or a cluster"), not read from the code under test.
 // Then it stops within its bound: exit 0, every port closed, its folder removed and no process
@@ -161,7 +162,8 @@ TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
       {"GPU-bbbb0000-0000-4000-8000-000000000000", 15360},
       {"GPU-cccc0000-0000-4000-8000-000000000000", 81920},
       {"GPU-cccc0001-0000-4000-8000-000000000000", 81920},
-      {"GPU-cccc0002-0000-4000-8000-000000000000", 81920}};
+      {"GPU-cccc0002-0000-4000-8000-000000000000", 81920},
+      {"GPU-eeee0000-0000-4000-8000-000000000000", 1024}};
   const std::string cordoned = "GPU-cccc0002-0000-4000-8000-000000000000";
   for (const auto& [uuid, mib] : gpu_mib) {
     EXPECT_NE(out.find(" " + uuid + " (" + std::to_string(mib) + " MiB)"), std::string::npos)
@@ -178,7 +180,33 @@ TEST(Sandbox, ShowsTheRefusalAndANotebookGettingItsSliceThenStopsCleanly) {
   // a 40960 MiB GPU as an A100-SXM4-40GB, 15360 MiB a T4, 81920 MiB an A100-SXM4-80GB (NVML's
   // product names); the device plugin prefixes "NVIDIA-" where the name lacks it (HAMi's type).
   EXPECT_NE(out.find("GPU types:       NVIDIA A100-SXM4-40GB (2 GPUs), NVIDIA A100-SXM4-80GB (3 "
-                     "GPUs), NVIDIA-Tesla T4 (1 GPU)\n"),
+                     "GPUs), NVIDIA-Fake GPU 1GB (1 GPU), NVIDIA-Tesla T4 (1 GPU)\n"),
+            std::string::npos)
+      << out;
+
+  // 2b. The parking demo on node-e (docs/reclaim.md), in its order: the borrower refused while
+  // the notebook holds the GPU, the park and what the node lends, the borrower placed on it, the
+  // wake evicting it with its Event, the memory back with the notebook, its bytes intact.
+  const std::string kE = "node-e GPU 0 GPU-eeee0000-0000-4000-8000-000000000000 (1024 MiB)";
+  const std::vector<std::string> park_steps = {
+      "scheduler: pod team-a/nb-idle bound to node-e: " + kE + ": 1024 MiB, 0 % of the SMs\n",
+      "scheduler: pod team-a/batch-borrow unschedulable: no node fits;",
+      "agent: node-e parked idle memory; lends " + kE + ": 768 MiB to borrowers\n",
+      "scheduler: pod team-a/batch-borrow bound to node-e: " + kE + ": 512 MiB, 0 % of the SMs\n",
+      "pod team-a/batch-borrow: Running on node-e\n",
+      "agent: Event GPUMemoryReclaimed on pod team-a/batch-borrow: ",
+      "agent: node-e lends nothing (its parked memory is back with its owner)\n",
+      "container: team-a/nb-idle/main: its first CUDA call after idle (a 4 KiB read) waited "};
+  size_t from = 0;
+  for (const auto& step : park_steps) {
+    size_t at = out.find(step, from);
+    EXPECT_NE(at, std::string::npos) << "after offset " << from << ": " << step << "\n" << out;
+    if (at == std::string::npos) break;  // the checks below still run (ports, folders left)
+    from = at + step.size();
+  }
+  EXPECT_NE(out.find(" for the wake (the borrower evicted first); the bytes it wrote came back "
+                     "intact, its charge unchanged (768 MiB)\n",
+                     from),
             std::string::npos)
       << out;
 

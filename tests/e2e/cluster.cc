@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -105,7 +106,11 @@ bool Cluster::Start(std::string* error) {
     std::filesystem::create_directories(node_dir);
     nodes_.push_back(std::make_unique<NodeAgent>(name, gpus, BuiltArtifacts(), node_dir));
     if (options_.enforce) nodes_.back()->EnableEnforcement();
-    if (options_.park_idle_s > 0) nodes_.back()->EnableParking(options_.park_idle_s);
+    if (options_.park_idle_s > 0 &&
+        (options_.park_nodes.empty() ||
+         std::find(options_.park_nodes.begin(), options_.park_nodes.end(), name) !=
+             options_.park_nodes.end()))
+      nodes_.back()->EnableParking(options_.park_idle_s);
     nodes_.back()->SetDefaultArgs(options_.default_container_args);
     if (!nodes_.back()->Start(api_->url(), KubeletToken(name), plugin_kubeconfig,
                               dir_ + "/signing-key", error)) {

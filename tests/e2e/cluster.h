@@ -45,6 +45,8 @@ struct ClusterOptions {
   /// > 0: each node's monitor also parks idle opted-in containers after this many seconds
   /// (NodeAgent::EnableParking; implies `enforce`).
   double park_idle_s = 0;
+  /// The nodes that park when park_idle_s > 0; empty = every node.
+  std::vector<std::string> park_nodes = {};
   /// More bearer tokens → user names, beside the components' and alice's (the sandbox's UI and
   /// notebook controller).
   std::map<std::string, std::string> extra_tokens = {};

@@ -13,11 +13,18 @@
 //   node-c  3 GPUs × 81920 MiB; GPU 0 holds team-a/nb-old (20480 MiB, 30 %) and team-c/etl
 //           (8192 MiB, 20 %); GPU 2 is cordoned (hami.io/device-cordon)
 //   node-d  no GPUs
+//   node-e  1 GPU  × 1024 MiB whose agent parks (`fracgpu monitor --park`, idle 1 s): the
+//           parking demo below
 //
 // The four slices are real pods, created as user alice through admission, pinned to their GPU
 // with nvidia.com/use-gpuuuid, placed by the scheduler and running. A container without args
 // runs vgpu_app `init info wait` (it prints what cuMemGetInfo reports under libvgpu.so and
-// stays up). Then it prints one line per step of every new pod's journey (journey_printer.h)
+// stays up). Then it runs issue 36's journey once on node-e (tests/e2e/park_journey.h,
+// docs/reclaim.md): team-a/nb-idle (opted in to parking, its slice the whole GPU, 768 MiB held)
+// goes idle, the borrower team-a/batch-borrow (512 MiB) waits, the agent parks the notebook and
+// lends its memory, the borrower runs on it, and the notebook's next CUDA call wakes it: the
+// borrower is evicted, the notebook's bytes come back; it prints each step and the wake's
+// latency. Then it prints one line per step of every new pod's journey (journey_printer.h)
 // and, when ready, writes PATH (written whole, then renamed into place):
 //
 //   api=http://127.0.0.1:<port>
@@ -42,6 +49,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +63,7 @@
 #include "journey_printer.h"
 #include "k8s/objects.h"
 #include "notebook_controller.h"
+#include "park_journey.h"
 
 namespace fracgpu::e2e {
 namespace {
@@ -140,6 +149,8 @@ struct Seed {
   int cores = -1;  // -1: not set
 };
 
+constexpr const char* kParkNode = "node-e";
+
 std::vector<std::pair<std::string, std::vector<GpuSpec>>> SandboxNodes() {
   auto gpu = [](const char* uuid, int64_t mib) { return GpuSpec{uuid, mib}; };
   return {{"node-a",
@@ -149,7 +160,8 @@ std::vector<std::pair<std::string, std::vector<GpuSpec>>> SandboxNodes() {
           {"node-c",
            {gpu("GPU-cccc0000-0000-4000-8000-000000000000", 81920),
             gpu("GPU-cccc0001-0000-4000-8000-000000000000", 81920),
-            gpu("GPU-cccc0002-0000-4000-8000-000000000000", 81920)}}};
+            gpu("GPU-cccc0002-0000-4000-8000-000000000000", 81920)}},
+          {kParkNode, {gpu("GPU-eeee0000-0000-4000-8000-000000000000", 1024)}}};
 }
 constexpr const char* kGpuLessNode = "node-d";
 constexpr const char* kCordonedNode = "node-c";
@@ -188,6 +200,8 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
       {kUiToken, kUiUser}, {kControllerToken, kControllerUser}, {kNarratorToken, kNarratorUser}};
   options.dir = dir;
   options.default_container_args = {"init", "info", "wait"};
+  options.park_idle_s = 1;
+  options.park_nodes = {kParkNode};
   Say("fake cluster: starting the fake API server, fracgpu scheduler, the kube-scheduler stand-in "
       "and a device "
       "plugin + fake kubelet per GPU node (fake NVML) ...");
@@ -229,7 +243,7 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
     return 1;
   }
   printer.SetQuiet(true);
-  Say("fake cluster: 4 nodes, 6 fake GPUs:");
+  Say("fake cluster: 5 nodes, 7 fake GPUs:");
   for (const auto& [node, gpus] : options.nodes) {
     for (size_t i = 0; i < gpus.size(); ++i) {
       Say("  " + printer.DescribeGpu(gpus[i].uuid) +
@@ -270,6 +284,29 @@ int RunCluster(const std::string& ready_file, const std::string& dir, const std:
     if (auto pod = cluster.Pod(seed.ns, seed.name)) printer.OnPod(*pod);
   }
   printer.SetQuiet(false);
+  Say("fake cluster: parking demo on " + std::string(kParkNode) +
+      " (docs/reclaim.md): a notebook opted in to parking goes idle, a borrower waits for its "
+      "memory, the node's agent parks the notebook and lends the memory, the borrower runs on it, "
+      "and the notebook's next CUDA call wakes it");
+  ParkJourneyOptions park;
+  park.ns = "team-a";
+  park.notebook = "nb-idle";
+  park.borrower = "batch-borrow";
+  park.node = kParkNode;
+  park.hold_mib = 768;
+  park.borrow_mib = 512;
+  const ParkJourney j = RunParkJourney(cluster, park);
+  if (!j.failed.empty()) {
+    std::cerr << "fake-cluster: the parking demo failed at: " << j.failed << "\n";
+    return 1;
+  }
+  char wake[160];
+  std::snprintf(wake, sizeof wake, "%.1f ms", j.wake_ms);
+  Say("container: team-a/nb-idle/main: its first CUDA call after idle (a 4 KiB read) waited " +
+      std::string(wake) + " for the wake (the borrower evicted first); the bytes it wrote " +
+      (j.bytes_intact ? "came back intact" : "did NOT come back") + ", its charge " +
+      (j.charged_after == j.charged_before ? "unchanged" : "CHANGED") + " (" +
+      std::to_string(j.charged_after / (1024 * 1024)) + " MiB)");
   const std::string kubeconfig = cluster.WriteKubeconfig("ui", kUiToken);
   if (!WriteReadyFile(ready_file, "api=" + cluster.api().url() + "\nui_kubeconfig=" + kubeconfig +
                                       "\nuser=" + user + "\n")) {

@@ -57,10 +57,28 @@ bool JourneyPrinter::Start(const std::string& token, std::string* error) {
     *error = "the narrator's pod watch did not sync within 30 s";
     return false;
   }
+  k8s::InformerOptions node_options;
+  node_options.path = "/api/v1/nodes";
+  k8s::InformerHandlers node_handlers;
+  node_handlers.on_upsert = [this](const json& node) { OnNode(node); };
+  nodes_watch_ = std::make_unique<k8s::Informer>(client_.get(), node_options, node_handlers);
+  k8s::InformerOptions event_options;
+  event_options.path = "/api/v1/events";
+  k8s::InformerHandlers event_handlers;
+  event_handlers.on_upsert = [this](const json& event) { OnEvent(event); };
+  events_ = std::make_unique<k8s::Informer>(client_.get(), event_options, event_handlers);
+  nodes_watch_->Start();
+  events_->Start();
+  if (!nodes_watch_->WaitForSync(kSyncWait) || !events_->WaitForSync(kSyncWait)) {
+    *error = "the narrator's node or event watch did not sync within 30 s";
+    return false;
+  }
   return true;
 }
 
 void JourneyPrinter::Stop() {
+  if (events_) events_->Stop();
+  if (nodes_watch_) nodes_watch_->Stop();
   if (pods_) pods_->Stop();
   if (client_) cluster_->driver().SetAttemptObserver(nullptr);
 }
@@ -208,6 +226,58 @@ void JourneyPrinter::OnDeleted(const json& pod) {
     say_("pod " + key + ": deleted" +
          (node.empty() ? "" : "; its slice on " + node + " is free again"));
   }
+}
+
+}  // namespace fracgpu::e2e
+
+namespace fracgpu::e2e {
+
+// The node's lent-memory record ("<unix s>;<uuid>:<MiB>,…", docs/reclaim.md "Lending"), read
+// here only to narrate: the GPUs part, printed when it changes (the agent rewrites the time
+// every 30 s). The scheduler's codec (core/lent.h) is what decides; this one trusts the agent.
+void JourneyPrinter::OnNode(const json& node) {
+  const std::string name = k8s::Name(node);
+  const std::string record = AnnotationOf(node, "fracgpu.io/lent-memory");
+  const size_t semi = record.find(';');
+  const std::string gpus = semi == std::string::npos ? "" : record.substr(semi + 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lent_.find(name);
+    if (it == lent_.end() ? gpus.empty() : it->second == gpus) return;
+    lent_[name] = gpus;
+    if (quiet_) return;
+  }
+  if (gpus.empty()) {
+    say_("agent: " + name + " lends nothing (its parked memory is back with its owner)");
+    return;
+  }
+  std::string what;
+  size_t at = 0;
+  while (at <= gpus.size()) {
+    size_t comma = gpus.find(',', at);
+    if (comma == std::string::npos) comma = gpus.size();
+    const std::string entry = gpus.substr(at, comma - at);
+    const size_t colon = entry.rfind(':');
+    if (colon != std::string::npos) {
+      what += (what.empty() ? "" : "; ") + DescribeGpu(entry.substr(0, colon)) + ": " +
+              entry.substr(colon + 1) + " MiB";
+    }
+    at = comma + 1;
+  }
+  say_("agent: " + name + " parked idle memory; lends " + what + " to borrowers");
+}
+
+void JourneyPrinter::OnEvent(const json& event) {
+  if (event.value("reason", "") != "GPUMemoryReclaimed") return;
+  const std::string uid = k8s::Uid(event);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!events_seen_.insert(uid).second || quiet_) return;
+  }
+  const json object = event.value("involvedObject", json::object());
+  say_("agent: Event GPUMemoryReclaimed on pod " +
+       Key(object.value("namespace", ""), object.value("name", "")) + ": " +
+       event.value("message", ""));
 }
 
 }  // namespace fracgpu::e2e

@@ -11,7 +11,13 @@
 //   pod team-a/demo-0: Running
 //
 // and a pod that no node fits ("unschedulable: …", once per distinct answer), a failed
-// admission on the node, a deletion. While quiet (the seeded slices) it prints one line per pod
+// admission on the node, a deletion, and parking (docs/reclaim.md), from a node watch and an
+// event watch:
+//
+//   agent: node-e parked idle memory; lends GPU 0 GPU-… (256 MiB): 192 MiB to borrowers
+//   agent: node-e lends nothing (its parked memory is back with its owner)
+//   agent: Event GPUMemoryReclaimed on pod team-a/borrow: <the agent's message>
+// While quiet (the seeded slices) it prints one line per pod
 // once it runs. Lines come from the kube-scheduler driver's attempts and a pod watch.
 #include <condition_variable>
 #include <functional>
@@ -56,6 +62,8 @@ class JourneyPrinter {
  private:
   void OnAttempt(const std::string& ns, const std::string& name, const Attempt& attempt);
   void OnDeleted(const nlohmann::json& pod);
+  void OnNode(const nlohmann::json& node);
+  void OnEvent(const nlohmann::json& event);
   std::string Placement(const nlohmann::json& pod) const;
 
   Cluster* cluster_;
@@ -63,6 +71,8 @@ class JourneyPrinter {
   std::function<void(const std::string&)> say_;
   std::unique_ptr<k8s::Client> client_;
   std::unique_ptr<k8s::Informer> pods_;
+  std::unique_ptr<k8s::Informer> nodes_watch_;
+  std::unique_ptr<k8s::Informer> events_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -70,6 +80,8 @@ class JourneyPrinter {
   std::set<std::string> bound_;                       // "ns/name" whose binding was printed
   std::set<std::string> done_;                        // "<uid>/<phase>" printed
   std::map<std::string, std::string> unschedulable_;  // "ns/name" → last answer printed
+  std::map<std::string, std::string> lent_;           // node → GPUs of its record printed
+  std::set<std::string> events_seen_;                 // Event UIDs printed
 };
 
 }  // namespace fracgpu::e2e

@@ -93,6 +93,23 @@ ParkJourney RunParkJourney(Cluster& cluster, const ParkJourneyOptions& o) {
     return j;
   }
 
+  // The extender's FilteringFailed Event on the borrower: why the GPU refused it (an Event
+  // stays; the driver's last attempt may already be the binding by the time it is read).
+  if (!cluster.api().WaitFor([&] {
+        for (const auto& e : cluster.api().List("events")) {
+          if (e.value("reason", "") == "FilteringFailed" && e.contains("involvedObject") &&
+              e["involvedObject"].value("name", "") == o.borrower &&
+              e["involvedObject"].value("namespace", "") == o.ns) {
+            j.borrower_reason = e.value("message", "");
+            return true;
+          }
+        }
+        return false;
+      })) {
+    j.failed = "the borrower refused (a FilteringFailed Event on it)";
+    return j;
+  }
+
   // Park: the fake NVML shows the notebook's memory free, and the node lends it.
   const uint64_t held_used = j.held ? j.held->used : 0;
   if (!PollUntil(
@@ -114,12 +131,6 @@ ParkJourney RunParkJourney(Cluster& cluster, const ParkJourneyOptions& o) {
   }
   const size_t at = j.lent_record.find(j.uuid + ":") + j.uuid.size() + 1;
   j.lent_mib = std::atoll(j.lent_record.c_str() + at);
-  if (auto a = cluster.driver().LastAttempt(o.ns, o.borrower)) {
-    for (const auto& [n, reason] : a->failed_nodes) {
-      if (n == o.node) j.borrower_reason = reason;
-    }
-  }
-
   // The borrower is placed on the lent memory and allocates its slice.
   if (!cluster.WaitRunning(o.ns, o.borrower)) {
     auto pod = cluster.Pod(o.ns, o.borrower);

@@ -42,10 +42,10 @@ struct ParkJourney {
   uint64_t charged_after = 0;               ///< … after that call returned
   bool poked = false;                       ///< "poke 0": the pattern was written
   bool bytes_intact = false;                ///< "peek 0 1": read back intact after the wake
-  std::string borrower_reason;              ///< the scheduler's answer while nothing was lent
-  std::string lent_record;                  ///< fracgpu.io/lent-memory once the GPU lent
-  int64_t lent_mib = 0;                     ///< what the record lends on the GPU
-  std::string borrower_gpu;                 ///< the borrower's granted GPU
+  std::string borrower_reason;  ///< the extender's FilteringFailed Event on it (nothing lent yet)
+  std::string lent_record;      ///< fracgpu.io/lent-memory once the GPU lent
+  int64_t lent_mib = 0;         ///< what the record lends on the GPU
+  std::string borrower_gpu;     ///< the borrower's granted GPU
   int64_t borrower_granted_mib = 0;
   bool borrower_allocated = false;  ///< "alloc 0" in the borrower
   bool borrower_gone = false;       ///< deleted from the API server after the wake
