@@ -9,6 +9,7 @@
 #include "core/codec.h"
 #include "fake_apiserver.h"
 #include "k8s/client.h"
+#include "test_client.h"
 
 namespace fracgpu::monitor {
 namespace {
@@ -99,11 +100,7 @@ TEST(ChooseEvictions, NewestFirstUntilTheNeedIsCovered) {
 class EvictBorrowerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    k8s::Config config;
-    config.server = api_.url();
-    k8s::ClientOptions options;
-    options.retries = 0;
-    auto c = k8s::Client::Create(config, options);
+    auto c = fakes::NoRetryClient(api_.url());
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     client_ = std::move(*c);
   }

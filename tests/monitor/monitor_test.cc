@@ -14,6 +14,7 @@
 #include "fake_apiserver.h"
 #include "k8s/client.h"
 #include "region_files.h"
+#include "test_client.h"
 
 namespace fracgpu::monitor::testing {
 namespace {
@@ -53,11 +54,7 @@ class MonitorTest : public ::testing::Test {
   void SetUp() override {
     root_ = dir_.path() + "/hook/vgpu/containers";
     std::filesystem::create_directories(root_);
-    k8s::Config config;
-    config.server = api_.url();
-    k8s::ClientOptions options;
-    options.retries = 0;
-    auto created = k8s::Client::Create(config, options);
+    auto created = fakes::NoRetryClient(api_.url());
     ASSERT_TRUE(created.ok());
     client_ = std::move(created.value());
     // One request before any test body: the fake API server's destructor can hang when it is

@@ -34,6 +34,7 @@
 #include "monitor/monitor.h"
 #include "monitor/park_host.h"
 #include "region_files.h"
+#include "test_client.h"
 #include "vgpu/cuda_api.h"
 
 namespace fracgpu::monitor::testing {
@@ -160,11 +161,7 @@ TEST(WriteParkState, WritesTheDevicesWordAndRefusesWhatIsNotARegion) {
 
 TEST(BorrowerPending, OnlyAnUnscheduledPendingPodAnnotatedAsBorrower) {
   fakes::FakeApiServer api;
-  k8s::Config config;
-  config.server = api.url();
-  k8s::ClientOptions options;
-  options.retries = 0;
-  auto client = k8s::Client::Create(config, options);
+  auto client = fakes::NoRetryClient(api.url());
   ASSERT_TRUE(client.ok());
   auto pod = [](const std::string& name, const std::string& node, const std::string& phase,
                 const std::string& borrower) {
@@ -466,11 +463,7 @@ class Reclaim : public ParkingLoop {
  protected:
   void SetUp() override {
     ParkingLoop::SetUp();
-    k8s::Config config;
-    config.server = api_.url();
-    k8s::ClientOptions options;
-    options.retries = 0;
-    auto c = k8s::Client::Create(config, options);
+    auto c = fakes::NoRetryClient(api_.url());
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     client_ = std::move(*c);
   }
@@ -967,6 +960,16 @@ class Forged : public ::testing::Test {
     calls_.push_back(std::string(what) + " " + std::to_string(pid));
     return 0;
   }
+  // NVML's free memory of the GPU answers the values of `seq` in turn, then the last for ever
+  // (a later `seq_ = {...}` starts a new sequence).
+  void FreeInTurn(std::vector<uint64_t> seq) {
+    seq_ = std::move(seq);
+    host_.free_bytes = [this](const std::string&) {
+      const uint64_t v = seq_.front();
+      if (seq_.size() > 1) seq_.erase(seq_.begin());
+      return v;
+    };
+  }
   // The region: one device named `uuid`, one slot of host pid `pid` charging `charged` bytes,
   // idle since time 1.
   void Region(const std::string& uuid, int pid, uint64_t charged) {
@@ -999,6 +1002,7 @@ class Forged : public ::testing::Test {
   Result<SliceGrant> grant_ = SliceGrant{kGpuA, 512 * kMiB};
   uint64_t start_ = 777, start_now_ = 777;
   bool gone_ = false;
+  std::vector<uint64_t> seq_;
 };
 
 // Finding 1: a region naming another pod's PID (or a PID the agent cannot verify) parks
@@ -1050,12 +1054,7 @@ TEST_F(Forged, TheGpuAndTheAmountLentComeFromTheGrant) {
   // The region names the granted GPU and charges 1 byte; NVML's free rises 8 GiB (another pod
   // freed memory meanwhile): 1 byte lent, no MiB.
   Region(kGpuA, kOwn, 1);
-  std::vector<uint64_t> seq = {1024 * kMiB, 9 * 1024 * kMiB};
-  host_.free_bytes = [&seq](const std::string&) {
-    const uint64_t v = seq.front();
-    if (seq.size() > 1) seq.erase(seq.begin());
-    return v;
-  };
+  FreeInTurn({1024 * kMiB, 9 * 1024 * kMiB});
   ParkController one(Options(), host_);
   one.Poll(20 * kMin, {d_}, pods_, true);
   ASSERT_EQ(one.parked().size(), 1u) << one.last_outcome().at(d_.name);
@@ -1067,7 +1066,7 @@ TEST_F(Forged, TheGpuAndTheAmountLentComeFromTheGrant) {
 
   // It charges 600 MiB of a 512 MiB grant: the grant bounds it.
   Region(kGpuA, kOwn, 600 * kMiB);
-  seq = {1024 * kMiB, 9 * 1024 * kMiB};
+  seq_ = {1024 * kMiB, 9 * 1024 * kMiB};
   ParkController big(Options(), host_);
   big.Poll(20 * kMin, {d_}, pods_, true);
   ASSERT_EQ(big.parked().size(), 1u) << big.last_outcome().at(d_.name);
@@ -1080,12 +1079,7 @@ TEST_F(Forged, TheGpuAndTheAmountLentComeFromTheGrant) {
 // whether or not a wake was asked.
 TEST_F(Forged, APidReusedWhileParkedIsNeverRestoredAndTheSliceStopsLending) {
   Region(kGpuA, kOwn, 64 * kMiB);
-  std::vector<uint64_t> seq = {1024 * kMiB, 1088 * kMiB};
-  host_.free_bytes = [&seq](const std::string&) {
-    const uint64_t v = seq.front();
-    if (seq.size() > 1) seq.erase(seq.begin());
-    return v;
-  };
+  FreeInTurn({1024 * kMiB, 1088 * kMiB});
   ParkController c(Options(), host_);
   c.Poll(20 * kMin, {d_}, pods_, true);
   ASSERT_EQ(c.parked().size(), 1u) << c.last_outcome().at(d_.name);
@@ -1094,7 +1088,7 @@ TEST_F(Forged, APidReusedWhileParkedIsNeverRestoredAndTheSliceStopsLending) {
   calls_.clear();
 
   start_now_ = 778;  // the kernel restarted and its PID came back to another process
-  seq = {0};         // borrowers hold the GPU: a wake would have no room either
+  seq_ = {0};        // borrowers hold the GPU: a wake would have no room either
   c.Poll(21 * kMin, {d_}, pods_, false);
   EXPECT_TRUE(c.parked().empty()) << c.last_outcome().at(d_.name);
   EXPECT_EQ(LentMib(c), 0);
@@ -1109,12 +1103,7 @@ TEST_F(Forged, APidReusedWhileParkedIsNeverRestoredAndTheSliceStopsLending) {
 // dropped from the parked set: the slice no longer lends while the new kernel allocates it.
 TEST_F(Forged, AKernelGoneWhileParkedStopsTheLending) {
   Region(kGpuA, kOwn, 64 * kMiB);
-  std::vector<uint64_t> seq = {1024 * kMiB, 1088 * kMiB};
-  host_.free_bytes = [&seq](const std::string&) {
-    const uint64_t v = seq.front();
-    if (seq.size() > 1) seq.erase(seq.begin());
-    return v;
-  };
+  FreeInTurn({1024 * kMiB, 1088 * kMiB});
   ParkController c(Options(), host_);
   c.Poll(20 * kMin, {d_}, pods_, true);
   ASSERT_EQ(c.parked().size(), 1u) << c.last_outcome().at(d_.name);
@@ -1122,7 +1111,7 @@ TEST_F(Forged, AKernelGoneWhileParkedStopsTheLending) {
   h_.region->slots[0].state.store(vgpu::kSlotFree);
   SetSlot(h_.region, 1, 2, 200, {{0, 0, 64 * kMiB}});
   h_.region->devices[0].wake_requests += 1;
-  seq = {0};
+  seq_ = {0};
   calls_.clear();
   for (int i = 0; i < 3; ++i) c.Poll((21ull + i) * kMin, {d_}, pods_, false);
   EXPECT_TRUE(c.parked().empty()) << c.last_outcome().at(d_.name);
