@@ -275,13 +275,35 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
                         std::to_string(kBorrowerGraceSeconds) + " or less");
       }
       // Priority 0 still outranks pods of negative-priority classes, whom kube-scheduler's
-      // DefaultPreemption would evict for a borrower (issue 36 review, lesser finding). A
-      // borrower never preempts: spec.preemptionPolicy "Never" (k8s.io/api core/v1
-      // PreemptNever; DefaultPreemption's PodEligibleToPreemptOthers skips such pods). Set
-      // here, after the Priority admission plugin resolved the class (it runs before webhooks,
-      // kube-apiserver pkg/kubeapiserver/options/plugins.go AllOrderedPlugins, v1.37.2), so the
-      // plugin's own check of a pod-set policy against its class does not see it.
+      // DefaultPreemption would evict for a borrower (issue 36 review, lesser finding): a
+      // borrower never preempts, spec.preemptionPolicy "Never" (k8s.io/api core/v1
+      // PreemptNever; DefaultPreemption's PodEligibleToPreemptOthers skips such pods). The
+      // policy comes only from a PriorityClass: the Priority admission plugin resolved it before
+      // this webhook and, re-run after any webhook changed the pod, refuses a policy or priority
+      // other than its class's (seen on v1.37.2: "the string value of PreemptionPolicy (Never)
+      // must not be provided in pod spec"). So a borrower naming no class is given
+      // kBorrowerPriorityClass with its value and policy, which the re-run finds consistent; one
+      // whose class lets it preempt is refused rather than moved to another class, so the spec
+      // the tenant wrote is the one that runs.
       if (Str(*spec, "preemptionPolicy") != "Never") {
+        const std::string cls = Str(*spec, "priorityClassName");
+        if (!cls.empty()) {
+          return Deny(
+              req, 403,
+              std::string("annotation ") + core::kAnnotationBorrower +
+                  " is \"true\" but priorityClassName \"" + cls + "\" has preemptionPolicy \"" +
+                  (Str(*spec, "preemptionPolicy").empty() ? std::string("PreemptLowerPriority")
+                                                          : Str(*spec, "preemptionPolicy")) +
+                  "\": a borrower may never preempt other pods; name the PriorityClass " +
+                  kBorrowerPriorityClass +
+                  " (or another with preemptionPolicy: Never), or none and the webhook "
+                  "gives it " +
+                  kBorrowerPriorityClass);
+        }
+        patch.push_back({{"op", "add"},
+                         {"path", "/spec/priorityClassName"},
+                         {"value", kBorrowerPriorityClass}});
+        patch.push_back({{"op", "add"}, {"path", "/spec/priority"}, {"value", kBorrowerPriority}});
         patch.push_back({{"op", "add"}, {"path", "/spec/preemptionPolicy"}, {"value", "Never"}});
       }
     }

@@ -40,6 +40,15 @@ const std::vector<std::string>& SystemAnnotations();
 /// The subset the device plugin may change on UPDATE.
 const std::vector<std::string>& DevicePluginAnnotations();
 
+/// The PriorityClass the webhook gives a borrower pod (annotation fracgpu.io/borrower "true")
+/// that names none, and its value and policy as deploy/priority-class.yaml (and the chart) ship
+/// it. The Priority admission plugin, re-run after a webhook changed the pod, refuses a pod whose
+/// spec.priority or spec.preemptionPolicy differs from its class's (kube-apiserver
+/// plugin/pkg/admission/priority, v1.34-v1.37): the manifest and these change together.
+inline constexpr char kBorrowerPriorityClass[] = "fracgpu-borrower";
+/// spec.priority of kBorrowerPriorityClass: below ordinary pods' 0, so borrowers queue behind them.
+inline constexpr int kBorrowerPriority = -1000;
+
 /// Webhook settings (flags of `fracgpu scheduler`).
 struct WebhookConfig {
   std::string scheduler_name = "fracgpu-scheduler";

@@ -47,7 +47,8 @@ const std::set<std::string> kClusterScoped = {"Namespace",
                                               "ClusterRoleBinding",
                                               "MutatingWebhookConfiguration",
                                               "ValidatingAdmissionPolicy",
-                                              "ValidatingAdmissionPolicyBinding"};
+                                              "ValidatingAdmissionPolicyBinding",
+                                              "PriorityClass"};
 
 std::string S(const YAML::Node& n) {
   if (!n.IsDefined() || !n.IsScalar()) return "";

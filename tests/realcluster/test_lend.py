@@ -72,8 +72,14 @@ def test_a_borrower_is_placed_on_lent_memory_and_an_ordinary_pod_is_not(cluster,
         running = c.wait("lend-borrower Running on the lent memory", borrower_running, 120,
                          interval=3)
         assert running["spec"]["nodeName"] == NODE
-        # A borrower never preempts (the webhook sets it after the Priority admission plugin);
-        # an ordinary pod keeps what the API server gave it.
+        # A borrower never preempts: naming no class, the webhook gave it fracgpu-borrower
+        # (deploy/priority-class.yaml) with that class's value and policy, which the Priority
+        # admission plugin, re-run after the webhook, accepted; an ordinary pod keeps what the
+        # API server gave it.
+        cls = c.get("priorityclass", "fracgpu-borrower")
+        assert cls["preemptionPolicy"] == "Never", cls
+        assert running["spec"].get("priorityClassName") == "fracgpu-borrower", running["spec"]
+        assert running["spec"].get("priority") == cls["value"] < 0, running["spec"]
         assert running["spec"].get("preemptionPolicy") == "Never", running["spec"]
         ordinary = c.get("-n", "default", "pod", "lend-ordinary")
         assert ordinary["spec"].get("preemptionPolicy") != "Never", ordinary["spec"]
@@ -97,3 +103,24 @@ def test_a_borrower_is_placed_on_lent_memory_and_an_ordinary_pod_is_not(cluster,
         assert not bound(c, "lend-borrower-3"), "a borrower placed on a stale record"
     finally:
         c.kubectl("delete", "-n", "default", "pod", "-l", "test=lend", "--wait=false")
+
+
+def test_a_borrower_whose_class_may_preempt_is_refused(cluster):
+    """A borrower naming a PriorityClass of its own that lets it preempt is refused by the webhook
+    (the policy comes only from the class: the Priority admission plugin refuses a pod-set one)."""
+    c = cluster
+    uuid, _ = c.node_gpus(NODE)[0]
+    c.apply(json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                        "metadata": {"name": "lend-test-preempting"}, "value": -5}))
+    try:
+        manifest = json.loads(pod("lend-preempting", 100, uuid, borrower=True))
+        manifest["spec"]["priorityClassName"] = "lend-test-preempting"
+        p = c.kubectl("apply", "-f", "-", input=json.dumps(manifest), check=False)
+        assert p.returncode != 0, "a borrower whose class may preempt was admitted"
+        assert ('priorityClassName "lend-test-preempting" has preemptionPolicy '
+                '"PreemptLowerPriority": a borrower may never preempt other pods') in p.stderr, \
+            p.stderr
+    finally:
+        c.kubectl("delete", "-n", "default", "pod", "lend-preempting", "--wait=false",
+                  check=False)
+        c.kubectl("delete", "priorityclass", "lend-test-preempting", check=False)

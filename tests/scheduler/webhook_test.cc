@@ -294,20 +294,48 @@ TEST(WebhookTest, BorrowerOfPriorityZeroOrBelowIsAdmitted) {
 
 TEST(WebhookTest, ABorrowerNeverPreempts) {
   json gpu = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
-  // Whatever the class gave it (the Priority admission plugin ran before the webhook), a
-  // borrower leaves with preemptionPolicy Never.
+  // No class (the Priority admission plugin, before the webhook, gave it the default policy or
+  // none): the webhook gives it the borrower class with that class's value and policy, all
+  // three, so the plugin's re-run after the webhook finds them consistent.
   for (json extra : {json::object(), json{{"preemptionPolicy", "PreemptLowerPriority"}},
-                     json{{"preemptionPolicy", "Never"}, {"priority", -5}}}) {
+                     json{{"preemptionPolicy", "PreemptLowerPriority"}, {"priority", 0}},
+                     json{{"priority", -10}}}) {
     json pod = PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}}, extra);
     json r = Admit(Create(pod), Config());
     ASSERT_TRUE(r["response"]["allowed"]) << extra.dump() << " " << r.dump();
-    EXPECT_EQ(Patched(pod, r)["spec"]["preemptionPolicy"], "Never") << extra.dump();
+    json out = Patched(pod, r);
+    EXPECT_EQ(out["spec"]["preemptionPolicy"], "Never") << extra.dump();
+    EXPECT_EQ(out["spec"]["priorityClassName"], "fracgpu-borrower") << extra.dump();
+    EXPECT_EQ(out["spec"]["priority"], -1000) << extra.dump();
   }
+  // A class of its own that never preempts: kept as it is.
+  json own = PodWith(
+      {Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}},
+      {{"priorityClassName", "batch-low"}, {"priority", -5}, {"preemptionPolicy", "Never"}});
+  json r = Admit(Create(own), Config());
+  ASSERT_TRUE(r["response"]["allowed"]) << r.dump();
+  EXPECT_EQ(Patched(own, r)["spec"]["priorityClassName"], "batch-low");
+  EXPECT_EQ(Patched(own, r)["spec"]["priority"], -5);
+  // A class of its own that may preempt (named by the tenant or the cluster's global default):
+  // refused, naming the class, its policy and the way out.
+  json preempting = PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "true"}},
+                            {{"priorityClassName", "batch-low"},
+                             {"priority", -5},
+                             {"preemptionPolicy", "PreemptLowerPriority"}});
+  r = Admit(Create(preempting), Config());
+  ASSERT_FALSE(r["response"]["allowed"]) << r.dump();
+  EXPECT_EQ(r["response"]["status"]["code"], 403);
+  EXPECT_EQ(r["response"]["status"]["message"],
+            "annotation fracgpu.io/borrower is \"true\" but priorityClassName \"batch-low\" has "
+            "preemptionPolicy \"PreemptLowerPriority\": a borrower may never preempt other pods; "
+            "name the PriorityClass fracgpu-borrower (or another with preemptionPolicy: Never), or "
+            "none and the webhook gives it fracgpu-borrower");
   // An ordinary pod keeps what its class gave it.
   json pod = PodWith({Container("c", gpu)}, {{"fracgpu.io/borrower", "false"}},
                      {{"preemptionPolicy", "PreemptLowerPriority"}});
-  EXPECT_EQ(Patched(pod, Admit(Create(pod), Config()))["spec"]["preemptionPolicy"],
-            "PreemptLowerPriority");
+  json out = Patched(pod, Admit(Create(pod), Config()));
+  EXPECT_EQ(out["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+  EXPECT_FALSE(out["spec"].contains("priorityClassName"));
 }
 
 TEST(WebhookTest, PrivilegedWithoutGpuIsAllowed) {
