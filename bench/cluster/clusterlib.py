@@ -346,10 +346,12 @@ class ControlPlane:
     def create_node(self, obj):
         """Creates a Node and lifts the taint node.kubernetes.io/not-ready:NoSchedule that the
         admission plugin TaintNodesByCondition gives every new node (the node lifecycle
-        controller's job once the node reports Ready; that controller is stopped)."""
+        controller's job once the node reports Ready; that controller is stopped): the node keeps
+        exactly the taints `obj` names (spec.taints), none by default."""
         self.create("/api/v1/nodes", obj)
         st, body = self.api.request(
-            "PATCH", f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": None}},
+            "PATCH", f"/api/v1/nodes/{obj['metadata']['name']}",
+            {"spec": {"taints": obj.get("spec", {}).get("taints") or None}},
             headers={"Content-Type": "application/merge-patch+json"})
         if st != 200:
             raise RuntimeError(f"PATCH node: {st} {body[:300]!r}")

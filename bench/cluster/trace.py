@@ -122,6 +122,10 @@ def granted_gpus(pod):
     return sorted(d.split(",")[0] for c in value.split(";") for d in c.split(":") if d)
 
 
+# The taint of the replay's nodes, which only the replay's pods tolerate.
+TRACE_TAINT = {"key": "fracgpu.io/bench", "value": "trace", "effect": "NoSchedule"}
+
+
 def node_name(rank, trace_name):
     return f"r{rank:04d}-{trace_name}"
 
@@ -129,7 +133,15 @@ def node_name(rank, trace_name):
 def node_object(rank, n):
     res = {"cpu": f"{n['cpu_milli']}m", "memory": f"{n['mem_mib']}Mi", "pods": "100000",
            "nvidia.com/gpu": str(n["slices"]), "ephemeral-storage": "1Ti"}
-    return bench_node(node_name(rank, n["name"]), "trace", n["register"], res)
+    node = bench_node(node_name(rank, n["name"]), "trace", n["register"], res)
+    # Only the replay's pods may land here (TRACE_TAINT, tolerated by pod_object): the default
+    # kube-scheduler otherwise binds deploy/'s own pods (the certs Job, the schedulers' and the
+    # UI's Deployments, which no kubelet runs here) to a node of its choosing, and their CPU
+    # requests, which the simulator does not have, moved a tie of the fragmentation-aware
+    # choice between two empty nodes to the second (the smoke test's arrival 7 on
+    # openb-node-0034, not 0029, in about one run in three under load).
+    node["spec"]["taints"] = [TRACE_TAINT]
+    return node
 
 
 def pod_object(i, arrival, cpu_pods):
@@ -144,6 +156,7 @@ def pod_object(i, arrival, cpu_pods):
     pod["metadata"]["namespace"] = NS
     pod["metadata"]["labels"] = {"bench": "trace"}
     pod["spec"]["terminationGracePeriodSeconds"] = 0
+    pod["spec"]["tolerations"] = [dict(TRACE_TAINT, operator="Equal")]
     if arrival["num_gpus"] > 0 or cpu_pods == "extender":
         pod["spec"]["schedulerName"] = "fracgpu-scheduler"
     for c in pod["spec"]["containers"]:
