@@ -285,20 +285,20 @@ json AdmitCreate(const AdmissionRequest& req, const WebhookConfig& config) {
       // kBorrowerPriorityClass with its value and policy, which the re-run finds consistent; one
       // whose class lets it preempt is refused rather than moved to another class, so the spec
       // the tenant wrote is the one that runs.
-      if (Str(*spec, "preemptionPolicy") != "Never") {
+      const std::string policy = Str(*spec, "preemptionPolicy");
+      if (policy != "Never") {
         const std::string cls = Str(*spec, "priorityClassName");
         if (!cls.empty()) {
-          return Deny(
-              req, 403,
-              std::string("annotation ") + core::kAnnotationBorrower +
-                  " is \"true\" but priorityClassName \"" + cls + "\" has preemptionPolicy \"" +
-                  (Str(*spec, "preemptionPolicy").empty() ? std::string("PreemptLowerPriority")
-                                                          : Str(*spec, "preemptionPolicy")) +
-                  "\": a borrower may never preempt other pods; name the PriorityClass " +
-                  kBorrowerPriorityClass +
-                  " (or another with preemptionPolicy: Never), or none and the webhook "
-                  "gives it " +
-                  kBorrowerPriorityClass);
+          return Deny(req, 403,
+                      std::string("annotation ") + core::kAnnotationBorrower +
+                          " is \"true\" but priorityClassName \"" + cls +
+                          "\" has preemptionPolicy \"" +
+                          (policy.empty() ? std::string("PreemptLowerPriority") : policy) +
+                          "\": a borrower may never preempt other pods; name the PriorityClass " +
+                          kBorrowerPriorityClass +
+                          " (or another with preemptionPolicy: Never), or none and the webhook "
+                          "gives it " +
+                          kBorrowerPriorityClass);
         }
         patch.push_back({{"op", "add"},
                          {"path", "/spec/priorityClassName"},
