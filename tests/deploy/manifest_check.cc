@@ -27,6 +27,7 @@
 #include "api/limits.h"
 #include "core/request.h"
 #include "node/config.h"
+#include "scheduler/webhook.h"
 
 namespace fracgpu::cli {
 void RegisterSchedulerCommand(CLI::App& app);
@@ -289,6 +290,7 @@ class Checker {
     Services();
     Webhook();
     SchedulerConfig();
+    BorrowerPriorityClass();
     Rbac();
     return problems_;
   }
@@ -312,6 +314,22 @@ class Checker {
       image |= S(i, "name") == "fracgpu" && !S(i, "newName").empty();
     if (!image)
       Problem("kustomization.yaml", "images does not map image \"fracgpu\" to a registry name");
+  }
+
+  // The class the webhook gives borrowers must exist as the webhook writes it: the Priority
+  // admission plugin refuses a pod whose priority or preemptionPolicy differs from its class's.
+  void BorrowerPriorityClass() {
+    const std::string where = std::string("PriorityClass/") + scheduler::kBorrowerPriorityClass;
+    for (const auto& pc : ObjectsOfKind(b_, "PriorityClass")) {
+      if (Name(pc) != scheduler::kBorrowerPriorityClass) continue;
+      if (S(pc, "value") != std::to_string(scheduler::kBorrowerPriority))
+        Problem(where, "value " + S(pc, "value") + " is not the webhook's " +
+                           std::to_string(scheduler::kBorrowerPriority));
+      if (S(pc, "preemptionPolicy") != "Never")
+        Problem(where, "preemptionPolicy \"" + S(pc, "preemptionPolicy") + "\" is not Never");
+      return;
+    }
+    Problem(where, "does not exist, and the webhook gives it to every borrower naming no class");
   }
 
   void Objects() {

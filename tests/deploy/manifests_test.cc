@@ -138,6 +138,17 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
        },
        "--node-dir \"/run/fracgpu/node\" is not the device plugin's node directory "
        "/usr/local/vgpu/node"},
+      {"borrower PriorityClass of another value than the webhook writes",
+       [](Bundle& b) { Obj(b, "PriorityClass", "fracgpu-borrower")["value"] = -10; },
+       "PriorityClass/fracgpu-borrower: value -10 is not the webhook's -1000"},
+      {"borrower PriorityClass that preempts",
+       [](Bundle& b) {
+         Obj(b, "PriorityClass", "fracgpu-borrower")["preemptionPolicy"] = "PreemptLowerPriority";
+       },
+       "PriorityClass/fracgpu-borrower: preemptionPolicy \"PreemptLowerPriority\" is not Never"},
+      {"borrower PriorityClass missing",
+       [](Bundle& b) { RemoveObject(b, "PriorityClass", "fracgpu-borrower"); },
+       "PriorityClass/fracgpu-borrower: does not exist"},
       {"missing ConfigMap",
        [](Bundle& b) { RemoveObject(b, "ConfigMap", "fracgpu-device-config"); },
        "ConfigMap fracgpu-device-config does not exist"},
