@@ -64,5 +64,10 @@ inline constexpr char kAnnotationNodeLock[] = "hami.io/mutex.lock";
 /// `<unix seconds>;<gpu uuid>:<MiB>,…`, written by the node agent (`fracgpu monitor --park`)
 /// every 30 s while it lends; coded by core/lent.h; counts only while fresh (90 s).
 inline constexpr char kAnnotationLentMemory[] = "fracgpu.io/lent-memory";
+/// Pods holding GPU memory on the node while idle (issue 36 item 4, the dashboard's idle-holder
+/// view): `<unix seconds>;<pod uid>:<gpu uuid>:<MiB>:<idle seconds>,…`, written by the node
+/// agent (`fracgpu monitor`) on change and every 60 s while a pod is listed; coded by
+/// core/idle_holders.h; shown only while fresh (180 s).
+inline constexpr char kAnnotationIdleHolders[] = "fracgpu.io/idle-holders";
 
 }  // namespace fracgpu::core

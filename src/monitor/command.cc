@@ -25,6 +25,7 @@
 #include "monitor/agent_loop.h"
 #include "monitor/borrowers.h"
 #include "monitor/enforcement.h"
+#include "monitor/idle_holders.h"
 #include "monitor/monitor.h"
 #include "monitor/nvml_stats.h"
 #include "monitor/park_host.h"
@@ -338,6 +339,27 @@ int Run(const Flags& f) {
       monitor::RunParkingLoop(park_controller.get(), sources, every, &stop, &parked);
     });
   }
+  // The idle-holder record (fracgpu.io/idle-holders, docs/monitor.md "Idle holders"): from
+  // each metrics poll's slices, on its own thread (an API write never delays the polls).
+  std::thread idle_thread;
+  if (client) {
+    monitor::IdleHolderOptions io;
+    io.idle_after = std::chrono::nanoseconds(static_cast<int64_t>(f.park_idle_s * 1e9));
+    idle_thread =
+        std::thread([&stop, &mon, &client, io, node = f.node_name,
+                     every = std::chrono::nanoseconds(static_cast<int64_t>(f.interval_s * 1e9))] {
+          monitor::IdleHolderPublisher publisher(io, [&client, &node](const std::string& v) {
+            return monitor::PatchIdleHolders(client.get(), node, v);
+          });
+          while (!stop.WaitFor(every)) {
+            publisher.Poll(mon.snapshot(), monitor::MonotonicNowNs(),
+                           std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
+          }
+          publisher.Remove();
+        });
+  }
   monitor::AgentSchedule schedule;
   schedule.metrics_period = std::chrono::nanoseconds(static_cast<int64_t>(f.interval_s * 1e9));
   schedule.enforce_period =
@@ -345,6 +367,7 @@ int Run(const Flags& f) {
   monitor::RunAgentLoop(&mon, enforcer.get(), schedule, &stop);
   if (priority_thread.joinable()) priority_thread.join();
   if (parking_thread.joinable()) parking_thread.join();
+  if (idle_thread.joinable()) idle_thread.join();
   server.Stop();
   spdlog::info("monitor stopped");
   return 0;
@@ -440,7 +463,9 @@ void RegisterMonitorCommand(CLI::App& app) {
                 "park idle opted-in containers while a borrower is pending (CUDA checkpoint; "
                 "docs/reclaim.md); needs --park-drivers and the API server");
   cmd->add_option("--park-idle", flags->park_idle_s,
-                  "seconds without a kernel launch before a container may be parked")
+                  "seconds without a kernel launch before a container is idle: it may be "
+                  "parked (with --park) and is listed in the node's fracgpu.io/idle-holders "
+                  "record when it holds at least 1 GiB")
       ->check(CLI::Range(1.0, 86400.0 * 30))
       ->capture_default_str();
   cmd->add_option("--park-namespaces", flags->park_namespaces,

@@ -1,0 +1,165 @@
+#include "core/idle_holders.h"
+
+#include <string>
+
+namespace fracgpu::core {
+namespace {
+
+// Quotes `s` for an error message, cut to 64 bytes, with bytes outside printable ASCII as \xNN.
+std::string IdleQuote(std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "\"";
+  const size_t n = s.size() < 64 ? s.size() : 64;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (s.size() > n) out += "…";
+  out += '"';
+  return out;
+}
+
+// A decimal integer without sign or leading zero ("0" itself allowed), at most `max`.
+bool IdleDecimal(std::string_view s, int64_t max, int64_t* out) {
+  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const int64_t d = c - '0';
+    if (v > (max - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+bool IdleNameChars(std::string_view s) {
+  for (char c : s) {
+    const bool ok =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool PodUidShape(std::string_view s) {
+  return !s.empty() && s.size() <= kIdleHoldersMaxPodUid && IdleNameChars(s);
+}
+
+bool GpuUuidShape(std::string_view s) {
+  return s.size() > 4 && s.size() <= kLentMaxUuid && s.substr(0, 4) == "GPU-" &&
+         IdleNameChars(s.substr(4));
+}
+
+}  // namespace
+
+bool IdleHolderWritable(const IdleHolder& h) {
+  return PodUidShape(h.pod_uid) && GpuUuidShape(h.gpu_uuid) && h.mib >= 0 &&
+         h.mib <= kIdleHoldersMaxMib && h.idle_s >= 0 && h.idle_s <= kIdleHoldersMaxIdleSeconds;
+}
+
+std::string FormatIdleHolders(const IdleHolders& record) {
+  std::string out = std::to_string(record.at_unix);
+  out += ';';
+  for (size_t i = 0; i < record.holders.size(); ++i) {
+    const IdleHolder& h = record.holders[i];
+    if (i > 0) out += ',';
+    out += h.pod_uid;
+    out += ':';
+    out += h.gpu_uuid;
+    out += ':';
+    out += std::to_string(h.mib);
+    out += ':';
+    out += std::to_string(h.idle_s);
+  }
+  return out;
+}
+
+Result<IdleHolders> ParseIdleHolders(std::string_view value) {
+  if (value.size() > kIdleHoldersMaxBytes) {
+    return InvalidArgument("value is " + std::to_string(value.size()) + " bytes, more than " +
+                           std::to_string(kIdleHoldersMaxBytes));
+  }
+  const size_t semi = value.find(';');
+  if (semi == std::string_view::npos) {
+    return InvalidArgument(
+        "value " + IdleQuote(value) +
+        " has no ';': want <unix seconds>;<pod uid>:<gpu uuid>:<MiB>:<idle seconds>,…");
+  }
+  IdleHolders out;
+  const std::string_view time = value.substr(0, semi);
+  constexpr int64_t kMaxTime = int64_t{1} << 53;
+  if (!IdleDecimal(time, kMaxTime, &out.at_unix) || out.at_unix < 1) {
+    return InvalidArgument("time " + IdleQuote(time) + " must be Unix seconds 1.." +
+                           std::to_string(kMaxTime));
+  }
+  std::string_view rest = value.substr(semi + 1);
+  if (rest.empty()) return out;
+  size_t entry = 0;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const std::string where = "entry " + std::to_string(entry);
+    if (entry >= kIdleHoldersMaxEntries) {
+      return InvalidArgument("more than " + std::to_string(kIdleHoldersMaxEntries) + " entries");
+    }
+    if (item.empty()) return InvalidArgument(where + ": empty entry");
+    std::string_view fields[4];
+    size_t n = 0, start = 0;
+    bool too_many = false;
+    while (true) {
+      const size_t colon = item.find(':', start);
+      if (n == 4) {
+        too_many = true;
+        break;
+      }
+      fields[n++] = item.substr(start, colon == std::string_view::npos ? colon : colon - start);
+      if (colon == std::string_view::npos) break;
+      start = colon + 1;
+    }
+    if (too_many || n != 4) {
+      return InvalidArgument(where + ": " + IdleQuote(item) +
+                             " must be <pod uid>:<gpu uuid>:<MiB>:<idle seconds>");
+    }
+    IdleHolder h;
+    if (!PodUidShape(fields[0])) {
+      return InvalidArgument(where + ": pod uid " + IdleQuote(fields[0]) + " must be 1.." +
+                             std::to_string(kIdleHoldersMaxPodUid) + " of [0-9A-Za-z-]");
+    }
+    if (!GpuUuidShape(fields[1])) {
+      return InvalidArgument(where + ": gpu uuid " + IdleQuote(fields[1]) +
+                             " must be GPU- followed by 1.." + std::to_string(kLentMaxUuid - 4) +
+                             " of [0-9A-Za-z-]");
+    }
+    if (!IdleDecimal(fields[2], kIdleHoldersMaxMib, &h.mib)) {
+      return InvalidArgument(where + ": MiB " + IdleQuote(fields[2]) + " must be an integer 0.." +
+                             std::to_string(kIdleHoldersMaxMib));
+    }
+    if (!IdleDecimal(fields[3], kIdleHoldersMaxIdleSeconds, &h.idle_s)) {
+      return InvalidArgument(where + ": idle seconds " + IdleQuote(fields[3]) +
+                             " must be an integer 0.." +
+                             std::to_string(kIdleHoldersMaxIdleSeconds));
+    }
+    for (const IdleHolder& seen : out.holders) {
+      if (seen.pod_uid == fields[0] && seen.gpu_uuid == fields[1]) {
+        return InvalidArgument(where + ": pod " + IdleQuote(fields[0]) + " on " +
+                               IdleQuote(fields[1]) + " is listed twice");
+      }
+    }
+    h.pod_uid = std::string(fields[0]);
+    h.gpu_uuid = std::string(fields[1]);
+    out.holders.push_back(std::move(h));
+    ++entry;
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace fracgpu::core
