@@ -38,6 +38,37 @@ function bar(label, used, total, unit) {
                 'aria-valuemax': String(total), 'aria-valuenow': String(used), 'aria-valuetext': text }, fill));
 }
 
+// A duration in seconds as people read it: "45 s", "12 min", "3 h 10 min", "2 d 4 h".
+function duration(s) {
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+const gib = (mib) => `${(mib / 1024).toFixed(1)} GiB`;
+
+// Pods holding memory on the GPU while idle (docs/ui.md "Idle holders"): a badge with the
+// count, the memory held and the longest idle time, and the pods the viewer may see by name.
+function idleHolders(g) {
+  const idle = g.idle_holders;
+  if (!idle || idle.count === 0) return null;
+  const text = `idle: ${idle.count} slice${idle.count === 1 ? '' : 's'}, ${gib(idle.held_mib)} held, ` +
+    `longest ${duration(idle.longest_idle_s)}`;
+  const hidden = idle.count - idle.pods.length;
+  const title = 'pods holding GPU memory without launching a kernel for the node agent\'s idle time' +
+    (hidden > 0 ? `; ${hidden} in namespaces you may not see` : '');
+  const badge = el('span', { class: 'badge idle', title }, text);
+  const list = idle.pods.length
+    ? el('ul', { class: 'idle-holders', 'aria-label': 'Idle holders' }, ...idle.pods.map((p) =>
+        el('li', {}, breakable(`${p.namespace}/${p.pod}`),
+           ` ${gib(p.mib)}, idle ${duration(p.idle_s)}`)))
+    : null;
+  return { badge, list };
+}
+
 function gpuCard(g) {
   const badges = el('span', { class: 'badges' });
   badges.append(el('span', { class: `badge ${g.health ? 'ok' : 'no'}` }, g.health ? 'healthy' : 'unhealthy'));
@@ -54,6 +85,8 @@ function gpuCard(g) {
     badges.append(el('span', { class: 'badge', title: 'memory borrower pods hold on this GPU' },
       `borrowed ${g.borrowed_mib.toLocaleString()} MiB`));
   }
+  const idle = idleHolders(g);
+  if (idle) badges.append(idle.badge);
   const slices = g.slices.length
     ? el('table', { class: 'slices' },
         el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),
@@ -69,6 +102,7 @@ function gpuCard(g) {
     el('p', { class: 'uuid' }, breakable(g.uuid)),
     bar('Memory', g.used_mem_mib, g.devmem_mib, 'MiB'),
     bar('Cores', g.used_cores, g.devcore, '%'),
+    ...(idle?.list ? [idle.list] : []),
     slices);
 }
 

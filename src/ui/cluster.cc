@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/annotations.h"
 #include "core/bind_choice.h"
 #include "core/frag_choice.h"
 #include "core/lent.h"
@@ -83,15 +84,34 @@ Result<ClusterSnapshot> ClusterSource::Get() {
   snap.listed_unix = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
+  std::set<std::string> idle_problems;
   for (const auto& node : (*nodes)["items"]) {
     // A bad register annotation makes the node GPU-less; the dashboard shows it without GPUs.
     if (auto st = state->UpsertNode(k8s::NodeObjectOf(node, gpu_resource_)); !st.ok())
       spdlog::warn("ui: {}", st.message());
+    if (auto idle = k8s::Annotation(node, core::kAnnotationIdleHolders); idle) {
+      auto record = core::ParseIdleHolders(*idle);
+      if (record.ok()) {
+        snap.idle_holders[k8s::Name(node)] = std::move(*record);
+      } else {
+        idle_problems.insert("node " + k8s::Name(node) + ": " + core::kAnnotationIdleHolders +
+                             ": " + record.status().message());
+      }
+    }
     snap.nodes.push_back(node);
   }
+  // Logged when they first appear, not on every listing.
+  for (const auto& p : idle_problems) {
+    if (!logged_idle_.count(p)) spdlog::warn("ui: {} (its idle holders are not shown)", p);
+  }
+  logged_idle_ = std::move(idle_problems);
   for (const auto& pod : (*pods)["items"]) {
     if (auto st = state->UpsertPod(k8s::PodObjectOf(pod, gpu_resource_)); !st.ok())
       spdlog::warn("ui: {}", st.message());
+    if (pod.contains("metadata") && pod["metadata"].is_object()) {
+      const std::string uid = pod["metadata"].value("uid", "");
+      if (!uid.empty()) snap.pods_by_uid[uid] = {k8s::Namespace(pod), k8s::Name(pod)};
+    }
   }
   snap.state = std::move(state);
   cached_ = snap;
@@ -146,7 +166,58 @@ std::vector<const json*> NodesByName(const ClusterSnapshot& snapshot) {
   return nodes;
 }
 
-json ClusterJson(const ClusterSnapshot& snapshot) {
+namespace {
+
+// The fresh idle-holder record of a node, or null.
+const core::IdleHolders* FreshIdleHolders(const ClusterSnapshot& snapshot,
+                                          const std::string& node) {
+  auto it = snapshot.idle_holders.find(node);
+  if (it == snapshot.idle_holders.end()) return nullptr;
+  return core::IdleHoldersFresh(it->second.at_unix, snapshot.listed_unix) ? &it->second : nullptr;
+}
+
+// One GPU's idle holders (see ClusterJson).
+json IdleHoldersJson(const ClusterSnapshot& snapshot, const core::IdleHolders* record,
+                     const std::string& uuid,
+                     const std::function<bool(const std::string& ns)>& visible) {
+  int64_t count = 0, held = 0, longest = 0;
+  json pods = json::array();
+  if (record != nullptr) {
+    // Idle seconds as of the listing: the record's plus the time since it was written.
+    const int64_t since = std::max<int64_t>(0, snapshot.listed_unix - record->at_unix);
+    for (const core::IdleHolder& h : record->holders) {
+      if (h.gpu_uuid != uuid) continue;
+      const int64_t idle = h.idle_s + since;
+      ++count;
+      held += h.mib;
+      longest = std::max(longest, idle);
+      auto pod = snapshot.pods_by_uid.find(h.pod_uid);
+      if (pod == snapshot.pods_by_uid.end() || !visible || !visible(pod->second.first)) continue;
+      pods.push_back({{"pod", pod->second.second},
+                      {"namespace", pod->second.first},
+                      {"mib", h.mib},
+                      {"idle_s", idle}});
+    }
+  }
+  return {{"count", count}, {"held_mib", held}, {"longest_idle_s", longest}, {"pods", pods}};
+}
+
+}  // namespace
+
+std::vector<std::string> IdleHolderNamespaces(const ClusterSnapshot& snapshot) {
+  std::set<std::string> out;
+  for (const auto& [node, record] : snapshot.idle_holders) {
+    if (!core::IdleHoldersFresh(record.at_unix, snapshot.listed_unix)) continue;
+    for (const core::IdleHolder& h : record.holders) {
+      auto pod = snapshot.pods_by_uid.find(h.pod_uid);
+      if (pod != snapshot.pods_by_uid.end()) out.insert(pod->second.first);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+json ClusterJson(const ClusterSnapshot& snapshot,
+                 const std::function<bool(const std::string& ns)>& visible) {
   if (snapshot.dra) return DraClusterJson(snapshot);
   auto slices = SlicesByGpu(*snapshot.state);
   const std::map<std::string, int64_t> borrowed = snapshot.state->BorrowedMib();
@@ -159,6 +230,7 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
     json gpus = json::array();
     if (state) {
       const bool lending = core::LentFresh(state->lent_at_unix, snapshot.listed_unix);
+      const core::IdleHolders* idle = FreshIdleHolders(snapshot, name);
       for (size_t i = 0; i < state->gpus.size(); ++i) {
         const core::GpuState& g = state->gpus[i];
         auto it = slices.find(name + "\n" + g.info.uuid);
@@ -179,6 +251,8 @@ json ClusterJson(const ClusterSnapshot& snapshot) {
                         // while its node's record is fresh, and what borrowers hold on it.
                         {"lent_mib", lending ? state->LentMib(i) : 0},
                         {"borrowed_mib", b == borrowed.end() ? 0 : b->second},
+                        // Pods holding memory there while idle (docs/ui.md "Idle holders").
+                        {"idle_holders", IdleHoldersJson(snapshot, idle, g.info.uuid, visible)},
                         {"slices", it == slices.end() ? json::array() : it->second}});
         ++total_gpus;
         total_mem += g.info.devmem_mib;

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "base/status.h"
 #include "core/cluster_state.h"
 #include "core/fit.h"
+#include "core/idle_holders.h"
 #include "core/request.h"
 #include "k8s/client.h"
 
@@ -35,6 +38,13 @@ struct ClusterSnapshot {
   /// (`fracgpu.io/lent-memory`, docs/reclaim.md "Lending") is shown only while its node's
   /// record was fresh then (core::LentFresh); 0 = never shown.
   int64_t listed_unix = 0;
+  /// Extender mode: each node's idle-holder record (`fracgpu.io/idle-holders`,
+  /// core/idle_holders.h; docs/ui.md "Idle holders"), by node name, as read (a record that does
+  /// not parse is left out and logged); shown only while fresh at listed_unix.
+  std::map<std::string, core::IdleHolders> idle_holders;
+  /// Extender mode: the listed pods' (namespace, name) by metadata.uid, to name an idle holder
+  /// to a viewer allowed to see its namespace.
+  std::map<std::string, std::pair<std::string, std::string>> pods_by_uid;
 };
 
 /// Lists nodes and pods (extender mode) or nodes, ResourceSlices of fracgpu's driver and
@@ -60,6 +70,7 @@ class ClusterSource {
   std::chrono::steady_clock::time_point taken_{};
   std::optional<ClusterSnapshot> cached_;
   std::set<std::string> logged_problems_;  ///< DRA problems of the last listing (logged once)
+  std::set<std::string> logged_idle_;      ///< unreadable idle-holder records (logged once)
 };
 
 /// True when the Node object has spec.unschedulable: true (cordoned).
@@ -78,7 +89,18 @@ std::vector<const nlohmann::json*> NodesByName(const ClusterSnapshot& snapshot);
 /// devmem_mib, used_mem_mib, devcore, used_cores, slices: [{pod, namespace, mem_mib, cores}]}]}],
 /// "totals": {nodes, gpus, devmem_mib, used_mem_mib}}. Nodes sorted by name; gpu_ready false
 /// (and gpus empty) for nodes whose GPUs do not count. Memory in MiB, cores in %.
-nlohmann::json ClusterJson(const ClusterSnapshot& snapshot);
+///
+/// Per GPU also "idle_holders": {count, held_mib, longest_idle_s, pods: [{pod, namespace, mib,
+/// idle_s}]}: the pods its node's fresh idle-holder record lists on that GPU (none when the
+/// record is stale, absent or unreadable), idle seconds as of listed_unix. `pods` names only the
+/// holders whose pod is listed and whose namespace `visible` allows (null: none; the count, MiB
+/// and longest idle time always cover them all): a holder's name and idleness are its tenant's.
+nlohmann::json ClusterJson(const ClusterSnapshot& snapshot,
+                           const std::function<bool(const std::string& ns)>& visible = nullptr);
+
+/// The namespaces of the pods that the fresh idle-holder records of `snapshot` list (the ones
+/// whose visibility ClusterJson asks about), sorted.
+std::vector<std::string> IdleHolderNamespaces(const ClusterSnapshot& snapshot);
 
 /// The options the form offers (part of GET /api/options): the GPU types present (sorted,
 /// distinct) and every GPU {uuid, node, type, index} (DraGpuOptionsJson in DRA mode).

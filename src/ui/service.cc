@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+
 #include "base/file.h"
 #include "base/strings.h"
 #include "core/dra_convert.h"
@@ -244,10 +246,31 @@ http::Response UiService::Preview(const http::Request& req) const {
   return http::Response::Json(200, out);
 }
 
-http::Response UiService::Cluster(const http::Request&) const {
+std::set<std::string> UiService::VisibleNamespaces(const http::Request& req,
+                                                   const std::vector<std::string>& asked) const {
+  std::set<std::string> out;
+  // --dashboard-only reads no identity, and a header that did not come through the gateway
+  // names nobody: then no holder is named (fail closed).
+  if (options_.dashboard_only || asked.empty() || !FromGateway(req)) return out;
+  std::string user;
+  std::vector<std::string> groups;
+  if (!Caller(req, &user, &groups).ok()) return out;
+  size_t reviews = 0;
+  for (const std::string& ns : asked) {
+    if (reviews++ >= kMaxIdleHolderReviews) break;  // the rest stay unnamed
+    // The review "Your notebooks" asks: whoever may list the notebooks of a namespace sees
+    // which of its pods hold memory while idle.
+    if (ReviewAccess(*client_, user, groups, "list", ns).ok()) out.insert(ns);
+  }
+  return out;
+}
+
+http::Response UiService::Cluster(const http::Request& req) const {
   auto snap = cluster_->Get();
   if (!snap.ok()) return ErrorResponse(snap.status().WithPrefix("cluster state unavailable"));
-  return http::Response::Json(200, ClusterJson(*snap));
+  const std::set<std::string> visible = VisibleNamespaces(req, IdleHolderNamespaces(*snap));
+  return http::Response::Json(
+      200, ClusterJson(*snap, [&visible](const std::string& ns) { return visible.count(ns) > 0; }));
 }
 
 http::Response UiService::Options(const http::Request& req) const {

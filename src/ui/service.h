@@ -13,6 +13,7 @@
 // authorised (SubjectAccessReview, authorization.k8s.io/v1).
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ struct UiOptions {
   /// ClusterSource should be in DRA mode too (either one turns the conversion on).
   bool dra_mode = false;
 };
+
+/// Most SubjectAccessReviews one GET /api/cluster sends to decide which idle holders to name
+/// (one per namespace; the namespaces beyond stay unnamed).
+inline constexpr size_t kMaxIdleHolderReviews = 16;
 
 /// The message of the notebook endpoints in dashboard-only mode.
 inline constexpr char kDashboardOnlyMessage[] =
@@ -108,6 +113,12 @@ class UiService {
   bool FromGateway(const http::Request& req) const;
   /// The 401 for a request that did not come through the gateway.
   http::Response NotFromGateway() const;
+  /// Of `asked`, the namespaces whose idle holders the caller of `req` may see named on the
+  /// dashboard: those where the user (through the gateway, never in --dashboard-only) may list
+  /// notebooks (ReviewAccess), at most kMaxIdleHolderReviews reviews a request; a review that
+  /// fails or is not made hides the namespace.
+  std::set<std::string> VisibleNamespaces(const http::Request& req,
+                                          const std::vector<std::string>& asked) const;
   /// The caller's identity or a 403 response naming the header.
   Status Caller(const http::Request& req, std::string* user,
                 std::vector<std::string>* groups) const;

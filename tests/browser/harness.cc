@@ -12,7 +12,8 @@
 //    without a value (e.g. --dashboard-only).
 // 3. Runs `node <script>` with FRACGPU_UI_URL, FRACGPU_API_URL, FRACGPU_SEED,
 //    FRACGPU_ARTIFACT_DIR and FRACGPU_CHROMIUM in its environment; the script drives Chromium
-//    with playwright-core and reads what the API side received from FRACGPU_API_URL.
+//    with playwright-core and reads what the API side received from FRACGPU_API_URL
+//    (FRACGPU_FAKE_API_URL is the fake API server itself, for a script that patches a node).
 // 4. Stops `fracgpu ui` with SIGTERM; the test passes when the script exits 0 and `fracgpu ui`
 //    exits 0 (under ASan a leak or error report makes that exit non-zero).
 //
@@ -277,12 +278,13 @@ int Run(const std::map<std::string, std::string>& flags) {
       rc = Fail("fracgpu ui did not report its URL within 60 s");
     } else {
       fs::create_directories(flags.at("--artifacts"), ec);
-      pid_t node_pid = Spawn(
-          {flags.at("--node"), script},
-          {"FRACGPU_UI_URL=" + *url, "FRACGPU_API_URL=" + authz.url(),
-           "FRACGPU_SEED=" + flags.at("--seed"), "FRACGPU_ARTIFACT_DIR=" + flags.at("--artifacts"),
-           "FRACGPU_CHROMIUM=" + flags.at("--chromium"), "FRACGPU_TMP=" + tmp.string()},
-          -1);
+      pid_t node_pid =
+          Spawn({flags.at("--node"), script},
+                {"FRACGPU_UI_URL=" + *url, "FRACGPU_API_URL=" + authz.url(),
+                 "FRACGPU_FAKE_API_URL=" + fake.url(), "FRACGPU_SEED=" + flags.at("--seed"),
+                 "FRACGPU_ARTIFACT_DIR=" + flags.at("--artifacts"),
+                 "FRACGPU_CHROMIUM=" + flags.at("--chromium"), "FRACGPU_TMP=" + tmp.string()},
+                -1);
       if (node_pid < 0) {
         rc = Fail("cannot start node");
       } else {
