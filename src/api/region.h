@@ -11,8 +11,9 @@
 // the per-slot breakdown context_bytes / module_bytes / data_bytes (see docs/vgpu.md "Region
 // layout"). Naming the SM limiter's words of RegionDevice (next_ns .. count_ema, formerly
 // reserved[0..5]) moved no byte, nor did naming RegionSlot::uses (formerly the first half of
-// reserved[0], zero in every older file): the offsets below are the ones version 2 was pinned
-// with.
+// reserved[0], zero in every older file), nor did the reclaim words (Region::reclaim_lending,
+// formerly pad; RegionSlot::reclaim_requests and reclaim_bytes, formerly reserved[0..1]): the
+// offsets below are the ones version 2 was pinned with.
 //
 // Invariants, under `lock` (a process-shared, robust pthread mutex inside the mapping):
 //   devices[d].used == Σ over active slots s of slots[s].used[d]
@@ -115,7 +116,19 @@ struct RegionSlot {
   /// libvgpu.so that records them (a slot of an older one reads 0: unknown, not "none").
   std::atomic<uint32_t> uses;
   uint32_t pad2;
-  uint64_t reserved[15];  ///< unused (zero), kept for the SM limiter (per-process launches)
+  // The reclaim request (issue 36 item 4, docs/reclaim.md "The fallback"; formerly reserved[0..1],
+  // zero in every older file: no byte moved). Plain words, accessed only through std::atomic_ref;
+  // cleared at claim. Written by libvgpu.so; the node agent trusts neither beyond the slice's
+  // grant (it evicts at most min(bytes asked, what the slice lent, grant − the rest it holds)).
+  /// Allocations of this process that libvgpu.so charged within the limit and the driver refused
+  /// with CUDA_ERROR_OUT_OF_MEMORY on a device the agent marks in Region::reclaim_lending: a count
+  /// that only grows (RaiseReclaimRequest). Each such allocation waits, bounded, for the agent to
+  /// evict borrowers, then is retried.
+  uint64_t reclaim_requests;
+  /// The bytes of those allocations, summed: a total that only grows (the agent reads what it
+  /// grew by since its last look).
+  uint64_t reclaim_bytes;
+  uint64_t reserved[13];  ///< unused (zero), kept for the SM limiter (per-process launches)
 };
 
 /// RegionSlot::uses bits.
@@ -149,12 +162,36 @@ struct Region {
   uint32_t device_count;  ///< devices in use, <= kMaxDevices
   uint32_t policy;        ///< GPU_CORE_UTILIZATION_POLICY: 0 default, 1 force, 2 disable
   int32_t priority;       ///< CUDA_TASK_PRIORITY: 0 high, 1 low
-  uint32_t pad;
+  /// Bit d set: the node agent lends the never-allocated part of device d and answers the
+  /// reclaim requests of the slots (RegionSlot::reclaim_requests), so an allocation the driver
+  /// refuses for lack of physical memory waits for it (issue 36 item 4; formerly `pad`, zero in
+  /// every older file: no byte moved). Written by the agent only (WriteReclaimLending, one
+  /// 4-byte pwrite); read with std::atomic_ref. The agent sets only bit 0, of one-GPU slices
+  /// whose grant it verified.
+  uint32_t reclaim_lending;
   std::atomic<uint64_t> last_reap_ns;  ///< CLOCK_MONOTONIC of the last dead-slot sweep
   pthread_mutex_t lock;                ///< robust, process-shared
   RegionDevice devices[kMaxDevices];
   RegionSlot slots[kMaxSlots];
 };
+
+/// libvgpu.so's side of the reclaim: whether device `d` (region device index) is marked in
+/// Region::reclaim_lending. One relaxed load; the failure path of an allocation only.
+inline bool ReclaimLending(const Region& r, int d) noexcept {
+  if (d < 0 || d >= 32) return false;
+  // atomic_ref of a const object is C++26: the load writes nothing.
+  const uint32_t mask = std::atomic_ref<uint32_t>(const_cast<uint32_t&>(r.reclaim_lending))
+                            .load(std::memory_order_relaxed);
+  return ((mask >> d) & 1u) != 0;
+}
+
+/// Counts one reclaim request of `bytes` in `slot` (RegionSlot::reclaim_bytes first, then
+/// reclaim_requests with release order, so a reader that sees the count sees the bytes). Two
+/// atomic adds; no lock, no system call.
+inline void RaiseReclaimRequest(RegionSlot& slot, uint64_t bytes) noexcept {
+  std::atomic_ref<uint64_t>(slot.reclaim_bytes).fetch_add(bytes, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(slot.reclaim_requests).fetch_add(1, std::memory_order_release);
+}
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -189,8 +226,10 @@ static_assert(offsetof(RegionSlot, used) == 24);
 static_assert(offsetof(RegionSlot, context_bytes) == 152);
 static_assert(offsetof(RegionSlot, module_bytes) == 280);
 static_assert(offsetof(RegionSlot, data_bytes) == 408);
-static_assert(offsetof(RegionSlot, uses) == 536);  // was reserved[0]: no byte moved
-static_assert(offsetof(RegionSlot, reserved) == 544);
+static_assert(offsetof(RegionSlot, uses) == 536);              // was reserved[0]: no byte moved
+static_assert(offsetof(RegionSlot, reclaim_requests) == 544);  // was reserved[0]: no byte moved
+static_assert(offsetof(RegionSlot, reclaim_bytes) == 552);     // was reserved[1]
+static_assert(offsetof(RegionSlot, reserved) == 560);
 static_assert(sizeof(Region) == 172376);
 static_assert(offsetof(Region, magic) == 0);
 static_assert(offsetof(Region, version) == 4);
@@ -201,7 +240,7 @@ static_assert(offsetof(Region, max_slots) == 20);
 static_assert(offsetof(Region, device_count) == 24);
 static_assert(offsetof(Region, policy) == 28);
 static_assert(offsetof(Region, priority) == 32);
-static_assert(offsetof(Region, pad) == 36);
+static_assert(offsetof(Region, reclaim_lending) == 36);  // was pad: no byte moved
 static_assert(offsetof(Region, last_reap_ns) == 40);
 static_assert(offsetof(Region, lock) == 48);
 static_assert(offsetof(Region, devices) == 88);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "api/limits.h"
@@ -318,19 +319,35 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
                              ? IdleLendBytes({dev.uuid, dev.memory_limit_bytes, dev.used_bytes},
                                              options_.idle_lend_margin_bytes)
                              : 0;
-      if (b > 0) {
+      // libvgpu.so's reclaim requests (device 0 of a one-GPU slice whose grant is verified):
+      // answered first; an eviction they cause stands for the after-the-fact one below.
+      const bool answered =
+          i == 0 && AnswerReclaims(dir, path, *region, b, now_parked, now_ns, owner);
+      auto answering = i == 0 ? answering_.find(dir.name) : answering_.end();
+      const bool quiet = answering != answering_.end() && now_ns < answering->second.quiet_until_ns;
+      if (b > 0 && !quiet) {
         uint64_t& sum = idle_lent_[dev.uuid];
         sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
       }
       // The owner of a part lent at the last poll allocates again (its live bytes grew) or is
       // no longer idle: where the GPU lacks the room for the rest of its slice, its borrowers
-      // are evicted (the weaker fallback: after the fact, at the poll's pace).
+      // are evicted (the weaker fallback: after the fact, at the poll's pace; the only one for
+      // an older libvgpu.so, which raises no request).
       const std::string key = dir.name + "#" + std::to_string(i);
       auto lent = lending_.find(key);
-      if (lent != lending_.end() && !now_parked &&
+      if (!answered && lent != lending_.end() && !now_parked &&
           (b == 0 || dev.used_bytes > lent->second.used_bytes) &&
-          dev.memory_limit_bytes > dev.used_bytes)
-        ReclaimForOwner(lent->second.uuid, dev.memory_limit_bytes - dev.used_bytes, owner);
+          dev.memory_limit_bytes > dev.used_bytes) {
+        const uint64_t rest = dev.memory_limit_bytes - dev.used_bytes;
+        if (answering != answering_.end()) {  // the grant bounds it, and one eviction at a time
+          Answering& a = answering->second;
+          const uint64_t entitled =
+              a.grant_bytes > dev.used_bytes ? a.grant_bytes - dev.used_bytes : 0;
+          ReclaimForSlice(a, std::min(rest, entitled), owner, now_ns);
+        } else {
+          ReclaimForOwner(lent->second.uuid, rest, owner);
+        }
+      }
       if (b > 0) {
         lending_[key] = {dev.uuid, dev.used_bytes};
       } else if (lent != lending_.end()) {
@@ -346,23 +363,122 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
   for (auto it = lending_.begin(); it != lending_.end();)
     it = present.count(it->first.substr(0, it->first.rfind('#'))) ? std::next(it)
                                                                   : lending_.erase(it);
+  for (auto it = answering_.begin(); it != answering_.end();)
+    it = present.count(it->first) ? std::next(it) : answering_.erase(it);
+  for (auto it = mark_errors_.begin(); it != mark_errors_.end();)
+    it = present.count(it->first) ? std::next(it) : mark_errors_.erase(it);
 }
 
-void ParkController::ReclaimForOwner(const std::string& uuid, uint64_t need_bytes,
-                                     const std::string& owner) {
-  if (!host_.free_bytes || !host_.reclaim) return;
+void ParkController::MarkReclaimLending(const std::string& dir_name, const std::string& path,
+                                        uint32_t devices) {
+  Status st = WriteReclaimLending(path, devices);
+  std::string& last = mark_errors_[dir_name];
+  if (!st.ok() && last != st.message())
+    spdlog::warn("parking {}: reclaim mark not written: {}", dir_name, st.message());
+  last = st.ok() ? "" : st.message();
+}
+
+bool ParkController::AnswerReclaims(const ContainerDir& dir, const std::string& path,
+                                    const RegionContents& region, uint64_t lent_now, bool parked,
+                                    uint64_t now_ns, const std::string& owner) {
+  auto it = answering_.find(dir.name);
+  bool fresh = false;
+  // The mark is set only where the agent knows what it may evict for: one GPU, the grant's.
+  if (it == answering_.end() && lent_now > 0 && region.devices.size() == 1 && host_.grant) {
+    auto grant = host_.grant(dir.name);
+    if (grant.ok() && EqualsIgnoreCase(region.devices[0].uuid, grant->uuid)) {
+      Answering a;
+      a.uuid = grant->uuid;
+      a.grant_bytes = grant->bytes;
+      it = answering_.emplace(dir.name, std::move(a)).first;
+      fresh = true;
+    }
+  }
+  if (it == answering_.end()) {
+    // A mark this agent does not hold (an earlier agent's, or the tenant's own): cleared, so no
+    // allocation waits for requests nobody answers.
+    if (region.reclaim_lending != 0) MarkReclaimLending(dir.name, path, 0);
+    return false;
+  }
+  Answering& a = it->second;
+  const uint64_t window =
+      static_cast<uint64_t>(std::max<int64_t>(0, options_.reclaim_request_window.count()));
+  if (lent_now > 0) {
+    a.lent_bytes = std::max(a.lent_bytes, std::min(lent_now, a.grant_bytes));
+    a.window_end_ns = 0;
+  } else if (parked) {
+    a.window_end_ns = 0;
+  } else if (a.window_end_ns == 0) {
+    a.window_end_ns = now_ns + window;
+  } else if (now_ns >= a.window_end_ns) {
+    answering_.erase(it);
+    MarkReclaimLending(dir.name, path, 0);
+    return false;
+  }
+  if (region.reclaim_lending != 1) MarkReclaimLending(dir.name, path, 1);
+  // What the slots asked since the last poll: the growth of each process's byte total while its
+  // count grew. A process first seen after the mark counts from zero; at the mark itself every
+  // count is the baseline (asked before anything was lent).
+  uint64_t asked = 0;
+  std::map<std::tuple<int, int32_t, uint64_t>, std::pair<uint64_t, uint64_t>> seen;
+  for (const SlotReclaim& r : region.slot_reclaims) {
+    const auto k = std::make_tuple(r.slot, r.pid, r.start_time);
+    auto prev = a.seen.find(k);
+    const uint64_t requests = prev == a.seen.end() ? 0 : prev->second.first;
+    const uint64_t bytes = prev == a.seen.end() ? 0 : prev->second.second;
+    if (!fresh && r.requests > requests && r.bytes > bytes) {
+      const uint64_t more = r.bytes - bytes;
+      asked = asked > UINT64_MAX - more ? UINT64_MAX : asked + more;
+    }
+    seen[k] = {r.requests, r.bytes};
+  }
+  a.seen = std::move(seen);
+  if (asked == 0 || parked) return false;
+  ++reclaim_requests_;
+  // The tenant wrote both the request and its live bytes: the grant bounds what is evicted.
+  // `held` is what the slice holds besides the waiting allocations (charged before the driver
+  // refused them); it may take back at most its grant less that, and at most what it lent.
+  const uint64_t used = region.devices[0].used_bytes;
+  const uint64_t held = used > asked ? used - asked : 0;
+  const uint64_t entitled = a.grant_bytes > held ? a.grant_bytes - held : 0;
+  const uint64_t need = std::min({asked, a.lent_bytes, entitled});
+  a.quiet_until_ns =
+      now_ns + static_cast<uint64_t>(std::max<int64_t>(0, options_.reclaim_timeout.count()));
+  spdlog::info("parking {}: its allocation of {} MiB met a full GPU {}: reclaiming {} MiB",
+               dir.name, (asked + (1 << 20) - 1) >> 20, a.uuid, (need + (1 << 20) - 1) >> 20);
+  ReclaimForSlice(a, need, owner, now_ns);
+  return true;
+}
+
+void ParkController::ReclaimForSlice(Answering& a, uint64_t need_bytes, const std::string& owner,
+                                     uint64_t now_ns) {
+  if (need_bytes == 0) return;
+  // The borrowers an earlier eviction chose may still be terminating (NVML does not show their
+  // memory yet): a need it covered evicts nobody more.
+  if (now_ns < a.covered_until_ns && need_bytes <= a.covered_bytes) return;
+  if (ReclaimForOwner(a.uuid, need_bytes, owner) <= 0) return;
+  a.covered_bytes =
+      now_ns < a.covered_until_ns ? std::max(a.covered_bytes, need_bytes) : need_bytes;
+  a.covered_until_ns =
+      now_ns + static_cast<uint64_t>(std::max<int64_t>(0, options_.reclaim_timeout.count()));
+}
+
+int ParkController::ReclaimForOwner(const std::string& uuid, uint64_t need_bytes,
+                                    const std::string& owner) {
+  if (!host_.free_bytes || !host_.reclaim) return 0;
   const uint64_t free = host_.free_bytes(uuid);
-  if (free >= need_bytes) return;
+  if (free >= need_bytes) return 0;
   auto n = host_.reclaim(uuid, need_bytes - free, owner);
   if (!n.ok()) {
     spdlog::warn("parking: evicting the borrowers of {} for {}: {}", uuid, owner,
                  n.status().message());
-    return;
+    return 0;
   }
   evictions_ += static_cast<uint64_t>(std::max(0, *n));
   spdlog::info(
       "parking: {} is active again on {} with {} MiB of its slice not free: {} borrower(s) evicted",
       owner, uuid, (need_bytes - free) >> 20, *n);
+  return *n;
 }
 
 Result<SliceGrant> ReadSliceGrant(const std::string& limits_dir, const std::string& dir_name) {
@@ -387,29 +503,45 @@ Result<SliceGrant> ReadSliceGrant(const std::string& limits_dir, const std::stri
   return SliceGrant{uuids[0], bytes};
 }
 
-Status WriteParkState(const std::string& path, int device, uint64_t state) {
-  if (device < 0 || device >= static_cast<int>(api::kMaxDevices))
-    return InvalidArgument("park_state: device " + std::to_string(device) + " is out of range");
+namespace {
+// One word of the agent's (`what` names it in errors) written at byte `at` of the region file at
+// `path`: O_NOFOLLOW (the file lies in a directory the tenant writes), a regular file of
+// sizeof(api::Region) bytes, one pwrite; never a mapping a tenant could truncate under the agent.
+Status WriteRegionWord(const std::string& path, const char* what, off_t at, const void* word,
+                       size_t size) {
+  const std::string w = what;
   int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Unavailable("park_state: open " + path + ": " + std::strerror(errno));
+  if (fd < 0) return Unavailable(w + ": open " + path + ": " + std::strerror(errno));
   struct stat st {};
   Status out;
   if (::fstat(fd, &st) != 0) {
-    out = Unavailable("park_state: stat " + path + ": " + std::strerror(errno));
+    out = Unavailable(w + ": stat " + path + ": " + std::strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
-    out = InvalidArgument("park_state: " + path + " is not a regular file");
+    out = InvalidArgument(w + ": " + path + " is not a regular file");
   } else if (static_cast<uint64_t>(st.st_size) != sizeof(api::Region)) {
-    out = InvalidArgument("park_state: " + path + " has " + std::to_string(st.st_size) +
-                          " bytes, not " + std::to_string(sizeof(api::Region)));
-  } else {
-    const off_t at = static_cast<off_t>(offsetof(api::Region, devices) +
-                                        static_cast<size_t>(device) * sizeof(api::RegionDevice) +
-                                        offsetof(api::RegionDevice, park_state));
-    if (::pwrite(fd, &state, sizeof(state), at) != static_cast<ssize_t>(sizeof(state)))
-      out = Unavailable("park_state: write " + path + ": " + std::strerror(errno));
+    out = InvalidArgument(w + ": " + path + " has " + std::to_string(st.st_size) + " bytes, not " +
+                          std::to_string(sizeof(api::Region)));
+  } else if (::pwrite(fd, word, size, at) != static_cast<ssize_t>(size)) {
+    out = Unavailable(w + ": write " + path + ": " + std::strerror(errno));
   }
   ::close(fd);
   return out;
+}
+}  // namespace
+
+Status WriteParkState(const std::string& path, int device, uint64_t state) {
+  if (device < 0 || device >= static_cast<int>(api::kMaxDevices))
+    return InvalidArgument("park_state: device " + std::to_string(device) + " is out of range");
+  const off_t at = static_cast<off_t>(offsetof(api::Region, devices) +
+                                      static_cast<size_t>(device) * sizeof(api::RegionDevice) +
+                                      offsetof(api::RegionDevice, park_state));
+  return WriteRegionWord(path, "park_state", at, &state, sizeof(state));
+}
+
+Status WriteReclaimLending(const std::string& path, uint32_t devices) {
+  return WriteRegionWord(path, "reclaim_lending",
+                         static_cast<off_t>(offsetof(api::Region, reclaim_lending)), &devices,
+                         sizeof(devices));
 }
 
 Result<bool> BorrowerPending(k8s::Client* client) {

@@ -23,6 +23,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -62,6 +64,12 @@ struct ParkingOptions {
   /// chunk or a context's growth, without waiting for an eviction). Set it above any slice
   /// (e.g. UINT64_MAX) to lend nothing.
   uint64_t idle_lend_margin_bytes = uint64_t{256} << 20;
+  /// How long after a one-GPU slice stops lending its never-allocated part (it launched again or
+  /// opted out; a park stops the clock) the agent still answers its reclaim requests: borrowers
+  /// placed on that part may still hold it, or start late and allocate. Region::reclaim_lending
+  /// stays set meanwhile, so the owner's allocation the driver refuses waits for the eviction;
+  /// past it, it fails at once as before (docs/reclaim.md "The fallback").
+  std::chrono::nanoseconds reclaim_request_window = std::chrono::minutes(5);
 };
 
 /// Whether `pod` (null: unknown) is opted in under `options`: its annotation, else the
@@ -213,6 +221,9 @@ class ParkController {
   /// Parks refused so far because the slice's grant or a process could not be verified
   /// (ParkHost::grant, verify_process; the reason is in last_outcome and the log).
   uint64_t refusals() const { return refusals_; }
+  /// Polls at which a lending slice's reclaim requests (libvgpu.so's RegionSlot::reclaim_*)
+  /// grew and were answered, so far (docs/reclaim.md "The fallback").
+  uint64_t reclaim_requests() const { return reclaim_requests_; }
 
  private:
   void TryPark(const ContainerDir& dir, const RegionContents& region, const PodRef* pod);
@@ -221,7 +232,38 @@ class ParkController {
   void TryWake(ParkedSlice& slice, const std::string& path, uint64_t now_ns,
                const std::string& owner);
   void Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::string& owner);
-  void ReclaimForOwner(const std::string& uuid, uint64_t need_bytes, const std::string& owner);
+  // Evicts the borrowers of `uuid` for what `need_bytes` lacks of NVML's free memory; returns
+  // how many were evicted (0: none needed, none there, or the eviction failed).
+  int ReclaimForOwner(const std::string& uuid, uint64_t need_bytes, const std::string& owner);
+  /// The reclaim state of a one-GPU slice whose grant is verified and that lends (or lent
+  /// within reclaim_request_window) its never-allocated part: Region::reclaim_lending bit 0 is
+  /// set while it exists. Keyed by the region directory's name.
+  struct Answering {
+    std::string uuid;            ///< the grant's GPU
+    uint64_t grant_bytes = 0;    ///< the grant's memory
+    uint64_t lent_bytes = 0;     ///< the most it lent since the mark, at most grant_bytes
+    uint64_t window_end_ns = 0;  ///< 0 while lending or parked; else when the mark goes
+    /// Each active slot's (index, pid, start time) → its (reclaim_requests, reclaim_bytes) at
+    /// the last poll.
+    std::map<std::tuple<int, int32_t, uint64_t>, std::pair<uint64_t, uint64_t>> seen;
+    /// The most bytes an eviction for this slice asked to have free, and until when its
+    /// borrowers may still be terminating (reclaim_timeout): a request for no more is covered.
+    uint64_t covered_bytes = 0;
+    uint64_t covered_until_ns = 0;
+    /// The slice lends nothing until then (its owner asked for memory back).
+    uint64_t quiet_until_ns = 0;
+  };
+  // Answers the reclaim requests of device 0 of `dir` (lending `lent_now` bytes at this poll,
+  // region.devices[0]): sets or clears the mark, evicts for new requests (bounded by the grant).
+  // True when requests were answered at this poll (the after-the-fact path then stands aside).
+  bool AnswerReclaims(const ContainerDir& dir, const std::string& path,
+                      const RegionContents& region, uint64_t lent_now, bool parked, uint64_t now_ns,
+                      const std::string& owner);
+  // Evicts for `need_bytes` free on the slice's GPU unless an eviction for at least as much is
+  // still under way.
+  void ReclaimForSlice(Answering& a, uint64_t need_bytes, const std::string& owner,
+                       uint64_t now_ns);
+  void MarkReclaimLending(const std::string& dir_name, const std::string& path, uint32_t devices);
   node::ParkTarget Target(const std::string& path, const std::string& uuid,
                           const std::string& pod_uid, std::vector<int> pids,
                           std::vector<uint64_t> start_times) const;
@@ -239,7 +281,10 @@ class ParkController {
     uint64_t used_bytes = 0;
   };
   std::map<std::string, Lending> lending_;
+  std::map<std::string, Answering> answering_;
+  std::map<std::string, std::string> mark_errors_;  // directory → the last mark write error
   std::map<std::string, std::string> last_outcome_;
+  uint64_t reclaim_requests_ = 0;
   uint64_t evictions_ = 0;
   uint64_t reclaim_timeouts_ = 0;
   uint64_t refusals_ = 0;
@@ -259,6 +304,12 @@ Result<SliceGrant> ReadSliceGrant(const std::string& limits_dir, const std::stri
 /// could truncate a mapping under the agent). Errors: kUnavailable (open or write, errno text),
 /// kInvalidArgument (not a regular file, wrong size, device out of range).
 Status WriteParkState(const std::string& path, int device, uint64_t state);
+
+/// Writes Region::reclaim_lending of the region file at `path` to `devices` (bit d: device d
+/// lends and its reclaim requests are answered), as WriteParkState writes: O_NOFOLLOW, a
+/// regular file of sizeof(api::Region) bytes, one 4-byte pwrite at the field's offset. Errors:
+/// WriteParkState's.
+Status WriteReclaimLending(const std::string& path, uint32_t devices);
 
 /// Whether an unscheduled borrower is pending in the cluster: a Pending pod with no node whose
 /// annotation core::kAnnotationBorrower is "true" (GET /api/v1/pods, paged). Errors: the API

@@ -33,6 +33,7 @@ RegionContents Summarize(const Region& r) {
   // RegionValidate bounds device_count; clamp again so this loop never depends on it.
   const int devices = static_cast<int>(std::min<uint32_t>(r.device_count, api::kMaxDevices));
   out.priority = r.priority;
+  out.reclaim_lending = r.reclaim_lending;
   out.devices.resize(static_cast<size_t>(devices));
   for (int d = 0; d < devices; ++d) {
     const api::RegionDevice& rd = r.devices[d];
@@ -56,6 +57,9 @@ RegionContents Summarize(const Region& r) {
       ++out.slots_without_host_pid;
     }
     out.slot_uses.push_back(slot.uses.load(std::memory_order_relaxed));
+    if (slot.reclaim_requests != 0)
+      out.slot_reclaims.push_back(
+          {s, slot.pid, slot.start_time, slot.reclaim_requests, slot.reclaim_bytes});
     for (int d = 0; d < devices; ++d) {
       SliceDevice& sd = out.devices[static_cast<size_t>(d)];
       sd.used_bytes = SatAdd(sd.used_bytes, slot.used[d].load(std::memory_order_relaxed));

@@ -36,6 +36,18 @@ struct SliceDevice {
   bool operator==(const SliceDevice&) const = default;
 };
 
+/// One active slot's reclaim request words (api::RegionSlot::reclaim_requests, reclaim_bytes;
+/// issue 36 item 4), as written: the tenant's, trusted for nothing but to notice a change.
+struct SlotReclaim {
+  int slot = 0;             ///< the slot's index in the region
+  int32_t pid = 0;          ///< RegionSlot::pid (with start_time: which process)
+  uint64_t start_time = 0;  ///< RegionSlot::start_time
+  uint64_t requests = 0;    ///< reclaim_requests: a count
+  uint64_t bytes = 0;       ///< reclaim_bytes: the bytes asked, summed
+
+  bool operator==(const SlotReclaim&) const = default;
+};
+
 /// The parsed content of one region file.
 struct RegionContents {
   std::vector<SliceDevice> devices;  ///< device_count entries (RegionValidate bounds it to 16)
@@ -45,7 +57,10 @@ struct RegionContents {
   /// RegionSlot::uses of each active slot, in slot order (api::kSlotUses* bits; the facts of
   /// the parking eligibility, node/checkpoint_eligibility.h).
   std::vector<uint32_t> slot_uses;
-  int32_t priority = 0;  ///< CUDA_TASK_PRIORITY as written (0 high, 1 low)
+  int32_t priority = 0;          ///< CUDA_TASK_PRIORITY as written (0 high, 1 low)
+  uint32_t reclaim_lending = 0;  ///< Region::reclaim_lending as written (bit d: device d)
+  /// The active slots whose reclaim_requests is not 0, in slot order.
+  std::vector<SlotReclaim> slot_reclaims;
 
   bool operator==(const RegionContents&) const = default;
 };

@@ -3,14 +3,17 @@
 // arrays (v1 and _v2), and VMM (cuMemCreate / cuMemRelease / cuMemMap /
 // cuMemUnmap). Pattern: find the device, charge (refuse with CUDA_ERROR_OUT_OF_MEMORY before
 // the driver sees the call), call the driver, undo the charge if it failed, record the
-// pointer. A free of a pointer we never recorded is passed through untouched.
-// Each hook takes the region lock and the table spinlock; none allocates heap memory.
+// pointer. A charged allocation the driver refuses for lack of physical memory on a device the
+// node agent lends from waits, bounded, for the agent's reclaim before it fails (AwaitReclaim). A
+// free of a pointer we never recorded is passed through untouched. Each hook takes the region lock
+// and the table spinlock; none allocates heap memory.
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "vgpu/accounting.h"
 #include "vgpu/interpose.h"
+#include "vgpu/platform.h"
 #include "vgpu/state.h"
 #include "vgpu/table.h"
 
@@ -46,6 +49,45 @@ void Record(Kind kind, uint64_t key, int dev, uint64_t size, uint64_t aux = 0) {
   }
 }
 
+// The reclaim (issue 36 item 4, docs/reclaim.md "The fallback"): `call`, an allocation of `bytes`
+// on `dev` that libvgpu.so charged within the limit, came back CUDA_ERROR_OUT_OF_MEMORY from the
+// driver: the slice has room, the GPU does not. When the node agent lends this device's
+// never-allocated part (Region::reclaim_lending), a borrower may hold it: one reclaim request is
+// raised and the driver asked again, with a backoff of 10 ms doubling to 500 ms, until it answers
+// otherwise or FRACGPU_RECLAIM_WAIT_MS (ReclaimWaitNs) has passed, or the agent stops marking the
+// device. The charge stays held meanwhile (taken once, returned by the caller if this fails), so
+// no other process of the container takes the room being reclaimed. Not lending: the driver's
+// answer at once, as before. Cold: the failure path only; the allocation that succeeds never
+// gets here.
+template <typename Call>
+__attribute__((noinline)) CUresult AwaitReclaim(int dev, uint64_t bytes, Call call,
+                                                const char* api) {
+  const uint64_t wait_ns = ReclaimWaitNs(dev);
+  if (wait_ns == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  RequestReclaim(bytes);
+  const uint64_t start = platform::MonotonicClockNs();
+  const uint64_t deadline = start + wait_ns;
+  uint64_t pause = 10'000'000;
+  for (uint64_t now = start; now < deadline; now = platform::MonotonicClockNs()) {
+    platform::SleepUntilMonotonicNs(now + pause < deadline ? now + pause : deadline);
+    pause = pause * 2 < 500'000'000 ? pause * 2 : 500'000'000;
+    CUresult r = call();
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+      if (r == CUDA_SUCCESS)
+        Log(kLogInfo, "%s of %llu MiB: the GPU had room again %llu ms after the reclaim request",
+            api, static_cast<unsigned long long>(bytes >> 20),
+            static_cast<unsigned long long>((platform::MonotonicClockNs() - start) / 1'000'000));
+      return r;
+    }
+    if (ReclaimWaitNs(dev) == 0) break;  // the agent no longer lends the device
+  }
+  Log(kLogWarning,
+      "%s of %llu MiB: the GPU stayed full %llu ms after the reclaim request: out of memory", api,
+      static_cast<unsigned long long>(bytes >> 20),
+      static_cast<unsigned long long>((platform::MonotonicClockNs() - start) / 1'000'000));
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 template <typename Key, typename Call>
 CUresult ChargedAlloc(int dev, uint64_t bytes, Kind kind, Key* key_out, Call call,
                       const char* api = __builtin_FUNCTION()) {
@@ -54,8 +96,11 @@ CUresult ChargedAlloc(int dev, uint64_t bytes, Kind kind, Key* key_out, Call cal
   if (r != CUDA_SUCCESS) return r;
   r = call();
   if (r != CUDA_SUCCESS) {
-    Uncharge(dev, bytes);
-    return r;
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) r = AwaitReclaim(dev, bytes, call, api);
+    if (r != CUDA_SUCCESS) {
+      Uncharge(dev, bytes);
+      return r;
+    }
   }
   Record(kind, static_cast<uint64_t>(*key_out), dev, bytes);
   return r;
@@ -178,8 +223,11 @@ CUresult PitchAlloc(int dev, Ptr* dptr, Size* pitch, uint64_t width, uint64_t he
   if (r != CUDA_SUCCESS) return r;
   r = alloc();
   if (r != CUDA_SUCCESS) {
-    Uncharge(dev, bound);
-    return r;
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) r = AwaitReclaim(dev, bound, alloc, api);
+    if (r != CUDA_SUCCESS) {
+      Uncharge(dev, bound);
+      return r;
+    }
   }
   uint64_t actual = static_cast<uint64_t>(*pitch) * height;
   if (actual < bound) {

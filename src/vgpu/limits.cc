@@ -208,6 +208,21 @@ void ApplyKey(Config* c, std::string_view key, std::string_view value, Source so
     if (value.size() == 1 && value[0] >= '0' && value[0] <= '4') c->log_level = value[0] - '0';
     return;
   }
+  if (key == kEnvReclaimWaitMs) {
+    uint64_t ms = 0;
+    bool ok = !value.empty() && value.size() <= 7;
+    for (char ch : value) {
+      if (ch < '0' || ch > '9') ok = false;
+      if (ok) ms = ms * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    if (ok && ms <= kMaxReclaimWaitMs) {
+      c->reclaim_wait_ms = static_cast<uint32_t>(ms);
+    } else {
+      c->reclaim_wait_ms = kDefaultReclaimWaitMs;
+      AddError(c, source, key, value, "must be milliseconds 0..600000 (using 40000)");
+    }
+    return;
+  }
 }
 
 namespace {
@@ -436,7 +451,7 @@ void ApplyEnvironment(Config* c, char* const* envp) noexcept {
     if (eq == std::string_view::npos) continue;
     std::string_view key = Sub(kv, 0, eq);
     if (c->file_present && IsContractKey(key)) continue;
-    if (key == api::kEnvLogLevel || IsContractKey(key)) {
+    if (key == api::kEnvLogLevel || key == kEnvReclaimWaitMs || IsContractKey(key)) {
       ApplyKey(c, key, Sub(kv, eq + 1), Source::kEnvironment);
     }
   }

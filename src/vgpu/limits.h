@@ -31,6 +31,15 @@ inline constexpr size_t kFragmentNameMax = 96;
 /// Most files the limits directory may hold (ParseLimitsDir): a claim-wide file per claim and
 /// one file per GPU.
 inline constexpr size_t kMaxFragments = 32;
+/// How long an allocation the driver refuses for lack of physical memory waits for the node
+/// agent to evict borrowers (docs/reclaim.md "The fallback"), milliseconds: environment only,
+/// `FRACGPU_RECLAIM_WAIT_MS` = 0..kMaxReclaimWaitMs (0: never wait). The default covers a
+/// borrower's graceful termination (30 s, monitor::kBorrowerGraceSeconds) plus the agent's
+/// polls.
+inline constexpr char kEnvReclaimWaitMs[] = "FRACGPU_RECLAIM_WAIT_MS";
+inline constexpr uint32_t kDefaultReclaimWaitMs = 40'000;
+inline constexpr uint32_t kMaxReclaimWaitMs = 600'000;
+
 /// Default shared region path (docs/design/CONTRACT.md §4).
 inline constexpr const char* kDefaultRegionPath = "/tmp/cudevshr.cache";
 
@@ -59,6 +68,8 @@ struct Config {
   CorePolicy policy = CorePolicy::kDefault;
   int32_t priority = 1;
   int log_level = 2;
+  /// kEnvReclaimWaitMs (environment only; a bad value keeps the default and is reported).
+  uint32_t reclaim_wait_ms = kDefaultReclaimWaitMs;
   bool file_present = false;
   int error_count = 0;
   char error[kErrorMax] = {};  ///< first error, e.g. `CUDA_DEVICE_MEMORY_LIMIT_0="3Gb": …`
@@ -120,7 +131,8 @@ struct LimitsFragment {
 void ParseLimitsDir(Config* config, const LimitsFragment* files, size_t count) noexcept;
 
 /// Reads the keys of docs/design/CONTRACT.md §4 from `envp` (a NULL-terminated environ array),
-/// honouring the precedence above (only LIBCUDA_LOG_LEVEL when config->file_present).
+/// honouring the precedence above (only LIBCUDA_LOG_LEVEL and FRACGPU_RECLAIM_WAIT_MS when
+/// config->file_present: neither lifts a limit).
 void ApplyEnvironment(Config* config, char* const* envp) noexcept;
 
 /// Fills defaults (region path) after the file and the environment were applied.

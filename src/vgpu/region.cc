@@ -280,6 +280,9 @@ RegionSlot* RegionClaimSlot(Region* r, pid_t pid, uint64_t start_time) noexcept 
     for (int d = 0; d < kMaxDevices; ++d) found->used[d].store(0, std::memory_order_relaxed);
     ClearBreakdown(found);
     found->host_pid = 0;
+    // A new process has asked for nothing (an older library left these words as they were).
+    std::atomic_ref<uint64_t>(found->reclaim_requests).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(found->reclaim_bytes).store(0, std::memory_order_relaxed);
     // A build without wake trampolines (not x86-64) hands out unguarded driver functions: the
     // agent must never park its processes (kSlotUnwakeable).
     found->uses.store(kSlotUsesRecorded | (kHaveWakeTrampolines ? 0u : kSlotUnwakeable),

@@ -613,6 +613,17 @@ void Uncharge(int dev, uint64_t bytes, ChargeKind kind) noexcept {
   RegionUnlock(r);
 }
 
+uint64_t ReclaimWaitNs(int dev) noexcept {
+  Region* r = g_region.region;
+  if (!r || dev < 0 || dev >= g_dev_count || g_config.reclaim_wait_ms == 0) return 0;
+  if (!g_slot.load(std::memory_order_acquire) || !ReclaimLending(*r, dev)) return 0;
+  return static_cast<uint64_t>(g_config.reclaim_wait_ms) * 1'000'000ull;
+}
+
+void RequestReclaim(uint64_t bytes) noexcept {
+  if (RegionSlot* slot = g_slot.load(std::memory_order_acquire)) RaiseReclaimRequest(*slot, bytes);
+}
+
 uint64_t DeviceUsed(int dev) noexcept {
   if (dev < 0 || dev >= g_dev_count) return 0;
   Region* r = g_region.region;

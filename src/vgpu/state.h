@@ -51,6 +51,18 @@ CUresult Charge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData,
 /// process holds of that kind). Takes the region lock.
 void Uncharge(int dev, uint64_t bytes, ChargeKind kind = ChargeKind::kData) noexcept;
 
+/// How long an allocation on `dev` that libvgpu.so charged within the limit and the driver
+/// refused with CUDA_ERROR_OUT_OF_MEMORY may wait for the node agent's reclaim, ns
+/// (FRACGPU_RECLAIM_WAIT_MS); 0 when it must fail at once as before: no region or slot, the
+/// wait configured to 0, or the agent does not mark `dev` in Region::reclaim_lending (it lends
+/// nothing there, so no borrower holds the slice's memory). One relaxed load of the region;
+/// called on the failure path only.
+uint64_t ReclaimWaitNs(int dev) noexcept;
+/// Counts a reclaim request of `bytes` in this process's slot (api::RaiseReclaimRequest): the
+/// agent evicts borrowers of the GPU for them at its next poll (docs/reclaim.md "The fallback").
+/// No lock, no system call.
+void RequestReclaim(uint64_t bytes) noexcept;
+
 /// Container-wide bytes charged on `dev`, after reclaiming dead slots if a second passed.
 uint64_t DeviceUsed(int dev) noexcept;
 /// UUID of region device `dev` ("" if unknown).

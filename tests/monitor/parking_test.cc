@@ -1121,3 +1121,207 @@ TEST_F(Forged, AKernelGoneWhileParkedStopsTheLending) {
 
 }  // namespace
 }  // namespace fracgpu::monitor::testing
+
+namespace fracgpu::monitor::testing {
+namespace {
+
+// libvgpu.so's half of the fallback reclaim (issue 36 item 4, docs/reclaim.md "The fallback"): a
+// one-GPU slice whose grant the agent verified and that lends its never-allocated part gets
+// Region::reclaim_lending bit 0; an allocation its driver refuses raises RegionSlot::reclaim_*
+// and the next poll evicts the GPU's borrowers for what it asked, bounded by the grant and by what
+// the slice lent, once per change. A scripted host: NVML's free memory, the grant, the evictions.
+class ReclaimRequests : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_.name = "a_main";
+    d_.pod_uid = "a";
+    d_.container = "main";
+    d_.path = root_.path() + "/" + d_.name;
+    std::filesystem::create_directories(d_.path);
+    pods_["a"] = PodRef{"a", "notebooks", "nb", {}, "", ""};
+    host_.free_bytes = [this](const std::string&) { return free_; };
+    host_.reclaim = [this](const std::string& uuid, uint64_t need, const std::string& owner) {
+      calls_.emplace_back(uuid, need, owner);
+      return Result<int>(1);
+    };
+    host_.grant = [this](const std::string& dir) -> Result<SliceGrant> {
+      if (dir != d_.name) return NotFound("no grant for " + dir);
+      return grant_;
+    };
+  }
+  void TearDown() override { vgpu::RegionClose(&h_); }
+
+  // The slice's region: one device `uuid` limited to `limit`, one process holding `used`.
+  void Region(const std::string& uuid, uint64_t limit, uint64_t used) {
+    vgpu::RegionClose(&h_);
+    std::filesystem::remove(d_.path + "/region.cache");
+    h_ = MakeRegion(d_.path + "/region.cache", {{uuid, limit, 0}});
+    ASSERT_NE(h_.region, nullptr);
+    SetSlot(h_.region, 0, 10, 1000, {{0, 0, used}});
+  }
+  // The owner's process: its live bytes become `used` and it asks for `asked` more (libvgpu.so
+  // charged the allocation, the driver refused it).
+  void Ask(uint64_t used, uint64_t asked) {
+    h_.region->slots[0].used[0].store(used);
+    api::RaiseReclaimRequest(h_.region->slots[0], asked);
+  }
+  uint32_t Mark() const { return std::atomic_ref<uint32_t>(h_.region->reclaim_lending).load(); }
+  // Polls at 1 and 11 minutes: the slice is first seen, then idle for 10 minutes, and lends.
+  void StartLending(ParkController& c) {
+    c.Poll(1 * kMin, {d_}, pods_, false);
+    c.Poll(11 * kMin, {d_}, pods_, false);
+  }
+  std::string Need(size_t i) const {
+    return std::get<0>(calls_[i]) + " " + std::to_string(std::get<1>(calls_[i]) / kMiB) + " MiB";
+  }
+
+  TempDir root_;
+  ContainerDir d_;
+  std::map<std::string, PodRef> pods_;
+  vgpu::RegionHandle h_;
+  ParkHost host_;
+  SliceGrant grant_{"GPU-a", 1024 * kMiB};
+  uint64_t free_ = 50 * kMiB;
+  std::vector<std::tuple<std::string, uint64_t, std::string>> calls_;
+};
+
+TEST_F(ReclaimRequests, TheOwnersRequestEvictsForWhatItLacksOncePerChange) {
+  Region("GPU-a", 1024 * kMiB, 100 * kMiB);
+  ParkController c(Options(), host_);
+  c.Poll(1 * kMin, {d_}, pods_, false);
+  EXPECT_EQ(Mark(), 0u) << "marked before it lends";
+  c.Poll(11 * kMin, {d_}, pods_, false);
+  EXPECT_EQ(c.idle_lent().at("GPU-a"), 668 * kMiB);
+  EXPECT_EQ(Mark(), 1u) << "lending, its requests are answered: device 0 marked";
+  c.Poll(12 * kMin, {d_}, pods_, false);  // no request: nothing evicted
+  EXPECT_TRUE(calls_.empty());
+
+  // The owner allocates 200 MiB (charged: 300 MiB live) and the driver refuses it: asked
+  // min(200, lent 668, grant 1024 − the 100 it holds) = 200 MiB; NVML shows 50 MiB: 150 missing.
+  Ask(300 * kMiB, 200 * kMiB);
+  c.Poll(13 * kMin, {d_}, pods_, false);
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0],
+            std::make_tuple(std::string("GPU-a"), 150 * kMiB, std::string("notebooks/nb")));
+  EXPECT_EQ(c.reclaim_requests(), 1u);
+  EXPECT_EQ(c.evictions(), 1u);
+  // The slice's part leaves the record at the same poll (no borrower is placed on it meanwhile).
+  EXPECT_TRUE(c.idle_lent().empty());
+  c.Poll(13 * kMin + 200'000'000, {d_}, pods_, false);  // the same count: nothing more
+  EXPECT_EQ(calls_.size(), 1u);
+
+  // Another allocation of 100 MiB while the evicted borrower still terminates: its 200 MiB
+  // covered it, nobody more is evicted.
+  Ask(400 * kMiB, 100 * kMiB);
+  c.Poll(13 * kMin + 400'000'000, {d_}, pods_, false);
+  EXPECT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(c.reclaim_requests(), 2u);
+
+  // After the eviction's timeout (60 s) a request is answered again: 150 MiB asked, the slice
+  // holds 400 of them; NVML shows 50: 100 MiB missing.
+  Ask(550 * kMiB, 150 * kMiB);
+  c.Poll(15 * kMin, {d_}, pods_, false);
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(Need(1), "GPU-a 100 MiB");
+  EXPECT_EQ(c.reclaim_requests(), 3u);
+
+  // A count that grows with no bytes asked, or goes back, asks nothing.
+  std::atomic_ref<uint64_t>(h_.region->slots[0].reclaim_requests).fetch_add(5);
+  c.Poll(17 * kMin, {d_}, pods_, false);
+  std::atomic_ref<uint64_t>(h_.region->slots[0].reclaim_requests).store(1);
+  std::atomic_ref<uint64_t>(h_.region->slots[0].reclaim_bytes).store(1);
+  c.Poll(18 * kMin, {d_}, pods_, false);
+  EXPECT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(c.reclaim_requests(), 3u);
+}
+
+// The region is the tenant's: a forged request (any count, any bytes, its live bytes zeroed,
+// its limit raised) evicts for no more than the grant and what the slice lent; a region naming
+// another GPU than its grant gets no mark and evicts nothing; without a grant nothing is marked.
+TEST_F(ReclaimRequests, AForgedRequestEvictsNoMoreThanTheGrantAllows) {
+  grant_ = {"GPU-a", 512 * kMiB};
+  Region("GPU-a", 4096 * kMiB, 100 * kMiB);  // the region claims 4 GiB of a 512 MiB grant
+  free_ = 0;
+  ParkController c(Options(), host_);
+  StartLending(c);
+  EXPECT_EQ(Mark(), 1u);
+  h_.region->slots[0].used[0].store(0);
+  std::atomic_ref<uint64_t>(h_.region->slots[0].reclaim_bytes).store(UINT64_MAX);
+  std::atomic_ref<uint64_t>(h_.region->slots[0].reclaim_requests).store(UINT64_MAX);
+  c.Poll(12 * kMin, {d_}, pods_, false);
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(Need(0), "GPU-a 512 MiB");  // the grant, not 4 GiB nor 2^64 bytes
+
+  // A smaller grant than what it lent at the mark: a slice holding 400 MiB of a 512 MiB grant
+  // asks 300 MiB: at most 112 MiB come back.
+  vgpu::RegionClose(&h_);
+  calls_.clear();
+  Region("GPU-a", 1024 * kMiB, 100 * kMiB);
+  ParkController small(Options(), host_);
+  StartLending(small);
+  Ask(700 * kMiB, 300 * kMiB);
+  small.Poll(12 * kMin, {d_}, pods_, false);
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(Need(0), "GPU-a 112 MiB");
+
+  // The region names GPU-b, its grant GPU-a: no mark, and a request evicts nobody on either.
+  calls_.clear();
+  Region("GPU-b", 1024 * kMiB, 100 * kMiB);
+  ParkController other(Options(), host_);
+  StartLending(other);
+  EXPECT_EQ(Mark(), 0u);
+  Ask(300 * kMiB, 200 * kMiB);
+  other.Poll(12 * kMin, {d_}, pods_, false);
+  EXPECT_EQ(other.reclaim_requests(), 0u);
+
+  // No grant known: the mark is never set, and one the tenant set itself is cleared.
+  calls_.clear();
+  host_.grant = nullptr;
+  Region("GPU-a", 1024 * kMiB, 100 * kMiB);
+  ParkController blind(Options(), host_);
+  StartLending(blind);
+  EXPECT_EQ(Mark(), 0u);
+  std::atomic_ref<uint32_t>(h_.region->reclaim_lending).store(0xffffffffu);
+  blind.Poll(12 * kMin, {d_}, pods_, false);
+  EXPECT_EQ(Mark(), 0u);
+  EXPECT_TRUE(calls_.empty());
+}
+
+// The mark follows the lending: requests made before it are not answered; after the owner is
+// active again it stays for reclaim_request_window (borrowers placed on the part may still hold
+// it), then goes, and later requests evict nothing. An owner that grows without asking (an older
+// libvgpu.so) is still reclaimed for after the fact, bounded by its grant.
+TEST_F(ReclaimRequests, TheMarkFollowsTheLendingAndItsWindow) {
+  Region("GPU-a", 1024 * kMiB, 100 * kMiB);
+  Ask(100 * kMiB, 64 * kMiB);  // asked before anything was lent: not for this agent to answer
+  ParkController c(Options(), host_);
+  StartLending(c);
+  EXPECT_EQ(Mark(), 1u);
+  c.Poll(12 * kMin, {d_}, pods_, false);
+  EXPECT_TRUE(calls_.empty());
+  EXPECT_EQ(c.reclaim_requests(), 0u);
+
+  // The owner launches: no longer idle, it lends nothing; the after-the-fact path evicts for the
+  // rest of its slice (924 MiB; NVML shows 50) once, and the mark stays.
+  h_.region->devices[0].last_launch_ns.store(12 * kMin);
+  c.Poll(12 * kMin + 1, {d_}, pods_, false);
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(Need(0), "GPU-a 874 MiB");
+  EXPECT_EQ(Mark(), 1u);
+  // Within the window (5 minutes), after the eviction's timeout: a request is answered.
+  Ask(300 * kMiB, 200 * kMiB);
+  c.Poll(14 * kMin, {d_}, pods_, false);
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(Need(1), "GPU-a 150 MiB");
+  EXPECT_EQ(Mark(), 1u);
+  // Past the window the mark goes, and a request evicts nobody.
+  c.Poll(17 * kMin + 2, {d_}, pods_, false);
+  EXPECT_EQ(Mark(), 0u);
+  Ask(400 * kMiB, 100 * kMiB);
+  c.Poll(18 * kMin, {d_}, pods_, false);
+  EXPECT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(c.reclaim_requests(), 1u);
+}
+
+}  // namespace
+}  // namespace fracgpu::monitor::testing

@@ -254,6 +254,7 @@ struct State {
   bool ckpt_gate_held = false;
   int ckpt_waiters = 0;
   bool ckpt_restore_broken = false;  // FAKE_CUDA_CHECKPOINT_STICKY_OOM after a refused restore
+  bool device_wide_oom = false;      // FAKE_CUDA_DEVICE_WIDE_OOM=1 (fake_gpu.h)
   uint64_t ckpt_bytes[fracgpu::fakes::kFakeMaxDevices] = {};
   uint32_t ckpt_contexts[fracgpu::fakes::kFakeMaxDevices] = {};
   std::vector<std::pair<void*, std::vector<unsigned char>>> ckpt_copies;
@@ -273,8 +274,10 @@ void Publish(State& s, int phys) {
 }
 
 // Takes `bytes` of physical device memory; false when the device is full.
+uint64_t DeviceUsedAllProcesses(State& s, int phys);
 bool Take(State& s, int phys, uint64_t bytes) {
-  if (s.used[phys] + bytes > s.devices[phys].total_bytes) return false;
+  const uint64_t used = s.device_wide_oom ? DeviceUsedAllProcesses(s, phys) : s.used[phys];
+  if (used + bytes > s.devices[phys].total_bytes) return false;
   s.used[phys] += bytes;
   Publish(s, phys);
   return true;
@@ -361,6 +364,7 @@ void Initialise(State& s) {
   if (const char* v = std::getenv("FAKE_CUDA_MODULE_BYTES"))
     s.module_bytes = std::strtoull(v, nullptr, 10);
   if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s.driver_version = std::atoi(v);
+  if (const char* v = std::getenv("FAKE_CUDA_DEVICE_WIDE_OOM")) s.device_wide_oom = v[0] == '1';
   // CUDA_VISIBLE_DEVICES: indices or UUID prefixes; the list stops at the first invalid
   // entry, as with the real driver.
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");

@@ -11,6 +11,10 @@
 //                    usage in <dir>/proc-<pid> (mmap'd FakeProcState), so the fake NVML can
 //                    report per-process memory and the fake driver the physical free memory
 //                    of the whole device, as the real ones do.
+// FAKE_CUDA_DEVICE_WIDE_OOM=1 an allocation fails with CUDA_ERROR_OUT_OF_MEMORY when every
+//                    process of FAKE_GPU_STATE_DIR together would exceed the device's memory, as
+//                    on a real GPU (a borrower holding memory makes the owner's allocation fail).
+//                    Default: only this process's own use counts.
 // FAKE_CUDA_CTX_BYTES device memory a context occupies (default 0).
 // FAKE_CUDA_GREEN_CTX_BYTES device memory a green context occupies besides the primary context
 //                    it retains (default FAKE_CUDA_CTX_BYTES).
