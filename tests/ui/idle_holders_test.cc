@@ -113,6 +113,28 @@ TEST_F(UiIdleHoldersTest, IdleTimesGrowFromTheRecordAndStaleOrBadRecordsShowNoth
   EXPECT_EQ(c["nodes"][1]["gpus"][0]["used_mem_mib"], 10000);
 }
 
+// At most kMaxIdleHolderReviews reviews a request: holders in further namespaces stay unnamed
+// (fail closed), and are still counted.
+TEST_F(UiIdleHoldersTest, AtMostSixteenReviewsARequest) {
+  std::string record = std::to_string(UnixNow()) + ";";
+  for (int i = 0; i < 20; ++i) {
+    const std::string ns = "ns-" + std::to_string(10 + i);  // sorted as written
+    json pod = PlacedPod(ns, "p", "node-a", "GPU-a0,NVIDIA,1024,0:;");
+    const std::string uid = fake_.Put("pods", pod)["metadata"].value("uid", "");
+    ASSERT_FALSE(uid.empty());
+    record += (i ? "," : "") + uid + ":GPU-a0:1024:60";
+    authz_.Allow("alice", "list", ns);
+  }
+  SetRecord("node-a", record);
+  const json h = Holders(0, 0, "alice");
+  EXPECT_EQ(h["count"], 20);
+  EXPECT_EQ(h["held_mib"], 20 * 1024);
+  ASSERT_EQ(h["pods"].size(), kMaxIdleHolderReviews);
+  EXPECT_EQ(h["pods"][0]["namespace"], "ns-10");
+  EXPECT_EQ(h["pods"][15]["namespace"], "ns-25");
+  EXPECT_EQ(authz_.reviews().size(), kMaxIdleHolderReviews);
+}
+
 // A header that did not come through the gateway names nobody, and no review is asked for it.
 TEST_F(UiIdleHoldersTest, NoNamesWithoutTheGateway) {
   UiOptions options = Options();
