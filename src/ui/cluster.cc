@@ -187,12 +187,15 @@ json IdleHoldersJson(const ClusterSnapshot& snapshot, const core::IdleHolders* r
     const int64_t since = std::max<int64_t>(0, snapshot.listed_unix - record->at_unix);
     for (const core::IdleHolder& h : record->holders) {
       if (h.gpu_uuid != uuid) continue;
+      // A pod the listing does not hold was deleted: its region stays until the agent removes
+      // the directory (--orphan-grace), but nothing holds that memory any more.
+      auto pod = snapshot.pods_by_uid.find(h.pod_uid);
+      if (pod == snapshot.pods_by_uid.end()) continue;
       const int64_t idle = h.idle_s + since;
       ++count;
       held += h.mib;
       longest = std::max(longest, idle);
-      auto pod = snapshot.pods_by_uid.find(h.pod_uid);
-      if (pod == snapshot.pods_by_uid.end() || !visible || !visible(pod->second.first)) continue;
+      if (!visible || !visible(pod->second.first)) continue;
       pods.push_back({{"pod", pod->second.second},
                       {"namespace", pod->second.first},
                       {"mib", h.mib},

@@ -92,9 +92,10 @@ std::vector<const nlohmann::json*> NodesByName(const ClusterSnapshot& snapshot);
 ///
 /// Per GPU also "idle_holders": {count, held_mib, longest_idle_s, pods: [{pod, namespace, mib,
 /// idle_s}]}: the pods its node's fresh idle-holder record lists on that GPU (none when the
-/// record is stale, absent or unreadable), idle seconds as of listed_unix. `pods` names only the
-/// holders whose pod is listed and whose namespace `visible` allows (null: none; the count, MiB
-/// and longest idle time always cover them all): a holder's name and idleness are its tenant's.
+/// record is stale, absent or unreadable; a pod the listing does not hold, deleted since, is left
+/// out), idle seconds as of listed_unix. `pods` names only the holders whose namespace `visible`
+/// allows (null: none; the count, MiB and longest idle time cover them all): a holder's name and
+/// idleness are its tenant's.
 nlohmann::json ClusterJson(const ClusterSnapshot& snapshot,
                            const std::function<bool(const std::string& ns)>& visible = nullptr);
 
