@@ -132,16 +132,19 @@ TEST(VgpuReclaimWait, WithoutTheMemoryFreedItFailsAfterTheDeadlineWithTheChargeB
   for (int i = 0; i < 3; ++i) {
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(ReadLine(owner), expect[i]);
-    EXPECT_GE(SecondsSince(start), 0.3) << expect[i] << " did not wait for the reclaim";
+    // 0.3 s waited; the op may have started a little before this loop read the line before it.
+    EXPECT_GE(SecondsSince(start), 0.2) << expect[i] << " did not wait for the reclaim";
     EXPECT_LT(SecondsSince(start), 5.0) << expect[i] << " waited past its deadline";
     RegionLine line = ParseRegionLine(ReadLine(owner));
     ASSERT_TRUE(line.ok);
     EXPECT_EQ(line.used, 64 * kMiB) << expect[i] << ": the charge is not back";
     EXPECT_EQ(line.device_used, 64 * kMiB);
-    EXPECT_EQ(Requests(slot), static_cast<uint64_t>(i + 1));
-    EXPECT_EQ(AskedBytes(slot), (i + 1) * kAsk);  // the pitch is 1 MiB: 400 rows of it
+    // (The next op may already have raised its own: at least this one's is there.)
+    EXPECT_GE(Requests(slot), static_cast<uint64_t>(i + 1));
   }
   Finish(owner);
+  EXPECT_EQ(Requests(slot), 3u) << "one request per allocation";
+  EXPECT_EQ(AskedBytes(slot), 3 * kAsk);  // the pitch is 1 MiB: 400 rows of it
   Finish(borrower);
   munmap(r, sizeof(Region));
 }
