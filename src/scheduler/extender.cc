@@ -32,9 +32,13 @@ core::FitOptions FitOptionsFor(const core::PodRequest& req, const ExtenderConfig
 
 // The pod's request, a borrower only at spec.priority 0 or below (docs/reclaim.md "Lending"):
 // the webhook refuses a higher one at CREATE; one whose annotation was added later is placed
-// as an ordinary pod, so that no pod that outranks ordinary pods is put on lent memory.
-Result<core::PodRequest> ParseRequest(const json& pod, const core::ResourceNames& names) {
+// as an ordinary pod, so that no pod that outranks ordinary pods is put on lent memory. And a
+// borrower only while `lending` (ExtenderConfig::lending_enforced: the API server keeps the
+// flag fixed, scheduler/borrower_guard.h); otherwise placed as an ordinary pod too.
+Result<core::PodRequest> ParseRequest(const json& pod, const core::ResourceNames& names,
+                                      bool lending) {
   auto req = core::ParsePodRequest(pod, names);
+  if (req.ok() && req->borrower && !lending) req->borrower = false;
   if (req.ok() && req->borrower) {
     const json* spec = pod.is_object() && pod.contains("spec") ? &pod["spec"] : nullptr;
     if (spec != nullptr && spec->is_object()) {
@@ -259,7 +263,7 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   // only when nodeCacheCapable, Nodes otherwise); the other member is null, as Go writes a nil
   // pointer. Keys are the Go field names (the types carry no json tags).
   const bool full = args.had_nodes_list;
-  auto req = ParseRequest(args.pod, config_.names);
+  auto req = ParseRequest(args.pod, config_.names, LendingEnforced());
   if (!req.ok()) {
     std::string out =
         R"({"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":)";
@@ -422,7 +426,7 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
 
 json Extender::Prioritize(const ExtenderArgs& args) const {
   json out = json::array();
-  auto req = ParseRequest(args.pod, config_.names);
+  auto req = ParseRequest(args.pod, config_.names, LendingEnforced());
   core::NodePolicy policy = config_.default_node_policy;
   if (req.ok() && req->node_policy) policy = *req->node_policy;
   // A pod without GPUs scores 0 everywhere, unless it is fragmentation-aware: FGD places a
@@ -702,7 +706,7 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
     return fail(PermissionDenied("pod " + who + " cannot run on node " + args.node + ": " + why),
                 *pod, "refused");
   }
-  auto req = ParseRequest(*pod, config_.names);
+  auto req = ParseRequest(*pod, config_.names, LendingEnforced());
   if (!req.ok()) return fail(req.status(), *pod, "error");
   if (!req->UsesGpu()) {
     Status st = WriteAllowed();

@@ -98,6 +98,10 @@ struct ExtenderConfig {
   /// /filter fails a node where the pod would pass one (ResourceQuotaNotFit), /bind refuses.
   /// Null = no quotas.
   const QuotaTracker* quotas = nullptr;
+  /// Whether a borrower may be placed on lent memory now (docs/reclaim.md "Lending"): the
+  /// service's BorrowerGuard::Enforced (scheduler/borrower_guard.h). Empty = never: a borrower
+  /// is then placed as an ordinary pod (fail closed).
+  std::function<bool()> lending_enforced;
   /// The target workload M of the fragmentation-aware policy (FGD+CpuRoute): empty (the
   /// default) = the shapes of the pods the cluster holds plus the incoming pod
   /// (core::BindWorkload); else this fixed M, e.g. the simulator's from a trace
@@ -144,6 +148,7 @@ class Extender {
   bool ClaimPod(const std::string& key);
   void ReleasePod(const std::string& key);
   Status WriteAllowed() const;
+  bool LendingEnforced() const { return config_.lending_enforced && config_.lending_enforced(); }
   std::mutex& NodeMutex(const std::string& node);
   void Count(const std::string& result) const;
   // Reservations (file comment). All under pending_mu_.

@@ -80,6 +80,9 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
   options_.webhook.gpu_quota_in = [this](const std::string& ns) {
     return quotas_.LimitingQuota(ns);
   };
+  // Borrowers on lent memory only while the API server keeps their flag fixed
+  // (scheduler/borrower_guard.h; the two admissionregistration informers in Start()).
+  options_.extender.lending_enforced = [this] { return borrower_guard_.Enforced(); };
   extender_ = std::make_unique<Extender>(options_.extender, &state_, client_, events_.get(),
                                          &metrics_, clock_);
   metrics_.Describe("fracgpu_http_requests_total", metrics::Type::kCounter,
@@ -102,6 +105,11 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
                     "fresh), bytes.");
   metrics_.Describe("fracgpu_gpu_memory_borrowed_bytes", metrics::Type::kGauge,
                     "Device memory borrower pods (fracgpu.io/borrower) hold on a GPU, bytes.");
+  metrics_.Describe(
+      "fracgpu_lending_enforced", metrics::Type::kGauge,
+      "1 while the API server keeps the borrower flag fixed (ValidatingAdmissionPolicy "
+      "fracgpu-pod-annotations and a Deny binding, as shipped): only then are "
+      "borrowers placed on lent memory; 0 = lending off (the scheduler's log says why).");
   metrics_.Describe("fracgpu_pod_gpu_memory_allocated_bytes", metrics::Type::kGauge,
                     "Device memory granted to a container on a GPU, bytes.");
   metrics_.Describe("fracgpu_pod_gpu_core_allocated_ratio", metrics::Type::kGauge,
@@ -348,6 +356,7 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
   // and what borrowers hold there.
   const std::map<std::string, int64_t> borrowed =
       state_.Read([](const core::ClusterState& m) { return m.BorrowedMib(); });
+  s.Set("fracgpu_lending_enforced", {}, borrower_guard_.Enforced() ? 1.0 : 0.0);
   const int64_t now_unix = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -543,9 +552,29 @@ Status SchedulerService::Start() {
         client_, qo,
         k8s::InformerHandlers{[this](const json& q) { quotas_.Upsert(q); },
                               [this](const json& q) { quotas_.Remove(q); }, nullptr});
+    // The policy that fixes the borrower flag and its bindings (any name: a binding names its
+    // policy in spec.policyName). Not part of readiness: until they are seen, lending is off.
+    k8s::InformerOptions ao;
+    ao.path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    ao.field_selector = std::string("metadata.name=") + kAnnotationPolicyName;
+    ao.keep_objects = false;
+    admission_policies_ = std::make_unique<k8s::Informer>(
+        client_, ao,
+        k8s::InformerHandlers{[this](const json& p) { borrower_guard_.UpsertPolicy(p); },
+                              [this](const json& p) { borrower_guard_.RemovePolicy(p); }, nullptr});
+    k8s::InformerOptions bo;
+    bo.path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    bo.keep_objects = false;
+    admission_policy_bindings_ = std::make_unique<k8s::Informer>(
+        client_, bo,
+        k8s::InformerHandlers{[this](const json& b) { borrower_guard_.UpsertBinding(b); },
+                              [this](const json& b) { borrower_guard_.RemoveBinding(b); },
+                              nullptr});
     nodes_->Start();
     pods_->Start();
     resource_quotas_->Start();
+    admission_policies_->Start();
+    admission_policy_bindings_->Start();
   }
   if (metrics_server_) FRACGPU_RETURN_IF_ERROR(metrics_server_->Start());
   return server_.Start();
@@ -554,6 +583,8 @@ Status SchedulerService::Start() {
 void SchedulerService::Stop() {
   server_.Stop();
   if (metrics_server_) metrics_server_->Stop();
+  if (admission_policy_bindings_) admission_policy_bindings_->Stop();
+  if (admission_policies_) admission_policies_->Stop();
   if (resource_quotas_) resource_quotas_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();

@@ -13,6 +13,7 @@
 #include "k8s/client.h"
 #include "k8s/informer.h"
 #include "metrics/registry.h"
+#include "scheduler/borrower_guard.h"
 #include "scheduler/events.h"
 #include "scheduler/extender.h"
 #include "scheduler/leader.h"
@@ -103,13 +104,15 @@ class SchedulerService {
   k8s::Client* client_;
   base::Clock* clock_;
   ClusterState state_;
-  QuotaTracker quotas_;  // namespace GPU quotas, from the ResourceQuota informer
+  QuotaTracker quotas_;           // namespace GPU quotas, from the ResourceQuota informer
+  BorrowerGuard borrower_guard_;  // lending on only while the API server fixes the flag
   metrics::Registry metrics_;
   std::unique_ptr<EventRecorder> events_;
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<LeaderElector> elector_;
   std::unique_ptr<k8s::Informer> nodes_, pods_;
   std::unique_ptr<k8s::Informer> resource_quotas_;
+  std::unique_ptr<k8s::Informer> admission_policies_, admission_policy_bindings_;
   http::Server server_;
   std::unique_ptr<http::Server> metrics_server_;
 };

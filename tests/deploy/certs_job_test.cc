@@ -35,7 +35,7 @@ class CertsJobTest : public ::testing::Test {
     ns_ = job["metadata"]["namespace"].as<std::string>();
     for (const auto& a : spec["containers"][0]["args"]) args_.push_back(a.as<std::string>());
     front_.PutConfig(
-        ToJson(FindObject(bundle_, "MutatingWebhookConfiguration", "fracgpu-webhook")));
+        fakes::YamlToJson(FindObject(bundle_, "MutatingWebhookConfiguration", "fracgpu-webhook")));
     kubeconfig_ = std::filesystem::temp_directory_path() /
                   ("deploy-certs-" + std::to_string(::getpid()) + ".yaml");
     std::ofstream(kubeconfig_)

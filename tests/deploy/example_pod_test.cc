@@ -62,7 +62,7 @@ class ExamplePodTest : public ::testing::Test {
 };
 
 TEST_F(ExamplePodTest, SamplePodIsAdmittedAndSentToOurScheduler) {
-  json pod = ToJson(YAML::LoadFile(kSource + "/deploy/examples/gpu-pod.yaml"));
+  json pod = fakes::YamlToJson(YAML::LoadFile(kSource + "/deploy/examples/gpu-pod.yaml"));
   for (auto& [name, value] : pod["spec"]["containers"][0]["resources"]["limits"].items()) {
     ASSERT_TRUE(value.is_number_integer()) << name;
     value = CanonicalQuantity(value.get<int64_t>());

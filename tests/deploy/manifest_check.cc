@@ -1033,36 +1033,6 @@ Result<ParsedArgs> ParseFracgpuArgs(const std::vector<std::string>& args) {
 
 std::vector<std::string> Check(const Bundle& b) { return Checker(b).Run(); }
 
-nlohmann::json ToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = ToJson(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& e : node) out.push_back(ToJson(e));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      std::string v = node.as<std::string>();
-      if (node.Tag() == "!") return v;  // quoted
-      if (v == "true" || v == "false") return v == "true";
-      if (v == "null" || v == "~") return nullptr;
-      if (!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos && v != "-") {
-        try {
-          return std::stoll(v);
-        } catch (const std::exception&) {
-        }
-      }
-      return v;
-    }
-    default:
-      return nullptr;
-  }
-}
-
 std::vector<YAML::Node> ObjectsOfKind(const Bundle& b, const std::string& kind) {
   std::vector<YAML::Node> out;
   for (const auto& m : b.objects) {

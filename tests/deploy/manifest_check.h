@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "manifest.h"  // fakes::YamlToJson (tests/fakes/apiserver)
 
 namespace fracgpu::deploytest {
 
@@ -55,10 +56,6 @@ Result<ParsedArgs> ParseFracgpuArgs(const std::vector<std::string>& args);
 
 /// Every problem of the bundle (empty = consistent). See manifest_check.cc for the list.
 std::vector<std::string> Check(const Bundle& b);
-
-/// The YAML node as JSON, as the API server would store it: quoted scalars stay strings; plain
-/// scalars become booleans, integers or numbers when they read as such (YAML 1.2 core schema).
-nlohmann::json ToJson(const YAML::Node& node);
 
 /// The objects of kind `kind` (any namespace).
 std::vector<YAML::Node> ObjectsOfKind(const Bundle& b, const std::string& kind);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "k8s/objects.h"
+#include "manifest.h"
 #include "webhook_caller.h"
 
 namespace fracgpu::e2e {
@@ -92,6 +93,16 @@ bool Cluster::Start(std::string* error) {
     api_->Put("nodes",
               {{"metadata", {{"name", name}, {"labels", {{"gpu", "on"}}}}},
                {"status", {{"capacity", {{"cpu", "8"}}}, {"allocatable", {{"cpu", "8"}}}}}});
+  }
+  // deploy/'s ValidatingAdmissionPolicy and binding, as `kubectl apply -k deploy/` creates them:
+  // the scheduler lends only while it sees them (scheduler/borrower_guard.h). Stored only: the
+  // fake API server evaluates no CEL (tests/realcluster checks the rule on kube-apiserver).
+  for (const json& obj :
+       fakes::LoadManifest(std::string(FRACGPU_DEPLOY_DIR) + "/admission-policy.yaml")) {
+    api_->Put(obj.value("kind", "") == "ValidatingAdmissionPolicy"
+                  ? "validatingadmissionpolicies"
+                  : "validatingadmissionpolicybindings",
+              obj);
   }
   if (!StartScheduler(error)) return false;
   driver_ = std::make_unique<SchedulerDriver>(api_->url(), kKubeSchedulerToken, kSchedulerName,

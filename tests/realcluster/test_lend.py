@@ -124,3 +124,44 @@ def test_a_borrower_whose_class_may_preempt_is_refused(cluster):
         c.kubectl("delete", "-n", "default", "pod", "lend-preempting", "--wait=false",
                   check=False)
         c.kubectl("delete", "priorityclass", "lend-test-preempting", check=False)
+
+
+def test_no_borrower_is_placed_on_lent_memory_without_the_policy_that_fixes_its_flag(cluster, agent):
+    """Lending is on only while kube-apiserver keeps the borrower flag fixed (the
+    ValidatingAdmissionPolicy fracgpu-pod-annotations and its Deny binding, as deploy/ ships
+    them; scheduler/borrower_guard.h): with the binding deleted, a borrower that would fit only
+    on lent memory stays Pending; with it applied again, the same borrower is placed there."""
+    c = cluster
+    uuid, mib = c.node_gpus(NODE)[0]
+    half = mib // 2
+    c.kubectl("delete", "-n", "default", "pod", "-l", "test=lend", "--wait=true")
+    binding = c.get("validatingadmissionpolicybinding", "fracgpu-pod-annotations")
+    try:
+        c.apply(pod("lend-owner", mib, uuid))
+        c.wait("lend-owner Running", lambda: c.running("default", "lend-owner"), 120)
+        c.kubectl("delete", "validatingadmissionpolicybinding", "fracgpu-pod-annotations")
+        agent(time.time(), [(uuid, half)])
+        c.apply(pod("lend-unguarded", half, uuid, borrower=True))
+        for _ in range(4):  # 12 s: several attempts by kube-scheduler, the record kept fresh
+            time.sleep(3)
+            agent(time.time(), [(uuid, half)])
+        assert not bound(c, "lend-unguarded"), \
+            "a borrower placed on lent memory while its flag could be removed"
+        c.apply(json.dumps({"apiVersion": binding["apiVersion"], "kind": binding["kind"],
+                            "metadata": {"name": binding["metadata"]["name"]},
+                            "spec": binding["spec"]}))
+
+        def placed():
+            agent(time.time(), [(uuid, half)])
+            return c.running("default", "lend-unguarded")
+
+        running = c.wait("lend-unguarded Running once the binding is back", placed, 120,
+                         interval=3)
+        assert running["spec"]["nodeName"] == NODE
+    finally:
+        c.kubectl("delete", "-n", "default", "pod", "-l", "test=lend", "--wait=false")
+        if c.kubectl("get", "validatingadmissionpolicybinding", "fracgpu-pod-annotations",
+                     check=False).returncode != 0:
+            c.apply(json.dumps({"apiVersion": binding["apiVersion"], "kind": binding["kind"],
+                                "metadata": {"name": binding["metadata"]["name"]},
+                                "spec": binding["spec"]}))

@@ -20,6 +20,7 @@
 #include "core/signature.h"
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
+#include "manifest.h"
 #include "node/config.h"
 #include "scheduler/service.h"
 #include "type_swap.h"
@@ -615,8 +616,9 @@ TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   api_.Put("pods", a);
   auto svc = StartService();
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 1000));
-  // Nodes, pods and ResourceQuotas (scheduler/quota.h) are watched.
-  ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 3; }));
+  // Nodes, pods, ResourceQuotas (scheduler/quota.h) and the ValidatingAdmissionPolicy and its
+  // bindings (scheduler/borrower_guard.h) are watched.
+  ASSERT_TRUE(api_.WaitFor([&] { return api_.OpenWatches() == 5; }));
   // While the watches are down: one pod goes away, another arrives, and the history is
   // compacted, so the reconnect gets 410 and must relist.
   api_.DropWatches();
@@ -1510,6 +1512,29 @@ TEST_F(ExtenderTest, BorrowerIsPlacedOnLentMemoryAndAnOrdinaryPodIsNot) {
     auto n = svc->state().Node("node-a");
     return n && n->lent_at_unix == at && n->LentMib(0) == 8000;
   }));
+  httplib::Client http("127.0.0.1", svc->port());
+  auto lending = [&](int want) {
+    const std::string line = "\nfracgpu_lending_enforced " + std::to_string(want) + "\n";
+    return api_.WaitFor([&] {
+      auto r = http.Get("/metrics");
+      return r && r->body.find(line) != std::string::npos;
+    });
+  };
+  // Until the API server is seen to keep the borrower flag fixed (deploy/'s
+  // ValidatingAdmissionPolicy and its Deny binding, scheduler/borrower_guard.h), a borrower is
+  // placed as an ordinary pod: no lent memory.
+  ASSERT_TRUE(lending(0));
+  EXPECT_EQ(Filter(*svc, borrower, {"node-a", "node-b"})["NodeNames"], json::array({"node-b"}));
+  json policy_binding;
+  for (const json& obj :
+       fakes::LoadManifest(std::string(FRACGPU_SOURCE_DIR) + "/deploy/admission-policy.yaml")) {
+    if (obj.value("kind", "") == "ValidatingAdmissionPolicy") {
+      api_.Put("validatingadmissionpolicies", obj);
+    } else {
+      policy_binding = api_.Put("validatingadmissionpolicybindings", obj);
+    }
+  }
+  ASSERT_TRUE(lending(1));
 
   // Free for an ordinary pod: 16000 - 12000 = 4000; for a borrower 4000 + 8000 = 12000.
   json fb = Filter(*svc, borrower, {"node-a", "node-b"});
@@ -1557,10 +1582,18 @@ TEST_F(ExtenderTest, BorrowerIsPlacedOnLentMemoryAndAnOrdinaryPodIsNot) {
       api_.Put("pods", as_borrower(GpuPod("borrower-3", {{"nvidia.com/gpumem", "2001"}})));
   EXPECT_EQ(Filter(*svc, borrower3, {"node-a"})["NodeNames"], json::array());
 
+  // The binding deleted (or switched to Warn): lending off at once, lent memory is no room.
+  ASSERT_TRUE(api_.Remove("validatingadmissionpolicybindings", "",
+                          policy_binding["metadata"]["name"].get<std::string>()));
+  ASSERT_TRUE(lending(0));
+  EXPECT_EQ(Filter(*svc, borrower2, {"node-a"})["NodeNames"], json::array());
+  api_.Put("validatingadmissionpolicybindings", policy_binding);
+  ASSERT_TRUE(lending(1));
+  EXPECT_EQ(Filter(*svc, borrower2, {"node-a"})["NodeNames"], json::array({"node-a"}));
+
   const std::string labels =
       "{node=\"node-a\",device_uuid=\"GPU-a0\",device_index=\"0\",device_type=\"NVIDIA-NVIDIA "
       "A100-SXM4-80GB\"} ";
-  httplib::Client http("127.0.0.1", svc->port());
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_NE(res->body.find("fracgpu_gpu_memory_lent_bytes" + labels + "8388608000"),

@@ -787,7 +787,9 @@ class FakeApiServerRoutes {
 };
 
 const std::vector<ResourceType>& BuiltinResources() {
-  // k8s.io/api: core/v1 Node, Pod, Event, ResourceQuota; coordination/v1 Lease; resource/v1
+  // k8s.io/api: core/v1 Node, Pod, Event, ResourceQuota; coordination/v1 Lease;
+  // admissionregistration/v1 ValidatingAdmissionPolicy and its Binding, cluster-scoped (stored
+  // and served only: the fake evaluates no CEL); resource/v1
   // (Kubernetes 1.34+, types.go): DeviceClass and ResourceSlice cluster-scoped, ResourceClaim and
   // ResourceClaimTemplate namespaced.
   static const std::vector<ResourceType> kRows = {
@@ -796,6 +798,10 @@ const std::vector<ResourceType>& BuiltinResources() {
       {"", "v1", "events", "Event", true},
       {"", "v1", "resourcequotas", "ResourceQuota", true},
       {"coordination.k8s.io", "v1", "leases", "Lease", true},
+      {"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+       "ValidatingAdmissionPolicy", false},
+      {"admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+       "ValidatingAdmissionPolicyBinding", false},
       {"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false},
       {"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false},
       {"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true},
