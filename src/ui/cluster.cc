@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/annotations.h"
 #include "core/bind_choice.h"
@@ -139,21 +140,48 @@ std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_
 
 namespace {
 
-// Slices per GPU UUID: every recorded allocation collapsed as the scheduler counts it.
-std::map<std::string, json> SlicesByGpu(const core::ClusterState& state) {
-  std::map<std::string, json> out;
+// Slices per GPU UUID: every recorded allocation collapsed as the scheduler counts it, each
+// with its namespace (to decide whether the viewer sees its name).
+struct Slice {
+  std::string ns, pod;
+  int64_t mem_mib = 0, cores = 0;
+};
+std::map<std::string, std::vector<Slice>> SlicesByGpu(const core::ClusterState& state) {
+  std::map<std::string, std::vector<Slice>> out;
   for (const auto& a : state.Allocations()) {
     auto usage = core::CollapsePodUsage(a.grants, a.num_init, a.init_finished);
     if (!usage.ok()) continue;
     auto slash = a.key.find('/');
     std::string ns = slash == std::string::npos ? "" : a.key.substr(0, slash);
     std::string name = slash == std::string::npos ? a.key : a.key.substr(slash + 1);
-    for (const auto& d : *usage) {
-      out[a.node + "\n" + d.uuid].push_back(
-          {{"pod", name}, {"namespace", ns}, {"mem_mib", d.mem_mib}, {"cores", d.cores}});
-    }
+    for (const auto& d : *usage)
+      out[a.node + "\n" + d.uuid].push_back({ns, name, d.mem_mib, d.cores});
   }
   return out;
+}
+
+// One GPU's slices as the viewer may see them (ClusterJson).
+json SlicesJson(const std::vector<Slice>& slices, const NamespaceFilter& visible) {
+  std::vector<const Slice*> sorted;
+  for (const Slice& s : slices) sorted.push_back(&s);
+  // Named slices by namespace and pod (the allocations come in pod UID order).
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Slice* a, const Slice* b) {
+    return std::tie(a->ns, a->pod) < std::tie(b->ns, b->pod);
+  });
+  json named = json::array();
+  std::vector<json> anonymous;
+  for (const Slice* p : sorted) {
+    const Slice& s = *p;
+    if (visible && !s.ns.empty() && visible(s.ns)) {
+      named.push_back(
+          {{"pod", s.pod}, {"namespace", s.ns}, {"mem_mib", s.mem_mib}, {"cores", s.cores}});
+    } else {
+      anonymous.push_back(
+          {{"pod", nullptr}, {"namespace", nullptr}, {"mem_mib", s.mem_mib}, {"cores", s.cores}});
+    }
+  }
+  AppendAnonymousSlices(&named, std::move(anonymous));
+  return named;
 }
 
 }  // namespace
@@ -178,8 +206,7 @@ const core::IdleHolders* FreshIdleHolders(const ClusterSnapshot& snapshot,
 
 // One GPU's idle holders (see ClusterJson).
 json IdleHoldersJson(const ClusterSnapshot& snapshot, const core::IdleHolders* record,
-                     const std::string& uuid,
-                     const std::function<bool(const std::string& ns)>& visible) {
+                     const std::string& uuid, const NamespaceFilter& visible) {
   int64_t count = 0, held = 0, longest = 0;
   json pods = json::array();
   if (record != nullptr) {
@@ -207,21 +234,39 @@ json IdleHoldersJson(const ClusterSnapshot& snapshot, const core::IdleHolders* r
 
 }  // namespace
 
-std::vector<std::string> IdleHolderNamespaces(const ClusterSnapshot& snapshot) {
+std::vector<std::string> NamedNamespaces(const ClusterSnapshot& snapshot) {
   std::set<std::string> out;
+  if (snapshot.dra) {
+    for (const auto& n : snapshot.dra->nodes) {
+      for (const auto& d : n.devices) {
+        for (const auto& a : d.allocations) {
+          auto slash = a.claim.find('/');
+          if (slash != std::string::npos && slash > 0) out.insert(a.claim.substr(0, slash));
+        }
+      }
+    }
+    for (const std::string& p : snapshot.dra->problems) {
+      if (auto ns = ClaimProblemNamespace(p); ns && !ns->empty()) out.insert(*ns);
+    }
+    return {out.begin(), out.end()};
+  }
+  for (const auto& a : snapshot.state->Allocations()) {
+    auto slash = a.key.find('/');
+    if (slash != std::string::npos && slash > 0) out.insert(a.key.substr(0, slash));
+  }
   for (const auto& [node, record] : snapshot.idle_holders) {
     if (!core::IdleHoldersFresh(record.at_unix, snapshot.listed_unix)) continue;
     for (const core::IdleHolder& h : record.holders) {
       auto pod = snapshot.pods_by_uid.find(h.pod_uid);
-      if (pod != snapshot.pods_by_uid.end()) out.insert(pod->second.first);
+      if (pod != snapshot.pods_by_uid.end() && !pod->second.first.empty())
+        out.insert(pod->second.first);
     }
   }
   return {out.begin(), out.end()};
 }
 
-json ClusterJson(const ClusterSnapshot& snapshot,
-                 const std::function<bool(const std::string& ns)>& visible) {
-  if (snapshot.dra) return DraClusterJson(snapshot);
+json ClusterJson(const ClusterSnapshot& snapshot, const NamespaceFilter& visible) {
+  if (snapshot.dra) return DraClusterJson(snapshot, visible);
   auto slices = SlicesByGpu(*snapshot.state);
   const std::map<std::string, int64_t> borrowed = snapshot.state->BorrowedMib();
   const std::vector<const json*> nodes = NodesByName(snapshot);
@@ -238,25 +283,27 @@ json ClusterJson(const ClusterSnapshot& snapshot,
         const core::GpuState& g = state->gpus[i];
         auto it = slices.find(name + "\n" + g.info.uuid);
         auto b = borrowed.find(g.info.uuid);
-        gpus.push_back({{"uuid", g.info.uuid},
-                        {"index", g.info.index},
-                        {"type", g.info.type},
-                        {"numa", g.info.numa},
-                        {"health", g.info.health},
-                        {"cordoned", g.cordoned},
-                        {"count", g.info.count},
-                        {"used", g.used},
-                        {"devmem_mib", g.info.devmem_mib},
-                        {"used_mem_mib", g.used_mem_mib},
-                        {"devcore", g.info.devcore},
-                        {"used_cores", g.used_cores},
-                        // Lending (docs/reclaim.md "Lending"): what the GPU lends to borrowers
-                        // while its node's record is fresh, and what borrowers hold on it.
-                        {"lent_mib", lending ? state->LentMib(i) : 0},
-                        {"borrowed_mib", b == borrowed.end() ? 0 : b->second},
-                        // Pods holding memory there while idle (docs/ui.md "Idle holders").
-                        {"idle_holders", IdleHoldersJson(snapshot, idle, g.info.uuid, visible)},
-                        {"slices", it == slices.end() ? json::array() : it->second}});
+        gpus.push_back(
+            {{"uuid", g.info.uuid},
+             {"index", g.info.index},
+             {"type", g.info.type},
+             {"numa", g.info.numa},
+             {"health", g.info.health},
+             {"cordoned", g.cordoned},
+             {"count", g.info.count},
+             {"used", g.used},
+             {"devmem_mib", g.info.devmem_mib},
+             {"used_mem_mib", g.used_mem_mib},
+             {"devcore", g.info.devcore},
+             {"used_cores", g.used_cores},
+             // Lending (docs/reclaim.md "Lending"): what the GPU lends to borrowers
+             // while its node's record is fresh, and what borrowers hold on it.
+             {"lent_mib", lending ? state->LentMib(i) : 0},
+             {"borrowed_mib", b == borrowed.end() ? 0 : b->second},
+             // Pods holding memory there while idle (docs/ui.md "Idle holders").
+             {"idle_holders", IdleHoldersJson(snapshot, idle, g.info.uuid, visible)},
+             // Named only where the viewer may see; else size and cores alone.
+             {"slices", it == slices.end() ? json::array() : SlicesJson(it->second, visible)}});
         ++total_gpus;
         total_mem += g.info.devmem_mib;
         used_mem += g.used_mem_mib;
@@ -273,6 +320,17 @@ json ClusterJson(const ClusterSnapshot& snapshot,
             {"gpus", total_gpus},
             {"devmem_mib", total_mem},
             {"used_mem_mib", used_mem}}}};
+}
+
+void AppendAnonymousSlices(json* slices, std::vector<json> anonymous) {
+  auto num = [](const json& s, const char* field) {
+    return s.contains(field) && s[field].is_number_integer() ? s[field].get<int64_t>() : 0;
+  };
+  std::stable_sort(anonymous.begin(), anonymous.end(), [&](const json& a, const json& b) {
+    if (num(a, "mem_mib") != num(b, "mem_mib")) return num(a, "mem_mib") > num(b, "mem_mib");
+    return num(a, "cores") > num(b, "cores");
+  });
+  for (auto& s : anonymous) slices->push_back(std::move(s));
 }
 
 json GpuOptionsJson(const ClusterSnapshot& snapshot) {

@@ -84,24 +84,37 @@ std::string FitMessage(int64_t takes, int64_t fit_nodes, int64_t fit_gpus, size_
 /// The pointers point into `snapshot.nodes`.
 std::vector<const nlohmann::json*> NodesByName(const ClusterSnapshot& snapshot);
 
+/// Whether the viewer may see the names of the pods of a namespace (UiService decides it with a
+/// SubjectAccessReview; docs/ui.md "What a viewer sees of other namespaces"). Null: no namespace.
+using NamespaceFilter = std::function<bool(const std::string& ns)>;
+
 /// The dashboard's JSON (GET /api/cluster; DraClusterJson in DRA mode): {"nodes": [{name,
 /// unschedulable, gpu_ready, gpus: [{uuid, index, type, numa, health, cordoned, count, used,
 /// devmem_mib, used_mem_mib, devcore, used_cores, slices: [{pod, namespace, mem_mib, cores}]}]}],
 /// "totals": {nodes, gpus, devmem_mib, used_mem_mib}}. Nodes sorted by name; gpu_ready false
 /// (and gpus empty) for nodes whose GPUs do not count. Memory in MiB, cores in %.
 ///
+/// A slice names its pod and namespace only when `visible` allows its namespace (null: none);
+/// any other slice is anonymous, {"pod": null, "namespace": null, mem_mib, cores}. Named slices
+/// come first, by namespace and pod, then the anonymous ones, largest first
+/// (AppendAnonymousSlices): usage figures stay whole and exact, a pod's name is its tenant's.
+///
 /// Per GPU also "idle_holders": {count, held_mib, longest_idle_s, pods: [{pod, namespace, mib,
 /// idle_s}]}: the pods its node's fresh idle-holder record lists on that GPU (none when the
 /// record is stale, absent or unreadable; a pod the listing does not hold, deleted since, is left
 /// out), idle seconds as of listed_unix. `pods` names only the holders whose namespace `visible`
-/// allows (null: none; the count, MiB and longest idle time cover them all): a holder's name and
-/// idleness are its tenant's.
+/// allows (null: none; the count, MiB and longest idle time cover them all).
 nlohmann::json ClusterJson(const ClusterSnapshot& snapshot,
-                           const std::function<bool(const std::string& ns)>& visible = nullptr);
+                           const NamespaceFilter& visible = nullptr);
 
-/// The namespaces of the pods that the fresh idle-holder records of `snapshot` list (the ones
-/// whose visibility ClusterJson asks about), sorted.
-std::vector<std::string> IdleHolderNamespaces(const ClusterSnapshot& snapshot);
+/// Appends `anonymous` (slices without pod and namespace) to the array `slices`, ordered by
+/// mem_mib then cores, largest first: an order that says nothing of the hidden names.
+void AppendAnonymousSlices(nlohmann::json* slices, std::vector<nlohmann::json> anonymous);
+
+/// The namespaces whose pods ClusterJson could name: those of every slice (in DRA mode, of
+/// every allocated claim and of every claim a DRA problem names) and of the pods the fresh
+/// idle-holder records list; sorted, no "".
+std::vector<std::string> NamedNamespaces(const ClusterSnapshot& snapshot);
 
 /// The options the form offers (part of GET /api/options): the GPU types present (sorted,
 /// distinct) and every GPU {uuid, node, type, index} (DraGpuOptionsJson in DRA mode).

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/dra_convert.h"
@@ -146,7 +147,8 @@ DraCluster BuildDraCluster(const std::vector<json>& nodes, const std::vector<jso
   return out;
 }
 
-json DraClusterJson(const ClusterSnapshot& snapshot) {
+json DraClusterJson(const ClusterSnapshot& snapshot,
+                    const std::function<bool(const std::string& ns)>& visible) {
   const DraCluster& dra = *snapshot.dra;
   std::map<std::string, const DraCluster::Node*> by_name;
   for (const auto& n : dra.nodes) by_name[n.name] = &n;
@@ -161,17 +163,30 @@ json DraClusterJson(const ClusterSnapshot& snapshot) {
       int64_t position = 0;
       for (const auto& d : it->second->devices) {
         json slices = json::array();
+        std::vector<json> anonymous;  // slices of namespaces the viewer may not see
         for (const auto& a : d.allocations) {
           auto slash = a.claim.find('/');
           std::string ns = slash == std::string::npos ? "" : a.claim.substr(0, slash);
           std::string claim = slash == std::string::npos ? a.claim : a.claim.substr(slash + 1);
-          slices.push_back({{"pod", a.pod.empty() ? claim : a.pod},
-                            {"namespace", ns},
-                            {"claim", claim},
-                            {"mem_mib", a.whole ? d.memory.total : a.memory_mib},
-                            {"cores", a.whole ? d.cores.total : a.cores},
-                            {"whole", a.whole}});
+          const int64_t mem = a.whole ? d.memory.total : a.memory_mib;
+          const int64_t cores = a.whole ? d.cores.total : a.cores;
+          if (visible && !ns.empty() && visible(ns)) {
+            slices.push_back({{"pod", a.pod.empty() ? claim : a.pod},
+                              {"namespace", ns},
+                              {"claim", claim},
+                              {"mem_mib", mem},
+                              {"cores", cores},
+                              {"whole", a.whole}});
+          } else {
+            anonymous.push_back({{"pod", nullptr},
+                                 {"namespace", nullptr},
+                                 {"claim", nullptr},
+                                 {"mem_mib", mem},
+                                 {"cores", cores},
+                                 {"whole", a.whole}});
+          }
         }
+        AppendAnonymousSlices(&slices, std::move(anonymous));
         gpus.push_back({{"uuid", DraUuid(d)},
                         {"index", DraInt(d, "index", position)},
                         {"type", DraType(d)},
@@ -198,6 +213,17 @@ json DraClusterJson(const ClusterSnapshot& snapshot) {
                          {"gpu_ready", it != by_name.end()},
                          {"gpus", gpus}});
   }
+  // A claim's problem names it: shown only to a viewer of its namespace, else counted.
+  json problems = json::array();
+  int64_t problems_hidden = 0;
+  for (const std::string& p : dra.problems) {
+    std::optional<std::string> ns = ClaimProblemNamespace(p);
+    if (!ns || (visible && !ns->empty() && visible(*ns))) {
+      problems.push_back(p);
+    } else {
+      ++problems_hidden;
+    }
+  }
   return {{"mode", "dra"},
           {"nodes", out_nodes},
           {"totals",
@@ -205,7 +231,23 @@ json DraClusterJson(const ClusterSnapshot& snapshot) {
             {"gpus", total_gpus},
             {"devmem_mib", total_mem},
             {"used_mem_mib", used_mem}}},
-          {"problems", dra.problems}};
+          {"problems", problems},
+          {"problems_hidden", problems_hidden}};
+}
+
+std::optional<std::string> ClaimProblemNamespace(const std::string& problem) {
+  static const std::string kClaim = "ResourceClaim";
+  if (problem.rfind(kClaim, 0) != 0) return std::nullopt;          // a slice's, a node's
+  if (problem.rfind(kClaim + "s: ", 0) == 0) return std::nullopt;  // "ResourceClaims: N listed"
+  // core::UsageFromSlices names a claim "ResourceClaim <ns>/<name> …"; anything else about a
+  // claim (no metadata, not an object: its text clipped) belongs to nobody the UI can tell.
+  if (problem.rfind(kClaim + " ", 0) != 0) return std::string();
+  const size_t start = kClaim.size() + 1;
+  const size_t slash = problem.find('/', start);
+  const size_t space = problem.find(' ', start);
+  if (slash == std::string::npos || slash == start || (space != std::string::npos && space < slash))
+    return std::string();
+  return problem.substr(start, slash - start);
 }
 
 json DraGpuOptionsJson(const ClusterSnapshot& snapshot) {

@@ -8,7 +8,9 @@
 // simulator's DRA-FirstFit row and of the tests' allocator stand-in.
 
 #include <cstddef>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +50,19 @@ DraCluster BuildDraCluster(const std::vector<nlohmann::json>& nodes,
 /// (allowMultipleAllocations), `devmem_mib` / `devcore` its capacities, `used_mem_mib` /
 /// `used_cores` the consumed capacity (a whole allocation consumes all), `used` the claims on
 /// it and `slices` [{pod, namespace, claim, mem_mib, cores, whole}] (pod: status.reservedFor's
-/// first pod, else the claim's name). No `count`: a shared device has no share limit.
-nlohmann::json DraClusterJson(const ClusterSnapshot& snapshot);
+/// first pod, else the claim's name). No `count`: a shared device has no share limit. As in
+/// ClusterJson, a slice names pod, namespace and claim only when `visible(namespace)` (null:
+/// never); others have them null, after the named ones, largest first. A problem about a claim
+/// (ClaimProblemNamespace) is in `problems` only for a viewer of its namespace, else counted in
+/// `problems_hidden`.
+nlohmann::json DraClusterJson(const ClusterSnapshot& snapshot,
+                              const std::function<bool(const std::string& ns)>& visible = nullptr);
+
+/// The namespace a DraCluster problem belongs to: nullopt for one that names no claim (slices,
+/// nodes, the listing's bounds: shown to everyone); the claim's namespace for
+/// core::UsageFromSlices' "ResourceClaim <ns>/<name> …"; "" (shown to nobody) for a claim without
+/// readable metadata.
+std::optional<std::string> ClaimProblemNamespace(const std::string& problem);
 
 /// The DRA part of GET /api/options: GPU types (the devices' `type` attribute) and every device
 /// {uuid, node, type, index}.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <set>
 
 #include "base/file.h"
@@ -153,7 +154,12 @@ std::string NotebookState(const json& nb) {
 }
 
 UiService::UiService(k8s::Client* client, ClusterSource* cluster, UiOptions options)
-    : client_(client), cluster_(cluster), options_(std::move(options)) {}
+    : client_(client),
+      cluster_(cluster),
+      options_(std::move(options)),
+      access_cache_(std::make_unique<AccessCache>(options_.access_cache_ttl,
+                                                  options_.access_cache_failed_ttl,
+                                                  options_.access_cache_entries, options_.clock)) {}
 
 void UiService::Register(http::Server& server) const {
   server.Route("POST", "/api/preview", [this](const http::Request& r) { return Preview(r); });
@@ -250,17 +256,31 @@ std::set<std::string> UiService::VisibleNamespaces(const http::Request& req,
                                                    const std::vector<std::string>& asked) const {
   std::set<std::string> out;
   // --dashboard-only reads no identity, and a header that did not come through the gateway
-  // names nobody: then no holder is named (fail closed).
+  // names nobody: then no pod is named (fail closed).
   if (options_.dashboard_only || asked.empty() || !FromGateway(req)) return out;
   std::string user;
   std::vector<std::string> groups;
   if (!Caller(req, &user, &groups).ok()) return out;
   size_t reviews = 0;
   for (const std::string& ns : asked) {
-    if (reviews++ >= kMaxIdleHolderReviews) break;  // the rest stay unnamed
-    // The review "Your notebooks" asks: whoever may list the notebooks of a namespace sees
-    // which of its pods hold memory while idle.
-    if (ReviewAccess(*client_, user, groups, "list", ns).ok()) out.insert(ns);
+    // A pod always has a namespace; a review of "" would ask about every namespace.
+    if (ns.empty()) continue;
+    const std::string key = AccessCache::Key(user, groups, ns);
+    std::optional<AccessDecision> decision = access_cache_->Find(key);
+    if (!decision) {
+      if (reviews >= kMaxViewReviews) continue;  // unnamed in this answer; cached ones still count
+      ++reviews;
+      // The review "Your notebooks" asks: whoever may list the notebooks of a namespace sees
+      // its pods' names (slices, idle holders).
+      Status st = ReviewAccess(*client_, user, groups, "list", ns);
+      decision = st.ok()                                      ? AccessDecision::kAllowed
+                 : st.code() == StatusCode::kPermissionDenied ? AccessDecision::kDenied
+                                                              : AccessDecision::kFailed;
+      if (*decision == AccessDecision::kFailed)
+        spdlog::warn("ui: {} (pods of {} stay unnamed for {})", st.message(), ns, user);
+      access_cache_->Put(key, *decision);
+    }
+    if (*decision == AccessDecision::kAllowed) out.insert(ns);
   }
   return out;
 }
@@ -268,7 +288,7 @@ std::set<std::string> UiService::VisibleNamespaces(const http::Request& req,
 http::Response UiService::Cluster(const http::Request& req) const {
   auto snap = cluster_->Get();
   if (!snap.ok()) return ErrorResponse(snap.status().WithPrefix("cluster state unavailable"));
-  const std::set<std::string> visible = VisibleNamespaces(req, IdleHolderNamespaces(*snap));
+  const std::set<std::string> visible = VisibleNamespaces(req, NamedNamespaces(*snap));
   return http::Response::Json(
       200, ClusterJson(*snap, [&visible](const std::string& ns) { return visible.count(ns) > 0; }));
 }

@@ -12,6 +12,9 @@
 // server's own credentials never create or list notebooks for a caller the API server has not
 // authorised (SubjectAccessReview, authorization.k8s.io/v1).
 
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -21,6 +24,7 @@
 #include "core/fit.h"
 #include "http/server.h"
 #include "k8s/client.h"
+#include "ui/access.h"
 #include "ui/cluster.h"
 #include "ui/form.h"
 
@@ -56,11 +60,21 @@ struct UiOptions {
   /// create) and the preview places its claims on the ResourceSlices (DraFitPreviewJson). The
   /// ClusterSource should be in DRA mode too (either one turns the conversion on).
   bool dra_mode = false;
+  /// How long a decision on "may this user see the pods of that namespace" (a
+  /// SubjectAccessReview, allowed or denied) is reused for the dashboard (AccessCache).
+  std::chrono::milliseconds access_cache_ttl{30000};
+  /// The same for a review that failed (API server error; the namespace stays unnamed).
+  std::chrono::milliseconds access_cache_failed_ttl{5000};
+  /// Most (user, groups, namespace) decisions held (least recently used dropped first).
+  size_t access_cache_entries = 1024;
+  /// The cache's clock (tests); null = std::chrono::steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
-/// Most SubjectAccessReviews one GET /api/cluster sends to decide which idle holders to name
-/// (one per namespace; the namespaces beyond stay unnamed).
-inline constexpr size_t kMaxIdleHolderReviews = 16;
+/// Most SubjectAccessReviews one GET /api/cluster sends to decide in which namespaces to name
+/// pods (slices and idle holders; one per namespace not in the AccessCache; the namespaces
+/// beyond stay unnamed in that answer).
+inline constexpr size_t kMaxViewReviews = 16;
 
 /// The message of the notebook endpoints in dashboard-only mode.
 inline constexpr char kDashboardOnlyMessage[] =
@@ -113,10 +127,11 @@ class UiService {
   bool FromGateway(const http::Request& req) const;
   /// The 401 for a request that did not come through the gateway.
   http::Response NotFromGateway() const;
-  /// Of `asked`, the namespaces whose idle holders the caller of `req` may see named on the
-  /// dashboard: those where the user (through the gateway, never in --dashboard-only) may list
-  /// notebooks (ReviewAccess), at most kMaxIdleHolderReviews reviews a request; a review that
-  /// fails or is not made hides the namespace.
+  /// Of `asked`, the namespaces whose pods (slices, idle holders) the caller of `req` may see
+  /// named on the dashboard: those where the user (through the gateway, never in
+  /// --dashboard-only) may list notebooks (ReviewAccess "list", the check of "Your notebooks"),
+  /// decided from access_cache_ or by a review, at most kMaxViewReviews reviews a request; a
+  /// review that fails or is not made hides the namespace. The one rule for naming pods.
   std::set<std::string> VisibleNamespaces(const http::Request& req,
                                           const std::vector<std::string>& asked) const;
   /// The caller's identity or a 403 response naming the header.
@@ -126,6 +141,7 @@ class UiService {
   k8s::Client* client_;
   ClusterSource* cluster_;
   UiOptions options_;
+  std::unique_ptr<AccessCache> access_cache_;  ///< VisibleNamespaces' decisions
 };
 
 }  // namespace fracgpu::ui

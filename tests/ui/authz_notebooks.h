@@ -38,6 +38,15 @@ class AuthzAndNotebooks {
                    }
                    std::lock_guard<std::mutex> lock(mu_);
                    reviews_.push_back(review);
+                   if (fail_reviews_ > 0) {
+                     // As an API server that cannot answer (e.g. its webhook authorizer down).
+                     --fail_reviews_;
+                     res.status = 500;
+                     res.set_content(R"({"kind":"Status","status":"Failure","code":500,)"
+                                     R"("message":"authorizer unavailable"})",
+                                     "application/json");
+                     return;
+                   }
                    const json& ra = review["spec"]["resourceAttributes"];
                    bool allowed = ra["group"] == "kubeflow.org" && ra["resource"] == "notebooks" &&
                                   allowed_.count({review["spec"]["user"].get<std::string>(),
@@ -133,6 +142,11 @@ class AuthzAndNotebooks {
     std::lock_guard<std::mutex> lock(mu_);
     allowed_.insert({user, verb, ns});
   }
+  // The next `n` SubjectAccessReviews are answered 500 (and still recorded).
+  void FailReviews(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_reviews_ = n;
+  }
   std::vector<json> reviews() {
     std::lock_guard<std::mutex> lock(mu_);
     return reviews_;
@@ -154,6 +168,7 @@ class AuthzAndNotebooks {
   std::mutex mu_;
   std::set<std::tuple<std::string, std::string, std::string>> allowed_;
   std::vector<json> reviews_;
+  int fail_reviews_ = 0;
   std::vector<std::pair<std::string, json>> created_;
 };
 

@@ -154,7 +154,9 @@ class UiDraTest : public uitest::UiHarness {
 };
 
 TEST_F(UiDraTest, ClusterShowsDevicesAndConsumedCapacity) {
-  auto [status, c] = Get("/api/cluster");
+  // alice may list notebooks in team-a, the namespace of every claim: she sees their names.
+  authz_.Allow("alice", "list", "team-a");
+  auto [status, c] = Get("/api/cluster", "alice");
   ASSERT_EQ(status, 200) << c.dump();
   EXPECT_EQ(c["mode"], "dra");
   EXPECT_EQ(c["problems"], json::array());
@@ -349,8 +351,17 @@ TEST_F(UiDraTest, HostileSlicesAndClaimsAreReportedNotFatal) {
   not_list["status"]["allocation"]["devices"]["results"] = "x";
   fake_.Put("resourceclaims", not_list);
 
-  auto [status, c] = Get("/api/cluster");
+  // Nobody signed in: the problems naming team-a's claims are counted, not shown.
+  auto [anon_status, anon] = Get("/api/cluster");
+  ASSERT_EQ(anon_status, 200) << anon.dump();
+  EXPECT_EQ(anon["problems_hidden"], 3);
+  EXPECT_EQ(anon["problems"].size(), 5u) << anon["problems"].dump();
+  EXPECT_EQ(anon.dump().find("team-a"), std::string::npos) << anon.dump();
+  // alice may list notebooks in team-a: she reads them all.
+  authz_.Allow("alice", "list", "team-a");
+  auto [status, c] = Get("/api/cluster", "alice");
   ASSERT_EQ(status, 200) << c.dump();
+  EXPECT_EQ(c["problems_hidden"], 0);
   std::vector<std::string> problems = c["problems"].get<std::vector<std::string>>();
   std::sort(problems.begin(), problems.end());
   EXPECT_EQ(
@@ -387,6 +398,34 @@ TEST_F(UiDraTest, HostileSlicesAndClaimsAreReportedNotFatal) {
             "MiB, 9384 MiB free; "
             "gpu-1: taken whole by a claim)");
   EXPECT_EQ(NodeEntry(p, "node-e")["gpus"], json({"GPU-e1"}));
+}
+
+// A claim of a namespace the viewer may not list notebooks in is shown without pod, namespace
+// and claim (docs/ui.md "What a viewer sees of other namespaces"); the device's figures stay
+// whole.
+TEST_F(UiDraTest, ClaimsOfOtherNamespacesAreAnonymous) {
+  json other = Claim("secret-claim", "node-b", "gpu-0", "20000Mi", "40", "customer-x-train");
+  other["metadata"]["namespace"] = "team-b";
+  fake_.Put("resourceclaims", other);
+  authz_.Allow("alice", "list", "team-a");
+  auto [status, c] = Get("/api/cluster", "alice");
+  ASSERT_EQ(status, 200) << c.dump();
+  const json& b0 = c["nodes"][1]["gpus"][0];
+  EXPECT_EQ(b0["uuid"], "GPU-b0");
+  EXPECT_EQ(b0["used_mem_mib"], 20000);
+  EXPECT_EQ(b0["used_cores"], 40);
+  EXPECT_EQ(b0["slices"], json::parse(R"([{"pod":null,"namespace":null,"claim":null,
+      "mem_mib":20000,"cores":40,"whole":false}])"));
+  EXPECT_EQ(c["nodes"][0]["gpus"][0]["slices"][0]["pod"], "train-1");  // team-a: named
+  for (const char* name : {"team-b", "secret-claim", "customer-x"})
+    EXPECT_EQ(c.dump().find(name), std::string::npos) << name;
+  // Nobody signed in: no claim named at all.
+  auto [anon_status, anon] = Get("/api/cluster");
+  ASSERT_EQ(anon_status, 200);
+  EXPECT_EQ(anon.dump().find("team-a"), std::string::npos) << anon.dump();
+  EXPECT_EQ(anon["nodes"][0]["gpus"][0]["slices"], json::parse(R"([
+      {"pod":null,"namespace":null,"claim":null,"mem_mib":4000,"cores":20,"whole":false},
+      {"pod":null,"namespace":null,"claim":null,"mem_mib":3000,"cores":30,"whole":false}])"));
 }
 
 TEST_F(UiDraTest, AnApiServerWithoutTheResourceApiIsAnError) {

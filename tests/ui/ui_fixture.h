@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +54,12 @@ inline json PlacedPod(const std::string& ns, const std::string& name, const std:
 class UiHarness : public ::testing::Test {
  protected:
   void StartUi(UiOptions options, bool dra_mode = false) {
+    // The access cache's clock is the test's: it moves only with Advance().
+    if (!options.clock) {
+      options.clock = [this] {
+        return std::chrono::steady_clock::time_point(std::chrono::milliseconds(clock_ms_.load()));
+      };
+    }
     auto client = fakes::NoRetryClient(authz_.url());
     ASSERT_TRUE(client.ok()) << client.status().message();
     client_ = std::move(*client);
@@ -67,6 +75,9 @@ class UiHarness : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Stop();
   }
+
+  // Moves the access cache's clock on by `d`.
+  void Advance(std::chrono::milliseconds d) { clock_ms_ += d.count(); }
 
   // POST to the UI; returns {status, body}.
   std::pair<int, json> Post(const std::string& path, const std::string& body,
@@ -93,6 +104,7 @@ class UiHarness : public ::testing::Test {
     return body;
   }
 
+  std::atomic<int64_t> clock_ms_{1000000};  // the access cache's clock, in ms
   fakes::FakeApiServer fake_;
   AuthzAndNotebooks authz_{fake_};
   std::unique_ptr<k8s::Client> client_;
