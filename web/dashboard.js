@@ -69,6 +69,10 @@ function idleHolders(g) {
   return { badge, list };
 }
 
+// A slice of a namespace the viewer may not list notebooks in comes without pod and namespace
+// (docs/ui.md "What a viewer sees of other namespaces"): its size and cores only.
+const ANON_TITLE = 'a pod of a namespace whose notebooks you may not list: its size and cores only';
+
 function gpuCard(g) {
   const badges = el('span', { class: 'badges' });
   badges.append(el('span', { class: `badge ${g.health ? 'ok' : 'no'}` }, g.health ? 'healthy' : 'unhealthy'));
@@ -91,7 +95,10 @@ function gpuCard(g) {
     ? el('table', { class: 'slices' },
         el('thead', {}, el('tr', {}, ...['Pod', 'Namespace', 'Memory', 'Cores'].map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', {}, ...g.slices.map((s) =>
-          el('tr', {}, el('td', {}, breakable(s.pod)), el('td', {}, breakable(s.namespace)),
+          el('tr', s.pod === null ? { class: 'anon', title: ANON_TITLE } : {},
+             ...(s.pod === null
+               ? [el('td', {}, 'not shown'), el('td', {}, 'not shown')]
+               : [el('td', {}, breakable(s.pod)), el('td', {}, breakable(s.namespace))]),
              el('td', { class: 'num' }, `${s.mem_mib.toLocaleString()} MiB`),
              // cores 0: no SM limit, the card's cores are time-shared (docs/design/CONTRACT.md §1).
              el('td', { class: 'num', title: s.cores === 0 ? 'no SM limit: time-shared' : 'SM share' },
@@ -156,7 +163,12 @@ async function load() {
     if (!r.ok) throw new Error(body.error ?? `HTTP ${r.status}`);
     data = body;
     // DRA mode: slices and claims that could not be read are left out, and said.
-    $('error').textContent = (body.problems ?? []).length ? `Left out: ${body.problems.join('; ')}` : '';
+    // Problems naming claims of namespaces the viewer may not see are only counted.
+    const problems = [...(body.problems ?? [])];
+    if (body.problems_hidden > 0) {
+      problems.push(`${body.problems_hidden} about ResourceClaims of namespaces you may not see`);
+    }
+    $('error').textContent = problems.length ? `Left out: ${problems.join('; ')}` : '';
     fillTypes();
     render();
   } catch (e) {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { launch, open, screenshot, seedGpus, seedTypes, waitFor } from './lib.mjs';
+import { SEED, expectedSliceRows, launch, open, screenshot, seedGpus, seedTypes, waitFor } from './lib.mjs';
 
 let browser;
 before(async () => { browser = await launch({ user: 'alice', width: 1366, height: 900 }); });
@@ -49,10 +49,11 @@ test('every GPU of the seeded cluster with its bars and slices', async () => {
       const badges = await card.locator('.badge').allTextContents();
       assert.deepEqual(badges, [g.health ? 'healthy' : 'unhealthy', ...(g.cordoned ? ['cordoned'] : []),
                                 `${g.used}/${g.count} slices`]);
+      // alice sees the pods of the namespaces she may list notebooks in; the others' slices
+      // show their size and cores only.
       const rows = await card.locator('table.slices tbody tr').evaluateAll((trs) =>
         trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
-      assert.deepEqual(rows.sort(), g.slices.map((s) => [s.pod, s.namespace, `${fmt(s.mem)} MiB`,
-                                                         s.cores === 0 ? 'time-shared' : `${s.cores} %`]).sort());
+      assert.deepEqual(rows.sort(), expectedSliceRows(g, 'alice'));
     }
   }
   const total = allGpus.reduce((s, g) => s + g.devmem, 0);
@@ -61,6 +62,31 @@ test('every GPU of the seeded cluster with its bars and slices', async () => {
                `${nodes.length} node(s), ${allGpus.length} GPU(s) shown; cluster memory allocated ${fmt(used)} of ${fmt(total)} MiB.`);
   await screenshot(page, 'ui-dashboard.png');
   assert.deepEqual(page.problems, []);
+});
+
+test('nobody signed in: every slice without pod and namespace, the figures whole', async () => {
+  const anonymous = await launch({ user: null, width: 1366, height: 900 });
+  try {
+    const page = await open(anonymous.context, 'dashboard.html');
+    await waitFor(page, (n) => document.querySelectorAll('article.gpu').length === n, allGpus.length,
+                  `${allGpus.length} GPU cards`);
+    for (const g of allGpus) {
+      const card = page.locator(`article[aria-label="GPU ${g.index} ${g.uuid}"]`);
+      const rows = await card.locator('table.slices tbody tr').evaluateAll((trs) =>
+        trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
+      assert.deepEqual(rows.sort(), expectedSliceRows(g, null), g.uuid);
+      assert.equal(await card.locator('tr.anon').count(), g.slices.length, `${g.uuid}: every row marked anonymous`);
+    }
+    // No pod or namespace of the seed anywhere on the page.
+    const text = await page.locator('body').textContent();
+    for (const pod of SEED.pods) {
+      assert.ok(!text.includes(pod.metadata.name), `${pod.metadata.name} on the page`);
+      assert.ok(!text.includes(pod.metadata.namespace), `${pod.metadata.namespace} on the page`);
+    }
+    assert.deepEqual(page.problems, []);
+  } finally {
+    await anonymous.close();
+  }
 });
 
 test('filters by GPU type and by node name', async () => {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 
-import { UI_URL, launch, open, screenshot, seedGpus, waitFor } from './lib.mjs';
+import { UI_URL, expectedSliceRows, launch, open, screenshot, seedGpus, waitFor } from './lib.mjs';
 
 const allGpus = seedGpus().flatMap((n) => n.gpus);
 const browsers = [];
@@ -20,6 +20,12 @@ for (const [width, height] of [[390, 844], [1280, 900]]) {
     await waitFor(page, () => !document.querySelector('nav a[href="index.html"]'), null, 'no link to the notebook form',
                   async () => page.locator('nav').textContent());
     assert.deepEqual(await page.locator('nav a').allTextContents(), ['GPU dashboard']);
+    // --dashboard-only reads no identity: no slice is named, even to alice.
+    for (const g of allGpus) {
+      const rows = await page.locator(`article[aria-label="GPU ${g.index} ${g.uuid}"] table.slices tbody tr`)
+        .evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
+      assert.deepEqual(rows.sort(), expectedSliceRows(g, null), g.uuid);
+    }
     await screenshot(page, `ui-dashboard-only-${width}px.png`);
     // The form's address leads to the dashboard.
     await page.goto(`${UI_URL}/index.html`);

@@ -134,6 +134,26 @@ export async function reviews() {
 
 // ---------------------------------------------------------------- the seeded cluster
 
+/**
+ * The namespaces whose pods the dashboard names to `user` (null: nobody signed in): those where
+ * seed.json's "allow" lets the user list notebooks (docs/ui.md "What a viewer sees of other
+ * namespaces").
+ */
+export function namedNamespaces(user) {
+  return new Set(SEED.allow.filter((a) => user && a.user === user && a.verb === 'list').map((a) => a.namespace));
+}
+
+/**
+ * The rows of a GPU's slice table as `user` sees them: [pod, namespace, memory, cores], the pod
+ * and namespace "not shown" outside namedNamespaces(user); sorted.
+ */
+export function expectedSliceRows(g, user) {
+  const named = namedNamespaces(user);
+  const fmt = (n) => n.toLocaleString('en-US');
+  return g.slices.map((s) => [...(named.has(s.namespace) ? [s.pod, s.namespace] : ['not shown', 'not shown']),
+                              `${fmt(s.mem)} MiB`, s.cores === 0 ? 'time-shared' : `${s.cores} %`]).sort();
+}
+
 /** GPUs of the seed, with usage summed from the pods' hami.io/vgpu-devices-allocated. */
 export function seedGpus() {
   const usage = new Map();
