@@ -422,6 +422,13 @@ ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml,
     if (pid <= 0) return InvalidArgument("not a process id");
     return reader->StartTime(static_cast<uint32_t>(pid));
   };
+  // The driver's account the bypass detection reads (NVML's process lists with their memory):
+  // the idle-lending fallback's live bytes of a container on its granted GPU.
+  host.gpu_processes = [processes]() -> Result<std::vector<enforce::GpuSample>> {
+    if (processes == nullptr) return Unavailable("no NVML process list");
+    std::vector<std::string> errors;  // a GPU NVML cannot list has processes_ok false
+    return processes->Sample(&errors);
+  };
   return host;
 }
 

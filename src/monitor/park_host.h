@@ -97,7 +97,8 @@ HostMemory ReadCgroupMemory(const std::string& proc_root, const std::string& cgr
 /// ReadSliceGrant under `limits_dir` (<hook>/vgpu/limits); verify_process maps the pid with the
 /// enforcement's mapping (enforce::ProcReader::Identify under `proc_root`, NamedContainer): its
 /// pod UID and container must be the directory's, and with on_gpu `processes` must list it on
-/// the GPU; start_time is enforce::ProcReader::StartTime.
+/// the GPU; start_time is enforce::ProcReader::StartTime; gpu_processes is `processes`'s Sample
+/// (no `processes`: unavailable, and the idle-lending fallback lends nothing).
 ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml,
                       enforce::ProcessSource* processes, std::string proc_root,
                       std::string cgroup_root, std::string limits_dir);

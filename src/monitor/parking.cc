@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -259,6 +260,8 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
                           const std::map<std::string, PodRef>& pods, bool borrower_pending) {
   std::set<std::string> present;
   idle_lent_.clear();
+  // NVML's process lists, read at most once a poll and only when a slice may lend.
+  std::optional<Result<std::vector<enforce::GpuSample>>> sample;
   const auto idle_after = static_cast<uint64_t>(std::max<int64_t>(0, options_.idle_after.count()));
   for (const ContainerDir& dir : dirs) {
     present.insert(dir.name);
@@ -305,54 +308,63 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
       case ParkAction::kNone:
         break;
     }
-    // The fallback: an idle, opted-in slice not parked lends its never-allocated part on each
-    // of its GPUs (idle_ns is the region's, shared by its devices). After the decision: a slice
-    // parked now lends its released bytes only (LentFromSlices), and its park is no owner
-    // coming back.
+    // The fallback: an idle, opted-in slice not parked lends its never-allocated part on its
+    // granted GPU (idle_ns is the region's). After the decision: a slice parked now lends its
+    // released bytes only (LentFromSlices), and its park is no owner coming back. The GPU and
+    // the limit are the grant's, the live bytes the larger of the region's and the driver's
+    // (FallbackTruth): the region is the tenant's to write.
     const bool now_parked = parked_.count(dir.name) > 0;
     const bool idle = in.opted_in && !now_parked && in.idle_ns >= idle_after;
     const std::string owner =
         pod == pods.end() ? dir.pod_uid : pod->second.namespace_name + "/" + pod->second.name;
-    for (size_t i = 0; i < region->devices.size(); ++i) {
-      const SliceDevice& dev = region->devices[i];
-      const uint64_t b = idle && !dev.fail_closed
-                             ? IdleLendBytes({dev.uuid, dev.memory_limit_bytes, dev.used_bytes},
-                                             options_.idle_lend_margin_bytes)
-                             : 0;
-      // libvgpu.so's reclaim requests (device 0 of a one-GPU slice whose grant is verified):
-      // answered first; an eviction they cause stands for the after-the-fact one below.
-      const bool answered =
-          i == 0 && AnswerReclaims(dir, path, *region, b, now_parked, now_ns, owner);
-      auto answering = i == 0 ? answering_.find(dir.name) : answering_.end();
-      const bool quiet = answering != answering_.end() && now_ns < answering->second.quiet_until_ns;
-      if (b > 0 && !quiet) {
-        uint64_t& sum = idle_lent_[dev.uuid];
-        sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
-      }
-      // The owner of a part lent at the last poll allocates again (its live bytes grew) or is
-      // no longer idle: where the GPU lacks the room for the rest of its slice, its borrowers
-      // are evicted (the weaker fallback: after the fact, at the poll's pace; the only one for
-      // an older libvgpu.so, which raises no request).
-      const std::string key = dir.name + "#" + std::to_string(i);
-      auto lent = lending_.find(key);
-      if (!answered && lent != lending_.end() && !now_parked &&
-          (b == 0 || dev.used_bytes > lent->second.used_bytes) &&
-          dev.memory_limit_bytes > dev.used_bytes) {
-        const uint64_t rest = dev.memory_limit_bytes - dev.used_bytes;
-        if (answering != answering_.end()) {  // the grant bounds it, and one eviction at a time
-          Answering& a = answering->second;
-          const uint64_t entitled =
-              a.grant_bytes > dev.used_bytes ? a.grant_bytes - dev.used_bytes : 0;
-          ReclaimForSlice(a, std::min(rest, entitled), owner, now_ns);
+    auto lent = lending_.find(dir.name);
+    std::optional<Result<FallbackFacts>> facts;
+    if (idle || (lent != lending_.end() && !now_parked)) {
+      facts = FallbackTruth(dir, *region, pod == pods.end() ? nullptr : &pod->second, &sample);
+      std::string& last = lend_errors_[dir.name];
+      const std::string why = facts->ok() ? "" : facts->status().message();
+      if (idle && !why.empty() && why != last)
+        spdlog::warn("parking {}: its never-allocated part is not lent: {}", dir.name, why);
+      last = why;
+    }
+    const FallbackFacts* known = facts && facts->ok() ? &facts->value() : nullptr;
+    const uint64_t b =
+        idle && known && !region->devices[0].fail_closed
+            ? IdleLendBytes({known->grant.uuid, known->grant.bytes, known->live_bytes},
+                            options_.idle_lend_margin_bytes)
+            : 0;
+    // libvgpu.so's reclaim requests (a one-GPU slice whose grant is verified): answered first;
+    // an eviction they cause stands for the after-the-fact one below.
+    const bool answered = !region->devices.empty() &&
+                          AnswerReclaims(dir, path, *region, known, b, now_parked, now_ns, owner);
+    auto answering = answering_.find(dir.name);
+    const bool quiet = answering != answering_.end() && now_ns < answering->second.quiet_until_ns;
+    if (b > 0 && !quiet) {
+      uint64_t& sum = idle_lent_[known->grant.uuid];
+      sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+    }
+    // The owner of a part lent at the last poll allocates again (its live bytes grew) or is no
+    // longer idle: where the GPU lacks the room for the rest of its grant, its borrowers are
+    // evicted (the weaker fallback: after the fact, at the poll's pace; the only one for an
+    // older libvgpu.so, which raises no request). The rest is the grant less the live bytes,
+    // the driver's included; NVML unreadable now, the region's alone, still within the grant.
+    if (!answered && lent != lending_.end() && !now_parked) {
+      const uint64_t live = known                     ? known->live_bytes
+                            : region->devices.empty() ? 0
+                                                      : region->devices[0].used_bytes;
+      if (b == 0 || live > lent->second.live_bytes) {
+        const uint64_t rest = lent->second.grant_bytes > live ? lent->second.grant_bytes - live : 0;
+        if (answering != answering_.end()) {  // one eviction at a time
+          ReclaimForSlice(answering->second, rest, owner, now_ns);
         } else {
           ReclaimForOwner(lent->second.uuid, rest, owner);
         }
       }
-      if (b > 0) {
-        lending_[key] = {dev.uuid, dev.used_bytes};
-      } else if (lent != lending_.end()) {
-        lending_.erase(lent);
-      }
+    }
+    if (b > 0) {
+      lending_[dir.name] = {known->grant.uuid, known->grant.bytes, known->live_bytes};
+    } else if (lent != lending_.end()) {
+      lending_.erase(lent);
     }
   }
   // A directory gone (its pod removed): its processes are gone with it.
@@ -361,12 +373,59 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
   for (auto it = first_seen_ns_.begin(); it != first_seen_ns_.end();)
     it = present.count(it->first) ? std::next(it) : first_seen_ns_.erase(it);
   for (auto it = lending_.begin(); it != lending_.end();)
-    it = present.count(it->first.substr(0, it->first.rfind('#'))) ? std::next(it)
-                                                                  : lending_.erase(it);
+    it = present.count(it->first) ? std::next(it) : lending_.erase(it);
+  for (auto it = lend_errors_.begin(); it != lend_errors_.end();)
+    it = present.count(it->first) ? std::next(it) : lend_errors_.erase(it);
   for (auto it = answering_.begin(); it != answering_.end();)
     it = present.count(it->first) ? std::next(it) : answering_.erase(it);
   for (auto it = mark_errors_.begin(); it != mark_errors_.end();)
     it = present.count(it->first) ? std::next(it) : mark_errors_.erase(it);
+}
+
+Result<ParkController::FallbackFacts> ParkController::FallbackTruth(
+    const ContainerDir& dir, const RegionContents& region, const PodRef* pod,
+    std::optional<Result<std::vector<enforce::GpuSample>>>* sample) {
+  if (!host_.grant || !host_.verify_process || !host_.gpu_processes)
+    return Unavailable("the agent cannot read the slice's grant or NVML's processes");
+  auto grant = host_.grant(dir.name);
+  if (!grant.ok()) return Unavailable("its grant is unknown: " + grant.status().message());
+  if (region.devices.size() != 1)
+    return InvalidArgument("its region names " + std::to_string(region.devices.size()) +
+                           " GPUs, its grant one (" + grant->uuid + ")");
+  if (!EqualsIgnoreCase(region.devices[0].uuid, grant->uuid))
+    return InvalidArgument("its region names GPU " + region.devices[0].uuid.substr(0, 96) +
+                           ", its grant " + grant->uuid);
+  if (!sample->has_value()) *sample = host_.gpu_processes();
+  const Result<std::vector<enforce::GpuSample>>& gpus = **sample;
+  if (!gpus.ok()) return Unavailable("NVML: " + gpus.status().message());
+  const enforce::GpuSample* gpu = nullptr;
+  for (const enforce::GpuSample& g : *gpus)
+    if (EqualsIgnoreCase(g.uuid, grant->uuid)) gpu = &g;
+  if (gpu == nullptr) return Unavailable("NVML lists no GPU " + grant->uuid);
+  if (!gpu->processes_ok) return Unavailable("NVML cannot list the processes of " + grant->uuid);
+  // The container's own processes among those NVML lists on the GPU, verified as the park
+  // verifies a pid (its cgroup's pod and container). Another pod's or container's process, a
+  // host process, or one gone since NVML listed it is not the container's; a process that
+  // cannot be told (its pod's containers not named yet, /proc unreadable) leaves the live
+  // bytes unknown.
+  uint64_t driver = 0;
+  for (const enforce::DriverProcess& p : gpu->processes) {
+    if (p.host_pid == 0 || p.host_pid > static_cast<uint32_t>(INT32_MAX)) continue;
+    auto v = host_.verify_process(static_cast<int>(p.host_pid), dir, pod, grant->uuid,
+                                  /*on_gpu=*/false);
+    if (v.ok()) {
+      driver = driver > UINT64_MAX - p.used_bytes ? UINT64_MAX : driver + p.used_bytes;
+    } else if (v.status().code() != StatusCode::kPermissionDenied &&
+               v.status().code() != StatusCode::kNotFound) {
+      return Unavailable("pid " + std::to_string(p.host_pid) + " on " + grant->uuid +
+                         " cannot be told the container's or not: " + v.status().message());
+    }
+  }
+  FallbackFacts f;
+  f.grant = std::move(*grant);
+  f.driver_bytes = driver;
+  f.live_bytes = std::max(region.devices[0].used_bytes, driver);
+  return f;
 }
 
 void ParkController::MarkReclaimLending(const std::string& dir_name, const std::string& path,
@@ -379,20 +438,20 @@ void ParkController::MarkReclaimLending(const std::string& dir_name, const std::
 }
 
 bool ParkController::AnswerReclaims(const ContainerDir& dir, const std::string& path,
-                                    const RegionContents& region, uint64_t lent_now, bool parked,
-                                    uint64_t now_ns, const std::string& owner) {
+                                    const RegionContents& region, const FallbackFacts* facts,
+                                    uint64_t lent_now, bool parked, uint64_t now_ns,
+                                    const std::string& owner) {
   auto it = answering_.find(dir.name);
   bool fresh = false;
-  // The mark is set only where the agent knows what it may evict for: one GPU, the grant's.
-  if (it == answering_.end() && lent_now > 0 && region.devices.size() == 1 && host_.grant) {
-    auto grant = host_.grant(dir.name);
-    if (grant.ok() && EqualsIgnoreCase(region.devices[0].uuid, grant->uuid)) {
-      Answering a;
-      a.uuid = grant->uuid;
-      a.grant_bytes = grant->bytes;
-      it = answering_.emplace(dir.name, std::move(a)).first;
-      fresh = true;
-    }
+  // The mark is set only where the agent knows what it may evict for: one GPU, the grant's
+  // (FallbackTruth checked both; a slice lends only then).
+  if (it == answering_.end() && lent_now > 0 && facts != nullptr && region.devices.size() == 1 &&
+      EqualsIgnoreCase(region.devices[0].uuid, facts->grant.uuid)) {
+    Answering a;
+    a.uuid = facts->grant.uuid;
+    a.grant_bytes = facts->grant.bytes;
+    it = answering_.emplace(dir.name, std::move(a)).first;
+    fresh = true;
   }
   if (it == answering_.end()) {
     // A mark this agent does not hold (an earlier agent's, or the tenant's own): cleared, so no
@@ -437,9 +496,12 @@ bool ParkController::AnswerReclaims(const ContainerDir& dir, const std::string& 
   ++reclaim_requests_;
   // The tenant wrote both the request and its live bytes: the grant bounds what is evicted.
   // `held` is what the slice holds besides the waiting allocations (charged before the driver
-  // refused them); it may take back at most its grant less that, and at most what it lent.
+  // refused them), at least what NVML shows its processes holding when known (the refused
+  // allocations hold nothing there); it may take back at most its grant less that, and at most
+  // what it lent.
   const uint64_t used = region.devices[0].used_bytes;
-  const uint64_t held = used > asked ? used - asked : 0;
+  const uint64_t held =
+      std::max(used > asked ? used - asked : 0, facts != nullptr ? facts->driver_bytes : 0);
   const uint64_t entitled = a.grant_bytes > held ? a.grant_bytes - held : 0;
   const uint64_t need = std::min({asked, a.lent_bytes, entitled});
   a.quiet_until_ns =

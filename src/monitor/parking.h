@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -29,6 +30,7 @@
 
 #include "base/status.h"
 #include "core/lent.h"
+#include "enforce/enforce.h"
 #include "k8s/client.h"
 #include "monitor/container_dirs.h"
 #include "monitor/pods.h"
@@ -60,7 +62,7 @@ struct ParkingOptions {
   /// The idle-lending fallback (issue 36 item 4, docs/reclaim.md "The fallback"): an opted-in
   /// slice idle for idle_after that this agent has not parked (the driver is not on the
   /// allow-list, the slice is ineligible, or no borrower is pending) lends its never-allocated
-  /// part, limit − live bytes − this margin, bytes (the owner's next allocation of a CUDA pool
+  /// part, grant − live bytes − this margin, bytes (the owner's next allocation of a CUDA pool
   /// chunk or a context's growth, without waiting for an eviction). Set it above any slice
   /// (e.g. UINT64_MAX) to lend nothing.
   uint64_t idle_lend_margin_bytes = uint64_t{256} << 20;
@@ -142,6 +144,14 @@ struct ParkHost {
       verify_process;
   /// The start time of `pid` now (/proc/<pid>/stat field 22). Errors: kNotFound (gone), others.
   std::function<Result<uint64_t>(int pid)> start_time;
+  /// The driver's account of every GPU: its compute and graphics processes (host pids) with
+  /// the device memory each holds (NVML's usedGpuMemory, bytes), as
+  /// enforce::ProcessSource::Sample gives it to the bypass detection; a GPU whose processes
+  /// NVML cannot list has processes_ok false. The idle-lending fallback counts the processes of
+  /// a slice's container on its granted GPU (verify_process, its cgroup) in its live bytes,
+  /// which the region alone (the tenant's to write) cannot prove. Errors: NVML cannot be read.
+  /// Null, an error, or the GPU missing or unlisted: the fallback lends nothing (fail closed).
+  std::function<Result<std::vector<enforce::GpuSample>>()> gpu_processes;
 };
 
 /// A container slice this agent holds parked.
@@ -170,10 +180,13 @@ struct ParkedSlice {
 };
 
 /// What one opted-in, idle, running (not parked) slice can lend on one GPU (IdleLendBytes).
+/// The controller fills it from the grant and the driver, never from the region alone
+/// (docs/reclaim.md "The fallback").
 struct IdleSlice {
-  std::string uuid;          ///< the GPU, as the region names it
-  uint64_t limit_bytes = 0;  ///< the slice's memory limit; 0 = unlimited (lends nothing)
-  uint64_t used_bytes = 0;   ///< the region's live (charged) bytes
+  std::string uuid;          ///< the GPU, the grant's (SliceGrant::uuid)
+  uint64_t limit_bytes = 0;  ///< the grant's memory (SliceGrant::bytes); 0 lends nothing
+  /// The live bytes: max(the region's charged bytes, NVML's of the container's processes)
+  uint64_t used_bytes = 0;
 };
 
 /// The never-allocated part a slice lends: limit − used − margin, bytes, 0 when the slice is
@@ -211,7 +224,9 @@ class ParkController {
   /// The last park or wake outcome per directory name (for the log and tests): a sentence.
   const std::map<std::string, std::string>& last_outcome() const { return last_outcome_; }
   /// What the opted-in slices idle for idle_after and not parked lend at the last poll, bytes
-  /// by GPU UUID (IdleLendBytes summed; a region that does not read or validate lends nothing).
+  /// by GPU UUID (IdleLendBytes summed over grant − live − margin; nothing from a region that
+  /// does not read or validate, a slice without a readable one-GPU grant or whose region names
+  /// another GPU, or one whose GPU NVML cannot list: ParkHost::gpu_processes).
   const std::map<std::string, uint64_t>& idle_lent() const { return idle_lent_; }
   /// Borrowers evicted so far: for wakes, and for owners of lent never-allocated parts that
   /// came back (the weaker fallback of docs/reclaim.md "The fallback").
@@ -253,12 +268,28 @@ class ParkController {
     /// The slice lends nothing until then (its owner asked for memory back).
     uint64_t quiet_until_ns = 0;
   };
+  /// What the fallback counts on for a running slice, none of it the region's word alone.
+  struct FallbackFacts {
+    SliceGrant grant;           ///< the GPU and the limit (ParkHost::grant)
+    uint64_t driver_bytes = 0;  ///< NVML's usedGpuMemory of the container's processes there
+    uint64_t live_bytes = 0;    ///< max(the region's live bytes, driver_bytes)
+  };
+  // The fallback's facts of slice `dir` (pod `pod`, null: unknown): its grant (whose GPU the
+  // region's one device must name) and its live bytes on that GPU, the driver's counted over
+  // the processes NVML lists there that verify_process says are the container's. `sample`
+  // holds this poll's NVML process lists (read on first use). Errors: why it lends nothing
+  // (no grant, another GPU or several, NVML unreadable, a process that cannot be told).
+  Result<FallbackFacts> FallbackTruth(
+      const ContainerDir& dir, const RegionContents& region, const PodRef* pod,
+      std::optional<Result<std::vector<enforce::GpuSample>>>* sample);
   // Answers the reclaim requests of device 0 of `dir` (lending `lent_now` bytes at this poll,
-  // region.devices[0]): sets or clears the mark, evicts for new requests (bounded by the grant).
-  // True when requests were answered at this poll (the after-the-fact path then stands aside).
+  // region.devices[0]; `facts`: FallbackTruth's at this poll, null when not known): sets or
+  // clears the mark (set only from known facts), evicts for new requests (bounded by the
+  // grant). True when requests were answered at this poll (the after-the-fact path then
+  // stands aside).
   bool AnswerReclaims(const ContainerDir& dir, const std::string& path,
-                      const RegionContents& region, uint64_t lent_now, bool parked, uint64_t now_ns,
-                      const std::string& owner);
+                      const RegionContents& region, const FallbackFacts* facts, uint64_t lent_now,
+                      bool parked, uint64_t now_ns, const std::string& owner);
   // Evicts for `need_bytes` free on the slice's GPU unless an eviction for at least as much is
   // still under way.
   void ReclaimForSlice(Answering& a, uint64_t need_bytes, const std::string& owner,
@@ -274,13 +305,15 @@ class ParkController {
   std::map<std::string, ParkedSlice> parked_;
   std::map<std::string, uint64_t> first_seen_ns_;
   std::map<std::string, uint64_t> idle_lent_;
-  /// A device of a running slice that lent its never-allocated part at the last poll, keyed
-  /// "<dir>#<device index>": its GPU and its live bytes then.
+  /// A running slice that lent its never-allocated part at the last poll, keyed by directory
+  /// name: its grant's GPU and memory, and its live bytes then (FallbackFacts).
   struct Lending {
     std::string uuid;
-    uint64_t used_bytes = 0;
+    uint64_t grant_bytes = 0;
+    uint64_t live_bytes = 0;
   };
   std::map<std::string, Lending> lending_;
+  std::map<std::string, std::string> lend_errors_;  // directory → why it last did not lend
   std::map<std::string, Answering> answering_;
   std::map<std::string, std::string> mark_errors_;  // directory → the last mark write error
   std::map<std::string, std::string> last_outcome_;

@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "../vgpu/harness.h"
+#include "api/limits.h"
 #include "api/nvml.h"
 #include "api/region.h"
 #include "core/annotations.h"
@@ -764,6 +765,28 @@ TEST(LentFromParked, SumsTheReleasedMemoryPerGpu) {
 namespace fracgpu::monitor::testing {
 namespace {
 
+// The fallback's facts for hand-made regions (ParkController's FallbackTruth, scripted): each
+// slice's grant by directory name (absent: unknown, as for a slice of two GPUs, which
+// ReadSliceGrant refuses), and NVML listing GPUs `uuids` with no process on them (the live
+// bytes are then the region's).
+void GrantsAndIdleGpus(ParkHost* host, std::map<std::string, SliceGrant> grants,
+                       std::vector<std::string> uuids) {
+  host->grant = [grants](const std::string& dir) -> Result<SliceGrant> {
+    auto it = grants.find(dir);
+    if (it == grants.end()) return NotFound("no limits file for " + dir);
+    return it->second;
+  };
+  host->verify_process = [](int, const ContainerDir&, const PodRef*, const std::string&,
+                            bool) -> Result<uint64_t> {
+    return PermissionDenied("not a process of the container");
+  };
+  host->gpu_processes = [uuids]() -> Result<std::vector<enforce::GpuSample>> {
+    std::vector<enforce::GpuSample> out(uuids.size());
+    for (size_t i = 0; i < uuids.size(); ++i) out[i].uuid = uuids[i];
+    return out;
+  };
+}
+
 // IdleLendBytes (issue 36 item 4): limit − used − margin, saturating; nothing for an unlimited
 // slice, a slice that names no GPU, or a used total at or above the limit (the tenant's write).
 TEST(IdleLendBytes, TheNeverAllocatedPartLessTheMargin) {
@@ -779,8 +802,9 @@ TEST(IdleLendBytes, TheNeverAllocatedPartLessTheMargin) {
 
 // The controller's poll lends, per GPU, the never-allocated part of the opted-in slices idle for
 // idle_after that it has not parked (no borrower pending here, so nothing parks): not before the
-// idle time, not for a pod that does not opt in, not for an unlimited device, nothing from a
-// region that does not validate; the record merges it with the parked slices' released memory.
+// idle time, not for a pod that does not opt in, not for a slice of two GPUs (its grant names
+// one), nothing from a region that does not validate; the record merges it with the parked
+// slices' released memory.
 TEST(IdleLending, OptedInIdleSlicesLendTheirNeverAllocatedPartPerGpu) {
   TempDir root;
   std::vector<ContainerDir> dirs;
@@ -801,7 +825,7 @@ TEST(IdleLending, OptedInIdleSlicesLendTheirNeverAllocatedPartPerGpu) {
   };
   add("a", {{"GPU-a", 1024 * kMiB, 0}}, {{0, 0, 100 * kMiB}});
   add("b", {{"GPU-a", 1024 * kMiB, 0}}, {{0, 0, 100 * kMiB}});  // pod b does not opt in
-  add("c", {{"GPU-a", 512 * kMiB, 0}, {"GPU-b", 0, 0}}, {});    // GPU-b unlimited
+  add("c", {{"GPU-a", 512 * kMiB, 0}, {"GPU-b", 0, 0}}, {});    // two GPUs: no grant
   add("d", {{"GPU-b", 1024 * kMiB, 0}}, {{0, 0, 900 * kMiB}});  // less than the margin free
   add("e", {{"GPU-b", 1024 * kMiB, 0}}, {});
   for (vgpu::RegionHandle& h : handles) vgpu::RegionClose(&h);
@@ -811,13 +835,17 @@ TEST(IdleLending, OptedInIdleSlicesLendTheirNeverAllocatedPartPerGpu) {
     pods[uid] = PodRef{uid, "notebooks", uid, {}, "", ""};
   pods["b"] = PodRef{"b", "team-a", "b", {}, "", ""};
 
-  ParkController controller(Options(), ParkHost{});
+  ParkHost host;
+  const SliceGrant on_a{"GPU-a", 1024 * kMiB}, on_b{"GPU-b", 1024 * kMiB};
+  GrantsAndIdleGpus(&host, {{"a_main", on_a}, {"b_main", on_a}, {"d_main", on_b}, {"e_main", on_b}},
+                    {"GPU-a", "GPU-b"});
+  ParkController controller(Options(), host);
   controller.Poll(1 * kMin, dirs, pods, false);  // first seen: idle 0
   EXPECT_TRUE(controller.idle_lent().empty());
   controller.Poll(11 * kMin - 1, dirs, pods, false);  // 1 ns short
   EXPECT_TRUE(controller.idle_lent().empty());
   controller.Poll(11 * kMin, dirs, pods, false);
-  const std::map<std::string, uint64_t> want = {{"GPU-a", (668 + 256) * kMiB}};
+  const std::map<std::string, uint64_t> want = {{"GPU-a", 668 * kMiB}};
   EXPECT_EQ(controller.idle_lent(), want);
   EXPECT_TRUE(controller.parked().empty());
 
@@ -827,14 +855,14 @@ TEST(IdleLending, OptedInIdleSlicesLendTheirNeverAllocatedPartPerGpu) {
   parked["q_main"].uuid = "GPU-c";
   parked["q_main"].lent_bytes = kMiB / 2;
   EXPECT_EQ(core::FormatLentMemory(LentFromSlices(parked, controller.idle_lent(), 7)),
-            "7;GPU-a:1024");
+            "7;GPU-a:768");
   // Half a MiB parked plus half a MiB idle on one GPU: summed before the rounding.
   EXPECT_EQ(core::FormatLentMemory(LentFromSlices(parked, {{"GPU-c", kMiB / 2}}, 7)),
             "7;GPU-a:100,GPU-c:1");
 
   pods["a"].park = "false";  // opting out stops the lending at the next poll
   controller.Poll(12 * kMin, dirs, pods, false);
-  EXPECT_EQ(controller.idle_lent(), (std::map<std::string, uint64_t>{{"GPU-a", 256 * kMiB}}));
+  EXPECT_TRUE(controller.idle_lent().empty());
 }
 
 }  // namespace
@@ -864,6 +892,7 @@ TEST(IdleLending, AnOwnerThatAllocatesAgainEvictsTheBorrowersWhenTheGpuLacksItsS
   uint64_t free = 200 * kMiB;
   std::vector<std::tuple<std::string, uint64_t, std::string>> calls;
   ParkHost host;
+  GrantsAndIdleGpus(&host, {{"a_main", {"GPU-a", 1024 * kMiB}}}, {"GPU-a"});
   host.free_bytes = [&](const std::string&) { return free; };
   host.reclaim = [&](const std::string& uuid, uint64_t need, const std::string& owner) {
     calls.emplace_back(uuid, need, owner);
@@ -1144,6 +1173,7 @@ class ReclaimRequests : public ::testing::Test {
       calls_.emplace_back(uuid, need, owner);
       return Result<int>(1);
     };
+    GrantsAndIdleGpus(&host_, {}, {"GPU-a", "GPU-b"});  // NVML: no process listed
     host_.grant = [this](const std::string& dir) -> Result<SliceGrant> {
       if (dir != d_.name) return NotFound("no grant for " + dir);
       return grant_;
@@ -1250,10 +1280,12 @@ TEST_F(ReclaimRequests, AForgedRequestEvictsNoMoreThanTheGrantAllows) {
   std::atomic_ref<uint64_t>(h_.region->slots[0].reclaim_requests).store(UINT64_MAX);
   c.Poll(12 * kMin, {d_}, pods_, false);
   ASSERT_EQ(calls_.size(), 1u);
-  EXPECT_EQ(Need(0), "GPU-a 512 MiB");  // the grant, not 4 GiB nor 2^64 bytes
+  // What it lent, the grant less its live bytes (now 0) and the margin: 512 − 256 = 256 MiB, not
+  // 4 GiB nor 2^64 bytes.
+  EXPECT_EQ(Need(0), "GPU-a 256 MiB");
 
-  // A smaller grant than what it lent at the mark: a slice holding 400 MiB of a 512 MiB grant
-  // asks 300 MiB: at most 112 MiB come back.
+  // A region claiming a 1 GiB limit of a 512 MiB grant: a slice holding 400 MiB of it asks
+  // 300 MiB: at most 112 MiB come back.
   vgpu::RegionClose(&h_);
   calls_.clear();
   Region("GPU-a", 1024 * kMiB, 100 * kMiB);
@@ -1321,6 +1353,291 @@ TEST_F(ReclaimRequests, TheMarkFollowsTheLendingAndItsWindow) {
   c.Poll(18 * kMin, {d_}, pods_, false);
   EXPECT_EQ(calls_.size(), 2u);
   EXPECT_EQ(c.reclaim_requests(), 1u);
+}
+
+}  // namespace
+}  // namespace fracgpu::monitor::testing
+
+namespace fracgpu::monitor::testing {
+namespace {
+
+// ---- The fallback trusts the grant and the driver, not the region (issue 36, the attack
+// finding on the fallback, docs/reclaim.md "The fallback"): the region is the tenant's to write,
+// so a slice lends on its grant's GPU at most grant − live − margin, where live is the larger of
+// the region's live bytes and what NVML shows the container's own processes holding there. A
+// scripted host: the grant, NVML's process lists, the cgroup verification, the evictions.
+
+// NVML's process lists, scripted (enforce::ProcessSource).
+class ScriptedNvml final : public enforce::ProcessSource {
+ public:
+  Result<std::vector<enforce::GpuSample>> Sample(std::vector<std::string>*) override {
+    return gpus;
+  }
+  std::vector<enforce::GpuSample> gpus;
+};
+
+class FallbackTruth : public ::testing::Test {
+ protected:
+  static constexpr const char* kGpuA = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
+  static constexpr const char* kGpuB = "GPU-bbbbbbbb-0000-0000-0000-000000000000";
+  static constexpr uint32_t kOwn = 100;      // the container's own CUDA process (host pid)
+  static constexpr uint32_t kSidecar = 200;  // another container of the same pod
+  static constexpr uint32_t kOther = 300;    // another pod's process
+
+  void SetUp() override {
+    d_.name = std::string(kUid) + "_main";
+    d_.pod_uid = kUid;
+    d_.container = "main";
+    d_.path = dir_.path() + "/" + d_.name;
+    std::filesystem::create_directories(d_.path);
+    pods_[kUid] = PodRef{kUid, "notebooks", "nb", {}, "", "true"};
+    host_.free_bytes = [this](const std::string&) { return free_; };
+    host_.reclaim = [this](const std::string& uuid, uint64_t need, const std::string&) {
+      evicted_.push_back(uuid + " " + std::to_string(need / kMiB) + " MiB");
+      return Result<int>(1);
+    };
+    host_.grant = [this](const std::string& dir) -> Result<SliceGrant> {
+      EXPECT_EQ(dir, d_.name);
+      return grant_;
+    };
+    host_.verify_process = [this](int pid, const ContainerDir& d, const PodRef* pod,
+                                  const std::string& uuid, bool) -> Result<uint64_t> {
+      EXPECT_EQ(d.name, d_.name);
+      EXPECT_NE(pod, nullptr);
+      EXPECT_EQ(uuid, kGpuA);  // the grant's GPU, whatever the region names
+      if (pid == static_cast<int>(kOwn)) return uint64_t{777};
+      if (pid == static_cast<int>(kSidecar))
+        return PermissionDenied("its cgroup is container sidecar's, not main's");
+      if (pid == static_cast<int>(kOther)) return PermissionDenied("its cgroup is pod other's");
+      return verify_other_;
+    };
+    host_.gpu_processes = [this]() -> Result<std::vector<enforce::GpuSample>> {
+      if (!nvml_ok_) return Unavailable("nvmlDeviceGetCount_v2 failed: NVML error 999 (Unknown)");
+      return gpus_;
+    };
+    gpus_.resize(2);
+    gpus_[0].uuid = kGpuA;
+    gpus_[1].uuid = kGpuB;
+  }
+  void TearDown() override {
+    if (h_.region) vgpu::RegionClose(&h_);
+  }
+  // The region: devices `uuids` limited to `limit` each, one slot of host pid kOwn holding
+  // `live` bytes on device 0; idle since time 1.
+  void Region(const std::vector<std::string>& uuids, uint64_t limit, uint64_t live) {
+    if (h_.region) vgpu::RegionClose(&h_);
+    std::filesystem::remove(d_.path + "/region.cache");
+    std::vector<DeviceSpec> devices;
+    for (const std::string& u : uuids) devices.push_back({u, limit, 0});
+    h_ = MakeRegion(d_.path + "/region.cache", devices);
+    ASSERT_NE(h_.region, nullptr);
+    SetSlot(h_.region, 0, 1, static_cast<int32_t>(kOwn), {{0, 0, live}});
+    h_.region->devices[0].last_launch_ns.store(1);
+  }
+  // GPU A's process list as NVML gives it.
+  void OnGpuA(std::vector<enforce::DriverProcess> processes) { gpus_[0].processes = processes; }
+  // The controller's lending after a poll at 20 minutes (idle for 20 minutes, no borrower
+  // pending, so nothing parks), MiB by GPU.
+  std::map<std::string, uint64_t> LentMib(ParkController& c, uint64_t at = 20 * kMin) {
+    c.Poll(at, {d_}, pods_, false);
+    std::map<std::string, uint64_t> out;
+    for (const auto& [uuid, bytes] : c.idle_lent()) out[uuid] = bytes / kMiB;
+    return out;
+  }
+  static std::map<std::string, uint64_t> OnA(uint64_t mib) { return {{kGpuA, mib}}; }
+  uint32_t Mark() const { return std::atomic_ref<uint32_t>(h_.region->reclaim_lending).load(); }
+
+  TempDir dir_;
+  ContainerDir d_;
+  std::map<std::string, PodRef> pods_;
+  vgpu::RegionHandle h_{};
+  ParkHost host_;
+  Result<SliceGrant> grant_ = SliceGrant{kGpuA, 1024 * kMiB};
+  std::vector<enforce::GpuSample> gpus_;
+  bool nvml_ok_ = true;
+  Result<uint64_t> verify_other_ = NotFound("no such process");
+  uint64_t free_ = 0;
+  std::vector<std::string> evicted_;
+};
+
+// A region claiming a bigger (or a smaller) limit than its 1 GiB grant lends the grant less its
+// live bytes and the 256 MiB margin: 1024 − 100 − 256 = 668 MiB, on the grant's GPU.
+TEST_F(FallbackTruth, ARegionClaimingABiggerLimitLendsAtMostTheGrantLessLiveAndMargin) {
+  Region({kGpuA}, 8192 * kMiB, 100 * kMiB);
+  OnGpuA({{kOwn, 100 * kMiB}});
+  ParkController c(Options(), host_);
+  EXPECT_EQ(LentMib(c), OnA(668));
+  EXPECT_EQ(Mark(), 1u);  // lending: its requests are answered
+  Region({kGpuA}, 512 * kMiB, 100 * kMiB);
+  ParkController small(Options(), host_);
+  EXPECT_EQ(LentMib(small), OnA(668));
+}
+
+// A region naming another GPU than its grant's lends nothing, on either GPU, and is not marked;
+// nor does a region of two GPUs, or a slice whose grant cannot be read.
+TEST_F(FallbackTruth, ARegionNamingAnotherGpuLendsNothing) {
+  Region({kGpuB}, 1024 * kMiB, 100 * kMiB);
+  gpus_[1].processes = {{kOwn, 100 * kMiB}};
+  ParkController c(Options(), host_);
+  EXPECT_EQ(LentMib(c), (std::map<std::string, uint64_t>{}));
+  EXPECT_EQ(Mark(), 0u);
+
+  Region({kGpuA, kGpuB}, 1024 * kMiB, 100 * kMiB);
+  OnGpuA({{kOwn, 100 * kMiB}});
+  ParkController two(Options(), host_);
+  EXPECT_EQ(LentMib(two), (std::map<std::string, uint64_t>{}));
+
+  Region({kGpuA}, 1024 * kMiB, 100 * kMiB);
+  ParkController granted(Options(), host_);
+  EXPECT_EQ(LentMib(granted), OnA(668));  // the same slice with a consistent region lends
+  grant_ = Result<SliceGrant>(NotFound("no limits file"));
+  ParkController ungranted(Options(), host_);
+  EXPECT_EQ(LentMib(ungranted), (std::map<std::string, uint64_t>{}));
+  ParkHost blind = host_;
+  blind.grant = nullptr;
+  grant_ = SliceGrant{kGpuA, 1024 * kMiB};
+  ParkController no_reader(Options(), blind);
+  EXPECT_EQ(LentMib(no_reader), (std::map<std::string, uint64_t>{}));
+}
+
+// The region claims 0 live bytes while NVML shows the container's process holding 600 MiB: the
+// slice lends 1024 − 600 − 256 = 168 MiB. A region claiming more than NVML shows counts its own
+// figure (the larger one): 1024 − 700 − 256 = 68 MiB.
+TEST_F(FallbackTruth, ARegionClaimingNoLiveBytesLendsTheGrantLessWhatNvmlShows) {
+  Region({kGpuA}, 1024 * kMiB, 0);
+  OnGpuA({{kOwn, 600 * kMiB}});
+  ParkController c(Options(), host_);
+  EXPECT_EQ(LentMib(c), OnA(168));
+  h_.region->slots[0].used[0].store(700 * kMiB);
+  EXPECT_EQ(LentMib(c, 21 * kMin), OnA(68));
+  OnGpuA({{kOwn, 1024 * kMiB}});  // NVML shows the whole grant held: nothing
+  EXPECT_EQ(LentMib(c, 22 * kMin), (std::map<std::string, uint64_t>{}));
+}
+
+// NVML unreadable (the call fails, the GPU's process list fails, the GPU is not listed, no
+// reader), or a process on the GPU that cannot be told the container's or not: nothing lent.
+TEST_F(FallbackTruth, NvmlUnreadableLendsNothing) {
+  Region({kGpuA}, 1024 * kMiB, 100 * kMiB);
+  OnGpuA({{kOwn, 100 * kMiB}});
+  const std::map<std::string, uint64_t> none;
+  nvml_ok_ = false;
+  ParkController failing(Options(), host_);
+  EXPECT_EQ(LentMib(failing), none);
+  nvml_ok_ = true;
+  EXPECT_EQ(LentMib(failing, 21 * kMin), OnA(668));  // NVML answers again: it lends again
+
+  gpus_[0].processes_ok = false;
+  gpus_[0].processes.clear();
+  ParkController unlisted(Options(), host_);
+  EXPECT_EQ(LentMib(unlisted), none);
+  gpus_[0].processes_ok = true;
+
+  gpus_[0].uuid = "GPU-cccccccc-0000-0000-0000-000000000000";  // A is not among NVML's GPUs
+  ParkController absent(Options(), host_);
+  EXPECT_EQ(LentMib(absent), none);
+  gpus_[0].uuid = kGpuA;
+
+  ParkHost blind = host_;
+  blind.gpu_processes = nullptr;
+  ParkController no_reader(Options(), blind);
+  EXPECT_EQ(LentMib(no_reader), none);
+
+  // A process on A whose container the API server does not name yet: unknown, not "not its".
+  OnGpuA({{kOwn, 100 * kMiB}, {555, 64 * kMiB}});
+  verify_other_ = Unavailable("the API server does not name its container yet");
+  ParkController unknown(Options(), host_);
+  EXPECT_EQ(LentMib(unknown), none);
+  verify_other_ = NotFound("pid 555 exited");  // gone between NVML and /proc: not counted
+  ParkController gone(Options(), host_);
+  EXPECT_EQ(LentMib(gone), OnA(668));
+}
+
+// Another container's processes on the GPU (a sidecar of the same pod, another pod) are not the
+// container's: with the region claiming 0 live and the container's own process holding 300 MiB,
+// the slice lends 1024 − 300 − 256 = 468 MiB: the others' 600 MiB neither reduce it nor are
+// ignored in favour of the region's 0. The container's process on another GPU does not count.
+TEST_F(FallbackTruth, AnotherContainersProcessIsNotCountedAsThisContainers) {
+  Region({kGpuA}, 1024 * kMiB, 0);
+  OnGpuA({{kOther, 400 * kMiB}, {kOwn, 300 * kMiB}, {kSidecar, 200 * kMiB}});
+  gpus_[1].processes = {{kOwn, 900 * kMiB}};
+  ParkController c(Options(), host_);
+  EXPECT_EQ(LentMib(c), OnA(468));
+  // The container's process gone from A: only the region's 100 MiB, not the others' 600.
+  h_.region->slots[0].used[0].store(100 * kMiB);
+  OnGpuA({{kOther, 400 * kMiB}, {kSidecar, 200 * kMiB}});
+  EXPECT_EQ(LentMib(c, 21 * kMin), OnA(668));
+}
+
+// The after-the-fact eviction is bounded alike: the owner (its region forged to a 8 GiB limit
+// and 0 live bytes) grows by NVML's account while idle, and its borrowers are evicted for the
+// grant less what NVML shows it holding (1024 − 700 = 324 MiB, NVML shows nothing free), not
+// for the region's 8 GiB nor the whole grant; after it launches, 1024 − 800 = 224 MiB.
+TEST_F(FallbackTruth, TheAfterTheFactEvictionIsBoundedByTheGrantAndTheDriversLiveBytes) {
+  Region({kGpuA}, 8192 * kMiB, 0);
+  OnGpuA({{kOwn, 600 * kMiB}});
+  ParkController c(Options(), host_);
+  EXPECT_EQ(LentMib(c), OnA(168));
+  EXPECT_TRUE(evicted_.empty());
+  OnGpuA({{kOwn, 700 * kMiB}});  // it allocated 100 MiB the region does not show
+  EXPECT_EQ(LentMib(c, 21 * kMin), OnA(68));
+  EXPECT_EQ(evicted_, (std::vector<std::string>{std::string(kGpuA) + " 324 MiB"}));
+  OnGpuA({{kOwn, 800 * kMiB}});
+  h_.region->devices[0].last_launch_ns.store(23 * kMin);  // active again: lends nothing
+  EXPECT_EQ(LentMib(c, 23 * kMin + 1), (std::map<std::string, uint64_t>{}));
+  EXPECT_EQ(evicted_, (std::vector<std::string>{std::string(kGpuA) + " 324 MiB",
+                                                std::string(kGpuA) + " 224 MiB"}));
+}
+
+// MakeParkHost's real adapters under the controller: the grant from the limits file the device
+// plugin wrote, NVML's process list (scripted), the cgroup of each listed process under a fake
+// /proc. The sidecar's and another pod's memory on the GPU are not the container's; the
+// container's own 300 MiB, which its region hides, are.
+TEST(FallbackTruthAdapters, TheContainersOwnProcessesOnItsGrantedGpuAndNoOthers) {
+  constexpr const char* kGpu = "GPU-dddddddd-0000-0000-0000-000000000000";
+  TempDir root;
+  const std::string proc = root.path() + "/proc";
+  const std::string limits = root.path() + "/limits";
+  const std::string uid = "7d1c0c6e-0000-4000-8000-0000000000d1";
+  const std::string other = "7d1c0c6e-0000-4000-8000-0000000000d2";
+  const std::string cid(64, 'a'), sidecar(64, 'b'), theirs(64, 'c');
+  auto process = [&](int pid, const std::string& pod, const std::string& container) {
+    const std::string d = proc + "/" + std::to_string(pid);
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/cgroup") << "0::/kubepods/burstable/pod" << pod << "/" << container << "\n";
+    std::ofstream(d + "/stat") << pid << " (python) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+                               << 1000 + pid << " 0 0\n";
+  };
+  process(11, uid, cid);       // the container's own
+  process(12, uid, sidecar);   // the pod's sidecar
+  process(13, other, theirs);  // another pod's
+  std::filesystem::create_directories(limits);
+  ContainerDir dir;
+  dir.name = uid + "_main";
+  dir.pod_uid = uid;
+  dir.container = "main";
+  dir.path = root.path() + "/containers/" + dir.name;
+  std::filesystem::create_directories(dir.path);
+  std::ofstream(limits + "/" + api::LimitsFileName(dir.name))
+      << "NVIDIA_VISIBLE_DEVICES=" << kGpu << "\nCUDA_DEVICE_MEMORY_LIMIT_0=1024m\n";
+  vgpu::RegionHandle h = MakeRegion(dir.path + "/region.cache", {{kGpu, 8192 * kMiB, 0}});
+  ASSERT_NE(h.region, nullptr);
+  SetSlot(h.region, 0, 1, 11, {{0, 0, 0}});  // it claims nothing live, and an 8 GiB limit
+  h.region->devices[0].last_launch_ns.store(1);
+  vgpu::RegionClose(&h);
+  ScriptedNvml nvml;
+  nvml.gpus.resize(1);
+  nvml.gpus[0].uuid = kGpu;
+  nvml.gpus[0].processes = {{11, 300 * kMiB}, {12, 200 * kMiB}, {13, 400 * kMiB}};
+  ParkHost host = MakeParkHost({}, nullptr, &nvml, proc, root.path() + "/cgroup", limits);
+  std::map<std::string, PodRef> pods;
+  pods[uid] = PodRef{uid, "notebooks", "nb", {{cid, "main"}, {sidecar, "sidecar"}}, "", "true"};
+  ParkController c(Options(), host);
+  c.Poll(20 * kMin, {dir}, pods, false);
+  EXPECT_EQ(c.idle_lent(), (std::map<std::string, uint64_t>{{kGpu, 468 * kMiB}}));
+  nvml.gpus[0].processes_ok = false;  // NVML cannot list the GPU's processes: nothing
+  nvml.gpus[0].processes.clear();
+  c.Poll(21 * kMin, {dir}, pods, false);
+  EXPECT_TRUE(c.idle_lent().empty());
 }
 
 }  // namespace
