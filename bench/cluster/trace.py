@@ -7,14 +7,14 @@
 One command, as root (like scripts/cluster.sh), with build/release/fracgpu and the Kubernetes
 binaries of scripts/k8s-build.sh:
 
-1. `fracgpu simulate --policies FGD+CpuRoute --seeds SEED --replay-out F` runs the simulator's
+1. `fracgpu simulate --policies FGD+CpuRoute+Crumb --seeds SEED --replay-out F` runs the simulator's
    experiment for one seed and writes what a replay needs: the nodes in the run's tie-break order
    (the seeded permutation FGD's ties go to), the trace's target workload M, every arrival in
    order (its pod spec, sim::TracePodSpec, and where the simulator put it) and the run's
    allocation % per arrived-% bucket.
 2. A control plane without kubelets (clusterlib.ControlPlane: `scripts/cluster.sh up --nodes 0`),
    with `fracgpu scheduler` restarted as `--gpu-scheduler-policy fragmentation-aware
-   --fragmentation-workload M` (the extender's FGD+CpuRoute reads the trace's M, as the simulator
+   --fragmentation-workload M` (the extender's FGD+CpuRoute+Crumb reads the trace's M, as the simulator
    does, not the running pods' shapes), and fracgpu's kube-scheduler restarted with
    `percentageOfNodesToScore: 100` (kube-scheduler otherwise stops filtering after ~40 % of 1,213
    feasible nodes, from a rotating start, so the extender would never see the others) and its own
@@ -354,13 +354,13 @@ def main():
     ap.add_argument("--trace", default=os.path.join(DATA, "openb_pod_list_default.csv"))
     ap.add_argument("--nodes-csv", default=os.path.join(DATA, "openb_node_list_gpu_node.csv"))
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--policy", default="FGD+CpuRoute",
+    ap.add_argument("--policy", default="FGD+CpuRoute+Crumb",
                     help="the simulator's policy (the extender runs fragmentation-aware = "
-                         "FGD+CpuRoute; another name measures the distance to that policy)")
+                         "FGD+CpuRoute+Crumb; another name measures the distance to that policy)")
     ap.add_argument("--kube-scores", choices=("off", "on"), default="off",
                     help="kube-scheduler's own score plugins in the fracgpu-scheduler profile")
     ap.add_argument("--cpu-pods", choices=("extender", "kube-scheduler"), default="extender",
-                    help="CPU-only pods: placed by fracgpu's extender (FGD+CpuRoute, as the "
+                    help="CPU-only pods: placed by fracgpu's extender (FGD+CpuRoute+Crumb, as the "
                          "simulator places them) or by the default kube-scheduler")
     ap.add_argument("--max-pods", type=int, default=0, help="stop after this many arrivals")
     ap.add_argument("--pod-timeout-s", type=float, default=120.0)

@@ -64,7 +64,8 @@ enum class PlacementPolicy {
   kFgdCpuRoute100,
   /// fracgpu: kFgdCpuRoute100 with the FGD score at scale 70, int(sigmoid(ΔF / 1000) × 70)
   /// (FgdScoreScale), both between nodes and for the GPU of a sharing pod within a node. The
-  /// best variant found (docs/simulate.md "Beyond FGD"); kFragmentationAwarePolicy.
+  /// best variant of "Beyond FGD" (docs/simulate.md); kFragmentationAwarePolicy until
+  /// 2026-12-05.
   kFgdCpuRoute,
   /// fracgpu: kFgdCpuRoute with a crumb key between the route and the FGD score: a sharing pod
   /// goes first to a node where its GPU (FGD's choice there, unchanged) is not left with a crumb,
@@ -79,12 +80,13 @@ enum class PlacementPolicy {
 };
 
 /// The FGD variant that `fragmentation-aware` selects in the scheduler and the simulator
-/// (docs/simulate.md, "Beyond FGD"): FGD+CpuRoute, FGD at score scale 70 whose CPU-only and
-/// CPU-heavy pods go first to nodes with CPU to spare. ≥ 96 % on the default trace and above
-/// FGD on all six variant traces (held-out seeds 2000–2009). Where node CPU is not tracked
-/// (a node without allocatable CPU) every node has CPU to spare, and it is FGD at scale 70; the
-/// extender reads allocatable CPU and the pods' requests (core/cluster_state.h, issue 34 item 7).
-inline constexpr PlacementPolicy kFragmentationAwarePolicy = PlacementPolicy::kFgdCpuRoute;
+/// (docs/simulate.md, "Beyond FGD+CpuRoute"): FGD+CpuRoute+Crumb, FGD at score scale 70 whose
+/// CPU-only and CPU-heavy pods go first to nodes with CPU to spare, then sharing pods to a GPU
+/// not left with a crumb. 96.32 % on the default trace at 130 % arrived (held-out seeds
+/// 5000–5009; FGD+CpuRoute 95.99) and above FGD+CpuRoute on all six variant traces. Where node
+/// CPU is not tracked (a node without allocatable CPU) every node has CPU to spare; the extender
+/// reads allocatable CPU and the pods' requests (core/cluster_state.h, issue 34 item 7).
+inline constexpr PlacementPolicy kFragmentationAwarePolicy = PlacementPolicy::kFgdCpuRouteCrumb;
 
 /// The six policies of the paper, in its order (01-Random … 06-FGD).
 std::vector<PlacementPolicy> PaperPolicies();

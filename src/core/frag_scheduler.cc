@@ -146,10 +146,16 @@ Result<FragmentationModel::Score> FragmentationModel::ScoreNode(const PodRequest
   after.cpu_left -= pod_cpu_milli;
   auto usage = CollapsePodUsage(out.fit.grants, CountInitContainers(pod));
   if (!usage.ok()) return usage.status();
+  int touched = 0;       // GPUs the pod's SM shares land on
+  int touched_gpu = -1;  // the last of them
   for (const GpuUsageDelta& delta : *usage) {
     for (int g = 0; g < after.num_gpus; ++g) {
       if (node.gpus[g].info.uuid == delta.uuid) {
         after.gpu_left[g] = std::max(0, after.gpu_left[g] - delta.cores * 10);
+        if (delta.cores > 0) {
+          ++touched;
+          touched_gpu = g;
+        }
         break;
       }
     }
@@ -163,7 +169,21 @@ Result<FragmentationModel::Score> FragmentationModel::ScoreNode(const PodRequest
     d.cpu_milli = pod_cpu_milli;
     d.num_gpus = gpu_milli > 0 ? 1 : 0;
     d.gpu_milli = static_cast<int32_t>(gpu_milli);
-    if (CpuRouteFirst(before_node, d, WorkloadCpuPerGpuMilli(w))) out.score += scale + 1;
+    const bool route = CpuRouteFirst(before_node, d, WorkloadCpuPerGpuMilli(w));
+    if (policy_ == PlacementPolicy::kFgdCpuRouteCrumb) {
+      // Keys as the simulator's ScoreNode: route (2 × (scale + 1)), no crumb (scale + 1), FGD.
+      // A sharing pod — its share on one GPU, less than a card — leaves a crumb there when
+      // kCrumbFloorMilli < what is left < CrumbCeilingMilli(M) (LeavesCrumb's rule).
+      bool crumb = false;
+      if (touched == 1 && gpu_milli > 0 && gpu_milli < kMilliPerGpu) {
+        const int64_t left = before_node.gpu_left[touched_gpu] - gpu_milli;
+        crumb = left > kCrumbFloorMilli && left < CrumbCeilingMilli(w);
+      }
+      if (!crumb) out.score += scale + 1;
+      if (route) out.score += 2 * (scale + 1);
+    } else if (route) {
+      out.score += scale + 1;
+    }
   }
   return out;
 }

@@ -38,7 +38,7 @@ struct Flags {
   std::string nodes = std::string(kDataDir) + "/csv/openb_node_list_gpu_node.csv";
   std::string expected = std::string(kDataDir) + "/expected_results";
   std::string policies =
-      "Random,DotProduct,GpuClustering,GpuPacking,BestFit,FGD,FGD+CpuRoute,DRA-FirstFit";
+      "Random,DotProduct,GpuClustering,GpuPacking,BestFit,FGD,FGD+CpuRoute+Crumb,DRA-FirstFit";
   std::string seeds = "42-51";
   double tune = 1.3;
   double coverage = 95;

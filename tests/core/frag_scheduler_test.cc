@@ -68,15 +68,40 @@ TEST(FragmentationModel, AvoidsTheGpuThatWouldStrandCapacity) {
   EXPECT_EQ(s->fit.gpu_positions[0], (std::vector<uint16_t>{0}));
 }
 
-// FGD+CpuRoute (the fragmentation-aware policy) on the scheduler's types: the same node as
-// ScoresTheSteepestDescentGpu at scale 70 — int(sigmoid(0.3) × 70) = int(40.2) = 40 on GPU 1
-// (35 on GPU 0); the shape has no CPU, so r = 0, the CPU-free pod is not CPU-heavy: no route.
+// FGD+CpuRoute on the scheduler's types: the same node as ScoresTheSteepestDescentGpu at
+// scale 70 — int(sigmoid(0.3) × 70) = int(40.2) = 40 on GPU 1 (35 on GPU 0); the shape has no
+// CPU, so r = 0, the CPU-free pod is not CPU-heavy: no route.
 TEST(FragmentationModel, CpuRouteScoresAtScaleSeventy) {
-  const FragmentationModel model(OneShape(600), kFragmentationAwarePolicy);
+  const FragmentationModel model(OneShape(600), PlacementPolicy::kFgdCpuRoute);
   auto s = model.ScoreNode(SharingPod(30), 0, TwoGpuNode(0, 70));
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->score, 40);
   EXPECT_EQ(s->fit.gpu_positions[0], (std::vector<uint16_t>{1}));
+}
+
+// FGD+CpuRoute+Crumb, the fragmentation-aware policy, on the scheduler's types (the keys of the
+// simulator's ScoreNode: route 2 × 71, no crumb 71, FGD at scale 70). M = one shape of 600
+// milli, so the crumb ceiling (the 1 % quantile of M's shares) is 600 and a crumb is a leftover
+// in (100, 600). Leftover [1000, 300]: a 30 % pod on GPU 1 leaves 0 (full, no crumb): 40 + 71
+// = 111. A 15 % pod: FGD takes GPU 1 (F 300 → 150, ΔF 150: int(sigmoid(0.15) × 70) = int(37.6)
+// = 37; GPU 0 would leave F at 300: 35) and leaves 150 there, a crumb: 37 alone. A 50 % pod
+// fits GPU 0 only and leaves 500 there, which the 600 shape cannot use (F 300 → 800, ΔF = −500:
+// int(sigmoid(−0.5) × 70) = int(26.4) = 26) and which is a crumb too: 26 alone.
+TEST(FragmentationModel, CrumbKeyBetweenTheRouteAndTheFgdScore) {
+  ASSERT_EQ(kFragmentationAwarePolicy, PlacementPolicy::kFgdCpuRouteCrumb);
+  const FragmentationModel model(OneShape(600), kFragmentationAwarePolicy);
+  auto full = model.ScoreNode(SharingPod(30), 0, TwoGpuNode(0, 70));
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  EXPECT_EQ(full->score, 111);
+  EXPECT_EQ(full->fit.gpu_positions[0], (std::vector<uint16_t>{1}));
+  auto crumb = model.ScoreNode(SharingPod(15), 0, TwoGpuNode(0, 70));
+  ASSERT_TRUE(crumb.ok()) << crumb.status().message();
+  EXPECT_EQ(crumb->score, 37);
+  EXPECT_EQ(crumb->fit.gpu_positions[0], (std::vector<uint16_t>{1}));
+  auto half = model.ScoreNode(SharingPod(50), 0, TwoGpuNode(0, 70));
+  ASSERT_TRUE(half.ok()) << half.status().message();
+  EXPECT_EQ(half->score, 26);
+  EXPECT_EQ(half->fit.gpu_positions[0], (std::vector<uint16_t>{0}));
 }
 
 // Shape (2 vCPU, 1 GPU, 500): r = 2000 / 500 = 4 milli-CPU per milli-GPU. A 50 % pod with

@@ -152,7 +152,8 @@ TEST(FgdCpuRoute, HeavyAndCpuOnlyPodsGoWhereCpuIsSpareLightPodsFollowFgd) {
   EXPECT_FALSE(CpuRouteFirst(nodes[0], cpu_only, 4.0));
   EXPECT_TRUE(CpuRouteFirst(nodes[1], cpu_only, 4.0));
   EXPECT_EQ(FgdScoreScale(PlacementPolicy::kFgd), 100);
-  EXPECT_EQ(ParsePlacementPolicy("fragmentation-aware").value(), PlacementPolicy::kFgdCpuRoute);
+  EXPECT_EQ(ParsePlacementPolicy("fragmentation-aware").value(),
+            PlacementPolicy::kFgdCpuRouteCrumb);
   EXPECT_EQ(ParsePlacementPolicy("FGD+CpuRoute-s100").value(), PlacementPolicy::kFgdCpuRoute100);
 }
 

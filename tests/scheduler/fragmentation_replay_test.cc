@@ -1,4 +1,4 @@
-// The fragmentation-aware policy of the running scheduler is the simulator's FGD+CpuRoute
+// The fragmentation-aware policy of the running scheduler is the simulator's FGD+CpuRoute+Crumb
 // (issue 34 item 7): the extender reads each node's allocatable CPU and memory and the requests
 // of the pods bound there, so /prioritize changes with node CPU; and a slice of the Alibaba
 // trace replayed through /filter + /prioritize + /bind over HTTP, against the fake API server,
@@ -187,8 +187,8 @@ TEST_F(FragmentationReplayTest, PrioritizeReadsEachNodesCpu) {
 // The replay: the first 300 GPU pods of the default trace (openb_pod_list_default.csv, by name)
 // on the first 40 GPU nodes of openb_node_list_gpu_node.csv (174 GPUs of six models), arrivals
 // as `fracgpu simulate` draws them for seed 42 (shuffled, tuned to 130 % of the GPUs). The
-// simulator's run of FGD+CpuRoute (kFragmentationAwarePolicy) with the node tie-break order by
-// name (NodeOrder::kByName, the order /prioritize's 10 follows) gives each arrival's node and
+// simulator's run of FGD+CpuRoute+Crumb (kFragmentationAwarePolicy) with the node tie-break order
+// by name (NodeOrder::kByName, the order /prioritize's 10 follows) gives each arrival's node and
 // GPUs. The same nodes (GPUs in the register annotation, allocatable CPU and memory — without
 // the CPU when `node_cpu` is false, as the extender saw nodes before issue 34 item 7) and each
 // arrival as a pod are put in the fake API server, and each pod in arrival order goes through
@@ -356,7 +356,7 @@ TEST_F(ReplayTest, AlibabaTraceSliceLandsWhereTheSimulatorPutsIt) {
   EXPECT_EQ(r.placed, static_cast<int64_t>(r.arrivals) - r.sim_failed);
   std::printf(
       "replay: %zu arrivals (%lld placed, %lld fit nowhere), %lld agree with the "
-      "simulator's FGD+CpuRoute; %.2f ms per pod (/filter + /prioritize + /bind)\n",
+      "simulator's fragmentation-aware policy; %.2f ms per pod (/filter + /prioritize + /bind)\n",
       r.arrivals, static_cast<long long>(r.placed), static_cast<long long>(r.sim_failed),
       static_cast<long long>(r.agreed), r.ms_per_pod);
 }
