@@ -46,4 +46,36 @@ std::string BoundedName(const std::string& prefix, const std::string& suffix, si
   return cut + "-" + tag + suffix;
 }
 
+std::string QuoteBytes(std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "\"";
+  const size_t n = s.size() < 64 ? s.size() : 64;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (s.size() > n) out += "…";
+  out += '"';
+  return out;
+}
+
+bool ParseDecimal(std::string_view s, int64_t max, int64_t* out) {
+  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const int64_t d = c - '0';
+    if (v > (max - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
 }  // namespace fracgpu::base

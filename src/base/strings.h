@@ -4,6 +4,7 @@
 // pieces count, so parsers that follow another system's rules (HAMi's Go code, the Kubernetes
 // API) keep them exactly.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,5 +45,14 @@ std::vector<std::string> SplitComma(std::string_view text, const SplitOptions& o
 /// removed from the end of the cut prefix, so each label still ends in an alphanumeric. `max`
 /// must exceed suffix.size() + 9.
 std::string BoundedName(const std::string& prefix, const std::string& suffix, size_t max);
+
+/// `s` in double quotes for an error message about outside data, cut to its first 64 bytes
+/// (then "…"), every byte outside printable ASCII and every '"' and '\\' written as \xNN, so a
+/// hostile value can neither break the message nor flood a log.
+std::string QuoteBytes(std::string_view s);
+
+/// Parses `s` as a decimal integer without sign, spaces or leading zero ("0" itself is one),
+/// at most `max` (≥ 0) and at most 19 digits, into *out. False (and *out untouched) otherwise.
+bool ParseDecimal(std::string_view s, int64_t max, int64_t* out);
 
 }  // namespace fracgpu::base

@@ -2,42 +2,10 @@
 
 #include <string>
 
+#include "base/strings.h"
+
 namespace fracgpu::core {
 namespace {
-
-// Quotes `s` for an error message, cut to 64 bytes, with bytes outside printable ASCII as \xNN.
-std::string IdleQuote(std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out = "\"";
-  const size_t n = s.size() < 64 ? s.size() : 64;
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  if (s.size() > n) out += "…";
-  out += '"';
-  return out;
-}
-
-// A decimal integer without sign or leading zero ("0" itself allowed), at most `max`.
-bool IdleDecimal(std::string_view s, int64_t max, int64_t* out) {
-  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return false;
-  int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    const int64_t d = c - '0';
-    if (v > (max - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
 
 bool IdleNameChars(std::string_view s) {
   for (char c : s) {
@@ -89,14 +57,14 @@ Result<IdleHolders> ParseIdleHolders(std::string_view value) {
   const size_t semi = value.find(';');
   if (semi == std::string_view::npos) {
     return InvalidArgument(
-        "value " + IdleQuote(value) +
+        "value " + base::QuoteBytes(value) +
         " has no ';': want <unix seconds>;<pod uid>:<gpu uuid>:<MiB>:<idle seconds>,…");
   }
   IdleHolders out;
   const std::string_view time = value.substr(0, semi);
   constexpr int64_t kMaxTime = int64_t{1} << 53;
-  if (!IdleDecimal(time, kMaxTime, &out.at_unix) || out.at_unix < 1) {
-    return InvalidArgument("time " + IdleQuote(time) + " must be Unix seconds 1.." +
+  if (!base::ParseDecimal(time, kMaxTime, &out.at_unix) || out.at_unix < 1) {
+    return InvalidArgument("time " + base::QuoteBytes(time) + " must be Unix seconds 1.." +
                            std::to_string(kMaxTime));
   }
   std::string_view rest = value.substr(semi + 1);
@@ -124,32 +92,32 @@ Result<IdleHolders> ParseIdleHolders(std::string_view value) {
       start = colon + 1;
     }
     if (too_many || n != 4) {
-      return InvalidArgument(where + ": " + IdleQuote(item) +
+      return InvalidArgument(where + ": " + base::QuoteBytes(item) +
                              " must be <pod uid>:<gpu uuid>:<MiB>:<idle seconds>");
     }
     IdleHolder h;
     if (!PodUidShape(fields[0])) {
-      return InvalidArgument(where + ": pod uid " + IdleQuote(fields[0]) + " must be 1.." +
+      return InvalidArgument(where + ": pod uid " + base::QuoteBytes(fields[0]) + " must be 1.." +
                              std::to_string(kIdleHoldersMaxPodUid) + " of [0-9A-Za-z-]");
     }
     if (!GpuUuidShape(fields[1])) {
-      return InvalidArgument(where + ": gpu uuid " + IdleQuote(fields[1]) +
+      return InvalidArgument(where + ": gpu uuid " + base::QuoteBytes(fields[1]) +
                              " must be GPU- followed by 1.." + std::to_string(kLentMaxUuid - 4) +
                              " of [0-9A-Za-z-]");
     }
-    if (!IdleDecimal(fields[2], kIdleHoldersMaxMib, &h.mib)) {
-      return InvalidArgument(where + ": MiB " + IdleQuote(fields[2]) + " must be an integer 0.." +
-                             std::to_string(kIdleHoldersMaxMib));
+    if (!base::ParseDecimal(fields[2], kIdleHoldersMaxMib, &h.mib)) {
+      return InvalidArgument(where + ": MiB " + base::QuoteBytes(fields[2]) +
+                             " must be an integer 0.." + std::to_string(kIdleHoldersMaxMib));
     }
-    if (!IdleDecimal(fields[3], kIdleHoldersMaxIdleSeconds, &h.idle_s)) {
-      return InvalidArgument(where + ": idle seconds " + IdleQuote(fields[3]) +
+    if (!base::ParseDecimal(fields[3], kIdleHoldersMaxIdleSeconds, &h.idle_s)) {
+      return InvalidArgument(where + ": idle seconds " + base::QuoteBytes(fields[3]) +
                              " must be an integer 0.." +
                              std::to_string(kIdleHoldersMaxIdleSeconds));
     }
     for (const IdleHolder& seen : out.holders) {
       if (seen.pod_uid == fields[0] && seen.gpu_uuid == fields[1]) {
-        return InvalidArgument(where + ": pod " + IdleQuote(fields[0]) + " on " +
-                               IdleQuote(fields[1]) + " is listed twice");
+        return InvalidArgument(where + ": pod " + base::QuoteBytes(fields[0]) + " on " +
+                               base::QuoteBytes(fields[1]) + " is listed twice");
       }
     }
     h.pod_uid = std::string(fields[0]);

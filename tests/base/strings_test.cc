@@ -149,4 +149,33 @@ TEST(BoundedNameTest, FitsAndStaysDistinct) {
 }
 
 }  // namespace
+
+// The two helpers the outside-data codecs share (core/lent.cc, core/idle_holders.cc).
+TEST(QuoteBytesTest, PrintableAsIsOthersAsHexCutAt64Bytes) {
+  EXPECT_EQ(QuoteBytes("GPU-1"), "\"GPU-1\"");
+  EXPECT_EQ(QuoteBytes(""), "\"\"");
+  EXPECT_EQ(QuoteBytes(std::string("a\"b\\c\n\x01\xff", 8)), "\"a\\x22b\\x5cc\\x0a\\x01\\xff\"");
+  const std::string long_value(70, 'x');
+  EXPECT_EQ(QuoteBytes(long_value), "\"" + std::string(64, 'x') + "…\"");
+  EXPECT_EQ(QuoteBytes(std::string(64, 'y')), "\"" + std::string(64, 'y') + "\"");
+}
+
+TEST(ParseDecimalTest, NoSignNoLeadingZeroAtMostMax) {
+  int64_t v = -1;
+  EXPECT_TRUE(ParseDecimal("0", 10, &v));
+  EXPECT_EQ(v, 0);
+  EXPECT_TRUE(ParseDecimal("2147483647", 2147483647, &v));
+  EXPECT_EQ(v, 2147483647);
+  EXPECT_TRUE(ParseDecimal("9223372036854775807", INT64_MAX, &v));
+  EXPECT_EQ(v, INT64_MAX);
+  v = 7;
+  for (const char* bad : {"", "-1", "+1", "01", " 1", "1 ", "1.0", "1e3", "2147483648", "0x10",
+                          "99999999999999999999"}) {
+    EXPECT_FALSE(ParseDecimal(bad, 2147483647, &v)) << bad;
+    EXPECT_EQ(v, 7) << bad;  // untouched
+  }
+  EXPECT_FALSE(ParseDecimal("11", 10, &v));
+  EXPECT_TRUE(ParseDecimal("10", 10, &v));
+}
+
 }  // namespace fracgpu::base
