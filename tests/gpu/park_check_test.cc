@@ -92,14 +92,16 @@ class ParkCheck : public ::testing::Test {
     return {"FAKE_GPU_DEVICES=" + std::string(kGpu) + ":4096", "FAKE_GPU_STATE_DIR=" + dir_};
   }
 
-  // Starts park_tenant over the fake driver with `mib`; returns its "ready" line.
-  std::string StartTenant(const std::vector<std::string>& mib) {
+  // Starts park_tenant over the fake driver with `mib` (and `env`); returns its "ready" line.
+  std::string StartTenant(const std::vector<std::string>& mib,
+                          const std::vector<std::string>& env = {}) {
     int in[2], out[2];
     if (::pipe(in) != 0 || ::pipe(out) != 0) return "";
     std::vector<std::string> args = {FRACGPU_PARK_TENANT};
     args.insert(args.end(), mib.begin(), mib.end());
     auto argv = Ptrs(args);
     auto envs = Env(FakeEnv());
+    envs.insert(envs.begin(), env.begin(), env.end());
     envs.push_back("LD_LIBRARY_PATH=" + std::string(FRACGPU_FAKES_LIB));
     auto envp = Ptrs(envs);
     posix_spawn_file_actions_t fa;
@@ -171,18 +173,16 @@ class ParkCheck : public ::testing::Test {
     return root;
   }
 
-  std::vector<std::string> FakeToolArgs() {
-    return {"--pid",
-            std::to_string(tenant_),
-            "--no-region",
-            "--allow-driver",
-            "580.",
-            "--cuda-library",
-            std::string(FRACGPU_FAKES_LIB) + "/libcuda.so.1",
-            "--nvml-library",
-            std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1",
-            "--cgroup-root",
-            FakeCgroupRoot()};
+  // The tool's arguments over the fakes; `region` "" is --no-region.
+  std::vector<std::string> FakeToolArgs(const std::string& region = "") {
+    std::vector<std::string> facts = {"--no-region"};
+    if (!region.empty()) facts = {"--region", region};
+    return {"--pid",          std::to_string(tenant_),
+            facts[0],         facts.size() > 1 ? facts[1] : "--no-region",
+            "--allow-driver", "580.",
+            "--cuda-library", std::string(FRACGPU_FAKES_LIB) + "/libcuda.so.1",
+            "--nvml-library", std::string(FRACGPU_FAKES_LIB) + "/libnvidia-ml.so.1",
+            "--cgroup-root",  FakeCgroupRoot()};
   }
 
   std::string dir_;
@@ -272,6 +272,36 @@ TEST_F(ParkCheck, ParksAndWakesATenantOverTheFakeDriverWithItsBytesIntact) {
   auto [verdict, rc] = FinishTenant();
   EXPECT_EQ(verdict, "intact 192");
   EXPECT_EQ(rc, 0);
+}
+
+// The agent's path: the tenant under libvgpu.so, the facts from its region (its use record and
+// the bytes libvgpu.so charged it, which NVML must show released).
+TEST_F(ParkCheck, UnderLibvgpuTheRegionsFactsAreUsed) {
+  const std::string region = dir_ + "/region.cache";
+  const std::string ready = StartTenant(
+      {"64"}, {"LD_PRELOAD=" + std::string(FRACGPU_LIBVGPU), "CUDA_DEVICE_MEMORY_LIMIT_0=1024m",
+               "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + region});
+  ASSERT_EQ(ready, "ready " + std::to_string(tenant_) + " 64");
+  ToolRun r = Tool(FakeToolArgs(region), FakeEnv());
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto f = Figures(r.out);
+  EXPECT_GE(f["charged_bytes"], 64.0 * (1 << 20));  // the buffer, plus the context
+  EXPECT_GE(f["released_bytes"], f["charged_bytes"]);
+  EXPECT_EQ(f["nvml_pid_listed_parked"], 0);
+  auto [verdict, rc] = FinishTenant();
+  EXPECT_EQ(verdict, "intact 64");
+  EXPECT_EQ(rc, 0);
+}
+
+TEST_F(ParkCheck, ARegionThatDoesNotHoldThePidIsAnUnknownFact) {
+  const std::string ready = StartTenant({"16"});  // no libvgpu.so: no region of its own
+  ASSERT_EQ(ready, "ready " + std::to_string(tenant_) + " 16");
+  ToolRun r = Tool(FakeToolArgs(dir_ + "/missing.cache"), FakeEnv());
+  EXPECT_EQ(r.rc, 4) << r.out << r.err;
+  EXPECT_NE(r.err.find("gpu_park_check: ineligible: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("region " + dir_ + "/missing.cache"), std::string::npos) << r.err;
+  auto [verdict, rc] = FinishTenant();
+  EXPECT_EQ(verdict, "intact 16");
 }
 
 TEST_F(ParkCheck, AMigGpuIsIneligibleAndTheTenantIsNotTouched) {

@@ -23,6 +23,16 @@
 #      cudaDeviceReset (the primary context's release/reset) drops the charges, so the whole
 #      slice can be allocated again in the same process; a cudaMallocAsync pool with the
 #      release threshold at UINT64_MAX keeps its memory after a sync and is still charged.
+#  10. Park and wake (issue 36 item 7, docs/reclaim.md "On a real GPU"): a driver-API program
+#      (tests/gpu/park_tenant.cc, no libvgpu.so) fills 1 GiB and 4 GiB buffers (less where the
+#      GPU's free memory is short) with a position-dependent pattern and waits; gpu_park_check
+#      (tests/gpu/park_check.cc: node::Parker over the node agent's real driver and NVML
+#      adapters) parks it (Lock, Checkpoint) and wakes it (Restore, Unlock); the program then
+#      reads its bytes back. Rows: bytes intact, park and wake time per GiB, the host memory the
+#      parked copy takes, NVML showing the memory free while parked; then a 256 MiB run under
+#      libvgpu.so with the region's facts, as the agent parks. SKIP where the driver lacks the
+#      checkpoint API (older than CUDA 12.8), the GPU is in MIG mode or a gate refuses (MPS,
+#      persistence mode off).
 # Prints a table of results; exits 0 when every run check passed. Skips (exit 0) without a GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -49,6 +59,10 @@ LIBCUDA=(-L"$CUDA_LIB/stubs" -lcuda); [[ -f "$CUDA_LIB/stubs/libcuda.so" ]] || L
 cmake -S "$ROOT" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRACGPU_BENCH=OFF >/dev/null &&
   cmake --build "$WORK/build" --target vgpu -j"$(nproc)" >/dev/null || { echo "build of libvgpu.so failed"; exit 1; }
 LIB="$WORK/build/lib/libvgpu.so"
+# Check 10's tool links the node agent's libraries: built meanwhile (nothing else uses the
+# build tree after this point).
+cmake --build "$WORK/build" --target gpu_park_check -j"$(nproc)" >"$WORK/park-build.log" 2>&1 &
+PARK_BUILD=$!
 
 cat > "$WORK/alloc.c" <<'C'
 #include <cuda.h>
@@ -335,6 +349,109 @@ CU
   fi
 else
   row "SM checks" SKIP "no nvcc at $CUDA_HOME/bin"
+fi
+
+# ---- 10. Park and wake a real CUDA program (issue 36 item 7) ----
+wait "$PARK_BUILD"; park_build=$?
+PARK_TOOL="$WORK/build/tests/gpu/gpu_park_check"
+[[ -x "$PARK_TOOL" ]] || PARK_TOOL="$(find "$WORK/build" -name gpu_park_check -type f -perm -u+x | head -1)"
+mig=$(nvidia-smi -i 0 --query-gpu=mig.mode.current --format=csv,noheader 2>/dev/null | tr -d ' ')
+driver=$(nvidia-smi -i 0 --query-gpu=driver_version --format=csv,noheader 2>/dev/null | tr -d ' ')
+park_skip=""
+if [[ "$mig" == Enabled ]]; then
+  park_skip="GPU 0 is in MIG mode (the checkpoint API does not support MIG)"
+elif [[ $park_build -ne 0 || -z "$PARK_TOOL" ]]; then
+  row "10. park/wake checks" FAIL "gpu_park_check did not build: $(grep -m1 -i error "$WORK/park-build.log" | head -c 200)"
+  park_skip="-"
+elif ! g++ -std=c++17 -O2 -I"$CUDA_HOME/include" "$ROOT/tests/gpu/park_tenant.cc" -o "$WORK/park_tenant" \
+    "${LIBCUDA[@]}" 2>"$WORK/tenant.log"; then
+  row "10. park/wake checks" FAIL "cannot build park_tenant: $(head -c 200 "$WORK/tenant.log")"
+  park_skip="-"
+fi
+# run_park <out prefix> <tool args...> -- <tenant command...>: starts the tenant, parks and
+# wakes it with the tool once it is ready, lets it check its bytes. Sets park_rc (the tool's
+# exit code), park_err (its stderr), park_verdict (the tenant's last line).
+run_park() {
+  local out="$1"; shift
+  local -a targs=() cmd=()
+  while [[ $# -gt 0 && "$1" != -- ]]; do targs+=("$1"); shift; done
+  shift; cmd=("$@")
+  park_rc=-1; park_err=""; park_verdict=""
+  coproc PARKT { "${cmd[@]}" 2>"$out.tenant.err"; }
+  local tpid=$PARKT_PID ready="" tin=${PARKT[1]} tout=${PARKT[0]}
+  read -r -t 180 ready <&"$tout"
+  if [[ "$ready" != ready* ]]; then
+    park_verdict="tenant not ready: $ready"
+  else
+    read -r _ gpid _ <<<"$ready"
+    "$PARK_TOOL" --pid "$gpid" --allow-driver "$driver" --lock-timeout-ms 10000 "${targs[@]}" \
+      >"$out.out" 2>"$out.err"
+    park_rc=$?
+    park_err=$(head -c 300 "$out.err")
+    # A failed park is undone (the process RUNNING again), so its bytes are checked too.
+    echo go >&"$tin"
+    read -r -t 300 park_verdict <&"$tout"
+  fi
+  kill "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null
+}
+fig() { awk -v k="$2" '$1 == "figure" && $2 == k { print $3 }' "$1.out"; }
+if [[ -z "$park_skip" ]]; then
+  free_mib=$(nvidia-smi -i 0 --query-gpu=memory.free --format=csv,noheader,nounits | head -1 | tr -d ' ')
+  # 1 GiB and 4 GiB, with 1 GiB left for the context and others; less on a small GPU.
+  if [[ ${free_mib:-0} -ge 6144 ]]; then sizes=(1024 4096)
+  elif [[ ${free_mib:-0} -ge 1536 ]]; then sizes=($(( (free_mib - 1024) / 5 )) $(( (free_mib - 1024) * 4 / 5 )))
+  else park_skip="GPU 0 has ${free_mib:-?} MiB free, below 1536"; fi
+fi
+if [[ -z "$park_skip" ]]; then
+  run_park "$WORK/park" --no-region -- env -u LD_PRELOAD CUDA_VISIBLE_DEVICES=0 "$WORK/park_tenant" "${sizes[@]}"
+  buf_mib=$(( sizes[0] + sizes[1] ))
+  if [[ $park_rc -eq 3 || $park_rc -eq 4 ]]; then
+    # No checkpoint API in this driver, or a gate (MPS, persistence mode, ...): not a failure.
+    park_skip="${park_err#gpu_park_check: }"
+  elif [[ $park_rc -eq 0 && "$park_verdict" == "intact $buf_mib" ]]; then
+    row "10. park/wake: bytes intact after restore" PASS "$buf_mib MiB (${sizes[0]} + ${sizes[1]}) on driver $driver"
+  else
+    row "10. park/wake: bytes intact after restore" FAIL "tool exit $park_rc: ${park_err:-ok}; tenant: $park_verdict"
+  fi
+  if [[ -z "$park_skip" && $park_rc -eq 0 ]]; then
+    rel=$(fig "$WORK/park" released_bytes)
+    gib=$(awk -v b="$rel" 'BEGIN { printf "%.3f", b / 1073741824 }')
+    row "10. park time per GiB" INFO "$(awk -v t="$(fig "$WORK/park" park_ms)" -v g="$gib" \
+      -v l="$(fig "$WORK/park" lock_ms)" -v c="$(fig "$WORK/park" checkpoint_ms)" \
+      'BEGIN { printf "%.1f ms/GiB (lock %.1f ms, checkpoint %.1f ms, %s GiB released)", (g > 0 ? t / g : -1), l, c, g }')"
+    row "10. wake time per GiB" INFO "$(awk -v t="$(fig "$WORK/park" wake_ms)" -v g="$gib" \
+      -v r="$(fig "$WORK/park" restore_ms)" -v u="$(fig "$WORK/park" unlock_ms)" \
+      'BEGIN { printf "%.1f ms/GiB (restore %.1f ms, unlock %.1f ms)", (g > 0 ? t / g : -1), r, u }')"
+    row "10. host memory while parked (MiB per GiB)" INFO "$(awk -v b="$(fig "$WORK/park" vmrss_kib_before)" \
+      -v p="$(fig "$WORK/park" vmrss_kib_parked)" -v a="$(fig "$WORK/park" vmrss_kib_after)" \
+      -v mb="$(fig "$WORK/park" memavailable_kib_before)" -v mp="$(fig "$WORK/park" memavailable_kib_parked)" -v g="$gib" \
+      'BEGIN { printf "%.0f MiB/GiB (VmRSS %+.0f MiB parked, %+.0f MiB after wake; node MemAvailable %+.0f MiB parked)", (g > 0 ? (p - b) / 1024 / g : -1), (p - b) / 1024, (a - b) / 1024, (mp - mb) / 1024 }')"
+    listed=$(fig "$WORK/park" nvml_pid_listed_parked); pbytes=$(fig "$WORK/park" nvml_pid_bytes_parked)
+    before=$(fig "$WORK/park" nvml_pid_bytes_before)
+    freed=$(awk -v a="$(fig "$WORK/park" nvml_free_bytes_parked)" -v b="$(fig "$WORK/park" nvml_free_bytes_before)" 'BEGIN { printf "%.0f", (a - b) / 1048576 }')
+    # ~0 for the pid while parked, and at least the buffers back in the GPU's free memory.
+    if [[ "$listed" == 0 || ${pbytes:-1} -lt $((64 << 20)) ]] && [[ $freed -ge $buf_mib ]]; then
+      row "10. NVML shows the memory free while parked" PASS "pid $((before >> 20)) MiB -> $((pbytes >> 20)) MiB (listed $listed); GPU free +$freed MiB"
+    else
+      row "10. NVML shows the memory free while parked" FAIL "pid $((before >> 20)) MiB -> $((pbytes >> 20)) MiB (listed $listed); GPU free +$freed MiB, buffers $buf_mib MiB"
+    fi
+  fi
+fi
+if [[ -z "$park_skip" ]]; then
+  # The agent's path: the program under libvgpu.so (a limit of the whole GPU), the facts from its
+  # region (the use record, the charged bytes that NVML must show released).
+  total_mib=$(nvidia-smi -i 0 --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | tr -d ' ')
+  rm -f "$WORK/park-region.cache"
+  run_park "$WORK/park-vgpu" --region "$WORK/park-region.cache" -- env LD_PRELOAD="$LIB" CUDA_VISIBLE_DEVICES=0 \
+    CUDA_DEVICE_MEMORY_LIMIT_0="${total_mib}m" CUDA_DEVICE_MEMORY_SHARED_CACHE="$WORK/park-region.cache" \
+    "$WORK/park_tenant" 256
+  if [[ $park_rc -eq 0 && "$park_verdict" == "intact 256" ]]; then
+    row "10. park/wake under libvgpu.so (region facts)" PASS "256 MiB; park $(fig "$WORK/park-vgpu" park_ms) ms, wake $(fig "$WORK/park-vgpu" wake_ms) ms"
+  else
+    row "10. park/wake under libvgpu.so (region facts)" FAIL "tool exit $park_rc: ${park_err:-ok}; tenant: $park_verdict"
+  fi
+elif [[ "$park_skip" != "-" ]]; then
+  row "10. park/wake checks" SKIP "$park_skip"
 fi
 
 printf '\n%-52s %-6s %s\n' "check (limit ${LIMIT_MIB} MiB on GPU 0)" result detail
