@@ -326,8 +326,8 @@ int Run(const Flags& f) {
     sources.opted_in = [parking](const monitor::PodRef& pod) {
       return monitor::ParkOptedIn(&pod, parking);
     };
-    sources.borrower_pending = [&park_client] {
-      return monitor::BorrowerPending(park_client.get());
+    sources.borrower_pending = [&park_client, node = f.node_name] {
+      return monitor::PendingBorrowers(park_client.get(), node);
     };
     sources.lend = [&park_client, node = f.node_name](const std::string& value) {
       return monitor::PatchLentMemory(park_client.get(), node, value);

@@ -169,6 +169,16 @@ Result<uint64_t> NvmlParkFacts::FreeBytes(const std::string& uuid) const {
   return static_cast<uint64_t>(m.free);
 }
 
+Result<uint64_t> NvmlParkFacts::TotalBytes(const std::string& uuid) const {
+  auto h = Handle(uuid);
+  if (!h.ok()) return h.status();
+  const auto info = lib_->Get<decltype(&::nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
+  nvmlMemory_t m{};
+  if (nvmlReturn_t r = info(*h, &m); r != NVML_SUCCESS)
+    return Unavailable(lib_->Error("nvmlDeviceGetMemoryInfo(" + uuid + ")", r));
+  return static_cast<uint64_t>(m.total);
+}
+
 // ---- The container's cgroup memory.
 
 namespace {
@@ -376,6 +386,10 @@ ParkHost MakeParkHost(node::CheckpointDriver driver, NvmlParkFacts* nvml,
     }
     return *free;
   };
+  host.total_bytes = [nvml](const std::string& uuid) -> uint64_t {
+    auto total = nvml->TotalBytes(uuid);
+    return total.ok() ? *total : 0;
+  };
   host.grant = [limits_dir](const std::string& dir_name) {
     return ReadSliceGrant(limits_dir, dir_name);
   };
@@ -526,11 +540,14 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
 
 OrphanWaker::OrphanWaker(ParkHost host, const ParkingOptions& options)
     : host_(std::move(host)),
-      parker_(host_.driver, options.allowed_drivers, options.lock_timeout_ms) {}
+      parker_(host_.driver, options.allowed_drivers, options.lock_timeout_ms),
+      reclaim_timeout_ns_(
+          static_cast<uint64_t>(std::max<int64_t>(0, options.reclaim_timeout.count()))) {}
 
 std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
                                         const ParkController& controller,
-                                        const std::map<std::string, PodRef>& pods) {
+                                        const std::map<std::string, PodRef>& pods,
+                                        uint64_t now_ns) {
   std::set<std::string> still;
   std::set<std::string> seen;
   for (const ContainerDir& dir : dirs) {
@@ -630,20 +647,55 @@ std::set<std::string> OrphanWaker::Poll(const std::vector<ContainerDir>& dirs,
       // Locked only (the agent died between Lock and Checkpoint): the memory was never
       // released, an Unlock needs none. Otherwise the grant's whole memory on its GPU: at least
       // what the checkpointed processes released (the region's charge is the tenant's to write).
-      node::ParkResult r = parker_.Wake(t, checkpointed ? grant->bytes : 0);
+      const uint64_t room = checkpointed ? grant->bytes : 0;
+      node::ParkResult r = parker_.Wake(t, room);
       if (r.outcome == node::ParkOutcome::kAwake) {
         Status w = WriteParkState(path, 0, api::kParkRunning);
         outcome = "woken (left parked by an earlier agent)";
         if (!w.ok()) outcome += "; park_state not reset: " + w.message();
+        reclaim_since_.erase(dir.name);
       } else {
         outcome = "left parked by an earlier agent, not woken: " + r.reason;
         still.insert(dir.name);
+        // No room: the borrowers of the grant's GPU may hold it (an earlier agent lent it).
+        // Evicted once for what NVML lacks of the grant, then the wake is tried every poll;
+        // after reclaim_timeout without the room, said, counted and evicted again.
+        if (r.outcome == node::ParkOutcome::kNoRoom && host_.reclaim) {
+          auto since = reclaim_since_.find(dir.name);
+          const uint64_t waited =
+              since != reclaim_since_.end() && now_ns > since->second ? now_ns - since->second : 0;
+          if (since != reclaim_since_.end() && waited < reclaim_timeout_ns_) {
+            outcome += "; waiting for the evicted borrowers to free it";
+          } else if (since != reclaim_since_.end()) {
+            ++reclaim_timeouts_;
+            reclaim_since_.erase(since);
+            outcome += "; the memory is still not free " + std::to_string(waited / 1'000'000'000) +
+                       " s after evicting the GPU's borrowers: not restored, evicting again";
+          } else {
+            const uint64_t free = host_.free_bytes(uuid);
+            const uint64_t need = room > free ? room - free : 0;
+            const std::string owner = pod == pods.end()
+                                          ? dir.pod_uid
+                                          : pod->second.namespace_name + "/" + pod->second.name;
+            Result<int> evicted = host_.reclaim(uuid, need, owner);
+            reclaim_since_[dir.name] = std::max<uint64_t>(now_ns, 1);
+            if (evicted.ok()) {
+              evictions_ += static_cast<uint64_t>(std::max(0, *evicted));
+              outcome += "; evicted " + std::to_string(*evicted) + " borrower(s) of " + uuid +
+                         " for " + std::to_string((need + (1 << 20) - 1) >> 20) + " MiB";
+            } else {
+              outcome += "; evicting the GPU's borrowers: " + evicted.status().message();
+            }
+          }
+        }
       }
     }
     log(outcome, still.count(dir.name) > 0);
   }
   for (auto it = last_.begin(); it != last_.end();)
     it = seen.count(it->first) ? std::next(it) : last_.erase(it);
+  for (auto it = reclaim_since_.begin(); it != reclaim_since_.end();)
+    it = still.count(it->first) ? std::next(it) : reclaim_since_.erase(it);
   return still;
 }
 
@@ -653,7 +705,7 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
                     std::chrono::nanoseconds interval, base::StopSignal* stop,
                     ParkedSlices* parked) {
   std::map<std::string, PodRef> pods;
-  bool borrower = false;
+  std::vector<PendingBorrower> borrower;
   uint64_t pods_at = 0, borrower_at = 0;
   bool listed = false, asked = false;
   std::vector<ContainerDir> dirs;
@@ -665,6 +717,9 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       spdlog::warn("parking: {}", s.status().message());  // the last scan is kept
     }
   };
+  std::unique_ptr<OrphanWaker> orphans;
+  if (sources.host && sources.options)
+    orphans = std::make_unique<OrphanWaker>(*sources.host, *sources.options);
   auto publish = [&] {
     if (!parked) return;
     std::vector<ParkedSample> out;
@@ -681,8 +736,10 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
       out.push_back(std::move(p));
     }
     parked->Publish(std::move(out));
-    parked->PublishCounts(controller->evictions(), controller->reclaim_timeouts(),
-                          controller->refusals());
+    parked->PublishCounts(
+        controller->evictions() + (orphans ? orphans->evictions() : 0),
+        controller->reclaim_timeouts() + (orphans ? orphans->reclaim_timeouts() : 0),
+        controller->refusals());
     parked->PublishIdleLent(controller->idle_lent());
   };
   // The lent-memory record: `lent_sig` is the last one written, stamped 1 ("" when
@@ -722,9 +779,6 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
   const auto pods_period = static_cast<uint64_t>(sources.pods_period.count());
   const auto borrower_period = static_cast<uint64_t>(sources.borrower_period.count());
   auto clock = [&sources] { return sources.now ? sources.now() : MonotonicNowNs(); };
-  std::unique_ptr<OrphanWaker> orphans;
-  if (sources.host && sources.options)
-    orphans = std::make_unique<OrphanWaker>(*sources.host, *sources.options);
   do {
     const uint64_t now = MonotonicNowNs();  // the periods are the agent's own time
     if (sources.pods && (!listed || now - pods_at >= pods_period)) {
@@ -741,14 +795,14 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
     bool any_opted_in = !sources.opted_in;
     for (const auto& [uid, pod] : pods) any_opted_in = any_opted_in || sources.opted_in(pod);
     if (!any_opted_in) {
-      borrower = false;  // nothing here may park: no need to ask
+      borrower.clear();  // nothing here may park: no need to ask
       asked = false;     // ask at once when a pod opts in
     } else if (sources.borrower_pending && (!asked || now - borrower_at >= borrower_period)) {
       auto b = sources.borrower_pending();
       if (b.ok()) {
-        borrower = *b;
+        borrower = std::move(*b);
       } else {
-        borrower = false;  // unknown: nothing parks
+        borrower.clear();  // unknown: nothing parks
         spdlog::warn("parking: asking for a pending borrower: {}", b.status().message());
       }
       asked = true;
@@ -757,7 +811,7 @@ void RunParkingLoop(ParkController* controller, const ParkingLoopSources& source
     scan();
     if (orphans) {
       // Before the controller: it would take an orphan for a running container.
-      std::set<std::string> still = orphans->Poll(dirs, *controller, pods);
+      std::set<std::string> still = orphans->Poll(dirs, *controller, pods, clock());
       std::vector<ContainerDir> rest;
       for (ContainerDir& d : dirs)
         if (!still.count(d.name)) rest.push_back(d);

@@ -65,6 +65,8 @@ class NvmlParkFacts {
   /// NVML's free memory of GPU `uuid`, bytes (nvmlDeviceGetHandleByUUID +
   /// nvmlDeviceGetMemoryInfo). Errors: kUnavailable with the call and NVML's error.
   Result<uint64_t> FreeBytes(const std::string& uuid) const;
+  /// NVML's total memory of GPU `uuid`, bytes (nvmlDeviceGetMemoryInfo). Errors: FreeBytes'.
+  Result<uint64_t> TotalBytes(const std::string& uuid) const;
 
  private:
   explicit NvmlParkFacts(std::unique_ptr<nvml::Library> lib);
@@ -93,7 +95,8 @@ HostMemory ReadCgroupMemory(const std::string& proc_root, const std::string& cgr
 /// Builds the ParkHost over `driver`, `nvml` and `processes` (not owned; must outlive the
 /// host): facts are nvml->GpuFacts plus the host memory of the first pid's cgroup
 /// (ReadCgroupMemory; no pid: unknown); free_bytes is nvml->FreeBytes, 0 when NVML fails (a park
-/// then sees nothing released and is undone; a wake sees no room), logged; grant is
+/// then sees nothing released and is undone; a wake sees no room), logged; total_bytes is
+/// nvml->TotalBytes, 0 (unknown) when NVML fails; grant is
 /// ReadSliceGrant under `limits_dir` (<hook>/vgpu/limits); verify_process maps the pid with the
 /// enforcement's mapping (enforce::ProcReader::Identify under `proc_root`, NamedContainer): its
 /// pod UID and container must be the directory's, and with on_gpu `processes` must list it on
@@ -157,7 +160,12 @@ void RegisterParkingMetrics(metrics::Registry* registry, const std::string& node
 /// whole memory free on its GPU; when every one is only LOCKED, nothing was released and no room
 /// is needed), then park_state is written back to running; with none (the agent died before its
 /// Lock, or the processes are gone) park_state is only reset; a process whose state the driver
-/// cannot give keeps the container marked. Not thread-safe: the loop's thread.
+/// cannot give keeps the container marked. A wake NVML has no room for evicts the borrowers of
+/// the grant's GPU first (ParkHost::reclaim, for what NVML lacks of the grant's memory: at most
+/// the grant), once, then waits poll after poll (each poll tries the wake and restores at the
+/// first that finds the room) up to ParkingOptions::reclaim_timeout, past which it says so,
+/// counts it and evicts again; Restore is never attempted without the room (Parker::Wake). Not
+/// thread-safe: the loop's thread.
 class OrphanWaker {
  public:
   /// `host`: the controller's driver and NVML (facts unused). `options`: its allow-list and
@@ -165,18 +173,27 @@ class OrphanWaker {
   OrphanWaker(ParkHost host, const ParkingOptions& options);
 
   /// Wakes the orphans among `dirs` (their regions under <dir.path>/region.cache) that
-  /// `controller` does not hold; `pods` (by UID) name the containers of the processes. Returns
-  /// the names of those still parked (no room, a failed call, not verified): the caller keeps
-  /// them out of the controller's poll, which would otherwise take them for running containers.
-  /// Each outcome is logged when it changes.
+  /// `controller` does not hold, at CLOCK_MONOTONIC `now_ns`; `pods` (by UID) name the
+  /// containers of the processes. Returns the names of those still parked (no room, a failed
+  /// call, not verified): the caller keeps them out of the controller's poll, which would
+  /// otherwise take them for running containers. Each outcome is logged when it changes.
   std::set<std::string> Poll(const std::vector<ContainerDir>& dirs,
                              const ParkController& controller,
-                             const std::map<std::string, PodRef>& pods);
+                             const std::map<std::string, PodRef>& pods, uint64_t now_ns);
+
+  /// Borrowers evicted so far for orphans' wakes.
+  uint64_t evictions() const { return evictions_; }
+  /// Orphans' wakes whose eviction did not free the memory within reclaim_timeout, so far.
+  uint64_t reclaim_timeouts() const { return reclaim_timeouts_; }
 
  private:
   ParkHost host_;
   node::Parker parker_;
-  std::map<std::string, std::string> last_;  // directory → last outcome logged
+  uint64_t reclaim_timeout_ns_ = 0;
+  std::map<std::string, std::string> last_;        // directory → last outcome logged
+  std::map<std::string, uint64_t> reclaim_since_;  // directory → when its borrowers were evicted
+  uint64_t evictions_ = 0;
+  uint64_t reclaim_timeouts_ = 0;
 };
 
 /// Where the parking loop reads the node and the cluster.
@@ -184,11 +201,11 @@ struct ParkingLoopSources {
   std::string containers_root;  ///< <hook>/vgpu/containers
   std::string node_name;
   PodLister* pods = nullptr;  ///< not owned; the node's pods, listed every pods_period
-  /// Whether a borrower is pending (monitor::BorrowerPending over the loop's client); asked
-  /// every borrower_period, and only while a pod of the node opts in (`opted_in`): a node
-  /// without one puts no cluster-wide list on the API server. An error counts as "no borrower"
-  /// (nothing parks) and is logged.
-  std::function<Result<bool>()> borrower_pending;
+  /// The pending borrowers that could use this node (monitor::PendingBorrowers over the loop's
+  /// client); asked every borrower_period, and only while a pod of the node opts in
+  /// (`opted_in`): a node without one puts no cluster-wide list on the API server. An error
+  /// counts as "no borrower" (nothing parks) and is logged.
+  std::function<Result<std::vector<PendingBorrower>>()> borrower_pending;
   /// Whether a pod opts in (monitor::ParkOptedIn under the loop's options); null: every pod.
   std::function<bool(const PodRef&)> opted_in;
   /// CLOCK_MONOTONIC now, ns (the clock libvgpu.so stamps last_launch_ns with); null:

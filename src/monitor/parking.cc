@@ -258,25 +258,30 @@ void ParkController::Reclaim(ParkedSlice& slice, uint64_t now_ns, const std::str
 
 void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
                           const std::map<std::string, PodRef>& pods, bool borrower_pending) {
+  std::vector<PendingBorrower> borrowers;
+  if (borrower_pending) borrowers.push_back(PendingBorrower{});
+  Poll(now_ns, dirs, pods, borrowers);
+}
+
+void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
+                          const std::map<std::string, PodRef>& pods,
+                          const std::vector<PendingBorrower>& borrowers) {
   std::set<std::string> present;
   idle_lent_.clear();
   // NVML's process lists, read at most once a poll and only when a slice may lend.
   std::optional<Result<std::vector<enforce::GpuSample>>> sample;
   const auto idle_after = static_cast<uint64_t>(std::max<int64_t>(0, options_.idle_after.count()));
-  for (const ContainerDir& dir : dirs) {
-    present.insert(dir.name);
-    const std::string path = RegionPath(dir.path);
-    auto region = ReadRegionFile(path);
-    if (!region.ok()) continue;
+  // Each slice's facts for the decision, a borrower assumed pending (filled in below).
+  auto input = [&](const ContainerDir& dir, const RegionContents& region) {
     auto pod = pods.find(dir.pod_uid);
     ParkInput in;
     in.opted_in = ParkOptedIn(pod == pods.end() ? nullptr : &pod->second, options_);
-    in.borrower_pending = borrower_pending;
-    in.single_gpu = region->devices.size() == 1;
-    in.processes = region->active_slots;
-    in.processes_without_host_pid = region->slots_without_host_pid;
-    if (!region->devices.empty()) {
-      const SliceDevice& dev = region->devices[0];
+    in.borrower_pending = true;
+    in.single_gpu = region.devices.size() == 1;
+    in.processes = region.active_slots;
+    in.processes_without_host_pid = region.slots_without_host_pid;
+    if (!region.devices.empty()) {
+      const SliceDevice& dev = region.devices[0];
       in.used_bytes = dev.used_bytes;
       in.wake_requests = dev.wake_requests;
       uint64_t since = dev.last_launch_ns;
@@ -286,6 +291,54 @@ void ParkController::Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs
     auto parked = parked_.find(dir.name);
     in.parked = parked != parked_.end();
     if (in.parked) in.wake_baseline = parked->second.wake_baseline;
+    return in;
+  };
+  std::vector<Result<RegionContents>> regions;
+  regions.reserve(dirs.size());
+  for (const ContainerDir& dir : dirs) regions.push_back(ReadRegionFile(RegionPath(dir.path)));
+  // What parking could lend per GPU (the grant's): what the slices parked there lend (no wake
+  // asked), plus the charged bytes, bounded by the grant, of each slice that would park now.
+  // The region is the tenant's to write: the grant names the GPU and bounds the bytes.
+  std::map<std::string, uint64_t> could_lend;
+  std::map<std::string, std::string> candidate_gpu;  // directory → its grant's GPU
+  auto add = [](uint64_t& sum, uint64_t b) { sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b; };
+  if (!borrowers.empty()) {
+    for (const auto& [name, slice] : parked_)
+      if (!slice.wake_requested) add(could_lend[slice.uuid], slice.lent_bytes);
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      if (!regions[i].ok() || !host_.grant) continue;
+      const ParkInput in = input(dirs[i], *regions[i]);
+      if (DecideParking(in, options_) != ParkAction::kPark) continue;
+      auto grant = host_.grant(dirs[i].name);
+      if (!grant.ok() || !EqualsIgnoreCase(regions[i]->devices[0].uuid, grant->uuid)) continue;
+      candidate_gpu[dirs[i].name] = grant->uuid;
+      add(could_lend[grant->uuid], std::min(in.used_bytes, grant->bytes));
+    }
+  }
+  // Whether a pending borrower could use what parking lends on GPU `uuid` ("" unknown: only a
+  // borrower asking nothing).
+  std::map<std::string, bool> wanted;
+  auto borrower_for = [&](const std::string& uuid) {
+    auto w = wanted.find(uuid);
+    if (w != wanted.end()) return w->second;
+    const uint64_t total = !uuid.empty() && host_.total_bytes ? host_.total_bytes(uuid) : 0;
+    const uint64_t room = uuid.empty() ? 0 : could_lend[uuid];
+    bool any = false;
+    for (const PendingBorrower& b : borrowers) any = any || BorrowerNeedBytes(b, total) <= room;
+    return wanted[uuid] = any;
+  };
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const ContainerDir& dir = dirs[i];
+    present.insert(dir.name);
+    const std::string path = RegionPath(dir.path);
+    auto& region = regions[i];
+    if (!region.ok()) continue;
+    auto pod = pods.find(dir.pod_uid);
+    ParkInput in = input(dir, *region);
+    auto parked = parked_.find(dir.name);
+    auto gpu = candidate_gpu.find(dir.name);
+    in.borrower_pending =
+        !borrowers.empty() && borrower_for(gpu == candidate_gpu.end() ? "" : gpu->second);
     ParkAction action = DecideParking(in, options_);
     // A process of a parked slice gone (a kernel restarted, killed) or started again under its
     // PID: the slice is woken, which restores what is still the process parked and drops the
@@ -606,21 +659,236 @@ Status WriteReclaimLending(const std::string& path, uint32_t devices) {
                          sizeof(devices));
 }
 
-Result<bool> BorrowerPending(k8s::Client* client) {
+namespace {
+
+using nlohmann::json;
+
+// `obj`[key] when obj is an object holding it, else null.
+const json* Member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string StringMember(const json& obj, const char* key) {
+  const json* v = Member(obj, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
+}
+
+// k8s.io/api core/v1 Toleration.ToleratesTaint; an operator it does not define counts as
+// tolerating (the agent may park for it: the rule before the node was checked).
+bool Tolerates(const json& t, const NodeTaint& taint) {
+  if (!t.is_object()) return false;
+  const std::string effect = StringMember(t, "effect");
+  const std::string key = StringMember(t, "key");
+  if (!effect.empty() && effect != taint.effect) return false;
+  if (!key.empty() && key != taint.key) return false;
+  const std::string op = StringMember(t, "operator");
+  if (op.empty() || op == "Equal") return StringMember(t, "value") == taint.value;
+  return true;  // Exists, or an operator this agent does not know
+}
+
+std::optional<int64_t> ParseInt(const std::string& s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  size_t i = s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return std::nullopt;
+  int64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+    v = v * 10 + (s[i] - '0');
+  }
+  return s[0] == '-' ? -v : v;
+}
+
+enum class Match { kNo, kYes, kUnknown };
+
+// One requirement of a node selector term against `value` (the label's or field's, null when
+// absent). kUnknown: an operator it does not evaluate.
+Match Requirement(const json& r, const std::string* value) {
+  if (!r.is_object()) return Match::kNo;
+  const std::string op = StringMember(r, "operator");
+  std::vector<std::string> values;
+  if (const json* vs = Member(r, "values")) {
+    if (!vs->is_array()) return Match::kNo;
+    for (const json& v : *vs) {
+      if (!v.is_string()) return Match::kNo;
+      values.push_back(v.get<std::string>());
+    }
+  }
+  const bool in =
+      value != nullptr && std::find(values.begin(), values.end(), *value) != values.end();
+  if (op == "In") return in ? Match::kYes : Match::kNo;
+  if (op == "NotIn") return in ? Match::kNo : Match::kYes;
+  if (op == "Exists") return value != nullptr ? Match::kYes : Match::kNo;
+  if (op == "DoesNotExist") return value == nullptr ? Match::kYes : Match::kNo;
+  if (op == "Gt" || op == "Lt") {
+    if (value == nullptr || values.size() != 1) return Match::kNo;
+    auto have = ParseInt(*value), want = ParseInt(values[0]);
+    if (!have || !want) return Match::kNo;
+    return (op == "Gt" ? *have > *want : *have < *want) ? Match::kYes : Match::kNo;
+  }
+  return Match::kUnknown;
+}
+
+// One nodeSelectorTerm: its matchExpressions (labels) and matchFields (metadata.name) ANDed;
+// an empty term matches nothing (k8s.io/component-helpers nodeaffinity).
+Match Term(const json& term, const NodeView& node) {
+  if (!term.is_object()) return Match::kNo;
+  Match out = Match::kYes;
+  int requirements = 0;
+  for (const char* what : {"matchExpressions", "matchFields"}) {
+    const json* list = Member(term, what);
+    if (list == nullptr) continue;
+    if (!list->is_array()) return Match::kNo;
+    const bool fields = what[5] == 'F';
+    for (const json& r : *list) {
+      ++requirements;
+      const std::string key = StringMember(r, "key");
+      Match m;
+      if (fields) {
+        m = key == "metadata.name" ? Requirement(r, &node.name) : Match::kUnknown;
+      } else {
+        auto l = node.labels.find(key);
+        m = Requirement(r, l == node.labels.end() ? nullptr : &l->second);
+      }
+      if (m == Match::kNo) return Match::kNo;
+      if (m == Match::kUnknown) out = Match::kUnknown;
+    }
+  }
+  return requirements == 0 ? Match::kNo : out;
+}
+
+}  // namespace
+
+Result<NodeView> ParseNodeView(const json& node) {
+  NodeView v;
+  const json* md = Member(node, "metadata");
+  v.name = md ? StringMember(*md, "name") : "";
+  if (v.name.empty()) return InvalidArgument("node: metadata.name is missing or not a string");
+  if (const json* labels = md ? Member(*md, "labels") : nullptr) {
+    if (!labels->is_object())
+      return InvalidArgument("node " + v.name + ": metadata.labels is a " + labels->type_name() +
+                             ", not an object");
+    for (const auto& [k, val] : labels->items()) {
+      if (!val.is_string())
+        return InvalidArgument("node " + v.name + ": label " + k + " is a " + val.type_name() +
+                               ", not a string");
+      v.labels[k] = val.get<std::string>();
+    }
+  }
+  const json* spec = Member(node, "spec");
+  if (const json* taints = spec ? Member(*spec, "taints") : nullptr) {
+    if (!taints->is_array())
+      return InvalidArgument("node " + v.name + ": spec.taints is a " + taints->type_name() +
+                             ", not an array");
+    for (size_t i = 0; i < taints->size(); ++i) {
+      const json& t = (*taints)[i];
+      for (const char* f : {"key", "value", "effect"}) {
+        const json* x = Member(t, f);
+        if (!t.is_object() || (x != nullptr && !x->is_string()))
+          return InvalidArgument("node " + v.name + ": spec.taints[" + std::to_string(i) + "]." +
+                                 f + " is not a string");
+      }
+      NodeTaint taint{StringMember(t, "key"), StringMember(t, "value"), StringMember(t, "effect")};
+      if (taint.effect == "NoSchedule" || taint.effect == "NoExecute")
+        v.taints.push_back(std::move(taint));
+    }
+  }
+  return v;
+}
+
+std::string BorrowerNodeMismatch(const json& pod, const NodeView& node) {
+  const json* spec = Member(pod, "spec");
+  if (spec == nullptr) return "";
+  if (const json* n = Member(*spec, "nodeName")) {
+    if (!n->is_string()) return "spec.nodeName is not a string";
+    if (!n->get<std::string>().empty() && n->get<std::string>() != node.name)
+      return "spec.nodeName is " + n->get<std::string>().substr(0, 253);
+  }
+  if (const json* sel = Member(*spec, "nodeSelector")) {
+    if (!sel->is_object()) return "spec.nodeSelector is not an object";
+    for (const auto& [k, val] : sel->items()) {
+      auto l = node.labels.find(k);
+      if (!val.is_string() || l == node.labels.end() || l->second != val.get<std::string>())
+        return "spec.nodeSelector " + k.substr(0, 317) + "=" +
+               (val.is_string() ? val.get<std::string>().substr(0, 63) : val.dump()) +
+               (l == node.labels.end() ? ": the node has no such label"
+                                       : ": the node's is " + l->second);
+    }
+  }
+  const json* tolerations = Member(*spec, "tolerations");
+  if (tolerations != nullptr && !tolerations->is_array()) return "spec.tolerations is not a list";
+  for (const NodeTaint& taint : node.taints) {
+    bool ok = false;
+    if (tolerations != nullptr)
+      for (const json& t : *tolerations) ok = ok || Tolerates(t, taint);
+    if (!ok)
+      return "the node's taint " + taint.key + "=" + taint.value + ":" + taint.effect +
+             " is not tolerated";
+  }
+  const json* affinity = Member(*spec, "affinity");
+  const json* na = affinity ? Member(*affinity, "nodeAffinity") : nullptr;
+  const json* req = na ? Member(*na, "requiredDuringSchedulingIgnoredDuringExecution") : nullptr;
+  if (req != nullptr) {
+    const json* terms = Member(*req, "nodeSelectorTerms");
+    bool any = false;
+    if (terms != nullptr && terms->is_array())
+      for (const json& term : *terms) any = any || Term(term, node) != Match::kNo;
+    if (!any) return "its required node affinity matches no term of the node";
+  }
+  return "";
+}
+
+uint64_t BorrowerNeedBytes(const PendingBorrower& b, uint64_t total_bytes) {
+  const uint64_t mib = static_cast<uint64_t>(std::clamp<int64_t>(b.mem_mib, 0, int64_t{1} << 40));
+  const uint64_t pct = static_cast<uint64_t>(std::clamp<int32_t>(b.mem_percent, 0, 100));
+  const uint64_t by_share = total_bytes / 100 * pct + total_bytes % 100 * pct / 100;
+  return std::max(mib << 20, by_share);
+}
+
+Result<std::vector<PendingBorrower>> PendingBorrowers(k8s::Client* client,
+                                                      const std::string& node_name) {
   k8s::ListOptions options;
   options.field_selector = "status.phase=Pending,spec.nodeName=";
-  bool pending = false;
-  auto rv = client->ListEach("/api/v1/pods", options, [&](nlohmann::json& item) {
-    if (pending || !item.is_object()) return;
-    const auto* meta =
-        item.contains("metadata") && item["metadata"].is_object() ? &item["metadata"] : nullptr;
-    if (!meta || !meta->contains("annotations") || !(*meta)["annotations"].is_object()) return;
-    const auto& a = (*meta)["annotations"];
-    pending = a.contains(core::kAnnotationBorrower) && a[core::kAnnotationBorrower].is_string() &&
-              a[core::kAnnotationBorrower].get<std::string>() == "true";
+  std::vector<json> pending;
+  auto rv = client->ListEach("/api/v1/pods", options, [&](json& item) {
+    const json* md = Member(item, "metadata");
+    const json* a = md ? Member(*md, "annotations") : nullptr;
+    if (a != nullptr && StringMember(*a, core::kAnnotationBorrower) == "true")
+      pending.push_back(std::move(item));
   });
   if (!rv.ok()) return rv.status();
-  return pending;
+  std::vector<PendingBorrower> out;
+  if (pending.empty()) return out;
+  auto node = client->Get(k8s::NodePath(node_name));
+  if (!node.ok()) return node.status().WithPrefix("reading node " + node_name);
+  auto view = ParseNodeView(*node);
+  if (!view.ok()) return view.status();
+  for (const json& pod : pending) {
+    const json* md = Member(pod, "metadata");
+    const std::string name =
+        md ? StringMember(*md, "namespace") + "/" + StringMember(*md, "name") : "";
+    if (std::string why = BorrowerNodeMismatch(pod, *view); !why.empty()) {
+      spdlog::debug("parking: borrower {} cannot use node {}: {}", name, node_name, why);
+      continue;
+    }
+    auto request = core::ParsePodRequest(pod);
+    if (!request.ok()) continue;  // the scheduler cannot place it either
+    PendingBorrower b;
+    b.name = name;
+    bool gpu = false;
+    for (const core::ContainerRequest& c : request->containers) {
+      if (!c.UsesGpu()) continue;
+      gpu = true;
+      if (c.mem_mib > 0) {
+        b.mem_mib = std::max(b.mem_mib, c.mem_mib);
+      } else {
+        b.mem_percent = std::max(b.mem_percent, c.mem_percent);
+      }
+    }
+    if (gpu) out.push_back(std::move(b));
+  }
+  return out;
 }
 
 uint64_t IdleLendBytes(const IdleSlice& slice, uint64_t margin_bytes) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -88,8 +89,9 @@ enum class ParkAction {
 /// The facts of one container slice that the decision reads.
 struct ParkInput {
   bool opted_in = false;
-  bool parked = false;            ///< this agent parked it (and has not woken it)
-  bool borrower_pending = false;  ///< a borrower waits for memory
+  bool parked = false;  ///< this agent parked it (and has not woken it)
+  /// a pending borrower could use this node and what parking lends on the slice's GPU
+  bool borrower_pending = false;
   bool single_gpu = false;  ///< the container has one GPU (a process checkpoints all its GPUs)
   uint64_t used_bytes = 0;  ///< the slice's charged device memory, bytes
   int processes = 0;        ///< active region slots
@@ -98,6 +100,52 @@ struct ParkInput {
   uint64_t wake_requests = 0;  ///< the region's count now
   uint64_t wake_baseline = 0;  ///< the count read before park_state was written
 };
+
+/// A taint of the node that keeps a pod off it unless tolerated (spec.taints[] of effect
+/// NoSchedule or NoExecute; PreferNoSchedule does not keep a pod off and is not kept).
+struct NodeTaint {
+  std::string key;
+  std::string value;
+  std::string effect;  ///< "NoSchedule" or "NoExecute"
+};
+
+/// What a pending pod's placement on this node is checked against (core/v1 Node).
+struct NodeView {
+  std::string name;                           ///< metadata.name
+  std::map<std::string, std::string> labels;  ///< metadata.labels
+  std::vector<NodeTaint> taints;              ///< spec.taints of effect NoSchedule/NoExecute
+};
+
+/// Reads a core/v1 Node object. Errors: kInvalidArgument naming the field and its JSON type
+/// (metadata.name missing, a label value or a taint's key, value or effect not a string).
+Result<NodeView> ParseNodeView(const nlohmann::json& node);
+
+/// Why pending pod `pod` (core/v1 Pod JSON) cannot be placed on `node`, as kube-scheduler's
+/// node filters tell it: "" when it may be. Checked: spec.nodeName (when set, must be the node),
+/// spec.nodeSelector (every entry an exact label match), spec.tolerations against every
+/// NoSchedule/NoExecute taint (k8s.io/api core/v1 Toleration.ToleratesTaint: an effect, when
+/// given, equal; a key, when given, equal; operator Exists, or Equal/empty with the value
+/// equal), and spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution (its
+/// nodeSelectorTerms ORed, each term's matchExpressions ANDed: In, NotIn, Exists,
+/// DoesNotExist, Gt, Lt on the labels; matchFields metadata.name In/NotIn). What it cannot
+/// evaluate counts as matching, so the agent may park for it (as before this check): a
+/// toleration operator other than Exists/Equal, an affinity operator or field it does not know.
+/// A field of the wrong JSON type does not match (the API server never serves one).
+std::string BorrowerNodeMismatch(const nlohmann::json& pod, const NodeView& node);
+
+/// A pending borrower that could use this node (BorrowerNodeMismatch "") and the device memory
+/// it asks for on one GPU: the largest of its GPU containers' (core::ParsePodRequest, the
+/// default resource names: nvidia.com/gpumem in MiB, nvidia.com/gpumem-percentage).
+struct PendingBorrower {
+  std::string name;         ///< "<namespace>/<name>", for the log
+  int64_t mem_mib = 0;      ///< the largest explicit per-GPU request, MiB (0: none)
+  int32_t mem_percent = 0;  ///< the largest per-GPU request by share of the card, % (0: none)
+};
+
+/// The bytes `b` needs on one GPU of `total_bytes` (NVML's total memory; 0 = unknown):
+/// max(mem_mib MiB, mem_percent % of the card). A percentage with the card's size unknown
+/// counts 0 (the borrower may use any room: the agent may park for it).
+uint64_t BorrowerNeedBytes(const PendingBorrower& b, uint64_t total_bytes);
 
 /// The decision, pure. Parked: kWake when the count passed the baseline or the pod no longer
 /// opts in, else kNone. Running: kPark when opted in, a borrower is pending, it has one GPU,
@@ -126,6 +174,9 @@ struct ParkHost {
       facts;
   /// NVML's free memory of GPU `uuid`, bytes.
   std::function<uint64_t(const std::string& uuid)> free_bytes;
+  /// NVML's total memory of GPU `uuid`, bytes (0: unknown); sizes a borrower's request given
+  /// as a share of the card (BorrowerNeedBytes). Null: unknown.
+  std::function<uint64_t(const std::string& uuid)> total_bytes;
   /// Evicts borrowers of GPU `uuid` so that `need_bytes` more come free for the wake of
   /// `owner` ("<namespace>/<name>" of the parked pod, its UID when unknown); returns how many
   /// were evicted (monitor::ReclaimFromBorrowers). Null: a wake without room only waits.
@@ -214,8 +265,19 @@ class ParkController {
   ParkController(ParkingOptions options, ParkHost host);
 
   /// One poll at CLOCK_MONOTONIC `now_ns` over the region directories `dirs` (under their
-  /// regions' files <dir.path>/region.cache), `pods` by UID, and whether a borrower is pending.
-  /// Never throws; a region it cannot read or write is skipped (and logged).
+  /// regions' files <dir.path>/region.cache), `pods` by UID, and the pending borrowers that
+  /// could use this node (PendingBorrowers). A slice parks only for a borrower whose request
+  /// (BorrowerNeedBytes, the card's size from ParkHost::total_bytes) is at most what parking
+  /// could lend on the slice's GPU: the lent bytes of the slices parked there (a wake not
+  /// asked) plus, for each slice that would park at this poll (DecideParking with a borrower),
+  /// its charged bytes bounded by its grant (ParkHost::grant, which must name the region's
+  /// GPU; a slice without one adds nothing). Never throws; a region it cannot read or write is
+  /// skipped (and logged).
+  void Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
+            const std::map<std::string, PodRef>& pods,
+            const std::vector<PendingBorrower>& borrowers);
+  /// The same with `borrower_pending` standing for one borrower that asks no memory (any slice
+  /// that would park parks), or none.
   void Poll(uint64_t now_ns, const std::vector<ContainerDir>& dirs,
             const std::map<std::string, PodRef>& pods, bool borrower_pending);
 
@@ -344,10 +406,14 @@ Status WriteParkState(const std::string& path, int device, uint64_t state);
 /// WriteParkState's.
 Status WriteReclaimLending(const std::string& path, uint32_t devices);
 
-/// Whether an unscheduled borrower is pending in the cluster: a Pending pod with no node whose
-/// annotation core::kAnnotationBorrower is "true" (GET /api/v1/pods, paged). Errors: the API
-/// server's.
-Result<bool> BorrowerPending(k8s::Client* client);
+/// The unscheduled borrowers pending in the cluster that could use node `node_name`: Pending
+/// pods with no node (GET /api/v1/pods, fieldSelector status.phase=Pending,spec.nodeName=,
+/// paged) whose annotation core::kAnnotationBorrower is "true", that BorrowerNodeMismatch
+/// places on the node (GET the node only when there is such a pod) and that ask for a GPU
+/// (core::ParsePodRequest; a request that does not parse, or no GPU container, is left out),
+/// with what each asks per GPU. Errors: the API server's, or the node's (ParseNodeView).
+Result<std::vector<PendingBorrower>> PendingBorrowers(k8s::Client* client,
+                                                      const std::string& node_name);
 
 /// Writes node `node`'s lent-memory record (core::kAnnotationLentMemory) to `value`
 /// (core::FormatLentMemory's), or removes it when `value` is empty: one merge patch of the

@@ -492,7 +492,7 @@ class Orphans : public ::testing::Test {
   std::set<std::string> Poll() {
     OrphanWaker w(host_, options_);
     ParkController none(options_, host_);
-    return w.Poll({d_}, none, pods_);
+    return w.Poll({d_}, none, pods_, 1);
   }
   void Slot(int s, int32_t host_pid, uint64_t bytes) {
     vgpu::RegionHandle h{};
@@ -583,6 +583,74 @@ TEST_F(Orphans, TheRoomIsTheGrantsNotTheRegions) {
   EXPECT_EQ(ParkState(), api::kParkRunning);
 }
 
+// Issue 36 review, lesser finding "the orphan waker does not evict borrowers": an earlier agent
+// lent the parked memory; the new agent evicts the borrowers of the grant's GPU for what NVML
+// lacks of the grant (never more), once, never restores without the room, and restores at the
+// first poll that finds it (0.2 s later, not after the 60 s timeout).
+TEST_F(Orphans, AWakeWithoutRoomEvictsTheGrantsGpuBorrowersFirst) {
+  states_ = {{1011, node::kProcessStateCheckpointed}, {1012, node::kProcessStateCheckpointed}};
+  std::vector<std::tuple<std::string, uint64_t, std::string>> evicted;
+  host_.reclaim = [&](const std::string& uuid, uint64_t need, const std::string& owner) {
+    evicted.emplace_back(uuid, need, owner);
+    return Result<int>(1);
+  };
+  options_.reclaim_timeout = std::chrono::seconds(60);
+  OrphanWaker w(host_, options_);
+  ParkController none(options_, host_);
+  const uint64_t t0 = 1'000'000'000ull;
+  free_ = 28 * kMiB;  // the grant is 128 MiB: 100 MiB missing
+  EXPECT_EQ(w.Poll({d_}, none, pods_, t0), (std::set<std::string>{"uid-9_main"}));
+  using E = std::vector<std::tuple<std::string, uint64_t, std::string>>;
+  EXPECT_EQ(evicted, (E{{kGpu, 100 * kMiB, "notebooks/nb"}}));
+  EXPECT_EQ(w.evictions(), 1u);
+  for (const std::string& c : calls_) EXPECT_EQ(c.rfind("state ", 0), 0u) << c;  // no Restore
+  // The borrower terminating: no second eviction, still no Restore.
+  EXPECT_EQ(w.Poll({d_}, none, pods_, t0 + 200'000'000ull), (std::set<std::string>{"uid-9_main"}));
+  EXPECT_EQ(evicted.size(), 1u);
+  for (const std::string& c : calls_) EXPECT_EQ(c.rfind("state ", 0), 0u) << c;
+  // Its memory free: woken at this poll.
+  free_ = 128 * kMiB;
+  EXPECT_TRUE(w.Poll({d_}, none, pods_, t0 + 400'000'000ull).empty());
+  EXPECT_EQ(ParkState(), api::kParkRunning);
+  EXPECT_NE(std::find(calls_.begin(), calls_.end(), "restore 1011"), calls_.end());
+  EXPECT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(w.reclaim_timeouts(), 0u);
+}
+
+// The memory never comes free: at the timeout it is said and counted, the next poll evicts
+// again, and nothing is ever restored. A forged region charging 0 does not shrink the need:
+// the grant's.
+TEST_F(Orphans, AnEvictionThatFreesNothingInTimeIsRetriedAndNeverRestored) {
+  Slot(0, 1011, 0);
+  Slot(1, 1012, 0);
+  states_ = {{1011, node::kProcessStateCheckpointed}, {1012, node::kProcessStateCheckpointed}};
+  std::vector<uint64_t> needs;
+  host_.reclaim = [&](const std::string&, uint64_t need, const std::string&) {
+    needs.push_back(need);
+    return Result<int>(0);
+  };
+  options_.reclaim_timeout = std::chrono::seconds(60);
+  OrphanWaker w(host_, options_);
+  ParkController none(options_, host_);
+  free_ = 0;
+  const uint64_t s = 1'000'000'000ull;
+  w.Poll({d_}, none, pods_, s);
+  w.Poll({d_}, none, pods_, 60 * s);  // 59 s after: waiting
+  EXPECT_EQ(needs, (std::vector<uint64_t>{128 * kMiB}));
+  w.Poll({d_}, none, pods_, 61 * s);  // 60 s: the timeout
+  EXPECT_EQ(w.reclaim_timeouts(), 1u);
+  EXPECT_EQ(needs.size(), 1u);
+  w.Poll({d_}, none, pods_, 61 * s + 200'000'000ull);  // evicting again
+  EXPECT_EQ(needs, (std::vector<uint64_t>{128 * kMiB, 128 * kMiB}));
+  for (const std::string& c : calls_) EXPECT_EQ(c.rfind("state ", 0), 0u) << c;
+  EXPECT_EQ(ParkState(), api::kParkParked);
+  // Without a reclaim (no API client), it only waits, as before.
+  host_.reclaim = nullptr;
+  OrphanWaker plain(host_, options_);
+  EXPECT_EQ(plain.Poll({d_}, none, pods_, s), (std::set<std::string>{"uid-9_main"}));
+  EXPECT_EQ(plain.evictions(), 0u);
+}
+
 TEST_F(Orphans, AProcessTheDriverCannotAnswerForKeepsTheMark) {
   states_ = {{1011, node::kProcessStateRunning}};  // 1012: CUDA_ERROR_INVALID_VALUE
   EXPECT_EQ(Poll(), (std::set<std::string>{"uid-9_main"}));
@@ -620,7 +688,7 @@ TEST(RunParkingLoop, AsksForABorrowerOnlyWhileAPodOfTheNodeOptsIn) {
     sources.opted_in = [&o](const PodRef& p) { return ParkOptedIn(&p, o); };
     sources.borrower_pending = [&asks] {
       ++asks;
-      return Result<bool>(true);
+      return Result<std::vector<PendingBorrower>>(std::vector<PendingBorrower>{{"b/b", 1, 0}});
     };
     base::StopSignal stop;
     stop.Stop();
@@ -718,7 +786,11 @@ class RunParkingLoopTest : public ::testing::Test {
       sources.containers_root = root_;
       sources.node_name = "n1";
       sources.pods = &pods;
-      sources.borrower_pending = [borrower] { return Result<bool>(borrower); };
+      sources.borrower_pending = [borrower] {
+        std::vector<PendingBorrower> b;
+        if (borrower) b.push_back({"batch/borrower", 1, 0});  // 1 MiB: fits what a park lends
+        return Result<std::vector<PendingBorrower>>(b);
+      };
       sources.host = &host;
       sources.options = &o;
       sources.now = [launched] { return launched + 10 * 60'000'000'000ull; };
