@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cctype>
+#include <string_view>
 
 namespace fracgpu::scheduler {
 namespace {
@@ -39,6 +40,26 @@ bool SelectsAll(const json* selector) {
 }
 
 bool EmptyList(const json* v) { return v == nullptr || (v->is_array() && v->empty()); }
+
+// Whether a rule's resources cover `resource` ("pods" or "pods/status"), as kube-apiserver
+// matches them (NamedRuleWithOperations.resources): "*" is every resource but no subresource,
+// "*/*" every resource and subresource, "pods/*" every subresource of pods, "*/status" the
+// status subresource of every resource.
+bool CoversResource(const json* list, std::string_view resource) {
+  if (list == nullptr || !list->is_array()) return false;
+  const size_t slash = resource.find('/');
+  const std::string_view main = resource.substr(0, slash);
+  const std::string_view sub = slash == std::string_view::npos ? "" : resource.substr(slash + 1);
+  for (const auto& e : *list) {
+    if (!e.is_string()) continue;
+    const std::string& v = e.get_ref<const std::string&>();
+    if (v == resource || v == "*/*") return true;
+    if (sub.empty() && v == "*") return true;
+    if (!sub.empty() && (v == std::string(main) + "/*" || v == "*/" + std::string(sub)))
+      return true;
+  }
+  return false;
+}
 
 bool ListHas(const json* list, const char* value) {
   if (list == nullptr || !list->is_array()) return false;
@@ -98,22 +119,29 @@ Status CheckAnnotationPolicy(const json& policy) {
   const json* match = Field(*spec, "matchConstraints");
   if (match == nullptr || !match->is_object()) return Bad("spec.matchConstraints", "absent");
   FRACGPU_RETURN_IF_ERROR(CheckNotNarrowed(*match, "spec.matchConstraints"));
-  bool covers = false;
-  if (const json* rules = Field(*match, "resourceRules"); rules && rules->is_array()) {
-    for (const auto& r : *rules) {
-      if (ListHas(Field(r, "apiGroups"), "") && ListHas(Field(r, "apiVersions"), "v1") &&
-          ListHas(Field(r, "operations"), "UPDATE") && ListHas(Field(r, "resources"), "pods") &&
-          EmptyList(Field(r, "resourceNames")) &&
-          // Pods are namespaced; kube-apiserver stores an absent scope as "*".
-          (Field(r, "scope") == nullptr || (*Field(r, "scope") == "*") ||
-           (*Field(r, "scope") == "Namespaced"))) {
-        covers = true;
+  // Both pods and pods/status: the status subresource's strategy keeps the request's metadata
+  // (kube-apiserver v1.37.2: a status patch removed the borrower flag on the local cluster),
+  // so a rule on pods alone leaves the flag changeable through it.
+  for (const char* resource : {"pods", "pods/status"}) {
+    bool covers = false;
+    if (const json* rules = Field(*match, "resourceRules"); rules && rules->is_array()) {
+      for (const auto& r : *rules) {
+        if (ListHas(Field(r, "apiGroups"), "") && ListHas(Field(r, "apiVersions"), "v1") &&
+            ListHas(Field(r, "operations"), "UPDATE") &&
+            CoversResource(Field(r, "resources"), resource) &&
+            EmptyList(Field(r, "resourceNames")) &&
+            // Pods are namespaced; kube-apiserver stores an absent scope as "*".
+            (Field(r, "scope") == nullptr || (*Field(r, "scope") == "*") ||
+             (*Field(r, "scope") == "Namespaced"))) {
+          covers = true;
+        }
       }
     }
+    if (!covers)
+      return Bad("spec.matchConstraints.resourceRules",
+                 std::string("no rule covers UPDATE of core/v1 ") + resource +
+                     " (every name, every scope)");
   }
-  if (!covers)
-    return Bad("spec.matchConstraints.resourceRules",
-               "no rule covers UPDATE of core/v1 pods (every name, every scope)");
   std::map<std::string, std::string> variables;
   if (const json* vars = Field(*spec, "variables"); vars && vars->is_array()) {
     for (const auto& v : *vars) {

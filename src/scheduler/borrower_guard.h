@@ -46,7 +46,8 @@ std::string NormalizeCel(const std::string& expr);
 /// Ok when `policy` (a ValidatingAdmissionPolicy object as the API server returns it) is
 /// kAnnotationPolicyName and enforces the borrower rule on every pod UPDATE: failurePolicy
 /// absent or Fail; no paramKind, matchConditions, excludeResourceRules, namespaceSelector or
-/// objectSelector that could narrow it; a resource rule covering core/v1 pods UPDATE; the
+/// objectSelector that could narrow it; resource rules covering UPDATE of core/v1 pods and
+/// pods/status (a status update keeps the request's metadata, so it could shed the flag); the
 /// variables newAnnotations and oldAnnotations and a validation exactly as shipped.
 /// Errors: kInvalidArgument naming the field and the value found.
 Status CheckAnnotationPolicy(const nlohmann::json& policy);

@@ -75,11 +75,12 @@ function admit(user, oldObject, object) {
   });
 }
 
-test("the policy is v1, fails closed, matches pod CREATE/UPDATE, and its binding denies", () => {
+test("the policy is v1, fails closed, matches pod and pod status CREATE/UPDATE, and its binding denies", () => {
   assert.equal(policy.apiVersion, "admissionregistration.k8s.io/v1");
   assert.equal(policy.spec.failurePolicy, "Fail");
   const rule = policy.spec.matchConstraints.resourceRules[0];
-  assert.deepEqual(rule.resources, ["pods"]);
+  // pods/status too: a status update keeps the request's metadata (kube-apiserver v1.37.2).
+  assert.deepEqual(rule.resources, ["pods", "pods/status"]);
   assert.deepEqual(rule.operations, ["CREATE", "UPDATE"]);
   assert.equal(policy.spec.matchConstraints.objectSelector, undefined, "no selector a tenant controls");
   assert.equal(binding.spec.policyName, policy.metadata.name);

@@ -165,3 +165,36 @@ def test_no_borrower_is_placed_on_lent_memory_without_the_policy_that_fixes_its_
             c.apply(json.dumps({"apiVersion": binding["apiVersion"], "kind": binding["kind"],
                                 "metadata": {"name": binding["metadata"]["name"]},
                                 "spec": binding["spec"]}))
+
+
+def test_the_borrower_flag_cannot_be_shed_through_the_status_subresource(cluster):
+    """kube-apiserver keeps a pods/status request's metadata (its status strategy resets only the
+    spec), so deploy/admission-policy.yaml covers pods/status too: removing the flag there is
+    refused as on the pod itself, for every user (here the cluster admin), while a plain status
+    update still passes. Found by the attack review of 2026-12-05: before, the status patch
+    removed the flag."""
+    c = cluster
+    manifest = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "lend-status", "namespace": "default",
+                             "labels": {"test": "lend", "hami.io/webhook": "ignore"},
+                             "annotations": {BORROWER: "true"}},
+                "spec": {"schedulerName": "nobody",
+                         "containers": [{"name": "c", "image": "busybox"}]}}
+    c.kubectl("delete", "-n", "default", "pod", "lend-status", "--ignore-not-found", "--wait=true")
+    c.apply(json.dumps(manifest))
+    try:
+        for sub in ("status", None):
+            args = ["patch", "-n", "default", "pod", "lend-status", "--type=json", "-p",
+                    '[{"op":"remove","path":"/metadata/annotations/fracgpu.io~1borrower"}]']
+            if sub:
+                args.append(f"--subresource={sub}")
+            p = c.kubectl(*args, check=False)
+            assert p.returncode != 0, f"the flag was removed through {sub or 'the pod'}"
+            assert "cannot be added, removed or changed afterwards" in p.stderr, p.stderr
+        pod = c.get("-n", "default", "pod", "lend-status")
+        assert pod["metadata"]["annotations"].get(BORROWER) == "true"
+        c.kubectl("patch", "-n", "default", "pod", "lend-status", "--subresource=status",
+                  "--type=merge", "-p",
+                  '{"status":{"conditions":[{"type":"LendTest","status":"True"}]}}')
+    finally:
+        c.kubectl("delete", "-n", "default", "pod", "lend-status", "--wait=false", check=False)

@@ -46,6 +46,14 @@ TEST(BorrowerGuard, DeploysPolicyAndBindingAreAccepted) {
   EXPECT_TRUE(CheckAnnotationPolicy(policy).ok()) << CheckAnnotationPolicy(policy).ToString();
   EXPECT_TRUE(CheckAnnotationPolicyBinding(binding).ok())
       << CheckAnnotationPolicyBinding(binding).ToString();
+  // Wildcards that cover pods and pods/status (kube-apiserver's resource matching).
+  for (const json& resources : {json{"*/*"}, json{"pods", "pods/*"}, json{"*", "*/status"},
+                                json{"pods", "pods/status", "pods/log"}}) {
+    json wide = policy;
+    wide["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = resources;
+    EXPECT_TRUE(CheckAnnotationPolicy(wide).ok())
+        << resources.dump() << ": " << CheckAnnotationPolicy(wide).ToString();
+  }
   // The same rule written on one line, or as a literal block, is the same rule.
   size_t i = BorrowerRule(policy);
   std::string e = policy["spec"]["validations"][i]["expression"];
@@ -66,6 +74,8 @@ TEST(BorrowerGuard, KubeApiserversStoredFormIsAccepted) {
   json stored = json::parse(in);
   ASSERT_EQ(stored.size(), 2u);
   ASSERT_EQ(stored[0]["spec"]["matchConstraints"]["resourceRules"][0]["scope"], "*");
+  ASSERT_EQ(stored[0]["spec"]["matchConstraints"]["resourceRules"][0]["resources"],
+            json::array({"pods", "pods/status"}));
   EXPECT_TRUE(CheckAnnotationPolicy(stored[0]).ok()) << CheckAnnotationPolicy(stored[0]).ToString();
   EXPECT_TRUE(CheckAnnotationPolicyBinding(stored[1]).ok())
       << CheckAnnotationPolicyBinding(stored[1]).ToString();
@@ -129,6 +139,18 @@ TEST(BorrowerGuard, EachWeakenedPolicyIsRefusedNamingTheField) {
        [](json& p) {
          p["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = {"CREATE"};
        },
+       "spec.matchConstraints.resourceRules"},
+      {"pods without pods/status",
+       [](json& p) { p["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = {"pods"}; },
+       "spec.matchConstraints.resourceRules"},
+      {"pods/status without pods",
+       [](json& p) {
+         p["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = {"pods/status",
+                                                                           "*/status"};
+       },
+       "spec.matchConstraints.resourceRules"},
+      {"every resource but no subresource",
+       [](json& p) { p["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = {"*"}; },
        "spec.matchConstraints.resourceRules"},
       {"one pod name",
        [](json& p) { p["spec"]["matchConstraints"]["resourceRules"][0]["resourceNames"] = {"x"}; },
