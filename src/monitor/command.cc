@@ -341,16 +341,31 @@ int Run(const Flags& f) {
   }
   // The idle-holder record (fracgpu.io/idle-holders, docs/monitor.md "Idle holders"): from
   // each metrics poll's slices, on its own thread (an API write never delays the polls).
+  // Its GPUs and bytes come from the grants and NVML's process lists (an NVML of its own), never
+  // from the regions alone; without NVML's processes, min(grant, region).
   std::thread idle_thread;
+  std::unique_ptr<enforce::NvmlProcesses> idle_processes;
+  std::unique_ptr<monitor::K8sPodLister> idle_pods;
   if (client) {
     monitor::IdleHolderOptions io;
     io.idle_after = std::chrono::nanoseconds(static_cast<int64_t>(f.park_idle_s * 1e9));
+    if (auto p = enforce::NvmlProcesses::Open(f.nvml_library); p.ok()) {
+      idle_processes = std::move(*p);
+    } else {
+      spdlog::warn("idle holders: no NVML process list ({}): held bytes from the regions",
+                   p.status().ToString());
+    }
+    idle_pods = std::make_unique<monitor::K8sPodLister>(client.get());
+    monitor::IdleHolderSources sources = monitor::MakeIdleHolderSources(
+        idle_processes.get(), f.proc_root, api::HostLimitsDir(f.hook_path), idle_pods.get(),
+        f.node_name);
     idle_thread =
-        std::thread([&stop, &mon, &client, io, node = f.node_name,
+        std::thread([&stop, &mon, &client, io, sources, node = f.node_name,
                      every = std::chrono::nanoseconds(static_cast<int64_t>(f.interval_s * 1e9))] {
-          monitor::IdleHolderPublisher publisher(io, [&client, &node](const std::string& v) {
-            return monitor::PatchIdleHolders(client.get(), node, v);
-          });
+          monitor::IdleHolderPublisher publisher(
+              io, sources, [&client, &node](const std::string& v) {
+                return monitor::PatchIdleHolders(client.get(), node, v);
+              });
           while (!stop.WaitFor(every)) {
             publisher.Poll(mon.snapshot(), monitor::MonotonicNowNs(),
                            std::chrono::duration_cast<std::chrono::seconds>(
