@@ -31,38 +31,125 @@ std::string AccessCache::Key(const std::string& user, std::vector<std::string> g
   return key;
 }
 
-std::optional<AccessDecision> AccessCache::Find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
-  if (Now() >= it->second->expires) {
-    lru_.erase(it->second);
-    index_.erase(it);
-    return std::nullopt;
-  }
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->decision;
-}
-
-void AccessCache::Put(const std::string& key, AccessDecision decision) {
-  const std::chrono::milliseconds ttl = decision == AccessDecision::kFailed ? failed_ttl_ : ttl_;
-  std::lock_guard<std::mutex> lock(mu_);
+AccessCache::Entry& AccessCache::Touch(const std::string& key) {
   if (auto it = index_.find(key); it != index_.end()) {
-    lru_.erase(it->second);
-    index_.erase(it);
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return lru_.front();
   }
-  if (ttl.count() <= 0) return;
   while (lru_.size() >= max_entries_) {
     index_.erase(lru_.back().key);
     lru_.pop_back();
   }
-  lru_.push_front({key, decision, Now() + ttl});
+  const auto now = Now();
+  lru_.push_front({key, std::nullopt, now, now, false});
   index_[key] = lru_.begin();
+  return lru_.front();
+}
+
+std::optional<AccessDecision> AccessCache::Fresh(const Entry& e) const {
+  if (!e.decision || Now() >= e.expires) return std::nullopt;
+  return e.decision;
+}
+
+AccessCache::Lookup AccessCache::Look(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry& e = Touch(key);
+  Lookup out;
+  out.decision = Fresh(e);
+  out.in_flight = !out.decision && e.in_flight;
+  out.decided = e.decision.has_value();
+  out.since = e.since;
+  return out;
+}
+
+AccessCache::ClaimResult AccessCache::Claim(const std::string& key, AccessDecision* decided) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = Touch(key);
+  if (auto d = Fresh(e)) {
+    if (decided) *decided = *d;
+    return ClaimResult::kDecided;
+  }
+  if (e.in_flight) return ClaimResult::kInFlight;
+  e.in_flight = true;
+  return ClaimResult::kClaimed;
+}
+
+void AccessCache::Abandon(const std::string& key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) it->second->in_flight = false;
+  }
+  landed_.notify_all();
+}
+
+std::optional<AccessDecision> AccessCache::Wait(const std::string& key,
+                                                std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto entry = [&]() -> const Entry* {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &*it->second;
+  };
+  landed_.wait_until(lock, deadline, [&] {
+    const Entry* e = entry();
+    return e == nullptr || !e->in_flight;
+  });
+  const Entry* e = entry();
+  if (e == nullptr || e->in_flight) return std::nullopt;  // dropped, or still in flight: closed
+  return Fresh(*e);
+}
+
+std::optional<AccessDecision> AccessCache::Find(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return Fresh(*it->second);
+}
+
+void AccessCache::Put(const std::string& key, AccessDecision decision) {
+  const std::chrono::milliseconds ttl = decision == AccessDecision::kFailed ? failed_ttl_ : ttl_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ttl.count() <= 0) {
+      // Not cached: the entry goes (its claim with it).
+      if (auto it = index_.find(key); it != index_.end()) {
+        lru_.erase(it->second);
+        index_.erase(it);
+      }
+    } else {
+      Entry& e = Touch(key);
+      const auto now = Now();
+      e.decision = decision;
+      e.since = now;
+      e.expires = now + ttl;
+      e.in_flight = false;
+    }
+  }
+  landed_.notify_all();
 }
 
 size_t AccessCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return lru_.size();
+}
+
+ReviewRateLimit::ReviewRateLimit(double per_second, double burst, AccessCache::Clock clock)
+    : per_second_(std::max(0.0, per_second)),
+      burst_(std::max(0.0, burst)),
+      clock_(std::move(clock)),
+      tokens_(burst_) {}
+
+bool ReviewRateLimit::TryTake() {
+  const auto now = clock_ ? clock_() : std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_ && now > *last_) {
+    const double elapsed_s = std::chrono::duration<double>(now - *last_).count();
+    tokens_ = std::min(burst_, tokens_ + elapsed_s * per_second_);
+  }
+  if (!last_ || now > *last_) last_ = now;
+  if (per_second_ <= 0 || tokens_ < 1.0) return false;
+  tokens_ -= 1.0;
+  return true;
 }
 
 }  // namespace fracgpu::ui

@@ -2,8 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
 #include <optional>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "base/file.h"
 #include "base/strings.h"
@@ -159,7 +163,9 @@ UiService::UiService(k8s::Client* client, ClusterSource* cluster, UiOptions opti
       options_(std::move(options)),
       access_cache_(std::make_unique<AccessCache>(options_.access_cache_ttl,
                                                   options_.access_cache_failed_ttl,
-                                                  options_.access_cache_entries, options_.clock)) {}
+                                                  options_.access_cache_entries, options_.clock)),
+      review_limit_(std::make_unique<ReviewRateLimit>(
+          options_.access_reviews_per_second, options_.access_reviews_burst, options_.clock)) {}
 
 void UiService::Register(http::Server& server) const {
   server.Route("POST", "/api/preview", [this](const http::Request& r) { return Preview(r); });
@@ -261,26 +267,97 @@ std::set<std::string> UiService::VisibleNamespaces(const http::Request& req,
   std::string user;
   std::vector<std::string> groups;
   if (!Caller(req, &user, &groups).ok()) return out;
-  size_t reviews = 0;
+  // Each namespace: a fresh decision counts now; one in flight (another request reviewing it)
+  // is waited for; the others are candidates for this request's reviews.
+  struct Candidate {
+    const std::string* ns;
+    std::string key;
+    bool decided;  // decided before (expired since)
+    std::chrono::steady_clock::time_point since;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<std::pair<const std::string*, std::string>> waits;
   for (const std::string& ns : asked) {
     // A pod always has a namespace; a review of "" would ask about every namespace.
     if (ns.empty()) continue;
-    const std::string key = AccessCache::Key(user, groups, ns);
-    std::optional<AccessDecision> decision = access_cache_->Find(key);
-    if (!decision) {
-      if (reviews >= kMaxViewReviews) continue;  // unnamed in this answer; cached ones still count
-      ++reviews;
-      // The review "Your notebooks" asks: whoever may list the notebooks of a namespace sees
-      // its pods' names (slices, idle holders).
-      Status st = ReviewAccess(*client_, user, groups, "list", ns);
-      decision = st.ok()                                      ? AccessDecision::kAllowed
-                 : st.code() == StatusCode::kPermissionDenied ? AccessDecision::kDenied
-                                                              : AccessDecision::kFailed;
-      if (*decision == AccessDecision::kFailed)
-        spdlog::warn("ui: {} (pods of {} stay unnamed for {})", st.message(), ns, user);
-      access_cache_->Put(key, *decision);
+    std::string key = AccessCache::Key(user, groups, ns);
+    const AccessCache::Lookup look = access_cache_->Look(key);
+    if (look.decision) {
+      if (*look.decision == AccessDecision::kAllowed) out.insert(ns);
+    } else if (look.in_flight) {
+      waits.emplace_back(&ns, std::move(key));
+    } else {
+      candidates.push_back({&ns, std::move(key), look.decided, look.since});
     }
-    if (*decision == AccessDecision::kAllowed) out.insert(ns);
+  }
+  // Oldest first: a namespace never decided (since it was first asked) before one decided at
+  // the same time, then name order. A namespace expired waits only behind those asked or
+  // decided before it, so every one is decided within ceil(N / kMaxViewReviews) requests of
+  // N namespaces, whoever adds namespaces meanwhile.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.since, a.decided, *a.ns) < std::tie(b.since, b.decided, *b.ns);
+  });
+  std::vector<const Candidate*> mine;
+  for (const Candidate& c : candidates) {
+    if (mine.size() >= kMaxViewReviews) break;  // the rest unnamed in this answer
+    AccessDecision decided;
+    switch (access_cache_->Claim(c.key, &decided)) {
+      case AccessCache::ClaimResult::kDecided:
+        if (decided == AccessDecision::kAllowed) out.insert(*c.ns);
+        continue;
+      case AccessCache::ClaimResult::kInFlight:
+        waits.emplace_back(c.ns, c.key);
+        continue;
+      case AccessCache::ClaimResult::kClaimed:
+        break;
+    }
+    if (!review_limit_->TryTake()) {
+      access_cache_->Abandon(c.key);
+      // At most one line a minute: a burst of viewers would otherwise flood the log too.
+      static std::atomic<int64_t> last_logged_s{-60};
+      const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
+      if (int64_t last = last_logged_s.load();
+          now_s - last >= 60 && last_logged_s.compare_exchange_strong(last, now_s))
+        spdlog::warn(
+            "ui: the dashboard's SubjectAccessReviews reached {}/s (all viewers): namespaces not "
+            "yet decided stay unnamed until the bound allows more",
+            options_.access_reviews_per_second);
+      break;
+    }
+    mine.push_back(&c);
+  }
+  // Never leave a claim behind (an exception out of a review): the claims not yet decided
+  // are abandoned, so their waiters wake and find no decision (closed).
+  struct AbandonUndecided {
+    AccessCache* cache;
+    const std::vector<const Candidate*>& claims;
+    size_t decided = 0;
+    ~AbandonUndecided() {
+      for (size_t j = decided; j < claims.size(); ++j) cache->Abandon(claims[j]->key);
+    }
+  } guard{access_cache_.get(), mine};
+  for (const Candidate* claim : mine) {
+    const Candidate& c = *claim;
+    // The review "Your notebooks" asks: whoever may list the notebooks of a namespace sees
+    // its pods' names (slices, idle holders).
+    const Status st = ReviewAccess(*client_, user, groups, "list", *c.ns);
+    const AccessDecision decision = st.ok() ? AccessDecision::kAllowed
+                                    : st.code() == StatusCode::kPermissionDenied
+                                        ? AccessDecision::kDenied
+                                        : AccessDecision::kFailed;
+    if (decision == AccessDecision::kFailed)
+      spdlog::warn("ui: {} (pods of {} stay unnamed for {})", st.message(), *c.ns, user);
+    access_cache_->Put(c.key, decision);
+    ++guard.decided;
+    if (decision == AccessDecision::kAllowed) out.insert(*c.ns);
+  }
+  // Single-flight: the reviews other requests are making of this viewer's keys, waited for
+  // together at most access_review_wait; not landed by then, unnamed (fail closed).
+  const auto deadline = std::chrono::steady_clock::now() + options_.access_review_wait;
+  for (const auto& [ns, key] : waits) {
+    if (access_cache_->Wait(key, deadline) == AccessDecision::kAllowed) out.insert(*ns);
   }
   return out;
 }

@@ -65,15 +65,24 @@ struct UiOptions {
   std::chrono::milliseconds access_cache_ttl{30000};
   /// The same for a review that failed (API server error; the namespace stays unnamed).
   std::chrono::milliseconds access_cache_failed_ttl{5000};
-  /// Most (user, groups, namespace) decisions held (least recently used dropped first).
-  size_t access_cache_entries = 1024;
+  /// Most (user, groups, namespace) entries held: decisions, expired ones (their age orders
+  /// the reviews) and namespaces asked but not yet decided (least recently used dropped first).
+  size_t access_cache_entries = 4096;
+  /// How long a request waits for a review another request is making of the same (user,
+  /// groups, namespace) (single-flight); past it the namespace stays unnamed in that answer.
+  std::chrono::milliseconds access_review_wait{2000};
+  /// SubjectAccessReviews the dashboard may send a second, all viewers together
+  /// (ReviewRateLimit; a token bucket holding at most access_reviews_burst); beyond, undecided
+  /// namespaces stay unnamed in that answer. 0 sends none.
+  double access_reviews_per_second = 50;
+  double access_reviews_burst = 50;  ///< see access_reviews_per_second
   /// The cache's clock (tests); null = std::chrono::steady_clock.
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 /// Most SubjectAccessReviews one GET /api/cluster sends to decide in which namespaces to name
-/// pods (slices and idle holders; one per namespace not in the AccessCache; the namespaces
-/// beyond stay unnamed in that answer).
+/// pods (slices and idle holders; one per namespace not in the AccessCache, never-decided and
+/// then oldest decisions first; the namespaces beyond stay unnamed in that answer).
 inline constexpr size_t kMaxViewReviews = 16;
 
 /// The message of the notebook endpoints in dashboard-only mode.
@@ -130,8 +139,11 @@ class UiService {
   /// Of `asked`, the namespaces whose pods (slices, idle holders) the caller of `req` may see
   /// named on the dashboard: those where the user (through the gateway, never in
   /// --dashboard-only) may list notebooks (ReviewAccess "list", the check of "Your notebooks"),
-  /// decided from access_cache_ or by a review, at most kMaxViewReviews reviews a request; a
-  /// review that fails or is not made hides the namespace. The one rule for naming pods.
+  /// decided from access_cache_ or by a review: at most kMaxViewReviews reviews a request, to
+  /// the namespaces never decided and then to the oldest decisions first, each taking a token
+  /// of review_limit_; a review another request is making is waited for (at most
+  /// access_review_wait), not sent again. A review that fails, is not made or is not waited
+  /// out hides the namespace. The one rule for naming pods.
   std::set<std::string> VisibleNamespaces(const http::Request& req,
                                           const std::vector<std::string>& asked) const;
   /// The caller's identity or a 403 response naming the header.
@@ -141,7 +153,8 @@ class UiService {
   k8s::Client* client_;
   ClusterSource* cluster_;
   UiOptions options_;
-  std::unique_ptr<AccessCache> access_cache_;  ///< VisibleNamespaces' decisions
+  std::unique_ptr<AccessCache> access_cache_;      ///< VisibleNamespaces' decisions
+  std::unique_ptr<ReviewRateLimit> review_limit_;  ///< their reviews, all requests together
 };
 
 }  // namespace fracgpu::ui

@@ -8,6 +8,7 @@
 // through GET /apis/kubeflow.org/v1/namespaces/<ns>/notebooks and GET /test/reviews.
 #include <httplib.h>
 
+#include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -36,8 +37,15 @@ class AuthzAndNotebooks {
                      res.status = 400;
                      return;
                    }
-                   std::lock_guard<std::mutex> lock(mu_);
+                   std::unique_lock<std::mutex> lock(mu_);
                    reviews_.push_back(review);
+                   if (review_delay_.count() > 0) {
+                     // As a slow authorizer: recorded at once, answered after the delay.
+                     const auto delay = review_delay_;
+                     lock.unlock();
+                     std::this_thread::sleep_for(delay);
+                     lock.lock();
+                   }
                    if (fail_reviews_ > 0) {
                      // As an API server that cannot answer (e.g. its webhook authorizer down).
                      --fail_reviews_;
@@ -147,6 +155,11 @@ class AuthzAndNotebooks {
     std::lock_guard<std::mutex> lock(mu_);
     fail_reviews_ = n;
   }
+  // Each SubjectAccessReview is answered `delay` after it is received (and recorded).
+  void SetReviewDelay(std::chrono::milliseconds delay) {
+    std::lock_guard<std::mutex> lock(mu_);
+    review_delay_ = delay;
+  }
   std::vector<json> reviews() {
     std::lock_guard<std::mutex> lock(mu_);
     return reviews_;
@@ -169,6 +182,7 @@ class AuthzAndNotebooks {
   std::set<std::tuple<std::string, std::string, std::string>> allowed_;
   std::vector<json> reviews_;
   int fail_reviews_ = 0;
+  std::chrono::milliseconds review_delay_{0};
   std::vector<std::pair<std::string, json>> created_;
 };
 
