@@ -31,24 +31,33 @@ std::string FormatLentMemory(const LentMemory& lent) {
   return out;
 }
 
-Result<LentMemory> ParseLentMemory(std::string_view value) {
-  if (value.size() > kLentMaxBytes) {
-    return InvalidArgument("value is " + std::to_string(value.size()) + " bytes, more than " +
-                           std::to_string(kLentMaxBytes));
-  }
+Result<TimedRecord> ParseTimedRecord(std::string_view value, std::string_view want) {
   const size_t semi = value.find(';');
   if (semi == std::string_view::npos) {
-    return InvalidArgument("value " + base::QuoteBytes(value) +
-                           " has no ';': want <unix seconds>;<gpu uuid>:<MiB>,…");
+    return InvalidArgument("value " + base::QuoteBytes(value) + " has no ';': want " +
+                           std::string(want));
   }
-  LentMemory out;
+  TimedRecord out;
   const std::string_view time = value.substr(0, semi);
   constexpr int64_t kMaxTime = int64_t{1} << 53;
   if (!base::ParseDecimal(time, kMaxTime, &out.at_unix) || out.at_unix < 1) {
     return InvalidArgument("time " + base::QuoteBytes(time) + " must be Unix seconds 1.." +
                            std::to_string(kMaxTime));
   }
-  std::string_view rest = value.substr(semi + 1);
+  out.entries = value.substr(semi + 1);
+  return out;
+}
+
+Result<LentMemory> ParseLentMemory(std::string_view value) {
+  if (value.size() > kLentMaxBytes) {
+    return InvalidArgument("value is " + std::to_string(value.size()) + " bytes, more than " +
+                           std::to_string(kLentMaxBytes));
+  }
+  auto record = ParseTimedRecord(value, "<unix seconds>;<gpu uuid>:<MiB>,…");
+  if (!record.ok()) return record.status();
+  LentMemory out;
+  out.at_unix = record->at_unix;
+  std::string_view rest = record->entries;
   if (rest.empty()) return out;
   size_t entry = 0;
   while (true) {

@@ -56,6 +56,18 @@ struct LentMemory {
 /// (true of every value it returns); the encoding is canonical (decimal without leading zeros).
 std::string FormatLentMemory(const LentMemory& lent);
 
+/// The envelope the node agent's timed records share (fracgpu.io/lent-memory here,
+/// fracgpu.io/idle-holders in core/idle_holders.h): "<unix seconds>;<entries>".
+struct TimedRecord {
+  int64_t at_unix = 0;       ///< the time, 1..2^53
+  std::string_view entries;  ///< what follows the ';' (views the parsed value), maybe ""
+};
+
+/// Splits `value` at its first ';' and reads the time before it. Errors (kInvalidArgument): no
+/// ';' ("value … has no ';': want " + `want`), a time that is not a decimal integer 1..2^53 (no
+/// sign, no leading zero), each naming the value.
+Result<TimedRecord> ParseTimedRecord(std::string_view value, std::string_view want);
+
 /// Decodes a record. Errors (kInvalidArgument), each naming the field and value: longer than
 /// kLentMaxBytes; no ';' after the time; a time that is not a decimal integer 1..2^53 (no sign,
 /// no leading zero); an entry without exactly one ':'; a UUID that is not "GPU-" followed by

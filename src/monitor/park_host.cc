@@ -159,24 +159,26 @@ node::CheckpointFacts NvmlParkFacts::GpuFacts(const std::string& uuid) const {
   return f;
 }
 
-Result<uint64_t> NvmlParkFacts::FreeBytes(const std::string& uuid) const {
+Result<nvmlMemory_t> NvmlParkFacts::MemoryInfo(const std::string& uuid) const {
   auto h = Handle(uuid);
   if (!h.ok()) return h.status();
   const auto info = lib_->Get<decltype(&::nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
   nvmlMemory_t m{};
   if (nvmlReturn_t r = info(*h, &m); r != NVML_SUCCESS)
     return Unavailable(lib_->Error("nvmlDeviceGetMemoryInfo(" + uuid + ")", r));
-  return static_cast<uint64_t>(m.free);
+  return m;
+}
+
+Result<uint64_t> NvmlParkFacts::FreeBytes(const std::string& uuid) const {
+  auto m = MemoryInfo(uuid);
+  if (!m.ok()) return m.status();
+  return static_cast<uint64_t>(m->free);
 }
 
 Result<uint64_t> NvmlParkFacts::TotalBytes(const std::string& uuid) const {
-  auto h = Handle(uuid);
-  if (!h.ok()) return h.status();
-  const auto info = lib_->Get<decltype(&::nvmlDeviceGetMemoryInfo)>("nvmlDeviceGetMemoryInfo");
-  nvmlMemory_t m{};
-  if (nvmlReturn_t r = info(*h, &m); r != NVML_SUCCESS)
-    return Unavailable(lib_->Error("nvmlDeviceGetMemoryInfo(" + uuid + ")", r));
-  return static_cast<uint64_t>(m.total);
+  auto m = MemoryInfo(uuid);
+  if (!m.ok()) return m.status();
+  return static_cast<uint64_t>(m->total);
 }
 
 // ---- The container's cgroup memory.

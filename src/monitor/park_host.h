@@ -71,6 +71,8 @@ class NvmlParkFacts {
  private:
   explicit NvmlParkFacts(std::unique_ptr<nvml::Library> lib);
   Result<nvmlDevice_t> Handle(const std::string& uuid) const;
+  /// nvmlDeviceGetMemoryInfo of GPU `uuid` (FreeBytes and TotalBytes read it).
+  Result<nvmlMemory_t> MemoryInfo(const std::string& uuid) const;
 
   std::unique_ptr<nvml::Library> lib_;
 };
