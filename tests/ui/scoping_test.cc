@@ -222,7 +222,7 @@ TEST_F(UiScopingTest, TheReviewCapIsPerRequestAndTheCacheFillsIn) {
 TEST_F(UiScopingTest, AViewersOwnNamespaceIsNotStarvedByOthers) {
   constexpr int kNamespaces = 120;
   for (int i = 0; i < kNamespaces; ++i) {
-    char ns[8];
+    char ns[16];  // room for any int (-Wformat-truncation at -O1)
     std::snprintf(ns, sizeof ns, "ns%03d", i);
     fake_.Put("pods", PlacedPod(ns, "p", "node-a", "GPU-a0,NVIDIA,100,0:;"));
   }
