@@ -385,11 +385,7 @@ TEST(ParkHostVerify, APidOfAnotherPodOrContainerOrNotOnTheGpuIsRefused) {
   const std::string other = "7d1c0c6e-0000-4000-8000-0000000000c4";
   const std::string cid(64, 'a'), sidecar(64, 'b');
   auto process = [&](int pid, const std::string& pod, const std::string& container) {
-    const std::string d = proc + "/" + std::to_string(pid);
-    std::filesystem::create_directories(d);
-    std::ofstream(d + "/cgroup") << "0::/kubepods/burstable/pod" << pod << "/" << container << "\n";
-    std::ofstream(d + "/stat") << pid << " (python) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                               << 1000 + pid << " 0 0\n";
+    WriteFakeProcess(proc, pid, pod, container);
   };
   process(11, uid, cid);      // the container's own
   process(12, other, cid);    // another pod's

@@ -79,4 +79,17 @@ inline void WriteBytes(const std::string& path, const std::string& bytes) {
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+/// A process `pid` in the fake /proc at `proc`: its cgroup names pod `pod_uid` and container
+/// `container` (cgroup v2 kubepods path), its stat a start time of 1000 + pid ticks. For the
+/// adapters that verify a PID belongs to a container (monitor::MakeParkHost and its users).
+inline void WriteFakeProcess(const std::string& proc, int pid, const std::string& pod_uid,
+                             const std::string& container) {
+  const std::string d = proc + "/" + std::to_string(pid);
+  std::filesystem::create_directories(d);
+  std::ofstream(d + "/cgroup") << "0::/kubepods/burstable/pod" << pod_uid << "/" << container
+                               << "\n";
+  std::ofstream(d + "/stat") << pid << " (python) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+                             << 1000 + pid << " 0 0\n";
+}
+
 }  // namespace fracgpu::monitor::testing
