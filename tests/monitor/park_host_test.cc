@@ -863,6 +863,9 @@ TEST_F(RunParkingLoopTest, ParksAnIdleNotebookAndItsNextLaunchWakesIt) {
   tenant_.pid = -1;
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(vgpu::testing::Rc(rest[0]), 0) << rest[0];
+  // The agent writes park_state back after the Unlock that let the launch complete, so the
+  // tenant may exit before that write lands: wait for it (bounded) instead of reading once.
+  EXPECT_TRUE(WaitParked(api::kParkRunning)) << "park_state never went back to running";
   const RegionContents after = Region();
   EXPECT_GT(after.devices.at(0).wake_requests, requests);
   EXPECT_EQ(after.devices.at(0).park_state, api::kParkRunning);
