@@ -277,11 +277,20 @@ class ControlPlane:
         """Brings the control plane up; `scheduler_args` are added to `fracgpu scheduler`'s
         command line (scripts/cluster.sh reads <state>/extra-args/fracgpu-scheduler)."""
         t0 = time.time()
-        os.makedirs(os.path.join(self.state, "extra-args"), exist_ok=True)
-        with open(os.path.join(self.state, "extra-args", "fracgpu-scheduler"), "w") as f:
-            f.writelines(f"{x}\n" for x in scheduler_args)
         log(f"scripts/cluster.sh up --nodes 0 (state {self.state}, port offset {self.off})")
         self.cluster("up", "--nodes", "0", "--build", build)
+        if scheduler_args:
+            # `up` starts from an empty state folder (it removes the old one), so the extra
+            # arguments are written after it and the scheduler restarted to read them.
+            os.makedirs(os.path.join(self.state, "extra-args"), exist_ok=True)
+            with open(os.path.join(self.state, "extra-args", "fracgpu-scheduler"), "w") as f:
+                f.writelines(f"{x}\n" for x in scheduler_args)
+            self.cluster("restart", "fracgpu-scheduler")
+            argv = self.component_argv("fracgpu-scheduler")
+            missing = [x for x in scheduler_args if x not in argv]
+            if missing:
+                raise RuntimeError(f"fracgpu scheduler runs without {missing}: {argv}")
+            log(f"fracgpu scheduler restarted with {' '.join(scheduler_args)}")
         self.cluster("stop", "kcm")
         self.cluster("stop", "fracgpu-ui")
         p = kubeconfig_paths(self.state)

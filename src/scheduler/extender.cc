@@ -10,6 +10,7 @@
 
 #include "core/codec.h"
 #include "core/fit.h"
+#include "core/node_lock_codec.h"
 #include "core/score.h"
 #include "core/signature.h"
 #include "k8s/gpu_objects.h"
@@ -553,7 +554,7 @@ bool Extender::Busy(const std::string& node, std::chrono::system_clock::time_poi
     std::lock_guard<std::mutex> lock(pending_mu_);
     if (busy_.count(node) != 0) return true;
   }
-  auto locked = state_->NodeLockTime(node);
+  auto locked = state_->NodeLockTime(node, now);
   return locked && now - *locked < config_.lock_expiry;
 }
 
@@ -693,8 +694,13 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
                                  "\"); not bound"),
                 *pod, "refused");
   }
-  auto node_obj =
-      config_.node_lookup ? config_.node_lookup(args.node) : client_->Get(k8s::NodePath(args.node));
+  // resourceVersion=0: the API server's watch cache answers, not a quorum read of etcd (one
+  // etcd read a bind fewer, issue 37 item 1). A stale copy costs nothing but a re-read: the
+  // lock patch carries its resourceVersion (409 → NodeLocker reads the node afresh), and a
+  // lock it shows that is gone since is read again too.
+  auto node_obj = config_.node_lookup
+                      ? config_.node_lookup(args.node)
+                      : client_->Get(k8s::NodePath(args.node) + "?resourceVersion=0");
   if (!node_obj.ok()) {
     if (node_obj.status().code() != StatusCode::kNotFound) {
       return fail(node_obj.status(), *pod, "error");
@@ -753,7 +759,15 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   const std::string& name = args.pod_name;
   const std::string uid = k8s::Uid(pod);
   FRACGPU_RETURN_IF_ERROR(WriteAllowed());
-  FRACGPU_RETURN_IF_ERROR(locker_->Lock(args.node, ns, name, node_obj));
+  std::string lock_value;
+  Status locked = locker_->Lock(args.node, ns, name, node_obj, &lock_value);
+  // The lock taken, or the one met, counts for /prioritize at once (Busy), before the watch
+  // shows it (ClusterState::NoteNodeLock).
+  if (!lock_value.empty()) {
+    if (auto v = core::DecodeNodeLock(lock_value); v.ok())
+      state_->NoteNodeLock(args.node, v->time, clock_->Now());
+  }
+  FRACGPU_RETURN_IF_ERROR(locked);
   // Until `done`, every way out releases the lock and forgets the decision: a failed bind
   // leaves neither a lock nor a reservation behind.
   bool done = false;
@@ -767,6 +781,7 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
       self->state_->Forget(uid);
       Status u = self->locker_->Unlock(args.node, args.pod_namespace, args.pod_name);
       if (!u.ok()) spdlog::warn("node {}: lock not released: {}", args.node, u.ToString());
+      if (u.ok()) self->state_->ForgetNodeLockNote(args.node);
     }
   } undo{this, args, uid, done};
   // Re-check against the state now (another bind may have landed since /filter). The pod's

@@ -12,7 +12,8 @@ NodeLocker::NodeLocker(k8s::Client* client, base::Clock* clock, std::chrono::sec
     : client_(client), clock_(clock), expiry_(expiry) {}
 
 Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name,
-                        const nlohmann::json* current) {
+                        const nlohmann::json* current, std::string* lock_value) {
+  std::string value;  // the lock written by the last patch made, or the one met
   auto make_patch = [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
     auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
     auto now = clock_->Now();
@@ -29,30 +30,39 @@ Status NodeLocker::Lock(const std::string& node, const std::string& ns, const st
           if (!owner.ok() && owner.status().code() == StatusCode::kNotFound) take = true;
         }
       }
-      if (!take) return Conflict("node " + node + " is locked by " + *held);
+      if (!take) {
+        value = *held;
+        return Conflict("node " + node + " is locked by " + *held);
+      }
     }
-    return nlohmann::json{
-        {"metadata",
-         {{"annotations",
-           {{core::kAnnotationNodeLock,
-             core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(now), ns, name})}}}}}};
+    value = core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(now), ns, name});
+    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, value}}}}}};
+  };
+  auto done = [&](const Status& st) {
+    if (lock_value != nullptr)
+      *lock_value = st.ok() || st.code() == StatusCode::kConflict ? value : std::string();
+    return st;
   };
   if (current != nullptr) {
     // The node as the caller just read it: one GET fewer; a node changed since (409) is read
     // again below.
     // A lock it shows held may have been released since: that too is read again below.
     auto patch = make_patch(*current);
-    if (!patch.ok() && patch.status().code() != StatusCode::kConflict) return patch.status();
+    if (!patch.ok() && patch.status().code() != StatusCode::kConflict) return done(patch.status());
     const std::string rv = k8s::ResourceVersion(*current);
     if (patch.ok() && !rv.empty()) {
       (*patch)["metadata"]["resourceVersion"] = rv;
       auto r = client_->MergePatch(k8s::NodePath(node), *patch);
-      if (r.ok()) return Status::Ok();
-      if (r.status().code() != StatusCode::kConflict) return r.status();
+      if (r.ok()) return done(Status::Ok());
+      if (r.status().code() != StatusCode::kConflict) return done(r.status());
     }
   }
   auto r = client_->PatchWithRetry(k8s::NodePath(node), make_patch);
-  return r.ok() ? Status::Ok() : r.status();
+  if (r.ok()) return done(Status::Ok());
+  // A 409 that PatchWithRetry gave up on is the API's (the node kept changing), not a lock
+  // met: no value to report.
+  if (r.status().message().find(" is locked by ") == std::string::npos) value.clear();
+  return done(r.status());
 }
 
 Status NodeLocker::Unlock(const std::string& node, const std::string& ns, const std::string& name,

@@ -28,8 +28,10 @@ class NodeLocker {
   /// Errors: kConflict ("node X is locked by ns/pod since T"), or the API error. `current`:
   /// the Node as the caller just read it (the first attempt patches against its
   /// resourceVersion without reading the node again; on 409 the node is read afresh).
+  /// `lock_value` (optional): the lock's value as written on success, or as met on
+  /// kConflict (empty otherwise).
   Status Lock(const std::string& node, const std::string& ns, const std::string& name,
-              const nlohmann::json* current = nullptr);
+              const nlohmann::json* current = nullptr, std::string* lock_value = nullptr);
   /// Releases the lock if it is held by ns/name (or `force`). Errors: the API error.
   Status Unlock(const std::string& node, const std::string& ns, const std::string& name,
                 bool force = false);

@@ -42,8 +42,9 @@ Status ClusterState::UpsertNode(const json& node) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (locked) {
     node_locks_[name] = *locked;
+    lock_notes_.erase(name);  // the watch shows a lock: it rules from here on
   } else {
-    node_locks_.erase(name);
+    node_locks_.erase(name);  // a note stays: this event may predate the lock it notes
   }
   return model_.UpsertNode(object);
 }
@@ -51,6 +52,7 @@ Status ClusterState::UpsertNode(const json& node) {
 void ClusterState::RemoveNode(const std::string& name) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   node_locks_.erase(name);
+  lock_notes_.erase(name);
   model_.RemoveNode(name);
 }
 
@@ -60,6 +62,32 @@ std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
   auto it = node_locks_.find(node);
   if (it == node_locks_.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
+    const std::string& node, std::chrono::system_clock::time_point now) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (auto it = node_locks_.find(node); it != node_locks_.end()) return it->second;
+  auto note = lock_notes_.find(node);
+  if (note == lock_notes_.end() || now - note->second.noted >= kLockNoteTtl) return std::nullopt;
+  return note->second.lock_time;
+}
+
+void ClusterState::NoteNodeLock(const std::string& node,
+                                std::chrono::system_clock::time_point lock_time,
+                                std::chrono::system_clock::time_point now) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  // Expired notes go here, so the map holds at most the nodes noted within the TTL.
+  for (auto it = lock_notes_.begin(); it != lock_notes_.end();) {
+    it = now - it->second.noted >= kLockNoteTtl ? lock_notes_.erase(it) : std::next(it);
+  }
+  if (node_locks_.count(node) != 0) return;  // the watch already shows a lock
+  lock_notes_[node] = LockNote{lock_time, now};
+}
+
+void ClusterState::ForgetNodeLockNote(const std::string& node) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  lock_notes_.erase(node);
 }
 
 Status ClusterState::UpsertPod(const json& pod) {

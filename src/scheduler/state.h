@@ -76,6 +76,22 @@ class ClusterState {
   /// When the node lock `hami.io/mutex.lock` of `node` was taken, as its Node object last
   /// seen (UpsertNode) says; nullopt when not held (or unreadable).
   std::optional<std::chrono::system_clock::time_point> NodeLockTime(const std::string& node) const;
+  /// NodeLockTime, or else the time of a lock noted (NoteNodeLock) less than `kLockNoteTtl`
+  /// before `now` that the watch has not caught up with yet.
+  std::optional<std::chrono::system_clock::time_point> NodeLockTime(
+      const std::string& node, std::chrono::system_clock::time_point now) const;
+  /// Notes a node lock the API server reported before the watch shows it: the lock a bind
+  /// just took, or the one it met (kConflict). `lock_time`: the time in the lock's value. The
+  /// note lasts until the node is seen (UpsertNode) holding a lock, or kLockNoteTtl: under a
+  /// lagging watch, kube-scheduler was otherwise sent to a locked node again and again
+  /// (issue 37 item 1: 40 binds refused on one node in 20 s, its lock unseen).
+  void NoteNodeLock(const std::string& node, std::chrono::system_clock::time_point lock_time,
+                    std::chrono::system_clock::time_point now);
+  /// Drops the note of `node` (the bind that took the lock released it again).
+  void ForgetNodeLockNote(const std::string& node);
+  /// How long a noted lock counts without the watch showing it (`now` and the note: the
+  /// extender's clock).
+  static constexpr std::chrono::seconds kLockNoteTtl{5};
 
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;
@@ -124,6 +140,13 @@ class ClusterState {
   core::ClusterState model_;
   // Node name → when its node lock was taken (only nodes whose lock is held), under mu_.
   std::map<std::string, std::chrono::system_clock::time_point> node_locks_;
+  // Node name → a lock noted by NoteNodeLock (its time, when noted), until the watch shows a
+  // lock on the node or kLockNoteTtl passes, under mu_.
+  struct LockNote {
+    std::chrono::system_clock::time_point lock_time;
+    std::chrono::system_clock::time_point noted;
+  };
+  std::map<std::string, LockNote> lock_notes_;
   std::atomic<int64_t> unverified_{0};  // model_'s count, readable without the lock
 };
 

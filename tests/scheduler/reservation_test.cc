@@ -211,6 +211,42 @@ TEST_F(ReservationTest, ANodeLockOrABindFailureLeavesTheRightScoresAndNoReservat
   EXPECT_EQ(s["node-b"], 0);
 }
 
+// A node lock the API server reported before the watch showed it counts at once: the lock a
+// bind took (the bind's own busy mark ends with it), and the lock a bind met (issue 37 item 1:
+// under a lagging watch kube-scheduler sent 40 pods in 20 s to one locked node). Here the
+// "watch" is UpsertNode, not called until the test says so.
+TEST_F(ReservationTest, ALockTakenOrMetCountsBeforeTheWatchShowsIt) {
+  json p1 = api_.Put("pods", SlicePod("p1", 4000));
+  json p2 = api_.Put("pods", SlicePod("p2", 1000));
+  json p3 = api_.Put("pods", SlicePod("p3", 1000));
+  ASSERT_EQ(Bind(p1, "node-a")["Error"], "");
+  EXPECT_FALSE(state_.NodeLockTime("node-a"));  // the watch has not shown the lock
+  auto s = Prioritize(p2);
+  EXPECT_EQ(s["node-a"], 0) << "the lock p1's bind took counts";
+  EXPECT_GE(s["node-b"], 1);
+  // An older event of node-a (before the lock) arrives late: the note stays.
+  ASSERT_TRUE(state_.UpsertNode(OneGpuNode("node-a", "GPU-a")).ok());
+  EXPECT_EQ(Prioritize(p2)["node-a"], 0);
+  // The note lasts ClusterState::kLockNoteTtl when the watch never shows the lock.
+  clock_.Advance(ClusterState::kLockNoteTtl);
+  EXPECT_EQ(Prioritize(p2)["node-a"], 10);
+
+  // p3's bind meets p1's lock, still held in the API server: refused, and node-a counts as
+  // locked from then on although the watch never showed that lock.
+  json r = Bind(p3, "node-a");
+  EXPECT_NE(r["Error"].get<std::string>().find("is locked by"), std::string::npos) << r.dump();
+  s = Prioritize(p2);
+  EXPECT_EQ(s["node-a"], 0) << "the lock p3's bind met counts";
+  EXPECT_GE(s["node-b"], 1);
+  // The watch shows the lock, then its release: from the first of those the watch rules.
+  ASSERT_TRUE(state_.UpsertNode(*api_.Get("nodes", "", "node-a")).ok());
+  EXPECT_EQ(Prioritize(p2)["node-a"], 0);
+  api_.Patch("nodes", "", "node-a",
+             {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
+  ASSERT_TRUE(state_.UpsertNode(*api_.Get("nodes", "", "node-a")).ok());
+  EXPECT_EQ(Prioritize(p2)["node-a"], 10) << "released: the note went with the watch's lock";
+}
+
 TEST_F(ReservationTest, NodesTiedAtTheTopAreSplitSoTheReservationIsKubeSchedulersChoice) {
   for (const auto& [name, uuid] : {std::pair{"node-c", "GPU-c"}, std::pair{"node-d", "GPU-d"}}) {
     json node = OneGpuNode(name, uuid);
