@@ -36,7 +36,10 @@ def test_scale_bench_smoke(tmp_path):
     p = subprocess.run(
         [sys.executable, str(REPO / "bench" / "cluster" / "scale.py"), "--smoke",
          "--dir", STATE, "--port-offset", str(OFFSET), "--log-dir", str(tmp_path),
-         "--out", str(out)],
+         "--out", str(out),
+         # Reaches fracgpu scheduler's command line (the bench checks its argv and fails
+         # otherwise: `up` once wiped the file that carried it).
+         "--scheduler-arg=--binpack-avoid-busy-nodes"],
         capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-4000:]}"
     table = out.read_text()
