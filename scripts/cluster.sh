@@ -641,8 +641,17 @@ restart() { # COMPONENT: the name of its pid file (scripts/cluster.sh status lis
     *) die "restart: '$1' cannot be restarted (apiserver, fracgpu-scheduler, fracgpu-kube-scheduler, fracgpu-ui, device-plugin-NODE, dra-driver-NODE, kubelet-NODE)" ;;
   esac
   if [ -n "$node" ] && [ "$dra" = 0 ]; then
-    wait_for "device plugin of $node registered again" 90 sh -c \
-      "tail -n +$((seen + 1)) '$dir/logs/device-plugin-$node.log' | grep -q 'registered nvidia.com/gpu with kubelet'"
+    if ! wait_for "device plugin of $node registered again" 90 sh -c \
+      "tail -n +$((seen + 1)) '$dir/logs/device-plugin-$node.log' | grep -q 'registered nvidia.com/gpu with kubelet'"; then
+      # What the plugin and the kubelet said meanwhile, for the test that called us (the
+      # state folder is gone by the time anyone reads its logs).
+      { echo "--- device-plugin-$node.log since the restart"
+        tail -n +$((seen + 1)) "$dir/logs/device-plugin-$node.log" | tail -n 25
+        echo "--- kubelet-$node.log (device plugin lines, last 25)"
+        grep -i "plugin\|device_manager\|nvidia.com/gpu" "$dir/logs/kubelet-$node.log" | tail -n 25
+      } >&2 || true
+      return 1
+    fi
     # The kubelet publishes the devices as allocatable at its next node status update (up to
     # nodeStatusUpdateFrequency, 10 s, later under load), not at registration: until then the
     # Node may still show the count from before the restart (0, or the old GPU list's).
