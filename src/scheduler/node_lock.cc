@@ -13,7 +13,8 @@ NodeLocker::NodeLocker(k8s::Client* client, base::Clock* clock, std::chrono::sec
 
 Status NodeLocker::Lock(const std::string& node, const std::string& ns, const std::string& name,
                         const nlohmann::json* current, std::string* lock_value) {
-  std::string value;  // the lock written by the last patch made, or the one met
+  // The last make_patch's outcome: the lock it would write, or the lock it met (one is empty).
+  std::string written, met;
   auto make_patch = [&](const nlohmann::json& cur) -> Result<nlohmann::json> {
     auto held = k8s::Annotation(cur, core::kAnnotationNodeLock);
     auto now = clock_->Now();
@@ -31,16 +32,21 @@ Status NodeLocker::Lock(const std::string& node, const std::string& ns, const st
         }
       }
       if (!take) {
-        value = *held;
+        written.clear();
+        met = *held;
         return Conflict("node " + node + " is locked by " + *held);
       }
     }
-    value = core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(now), ns, name});
-    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, value}}}}}};
+    met.clear();
+    written = core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(now), ns, name});
+    return nlohmann::json{{"metadata", {{"annotations", {{core::kAnnotationNodeLock, written}}}}}};
   };
+  // Success: the lock written. kConflict: the lock met, when the last make_patch refused
+  // (409s that PatchWithRetry gave up on after making patches leave `met` empty). Any other
+  // error: nothing (a lock met in a stale copy before a failed re-read is not reported).
   auto done = [&](const Status& st) {
     if (lock_value != nullptr)
-      *lock_value = st.ok() || st.code() == StatusCode::kConflict ? value : std::string();
+      *lock_value = st.ok() ? written : st.code() == StatusCode::kConflict ? met : std::string();
     return st;
   };
   if (current != nullptr) {
@@ -58,11 +64,7 @@ Status NodeLocker::Lock(const std::string& node, const std::string& ns, const st
     }
   }
   auto r = client_->PatchWithRetry(k8s::NodePath(node), make_patch);
-  if (r.ok()) return done(Status::Ok());
-  // A 409 that PatchWithRetry gave up on is the API's (the node kept changing), not a lock
-  // met: no value to report.
-  if (r.status().message().find(" is locked by ") == std::string::npos) value.clear();
-  return done(r.status());
+  return done(r.ok() ? Status::Ok() : r.status());
 }
 
 Status NodeLocker::Unlock(const std::string& node, const std::string& ns, const std::string& name,
