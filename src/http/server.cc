@@ -637,10 +637,16 @@ Status Server::Start() {
       }
       sk_X509_NAME_pop_free(names, X509_NAME_free);
     }
-    server_ = std::make_unique<Serving<httplib::SSLServer>>([store, ca](SSL_CTX& ctx) {
+    const bool resumption = options_.tls_session_resumption;
+    server_ = std::make_unique<Serving<httplib::SSLServer>>([store, ca, resumption](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
       SSL_CTX_set_options(&ctx,
                           SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+      if (!resumption) {
+        SSL_CTX_set_options(&ctx, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(&ctx, 0);
+        SSL_CTX_set_session_cache_mode(&ctx, SSL_SESS_CACHE_OFF);
+      }
       SSL_CTX_set_cert_cb(&ctx, &CertCallback, store);
       if (!ca.empty()) {
         // Ask for a client certificate but do not require one at the TLS level (the health
@@ -852,7 +858,12 @@ Status Server::Start() {
       tls_is_tls = ssl != nullptr;
       tls_client_names = &names;
       const SSL* req_ssl = ssl;
-      const auto setup = [req_ssl](httplib::Request& r) { r.ssl = req_ssl; };
+      const bool compress = options_.compress_responses;
+      const auto setup = [req_ssl, compress](httplib::Request& r) {
+        r.ssl = req_ssl;
+        // httplib compresses an answer by the request's Accept-Encoding alone.
+        if (!compress) r.headers.erase("Accept-Encoding");
+      };
       for (int left = std::max(1, options_.keep_alive_max_requests), n = 0; left > 0; --left, ++n) {
         if (n > 0 && !strm.buffered()) {  // idle between two requests: keep_alive_timeout_s
           pollfd p{sock, POLLIN, 0};

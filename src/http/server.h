@@ -95,10 +95,13 @@ struct ServerOptions {
   /// Worker threads started with the server. More start on demand, up to one per admitted
   /// connection (max_connections), so no admitted connection waits behind a slow one.
   int threads = 32;
-  int read_timeout_s = 10;       ///< per-read (recv) timeout, seconds
-  int write_timeout_s = 10;      ///< per-write (send) timeout, seconds
-  int header_timeout_s = 10;     ///< deadline for a request's line, headers and body, seconds
-  int keep_alive_timeout_s = 5;  ///< idle time allowed between two requests of a connection
+  int read_timeout_s = 10;    ///< per-read (recv) timeout, seconds
+  int write_timeout_s = 10;   ///< per-write (send) timeout, seconds
+  int header_timeout_s = 10;  ///< deadline for a request's line, headers and body, seconds
+  /// Idle time allowed between two requests of a connection, seconds. Past it the server
+  /// closes the connection, which races a client reusing it: keep it above the clients' own
+  /// idle timeout where they send requests that are not retried (fracgpu scheduler: 120 s).
+  int keep_alive_timeout_s = 5;
   /// Requests one connection may make (at least 1) before the server answers with
   /// `Connection: close` (1,000: nginx's keepalive_requests default). Not httplib's 5:
   /// kube-scheduler's extender client (Go net/http) would open a new connection every fifth
@@ -132,6 +135,17 @@ struct ServerOptions {
   /// handshake asks for a client certificate; one presented must verify against it (else the
   /// handshake fails), and its names reach handlers as Request::client_names. Read at Start().
   std::string client_ca_file;
+  /// Whether answers are gzip- or brotli-compressed for a client that accepts it (httplib's
+  /// own choice for text and JSON bodies). Off for an API whose callers are on the cluster
+  /// network: compressing the extender's few-KiB answers cost fracgpu scheduler more CPU than
+  /// sending them, and the Go client the same to inflate them (perf at 5,000 nodes, issue 37).
+  bool compress_responses = true;
+  /// Whether the TLS server lets a client resume a session (TLS 1.3 tickets, the TLS 1.2
+  /// session cache). Off where no caller resumes: Go's net/http clients (kube-scheduler's
+  /// extender client, kube-apiserver's webhook client) keep no session cache, so every ticket
+  /// the server makes — an encoding and a copy of the session with the client's certificate —
+  /// is work for nothing on each new connection.
+  bool tls_session_resumption = true;
 };
 
 /// The server. Routes are exact paths (the query string is ignored), plus prefix routes.

@@ -74,6 +74,17 @@ int Run(const Flags& f) {
   o.http.cert_file = f.cert_file;
   o.http.key_file = f.key_file;
   o.http.health_port = f.health_port;
+  // Its callers are kube-scheduler and kube-apiserver, Go clients that never resume a TLS
+  // session, on the cluster network: no tickets, no compression (http::ServerOptions).
+  o.http.compress_responses = false;
+  o.http.tls_session_resumption = false;
+  // An idle connection is kept longer than those clients keep theirs (Go's IdleConnTimeout,
+  // 90 s in client-go's and kube-scheduler's transports), so the client closes it first. At
+  // 5 s the server closed idle connections the API server was just reusing: a webhook POST
+  // written into one ("broken pipe") is not retried, and failurePolicy Ignore let the pod in
+  // unmutated (docs/performance.md run 7: 1 pod in 10,000). Idle connections still make room
+  // at the connection cap (http::ServerOptions::max_connections).
+  o.http.keep_alive_timeout_s = 120;
   o.metrics_port = f.metrics_port;
   // Authentication of /filter, /prioritize, /bind and /webhook (docs/scheduler.md
   // "Authentication"): client certificates; refused to run unauthenticated where other hosts

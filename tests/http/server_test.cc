@@ -755,5 +755,95 @@ TEST(ServerTest, ClientCertificatesAreVerifiedAndNamed) {
   fs::remove_all(dir);
 }
 
+// ServerOptions::compress_responses: by default httplib gzips a JSON answer for a client that
+// sends Accept-Encoding: gzip (as Go's net/http does); off, the same request gets the JSON as
+// it is, and the handler still sees the request's other headers.
+TEST(ServerTest, CompressionOfAnswersCanBeTurnedOff) {
+  std::string big = "[";
+  for (int i = 0; i < 400; ++i)
+    big += std::string(i ? "," : "") + "{\"Host\":\"node-" + std::to_string(i) + "\"}";
+  big += "]";
+  for (bool compress : {true, false}) {
+    ServerOptions o;
+    o.compress_responses = compress;
+    Server s(o);
+    std::string seen_agent;
+    s.Route("GET", "/j", [&](const Request& r) {
+      for (const auto& [k, v] : r.headers)
+        if (k == "User-Agent") seen_agent = v;
+      return Response::Json(200, nlohmann::json::parse(big));
+    });
+    ASSERT_TRUE(s.Start().ok());
+    int fd = Connect(s.port());
+    ASSERT_GE(fd, 0);
+    const std::string req =
+        "GET /j HTTP/1.1\r\nHost: t\r\nUser-Agent: Go-http-client/1.1\r\n"
+        "Accept-Encoding: gzip\r\nConnection: close\r\n\r\n";
+    ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    const std::string reply = ReadAll(fd);
+    close(fd);
+    s.Stop();
+    const size_t head_end = reply.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << reply.substr(0, 200);
+    const std::string head = reply.substr(0, head_end);
+    EXPECT_EQ(head.find("Content-Encoding: gzip") != std::string::npos, compress) << head;
+    if (!compress) {
+      EXPECT_EQ(nlohmann::json::parse(reply.substr(head_end + 4)), nlohmann::json::parse(big));
+    }
+    EXPECT_EQ(seen_agent, "Go-http-client/1.1");
+  }
+}
+
+// Whether a second TLS connection to `port` resumes the session of a first (TLS 1.3 ticket or
+// session cache), with one request answered on each so that the tickets arrive.
+bool SecondConnectionResumes(int port) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT);
+  SSL_SESSION* session = nullptr;
+  bool reused = false;
+  for (int i = 0; i < 2; ++i) {
+    int fd = Connect(port);
+    if (fd < 0) break;
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    if (session != nullptr) SSL_set_session(ssl, session);
+    if (SSL_connect(ssl) == 1) {
+      if (i == 1) reused = SSL_session_reused(ssl) == 1;
+      const std::string req = "GET /ok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+      SSL_write(ssl, req.data(), static_cast<int>(req.size()));
+      char buf[512];
+      while (SSL_read(ssl, buf, sizeof buf) > 0) {
+      }
+      if (i == 0) session = SSL_get1_session(ssl);
+      SSL_shutdown(ssl);
+    }
+    SSL_free(ssl);
+    close(fd);
+  }
+  if (session != nullptr) SSL_SESSION_free(session);
+  SSL_CTX_free(ctx);
+  return reused;
+}
+
+// ServerOptions::tls_session_resumption: on by default (a client that keeps its session
+// resumes it); off, the server makes no ticket and keeps no session, so a client offering its
+// first session gets a full handshake.
+TEST(ServerTest, TlsSessionResumptionCanBeTurnedOff) {
+  fs::path dir = fs::temp_directory_path() / ("fracgpu-resume-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  WriteSelfSigned("server", dir / "tls.crt", dir / "tls.key");
+  for (bool resumption : {true, false}) {
+    ServerOptions o;
+    o.cert_file = (dir / "tls.crt").string();
+    o.key_file = (dir / "tls.key").string();
+    o.tls_session_resumption = resumption;
+    Server s(o);
+    s.Route("GET", "/ok", [](const Request&) { return Response::Text(200, "ok"); });
+    ASSERT_TRUE(s.Start().ok());
+    EXPECT_EQ(SecondConnectionResumes(s.port()), resumption);
+    s.Stop();
+  }
+  fs::remove_all(dir);
+}
 }  // namespace
 }  // namespace fracgpu::http
