@@ -580,11 +580,13 @@ void Extender::ExpireReservations(std::chrono::system_clock::time_point now) con
   }
 }
 
-std::optional<std::string> Extender::TakeReservation(const std::string& uid, bool forget) const {
+std::optional<std::string> Extender::TakeReservation(const std::string& uid, bool forget,
+                                                     json* pod) const {
   std::lock_guard<std::mutex> lock(pending_mu_);
   auto it = reservations_.find(uid);
   if (it == reservations_.end()) return std::nullopt;
   std::string node = it->second.node;
+  if (pod != nullptr) *pod = std::move(it->second.pod);
   if (forget) (void)state_->ForgetAssumed(uid, node);
   if (--busy_[node] <= 0) busy_.erase(node);
   reservations_.erase(it);
@@ -616,9 +618,10 @@ void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::
   alloc.cpu_milli = host.cpu_milli;
   alloc.mem_mib = host.mem_mib;
   alloc.borrower = req.borrower;
+  Reservation r{node_name, now, pod};  // the copy made outside the lock
   std::lock_guard<std::mutex> lock(pending_mu_);
   if (reservations_.count(uid) != 0 || !state_->Assume(alloc).ok()) return;
-  reservations_[uid] = Reservation{node_name, now};
+  reservations_[uid] = std::move(r);
   ++busy_[node_name];
 }
 
@@ -671,90 +674,113 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
   } release{this, who};
   // Until it ends, the bind makes its node busy for /prioritize; the reservation (still
   // counted in the state) becomes this bind's to replace or drop.
-  reserved_on = TakeReservation(args.pod_uid, /*forget=*/false);
+  json given;
+  reserved_on = TakeReservation(args.pod_uid, /*forget=*/false, &given);
   AddBusy(args.node, 1);
   struct Unbusy {
     const Extender* self;
     const std::string& node;
     ~Unbusy() { self->AddBusy(node, -1); }
   } unbusy{this, args.node};
-  auto pod = client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
-  if (!pod.ok()) return fail(pod.status(), json(), "error");
-  if (k8s::Uid(*pod) != args.pod_uid) {
-    return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid),
-                *pod, "error");
-  }
-  if (!k8s::PodNodeName(*pod).empty()) {
-    return fail(Conflict("pod " + who + " is already bound to node " + k8s::PodNodeName(*pod)),
-                *pod, "conflict");
-  }
-  if (k8s::PodSchedulerName(*pod) != config_.scheduler_name) {
-    return fail(PermissionDenied("pod " + who + " is not scheduled by " + config_.scheduler_name +
-                                 " (spec.schedulerName \"" + k8s::PodSchedulerName(*pod) +
-                                 "\"); not bound"),
-                *pod, "refused");
-  }
-  // resourceVersion=0: the API server's watch cache answers, not a quorum read of etcd (one
-  // etcd read a bind fewer, issue 37 item 1). A stale copy costs nothing but a re-read: the
-  // lock patch carries its resourceVersion (409 → NodeLocker reads the node afresh), and a
-  // lock it shows that is gone since is read again too.
-  auto node_obj = config_.node_lookup
-                      ? config_.node_lookup(args.node)
-                      : client_->Get(k8s::NodePath(args.node) + "?resourceVersion=0");
-  if (!node_obj.ok()) {
-    if (node_obj.status().code() != StatusCode::kNotFound) {
-      return fail(node_obj.status(), *pod, "error");
+  // The pod kube-scheduler gave /prioritize (its watch's copy) stands in for a GET of it: one
+  // quorum read of etcd a bind fewer (issue 37 item 1). The Binding carries the copy's
+  // resourceVersion, so a pod changed since is not bound on it: the API server answers 409,
+  // and the bind runs once more on the pod read afresh.
+  bool from_copy =
+      given.is_object() && k8s::Uid(given) == args.pod_uid && k8s::Name(given) == args.pod_name &&
+      k8s::Namespace(given) == args.pod_namespace && !k8s::ResourceVersion(given).empty();
+  for (;;) {
+    Result<json> pod = from_copy ? Result<json>(std::move(given))
+                                 : client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
+    if (!pod.ok()) return fail(pod.status(), json(), "error");
+    if (k8s::Uid(*pod) != args.pod_uid) {
+      return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid),
+                  *pod, "error");
     }
-    return fail(NotFound("node " + args.node + " does not exist; pod " + who + " not bound"), *pod,
-                "refused");
-  }
-  if (std::string why = NodePredicateFailure(*pod, *node_obj); !why.empty()) {
-    return fail(PermissionDenied("pod " + who + " cannot run on node " + args.node + ": " + why),
-                *pod, "refused");
-  }
-  auto req = ParseRequest(*pod, config_.names, LendingEnforced());
-  if (!req.ok()) return fail(req.status(), *pod, "error");
-  if (!req->UsesGpu()) {
-    Status st = WriteAllowed();
-    // Its CPU and memory count on the node before the Binding can be seen (as a GPU pod's do
-    // through Assume): the next /prioritize reads the node's CPU left (FGD+CpuRoute).
-    const std::string uid = k8s::Uid(*pod);
-    const k8s::HostRequests host = k8s::PodHostRequests(*pod);
-    if (st.ok() && !uid.empty()) {
-      state_->AssumeHostUse(uid, args.node, host.cpu_milli, host.mem_mib);
+    if (!k8s::PodNodeName(*pod).empty()) {
+      return fail(Conflict("pod " + who + " is already bound to node " + k8s::PodNodeName(*pod)),
+                  *pod, "conflict");
     }
-    // The Binding carries the pod's UID (metadata.uid): the API server binds only that pod.
-    if (st.ok()) st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
+    if (k8s::PodSchedulerName(*pod) != config_.scheduler_name) {
+      return fail(PermissionDenied("pod " + who + " is not scheduled by " + config_.scheduler_name +
+                                   " (spec.schedulerName \"" + k8s::PodSchedulerName(*pod) +
+                                   "\"); not bound"),
+                  *pod, "refused");
+    }
+    // resourceVersion=0: the API server's watch cache answers, not a quorum read of etcd (one
+    // etcd read a bind fewer, issue 37 item 1). A stale copy costs nothing but a re-read: the
+    // lock patch carries its resourceVersion (409 → NodeLocker reads the node afresh), and a
+    // lock it shows that is gone since is read again too.
+    auto node_obj = config_.node_lookup
+                        ? config_.node_lookup(args.node)
+                        : client_->Get(k8s::NodePath(args.node) + "?resourceVersion=0");
+    if (!node_obj.ok()) {
+      if (node_obj.status().code() != StatusCode::kNotFound) {
+        return fail(node_obj.status(), *pod, "error");
+      }
+      return fail(NotFound("node " + args.node + " does not exist; pod " + who + " not bound"),
+                  *pod, "refused");
+    }
+    if (std::string why = NodePredicateFailure(*pod, *node_obj); !why.empty()) {
+      return fail(PermissionDenied("pod " + who + " cannot run on node " + args.node + ": " + why),
+                  *pod, "refused");
+    }
+    auto req = ParseRequest(*pod, config_.names, LendingEnforced());
+    if (!req.ok()) return fail(req.status(), *pod, "error");
+    if (!req->UsesGpu() && from_copy) {
+      from_copy = false;  // its Binding carries no resourceVersion: read the pod
+      continue;
+    }
+    if (!req->UsesGpu()) {
+      Status st = WriteAllowed();
+      // Its CPU and memory count on the node before the Binding can be seen (as a GPU pod's do
+      // through Assume): the next /prioritize reads the node's CPU left (FGD+CpuRoute).
+      const std::string uid = k8s::Uid(*pod);
+      const k8s::HostRequests host = k8s::PodHostRequests(*pod);
+      if (st.ok() && !uid.empty()) {
+        state_->AssumeHostUse(uid, args.node, host.cpu_milli, host.mem_mib);
+      }
+      // The Binding carries the pod's UID (metadata.uid): the API server binds only that pod.
+      if (st.ok())
+        st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
+      if (!st.ok()) {
+        if (!uid.empty()) state_->Forget(uid);
+        return fail(st, *pod, "error");
+      }
+      Count("ok");
+      return json{{"Error", ""}};
+    }
+    Status st;
+    bool stale = false;
+    {
+      std::lock_guard<std::mutex> node_guard(NodeMutex(args.node));
+      // The node as read just now (not an informer's copy, which may lack the lock) saves the
+      // node lock one GET.
+      st = BindLocked(args, *pod, *req, config_.node_lookup ? nullptr : &*node_obj,
+                      from_copy ? &stale : nullptr);
+    }
+    if (stale) {
+      spdlog::debug("bind {}: the pod changed since /prioritize; read afresh", who);
+      from_copy = false;
+      continue;
+    }
     if (!st.ok()) {
-      if (!uid.empty()) state_->Forget(uid);
-      return fail(st, *pod, "error");
+      const char* result = st.code() == StatusCode::kConflict            ? "conflict"
+                           : st.code() == StatusCode::kResourceExhausted ? "unfit"
+                                                                         : "error";
+      return fail(st, *pod, result);
     }
     Count("ok");
+    if (events_ != nullptr) {
+      events_->Record(*pod, "Normal", "BindingSucceed",
+                      "Successfully binding node [" + args.node + "] to " + who);
+    }
     return json{{"Error", ""}};
   }
-  Status st;
-  {
-    std::lock_guard<std::mutex> node_guard(NodeMutex(args.node));
-    // The node as read just now (not an informer's copy, which may lack the lock) saves the
-    // node lock one GET.
-    st = BindLocked(args, *pod, *req, config_.node_lookup ? nullptr : &*node_obj);
-  }
-  if (!st.ok()) {
-    const char* result = st.code() == StatusCode::kConflict            ? "conflict"
-                         : st.code() == StatusCode::kResourceExhausted ? "unfit"
-                                                                       : "error";
-    return fail(st, *pod, result);
-  }
-  Count("ok");
-  if (events_ != nullptr) {
-    events_->Record(*pod, "Normal", "BindingSucceed",
-                    "Successfully binding node [" + args.node + "] to " + who);
-  }
-  return json{{"Error", ""}};
 }
 
 Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
-                            const core::PodRequest& req, const json* node_obj) {
+                            const core::PodRequest& req, const json* node_obj, bool* stale) {
   const std::string& ns = args.pod_namespace;
   const std::string& name = args.pod_name;
   const std::string uid = k8s::Uid(pod);
@@ -850,7 +876,10 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   }
   meta.labels = {{core::kAnnotationVgpuNode, args.node}};
   FRACGPU_RETURN_IF_ERROR(WriteAllowed());
-  FRACGPU_RETURN_IF_ERROR(client_->BindPod(ns, name, args.node, meta));
+  if (Status bound = client_->BindPod(ns, name, args.node, meta); !bound.ok()) {
+    if (stale != nullptr && bound.code() == StatusCode::kConflict) *stale = true;
+    return bound;
+  }
   // The lock stays: the device plugin releases it after Allocate (docs/design/CONTRACT.md §2).
   done = true;
   return Status::Ok();

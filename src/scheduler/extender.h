@@ -14,15 +14,18 @@
 //    allocatable CPU less its pods' requests (the state's NodeState::cpu_milli_*), the inputs
 //    the simulator's run of the policy reads.
 //  * Bind: one bind per pod at a time (a second call for a pod whose bind is in flight is a
-//    conflict and changes nothing); refuses a pod of another scheduler (spec.schedulerName),
-//    and a node that does not exist or fails the pod's own node predicates (spec.nodeSelector,
-//    required node affinity); then node lock (in-process mutex + `hami.io/mutex.lock`),
-//    re-check the fit against the current state, choose GPUs by the pod's GPU policy, write the
-//    decision annotations and their signature (a merge patch carrying the pod's
-//    resourceVersion as read), record the decision in the state, create the Binding with the
-//    pod's UID as precondition (Binding metadata.uid). On any failure the annotations (only
-//    while the pod is still as this bind left it), the state and the lock are rolled back and
-//    {"Error": …} returned.
+//    conflict and changes nothing). The pod is the copy /prioritize was given with its
+//    reservation (kube-scheduler's own, from its watch; trusted as far as its caller, whose
+//    client certificate may already bind any pod), else read from the API server. Bind
+//    refuses a pod of another scheduler (spec.schedulerName), and a node that does not exist or
+//    fails the pod's own node predicates (spec.nodeSelector, required node affinity); then node
+//    lock (in-process mutex + `hami.io/mutex.lock`), re-check the fit against the current
+//    state, choose GPUs by the pod's GPU policy, record the decision in the state, and create
+//    the Binding carrying the decision annotations and their signature, with the pod's UID and
+//    resourceVersion as read as preconditions: the API server binds that version of the pod
+//    or nothing. A 409 there for the copy from /prioritize (the pod changed since) undoes the
+//    attempt and runs it once more on the pod read afresh. On any failure the state and the
+//    lock are rolled back and {"Error": …} returned.
 //  * Reservations (issue 37 item 1): kube-scheduler binds asynchronously, so its next
 //    scheduling cycle runs /filter and /prioritize before the previous pod's /bind has
 //    recorded anything. /prioritize therefore counts a GPU pod at once, tentatively, on the
@@ -142,8 +145,11 @@ class Extender {
  private:
   // `node_obj`: the Node as the bind just read it from the API server, or null (the node
   // lock's first attempt patches against it).
+  // `stale`, when given, is set when the API server refused the Binding with 409 (the pod
+  // changed since `pod` was read, or is bound already).
   Status BindLocked(const ExtenderBindingArgs& args, const nlohmann::json& pod,
-                    const core::PodRequest& req, const nlohmann::json* node_obj);
+                    const core::PodRequest& req, const nlohmann::json* node_obj,
+                    bool* stale = nullptr);
   // Claims pod `key` for one bind; false when a bind of it is in flight.
   bool ClaimPod(const std::string& key);
   void ReleasePod(const std::string& key);
@@ -155,12 +161,14 @@ class Extender {
   struct Reservation {
     std::string node;
     std::chrono::system_clock::time_point at;
+    nlohmann::json pod;  // the pod as /prioritize was given it (Bind's first read)
   };
   // Drops reservations past their TTL or no longer in the state as Assumed on their node.
   void ExpireReservations(std::chrono::system_clock::time_point now) const;
   // Removes pod `uid`'s reservation from the books; its node when it had one. `forget`: drop
-  // its Assume from the state too.
-  std::optional<std::string> TakeReservation(const std::string& uid, bool forget) const;
+  // its Assume from the state too. `pod` (optional) receives the pod the reservation kept.
+  std::optional<std::string> TakeReservation(const std::string& uid, bool forget,
+                                             nlohmann::json* pod = nullptr) const;
   // Reserves `req` (pod `pod`) on `node` when it fits there now.
   void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node,
                std::chrono::system_clock::time_point now) const;

@@ -289,5 +289,52 @@ TEST_F(DefaultBinpackTest, ConsecutivePodsGoToTheReservedNodeNotAroundIt) {
   EXPECT_EQ(Used("node-a"), 2000 + 3000 + 4000 + 5000);
 }
 
+// /bind reads no pod that /prioritize was given (issue 37 item 1): the Binding carries that
+// copy's resourceVersion. When the pod changed in between, the API server refuses that
+// Binding (409) and the bind reads the pod and binds it on the fresh copy.
+TEST_F(ReservationTest, BindUsesThePodPrioritizeWasGivenAndReadsItAfreshWhenItChanged) {
+  json p1 = api_.Put("pods", SlicePod("p1", 4000));
+  json p2 = api_.Put("pods", SlicePod("p2", 4000));
+  const std::string path1 = "/api/v1/namespaces/ml/pods/p1";
+  const std::string path2 = "/api/v1/namespaces/ml/pods/p2";
+  Prioritize(p1);
+  ASSERT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
+  ASSERT_EQ(Bind(p1, "node-a")["Error"], "");
+  EXPECT_EQ(api_.CountRequests("GET", path1), 0);
+  EXPECT_EQ(api_.CountRequests("POST", path1 + "/binding"), 1);
+  json bound = *api_.Get("pods", "ml", "p1");
+  EXPECT_EQ(k8s::PodNodeName(bound), "node-a");
+  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationVgpuNode).value_or(""), "node-a");
+  // The device plugin's part: the node locks are released after Allocate.
+  auto release_locks = [&] {
+    for (const char* n : {"node-a", "node-b"})
+      api_.Patch("nodes", "", n,
+                 {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
+  };
+  release_locks();
+  // p2 changes after its /prioritize (a label; its resourceVersion moves on).
+  Prioritize(p2);
+  ASSERT_FALSE(ext_->ReservedNode(k8s::Uid(p2)).empty());
+  ASSERT_TRUE(api_.Patch("pods", "ml", "p2", {{"metadata", {{"labels", {{"team", "a"}}}}}}));
+  const std::string node = ext_->ReservedNode(k8s::Uid(p2));
+  ASSERT_EQ(Bind(p2, node)["Error"], "");
+  EXPECT_EQ(api_.CountRequests("GET", path2), 1);
+  EXPECT_EQ(api_.CountRequests("POST", path2 + "/binding"), 2);  // 409, then bound
+  bound = *api_.Get("pods", "ml", "p2");
+  EXPECT_EQ(k8s::PodNodeName(bound), node);
+  EXPECT_EQ(bound["metadata"]["labels"]["team"], "a");
+  // Counted once: 2,000 held + p1 + p2 on the GPUs they were bound to.
+  EXPECT_EQ(Used("node-a") + Used("node-b"), 2000 + 4000 + 4000);
+  release_locks();
+  // A pod bound by someone else since /prioritize: the Binding's 409, the fresh read shows
+  // its node, and nothing of this bind is left.
+  json p3 = api_.Put("pods", SlicePod("p3", 4000));
+  Prioritize(p3);
+  ASSERT_TRUE(api_.Patch("pods", "ml", "p3", {{"spec", {{"nodeName", "node-b"}}}}));
+  EXPECT_NE(Bind(p3, "node-a")["Error"].get<std::string>().find("already bound to node node-b"),
+            std::string::npos);
+  EXPECT_FALSE(state_.Allocation(k8s::Uid(p3)));
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
+}
 }  // namespace
 }  // namespace fracgpu::scheduler
