@@ -27,8 +27,9 @@
 #       dra-driver-<node>, kubelet-<node>)
 #
 # Environment: FRACGPU_CLUSTER_DIR (state, default /tmp/fracgpu-cluster), FRACGPU_K8S_VERSION
-# (default v1.37.2), FRACGPU_K8S_CACHE (scripts/k8s-build.sh). Needs root (each kubelet runs in a
-# mount namespace of its own: the kubelet's device-plugin socket path is fixed,
+# (default v1.37.2), FRACGPU_K8S_CACHE (scripts/k8s-build.sh), FRACGPU_CLUSTER_PROFILING (true:
+# kube-apiserver serves /debug/pprof, for profiles of bench/cluster runs; default false).
+# Needs root (each kubelet runs in a mount namespace of its own: the kubelet's device-plugin socket path is fixed,
 # /var/lib/kubelet/device-plugins/kubelet.sock, k8s.io/kubelet pkg/apis/deviceplugin/v1beta1).
 set -euo pipefail
 # The state folder holds private keys and ServiceAccount tokens: readable by root only.
@@ -107,13 +108,17 @@ wait_for() {
 }
 
 # ---- certificates (openssl): one CA for serving and client certificates, a service-account key.
+# An RSA 2048 key (kubeadm's default), or a P-256 key where cert_key=ec (fracgpu's own client CA:
+# docs/install.md makes these P-256, as `fracgpu certs` makes the serving certificate).
 cert() { # NAME CN [O] [SANs]   (signed by pki/ca, or by pki/$cert_ca when that is set)
   local name=$1 cn=$2 o=${3:-} san=${4:-} ca=${cert_ca:-ca}
   local subj="/CN=$cn"; [ -n "$o" ] && subj="/O=$o$subj"
-  openssl req -new -newkey rsa:2048 -nodes -keyout "$dir/pki/$name.key" -subj "$subj" \
+  local key=(-newkey rsa:2048) usage=digitalSignature,keyEncipherment
+  [ "${cert_key:-rsa}" = ec ] && key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1) usage=digitalSignature
+  openssl req -new "${key[@]}" -nodes -keyout "$dir/pki/$name.key" -subj "$subj" \
     -out "$dir/pki/$name.csr" 2>/dev/null
   local ext="$dir/pki/$name.ext"
-  { echo "basicConstraints=CA:FALSE"; echo "keyUsage=critical,digitalSignature,keyEncipherment"
+  { echo "basicConstraints=CA:FALSE"; echo "keyUsage=critical,$usage"
     echo "extendedKeyUsage=serverAuth,clientAuth"; [ -n "$san" ] && echo "subjectAltName=$san"; } > "$ext"
   openssl x509 -req -in "$dir/pki/$name.csr" -CA "$dir/pki/$ca.crt" -CAkey "$dir/pki/$ca.key" \
     -CAcreateserial -days 2 -extfile "$ext" -out "$dir/pki/$name.crt" 2>/dev/null
@@ -156,11 +161,14 @@ make_pki() {
   # certificates every kubelet holds: it signs the certificates that kube-scheduler (extender
   # tlsConfig) and the API server (webhook kubeConfigFile) present to `fracgpu scheduler`, which
   # refuses /filter, /prioritize, /bind and /webhook without one (docs/scheduler.md
-  # "Authentication").
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/pki/fracgpu-client-ca.key" \
+  # "Authentication"). P-256 keys, as docs/install.md makes them: kube-scheduler signs with its
+  # key at every new connection to the extender (its Go client keeps 2 idle connections, so
+  # binds in flight open new ones), and an RSA 2048 signature cost it ~1 ms each (issue 37).
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$dir/pki/fracgpu-client-ca.key" \
     -out "$dir/pki/fracgpu-client-ca.crt" -days 2 -subj "/CN=fracgpu-client-ca" 2>/dev/null
-  cert_ca=fracgpu-client-ca cert fracgpu-kube-scheduler-client fracgpu-kube-scheduler
-  cert_ca=fracgpu-client-ca cert apiserver-webhook-client kube-apiserver
+  cert_key=ec cert_ca=fracgpu-client-ca cert fracgpu-kube-scheduler-client fracgpu-kube-scheduler
+  cert_key=ec cert_ca=fracgpu-client-ca cert apiserver-webhook-client kube-apiserver
   # The API server presents it to every webhook ("*": any host; apiserver.config.k8s.io/v1
   # WebhookAdmissionConfiguration, --admission-control-config-file).
   cat > "$dir/pki/webhook-client.kubeconfig" <<EOF
@@ -221,7 +229,7 @@ start_apiserver() {
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --admission-control-config-file "$dir/pki/admission.yaml" \
     --runtime-config "resource.k8s.io/v1=true" --feature-gates "$(feature_gates)" \
-    --allow-privileged=true --profiling=false \
+    --allow-privileged=true --profiling="${FRACGPU_CLUSTER_PROFILING:-false}" \
     --audit-policy-file "$repo/tests/realcluster/audit-policy.yaml" \
     --audit-log-path "$dir/logs/audit.log" --audit-log-format json --v=1
 }
