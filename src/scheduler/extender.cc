@@ -580,13 +580,11 @@ void Extender::ExpireReservations(std::chrono::system_clock::time_point now) con
   }
 }
 
-std::optional<std::string> Extender::TakeReservation(const std::string& uid, bool forget,
-                                                     json* pod) const {
+std::optional<std::string> Extender::TakeReservation(const std::string& uid, bool forget) const {
   std::lock_guard<std::mutex> lock(pending_mu_);
   auto it = reservations_.find(uid);
   if (it == reservations_.end()) return std::nullopt;
   std::string node = it->second.node;
-  if (pod != nullptr) *pod = std::move(it->second.pod);
   if (forget) (void)state_->ForgetAssumed(uid, node);
   if (--busy_[node] <= 0) busy_.erase(node);
   reservations_.erase(it);
@@ -618,10 +616,9 @@ void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::
   alloc.cpu_milli = host.cpu_milli;
   alloc.mem_mib = host.mem_mib;
   alloc.borrower = req.borrower;
-  Reservation r{node_name, now, pod};  // the copy made outside the lock
   std::lock_guard<std::mutex> lock(pending_mu_);
   if (reservations_.count(uid) != 0 || !state_->Assume(alloc).ok()) return;
-  reservations_[uid] = std::move(r);
+  reservations_[uid] = Reservation{node_name, now};
   ++busy_[node_name];
 }
 
@@ -674,24 +671,28 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
   } release{this, who};
   // Until it ends, the bind makes its node busy for /prioritize; the reservation (still
   // counted in the state) becomes this bind's to replace or drop.
-  json given;
-  reserved_on = TakeReservation(args.pod_uid, /*forget=*/false, &given);
+  reserved_on = TakeReservation(args.pod_uid, /*forget=*/false);
   AddBusy(args.node, 1);
   struct Unbusy {
     const Extender* self;
     const std::string& node;
     ~Unbusy() { self->AddBusy(node, -1); }
   } unbusy{this, args.node};
-  // The pod kube-scheduler gave /prioritize (its watch's copy) stands in for a GET of it: one
-  // quorum read of etcd a bind fewer (issue 37 item 1). The Binding carries the copy's
-  // resourceVersion, so a pod changed since is not bound on it: the API server answers 409,
-  // and the bind runs once more on the pod read afresh.
-  bool from_copy =
-      given.is_object() && k8s::Uid(given) == args.pod_uid && k8s::Name(given) == args.pod_name &&
-      k8s::Namespace(given) == args.pod_namespace && !k8s::ResourceVersion(given).empty();
+  // The pod as kube-apiserver's watch cache has it (resourceVersion=0), not a quorum read of
+  // etcd (issue 37 item 1), and never a caller's copy: the grant is computed from the API
+  // server's pod. The Binding carries the resourceVersion read, so the API server binds that
+  // version of the pod or nothing; on its 409 (the cache was behind) the attempt is undone
+  // and runs once more on a quorum read. A cache that lacks the pod, or holds another pod of
+  // the name, is read past the same way.
+  bool from_cache = true;
   for (;;) {
-    Result<json> pod = from_copy ? Result<json>(std::move(given))
-                                 : client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name));
+    Result<json> pod = client_->Get(k8s::PodPath(args.pod_namespace, args.pod_name) +
+                                    (from_cache ? "?resourceVersion=0" : ""));
+    if (from_cache && ((!pod.ok() && pod.status().code() == StatusCode::kNotFound) ||
+                       (pod.ok() && k8s::Uid(*pod) != args.pod_uid))) {
+      from_cache = false;
+      continue;
+    }
     if (!pod.ok()) return fail(pod.status(), json(), "error");
     if (k8s::Uid(*pod) != args.pod_uid) {
       return fail(Conflict("pod " + who + " has UID " + k8s::Uid(*pod) + ", not " + args.pod_uid),
@@ -727,10 +728,6 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
     }
     auto req = ParseRequest(*pod, config_.names, LendingEnforced());
     if (!req.ok()) return fail(req.status(), *pod, "error");
-    if (!req->UsesGpu() && from_copy) {
-      from_copy = false;  // its Binding carries no resourceVersion: read the pod
-      continue;
-    }
     if (!req->UsesGpu()) {
       Status st = WriteAllowed();
       // Its CPU and memory count on the node before the Binding can be seen (as a GPU pod's do
@@ -740,11 +737,18 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
       if (st.ok() && !uid.empty()) {
         state_->AssumeHostUse(uid, args.node, host.cpu_milli, host.mem_mib);
       }
-      // The Binding carries the pod's UID (metadata.uid): the API server binds only that pod.
-      if (st.ok())
-        st = client_->BindPod(args.pod_namespace, args.pod_name, args.pod_uid, args.node);
+      // The Binding carries the pod's UID and resourceVersion as read: the API server binds
+      // that pod as read or nothing (a 409 for the cache's copy: once more, read afresh).
+      k8s::Client::BindingMeta meta;
+      meta.uid = args.pod_uid;
+      meta.resource_version = k8s::ResourceVersion(*pod);
+      if (st.ok()) st = client_->BindPod(args.pod_namespace, args.pod_name, args.node, meta);
       if (!st.ok()) {
         if (!uid.empty()) state_->Forget(uid);
+        if (from_cache && st.code() == StatusCode::kConflict) {
+          from_cache = false;
+          continue;
+        }
         return fail(st, *pod, "error");
       }
       Count("ok");
@@ -757,11 +761,14 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
       // The node as read just now (not an informer's copy, which may lack the lock) saves the
       // node lock one GET.
       st = BindLocked(args, *pod, *req, config_.node_lookup ? nullptr : &*node_obj,
-                      from_copy ? &stale : nullptr);
+                      from_cache ? &stale : nullptr);
     }
     if (stale) {
-      spdlog::debug("bind {}: the pod changed since /prioritize; read afresh", who);
-      from_copy = false;
+      spdlog::info(
+          "bind {}: the Binding's preconditions failed on the watch cache's copy of the "
+          "pod; read afresh",
+          who);
+      from_cache = false;
       continue;
     }
     if (!st.ok()) {

@@ -14,18 +14,17 @@
 //    allocatable CPU less its pods' requests (the state's NodeState::cpu_milli_*), the inputs
 //    the simulator's run of the policy reads.
 //  * Bind: one bind per pod at a time (a second call for a pod whose bind is in flight is a
-//    conflict and changes nothing). The pod is the copy /prioritize was given with its
-//    reservation (kube-scheduler's own, from its watch; trusted as far as its caller, whose
-//    client certificate may already bind any pod), else read from the API server. Bind
+//    conflict and changes nothing). The pod is read from kube-apiserver's watch cache, never
+//    taken from a caller (/filter and /prioritize bodies are not trusted for the grant). Bind
 //    refuses a pod of another scheduler (spec.schedulerName), and a node that does not exist or
 //    fails the pod's own node predicates (spec.nodeSelector, required node affinity); then node
 //    lock (in-process mutex + `hami.io/mutex.lock`), re-check the fit against the current
 //    state, choose GPUs by the pod's GPU policy, record the decision in the state, and create
 //    the Binding carrying the decision annotations and their signature, with the pod's UID and
 //    resourceVersion as read as preconditions: the API server binds that version of the pod
-//    or nothing. A 409 there for the copy from /prioritize (the pod changed since) undoes the
-//    attempt and runs it once more on the pod read afresh. On any failure the state and the
-//    lock are rolled back and {"Error": …} returned.
+//    or nothing. A 409 there for the cache's copy (the cache was behind) undoes the attempt
+//    and runs it once more on a quorum read. On any failure the state and the lock are rolled
+//    back and {"Error": …} returned.
 //  * Reservations (issue 37 item 1): kube-scheduler binds asynchronously, so its next
 //    scheduling cycle runs /filter and /prioritize before the previous pod's /bind has
 //    recorded anything. /prioritize therefore counts a GPU pod at once, tentatively, on the
@@ -161,14 +160,12 @@ class Extender {
   struct Reservation {
     std::string node;
     std::chrono::system_clock::time_point at;
-    nlohmann::json pod;  // the pod as /prioritize was given it (Bind's first read)
   };
   // Drops reservations past their TTL or no longer in the state as Assumed on their node.
   void ExpireReservations(std::chrono::system_clock::time_point now) const;
   // Removes pod `uid`'s reservation from the books; its node when it had one. `forget`: drop
-  // its Assume from the state too. `pod` (optional) receives the pod the reservation kept.
-  std::optional<std::string> TakeReservation(const std::string& uid, bool forget,
-                                             nlohmann::json* pod = nullptr) const;
+  // its Assume from the state too.
+  std::optional<std::string> TakeReservation(const std::string& uid, bool forget) const;
   // Reserves `req` (pod `pod`) on `node` when it fits there now.
   void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node,
                std::chrono::system_clock::time_point now) const;

@@ -3,6 +3,8 @@
 // a manual clock.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "fake_apiserver.h"
@@ -289,52 +291,69 @@ TEST_F(DefaultBinpackTest, ConsecutivePodsGoToTheReservedNodeNotAroundIt) {
   EXPECT_EQ(Used("node-a"), 2000 + 3000 + 4000 + 5000);
 }
 
-// /bind reads no pod that /prioritize was given (issue 37 item 1): the Binding carries that
-// copy's resourceVersion. When the pod changed in between, the API server refuses that
-// Binding (409) and the bind reads the pod and binds it on the fresh copy.
-TEST_F(ReservationTest, BindUsesThePodPrioritizeWasGivenAndReadsItAfreshWhenItChanged) {
+// /bind reads the pod from kube-apiserver's watch cache (resourceVersion=0), not with a quorum
+// read (issue 37 item 1), and the Binding carries the resourceVersion read. When the pod changed
+// after that read, the API server refuses the Binding (409) and the bind reads the pod again,
+// from etcd, and binds it on that copy. A body posted to /prioritize never feeds the grant.
+TEST_F(ReservationTest, BindReadsThePodFromTheWatchCacheAndAfreshWhenItChanged) {
   json p1 = api_.Put("pods", SlicePod("p1", 4000));
   json p2 = api_.Put("pods", SlicePod("p2", 4000));
-  const std::string path1 = "/api/v1/namespaces/ml/pods/p1";
-  const std::string path2 = "/api/v1/namespaces/ml/pods/p2";
-  Prioritize(p1);
-  ASSERT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
+  json p3 = api_.Put("pods", SlicePod("p3", 4000));
+  const std::string prefix = "/api/v1/namespaces/ml/pods/";
+  auto gets = [&](const std::string& name) {
+    std::vector<std::string> queries;
+    for (const auto& r : api_.Requests())
+      if (r.method == "GET" && r.path == prefix + name) queries.push_back(r.query);
+    return queries;
+  };
+  // A /prioritize body that claims another request (all of a GPU) for p1's UID: the bind's
+  // grant is the stored pod's 4,000 MiB.
+  json forged = p1;
+  forged["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "16000";
+  Prioritize(forged);
   ASSERT_EQ(Bind(p1, "node-a")["Error"], "");
-  EXPECT_EQ(api_.CountRequests("GET", path1), 0);
-  EXPECT_EQ(api_.CountRequests("POST", path1 + "/binding"), 1);
+  EXPECT_EQ(gets("p1"), std::vector<std::string>{"resourceVersion=0"});
+  EXPECT_EQ(api_.CountRequests("POST", prefix + "p1/binding"), 1);
   json bound = *api_.Get("pods", "ml", "p1");
   EXPECT_EQ(k8s::PodNodeName(bound), "node-a");
-  EXPECT_EQ(k8s::Annotation(bound, core::kAnnotationVgpuNode).value_or(""), "node-a");
+  EXPECT_NE(
+      k8s::Annotation(bound, core::kAnnotationVgpuDevicesAllocated).value_or("").find(",4000,"),
+      std::string::npos);
+  EXPECT_EQ(Used("node-a"), 2000 + 4000);
   // The device plugin's part: the node locks are released after Allocate.
   auto release_locks = [&] {
-    for (const char* n : {"node-a", "node-b"})
+    for (const char* n : {"node-a", "node-b"}) {
       api_.Patch("nodes", "", n,
                  {{"metadata", {{"annotations", {{core::kAnnotationNodeLock, nullptr}}}}}});
+    }
   };
   release_locks();
-  // p2 changes after its /prioritize (a label; its resourceVersion moves on).
-  Prioritize(p2);
-  ASSERT_FALSE(ext_->ReservedNode(k8s::Uid(p2)).empty());
-  ASSERT_TRUE(api_.Patch("pods", "ml", "p2", {{"metadata", {{"labels", {{"team", "a"}}}}}}));
-  const std::string node = ext_->ReservedNode(k8s::Uid(p2));
-  ASSERT_EQ(Bind(p2, node)["Error"], "");
-  EXPECT_EQ(api_.CountRequests("GET", path2), 1);
-  EXPECT_EQ(api_.CountRequests("POST", path2 + "/binding"), 2);  // 409, then bound
+  // p2 changes between the bind's read and its Binding (a label; its resourceVersion moves on).
+  std::atomic<int> bindings{0};
+  api_.SetRequestHook([&](const std::string& method, const std::string& path) {
+    if (method == "POST" && path == prefix + "p2/binding" && bindings++ == 0)
+      api_.Patch("pods", "ml", "p2", {{"metadata", {{"labels", {{"team", "a"}}}}}});
+  });
+  ASSERT_EQ(Bind(p2, "node-b")["Error"], "");
+  EXPECT_EQ(gets("p2"), (std::vector<std::string>{"resourceVersion=0", ""}));
+  EXPECT_EQ(bindings.load(), 2);  // 409, then bound
   bound = *api_.Get("pods", "ml", "p2");
-  EXPECT_EQ(k8s::PodNodeName(bound), node);
+  EXPECT_EQ(k8s::PodNodeName(bound), "node-b");
   EXPECT_EQ(bound["metadata"]["labels"]["team"], "a");
-  // Counted once: 2,000 held + p1 + p2 on the GPUs they were bound to.
-  EXPECT_EQ(Used("node-a") + Used("node-b"), 2000 + 4000 + 4000);
+  EXPECT_EQ(Used("node-a") + Used("node-b"), 2000 + 4000 + 4000);  // counted once
   release_locks();
-  // A pod bound by someone else since /prioritize: the Binding's 409, the fresh read shows
-  // its node, and nothing of this bind is left.
-  json p3 = api_.Put("pods", SlicePod("p3", 4000));
-  Prioritize(p3);
-  ASSERT_TRUE(api_.Patch("pods", "ml", "p3", {{"spec", {{"nodeName", "node-b"}}}}));
+  // p3 is bound by someone else between the read and the Binding: the 409, the fresh read
+  // shows its node, and nothing of this bind is left (no allocation, no lock).
+  api_.SetRequestHook([&](const std::string& method, const std::string& path) {
+    if (method == "POST" && path == prefix + "p3/binding")
+      api_.Patch("pods", "ml", "p3", {{"spec", {{"nodeName", "node-b"}}}});
+  });
   EXPECT_NE(Bind(p3, "node-a")["Error"].get<std::string>().find("already bound to node node-b"),
             std::string::npos);
+  api_.SetRequestHook(nullptr);
   EXPECT_FALSE(state_.Allocation(k8s::Uid(p3)));
   EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
 }
+
 }  // namespace
 }  // namespace fracgpu::scheduler
