@@ -681,8 +681,15 @@ Status Server::Start() {
 
   gate_ = std::make_unique<Gate>();
   Gate* gate = gate_.get();
-  const auto after_response = [header_timeout, keep_alive, this] {
-    return std::chrono::seconds(options_.write_timeout_s + keep_alive + header_timeout);
+  // A connection's idle allowance: longer for a verified client certificate where asked.
+  const int verified_keep_alive = options_.verified_client_keep_alive_timeout_s > 0
+                                      ? options_.verified_client_keep_alive_timeout_s
+                                      : keep_alive;
+  const auto idle_s = [keep_alive, verified_keep_alive](bool verified) {
+    return verified ? verified_keep_alive : keep_alive;
+  };
+  const auto after_response = [header_timeout, idle_s, this](bool verified) {
+    return std::chrono::seconds(options_.write_timeout_s + idle_s(verified) + header_timeout);
   };
 
   // After the headers, before any of the body: refuse what is over the route's limit, bodies on
@@ -739,7 +746,8 @@ Status Server::Start() {
     gate->SetDeadline(sock, Clock::time_point::max());  // the handler's own time is not cut
     Response res = Dispatch(req);
     const Clock::time_point now = Clock::now();
-    const bool retire = gate->SetDeadline(sock, now + after_response(), now,
+    const bool verified = tls_client_names != nullptr && !tls_client_names->empty();
+    const bool retire = gate->SetDeadline(sock, now + after_response(verified), now,
                                           std::chrono::seconds(options_.write_timeout_s));
     hres.status = res.status;
     for (const auto& [k, v] : res.headers) hres.set_header(k, v);
@@ -836,7 +844,7 @@ Status Server::Start() {
       static_cast<size_t>(std::max(1, options_.max_connections)));
   const auto max_age = std::chrono::seconds(std::max(0, options_.max_connection_age_s));
   // One connection, on its own worker: the TLS handshake, then requests while it is kept.
-  auto run_connection = [this, gate, serve_one, ssl_ctx, keep_alive](::socket_t sock) {
+  auto run_connection = [this, gate, serve_one, ssl_ctx, idle_s](::socket_t sock) {
     timeval rt{std::max(1, options_.read_timeout_s), 0};
     timeval wt{std::max(1, options_.write_timeout_s), 0};
     (void)::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
@@ -867,7 +875,7 @@ Status Server::Start() {
       for (int left = std::max(1, options_.keep_alive_max_requests), n = 0; left > 0; --left, ++n) {
         if (n > 0 && !strm.buffered()) {  // idle between two requests: keep_alive_timeout_s
           pollfd p{sock, POLLIN, 0};
-          if (::poll(&p, 1, keep_alive * 1000) <= 0) break;
+          if (::poll(&p, 1, idle_s(!names.empty()) * 1000) <= 0) break;
         }
         strm.BeginRequest();
         bool closed = false;

@@ -99,9 +99,13 @@ struct ServerOptions {
   int write_timeout_s = 10;   ///< per-write (send) timeout, seconds
   int header_timeout_s = 10;  ///< deadline for a request's line, headers and body, seconds
   /// Idle time allowed between two requests of a connection, seconds. Past it the server
-  /// closes the connection, which races a client reusing it: keep it above the clients' own
-  /// idle timeout where they send requests that are not retried (fracgpu scheduler: 120 s).
+  /// closes the connection, which races a client reusing it (a POST written into it is lost).
   int keep_alive_timeout_s = 5;
+  /// The same for a connection whose client certificate verified against client_ca_file;
+  /// 0 = keep_alive_timeout_s. Set above the callers' own idle timeout (Go: 90 s) so that
+  /// they close first, while anonymous connections keep the short one and cannot hold
+  /// workers that long (fracgpu scheduler: 120 s).
+  int verified_client_keep_alive_timeout_s = 0;
   /// Requests one connection may make (at least 1) before the server answers with
   /// `Connection: close` (1,000: nginx's keepalive_requests default). Not httplib's 5:
   /// kube-scheduler's extender client (Go net/http) would open a new connection every fifth

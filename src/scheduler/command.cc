@@ -78,13 +78,13 @@ int Run(const Flags& f) {
   // session, on the cluster network: no tickets, no compression (http::ServerOptions).
   o.http.compress_responses = false;
   o.http.tls_session_resumption = false;
-  // An idle connection is kept longer than those clients keep theirs (Go's IdleConnTimeout,
-  // 90 s in client-go's and kube-scheduler's transports), so the client closes it first. At
-  // 5 s the server closed idle connections the API server was just reusing: a webhook POST
-  // written into one ("broken pipe") is not retried, and failurePolicy Ignore let the pod in
-  // unmutated (docs/performance.md run 7: 1 pod in 10,000). Idle connections still make room
-  // at the connection cap (http::ServerOptions::max_connections).
-  o.http.keep_alive_timeout_s = 120;
+  // A verified caller's idle connection is kept longer than it keeps its own (Go's
+  // IdleConnTimeout, 90 s in client-go's and kube-scheduler's transports), so the client
+  // closes it first. At 5 s the server closed idle connections the API server was just
+  // reusing: a webhook POST written into one ("broken pipe") is not retried, and
+  // failurePolicy Ignore let the pod in unmutated (docs/performance.md run 7: 1 pod in
+  // 10,000). Connections without a verified certificate keep the 5 s default.
+  o.http.verified_client_keep_alive_timeout_s = 120;
   o.metrics_port = f.metrics_port;
   // Authentication of /filter, /prioritize, /bind and /webhook (docs/scheduler.md
   // "Authentication"): client certificates; refused to run unauthenticated where other hosts

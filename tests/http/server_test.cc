@@ -845,5 +845,68 @@ TEST(ServerTest, TlsSessionResumptionCanBeTurnedOff) {
   }
   fs::remove_all(dir);
 }
+
+// Whether a TLS connection to `port` (with the client certificate `cert`/`key` when given)
+// still answers a second request after idling `idle` since its first answer.
+bool AnswersAfterIdling(int port, const fs::path& cert, const fs::path& key,
+                        std::chrono::milliseconds idle) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (!cert.empty()) {
+    SSL_CTX_use_certificate_file(ctx, cert.c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM);
+  }
+  int fd = Connect(port);
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string req = "GET /ok HTTP/1.1\r\nHost: t\r\n\r\n";
+  // One answer: headers, then the 2-byte body "ok".
+  auto exchange = [&] {
+    if (SSL_write(ssl, req.data(), static_cast<int>(req.size())) <= 0) return false;
+    std::string got;
+    char buf[512];
+    while (got.find("\r\n\r\nok") == std::string::npos) {
+      int n = SSL_read(ssl, buf, sizeof buf);
+      if (n <= 0) return false;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  };
+  bool ok = SSL_connect(ssl) == 1 && exchange();
+  if (ok) {
+    std::this_thread::sleep_for(idle);
+    ok = exchange();
+  }
+  SSL_free(ssl);
+  close(fd);
+  SSL_CTX_free(ctx);
+  return ok;
+}
+
+// ServerOptions::verified_client_keep_alive_timeout_s: a connection whose client certificate
+// verified is kept idle that long, an anonymous one only keep_alive_timeout_s.
+TEST(ServerTest, AVerifiedClientsIdleConnectionIsKeptLonger) {
+  fs::path dir = fs::temp_directory_path() / ("fracgpu-idle-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  WriteSelfSigned("server", dir / "tls.crt", dir / "tls.key");
+  Pki pki;
+  pki.WriteCa(dir / "ca.crt");
+  pki.Issue("kube-apiserver", dir / "client.crt", dir / "client.key");
+  ServerOptions o;
+  o.cert_file = (dir / "tls.crt").string();
+  o.key_file = (dir / "tls.key").string();
+  o.client_ca_file = (dir / "ca.crt").string();
+  o.keep_alive_timeout_s = 1;
+  o.verified_client_keep_alive_timeout_s = 6;
+  Server s(o);
+  s.Route("GET", "/ok", [](const Request&) { return Response::Text(200, "ok"); });
+  ASSERT_TRUE(s.Start().ok());
+  const auto idle = std::chrono::milliseconds(2500);
+  EXPECT_TRUE(AnswersAfterIdling(s.port(), dir / "client.crt", dir / "client.key", idle));
+  EXPECT_FALSE(AnswersAfterIdling(s.port(), {}, {}, idle));
+  s.Stop();
+  fs::remove_all(dir);
+}
 }  // namespace
 }  // namespace fracgpu::http
