@@ -104,16 +104,15 @@ std::vector<std::chrono::nanoseconds> ManualClock::sleeps() const {
   return sleeps_;
 }
 
-Backoff::Backoff(Options options, uint64_t seed) : options_(options), rng_(seed) {}
-
 std::chrono::nanoseconds Backoff::Next() {
   double base =
       std::chrono::duration<double>(options_.initial).count() * std::pow(options_.factor, attempt_);
   double cap = std::chrono::duration<double>(options_.cap).count();
   base = std::min(base, cap);
   if (base < cap) ++attempt_;
+  if (!rng_) rng_.emplace(std::random_device{}());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  double delay = base * (1.0 + options_.jitter * unit(rng_));
+  double delay = base * (1.0 + options_.jitter * unit(*rng_));
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(delay));
 }
 

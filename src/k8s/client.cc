@@ -3,7 +3,6 @@
 #include <curl/curl.h>
 
 #include <mutex>
-#include <optional>
 
 #include "base/file.h"
 #include "base/strings.h"
@@ -209,9 +208,7 @@ Result<json> Client::Call(const std::string& method, const std::string& path,
                           const std::string& content_type, const std::string& body, bool retry,
                           bool strict) {
   const std::string target = strict ? AppendQuery(path, "fieldValidation", "Strict") : path;
-  // Made at the first retry: its seed reads std::random_device, which costs more than a
-  // request's own work on the bind path (perf, issue 37 item 1), and most calls never retry.
-  std::optional<base::Backoff> backoff;
+  base::Backoff backoff(options_.backoff);
   for (int attempt = 0;; ++attempt) {
     auto reply = Perform(method, target, content_type, body);
     Status st;
@@ -225,8 +222,7 @@ Result<json> Client::Call(const std::string& method, const std::string& path,
     }
     st = reply.ok() ? ErrorFor(method, path, *reply) : reply.status();
     if (!retry || st.code() != StatusCode::kUnavailable || attempt >= options_.retries) return st;
-    if (!backoff) backoff.emplace(options_.backoff);
-    clock_->Sleep(backoff->Next(), nullptr);
+    clock_->Sleep(backoff.Next(), nullptr);
   }
 }
 
@@ -319,7 +315,7 @@ Result<json> Client::MergePatch(const std::string& path, const json& patch) {
 
 Result<json> Client::PatchWithRetry(
     const std::string& path, const std::function<Result<json>(const json& current)>& make_patch) {
-  std::optional<base::Backoff> backoff;  // at the first conflict (Call says why)
+  base::Backoff backoff(options_.backoff);
   for (int attempt = 0;; ++attempt) {
     auto current = Get(path);
     if (!current.ok()) return current.status();
@@ -337,8 +333,7 @@ Result<json> Client::PatchWithRetry(
         attempt >= options_.conflict_retries) {
       return result;
     }
-    if (!backoff) backoff.emplace(options_.backoff);
-    clock_->Sleep(backoff->Next(), nullptr);
+    clock_->Sleep(backoff.Next(), nullptr);
   }
 }
 
