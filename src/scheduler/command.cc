@@ -30,6 +30,7 @@ struct Flags {
   std::string node_label_selector;
   int lock_expiry_s = 300;
   bool binpack_avoid_busy_nodes = false;
+  bool filter_returns_every_fitting_node = false;
   int health_port = -1;
   int metrics_port = -1;
   std::string client_ca_file;
@@ -139,6 +140,7 @@ int Run(const Flags& f) {
   o.extender.default_gpu_policy = *gp;
   o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
   o.extender.binpack_avoids_busy_nodes = f.binpack_avoid_busy_nodes;
+  o.extender.filter_returns_every_fitting_node = f.filter_returns_every_fitting_node;
   // A fixed target workload M for fragmentation-aware pods (default: the running pods' shapes).
   if (!f.fragmentation_workload_file.empty()) {
     const std::string what = "--fragmentation-workload " + f.fragmentation_workload_file + ": ";
@@ -283,6 +285,10 @@ void RegisterSchedulerCommand(CLI::App& app) {
   cmd->add_flag("--binpack-avoid-busy-nodes", flags->binpack_avoid_busy_nodes,
                 "under binpack, score nodes with a bind in flight or a held lock 0 (more pods "
                 "per second in a burst, which is then spread over nodes; docs/scheduler.md)");
+  cmd->add_flag("--filter-returns-every-fitting-node", flags->filter_returns_every_fitting_node,
+                "/filter answers every node where a GPU pod fits, for /prioritize and "
+                "kube-scheduler's own scores to choose among (default: only the node /prioritize "
+                "would score highest, reserved at once; docs/scheduler.md)");
   cmd->add_option("--adopt-hami-created-before", flags->adopt_hami_created_before,
                   "pods HAMi placed before this UTC time (2026-12-04T10:00:00Z) are verified "
                   "once against their node and counted as written (docs/hami-migration.md step "

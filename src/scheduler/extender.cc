@@ -385,6 +385,23 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
     }
     events_->Record(args.pod, "Warning", "FilteringFailed", msg);
   }
+  // The node /prioritize would score highest, alone (ExtenderConfig::
+  // filter_returns_every_fitting_node): kube-scheduler then binds there without scoring the
+  // others or calling /prioritize, and the pod is reserved on it now, as /prioritize would.
+  if (!config_.filter_returns_every_fitting_node && !fit.empty()) {
+    std::vector<std::string> names;
+    names.reserve(fit.size());
+    for (const std::string* n : fit) names.push_back(*n);
+    const Ranking r = Rank(args.pod, &*req, names);
+    if (!r.top.empty()) {
+      for (const std::string* n : fit) {
+        if (*n == r.top) {
+          fit.assign(1, n);
+          break;
+        }
+      }
+    }
+  }
   std::string out;
   size_t failed_bytes = 0;
   for (const auto& f : failed) failed_bytes += f.first->size() + reason(f).size() + 6;
@@ -426,31 +443,37 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
 }
 
 json Extender::Prioritize(const ExtenderArgs& args) const {
-  json out = json::array();
   auto req = ParseRequest(args.pod, config_.names, LendingEnforced());
-  core::NodePolicy policy = config_.default_node_policy;
-  if (req.ok() && req->node_policy) policy = *req->node_policy;
+  const Ranking r = Rank(args.pod, req.ok() ? &*req : nullptr, args.node_names);
+  json out = json::array();
+  for (size_t i = 0; i < args.node_names.size(); ++i)
+    out.push_back({{"Host", args.node_names[i]}, {"Score", r.scores[i]}});
+  return out;
+}
+
+Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
+                                 const std::vector<std::string>& names) const {
+  Ranking r;
+  r.scores.assign(names.size(), 0);
+  if (req == nullptr) return r;
+  const core::NodePolicy policy = req->node_policy.value_or(config_.default_node_policy);
   // A pod without GPUs scores 0 everywhere, unless it is fragmentation-aware: FGD places a
   // CPU-only pod too, where its CPU strands the fewest GPUs (the simulator's experiment does;
   // spreading them by kube-scheduler's own scores costs FGD points, docs/simulate.md).
   const bool fragmentation_aware =
-      req.ok() &&
       req->gpu_policy.value_or(config_.default_gpu_policy) == core::GpuPolicy::kFragmentationAware;
-  auto zeros = [&] {
-    for (const auto& n : args.node_names) out.push_back({{"Host", n}, {"Score", 0}});
-    return out;
-  };
-  if (!req.ok() || (!req->UsesGpu() && !fragmentation_aware)) return zeros();
+  if (!req->UsesGpu() && !fragmentation_aware) return r;
   // Reservations (file comment): this pod's own earlier one no longer holds.
-  const std::string uid = k8s::Uid(args.pod);
+  const std::string uid = k8s::Uid(pod);
   const auto now = clock_->Now();
   const bool reserving = req->UsesGpu() && !uid.empty() && client_ != nullptr;
   if (reserving) {
     ExpireReservations(now);
     (void)TakeReservation(uid, /*forget=*/true);
   }
-  // The node with the highest score, when no other node has it too ("" otherwise).
-  auto unique_top = [](const std::vector<std::string>& names, const std::vector<int64_t>& prio) {
+  // The node with the highest score among those at `index` into `names`, when no other of
+  // them has it too ("" otherwise).
+  auto unique_top = [&names](const std::vector<int64_t>& prio, const std::vector<size_t>* index) {
     size_t best = 0, ties = 0;
     for (size_t i = 0; i < prio.size(); ++i) {
       if (ties == 0 || prio[i] > prio[best]) {
@@ -460,80 +483,74 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
         ++ties;
       }
     }
-    return ties == 1 ? names[best] : std::string();
+    if (ties != 1) return std::string();
+    return names[index != nullptr ? (*index)[best] : best];
   };
   // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
   // model /bind then picks the GPUs with), under one shared lock of the state.
   // The pod's CPU request and the nodes' CPU left feed FGD+CpuRoute (issue 34 item 7).
   core::FragmentationInputs inputs;
   inputs.fixed_workload = &config_.fragmentation_workload;
-  if (fragmentation_aware) inputs.pod_cpu_milli = k8s::PodHostRequests(args.pod).cpu_milli;
-  const std::optional<std::vector<int64_t>> frag = state_->Read([&](const core::ClusterState& m) {
-    return core::FragmentationAwarePriorities(*req, args.node_names, m, config_.default_gpu_policy,
-                                              inputs);
+  if (fragmentation_aware) inputs.pod_cpu_milli = k8s::PodHostRequests(pod).cpu_milli;
+  std::optional<std::vector<int64_t>> frag = state_->Read([&](const core::ClusterState& m) {
+    return core::FragmentationAwarePriorities(*req, names, m, config_.default_gpu_policy, inputs);
   });
-  if (!req->UsesGpu() && !frag) return zeros();
+  if (!req->UsesGpu() && !frag) return r;
   if (frag) {
-    for (size_t i = 0; i < args.node_names.size(); ++i)
-      out.push_back({{"Host", args.node_names[i]}, {"Score", (*frag)[i]}});
-    if (reserving) {
-      if (std::string top = unique_top(args.node_names, *frag); !top.empty())
-        Reserve(args.pod, *req, top, now);
-    }
-    return out;
+    r.scores = std::move(*frag);
+    r.top = unique_top(r.scores, nullptr);
+    if (reserving && !r.top.empty()) Reserve(pod, *req, r.top, now);
+    return r;
   }
+  // The nodes the state knows (index into `names`) and their raw scores; the others stay 0.
+  std::vector<size_t> known;
   std::vector<float> scores;
-  std::vector<std::string> names;
-  state_->ForEachNode(args.node_names, [&](const std::string& name, const core::NodeState* node) {
-    if (node != nullptr) {
-      names.push_back(name);
-      scores.push_back(core::NodeScore(*node));
-    } else {
-      out.push_back({{"Host", name}, {"Score", 0}});
-    }
+  known.reserve(names.size());
+  scores.reserve(names.size());
+  state_->ForEachNode(names, [&](const std::string& name, const core::NodeState* node) {
+    if (node == nullptr) return;
+    // ForEachNode hands out references into `names`.
+    known.push_back(static_cast<size_t>(&name - names.data()));
+    scores.push_back(core::NodeScore(*node));
   });
-  if (!scores.empty()) {
-    auto prio = core::PriorityScores(policy, scores);
-    // Busy nodes 0, the others at least 1, while some node is not busy, under spread and
-    // (opted in) binpack (file comment).
-    std::vector<char> busy(names.size());
-    bool any_busy = false, any_free = false;
-    for (size_t i = 0; i < names.size(); ++i) {
-      busy[i] = Busy(names[i], now) ? 1 : 0;
-      (busy[i] != 0 ? any_busy : any_free) = true;
-    }
-    const bool avoid_busy =
-        policy == core::NodePolicy::kSpread ||
-        (policy == core::NodePolicy::kBinpack && config_.binpack_avoids_busy_nodes);
-    if (avoid_busy && any_busy && any_free) {
-      for (size_t i = 0; i < names.size(); ++i)
-        prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
-    }
-    // One node alone at the top, the one of the highest raw score (the first in the request's
-    // order among equals); the others at the top one step lower. Rounding to 0–10 ties nodes
-    // of nearly the same use (and all empty nodes), and kube-scheduler picks at random among
-    // equal totals: so its choice is the node reserved below.
-    size_t best = names.size();
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (best == names.size() || prio[i] > prio[best] ||
-          (prio[i] == prio[best] && policy == core::NodePolicy::kBinpack &&
-           scores[i] > scores[best]) ||
-          (prio[i] == prio[best] && policy != core::NodePolicy::kBinpack &&
-           scores[i] < scores[best])) {
-        best = i;
-      }
-    }
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (i != best && prio[i] == prio[best] && prio[i] > 0) --prio[i];
-    }
-    for (size_t i = 0; i < names.size(); ++i)
-      out.push_back({{"Host", names[i]}, {"Score", prio[i]}});
-    if (reserving) {
-      if (std::string top = unique_top(names, prio); !top.empty())
-        Reserve(args.pod, *req, top, now);
+  if (known.empty()) return r;
+  auto prio = core::PriorityScores(policy, scores);
+  // Busy nodes 0, the others at least 1, while some node is not busy, under spread and
+  // (opted in) binpack (file comment).
+  std::vector<char> busy(known.size());
+  bool any_busy = false, any_free = false;
+  for (size_t i = 0; i < known.size(); ++i) {
+    busy[i] = Busy(names[known[i]], now) ? 1 : 0;
+    (busy[i] != 0 ? any_busy : any_free) = true;
+  }
+  const bool avoid_busy =
+      policy == core::NodePolicy::kSpread ||
+      (policy == core::NodePolicy::kBinpack && config_.binpack_avoids_busy_nodes);
+  if (avoid_busy && any_busy && any_free) {
+    for (size_t i = 0; i < known.size(); ++i)
+      prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
+  }
+  // One node alone at the top, the one of the highest raw score (the first in the request's
+  // order among equals); the others at the top one step lower. Rounding to 0–10 ties nodes
+  // of nearly the same use (and all empty nodes), and kube-scheduler picks at random among
+  // equal totals: so its choice is the node reserved below.
+  size_t best = known.size();
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (best == known.size() || prio[i] > prio[best] ||
+        (prio[i] == prio[best] && policy == core::NodePolicy::kBinpack &&
+         scores[i] > scores[best]) ||
+        (prio[i] == prio[best] && policy != core::NodePolicy::kBinpack &&
+         scores[i] < scores[best])) {
+      best = i;
     }
   }
-  return out;
+  for (size_t i = 0; i < known.size(); ++i) {
+    if (i != best && prio[i] == prio[best] && prio[i] > 0) --prio[i];
+  }
+  for (size_t i = 0; i < known.size(); ++i) r.scores[known[i]] = prio[i];
+  r.top = unique_top(prio, &known);
+  if (reserving && !r.top.empty()) Reserve(pod, *req, r.top, now);
+  return r;
 }
 
 std::string Extender::ReservedNode(const std::string& uid) const {

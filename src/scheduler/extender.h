@@ -3,10 +3,13 @@
 // /prioritize, /bind over the cluster state, calling the same request parser (core/request.h) and
 // fit (core/fit.h) as the webhook and the simulator.
 //
-//  * Filter: every candidate node on which the pod fits now, in the form the request came in
+//  * Filter: the candidate nodes on which the pod fits now, in the form the request came in
 //    (NodeNames or full Nodes); FailedNodes gives a reason per node that does not fit (HAMi's
 //    "<cnt>/<total> <Reason>" summary), FailedAndUnresolvableNodes one per node with no GPUs.
-//    A pod that uses no fracgpu resource passes with every node.
+//    Of the nodes where a GPU pod fits, only the one Prioritize would score highest (when one
+//    node alone has the top score) is answered, and the pod reserved there
+//    (ExtenderConfig::filter_returns_every_fitting_node). A pod that uses no fracgpu resource
+//    passes with every node.
 //  * Prioritize: core::PriorityScores of the pod's node policy (0–10); for a
 //    fragmentation-aware pod (its GPU policy, else the default) the node score of FGD+CpuRoute
 //    normalised the same way (core::FragmentationAwarePriorities), so the node FGD+CpuRoute
@@ -27,7 +30,8 @@
 //    back and {"Error": …} returned.
 //  * Reservations (issue 37 item 1): kube-scheduler binds asynchronously, so its next
 //    scheduling cycle runs /filter and /prioritize before the previous pod's /bind has
-//    recorded anything. /prioritize therefore counts a GPU pod at once, tentatively, on the
+//    recorded anything. /prioritize (and /filter when it answers one node) therefore counts a
+//    GPU pod at once, tentatively, on the
 //    node it scores highest when that node is the only one with the top score (the extender's
 //    weight makes it kube-scheduler's choice, deploy/kube-scheduler.yaml): the GPUs /bind would
 //    choose there are Assumed in the state, so the next /filter and /prioritize see them, as
@@ -59,6 +63,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/frag.h"
 #include "core/request.h"
@@ -87,6 +92,15 @@ struct ExtenderConfig {
   /// comment, "Busy nodes"): more pods per second in a burst, but a burst is then spread over
   /// several nodes, not packed. Off by default: binpack packs (`--binpack-avoid-busy-nodes`).
   bool binpack_avoids_busy_nodes = false;
+  /// Whether /filter answers every node where a GPU pod fits. Off (the default), it answers
+  /// only the node /prioritize would score highest, alone at the top (every fitting node when
+  /// none is), and reserves the pod there: kube-scheduler takes a single feasible node without
+  /// running its score plugins or calling /prioritize (schedulePod, pkg/scheduler/
+  /// schedule_one.go of v1.37.2), and with the extender's weight in deploy/kube-scheduler.yaml
+  /// that node is the one it would choose anyway. HAMi's /filter answers one node too. Turn it
+  /// on (`--filter-returns-every-fitting-node`) where kube-scheduler's own scores should
+  /// weigh, with a lower extender weight.
+  bool filter_returns_every_fitting_node = false;
   /// spec.schedulerName of the pods /bind accepts (the profile kube-scheduler runs this
   /// extender in; the webhook sets it on GPU pods).
   std::string scheduler_name = "fracgpu-scheduler";
@@ -149,6 +163,16 @@ class Extender {
   Status BindLocked(const ExtenderBindingArgs& args, const nlohmann::json& pod,
                     const core::PodRequest& req, const nlohmann::json* node_obj,
                     bool* stale = nullptr);
+  // /prioritize's scores of `names` (0–10, in their order; 0 for a node the state does not
+  // know, and everywhere for `req` null, a pod that does not parse) and the node that alone
+  // has the top score ("" when none does). Drops the pod's own earlier reservation and, for a
+  // GPU pod, reserves it on that node (file comment, "Reservations").
+  struct Ranking {
+    std::vector<int64_t> scores;
+    std::string top;
+  };
+  Ranking Rank(const nlohmann::json& pod, const core::PodRequest* req,
+               const std::vector<std::string>& names) const;
   // Claims pod `key` for one bind; false when a bind of it is in flight.
   bool ClaimPod(const std::string& key);
   void ReleasePod(const std::string& key);

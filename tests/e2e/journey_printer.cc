@@ -143,8 +143,9 @@ void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, c
   for (const auto& [node, score] : a.scores)
     scores += (scores.empty() ? "" : ", ") + node + " " + std::to_string(score);
   say_("scheduler: pod " + key + " /filter: fits " + fits + failed);
-  say_("scheduler: pod " + key + " /prioritize: " + (scores.empty() ? "no scores" : scores) +
-       " → /bind " + a.node);
+  // One feasible node is taken without /prioritize, as kube-scheduler does.
+  say_("scheduler: pod " + key + " /prioritize: " +
+       (scores.empty() ? "not called (one node fits)" : scores) + " → /bind " + a.node);
   auto pod = cluster_->Pod(ns, name);
   say_("scheduler: pod " + key + " bound to " + a.node + ": " +
        (pod ? Placement(*pod) : "(pod gone)"));

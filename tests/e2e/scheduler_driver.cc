@@ -242,12 +242,17 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
     }
     return finish(false);
   }
-  attempt.stage = "prioritize";
-  json args2 = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", feasible}};
-  json scores = Post("/prioritize", args2, &attempt.error);
-  // A prioritize error is ignored by kube-scheduler (every node scores 0).
   std::string best = feasible.front();
   int best_score = -1;
+  json scores;
+  // kube-scheduler takes a single feasible node as it is, without scoring or /prioritize
+  // (schedulePod, pkg/scheduler/schedule_one.go of v1.37.2).
+  if (feasible.size() > 1) {
+    attempt.stage = "prioritize";
+    json args2 = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", feasible}};
+    scores = Post("/prioritize", args2, &attempt.error);
+  }
+  // A prioritize error is ignored by kube-scheduler (every node scores 0).
   if (attempt.error.empty() && scores.is_array()) {
     for (const auto& s : scores) {
       if (!s.is_object() || !s.contains("Host") || !s.contains("Score")) continue;

@@ -4,8 +4,10 @@
 // nodes, and schedules each pending pod that names our scheduler and has no node, one at a
 // time, oldest first:
 //   POST /filter   {"Pod": <pod>, "Nodes": null, "NodeNames": [every node]}
-//   POST /prioritize (same body) → [{"Host", "Score"}]; the highest score wins, ties go to the
-//                  first node in name order (kube-scheduler picks among ties at random)
+//   POST /prioritize (the feasible names) → [{"Host", "Score"}]; the highest score wins, ties
+//                  go to the first node in name order (kube-scheduler picks among ties at
+//                  random); not called when /filter left one node, as kube-scheduler does not
+//                  call it then
 //   POST /bind     {"PodName", "PodNamespace", "PodUID", "Node"} → {"Error"}
 // (docs/design/wire-apis.md §4). A pod no node fits gets condition PodScheduled=False, reason
 // Unschedulable, message "0/<n> nodes are available: ..." on its status, as kube-scheduler

@@ -226,10 +226,18 @@ TEST(ExtenderFilterReplyTest, FitNodesInOrderFailedNodesWithReasons) {
   const std::vector<int64_t> mem = {40000, 1000, 2000, 40000, 40000};
   for (size_t i = 0; i < names.size(); ++i)
     ASSERT_TRUE(state.UpsertNode(Node(names[i], mem[i])).ok());
-  Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
+  ExtenderConfig every;
+  every.filter_returns_every_fitting_node = true;
+  Extender extender(every, &state, nullptr, nullptr, nullptr, nullptr);
   ExtenderArgs args;
   args.pod = Pod({{"nvidia.com/gpumem", "30000"}});
   args.node_names = {"big-2", names[1], "unknown\x01", names[0], names[2], names[3]};
+  // By default only the node /prioritize ranks first: the three fitting nodes are empty and
+  // tie under binpack, and the first in the request's order keeps the top score.
+  json picked = json::parse(Extender({}, &state, nullptr, nullptr, nullptr, nullptr).Filter(args));
+  EXPECT_EQ(picked["NodeNames"], json::array({"big-2"})) << picked.dump();
+  EXPECT_EQ(picked["FailedNodes"].size(), 2u);
+  EXPECT_EQ(picked["FailedAndUnresolvableNodes"].size(), 1u);
   std::string text = extender.Filter(args);
   json reply = json::parse(text);  // throws (fails the test) when not valid JSON
   EXPECT_EQ(reply["NodeNames"], json::array({"big-2", names[0], names[3]}));
@@ -303,9 +311,16 @@ TEST(ExtenderFilterReplyTest, NodesRequestIsAnsweredWithThePassingNodeObjects) {
   const std::string text = extender.Filter(*args);
   json reply = json::parse(text);
   EXPECT_TRUE(reply["NodeNames"].is_null()) << text;
+  // The node /prioritize ranks first (big and big-2 tie empty; big comes first), as received.
   json want = list;
-  want["items"] = json::array({list["items"][0], list["items"][3]});
+  want["items"] = json::array({list["items"][0]});
   EXPECT_EQ(reply["Nodes"], want) << text;
+  // Every passing node, when so configured.
+  ExtenderConfig every;
+  every.filter_returns_every_fitting_node = true;
+  json all = json::parse(Extender(every, &state, nullptr, nullptr, nullptr, nullptr).Filter(*args));
+  want["items"] = json::array({list["items"][0], list["items"][3]});
+  EXPECT_EQ(all["Nodes"], want) << all.dump();
   EXPECT_EQ(reply["FailedNodes"], json({{"small", "1/1 CardInsufficientMemory"}})) << text;
   ASSERT_EQ(reply["FailedAndUnresolvableNodes"].size(), 1u) << text;
   EXPECT_TRUE(reply["FailedAndUnresolvableNodes"].contains("cpu-only")) << text;

@@ -120,10 +120,12 @@ class ExtenderTest : public ::testing::Test {
   std::unique_ptr<SchedulerService> StartService(bool hami_metrics = true,
                                                  bool legacy_metrics = false,
                                                  const core::ResourceNames& names = {},
-                                                 bool binpack_avoids_busy_nodes = false) {
+                                                 bool binpack_avoids_busy_nodes = false,
+                                                 bool filter_returns_every_fitting_node = false) {
     SchedulerOptions o;
     o.webhook.names = names;  // the service gives the extender the webhook's names
     o.extender.binpack_avoids_busy_nodes = binpack_avoids_busy_nodes;
+    o.extender.filter_returns_every_fitting_node = filter_returns_every_fitting_node;
     o.extender.signing_key = kKey;
     o.hami_metrics = hami_metrics;
     o.legacy_metrics = legacy_metrics;
@@ -974,6 +976,8 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   ASSERT_TRUE(WaitUsed(*restarted, "node-a", "GPU-a0", 23028));
   f = Filter(*restarted, p2, {"node-a", "node-b"});
   EXPECT_EQ(f["NodeNames"], json::array({"node-b"})) << f.dump();
+  // That /filter reserved p2 on node-b (its 20000 MiB counted until it is bound or 30 s pass).
+  ASSERT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 20000));
 
   // A forged, unsigned allocation on an unbound opted-out pod reserves nothing: no device
   // plugin served it (they verify the signature), and it cannot lower anything either.
@@ -986,7 +990,7 @@ TEST_F(ExtenderTest, TenantEditsCannotMoveTheAccounting) {
   int64_t before = restarted->state().unverified_allocations();
   api_.Put("pods", forged);
   ASSERT_TRUE(api_.WaitFor([&] { return restarted->state().unverified_allocations() > before; }));
-  EXPECT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 0));
+  EXPECT_TRUE(WaitUsed(*restarted, "node-b", "GPU-b0", 20000));  // p2's reservation alone
   EXPECT_FALSE(restarted->state()
                    .Allocation(k8s::Uid(api_.Get("pods", "ml", "forged").value()))
                    .has_value());
@@ -1509,7 +1513,9 @@ TEST_F(ExtenderTest, BorrowerIsPlacedOnLentMemoryAndAnOrdinaryPodIsNot) {
   json borrower =
       api_.Put("pods", as_borrower(GpuPod("borrower", {{"nvidia.com/gpumem", "10000"}})));
   json ordinary = api_.Put("pods", GpuPod("ordinary", {{"nvidia.com/gpumem", "10000"}}));
-  auto svc = StartService();
+  // /filter answers every node that fits (and reserves nothing): where each pod fits is the
+  // subject here.
+  auto svc = StartService(true, false, {}, false, /*filter_returns_every_fitting_node=*/true);
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 12000));
   ASSERT_TRUE(api_.WaitFor([&] {
     auto n = svc->state().Node("node-a");

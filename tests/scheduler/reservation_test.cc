@@ -177,12 +177,16 @@ TEST_F(ReservationTest, AReservationLapsesAfterItsTtlOrWhenThePodIsDeletedNeverA
 
 TEST_F(ReservationTest, ANodeLockOrABindFailureLeavesTheRightScoresAndNoReservation) {
   json p1 = api_.Put("pods", SlicePod("p1", 4000));
-  // node-a is locked by another pod's bind (its Allocate pending): it scores 0, not filtered.
+  // node-a is locked by another pod's bind (its Allocate pending): it scores 0, not filtered
+  // out (no FailedNodes); /filter answers node-b, the node /prioritize ranks first.
   json locked = OneGpuNode("node-a", "GPU-a");
   locked["metadata"]["annotations"][core::kAnnotationNodeLock] =
       core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(clock_.Now()), "ml", "other"});
   ASSERT_TRUE(state_.UpsertNode(locked).ok());
-  EXPECT_EQ(FilterPasses(p1), (std::vector<std::string>{"node-a", "node-b"}));
+  json f = json::parse(ext_->Filter(ExtenderArgs{p1, {"node-a", "node-b"}, false, json()}));
+  EXPECT_EQ(f["NodeNames"], json::array({"node-b"}));
+  EXPECT_EQ(f["FailedNodes"], json::object());
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-b");
   auto s = Prioritize(p1);
   EXPECT_EQ(s["node-a"], 0);
   EXPECT_GE(s["node-b"], 1);
@@ -289,6 +293,61 @@ TEST_F(DefaultBinpackTest, ConsecutivePodsGoToTheReservedNodeNotAroundIt) {
   EXPECT_EQ(s3["node-a"], 10);
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p3)), "node-a");
   EXPECT_EQ(Used("node-a"), 2000 + 3000 + 4000 + 5000);
+}
+
+// /filter answers only the node /prioritize would rank first, alone at the top, and reserves
+// the pod there (ExtenderConfig::filter_returns_every_fitting_node off, the default):
+// kube-scheduler then takes that node without scoring or calling /prioritize.
+TEST_F(ReservationTest, FilterAnswersOnlyTheNodePrioritizeRanksFirstAndReservesItThere) {
+  auto filter = [](const Extender& ext, const json& pod, const std::vector<std::string>& nodes) {
+    return json::parse(ext.Filter(ExtenderArgs{pod, nodes, false, json()}));
+  };
+  // The same state through an extender that answers every fitting node: /prioritize's ranking,
+  // computed apart from the picking /filter.
+  ExtenderConfig every_cfg;
+  every_cfg.binpack_avoids_busy_nodes = true;
+  every_cfg.filter_returns_every_fitting_node = true;
+  Extender every(every_cfg, &state_, client_.get(), nullptr, nullptr, &clock_);
+  json probe = api_.Put("pods", SlicePod("probe", 3000));
+  EXPECT_EQ(filter(every, probe, {"node-b", "node-a"})["NodeNames"],
+            json::array({"node-b", "node-a"}));
+  EXPECT_EQ(every.ReservedNode(k8s::Uid(probe)), "");  // no reservation at such a /filter
+  std::map<std::string, int64_t> ranked;
+  for (const auto& e : every.Prioritize(ExtenderArgs{probe, {"node-b", "node-a"}, false, json()}))
+    ranked[e["Host"].get<std::string>()] = e["Score"].get<int64_t>();
+  EXPECT_EQ(ranked["node-a"], 10);  // binpack: node-a holds 2,000 MiB
+  EXPECT_LT(ranked["node-b"], 10);
+  ASSERT_TRUE(state_.ForgetAssumed(k8s::Uid(probe), "node-a"));
+  ASSERT_EQ(Used("node-a"), 2000);
+
+  json p1 = api_.Put("pods", SlicePod("p1", 3000));
+  json f = filter(*ext_, p1, {"node-b", "node-a"});
+  EXPECT_EQ(f["NodeNames"], json::array({"node-a"})) << f.dump();
+  EXPECT_EQ(f["FailedNodes"], json::object());  // node-b fits; it is only not the choice
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
+  EXPECT_EQ(Used("node-a"), 5000);
+  // Filtered again (kube-scheduler's retry): the pod's own reservation is counted once.
+  EXPECT_EQ(filter(*ext_, p1, {"node-b", "node-a"})["NodeNames"], json::array({"node-a"}));
+  EXPECT_EQ(Used("node-a"), 5000);
+  EXPECT_EQ(Used("node-b"), 0);
+  // A spread pod: the emptier node-b.
+  json p2 = SlicePod("p2", 3000);
+  p2["metadata"]["annotations"] = {{core::kAnnotationNodePolicy, "spread"}};
+  p2 = api_.Put("pods", p2);
+  EXPECT_EQ(filter(*ext_, p2, {"node-a", "node-b"})["NodeNames"], json::array({"node-b"}));
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-b");
+  // One node fitting: answered and reserved (kube-scheduler calls no /prioritize then).
+  json p3 = api_.Put("pods", SlicePod("p3", 12000));
+  f = filter(*ext_, p3, {"node-a", "node-b"});
+  EXPECT_EQ(f["NodeNames"], json::array({"node-b"})) << f.dump();
+  EXPECT_EQ(f["FailedNodes"].size(), 1u);
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p3)), "node-b");
+  EXPECT_EQ(Used("node-b"), 3000 + 12000);
+  // The bind replaces the reservation with the decision.
+  EXPECT_EQ(Bind(p1, "node-a")["Error"], "");
+  EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "");
+  EXPECT_EQ(Used("node-a"), 5000);
+  EXPECT_EQ(k8s::PodNodeName(*api_.Get("pods", "ml", "p1")), "node-a");
 }
 
 // /bind reads the pod from kube-apiserver's watch cache (resourceVersion=0), not with a quorum
