@@ -8,6 +8,9 @@
 //
 //   bench_filter [requests per size, default 300] [node counts, default 1000 5000 15000]
 //
+// /filter answers the top node of its ranking (the default, ExtenderConfig::
+// filter_returns_every_fitting_node off); with BENCH_FILTER_EVERY_NODE=1 every fitting node.
+//
 // Besides wall-clock latency (noisy on a shared machine: the 1-minute load average is
 // printed with it) it reports CPU time, which load inflates far less: srv_cpu is the handler
 // thread's CPU time per request (decode + filter + reply, not the socket I/O), srv_decode its
@@ -66,13 +69,20 @@ int main(int argc, char** argv) {
   // As `fracgpu scheduler` does (see TuneMallocForRequests); BENCH_FILTER_DEFAULT_MALLOC=1
   // keeps glibc's defaults, to measure what the setting is worth.
   const bool tuned = std::getenv("BENCH_FILTER_DEFAULT_MALLOC") == nullptr;
+  // BENCH_FILTER_EVERY_NODE=1: /filter answers every fitting node
+  // (--filter-returns-every-fitting-node), instead of ranking them and answering the top one.
+  scheduler::ExtenderConfig extender_config;
+  extender_config.filter_returns_every_fitting_node =
+      std::getenv("BENCH_FILTER_EVERY_NODE") != nullptr;
   if (tuned) scheduler::TuneMallocForRequests();
   int requests = argc > 1 ? std::max(50, std::atoi(argv[1])) : 300;
   double load[1] = {0};
   if (getloadavg(load, 1) != 1) load[0] = -1;
   std::printf(
-      "load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s\n",
-      load[0], requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults");
+      "load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s; "
+      "/filter answers %s\n",
+      load[0], requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults",
+      extender_config.filter_returns_every_fitting_node ? "every fitting node" : "the top node");
   std::printf("%-6s %-6s %8s %8s %8s %10s %9s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus",
               "p50_ms", "p99_ms", "max_ms", "state_MiB", "KiB/node", "srv_cpu", "srv_decode",
               "proc_cpu", "decode", "filter", "total", "reply_KiB");
@@ -86,7 +96,7 @@ int main(int argc, char** argv) {
     scheduler::ClusterState state;
     bench::Populate(state, nodes);
     long rss1 = RssKiB();
-    scheduler::Extender extender({}, &state, nullptr, nullptr, nullptr, nullptr);
+    scheduler::Extender extender(extender_config, &state, nullptr, nullptr, nullptr, nullptr);
     http::Server server({});
     std::atomic<int64_t> handler_cpu_ns{0}, decode_cpu_ns{0};  // summed over the measured requests
     std::atomic<bool> measuring{false};

@@ -517,15 +517,18 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
   auto prio = core::PriorityScores(policy, scores);
   // Busy nodes 0, the others at least 1, while some node is not busy, under spread and
   // (opted in) binpack (file comment).
-  std::vector<char> busy(known.size());
-  bool any_busy = false, any_free = false;
-  for (size_t i = 0; i < known.size(); ++i) {
-    busy[i] = Busy(names[known[i]], now) ? 1 : 0;
-    (busy[i] != 0 ? any_busy : any_free) = true;
-  }
   const bool avoid_busy =
       policy == core::NodePolicy::kSpread ||
       (policy == core::NodePolicy::kBinpack && config_.binpack_avoids_busy_nodes);
+  std::vector<char> busy(known.size());
+  bool any_busy = false, any_free = false;
+  if (avoid_busy) {
+    const std::set<std::string> busy_now = BusyNodes(now);
+    for (size_t i = 0; i < known.size(); ++i) {
+      busy[i] = busy_now.count(names[known[i]]) != 0 ? 1 : 0;
+      (busy[i] != 0 ? any_busy : any_free) = true;
+    }
+  }
   if (avoid_busy && any_busy && any_free) {
     for (size_t i = 0; i < known.size(); ++i)
       prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
@@ -566,13 +569,16 @@ void Extender::AddBusy(const std::string& node, int delta) const {
   if (n <= 0) busy_.erase(node);
 }
 
-bool Extender::Busy(const std::string& node, std::chrono::system_clock::time_point now) const {
+std::set<std::string> Extender::BusyNodes(std::chrono::system_clock::time_point now) const {
+  std::set<std::string> out;
   {
     std::lock_guard<std::mutex> lock(pending_mu_);
-    if (busy_.count(node) != 0) return true;
+    for (const auto& [node, n] : busy_) out.insert(node);
   }
-  auto locked = state_->NodeLockTime(node, now);
-  return locked && now - *locked < config_.lock_expiry;
+  for (const auto& [node, at] : state_->NodeLockTimes(now)) {
+    if (now - at < config_.lock_expiry) out.insert(node);
+  }
+  return out;
 }
 
 void Extender::ExpireReservations(std::chrono::system_clock::time_point now) const {
@@ -634,7 +640,16 @@ void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::
   alloc.mem_mib = host.mem_mib;
   alloc.borrower = req.borrower;
   std::lock_guard<std::mutex> lock(pending_mu_);
-  if (reservations_.count(uid) != 0 || !state_->Assume(alloc).ok()) return;
+  // Checked again under pending_mu_, with the binds in flight: a bind claims its pod before it
+  // takes the pod's reservation (under pending_mu_) and only then forgets and assumes its own
+  // decision, so a reservation made here either comes before that take (and the bind replaces
+  // it) or sees the claim, or the bind's decision, and stays out. Without it a /filter of a pod
+  // being bound could replace the bind's decision, or leave a reservation whose lapse forgets
+  // it: accounting lower than what the pod holds.
+  if (reservations_.size() >= kMaxReservations || reservations_.count(uid) != 0 ||
+      BeingBound(uid) || state_->Allocation(uid) || !state_->Assume(alloc).ok()) {
+    return;
+  }
   reservations_[uid] = Reservation{node_name, now};
   ++busy_[node_name];
 }
@@ -646,14 +661,23 @@ std::mutex& Extender::NodeMutex(const std::string& node) {
   return *m;
 }
 
-bool Extender::ClaimPod(const std::string& key) {
+bool Extender::ClaimPod(const std::string& key, const std::string& uid) {
   std::lock_guard<std::mutex> lock(binding_mu_);
-  return binding_.insert(key).second;
+  if (binding_.count(key) != 0 || (!uid.empty() && binding_uids_.count(uid) != 0)) return false;
+  binding_.insert(key);
+  if (!uid.empty()) binding_uids_.insert(uid);
+  return true;
 }
 
-void Extender::ReleasePod(const std::string& key) {
+void Extender::ReleasePod(const std::string& key, const std::string& uid) {
   std::lock_guard<std::mutex> lock(binding_mu_);
   binding_.erase(key);
+  if (!uid.empty()) binding_uids_.erase(uid);
+}
+
+bool Extender::BeingBound(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(binding_mu_);
+  return binding_uids_.count(uid) != 0;
 }
 
 Status Extender::WriteAllowed() const {
@@ -678,14 +702,15 @@ json Extender::Bind(const ExtenderBindingArgs& args) {
   if (client_ == nullptr) return fail(Internal("the extender has no API client"), json(), "error");
   // One bind per pod at a time: a second call while one is in flight (kube-scheduler retrying,
   // or anyone else) changes nothing — no lock, no annotation, no rollback of the first's.
-  if (!ClaimPod(who)) {
+  if (!ClaimPod(who, args.pod_uid)) {
     return fail(Conflict("a bind of pod " + who + " is already in progress"), json(), "conflict");
   }
   struct Release {
     Extender* self;
     const std::string& key;
-    ~Release() { self->ReleasePod(key); }
-  } release{this, who};
+    const std::string& uid;
+    ~Release() { self->ReleasePod(key, uid); }
+  } release{this, who, args.pod_uid};
   // Until it ends, the bind makes its node busy for /prioritize; the reservation (still
   // counted in the state) becomes this bind's to replace or drop.
   reserved_on = TakeReservation(args.pod_uid, /*forget=*/false);

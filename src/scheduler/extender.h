@@ -44,7 +44,8 @@
 //  * Busy nodes: under the spread policy (and binpack only with
 //    ExtenderConfig::binpack_avoids_busy_nodes), a node that holds a reservation, a bind in
 //    flight, or a node lock that has not expired scores 0 and every other node at least 1
-//    (nothing is filtered out), so consecutive pods go to the next-best node instead of
+//    (nothing is filtered out, though /filter then answers only the top node), so consecutive
+//    pods go to the next-best node instead of
 //    queuing on one node's lock (binds of one node are serialised: the per-node mutex, then
 //    `hami.io/mutex.lock` until the device plugin's Allocate). Binpack with it fills nodes only
 //    a few at a time: three pods created together land on two nodes, so by default binpack
@@ -173,14 +174,20 @@ class Extender {
   };
   Ranking Rank(const nlohmann::json& pod, const core::PodRequest* req,
                const std::vector<std::string>& names) const;
-  // Claims pod `key` for one bind; false when a bind of it is in flight.
-  bool ClaimPod(const std::string& key);
-  void ReleasePod(const std::string& key);
+  // Claims pod `key` (and its UID, when given) for one bind; false when a bind of it is in
+  // flight.
+  bool ClaimPod(const std::string& key, const std::string& uid);
+  void ReleasePod(const std::string& key, const std::string& uid);
+  // Whether a bind of the pod with this UID is in flight.
+  bool BeingBound(const std::string& uid) const;
   Status WriteAllowed() const;
   bool LendingEnforced() const { return config_.lending_enforced && config_.lending_enforced(); }
   std::mutex& NodeMutex(const std::string& node);
   void Count(const std::string& result) const;
-  // Reservations (file comment). All under pending_mu_.
+  // Reservations (file comment). All under pending_mu_. At most kMaxReservations at once (a
+  // caller posting /filter bodies of made-up pods cannot grow the books, or the walk every
+  // /filter makes of them, without bound); past it a pod is answered but not reserved.
+  static constexpr size_t kMaxReservations = 4096;
   struct Reservation {
     std::string node;
     std::chrono::system_clock::time_point at;
@@ -193,9 +200,10 @@ class Extender {
   // Reserves `req` (pod `pod`) on `node` when it fits there now.
   void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node,
                std::chrono::system_clock::time_point now) const;
-  // Whether `node` holds a reservation of a pod other than the one asking, a bind in flight,
-  // or a node lock younger than the expiry.
-  bool Busy(const std::string& node, std::chrono::system_clock::time_point now) const;
+  // The nodes that hold a reservation, a bind in flight, or a node lock younger than the
+  // expiry (Rank drops the asking pod's own reservation first), read with pending_mu_ and the
+  // state's lock taken once each.
+  std::set<std::string> BusyNodes(std::chrono::system_clock::time_point now) const;
   void AddBusy(const std::string& node, int delta) const;
 
   ExtenderConfig config_;
@@ -207,9 +215,10 @@ class Extender {
   std::unique_ptr<NodeLocker> locker_;
   std::mutex mutexes_mu_;
   std::map<std::string, std::unique_ptr<std::mutex>> node_mutexes_;
-  std::mutex binding_mu_;
-  std::mutex quota_mu_;            // a quota check and the Assume it allows, across nodes
-  std::set<std::string> binding_;  // "<namespace>/<name>" of the pods being bound
+  mutable std::mutex binding_mu_;       // taken inside pending_mu_ (Reserve), never around it
+  std::mutex quota_mu_;                 // a quota check and the Assume it allows, across nodes
+  std::set<std::string> binding_;       // "<namespace>/<name>" of the pods being bound
+  std::set<std::string> binding_uids_;  // and their UIDs, as the binds were asked
   mutable std::mutex pending_mu_;
   mutable std::map<std::string, Reservation> reservations_;  // by pod UID
   mutable std::map<std::string, int> busy_;  // node → reservations + binds in flight there

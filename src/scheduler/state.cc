@@ -73,6 +73,16 @@ std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
   return note->second.lock_time;
 }
 
+std::map<std::string, std::chrono::system_clock::time_point> ClusterState::NodeLockTimes(
+    std::chrono::system_clock::time_point now) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::map<std::string, std::chrono::system_clock::time_point> out = node_locks_;
+  for (const auto& [node, note] : lock_notes_) {
+    if (now - note.noted < kLockNoteTtl) out.emplace(node, note.lock_time);  // the watch's first
+  }
+  return out;
+}
+
 void ClusterState::NoteNodeLock(const std::string& node,
                                 std::chrono::system_clock::time_point lock_time,
                                 std::chrono::system_clock::time_point now) {

@@ -80,6 +80,10 @@ class ClusterState {
   /// before `now` that the watch has not caught up with yet.
   std::optional<std::chrono::system_clock::time_point> NodeLockTime(
       const std::string& node, std::chrono::system_clock::time_point now) const;
+  /// NodeLockTime(node, now) of every node that has one, in one pass under the lock (for a
+  /// ranking of many nodes; the locked nodes are few: the binds in flight).
+  std::map<std::string, std::chrono::system_clock::time_point> NodeLockTimes(
+      std::chrono::system_clock::time_point now) const;
   /// Notes a node lock the API server reported before the watch shows it: the lock a bind
   /// just took, or the one it met (kConflict). `lock_time`: the time in the lock's value. The
   /// note lasts until the node is seen (UpsertNode) holding a lock, or kLockNoteTtl: under a

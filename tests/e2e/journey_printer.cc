@@ -137,15 +137,18 @@ void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, c
     return;
   }
   std::string fits;
-  for (const auto& [node, score] : a.scores) fits += (fits.empty() ? "" : ", ") + node;
+  for (const auto& node : a.feasible) fits += (fits.empty() ? "" : ", ") + node;
   if (fits.empty()) fits = a.node;
   std::string scores;
   for (const auto& [node, score] : a.scores)
     scores += (scores.empty() ? "" : ", ") + node + " " + std::to_string(score);
-  say_("scheduler: pod " + key + " /filter: fits " + fits + failed);
+  say_("scheduler: pod " + key + " /filter: answers " + fits + failed);
   // One feasible node is taken without /prioritize, as kube-scheduler does.
   say_("scheduler: pod " + key + " /prioritize: " +
-       (scores.empty() ? "not called (one node fits)" : scores) + " → /bind " + a.node);
+       (!a.prioritized   ? std::string("not called (one node answered)")
+        : scores.empty() ? std::string("no scores")
+                         : scores) +
+       " → /bind " + a.node);
   auto pod = cluster_->Pod(ns, name);
   say_("scheduler: pod " + key + " bound to " + a.node + ": " +
        (pod ? Placement(*pod) : "(pod gone)"));

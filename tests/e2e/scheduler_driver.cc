@@ -247,7 +247,9 @@ void SchedulerDriver::ScheduleOne(const json& pod, const std::vector<std::string
   json scores;
   // kube-scheduler takes a single feasible node as it is, without scoring or /prioritize
   // (schedulePod, pkg/scheduler/schedule_one.go of v1.37.2).
+  attempt.feasible = feasible;
   if (feasible.size() > 1) {
+    attempt.prioritized = true;
     attempt.stage = "prioritize";
     json args2 = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", feasible}};
     scores = Post("/prioritize", args2, &attempt.error);

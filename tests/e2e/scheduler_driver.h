@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "k8s/client.h"
 #include "k8s/informer.h"
@@ -36,6 +37,8 @@ struct Attempt {
   std::map<std::string, std::string>
       failed_nodes;                   ///< filter's FailedNodes and FailedAndUnresolvableNodes
   std::map<std::string, int> scores;  ///< prioritize's answer
+  std::vector<std::string> feasible;  ///< the nodes /filter answered
+  bool prioritized = false;           ///< /prioritize was called (more than one node fit)
   std::string node;                   ///< chosen node
 };
 

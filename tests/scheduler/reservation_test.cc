@@ -10,6 +10,7 @@
 #include "fake_apiserver.h"
 #include "k8s/objects.h"
 #include "scheduler/extender.h"
+#include "scheduler/quota.h"
 #include "scheduler/state.h"
 
 namespace fracgpu::scheduler {
@@ -348,6 +349,62 @@ TEST_F(ReservationTest, FilterAnswersOnlyTheNodePrioritizeRanksFirstAndReservesI
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "");
   EXPECT_EQ(Used("node-a"), 5000);
   EXPECT_EQ(k8s::PodNodeName(*api_.Get("pods", "ml", "p1")), "node-a");
+}
+
+// A /filter of a pod whose bind is in flight reserves nothing, even in the moment the bind has
+// forgotten the pod's earlier reservation and not yet recorded its own decision (played here
+// from the API server's side: at the bind's node-lock PATCH the state is made to lack the pod,
+// as it does in that moment). Otherwise the reservation would replace the bind's decision or
+// outlive it, and its lapse would forget the decision: accounting lower than the pod holds.
+TEST_F(ReservationTest, AFilterDuringThePodsBindReservesNothingAndTheDecisionStays) {
+  json p1 = api_.Put("pods", SlicePod("p1", 3000));
+  const std::string uid = k8s::Uid(p1);
+  ASSERT_EQ(
+      json::parse(ext_->Filter(ExtenderArgs{p1, {"node-a", "node-b"}, false, json()}))["NodeNames"],
+      json::array({"node-a"}));
+  ASSERT_EQ(ext_->ReservedNode(uid), "node-a");
+  std::atomic<bool> fired{false};
+  json during;
+  api_.SetRequestHook([&](const std::string& method, const std::string& path) {
+    if (method != "PATCH" || path.find("/nodes/node-a") == std::string::npos ||
+        fired.exchange(true))
+      return;
+    state_.Forget(uid);
+    during = json::parse(ext_->Filter(ExtenderArgs{p1, {"node-a", "node-b"}, false, json()}));
+  });
+  EXPECT_EQ(Bind(p1, "node-a")["Error"], "");
+  api_.SetRequestHook(nullptr);
+  ASSERT_TRUE(fired.load());
+  // Answered (node-b: node-a is busy with the bind), not reserved.
+  EXPECT_EQ(during["NodeNames"], json::array({"node-b"})) << during.dump();
+  EXPECT_EQ(ext_->ReservedNode(uid), "");
+  EXPECT_EQ(Used("node-b"), 0);
+  EXPECT_EQ(Used("node-a"), 2000 + 3000);
+  auto a = state_.Allocation(uid);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->node, "node-a");
+  // Past the reservation TTL, another pod's /filter walks the books: the decision stays.
+  clock_.Advance(std::chrono::seconds(31));
+  json p2 = api_.Put("pods", SlicePod("p2", 1000));
+  (void)ext_->Filter(ExtenderArgs{p2, {"node-a", "node-b"}, false, json()});
+  EXPECT_TRUE(state_.Allocation(uid));
+  EXPECT_GE(Used("node-a"), 2000 + 3000);
+}
+
+// In a namespace with a GPU quota /filter still answers the one node, and reserves nothing
+// (another pod's reservation must not refuse a bind there).
+TEST_F(ReservationTest, InANamespaceWithAGpuQuotaFilterAnswersOneNodeAndReservesNothing) {
+  QuotaTracker quotas;
+  quotas.Upsert({{"metadata", {{"name", "gpu-quota"}, {"namespace", "ml"}}},
+                 {"spec", {{"hard", {{"limits.nvidia.com/gpumem", "100000"}}}}}});
+  ExtenderConfig cfg;
+  cfg.quotas = &quotas;
+  Extender ext(cfg, &state_, client_.get(), nullptr, nullptr, &clock_);
+  json p1 = api_.Put("pods", SlicePod("p1", 3000));
+  json f = json::parse(ext.Filter(ExtenderArgs{p1, {"node-b", "node-a"}, false, json()}));
+  EXPECT_EQ(f["NodeNames"], json::array({"node-a"})) << f.dump();
+  EXPECT_EQ(ext.ReservedNode(k8s::Uid(p1)), "");
+  EXPECT_EQ(Used("node-a"), 2000);
 }
 
 // /bind reads the pod from kube-apiserver's watch cache (resourceVersion=0), not with a quorum
