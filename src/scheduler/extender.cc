@@ -393,14 +393,7 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
     names.reserve(fit.size());
     for (const std::string* n : fit) names.push_back(*n);
     const Ranking r = Rank(args.pod, &*req, names);
-    if (!r.top.empty()) {
-      for (const std::string* n : fit) {
-        if (*n == r.top) {
-          fit.assign(1, n);
-          break;
-        }
-      }
-    }
+    if (r.top) fit.assign(1, fit[*r.top]);  // names[i] is *fit[i]
   }
   std::string out;
   size_t failed_bytes = 0;
@@ -471,9 +464,8 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
     ExpireReservations(now);
     (void)TakeReservation(uid, /*forget=*/true);
   }
-  // The node with the highest score among those at `index` into `names`, when no other of
-  // them has it too ("" otherwise).
-  auto unique_top = [&names](const std::vector<int64_t>& prio, const std::vector<size_t>* index) {
+  // The position in `prio` of the highest score, when no other position has it too.
+  auto unique_top = [](const std::vector<int64_t>& prio) -> std::optional<size_t> {
     size_t best = 0, ties = 0;
     for (size_t i = 0; i < prio.size(); ++i) {
       if (ties == 0 || prio[i] > prio[best]) {
@@ -483,8 +475,8 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
         ++ties;
       }
     }
-    if (ties != 1) return std::string();
-    return names[index != nullptr ? (*index)[best] : best];
+    if (ties != 1) return std::nullopt;
+    return best;
   };
   // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
   // model /bind then picks the GPUs with), under one shared lock of the state.
@@ -498,8 +490,8 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
   if (!req->UsesGpu() && !frag) return r;
   if (frag) {
     r.scores = std::move(*frag);
-    r.top = unique_top(r.scores, nullptr);
-    if (reserving && !r.top.empty()) Reserve(pod, *req, r.top, now);
+    r.top = unique_top(r.scores);
+    if (reserving && r.top) Reserve(pod, *req, names[*r.top], now);
     return r;
   }
   // The nodes the state knows (index into `names`) and their raw scores; the others stay 0.
@@ -551,8 +543,8 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
     if (i != best && prio[i] == prio[best] && prio[i] > 0) --prio[i];
   }
   for (size_t i = 0; i < known.size(); ++i) r.scores[known[i]] = prio[i];
-  r.top = unique_top(prio, &known);
-  if (reserving && !r.top.empty()) Reserve(pod, *req, r.top, now);
+  if (auto top = unique_top(prio)) r.top = known[*top];
+  if (reserving && r.top) Reserve(pod, *req, names[*r.top], now);
   return r;
 }
 

@@ -165,12 +165,13 @@ class Extender {
                     const core::PodRequest& req, const nlohmann::json* node_obj,
                     bool* stale = nullptr);
   // /prioritize's scores of `names` (0–10, in their order; 0 for a node the state does not
-  // know, and everywhere for `req` null, a pod that does not parse) and the node that alone
-  // has the top score ("" when none does). Drops the pod's own earlier reservation and, for a
-  // GPU pod, reserves it on that node (file comment, "Reservations").
+  // know, and everywhere for `req` null, a pod that does not parse) and the position in
+  // `names` of the node that alone has the top score (none when no node does). Drops the pod's
+  // own earlier reservation and, for a GPU pod, reserves it on that node (file comment,
+  // "Reservations").
   struct Ranking {
     std::vector<int64_t> scores;
-    std::string top;
+    std::optional<size_t> top;
   };
   Ranking Rank(const nlohmann::json& pod, const core::PodRequest* req,
                const std::vector<std::string>& names) const;

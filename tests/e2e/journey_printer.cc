@@ -138,7 +138,6 @@ void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, c
   }
   std::string fits;
   for (const auto& node : a.feasible) fits += (fits.empty() ? "" : ", ") + node;
-  if (fits.empty()) fits = a.node;
   std::string scores;
   for (const auto& [node, score] : a.scores)
     scores += (scores.empty() ? "" : ", ") + node + " " + std::to_string(score);

@@ -80,9 +80,14 @@ class ReservationTest : public ::testing::Test {
       out[e["Host"].get<std::string>()] = e["Score"].get<int64_t>();
     return out;
   }
+  // The /filter reply of `ext` (default: the fixture's extender) for `pod` over `nodes`.
+  json FilterReply(const json& pod, const std::vector<std::string>& nodes = {"node-a", "node-b"},
+                   const Extender* ext = nullptr) {
+    return json::parse(
+        (ext != nullptr ? *ext : *ext_).Filter(ExtenderArgs{pod, nodes, false, json()}));
+  }
   std::vector<std::string> FilterPasses(const json& pod) {
-    json r = json::parse(ext_->Filter(ExtenderArgs{pod, {"node-a", "node-b"}, false, json()}));
-    return r["NodeNames"].get<std::vector<std::string>>();
+    return FilterReply(pod)["NodeNames"].get<std::vector<std::string>>();
   }
   json Bind(const json& pod, const std::string& node) {
     return ext_->Bind({k8s::Name(pod), "ml", k8s::Uid(pod), node});
@@ -184,7 +189,7 @@ TEST_F(ReservationTest, ANodeLockOrABindFailureLeavesTheRightScoresAndNoReservat
   locked["metadata"]["annotations"][core::kAnnotationNodeLock] =
       core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(clock_.Now()), "ml", "other"});
   ASSERT_TRUE(state_.UpsertNode(locked).ok());
-  json f = json::parse(ext_->Filter(ExtenderArgs{p1, {"node-a", "node-b"}, false, json()}));
+  json f = FilterReply(p1);
   EXPECT_EQ(f["NodeNames"], json::array({"node-b"}));
   EXPECT_EQ(f["FailedNodes"], json::object());
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-b");
@@ -300,9 +305,6 @@ TEST_F(DefaultBinpackTest, ConsecutivePodsGoToTheReservedNodeNotAroundIt) {
 // the pod there (ExtenderConfig::filter_returns_every_fitting_node off, the default):
 // kube-scheduler then takes that node without scoring or calling /prioritize.
 TEST_F(ReservationTest, FilterAnswersOnlyTheNodePrioritizeRanksFirstAndReservesItThere) {
-  auto filter = [](const Extender& ext, const json& pod, const std::vector<std::string>& nodes) {
-    return json::parse(ext.Filter(ExtenderArgs{pod, nodes, false, json()}));
-  };
   // The same state through an extender that answers every fitting node: /prioritize's ranking,
   // computed apart from the picking /filter.
   ExtenderConfig every_cfg;
@@ -310,7 +312,7 @@ TEST_F(ReservationTest, FilterAnswersOnlyTheNodePrioritizeRanksFirstAndReservesI
   every_cfg.filter_returns_every_fitting_node = true;
   Extender every(every_cfg, &state_, client_.get(), nullptr, nullptr, &clock_);
   json probe = api_.Put("pods", SlicePod("probe", 3000));
-  EXPECT_EQ(filter(every, probe, {"node-b", "node-a"})["NodeNames"],
+  EXPECT_EQ(FilterReply(probe, {"node-b", "node-a"}, &every)["NodeNames"],
             json::array({"node-b", "node-a"}));
   EXPECT_EQ(every.ReservedNode(k8s::Uid(probe)), "");  // no reservation at such a /filter
   std::map<std::string, int64_t> ranked;
@@ -322,24 +324,24 @@ TEST_F(ReservationTest, FilterAnswersOnlyTheNodePrioritizeRanksFirstAndReservesI
   ASSERT_EQ(Used("node-a"), 2000);
 
   json p1 = api_.Put("pods", SlicePod("p1", 3000));
-  json f = filter(*ext_, p1, {"node-b", "node-a"});
+  json f = FilterReply(p1, {"node-b", "node-a"});
   EXPECT_EQ(f["NodeNames"], json::array({"node-a"})) << f.dump();
   EXPECT_EQ(f["FailedNodes"], json::object());  // node-b fits; it is only not the choice
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p1)), "node-a");
   EXPECT_EQ(Used("node-a"), 5000);
   // Filtered again (kube-scheduler's retry): the pod's own reservation is counted once.
-  EXPECT_EQ(filter(*ext_, p1, {"node-b", "node-a"})["NodeNames"], json::array({"node-a"}));
+  EXPECT_EQ(FilterReply(p1, {"node-b", "node-a"})["NodeNames"], json::array({"node-a"}));
   EXPECT_EQ(Used("node-a"), 5000);
   EXPECT_EQ(Used("node-b"), 0);
   // A spread pod: the emptier node-b.
   json p2 = SlicePod("p2", 3000);
   p2["metadata"]["annotations"] = {{core::kAnnotationNodePolicy, "spread"}};
   p2 = api_.Put("pods", p2);
-  EXPECT_EQ(filter(*ext_, p2, {"node-a", "node-b"})["NodeNames"], json::array({"node-b"}));
+  EXPECT_EQ(FilterReply(p2, {"node-a", "node-b"})["NodeNames"], json::array({"node-b"}));
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p2)), "node-b");
   // One node fitting: answered and reserved (kube-scheduler calls no /prioritize then).
   json p3 = api_.Put("pods", SlicePod("p3", 12000));
-  f = filter(*ext_, p3, {"node-a", "node-b"});
+  f = FilterReply(p3, {"node-a", "node-b"});
   EXPECT_EQ(f["NodeNames"], json::array({"node-b"})) << f.dump();
   EXPECT_EQ(f["FailedNodes"].size(), 1u);
   EXPECT_EQ(ext_->ReservedNode(k8s::Uid(p3)), "node-b");
@@ -359,9 +361,7 @@ TEST_F(ReservationTest, FilterAnswersOnlyTheNodePrioritizeRanksFirstAndReservesI
 TEST_F(ReservationTest, AFilterDuringThePodsBindReservesNothingAndTheDecisionStays) {
   json p1 = api_.Put("pods", SlicePod("p1", 3000));
   const std::string uid = k8s::Uid(p1);
-  ASSERT_EQ(
-      json::parse(ext_->Filter(ExtenderArgs{p1, {"node-a", "node-b"}, false, json()}))["NodeNames"],
-      json::array({"node-a"}));
+  ASSERT_EQ(FilterReply(p1)["NodeNames"], json::array({"node-a"}));
   ASSERT_EQ(ext_->ReservedNode(uid), "node-a");
   std::atomic<bool> fired{false};
   json during;
@@ -370,7 +370,7 @@ TEST_F(ReservationTest, AFilterDuringThePodsBindReservesNothingAndTheDecisionSta
         fired.exchange(true))
       return;
     state_.Forget(uid);
-    during = json::parse(ext_->Filter(ExtenderArgs{p1, {"node-a", "node-b"}, false, json()}));
+    during = FilterReply(p1);
   });
   EXPECT_EQ(Bind(p1, "node-a")["Error"], "");
   api_.SetRequestHook(nullptr);
@@ -386,7 +386,7 @@ TEST_F(ReservationTest, AFilterDuringThePodsBindReservesNothingAndTheDecisionSta
   // Past the reservation TTL, another pod's /filter walks the books: the decision stays.
   clock_.Advance(std::chrono::seconds(31));
   json p2 = api_.Put("pods", SlicePod("p2", 1000));
-  (void)ext_->Filter(ExtenderArgs{p2, {"node-a", "node-b"}, false, json()});
+  (void)FilterReply(p2);
   EXPECT_TRUE(state_.Allocation(uid));
   EXPECT_GE(Used("node-a"), 2000 + 3000);
 }
@@ -401,7 +401,7 @@ TEST_F(ReservationTest, InANamespaceWithAGpuQuotaFilterAnswersOneNodeAndReserves
   cfg.quotas = &quotas;
   Extender ext(cfg, &state_, client_.get(), nullptr, nullptr, &clock_);
   json p1 = api_.Put("pods", SlicePod("p1", 3000));
-  json f = json::parse(ext.Filter(ExtenderArgs{p1, {"node-b", "node-a"}, false, json()}));
+  json f = FilterReply(p1, {"node-b", "node-a"}, &ext);
   EXPECT_EQ(f["NodeNames"], json::array({"node-a"})) << f.dump();
   EXPECT_EQ(ext.ReservedNode(k8s::Uid(p1)), "");
   EXPECT_EQ(Used("node-a"), 2000);
