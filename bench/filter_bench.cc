@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "base/heap.h"
 #include "bench_cluster.h"
 #include "core/annotations.h"
 #include "core/codec.h"
@@ -66,8 +67,10 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As `fracgpu scheduler` does (see TuneMallocForRequests); BENCH_FILTER_DEFAULT_MALLOC=1
-  // keeps glibc's defaults, to measure what the setting is worth.
+  // As `fracgpu scheduler` does (see TuneMallocForRequests, which acts only on glibc's heap;
+  // this benchmark links jemalloc as `fracgpu` does where the build found it);
+  // BENCH_FILTER_DEFAULT_MALLOC=1 keeps glibc's defaults where glibc's heap serves (a build with
+  // -DFRACGPU_JEMALLOC=OFF), to measure what the setting is worth.
   const bool tuned = std::getenv("BENCH_FILTER_DEFAULT_MALLOC") == nullptr;
   // BENCH_FILTER_EVERY_NODE=1: /filter answers every fitting node
   // (--filter-returns-every-fitting-node), instead of ranking them and answering the top one.
@@ -79,9 +82,12 @@ int main(int argc, char** argv) {
   double load[1] = {0};
   if (getloadavg(load, 1) != 1) load[0] = -1;
   std::printf(
-      "load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; malloc %s; "
-      "/filter answers %s\n",
-      load[0], requests, tuned ? "tuned (TuneMallocForRequests)" : "glibc defaults",
+      "load average (1 min) at start: %.2f; %d requests per size, 20 warm-up excluded; heap "
+      "allocator %s, %s; /filter answers %s\n",
+      load[0], requests, base::HeapAllocatorName(),
+      !base::HeapIsGlibc() ? "untuned"
+      : tuned              ? "tuned (TuneMallocForRequests)"
+                           : "glibc defaults",
       extender_config.filter_returns_every_fitting_node ? "every fitting node" : "the top node");
   std::printf("%-6s %-6s %8s %8s %8s %10s %9s %10s %10s %10s %9s %9s %9s %10s\n", "nodes", "gpus",
               "p50_ms", "p99_ms", "max_ms", "state_MiB", "KiB/node", "srv_cpu", "srv_decode",

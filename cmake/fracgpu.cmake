@@ -58,3 +58,15 @@ function(fracgpu_add_test_dir)
     fracgpu_add_test(${ARG_PREFIX}_${stem} SOURCES ${src} LIBS ${ARG_LIBS} LABELS ${ARG_PREFIX})
   endforeach()
 endfunction()
+
+# fracgpu_use_jemalloc(target)
+# Links jemalloc into an executable when FRACGPU_JEMALLOC found it (the top-level
+# CMakeLists.txt: not under the sanitizers, the fuzz build or `make demo`), so it serves every
+# malloc of the process. --no-as-needed: nothing calls jemalloc by name (malloc is interposed;
+# base/heap.cc finds mallctl at run time), so a linker run with --as-needed would drop it.
+function(fracgpu_use_jemalloc target)
+  if(TARGET PkgConfig::JEMALLOC)
+    target_link_libraries(${target} PRIVATE "-Wl,--push-state,--no-as-needed"
+                          PkgConfig::JEMALLOC "-Wl,--pop-state")
+  endif()
+endfunction()

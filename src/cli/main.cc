@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/heap.h"
 #include "cli/usage.h"
 #include "commands.inc"
 
@@ -32,7 +33,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", FRACGPU_VERSION);
   auto* version = app.add_subcommand("version", "Print the version");
-  version->callback([] { std::printf("fracgpu %s\n", FRACGPU_VERSION); });
+  // The heap allocator too: the release build links jemalloc (FRACGPU_JEMALLOC), and an
+  // operator comparing two builds' CPU should see which one each runs.
+  version->callback([] {
+    std::printf("fracgpu %s\nheap allocator: %s\n", FRACGPU_VERSION,
+                fracgpu::base::HeapAllocatorName());
+  });
   fracgpu::cli::RegisterAllCommands(app);
   fracgpu::cli::RegisterKubeSchedulerManifestCommand(app);
   // CLI11 alone says only "A subcommand is required" or "arguments were not expected": say

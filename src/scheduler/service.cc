@@ -37,6 +37,7 @@ std::string HandshakeValue(std::chrono::system_clock::time_point now) {
 
 void TuneMallocForRequests() {
 #ifdef __GLIBC__
+  if (!base::HeapIsGlibc()) return;
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 #endif

@@ -65,7 +65,9 @@ struct SchedulerOptions {
 /// handed back to the kernel per request, on a different worker thread's arena each time:
 /// ~0.8 ms of CPU per request (bench_filter srv_decode ~900 µs → ~130 µs with this). Sets
 /// M_MMAP_THRESHOLD = 16 MiB and M_TRIM_THRESHOLD = 64 MiB (glibc mallopt(3)); memory freed
-/// by a request stays in its arena for the next one. No-op without glibc.
+/// by a request stays in its arena for the next one. No-op where glibc's allocator is not the
+/// one in use (base::HeapIsGlibc): the release `fracgpu` links jemalloc, whose size classes and
+/// per-thread caches serve these requests without the setting (docs/performance.md "Run 9").
 void TuneMallocForRequests();
 
 /// Thread-safe after Start().
