@@ -63,10 +63,12 @@ endfunction()
 # Links jemalloc into an executable when FRACGPU_JEMALLOC found it (the top-level
 # CMakeLists.txt: not under the sanitizers, the fuzz build or `make demo`), so it serves every
 # malloc of the process. --no-as-needed: nothing calls jemalloc by name (malloc is interposed;
-# base/heap.cc finds mallctl at run time), so a linker run with --as-needed would drop it.
+# base/heap.cc finds mallctl at run time), so a linker run with --as-needed would drop it. The
+# library's path goes between the flags itself: the imported target's would be placed at the
+# end of the line, outside them.
 function(fracgpu_use_jemalloc target)
   if(TARGET PkgConfig::JEMALLOC)
     target_link_libraries(${target} PRIVATE "-Wl,--push-state,--no-as-needed"
-                          PkgConfig::JEMALLOC "-Wl,--pop-state")
+                          ${JEMALLOC_LINK_LIBRARIES} "-Wl,--pop-state")
   endif()
 endfunction()

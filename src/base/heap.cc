@@ -11,11 +11,7 @@
 namespace fracgpu::base {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizer = true;
-#else
-constexpr bool kSanitizer = false;
-#endif
+constexpr bool kSanitizer = FRACGPU_HEAP_SANITIZER != 0;
 
 // jemalloc's control entry point, int mallctl(const char* name, void* oldp, size_t* oldlenp,
 // void* newp, size_t newlen) (jemalloc(3)); looked up at run time so that this library needs
