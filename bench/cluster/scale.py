@@ -54,6 +54,8 @@ from clusterlib import (COMPONENTS, LOCK, ControlPlane, add_cluster_args, bench_
                         quantile, run_parallel, select)
 
 NS = "bench"
+BIND_PHASE = "hami.io/bind-phase"
+DEVICE_PLUGIN_USER = "system:serviceaccount:fracgpu-system:fracgpu-device-plugin"
 GPU_MIB = 81920
 GPU_TYPE = "NVIDIA A100-SXM4-80GB"
 
@@ -94,22 +96,31 @@ def whole_pod(i):
 # ---------------------------------------------------------------------------------------------
 
 class LockReleaser:
-    """Plays the one part of fracgpu's device plugin that scheduling waits for: the release of
-    the node lock `hami.io/mutex.lock` that /bind takes (the device plugin drops it after the
-    kubelet's Allocate; with no kubelet nobody would, and each node would take one slice pod per
-    lock expiry, 5 min). A watch on the bench's nodes; each lock seen is removed `delay_s` later
-    with a merge patch guarded by the node's resourceVersion (a newer lock is left alone). On
-    any other answer than 200 (a 409, a timeout or 5xx of a saturated API server, a dropped
-    connection) the node is read again and, while it still holds the same lock, patched again
-    against the version read, until the lock is gone or `give_up_s` has passed (run 4 kept four
-    locks for minutes after one unanswered patch each)."""
+    """Plays the one part of fracgpu's device plugin that scheduling waits for: the end of the
+    hold /bind puts on a node until the kubelet's Allocate (with no kubelet nobody would end
+    it, and each node would take one slice pod per lock expiry, 5 min).
 
-    def __init__(self, bench, delay_s, threads=16, give_up_s=120.0):
+    `mode` "annotation" (`fracgpu scheduler --node-lock=annotation`, the default): a watch on
+    the bench's nodes; each node lock `hami.io/mutex.lock` seen is removed `delay_s` later with
+    a merge patch guarded by the node's resourceVersion (a newer lock is left alone). This is
+    the device plugin's Node write; its pod write (bind-phase success) is left out, as nothing
+    in scheduling waits for it there. "bind-phase" (`--node-lock=bind-phase`): a watch on the
+    bench's slice pods; each pod seen with `hami.io/bind-phase: allocating` gets the device
+    plugin's pod write `delay_s` later (bind-phase success, the served entries of
+    `hami.io/vgpu-devices-to-allocate` blanked; docs/device-plugin.md "Allocate" step 5),
+    guarded by the pod's resourceVersion and sent as the device plugin's ServiceAccount (through
+    the API server's impersonation), the webhook and the admission policy in its path. On any other answer than 200 (a 409, a timeout or 5xx
+    of a saturated API server, a dropped connection) the object is read again and, while it
+    still holds the same hold, patched again against the version read, until the hold is gone
+    or `give_up_s` has passed (run 4 kept four locks for minutes after one unanswered patch
+    each)."""
+
+    def __init__(self, bench, delay_s, mode="annotation", threads=16, give_up_s=120.0):
         # 16 workers, each on its own keep-alive connection: in a cluster each node's device
         # plugin releases its own node's lock, so releases of different nodes do not queue
         # behind one another (with 2 workers, run at 60 pods/s on a loaded machine, locks
         # waited up to 30 s for their release and kube-scheduler's binds met them).
-        self.b, self.delay_s, self.give_up_s = bench, delay_s, give_up_s
+        self.b, self.delay_s, self.give_up_s, self.mode = bench, delay_s, give_up_s, mode
         self.latency = []   # seconds from the watch event showing a lock to its release
         self.q = queue.Queue()
         self.released = 0
@@ -123,14 +134,39 @@ class LockReleaser:
         for t in self.ts:
             t.start()
 
+    def collection(self):
+        """The watched collection's path and label selector."""
+        if self.mode == "bind-phase":
+            return f"/api/v1/namespaces/{NS}/pods", "labelSelector=bench%3Dslice"
+        return "/api/v1/nodes", "labelSelector=fracgpu.io%2Fbench%3Dscale"
+
+    def object_path(self, name):
+        return f"{self.collection()[0]}/{name}"
+
+    def held(self, meta):
+        """The hold an object's metadata shows (the lock's value; the bind time of a pod being
+        allocated), or None."""
+        ann = meta.get("annotations") or {}
+        if self.mode == "bind-phase":
+            if ann.get(BIND_PHASE) != "allocating":
+                return None
+            return ann.get("hami.io/bind-time", "?")
+        return ann.get(LOCK) or None
+
+    def release_patch(self, rv):
+        if self.mode == "bind-phase":
+            return {"metadata": {"resourceVersion": rv, "annotations": {
+                BIND_PHASE: "success", "hami.io/vgpu-devices-to-allocate": ";"}}}
+        return {"metadata": {"resourceVersion": rv, "annotations": {LOCK: None}}}
+
     def watch(self):
         rv = ""
-        sel = "labelSelector=fracgpu.io%2Fbench%3Dscale"
+        base, sel = self.collection()
         while not self.stop:
             try:
                 conn = http.client.HTTPSConnection(self.b.api.host, self.b.api.port,
                                                    context=self.b.api.ctx, timeout=600)
-                path = f"/api/v1/nodes?watch=1&allowWatchBookmarks=true&{sel}"
+                path = f"{base}?watch=1&allowWatchBookmarks=true&{sel}"
                 if rv:
                     path += f"&resourceVersion={rv}"
                 conn.request("GET", path, headers={
@@ -147,7 +183,7 @@ class LockReleaser:
                         break
                     rv = meta.get("resourceVersion", rv)
                     if ev["type"] in ("ADDED", "MODIFIED"):
-                        val = meta.get("annotations", {}).get(LOCK)
+                        val = self.held(meta)
                         if val:
                             self.q.put((time.time(), meta["name"], meta["resourceVersion"], val))
                 conn.close()
@@ -158,26 +194,29 @@ class LockReleaser:
     def patch(self, node, rv):
         """One guarded release: the HTTP status, or 0 when no answer came."""
         try:
-            st, _ = self.b.api.request(
-                "PATCH", f"/api/v1/nodes/{node}",
-                {"metadata": {"resourceVersion": rv, "annotations": {LOCK: None}}},
-                headers={"Content-Type": "application/merge-patch+json"})
+            headers = {"Content-Type": "application/merge-patch+json"}
+            if self.mode == "bind-phase":
+                # As the device plugin writes it: the webhook and deploy/admission-policy.yaml
+                # let only its ServiceAccount (and the scheduler's) change these annotations.
+                headers["Impersonate-User"] = DEVICE_PLUGIN_USER
+            st, _ = self.b.api.request("PATCH", self.object_path(node), self.release_patch(rv),
+                                       headers=headers)
             return st
         except (OSError, http.client.HTTPException) as e:
-            log(f"lock releaser: PATCH node {node}: {e!r}")
+            log(f"lock releaser: PATCH {self.object_path(node)}: {e!r}")
             return 0
 
     def current(self, node):
-        """(resourceVersion, lock value or None) of the node as it is now; None when the GET
+        """(resourceVersion, hold or None) of the node (pod) as it is now; None when the GET
         got no usable answer."""
         try:
-            st, body = self.b.api.request("GET", f"/api/v1/nodes/{node}")
+            st, body = self.b.api.request("GET", self.object_path(node))
             if st != 200:
                 return None
             meta = json.loads(body).get("metadata", {})
-            return meta.get("resourceVersion", ""), meta.get("annotations", {}).get(LOCK)
+            return meta.get("resourceVersion", ""), self.held(meta)
         except (OSError, http.client.HTTPException, ValueError) as e:
-            log(f"lock releaser: GET node {node}: {e!r}")
+            log(f"lock releaser: GET {self.object_path(node)}: {e!r}")
             return None
 
     def release(self, node, rv, val, seen):
@@ -198,7 +237,7 @@ class LockReleaser:
             if time.time() > deadline:
                 with self.lock:
                     self.given_up += 1
-                log(f"lock releaser: node {node}: lock {val} still held after "
+                log(f"lock releaser: {self.object_path(node)}: hold {val} still there after "
                     f"{self.give_up_s:.0f} s; given up")
                 return
             time.sleep(pause)
@@ -462,11 +501,12 @@ def table(a, bench, phases, started, machine):
         lambda p: f"{ms(quantile(.5, p['sli']))} / {ms(quantile(.99, p['sli']))}")
     row("extender binds by result (fracgpu_binds_total)",
         lambda p: ", ".join(f"{k} {v:,.0f}" for k, v in sorted(p["binds"].items())) or "—")
-    row("node locks released by the bench (the device plugin's part); patches retried, "
+    row(f"node holds (--node-lock={a.node_lock}) ended by the bench (the device plugin's part); "
+        "patches retried, "
         "locks given up",
         lambda p: (f"{p['locks_released']:,}; {p['lock_retries'][0]:,}, {p['lock_retries'][1]:,}"
                    if p["locks_released"] else "—"))
-    row("node lock held until the bench's release: from the watch event, p50 / p99 / max ms",
+    row("node held until the bench's release: from the watch event, p50 / p99 / max ms",
         lambda p: (" / ".join(ms(x) for x in p["lock_release_s"])
                    if p.get("lock_release_s") else "—"))
     row("unschedulable / error attempts", lambda p: f"{p['unschedulable']:.0f} / {p['errors']:.0f}")
@@ -518,12 +558,17 @@ def main():
     ap.add_argument("--unlock-delay-ms", type=float, default=0.0,
                     help="how long after a node lock appears the bench releases it, as the "
                          "device plugin would after the kubelet's Allocate")
+    ap.add_argument("--node-lock", choices=("annotation", "bind-phase"), default="annotation",
+                    help="fracgpu scheduler's --node-lock, and the device plugin's part the bench "
+                         "plays for it: release the Node's lock, or end the pod's bind-phase")
     ap.add_argument("--max-phase-s", type=float, default=1800.0,
                     help="end a phase after this long (the table says how many were bound)")
     ap.add_argument("--kube-api-qps", type=float, default=0.0,
                     help="raise both kube-schedulers' client QPS (burst 2x) from the default 50")
     ap.add_argument("--smoke", action="store_true", help="--nodes 50 --pods 200 --rate 50")
     a = ap.parse_args()
+    if a.node_lock != "annotation":
+        a.scheduler_arg.append(f"--node-lock={a.node_lock}")
     if a.smoke:
         a.nodes, a.pods, a.rate = 50, 200, 50.0
     if a.port_offset + 29444 >= 32768:
@@ -540,7 +585,7 @@ def main():
         b.up()
         b.make_namespace()
         b.make_nodes()
-        b.releaser = LockReleaser(b, a.unlock_delay_ms / 1000.0)
+        b.releaser = LockReleaser(b, a.unlock_delay_ms / 1000.0, a.node_lock)
         phases = [b.phase("extender", "fracgpu", slice_pod, b.releaser),
                   b.phase("plain", "default", whole_pod)]
         b.releaser.close()

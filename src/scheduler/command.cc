@@ -29,6 +29,7 @@ struct Flags {
   std::string lease_namespace = "fracgpu-system", lease_name = "fracgpu-scheduler";
   std::string node_label_selector;
   int lock_expiry_s = 300;
+  std::string node_lock = "annotation";
   bool binpack_avoid_busy_nodes = false;
   bool filter_returns_every_fitting_node = false;
   int health_port = -1;
@@ -139,6 +140,8 @@ int Run(const Flags& f) {
   o.extender.default_node_policy = *np;
   o.extender.default_gpu_policy = *gp;
   o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
+  o.extender.node_lock = f.node_lock == "bind-phase" ? scheduler::NodeLockMode::kBindPhase
+                                                     : scheduler::NodeLockMode::kAnnotation;
   o.extender.binpack_avoids_busy_nodes = f.binpack_avoid_busy_nodes;
   o.extender.filter_returns_every_fitting_node = f.filter_returns_every_fitting_node;
   // A fixed target workload M for fragmentation-aware pods (default: the running pods' shapes).
@@ -281,6 +284,13 @@ void RegisterSchedulerCommand(CLI::App& app) {
                 "(docs/dra.md); kube-scheduler then places the claims");
   cmd->add_option("--node-lock-timeout", flags->lock_expiry_s, "node lock expiry, seconds")
       ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--node-lock", flags->node_lock,
+                  "where a bound GPU pod holds its node until the device plugin's Allocate: "
+                  "annotation (HAMi's hami.io/mutex.lock on the Node, two Node writes a pod) or "
+                  "bind-phase (the pod's own hami.io/bind-phase: allocating, no Node write; "
+                  "docs/scheduler.md \"Node lock\")")
+      ->check(CLI::IsMember({"annotation", "bind-phase"}))
       ->capture_default_str();
   cmd->add_flag("--binpack-avoid-busy-nodes", flags->binpack_avoid_busy_nodes,
                 "under binpack, score nodes with a bind in flight or a held lock 0 (more pods "

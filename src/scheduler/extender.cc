@@ -570,6 +570,7 @@ std::set<std::string> Extender::BusyNodes(std::chrono::system_clock::time_point 
   for (const auto& [node, at] : state_->NodeLockTimes(now)) {
     if (now - at < config_.lock_expiry) out.insert(node);
   }
+  if (config_.node_lock == NodeLockMode::kBindPhase) out.merge(state_->PodLockedNodes());
   return out;
 }
 
@@ -826,31 +827,66 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   const std::string& name = args.pod_name;
   const std::string uid = k8s::Uid(pod);
   FRACGPU_RETURN_IF_ERROR(WriteAllowed());
-  std::string lock_value;
-  Status locked = locker_->Lock(args.node, ns, name, node_obj, &lock_value);
-  // The lock taken, or the one met, counts for /prioritize at once (Busy), before the watch
-  // shows it (ClusterState::NoteNodeLock).
-  if (!lock_value.empty()) {
-    if (auto v = core::DecodeNodeLock(lock_value); v.ok())
-      state_->NoteNodeLock(args.node, v->time, clock_->Now());
+  // kBindPhase: a pod of this node between its Binding and its Allocate holds the node. The
+  // check and this bind's own hold (noted before its Binding is written: the watch may show
+  // the pod served before this thread runs again) happen under this node's mutex, so no
+  // other bind of the process passes in between. Also where a Node lock is taken over below
+  // under kBindPhase: that lock must not name a second pod of the node.
+  const bool pod_lock = config_.node_lock == NodeLockMode::kBindPhase;
+  if (pod_lock) {
+    if (auto held = state_->PodLockOf(args.node, uid)) {
+      return Conflict("node " + args.node + " is held by pod " + held->key +
+                      " (hami.io/bind-phase allocating since " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                         held->since.time_since_epoch())
+                                         .count()) +
+                      ") until its device plugin serves it");
+    }
+    if (!state_->NotePodLock(uid, {args.node, ns + "/" + name, clock_->Now()})) {
+      // This pod holds a node already (bound, its first reply lost, and bound again from a
+      // stale copy): a repeated bind must neither move nor drop that hold.
+      return Conflict("pod " + ns + "/" + name + " is already bound and being allocated");
+    }
   }
-  FRACGPU_RETURN_IF_ERROR(locked);
+  // The Node's own lock: always under kAnnotation; under kBindPhase only while the watch shows
+  // one on the node (HAMi's scheduler's, or one set before the switch), which its protocol
+  // then checks and takes over. (Not a lock only noted: the one this process takes over is
+  // covered by the pod's hold.)
+  const bool node_lock = !pod_lock || state_->NodeLockTime(args.node).has_value();
+  if (node_lock) {
+    std::string lock_value;
+    Status locked = locker_->Lock(args.node, ns, name, node_obj, &lock_value);
+    // The lock taken, or the one met, counts for /prioritize at once (Busy), before the watch
+    // shows it (ClusterState::NoteNodeLock).
+    if (!lock_value.empty()) {
+      if (auto v = core::DecodeNodeLock(lock_value); v.ok())
+        state_->NoteNodeLock(args.node, v->time, clock_->Now());
+    }
+    if (!locked.ok() && pod_lock) state_->ForgetPodLockNote(uid, args.node);
+    FRACGPU_RETURN_IF_ERROR(locked);
+  }
   // Until `done`, every way out releases the lock and forgets the decision: a failed bind
-  // leaves neither a lock nor a reservation behind.
+  // leaves neither a lock, a hold nor a reservation behind.
   bool done = false;
   struct Undo {
     Extender* self;
     const ExtenderBindingArgs& args;
     const std::string& uid;
     bool& done;
+    bool pod_lock;
+    bool node_lock;
     ~Undo() {
       if (done) return;
       self->state_->Forget(uid);
+      // Only the note this bind wrote: a hold the watch shows (the Binding landed after all)
+      // stays until the watch shows it end.
+      if (pod_lock) self->state_->ForgetPodLockNote(uid, args.node);
+      if (!node_lock) return;
       Status u = self->locker_->Unlock(args.node, args.pod_namespace, args.pod_name);
       if (!u.ok()) spdlog::warn("node {}: lock not released: {}", args.node, u.ToString());
       if (u.ok()) self->state_->ForgetNodeLockNote(args.node);
     }
-  } undo{this, args, uid, done};
+  } undo{this, args, uid, done, pod_lock, node_lock};
   // Re-check against the state now (another bind may have landed since /filter). The pod's
   // own earlier decision, if any (a bind that failed), no longer holds.
   state_->Forget(uid);
@@ -921,7 +957,8 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
     if (stale != nullptr && bound.code() == StatusCode::kConflict) *stale = true;
     return bound;
   }
-  // The lock stays: the device plugin releases it after Allocate (docs/design/CONTRACT.md §2).
+  // The lock stays: the device plugin releases it after Allocate, or ends the pod's
+  // bind-phase (docs/design/CONTRACT.md §2).
   done = true;
   return Status::Ok();
 }

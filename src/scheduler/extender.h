@@ -21,13 +21,13 @@
 //    taken from a caller (/filter and /prioritize bodies are not trusted for the grant). Bind
 //    refuses a pod of another scheduler (spec.schedulerName), and a node that does not exist or
 //    fails the pod's own node predicates (spec.nodeSelector, required node affinity); then node
-//    lock (in-process mutex + `hami.io/mutex.lock`), re-check the fit against the current
-//    state, choose GPUs by the pod's GPU policy, record the decision in the state, and create
-//    the Binding carrying the decision annotations and their signature, with the pod's UID and
-//    resourceVersion as read as preconditions: the API server binds that version of the pod
-//    or nothing. A 409 there for the cache's copy (the cache was behind) undoes the attempt
-//    and runs it once more on a quorum read. On any failure the state and the lock are rolled
-//    back and {"Error": …} returned.
+//    lock (in-process mutex + the node lock of ExtenderConfig::node_lock), re-check the fit against
+//    the current state, choose GPUs by the pod's GPU policy, record the decision in the state, and
+//    create the Binding carrying the decision annotations and their signature, with the pod's UID
+//    and resourceVersion as read as preconditions: the API server binds that version of the pod or
+//    nothing. A 409 there for the cache's copy (the cache was behind) undoes the attempt and runs
+//    it once more on a quorum read. On any failure the state and the lock are rolled back and
+//    {"Error": …} returned.
 //  * Reservations (issue 37 item 1): kube-scheduler binds asynchronously, so its next
 //    scheduling cycle runs /filter and /prioritize before the previous pod's /bind has
 //    recorded anything. /prioritize (and /filter when it answers one node) therefore counts a
@@ -78,13 +78,35 @@
 
 namespace fracgpu::scheduler {
 
+/// Where /bind holds a node from its Binding until the device plugin's Allocate has served the
+/// pod, so that the device plugin, which kubelet's Allocate does not tell which pod it is for
+/// (v1beta1 AllocateRequest carries device IDs only), finds exactly one pod being bound on its
+/// node (docs/scheduler.md "Node lock", docs/design/CONTRACT.md §2).
+enum class NodeLockMode {
+  /// HAMi's `hami.io/mutex.lock` annotation on the Node, set by /bind and released by the
+  /// device plugin: two Node writes a GPU pod, each sent to every watcher of Nodes.
+  kAnnotation,
+  /// The pod's own `hami.io/bind-phase: allocating`, which the Binding writes anyway and the
+  /// device plugin ends (success / failed): a node is held while one of its pods is in that
+  /// state (ClusterState::PodLockOf), no Node write. Both device plugins, fracgpu's and
+  /// HAMi's, find such a pod without a node lock (the only pending pod of the node being
+  /// allocated). A `hami.io/mutex.lock` still on the node (HAMi's scheduler, or set before
+  /// the switch) is honoured and taken over through kAnnotation's protocol.
+  kBindPhase,
+};
+
 /// Extender settings.
 struct ExtenderConfig {
   core::ResourceNames names;
   core::NodePolicy default_node_policy = core::NodePolicy::kBinpack;
   core::GpuPolicy default_gpu_policy = core::GpuPolicy::kSpread;
   std::string signing_key;  ///< HMAC key of the allocation signature (empty = unsigned)
+  /// Expiry of a `hami.io/mutex.lock` (kAnnotation). A pod that holds its node under
+  /// kBindPhase holds it until it is served, fails, or ends, never by expiry: another pod bound
+  /// next to it could be served the first pod's allocation.
   std::chrono::seconds lock_expiry{300};
+  /// Where /bind holds a node until Allocate (NodeLockMode; `--node-lock`).
+  NodeLockMode node_lock = NodeLockMode::kAnnotation;
   /// How long a reservation made at /prioritize lasts without a /bind of its pod (see the
   /// file comment). kube-scheduler's bind follows its prioritize within milliseconds unless a
   /// later plugin fails the pod.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <exception>
 
 #include "core/node_lock_codec.h"
@@ -107,13 +108,53 @@ Status ClusterState::UpsertPod(const json& pod) {
   } catch (const std::exception& e) {
     return InvalidArgument("pod " + k8s::Key(pod) + " not read: " + e.what());
   }
+  // The bind-phase node lock (PodLock): decided from the pod's annotations, node and phase.
+  const std::string uid = k8s::Uid(pod);
+  const std::string key = k8s::Key(pod);
+  const std::optional<std::string> bind_phase = k8s::Annotation(pod, core::kAnnotationBindPhase);
+  const std::string pod_phase = k8s::PodPhase(pod);
+  const bool pending = (pod_phase.empty() || pod_phase == "Pending") && !k8s::IsTerminating(pod);
+  std::optional<PodLock> holds;
+  bool ends = !pending;
+  if (bind_phase) {
+    std::string node = k8s::Annotation(pod, core::kAnnotationVgpuNode).value_or("");
+    if (pending && *bind_phase == core::kBindPhaseAllocating && !node.empty() &&
+        k8s::PodNodeName(pod) == node) {
+      int64_t secs = 0;
+      const std::string t = k8s::Annotation(pod, core::kAnnotationBindTime).value_or("");
+      if (std::from_chars(t.data(), t.data() + t.size(), secs).ec != std::errc()) secs = 0;
+      holds = PodLock{std::move(node), key,
+                      std::chrono::system_clock::time_point(std::chrono::seconds(secs)), true};
+    } else {
+      ends = true;
+    }
+  }
   std::unique_lock<std::shared_mutex> lock(mu_);
   Status st = model_.UpsertPod(object);
+  if (!uid.empty()) {
+    // A pod of this name with another UID (deleted and created again while the watch was
+    // away, so no delete event came for it) holds nothing any more.
+    for (auto it = pod_locks_.begin(); it != pod_locks_.end();) {
+      it = it->second.key == key && it->first != uid ? pod_locks_.erase(it) : std::next(it);
+    }
+    // An allocation the state does not trust (unsigned, altered) holds no node: a pod's own
+    // annotations must not let it keep others off a node.
+    if (holds && st.code() != StatusCode::kPermissionDenied) {
+      pod_locks_[uid] = std::move(*holds);
+    } else if (holds || ends) {
+      pod_locks_.erase(uid);
+    }
+  }
   unverified_.store(model_.unverified_allocations());
   return st;
 }
 
-void ClusterState::RemovePod(const json& pod) { Forget(k8s::Uid(pod)); }
+void ClusterState::RemovePod(const json& pod) {
+  const std::string uid = k8s::Uid(pod);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  pod_locks_.erase(uid);
+  model_.Forget(uid);
+}
 
 Status ClusterState::Assume(const PodAllocation& allocation) {
   std::unique_lock<std::shared_mutex> lock(mu_);
@@ -131,6 +172,35 @@ void ClusterState::Forget(const std::string& uid) {
   model_.Forget(uid);
 }
 
+std::optional<ClusterState::PodLock> ClusterState::PodLockOf(const std::string& node,
+                                                             const std::string& except_uid) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  for (const auto& [uid, held] : pod_locks_) {
+    if (held.node == node && uid != except_uid) return held;
+  }
+  return std::nullopt;
+}
+
+std::set<std::string> ClusterState::PodLockedNodes() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::set<std::string> out;
+  for (const auto& [uid, held] : pod_locks_) out.insert(held.node);
+  return out;
+}
+
+bool ClusterState::NotePodLock(const std::string& uid, PodLock held) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  if (pod_locks_.count(uid) != 0) return false;
+  held.seen = false;
+  pod_locks_.emplace(uid, std::move(held));
+  return true;
+}
+
+void ClusterState::ForgetPodLockNote(const std::string& uid, const std::string& node) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto it = pod_locks_.find(uid);
+  if (it != pod_locks_.end() && !it->second.seen && it->second.node == node) pod_locks_.erase(it);
+}
 bool ClusterState::ForgetAssumed(const std::string& uid, const std::string& node) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto a = model_.Allocation(uid);

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -97,6 +98,34 @@ class ClusterState {
   /// extender's clock).
   static constexpr std::chrono::seconds kLockNoteTtl{5};
 
+  /// A pod that holds its node under the bind-phase node lock (ExtenderConfig::node_lock,
+  /// docs/scheduler.md "Node lock"): bound with `hami.io/bind-phase: allocating` and not yet
+  /// served by the device plugin's Allocate.
+  struct PodLock {
+    std::string node;                             ///< `hami.io/vgpu-node`
+    std::string key;                              ///< namespace/name
+    std::chrono::system_clock::time_point since;  ///< `hami.io/bind-time` (epoch if unreadable)
+    bool seen = false;  ///< shown by the watch (else a bind's note, NotePodLock)
+  };
+  /// The pod other than `except_uid` that holds `node` under the bind-phase lock, if any.
+  std::optional<PodLock> PodLockOf(const std::string& node, const std::string& except_uid) const;
+  /// The nodes some pod holds under the bind-phase lock (few: the pods between their Binding
+  /// and their Allocate).
+  std::set<std::string> PodLockedNodes() const;
+  /// Records that pod `uid` holds `lock.node` from now on, before the watch shows it (a bind
+  /// about to write its Binding, under the extender's per-node mutex). When `uid` already
+  /// holds a node (the watch shows it being allocated, or an earlier bind of it succeeded and
+  /// the watch has not caught up: a repeated bind), nothing changes and false is returned. A hold
+  /// ends when the watch shows the pod with another bind-phase, in a phase other than Pending,
+  /// terminating, or replaced by a pod of the same name, when the pod is removed, or (a note only)
+  /// ForgetPodLockNote. A pod seen without any bind-phase (an event older than its Binding) changes
+  /// nothing. Holds are taken only from pods bound to the node they name whose allocation verifies
+  /// (a pod whose annotations the state does not trust holds nothing).
+  bool NotePodLock(const std::string& uid, PodLock lock);
+  /// Drops `uid`'s hold if it is still a note of `node` the watch has not shown (the bind that
+  /// wrote it failed); a hold the watch shows stays.
+  void ForgetPodLockNote(const std::string& uid, const std::string& node);
+
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;
   /// Calls fn(name, node) for each named node, in order, under one shared lock (node is
@@ -151,6 +180,8 @@ class ClusterState {
     std::chrono::system_clock::time_point noted;
   };
   std::map<std::string, LockNote> lock_notes_;
+  // Pod UID → the node it holds under the bind-phase lock (PodLock), under mu_.
+  std::map<std::string, PodLock> pod_locks_;
   std::atomic<int64_t> unverified_{0};  // model_'s count, readable without the lock
 };
 

@@ -391,6 +391,52 @@ TEST_F(AllocatorTest, LockNamingADeletedPodFallsBackToThePendingSignedPod) {
   EXPECT_EQ(Lock(), "2024-05-01T10:00:00Z,ml,gone");  // not ours to release
 }
 
+// Two signed pods being allocated and no node lock naming one (a scheduler's hold broken, or
+// an expired lock taken over): kubelet's request does not say which pod it is for, so none is
+// served (HAMi serves the first listed, which can give one pod's container the other's limits)
+// and neither pod is touched; once kubelet's refusal has failed one, the other is served.
+TEST_F(AllocatorTest, TwoPodsBeingAllocatedWithoutALockNamingOneAreNeitherServed) {
+  cluster_.PutNode(MakeNode());
+  cluster_.PutPod(MakePod("first", {{"main", false, 1}}, kOneA));
+  json second = MakePod("second", {{"main", false, 1}}, std::string(kUuidB) + ",NVIDIA,5000,50:;");
+  second["metadata"]["annotations"]["hami.io/bind-time"] = "1700000001";
+  cluster_.PutPod(second);
+  auto r = Make().Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kConflict);
+  EXPECT_EQ(r.status().message(),
+            "2 pods are being allocated on node node-a (ml/first, ml/second) and no node lock "
+            "names one: cannot tell which pod this Allocate is for; none served");
+  EXPECT_EQ(cluster_.pod_patches() + cluster_.node_patches(), 0);
+  EXPECT_EQ(PodAnnotation("first", "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(PodAnnotation("second", "hami.io/bind-phase"), "allocating");
+  // kubelet failed the pod it was admitting (here: second); the other is then the one.
+  second["status"]["phase"] = "Failed";
+  cluster_.PutPod(second);
+  auto served = Make().Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_EQ((*served)[0].pod, "ml/first");
+}
+
+// Only pods this plugin would serve count: a pod being allocated without a valid signature (a
+// forged one, older than the signed pod) does not keep the signed pod from being served, and
+// is left for the Allocate that finds it alone (then refused and marked failed, as before).
+TEST_F(AllocatorTest, AnUnsignedPodBeingAllocatedDoesNotStandInTheWayOfTheSignedOne) {
+  cluster_.PutNode(MakeNode());
+  json forged = MakePod("forged", {{"main", false, 1}}, kOneA, "");
+  forged["metadata"]["annotations"]["hami.io/bind-time"] = "1600000000";
+  cluster_.PutPod(forged);
+  cluster_.PutPod(MakePod("signed", {{"main", false, 1}}, kOneA));
+  auto r = Make().Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].pod, "ml/signed");
+  EXPECT_EQ(PodAnnotation("forged", "hami.io/bind-phase"), "allocating");
+  auto alone = Make().Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().code(), StatusCode::kPermissionDenied) << alone.status().ToString();
+  EXPECT_EQ(PodAnnotation("forged", "hami.io/bind-phase"), "failed");
+}
+
 TEST_F(AllocatorTest, StaleLockOfAFinishedPodIsSkippedAndThatPodLeftAlone) {
   json done = MakePod("done", {{"main", false, 1}}, kOneA);
   done["metadata"]["annotations"]["hami.io/bind-phase"] = "success";

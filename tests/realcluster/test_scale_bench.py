@@ -2,7 +2,8 @@
 kubelets (scripts/cluster.sh up --nodes 0) in its own folder and port offset (3100: apart from the
 suite's cluster, a `make sandbox` at 3000, test_sandbox.py at 2000 and the bench's own 3200), 50
 nodes as API objects, 200 HAMi-slice pods through the webhook and fracgpu's kube-scheduler with
-the extender, 200 whole-GPU pods through the default kube-scheduler, the table written.
+the extender, 200 whole-GPU pods through the default kube-scheduler, the table written; once
+with each `--node-lock` (the bench playing the device plugin's Node write, or its pod write).
 
 Not a timed test: speed is measured by the bench itself (docs/performance.md); this checks only
 that every pod of both phases was bound and that the table carries the figures it promises."""
@@ -27,7 +28,8 @@ def listening(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_scale_bench_smoke(tmp_path):
+@pytest.mark.parametrize("node_lock", ["annotation", "bind-phase"])
+def test_scale_bench_smoke(tmp_path, node_lock):
     if os.geteuid() != 0:
         pytest.skip("scripts/cluster.sh needs root")
     busy = [p for p in (29444, 29443, 29259, 29260, 29379) if listening(p + OFFSET)]
@@ -39,7 +41,7 @@ def test_scale_bench_smoke(tmp_path):
          "--out", str(out),
          # Reaches fracgpu scheduler's command line (the bench checks its argv and fails
          # otherwise: `up` once wiped the file that carried it).
-         "--scheduler-arg=--binpack-avoid-busy-nodes"],
+         "--scheduler-arg=--binpack-avoid-busy-nodes", "--node-lock", node_lock],
         capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-4000:]}"
     table = out.read_text()
@@ -54,4 +56,10 @@ def test_scale_bench_smoke(tmp_path):
     assert ext["binds"].get("ok") == 200, ext["binds"]
     assert ext["ext"]["/filter"][2] >= 200 and ext["ext"]["/webhook"][2] >= 200, ext["ext"]
     assert result["phases"][1]["binds"] == {}, result["phases"][1]["binds"]
+    # The device plugin's part, played by the bench for the mode: every hold ended (the Node
+    # lock released, or the pod's bind-phase set to success as the device plugin's account,
+    # through the webhook and the admission policy), none retried past its deadline.
+    assert ext["locks_released"] == 200 and ext["lock_retries"][1] == 0, \
+        (ext["locks_released"], ext["lock_retries"])
+    assert f"--node-lock={node_lock}" in table, table
     assert not Path(STATE).exists(), "the bench left its cluster up"

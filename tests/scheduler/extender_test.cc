@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -169,6 +170,26 @@ class ExtenderTest : public ::testing::Test {
       }
       return false;
     });
+  }
+  // Sets HAMi's node lock on `node` for pod ml/`pod`, taken now (as a scheduler would).
+  void LockNodeNow(const std::string& node, const std::string& pod) {
+    api_.Patch("nodes", "", node,
+               {{"metadata",
+                 {{"annotations",
+                   {{core::kAnnotationNodeLock,
+                     core::EncodeNodeLock({std::chrono::floor<std::chrono::seconds>(
+                                               std::chrono::system_clock::now()),
+                                           "ml", pod})}}}}}});
+  }
+  // "METHOD path" of each request to the API server since the `before`-th whose path is one
+  // of `paths` (exactly), in order.
+  std::vector<std::string> CallsSince(size_t before, const std::set<std::string>& paths) {
+    std::vector<std::string> calls;
+    const auto all = api_.Requests();
+    for (size_t i = before; i < all.size(); ++i) {
+      if (paths.count(all[i].path) != 0) calls.push_back(all[i].method + " " + all[i].path);
+    }
+    return calls;
   }
   // Plays the device plugin: releases the node lock after "Allocate".
   void ReleaseLock(const std::string& node) {
@@ -385,13 +406,7 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodIsAConflict) {
   api_.Put("pods", GpuPod("holder", {{"nvidia.com/gpumem", "1000"}}));
   json pod = api_.Put("pods", GpuPod("p", {{"nvidia.com/gpumem", "1000"}}));
   auto svc = StartService();
-  api_.Patch("nodes", "", "node-a",
-             {{"metadata",
-               {{"annotations",
-                 {{core::kAnnotationNodeLock,
-                   core::EncodeNodeLock(
-                       {std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()),
-                        "ml", "holder"})}}}}}});
+  LockNodeNow("node-a", "holder");
   json b = Bind(*svc, pod, "node-a");
   EXPECT_NE(b["Error"].get<std::string>().find("locked"), std::string::npos) << b.dump();
   EXPECT_EQ(svc->metrics().Value("fracgpu_binds_total", {{"result", "conflict"}}), 1);
@@ -1281,14 +1296,9 @@ TEST_F(ExtenderTest, AGpuBindCostsFourApiCallsAndNoPodPatch) {
   auto svc = StartService();
   const size_t before = api_.Requests().size();
   ASSERT_EQ(Bind(*svc, pod, "node-a")["Error"], "");
-  std::vector<std::string> calls;
-  const auto all = api_.Requests();
-  for (size_t i = before; i < all.size(); ++i) {
-    const auto& r = all[i];
-    if (r.path == "/api/v1/namespaces/ml/pods/p" || r.path == "/api/v1/nodes/node-a" ||
-        r.path == "/api/v1/namespaces/ml/pods/p/binding")
-      calls.push_back(r.method + " " + r.path);
-  }
+  const std::vector<std::string> calls =
+      CallsSince(before, {"/api/v1/namespaces/ml/pods/p", "/api/v1/nodes/node-a",
+                          "/api/v1/namespaces/ml/pods/p/binding"});
   EXPECT_EQ(calls, (std::vector<std::string>{
                        "GET /api/v1/namespaces/ml/pods/p", "GET /api/v1/nodes/node-a",
                        "PATCH /api/v1/nodes/node-a", "POST /api/v1/namespaces/ml/pods/p/binding"}));
@@ -1313,6 +1323,81 @@ TEST_F(ExtenderTest, AGpuBindCostsFourApiCallsAndNoPodPatch) {
   EXPECT_EQ(*k8s::Annotation(bound, core::kAnnotationAllocationSignature),
             core::SignAllocation(kKey, k8s::Uid(pod), "node-a", allocated));
   EXPECT_EQ(bound["metadata"]["labels"][core::kAnnotationVgpuNode], "node-a");
+}
+
+// `--node-lock=bind-phase` (NodeLockMode::kBindPhase): a bind writes no Node (three API calls:
+// the pod and the node from the watch cache, the Binding); the next pod of the node is refused
+// until the device plugin's part ends the first pod's bind-phase, also after a restart (the hold is
+// rebuilt from the listed pods); a node that carries HAMi's lock keeps HAMi's protocol.
+TEST_F(ExtenderTest, UnderTheBindPhaseLockABindWritesNoNodeAndHoldsItUntilThePodIsServed) {
+  api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
+  json p1 = api_.Put("pods", GpuPod("p1", {{"nvidia.com/gpumem", "1000"}}));
+  json p2 = api_.Put("pods", GpuPod("p2", {{"nvidia.com/gpumem", "1000"}}));
+  SchedulerOptions o;
+  o.extender.signing_key = kKey;
+  o.extender.node_lock = NodeLockMode::kBindPhase;
+  auto start = [&] {
+    auto s = std::make_unique<SchedulerService>(o, client_.get());
+    EXPECT_TRUE(s->Start().ok());
+    EXPECT_TRUE(s->WaitForSync(std::chrono::seconds(10)));
+    return s;
+  };
+  auto svc = start();
+  const size_t before = api_.Requests().size();
+  ASSERT_EQ(Bind(*svc, p1, "node-a")["Error"], "");
+  const std::vector<std::string> calls =
+      CallsSince(before, {"/api/v1/namespaces/ml/pods/p1", "/api/v1/namespaces/ml/pods/p1/binding",
+                          "/api/v1/nodes/node-a", "/api/v1/nodes/node-b"});
+  // The pod and the node (its predicates) from the watch cache, then the Binding: no PATCH.
+  EXPECT_EQ(calls, (std::vector<std::string>{"GET /api/v1/namespaces/ml/pods/p1",
+                                             "GET /api/v1/nodes/node-a",
+                                             "POST /api/v1/namespaces/ml/pods/p1/binding"}));
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
+  EXPECT_EQ(k8s::Annotation(*api_.Get("pods", "ml", "p1"), core::kAnnotationBindPhase),
+            core::kBindPhaseAllocating);
+
+  // The GPU has room for p2, but node-a is held by p1 until its Allocate.
+  json refused = Bind(*svc, p2, "node-a");
+  EXPECT_NE(refused["Error"].get<std::string>().find("held by pod ml/p1"), std::string::npos)
+      << refused.dump();
+  EXPECT_EQ(k8s::PodNodeName(*api_.Get("pods", "ml", "p2")), "");
+  EXPECT_FALSE(svc->state().Allocation(k8s::Uid(p2)));
+  // A restart rebuilds the hold from the listed pod.
+  svc.reset();
+  svc = start();
+  refused = Bind(*svc, p2, "node-a");
+  EXPECT_NE(refused["Error"].get<std::string>().find("held by pod ml/p1"), std::string::npos)
+      << refused.dump();
+
+  // The device plugin's part (docs/device-plugin.md "Allocate" step 5): p1 served.
+  api_.Patch("pods", "ml", "p1",
+             {{"metadata",
+               {{"annotations",
+                 {{core::kAnnotationBindPhase, core::kBindPhaseSuccess},
+                  {core::kAnnotationVgpuDevicesToAllocate, ";"}}}}}});
+  ASSERT_TRUE(api_.WaitFor([&] { return !svc->state().PodLockOf("node-a", ""); }));
+  ASSERT_EQ(Bind(*svc, p2, "node-a")["Error"], "");
+  EXPECT_EQ(k8s::PodNodeName(*api_.Get("pods", "ml", "p2")), "node-a");
+  EXPECT_FALSE(k8s::Annotation(*api_.Get("nodes", "", "node-a"), core::kAnnotationNodeLock));
+
+  // HAMi's lock on a node (its scheduler, or one set before the switch) is HAMi's protocol: a
+  // live one refuses the bind, and one taken over is written naming the pod.
+  api_.Put("nodes", GpuNode("node-b", {{"GPU-b0", 16000}}));
+  LockNodeNow("node-b", "hami-pod");
+  json hami_pod = GpuPod("hami-pod", {{"nvidia.com/gpumem", "1000"}});
+  api_.Put("pods", hami_pod);
+  json p3 = api_.Put("pods", GpuPod("p3", {{"nvidia.com/gpumem", "1000"}}));
+  ASSERT_TRUE(api_.WaitFor([&] { return svc->state().NodeLockTime("node-b").has_value(); }));
+  refused = Bind(*svc, p3, "node-b");
+  EXPECT_NE(refused["Error"].get<std::string>().find("locked by"), std::string::npos)
+      << refused.dump();
+  EXPECT_NE(refused["Error"].get<std::string>().find(",ml,hami-pod"), std::string::npos)
+      << refused.dump();
+  api_.Remove("pods", "ml", "hami-pod");  // the holder is gone: the lock is stale
+  ASSERT_EQ(Bind(*svc, p3, "node-b")["Error"], "");
+  auto lock = k8s::Annotation(*api_.Get("nodes", "", "node-b"), core::kAnnotationNodeLock);
+  ASSERT_TRUE(lock);
+  EXPECT_NE(lock->find(",ml,p3"), std::string::npos) << *lock;
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Node lock, leader election, allocation signature, init-container collapse in the state.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <set>
+#include <string>
+
 #include "core/node_lock_codec.h"
 #include "core/signature.h"
 #include "fake_apiserver.h"
@@ -325,6 +329,114 @@ TEST(StateTest, AssumedDecisionSurvivesAnOlderPodVersion) {
   EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 0);
   a.node = "nope";
   EXPECT_EQ(state.Assume(a).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace fracgpu::scheduler
+
+namespace fracgpu::scheduler {
+namespace {
+
+// A pod with `bind-phase`, its node, bind time and status phase as the watch delivers it.
+nlohmann::json BindPhasePod(const std::string& uid, const char* bind_phase,
+                            const std::string& phase = "Pending") {
+  nlohmann::json pod = {{"metadata", {{"name", "p-" + uid}, {"namespace", "ns"}, {"uid", uid}}},
+                        {"spec", {{"nodeName", "n"}, {"containers", nlohmann::json::array()}}},
+                        {"status", {{"phase", phase}}}};
+  if (bind_phase != nullptr) {
+    pod["metadata"]["annotations"] = {{core::kAnnotationVgpuNode, "n"},
+                                      {core::kAnnotationBindPhase, bind_phase},
+                                      {core::kAnnotationBindTime, "1764000000"}};
+  }
+  return pod;
+}
+
+// The bind-phase node lock in the state (NodeLockMode::kBindPhase): a pod holds its node while
+// the watch shows it `allocating`, Pending and bound there, or from a bind's note until the
+// watch shows it leave that state; an event older than the Binding (no bind-phase) changes
+// nothing; a failed bind drops only its own note, never a hold the watch shows.
+TEST(PodLockTest, APodHoldsItsNodeFromTheNoteUntilTheWatchShowsItServedFailedOrGone) {
+  ClusterState state;
+  const auto epoch = std::chrono::system_clock::time_point{};
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  EXPECT_TRUE(state.NotePodLock("u1", {"n", "ns/p-u1", epoch}));
+  ASSERT_TRUE(state.PodLockOf("n", ""));
+  EXPECT_EQ(state.PodLockOf("n", "")->key, "ns/p-u1");
+  EXPECT_FALSE(state.PodLockOf("n", "u1"));  // the holder itself is not held off
+  EXPECT_FALSE(state.PodLockOf("other-node", ""));
+  EXPECT_EQ(state.PodLockedNodes(), std::set<std::string>{"n"});
+  // A second bind of the same pod (its first reply lost) changes nothing.
+  EXPECT_FALSE(state.NotePodLock("u1", {"other-node", "ns/p-u1", epoch}));
+  EXPECT_EQ(state.PodLockedNodes(), std::set<std::string>{"n"});
+  // The watch's copy from before the Binding: still held.
+  (void)state.UpsertPod(BindPhasePod("u1", nullptr));
+  EXPECT_TRUE(state.PodLockOf("n", ""));
+  // Seen allocating: held, since the bind time it carries; a failed bind's undo (its note
+  // only) and Forget (the decision) leave a hold the watch shows alone.
+  (void)state.UpsertPod(BindPhasePod("u1", core::kBindPhaseAllocating));
+  ASSERT_TRUE(state.PodLockOf("n", ""));
+  EXPECT_TRUE(state.PodLockOf("n", "")->seen);
+  EXPECT_EQ(state.PodLockOf("n", "")->since,
+            std::chrono::system_clock::time_point(std::chrono::seconds(1764000000)));
+  state.ForgetPodLockNote("u1", "n");
+  state.Forget("u1");
+  EXPECT_TRUE(state.PodLockOf("n", ""));
+  // Served by the device plugin: released.
+  (void)state.UpsertPod(BindPhasePod("u1", core::kBindPhaseSuccess));
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  EXPECT_TRUE(state.PodLockedNodes().empty());
+
+  // A pod listed allocating (a restart rebuilds the holds from the API), then failed.
+  (void)state.UpsertPod(BindPhasePod("u2", core::kBindPhaseAllocating));
+  EXPECT_EQ(state.PodLockOf("n", "")->key, "ns/p-u2");
+  (void)state.UpsertPod(BindPhasePod("u2", core::kBindPhaseFailed));
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  // Allocating but no longer Pending (kubelet refused it: Failed), terminating, or not bound
+  // to the node its annotation names: no hold.
+  (void)state.UpsertPod(BindPhasePod("u3", core::kBindPhaseAllocating, "Failed"));
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  nlohmann::json deleting = BindPhasePod("u4", core::kBindPhaseAllocating);
+  deleting["metadata"]["deletionTimestamp"] = "2026-12-06T10:00:00Z";
+  (void)state.UpsertPod(deleting);
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  nlohmann::json unbound = BindPhasePod("u4b", core::kBindPhaseAllocating);
+  unbound["spec"].erase("nodeName");
+  (void)state.UpsertPod(unbound);
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  // Removed: released. A pod of the same name with a new UID (deleted and created again while
+  // the watch was away): the old one's hold is gone.
+  (void)state.UpsertPod(BindPhasePod("u5", core::kBindPhaseAllocating));
+  EXPECT_TRUE(state.PodLockOf("n", ""));
+  state.RemovePod(BindPhasePod("u5", core::kBindPhaseAllocating));
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  nlohmann::json old_pod = BindPhasePod("u6", core::kBindPhaseAllocating);
+  (void)state.UpsertPod(old_pod);
+  nlohmann::json again = BindPhasePod("u7", nullptr);
+  again["metadata"]["name"] = old_pod["metadata"]["name"];
+  (void)state.UpsertPod(again);
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  // A failed bind's note goes with its undo.
+  EXPECT_TRUE(state.NotePodLock("u8", {"n", "ns/p-u8", epoch}));
+  state.ForgetPodLockNote("u8", "n");
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+}
+
+// With a signing key, only a pod whose allocation verifies holds its node: a pod carrying the
+// annotations without a valid signature (forged, or written by another scheduler) holds none.
+TEST(PodLockTest, APodWhoseAllocationDoesNotVerifyHoldsNoNode) {
+  ClusterState state;
+  state.SetSigningKey("key");
+  nlohmann::json forged = BindPhasePod("u1", core::kBindPhaseAllocating);
+  forged["metadata"]["annotations"][core::kAnnotationVgpuDevicesAllocated] =
+      "GPU-0,NVIDIA,1000,0:;";
+  forged["metadata"]["annotations"][core::kAnnotationAllocationSignature] = "bm90IGEgc2lnbmF0dXJl";
+  (void)state.UpsertPod(forged);
+  EXPECT_FALSE(state.PodLockOf("n", ""));
+  nlohmann::json signed_pod = forged;
+  signed_pod["metadata"]["annotations"][core::kAnnotationAllocationSignature] =
+      core::SignAllocation("key", "u1", "n", "GPU-0,NVIDIA,1000,0:;");
+  (void)state.UpsertPod(signed_pod);
+  EXPECT_TRUE(state.PodLockOf("n", ""));
 }
 
 }  // namespace
