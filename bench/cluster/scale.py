@@ -535,7 +535,7 @@ def table(a, bench, phases, started, machine):
         lambda p: f"{p['dispatch_lag_s']:.2f}; {p['created_s']:.1f}")
     w("")
     ratio = ext_ph["pods_per_s"] / plain["pods_per_s"] if plain["pods_per_s"] else float("nan")
-    w(f"**Ratio extender / plain throughput: {100 * ratio:.0f} %** (goal ≥ 70 %). "
+    w(f"**Ratio extender / plain throughput: {100 * ratio:.1f} %** (goal ≥ 70 %). "
       f"Nodes: created in {bench.nodes_create_s:.0f} s, in both kube-schedulers' caches with "
       f"fracgpu's handshake after {bench.nodes_ready_s:.0f} s; peak RSS over the process's life "
       f"(VmHWM): " + ", ".join(f"{label} {mib(v)} MiB" for label, v in plain["hwm"].items()) + ".")

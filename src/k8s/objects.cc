@@ -54,6 +54,10 @@ std::string PodNodeName(const json& pod) { return StringField(pod, "spec", "node
 std::string PodPhase(const json& pod) { return StringField(pod, "status", "phase"); }
 std::string PodSchedulerName(const json& pod) { return StringField(pod, "spec", "schedulerName"); }
 
+std::string CreationTimestamp(const json& obj) {
+  return StringField(obj, "metadata", "creationTimestamp");
+}
+
 bool IsTerminating(const json& obj) {
   const json* f = Field(obj, "metadata", "deletionTimestamp");
   return f != nullptr && !f->is_null();

@@ -28,6 +28,9 @@ std::string PodNodeName(const nlohmann::json& pod);
 std::string PodPhase(const nlohmann::json& pod);
 /// spec.schedulerName of a pod ("" when absent).
 std::string PodSchedulerName(const nlohmann::json& pod);
+/// metadata.creationTimestamp ("" when absent or not a string; the API server writes RFC 3339
+/// UTC in whole seconds, so two such strings order as the times do).
+std::string CreationTimestamp(const nlohmann::json& obj);
 /// True when metadata.deletionTimestamp is set.
 bool IsTerminating(const nlohmann::json& obj);
 /// status.allocatable[resource] of a node as an integer (0 when absent or not a whole number).

@@ -142,6 +142,14 @@ int Run(const Flags& f) {
   o.extender.lock_expiry = std::chrono::seconds(f.lock_expiry_s);
   o.extender.node_lock = f.node_lock == "bind-phase" ? scheduler::NodeLockMode::kBindPhase
                                                      : scheduler::NodeLockMode::kAnnotation;
+  // Without a key the device plugin serves a pod only under a Node lock naming it (none is
+  // written then), and the state could not tell a pod's own forged annotations from ours.
+  if (o.extender.node_lock == scheduler::NodeLockMode::kBindPhase && f.signing_key_file.empty()) {
+    throw CLI::ValidationError(
+        "--node-lock=bind-phase needs --signing-key-file: without signed allocations the device "
+        "plugin serves a pod only under a Node lock naming it, and a pod's own annotations could "
+        "hold a node");
+  }
   o.extender.binpack_avoids_busy_nodes = f.binpack_avoid_busy_nodes;
   o.extender.filter_returns_every_fitting_node = f.filter_returns_every_fitting_node;
   // A fixed target workload M for fragmentation-aware pods (default: the running pods' shapes).

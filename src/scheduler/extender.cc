@@ -834,18 +834,23 @@ Status Extender::BindLocked(const ExtenderBindingArgs& args, const json& pod,
   // under kBindPhase: that lock must not name a second pod of the node.
   const bool pod_lock = config_.node_lock == NodeLockMode::kBindPhase;
   if (pod_lock) {
-    if (auto held = state_->PodLockOf(args.node, uid)) {
-      return Conflict("node " + args.node + " is held by pod " + held->key +
-                      " (hami.io/bind-phase allocating since " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                         held->since.time_since_epoch())
-                                         .count()) +
-                      ") until its device plugin serves it");
-    }
-    if (!state_->NotePodLock(uid, {args.node, ns + "/" + name, clock_->Now()})) {
-      // This pod holds a node already (bound, its first reply lost, and bound again from a
-      // stale copy): a repeated bind must neither move nor drop that hold.
-      return Conflict("pod " + ns + "/" + name + " is already bound and being allocated");
+    ClusterState::PodLock held;
+    switch (state_->HoldNode(
+        uid, {args.node, ns + "/" + name, clock_->Now(), false, k8s::CreationTimestamp(pod)},
+        &held)) {
+      case ClusterState::Hold::kTaken:
+        break;
+      case ClusterState::Hold::kHeldByOther:
+        return Conflict("node " + args.node + " is held by pod " + held.key +
+                        " (hami.io/bind-phase allocating since " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                           held.since.time_since_epoch())
+                                           .count()) +
+                        ") until its device plugin serves it");
+      case ClusterState::Hold::kAlreadyHolding:
+        // This pod holds a node already (bound, its first reply lost, and bound again from a
+        // stale copy): a repeated bind must neither move nor drop that hold.
+        return Conflict("pod " + ns + "/" + name + " is already bound and being allocated");
     }
   }
   // The Node's own lock: always under kAnnotation; under kBindPhase only while the watch shows

@@ -111,6 +111,7 @@ Status ClusterState::UpsertPod(const json& pod) {
   // The bind-phase node lock (PodLock): decided from the pod's annotations, node and phase.
   const std::string uid = k8s::Uid(pod);
   const std::string key = k8s::Key(pod);
+  const std::string created = k8s::CreationTimestamp(pod);
   const std::optional<std::string> bind_phase = k8s::Annotation(pod, core::kAnnotationBindPhase);
   const std::string pod_phase = k8s::PodPhase(pod);
   const bool pending = (pod_phase.empty() || pod_phase == "Pending") && !k8s::IsTerminating(pod);
@@ -123,8 +124,9 @@ Status ClusterState::UpsertPod(const json& pod) {
       int64_t secs = 0;
       const std::string t = k8s::Annotation(pod, core::kAnnotationBindTime).value_or("");
       if (std::from_chars(t.data(), t.data() + t.size(), secs).ec != std::errc()) secs = 0;
-      holds = PodLock{std::move(node), key,
-                      std::chrono::system_clock::time_point(std::chrono::seconds(secs)), true};
+      holds =
+          PodLock{std::move(node), key,
+                  std::chrono::system_clock::time_point(std::chrono::seconds(secs)), true, created};
     } else {
       ends = true;
     }
@@ -132,10 +134,14 @@ Status ClusterState::UpsertPod(const json& pod) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   Status st = model_.UpsertPod(object);
   if (!uid.empty()) {
-    // A pod of this name with another UID (deleted and created again while the watch was
-    // away, so no delete event came for it) holds nothing any more.
+    // A newer pod of this name (the old one deleted and created again while the watch was
+    // away, so no delete event came for it): the old one holds nothing any more. Only newer:
+    // a late event of the old pod must not end the new one's hold. (creationTimestamp is
+    // RFC 3339 UTC in whole seconds, so the strings order as the times.)
     for (auto it = pod_locks_.begin(); it != pod_locks_.end();) {
-      it = it->second.key == key && it->first != uid ? pod_locks_.erase(it) : std::next(it);
+      const bool replaced = it->second.key == key && it->first != uid && !created.empty() &&
+                            !it->second.created.empty() && it->second.created < created;
+      it = replaced ? pod_locks_.erase(it) : std::next(it);
     }
     // An allocation the state does not trust (unsigned, altered) holds no node: a pod's own
     // annotations must not let it keep others off a node.
@@ -188,12 +194,18 @@ std::set<std::string> ClusterState::PodLockedNodes() const {
   return out;
 }
 
-bool ClusterState::NotePodLock(const std::string& uid, PodLock held) {
+ClusterState::Hold ClusterState::HoldNode(const std::string& uid, PodLock held, PodLock* other) {
   std::unique_lock<std::shared_mutex> lock(mu_);
-  if (pod_locks_.count(uid) != 0) return false;
+  if (pod_locks_.count(uid) != 0) return Hold::kAlreadyHolding;
+  for (const auto& [holder, h] : pod_locks_) {
+    if (h.node == held.node) {
+      if (other != nullptr) *other = h;
+      return Hold::kHeldByOther;
+    }
+  }
   held.seen = false;
   pod_locks_.emplace(uid, std::move(held));
-  return true;
+  return Hold::kTaken;
 }
 
 void ClusterState::ForgetPodLockNote(const std::string& uid, const std::string& node) {

@@ -105,23 +105,32 @@ class ClusterState {
     std::string node;                             ///< `hami.io/vgpu-node`
     std::string key;                              ///< namespace/name
     std::chrono::system_clock::time_point since;  ///< `hami.io/bind-time` (epoch if unreadable)
-    bool seen = false;  ///< shown by the watch (else a bind's note, NotePodLock)
+    bool seen = false;      ///< shown by the watch (else a bind's note, HoldNode)
+    std::string created{};  ///< the pod's metadata.creationTimestamp (RFC 3339, UTC seconds)
   };
   /// The pod other than `except_uid` that holds `node` under the bind-phase lock, if any.
   std::optional<PodLock> PodLockOf(const std::string& node, const std::string& except_uid) const;
   /// The nodes some pod holds under the bind-phase lock (few: the pods between their Binding
   /// and their Allocate).
   std::set<std::string> PodLockedNodes() const;
-  /// Records that pod `uid` holds `lock.node` from now on, before the watch shows it (a bind
-  /// about to write its Binding, under the extender's per-node mutex). When `uid` already
-  /// holds a node (the watch shows it being allocated, or an earlier bind of it succeeded and
-  /// the watch has not caught up: a repeated bind), nothing changes and false is returned. A hold
-  /// ends when the watch shows the pod with another bind-phase, in a phase other than Pending,
-  /// terminating, or replaced by a pod of the same name, when the pod is removed, or (a note only)
-  /// ForgetPodLockNote. A pod seen without any bind-phase (an event older than its Binding) changes
-  /// nothing. Holds are taken only from pods bound to the node they name whose allocation verifies
-  /// (a pod whose annotations the state does not trust holds nothing).
-  bool NotePodLock(const std::string& uid, PodLock lock);
+  /// Outcome of HoldNode.
+  enum class Hold {
+    kTaken,           ///< the note is recorded: `uid` holds the node
+    kHeldByOther,     ///< another pod holds the node (`*other`); nothing recorded
+    kAlreadyHolding,  ///< `uid` holds a node already; nothing changed
+  };
+  /// Checks and records, under one lock, that pod `uid` holds `lock.node` from now on, before
+  /// the watch shows it (a bind about to write its Binding, under the extender's per-node
+  /// mutex). When another pod holds the node: kHeldByOther. When `uid` holds a node already
+  /// (the watch shows it being allocated, or an earlier bind of it succeeded and the watch has
+  /// not caught up: a repeated bind): kAlreadyHolding. A hold ends when the watch shows the
+  /// pod with another bind-phase, in a phase other than Pending, or terminating, when a newer
+  /// pod of its name is seen (deleted and created again while the watch was away), when the
+  /// pod is removed, or (a note only) at ForgetPodLockNote. A pod seen without any bind-phase
+  /// (an event older than its Binding) changes nothing. Holds are taken only from pods bound
+  /// to the node they name whose allocation verifies (a pod whose annotations the state does
+  /// not trust holds nothing).
+  Hold HoldNode(const std::string& uid, PodLock lock, PodLock* other);
   /// Drops `uid`'s hold if it is still a note of `node` the watch has not shown (the bind that
   /// wrote it failed); a hold the watch shows stays.
   void ForgetPodLockNote(const std::string& uid, const std::string& node);

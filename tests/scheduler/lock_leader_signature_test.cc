@@ -340,7 +340,11 @@ namespace {
 // A pod with `bind-phase`, its node, bind time and status phase as the watch delivers it.
 nlohmann::json BindPhasePod(const std::string& uid, const char* bind_phase,
                             const std::string& phase = "Pending") {
-  nlohmann::json pod = {{"metadata", {{"name", "p-" + uid}, {"namespace", "ns"}, {"uid", uid}}},
+  nlohmann::json pod = {{"metadata",
+                         {{"name", "p-" + uid},
+                          {"namespace", "ns"},
+                          {"uid", uid},
+                          {"creationTimestamp", "2026-12-06T10:00:00Z"}}},
                         {"spec", {{"nodeName", "n"}, {"containers", nlohmann::json::array()}}},
                         {"status", {{"phase", phase}}}};
   if (bind_phase != nullptr) {
@@ -354,19 +358,25 @@ nlohmann::json BindPhasePod(const std::string& uid, const char* bind_phase,
 // The bind-phase node lock in the state (NodeLockMode::kBindPhase): a pod holds its node while
 // the watch shows it `allocating`, Pending and bound there, or from a bind's note until the
 // watch shows it leave that state; an event older than the Binding (no bind-phase) changes
-// nothing; a failed bind drops only its own note, never a hold the watch shows.
+// nothing; a failed bind drops only its own note, never a hold the watch shows; a newer pod of
+// the same name ends an older one's hold, never the other way round.
 TEST(PodLockTest, APodHoldsItsNodeFromTheNoteUntilTheWatchShowsItServedFailedOrGone) {
   ClusterState state;
   const auto epoch = std::chrono::system_clock::time_point{};
   EXPECT_FALSE(state.PodLockOf("n", ""));
-  EXPECT_TRUE(state.NotePodLock("u1", {"n", "ns/p-u1", epoch}));
+  using Hold = ClusterState::Hold;
+  ClusterState::PodLock other;
+  EXPECT_EQ(state.HoldNode("u1", {"n", "ns/p-u1", epoch}, &other), Hold::kTaken);
   ASSERT_TRUE(state.PodLockOf("n", ""));
+  // Another pod's bind on the node meets the hold, and records nothing.
+  EXPECT_EQ(state.HoldNode("u0", {"n", "ns/p-u0", epoch}, &other), Hold::kHeldByOther);
+  EXPECT_EQ(other.key, "ns/p-u1");
   EXPECT_EQ(state.PodLockOf("n", "")->key, "ns/p-u1");
   EXPECT_FALSE(state.PodLockOf("n", "u1"));  // the holder itself is not held off
   EXPECT_FALSE(state.PodLockOf("other-node", ""));
   EXPECT_EQ(state.PodLockedNodes(), std::set<std::string>{"n"});
   // A second bind of the same pod (its first reply lost) changes nothing.
-  EXPECT_FALSE(state.NotePodLock("u1", {"other-node", "ns/p-u1", epoch}));
+  EXPECT_EQ(state.HoldNode("u1", {"other-node", "ns/p-u1", epoch}, &other), Hold::kAlreadyHolding);
   EXPECT_EQ(state.PodLockedNodes(), std::set<std::string>{"n"});
   // The watch's copy from before the Binding: still held.
   (void)state.UpsertPod(BindPhasePod("u1", nullptr));
@@ -413,10 +423,19 @@ TEST(PodLockTest, APodHoldsItsNodeFromTheNoteUntilTheWatchShowsItServedFailedOrG
   (void)state.UpsertPod(old_pod);
   nlohmann::json again = BindPhasePod("u7", nullptr);
   again["metadata"]["name"] = old_pod["metadata"]["name"];
+  again["metadata"]["creationTimestamp"] = "2026-12-06T10:05:00Z";
   (void)state.UpsertPod(again);
   EXPECT_FALSE(state.PodLockOf("n", ""));
+  // The new pod bound (its note), then a late event of the old pod: the new pod's hold stays.
+  EXPECT_EQ(state.HoldNode("u7", {"n", "ns/p-u6", epoch, false, "2026-12-06T10:05:00Z"}, &other),
+            Hold::kTaken);
+  old_pod["metadata"]["deletionTimestamp"] = "2026-12-06T10:04:00Z";
+  (void)state.UpsertPod(old_pod);
+  ASSERT_TRUE(state.PodLockOf("n", ""));
+  EXPECT_EQ(state.PodLockOf("n", "")->created, "2026-12-06T10:05:00Z");
+  state.RemovePod(again);
   // A failed bind's note goes with its undo.
-  EXPECT_TRUE(state.NotePodLock("u8", {"n", "ns/p-u8", epoch}));
+  EXPECT_EQ(state.HoldNode("u8", {"n", "ns/p-u8", epoch}, &other), Hold::kTaken);
   state.ForgetPodLockNote("u8", "n");
   EXPECT_FALSE(state.PodLockOf("n", ""));
 }
