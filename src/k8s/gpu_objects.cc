@@ -219,10 +219,7 @@ core::PodObject PodObjectOf(const json& pod, const std::string& gpu_resource) {
   out.num_init_containers = ListSize(pod, "initContainers");
   ReadInitStatuses(pod, out);
   out.asks_for_gpu = AsksFor(pod, gpu_resource);
-  if (pod.contains("metadata") && pod["metadata"].is_object()) {
-    auto ts = pod["metadata"].find("creationTimestamp");
-    if (ts != pod["metadata"].end() && ts->is_string()) out.created = ts->get<std::string>();
-  }
+  out.created = CreationTimestamp(pod);
   const HostRequests host = PodHostRequests(pod);
   out.cpu_milli = host.cpu_milli;
   out.mem_mib = host.mem_mib;

@@ -88,7 +88,7 @@ enum class NodeLockMode {
   kAnnotation,
   /// The pod's own `hami.io/bind-phase: allocating`, which the Binding writes anyway and the
   /// device plugin ends (success / failed): a node is held while one of its pods is in that
-  /// state (ClusterState::PodLockOf), no Node write. Both device plugins, fracgpu's and
+  /// state (ClusterState::HoldNode), no Node write. Both device plugins, fracgpu's and
   /// HAMi's, find such a pod without a node lock (the only pending pod of the node being
   /// allocated). A `hami.io/mutex.lock` still on the node (HAMi's scheduler, or set before
   /// the switch) is honoured and taken over through kAnnotation's protocol.

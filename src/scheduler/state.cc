@@ -108,19 +108,20 @@ Status ClusterState::UpsertPod(const json& pod) {
   } catch (const std::exception& e) {
     return InvalidArgument("pod " + k8s::Key(pod) + " not read: " + e.what());
   }
-  // The bind-phase node lock (PodLock): decided from the pod's annotations, node and phase.
-  const std::string uid = k8s::Uid(pod);
-  const std::string key = k8s::Key(pod);
-  const std::string created = k8s::CreationTimestamp(pod);
+  // The bind-phase node lock (PodLock): decided from the pod's annotations, node and phase,
+  // as PodObjectOf read them (bind-phase and bind-time are not in it).
+  const std::string& uid = object.uid;
+  const std::string& key = object.key;
+  const std::string& created = object.created;
   const std::optional<std::string> bind_phase = k8s::Annotation(pod, core::kAnnotationBindPhase);
-  const std::string pod_phase = k8s::PodPhase(pod);
-  const bool pending = (pod_phase.empty() || pod_phase == "Pending") && !k8s::IsTerminating(pod);
+  const bool pending =
+      (object.phase.empty() || object.phase == "Pending") && !k8s::IsTerminating(pod);
   std::optional<PodLock> holds;
   bool ends = !pending;
   if (bind_phase) {
-    std::string node = k8s::Annotation(pod, core::kAnnotationVgpuNode).value_or("");
+    std::string node = object.vgpu_node.value_or("");
     if (pending && *bind_phase == core::kBindPhaseAllocating && !node.empty() &&
-        k8s::PodNodeName(pod) == node) {
+        object.node_name == node) {
       int64_t secs = 0;
       const std::string t = k8s::Annotation(pod, core::kAnnotationBindTime).value_or("");
       if (std::from_chars(t.data(), t.data() + t.size(), secs).ec != std::errc()) secs = 0;
