@@ -196,8 +196,9 @@ class LockReleaser:
         try:
             headers = {"Content-Type": "application/merge-patch+json"}
             if self.mode == "bind-phase":
-                # As the device plugin writes it: the webhook and deploy/admission-policy.yaml
-                # let only its ServiceAccount (and the scheduler's) change these annotations.
+                # As the device plugin writes it: deploy/admission-policy.yaml lets only its
+                # ServiceAccount (and the scheduler's) change these annotations, and
+                # deploy/webhook.yaml's matchConditions skip the webhook for its UPDATEs.
                 headers["Impersonate-User"] = DEVICE_PLUGIN_USER
             st, _ = self.b.api.request("PATCH", self.object_path(node), self.release_patch(rv),
                                        headers=headers)

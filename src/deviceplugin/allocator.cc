@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "api/limits.h"
@@ -117,6 +118,11 @@ struct Allocator::FoundPod {
   json pod;
   std::string ns, name, uid;
   bool via_lock = false;
+  // The node's lock named this pod when FindPod read the node: only then is there a lock of
+  // its to release. The scheduler takes the lock before the Binding, so an Allocate, which
+  // follows the Binding, sees it; under `--node-lock=bind-phase` there is none, and Allocate
+  // reads the node once, not twice (docs/device-plugin.md "Allocate", step 6).
+  bool lock_names_pod = false;
   core::PodGrants allocated;
   core::PodGrants to_allocate;
   core::PodRequest request;
@@ -146,9 +152,11 @@ Result<Allocator::FoundPod> Allocator::FindPod() {
   auto node_obj = api_->GetNode(node);
   if (!node_obj.ok()) return node_obj.status().WithPrefix("reading node " + node);
   FoundPod found;
+  std::optional<std::pair<std::string, std::string>> lock_names;
   if (auto lock = k8s::Annotation(*node_obj, kNodeLockKey)) {
     auto named = LockedPod(*lock);
     if (named.ok()) {
+      lock_names = *named;
       auto pod = api_->GetPod(named->first, named->second);
       if (pod.ok() && k8s::Annotation(*pod, kBindPhaseKey).value_or("") == kBindPhaseAllocating) {
         found.pod = std::move(pod).value();
@@ -223,6 +231,8 @@ Result<Allocator::FoundPod> Allocator::FindPod() {
   found.ns = k8s::Namespace(found.pod);
   found.name = k8s::Name(found.pod);
   found.uid = k8s::Uid(found.pod);
+  found.lock_names_pod =
+      lock_names && lock_names->first == found.ns && lock_names->second == found.name;
   return found;
 }
 
@@ -396,7 +406,7 @@ Status Allocator::Commit(const FoundPod& f, const std::vector<size_t>& served) {
   if (!patched.ok()) return patched.status();
   if (all_served) {
     spdlog::info("pod {}: every container served; bind-phase success", f.Key());
-    ReleaseLock(f.ns, f.name);
+    if (f.lock_names_pod) ReleaseLock(f.ns, f.name);
   }
   return Status::Ok();
 }
@@ -429,7 +439,7 @@ void Allocator::MarkFailed(const FoundPod& f, const std::string& reason) {
   auto r = WriteWithRetry([&] { return api_->PatchPod(f.ns, f.name, make_patch); },
                           "setting bind-phase failed on pod " + f.Key());
   if (!r.ok()) spdlog::warn("{}", r.status().ToString());
-  ReleaseLock(f.ns, f.name);
+  if (f.lock_names_pod) ReleaseLock(f.ns, f.name);
 }
 
 Result<std::vector<ContainerAllocation>> Allocator::Allocate(

@@ -3,8 +3,8 @@
 // (admissionregistration.k8s.io/v1): `variables` in order (each may use the earlier ones),
 // then every validation; the request is admitted when all are true. Bindings: object,
 // oldObject (null on CREATE), request.userInfo.username. The policy uses only cel-spec
-// standard functions and macros (in, has, all, ==, ?:), none of the Kubernetes CEL
-// libraries, so nothing is left unevaluated here.
+// standard functions and macros (in, has, all, filter, size, ==, !=, ||, &&, ?:), none of the
+// Kubernetes CEL libraries, so nothing is left unevaluated here.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -48,6 +48,22 @@ const cases = [
   ["scheduler may not remove the borrower flag", SCHED, pod({ [BORROWER]: "true" }), pod({}), false, 2],
   ["tenant creates a borrower", TENANT, null, pod({ [BORROWER]: "true" }), true],
   ["a borrower keeps its flag through an update", TENANT, pod({ [BORROWER]: "true" }), pod({ [BORROWER]: "true", note: "y" }), true],
+  // Rule 4: the device plugin's UPDATEs skip the webhook (deploy/webhook.yaml), so the policy alone
+  // holds it to hami.io/vgpu-devices-to-allocate and hami.io/bind-phase.
+  ["device plugin ends the allocation (bind-phase, to-allocate blanked)", PLUGIN,
+   pod({ ...ALLOC, "hami.io/bind-phase": "allocating", "hami.io/vgpu-devices-to-allocate": "GPU-a0,NVIDIA,20000,0:;" }),
+   pod({ ...ALLOC, "hami.io/bind-phase": "success", "hami.io/vgpu-devices-to-allocate": ";" }), true],
+  ["device plugin removes bind-phase", PLUGIN, pod({ ...ALLOC, "hami.io/bind-phase": "failed" }), pod(ALLOC), true],
+  ["device plugin raises the allocation", PLUGIN, pod(ALLOC),
+   pod({ ...ALLOC, "hami.io/vgpu-devices-allocated": "GPU-a0,NVIDIA,80000,0:;" }), false, 3],
+  ["device plugin removes the signature", PLUGIN, pod(ALLOC), pod({ ...ALLOC, "fracgpu.io/allocation-signature": undefined }), false, 3],
+  ["device plugin moves the pod's node beside bind-phase", PLUGIN, pod(ALLOC),
+   pod({ ...ALLOC, "hami.io/bind-phase": "success", "hami.io/vgpu-node": "node-b" }), false, 3],
+  ["device plugin adds bind-time", PLUGIN, pod(ALLOC), pod({ ...ALLOC, "hami.io/bind-time": "1" }), false, 3],
+  ["device plugin removes the borrower flag", PLUGIN, pod({ ...ALLOC, [BORROWER]: "true" }), pod(ALLOC), false, 2],
+  ["device plugin creates a pod with a decision", PLUGIN, null, pod(ALLOC), false, 3],
+  ["device plugin changes an unrelated annotation", PLUGIN, pod(ALLOC), pod({ ...ALLOC, note: "x" }), true],
+  ["scheduler is not held to the device plugin's share", SCHED, pod({}), pod({ ...ALLOC, "hami.io/bind-time": "1" }), true],
   ["tenant creates a plain pod", TENANT, null, pod(null), true],
   ["tenant updates a pod without annotations or labels", TENANT, pod(null), pod(null, { app: "x" }), true],
 ];
@@ -92,5 +108,22 @@ for (const [name, user, oldObject, object, admitted, failing] of cases) {
     const results = admit(user, oldObject, object);
     assert.equal(results.every(Boolean), admitted, `validations: ${JSON.stringify(results)}`);
     if (!admitted) assert.equal(results[failing], false, `validation ${failing} refuses it`);
+  });
+}
+
+// deploy/webhook.yaml's matchConditions: the API server calls the webhook only when every one is
+// true. fracgpu's own UPDATEs are not sent: the scheduler's (allowed by the webhook anyway) and
+// the device plugin's (held by rules 1, 3 and 4 above); everyone's CREATE and a tenant's UPDATE are.
+const webhook = parseAllDocuments(readFileSync(`${here}/../../deploy/webhook.yaml`, "utf8"))
+  .map((d) => d.toJS()).find((d) => d.kind === "MutatingWebhookConfiguration").webhooks[0];
+for (const [operation, user, sent] of [
+  ["UPDATE", SCHED, false], ["UPDATE", PLUGIN, false], ["UPDATE", TENANT, true],
+  ["UPDATE", "system:serviceaccount:fracgpu-system:fracgpu-ui", true],
+  ["UPDATE", "system:serviceaccount:other:fracgpu-device-plugin", true],
+  ["CREATE", PLUGIN, true], ["CREATE", SCHED, true], ["CREATE", TENANT, true]]) {
+  test(`webhook: ${operation} by ${user} ${sent ? "is" : "is not"} sent`, () => {
+    const results = webhook.matchConditions.map((m) =>
+      evaluate(m.expression, { request: { operation, userInfo: { username: user } } }, `matchCondition ${m.name}`));
+    assert.equal(results.every((r) => r === true), sent, JSON.stringify(results));
   });
 }

@@ -438,7 +438,15 @@ class HelmChart(unittest.TestCase):
         vap = find(got, "ValidatingAdmissionPolicy", "fracgpu-pod-annotations")
         expr = next(x["expression"] for x in vap["spec"]["variables"] if x["name"] == "fracgpu")
         self.assertIn(f"system:serviceaccount:{ns}:fracgpu-scheduler", expr)
-        self.assertNotIn("fracgpu-system", expr)
+        plugin = next(x["expression"] for x in vap["spec"]["variables"] if x["name"] == "devicePlugin")
+        self.assertIn(f"system:serviceaccount:{ns}:fracgpu-device-plugin", plugin)
+        # No account name left at the default namespace: the policy would exempt one account
+        # and hold another, and the webhook skip a third.
+        cond = find(got, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0]["matchConditions"]
+        self.assertIn(f"system:serviceaccount:{ns}:fracgpu-device-plugin", cond[0]["expression"])
+        for e in [x["expression"] for x in vap["spec"]["variables"] + vap["spec"]["validations"]] + \
+                [c["expression"] for c in cond]:
+            self.assertNotIn("fracgpu-system", e)
         for o in got:
             for sub in o.get("subjects", []):
                 self.assertEqual(sub["namespace"], ns, key(o))
@@ -518,6 +526,14 @@ class HelmChart(unittest.TestCase):
             self.assertIn(says, p.stderr, args)
         got = template("--kube-version", "v1.29.3", "--set", "admissionPolicy.enabled=false")
         self.assertNotIn("ValidatingAdmissionPolicy", {o["kind"] for o in got})
+        # Without the policy the device plugin's UPDATEs go to the webhook again (it alone holds
+        # the device plugin to its two annotations then); the scheduler's still do not.
+        cond = find(got, "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0]["matchConditions"]
+        self.assertEqual([c["name"] for c in cond], ["not-an-update-by-fracgpu"])
+        self.assertNotIn("fracgpu-device-plugin", cond[0]["expression"])
+        self.assertIn("system:serviceaccount:fracgpu-system:fracgpu-scheduler", cond[0]["expression"])
+        on = find(template(), "MutatingWebhookConfiguration", "fracgpu-webhook")["webhooks"][0]["matchConditions"]
+        self.assertIn("system:serviceaccount:fracgpu-system:fracgpu-device-plugin", on[0]["expression"])
 
 
 if __name__ == "__main__":

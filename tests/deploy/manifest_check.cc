@@ -15,6 +15,10 @@
 //     hami.io/webhook NotIn [ignore] selectors (docs/design/CONTRACT.md §1).
 //  7. The KubeSchedulerConfiguration (docs/design/CONTRACT.md §5).
 //  8. RBAC: bindings name existing accounts and roles; every pod's account is bound.
+//  9. The ValidatingAdmissionPolicy's CEL lists agree with the C++ constants: variable `system`
+//     is core::kSystemPodAnnotations, the device plugin's rule lists exactly
+//     core::kDevicePluginPodAnnotations, variable `devicePlugin` names the device plugin's
+//     account; and the webhook skips the device plugin's UPDATEs only beside that rule.
 #include "manifest_check.h"
 
 #include <CLI/CLI.hpp>
@@ -25,6 +29,7 @@
 #include <sstream>
 
 #include "api/limits.h"
+#include "core/annotations.h"
 #include "core/request.h"
 #include "node/config.h"
 #include "scheduler/webhook.h"
@@ -292,6 +297,7 @@ class Checker {
     SchedulerConfig();
     BorrowerPriorityClass();
     Rbac();
+    AnnotationPolicy();
     return problems_;
   }
 
@@ -518,6 +524,7 @@ class Checker {
         Problem(cw, "--scheduler-user \"" + r.args.Get("--scheduler-user") +
                         "\" is not this pod's account " + Sa(r.pod));
       }
+      device_plugin_user_ = r.args.Get("--device-plugin-user");
       for (const auto& p : plugins) {
         if (r.args.Get("--device-plugin-user") != Sa(p.pod)) {
           Problem(cw, "--device-plugin-user \"" + r.args.Get("--device-plugin-user") +
@@ -734,6 +741,85 @@ class Checker {
     }
   }
 
+  // The single-quoted string literals of a CEL expression, in order (the policy's lists and
+  // account names are written that way; no escapes in them).
+  static std::vector<std::string> CelStrings(const std::string& expr) {
+    std::vector<std::string> out;
+    for (size_t i = expr.find('\''); i != std::string::npos; i = expr.find('\'', i + 1)) {
+      size_t end = expr.find('\'', i + 1);
+      if (end == std::string::npos) break;
+      out.push_back(expr.substr(i + 1, end - i - 1));
+      i = end;
+    }
+    return out;
+  }
+
+  void AnnotationPolicy() {
+    const std::string plugin_user = "'" + device_plugin_user_ + "'";
+    bool skips_plugin = false;
+    for (const auto& cfg : ObjectsOfKind(b_, "MutatingWebhookConfiguration")) {
+      for (const auto& w : cfg["webhooks"]) {
+        for (const auto& m : w["matchConditions"]) {
+          skips_plugin |= S(m, "expression").find(plugin_user) != std::string::npos;
+        }
+      }
+    }
+    const std::string where = "ValidatingAdmissionPolicy/fracgpu-pod-annotations";
+    YAML::Node policy(YAML::NodeType::Undefined);
+    for (const auto& p : ObjectsOfKind(b_, "ValidatingAdmissionPolicy")) {
+      if (Name(p) == "fracgpu-pod-annotations") policy.reset(p);
+    }
+    if (!policy.IsDefined()) {
+      if (skips_plugin)
+        Problem(where,
+                "missing, and the webhook skips the device plugin's UPDATEs: nothing would "
+                "hold the device plugin to its annotations");
+      return;
+    }
+    auto sorted = [](std::vector<std::string> v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    const auto system_keys = sorted(std::vector<std::string>(core::kSystemPodAnnotations.begin(),
+                                                             core::kSystemPodAnnotations.end()));
+    const auto plugin_keys = sorted(std::vector<std::string>(
+        core::kDevicePluginPodAnnotations.begin(), core::kDevicePluginPodAnnotations.end()));
+    auto joined = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const auto& k : v) out += (out.empty() ? "" : ", ") + k;
+      return out;
+    };
+    bool plugin_var = false;
+    for (const auto& v : policy["spec"]["variables"]) {
+      const std::string expr = S(v, "expression");
+      if (S(v, "name") == "system" && sorted(CelStrings(expr)) != system_keys) {
+        Problem(where, "variable system lists " + joined(sorted(CelStrings(expr))) +
+                           ", not core::kSystemPodAnnotations (" + joined(system_keys) + ")");
+      }
+      if (S(v, "name") == "devicePlugin") {
+        plugin_var = true;
+        if (expr.find(plugin_user) == std::string::npos)
+          Problem(where, "variable devicePlugin does not name the device plugin's account " +
+                             device_plugin_user_);
+      }
+    }
+    int plugin_rules = 0;
+    for (const auto& v : policy["spec"]["validations"]) {
+      const std::string expr = S(v, "expression");
+      if (expr.find("variables.devicePlugin") == std::string::npos) continue;
+      ++plugin_rules;
+      if (sorted(CelStrings(expr)) != plugin_keys) {
+        Problem(where, "the device plugin's rule lists " + joined(sorted(CelStrings(expr))) +
+                           ", not core::kDevicePluginPodAnnotations (" + joined(plugin_keys) + ")");
+      }
+    }
+    if (skips_plugin && (!plugin_var || plugin_rules != 1)) {
+      Problem(where,
+              "the webhook skips the device plugin's UPDATEs but the policy has no rule "
+              "holding the device plugin to its annotations");
+    }
+  }
+
   void SchedulerConfig() {
     // kube-scheduler: the container whose image is kube-scheduler, with --config=<file>.
     int found = 0;
@@ -893,6 +979,7 @@ class Checker {
   const Bundle& b_;
   std::vector<std::string> problems_;
   std::string scheduler_name_, scheduler_port_, scheduler_port_name_;
+  std::string device_plugin_user_;  // the scheduler's --device-plugin-user
   Pod scheduler_pod_;
   std::string install_dest_, install_source_;
   std::string certs_service_, certs_webhook_;

@@ -146,6 +146,47 @@ TEST(DeployManifests, CheckerRejectsEachBrokenVariant) {
          Obj(b, "PriorityClass", "fracgpu-borrower")["preemptionPolicy"] = "PreemptLowerPriority";
        },
        "PriorityClass/fracgpu-borrower: preemptionPolicy \"PreemptLowerPriority\" is not Never"},
+      {"admission policy's system list misses an annotation",
+       [](Bundle& b) {
+         for (auto v :
+              Obj(b, "ValidatingAdmissionPolicy", "fracgpu-pod-annotations")["spec"]["variables"]) {
+           if (v["name"].as<std::string>() == "system")
+             v["expression"] = "['hami.io/vgpu-node', 'hami.io/vgpu-devices-allocated']";
+         }
+       },
+       "variable system lists hami.io/vgpu-devices-allocated, hami.io/vgpu-node, not "
+       "core::kSystemPodAnnotations"},
+      {"admission policy lets the device plugin change the allocation",
+       [](Bundle& b) {
+         for (auto v : Obj(b, "ValidatingAdmissionPolicy",
+                           "fracgpu-pod-annotations")["spec"]["validations"]) {
+           std::string e = v["expression"].as<std::string>();
+           if (e.find("variables.devicePlugin") != std::string::npos)
+             v["expression"] =
+                 "!variables.devicePlugin || variables.changedSystem.all(k, k in "
+                 "['hami.io/vgpu-devices-to-allocate', 'hami.io/bind-phase', "
+                 "'hami.io/vgpu-devices-allocated'])";
+         }
+       },
+       "the device plugin's rule lists hami.io/bind-phase, hami.io/vgpu-devices-allocated, "
+       "hami.io/vgpu-devices-to-allocate, not core::kDevicePluginPodAnnotations"},
+      {"webhook skips the device plugin without the policy",
+       [](Bundle& b) { RemoveObject(b, "ValidatingAdmissionPolicy", "fracgpu-pod-annotations"); },
+       "missing, and the webhook skips the device plugin's UPDATEs"},
+      {"webhook skips the device plugin but the policy has no rule for it",
+       [](Bundle& b) {
+         YAML::Node vals =
+             Obj(b, "ValidatingAdmissionPolicy", "fracgpu-pod-annotations")["spec"]["validations"];
+         YAML::Node kept(YAML::NodeType::Sequence);
+         for (auto v : vals) {
+           if (v["expression"].as<std::string>().find("variables.devicePlugin") ==
+               std::string::npos)
+             kept.push_back(v);
+         }
+         Obj(b, "ValidatingAdmissionPolicy", "fracgpu-pod-annotations")["spec"]["validations"] =
+             kept;
+       },
+       "the webhook skips the device plugin's UPDATEs but the policy has no rule"},
       {"borrower PriorityClass missing",
        [](Bundle& b) { RemoveObject(b, "PriorityClass", "fracgpu-borrower"); },
        "PriorityClass/fracgpu-borrower: does not exist"},

@@ -465,6 +465,40 @@ TEST_F(AllocatorTest, DeviceCountMismatchFailsThePodAndReleasesTheLock) {
   EXPECT_EQ(Lock(), "<absent>");
 }
 
+// The lock is released only where the node's lock named the pod when Allocate read the node:
+// under the scheduler's --node-lock=bind-phase there is none, and Allocate reads the node once
+// (the lock check) and writes it never, served or failed; with HAMi's lock naming the pod it
+// reads it a second time to release it.
+TEST_F(AllocatorTest, WithoutALockNamingThePodTheNodeIsReadOnceAndNeverWritten) {
+  cluster_.PutNode(MakeNode());
+  cluster_.PutPod(MakePod("train", {{"main", false, 1}}, kOneA));
+  auto r = Make().Allocate({{std::string(kUuidA) + "-0"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(PodAnnotation("train", "hami.io/bind-phase"), "success");
+  EXPECT_EQ(cluster_.node_reads(), 1);
+  EXPECT_EQ(cluster_.node_patches(), 0);
+  // A failed one: marked failed, the node still read once.
+  cluster_.PutPod(MakePod("bad", {{"main", false, 1}}, kOneA));
+  auto failed = Make().Allocate({{std::string(kUuidA) + "-0", std::string(kUuidB) + "-0"}});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(PodAnnotation("bad", "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(cluster_.node_reads(), 2);
+  EXPECT_EQ(cluster_.node_patches(), 0);
+  // A lock naming another pod (stale, its pod gone) is not this pod's: left, not re-read.
+  cluster_.PutNode(MakeNode("ml", "gone"));
+  cluster_.PutPod(MakePod("next", {{"main", false, 1}}, kOneA));
+  ASSERT_TRUE(Make().Allocate({{std::string(kUuidA) + "-0"}}).ok());
+  EXPECT_EQ(cluster_.node_reads(), 3);
+  EXPECT_EQ(Lock(), "2024-05-01T10:00:00Z,ml,gone");
+  // HAMi's lock naming the pod: read again and released.
+  cluster_.PutNode(MakeNode("ml", "locked"));
+  cluster_.PutPod(MakePod("locked", {{"main", false, 1}}, kOneA));
+  ASSERT_TRUE(Make().Allocate({{std::string(kUuidA) + "-0"}}).ok());
+  EXPECT_EQ(cluster_.node_reads(), 5);
+  EXPECT_EQ(cluster_.node_patches(), 1);
+  EXPECT_EQ(Lock(), "<absent>");
+}
+
 TEST_F(AllocatorTest, UnhealthyGpuIsNotHandedOut) {
   cluster_.PutNode(MakeNode("ml", "train"));
   cluster_.PutPod(MakePod("train", {{"main", false, 1}}, kOneA));

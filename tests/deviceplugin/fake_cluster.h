@@ -66,8 +66,15 @@ class FakeCluster : public ClusterApi {
     return conflicts_;
   }
 
+  /// GetNode calls and PatchNode reads (each attempt of a patch reads the node first).
+  int node_reads() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return node_reads_;
+  }
+
   Result<json> GetNode(const std::string& name) override {
     std::lock_guard<std::mutex> l(mu_);
+    ++node_reads_;
     if (auto st = Injected("get_node"); !st.ok()) return st;
     auto it = nodes_.find(name);
     if (it == nodes_.end()) return NotFound("node " + name);
@@ -115,6 +122,7 @@ class FakeCluster : public ClusterApi {
       json current;
       {
         std::lock_guard<std::mutex> l(mu_);
+        if (op == "patch_node") ++node_reads_;
         if (auto st = Injected(op); !st.ok()) return st;
         auto it = store->find(key);
         if (it == store->end()) return NotFound(op + " " + key);
@@ -153,7 +161,7 @@ class FakeCluster : public ClusterApi {
   std::function<void(FakeCluster*)> interleave_;
   bool lose_pod_reply_ = false;
   int64_t rv_ = 0;
-  int pod_patches_ = 0, node_patches_ = 0, conflicts_ = 0;
+  int pod_patches_ = 0, node_patches_ = 0, conflicts_ = 0, node_reads_ = 0;
 };
 
 }  // namespace fracgpu::deviceplugin::testing

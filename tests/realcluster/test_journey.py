@@ -287,8 +287,10 @@ def test_the_schedulers_decision_rides_on_the_binding_and_skips_the_webhook(clus
     """Issue 37 item 1: the scheduler writes a pod once at bind, the Binding (pods/binding
     create), whose metadata.annotations the API server copies onto the pod
     (BindingREST.setPodNodeAndMetadata): no pod UPDATE or PATCH of its own, so no call to
-    fracgpu's webhook for it (which matches pods, not pods/binding); the device plugin's UPDATE
-    still goes through the webhook. The bound pod carries the whole decision. Read from the API
+    fracgpu's webhook for it (which matches pods, not pods/binding). The device plugin's UPDATE
+    at Allocate skips the webhook too (deploy/webhook.yaml's matchConditions; the admission
+    policy holds it to its two annotations, test_the_device_plugins_account_changes_only_its_share).
+    The bound pod carries the whole decision. Read from the API
     server's audit log, which records each mutating webhook it called on a request (annotation
     mutation.webhook.admission.k8s.io/round_<r>_index_<i>, Metadata level)."""
     name = "webhook-skip"
@@ -319,11 +321,50 @@ def test_the_schedulers_decision_rides_on_the_binding_and_skips_the_webhook(clus
         assert writes(sched) == [], "the scheduler updated the pod itself"
         assert not any(called(e) for e in binding), [e.get("annotations") for e in binding]
         assert all(e["responseStatus"]["code"] == 200 for e in plugin)
-        assert all(called(e) for e in plugin), [e.get("annotations") for e in plugin]
+        assert not any(called(e) for e in plugin), [e.get("annotations") for e in plugin]
+        # The webhook is still called for pods: this one's CREATE (the tenant's, which the audit
+        # policy does not record) went through it, which alone names fracgpu's scheduler.
+        assert cluster.get("-n", "default", "pod", name)["spec"]["schedulerName"] == "fracgpu-scheduler"
         ann = cluster.get("-n", "default", "pod", name)["metadata"]["annotations"]
         for key in ("hami.io/vgpu-node", "hami.io/vgpu-time", "hami.io/vgpu-devices-allocated",
                     "hami.io/bind-time", "fracgpu.io/allocation-signature"):
             assert ann.get(key), (key, ann)
+    finally:
+        cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=false")
+
+
+def test_the_device_plugins_account_changes_only_its_share(cluster):
+    """deploy/admission-policy.yaml rule 4: the device plugin's UPDATEs no longer reach the
+    webhook, so the API server itself must refuse the device plugin's account anything beyond
+    hami.io/bind-phase and hami.io/vgpu-devices-to-allocate (a node's stolen token raising its
+    pods' allocations), and allow those two. kubectl --as impersonates the account."""
+    name = "plugin-share"
+    cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=true")
+    cluster.apply(yaml.safe_dump(gpu_pod(name, 1000)))
+    plugin = "--as=system:serviceaccount:fracgpu-system:fracgpu-device-plugin"
+    try:
+        cluster.wait(f"{name} Running", lambda: cluster.running("default", name), 90)
+        ann = cluster.get("-n", "default", "pod", name)["metadata"]["annotations"]
+        raised = ann["hami.io/vgpu-devices-allocated"].replace(",1000,", ",9000,")
+        assert raised != ann["hami.io/vgpu-devices-allocated"], ann
+        for key, value in (("hami.io/vgpu-devices-allocated", raised),
+                           ("fracgpu.io/allocation-signature", "Zm9yZ2Vk"),
+                           ("hami.io/vgpu-node", "node-b")):
+            p = cluster.kubectl("annotate", "--overwrite", "-n", "default", "pod", name,
+                                f"{key}={value}", plugin, check=False)
+            assert p.returncode != 0, (key, p.stdout)
+            assert "ValidatingAdmissionPolicy 'fracgpu-pod-annotations'" in p.stderr, p.stderr
+            assert "the device plugin may change only" in p.stderr, p.stderr
+        # Its own share is allowed, a real change (the served entry put back, as before its
+        # Allocate), and the decision is left as the scheduler wrote it.
+        assert ann["hami.io/vgpu-devices-to-allocate"] != ann["hami.io/vgpu-devices-allocated"], ann
+        cluster.kubectl("annotate", "--overwrite", "-n", "default", "pod", name,
+                        f"hami.io/vgpu-devices-to-allocate={ann['hami.io/vgpu-devices-allocated']}", plugin)
+        after = cluster.get("-n", "default", "pod", name)["metadata"]["annotations"]
+        assert after["hami.io/vgpu-devices-to-allocate"] == ann["hami.io/vgpu-devices-allocated"], after
+        for key in ("hami.io/vgpu-devices-allocated", "fracgpu.io/allocation-signature",
+                    "hami.io/vgpu-node"):
+            assert after[key] == ann[key], (key, after[key], ann[key])
     finally:
         cluster.kubectl("delete", "-n", "default", "pod", name, "--ignore-not-found", "--wait=false")
 
