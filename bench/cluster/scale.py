@@ -109,7 +109,9 @@ class LockReleaser:
     plugin's pod write `delay_s` later (bind-phase success, the served entries of
     `hami.io/vgpu-devices-to-allocate` blanked; docs/device-plugin.md "Allocate" step 5),
     guarded by the pod's resourceVersion and sent as the device plugin's ServiceAccount (through
-    the API server's impersonation), the webhook and the admission policy in its path. On any other answer than 200 (a 409, a timeout or 5xx
+    the API server's impersonation), the admission policy in its path (and the webhook, where
+    deploy/webhook.yaml's matchConditions do not skip the device plugin's UPDATEs, as before
+    docs/performance.md run 11). On any other answer than 200 (a 409, a timeout or 5xx
     of a saturated API server, a dropped connection) the object is read again and, while it
     still holds the same hold, patched again against the version read, until the hold is gone
     or `give_up_s` has passed (run 4 kept four locks for minutes after one unanswered patch
