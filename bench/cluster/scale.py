@@ -32,9 +32,12 @@ bound / time from the first create to the last bind), kube-scheduler's own laten
 (scheduler_scheduling_attempt_duration_seconds, scheduler_scheduling_algorithm_duration_seconds,
 scheduler_pod_scheduling_sli_duration_seconds; quantiles interpolated in the buckets as
 Prometheus' histogram_quantile does), the extender's server-side time per endpoint
-(fracgpu_http_request_duration_seconds) and its share of kube-scheduler's attempt time, and
-CPU seconds (utime+stime from /proc/<pid>/stat) and RSS (VmRSS sampled; VmHWM) of kube-apiserver,
-etcd, each kube-scheduler and fracgpu scheduler per phase, with the machine's load average.
+(fracgpu_http_request_duration_seconds) and its share of kube-scheduler's attempt time, the CPU
+the handler thread spent on each request (fracgpu_http_request_cpu_seconds: the difference is
+waiting, for a CPU above all), the share of /filter calls over the goals of 2 and 5 ms (read at
+those bucket bounds, not interpolated), and CPU seconds (utime+stime from /proc/<pid>/stat) and
+RSS (VmRSS sampled; VmHWM) of kube-apiserver, etcd, each kube-scheduler and fracgpu scheduler per
+phase, with the machine's load average.
 """
 
 import argparse
@@ -431,11 +434,14 @@ class Bench(ControlPlane):
             sum(v for _, v in select(k0, "scheduler_schedule_attempts_total", result="unschedulable"))
         errs = sum(v for _, v in select(k1, "scheduler_schedule_attempts_total", result="error")) - \
             sum(v for _, v in select(k0, "scheduler_schedule_attempts_total", result="error"))
-        ext = {}
+        ext, ext_cpu = {}, {}
         for ep in ("/filter", "/prioritize", "/bind", "/webhook"):
             h = hist_delta(histogram(e1, "fracgpu_http_request_duration_seconds", endpoint=ep),
                            histogram(e0, "fracgpu_http_request_duration_seconds", endpoint=ep))
             ext[ep] = h
+            # The handler thread's CPU (absent before this metric: "—" in the table).
+            ext_cpu[ep] = hist_delta(histogram(e1, "fracgpu_http_request_cpu_seconds", endpoint=ep),
+                                     histogram(e0, "fracgpu_http_request_cpu_seconds", endpoint=ep))
         cpu = {k: p1[k][0] - p0[k][0] for k in p1}
         binds = {d.get("result"): v for d, v in select(e1, "fracgpu_binds_total")}
         binds0 = {d.get("result"): v for d, v in select(e0, "fracgpu_binds_total")}
@@ -448,7 +454,7 @@ class Bench(ControlPlane):
             "first_bound_s": t_first_bound, "last_bound_s": t_last_bound, "elapsed_s": elapsed,
             "pods_per_s": last_count / elapsed if elapsed else 0.0,
             "attempt": att, "algorithm": alg, "sli": sli, "unschedulable": unsched, "errors": errs,
-            "ext": ext, "binds": binds, "cpu_s": cpu,
+            "ext": ext, "ext_cpu": ext_cpu, "binds": binds, "cpu_s": cpu,
             "locks_released": releaser.released if releaser else 0,
             "lock_retries": (releaser.retries, releaser.given_up) if releaser else (0, 0),
             "lock_release_s": quantiles(releaser.latency) if releaser else None,
@@ -518,6 +524,23 @@ def table(a, bench, phases, started, machine):
             lambda p, ep=ep: "—" if p["ext"][ep][2] <= 0 else
             f"{p['ext'][ep][2]:,.0f}, {ms(quantile(.5, p['ext'][ep]))} / "
             f"{ms(quantile(.99, p['ext'][ep]))}, {ms(p['ext'][ep][1] / p['ext'][ep][2])}")
+
+    def over(p, key, ep, le):
+        """Share of `ep`'s calls above `le` seconds, read at that bucket bound (not interpolated)."""
+        buckets, _, count = p[key][ep]
+        at = dict(buckets).get(le)
+        return "—" if count <= 0 or at is None else f"{100 * (count - at) / count:.2f} %"
+
+    for ep in ("/filter", "/webhook"):
+        row(f"extender {ep}: handler thread's CPU, p50 / p99 ms, mean ms (server side)",
+            lambda p, ep=ep: "—" if p["ext_cpu"][ep][2] <= 0 else
+            f"{ms(quantile(.5, p['ext_cpu'][ep]))} / {ms(quantile(.99, p['ext_cpu'][ep]))}, "
+            f"{ms(p['ext_cpu'][ep][1] / p['ext_cpu'][ep][2])}")
+    # The goals of issue 37 item 1: /filter under 2 ms at 5,000 nodes, 5 ms at 15,000.
+    for goal in (0.002, 0.005):
+        row(f"extender /filter calls over {goal * 1000:g} ms: latency / handler thread's CPU",
+            lambda p, goal=goal: f"{over(p, 'ext', '/filter', goal)} / "
+            f"{over(p, 'ext_cpu', '/filter', goal)}")
 
     def share(eps, of):
         def f(p):

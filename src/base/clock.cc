@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <vector>
 
 namespace fracgpu::base {
@@ -57,6 +58,12 @@ void StopSignal::Unregister(int64_t id) {
   wakers_.erase(id);
   // Bounded by the callbacks themselves (a flag store and curl_multi_wakeup).
   cv_.wait(lock, [this] { return !waking_; });
+}
+
+std::chrono::nanoseconds ThreadCpuTime() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return std::chrono::nanoseconds(0);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
 std::chrono::system_clock::time_point RealClock::Now() { return std::chrono::system_clock::now(); }

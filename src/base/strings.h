@@ -38,6 +38,21 @@ struct SplitOptions {
 /// Splits `text` at every ',' and applies `options` to the pieces, in order.
 std::vector<std::string> SplitComma(std::string_view text, const SplitOptions& options = {});
 
+/// The pieces of `parts` (strings, string_views or C strings) in order with `sep` between each
+/// two: {"a", "", "b"} and "," → "a,,b"; {} → "". With "," it is the inverse of SplitComma
+/// (default options) for pieces without a ','.
+template <class Range>
+std::string Join(const Range& parts, std::string_view sep) {
+  std::string out;
+  bool first = true;
+  for (const auto& part : parts) {
+    if (!first) out += sep;
+    out += part;
+    first = false;
+  }
+  return out;
+}
+
 /// `prefix + suffix` when that is at most `max` characters; otherwise `prefix` cut, then "-",
 /// 8 hex digits of a hash (FNV-1a 32) of the whole `prefix + suffix`, then `suffix`, in `max`
 /// characters. Names made from user-chosen parts (a node's, a pod's, a container's) stay within

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "api/limits.h"
+#include "base/strings.h"
 #include "core/codec.h"
 #include "core/node_lock_codec.h"
 #include "core/request.h"
@@ -23,12 +24,6 @@ namespace fs = std::filesystem;
 namespace {
 
 bool Blank(const core::ContainerGrants& g) { return g.empty(); }
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
 
 // Literal env[].value of a container spec (valueFrom / envFrom are not looked at).
 std::optional<std::string> LiteralEnv(const json& container, const std::string& key) {
@@ -333,7 +328,7 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
       spdlog::info(
           "pod {} container {}: kubelet chose device {} outside the granted GPUs {}; the granted "
           "GPUs are used",
-          f.Key(), container, id, Join(uuids, ","));
+          f.Key(), container, id, base::Join(uuids, ","));
     }
   }
   const core::ContainerRequest& req = f.request.containers[index];
@@ -363,7 +358,7 @@ Result<ContainerAllocation> Allocator::Serve(const FoundPod& f, size_t index,
           (options_.device_list.cdi_device_name == "index" ? std::to_string(it->index) : g.uuid));
     }
     if (options_.device_list.cdi_annotations) {
-      a.annotations[CdiAnnotationKey(f.uid, index)] = Join(a.cdi_devices, ",");
+      a.annotations[CdiAnnotationKey(f.uid, index)] = base::Join(a.cdi_devices, ",");
     }
     if (!options_.device_list.cdi_cri) a.cdi_devices.clear();
   }
@@ -513,7 +508,7 @@ Result<std::vector<ContainerAllocation>> Allocator::Allocate(
   if (!st.ok()) return fail(st);
   for (const auto& a : out) {
     spdlog::info("Allocate pod={} container={} gpus={} memory_limits={} sm_limit={}", a.pod,
-                 a.container, Join(a.uuids, ","),
+                 a.container, base::Join(a.uuids, ","),
                  a.envs.at(std::string(api::kEnvMemoryLimit) + "_0"), a.envs.at(api::kEnvSmLimit));
   }
   return out;

@@ -58,7 +58,8 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 enum class Type { kCounter, kGauge, kHistogram };
 
-/// Upper bounds (seconds) from 100 µs to 10 s, for request latencies.
+/// Upper bounds (seconds) from 100 µs to 10 s, for request latencies; every 0.5–1 ms between 1
+/// and 5 ms.
 std::vector<double> DefaultLatencyBuckets();
 /// Escapes a label value (backslash, double quote, newline) as the text format requires.
 std::string EscapeLabelValue(const std::string& value);

@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/host_port.h"
 #include "base/signals.h"
+#include "base/strings.h"
 #include "enforce/nvml_processes.h"
 #include "http/server.h"
 #include "k8s/client.h"
@@ -283,9 +284,7 @@ int Run(const Flags& f) {
       park_controller = std::make_unique<monitor::ParkController>(parking, park_host);
       monitor::RegisterParkingMetrics(&mon.registry(), f.node_name, &parked);
       auto join = [](const std::vector<std::string>& v) {
-        std::string out;
-        for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
-        return out.empty() ? std::string("none") : out;
+        return v.empty() ? std::string("none") : base::Join(v, ",");
       };
       spdlog::info("parking on: idle {} s, every {} s, drivers {}, default namespaces {}",
                    f.park_idle_s, f.park_interval_s, join(f.park_drivers), join(f.park_namespaces));

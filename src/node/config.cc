@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "base/strings.h"
+
 namespace fracgpu::node {
 
 namespace {
@@ -147,8 +149,7 @@ Status ParseNvidiaSection(const YAML::Node& nv, DeviceConfig* c) {
     const YAML::Node& v = entry.second;
     const auto& known = KnownNvidiaKeys();
     if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      const std::string list = base::Join(known, ", ");
       return InvalidArgument(
           "nvidia." + key.substr(0, 64) +
           " is not a key fracgpu knows (refused rather than ignored; known: " + list + ")");

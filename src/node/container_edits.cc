@@ -4,18 +4,13 @@
 
 #include "api/limits.h"
 #include "base/file.h"
+#include "base/strings.h"
 
 namespace fracgpu::node {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + v[i];
-  return out;
-}
 
 // disableCoreLimit, then the device config's gpuCorePolicy, then the container's own value
 // (any letter case: HAMi-core reads FORCE/DISABLE too); anything else is "default".
@@ -39,7 +34,7 @@ ContainerEdits BuildContainerEdits(const core::ContainerGrants& grants, const De
   e.limits_file = api::HostLimitsFile(hook, options.slot);
   std::vector<std::string> uuids;
   for (const auto& g : grants) uuids.push_back(g.uuid);
-  e.env[api::kEnvVisibleDevices] = Join(uuids);
+  e.env[api::kEnvVisibleDevices] = base::Join(uuids, ",");
   for (size_t i = 0; i < grants.size(); ++i) {
     e.env[std::string(api::kEnvMemoryLimit) + "_" + std::to_string(i)] =
         std::to_string(grants[i].mem_mib) + "m";

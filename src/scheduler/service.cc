@@ -10,7 +10,9 @@
 #include <malloc.h>
 #endif
 
+#include "base/clock.h"
 #include "base/heap.h"
+#include "base/strings.h"
 #include "core/lent.h"
 #include "k8s/objects.h"
 #include "metrics/hami.h"
@@ -90,6 +92,11 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
                     "HTTP requests by endpoint and status code.");
   metrics_.Describe("fracgpu_http_request_duration_seconds", metrics::Type::kHistogram,
                     "HTTP request latency by endpoint, seconds.", metrics::DefaultLatencyBuckets());
+  metrics_.Describe(
+      "fracgpu_http_request_cpu_seconds", metrics::Type::kHistogram,
+      "CPU time of the thread that handled an HTTP request, by endpoint, seconds "
+      "(the latency less the time spent waiting for a CPU, a lock or the API server).",
+      metrics::DefaultLatencyBuckets());
   metrics_.Describe("fracgpu_admission_total", metrics::Type::kCounter,
                     "Admission reviews by operation and result.");
   metrics_.Describe("fracgpu_gpu_memory_limit_bytes", metrics::Type::kGauge,
@@ -259,8 +266,7 @@ std::optional<http::Response> SchedulerService::Authorize(const http::Request& r
       if (name == allowed) return std::nullopt;
     }
   }
-  std::string allowed;
-  for (const auto& a : options_.allowed_clients) allowed += (allowed.empty() ? "" : ", ") + a;
+  const std::string allowed = base::Join(options_.allowed_clients, ", ");
   return http::Response::Error(403, "client certificate \"" + req.client_names.front() +
                                         "\" may not call " + req.path +
                                         " (--allowed-client-names: " + allowed + ")");
@@ -271,12 +277,16 @@ SchedulerService::~SchedulerService() { Stop(); }
 http::Response SchedulerService::Timed(
     const std::string& endpoint, const http::Request& req,
     const std::function<http::Response(const http::Request&)>& fn) {
+  // The handler runs on this thread from start to end, so the thread's CPU clock is its CPU.
+  const auto cpu_start = base::ThreadCpuTime();
   auto start = std::chrono::steady_clock::now();
   http::Response res = fn(req);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu_secs = std::chrono::duration<double>(base::ThreadCpuTime() - cpu_start).count();
   metrics_.Add("fracgpu_http_requests_total",
                {{"endpoint", endpoint}, {"code", std::to_string(res.status)}});
   metrics_.Observe("fracgpu_http_request_duration_seconds", {{"endpoint", endpoint}}, secs);
+  metrics_.Observe("fracgpu_http_request_cpu_seconds", {{"endpoint", endpoint}}, cpu_secs);
   return res;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "base/strings.h"
 #include "core/annotations.h"
 #include "core/codec_json.h"
 #include "core/dra_convert.h"
@@ -398,8 +399,7 @@ json AdmitUpdate(const AdmissionRequest& req, const WebhookConfig& config) {
     });
     if (ok) return Response(req, true);
   }
-  std::string keys;
-  for (const auto& k : changed) keys += (keys.empty() ? "" : ", ") + k;
+  const std::string keys = base::Join(changed, ", ");
   return Deny(req, 403,
               "annotations " + keys + " are written by fracgpu only; user \"" + req.username +
                   "\" may not change them");

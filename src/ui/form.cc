@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/strings.h"
 #include "core/codec_json.h"
 #include "core/quantity.h"
 
@@ -114,12 +115,6 @@ Status DecodeSlice(const json& slice, NotebookForm* form) {
     return InvalidArgument("slice.cores_percent is required in cores mode");
   }
   return Status::Ok();
-}
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
 }
 
 }  // namespace
@@ -247,12 +242,14 @@ json BuildNotebook(const NotebookForm& form, const NotebookOptions& options) {
     }
   }
   json annotations = json::object();
-  if (!form.use_types.empty()) annotations[core::kAnnotationUseGpuType] = Join(form.use_types);
+  if (!form.use_types.empty())
+    annotations[core::kAnnotationUseGpuType] = base::Join(form.use_types, ",");
   if (!form.nouse_types.empty())
-    annotations[core::kAnnotationNoUseGpuType] = Join(form.nouse_types);
-  if (!form.use_uuids.empty()) annotations[core::kAnnotationUseGpuUuid] = Join(form.use_uuids);
+    annotations[core::kAnnotationNoUseGpuType] = base::Join(form.nouse_types, ",");
+  if (!form.use_uuids.empty())
+    annotations[core::kAnnotationUseGpuUuid] = base::Join(form.use_uuids, ",");
   if (!form.nouse_uuids.empty())
-    annotations[core::kAnnotationNoUseGpuUuid] = Join(form.nouse_uuids);
+    annotations[core::kAnnotationNoUseGpuUuid] = base::Join(form.nouse_uuids, ",");
   if (!form.node_policy.empty()) annotations[core::kAnnotationNodePolicy] = form.node_policy;
   if (!form.gpu_policy.empty()) annotations[core::kAnnotationGpuPolicy] = form.gpu_policy;
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace fracgpu::base {
@@ -63,6 +64,37 @@ TEST(StopSignalTest, WakesWaitersAndRunsCallbacks) {
   EXPECT_TRUE(s.WaitFor(std::chrono::hours(1)));
   s.OnStop([&] { woken += 100; });  // already stopped: runs at once
   EXPECT_EQ(woken, 101);
+}
+
+// The thread's CPU clock counts what this thread runs: not its sleep, not another thread's work.
+TEST(ThreadCpuTimeTest, CountsThisThreadsWorkOnly) {
+  using namespace std::chrono;
+  const nanoseconds before_sleep = ThreadCpuTime();
+  std::this_thread::sleep_for(milliseconds(60));
+  EXPECT_LT(ThreadCpuTime() - before_sleep, milliseconds(30));
+
+  // Spin for 40 ms of wall time: the CPU counted is positive and never above the wall time.
+  const nanoseconds cpu0 = ThreadCpuTime();
+  const auto wall0 = steady_clock::now();
+  volatile uint64_t sink = 0;
+  while (steady_clock::now() - wall0 < milliseconds(40)) sink = sink + 1;
+  const nanoseconds spun = ThreadCpuTime() - cpu0;
+  EXPECT_GT(spun, nanoseconds(0));
+  EXPECT_LE(spun, duration_cast<nanoseconds>(steady_clock::now() - wall0));
+
+  // Another thread spins; this one waits in join and is charged (almost) nothing for it.
+  nanoseconds other{0};
+  const nanoseconds mine0 = ThreadCpuTime();
+  std::thread t([&] {
+    const nanoseconds c0 = ThreadCpuTime();
+    const auto w0 = steady_clock::now();
+    volatile uint64_t s = 0;
+    while (steady_clock::now() - w0 < milliseconds(60)) s = s + 1;
+    other = ThreadCpuTime() - c0;
+  });
+  t.join();
+  EXPECT_GT(other, nanoseconds(0));
+  EXPECT_LT(ThreadCpuTime() - mine0, other);
 }
 
 TEST(ManualClockTest, SleepAdvancesAndRecords) {

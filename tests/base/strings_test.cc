@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fracgpu::base {
@@ -129,6 +131,27 @@ TEST(SplitCommaTest, DropTrailingEmptyKeepsInnerEmpties) {
   };
   for (const Case& c : cases) {
     EXPECT_EQ(SplitComma(c.in, trailing), c.want) << '"' << c.in << '"';
+  }
+}
+
+TEST(JoinTest, SeparatorBetweenEachTwoPiecesEmptiesKept) {
+  EXPECT_EQ(Join(Pieces{}, ","), "");
+  EXPECT_EQ(Join(Pieces{"a"}, ", "), "a");
+  EXPECT_EQ(Join(Pieces{"a", "b", "c"}, ", "), "a, b, c");
+  // Empty pieces keep their separators (a join that tests out.empty() would drop the first).
+  EXPECT_EQ(Join(Pieces{"", "b"}, ","), ",b");
+  EXPECT_EQ(Join(Pieces{"a", "", "b", ""}, ","), "a,,b,");
+  EXPECT_EQ(Join(Pieces{"", ""}, ","), ",");
+  EXPECT_EQ(Join(Pieces{"x", "y"}, ""), "xy");
+  // Other ranges of string-like pieces.
+  EXPECT_EQ(Join(std::vector<std::string_view>{"p", "q"}, "|"), "p|q");
+  EXPECT_EQ(Join(std::array<const char*, 3>{"1", "2", "3"}, "-"), "1-2-3");
+}
+
+// With ",", Join undoes SplitComma's default split of pieces without a comma.
+TEST(JoinTest, InverseOfSplitComma) {
+  for (const char* text : {"", "a,,b,", "a", ",", ",,x", "GPU-1,GPU-2"}) {
+    EXPECT_EQ(Join(SplitComma(text), ","), text) << text;
   }
 }
 

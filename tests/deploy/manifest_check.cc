@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "api/limits.h"
+#include "base/strings.h"
 #include "core/annotations.h"
 #include "core/request.h"
 #include "node/config.h"
@@ -784,11 +785,7 @@ class Checker {
                                                              core::kSystemPodAnnotations.end()));
     const auto plugin_keys = sorted(std::vector<std::string>(
         core::kDevicePluginPodAnnotations.begin(), core::kDevicePluginPodAnnotations.end()));
-    auto joined = [](const std::vector<std::string>& v) {
-      std::string out;
-      for (const auto& k : v) out += (out.empty() ? "" : ", ") + k;
-      return out;
-    };
+    auto joined = [](const std::vector<std::string>& v) { return base::Join(v, ", "); };
     bool plugin_var = false;
     for (const auto& v : policy["spec"]["variables"]) {
       const std::string expr = S(v, "expression");

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/strings.h"
 #include "k8s/objects.h"
 
 namespace fracgpu::e2e {
@@ -136,8 +137,7 @@ void JourneyPrinter::OnAttempt(const std::string& ns, const std::string& name, c
          " (retried when a pod or node changes)");
     return;
   }
-  std::string fits;
-  for (const auto& node : a.feasible) fits += (fits.empty() ? "" : ", ") + node;
+  const std::string fits = base::Join(a.feasible, ", ");
   std::string scores;
   for (const auto& [node, score] : a.scores)
     scores += (scores.empty() ? "" : ", ") + node + " " + std::to_string(score);

@@ -647,6 +647,18 @@ TEST_F(ExtenderTest, WatchBrokenBy410Recovers) {
   ASSERT_TRUE(WaitUsed(*svc, "node-a", "GPU-a0", 3000));
 }
 
+// The samples of a /metrics scrape: "name{labels}" → value.
+std::map<std::string, double> Samples(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
 TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
   api_.Put("nodes", GpuNode("node-a", {{"GPU-a0", 16000}}));
   json pod =
@@ -674,21 +686,19 @@ TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
   EXPECT_NE(m.find("fracgpu_binds_total{result=\"ok\"} 1"), std::string::npos);
   EXPECT_NE(m.find("fracgpu_http_request_duration_seconds_count{endpoint=\"/bind\"} 1"),
             std::string::npos);
+  // The handler thread's CPU beside the latency: one sample each, and a thread cannot run for
+  // longer than the wall-clock time it was handling the request.
+  auto v = Samples(m);
+  EXPECT_EQ(v["fracgpu_http_request_cpu_seconds_count{endpoint=\"/bind\"}"], 1);
+  EXPECT_GT(v["fracgpu_http_request_cpu_seconds_sum{endpoint=\"/bind\"}"], 0);
+  EXPECT_LE(v["fracgpu_http_request_cpu_seconds_sum{endpoint=\"/bind\"}"],
+            v["fracgpu_http_request_duration_seconds_sum{endpoint=\"/bind\"}"]);
+  // The bucket at the /filter goal of 2 ms (issue 37) exists.
+  EXPECT_EQ(
+      v.count("fracgpu_http_request_duration_seconds_bucket{endpoint=\"/bind\",le=\"0.002\"}"), 1u);
   auto ready = http.Get("/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);
-}
-
-// The samples of a /metrics scrape: "name{labels}" → value.
-std::map<std::string, double> Samples(const std::string& text) {
-  std::map<std::string, double> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    auto sp = line.rfind(' ');
-    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
-  }
-  return out;
 }
 
 // HAMi v2.10's scheduler names (cmd/scheduler/metrics.go) next to fracgpu's by default, with
