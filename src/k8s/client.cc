@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "base/file.h"
@@ -86,7 +87,7 @@ void* Client::AcquireHandle() {
 
 void Client::ReleaseHandle(void* handle) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (idle_handles_.size() < 16) {
+  if (idle_handles_.size() < static_cast<size_t>(std::max(0, options_.max_idle_connections))) {
     idle_handles_.push_back(handle);
   } else {
     curl_easy_cleanup(static_cast<CURL*>(handle));

@@ -80,6 +80,12 @@ struct ClientOptions {
   base::Backoff::Options backoff{std::chrono::milliseconds(100), 2.0, 0.5,
                                  std::chrono::milliseconds(2000)};
   std::string user_agent = "fracgpu";
+  /// Idle connections to the API server kept for the next calls (each an idle curl handle
+  /// with its open connection). A call made while this many are already idle closes its own
+  /// afterwards, and a later call opens a new one: a TCP and TLS handshake on both sides
+  /// (kube-apiserver's with its RSA key). Sized above the calls one process makes at once:
+  /// the scheduler's binds at 80 pods/s (docs/performance.md run 12).
+  int max_idle_connections = 64;
 };
 
 /// A Kubernetes REST client. See the file comment for usage and error mapping.

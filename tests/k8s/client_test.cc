@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "fake_apiserver.h"
@@ -379,6 +381,43 @@ TEST_F(ClientTest, ConcurrentCallsShareTheClient) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 16);
   EXPECT_EQ((*api_.Get("nodes", "", "a"))["metadata"]["annotations"].size(), 16u);
+}
+
+// Calls made at once each hold a connection. Afterwards up to max_idle_connections of them stay
+// open for the next calls and the others are closed, so the next calls open new ones (each a
+// TCP and TLS handshake against a real API server). The fake sees a connection as its client port.
+TEST_F(ClientTest, IdleConnectionsAreKeptUpToTheLimit) {
+  api_.Put("nodes", Node("a"));
+  // Each request waits in the fake, so the six calls of a round are in flight together.
+  api_.SetRequestHook([](const std::string&, const std::string&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  });
+  auto round = [&](Client* c) {
+    const size_t before = api_.Requests().size();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 6; ++i) {
+      threads.emplace_back([c] { EXPECT_TRUE(c->Get(NodePath("a")).ok()); });
+    }
+    for (auto& t : threads) t.join();
+    const auto requests = api_.Requests();
+    std::set<int> ports;
+    for (size_t i = before; i < requests.size(); ++i) ports.insert(requests[i].remote_port);
+    return ports;
+  };
+  for (int limit : {2, ClientOptions{}.max_idle_connections}) {
+    ClientOptions options;
+    options.max_idle_connections = limit;
+    auto c = Client::Create(client_->config(), options, &clock_);
+    ASSERT_TRUE(c.ok());
+    const std::set<int> first = round(c->get());
+    ASSERT_EQ(first.size(), 6u) << "six calls at once, six connections";
+    const std::set<int> second = round(c->get());
+    size_t reused = 0;
+    for (int port : second) reused += first.count(port);
+    EXPECT_EQ(second.size(), 6u);
+    EXPECT_EQ(reused, static_cast<size_t>(std::min(limit, 6))) << "limit " << limit;
+  }
+  EXPECT_GE(ClientOptions{}.max_idle_connections, 32);  // above the scheduler's binds in flight
 }
 
 TEST(ClientCreate, EmptyServerIsInvalid) {

@@ -240,8 +240,8 @@ class FakeApiServerRoutes {
       hook = s_->request_hook_;
       std::string query;
       for (const auto& [k, v] : req.params) query += (query.empty() ? "" : "&") + k + "=" + v;
-      s_->requests_.push_back(
-          {req.method, req.path, query, req.body, req.get_header_value("Content-Type")});
+      s_->requests_.push_back({req.method, req.path, query, req.body,
+                               req.get_header_value("Content-Type"), req.remote_port});
       if (!s_->tokens_.empty()) {
         auto it = s_->tokens_.find(BearerToken(req));
         if (it == s_->tokens_.end()) {

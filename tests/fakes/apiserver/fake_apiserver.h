@@ -70,6 +70,7 @@ struct RecordedRequest {
   std::string query;  ///< raw "a=b&c=d"
   std::string body;
   std::string content_type;
+  int remote_port = 0;  ///< the client's TCP port: one per connection, so reuse can be seen
 };
 
 /// One request in Kubernetes authorization terms (what RBAC would be asked to allow), as the
