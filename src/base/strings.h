@@ -4,7 +4,9 @@
 // pieces count, so parsers that follow another system's rules (HAMi's Go code, the Kubernetes
 // API) keep them exactly.
 
+#include <concepts>
 #include <cstdint>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,7 +44,8 @@ std::vector<std::string> SplitComma(std::string_view text, const SplitOptions& o
 /// two: {"a", "", "b"} and "," → "a,,b"; {} → "". With "," it is the inverse of SplitComma
 /// (default options) for pieces without a ','.
 template <class Range>
-std::string Join(const Range& parts, std::string_view sep) {
+requires std::convertible_to<std::ranges::range_reference_t<const Range&>, std::string_view>
+    std::string Join(const Range& parts, std::string_view sep) {
   std::string out;
   bool first = true;
   for (const auto& part : parts) {

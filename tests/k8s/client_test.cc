@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -388,9 +390,17 @@ TEST_F(ClientTest, ConcurrentCallsShareTheClient) {
 // TCP and TLS handshake against a real API server). The fake sees a connection as its client port.
 TEST_F(ClientTest, IdleConnectionsAreKeptUpToTheLimit) {
   api_.Put("nodes", Node("a"));
-  // Each request waits in the fake, so the six calls of a round are in flight together.
-  api_.SetRequestHook([](const std::string&, const std::string&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // Each request waits in the fake until all six of its round have arrived, so the six calls
+  // are in flight together and none can take a handle another has released (5 s at most).
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  api_.SetRequestHook([&](const std::string&, const std::string&) {
+    std::unique_lock<std::mutex> lock(mu);
+    const int round_end = (arrived / 6 + 1) * 6;
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(5), [&] { return arrived >= round_end; });
   });
   auto round = [&](Client* c) {
     const size_t before = api_.Requests().size();
