@@ -347,9 +347,12 @@ def test_the_device_plugins_account_changes_only_its_share(cluster):
         ann = cluster.get("-n", "default", "pod", name)["metadata"]["annotations"]
         raised = ann["hami.io/vgpu-devices-allocated"].replace(",1000,", ",9000,")
         assert raised != ann["hami.io/vgpu-devices-allocated"], ann
+        # Each a real change: a fixed node name would be no change at all on the pod that the
+        # scheduler happened to place there (the API server then has nothing to refuse).
+        moved = ann["hami.io/vgpu-node"] + "-moved"
         for key, value in (("hami.io/vgpu-devices-allocated", raised),
                            ("fracgpu.io/allocation-signature", "Zm9yZ2Vk"),
-                           ("hami.io/vgpu-node", "node-b")):
+                           ("hami.io/vgpu-node", moved)):
             p = cluster.kubectl("annotate", "--overwrite", "-n", "default", "pod", name,
                                 f"{key}={value}", plugin, check=False)
             assert p.returncode != 0, (key, p.stdout)
