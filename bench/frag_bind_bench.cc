@@ -17,10 +17,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "bench_cluster.h"
 #include "core/annotations.h"
 #include "core/codec.h"
@@ -35,9 +35,7 @@ using nlohmann::json;
 using namespace fracgpu;
 
 double ThreadCpuMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  return std::chrono::duration<double, std::milli>(base::ThreadCpuTime()).count();
 }
 
 double Pct(std::vector<double> v, double q) {

@@ -228,9 +228,7 @@ Status CheckGpuSpecs(const std::vector<sim::TracePod>& pods, const sim::SimClust
       for (const std::string& model : cluster.type_table)
         known = known || core::GpuTypeEntryMatches(entry, model);
       if (known) continue;
-      std::string models;
-      for (const std::string& model : cluster.type_table)
-        models += (models.empty() ? "" : ", ") + model;
+      const std::string models = base::Join(cluster.type_table, ", ");
       return InvalidArgument("--trace " + trace_path + ":" + std::to_string(p.line) +
                              ": gpu_spec: \"" + entry + "\" (of \"" + p.gpu_spec +
                              "\") is no GPU model of --nodes " + node_path +

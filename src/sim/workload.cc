@@ -5,6 +5,8 @@
 #include <numeric>
 #include <tuple>
 
+#include "base/strings.h"
+
 namespace fracgpu::sim {
 
 nlohmann::json TracePodSpec(const TracePod& pod) {
@@ -26,9 +28,8 @@ nlohmann::json TracePodSpec(const TracePod& pod) {
          nlohmann::json::array(
              {{{"name", "main"}, {"resources", {{"requests", requests}, {"limits", limits}}}}})}}}};
   if (!pod.gpu_spec.empty()) {
-    std::string list;
-    for (const auto& m : core::SplitGpuSpec(pod.gpu_spec)) list += (list.empty() ? "" : ",") + m;
-    spec["metadata"]["annotations"]["nvidia.com/use-gputype"] = list;
+    spec["metadata"]["annotations"]["nvidia.com/use-gputype"] =
+        base::Join(core::SplitGpuSpec(pod.gpu_spec), ",");
   }
   return spec;
 }
