@@ -1,7 +1,12 @@
 #include "base/clock.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <vector>
 
@@ -64,6 +69,58 @@ std::chrono::nanoseconds ThreadCpuTime() {
   timespec ts{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return std::chrono::nanoseconds(0);
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+namespace {
+
+// The calling thread's /proc/thread-self/schedstat, opened on first use and closed when the
+// thread exits (the path names the thread that opens it, so the descriptor is per thread). An
+// open that failed for want of descriptors is tried again on the next call; one that failed
+// because the file is not there (no /proc, a kernel without it) is not.
+class SchedstatFile {
+ public:
+  SchedstatFile() { Open(); }
+  ~SchedstatFile() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    absent_ = true;
+  }
+  SchedstatFile(const SchedstatFile&) = delete;
+  SchedstatFile& operator=(const SchedstatFile&) = delete;
+  int fd() {
+    if (fd_ < 0 && !absent_) Open();
+    return fd_;
+  }
+
+ private:
+  void Open() {
+    fd_ = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) absent_ = errno != EMFILE && errno != ENFILE && errno != ENOMEM;
+  }
+  int fd_ = -1;
+  bool absent_ = false;
+};
+
+}  // namespace
+
+std::chrono::nanoseconds ThreadRunDelay() {
+  thread_local SchedstatFile file;
+  const int fd = file.fd();
+  if (fd < 0) return std::chrono::nanoseconds(-1);
+  // "<on-cpu ns> <run-queue wait ns> <timeslices>\n": three decimal integers, < 64 bytes.
+  char buf[96];
+  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return std::chrono::nanoseconds(-1);
+  buf[n] = '\0';
+  char* end = nullptr;
+  const unsigned long long on_cpu = std::strtoull(buf, &end, 10);
+  // A running thread has run: "0 0 0" is a kernel that keeps no such accounting (schedstats
+  // and delay accounting off, before Linux 5.14).
+  if (end == buf || *end != ' ' || on_cpu == 0) return std::chrono::nanoseconds(-1);
+  const char* second = end + 1;
+  const unsigned long long wait = std::strtoull(second, &end, 10);
+  if (end == second || (*end != ' ' && *end != '\n')) return std::chrono::nanoseconds(-1);
+  return std::chrono::nanoseconds(static_cast<int64_t>(wait));
 }
 
 std::chrono::system_clock::time_point RealClock::Now() { return std::chrono::system_clock::now(); }

@@ -67,6 +67,17 @@ class RealClock : public Clock {
 /// (about a microsecond): fine per request, not per launch or allocation.
 std::chrono::nanoseconds ThreadCpuTime();
 
+/// Time the calling thread has spent runnable but waiting for a CPU so far, nanoseconds: the
+/// second field ("time spent waiting on a runqueue") of Linux's /proc/thread-self/schedstat
+/// (kernel Documentation/scheduler/sched-stats.rst; needs CONFIG_SCHED_INFO, on in the common
+/// distribution kernels). The difference of two calls on one thread is the time it waited for
+/// a CPU between them: the part of a latency that neither its own CPU (ThreadCpuTime) nor a
+/// lock or I/O explains. It includes time throttled by a cgroup CPU quota, and not the
+/// hypervisor's steal. Negative when the file cannot be read or the kernel keeps no such
+/// account. One pread on a descriptor each thread opens once and keeps until it exits (a few
+/// microseconds): fine per request, not per launch or allocation.
+std::chrono::nanoseconds ThreadRunDelay();
+
 /// A clock for tests: Now() is set by hand; Sleep() returns at once after advancing Now() by
 /// the duration and recording it (so backoff sequences can be asserted). Thread-safe.
 class ManualClock : public Clock {

@@ -25,14 +25,11 @@ void Informer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool Informer::HasSynced() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return synced_;
-}
+bool Informer::HasSynced() const { return synced_.load(std::memory_order_acquire); }
 
 bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return synced_; });
+  return cv_.wait_for(lock, timeout, [this] { return synced_.load(); });
 }
 
 std::map<std::string, nlohmann::json> Informer::Snapshot() const {
@@ -93,9 +90,10 @@ Status Informer::Relist() {
     for (auto& [key, obj] : store_) {
       if (!fresh.count(key)) gone.push_back(std::move(obj));
     }
-    store_ = std::move(fresh);
+    store_.swap(fresh);  // the old store is freed below, outside the lock
     rv_ = *rv;
   }
+  fresh.clear();
   if (handlers_.on_delete) {
     for (const auto& obj : gone) handlers_.on_delete(obj);
   }
@@ -103,7 +101,7 @@ Status Informer::Relist() {
   base::ReleaseFreeHeap();  // the pages' documents, freed on this thread's arena
   {
     std::lock_guard<std::mutex> lock(mu_);
-    synced_ = true;  // after every handler of this list ran
+    synced_.store(true, std::memory_order_release);  // after every handler of this list ran
     ++lists_;
   }
   cv_.notify_all();
@@ -120,9 +118,12 @@ void Informer::Apply(const WatchEvent& ev) {
   }
   std::string key = Key(ev.object);
   if (ev.type == "ADDED" || ev.type == "MODIFIED") {
+    // The copy is made, and the replaced object freed, outside the lock that readers of the
+    // store take.
+    nlohmann::json stored = Stored(ev.object);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      store_[key] = Stored(ev.object);
+      store_[key].swap(stored);
       if (!rv.empty()) rv_ = rv;
     }
     if (handlers_.on_upsert) handlers_.on_upsert(ev.object);

@@ -13,6 +13,7 @@
 //   ...
 //   pods.Stop();  // interrupts the watch at once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -93,7 +94,9 @@ class Informer {
   mutable std::condition_variable cv_;
   std::map<std::string, nlohmann::json> store_;
   std::string rv_;
-  bool synced_ = false;
+  // Set under mu_ (for cv_); read without it by HasSynced, which every extender call asks,
+  // so that a call never waits on the informer thread's store update.
+  std::atomic<bool> synced_{false};
   int64_t lists_ = 0;
 };
 

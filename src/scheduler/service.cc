@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -96,6 +97,16 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
       "fracgpu_http_request_cpu_seconds", metrics::Type::kHistogram,
       "CPU time of the thread that handled an HTTP request, by endpoint, seconds "
       "(the latency less the time spent waiting for a CPU, a lock or the API server).",
+      metrics::DefaultLatencyBuckets());
+  metrics_.Describe(
+      "fracgpu_http_request_cpu_wait_seconds", metrics::Type::kHistogram,
+      "Time the thread that handled an HTTP request was ready to run but waited for a CPU, by "
+      "endpoint, seconds (Linux schedstat run-queue wait).",
+      metrics::DefaultLatencyBuckets());
+  metrics_.Describe(
+      "fracgpu_http_request_sleep_seconds", metrics::Type::kHistogram,
+      "Time the thread that handled an HTTP request slept, by endpoint, seconds: the latency "
+      "less its CPU and its wait for a CPU (locks, and for /bind and /webhook the API server).",
       metrics::DefaultLatencyBuckets());
   metrics_.Describe("fracgpu_admission_total", metrics::Type::kCounter,
                     "Admission reviews by operation and result.");
@@ -277,20 +288,34 @@ SchedulerService::~SchedulerService() { Stop(); }
 http::Response SchedulerService::Timed(
     const std::string& endpoint, const http::Request& req,
     const std::function<http::Response(const http::Request&)>& fn) {
-  // The handler runs on this thread from start to end, so the thread's CPU clock is its CPU;
-  // read inside the wall-clock window, so the CPU never exceeds the latency.
+  // The handler runs on this thread from start to end, so the thread's CPU clock is its CPU and
+  // its run-queue wait the time it was ready but had no CPU; the rest of the latency it slept.
+  // Read inside the wall-clock window, so the parts never exceed the latency.
   auto start = std::chrono::steady_clock::now();
   const auto cpu_start = base::ThreadCpuTime();
+  const auto wait_start = base::ThreadRunDelay();
   http::Response res = fn(req);
+  const auto wait_end = base::ThreadRunDelay();
   const auto cpu_end = base::ThreadCpuTime();
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto wall = std::chrono::steady_clock::now() - start;
+  const double secs = std::chrono::duration<double>(wall).count();
   metrics_.Add("fracgpu_http_requests_total",
                {{"endpoint", endpoint}, {"code", std::to_string(res.status)}});
   metrics_.Observe("fracgpu_http_request_duration_seconds", {{"endpoint", endpoint}}, secs);
-  // A clock that could not be read (zero) records nothing rather than a wrong figure.
-  if (cpu_start.count() > 0 && cpu_end >= cpu_start) {
+  // A clock that could not be read (zero, or negative for the wait) records nothing rather
+  // than a wrong figure.
+  const bool cpu_ok = cpu_start.count() > 0 && cpu_end >= cpu_start;
+  if (cpu_ok) {
     metrics_.Observe("fracgpu_http_request_cpu_seconds", {{"endpoint", endpoint}},
                      std::chrono::duration<double>(cpu_end - cpu_start).count());
+  }
+  if (cpu_ok && wait_start.count() >= 0 && wait_end >= wait_start) {
+    const auto wait = wait_end - wait_start;
+    metrics_.Observe("fracgpu_http_request_cpu_wait_seconds", {{"endpoint", endpoint}},
+                     std::chrono::duration<double>(wait).count());
+    const auto slept = wall - (cpu_end - cpu_start) - wait;
+    metrics_.Observe("fracgpu_http_request_sleep_seconds", {{"endpoint", endpoint}},
+                     std::max(0.0, std::chrono::duration<double>(slept).count()));
   }
   return res;
 }
@@ -321,6 +346,14 @@ http::Response SchedulerService::HandleFilter(const http::Request& req) {
 http::Response SchedulerService::HandlePrioritize(const http::Request& req) {
   auto args = DecodeExtenderArgs(req.body);
   if (!args.ok()) return http::Response::Error(400, args.status().message());
+  // Scores from a cache not yet synced (or a follower's) would rank on a partial cluster and
+  // reserve on it. A HostPriorityList has no error member: kube-scheduler reads a non-200
+  // reply as an error and schedules on the other scores alone (schedule_one.go
+  // prioritizeNodes: "No score given by this extender").
+  if (!Serving()) {
+    return http::Response::Error(
+        503, "fracgpu scheduler is not ready (cache not synced or not the leader)");
+  }
   return http::Response::Json(200, extender_->Prioritize(*args));
 }
 

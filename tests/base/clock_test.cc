@@ -1,7 +1,10 @@
 #include "base/clock.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -96,6 +99,64 @@ TEST(ThreadCpuTimeTest, CountsThisThreadsWorkOnly) {
   t.join();
   EXPECT_GT(other, nanoseconds(0));
   EXPECT_LT(ThreadCpuTime() - mine0, other);
+}
+
+// The run-queue wait counts the time this thread was ready to run but another held its CPU.
+// Both threads pinned to one CPU and spinning: this thread is off its CPU only while it waits
+// for it, so its wait is its wall time less its CPU time (computed from the two other clocks),
+// up to the hypervisor's steal and interrupt time, which the CPU clock leaves out: so the wait
+// is bounded above by wall less CPU, and the rival's spinning makes it a large part of it.
+TEST(ThreadRunDelayTest, CountsTheWaitForACpu) {
+  using namespace std::chrono;
+  if (ThreadRunDelay() < nanoseconds(0)) GTEST_SKIP() << "/proc/thread-self/schedstat unreadable";
+  // Over a sleep, the wait never exceeds the time off the CPU.
+  {
+    const auto wall0 = steady_clock::now();
+    const nanoseconds cpu0 = ThreadCpuTime();
+    const nanoseconds d0 = ThreadRunDelay();
+    std::this_thread::sleep_for(milliseconds(30));
+    const nanoseconds d = ThreadRunDelay() - d0;
+    const nanoseconds cpu = ThreadCpuTime() - cpu0;
+    const auto wall = duration_cast<nanoseconds>(steady_clock::now() - wall0);
+    EXPECT_GE(d, nanoseconds(0));
+    EXPECT_LE(d, wall - cpu + milliseconds(1));
+  }
+
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int last = CPU_SETSIZE - 1;  // the last allowed CPU: CPU 0 takes most interrupts
+  while (last >= 0 && !CPU_ISSET(last, &allowed)) --last;
+  ASSERT_GE(last, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  std::atomic<bool> stop{false}, started{false};
+  std::thread rival([&] {
+    (void)sched_setaffinity(0, sizeof(one), &one);
+    started = true;
+    volatile uint64_t s = 0;
+    while (!stop) s = s + 1;
+  });
+  while (!started) std::this_thread::yield();
+  // Read nested as SchedulerService::Timed reads them: wall, CPU, wait ... wait, CPU, wall.
+  const auto wall0 = steady_clock::now();
+  const nanoseconds cpu0 = ThreadCpuTime();
+  const nanoseconds delay0 = ThreadRunDelay();
+  volatile uint64_t sink = 0;
+  while (steady_clock::now() - wall0 < milliseconds(200)) sink = sink + 1;
+  const nanoseconds delay = ThreadRunDelay() - delay0;
+  const nanoseconds cpu = ThreadCpuTime() - cpu0;
+  const auto wall = duration_cast<nanoseconds>(steady_clock::now() - wall0);
+  stop = true;
+  rival.join();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(allowed), &allowed), 0);
+  const nanoseconds off_cpu = wall - cpu;
+  // Sharing one CPU with a spinning rival, this thread waited for a good part of the 200 ms,
+  // and never longer than it was off its CPU.
+  EXPECT_GT(delay, milliseconds(40)) << "off the CPU " << off_cpu.count() << " ns";
+  EXPECT_GT(delay, off_cpu / 4) << "off the CPU " << off_cpu.count() << " ns";
+  EXPECT_LE(delay, off_cpu + milliseconds(1)) << "off the CPU " << off_cpu.count() << " ns";
 }
 
 TEST(ManualClockTest, SleepAdvancesAndRecords) {

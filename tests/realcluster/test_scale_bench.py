@@ -3,7 +3,8 @@ kubelets (scripts/cluster.sh up --nodes 0) in its own folder and port offset (31
 suite's cluster, a `make sandbox` at 3000, test_sandbox.py at 2000 and the bench's own 3200), 50
 nodes as API objects, 200 HAMi-slice pods through the webhook and fracgpu's kube-scheduler with
 the extender, 200 whole-GPU pods through the default kube-scheduler, the table written; once
-with each `--node-lock` (the bench playing the device plugin's Node write, or its pod write).
+with each `--node-lock` (the bench playing the device plugin's Node write, or its pod write), and
+once `--extender-only`.
 
 Not a timed test: speed is measured by the bench itself (docs/performance.md); this checks only
 that every pod of both phases was bound and that the table carries the figures it promises."""
@@ -28,8 +29,8 @@ def listening(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-@pytest.mark.parametrize("node_lock", ["annotation", "bind-phase"])
-def test_scale_bench_smoke(tmp_path, node_lock):
+def run_smoke(tmp_path, *args):
+    """scale.py --smoke with `args` in the smoke test's folder and port offset: (table, result)."""
     if os.geteuid() != 0:
         pytest.skip("scripts/cluster.sh needs root")
     busy = [p for p in (29444, 29443, 29259, 29260, 29379) if listening(p + OFFSET)]
@@ -41,12 +42,17 @@ def test_scale_bench_smoke(tmp_path, node_lock):
          "--out", str(out),
          # Reaches fracgpu scheduler's command line (the bench checks its argv and fails
          # otherwise: `up` once wiped the file that carried it).
-         "--scheduler-arg=--binpack-avoid-busy-nodes", "--node-lock", node_lock],
+         "--scheduler-arg=--binpack-avoid-busy-nodes", *args],
         capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-4000:]}"
-    table = out.read_text()
+    assert not Path(STATE).exists(), "the bench left its cluster up"
+    return out.read_text(), json.loads((tmp_path / "result.json").read_text())
+
+
+@pytest.mark.parametrize("node_lock", ["annotation", "bind-phase"])
+def test_scale_bench_smoke(tmp_path, node_lock):
+    table, result = run_smoke(tmp_path, "--node-lock", node_lock)
     assert "**pods per second**" in table and "Ratio extender / plain throughput" in table, table
-    result = json.loads((tmp_path / "result.json").read_text())
     for ph in result["phases"]:
         assert ph["bound"] == 200 and ph["bound_api"] == 200, (ph["name"], ph["bound"], ph["bound_api"])
         assert ph["create_errors"] == 0, ph["first_error"]
@@ -62,4 +68,19 @@ def test_scale_bench_smoke(tmp_path, node_lock):
     assert ext["locks_released"] == 200 and ext["lock_retries"][1] == 0, \
         (ext["locks_released"], ext["lock_retries"])
     assert f"--node-lock={node_lock}" in table, table
-    assert not Path(STATE).exists(), "the bench left its cluster up"
+
+
+def test_scale_bench_extender_only(tmp_path):
+    """--extender-only: the extender phase alone (the latency at a rate below saturation), the
+    plain column "not run", no ratio, and the latency's three parts in the table."""
+    table, result = run_smoke(tmp_path, "--extender-only", "--node-lock", "bind-phase")
+    assert "Extender phase only" in table and "Ratio extender / plain" not in table, table
+    assert "| **pods per second** |" in table and "| not run |" in table, table
+    assert "its wait for a CPU" in table and "its sleep" in table, table
+    ext, plain = result["phases"]
+    assert plain is None, plain
+    assert ext["bound"] == 200 and ext["bound_api"] == 200, (ext["bound"], ext["bound_api"])
+    assert ext["binds"].get("ok") == 200, ext["binds"]
+    # Every /filter call's latency split into its parts: one sample each.
+    assert ext["ext_cpu"]["/filter"][2] == ext["ext"]["/filter"][2], ext["ext_cpu"]["/filter"]
+    assert ext["ext_sleep"]["/filter"][2] == ext["ext"]["/filter"][2], ext["ext_sleep"]["/filter"]
