@@ -503,7 +503,19 @@ void ClusterState::DropHostUse(const std::string& uid) {
   host_.erase(it);
 }
 
-Status ClusterState::UpsertPod(const PodObject& pod) {
+ClusterState::PodCheck ClusterState::CheckPod(const PodObject& pod) const {
+  PodCheck check{AllocationFromPod(pod)};
+  if (signing_key_.empty()) return check;
+  const auto& alloc = check.alloc;
+  const std::string& bound = pod.node_name;
+  check.verified =
+      alloc.ok() && alloc->has_value() && pod.signature &&
+      VerifyAllocation(signing_key_, pod.uid, *pod.vgpu_node, *pod.allocated, *pod.signature) &&
+      (bound.empty() || bound == *pod.vgpu_node);
+  return check;
+}
+
+Status ClusterState::UpsertPod(const PodObject& pod, PodCheck check) {
   const std::string& uid = pod.uid;
   if (pod.phase == "Succeeded" || pod.phase == "Failed") {
     Forget(uid);
@@ -512,7 +524,7 @@ Status ClusterState::UpsertPod(const PodObject& pod) {
   // Host CPU and memory: every bound pod, GPU or not. A version without spec.nodeName (older
   // than the Binding) leaves a bind's Assume in place; a pod is never unbound.
   if (!pod.node_name.empty()) SetHostUse(uid, pod.node_name, pod.cpu_milli, pod.mem_mib);
-  auto alloc = AllocationFromPod(pod);
+  auto& alloc = check.alloc;
   auto existing = pods_.find(uid);
   Status unverified;
   if (!signing_key_.empty()) {
@@ -522,9 +534,7 @@ Status ClusterState::UpsertPod(const PodObject& pod) {
     const auto& signature = pod.signature;
     const std::string& bound = pod.node_name;
     bool claims = node.has_value() || allocated.has_value() || signature.has_value();
-    bool verified = alloc.ok() && alloc->has_value() && signature &&
-                    VerifyAllocation(signing_key_, uid, *node, *allocated, *signature) &&
-                    (bound.empty() || bound == *node);
+    bool verified = check.verified;
     if (!verified && adopt_unsigned_ && !signature && alloc.ok() && alloc->has_value()) {
       verified = Adopt(pod, **alloc);
     }
@@ -635,9 +645,14 @@ std::optional<NodeState> ClusterState::Node(const std::string& name) const {
 }
 
 std::optional<PodAllocation> ClusterState::Allocation(const std::string& uid) const {
+  const PodAllocation* a = FindAllocation(uid);
+  if (a == nullptr) return std::nullopt;
+  return *a;
+}
+
+const PodAllocation* ClusterState::FindAllocation(const std::string& uid) const {
   auto it = pods_.find(uid);
-  if (it == pods_.end()) return std::nullopt;
-  return it->second;
+  return it == pods_.end() ? nullptr : &it->second;
 }
 
 std::vector<PodAllocation> ClusterState::Allocations() const {

@@ -177,7 +177,19 @@ class ClusterState {
   /// allocation annotation does not decode (ignored in unsigned mode), kPermissionDenied
   /// naming the pod when its allocation does not verify (then counted conservatively; the
   /// caller logs it and records an Event).
-  Status UpsertPod(const PodObject& pod);
+  Status UpsertPod(const PodObject& pod) { return UpsertPod(pod, CheckPod(pod)); }
+  /// What UpsertPod reads from the pod alone: its allocation decoded (AllocationFromPod) and,
+  /// with a signing key, whether its `fracgpu.io/allocation-signature` verifies for the node
+  /// it names and that node is the one it is bound to (if bound). Reads only the signing key,
+  /// so a caller that guards the state with a lock computes it before taking the lock (the
+  /// decode and the HMAC are most of an update's time).
+  struct PodCheck {
+    Result<std::optional<PodAllocation>> alloc;
+    bool verified = false;
+  };
+  PodCheck CheckPod(const PodObject& pod) const;
+  /// UpsertPod with the pod's CheckPod computed beforehand (the same pod, the same key).
+  Status UpsertPod(const PodObject& pod, PodCheck check);
 
   /// Records a bind decision at once (see the rules). Errors: kNotFound for an unknown node
   /// or GPU (nothing recorded).
@@ -221,6 +233,9 @@ class ClusterState {
   }
   /// The allocation of a pod, by UID.
   std::optional<PodAllocation> Allocation(const std::string& uid) const;
+  /// The allocation of a pod, by UID, without a copy: nullptr when it has none. Valid until
+  /// the state changes.
+  const PodAllocation* FindAllocation(const std::string& uid) const;
   /// Every allocation, by UID.
   std::vector<PodAllocation> Allocations() const;
   /// Calls fn(allocation) for every allocation, by UID, without copies.

@@ -302,7 +302,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   fast.type_cache = &types;
   const core::FitOptions with_reasons = FitOptionsFor(*req, config_, true, now_unix);
   // A pod being re-filtered after a failed bind may still hold an assumed allocation.
-  auto own = state_->Allocation(k8s::Uid(args.pod));
+  std::optional<PodAllocation> own;
+  const std::string pod_uid = k8s::Uid(args.pod);
   std::vector<const std::string*> fit;
   fit.reserve(args.node_names.size());
   // name, reason ("" = kNoGpus: no GPUs at all, which preemption cannot change)
@@ -311,37 +312,63 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
   // checks): about 3 cache lines a node instead of its GPUs' 16. A node it rejects, or one
   // that holds this pod's own assumed allocation, goes the full way.
   const bool by_summary = core::SummaryDecides(*req);
-  state_->ForEachNodeSummary(
-      args.node_names, [&](const std::string& name, const core::NodeState* node,
-                           const core::NodeFitSummary* summary) {
-        if (node == nullptr) {
-          failed.emplace_back(&name, std::string());
-          return;
-        }
-        const bool own_here = own && own->node == name;
-        const core::NodeState* view = node;
-        core::NodeState without_own;
-        if (own_here) {
-          without_own = *node;
-          (void)core::RemovePodGrants(without_own, own->grants, own->num_init, own->init_finished);
-          view = &without_own;
-        }
-        const bool fits = by_summary && summary->exact && !own_here
-                              ? core::FitsBySummary(*req, *summary)
-                              : core::Fits(*req, *view, fast);
-        if (fits) {
-          fit.push_back(&name);
-          return;
-        }
-        core::FitResult r = core::Fit(*req, *view, with_reasons);
-        failed.emplace_back(&name,
-                            r.summary.empty() ? std::string("does not fit") : std::move(r.summary));
-      });
+  auto each_node = [&](const std::string& name, const core::NodeState* node,
+                       const core::NodeFitSummary* summary) {
+    if (node == nullptr) {
+      failed.emplace_back(&name, std::string());
+      return;
+    }
+    const bool own_here = own && own->node == name;
+    const core::NodeState* view = node;
+    core::NodeState without_own;
+    if (own_here) {
+      without_own = *node;
+      (void)core::RemovePodGrants(without_own, own->grants, own->num_init, own->init_finished);
+      view = &without_own;
+    }
+    const bool fits = by_summary && summary->exact && !own_here
+                          ? core::FitsBySummary(*req, *summary)
+                          : core::Fits(*req, *view, fast);
+    if (fits) {
+      fit.push_back(&name);
+      return;
+    }
+    core::FitResult r = core::Fit(*req, *view, with_reasons);
+    failed.emplace_back(&name,
+                        r.summary.empty() ? std::string("does not fit") : std::move(r.summary));
+  };
+  // The node /prioritize would score highest, alone (ExtenderConfig::
+  // filter_returns_every_fitting_node): kube-scheduler then binds there without scoring the
+  // others or calling /prioritize, and the pod is reserved on it now, as /prioritize would.
+  // Ranked in the same shared section as the fit (Rank's steps), except in a namespace with a
+  // GPU quota, whose check comes between (and where nothing is reserved).
+  const std::string ns = k8s::Namespace(args.pod);
+  const bool quota_limited = config_.quotas != nullptr && config_.quotas->Limited(ns);
+  const bool rank = !config_.filter_returns_every_fitting_node;
+  const bool rank_inside = rank && !quota_limited;
+  RankStart start;
+  if (rank_inside) start = BeginRank(args.pod, &*req);
+  std::vector<std::string> fit_names;
+  Ranking ranking;
+  std::optional<core::NodeState> reserve_on;
+  // The pod's own allocation, every node's fit and the ranking under one shared lock
+  // (ClusterState::Locked).
+  state_->Locked([&](const ClusterState::View& v) {
+    if (const PodAllocation* a = v.FindAllocation(pod_uid)) own = *a;
+    v.model().ForEachNodeSummary(args.node_names, each_node);
+    if (!rank_inside || fit.empty()) return;
+    fit_names.reserve(fit.size());
+    for (const std::string* n : fit) fit_names.push_back(*n);
+    ranking = RankIn(v, start, &*req, fit_names, &reserve_on);
+  });
+  if (rank_inside && !fit.empty()) {
+    FinishRank(args.pod, &*req, fit_names, start, ranking, std::move(reserve_on));
+    if (ranking.top) fit.assign(1, fit[*ranking.top]);  // fit_names[i] is *fit[i]
+  }
   // Namespace GPU quotas (scheduler/quota.h): what the pod would hold on each fitting node,
   // its percentages and whole cards resolved on that node's cards, on top of what the
   // namespace holds.
-  const std::string ns = k8s::Namespace(args.pod);
-  if (config_.quotas != nullptr && !fit.empty() && config_.quotas->Limited(ns)) {
+  if (quota_limited && !fit.empty()) {
     const QuotaAmount used = UsedIn(*state_, ns, k8s::Uid(args.pod));
     bool card_dependent = false;
     const QuotaAmount spec_amount = AmountOfRequest(*req, &card_dependent);
@@ -385,10 +412,8 @@ std::string Extender::Filter(const ExtenderArgs& args) const {
     }
     events_->Record(args.pod, "Warning", "FilteringFailed", msg);
   }
-  // The node /prioritize would score highest, alone (ExtenderConfig::
-  // filter_returns_every_fitting_node): kube-scheduler then binds there without scoring the
-  // others or calling /prioritize, and the pod is reserved on it now, as /prioritize would.
-  if (!config_.filter_returns_every_fitting_node && !fit.empty()) {
+  // The ranking of a namespace with a quota: after its check, in sections of its own.
+  if (rank && !rank_inside && !fit.empty()) {
     std::vector<std::string> names;
     names.reserve(fit.size());
     for (const std::string* n : fit) names.push_back(*n);
@@ -446,24 +471,55 @@ json Extender::Prioritize(const ExtenderArgs& args) const {
 
 Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
                                  const std::vector<std::string>& names) const {
-  Ranking r;
-  r.scores.assign(names.size(), 0);
-  if (req == nullptr) return r;
-  const core::NodePolicy policy = req->node_policy.value_or(config_.default_node_policy);
+  RankStart start = BeginRank(pod, req);
+  std::optional<core::NodeState> reserve_on;
+  Ranking r = state_->Locked(
+      [&](const ClusterState::View& v) { return RankIn(v, start, req, names, &reserve_on); });
+  FinishRank(pod, req, names, start, r, std::move(reserve_on));
+  return r;
+}
+
+Extender::RankStart Extender::BeginRank(const json& pod, const core::PodRequest* req) const {
+  RankStart s;
+  if (req == nullptr) return s;
+  s.policy = req->node_policy.value_or(config_.default_node_policy);
   // A pod without GPUs scores 0 everywhere, unless it is fragmentation-aware: FGD places a
   // CPU-only pod too, where its CPU strands the fewest GPUs (the simulator's experiment does;
   // spreading them by kube-scheduler's own scores costs FGD points, docs/simulate.md).
   const bool fragmentation_aware =
       req->gpu_policy.value_or(config_.default_gpu_policy) == core::GpuPolicy::kFragmentationAware;
-  if (!req->UsesGpu() && !fragmentation_aware) return r;
+  s.ranks = req->UsesGpu() || fragmentation_aware;
+  if (!s.ranks) return s;
   // Reservations (file comment): this pod's own earlier one no longer holds.
-  const std::string uid = k8s::Uid(pod);
-  const auto now = clock_->Now();
-  const bool reserving = req->UsesGpu() && !uid.empty() && client_ != nullptr;
-  if (reserving) {
-    ExpireReservations(now);
-    (void)TakeReservation(uid, /*forget=*/true);
+  s.uid = k8s::Uid(pod);
+  s.now = clock_->Now();
+  s.reserving = req->UsesGpu() && !s.uid.empty() && client_ != nullptr;
+  if (s.reserving) {
+    ExpireReservations(s.now);
+    (void)TakeReservation(s.uid, /*forget=*/true);
   }
+  // The pod's CPU request and the nodes' CPU left feed FGD+CpuRoute (issue 34 item 7).
+  s.inputs.fixed_workload = &config_.fragmentation_workload;
+  if (fragmentation_aware) s.inputs.pod_cpu_milli = k8s::PodHostRequests(pod).cpu_milli;
+  // Busy nodes 0, the others at least 1, while some node is not busy, under spread and
+  // (opted in) binpack (file comment). The reservations' and binds' nodes are read here,
+  // under pending_mu_, which is never taken inside the state's lock.
+  s.avoid_busy = s.policy == core::NodePolicy::kSpread ||
+                 (s.policy == core::NodePolicy::kBinpack && config_.binpack_avoids_busy_nodes);
+  if (s.avoid_busy) {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    for (const auto& [node, n] : busy_) s.pending_busy.insert(s.pending_busy.end(), node);
+  }
+  return s;
+}
+
+Extender::Ranking Extender::RankIn(const ClusterState::View& v, const RankStart& s,
+                                   const core::PodRequest* req,
+                                   const std::vector<std::string>& names,
+                                   std::optional<core::NodeState>* reserve_on) const {
+  Ranking r;
+  r.scores.assign(names.size(), 0);
+  if (req == nullptr || !s.ranks) return r;
   // The position in `prio` of the highest score, when no other position has it too.
   auto unique_top = [](const std::vector<int64_t>& prio) -> std::optional<size_t> {
     size_t best = 0, ties = 0;
@@ -478,20 +534,22 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
     if (ties != 1) return std::nullopt;
     return best;
   };
+  // The node the reservation goes to (FinishRank): copied here, unless the pod has an
+  // allocation (bound, or being bound), which a reservation never moves.
+  auto reserve_top = [&] {
+    if (s.reserving && r.top && v.FindAllocation(s.uid) == nullptr) {
+      *reserve_on = v.model().Node(names[*r.top]);
+    }
+  };
   // A fragmentation-aware pod: the node FGD would choose scores 10 (core/bind_choice.h, the
-  // model /bind then picks the GPUs with), under one shared lock of the state.
-  // The pod's CPU request and the nodes' CPU left feed FGD+CpuRoute (issue 34 item 7).
-  core::FragmentationInputs inputs;
-  inputs.fixed_workload = &config_.fragmentation_workload;
-  if (fragmentation_aware) inputs.pod_cpu_milli = k8s::PodHostRequests(pod).cpu_milli;
-  std::optional<std::vector<int64_t>> frag = state_->Read([&](const core::ClusterState& m) {
-    return core::FragmentationAwarePriorities(*req, names, m, config_.default_gpu_policy, inputs);
-  });
+  // model /bind then picks the GPUs with).
+  std::optional<std::vector<int64_t>> frag = core::FragmentationAwarePriorities(
+      *req, names, v.model(), config_.default_gpu_policy, s.inputs);
   if (!req->UsesGpu() && !frag) return r;
   if (frag) {
     r.scores = std::move(*frag);
     r.top = unique_top(r.scores);
-    if (reserving && r.top) Reserve(pod, *req, names[*r.top], now);
+    reserve_top();
     return r;
   }
   // The nodes the state knows (index into `names`) and their raw scores; the others stay 0.
@@ -499,29 +557,24 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
   std::vector<float> scores;
   known.reserve(names.size());
   scores.reserve(names.size());
-  state_->ForEachNode(names, [&](const std::string& name, const core::NodeState* node) {
+  v.model().ForEachNode(names, [&](const std::string& name, const core::NodeState* node) {
     if (node == nullptr) return;
     // ForEachNode hands out references into `names`.
     known.push_back(static_cast<size_t>(&name - names.data()));
     scores.push_back(core::NodeScore(*node));
   });
   if (known.empty()) return r;
-  auto prio = core::PriorityScores(policy, scores);
-  // Busy nodes 0, the others at least 1, while some node is not busy, under spread and
-  // (opted in) binpack (file comment).
-  const bool avoid_busy =
-      policy == core::NodePolicy::kSpread ||
-      (policy == core::NodePolicy::kBinpack && config_.binpack_avoids_busy_nodes);
+  auto prio = core::PriorityScores(s.policy, scores);
   std::vector<char> busy(known.size());
   bool any_busy = false, any_free = false;
-  if (avoid_busy) {
-    const std::set<std::string> busy_now = BusyNodes(now);
+  if (s.avoid_busy) {
+    const std::set<std::string> busy_now = BusyNodes(s, v);
     for (size_t i = 0; i < known.size(); ++i) {
       busy[i] = busy_now.count(names[known[i]]) != 0 ? 1 : 0;
       (busy[i] != 0 ? any_busy : any_free) = true;
     }
   }
-  if (avoid_busy && any_busy && any_free) {
+  if (s.avoid_busy && any_busy && any_free) {
     for (size_t i = 0; i < known.size(); ++i)
       prio[i] = busy[i] != 0 ? 0 : std::max<int64_t>(1, prio[i]);
   }
@@ -529,6 +582,7 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
   // order among equals); the others at the top one step lower. Rounding to 0–10 ties nodes
   // of nearly the same use (and all empty nodes), and kube-scheduler picks at random among
   // equal totals: so its choice is the node reserved below.
+  const core::NodePolicy policy = s.policy;
   size_t best = known.size();
   for (size_t i = 0; i < known.size(); ++i) {
     if (best == known.size() || prio[i] > prio[best] ||
@@ -544,8 +598,16 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
   }
   for (size_t i = 0; i < known.size(); ++i) r.scores[known[i]] = prio[i];
   if (auto top = unique_top(prio)) r.top = known[*top];
-  if (reserving && r.top) Reserve(pod, *req, names[*r.top], now);
+  reserve_top();
   return r;
+}
+
+void Extender::FinishRank(const json& pod, const core::PodRequest* req,
+                          const std::vector<std::string>& names, const RankStart& s,
+                          const Ranking& r, std::optional<core::NodeState> reserve_on) const {
+  if (req != nullptr && s.reserving && r.top && reserve_on) {
+    Reserve(pod, *req, names[*r.top], s.now, std::move(*reserve_on));
+  }
 }
 
 std::string Extender::ReservedNode(const std::string& uid) const {
@@ -561,31 +623,37 @@ void Extender::AddBusy(const std::string& node, int delta) const {
   if (n <= 0) busy_.erase(node);
 }
 
-std::set<std::string> Extender::BusyNodes(std::chrono::system_clock::time_point now) const {
-  std::set<std::string> out;
-  {
-    std::lock_guard<std::mutex> lock(pending_mu_);
-    for (const auto& [node, n] : busy_) out.insert(node);
+std::set<std::string> Extender::BusyNodes(const RankStart& s, const ClusterState::View& v) const {
+  std::set<std::string> out = s.pending_busy;
+  for (const auto& [node, at] : v.NodeLockTimes(s.now)) {
+    if (s.now - at < config_.lock_expiry) out.insert(node);
   }
-  for (const auto& [node, at] : state_->NodeLockTimes(now)) {
-    if (now - at < config_.lock_expiry) out.insert(node);
-  }
-  if (config_.node_lock == NodeLockMode::kBindPhase) out.merge(state_->PodLockedNodes());
+  if (config_.node_lock == NodeLockMode::kBindPhase) out.merge(v.PodLockedNodes());
   return out;
 }
 
 void Extender::ExpireReservations(std::chrono::system_clock::time_point now) const {
   std::lock_guard<std::mutex> lock(pending_mu_);
-  for (auto it = reservations_.begin(); it != reservations_.end();) {
+  if (reservations_.empty()) return;
+  // Whether the watch showed each pod bound (its annotations) or deleted, so that nothing is
+  // left to hold: all read under one shared lock, in the map's order.
+  std::vector<char> shown(reservations_.size());
+  state_->Locked([&](const ClusterState::View& v) {
+    size_t i = 0;
+    for (const auto& [uid, r] : reservations_) {
+      const PodAllocation* a = v.FindAllocation(uid);
+      shown[i++] = a == nullptr || !a->assumed || a->node != r.node ? 1 : 0;
+    }
+  });
+  size_t i = 0;
+  for (auto it = reservations_.begin(); it != reservations_.end(); ++i) {
     const std::string& uid = it->first;
     const Reservation& r = it->second;
     bool drop = now - r.at >= config_.reservation_ttl;
     if (drop) {
       (void)state_->ForgetAssumed(uid, r.node);
     } else {
-      // The watch showed the pod bound (its annotations) or deleted: nothing left to hold.
-      auto a = state_->Allocation(uid);
-      drop = !a || !a->assumed || a->node != r.node;
+      drop = shown[i] != 0;
     }
     if (!drop) {
       ++it;
@@ -608,13 +676,11 @@ std::optional<std::string> Extender::TakeReservation(const std::string& uid, boo
 }
 
 void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::string& node_name,
-                       std::chrono::system_clock::time_point now) const {
+                       std::chrono::system_clock::time_point now,
+                       std::optional<core::NodeState> node) const {
   const std::string ns = k8s::Namespace(pod);
   const std::string uid = k8s::Uid(pod);
   if (config_.quotas != nullptr && config_.quotas->Limited(ns)) return;
-  // A pod with an allocation (bound, or being bound) keeps it: a reservation never moves one.
-  if (state_->Allocation(uid)) return;
-  auto node = state_->Node(node_name);
   if (!node) return;
   const k8s::HostRequests host = k8s::PodHostRequests(pod);
   core::FragmentationInputs inputs;
@@ -640,7 +706,7 @@ void Extender::Reserve(const json& pod, const core::PodRequest& req, const std::
   // being bound could replace the bind's decision, or leave a reservation whose lapse forgets
   // it: accounting lower than what the pod holds.
   if (reservations_.size() >= kMaxReservations || reservations_.count(uid) != 0 ||
-      BeingBound(uid) || state_->Allocation(uid) || !state_->Assume(alloc).ok()) {
+      BeingBound(uid) || !state_->AssumeIfAbsent(alloc).ok()) {
     return;
   }
   reservations_[uid] = Reservation{node_name, now};

@@ -66,6 +66,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bind_choice.h"
 #include "core/frag.h"
 #include "core/request.h"
 #include "k8s/client.h"
@@ -197,6 +198,32 @@ class Extender {
   };
   Ranking Rank(const nlohmann::json& pod, const core::PodRequest* req,
                const std::vector<std::string>& names) const;
+  // Rank in three steps, so that /filter ranks inside the shared section of the state it fits
+  // in: every acquisition after that long section used to wait behind the writers queued
+  // during it, each woken in turn on a busy machine (docs/performance.md run 15).
+  // BeginRank: what comes before the state's lock (the reservations' books, under
+  // pending_mu_, which is never taken inside the state's lock): expired reservations and the
+  // pod's own dropped, the nodes of reservations and binds in flight read.
+  struct RankStart {
+    bool ranks = false;      // a pod that is scored at all (uses GPUs, or FGD)
+    bool reserving = false;  // a GPU pod with a UID and an API client: reserved at the top
+    bool avoid_busy = false;
+    core::NodePolicy policy = core::NodePolicy::kBinpack;
+    std::string uid;
+    std::chrono::system_clock::time_point now;
+    core::FragmentationInputs inputs;
+    std::set<std::string> pending_busy;  // nodes of reservations and binds in flight
+  };
+  RankStart BeginRank(const nlohmann::json& pod, const core::PodRequest* req) const;
+  // RankIn: the ranking, inside the state's shared section `v`; when reserving, the top node
+  // copied into *reserve_on unless the pod has an allocation already.
+  Ranking RankIn(const ClusterState::View& v, const RankStart& s, const core::PodRequest* req,
+                 const std::vector<std::string>& names,
+                 std::optional<core::NodeState>* reserve_on) const;
+  // FinishRank: after the section, the reservation on the top node (Reserve).
+  void FinishRank(const nlohmann::json& pod, const core::PodRequest* req,
+                  const std::vector<std::string>& names, const RankStart& s, const Ranking& r,
+                  std::optional<core::NodeState> reserve_on) const;
   // Claims pod `key` (and its UID, when given) for one bind; false when a bind of it is in
   // flight.
   bool ClaimPod(const std::string& key, const std::string& uid);
@@ -220,13 +247,15 @@ class Extender {
   // Removes pod `uid`'s reservation from the books; its node when it had one. `forget`: drop
   // its Assume from the state too.
   std::optional<std::string> TakeReservation(const std::string& uid, bool forget) const;
-  // Reserves `req` (pod `pod`) on `node` when it fits there now.
+  // Reserves `req` (pod `pod`) on `node` when it fits there now; `state`: the node as RankIn
+  // copied it (nothing is reserved without it).
   void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node,
-               std::chrono::system_clock::time_point now) const;
-  // The nodes that hold a reservation, a bind in flight, or a node lock younger than the
-  // expiry (Rank drops the asking pod's own reservation first), read with pending_mu_ and the
-  // state's lock taken once each.
-  std::set<std::string> BusyNodes(std::chrono::system_clock::time_point now) const;
+               std::chrono::system_clock::time_point now,
+               std::optional<core::NodeState> state) const;
+  // The nodes that hold a reservation or a bind in flight (RankStart::pending_busy), a node
+  // lock younger than the expiry, or a bind-phase lock (only under that lock mode), the last
+  // two read in RankIn's shared section `v`. Rank drops the asking pod's own reservation first.
+  std::set<std::string> BusyNodes(const RankStart& s, const ClusterState::View& v) const;
   void AddBusy(const std::string& node, int delta) const;
 
   ExtenderConfig config_;

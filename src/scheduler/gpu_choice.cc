@@ -8,8 +8,8 @@ std::vector<core::WeightedShape> BindWorkload(const core::PodRequest& req,
                                               const ClusterState& state,
                                               core::GpuPolicy default_policy) {
   if (req.gpu_policy.value_or(default_policy) != core::GpuPolicy::kFragmentationAware) return {};
-  return state.Read([&](const core::ClusterState& model) {
-    return core::BindWorkload(req, model, default_policy);
+  return state.Locked([&](const ClusterState::View& v) {
+    return core::BindWorkload(req, v.model(), default_policy);
   });
 }
 
@@ -22,8 +22,8 @@ core::FitResult FitForBind(const core::PodRequest& req, const core::NodeState& n
     if (inputs.fixed_workload != nullptr && !inputs.fixed_workload->empty()) {
       workload = *inputs.fixed_workload;
     } else {
-      workload = state.Read([&](const core::ClusterState& model) {
-        return core::BindWorkload(req, model, default_policy, inputs.pod_cpu_milli);
+      workload = state.Locked([&](const ClusterState::View& v) {
+        return core::BindWorkload(req, v.model(), default_policy, inputs.pod_cpu_milli);
       });
     }
   }

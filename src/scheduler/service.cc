@@ -135,6 +135,12 @@ SchedulerService::SchedulerService(SchedulerOptions options, k8s::Client* client
                     "SM share granted to a container on a GPU (1 = the card).");
   metrics_.Describe("fracgpu_orphaned_allocations", metrics::Type::kGauge,
                     "Pod allocations naming GPUs their node no longer registers.");
+  metrics_.Describe("fracgpu_state_lock_acquisitions_total", metrics::Type::kCounter,
+                    "Times the cluster state's lock was taken, by mode (shared: a reader, "
+                    "exclusive: a writer).");
+  metrics_.Describe("fracgpu_state_lock_waits_total", metrics::Type::kCounter,
+                    "Times the cluster state's lock was held when asked for, so that the caller "
+                    "waited, by mode.");
   if (options_.hami_metrics) {
     // HAMi v2.10 cmd/scheduler/metrics.go: names, help texts and labels as HAMi's collector
     // writes them (plus its constant zone="vGPU"); values in HAMi's units (core ratios 0–100).
@@ -404,7 +410,7 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
   // Lending (docs/reclaim.md "Lending"): what each GPU lends while its node's record is fresh,
   // and what borrowers hold there.
   const std::map<std::string, int64_t> borrowed =
-      state_.Read([](const core::ClusterState& m) { return m.BorrowedMib(); });
+      state_.Locked([](const ClusterState::View& v) { return v.model().BorrowedMib(); });
   s.Set("fracgpu_lending_enforced", {}, borrower_guard_.Enforced() ? 1.0 : 0.0);
   const int64_t now_unix = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
@@ -540,6 +546,15 @@ void SchedulerService::Collect(metrics::Registry::Scrape& s) const {
     }
   }
   s.Set("fracgpu_orphaned_allocations", {}, static_cast<double>(state_.orphaned_allocations()));
+  const ClusterState::LockCounts locks = state_.lock_counts();
+  s.Set("fracgpu_state_lock_acquisitions_total", {{"mode", "shared"}},
+        static_cast<double>(locks.shared));
+  s.Set("fracgpu_state_lock_acquisitions_total", {{"mode", "exclusive"}},
+        static_cast<double>(locks.exclusive));
+  s.Set("fracgpu_state_lock_waits_total", {{"mode", "shared"}},
+        static_cast<double>(locks.shared_waited));
+  s.Set("fracgpu_state_lock_waits_total", {{"mode", "exclusive"}},
+        static_cast<double>(locks.exclusive_waited));
   // HAMi v2.10 collectQuotaMetrics: per namespace and quota resource, what is used (MiB of
   // memory, percent of cores), the quota's value as written in the label `limit`.
   for (const auto& q : hami ? quotas_.Limits() : std::vector<QuotaTracker::Limit>{}) {

@@ -40,7 +40,7 @@ Status ClusterState::UpsertNode(const json& node) {
     if (auto v = core::DecodeNodeLock(*held); v.ok()) locked = v->time;
   }
   const std::string name = k8s::Name(node);
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   if (locked) {
     node_locks_[name] = *locked;
     lock_notes_.erase(name);  // the watch shows a lock: it rules from here on
@@ -51,15 +51,43 @@ Status ClusterState::UpsertNode(const json& node) {
 }
 
 void ClusterState::RemoveNode(const std::string& name) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   node_locks_.erase(name);
   lock_notes_.erase(name);
   model_.RemoveNode(name);
 }
 
+namespace {
+// `Lock` of `mu` taken: tried first, and counted in `taken`, and in `waited` when it was held.
+template <typename Lock>
+Lock Counted(std::shared_mutex& mu, std::atomic<int64_t>& taken, std::atomic<int64_t>& waited) {
+  Lock lock(mu, std::try_to_lock);
+  taken.fetch_add(1, std::memory_order_relaxed);
+  if (!lock.owns_lock()) {
+    waited.fetch_add(1, std::memory_order_relaxed);
+    lock.lock();
+  }
+  return lock;
+}
+}  // namespace
+
+std::shared_lock<std::shared_mutex> ClusterState::ReadLock() const {
+  return Counted<std::shared_lock<std::shared_mutex>>(mu_, shared_, shared_waited_);
+}
+
+std::unique_lock<std::shared_mutex> ClusterState::WriteLock() const {
+  return Counted<std::unique_lock<std::shared_mutex>>(mu_, exclusive_, exclusive_waited_);
+}
+
+ClusterState::LockCounts ClusterState::lock_counts() const {
+  return {shared_.load(std::memory_order_relaxed), shared_waited_.load(std::memory_order_relaxed),
+          exclusive_.load(std::memory_order_relaxed),
+          exclusive_waited_.load(std::memory_order_relaxed)};
+}
+
 std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
     const std::string& node) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   auto it = node_locks_.find(node);
   if (it == node_locks_.end()) return std::nullopt;
   return it->second;
@@ -67,7 +95,7 @@ std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
 
 std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
     const std::string& node, std::chrono::system_clock::time_point now) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   if (auto it = node_locks_.find(node); it != node_locks_.end()) return it->second;
   auto note = lock_notes_.find(node);
   if (note == lock_notes_.end() || now - note->second.noted >= kLockNoteTtl) return std::nullopt;
@@ -76,9 +104,13 @@ std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
 
 std::map<std::string, std::chrono::system_clock::time_point> ClusterState::NodeLockTimes(
     std::chrono::system_clock::time_point now) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  std::map<std::string, std::chrono::system_clock::time_point> out = node_locks_;
-  for (const auto& [node, note] : lock_notes_) {
+  return Locked([&](const View& v) { return v.NodeLockTimes(now); });
+}
+
+std::map<std::string, std::chrono::system_clock::time_point> ClusterState::View::NodeLockTimes(
+    std::chrono::system_clock::time_point now) const {
+  std::map<std::string, std::chrono::system_clock::time_point> out = s_.node_locks_;
+  for (const auto& [node, note] : s_.lock_notes_) {
     if (now - note.noted < kLockNoteTtl) out.emplace(node, note.lock_time);  // the watch's first
   }
   return out;
@@ -87,7 +119,7 @@ std::map<std::string, std::chrono::system_clock::time_point> ClusterState::NodeL
 void ClusterState::NoteNodeLock(const std::string& node,
                                 std::chrono::system_clock::time_point lock_time,
                                 std::chrono::system_clock::time_point now) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   // Expired notes go here, so the map holds at most the nodes noted within the TTL.
   for (auto it = lock_notes_.begin(); it != lock_notes_.end();) {
     it = now - it->second.noted >= kLockNoteTtl ? lock_notes_.erase(it) : std::next(it);
@@ -97,7 +129,7 @@ void ClusterState::NoteNodeLock(const std::string& node,
 }
 
 void ClusterState::ForgetNodeLockNote(const std::string& node) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   lock_notes_.erase(node);
 }
 
@@ -132,8 +164,12 @@ Status ClusterState::UpsertPod(const json& pod) {
       ends = true;
     }
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  Status st = model_.UpsertPod(object);
+  // The decode and the signature check before the lock: they read only the pod and the signing
+  // key (set before the first UpsertPod), and a writer preempted while holding the lock stalls
+  // every reader (docs/performance.md run 15).
+  core::ClusterState::PodCheck check = model_.CheckPod(object);
+  auto lock = WriteLock();
+  Status st = model_.UpsertPod(object, std::move(check));
   if (!uid.empty()) {
     // A newer pod of this name (the old one deleted and created again while the watch was
     // away, so no delete event came for it): the old one holds nothing any more. Only newer:
@@ -158,30 +194,38 @@ Status ClusterState::UpsertPod(const json& pod) {
 
 void ClusterState::RemovePod(const json& pod) {
   const std::string uid = k8s::Uid(pod);
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   pod_locks_.erase(uid);
   model_.Forget(uid);
 }
 
 Status ClusterState::Assume(const PodAllocation& allocation) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
+  return model_.Assume(allocation);
+}
+
+Status ClusterState::AssumeIfAbsent(const PodAllocation& allocation) {
+  auto lock = WriteLock();
+  if (model_.FindAllocation(allocation.uid) != nullptr) {
+    return Conflict("pod " + allocation.key + " has an allocation already");
+  }
   return model_.Assume(allocation);
 }
 
 void ClusterState::AssumeHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
                                  int64_t mem_mib) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   model_.AssumeHostUse(uid, node, cpu_milli, mem_mib);
 }
 
 void ClusterState::Forget(const std::string& uid) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   model_.Forget(uid);
 }
 
 std::optional<ClusterState::PodLock> ClusterState::PodLockOf(const std::string& node,
                                                              const std::string& except_uid) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   for (const auto& [uid, held] : pod_locks_) {
     if (held.node == node && uid != except_uid) return held;
   }
@@ -189,14 +233,17 @@ std::optional<ClusterState::PodLock> ClusterState::PodLockOf(const std::string& 
 }
 
 std::set<std::string> ClusterState::PodLockedNodes() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  return Locked([](const View& v) { return v.PodLockedNodes(); });
+}
+
+std::set<std::string> ClusterState::View::PodLockedNodes() const {
   std::set<std::string> out;
-  for (const auto& [uid, held] : pod_locks_) out.insert(held.node);
+  for (const auto& [uid, held] : s_.pod_locks_) out.insert(held.node);
   return out;
 }
 
 ClusterState::Hold ClusterState::HoldNode(const std::string& uid, PodLock held, PodLock* other) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   if (pod_locks_.count(uid) != 0) return Hold::kAlreadyHolding;
   for (const auto& [holder, h] : pod_locks_) {
     if (h.node == held.node) {
@@ -210,12 +257,12 @@ ClusterState::Hold ClusterState::HoldNode(const std::string& uid, PodLock held, 
 }
 
 void ClusterState::ForgetPodLockNote(const std::string& uid, const std::string& node) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   auto it = pod_locks_.find(uid);
   if (it != pod_locks_.end() && !it->second.seen && it->second.node == node) pod_locks_.erase(it);
 }
 bool ClusterState::ForgetAssumed(const std::string& uid, const std::string& node) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto lock = WriteLock();
   auto a = model_.Allocation(uid);
   if (!a || !a->assumed || a->node != node) return false;
   model_.Forget(uid);
@@ -223,27 +270,27 @@ bool ClusterState::ForgetAssumed(const std::string& uid, const std::string& node
 }
 
 std::optional<core::NodeState> ClusterState::Node(const std::string& name) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   return model_.Node(name);
 }
 
 std::optional<PodAllocation> ClusterState::Allocation(const std::string& uid) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   return model_.Allocation(uid);
 }
 
 std::vector<PodAllocation> ClusterState::Allocations() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   return model_.Allocations();
 }
 
 std::vector<core::NodeState> ClusterState::Nodes() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   return model_.Nodes();
 }
 
 int64_t ClusterState::orphaned_allocations() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto lock = ReadLock();
   return model_.orphaned_allocations();
 }
 

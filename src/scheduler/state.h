@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -47,7 +48,7 @@ class ClusterState {
   int64_t unverified_allocations() const { return unverified_.load(); }
   /// Pods HAMi placed that were verified and adopted since start.
   int64_t adopted_allocations() const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto lock = ReadLock();
     return model_.adopted_allocations();
   }
 
@@ -63,6 +64,10 @@ class ClusterState {
   /// Records a bind decision at once (core::ClusterState::Assume). Errors: kNotFound for an
   /// unknown node or GPU (nothing recorded).
   Status Assume(const PodAllocation& allocation);
+  /// Assume, unless the pod (allocation.uid) has an allocation already: then kConflict
+  /// and nothing changes. The check and the record are one exclusive section (the
+  /// extender's reservation, which never moves an allocation).
+  Status AssumeIfAbsent(const PodAllocation& allocation);
   /// A pod without GPUs being bound: its CPU and memory counted at once
   /// (core::ClusterState::AssumeHostUse).
   void AssumeHostUse(const std::string& uid, const std::string& node, int64_t cpu_milli,
@@ -137,22 +142,6 @@ class ClusterState {
 
   /// A copy of the node (GPUs with usage) when its GPUs count, else nullopt.
   std::optional<core::NodeState> Node(const std::string& name) const;
-  /// Calls fn(name, node) for each named node, in order, under one shared lock (node is
-  /// nullptr for a node whose GPUs do not count). For the filter hot path: the look-ups
-  /// pipelined (core::ClusterState::ForEachNode), no copies; fn must not call back into the
-  /// state.
-  template <typename Fn>
-  void ForEachNode(const std::vector<std::string>& names, Fn&& fn) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    model_.ForEachNode(names, fn);
-  }
-  /// ForEachNode with each node's fit summary: fn(name, node, summary), as
-  /// core::ClusterState::ForEachNodeSummary (/filter's fast path).
-  template <typename Fn>
-  void ForEachNodeSummary(const std::vector<std::string>& names, Fn&& fn) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    model_.ForEachNodeSummary(names, fn);
-  }
   /// The allocation of a pod, by UID.
   std::optional<PodAllocation> Allocation(const std::string& uid) const;
   /// Every allocation (for metrics and tests).
@@ -161,16 +150,46 @@ class ClusterState {
   /// fragmentation-aware bind counts their shapes); fn must not call back into the state.
   template <typename Fn>
   void ForEachAllocation(Fn&& fn) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto lock = ReadLock();
     model_.ForEachAllocation(fn);
   }
-  /// Returns fn(model) with the core model under one shared lock (core/bind_choice.h reads it
-  /// so); fn must not call back into the state.
+  /// What a reader sees inside Locked: the core model and the node locks, without taking the
+  /// lock again. Each query is the method of the same name of ClusterState.
+  class View {
+   public:
+    const core::ClusterState& model() const { return s_.model_; }
+    /// The pod's allocation, or nullptr; valid only inside Locked.
+    const PodAllocation* FindAllocation(const std::string& uid) const {
+      return s_.model_.FindAllocation(uid);
+    }
+    std::map<std::string, std::chrono::system_clock::time_point> NodeLockTimes(
+        std::chrono::system_clock::time_point now) const;
+    std::set<std::string> PodLockedNodes() const;
+
+   private:
+    friend class ClusterState;
+    explicit View(const ClusterState& s) : s_(s) {}
+    const ClusterState& s_;
+  };
+  /// Returns fn(view) under one shared lock: several reads that see one version of the state
+  /// and take the lock once (the /filter path: every acquisition is a chance to wait behind a
+  /// writer that was preempted while holding it, docs/performance.md run 15). fn must not call
+  /// back into the state.
   template <typename Fn>
-  auto Read(Fn&& fn) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    return fn(static_cast<const core::ClusterState&>(model_));
+  auto Locked(Fn&& fn) const {
+    auto lock = ReadLock();
+    return fn(static_cast<const View&>(View(*this)));
   }
+  /// How often the state's lock was taken, and how often it was already held so that the
+  /// caller waited (a reader behind a writer, a writer behind either), since start: the
+  /// metrics `fracgpu_state_lock_acquisitions_total` and `fracgpu_state_lock_waits_total`.
+  struct LockCounts {
+    int64_t shared = 0;
+    int64_t shared_waited = 0;
+    int64_t exclusive = 0;
+    int64_t exclusive_waited = 0;
+  };
+  LockCounts lock_counts() const;
   /// Every usable node (for metrics and tests), sorted by name.
   std::vector<core::NodeState> Nodes() const;
   /// Number of pods whose usage could not be applied (GPU gone from the node).
@@ -192,6 +211,11 @@ class ClusterState {
   // Pod UID → the node it holds under the bind-phase lock (PodLock), under mu_.
   std::map<std::string, PodLock> pod_locks_;
   std::atomic<int64_t> unverified_{0};  // model_'s count, readable without the lock
+  // mu_ taken, shared or exclusive, and counted (lock_counts): an attempt first, and a wait
+  // when it fails.
+  std::shared_lock<std::shared_mutex> ReadLock() const;
+  std::unique_lock<std::shared_mutex> WriteLock() const;
+  mutable std::atomic<int64_t> shared_{0}, shared_waited_{0}, exclusive_{0}, exclusive_waited_{0};
 };
 
 /// Decodes a pod's allocation from its annotations (core::AllocationFromPod over

@@ -126,6 +126,47 @@ TEST(CoreClusterState, SignedModeCountsAnUnsignedBoundPodOnEveryGpu) {
   EXPECT_TRUE(s.Allocation("b")->whole_node);
 }
 
+// CheckPod, which the scheduler computes before it takes its lock: verified only for a
+// signature made with this key, over this pod's UID, node and allocation, and a pod bound to
+// the node it names; UpsertPod with it counts as UpsertPod alone does.
+TEST(CoreClusterState, CheckPodVerifiesWhatUpsertPodWouldAndIsUsedAsIs) {
+  ClusterState s;
+  PodObject pod = Holding("a", {{DeviceGrant{"GPU-0", "NVIDIA", 1024, 10}}});
+  pod.signature = SignAllocation("k", "a", "n1", *pod.allocated);
+  EXPECT_FALSE(s.CheckPod(pod).verified);  // no key: nothing is verified
+  ASSERT_TRUE(s.CheckPod(pod).alloc.ok());
+  s.SetSigningKey("k");
+  EXPECT_TRUE(s.CheckPod(pod).verified);
+  PodObject other_key = pod;
+  other_key.signature = SignAllocation("other", "a", "n1", *pod.allocated);
+  EXPECT_FALSE(s.CheckPod(other_key).verified);
+  PodObject other_uid = pod;
+  other_uid.uid = "b";
+  EXPECT_FALSE(s.CheckPod(other_uid).verified);
+  PodObject altered = pod;
+  altered.allocated = EncodePodGrants({{DeviceGrant{"GPU-0", "NVIDIA", 512, 10}}});
+  EXPECT_FALSE(s.CheckPod(altered).verified);
+  PodObject elsewhere = pod;
+  elsewhere.node_name = "n2";  // bound to another node than the one signed
+  EXPECT_FALSE(s.CheckPod(elsewhere).verified);
+  PodObject unsigned_pod = pod;
+  unsigned_pod.signature.reset();
+  EXPECT_FALSE(s.CheckPod(unsigned_pod).verified);
+  PodObject garbage = pod;
+  garbage.allocated = "garbage";
+  EXPECT_FALSE(s.CheckPod(garbage).alloc.ok());
+  EXPECT_FALSE(s.CheckPod(garbage).verified);
+
+  ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());
+  ASSERT_TRUE(s.UpsertPod(pod, s.CheckPod(pod)).ok());
+  EXPECT_TRUE(s.Allocation("a")->verified);
+  EXPECT_EQ(Gpu(*s.Node("n1"), 0).used_mem_mib, 1024);
+  // The altered version: refused, the last verified allocation still counted.
+  EXPECT_EQ(s.UpsertPod(altered, s.CheckPod(altered)).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(Gpu(*s.Node("n1"), 0).used_mem_mib, 1024);
+  EXPECT_EQ(s.unverified_allocations(), 1);
+}
+
 TEST(CoreClusterState, AnAssumedBindSurvivesAnOlderPodVersionUntilForgotten) {
   ClusterState s;
   ASSERT_TRUE(s.UpsertNode(TwoGpus()).ok());

@@ -708,6 +708,17 @@ TEST_F(ExtenderTest, MetricsExposeAllocationsAndRequests) {
   // The bucket at the /filter goal of 2 ms (issue 37) exists.
   EXPECT_EQ(
       v.count("fracgpu_http_request_duration_seconds_bucket{endpoint=\"/bind\",le=\"0.002\"}"), 1u);
+  // The state's lock, counted: the bind wrote the state (its decision) and the scrape read it;
+  // a wait is never more than the acquisitions of its mode.
+  EXPECT_NE(m.find("# TYPE fracgpu_state_lock_acquisitions_total counter"), std::string::npos);
+  EXPECT_GE(v["fracgpu_state_lock_acquisitions_total{mode=\"exclusive\"}"], 1);
+  EXPECT_GE(v["fracgpu_state_lock_acquisitions_total{mode=\"shared\"}"], 1);
+  for (const char* mode : {"shared", "exclusive"}) {
+    const std::string l = std::string("{mode=\"") + mode + "\"}";
+    ASSERT_EQ(v.count("fracgpu_state_lock_waits_total" + l), 1u) << mode;
+    EXPECT_LE(v["fracgpu_state_lock_waits_total" + l],
+              v["fracgpu_state_lock_acquisitions_total" + l]);
+  }
   auto ready = http.Get("/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
 
@@ -252,6 +253,16 @@ TEST(LeaderTest, AFrozenLeaderRefusesToWriteOnceItsLastRenewIsALeaseDurationOld)
   EXPECT_EQ(k8s::PodNodeName(*api.Get("pods", "ns", "p")), "n");
 }
 
+// Pod ns/p (UID `uid`) holding `mib` MiB of node n's GPU-1.
+PodAllocation OnGpu1(const std::string& uid, int64_t mib) {
+  PodAllocation a;
+  a.key = "ns/p";
+  a.uid = uid;
+  a.node = "n";
+  a.grants = {{{"GPU-1", "NVIDIA", mib, 0}}};
+  return a;
+}
+
 TEST(StateTest, InitContainersCollapseAndShrinkWhenFinished) {
   ClusterState state;
   ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
@@ -315,11 +326,7 @@ TEST(StateTest, NodeRulesAndBadAnnotations) {
 TEST(StateTest, AssumedDecisionSurvivesAnOlderPodVersion) {
   ClusterState state;
   ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
-  PodAllocation a;
-  a.key = "ns/p";
-  a.uid = "u";
-  a.node = "n";
-  a.grants = {{{"GPU-1", "NVIDIA", 4000, 0}}};
+  PodAllocation a = OnGpu1("u", 4000);
   ASSERT_TRUE(state.Assume(a).ok());
   json old_version = {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u"}}},
                       {"status", {{"phase", "Pending"}}}};
@@ -438,6 +445,60 @@ TEST(PodLockTest, APodHoldsItsNodeFromTheNoteUntilTheWatchShowsItServedFailedOrG
   EXPECT_EQ(state.HoldNode("u8", {"n", "ns/p-u8", epoch}, &other), Hold::kTaken);
   state.ForgetPodLockNote("u8", "n");
   EXPECT_FALSE(state.PodLockOf("n", ""));
+}
+
+// The reservation's record: an allocation already there (a bind's decision, the watch's) is
+// never moved or replaced; with none, the same as Assume.
+TEST(StateTest, AssumeIfAbsentNeverReplacesAnAllocation) {
+  ClusterState state;
+  ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
+  const PodAllocation bound = OnGpu1("u", 4000);
+  ASSERT_TRUE(state.Assume(bound).ok());
+  PodAllocation other = OnGpu1("u", 1000);
+  Status st = state.AssumeIfAbsent(other);
+  EXPECT_EQ(st.code(), StatusCode::kConflict);
+  EXPECT_NE(st.message().find("ns/p"), std::string::npos) << st.message();
+  EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 4000);
+  ASSERT_EQ(state.Allocation("u")->grants, bound.grants);
+  // Absent: recorded as assumed, as Assume does; an unknown node is still kNotFound.
+  other.uid = "u2";
+  other.key = "ns/p2";
+  ASSERT_TRUE(state.AssumeIfAbsent(other).ok());
+  EXPECT_EQ(state.Node("n")->gpus[0].used_mem_mib, 5000);
+  EXPECT_TRUE(state.Allocation("u2")->assumed);
+  other.uid = "u3";
+  other.node = "nope";
+  EXPECT_EQ(state.AssumeIfAbsent(other).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(state.Allocation("u3"));
+}
+
+// Locked's view answers what the locking methods answer, in one shared section.
+TEST(StateTest, TheLockedViewAnswersAsTheMethodsDo) {
+  ClusterState state;
+  ASSERT_TRUE(state.UpsertNode(NodeWithGpu()).ok());
+  const PodAllocation a = OnGpu1("u", 4000);
+  ASSERT_TRUE(state.Assume(a).ok());
+  const auto now = std::chrono::system_clock::from_time_t(1772446504);
+  state.NoteNodeLock("m", now - std::chrono::seconds(1), now);
+  state.NoteNodeLock("old", now - std::chrono::seconds(60),
+                     now - ClusterState::kLockNoteTtl - std::chrono::seconds(1));
+  ClusterState::PodLock held;
+  held.node = "n";
+  held.key = "ns/q";
+  ASSERT_EQ(state.HoldNode("uq", held, nullptr), ClusterState::Hold::kTaken);
+  state.Locked([&](const ClusterState::View& v) {
+    const PodAllocation* found = v.FindAllocation("u");
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->grants, a.grants);
+    EXPECT_TRUE(found->assumed);
+    EXPECT_EQ(v.FindAllocation("absent"), nullptr);
+    EXPECT_EQ(v.NodeLockTimes(now), (std::map<std::string, std::chrono::system_clock::time_point>{
+                                        {"m", now - std::chrono::seconds(1)}}));
+    EXPECT_EQ(v.PodLockedNodes(), std::set<std::string>{"n"});
+    EXPECT_EQ(v.model().Node("n")->gpus[0].used_mem_mib, 4000);
+  });
+  EXPECT_EQ(state.NodeLockTimes(now).size(), 1u);
+  EXPECT_EQ(state.PodLockedNodes(), std::set<std::string>{"n"});
 }
 
 // With a signing key, only a pod whose allocation verifies holds its node: a pod carrying the

@@ -130,8 +130,8 @@ TEST_F(PreviewTest, FragmentationAwarePreviewShowsThePrioritizeScores) {
   std::map<std::string, int64_t> shown;
   for (const auto& e : preview["per_node"]) shown[e["node"]] = e.value("priority", int64_t{-1});
   EXPECT_EQ(shown, (std::map<std::string, int64_t>{{"n1", 10}, {"n2", 0}}));
-  auto scored = bind_state_.Read([&](const core::ClusterState& m) {
-    return core::FragmentationAwarePriorities(Sharing(30), {"n1", "n2"}, m,
+  auto scored = bind_state_.Locked([&](const scheduler::ClusterState::View& v) {
+    return core::FragmentationAwarePriorities(Sharing(30), {"n1", "n2"}, v.model(),
                                               core::GpuPolicy::kFragmentationAware);
   });
   ASSERT_TRUE(scored.has_value());
@@ -174,8 +174,8 @@ TEST_F(PreviewTest, ThePodsCpuRequestSteersThePreviewAsItSteersPrioritize) {
   // /prioritize gives the same, from the same inputs.
   core::FragmentationInputs inputs;
   inputs.pod_cpu_milli = 3000;
-  auto scored = bind_state_.Read([&](const core::ClusterState& m) {
-    return core::FragmentationAwarePriorities(Sharing(30), {"n1", "n2"}, m,
+  auto scored = bind_state_.Locked([&](const scheduler::ClusterState::View& v) {
+    return core::FragmentationAwarePriorities(Sharing(30), {"n1", "n2"}, v.model(),
                                               core::GpuPolicy::kFragmentationAware, inputs);
   });
   ASSERT_TRUE(scored.has_value());
