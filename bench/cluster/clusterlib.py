@@ -336,7 +336,8 @@ class ControlPlane:
         st, body = self.ext.request("GET", "/metrics", headers={"Accept": "text/plain"})
         if st != 200:
             raise RuntimeError(f"fracgpu scheduler /metrics: {st} {body[:200]!r}")
-        return parse_metrics(body.decode(), ("fracgpu_http_", "fracgpu_binds_total"))
+        return parse_metrics(body.decode(),
+                             ("fracgpu_http_", "fracgpu_binds_total", "fracgpu_state_lock_"))
 
     def create(self, path, obj, ok=(201,)):
         st, body = self.api.request("POST", path, obj)

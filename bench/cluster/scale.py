@@ -448,6 +448,14 @@ class Bench(ControlPlane):
             ext_cpu[ep] = delta("fracgpu_http_request_cpu_seconds")
             ext_wait[ep] = delta("fracgpu_http_request_cpu_wait_seconds")
             ext_sleep[ep] = delta("fracgpu_http_request_sleep_seconds")
+        # The state's reader-writer lock by mode: (acquisitions, waits) in the phase (absent from
+        # older builds: "—" in the table).
+        locks = {}
+        for mode in ("shared", "exclusive"):
+            got = [sum(v for _, v in select(e, m, mode=mode)) for m in (
+                "fracgpu_state_lock_acquisitions_total", "fracgpu_state_lock_waits_total")
+                for e in (e1, e0)]
+            locks[mode] = (got[0] - got[1], got[2] - got[3])
         cpu = {k: p1[k][0] - p0[k][0] for k in p1}
         binds = {d.get("result"): v for d, v in select(e1, "fracgpu_binds_total")}
         binds0 = {d.get("result"): v for d, v in select(e0, "fracgpu_binds_total")}
@@ -461,7 +469,7 @@ class Bench(ControlPlane):
             "pods_per_s": last_count / elapsed if elapsed else 0.0,
             "attempt": att, "algorithm": alg, "sli": sli, "unschedulable": unsched, "errors": errs,
             "ext": ext, "ext_cpu": ext_cpu, "ext_wait": ext_wait, "ext_sleep": ext_sleep,
-            "binds": binds, "cpu_s": cpu,
+            "binds": binds, "cpu_s": cpu, "locks": locks,
             "locks_released": releaser.released if releaser else 0,
             "lock_retries": (releaser.retries, releaser.given_up) if releaser else (0, 0),
             "lock_release_s": quantiles(releaser.latency) if releaser else None,
@@ -557,6 +565,14 @@ def table(a, bench, phases, started, machine):
             "its wait for a CPU / its sleep",
             lambda p, goal=goal: " / ".join(over(p, k, '/filter', goal)
                                             for k in ("ext", "ext_cpu", "ext_wait", "ext_sleep")))
+
+    def locks(p):
+        lk = p.get("locks") or {}
+        if not lk or lk["shared"][0] + lk["exclusive"][0] <= 0:
+            return "—"
+        return " / ".join(f"{lk[m][0] / max(1, p['bound']):.1f}, {100 * lk[m][1] / max(1, lk[m][0]):.2f} %"
+                          for m in ("shared", "exclusive"))
+    row("fracgpu state lock: taken a pod, and the share that waited: shared / exclusive", locks)
 
     def share(eps, of):
         def f(p):

@@ -84,3 +84,10 @@ def test_scale_bench_extender_only(tmp_path):
     # Every /filter call's latency split into its parts: one sample each.
     assert ext["ext_cpu"]["/filter"][2] == ext["ext"]["/filter"][2], ext["ext_cpu"]["/filter"]
     assert ext["ext_sleep"]["/filter"][2] == ext["ext"]["/filter"][2], ext["ext_sleep"]["/filter"]
+    # The state's lock, counted: each /filter reads it once and each reservation or bind writes
+    # it, so both modes were taken at least once a pod; waits never exceed acquisitions.
+    locks = ext["locks"]
+    for mode in ("shared", "exclusive"):
+        taken, waited = locks[mode]
+        assert taken >= ext["bound"] and 0 <= waited <= taken, (mode, locks)
+    assert "| fracgpu state lock: taken a pod" in table, table
