@@ -198,12 +198,10 @@ class Extender {
   };
   Ranking Rank(const nlohmann::json& pod, const core::PodRequest* req,
                const std::vector<std::string>& names) const;
-  // Rank in three steps, so that /filter ranks inside the shared section of the state it fits
-  // in: every acquisition after that long section used to wait behind the writers queued
-  // during it, each woken in turn on a busy machine (docs/performance.md run 15).
-  // BeginRank: what comes before the state's lock (the reservations' books, under
-  // pending_mu_, which is never taken inside the state's lock): expired reservations and the
-  // pod's own dropped, the nodes of reservations and binds in flight read.
+  // Rank in three steps, so that the ranking reads the state in one shared section and the
+  // reservations' books (pending_mu_, which is never taken inside the state's lock) are read
+  // around it. BeginRank, before the state's lock: expired reservations and the pod's own
+  // dropped, the nodes of reservations and binds in flight read.
   struct RankStart {
     bool ranks = false;      // a pod that is scored at all (uses GPUs, or FGD)
     bool reserving = false;  // a GPU pod with a UID and an API client: reserved at the top

@@ -36,7 +36,8 @@ class ClusterState {
   explicit ClusterState(std::string gpu_resource = "nvidia.com/gpu");
 
   /// The HMAC key of `fracgpu.io/allocation-signature` (core::ClusterState::SetSigningKey).
-  /// Call before the first UpsertPod.
+  /// Call before the first UpsertPod and never after: UpsertPod reads it without the lock
+  /// (core::ClusterState::CheckPod).
   void SetSigningKey(std::string key) { model_.SetSigningKey(std::move(key)); }
   /// Adopts the unsigned allocations of pods HAMi placed before `created_before`
   /// (core::ClusterState::SetAdoptUnsigned; docs/hami-migration.md). Call before the first
