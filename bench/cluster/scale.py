@@ -450,12 +450,12 @@ class Bench(ControlPlane):
             ext_sleep[ep] = delta("fracgpu_http_request_sleep_seconds")
         # The state's reader-writer lock by mode: (acquisitions, waits) in the phase (absent from
         # older builds: "—" in the table).
-        locks = {}
-        for mode in ("shared", "exclusive"):
-            got = [sum(v for _, v in select(e, m, mode=mode)) for m in (
-                "fracgpu_state_lock_acquisitions_total", "fracgpu_state_lock_waits_total")
-                for e in (e1, e0)]
-            locks[mode] = (got[0] - got[1], got[2] - got[3])
+        def lock_delta(metric, mode):
+            return sum(v for _, v in select(e1, metric, mode=mode)) - \
+                sum(v for _, v in select(e0, metric, mode=mode))
+        locks = {mode: (lock_delta("fracgpu_state_lock_acquisitions_total", mode),
+                        lock_delta("fracgpu_state_lock_waits_total", mode))
+                 for mode in ("shared", "exclusive")}
         cpu = {k: p1[k][0] - p0[k][0] for k in p1}
         binds = {d.get("result"): v for d, v in select(e1, "fracgpu_binds_total")}
         binds0 = {d.get("result"): v for d, v in select(e0, "fracgpu_binds_total")}

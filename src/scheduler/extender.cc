@@ -461,7 +461,8 @@ Extender::Ranking Extender::Rank(const json& pod, const core::PodRequest* req,
   std::optional<core::NodeState> reserve_on;
   Ranking r = state_->Locked(
       [&](const ClusterState::View& v) { return RankIn(v, start, req, names, &reserve_on); });
-  FinishRank(pod, req, names, start, r, std::move(reserve_on));
+  // After the section: the reservation on the top node.
+  if (reserve_on) Reserve(pod, *req, names[*r.top], start.now, std::move(reserve_on));
   return r;
 }
 
@@ -520,7 +521,7 @@ Extender::Ranking Extender::RankIn(const ClusterState::View& v, const RankStart&
     if (ties != 1) return std::nullopt;
     return best;
   };
-  // The node the reservation goes to (FinishRank): copied here, unless the pod has an
+  // The node the reservation goes to (Rank, after the section): copied here, unless the pod has an
   // allocation (bound, or being bound), which a reservation never moves.
   auto reserve_top = [&] {
     if (s.reserving && r.top && v.FindAllocation(s.uid) == nullptr) {
@@ -586,14 +587,6 @@ Extender::Ranking Extender::RankIn(const ClusterState::View& v, const RankStart&
   if (auto top = unique_top(prio)) r.top = known[*top];
   reserve_top();
   return r;
-}
-
-void Extender::FinishRank(const json& pod, const core::PodRequest* req,
-                          const std::vector<std::string>& names, const RankStart& s,
-                          const Ranking& r, std::optional<core::NodeState> reserve_on) const {
-  if (req != nullptr && s.reserving && r.top && reserve_on) {
-    Reserve(pod, *req, names[*r.top], s.now, std::move(*reserve_on));
-  }
 }
 
 std::string Extender::ReservedNode(const std::string& uid) const {

@@ -198,7 +198,7 @@ class Extender {
   };
   Ranking Rank(const nlohmann::json& pod, const core::PodRequest* req,
                const std::vector<std::string>& names) const;
-  // Rank in three steps, so that the ranking reads the state in one shared section and the
+  // Rank's parts, so that the ranking reads the state in one shared section and the
   // reservations' books (pending_mu_, which is never taken inside the state's lock) are read
   // around it. BeginRank, before the state's lock: expired reservations and the pod's own
   // dropped, the nodes of reservations and binds in flight read.
@@ -214,14 +214,11 @@ class Extender {
   };
   RankStart BeginRank(const nlohmann::json& pod, const core::PodRequest* req) const;
   // RankIn: the ranking, inside the state's shared section `v`; when reserving, the top node
-  // copied into *reserve_on unless the pod has an allocation already.
+  // copied into *reserve_on unless the pod has an allocation already (Rank reserves the pod
+  // there after the section).
   Ranking RankIn(const ClusterState::View& v, const RankStart& s, const core::PodRequest* req,
                  const std::vector<std::string>& names,
                  std::optional<core::NodeState>* reserve_on) const;
-  // FinishRank: after the section, the reservation on the top node (Reserve).
-  void FinishRank(const nlohmann::json& pod, const core::PodRequest* req,
-                  const std::vector<std::string>& names, const RankStart& s, const Ranking& r,
-                  std::optional<core::NodeState> reserve_on) const;
   // Claims pod `key` (and its UID, when given) for one bind; false when a bind of it is in
   // flight.
   bool ClaimPod(const std::string& key, const std::string& uid);
@@ -245,11 +242,11 @@ class Extender {
   // Removes pod `uid`'s reservation from the books; its node when it had one. `forget`: drop
   // its Assume from the state too.
   std::optional<std::string> TakeReservation(const std::string& uid, bool forget) const;
-  // Reserves `req` (pod `pod`) on `node` when it fits there now; `state`: the node as RankIn
-  // copied it (nothing is reserved without it).
-  void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node,
+  // Reserves `req` (pod `pod`) on node `node_name` when it fits there now; `node`: that node
+  // as RankIn copied it (nothing is reserved without it).
+  void Reserve(const nlohmann::json& pod, const core::PodRequest& req, const std::string& node_name,
                std::chrono::system_clock::time_point now,
-               std::optional<core::NodeState> state) const;
+               std::optional<core::NodeState> node) const;
   // The nodes that hold a reservation or a bind in flight (RankStart::pending_busy), a node
   // lock younger than the expiry, or a bind-phase lock (only under that lock mode), the last
   // two read in RankIn's shared section `v`. Rank drops the asking pod's own reservation first.

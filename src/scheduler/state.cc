@@ -102,11 +102,6 @@ std::optional<std::chrono::system_clock::time_point> ClusterState::NodeLockTime(
   return note->second.lock_time;
 }
 
-std::map<std::string, std::chrono::system_clock::time_point> ClusterState::NodeLockTimes(
-    std::chrono::system_clock::time_point now) const {
-  return Locked([&](const View& v) { return v.NodeLockTimes(now); });
-}
-
 std::map<std::string, std::chrono::system_clock::time_point> ClusterState::View::NodeLockTimes(
     std::chrono::system_clock::time_point now) const {
   std::map<std::string, std::chrono::system_clock::time_point> out = s_.node_locks_;

@@ -87,10 +87,6 @@ class ClusterState {
   /// before `now` that the watch has not caught up with yet.
   std::optional<std::chrono::system_clock::time_point> NodeLockTime(
       const std::string& node, std::chrono::system_clock::time_point now) const;
-  /// NodeLockTime(node, now) of every node that has one, in one pass under the lock (for a
-  /// ranking of many nodes; the locked nodes are few: the binds in flight).
-  std::map<std::string, std::chrono::system_clock::time_point> NodeLockTimes(
-      std::chrono::system_clock::time_point now) const;
   /// Notes a node lock the API server reported before the watch shows it: the lock a bind
   /// just took, or the one it met (kConflict). `lock_time`: the time in the lock's value. The
   /// note lasts until the node is seen (UpsertNode) holding a lock, or kLockNoteTtl: under a
@@ -163,6 +159,8 @@ class ClusterState {
     const PodAllocation* FindAllocation(const std::string& uid) const {
       return s_.model_.FindAllocation(uid);
     }
+    /// NodeLockTime(node, now) of every node that has one (for a ranking of many nodes; the
+    /// locked nodes are few: the binds in flight).
     std::map<std::string, std::chrono::system_clock::time_point> NodeLockTimes(
         std::chrono::system_clock::time_point now) const;
     std::set<std::string> PodLockedNodes() const;

@@ -497,7 +497,6 @@ TEST(StateTest, TheLockedViewAnswersAsTheMethodsDo) {
     EXPECT_EQ(v.PodLockedNodes(), std::set<std::string>{"n"});
     EXPECT_EQ(v.model().Node("n")->gpus[0].used_mem_mib, 4000);
   });
-  EXPECT_EQ(state.NodeLockTimes(now).size(), 1u);
   EXPECT_EQ(state.PodLockedNodes(), std::set<std::string>{"n"});
 }
 
