@@ -225,6 +225,38 @@ COMPONENTS = [("kube-apiserver", "apiserver"), ("etcd", "etcd"),
               ("fracgpu scheduler", "fracgpu-scheduler")]
 
 
+def parse_cpu_shares(items):
+    """--cpu-shares' COMPONENT=SHARES items as {component: shares}. ValueError naming the item:
+    an unknown component, or shares outside cgroup v1's 2..262144 (Linux MIN_SHARES and
+    MAX_SHARES, kernel/sched/sched.h)."""
+    names = [n for _, n in COMPONENTS]
+    out = {}
+    for it in items:
+        name, sep, value = it.partition("=")
+        if not sep or name not in names:
+            raise ValueError(f"--cpu-shares {it!r}: expected COMPONENT=SHARES, COMPONENT one of "
+                             f"{', '.join(names)}")
+        try:
+            shares = int(value)
+        except ValueError:
+            shares = 0
+        if not 2 <= shares <= 262144:
+            raise ValueError(f"--cpu-shares {it!r}: SHARES must be an integer from 2 to 262144")
+        out[name] = shares
+    return out
+
+
+def cpu_cgroup_root():
+    """The mount point of the cgroup v1 hierarchy that has the `cpu` controller (from
+    /proc/mounts), or None."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 4 and fields[2] == "cgroup" and "cpu" in fields[3].split(","):
+                return fields[1]
+    return None
+
+
 def run_parallel(items, fn, threads):
     q = queue.Queue()
     for it in items:
@@ -323,8 +355,75 @@ class ControlPlane:
         with open(os.path.join(self.state, "pids", name), "w") as f:
             f.write(f"{proc.pid}\n")
 
+    def place_cpu_shares(self, shares):
+        """Moves each component of `shares` ({component: cpu.shares}, parse_cpu_shares), its
+        whole process, into <cpu hierarchy>/fracgpu-bench-<offset>/<component> with that
+        cpu.shares, as the kubelet places a pod by its CPU request (cgroup v1: shares =
+        request in millicores × 1024 / 1000); the parent group gets the sum, as the kubelet's
+        QoS group does. The others stay in their own autogroup (each
+        daemon runs in its own session), weight 1024. Returns the phrase for the table; raises
+        RuntimeError when there is no writable cgroup v1 cpu hierarchy or the kernel keeps
+        another value (nothing is measured under weights other than those asked)."""
+        if not shares:
+            return "every component in its own autogroup (equal CPU weight)"
+        root = cpu_cgroup_root()
+        if root is None:
+            raise RuntimeError("--cpu-shares needs a cgroup v1 hierarchy with the cpu controller; "
+                               "/proc/mounts has none")
+        self.cgroup_base = os.path.join(root, f"fracgpu-bench-{self.off}")
+        # The parent group competes with the autogroups at the root: it carries the sum of its
+        # children's shares, as the kubelet's QoS cgroup carries the sum of its pods' requests
+        # (with the default 1024 a child's weight would count only against its siblings).
+        total = min(262144, sum(shares.values()))
+        try:
+            os.makedirs(self.cgroup_base, exist_ok=True)
+            with open(os.path.join(self.cgroup_base, "cpu.shares"), "w") as f:
+                f.write(str(total))
+            kept = int(open(os.path.join(self.cgroup_base, "cpu.shares")).read())
+        except OSError as e:
+            raise RuntimeError(f"--cpu-shares: cannot make {self.cgroup_base}: {e}") from e
+        if kept != total:
+            raise RuntimeError(f"--cpu-shares: the kernel kept cpu.shares {kept} for "
+                               f"{self.cgroup_base}, not {total}")
+        for name, n in shares.items():
+            d = os.path.join(self.cgroup_base, name)
+            try:
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, "cpu.shares"), "w") as f:
+                    f.write(str(n))
+                with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                    f.write(str(component_pid(self.state, name)))
+                kept = int(open(os.path.join(d, "cpu.shares")).read())
+                pid = component_pid(self.state, name)
+                lines = open(f"/proc/{pid}/cgroup").read().splitlines()
+            except OSError as e:
+                raise RuntimeError(f"--cpu-shares {name}={n}: cannot place it in {d}: {e}") from e
+            if kept != n:
+                raise RuntimeError(f"--cpu-shares {name}={n}: the kernel kept cpu.shares {kept}")
+            rel = "/" + os.path.relpath(d, root)
+            # /proc/<pid>/cgroup: "id:controllers:path", one line a hierarchy (cgroups(7)).
+            if not any(ln.split(":", 2)[2] == rel and "cpu" in ln.split(":", 2)[1].split(",")
+                       for ln in lines if ln.count(":") >= 2):
+                raise RuntimeError(f"--cpu-shares {name}={n}: pid {pid} is not in {rel}: {lines}")
+        log(f"cpu.shares set in {self.cgroup_base}: {shares}")
+        return ("cgroup v1 cpu.shares " + ", ".join(f"{k} {v}" for k, v in shares.items()) +
+                " (the others in their own autogroup, weight 1024)")
+
     def down(self):
         self.cluster("down", check=False)
+        base = getattr(self, "cgroup_base", None)
+        if base and os.path.isdir(base):
+            for name in os.listdir(base):  # emptied by `down`: its processes are gone
+                d = os.path.join(base, name)
+                if os.path.isdir(d):
+                    try:
+                        os.rmdir(d)
+                    except OSError as e:
+                        log(f"cannot remove {d}: {e}")
+            try:
+                os.rmdir(base)
+            except OSError as e:
+                log(f"cannot remove {base}: {e}")
 
     def scrape_ksched(self, which):
         st, body = self.ksched[which].request("GET", "/metrics", headers={"Accept": "text/plain"})

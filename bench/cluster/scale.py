@@ -40,7 +40,9 @@ which it slept on a lock or an API call (fracgpu_http_request_sleep_seconds), th
 interpolated), and CPU seconds (utime+stime from /proc/<pid>/stat) and
 RSS (VmRSS sampled; VmHWM) of kube-apiserver, etcd, each kube-scheduler and fracgpu scheduler per
 phase, with the machine's load average. --extender-only runs the first phase alone, to read the
-extender's latency at a --rate below saturation.
+extender's latency at a --rate below saturation. Every daemon runs in its own session, so in its
+own autogroup (equal CPU weight); --cpu-shares COMPONENT=SHARES gives one a cgroup v1 cpu.shares
+instead, as the kubelet weights a pod by its CPU request.
 """
 
 import argparse
@@ -56,8 +58,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clusterlib import (COMPONENTS, LOCK, ControlPlane, add_cluster_args, bench_node,  # noqa: E402
-                        component_pid, hist_delta, histogram, log, proc_cpu, proc_mem,
-                        quantile, run_parallel, select)
+                        component_pid, hist_delta, histogram, log, parse_cpu_shares, proc_cpu,
+                        proc_mem, quantile, run_parallel, select)
 
 NS = "bench"
 BIND_PHASE = "hami.io/bind-phase"
@@ -285,6 +287,7 @@ class Bench(ControlPlane):
         if self.a.kube_api_qps:
             self.raise_qps(self.a.kube_api_qps)
         self.pids = {label: component_pid(self.state, name) for label, name in COMPONENTS}
+        self.weights = self.place_cpu_shares(parse_cpu_shares(self.a.cpu_shares))
         log(f"control plane up in {self.up_s:.0f} s; pids {self.pids}")
 
     def raise_qps(self, qps):
@@ -503,8 +506,10 @@ def table(a, bench, phases, started, machine):
     w = out.append
     ext_ph, plain = phases
     w(f"Scale benchmark, {started} UTC: `python3 bench/cluster/scale.py --nodes {a.nodes} "
-      f"--pods {a.pods} --rate {a.rate:g}" + (f" --kube-api-qps {a.kube_api_qps:g}" if a.kube_api_qps else "") + f"`; {a.nodes:,} nodes × {a.gpus_per_node} GPUs (API objects, "
-      f"no kubelets), {a.pods:,} pods a phase created at {a.rate:g}/s; {machine}.")
+      f"--pods {a.pods} --rate {a.rate:g}" + (f" --kube-api-qps {a.kube_api_qps:g}" if a.kube_api_qps else "") +
+      "".join(f" --cpu-shares {x}" for x in a.cpu_shares) + f"`; {a.nodes:,} nodes × {a.gpus_per_node} GPUs (API objects, "
+      f"no kubelets), {a.pods:,} pods a phase created at {a.rate:g}/s; {machine}; CPU weights: "
+      f"{bench.weights}.")
     w("")
     w("| | extender (HAMi slices, fracgpu-scheduler profile) | plain (whole GPU, default-scheduler) |")
     w("|---|---|---|")
@@ -630,8 +635,17 @@ def main():
     ap.add_argument("--extender-only", action="store_true",
                     help="run the extender phase only: its latency at --rate, below the rate "
                          "that saturates the machine (no plain phase, no ratio)")
+    ap.add_argument("--cpu-shares", action="append", default=[], metavar="COMPONENT=SHARES",
+                    help="run a component in a cgroup v1 `cpu` group with cpu.shares SHARES "
+                         "(repeatable): the weight the kubelet gives a pod requesting "
+                         "SHARES/1024 CPU; the others keep their own autogroup, weight 1024. "
+                         f"COMPONENT: {', '.join(n for _, n in COMPONENTS)}")
     ap.add_argument("--smoke", action="store_true", help="--nodes 50 --pods 200 --rate 50")
     a = ap.parse_args()
+    try:
+        parse_cpu_shares(a.cpu_shares)
+    except ValueError as e:
+        ap.error(str(e))
     if a.node_lock != "annotation":
         a.scheduler_arg.append(f"--node-lock={a.node_lock}")
     if a.smoke:
@@ -659,8 +673,8 @@ def main():
             f.write(text)
         with open(os.path.join(a.log_dir, "result.json"), "w") as f:
             json.dump({"args": vars(a), "phases": phases, "ratio": ratio,
-                       "up_s": b.up_s, "nodes_create_s": b.nodes_create_s,
-                       "nodes_ready_s": b.nodes_ready_s}, f, default=str)
+                       "up_s": b.up_s, "cpu_weights": b.weights,
+                       "nodes_create_s": b.nodes_create_s, "nodes_ready_s": b.nodes_ready_s}, f, default=str)
         print(text)
         log(f"table in {a.out}")
         ok = all(p["bound"] >= a.pods for p in phases if p)

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench" / "cluster"))
+import clusterlib  # noqa: E402
 OFFSET = 3100
 STATE = "/tmp/fracgpu-cluster-scale-smoke"
 
@@ -53,6 +55,7 @@ def run_smoke(tmp_path, *args):
 def test_scale_bench_smoke(tmp_path, node_lock):
     table, result = run_smoke(tmp_path, "--node-lock", node_lock)
     assert "**pods per second**" in table and "Ratio extender / plain throughput" in table, table
+    assert "CPU weights: every component in its own autogroup" in table, table
     for ph in result["phases"]:
         assert ph["bound"] == 200 and ph["bound_api"] == 200, (ph["name"], ph["bound"], ph["bound_api"])
         assert ph["create_errors"] == 0, ph["first_error"]
@@ -72,8 +75,18 @@ def test_scale_bench_smoke(tmp_path, node_lock):
 
 def test_scale_bench_extender_only(tmp_path):
     """--extender-only: the extender phase alone (the latency at a rate below saturation), the
-    plain column "not run", no ratio, and the latency's three parts in the table."""
-    table, result = run_smoke(tmp_path, "--extender-only", "--node-lock", "bind-phase")
+    plain column "not run", no ratio, and the latency's three parts in the table. With
+    --cpu-shares: fracgpu scheduler ran in its cgroup v1 cpu group with that weight (the bench
+    checks /proc/<pid>/cgroup and the kept cpu.shares before it measures), the table says so,
+    and the group is gone afterwards."""
+    root = clusterlib.cpu_cgroup_root()
+    if root is None:
+        pytest.skip("no cgroup v1 hierarchy with the cpu controller")
+    table, result = run_smoke(tmp_path, "--extender-only", "--node-lock", "bind-phase",
+                              "--cpu-shares", "fracgpu-scheduler=4096")
+    assert "CPU weights: cgroup v1 cpu.shares fracgpu-scheduler 4096" in table, table
+    assert result["cpu_weights"].startswith("cgroup v1 cpu.shares fracgpu-scheduler 4096")
+    assert not os.path.exists(os.path.join(root, f"fracgpu-bench-{OFFSET}")), "group left behind"
     assert "Extender phase only" in table and "Ratio extender / plain" not in table, table
     assert "| **pods per second** |" in table and "| not run |" in table, table
     assert "its wait for a CPU" in table and "its sleep" in table, table
@@ -91,3 +104,26 @@ def test_scale_bench_extender_only(tmp_path):
         taken, waited = locks[mode]
         assert taken >= ext["bound"] and 0 <= waited <= taken, (mode, locks)
     assert "| fracgpu state lock: taken a pod" in table, table
+
+
+@pytest.mark.parametrize("items,message", [
+    (["fracgpu-scheduler"], "expected COMPONENT=SHARES"),
+    (["kube-controller-manager=1024"], "COMPONENT one of apiserver, etcd"),
+    (["fracgpu-scheduler=1"], "from 2 to 262144"),
+    (["fracgpu-scheduler=262145"], "from 2 to 262144"),
+    (["fracgpu-scheduler=1.5"], "must be an integer"),
+    (["fracgpu-scheduler="], "must be an integer"),
+    (["=1024"], "expected COMPONENT=SHARES"),
+])
+def test_cpu_shares_bad_cases(items, message):
+    """--cpu-shares refuses each bad item before any cluster starts, naming the item."""
+    with pytest.raises(ValueError, match=message) as e:
+        clusterlib.parse_cpu_shares(items)
+    assert repr(items[0]) in str(e.value), str(e.value)
+
+
+def test_cpu_shares_parsed():
+    assert clusterlib.parse_cpu_shares(["fracgpu-scheduler=10240", "apiserver=256",
+                                        "etcd=2", "kube-scheduler-default=262144"]) == {
+        "fracgpu-scheduler": 10240, "apiserver": 256, "etcd": 2, "kube-scheduler-default": 262144}
+    assert clusterlib.parse_cpu_shares([]) == {}
