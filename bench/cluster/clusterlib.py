@@ -227,8 +227,8 @@ COMPONENTS = [("kube-apiserver", "apiserver"), ("etcd", "etcd"),
 
 def parse_cpu_shares(items):
     """--cpu-shares' COMPONENT=SHARES items as {component: shares}. ValueError naming the item:
-    an unknown component, or shares outside cgroup v1's 2..262144 (Linux MIN_SHARES and
-    MAX_SHARES, kernel/sched/sched.h)."""
+    an unknown or repeated component, or shares that are not plain digits within cgroup v1's
+    2..262144 (Linux MIN_SHARES and MAX_SHARES, kernel/sched/sched.h)."""
     names = [n for _, n in COMPONENTS]
     out = {}
     for it in items:
@@ -236,10 +236,9 @@ def parse_cpu_shares(items):
         if not sep or name not in names:
             raise ValueError(f"--cpu-shares {it!r}: expected COMPONENT=SHARES, COMPONENT one of "
                              f"{', '.join(names)}")
-        try:
-            shares = int(value)
-        except ValueError:
-            shares = 0
+        if name in out:
+            raise ValueError(f"--cpu-shares {it!r}: {name} is given twice")
+        shares = int(value) if re.fullmatch(r"[0-9]{1,6}", value) else 0
         if not 2 <= shares <= 262144:
             raise ValueError(f"--cpu-shares {it!r}: SHARES must be an integer from 2 to 262144")
         out[name] = shares
@@ -247,14 +246,65 @@ def parse_cpu_shares(items):
 
 
 def cpu_cgroup_root():
-    """The mount point of the cgroup v1 hierarchy that has the `cpu` controller (from
-    /proc/mounts), or None."""
-    with open("/proc/mounts") as f:
+    """The cgroup v1 hierarchy that has the `cpu` controller, from /proc/self/mountinfo, as
+    (mount point, the hierarchy's path at that mount point: "/" unless the mount shows a
+    sub-tree, as in a container), or None."""
+    with open("/proc/self/mountinfo") as f:
         for line in f:
-            fields = line.split()
-            if len(fields) >= 4 and fields[2] == "cgroup" and "cpu" in fields[3].split(","):
-                return fields[1]
+            # proc(5): ID parent major:minor root mount-point options [optional...] - type
+            # source super-options
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if (len(fields) >= 5 and len(tail) >= 3 and tail[0] == "cgroup"
+                    and "cpu" in tail[2].split(",")):
+                return fields[4], fields[3]
     return None
+
+
+def cpu_weight(pid):
+    """What weighs process `pid`'s CPU against the others: {"cgroup": its cgroup v1 cpu path
+    (from /proc/<pid>/cgroup), "shares": that group's cpu.shares (None in the root group),
+    "autogroup" and "autogroup_nice": its autogroup's name and nice value (None outside the
+    root group or without autogroups)}. The kernel uses the autogroup only for a task in the root group."""
+    path = None
+    for ln in open(f"/proc/{pid}/cgroup").read().splitlines():
+        parts = ln.split(":", 2)  # cgroups(7): hierarchy-ID:controller-list:cgroup-path
+        if len(parts) == 3 and "cpu" in parts[1].split(","):
+            path = parts[2]
+    out = {"cgroup": path, "shares": None, "autogroup": None, "autogroup_nice": None}
+    root = cpu_cgroup_root()
+    if path and path != "/" and root:
+        mnt, at = root
+        rel = os.path.relpath(path, at) if path.startswith(at) else None
+        if rel is not None:
+            with open(os.path.join(mnt, rel, "cpu.shares")) as f:
+                out["shares"] = int(f.read())
+    elif path == "/":
+        try:
+            enabled = open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1"
+            text = open(f"/proc/{pid}/autogroup").read()  # "/autogroup-N nice K"
+            if enabled:
+                out["autogroup"], out["autogroup_nice"] = text.split()[0], int(text.split()[-1])
+        except OSError:
+            pass
+    return out
+
+
+def describe_cpu_weights(weights):
+    """The table's phrase for {component: cpu_weight(...)}."""
+    groups = [w["autogroup"] for w in weights.values()]
+    if (all(w["autogroup_nice"] == 0 for w in weights.values())
+            and len(set(groups)) == len(groups)):
+        return "every component in its own autogroup, weight 1024"
+    parts = []
+    for name, w in weights.items():
+        if w["shares"] is not None:
+            parts.append(f"{name} cgroup v1 cpu.shares {w['shares']}")
+        elif w["autogroup_nice"] is not None:
+            parts.append(f"{name} autogroup nice {w['autogroup_nice']}")
+        else:
+            parts.append(f"{name} cgroup {w['cgroup']}")
+    return ", ".join(parts)
 
 
 def run_parallel(items, fn, threads):
@@ -357,73 +407,49 @@ class ControlPlane:
 
     def place_cpu_shares(self, shares):
         """Moves each component of `shares` ({component: cpu.shares}, parse_cpu_shares), its
-        whole process, into <cpu hierarchy>/fracgpu-bench-<offset>/<component> with that
-        cpu.shares, as the kubelet places a pod by its CPU request (cgroup v1: shares =
-        request in millicores × 1024 / 1000); the parent group gets the sum, as the kubelet's
-        QoS group does. The others stay in their own autogroup (each
-        daemon runs in its own session), weight 1024. Returns the phrase for the table; raises
-        RuntimeError when there is no writable cgroup v1 cpu hierarchy or the kernel keeps
-        another value (nothing is measured under weights other than those asked)."""
+        whole process, into a cgroup v1 `cpu` group of its own, <cpu hierarchy>/
+        fracgpu-bench-<offset>-<component>, with that cpu.shares: as the kubelet weights a pod
+        by its CPU request (shares = request in millicores × 1024 / 1000). Each group sits
+        beside the root's autogroups, so its weight counts against theirs. RuntimeError, naming
+        the component and value, when the group cannot be made or the process is not in it
+        with that weight afterwards. `down` removes the groups (not with --keep, and not after
+        the bench is killed: `rmdir` them then)."""
+        self.cgroups = []
         if not shares:
-            return "every component in its own autogroup (equal CPU weight)"
+            return
         root = cpu_cgroup_root()
         if root is None:
             raise RuntimeError("--cpu-shares needs a cgroup v1 hierarchy with the cpu controller; "
-                               "/proc/mounts has none")
-        self.cgroup_base = os.path.join(root, f"fracgpu-bench-{self.off}")
-        # The parent group competes with the autogroups at the root: it carries the sum of its
-        # children's shares, as the kubelet's QoS cgroup carries the sum of its pods' requests
-        # (with the default 1024 a child's weight would count only against its siblings).
-        total = min(262144, sum(shares.values()))
-        try:
-            os.makedirs(self.cgroup_base, exist_ok=True)
-            with open(os.path.join(self.cgroup_base, "cpu.shares"), "w") as f:
-                f.write(str(total))
-            kept = int(open(os.path.join(self.cgroup_base, "cpu.shares")).read())
-        except OSError as e:
-            raise RuntimeError(f"--cpu-shares: cannot make {self.cgroup_base}: {e}") from e
-        if kept != total:
-            raise RuntimeError(f"--cpu-shares: the kernel kept cpu.shares {kept} for "
-                               f"{self.cgroup_base}, not {total}")
+                               "/proc/self/mountinfo has none")
         for name, n in shares.items():
-            d = os.path.join(self.cgroup_base, name)
+            d = os.path.join(root[0], f"fracgpu-bench-{self.off}-{name}")
+            pid = component_pid(self.state, name)
             try:
                 os.makedirs(d, exist_ok=True)
+                self.cgroups.append(d)
                 with open(os.path.join(d, "cpu.shares"), "w") as f:
                     f.write(str(n))
                 with open(os.path.join(d, "cgroup.procs"), "w") as f:
-                    f.write(str(component_pid(self.state, name)))
-                kept = int(open(os.path.join(d, "cpu.shares")).read())
-                pid = component_pid(self.state, name)
-                lines = open(f"/proc/{pid}/cgroup").read().splitlines()
+                    f.write(str(pid))
+                got = cpu_weight(pid)
             except OSError as e:
                 raise RuntimeError(f"--cpu-shares {name}={n}: cannot place it in {d}: {e}") from e
-            if kept != n:
-                raise RuntimeError(f"--cpu-shares {name}={n}: the kernel kept cpu.shares {kept}")
-            rel = "/" + os.path.relpath(d, root)
-            # /proc/<pid>/cgroup: "id:controllers:path", one line a hierarchy (cgroups(7)).
-            if not any(ln.split(":", 2)[2] == rel and "cpu" in ln.split(":", 2)[1].split(",")
-                       for ln in lines if ln.count(":") >= 2):
-                raise RuntimeError(f"--cpu-shares {name}={n}: pid {pid} is not in {rel}: {lines}")
-        log(f"cpu.shares set in {self.cgroup_base}: {shares}")
-        return ("cgroup v1 cpu.shares " + ", ".join(f"{k} {v}" for k, v in shares.items()) +
-                " (the others in their own autogroup, weight 1024)")
+            if got["shares"] != n:
+                raise RuntimeError(f"--cpu-shares {name}={n}: pid {pid} runs with {got}")
+        log(f"cpu.shares set: {shares}")
+
+    def cpu_weights(self):
+        """{component: cpu_weight(pid)} for every component now."""
+        return {name: cpu_weight(component_pid(self.state, name)) for _, name in COMPONENTS}
 
     def down(self):
         self.cluster("down", check=False)
-        base = getattr(self, "cgroup_base", None)
-        if base and os.path.isdir(base):
-            for name in os.listdir(base):  # emptied by `down`: its processes are gone
-                d = os.path.join(base, name)
-                if os.path.isdir(d):
-                    try:
-                        os.rmdir(d)
-                    except OSError as e:
-                        log(f"cannot remove {d}: {e}")
-            try:
-                os.rmdir(base)
-            except OSError as e:
-                log(f"cannot remove {base}: {e}")
+        for d in getattr(self, "cgroups", []):  # emptied by `down`: its processes are gone
+            if os.path.isdir(d):
+                try:
+                    os.rmdir(d)
+                except OSError as e:  # logged, not raised: `down` runs in the bench's finally
+                    log(f"ERROR: cannot remove {d}: {e}")
 
     def scrape_ksched(self, which):
         st, body = self.ksched[which].request("GET", "/metrics", headers={"Accept": "text/plain"})

@@ -58,8 +58,9 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clusterlib import (COMPONENTS, LOCK, ControlPlane, add_cluster_args, bench_node,  # noqa: E402
-                        component_pid, hist_delta, histogram, log, parse_cpu_shares, proc_cpu,
-                        proc_mem, quantile, run_parallel, select)
+                        component_pid, cpu_cgroup_root, describe_cpu_weights, hist_delta,
+                        histogram, log, parse_cpu_shares, proc_cpu, proc_mem, quantile,
+                        run_parallel, select)
 
 NS = "bench"
 BIND_PHASE = "hami.io/bind-phase"
@@ -287,7 +288,8 @@ class Bench(ControlPlane):
         if self.a.kube_api_qps:
             self.raise_qps(self.a.kube_api_qps)
         self.pids = {label: component_pid(self.state, name) for label, name in COMPONENTS}
-        self.weights = self.place_cpu_shares(parse_cpu_shares(self.a.cpu_shares))
+        self.place_cpu_shares(parse_cpu_shares(self.a.cpu_shares))
+        self.weights_start = self.cpu_weights()
         log(f"control plane up in {self.up_s:.0f} s; pids {self.pids}")
 
     def raise_qps(self, qps):
@@ -509,7 +511,7 @@ def table(a, bench, phases, started, machine):
       f"--pods {a.pods} --rate {a.rate:g}" + (f" --kube-api-qps {a.kube_api_qps:g}" if a.kube_api_qps else "") +
       "".join(f" --cpu-shares {x}" for x in a.cpu_shares) + f"`; {a.nodes:,} nodes × {a.gpus_per_node} GPUs (API objects, "
       f"no kubelets), {a.pods:,} pods a phase created at {a.rate:g}/s; {machine}; CPU weights: "
-      f"{bench.weights}.")
+      f"{describe_cpu_weights(bench.weights_start)}.")
     w("")
     w("| | extender (HAMi slices, fracgpu-scheduler profile) | plain (whole GPU, default-scheduler) |")
     w("|---|---|---|")
@@ -646,6 +648,11 @@ def main():
         parse_cpu_shares(a.cpu_shares)
     except ValueError as e:
         ap.error(str(e))
+    if a.cpu_shares:
+        root = cpu_cgroup_root()
+        if root is None or not os.access(root[0], os.W_OK):
+            ap.error("--cpu-shares needs a writable cgroup v1 hierarchy with the cpu controller "
+                     f"(found: {root[0] if root else 'none'})")
     if a.node_lock != "annotation":
         a.scheduler_arg.append(f"--node-lock={a.node_lock}")
     if a.smoke:
@@ -668,12 +675,17 @@ def main():
         phases = [b.phase("extender", "fracgpu", slice_pod, b.releaser),
                   None if a.extender_only else b.phase("plain", "default", whole_pod)]
         b.releaser.close()
+        b.weights_end = b.cpu_weights()
+        if b.weights_end != b.weights_start:
+            raise RuntimeError(f"a component's CPU weight changed during the run: from "
+                               f"{b.weights_start} to {b.weights_end}")
         text, ratio = table(a, b, phases, started, machine)
         with open(a.out, "w") as f:
             f.write(text)
         with open(os.path.join(a.log_dir, "result.json"), "w") as f:
             json.dump({"args": vars(a), "phases": phases, "ratio": ratio,
-                       "up_s": b.up_s, "cpu_weights": b.weights,
+                       "up_s": b.up_s,
+                       "cpu_weights": {"start": b.weights_start, "end": b.weights_end},
                        "nodes_create_s": b.nodes_create_s, "nodes_ready_s": b.nodes_ready_s}, f, default=str)
         print(text)
         log(f"table in {a.out}")

@@ -55,7 +55,7 @@ def run_smoke(tmp_path, *args):
 def test_scale_bench_smoke(tmp_path, node_lock):
     table, result = run_smoke(tmp_path, "--node-lock", node_lock)
     assert "**pods per second**" in table and "Ratio extender / plain throughput" in table, table
-    assert "CPU weights: every component in its own autogroup" in table, table
+    assert "CPU weights: every component in its own autogroup, weight 1024" in table, table
     for ph in result["phases"]:
         assert ph["bound"] == 200 and ph["bound_api"] == 200, (ph["name"], ph["bound"], ph["bound_api"])
         assert ph["create_errors"] == 0, ph["first_error"]
@@ -75,18 +75,8 @@ def test_scale_bench_smoke(tmp_path, node_lock):
 
 def test_scale_bench_extender_only(tmp_path):
     """--extender-only: the extender phase alone (the latency at a rate below saturation), the
-    plain column "not run", no ratio, and the latency's three parts in the table. With
-    --cpu-shares: fracgpu scheduler ran in its cgroup v1 cpu group with that weight (the bench
-    checks /proc/<pid>/cgroup and the kept cpu.shares before it measures), the table says so,
-    and the group is gone afterwards."""
-    root = clusterlib.cpu_cgroup_root()
-    if root is None:
-        pytest.skip("no cgroup v1 hierarchy with the cpu controller")
-    table, result = run_smoke(tmp_path, "--extender-only", "--node-lock", "bind-phase",
-                              "--cpu-shares", "fracgpu-scheduler=4096")
-    assert "CPU weights: cgroup v1 cpu.shares fracgpu-scheduler 4096" in table, table
-    assert result["cpu_weights"].startswith("cgroup v1 cpu.shares fracgpu-scheduler 4096")
-    assert not os.path.exists(os.path.join(root, f"fracgpu-bench-{OFFSET}")), "group left behind"
+    plain column "not run", no ratio, and the latency's three parts in the table."""
+    table, result = run_smoke(tmp_path, "--extender-only", "--node-lock", "bind-phase")
     assert "Extender phase only" in table and "Ratio extender / plain" not in table, table
     assert "| **pods per second** |" in table and "| not run |" in table, table
     assert "its wait for a CPU" in table and "its sleep" in table, table
@@ -106,6 +96,29 @@ def test_scale_bench_extender_only(tmp_path):
     assert "| fracgpu state lock: taken a pod" in table, table
 
 
+def test_scale_bench_cpu_shares(tmp_path):
+    """--cpu-shares fracgpu-scheduler=4096: fracgpu scheduler's process ran, from before the
+    phase to its end, in a cgroup v1 cpu group of its own with cpu.shares 4096 (read back by
+    the bench from /proc/<pid>/cgroup and the group), every other component in the root group;
+    the table names the weight, and the group is gone after the bench."""
+    root = clusterlib.cpu_cgroup_root()
+    if root is None:
+        pytest.skip("no cgroup v1 hierarchy with the cpu controller")
+    table, result = run_smoke(tmp_path, "--extender-only", "--node-lock", "bind-phase",
+                              "--cpu-shares", "fracgpu-scheduler=4096")
+    assert result["phases"][0]["bound"] == 200, result["phases"][0]["bound"]
+    group = f"fracgpu-bench-{OFFSET}-fracgpu-scheduler"
+    for when in ("start", "end"):
+        weights = result["cpu_weights"][when]
+        ours = weights["fracgpu-scheduler"]
+        assert ours["shares"] == 4096 and ours["cgroup"].endswith("/" + group), (when, ours)
+        for name, w in weights.items():
+            if name != "fracgpu-scheduler":
+                assert w["shares"] is None and w["cgroup"] == root[1], (when, name, w)
+    assert "fracgpu-scheduler cgroup v1 cpu.shares 4096" in table, table
+    assert not os.path.exists(os.path.join(root[0], group)), "group left behind"
+
+
 @pytest.mark.parametrize("items,message", [
     (["fracgpu-scheduler"], "expected COMPONENT=SHARES"),
     (["kube-controller-manager=1024"], "COMPONENT one of apiserver, etcd"),
@@ -114,12 +127,16 @@ def test_scale_bench_extender_only(tmp_path):
     (["fracgpu-scheduler=1.5"], "must be an integer"),
     (["fracgpu-scheduler="], "must be an integer"),
     (["=1024"], "expected COMPONENT=SHARES"),
+    (["fracgpu-scheduler=1_024"], "must be an integer"),
+    (["fracgpu-scheduler=+5"], "must be an integer"),
+    (["fracgpu-scheduler= 12"], "must be an integer"),
+    (["fracgpu-scheduler=1024", "fracgpu-scheduler=2048"], "given twice"),
 ])
 def test_cpu_shares_bad_cases(items, message):
     """--cpu-shares refuses each bad item before any cluster starts, naming the item."""
     with pytest.raises(ValueError, match=message) as e:
         clusterlib.parse_cpu_shares(items)
-    assert repr(items[0]) in str(e.value), str(e.value)
+    assert repr(items[-1]) in str(e.value), str(e.value)
 
 
 def test_cpu_shares_parsed():
