@@ -288,7 +288,7 @@ class Bench(ControlPlane):
         if self.a.kube_api_qps:
             self.raise_qps(self.a.kube_api_qps)
         self.pids = {label: component_pid(self.state, name) for label, name in COMPONENTS}
-        self.place_cpu_shares(parse_cpu_shares(self.a.cpu_shares))
+        self.place_cpu_shares(self.a.cpu_shares_by_component)
         self.weights_start = self.cpu_weights()
         log(f"control plane up in {self.up_s:.0f} s; pids {self.pids}")
 
@@ -645,7 +645,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="--nodes 50 --pods 200 --rate 50")
     a = ap.parse_args()
     try:
-        parse_cpu_shares(a.cpu_shares)
+        a.cpu_shares_by_component = parse_cpu_shares(a.cpu_shares)  # read once, used by up()
     except ValueError as e:
         ap.error(str(e))
     if a.cpu_shares:
