@@ -3,9 +3,12 @@
 // items_per_second = arriving pods scheduled (placed or failed) per second, single-threaded.
 // BM_PackingBound: one LP of the packing upper bound (sim/bound.h) for seed 42's arrivals cut
 // at 100 % or 130 % of capacity (the arrived % is the argument), and BM_OfflinePacking the
-// offline packing of the same pods.
+// offline packing of the same pods. BM_ForcedPods: ForcedPods over all of seed 42's arrivals
+// (130 %); BM_PlacingBound: one LP of the placing-policy bound (those pods forced) at 100 % or
+// 130 %.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -103,7 +106,40 @@ void BM_OfflinePacking(benchmark::State& state) {
       100.0 * static_cast<double>(milli) / static_cast<double>(in.cluster.CapacityMilli());
 }
 
+void BM_ForcedPods(benchmark::State& state) {
+  const Inputs& in = LoadInputs();
+  const auto pods = ArrivedPods(in, 130);
+  int64_t forced = 0;
+  for (auto _ : state) {
+    const auto f = fracgpu::sim::ForcedPods(in.cluster, pods);
+    forced = 0;
+    for (uint8_t x : f) forced += x;
+  }
+  state.counters["forced"] = static_cast<double>(forced);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(pods.size()));
+}
+
+void BM_PlacingBound(benchmark::State& state) {
+  const Inputs& in = LoadInputs();
+  const auto all = ArrivedPods(in, 130);
+  const auto forced_all = fracgpu::sim::ForcedPods(in.cluster, all);
+  const auto pods = ArrivedPods(in, static_cast<int>(state.range(0)));
+  const std::vector<uint8_t> forced(forced_all.begin(), forced_all.begin() + pods.size());
+  double milli = 0;
+  for (auto _ : state) {
+    auto b = fracgpu::sim::PackingUpperBound(in.cluster, pods, forced);
+    if (!b.ok()) {
+      state.SkipWithError(b.status().message().c_str());
+      return;
+    }
+    milli = b->gpu_milli;
+  }
+  state.counters["bound_pct"] = 100.0 * milli / static_cast<double>(in.cluster.CapacityMilli());
+}
+
 BENCHMARK(BM_PackingBound)->Arg(100)->Arg(130)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ForcedPods)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlacingBound)->Arg(100)->Arg(130)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_OfflinePacking)->Arg(100)->Arg(130)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

@@ -93,11 +93,19 @@ std::mutex glpk_mu;
 }  // namespace
 
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
-                                       std::span<const core::FragDemand> pods) {
-  std::map<PodClass, int64_t> pod_count;
-  for (const auto& d : pods) {
+                                       std::span<const core::FragDemand> pods,
+                                       std::span<const uint8_t> forced) {
+  if (!forced.empty() && forced.size() != pods.size()) {
+    return InvalidArgument("packing bound: " + std::to_string(forced.size()) +
+                           " forced flags for " + std::to_string(pods.size()) + " pods");
+  }
+  std::map<PodClass, int64_t> pod_count, forced_count;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const auto& d = pods[i];
     if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
-    ++pod_count[{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask}];
+    const PodClass c{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask};
+    ++pod_count[c];
+    if (!forced.empty() && forced[i]) ++forced_count[c];
   }
   std::map<NodeClass, int64_t> node_count;
   for (const auto& n : cluster.frag) {
@@ -115,10 +123,14 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
 
   // Rows: 1..P = pod counts, then per node class: cpu, mem, big shares, "one per node", and
   // one GPU row per distinct allowed-GPU set that some class has on it.
-  std::vector<double> row_ub;
+  std::vector<double> row_ub, row_lb;  // row_lb: only the pod-count rows (forced pods)
   std::vector<int> ia{0}, ja{0};
   std::vector<double> ar{0};
-  for (const auto& [c, n] : pc) row_ub.push_back(static_cast<double>(n));
+  for (const auto& [c, n] : pc) {
+    row_ub.push_back(static_cast<double>(n));
+    const auto f = forced_count.find(c);
+    row_lb.push_back(f == forced_count.end() ? 0.0 : static_cast<double>(f->second));
+  }
   struct Column {
     int pod, node;
   };
@@ -241,8 +253,15 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   glp_prob* lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MAX);
   glp_add_rows(lp, static_cast<int>(row_ub.size()));
-  for (size_t r = 0; r < row_ub.size(); ++r)
-    glp_set_row_bnds(lp, static_cast<int>(r) + 1, GLP_UP, 0, row_ub[r]);
+  for (size_t r = 0; r < row_ub.size(); ++r) {
+    const double lb = r < row_lb.size() ? row_lb[r] : 0.0;
+    if (lb > 0) {
+      glp_set_row_bnds(lp, static_cast<int>(r) + 1, lb < row_ub[r] ? GLP_DB : GLP_FX, lb,
+                       row_ub[r]);
+    } else {
+      glp_set_row_bnds(lp, static_cast<int>(r) + 1, GLP_UP, 0, row_ub[r]);
+    }
+  }
   glp_add_cols(lp, static_cast<int>(cols.size()));
   for (size_t k = 0; k < cols.size(); ++k) {
     glp_set_col_bnds(lp, static_cast<int>(k) + 1, GLP_LO, 0, 0);
@@ -255,6 +274,14 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   parm.presolve = GLP_ON;
   const int rc = glp_simplex(lp, &parm);
   const int status = glp_get_status(lp);
+  if (!forced_count.empty() &&
+      (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS)))) {
+    glp_delete_prob(lp);
+    // Every placing policy's packing satisfies every row, so this is a defect of ForcedPods or
+    // of a row, never a property of the arrivals.
+    return Internal("packing bound: no packing holds the forced pods (status " +
+                    std::to_string(status) + ")");
+  }
   if (rc != 0 || status != GLP_OPT) {
     glp_delete_prob(lp);
     return Internal("packing bound: GLPK simplex failed (rc " + std::to_string(rc) + ", status " +
@@ -262,6 +289,115 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   }
   out.gpu_milli = glp_get_obj_val(lp);
   glp_delete_prob(lp);
+  return out;
+}
+
+namespace {
+
+// One node class as a pod shape p sees it: what it costs to leave no room for p there, per
+// resource (CPU milli, memory MiB, cards), each normalised by the cluster's total.
+struct BlockCost {
+  double cost[3];
+  double count;
+};
+
+}  // namespace
+
+std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
+                                std::span<const core::FragDemand> arrivals) {
+  // Why it holds. A pod of shape p fails only when every node n is blocked: its CPU left <
+  // cpu_p (it holds ≥ CPU_n − cpu_p + 1 millicores), or its memory left < mem_p, or fewer than
+  // num_gpus_p of its allowed GPUs have ≥ share_p left (≥ A_n − num_gpus_p + 1 of them hold
+  // ≥ T = 1001 − share_p milli, and a card holding ≥ T has Σ min(q, T) / T ≥ 1 over its pods,
+  // q each pod's share on it). Choose for every node one resource r(n) that blocks it, and
+  // count each placed pod toward the r(n) of its node only: Σ over those pods of res_r ≥ Σ over
+  // the nodes blocked by r of cost_{n,r}, for r = CPU, memory, cards (res_cards = num_gpus ·
+  // min(share, T) / T). For any λ ≥ 0 the weighted sum gives Σ_pods max_r λ_r·res_r ≥
+  // Σ_nodes min_r λ_r·cost_{n,r}. The pods placed are some of the pods arrived, so when the
+  // arrived pods' left side is below the right side for one λ, no placement of them blocks
+  // p, and a placing policy places p: that λ is the certificate (weak LP duality of the
+  // fractional choice). λ ranges over a grid of the simplex; a certificate the grid misses only
+  // leaves a pod unforced, which loosens the bound and never makes it wrong.
+  const size_t n = arrivals.size();
+  std::vector<uint8_t> out(n, 0);
+  double cap[3] = {0, 0, static_cast<double>(cluster.total_gpus)};
+  for (const auto& node : cluster.frag) {
+    cap[0] += static_cast<double>(node.cpu_left);
+    cap[1] += static_cast<double>(node.mem_left);
+  }
+  if (cap[0] <= 0 || cap[1] <= 0 || cap[2] <= 0) return out;
+
+  // The node classes each GPU pod shape sees, grouped by the threshold T its cards need.
+  using Shape = std::tuple<int64_t, int64_t, int32_t, int32_t, uint64_t>;
+  std::map<Shape, std::vector<BlockCost>> shapes;
+  std::map<int32_t, std::vector<Shape>> by_threshold;
+  for (const auto& d : arrivals) {
+    if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
+    const Shape key{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask};
+    auto [it, fresh] = shapes.try_emplace(key);
+    if (!fresh) continue;
+    std::map<std::tuple<int64_t, int64_t, int32_t>, int64_t> classes;
+    for (const auto& node : cluster.frag) {
+      if (!core::Fits(node, d)) continue;  // p never fits there: blocked at no cost
+      int32_t allowed = 0;
+      for (int g = 0; g < node.num_gpus; ++g) allowed += d.TypeAllowed(node, g) ? 1 : 0;
+      ++classes[{node.cpu_left - d.cpu_milli + 1, node.mem_left - d.mem_mib + 1,
+                 allowed - d.num_gpus + 1}];
+    }
+    for (const auto& [k, count] : classes) {
+      const auto [c, m, g] = k;
+      it->second.push_back({{static_cast<double>(c) / cap[0], static_cast<double>(m) / cap[1],
+                             static_cast<double>(g) / cap[2]},
+                            static_cast<double>(count)});
+    }
+    by_threshold[core::kMilliPerGpu + 1 - std::min(d.gpu_milli, core::kMilliPerGpu)].push_back(key);
+  }
+
+  std::map<Shape, size_t> first_block;  // the first index whose earlier arrivals may block it
+  for (const auto& [key, _] : shapes) first_block[key] = 0;
+  constexpr int kGrid = 24;  // λ = (i, j, kGrid − i − j) / kGrid: 325 points of the simplex
+  std::vector<double> res(3 * n), prefix(n + 1);
+  for (const auto& [T, keys] : by_threshold) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto& d = arrivals[i];
+      res[3 * i] = static_cast<double>(d.cpu_milli) / cap[0];
+      res[3 * i + 1] = static_cast<double>(d.mem_mib) / cap[1];
+      res[3 * i + 2] = d.num_gpus > 0
+                           ? static_cast<double>(d.num_gpus) *
+                                 (static_cast<double>(std::min(d.gpu_milli, T)) / T) / cap[2]
+                           : 0.0;
+    }
+    for (int a = 0; a <= kGrid; ++a) {
+      for (int b = 0; a + b <= kGrid; ++b) {
+        const double lambda[3] = {static_cast<double>(a) / kGrid, static_cast<double>(b) / kGrid,
+                                  static_cast<double>(kGrid - a - b) / kGrid};
+        prefix[0] = 0;
+        for (size_t i = 0; i < n; ++i) {
+          prefix[i + 1] = prefix[i] + std::max({lambda[0] * res[3 * i], lambda[1] * res[3 * i + 1],
+                                                lambda[2] * res[3 * i + 2]});
+        }
+        for (const Shape& key : keys) {
+          double need = 0;
+          for (const BlockCost& bc : shapes[key]) {
+            need += bc.count * std::min({lambda[0] * bc.cost[0], lambda[1] * bc.cost[1],
+                                         lambda[2] * bc.cost[2]});
+          }
+          // The arrivals before index k certify p when prefix[k] < need, with a margin so that
+          // rounding never makes a certificate (the sums are of ≈ 10^4 terms ≤ 1).
+          const double want = need * (1 - 1e-9) - 1e-12;
+          const size_t k = static_cast<size_t>(
+              std::lower_bound(prefix.begin(), prefix.end(), want) - prefix.begin());
+          size_t& best = first_block[key];
+          best = std::max(best, std::min(k, n));
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto& d = arrivals[i];
+    if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
+    out[i] = i < first_block[{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask}];
+  }
   return out;
 }
 
@@ -293,24 +429,31 @@ int64_t OfflinePacking(const SimCluster& cluster, const SimWorkload& workload,
 
 Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
                                           uint64_t seed, double tune,
-                                          std::span<const int> arrived_pct) {
+                                          std::span<const int> arrived_pct, BoundScope scope) {
   core::SeededRng arrivals_rng(seed, 0);  // the stream RunExperiment draws its arrivals from
   const std::vector<int32_t> arrivals =
       BuildArrivals(workload.pods, cluster.CapacityMilli(), tune, arrivals_rng);
+  std::vector<core::FragDemand> demands;
+  demands.reserve(arrivals.size());
+  for (int32_t idx : arrivals) demands.push_back(workload.demand[idx]);
+  std::vector<uint8_t> forced;
+  if (scope == BoundScope::kPlacingPolicy) forced = ForcedPods(cluster, demands);
   const double capacity = static_cast<double>(cluster.CapacityMilli());
   std::vector<double> out;
   for (int pct : arrived_pct) {
     // Bucket b of the table holds the samples whose arrived rounds to b % (metrics.h), i.e. up
     // to (b + ½) % of capacity: the bound takes every pod arrived by then.
-    std::vector<core::FragDemand> prefix;
+    size_t cut = 0;
     double arrived = 0;
-    for (int32_t idx : arrivals) {
-      const core::FragDemand& d = workload.demand[idx];
-      if (arrived + static_cast<double>(d.TotalGpuMilli()) > capacity * (pct + 0.5) / 100.0) break;
-      arrived += static_cast<double>(d.TotalGpuMilli());
-      prefix.push_back(d);
+    for (; cut < demands.size(); ++cut) {
+      const double milli = static_cast<double>(demands[cut].TotalGpuMilli());
+      if (arrived + milli > capacity * (pct + 0.5) / 100.0) break;
+      arrived += milli;
     }
-    auto bound = PackingUpperBound(cluster, prefix);
+    const std::span<const core::FragDemand> prefix(demands.data(), cut);
+    auto bound = PackingUpperBound(
+        cluster, prefix,
+        forced.empty() ? std::span<const uint8_t>() : std::span<const uint8_t>(forced.data(), cut));
     if (!bound.ok()) return bound.status();
     out.push_back(100.0 * std::min({bound->gpu_milli, arrived, capacity}) / capacity);
   }

@@ -42,18 +42,40 @@ struct PackingBound {
 /// rows above; arrival order and the policy's obligation to place a pod that fits are ignored
 /// (it bounds clairvoyant policies that may refuse pods, too). CPU-only pods add nothing to the
 /// objective and are left out (which only loosens it). Errors: kInternal when GLPK fails.
+/// `forced` (empty, or one flag per pod of `pods`): pods every policy of interest holds, e.g.
+/// ForcedPods' for a placing policy; their classes' rows get that many as a lower bound, so the
+/// bound covers only policies that place them. Errors: kInvalidArgument when `forced` has
+/// another size; kInternal when no packing holds the forced pods (a defect, never the input's).
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
-                                       std::span<const core::FragDemand> pods);
+                                       std::span<const core::FragDemand> pods,
+                                       std::span<const uint8_t> forced = {});
+
+/// For each pod of an arrival sequence (in order), 1 when every *placing* policy — one that
+/// puts each arriving pod on some node where it fits (core::Fits), whenever one exists, as
+/// every policy of the simulator does — has placed it: no placement of the pods arrived before
+/// it, however chosen, can leave every node without room for it. A pod of shape p can fail only
+/// when each node is blocked by its CPU, its memory or its GPUs (see CanBlock in bound.cc), and
+/// the pods before it pay for that within their total CPU, memory and card use; the first
+/// index where an LP over node classes finds that affordable is found by binary search (the
+/// budgets only grow). GPU pods only (CPU-only pods are 0: the bound leaves them out).
+std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
+                                std::span<const core::FragDemand> arrivals);
+
+/// Which policies a bound covers: every policy (online or offline, free to refuse pods), or
+/// only placing ones (ForcedPods), as the simulator's are.
+enum class BoundScope { kAnyPolicy, kPlacingPolicy };
 
 /// The bound as a GPU allocation ratio (% of capacity) for the arrivals of one run (the same
 /// sequence RunExperiment builds for `seed` and `tune`) cut at each of `arrived_pct`: the pods
 /// whose cumulative GPU request is ≤ (b + ½) % of capacity, the last arrived that the table's
 /// bucket b (Bucketize) averages over, so it bounds every sample of that bucket. Also capped by
-/// that request itself and by capacity.
+/// that request itself and by capacity. With kPlacingPolicy, the pods ForcedPods marks among
+/// the whole sequence are forced in each cut (a placing policy has placed them by then).
 /// Errors: as PackingUpperBound.
 Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
                                           uint64_t seed, double tune,
-                                          std::span<const int> arrived_pct);
+                                          std::span<const int> arrived_pct,
+                                          BoundScope scope = BoundScope::kAnyPolicy);
 
 /// A lower bound on the same optimum: the GPU milli of one real packing of `pods` on the
 /// cluster's empty nodes, built offline (all pods known): GPU pods sorted by (GPUs, share)

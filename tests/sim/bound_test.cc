@@ -181,5 +181,124 @@ TEST(PackingUpperBound, NeverBelowTheBruteForceOptimum) {
   std::printf("bound / optimum: mean %.4f, exact on %d of %d\n", mean, exact, instances);
 }
 
+// Every run a *placing* policy can make, by exhaustive search: pod i goes to any node and any
+// set of num_gpus of its GPUs that fit (core::Fits / Apply), and is refused only when it fits
+// nowhere. Per leaf: the GPU milli placed; `placed_always[i]` stays 1 only if pod i is placed
+// in every run.
+void PlacingRuns(std::vector<core::FragNode>& nodes, const std::vector<core::FragDemand>& pods,
+                 size_t i, int64_t used, std::vector<uint8_t>& placed,
+                 std::vector<uint8_t>& placed_always, int64_t& best, int& leaves) {
+  if (i == pods.size()) {
+    best = std::max(best, used);
+    ++leaves;
+    for (size_t k = 0; k < pods.size(); ++k) placed_always[k] &= placed[k];
+    return;
+  }
+  const core::FragDemand& d = pods[i];
+  bool any = false;
+  for (core::FragNode& n : nodes) {
+    if (!core::Fits(n, d)) continue;
+    for (uint32_t set = 0; set < (1u << n.num_gpus); ++set) {
+      if (std::popcount(set) != d.num_gpus) continue;
+      core::GpuPick pick;
+      bool ok = true;
+      for (int g = 0; g < n.num_gpus; ++g) {
+        if (!((set >> g) & 1)) continue;
+        ok = ok && d.GpuFits(n, g);
+        pick.index[pick.count++] = static_cast<int8_t>(g);
+      }
+      if (!ok) continue;
+      any = true;
+      const core::FragNode saved = n;
+      core::Apply(n, d, pick);
+      placed[i] = 1;
+      PlacingRuns(nodes, pods, i + 1, used + d.TotalGpuMilli(), placed, placed_always, best,
+                  leaves);
+      placed[i] = 0;
+      n = saved;
+    }
+  }
+  if (!any) PlacingRuns(nodes, pods, i + 1, used, placed, placed_always, best, leaves);
+}
+
+// ForcedPods and the placing-policy bound against every run a placing policy can make on
+// random tiny clusters where pods outnumber the room (2–3 nodes of 1–3 GPUs, two models, CPU
+// and memory that run out, CPU-only pods among 5–8 arrivals): a pod ForcedPods marks is placed
+// in every run, and the bound with those pods forced is never below the best run.
+TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
+  core::SeededRng rng(11, 0);
+  auto draw = [&](int64_t n) { return static_cast<int64_t>(rng.Uniform(n)); };
+  const int32_t shares[] = {100, 250, 300, 460, 500, 600, 810, 1000};
+  int forced_total = 0, tighter = 0, instances = 0;
+  for (int inst = 0; inst < 400; ++inst) {
+    std::vector<TraceNode> tn;
+    const int num_nodes = 2 + static_cast<int>(draw(2));
+    for (int i = 0; i < num_nodes; ++i) {
+      TraceNode node = Node("n" + std::to_string(i), 4000 + 2000 * draw(4),
+                            1 + static_cast<int32_t>(draw(3)), draw(2) ? "T4" : "P100");
+      node.memory_mib = 4096 + 2048 * draw(3);
+      tn.push_back(node);
+    }
+    auto c = BuildCluster(tn, "n.csv");
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    uint64_t t4 = 0;
+    for (size_t t = 0; t < c->type_table.size(); ++t) {
+      if (c->type_table[t] == "T4") t4 |= 1ULL << t;
+    }
+    std::vector<core::FragDemand> pods;
+    const int num_pods = 5 + static_cast<int>(draw(4));
+    for (int p = 0; p < num_pods; ++p) {
+      core::FragDemand d;
+      if (draw(5) == 0) {
+        d = Pod(1000 + 1000 * draw(6), 0, 0);
+      } else {
+        const int32_t share = shares[draw(8)];
+        const int32_t gpus = share == 1000 ? 1 + static_cast<int32_t>(draw(2)) : 1;
+        d = Pod(1000 + 1000 * draw(5), gpus, share, draw(4) == 0 ? t4 : ~0ULL);
+      }
+      d.mem_mib = 1024 * (1 + draw(4));
+      pods.push_back(d);
+    }
+    const std::vector<uint8_t> forced = ForcedPods(*c, pods);
+    ASSERT_EQ(forced.size(), pods.size());
+    std::vector<core::FragNode> nodes = c->frag;
+    std::vector<uint8_t> placed(pods.size(), 0), placed_always(pods.size(), 1);
+    int64_t best = 0;
+    int leaves = 0;
+    PlacingRuns(nodes, pods, 0, 0, placed, placed_always, best, leaves);
+    ASSERT_GT(leaves, 0);
+    std::string desc;
+    for (const auto& n : c->frag) {
+      desc += "node cpu " + std::to_string(n.cpu_left) + " mem " + std::to_string(n.mem_left) +
+              " gpus " + std::to_string(n.num_gpus) + " type " + std::to_string(n.gpu_type[0]) +
+              "; ";
+    }
+    for (size_t k = 0; k < pods.size(); ++k) {
+      const auto& d = pods[k];
+      desc += "pod cpu " + std::to_string(d.cpu_milli) + " mem " + std::to_string(d.mem_mib) + " " +
+              std::to_string(d.num_gpus) + "x" + std::to_string(d.gpu_milli) +
+              (d.type_mask == ~0ULL ? "" : " T4") + (forced[k] ? " forced" : "") + "; ";
+    }
+    for (size_t k = 0; k < pods.size(); ++k) {
+      ASSERT_TRUE(!forced[k] || placed_always[k])
+          << "instance " << inst << ": pod " << k << " is forced but some run refuses it: " << desc;
+      forced_total += forced[k];
+    }
+    auto with = PackingUpperBound(*c, pods, forced);
+    ASSERT_TRUE(with.ok()) << "instance " << inst << ": " << with.status().message() << " " << desc;
+    ASSERT_GE(with->gpu_milli, static_cast<double>(best) - 1e-6)
+        << "instance " << inst << ": " << desc;
+    const double without = Bound(*c, pods);
+    ASSERT_LE(with->gpu_milli, without + 1e-6);  // forcing only removes packings
+    tighter += with->gpu_milli < without - 1e-6;
+    ++instances;
+  }
+  // A test that cannot fail is no test: the instances must force pods and tighten bounds.
+  EXPECT_GT(forced_total, 0);
+  EXPECT_GT(tighter, 0);
+  std::printf("forced %d pods in %d instances; bound tighter on %d\n", forced_total, instances,
+              tighter);
+}
+
 }  // namespace
 }  // namespace fracgpu::sim

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -156,7 +157,21 @@ TEST_F(SimulateCommandTest, ChartsKeepTheKeyOutsideAndDrawTheBound) {
   ASSERT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("bound100"), std::string::npos) << o.out;
   const std::string csv = ReadAll(dir_ + "/out/allocation_pods.csv");
-  EXPECT_EQ(csv.substr(0, csv.find('\n')), "arrived_pct,FGD,BestFit,upper_bound");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "arrived_pct,FGD,BestFit,upper_bound,upper_bound_any_policy");
+  // Each bucket of 5 % from 80: the placing policies' bound never above the any-policy one.
+  std::istringstream rows(csv);
+  std::string row;
+  int bound_rows = 0;
+  while (std::getline(rows, row)) {
+    const size_t b = row.rfind(',', row.rfind(',') - 1);
+    const std::string placing = row.substr(b + 1, row.rfind(',') - b - 1);
+    const std::string any = row.substr(row.rfind(',') + 1);
+    if (placing.empty() || any.empty() || placing == "upper_bound") continue;
+    EXPECT_LE(std::stod(placing), std::stod(any) + 1e-9) << row;
+    ++bound_rows;
+  }
+  EXPECT_GT(bound_rows, 0) << csv;
   for (const std::string stem : {"allocation_pods", "allocation_pods_knee"}) {
     const std::string gp = ReadAll(dir_ + "/out/" + stem + ".gp");
     ASSERT_FALSE(gp.empty()) << stem;
@@ -172,8 +187,12 @@ TEST_F(SimulateCommandTest, ChartsKeepTheKeyOutsideAndDrawTheBound) {
         gp.find(", x title 'arrived (all placed)' with lines lw 2 dashtype (8,6)");
     EXPECT_NE(arrived, std::string::npos) << gp;
     EXPECT_LT(gp.find("title 'BestFit'"), arrived) << gp;
-    // The bound: column 4 of the CSV (after the two policies), titled.
+    // The bounds: columns 4 and 5 of the CSV (after the two policies), each titled.
     EXPECT_NE(gp.find("using 1:4 with linespoints lw 3 dashtype 3 pt 5 ps 1 lc rgb 'black' "
+                      "title 'upper bound, placing policies (LP)'"),
+              std::string::npos)
+        << gp;
+    EXPECT_NE(gp.find("using 1:5 with linespoints lw 2 dashtype 2 pt 4 ps 1 lc rgb '#606060' "
                       "title 'upper bound, any policy (LP)'"),
               std::string::npos)
         << gp;

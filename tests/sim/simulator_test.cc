@@ -202,5 +202,65 @@ TEST(OfflinePacking, SandwichesTheOptimumOnTheDefaultTrace) {
               100.0 * b130->gpu_milli / cap);
 }
 
+// ForcedPods on the whole default trace (seed 42, 130 % arrived): every policy of the
+// simulator, each a placing policy, places every pod it marks (the runs' placements, in arrival
+// order); the placing-policy bound is at least each policy's allocation and its table figures,
+// at most the any-policy bound, and binds at 130 % where the any-policy bound is 100 %.
+TEST(ForcedPods, EveryPolicyPlacesThemOnTheDefaultTrace) {
+  auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
+  auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
+  ASSERT_TRUE(nodes.ok() && pods.ok());
+  auto cluster = BuildCluster(*nodes, "nodes");
+  ASSERT_TRUE(cluster.ok());
+  auto w = PrepareWorkload(*pods, *cluster, 95, "pods");
+  ASSERT_TRUE(w.ok());
+  core::SeededRng rng(42, 0);
+  const auto arrivals = BuildArrivals(w->pods, cluster->CapacityMilli(), 1.3, rng);
+  std::vector<core::FragDemand> all;
+  for (int32_t idx : arrivals) all.push_back(w->demand[idx]);
+  const std::vector<uint8_t> forced = ForcedPods(*cluster, all);
+  ASSERT_EQ(forced.size(), all.size());
+  int64_t forced_81 = 0, arrived_81 = 0, forced_total = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    forced_total += forced[i];
+    if (all[i].num_gpus == 1 && all[i].gpu_milli == 810) {
+      ++arrived_81;
+      forced_81 += forced[i];
+    }
+  }
+  std::printf("forced %lld of %zu arrivals; 0.81 pods: %lld of %lld\n",
+              static_cast<long long>(forced_total), all.size(), static_cast<long long>(forced_81),
+              static_cast<long long>(arrived_81));
+  EXPECT_GT(forced_81, arrived_81 / 4);  // measured 657 of 1,443
+  const int pcts[] = {100, 130};
+  auto any = ArrivalBounds(*cluster, *w, 42, 1.3, pcts);
+  auto placing = ArrivalBounds(*cluster, *w, 42, 1.3, pcts, BoundScope::kPlacingPolicy);
+  ASSERT_TRUE(any.ok() && placing.ok());
+  EXPECT_LE((*placing)[0], (*any)[0] + 1e-9);
+  EXPECT_LE((*placing)[1], (*any)[1] + 1e-9);
+  EXPECT_GE((*any)[1], 100.0 - 1e-9);  // the any-policy bound does not bind at 130 %
+  EXPECT_LT((*placing)[1], 99.0);      // the placing one does (measured 98.29)
+  std::printf("bound at 100 / 130 %%: any policy %.2f / %.2f, placing policies %.2f / %.2f\n",
+              (*any)[0], (*any)[1], (*placing)[0], (*placing)[1]);
+  RunOptions options;
+  options.keep_placements = true;
+  for (auto policy : core::AllPlacementPolicies()) {
+    auto r = RunExperiment(*cluster, *w, policy, 42, options);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->placements.size(), all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      ASSERT_TRUE(!forced[i] || !r->placements[i].node.empty())
+          << core::PlacementPolicyName(policy) << " refused forced arrival " << i;
+    }
+    const double placed =
+        100.0 * static_cast<double>(r->used_milli) / static_cast<double>(cluster->CapacityMilli());
+    EXPECT_LE(placed, (*placing)[1] + 1e-9) << core::PlacementPolicyName(policy);
+    EXPECT_LE(r->buckets.alloc_pct[100], (*placing)[0] + 0.005)
+        << core::PlacementPolicyName(policy);
+    EXPECT_LE(r->buckets.alloc_pct[130], (*placing)[1] + 0.005)
+        << core::PlacementPolicyName(policy);
+  }
+}
+
 }  // namespace
 }  // namespace fracgpu::sim
