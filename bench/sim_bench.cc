@@ -4,8 +4,8 @@
 // BM_PackingBound: one LP of the packing upper bound (sim/bound.h) for seed 42's arrivals cut
 // at 100 % or 130 % of capacity (the arrived % is the argument), and BM_OfflinePacking the
 // offline packing of the same pods. BM_ForcedPods: ForcedPods over all of seed 42's arrivals
-// (130 %); BM_PlacingBound: one LP of the placing-policy bound (those pods forced) at 100 % or
-// 130 %.
+// (130 %); BM_PlacingBound: PackingUpperBound with those pods forced at 100 % or 130 %, which
+// solves the LP without them and, unless its optimum already holds them, again with them.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

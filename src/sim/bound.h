@@ -1,7 +1,9 @@
 #pragma once
-// An upper bound on the GPU any policy — online or offline, clairvoyant, free to refuse pods —
-// could allocate for one arrival sequence of the experiment (docs/simulate.md, "The distance to
-// the optimum"). It is the optimum of a linear relaxation of the packing, solved with GLPK.
+// Upper bounds on the GPU a policy could allocate for one arrival sequence of the experiment
+// (docs/simulate.md, "The distance to the optimum" and "A bound for placing policies"): for any
+// policy (online or offline, clairvoyant, free to refuse pods), and for placing policies, which
+// place every pod that fits as the simulator's do (ForcedPods). Each is the optimum of a linear
+// relaxation of the packing, solved with GLPK.
 
 #include <cstdint>
 #include <span>
@@ -16,9 +18,12 @@ namespace fracgpu::sim {
 
 /// The bound for one multiset of pods.
 struct PackingBound {
-  double gpu_milli = 0;      ///< LP optimum: most milli-GPU any packing of these pods can place
-  int32_t pod_classes = 0;   ///< distinct pod shapes in the LP
-  int32_t node_classes = 0;  ///< distinct node shapes in the LP
+  /// LP optimum with the forced pods held (= gpu_milli_any_policy when none is forced): most
+  /// milli-GPU a packing of these pods that holds the forced ones can place.
+  double gpu_milli = 0;
+  double gpu_milli_any_policy = 0;  ///< LP optimum without forcing: any packing of these pods
+  int32_t pod_classes = 0;          ///< distinct pod shapes in the LP
+  int32_t node_classes = 0;         ///< distinct node shapes in the LP
 };
 
 /// Upper bound on Σ num_gpus × gpu_milli of the pods of `pods` that any assignment to the
@@ -41,41 +46,51 @@ struct PackingBound {
 /// pod's CPU, memory and GPU may come from different nodes of its class, subject only to the
 /// rows above; arrival order and the policy's obligation to place a pod that fits are ignored
 /// (it bounds clairvoyant policies that may refuse pods, too). CPU-only pods add nothing to the
-/// objective and are left out (which only loosens it). Errors: kInternal when GLPK fails.
+/// objective and are left out (which only loosens it).
 /// `forced` (empty, or one flag per pod of `pods`): pods every policy of interest holds, e.g.
-/// ForcedPods' for a placing policy; their classes' rows get that many as a lower bound, so the
-/// bound covers only policies that place them. Errors: kInvalidArgument when `forced` has
-/// another size; kInternal when no packing holds the forced pods (a defect, never the input's).
+/// ForcedPods' for placing policies; their classes' rows get that many as a lower bound, so
+/// gpu_milli covers only policies that place them (gpu_milli_any_policy is the LP without).
+/// Errors: kInvalidArgument when `forced` has another size, or no packing holds the forced pods
+/// (a forced pod fits no node, or the LP with them is infeasible; with ForcedPods' flags that
+/// would be a defect); kInternal when GLPK fails.
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
                                        std::span<const core::FragDemand> pods,
                                        std::span<const uint8_t> forced = {});
 
-/// For each pod of an arrival sequence (in order), 1 when every *placing* policy — one that
+/// For each pod of an arrival sequence (in order), 1 only if every *placing* policy — one that
 /// puts each arriving pod on some node where it fits (core::Fits), whenever one exists, as
-/// every policy of the simulator does — has placed it: no placement of the pods arrived before
-/// it, however chosen, can leave every node without room for it. A pod of shape p can fail only
-/// when each node is blocked by its CPU, its memory or its GPUs (see CanBlock in bound.cc), and
-/// the pods before it pay for that within their total CPU, memory and card use; the first
-/// index where an LP over node classes finds that affordable is found by binary search (the
-/// budgets only grow). GPU pods only (CPU-only pods are 0: the bound leaves them out).
+/// every policy of the simulator does, pods never leaving — places it: no placement of the pods
+/// arrived before it, however chosen, can leave every node without room for it, from the nodes'
+/// state in `cluster.frag` (partly used nodes included). A sufficient test, not an exact one: 0
+/// says nothing. A pod of shape p fails only when each node is blocked by its CPU, its memory
+/// or its GPUs, and the pods before it would have to pay for that within their CPU (millicores),
+/// memory (MiB) and cards; a weighting λ of the three under which they cannot is the proof
+/// (the argument is in bound.cc). λ ranges over a grid of the simplex; per shape, the first
+/// index where no λ of the grid proves the pod fits is found on prefix sums (they only grow).
+/// GPU pods only (CPU-only pods are 0: the bound leaves them out). All 0 when the cluster has
+/// no CPU, memory or GPU.
 std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
                                 std::span<const core::FragDemand> arrivals);
 
-/// Which policies a bound covers: every policy (online or offline, free to refuse pods), or
-/// only placing ones (ForcedPods), as the simulator's are.
-enum class BoundScope { kAnyPolicy, kPlacingPolicy };
+/// The bounds of one arrival sequence, % of capacity, one entry per arrived % asked for.
+struct ArrivalBoundSeries {
+  std::vector<double> placing;     ///< placing policies (ForcedPods held), the simulator's kind
+  std::vector<double> any_policy;  ///< any policy, free to refuse pods
+};
 
 /// The bound as a GPU allocation ratio (% of capacity) for the arrivals of one run (the same
 /// sequence RunExperiment builds for `seed` and `tune`) cut at each of `arrived_pct`: the pods
 /// whose cumulative GPU request is ≤ (b + ½) % of capacity, the last arrived that the table's
-/// bucket b (Bucketize) averages over, so it bounds every sample of that bucket. Also capped by
-/// that request itself and by capacity. With kPlacingPolicy, the pods ForcedPods marks among
-/// the whole sequence are forced in each cut (a placing policy has placed them by then).
+/// bucket b (Bucketize) averages over, so it bounds every sample of that bucket. A bucket with
+/// no sample of its own takes its neighbours' mean (Bucketize), whose b + 1 side may exceed it:
+/// on the bundled traces every bucket from 80 % on holds samples (one pod is < 0.2 % of 6,212
+/// GPUs), on a cluster of a few GPUs not always. Also capped by that request itself and by
+/// capacity. `placing` forces, in each cut, the pods ForcedPods marks in the whole sequence (a
+/// placing policy has placed them by then); `any_policy` forces none.
 /// Errors: as PackingUpperBound.
-Result<std::vector<double>> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
-                                          uint64_t seed, double tune,
-                                          std::span<const int> arrived_pct,
-                                          BoundScope scope = BoundScope::kAnyPolicy);
+Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
+                                         uint64_t seed, double tune,
+                                         std::span<const int> arrived_pct);
 
 /// A lower bound on the same optimum: the GPU milli of one real packing of `pods` on the
 /// cluster's empty nodes, built offline (all pods known): GPU pods sorted by (GPUs, share)

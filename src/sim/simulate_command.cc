@@ -528,9 +528,9 @@ int Run(const Flags& flags) {
   for (int b = 80; b <= last_pct; b += 5) bound_pcts.push_back(b);
   if (bound_pcts.back() != last_pct) bound_pcts.push_back(last_pct);
   // Per seed two bounds: for placing policies (every policy here; the table's bound100 and
-  // bound130) and for any policy, free to refuse pods (BoundScope).
-  std::vector<std::optional<Result<std::vector<double>>>> bounds(flags.bound ? seeds->size() : 0);
-  std::vector<std::optional<Result<std::vector<double>>>> bounds_any(bounds.size());
+  // bound130) and for any policy, free to refuse pods (sim::ArrivalBoundSeries).
+  std::vector<std::optional<Result<sim::ArrivalBoundSeries>>> bounds(flags.bound ? seeds->size()
+                                                                                 : 0);
   // Notebook parking on one policy's packing per seed: the scheduler's fragmentation-aware
   // policy when it is in --policies, else the first policy; the rows are without parking, then
   // each --park-idle threshold.
@@ -568,10 +568,7 @@ int Run(const Flags& flags) {
     for (size_t n; (n = next.fetch_add(1)) < total_jobs;) {
       const size_t i = order[n];
       if (i < bounds.size()) {
-        bounds[i] = sim::ArrivalBounds(*cluster, *workload, (*seeds)[i], flags.tune, bound_pcts,
-                                       sim::BoundScope::kPlacingPolicy);
-        bounds_any[i] = sim::ArrivalBounds(*cluster, *workload, (*seeds)[i], flags.tune, bound_pcts,
-                                           sim::BoundScope::kAnyPolicy);
+        bounds[i] = sim::ArrivalBounds(*cluster, *workload, (*seeds)[i], flags.tune, bound_pcts);
       } else {
         const size_t j = i - bounds.size();
         const bool park_here = flags.parking && jobs[j].policy == park_policy;
@@ -628,19 +625,19 @@ int Run(const Flags& flags) {
   // Mean bound per arrived % over the seeds.
   std::vector<double> bound_mean, bound_any_mean;
   for (size_t b = 0; b < bounds.size(); ++b) {
-    for (const auto* r : {&bounds[b], &bounds_any[b]}) {
-      if (!(*r)->ok()) {
-        std::fprintf(stderr, "fracgpu simulate: bound seed %llu: %s\n",
-                     static_cast<unsigned long long>((*seeds)[b]),
-                     (*r)->status().message().c_str());
-        return 1;
-      }
+    if (!bounds[b]->ok()) {
+      std::fprintf(stderr, "fracgpu simulate: bound seed %llu: %s\n",
+                   static_cast<unsigned long long>((*seeds)[b]),
+                   bounds[b]->status().message().c_str());
+      return 1;
     }
   }
   for (size_t k = 0; k < bound_pcts.size() && !bounds.empty(); ++k) {
     std::vector<double> v, any;
-    for (const auto& b : bounds) v.push_back((**b)[k]);
-    for (const auto& b : bounds_any) any.push_back((**b)[k]);
+    for (const auto& b : bounds) {
+      v.push_back((*b)->placing[k]);
+      any.push_back((*b)->any_policy[k]);
+    }
     bound_mean.push_back(Mean(v));
     bound_any_mean.push_back(Mean(any));
   }
@@ -913,8 +910,10 @@ void RegisterSimulateCommand(CLI::App& app) {
   cmd->add_option("--park-bandwidth", flags->park_bandwidth,
                   "parking: park and restore copy rate, GiB/s (assumed until measured)")
       ->capture_default_str();
-  cmd->add_flag("!--no-bound", flags->bound,
-                "skip the packing upper bound (one GLPK LP per seed and 5 % of arrived)");
+  cmd->add_flag(
+      "!--no-bound", flags->bound,
+      "skip the packing upper bounds (per seed: the forced pods of placing policies, then one or "
+      "two GLPK LPs per 5 % of arrived)");
   cmd->callback([flags] {
     const int rc = Run(*flags);
     if (rc != 0) throw CLI::RuntimeError(rc);

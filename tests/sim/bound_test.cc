@@ -181,6 +181,32 @@ TEST(PackingUpperBound, NeverBelowTheBruteForceOptimum) {
   std::printf("bound / optimum: mean %.4f, exact on %d of %d\n", mean, exact, instances);
 }
 
+// Forced flags no packing can honour are refused, naming what is wrong.
+TEST(PackingUpperBound, RefusesForcedFlagsNoPackingHolds) {
+  auto one = BuildCluster({Node("n0", 10000, 1, "T4")}, "n.csv");
+  ASSERT_TRUE(one.ok());
+  const std::vector<core::FragDemand> two = {Pod(1000, 1, 600), Pod(1000, 1, 600)};
+  const std::vector<uint8_t> both = {1, 1}, first = {1, 0}, short_flags = {1};
+  auto b = PackingUpperBound(*one, two, both);  // one card holds one 600-milli pod
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("holds the 2 forced ones"), std::string::npos)
+      << b.status().message();
+  b = PackingUpperBound(*one, two, short_flags);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "packing bound: 1 forced flags for 2 pods");
+  const std::vector<core::FragDemand> big = {Pod(1000, 2, 1000)};  // 2 GPUs on a 1-GPU node
+  b = PackingUpperBound(*one, big, std::vector<uint8_t>{1});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "packing bound: 1 forced pods of 2 x 1000 milli-GPU fit no node of the cluster");
+  // Honourable flags: one of the two forced, the bound is the one card's 600.
+  b = PackingUpperBound(*one, two, first);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_DOUBLE_EQ(b->gpu_milli, 600.0);
+  EXPECT_DOUBLE_EQ(b->gpu_milli_any_policy, 600.0);
+}
+
 // Every run a *placing* policy can make, by exhaustive search: pod i goes to any node and any
 // set of num_gpus of its GPUs that fit (core::Fits / Apply), and is refused only when it fits
 // nowhere. Per leaf: the GPU milli placed; `placed_always[i]` stays 1 only if pod i is placed
@@ -223,13 +249,16 @@ void PlacingRuns(std::vector<core::FragNode>& nodes, const std::vector<core::Fra
 
 // ForcedPods and the placing-policy bound against every run a placing policy can make on
 // random tiny clusters where pods outnumber the room (2–3 nodes of 1–3 GPUs, two models, CPU
-// and memory that run out, CPU-only pods among 5–8 arrivals): a pod ForcedPods marks is placed
-// in every run, and the bound with those pods forced is never below the best run.
+// and memory that run out; among 5–8 arrivals CPU-only pods, pods asking no CPU or no memory,
+// and fractional pods on two GPUs): a pod ForcedPods marks is placed in every run. On half of
+// the instances some GPUs start partly used (ForcedPods works from the nodes' state); on the
+// others (PackingUpperBound's empty nodes) the bound with those pods forced is never below
+// the best run.
 TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
   core::SeededRng rng(11, 0);
   auto draw = [&](int64_t n) { return static_cast<int64_t>(rng.Uniform(n)); };
   const int32_t shares[] = {100, 250, 300, 460, 500, 600, 810, 1000};
-  int forced_total = 0, tighter = 0, instances = 0;
+  int forced_total = 0, tighter = 0, instances = 0, partly_forced = 0;
   for (int inst = 0; inst < 400; ++inst) {
     std::vector<TraceNode> tn;
     const int num_nodes = 2 + static_cast<int>(draw(2));
@@ -241,6 +270,14 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
     }
     auto c = BuildCluster(tn, "n.csv");
     ASSERT_TRUE(c.ok()) << c.status().message();
+    const bool partly_used = inst % 2 == 1;
+    if (partly_used) {
+      for (auto& n : c->frag) {
+        for (int g = 0; g < n.num_gpus; ++g) {
+          if (draw(2)) n.gpu_left[g] = static_cast<int32_t>(100 * (1 + draw(10)));
+        }
+      }
+    }
     uint64_t t4 = 0;
     for (size_t t = 0; t < c->type_table.size(); ++t) {
       if (c->type_table[t] == "T4") t4 |= 1ULL << t;
@@ -253,10 +290,12 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
         d = Pod(1000 + 1000 * draw(6), 0, 0);
       } else {
         const int32_t share = shares[draw(8)];
-        const int32_t gpus = share == 1000 ? 1 + static_cast<int32_t>(draw(2)) : 1;
+        const int32_t gpus = share == 1000 || draw(4) == 0 ? 1 + static_cast<int32_t>(draw(2)) : 1;
         d = Pod(1000 + 1000 * draw(5), gpus, share, draw(4) == 0 ? t4 : ~0ULL);
       }
       d.mem_mib = 1024 * (1 + draw(4));
+      if (draw(8) == 0) d.cpu_milli = 0;
+      if (draw(8) == 0) d.mem_mib = 0;
       pods.push_back(d);
     }
     const std::vector<uint8_t> forced = ForcedPods(*c, pods);
@@ -270,8 +309,9 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
     std::string desc;
     for (const auto& n : c->frag) {
       desc += "node cpu " + std::to_string(n.cpu_left) + " mem " + std::to_string(n.mem_left) +
-              " gpus " + std::to_string(n.num_gpus) + " type " + std::to_string(n.gpu_type[0]) +
-              "; ";
+              " type " + std::to_string(n.gpu_type[0]) + " GPUs left";
+      for (int g = 0; g < n.num_gpus; ++g) desc += " " + std::to_string(n.gpu_left[g]);
+      desc += "; ";
     }
     for (size_t k = 0; k < pods.size(); ++k) {
       const auto& d = pods[k];
@@ -283,7 +323,9 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
       ASSERT_TRUE(!forced[k] || placed_always[k])
           << "instance " << inst << ": pod " << k << " is forced but some run refuses it: " << desc;
       forced_total += forced[k];
+      partly_forced += partly_used && forced[k];
     }
+    if (partly_used) continue;
     auto with = PackingUpperBound(*c, pods, forced);
     ASSERT_TRUE(with.ok()) << "instance " << inst << ": " << with.status().message() << " " << desc;
     ASSERT_GE(with->gpu_milli, static_cast<double>(best) - 1e-6)
@@ -295,9 +337,11 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
   }
   // A test that cannot fail is no test: the instances must force pods and tighten bounds.
   EXPECT_GT(forced_total, 0);
+  EXPECT_GT(partly_forced, 0);
   EXPECT_GT(tighter, 0);
-  std::printf("forced %d pods in %d instances; bound tighter on %d\n", forced_total, instances,
-              tighter);
+  std::printf(
+      "forced %d pods (%d on partly used GPUs); bound checked on %d instances, tighter on %d\n",
+      forced_total, partly_forced, instances, tighter);
 }
 
 }  // namespace

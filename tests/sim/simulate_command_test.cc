@@ -203,6 +203,36 @@ TEST_F(SimulateCommandTest, ChartsKeepTheKeyOutsideAndDrawTheBound) {
   }
 }
 
+// The table's bound100 / bound130 are the bound for placing policies, the any-policy bound its
+// own line. One node of two GPUs; seed 7 brings two 0.6-GPU pods, then two 0.5-GPU pods. A
+// placing policy must put the 0.6 pods on both cards, and then no 0.5 pod fits: 1.2 of 2 GPUs,
+// 60 %. A policy free to refuse one 0.6 pod places 0.6 + 0.5 + 0.5: 80 %.
+TEST_F(SimulateCommandTest, TheTableBoundIsThePlacingPoliciesOne) {
+  with_bound_ = true;
+  std::ofstream(dir_ + "/nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\n"
+                                        "n0,32000,131072,2,T4\n";
+  std::ofstream(dir_ + "/pods.csv") << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+                                       "pod_phase,creation_time,deletion_time,scheduled_time\n"
+                                       "a0,1000,1024,1,600,,LS,Running,0,10,0\n"
+                                       "a1,1000,1024,1,600,,LS,Running,1,10,1\n"
+                                       "b0,1000,1024,1,500,,LS,Running,2,10,2\n"
+                                       "b1,1000,1024,1,500,,LS,Running,3,10,3\n";
+  Outcome o = Simulate({{"--seeds", "7"}, {"--policies", "FGD"}});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const size_t row = o.out.find("\nFGD ");
+  ASSERT_NE(row, std::string::npos) << o.out;
+  const std::string line = o.out.substr(row + 1, o.out.find('\n', row + 1) - row - 1);
+  // ... | failed | bound100 gap | bound130 gap: the two pods of 0.5 failed (four pods leave
+  // buckets 100 and 130 without a sample of their own, so no gap).
+  EXPECT_NE(line.find("|       2 |    60.00      n/a |    60.00      n/a"), std::string::npos)
+      << line;
+  EXPECT_NE(o.out.find("upper bound by arrived %, placing policies: 80%: 60.00"), std::string::npos)
+      << o.out;
+  const size_t any = o.out.find("upper bound by arrived %, any policy (may refuse pods):");
+  ASSERT_NE(any, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("130%: 80.00", any), std::string::npos) << o.out;
+}
+
 TEST_F(SimulateCommandTest, BadFlagsAreRefusedUpFrontNamingFlagAndValue) {
   struct Case {
     std::map<std::string, std::string> flags;

@@ -147,8 +147,9 @@ TEST(RunExperiment, RealTraceSliceAgreesWithCoreFit) {
   }
 }
 
-// The packing bound of a run's arrivals is at least what any policy placed (it bounds them
-// all) and at most the capacity and the arrived request.
+// Both packing bounds of a run's arrivals (placing policies, any policy) are at least what each
+// policy placed (every policy here is a placing one), the placing one at most the any-policy
+// one, both at most the capacity and the arrived request.
 TEST(ArrivalBounds, BoundEveryPolicyOnTheRealTraceSlice) {
   auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
   auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
@@ -160,20 +161,26 @@ TEST(ArrivalBounds, BoundEveryPolicyOnTheRealTraceSlice) {
   auto w = PrepareWorkload(*pods, *cluster, 95, "pods");
   ASSERT_TRUE(w.ok());
   const int pcts[] = {100, 130};
-  auto bound = ArrivalBounds(*cluster, *w, 42, 1.3, pcts);
-  ASSERT_TRUE(bound.ok()) << bound.status().message();
-  ASSERT_EQ(bound->size(), 2u);
-  EXPECT_LE((*bound)[0], (*bound)[1] + 1e-9);
-  EXPECT_LE((*bound)[1], 100.0 + 1e-9);
-  for (auto policy : core::AllPlacementPolicies()) {
-    auto r = RunExperiment(*cluster, *w, policy, 42);
-    ASSERT_TRUE(r.ok());
-    const double placed =
-        100.0 * static_cast<double>(r->used_milli) / static_cast<double>(cluster->CapacityMilli());
-    EXPECT_LE(placed, (*bound)[1] + 1e-9) << core::PlacementPolicyName(policy);
-    // The table's figures (bucket means, rounded to 2 decimals) at 100 % and 130 % arrived.
-    EXPECT_LE(r->buckets.alloc_pct[100], (*bound)[0] + 0.005) << core::PlacementPolicyName(policy);
-    EXPECT_LE(r->buckets.alloc_pct[130], (*bound)[1] + 0.005) << core::PlacementPolicyName(policy);
+  auto bounds = ArrivalBounds(*cluster, *w, 42, 1.3, pcts);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().message();
+  ASSERT_EQ(bounds->placing.size(), 2u);
+  ASSERT_EQ(bounds->any_policy.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_LE(bounds->placing[k], bounds->any_policy[k] + 1e-9);
+  for (const std::vector<double>* bound : {&bounds->placing, &bounds->any_policy}) {
+    EXPECT_LE((*bound)[0], (*bound)[1] + 1e-9);
+    EXPECT_LE((*bound)[1], 100.0 + 1e-9);
+    for (auto policy : core::AllPlacementPolicies()) {
+      auto r = RunExperiment(*cluster, *w, policy, 42);
+      ASSERT_TRUE(r.ok());
+      const double placed = 100.0 * static_cast<double>(r->used_milli) /
+                            static_cast<double>(cluster->CapacityMilli());
+      EXPECT_LE(placed, (*bound)[1] + 1e-9) << core::PlacementPolicyName(policy);
+      // The table's figures (bucket means, rounded to 2 decimals) at 100 % and 130 % arrived.
+      EXPECT_LE(r->buckets.alloc_pct[100], (*bound)[0] + 0.005)
+          << core::PlacementPolicyName(policy);
+      EXPECT_LE(r->buckets.alloc_pct[130], (*bound)[1] + 0.005)
+          << core::PlacementPolicyName(policy);
+    }
   }
 }
 
@@ -233,9 +240,10 @@ TEST(ForcedPods, EveryPolicyPlacesThemOnTheDefaultTrace) {
               static_cast<long long>(arrived_81));
   EXPECT_GT(forced_81, arrived_81 / 4);  // measured 657 of 1,443
   const int pcts[] = {100, 130};
-  auto any = ArrivalBounds(*cluster, *w, 42, 1.3, pcts);
-  auto placing = ArrivalBounds(*cluster, *w, 42, 1.3, pcts, BoundScope::kPlacingPolicy);
-  ASSERT_TRUE(any.ok() && placing.ok());
+  auto bounds = ArrivalBounds(*cluster, *w, 42, 1.3, pcts);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().message();
+  const std::vector<double>* any = &bounds->any_policy;
+  const std::vector<double>* placing = &bounds->placing;
   EXPECT_LE((*placing)[0], (*any)[0] + 1e-9);
   EXPECT_LE((*placing)[1], (*any)[1] + 1e-9);
   EXPECT_GE((*any)[1], 100.0 - 1e-9);  // the any-policy bound does not bind at 130 %
