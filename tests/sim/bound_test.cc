@@ -71,13 +71,12 @@ TEST(PackingUpperBound, HandComputedOptima) {
   EXPECT_DOUBLE_EQ(Bound(*two, {}), 0.0);
 }
 
-// The exact optimum by exhaustive search, independent of the LP: every pod is left out or put
-// on any node on any set of num_gpus of its GPUs that fit (core::Fits / Apply on FragNode).
-int64_t BruteForceOptimum(std::vector<core::FragNode>& nodes,
-                          const std::vector<core::FragDemand>& pods, size_t i) {
-  if (i == pods.size()) return 0;
-  int64_t best = BruteForceOptimum(nodes, pods, i + 1);  // pod i left out
-  const core::FragDemand& d = pods[i];
+// Calls next() once for every placement of `d`: on any node where it fits (core::Fits), on any
+// set of num_gpus of that node's GPUs that fit, applied (core::Apply) for the call and undone
+// after. Returns whether there was one.
+template <typename Next>
+bool ForEachPlacement(std::vector<core::FragNode>& nodes, const core::FragDemand& d, Next&& next) {
+  bool any = false;
   for (core::FragNode& n : nodes) {
     if (!core::Fits(n, d)) continue;
     for (uint32_t set = 0; set < (1u << n.num_gpus); ++set) {
@@ -90,12 +89,26 @@ int64_t BruteForceOptimum(std::vector<core::FragNode>& nodes,
         pick.index[pick.count++] = static_cast<int8_t>(g);
       }
       if (!ok) continue;
+      any = true;
       const core::FragNode saved = n;
       core::Apply(n, d, pick);
-      best = std::max(best, d.TotalGpuMilli() + BruteForceOptimum(nodes, pods, i + 1));
+      next();
       n = saved;
     }
   }
+  return any;
+}
+
+// The exact optimum by exhaustive search, independent of the LP: every pod is left out or put
+// on any node on any set of num_gpus of its GPUs that fit (core::Fits / Apply on FragNode).
+int64_t BruteForceOptimum(std::vector<core::FragNode>& nodes,
+                          const std::vector<core::FragDemand>& pods, size_t i) {
+  if (i == pods.size()) return 0;
+  int64_t best = BruteForceOptimum(nodes, pods, i + 1);  // pod i left out
+  const core::FragDemand& d = pods[i];
+  ForEachPlacement(nodes, d, [&] {
+    best = std::max(best, d.TotalGpuMilli() + BruteForceOptimum(nodes, pods, i + 1));
+  });
   return best;
 }
 
@@ -221,29 +234,11 @@ void PlacingRuns(std::vector<core::FragNode>& nodes, const std::vector<core::Fra
     return;
   }
   const core::FragDemand& d = pods[i];
-  bool any = false;
-  for (core::FragNode& n : nodes) {
-    if (!core::Fits(n, d)) continue;
-    for (uint32_t set = 0; set < (1u << n.num_gpus); ++set) {
-      if (std::popcount(set) != d.num_gpus) continue;
-      core::GpuPick pick;
-      bool ok = true;
-      for (int g = 0; g < n.num_gpus; ++g) {
-        if (!((set >> g) & 1)) continue;
-        ok = ok && d.GpuFits(n, g);
-        pick.index[pick.count++] = static_cast<int8_t>(g);
-      }
-      if (!ok) continue;
-      any = true;
-      const core::FragNode saved = n;
-      core::Apply(n, d, pick);
-      placed[i] = 1;
-      PlacingRuns(nodes, pods, i + 1, used + d.TotalGpuMilli(), placed, placed_always, best,
-                  leaves);
-      placed[i] = 0;
-      n = saved;
-    }
-  }
+  const bool any = ForEachPlacement(nodes, d, [&] {
+    placed[i] = 1;
+    PlacingRuns(nodes, pods, i + 1, used + d.TotalGpuMilli(), placed, placed_always, best, leaves);
+    placed[i] = 0;
+  });
   if (!any) PlacingRuns(nodes, pods, i + 1, used, placed, placed_always, best, leaves);
 }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "sim/bound.h"
 
 namespace fracgpu::sim {
@@ -184,22 +186,32 @@ TEST(ArrivalBounds, BoundEveryPolicyOnTheRealTraceSlice) {
   }
 }
 
+// The whole default trace, its cluster, and seed 42's arrivals at tune 1.3 (RunExperiment's).
+void LoadDefaultTraceArrivals(std::optional<SimCluster>& cluster, std::optional<SimWorkload>& w,
+                              std::vector<core::FragDemand>& arrivals) {
+  auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
+  auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
+  ASSERT_TRUE(nodes.ok() && pods.ok());
+  auto c = BuildCluster(*nodes, "nodes");
+  ASSERT_TRUE(c.ok());
+  cluster = std::move(c).value();
+  auto prepared = PrepareWorkload(*pods, *cluster, 95, "pods");
+  ASSERT_TRUE(prepared.ok());
+  w = std::move(prepared).value();
+  core::SeededRng rng(42, 0);
+  for (int32_t idx : BuildArrivals(w->pods, cluster->CapacityMilli(), 1.3, rng))
+    arrivals.push_back(w->demand[idx]);
+}
+
 // Why the bound is 100 % at 130 % arrived on the default trace: an offline packing of seed 42's
 // arrivals (GPU pods largest first, FGD) allocates ≥ 99 % of the GPUs, every pod checked by
 // core fit's FragNode rules, so no valid bound on this quantity can be below that.
 TEST(OfflinePacking, SandwichesTheOptimumOnTheDefaultTrace) {
-  auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
-  auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
-  ASSERT_TRUE(nodes.ok() && pods.ok());
-  auto cluster = BuildCluster(*nodes, "nodes");
-  ASSERT_TRUE(cluster.ok());
-  auto w = PrepareWorkload(*pods, *cluster, 95, "pods");
-  ASSERT_TRUE(w.ok());
-  core::SeededRng rng(42, 0);
-  const auto arrivals = BuildArrivals(w->pods, cluster->CapacityMilli(), 1.3, rng);
-  const double cap = static_cast<double>(cluster->CapacityMilli());
+  std::optional<SimCluster> cluster;
+  std::optional<SimWorkload> w;
   std::vector<core::FragDemand> all;
-  for (int32_t idx : arrivals) all.push_back(w->demand[idx]);
+  ASSERT_NO_FATAL_FAILURE(LoadDefaultTraceArrivals(cluster, w, all));
+  const double cap = static_cast<double>(cluster->CapacityMilli());
   const double offline130 = 100.0 * static_cast<double>(OfflinePacking(*cluster, *w, all)) / cap;
   auto b130 = PackingUpperBound(*cluster, all);
   ASSERT_TRUE(b130.ok());
@@ -214,17 +226,10 @@ TEST(OfflinePacking, SandwichesTheOptimumOnTheDefaultTrace) {
 // order); the placing-policy bound is at least each policy's allocation and its table figures,
 // at most the any-policy bound, and binds at 130 % where the any-policy bound is 100 %.
 TEST(ForcedPods, EveryPolicyPlacesThemOnTheDefaultTrace) {
-  auto nodes = LoadNodeCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_node_list_gpu_node.csv");
-  auto pods = LoadPodCsv(std::string(FRACGPU_DATA_DIR) + "/csv/openb_pod_list_default.csv");
-  ASSERT_TRUE(nodes.ok() && pods.ok());
-  auto cluster = BuildCluster(*nodes, "nodes");
-  ASSERT_TRUE(cluster.ok());
-  auto w = PrepareWorkload(*pods, *cluster, 95, "pods");
-  ASSERT_TRUE(w.ok());
-  core::SeededRng rng(42, 0);
-  const auto arrivals = BuildArrivals(w->pods, cluster->CapacityMilli(), 1.3, rng);
+  std::optional<SimCluster> cluster;
+  std::optional<SimWorkload> w;
   std::vector<core::FragDemand> all;
-  for (int32_t idx : arrivals) all.push_back(w->demand[idx]);
+  ASSERT_NO_FATAL_FAILURE(LoadDefaultTraceArrivals(cluster, w, all));
   const std::vector<uint8_t> forced = ForcedPods(*cluster, all);
   ASSERT_EQ(forced.size(), all.size());
   int64_t forced_81 = 0, arrived_81 = 0, forced_total = 0;
