@@ -18,10 +18,10 @@ namespace fracgpu::sim {
 
 /// The bound for one multiset of pods.
 struct PackingBound {
-  /// LP optimum with the forced pods held (= gpu_milli_any_policy when none is forced): most
-  /// milli-GPU a packing of these pods that holds the forced ones can place.
+  /// LP optimum with the forced pods held (= gpu_milli_any_policy when none is forced): an
+  /// upper bound on the milli-GPU a packing of these pods that holds the forced ones places.
   double gpu_milli = 0;
-  double gpu_milli_any_policy = 0;  ///< LP optimum without forcing: any packing of these pods
+  double gpu_milli_any_policy = 0;  ///< LP optimum without forcing: bounds any packing of them
   int32_t pod_classes = 0;          ///< distinct pod shapes in the LP
   int32_t node_classes = 0;         ///< distinct node shapes in the LP
 };
@@ -50,9 +50,12 @@ struct PackingBound {
 /// `forced` (empty, or one flag per pod of `pods`): pods every policy of interest holds, e.g.
 /// ForcedPods' for placing policies; their classes' rows get that many as a lower bound, so
 /// gpu_milli covers only policies that place them (gpu_milli_any_policy is the LP without).
-/// Errors: kInvalidArgument when `forced` has another size, or no packing holds the forced pods
-/// (a forced pod fits no node, or the LP with them is infeasible; with ForcedPods' flags that
-/// would be a defect); kInternal when GLPK fails.
+/// The nodes are taken at their CPU and memory left and with every GPU whole (gpu_left is not
+/// read): on partly used GPUs the bound stays valid, only looser.
+/// Errors: kInvalidArgument when `forced` has another size, or the forced pods cannot all be
+/// held: one fits no node, or the LP with them is infeasible (flags no real packing honours
+/// but the relaxation accepts pass unnoticed; with ForcedPods' flags either would be a defect);
+/// kInternal when GLPK fails.
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
                                        std::span<const core::FragDemand> pods,
                                        std::span<const uint8_t> forced = {});
