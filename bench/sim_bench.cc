@@ -65,20 +65,14 @@ void AllPolicies(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_SimulateRun)->Apply(AllPolicies)->Unit(benchmark::kMillisecond)->Iterations(1);
 
-// Seed 42's arrivals up to `pct` % of capacity (the cut ArrivalBounds makes, b + ½).
+// Seed 42's arrivals up to `pct` % of capacity (the cut ArrivalBounds makes, CutArrivals).
 std::vector<fracgpu::core::FragDemand> ArrivedPods(const Inputs& in, int pct) {
   fracgpu::core::SeededRng rng(42, 0);
-  const auto arrivals =
-      fracgpu::sim::BuildArrivals(in.workload.pods, in.cluster.CapacityMilli(), 1.3, rng);
-  const double cap = static_cast<double>(in.cluster.CapacityMilli());
   std::vector<fracgpu::core::FragDemand> out;
-  double arrived = 0;
-  for (int32_t idx : arrivals) {
-    const auto& d = in.workload.demand[idx];
-    if (arrived + static_cast<double>(d.TotalGpuMilli()) > cap * (pct + 0.5) / 100.0) break;
-    arrived += static_cast<double>(d.TotalGpuMilli());
-    out.push_back(d);
-  }
+  for (int32_t idx :
+       fracgpu::sim::BuildArrivals(in.workload.pods, in.cluster.CapacityMilli(), 1.3, rng))
+    out.push_back(in.workload.demand[idx]);
+  out.resize(fracgpu::sim::CutArrivals(out, in.cluster.CapacityMilli(), pct).pods);
   return out;
 }
 
@@ -123,8 +117,11 @@ void BM_PlacingBound(benchmark::State& state) {
   const Inputs& in = LoadInputs();
   const auto all = ArrivedPods(in, 130);
   const auto forced_all = fracgpu::sim::ForcedPods(in.cluster, all);
-  const auto pods = ArrivedPods(in, static_cast<int>(state.range(0)));
-  const std::vector<uint8_t> forced(forced_all.begin(), forced_all.begin() + pods.size());
+  const size_t cut =
+      fracgpu::sim::CutArrivals(all, in.cluster.CapacityMilli(), static_cast<int>(state.range(0)))
+          .pods;
+  const std::vector<fracgpu::core::FragDemand> pods(all.begin(), all.begin() + cut);
+  const std::vector<uint8_t> forced(forced_all.begin(), forced_all.begin() + cut);
   double milli = 0;
   for (auto _ : state) {
     auto b = fracgpu::sim::PackingUpperBound(in.cluster, pods, forced);

@@ -19,12 +19,17 @@ namespace {
 
 constexpr int32_t kHalfCard = core::kMilliPerGpu / 2;
 
+// A pod's shape: what the LP's classes and ForcedPods group pods by.
 struct PodClass {
   int64_t cpu = 0, mem = 0;
   int32_t num_gpus = 0, gpu_milli = 0;
   uint64_t mask = 0;
   auto operator<=>(const PodClass&) const = default;
 };
+
+PodClass PodClassOf(const core::FragDemand& d) {
+  return {d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask};
+}
 
 struct NodeClass {
   int64_t cpu = 0, mem = 0;
@@ -104,7 +109,7 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   for (size_t i = 0; i < pods.size(); ++i) {
     const auto& d = pods[i];
     if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
-    const PodClass c{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask};
+    const PodClass c = PodClassOf(d);
     ++pod_count[c];
     if (!forced.empty() && forced[i]) ++forced_count[c];
   }
@@ -338,6 +343,13 @@ struct BlockCost {
   double count;
 };
 
+// One GPU pod shape: the node classes it sees and the first arrival index at which the pods
+// arrived before it may block every node (ForcedPods forces its arrivals before that).
+struct ShapeBlock {
+  std::vector<BlockCost> nodes;
+  size_t first_block = 0;
+};
+
 }  // namespace
 
 std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
@@ -369,13 +381,11 @@ std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
   if (cap[0] <= 0 || cap[1] <= 0 || cap[2] <= 0) return out;
 
   // The node classes each GPU pod shape sees, grouped by the threshold T its cards need.
-  using Shape = std::tuple<int64_t, int64_t, int32_t, int32_t, uint64_t>;
-  std::map<Shape, std::vector<BlockCost>> shapes;
-  std::map<int32_t, std::vector<Shape>> by_threshold;
+  std::map<PodClass, ShapeBlock> shapes;
+  std::map<int32_t, std::vector<ShapeBlock*>> by_threshold;
   for (const auto& d : arrivals) {
     if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
-    const Shape key{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask};
-    auto [it, fresh] = shapes.try_emplace(key);
+    auto [it, fresh] = shapes.try_emplace(PodClassOf(d));
     if (!fresh) continue;
     const int32_t T = core::kMilliPerGpu + 1 - std::min(d.gpu_milli, core::kMilliPerGpu);
     // (CPU, memory, card milli needed to block a node; kNever where that resource cannot)
@@ -397,23 +407,24 @@ std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
     constexpr double kInf = std::numeric_limits<double>::infinity();
     for (const auto& [k, count] : classes) {
       const auto [c, m, g] = k;
-      it->second.push_back({{c == kNever ? kInf : static_cast<double>(c) / cap[0],
-                             m == kNever ? kInf : static_cast<double>(m) / cap[1],
-                             static_cast<double>(g) / T / cap[2]},
-                            static_cast<double>(count)});
+      it->second.nodes.push_back({{c == kNever ? kInf : static_cast<double>(c) / cap[0],
+                                   m == kNever ? kInf : static_cast<double>(m) / cap[1],
+                                   static_cast<double>(g) / T / cap[2]},
+                                  static_cast<double>(count)});
     }
-    by_threshold[T].push_back(key);
+    by_threshold[T].push_back(&it->second);  // map nodes never move
   }
 
-  std::map<Shape, size_t> first_block;  // the first index whose earlier arrivals may block it
-  for (const auto& [key, _] : shapes) first_block[key] = 0;
   constexpr int kGrid = 12;  // λ = (a, b, kGrid − a − b) / kGrid, points of the simplex
+  // Each arrival's CPU and memory, and its cards in units of the T at hand.
   std::vector<double> res(3 * n), prefix(n + 1);
-  for (const auto& [T, keys] : by_threshold) {
+  for (size_t i = 0; i < n; ++i) {
+    res[3 * i] = static_cast<double>(arrivals[i].cpu_milli) / cap[0];
+    res[3 * i + 1] = static_cast<double>(arrivals[i].mem_mib) / cap[1];
+  }
+  for (const auto& [T, blocks] : by_threshold) {
     for (size_t i = 0; i < n; ++i) {
       const auto& d = arrivals[i];
-      res[3 * i] = static_cast<double>(d.cpu_milli) / cap[0];
-      res[3 * i + 1] = static_cast<double>(d.mem_mib) / cap[1];
       res[3 * i + 2] = d.num_gpus > 0
                            ? static_cast<double>(d.num_gpus) *
                                  (static_cast<double>(std::min(d.gpu_milli, T)) / T) / cap[2]
@@ -433,9 +444,9 @@ std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
           prefix[i + 1] = prefix[i] + std::max({lambda[0] * res[3 * i], lambda[1] * res[3 * i + 1],
                                                 lambda[2] * res[3 * i + 2]});
         }
-        for (const Shape& key : keys) {
+        for (ShapeBlock* shape : blocks) {
           double need = 0;
-          for (const BlockCost& bc : shapes[key]) {
+          for (const BlockCost& bc : shape->nodes) {
             need += bc.count * std::min({lambda[0] * bc.cost[0], lambda[1] * bc.cost[1],
                                          lambda[2] * bc.cost[2]});
           }
@@ -444,8 +455,7 @@ std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
           const double want = need * (1 - 1e-9) - 1e-12;
           const size_t k = static_cast<size_t>(
               std::lower_bound(prefix.begin(), prefix.end(), want) - prefix.begin());
-          size_t& best = first_block[key];
-          best = std::max(best, std::min(k, n));
+          shape->first_block = std::max(shape->first_block, std::min(k, n));
         }
       }
     }
@@ -453,7 +463,7 @@ std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
   for (size_t i = 0; i < n; ++i) {
     const auto& d = arrivals[i];
     if (d.num_gpus <= 0 || d.gpu_milli <= 0) continue;
-    out[i] = i < first_block[{d.cpu_milli, d.mem_mib, d.num_gpus, d.gpu_milli, d.type_mask}];
+    out[i] = i < shapes.at(PodClassOf(d)).first_block;
   }
   return out;
 }
@@ -484,6 +494,18 @@ int64_t OfflinePacking(const SimCluster& cluster, const SimWorkload& workload,
   return used;
 }
 
+ArrivalCut CutArrivals(std::span<const core::FragDemand> arrivals, int64_t capacity_milli,
+                       int pct) {
+  ArrivalCut cut;
+  const double limit = static_cast<double>(capacity_milli) * (pct + 0.5) / 100.0;
+  for (; cut.pods < arrivals.size(); ++cut.pods) {
+    const int64_t milli = arrivals[cut.pods].TotalGpuMilli();
+    if (static_cast<double>(cut.gpu_milli + milli) > limit) break;
+    cut.gpu_milli += milli;
+  }
+  return cut;
+}
+
 Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
                                          uint64_t seed, double tune,
                                          std::span<const int> arrived_pct) {
@@ -499,15 +521,11 @@ Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWor
   for (int pct : arrived_pct) {
     // Bucket b of the table holds the samples whose arrived rounds to b % (metrics.h), i.e. up
     // to (b + ½) % of capacity: the bound takes every pod arrived by then.
-    size_t cut = 0;
-    double arrived = 0;
-    for (; cut < demands.size(); ++cut) {
-      const double milli = static_cast<double>(demands[cut].TotalGpuMilli());
-      if (arrived + milli > capacity * (pct + 0.5) / 100.0) break;
-      arrived += milli;
-    }
-    auto bound = PackingUpperBound(cluster, std::span<const core::FragDemand>(demands.data(), cut),
-                                   std::span<const uint8_t>(forced.data(), cut));
+    const ArrivalCut cut = CutArrivals(demands, cluster.CapacityMilli(), pct);
+    const double arrived = static_cast<double>(cut.gpu_milli);
+    auto bound =
+        PackingUpperBound(cluster, std::span<const core::FragDemand>(demands.data(), cut.pods),
+                          std::span<const uint8_t>(forced.data(), cut.pods));
     if (!bound.ok()) return bound.status();
     out.placing.push_back(100.0 * std::min({bound->gpu_milli, arrived, capacity}) / capacity);
     out.any_policy.push_back(100.0 * std::min({bound->gpu_milli_any_policy, arrived, capacity}) /

@@ -75,6 +75,18 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
 std::vector<uint8_t> ForcedPods(const SimCluster& cluster,
                                 std::span<const core::FragDemand> arrivals);
 
+/// A prefix of an arrival sequence: its pod count and their total GPU request (milli-GPU).
+struct ArrivalCut {
+  size_t pods = 0;
+  int64_t gpu_milli = 0;
+};
+
+/// The longest prefix of `arrivals` whose cumulative GPU request is ≤ (pct + ½) % of
+/// `capacity_milli`: every pod arrived by the last sample of the table's bucket pct (Bucketize
+/// rounds arrived % to the nearest bucket). CPU-only pods before the first pod that crosses are
+/// in it.
+ArrivalCut CutArrivals(std::span<const core::FragDemand> arrivals, int64_t capacity_milli, int pct);
+
 /// The bounds of one arrival sequence, % of capacity, one entry per arrived % asked for.
 struct ArrivalBoundSeries {
   std::vector<double> placing;     ///< placing policies (ForcedPods held), the simulator's kind
