@@ -641,9 +641,10 @@ int Run(const Flags& flags) {
     bound_mean.push_back(Mean(v));
     bound_any_mean.push_back(Mean(any));
   }
-  auto bound_at = [&](int pct) -> std::optional<double> {
-    for (size_t k = 0; k < bound_mean.size(); ++k) {
-      if (bound_pcts[k] == pct) return bound_mean[k];
+  // A series' mean at arrived `pct` (bound_mean for placing policies, bound_any_mean).
+  auto bound_at = [&](const std::vector<double>& series, int pct) -> std::optional<double> {
+    for (size_t k = 0; k < series.size(); ++k) {
+      if (bound_pcts[k] == pct) return series[k];
     }
     return std::nullopt;
   };
@@ -687,7 +688,7 @@ int Run(const Flags& flags) {
     if (paper.frag_ratio) pf90 = sim::PaperMean(*paper.frag_ratio, trace_name, p, "90");
     paper_points.emplace_back(p100, p130);
     const double m130 = Mean(a130);
-    const std::optional<double> b130 = bound_at(130), b100 = bound_at(100);
+    const std::optional<double> b130 = bound_at(bound_mean, 130), b100 = bound_at(bound_mean, 100);
     const double m100 = Mean(a100);
     std::printf(
         "%-18s %8s %8s | %8s %8s %6s | %9s %8s | %9s %8s | %7s | %8s %8s | %8s %8s\n",
@@ -708,15 +709,15 @@ int Run(const Flags& flags) {
       "does) could reach for the same arrivals at 100 / 130 %%, mean of the seeds "
       "(docs/simulate.md), gap = bound − the policy's figure)\n");
   if (!bound_mean.empty()) {
-    std::printf("upper bound by arrived %%, placing policies:");
-    for (size_t k = 0; k < bound_pcts.size(); ++k) {
-      std::printf(" %d%%: %s", bound_pcts[k], Fmt(bound_mean[k]).c_str());
+    for (const auto& [who, series] :
+         {std::pair<const char*, const std::vector<double>*>{"placing policies", &bound_mean},
+          {"any policy (may refuse pods)", &bound_any_mean}}) {
+      std::printf("upper bound by arrived %%, %s:", who);
+      for (size_t k = 0; k < bound_pcts.size(); ++k) {
+        std::printf(" %d%%: %s", bound_pcts[k], Fmt((*series)[k]).c_str());
+      }
+      std::printf("\n");
     }
-    std::printf("\nupper bound by arrived %%, any policy (may refuse pods):");
-    for (size_t k = 0; k < bound_pcts.size(); ++k) {
-      std::printf(" %d%%: %s", bound_pcts[k], Fmt(bound_any_mean[k]).c_str());
-    }
-    std::printf("\n");
   }
 
   if (flags.parking) {
@@ -740,13 +741,10 @@ int Run(const Flags& flags) {
       csv << b;
       for (const auto& c : curves) csv << "," << (std::isnan(c[b]) ? std::string("") : Fmt(c[b]));
       if (!bound_mean.empty()) {
-        const auto v = bound_at(static_cast<int>(b));
-        csv << "," << (v ? Fmt(*v) : std::string(""));
-        std::optional<double> any;
-        for (size_t k = 0; k < bound_any_mean.size(); ++k) {
-          if (bound_pcts[k] == static_cast<int>(b)) any = bound_any_mean[k];
+        for (const auto* series : {&bound_mean, &bound_any_mean}) {
+          const auto v = bound_at(*series, static_cast<int>(b));
+          csv << "," << (v ? Fmt(*v) : std::string(""));
         }
-        csv << "," << (any ? Fmt(*any) : std::string(""));
       }
       csv << "\n";
     }

@@ -39,6 +39,36 @@ double Bound(const SimCluster& c, std::vector<core::FragDemand> pods) {
   return b.ok() ? b->gpu_milli : -1;
 }
 
+// The type mask that allows only the cluster's GPUs of `model`.
+uint64_t ModelMask(const SimCluster& c, const std::string& model) {
+  uint64_t mask = 0;
+  for (size_t t = 0; t < c.type_table.size(); ++t) {
+    if (c.type_table[t] == model) mask |= 1ULL << t;
+  }
+  return mask;
+}
+
+// A failing instance, for the assertion's message: each node's CPU, memory, model and GPUs left,
+// each pod's CPU, memory and GPUs (" T4" when limited to T4, " forced" where `forced` says so).
+std::string Describe(const SimCluster& c, const std::vector<core::FragDemand>& pods,
+                     const std::vector<uint8_t>& forced = {}) {
+  std::string desc;
+  for (const auto& n : c.frag) {
+    desc += "node cpu " + std::to_string(n.cpu_left) + " mem " + std::to_string(n.mem_left) +
+            " type " + std::to_string(n.gpu_type[0]) + " GPUs left";
+    for (int g = 0; g < n.num_gpus; ++g) desc += " " + std::to_string(n.gpu_left[g]);
+    desc += "; ";
+  }
+  for (size_t k = 0; k < pods.size(); ++k) {
+    const auto& d = pods[k];
+    desc += "pod cpu " + std::to_string(d.cpu_milli) + " mem " + std::to_string(d.mem_mib) + " " +
+            std::to_string(d.num_gpus) + "x" + std::to_string(d.gpu_milli) +
+            (d.type_mask == ~0ULL ? "" : " T4") +
+            (k < forced.size() && forced[k] ? " forced" : "") + "; ";
+  }
+  return desc;
+}
+
 TEST(PackingUpperBound, HandComputedOptima) {
   auto one = BuildCluster({Node("n0", 10000, 2, "T4")}, "n.csv");
   ASSERT_TRUE(one.ok()) << one.status().message();
@@ -60,10 +90,7 @@ TEST(PackingUpperBound, HandComputedOptima) {
   // A T4 and a P100 node, one card each; pods allowed only on T4: one card's worth.
   auto two = BuildCluster({Node("a", 10000, 1, "T4"), Node("b", 10000, 1, "P100")}, "n.csv");
   ASSERT_TRUE(two.ok());
-  uint64_t t4 = 0;
-  for (size_t t = 0; t < two->type_table.size(); ++t) {
-    if (two->type_table[t] == "T4") t4 |= 1ULL << t;
-  }
+  const uint64_t t4 = ModelMask(*two, "T4");
   ASSERT_NE(t4, 0u);
   EXPECT_DOUBLE_EQ(Bound(*two, {Pod(1000, 1, 1000, t4), Pod(1000, 1, 1000, t4)}), 1000.0);
   EXPECT_DOUBLE_EQ(Bound(*two, {Pod(1000, 1, 1000, t4), Pod(1000, 1, 1000)}), 2000.0);
@@ -158,10 +185,7 @@ TEST(PackingUpperBound, NeverBelowTheBruteForceOptimum) {
     }
     auto c = BuildCluster(tn, "n.csv");
     ASSERT_TRUE(c.ok()) << c.status().message();
-    uint64_t t4 = 0;
-    for (size_t t = 0; t < c->type_table.size(); ++t) {
-      if (c->type_table[t] == "T4") t4 |= 1ULL << t;
-    }
+    const uint64_t t4 = ModelMask(*c, "T4");
     std::vector<core::FragDemand> pods;
     const int num_pods = 4 + static_cast<int>(draw(4));
     for (int p = 0; p < num_pods; ++p) {
@@ -171,16 +195,8 @@ TEST(PackingUpperBound, NeverBelowTheBruteForceOptimum) {
     }
     const int64_t opt = BruteForce(*c, pods);
     const double b = Bound(*c, pods);
-    std::string desc;
-    for (const auto& n : c->frag) {
-      desc += "node cpu " + std::to_string(n.cpu_left) + " gpus " + std::to_string(n.num_gpus) +
-              " type " + std::to_string(n.gpu_type[0]) + "; ";
-    }
-    for (const auto& d : pods) {
-      desc += "pod cpu " + std::to_string(d.cpu_milli) + " " + std::to_string(d.num_gpus) + "x" +
-              std::to_string(d.gpu_milli) + (d.type_mask == ~0ULL ? "" : " T4") + "; ";
-    }
-    ASSERT_GE(b, static_cast<double>(opt) - 1e-6) << "instance " << inst << ": " << desc;
+    ASSERT_GE(b, static_cast<double>(opt) - 1e-6)
+        << "instance " << inst << ": " << Describe(*c, pods);
     ++instances;
     if (opt > 0) sum_ratio += b / static_cast<double>(opt);
     if (opt == 0) sum_ratio += 1;
@@ -273,10 +289,7 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
         }
       }
     }
-    uint64_t t4 = 0;
-    for (size_t t = 0; t < c->type_table.size(); ++t) {
-      if (c->type_table[t] == "T4") t4 |= 1ULL << t;
-    }
+    const uint64_t t4 = ModelMask(*c, "T4");
     std::vector<core::FragDemand> pods;
     const int num_pods = 5 + static_cast<int>(draw(4));
     for (int p = 0; p < num_pods; ++p) {
@@ -301,19 +314,7 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
     int leaves = 0;
     PlacingRuns(nodes, pods, 0, 0, placed, placed_always, best, leaves);
     ASSERT_GT(leaves, 0);
-    std::string desc;
-    for (const auto& n : c->frag) {
-      desc += "node cpu " + std::to_string(n.cpu_left) + " mem " + std::to_string(n.mem_left) +
-              " type " + std::to_string(n.gpu_type[0]) + " GPUs left";
-      for (int g = 0; g < n.num_gpus; ++g) desc += " " + std::to_string(n.gpu_left[g]);
-      desc += "; ";
-    }
-    for (size_t k = 0; k < pods.size(); ++k) {
-      const auto& d = pods[k];
-      desc += "pod cpu " + std::to_string(d.cpu_milli) + " mem " + std::to_string(d.mem_mib) + " " +
-              std::to_string(d.num_gpus) + "x" + std::to_string(d.gpu_milli) +
-              (d.type_mask == ~0ULL ? "" : " T4") + (forced[k] ? " forced" : "") + "; ";
-    }
+    const std::string desc = Describe(*c, pods, forced);
     for (size_t k = 0; k < pods.size(); ++k) {
       ASSERT_TRUE(!forced[k] || placed_always[k])
           << "instance " << inst << ": pod " << k << " is forced but some run refuses it: " << desc;
