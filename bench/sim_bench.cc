@@ -4,8 +4,9 @@
 // BM_PackingBound: one LP of the packing upper bound (sim/bound.h) for seed 42's arrivals cut
 // at 100 % or 130 % of capacity (the arrived % is the argument), and BM_OfflinePacking the
 // offline packing of the same pods. BM_ForcedPods: ForcedPods over all of seed 42's arrivals
-// (130 %); BM_PlacingBound: PackingUpperBound with those pods forced at 100 % or 130 %, which
-// solves the LP without them and, unless its optimum already holds them, again with them.
+// (130 %); BM_PlacingBound: PackingUpperBound with those pods forced and the order rows at
+// 100 % or 130 % (ArrivalBounds' placing bound): the LP without them, again with the forced
+// pods unless its optimum already holds them, then the cutting-plane rounds of order rows.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -123,15 +124,19 @@ void BM_PlacingBound(benchmark::State& state) {
   const std::vector<fracgpu::core::FragDemand> pods(all.begin(), all.begin() + cut);
   const std::vector<uint8_t> forced(forced_all.begin(), forced_all.begin() + cut);
   double milli = 0;
+  int32_t rows = 0;
   for (auto _ : state) {
-    auto b = fracgpu::sim::PackingUpperBound(in.cluster, pods, forced);
+    auto b = fracgpu::sim::PackingUpperBound(in.cluster, pods,
+                                             {.forced = forced, .arrival_order = true});
     if (!b.ok()) {
       state.SkipWithError(b.status().message().c_str());
       return;
     }
     milli = b->gpu_milli;
+    rows = b->order_rows;
   }
   state.counters["bound_pct"] = 100.0 * milli / static_cast<double>(in.cluster.CapacityMilli());
+  state.counters["order_rows"] = static_cast<double>(rows);
 }
 
 BENCHMARK(BM_PackingBound)->Arg(100)->Arg(130)->Unit(benchmark::kMillisecond);

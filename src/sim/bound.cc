@@ -7,7 +7,6 @@
 #include <bit>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -92,15 +91,142 @@ std::vector<Dff> DffFamily(const std::vector<std::pair<int64_t, int64_t>>& extra
   return out;
 }
 
-// GLPK keeps a per-thread environment, but its error handler aborts the process; one LP at a
-// time keeps a failure's message readable and costs nothing at the simulator's scale.
-std::mutex glpk_mu;
+// Order rows: what the order of arrival forces on a placing policy (one that puts each arriving
+// pod on some node where it fits, whenever one exists; pods never leave).
+//
+// Why they hold. Say pod class p is dominated by class q (p ≼ q) when p fits wherever q fits,
+// in any node state: cpu_p ≤ cpu_q, mem_p ≤ mem_q, num_gpus_p ≤ num_gpus_q, share_p ≤ share_q,
+// and every GPU type q may use (of those the cluster has) p may use (core::Fits). If a placing
+// run places a q pod arriving at index j, it placed every p pod arriving at i < j: pods never
+// leave, so at i the node that takes q at j had at least the room it has at j, which fits q
+// and so p, and a placing policy places a pod that fits somewhere. For a pivot class θ, take B
+// = classes ≽ θ and A ⊆ classes ≼ θ (so a ≼ b for every a in A and b in B). A run that places
+// x_B pods of B placed its last one at or after the x_B-th B arrival, so it placed x_A ≥ f(x_B)
+// pods of A, f(y) = the A arrivals up to and including the y-th B arrival (f(0) = 0; that
+// arrival, when also in A, is either the last B placed or arrived before it). Every line a·y + b
+// below the points (y, f(y)), y = 0..|B|, gives the row x_A − a·x_B ≥ b that every placing
+// run satisfies: the edges of their lower convex hull are the strongest.
+//
+// Pivots: every pod class; for each, A is every class ≼ θ, those of each GPU shape (GPUs,
+// share) among them, and θ's class alone. A lower bound on a union is weak when the LP can
+// fill it with pods a placing run refuses (late small shares for the dominated 0.81-GPU pods):
+// the smaller sets name the pods it must hold.
+struct OrderFamily {
+  std::vector<uint8_t> in_a, in_b;              // per pod class of the LP
+  std::vector<std::pair<double, double>> hull;  // lower convex hull of (y, f(y)), y ascending
+
+  struct Line {
+    double slope = 0, intercept = 0;
+  };
+  // The hull's edge over y (the first or last edge outside the hull's range); hull.size() ≥ 2.
+  Line LineAt(double y) const {
+    size_t e = 1;
+    while (e + 1 < hull.size() && hull[e].first < y) ++e;
+    const auto& [y0, f0] = hull[e - 1];
+    const auto& [y1, f1] = hull[e];
+    const double slope = (f1 - f0) / (y1 - y0);
+    return {slope, f0 - slope * y0};
+  }
+};
+
+// p ≼ q as above; `present` = the GPU types the cluster has.
+bool Dominated(const PodClass& p, const PodClass& q, uint64_t present) {
+  return p.cpu <= q.cpu && p.mem <= q.mem && p.num_gpus <= q.num_gpus &&
+         p.gpu_milli <= q.gpu_milli && (q.mask & present & ~p.mask) == 0;
+}
+
+// The order rows' families for GPU arrivals `pods` (in order) over the LP's classes `pc`.
+std::vector<OrderFamily> OrderFamilies(const SimCluster& cluster,
+                                       std::span<const core::FragDemand> pods,
+                                       const std::vector<std::pair<PodClass, int64_t>>& pc) {
+  uint64_t present = 0;
+  for (const auto& node : cluster.frag) {
+    for (int g = 0; g < node.num_gpus; ++g) present |= 1ULL << node.gpu_type[g];
+  }
+  std::map<PodClass, int> index;
+  for (size_t c = 0; c < pc.size(); ++c) index.emplace(pc[c].first, static_cast<int>(c));
+  std::vector<int> seq;  // the class of each GPU arrival
+  seq.reserve(pods.size());
+  for (const auto& d : pods) {
+    if (d.num_gpus > 0 && d.gpu_milli > 0) seq.push_back(index.at(PodClassOf(d)));
+  }
+  std::vector<OrderFamily> out;
+  for (size_t q = 0; q < pc.size(); ++q) {
+    const PodClass& theta = pc[q].first;
+    std::vector<uint8_t> below(pc.size()), above(pc.size());
+    for (size_t c = 0; c < pc.size(); ++c) {
+      below[c] = Dominated(pc[c].first, theta, present);
+      above[c] = Dominated(theta, pc[c].first, present);
+    }
+    // The A sets: every class below θ, those of each GPU shape below θ, θ alone; each once.
+    std::vector<std::vector<uint8_t>> a_sets{below};
+    std::vector<std::pair<int32_t, int32_t>> shapes;
+    for (size_t c = 0; c < pc.size(); ++c) {
+      if (below[c]) shapes.emplace_back(pc[c].first.num_gpus, pc[c].first.gpu_milli);
+    }
+    std::sort(shapes.begin(), shapes.end());
+    shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+    for (const auto& [gpus, milli] : shapes) {
+      std::vector<uint8_t> a = below;
+      for (size_t c = 0; c < pc.size(); ++c) {
+        a[c] = a[c] && pc[c].first.num_gpus == gpus && pc[c].first.gpu_milli == milli;
+      }
+      a_sets.push_back(std::move(a));
+    }
+    a_sets.emplace_back(pc.size(), 0);
+    a_sets.back()[q] = 1;
+    std::sort(a_sets.begin(), a_sets.end());
+    a_sets.erase(std::unique(a_sets.begin(), a_sets.end()), a_sets.end());
+    // f's points and their lower convex hull (Andrew's monotone chain, y ascending), for every
+    // A set of θ in one pass. Only the last point of each run of B arrivals without an A one
+    // between can be a vertex (f is flat there and lower before it), so a family's point is
+    // pushed when its next A arrival comes, or at the end.
+    const size_t first = out.size();
+    std::vector<std::vector<int>> families_of(pc.size());  // the A sets holding each class
+    for (size_t k = 0; k < a_sets.size(); ++k) {
+      OrderFamily f;
+      f.in_b = above;
+      f.in_a = std::move(a_sets[k]);
+      f.hull.emplace_back(0, 0);
+      for (size_t c = 0; c < pc.size(); ++c) {
+        if (f.in_a[c]) families_of[c].push_back(static_cast<int>(first + k));
+      }
+      out.push_back(std::move(f));
+    }
+    std::vector<double> a_count(out.size() - first, 0), flushed(out.size() - first, 0);
+    double y = 0;
+    auto flush = [&](size_t k) {
+      if (y <= flushed[k - first]) return;
+      flushed[k - first] = y;
+      auto& hull = out[k].hull;
+      const double py = y, pf = a_count[k - first];
+      while (hull.size() >= 2) {
+        const auto& [y0, f0] = hull[hull.size() - 2];
+        const auto& [y1, f1] = hull.back();
+        if ((y1 - y0) * (pf - f0) - (f1 - f0) * (py - y0) > 0) break;
+        hull.pop_back();
+      }
+      hull.emplace_back(py, pf);
+    };
+    for (int c : seq) {
+      for (int k : families_of[c]) {
+        flush(k);
+        ++a_count[k - first];
+      }
+      if (above[c]) ++y;
+    }
+    for (size_t k = first; k < out.size(); ++k) flush(k);
+  }
+  std::erase_if(out, [](const OrderFamily& f) { return f.hull.size() < 2; });  // no B arrival
+  return out;
+}
 
 }  // namespace
 
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
                                        std::span<const core::FragDemand> pods,
-                                       std::span<const uint8_t> forced) {
+                                       const PlacingFacts& placing) {
+  const std::span<const uint8_t> forced = placing.forced;
   if (!forced.empty() && forced.size() != pods.size()) {
     return InvalidArgument("packing bound: " + std::to_string(forced.size()) +
                            " forced flags for " + std::to_string(pods.size()) + " pods");
@@ -127,15 +253,18 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   std::vector<std::pair<PodClass, int64_t>> pc(pod_count.begin(), pod_count.end());
   std::vector<std::pair<NodeClass, int64_t>> nc(node_count.begin(), node_count.end());
 
-  // Rows: 1..P = pod counts, then per node class: cpu, mem, big shares, "one per node", and
-  // one GPU row per distinct allowed-GPU set that some class has on it.
-  std::vector<double> row_ub, row_lb;  // row_lb: only the pod-count rows (forced pods)
+  // Columns: y[c][t] (cols), then X_c = pods of class c placed, one per class. Rows: 1..P =
+  // Σ_t y[c][t] − X_c = 0, then per node class: cpu, mem, big shares, "one per node", and one
+  // GPU row per distinct allowed-GPU set that some class has on it; then the order rows.
+  std::vector<double> row_ub;      // rows after the first P: Σ ≤ row_ub
+  std::vector<double> x_ub, x_lb;  // X_c: the pods of class c, and the forced ones among them
   std::vector<int> ia{0}, ja{0};
   std::vector<double> ar{0};
   for (const auto& [c, n] : pc) {
-    row_ub.push_back(static_cast<double>(n));
+    row_ub.push_back(0);
+    x_ub.push_back(static_cast<double>(n));
     const auto f = forced_count.find(c);
-    row_lb.push_back(f == forced_count.end() ? 0.0 : static_cast<double>(f->second));
+    x_lb.push_back(f == forced_count.end() ? 0.0 : static_cast<double>(f->second));
   }
   struct Column {
     int pod, node;
@@ -193,12 +322,13 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
     }
     // Granularity: per card of each set S, Σ f(share) ≤ 1 over the pieces of the pods that may
     // use only S (a k-GPU pod is k pieces); per node, Σ f(CPU / node CPU) ≤ 1 and the same for
-    // memory. ε of the card rows also at 1 − s for each share s > 1/2 of a class here.
+    // memory. ε of the card rows also at (1001 − s) / 1000 for each share s > 1/2 of a class
+    // here: in that row a share of s counts as a whole card, one of ≤ 1 − s as nothing.
     std::vector<std::pair<int64_t, int64_t>> share_eps;
     for (int c : node_pods) {
       const int32_t s = pc[c].first.gpu_milli;
       if (2 * s > core::kMilliPerGpu && s < core::kMilliPerGpu) {
-        share_eps.emplace_back(core::kMilliPerGpu - s, core::kMilliPerGpu);
+        share_eps.emplace_back(core::kMilliPerGpu + 1 - s, core::kMilliPerGpu);
       }
     }
     std::sort(share_eps.begin(), share_eps.end());
@@ -253,8 +383,8 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
     std::vector<uint8_t> placeable(pc.size(), 0);
     for (const Column& col : cols) placeable[col.pod] = 1;
     for (size_t c = 0; c < pc.size(); ++c) {
-      if (row_lb[c] > 0 && !placeable[c]) {
-        return InvalidArgument("packing bound: " + std::to_string(static_cast<int64_t>(row_lb[c])) +
+      if (x_lb[c] > 0 && !placeable[c]) {
+        return InvalidArgument("packing bound: " + std::to_string(static_cast<int64_t>(x_lb[c])) +
                                " forced pods of " + std::to_string(pc[c].first.num_gpus) + " x " +
                                std::to_string(pc[c].first.gpu_milli) +
                                " milli-GPU fit no node of the cluster");
@@ -262,28 +392,50 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
     }
   }
   if (cols.empty()) return out;
+  // X_c and its row: Σ_t y[c][t] − X_c = 0.
+  const int x_col0 = static_cast<int>(cols.size()) + 1;
+  for (size_t c = 0; c < pc.size(); ++c)
+    add(static_cast<int>(c) + 1, x_col0 + static_cast<int>(c), -1);
+  const std::vector<OrderFamily> families =
+      placing.arrival_order ? OrderFamilies(cluster, pods, pc) : std::vector<OrderFamily>{};
 
-  std::lock_guard<std::mutex> lock(glpk_mu);
+  // LPs of different threads run at once: Debian's libglpk40 (5.0) is built reentrant (its
+  // environment is thread-local: the library has a TLS segment), so each thread has its own.
   // GLPK's environment is per thread and outlives the problem; freed after each LP (the
   // problem deleted first), or a worker thread's ends up leaked when the thread exits.
   struct FreeEnv {
     ~FreeEnv() { glp_free_env(); }
   } free_env;
   glp_prob* lp = glp_create_prob();
+  struct DeleteProb {
+    glp_prob* lp;
+    ~DeleteProb() { glp_delete_prob(lp); }
+  } delete_prob{lp};  // declared after free_env: runs first
   glp_set_obj_dir(lp, GLP_MAX);
   glp_add_rows(lp, static_cast<int>(row_ub.size()));
-  for (size_t r = 0; r < row_ub.size(); ++r)
-    glp_set_row_bnds(lp, static_cast<int>(r) + 1, GLP_UP, 0, row_ub[r]);
-  glp_add_cols(lp, static_cast<int>(cols.size()));
+  for (size_t r = 0; r < row_ub.size(); ++r) {
+    glp_set_row_bnds(lp, static_cast<int>(r) + 1, r < pc.size() ? GLP_FX : GLP_UP, 0, row_ub[r]);
+  }
+  glp_add_cols(lp, static_cast<int>(cols.size() + pc.size()));
   for (size_t k = 0; k < cols.size(); ++k) {
     glp_set_col_bnds(lp, static_cast<int>(k) + 1, GLP_LO, 0, 0);
     glp_set_obj_coef(lp, static_cast<int>(k) + 1, obj[k]);
   }
+  auto set_x_bounds = [&](bool with_forced) {
+    for (size_t c = 0; c < pc.size(); ++c) {
+      const double lb = with_forced ? x_lb[c] : 0.0;
+      glp_set_col_bnds(lp, x_col0 + static_cast<int>(c), lb < x_ub[c] ? GLP_DB : GLP_FX, lb,
+                       x_ub[c]);
+    }
+  };
+  set_x_bounds(false);
   glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
-  // First without the forced pods (the bound for any policy), then with their lower bounds.
-  // Each is solved afresh with the presolver: warm-starting the second from the first's basis
+  // First without the forced pods and the order rows (the bound for any policy), then with the
+  // forced pods' lower bounds, then with order rows added while the optimum violates some. The
+  // second is solved afresh with the presolver: warm-starting it from the first's basis
   // measured slower (primal simplex, 40 against 25 ms on the default trace) or failed (GLPK's
-  // dual simplex, GLP_EFAIL).
+  // dual simplex, GLP_EFAIL). Rows added to an optimal basis leave it dual feasible, so the
+  // order rows' rounds warm-start with the dual simplex.
   glp_smcp parm;
   glp_init_smcp(&parm);
   parm.msg_lev = GLP_MSG_OFF;
@@ -291,46 +443,105 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   int rc = glp_simplex(lp, &parm);
   int status = glp_get_status(lp);
   if (rc != 0 || status != GLP_OPT) {
-    glp_delete_prob(lp);
     return Internal("packing bound: GLPK simplex failed (rc " + std::to_string(rc) + ", status " +
                     std::to_string(status) + ")");
   }
   out.gpu_milli_any_policy = glp_get_obj_val(lp);
   out.gpu_milli = out.gpu_milli_any_policy;
-  // When that optimum already holds every forced pod, it is optimal with them forced too (the
-  // rows only remove packings): no second solve.
-  bool holds = true;
-  for (size_t r = 0; r < row_lb.size() && holds; ++r) {
-    holds = row_lb[r] <= 0 || glp_get_row_prim(lp, static_cast<int>(r) + 1) >= row_lb[r] - 1e-6;
-  }
-  if (holds) {
-    glp_delete_prob(lp);
-    return out;
-  }
-  for (size_t r = 0; r < row_lb.size(); ++r) {
-    if (row_lb[r] <= 0) continue;
-    glp_set_row_bnds(lp, static_cast<int>(r) + 1, row_lb[r] < row_ub[r] ? GLP_DB : GLP_FX,
-                     row_lb[r], row_ub[r]);
-  }
-  rc = glp_simplex(lp, &parm);
-  status = glp_get_status(lp);
-  if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
-    glp_delete_prob(lp);
-    // With ForcedPods' flags this is a defect (every placing policy's packing satisfies every
-    // row); with a caller's own flags, flags no packing can honour.
+  auto infeasible = [&](const char* what) {
+    // With ForcedPods' flags and OrderFamilies' rows this is a defect (every placing policy's
+    // packing satisfies every row); with a caller's own flags, flags no packing can honour.
     int64_t forced_pods = 0;
     for (const auto& [c, k] : forced_count) forced_pods += k;
     return InvalidArgument("packing bound: no packing of these pods holds the " +
-                           std::to_string(forced_pods) +
-                           " forced ones (the LP with their lower bounds has no feasible point)");
+                           std::to_string(forced_pods) + " forced ones" + what +
+                           " (the LP has no feasible point)");
+  };
+  // When that optimum already holds every forced pod, it is optimal with them forced too (the
+  // bounds only remove packings): no second solve.
+  bool holds = true;
+  for (size_t c = 0; c < pc.size() && holds; ++c) {
+    holds = x_lb[c] <= 0 || glp_get_col_prim(lp, x_col0 + static_cast<int>(c)) >= x_lb[c] - 1e-6;
   }
-  if (rc != 0 || status != GLP_OPT) {
-    glp_delete_prob(lp);
-    return Internal("packing bound: GLPK simplex failed with the forced pods (rc " +
-                    std::to_string(rc) + ", status " + std::to_string(status) + ")");
+  if (!holds) {
+    set_x_bounds(true);
+    rc = glp_simplex(lp, &parm);
+    status = glp_get_status(lp);
+    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
+      return infeasible("");
+    }
+    if (rc != 0 || status != GLP_OPT) {
+      return Internal("packing bound: GLPK simplex failed with the forced pods (rc " +
+                      std::to_string(rc) + ", status " + std::to_string(status) + ")");
+    }
+    out.gpu_milli = glp_get_obj_val(lp);
+  } else if (!families.empty()) {
+    set_x_bounds(true);  // the optimum stays feasible and optimal
   }
-  out.gpu_milli = glp_get_obj_val(lp);
-  glp_delete_prob(lp);
+  if (families.empty()) return out;
+
+  // Cutting planes: each round adds, for the families the optimum violates most, the edge of
+  // their hull at the optimum's x_B, and re-solves. Stops when no row is violated by more than
+  // 1e-4 pods or after kMaxRounds (fewer rows only loosen the bound).
+  constexpr int kMaxRounds = 50;
+  constexpr size_t kRowsPerRound = 20;
+  glp_smcp warm = parm;
+  warm.presolve = GLP_OFF;
+  warm.meth = GLP_DUALP;
+  std::vector<double> x(pc.size());
+  std::vector<int> idx{0};
+  std::vector<double> val{0};
+  for (int round = 0; round < kMaxRounds; ++round) {
+    for (size_t c = 0; c < pc.size(); ++c)
+      x[c] = glp_get_col_prim(lp, x_col0 + static_cast<int>(c));
+    struct Cut {
+      double violation;
+      size_t family;
+      OrderFamily::Line line;
+    };
+    std::vector<Cut> cuts;
+    for (size_t k = 0; k < families.size(); ++k) {
+      const OrderFamily& f = families[k];
+      double xa = 0, xb = 0;
+      for (size_t c = 0; c < pc.size(); ++c) {
+        xa += f.in_a[c] * x[c];
+        xb += f.in_b[c] * x[c];
+      }
+      const OrderFamily::Line line = f.LineAt(xb);
+      const double v = line.slope * xb + line.intercept - xa;
+      if (v > 1e-4) cuts.push_back({v, k, line});
+    }
+    if (cuts.empty()) break;
+    std::sort(cuts.begin(), cuts.end(),
+              [](const Cut& a, const Cut& b) { return a.violation > b.violation; });
+    if (cuts.size() > kRowsPerRound) cuts.resize(kRowsPerRound);
+    for (const Cut& cut : cuts) {
+      const OrderFamily& f = families[cut.family];
+      idx.resize(1);
+      val.resize(1);
+      for (size_t c = 0; c < pc.size(); ++c) {
+        const double coef = f.in_a[c] - cut.line.slope * f.in_b[c];
+        if (coef == 0) continue;
+        idx.push_back(x_col0 + static_cast<int>(c));
+        val.push_back(coef);
+      }
+      const int row = glp_add_rows(lp, 1);
+      glp_set_mat_row(lp, row, static_cast<int>(idx.size()) - 1, idx.data(), val.data());
+      glp_set_row_bnds(lp, row, GLP_LO, cut.line.intercept, 0);
+      ++out.order_rows;
+    }
+    rc = glp_simplex(lp, &warm);
+    if (rc != 0 || glp_get_status(lp) != GLP_OPT) rc = glp_simplex(lp, &parm);
+    status = glp_get_status(lp);
+    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
+      return infeasible(" and the order rows");
+    }
+    if (rc != 0 || status != GLP_OPT) {
+      return Internal("packing bound: GLPK simplex failed with the order rows (rc " +
+                      std::to_string(rc) + ", status " + std::to_string(status) + ")");
+    }
+    out.gpu_milli = glp_get_obj_val(lp);
+  }
   return out;
 }
 
@@ -523,9 +734,9 @@ Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWor
     // to (b + ½) % of capacity: the bound takes every pod arrived by then.
     const ArrivalCut cut = CutArrivals(demands, cluster.CapacityMilli(), pct);
     const double arrived = static_cast<double>(cut.gpu_milli);
-    auto bound =
-        PackingUpperBound(cluster, std::span<const core::FragDemand>(demands.data(), cut.pods),
-                          std::span<const uint8_t>(forced.data(), cut.pods));
+    auto bound = PackingUpperBound(
+        cluster, std::span<const core::FragDemand>(demands.data(), cut.pods),
+        {.forced = std::span<const uint8_t>(forced.data(), cut.pods), .arrival_order = true});
     if (!bound.ok()) return bound.status();
     out.placing.push_back(100.0 * std::min({bound->gpu_milli, arrived, capacity}) / capacity);
     out.any_policy.push_back(100.0 * std::min({bound->gpu_milli_any_policy, arrived, capacity}) /

@@ -23,7 +23,19 @@ struct PackingBound {
   double gpu_milli = 0;
   double gpu_milli_any_policy = 0;  ///< LP optimum without forcing: bounds any packing of them
   int32_t pod_classes = 0;          ///< distinct pod shapes in the LP
+  int32_t order_rows = 0;           ///< order rows the cutting planes added (PlacingFacts)
   int32_t node_classes = 0;         ///< distinct node shapes in the LP
+};
+
+/// What a bound may assume about the policies it covers, beyond packing the pods at all.
+struct PlacingFacts {
+  /// Empty, or one flag per pod: pods every policy of interest holds (ForcedPods' for placing
+  /// policies).
+  std::span<const uint8_t> forced;
+  /// The pods are an arrival sequence in order, from the cluster's state, and the policies are
+  /// placing ones (each pod that fits somewhere when it arrives is placed, pods never leave):
+  /// adds the order rows (bound.cc) that follow from that, as cutting planes.
+  bool arrival_order = false;
 };
 
 /// Upper bound on Σ num_gpus × gpu_milli of the pods of `pods` that any assignment to the
@@ -47,18 +59,21 @@ struct PackingBound {
 /// rows above; arrival order and the policy's obligation to place a pod that fits are ignored
 /// (it bounds clairvoyant policies that may refuse pods, too). CPU-only pods add nothing to the
 /// objective and are left out (which only loosens it).
-/// `forced` (empty, or one flag per pod of `pods`): pods every policy of interest holds, e.g.
-/// ForcedPods' for placing policies; their classes' rows get that many as a lower bound, so
-/// gpu_milli covers only policies that place them (gpu_milli_any_policy is the LP without).
+/// `placing.forced`: its pods' classes get that many as a lower bound, so gpu_milli covers only
+/// policies that place them (gpu_milli_any_policy is the LP without). `placing.arrival_order`:
+/// gpu_milli also satisfies the order rows (bound.cc: a pod that a placing run places implies
+/// that the pods it dominates, arrived before it, were placed), added while the optimum
+/// violates one (at most 50 rounds of 40 rows; fewer rows only loosen it).
 /// The nodes are taken at their CPU and memory left and with every GPU whole (gpu_left is not
 /// read): on partly used GPUs the bound stays valid, only looser.
 /// Errors: kInvalidArgument when `forced` has another size, or the forced pods cannot all be
-/// held: one fits no node, or the LP with them is infeasible (flags no real packing honours
-/// but the relaxation accepts pass unnoticed; with ForcedPods' flags either would be a defect);
+/// held: one fits no node, or the LP with them (and the order rows) is infeasible (flags no
+/// real packing honours but the relaxation accepts pass unnoticed; with ForcedPods' flags and
+/// a real arrival sequence either would be a defect);
 /// kInternal when GLPK fails.
 Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
                                        std::span<const core::FragDemand> pods,
-                                       std::span<const uint8_t> forced = {});
+                                       const PlacingFacts& placing = {});
 
 /// For each pod of an arrival sequence (in order), 1 only if every *placing* policy — one that
 /// puts each arriving pod on some node where it fits (core::Fits), whenever one exists, as
@@ -89,7 +104,8 @@ ArrivalCut CutArrivals(std::span<const core::FragDemand> arrivals, int64_t capac
 
 /// The bounds of one arrival sequence, % of capacity, one entry per arrived % asked for.
 struct ArrivalBoundSeries {
-  std::vector<double> placing;     ///< placing policies (ForcedPods held), the simulator's kind
+  /// placing policies (forced pods and order rows), the simulator's kind
+  std::vector<double> placing;
   std::vector<double> any_policy;  ///< any policy, free to refuse pods
 };
 
@@ -101,7 +117,8 @@ struct ArrivalBoundSeries {
 /// on the bundled traces every bucket from 80 % on holds samples (one pod is < 0.2 % of 6,212
 /// GPUs), on a cluster of a few GPUs not always. Also capped by that request itself and by
 /// capacity. `placing` forces, in each cut, the pods ForcedPods marks in the whole sequence (a
-/// placing policy has placed them by then); `any_policy` forces none.
+/// placing policy has placed them by then), with the order rows of the cut's arrivals;
+/// `any_policy` has neither.
 /// Errors: as PackingUpperBound.
 Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
                                          uint64_t seed, double tune,

@@ -216,24 +216,57 @@ TEST(PackingUpperBound, RefusesForcedFlagsNoPackingHolds) {
   ASSERT_TRUE(one.ok());
   const std::vector<core::FragDemand> two = {Pod(1000, 1, 600), Pod(1000, 1, 600)};
   const std::vector<uint8_t> both = {1, 1}, first = {1, 0}, short_flags = {1};
-  auto b = PackingUpperBound(*one, two, both);  // one card holds one 600-milli pod
+  auto b = PackingUpperBound(*one, two, {.forced = both});  // one card holds one 600-milli pod
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(b.status().message().find("holds the 2 forced ones"), std::string::npos)
       << b.status().message();
-  b = PackingUpperBound(*one, two, short_flags);
+  b = PackingUpperBound(*one, two, {.forced = short_flags});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(), "packing bound: 1 forced flags for 2 pods");
   const std::vector<core::FragDemand> big = {Pod(1000, 2, 1000)};  // 2 GPUs on a 1-GPU node
-  b = PackingUpperBound(*one, big, std::vector<uint8_t>{1});
+  const std::vector<uint8_t> one_flag = {1};
+  b = PackingUpperBound(*one, big, {.forced = one_flag});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(),
             "packing bound: 1 forced pods of 2 x 1000 milli-GPU fit no node of the cluster");
   // Honourable flags: one of the two forced, the bound is the one card's 600.
-  b = PackingUpperBound(*one, two, first);
+  b = PackingUpperBound(*one, two, {.forced = first});
   ASSERT_TRUE(b.ok()) << b.status().message();
   EXPECT_DOUBLE_EQ(b->gpu_milli, 600.0);
   EXPECT_DOUBLE_EQ(b->gpu_milli_any_policy, 600.0);
+}
+
+// The order rows, by hand. One node with two cards; 0.5, 0.5, 0.6, then a whole card arrive.
+// A placing run pairs the two halves on one card and must place the 0.6 on the other (1600),
+// or spreads them and places neither later pod (1000). A policy free to refuse pods places the
+// halves and the whole card (2000), and ForcedPods cannot force the 0.6 (the halves could
+// block both cards), so forcing alone leaves 2000. The order row of the whole card over the
+// 0.6 (0.6 ≼ 1.0, the 0.6 arrived first): x_0.6 ≥ x_1.0. The u^(1) row counts 0.5 as 0.5 and
+// the 0.6 and the whole card as 1: 2 × 0.5 + x_0.6 + x_1.0 ≤ 2 cards. So x_0.6 = x_1.0 = ½,
+// and the bound is 1000 + 300 + 500 = 1800.
+TEST(PackingUpperBound, OrderRowsByHand) {
+  auto one = BuildCluster({Node("n0", 64000, 2, "T4")}, "n.csv");
+  ASSERT_TRUE(one.ok());
+  const std::vector<core::FragDemand> pods = {Pod(1000, 1, 500), Pod(1000, 1, 500),
+                                              Pod(1000, 1, 600), Pod(1000, 1, 1000)};
+  const std::vector<uint8_t> forced = ForcedPods(*one, pods);
+  EXPECT_EQ(forced, (std::vector<uint8_t>{1, 1, 0, 0}));
+  auto without = PackingUpperBound(*one, pods, {.forced = forced});
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_NEAR(without->gpu_milli, 2000.0, 1e-6);
+  EXPECT_EQ(without->order_rows, 0);
+  auto with = PackingUpperBound(*one, pods, {.forced = forced, .arrival_order = true});
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  EXPECT_NEAR(with->gpu_milli, 1800.0, 1e-6);
+  EXPECT_NEAR(with->gpu_milli_any_policy, 2000.0, 1e-6);
+  EXPECT_GT(with->order_rows, 0);
+  // The same pods with the whole card first: it is placed, and the rows allow 1000 + 1000.
+  const std::vector<core::FragDemand> whole_first = {pods[3], pods[0], pods[1], pods[2]};
+  auto first = PackingUpperBound(*one, whole_first,
+                                 {.forced = ForcedPods(*one, whole_first), .arrival_order = true});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_NEAR(first->gpu_milli, 2000.0, 1e-6);
 }
 
 // Every run a *placing* policy can make, by exhaustive search: pod i goes to any node and any
@@ -264,12 +297,14 @@ void PlacingRuns(std::vector<core::FragNode>& nodes, const std::vector<core::Fra
 // and fractional pods on two GPUs): a pod ForcedPods marks is placed in every run. On half of
 // the instances some GPUs start partly used (ForcedPods works from the nodes' state); on the
 // others (PackingUpperBound's empty nodes) the bound with those pods forced is never below
-// the best run.
+// the best run; with the order rows as well (PlacingFacts::arrival_order) it is never below it
+// on any instance.
 TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
   core::SeededRng rng(11, 0);
   auto draw = [&](int64_t n) { return static_cast<int64_t>(rng.Uniform(n)); };
   const int32_t shares[] = {100, 250, 300, 460, 500, 600, 810, 1000};
-  int forced_total = 0, tighter = 0, instances = 0, partly_forced = 0;
+  int forced_total = 0, tighter = 0, instances = 0, partly_forced = 0, order_tighter = 0,
+      order_exact = 0;
   for (int inst = 0; inst < 400; ++inst) {
     std::vector<TraceNode> tn;
     const int num_nodes = 2 + static_cast<int>(draw(2));
@@ -321,9 +356,19 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
       forced_total += forced[k];
       partly_forced += partly_used && forced[k];
     }
-    if (partly_used) continue;
-    auto with = PackingUpperBound(*c, pods, forced);
+    // The order rows hold from any state (pods never leave), and the LP reads partly used
+    // GPUs as whole, which only loosens it: checked on every instance.
+    auto ordered = PackingUpperBound(*c, pods, {.forced = forced, .arrival_order = true});
+    ASSERT_TRUE(ordered.ok()) << "instance " << inst << ": " << ordered.status().message() << " "
+                              << desc;
+    ASSERT_GE(ordered->gpu_milli, static_cast<double>(best) - 1e-6)
+        << "instance " << inst << ": order rows below a placing run: " << desc;
+    auto with = PackingUpperBound(*c, pods, {.forced = forced});
     ASSERT_TRUE(with.ok()) << "instance " << inst << ": " << with.status().message() << " " << desc;
+    ASSERT_LE(ordered->gpu_milli, with->gpu_milli + 1e-6);  // rows only remove packings
+    order_tighter += ordered->gpu_milli < with->gpu_milli - 1e-6;
+    order_exact += ordered->gpu_milli < static_cast<double>(best) + 1e-6;
+    if (partly_used) continue;
     ASSERT_GE(with->gpu_milli, static_cast<double>(best) - 1e-6)
         << "instance " << inst << ": " << desc;
     const double without = Bound(*c, pods);
@@ -335,9 +380,11 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
   EXPECT_GT(forced_total, 0);
   EXPECT_GT(partly_forced, 0);
   EXPECT_GT(tighter, 0);
+  EXPECT_GT(order_tighter, 0);
   std::printf(
-      "forced %d pods (%d on partly used GPUs); bound checked on %d instances, tighter on %d\n",
-      forced_total, partly_forced, instances, tighter);
+      "forced %d pods (%d on partly used GPUs); bound checked on %d instances, tighter on %d; "
+      "order rows tighter on %d of 400, equal to the best run on %d\n",
+      forced_total, partly_forced, instances, tighter, order_tighter, order_exact);
 }
 
 }  // namespace

@@ -224,7 +224,9 @@ TEST(OfflinePacking, SandwichesTheOptimumOnTheDefaultTrace) {
 // ForcedPods on the whole default trace (seed 42, 130 % arrived): every policy of the
 // simulator, each a placing policy, places every pod it marks (the runs' placements, in arrival
 // order); the placing-policy bound is at least each policy's allocation and its table figures,
-// at most the any-policy bound, and binds at 130 % where the any-policy bound is 100 %.
+// at most the any-policy bound, and binds at 130 % where the any-policy bound is 100 %. The
+// order rows (PlacingFacts::arrival_order) are in that bound: every policy's run satisfies
+// them, so a wrong row would put some policy above it.
 TEST(ForcedPods, EveryPolicyPlacesThemOnTheDefaultTrace) {
   std::optional<SimCluster> cluster;
   std::optional<SimWorkload> w;
@@ -252,7 +254,8 @@ TEST(ForcedPods, EveryPolicyPlacesThemOnTheDefaultTrace) {
   EXPECT_LE((*placing)[0], (*any)[0] + 1e-9);
   EXPECT_LE((*placing)[1], (*any)[1] + 1e-9);
   EXPECT_GE((*any)[1], 100.0 - 1e-9);  // the any-policy bound does not bind at 130 %
-  EXPECT_LT((*placing)[1], 99.0);      // the placing one does (measured 98.29)
+  EXPECT_LT((*placing)[1], 98.0);      // the placing one does (measured 97.09 with the
+                                       // order rows, 98.29 with forced pods alone)
   std::printf("bound at 100 / 130 %%: any policy %.2f / %.2f, placing policies %.2f / %.2f\n",
               (*any)[0], (*any)[1], (*placing)[0], (*placing)[1]);
   RunOptions options;
