@@ -223,9 +223,20 @@ std::vector<OrderFamily> OrderFamilies(const SimCluster& cluster,
 
 }  // namespace
 
-Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
-                                       std::span<const core::FragDemand> pods,
-                                       const PlacingFacts& placing) {
+namespace {
+
+// An order row kept from one cut of an arrival sequence for the shorter cuts: valid there too,
+// since f of a shorter prefix is the same f on its part of the domain (x_B ≤ its B arrivals).
+struct CarriedRow {
+  std::vector<PodClass> a, b;
+  double slope = 0, intercept = 0;
+};
+
+// PackingUpperBound, with `carried` (may be null): order rows to add before the cutting
+// planes (given for a longer prefix of the same arrivals), replaced on return by the rows
+// active at this optimum.
+Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core::FragDemand> pods,
+                                const PlacingFacts& placing, std::vector<CarriedRow>* carried) {
   const std::span<const uint8_t> forced = placing.forced;
   if (!forced.empty() && forced.size() != pods.size()) {
     return InvalidArgument("packing bound: " + std::to_string(forced.size()) +
@@ -478,7 +489,10 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   } else if (!families.empty()) {
     set_x_bounds(true);  // the optimum stays feasible and optimal
   }
-  if (families.empty()) return out;
+  if (families.empty()) {
+    if (carried != nullptr) carried->clear();
+    return out;
+  }
 
   // Cutting planes: each round adds, for the families the optimum violates most, the edge of
   // their hull at the optimum's x_B, and re-solves. Stops when no row is violated by more than
@@ -491,6 +505,60 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
   std::vector<double> x(pc.size());
   std::vector<int> idx{0};
   std::vector<double> val{0};
+  std::vector<std::pair<int, CarriedRow>> rows;  // the order rows in the LP, by row number
+  auto add_row = [&](const std::vector<uint8_t>& in_a, const std::vector<uint8_t>& in_b,
+                     double slope, double intercept) {
+    idx.resize(1);
+    val.resize(1);
+    for (size_t c = 0; c < pc.size(); ++c) {
+      const double coef = in_a[c] - slope * in_b[c];
+      if (coef == 0) continue;
+      idx.push_back(x_col0 + static_cast<int>(c));
+      val.push_back(coef);
+    }
+    const int row = glp_add_rows(lp, 1);
+    glp_set_mat_row(lp, row, static_cast<int>(idx.size()) - 1, idx.data(), val.data());
+    glp_set_row_bnds(lp, row, GLP_LO, intercept, 0);
+    ++out.order_rows;
+    if (carried == nullptr) return;
+    CarriedRow kept{{}, {}, slope, intercept};
+    for (size_t c = 0; c < pc.size(); ++c) {
+      if (in_a[c]) kept.a.push_back(pc[c].first);
+      if (in_b[c]) kept.b.push_back(pc[c].first);
+    }
+    rows.emplace_back(row, std::move(kept));
+  };
+  auto solve = [&]() -> Status {
+    rc = glp_simplex(lp, &warm);
+    if (rc != 0 || glp_get_status(lp) != GLP_OPT) rc = glp_simplex(lp, &parm);
+    status = glp_get_status(lp);
+    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
+      return infeasible(" and the order rows");
+    }
+    if (rc != 0 || status != GLP_OPT) {
+      return Internal("packing bound: GLPK simplex failed with the order rows (rc " +
+                      std::to_string(rc) + ", status " + std::to_string(status) + ")");
+    }
+    out.gpu_milli = glp_get_obj_val(lp);
+    return Status();
+  };
+  if (carried != nullptr && !carried->empty()) {
+    std::map<PodClass, size_t> index;
+    for (size_t c = 0; c < pc.size(); ++c) index.emplace(pc[c].first, c);
+    std::vector<uint8_t> in_a(pc.size()), in_b(pc.size());
+    for (const CarriedRow& r : *carried) {
+      std::fill(in_a.begin(), in_a.end(), 0);
+      std::fill(in_b.begin(), in_b.end(), 0);
+      for (const PodClass& p : r.a) {
+        if (auto it = index.find(p); it != index.end()) in_a[it->second] = 1;
+      }
+      for (const PodClass& p : r.b) {
+        if (auto it = index.find(p); it != index.end()) in_b[it->second] = 1;
+      }
+      add_row(in_a, in_b, r.slope, r.intercept);
+    }
+    if (Status st = solve(); !st.ok()) return st;
+  }
   for (int round = 0; round < kMaxRounds; ++round) {
     for (size_t c = 0; c < pc.size(); ++c)
       x[c] = glp_get_col_prim(lp, x_col0 + static_cast<int>(c));
@@ -517,32 +585,26 @@ Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
     if (cuts.size() > kRowsPerRound) cuts.resize(kRowsPerRound);
     for (const Cut& cut : cuts) {
       const OrderFamily& f = families[cut.family];
-      idx.resize(1);
-      val.resize(1);
-      for (size_t c = 0; c < pc.size(); ++c) {
-        const double coef = f.in_a[c] - cut.line.slope * f.in_b[c];
-        if (coef == 0) continue;
-        idx.push_back(x_col0 + static_cast<int>(c));
-        val.push_back(coef);
-      }
-      const int row = glp_add_rows(lp, 1);
-      glp_set_mat_row(lp, row, static_cast<int>(idx.size()) - 1, idx.data(), val.data());
-      glp_set_row_bnds(lp, row, GLP_LO, cut.line.intercept, 0);
-      ++out.order_rows;
+      add_row(f.in_a, f.in_b, cut.line.slope, cut.line.intercept);
     }
-    rc = glp_simplex(lp, &warm);
-    if (rc != 0 || glp_get_status(lp) != GLP_OPT) rc = glp_simplex(lp, &parm);
-    status = glp_get_status(lp);
-    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
-      return infeasible(" and the order rows");
+    if (Status st = solve(); !st.ok()) return st;
+  }
+  if (carried != nullptr) {
+    // Only the rows that bind here go on: the others would only make the next LP larger.
+    carried->clear();
+    for (auto& [row, kept] : rows) {
+      if (glp_get_row_stat(lp, row) != GLP_BS) carried->push_back(std::move(kept));
     }
-    if (rc != 0 || status != GLP_OPT) {
-      return Internal("packing bound: GLPK simplex failed with the order rows (rc " +
-                      std::to_string(rc) + ", status " + std::to_string(status) + ")");
-    }
-    out.gpu_milli = glp_get_obj_val(lp);
   }
   return out;
+}
+
+}  // namespace
+
+Result<PackingBound> PackingUpperBound(const SimCluster& cluster,
+                                       std::span<const core::FragDemand> pods,
+                                       const PlacingFacts& placing) {
+  return SolveBound(cluster, pods, placing, nullptr);
 }
 
 namespace {
@@ -717,6 +779,39 @@ ArrivalCut CutArrivals(std::span<const core::FragDemand> arrivals, int64_t capac
   return cut;
 }
 
+Result<std::vector<PackingBound>> PrefixBounds(const SimCluster& cluster,
+                                               std::span<const core::FragDemand> arrivals,
+                                               std::span<const uint8_t> forced,
+                                               std::span<const size_t> prefix_pods) {
+  if (!forced.empty() && forced.size() != arrivals.size()) {
+    return InvalidArgument("prefix bounds: " + std::to_string(forced.size()) +
+                           " forced flags for " + std::to_string(arrivals.size()) + " arrivals");
+  }
+  for (size_t n : prefix_pods) {
+    if (n > arrivals.size()) {
+      return InvalidArgument("prefix bounds: a prefix of " + std::to_string(n) + " pods of " +
+                             std::to_string(arrivals.size()) + " arrivals");
+    }
+  }
+  // The longest prefix first, so that the order rows binding there start the LP of the next
+  // shorter one.
+  std::vector<size_t> order(prefix_pods.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return prefix_pods[a] > prefix_pods[b]; });
+  std::vector<PackingBound> out(prefix_pods.size());
+  std::vector<CarriedRow> carried;
+  for (size_t i : order) {
+    const size_t n = prefix_pods[i];
+    auto bound = SolveBound(
+        cluster, arrivals.first(n),
+        {.forced = forced.empty() ? forced : forced.first(n), .arrival_order = true}, &carried);
+    if (!bound.ok()) return bound.status();
+    out[i] = *bound;
+  }
+  return out;
+}
+
 Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWorkload& workload,
                                          uint64_t seed, double tune,
                                          std::span<const int> arrived_pct) {
@@ -728,18 +823,22 @@ Result<ArrivalBoundSeries> ArrivalBounds(const SimCluster& cluster, const SimWor
   for (int32_t idx : arrivals) demands.push_back(workload.demand[idx]);
   const std::vector<uint8_t> forced = ForcedPods(cluster, demands);
   const double capacity = static_cast<double>(cluster.CapacityMilli());
-  ArrivalBoundSeries out;
+  // Bucket b of the table holds the samples whose arrived rounds to b % (metrics.h), i.e. up
+  // to (b + ½) % of capacity: the bound takes every pod arrived by then.
+  std::vector<ArrivalCut> cuts;
+  std::vector<size_t> prefixes;
   for (int pct : arrived_pct) {
-    // Bucket b of the table holds the samples whose arrived rounds to b % (metrics.h), i.e. up
-    // to (b + ½) % of capacity: the bound takes every pod arrived by then.
-    const ArrivalCut cut = CutArrivals(demands, cluster.CapacityMilli(), pct);
-    const double arrived = static_cast<double>(cut.gpu_milli);
-    auto bound = PackingUpperBound(
-        cluster, std::span<const core::FragDemand>(demands.data(), cut.pods),
-        {.forced = std::span<const uint8_t>(forced.data(), cut.pods), .arrival_order = true});
-    if (!bound.ok()) return bound.status();
-    out.placing.push_back(100.0 * std::min({bound->gpu_milli, arrived, capacity}) / capacity);
-    out.any_policy.push_back(100.0 * std::min({bound->gpu_milli_any_policy, arrived, capacity}) /
+    cuts.push_back(CutArrivals(demands, cluster.CapacityMilli(), pct));
+    prefixes.push_back(cuts.back().pods);
+  }
+  auto bounds = PrefixBounds(cluster, demands, forced, prefixes);
+  if (!bounds.ok()) return bounds.status();
+  ArrivalBoundSeries out;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    const double arrived = static_cast<double>(cuts[i].gpu_milli);
+    const PackingBound& b = (*bounds)[i];
+    out.placing.push_back(100.0 * std::min({b.gpu_milli, arrived, capacity}) / capacity);
+    out.any_policy.push_back(100.0 * std::min({b.gpu_milli_any_policy, arrived, capacity}) /
                              capacity);
   }
   return out;

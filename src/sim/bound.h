@@ -102,6 +102,17 @@ struct ArrivalCut {
 /// in it.
 ArrivalCut CutArrivals(std::span<const core::FragDemand> arrivals, int64_t capacity_milli, int pct);
 
+/// The placing-policy bound (PackingUpperBound with `forced` and the order rows) of each prefix
+/// of `arrivals` whose length is given in `prefix_pods`, one result per entry in that order.
+/// Solved from the longest prefix down: the order rows that bind in a longer prefix start the
+/// LP of the next shorter one (they hold for every prefix of it). `forced`: empty, or one flag
+/// per arrival (ForcedPods' over the whole sequence). Errors: kInvalidArgument for flags of
+/// another length or a prefix longer than the arrivals; then as PackingUpperBound.
+Result<std::vector<PackingBound>> PrefixBounds(const SimCluster& cluster,
+                                               std::span<const core::FragDemand> arrivals,
+                                               std::span<const uint8_t> forced,
+                                               std::span<const size_t> prefix_pods);
+
 /// The bounds of one arrival sequence, % of capacity, one entry per arrived % asked for.
 struct ArrivalBoundSeries {
   /// placing policies (forced pods and order rows), the simulator's kind

@@ -298,13 +298,13 @@ void PlacingRuns(std::vector<core::FragNode>& nodes, const std::vector<core::Fra
 // the instances some GPUs start partly used (ForcedPods works from the nodes' state); on the
 // others (PackingUpperBound's empty nodes) the bound with those pods forced is never below
 // the best run; with the order rows as well (PlacingFacts::arrival_order) it is never below it
-// on any instance.
+// on any instance, nor on any prefix of it (PrefixBounds, the rows of longer prefixes carried).
 TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
   core::SeededRng rng(11, 0);
   auto draw = [&](int64_t n) { return static_cast<int64_t>(rng.Uniform(n)); };
   const int32_t shares[] = {100, 250, 300, 460, 500, 600, 810, 1000};
   int forced_total = 0, tighter = 0, instances = 0, partly_forced = 0, order_tighter = 0,
-      order_exact = 0;
+      order_exact = 0, carried_tighter = 0, prefixes_checked = 0;
   for (int inst = 0; inst < 400; ++inst) {
     std::vector<TraceNode> tn;
     const int num_nodes = 2 + static_cast<int>(draw(2));
@@ -368,6 +368,27 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
     ASSERT_LE(ordered->gpu_milli, with->gpu_milli + 1e-6);  // rows only remove packings
     order_tighter += ordered->gpu_milli < with->gpu_milli - 1e-6;
     order_exact += ordered->gpu_milli < static_cast<double>(best) + 1e-6;
+    // Every prefix at once (PrefixBounds, as ArrivalBounds: the rows of a longer prefix carried
+    // into the shorter ones) against the best placing run of that prefix.
+    std::vector<size_t> lengths;
+    for (size_t k = pods.size(); k >= 1; --k) lengths.push_back(k);
+    auto prefix = PrefixBounds(*c, pods, forced, lengths);
+    ASSERT_TRUE(prefix.ok()) << "instance " << inst << ": " << prefix.status().message();
+    for (size_t j = 0; j < lengths.size(); ++j) {
+      const std::vector<core::FragDemand> head(pods.begin(), pods.begin() + lengths[j]);
+      std::vector<core::FragNode> fresh = c->frag;
+      std::vector<uint8_t> head_placed(head.size(), 0), head_always(head.size(), 1);
+      int64_t head_best = 0;
+      int head_leaves = 0;
+      PlacingRuns(fresh, head, 0, 0, head_placed, head_always, head_best, head_leaves);
+      ASSERT_GE((*prefix)[j].gpu_milli, static_cast<double>(head_best) - 1e-6)
+          << "instance " << inst << ", first " << lengths[j] << " pods: " << desc;
+      const std::vector<uint8_t> head_forced(forced.begin(), forced.begin() + lengths[j]);
+      auto alone = PackingUpperBound(*c, head, {.forced = head_forced, .arrival_order = true});
+      ASSERT_TRUE(alone.ok());
+      carried_tighter += (*prefix)[j].gpu_milli < alone->gpu_milli - 1e-6;
+      ++prefixes_checked;
+    }
     if (partly_used) continue;
     ASSERT_GE(with->gpu_milli, static_cast<double>(best) - 1e-6)
         << "instance " << inst << ": " << desc;
@@ -383,8 +404,10 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
   EXPECT_GT(order_tighter, 0);
   std::printf(
       "forced %d pods (%d on partly used GPUs); bound checked on %d instances, tighter on %d; "
-      "order rows tighter on %d of 400, equal to the best run on %d\n",
-      forced_total, partly_forced, instances, tighter, order_tighter, order_exact);
+      "order rows tighter on %d of 400, equal to the best run on %d; %d prefixes checked, "
+      "tighter with the carried rows on %d\n",
+      forced_total, partly_forced, instances, tighter, order_tighter, order_exact, prefixes_checked,
+      carried_tighter);
 }
 
 }  // namespace
