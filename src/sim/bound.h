@@ -63,7 +63,7 @@ struct PlacingFacts {
 /// policies that place them (gpu_milli_any_policy is the LP without). `placing.arrival_order`:
 /// gpu_milli also satisfies the order rows (bound.cc: a pod that a placing run places implies
 /// that the pods it dominates, arrived before it, were placed), added while the optimum
-/// violates one (at most 50 rounds of 40 rows; fewer rows only loosen it).
+/// violates one (at most 50 rounds of 20 rows; fewer rows only loosen it).
 /// The nodes are taken at their CPU and memory left and with every GPU whole (gpu_left is not
 /// read): on partly used GPUs the bound stays valid, only looser.
 /// Errors: kInvalidArgument when `forced` has another size, or the forced pods cannot all be
