@@ -474,18 +474,24 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   for (size_t c = 0; c < pc.size() && holds; ++c) {
     holds = x_lb[c] <= 0 || glp_get_col_prim(lp, x_col0 + static_cast<int>(c)) >= x_lb[c] - 1e-6;
   }
+  // After a solve with the forced pods (and the order rows): the optimum, or why there is none.
+  auto take_optimum = [&](const char* rows_held) -> Status {
+    status = glp_get_status(lp);
+    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
+      return infeasible(rows_held);
+    }
+    if (rc != 0 || status != GLP_OPT) {
+      return Internal("packing bound: GLPK simplex failed with the forced pods" +
+                      std::string(rows_held) + " (rc " + std::to_string(rc) + ", status " +
+                      std::to_string(status) + ")");
+    }
+    out.gpu_milli = glp_get_obj_val(lp);
+    return Status();
+  };
   if (!holds) {
     set_x_bounds(true);
     rc = glp_simplex(lp, &parm);
-    status = glp_get_status(lp);
-    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
-      return infeasible("");
-    }
-    if (rc != 0 || status != GLP_OPT) {
-      return Internal("packing bound: GLPK simplex failed with the forced pods (rc " +
-                      std::to_string(rc) + ", status " + std::to_string(status) + ")");
-    }
-    out.gpu_milli = glp_get_obj_val(lp);
+    if (Status st = take_optimum(""); !st.ok()) return st;
   } else if (!families.empty()) {
     set_x_bounds(true);  // the optimum stays feasible and optimal
   }
@@ -531,16 +537,7 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   auto solve = [&]() -> Status {
     rc = glp_simplex(lp, &warm);
     if (rc != 0 || glp_get_status(lp) != GLP_OPT) rc = glp_simplex(lp, &parm);
-    status = glp_get_status(lp);
-    if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
-      return infeasible(" and the order rows");
-    }
-    if (rc != 0 || status != GLP_OPT) {
-      return Internal("packing bound: GLPK simplex failed with the order rows (rc " +
-                      std::to_string(rc) + ", status " + std::to_string(status) + ")");
-    }
-    out.gpu_milli = glp_get_obj_val(lp);
-    return Status();
+    return take_optimum(" and the order rows");
   };
   if (carried != nullptr && !carried->empty()) {
     std::map<PodClass, size_t> index;
