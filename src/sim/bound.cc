@@ -227,6 +227,8 @@ namespace {
 
 // An order row kept from one cut of an arrival sequence for the shorter cuts: valid there too,
 // since f of a shorter prefix is the same f on its part of the domain (x_B ≤ its B arrivals).
+// A class absent from the shorter prefix has no arrival there, so it is 0 in every run and
+// leaves the row; a ≼ b still holds through θ when θ itself is absent.
 struct CarriedRow {
   std::vector<PodClass> a, b;
   double slope = 0, intercept = 0;

@@ -23,7 +23,7 @@ struct PackingBound {
   double gpu_milli = 0;
   double gpu_milli_any_policy = 0;  ///< LP optimum without forcing: bounds any packing of them
   int32_t pod_classes = 0;          ///< distinct pod shapes in the LP
-  int32_t order_rows = 0;           ///< order rows the cutting planes added (PlacingFacts)
+  int32_t order_rows = 0;           ///< order rows in the LP (PlacingFacts): added, or carried in
   int32_t node_classes = 0;         ///< distinct node shapes in the LP
 };
 
@@ -105,7 +105,9 @@ ArrivalCut CutArrivals(std::span<const core::FragDemand> arrivals, int64_t capac
 /// The placing-policy bound (PackingUpperBound with `forced` and the order rows) of each prefix
 /// of `arrivals` whose length is given in `prefix_pods`, one result per entry in that order.
 /// Solved from the longest prefix down: the order rows that bind in a longer prefix start the
-/// LP of the next shorter one (they hold for every prefix of it). `forced`: empty, or one flag
+/// LP of the next shorter one (they hold for every prefix of it), so a shorter prefix's figure
+/// may be tighter than PackingUpperBound's for it alone, and its LP may hold more than the 50
+/// rounds' rows. `forced`: empty, or one flag
 /// per arrival (ForcedPods' over the whole sequence). Errors: kInvalidArgument for flags of
 /// another length or a prefix longer than the arrivals; then as PackingUpperBound.
 Result<std::vector<PackingBound>> PrefixBounds(const SimCluster& cluster,

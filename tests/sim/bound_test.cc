@@ -269,6 +269,25 @@ TEST(PackingUpperBound, OrderRowsByHand) {
   EXPECT_NEAR(first->gpu_milli, 2000.0, 1e-6);
 }
 
+// Dominance respects GPU models. A T4 node and a P100 node of one card each; a whole card, a
+// T4-only 0.6, then a whole card arrive. The best placing run puts the first whole card on the
+// T4, refuses the 0.6 (its only card is taken) and places the second whole card on the P100:
+// 2000. The 0.6 is not dominated by a whole card that may use a P100 (it fits there, the 0.6
+// does not), so no order row ties them and the bound is 2000. A dominance test blind to models
+// would add x_0.6 ≥ x_1.0 and, with the first whole card forced and the u^(1) row (x_0.6 +
+// both whole cards ≤ 2 cards), cut the bound to 1000 + 300 + 500 = 1800, below that run.
+TEST(PackingUpperBound, OrderRowsRespectGpuModels) {
+  auto c = BuildCluster({Node("t4", 64000, 1, "T4"), Node("p100", 64000, 1, "P100")}, "n.csv");
+  ASSERT_TRUE(c.ok());
+  const std::vector<core::FragDemand> pods = {
+      Pod(1000, 1, 1000), Pod(1000, 1, 600, ModelMask(*c, "T4")), Pod(1000, 1, 1000)};
+  const std::vector<uint8_t> forced = ForcedPods(*c, pods);
+  EXPECT_EQ(forced, (std::vector<uint8_t>{1, 0, 0}));
+  auto b = PackingUpperBound(*c, pods, {.forced = forced, .arrival_order = true});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_NEAR(b->gpu_milli, 2000.0, 1e-6);
+}
+
 // Every run a *placing* policy can make, by exhaustive search: pod i goes to any node and any
 // set of num_gpus of its GPUs that fit (core::Fits / Apply), and is refused only when it fits
 // nowhere. Per leaf: the GPU milli placed; `placed_always[i]` stays 1 only if pod i is placed
@@ -370,10 +389,14 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
     order_exact += ordered->gpu_milli < static_cast<double>(best) + 1e-6;
     // Every prefix at once (PrefixBounds, as ArrivalBounds: the rows of a longer prefix carried
     // into the shorter ones) against the best placing run of that prefix.
+    // (Shortest first: PrefixBounds solves them longest first and answers in this order.)
     std::vector<size_t> lengths;
-    for (size_t k = pods.size(); k >= 1; --k) lengths.push_back(k);
+    for (size_t k = 1; k <= pods.size(); ++k) lengths.push_back(k);
     auto prefix = PrefixBounds(*c, pods, forced, lengths);
     ASSERT_TRUE(prefix.ok()) << "instance " << inst << ": " << prefix.status().message();
+    ASSERT_EQ(prefix->size(), lengths.size());
+    // The longest prefix has no rows carried in: the bound of the whole sequence.
+    EXPECT_NEAR(prefix->back().gpu_milli, ordered->gpu_milli, 1e-6) << "instance " << inst;
     for (size_t j = 0; j < lengths.size(); ++j) {
       const std::vector<core::FragDemand> head(pods.begin(), pods.begin() + lengths[j]);
       std::vector<core::FragNode> fresh = c->frag;
@@ -385,7 +408,7 @@ TEST(ForcedPods, EveryRunOfAPlacingPolicyPlacesThemAndTheBoundHolds) {
           << "instance " << inst << ", first " << lengths[j] << " pods: " << desc;
       const std::vector<uint8_t> head_forced(forced.begin(), forced.begin() + lengths[j]);
       auto alone = PackingUpperBound(*c, head, {.forced = head_forced, .arrival_order = true});
-      ASSERT_TRUE(alone.ok());
+      ASSERT_TRUE(alone.ok()) << "instance " << inst << ": " << alone.status().message();
       carried_tighter += (*prefix)[j].gpu_milli < alone->gpu_milli - 1e-6;
       ++prefixes_checked;
     }
