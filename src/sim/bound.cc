@@ -7,6 +7,7 @@
 #include <bit>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -135,17 +136,17 @@ bool Dominated(const PodClass& p, const PodClass& q, uint64_t present) {
          p.gpu_milli <= q.gpu_milli && (q.mask & present & ~p.mask) == 0;
 }
 
-// The order rows' families for GPU arrivals `pods` (in order) over the LP's classes `pc`.
+// The order rows' families for GPU arrivals `pods` (in order) over the LP's classes `pc`
+// (`index`: each class's position in pc).
 std::vector<OrderFamily> OrderFamilies(const SimCluster& cluster,
                                        std::span<const core::FragDemand> pods,
-                                       const std::vector<std::pair<PodClass, int64_t>>& pc) {
+                                       const std::vector<std::pair<PodClass, int64_t>>& pc,
+                                       const std::map<PodClass, size_t>& index) {
   uint64_t present = 0;
   for (const auto& node : cluster.frag) {
     for (int g = 0; g < node.num_gpus; ++g) present |= 1ULL << node.gpu_type[g];
   }
-  std::map<PodClass, int> index;
-  for (size_t c = 0; c < pc.size(); ++c) index.emplace(pc[c].first, static_cast<int>(c));
-  std::vector<int> seq;  // the class of each GPU arrival
+  std::vector<size_t> seq;  // the class of each GPU arrival
   seq.reserve(pods.size());
   for (const auto& d : pods) {
     if (d.num_gpus > 0 && d.gpu_milli > 0) seq.push_back(index.at(PodClassOf(d)));
@@ -208,7 +209,7 @@ std::vector<OrderFamily> OrderFamilies(const SimCluster& cluster,
       }
       hull.emplace_back(py, pf);
     };
-    for (int c : seq) {
+    for (size_t c : seq) {
       for (int k : families_of[c]) {
         flush(k);
         ++a_count[k - first];
@@ -220,10 +221,6 @@ std::vector<OrderFamily> OrderFamilies(const SimCluster& cluster,
   std::erase_if(out, [](const OrderFamily& f) { return f.hull.size() < 2; });  // no B arrival
   return out;
 }
-
-}  // namespace
-
-namespace {
 
 // An order row kept from one cut of an arrival sequence for the shorter cuts: valid there too,
 // since f of a shorter prefix is the same f on its part of the domain (x_B ≤ its B arrivals).
@@ -409,8 +406,11 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   const int x_col0 = static_cast<int>(cols.size()) + 1;
   for (size_t c = 0; c < pc.size(); ++c)
     add(static_cast<int>(c) + 1, x_col0 + static_cast<int>(c), -1);
-  const std::vector<OrderFamily> families =
-      placing.arrival_order ? OrderFamilies(cluster, pods, pc) : std::vector<OrderFamily>{};
+  std::map<PodClass, size_t> class_index;  // position in pc: the order rows' and carried rows'
+  for (size_t c = 0; c < pc.size(); ++c) class_index.emplace(pc[c].first, c);
+  const std::vector<OrderFamily> families = placing.arrival_order
+                                                ? OrderFamilies(cluster, pods, pc, class_index)
+                                                : std::vector<OrderFamily>{};
 
   // LPs of different threads run at once: Debian's libglpk40 (5.0) is built reentrant (its
   // environment is thread-local: the library has a TLS segment), so each thread has its own.
@@ -542,17 +542,15 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
     return take_optimum(" and the order rows");
   };
   if (carried != nullptr && !carried->empty()) {
-    std::map<PodClass, size_t> index;
-    for (size_t c = 0; c < pc.size(); ++c) index.emplace(pc[c].first, c);
     std::vector<uint8_t> in_a(pc.size()), in_b(pc.size());
     for (const CarriedRow& r : *carried) {
       std::fill(in_a.begin(), in_a.end(), 0);
       std::fill(in_b.begin(), in_b.end(), 0);
       for (const PodClass& p : r.a) {
-        if (auto it = index.find(p); it != index.end()) in_a[it->second] = 1;
+        if (auto it = class_index.find(p); it != class_index.end()) in_a[it->second] = 1;
       }
       for (const PodClass& p : r.b) {
-        if (auto it = index.find(p); it != index.end()) in_b[it->second] = 1;
+        if (auto it = class_index.find(p); it != class_index.end()) in_b[it->second] = 1;
       }
       add_row(in_a, in_b, r.slope, r.intercept);
     }
@@ -795,7 +793,7 @@ Result<std::vector<PackingBound>> PrefixBounds(const SimCluster& cluster,
   // The longest prefix first, so that the order rows binding there start the LP of the next
   // shorter one.
   std::vector<size_t> order(prefix_pods.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return prefix_pods[a] > prefix_pods[b]; });
   std::vector<PackingBound> out(prefix_pods.size());
