@@ -54,10 +54,11 @@ uint32_t AllowedSet(const NodeClass& t, uint64_t mask) {
 
 // A dual feasible function (Fekete & Schepers, "New classes of fast lower bounds for bin
 // packing problems", Math. Programming 91, 2001): f maps item sizes x ∈ [0, 1] to [0, 1] so
-// that Σ x_i ≤ 1 implies Σ f(x_i) ≤ 1. Applied to the items of one bin (one GPU card, one
-// node's CPU, one node's memory), every integral packing satisfies Σ f ≤ bins; these rows are
-// what the LP otherwise misses about granularity (an 0.81 share leaves 0.19 that only shares
-// ≤ 0.19 can use). Sizes are exact fractions a / c (integers), so no rounding decides a row.
+// that Σ x_i ≤ 1 implies Σ f(x_i) ≤ 1. Applied to the items of one bin (one node's CPU, one
+// node's memory), every integral packing satisfies Σ f ≤ bins: what the LP otherwise misses
+// about a node's granularity (two pods asking 60 % of its CPU never share it). The cards have
+// the stronger card patterns (CardBlock). Sizes are exact fractions a / c (integers), so no
+// rounding decides a row.
 struct Dff {
   enum Kind { kThreshold, kStep } kind;
   // kThreshold (Martello & Toth's ε-function, ε = e / d ≤ 1/2): 1 above 1 − ε, 0 below ε,
@@ -81,15 +82,63 @@ struct Dff {
 };
 
 // The functions used for one resource: u^(k) for k = 1..6 and the ε-functions for ε = 1/10 ..
-// 1/2 in tenths, plus `extra_eps` (ε = each e / d given, ≤ 1/2).
-std::vector<Dff> DffFamily(const std::vector<std::pair<int64_t, int64_t>>& extra_eps) {
+// 1/2 in tenths.
+std::vector<Dff> DffFamily() {
   std::vector<Dff> out;
   for (int64_t k = 1; k <= 6; ++k) out.push_back({Dff::kStep, 0, 1, k});
   for (int64_t e = 1; e <= 5; ++e) out.push_back({Dff::kThreshold, e, 10, 1});
-  for (const auto& [e, d] : extra_eps) {
-    if (e > 0 && 2 * e <= d) out.push_back({Dff::kThreshold, e, d, 1});
-  }
   return out;
+}
+
+// The cards of one node class that an allowed-GPU set S names, as a block of the card-pattern
+// LP (the configuration LP of bin packing: Gilmore & Gomory, "A linear programming approach to
+// the cutting-stock problem", Oper. Res. 9, 1961; here one card is the bin): a
+// column z_p ≥ 0 per card pattern p, a multiset of per-GPU shares (milli-GPU) summing to
+// ≤ 1000, with Σ_p z_p ≤ the cards, and per share s: the pieces of that share placed there (a
+// k-GPU pod is k pieces) ≤ Σ_p a_s,p · z_p. Every integral packing satisfies it: each card's
+// pieces form a pattern, z_p counting the cards holding p. It is the strongest statement about
+// the cards alone; every dual feasible function's row over the same pieces follows from it.
+struct CardBlock {
+  double cards = 0;             // N_t × |S|
+  int card_row = 0;             // Σ_p z_p ≤ cards
+  std::vector<int32_t> shares;  // the shares of the pods that may use only S, ascending
+  // per share: the most pieces a card can hold, min(⌊1000 / share⌋, the pods of that share):
+  // the pieces on one card are of distinct pods (a k-GPU pod's are on k cards)
+  std::vector<int> limit;
+  std::vector<int> share_rows;  // per share: Σ pieces · y − Σ_p a_s,p · z_p − w_s ≤ 0
+};
+
+// The card pattern of greatest value, `value[i]` per piece of share `shares[i]` (milli-GPU)
+// and at most `limit[i]` pieces of it, and that value: a bounded knapsack of capacity 1000
+// milli-GPU, exact by dynamic programming (O(1000 × Σ limit)). Returns (value, count per share).
+std::pair<double, std::vector<int>> BestCardPattern(const std::vector<int32_t>& shares,
+                                                    const std::vector<int>& limit,
+                                                    const std::vector<double>& value) {
+  constexpr int kCap = core::kMilliPerGpu;
+  std::vector<double> best(kCap + 1, 0), next(kCap + 1);
+  // take[i][c]: the pieces of share i in the best pattern of capacity c over shares 0..i.
+  std::vector<std::vector<int>> take(shares.size(), std::vector<int>(kCap + 1, 0));
+  for (size_t i = 0; i < shares.size(); ++i) {
+    for (int c = 0; c <= kCap; ++c) {
+      next[c] = best[c];
+      if (value[i] <= 0) continue;
+      for (int k = 1; k <= limit[i] && k * shares[i] <= c; ++k) {
+        const double v = best[c - k * shares[i]] + k * value[i];
+        if (v > next[c] + 1e-12) {
+          next[c] = v;
+          take[i][c] = k;
+        }
+      }
+    }
+    best.swap(next);
+  }
+  std::vector<int> count(shares.size(), 0);
+  int c = kCap;
+  for (size_t i = shares.size(); i-- > 0;) {
+    count[i] = take[i][c];
+    c -= count[i] * shares[i];
+  }
+  return {best[kCap], count};
 }
 
 // Order rows: what the order of arrival forces on a placing policy (one that puts each arriving
@@ -263,9 +312,11 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   std::vector<std::pair<PodClass, int64_t>> pc(pod_count.begin(), pod_count.end());
   std::vector<std::pair<NodeClass, int64_t>> nc(node_count.begin(), node_count.end());
 
-  // Columns: y[c][t] (cols), then X_c = pods of class c placed, one per class. Rows: 1..P =
-  // Σ_t y[c][t] − X_c = 0, then per node class: cpu, mem, big shares, "one per node", and one
-  // GPU row per distinct allowed-GPU set that some class has on it; then the order rows.
+  // Columns: y[c][t] (cols), then X_c = pods of class c placed, one per class, then the card
+  // patterns' z and penalty columns (added to the LP after it is loaded). Rows: 1..P =
+  // Σ_t y[c][t] − X_c = 0, then per node class: cpu, mem, big shares, "one per node", one GPU
+  // row per distinct allowed-GPU set that some class has on it, the CPU and memory granularity
+  // rows, and per such set a CardBlock's rows; then the order rows.
   std::vector<double> row_ub;      // rows after the first P: Σ ≤ row_ub
   std::vector<double> x_ub, x_lb;  // X_c: the pods of class c, and the forced ones among them
   std::vector<int> ia{0}, ja{0};
@@ -286,6 +337,7 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
     ja.push_back(col);
     ar.push_back(v);
   };
+  std::vector<CardBlock> blocks;
   for (size_t t = 0; t < nc.size(); ++t) {
     const auto& [node, count] = nc[t];
     const double N = static_cast<double>(count);
@@ -330,19 +382,8 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
         if ((s & ~set) == 0) add(row, col, obj[col - 1]);
       }
     }
-    // Granularity: per card of each set S, Σ f(share) ≤ 1 over the pieces of the pods that may
-    // use only S (a k-GPU pod is k pieces); per node, Σ f(CPU / node CPU) ≤ 1 and the same for
-    // memory. ε of the card rows also at (1001 − s) / 1000 for each share s > 1/2 of a class
-    // here: in that row a share of s counts as a whole card, one of ≤ 1 − s as nothing.
-    std::vector<std::pair<int64_t, int64_t>> share_eps;
-    for (int c : node_pods) {
-      const int32_t s = pc[c].first.gpu_milli;
-      if (2 * s > core::kMilliPerGpu && s < core::kMilliPerGpu) {
-        share_eps.emplace_back(core::kMilliPerGpu + 1 - s, core::kMilliPerGpu);
-      }
-    }
-    std::sort(share_eps.begin(), share_eps.end());
-    share_eps.erase(std::unique(share_eps.begin(), share_eps.end()), share_eps.end());
+    // Granularity: per node, Σ f(CPU / node CPU) ≤ 1 and the same for memory (dual feasible
+    // functions, each node a bin); per card, the card-pattern blocks below (each card a bin).
     auto dff_rows = [&](const std::vector<Dff>& family, double bins, auto size_of, auto use) {
       for (const Dff& f : family) {
         std::vector<std::pair<int, double>> coef;
@@ -360,16 +401,30 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
         for (const auto& [col, v] : coef) add(row, col, v);
       }
     };
-    const std::vector<Dff> card_family = DffFamily(share_eps), node_family = DffFamily({});
+    const std::vector<Dff> node_family = DffFamily();
     for (uint32_t set : sets) {
-      dff_rows(
-          card_family, N * std::popcount(set),
-          [&](size_t k) {
-            const PodClass& p = pc[node_pods[k]].first;
-            return std::tuple<int64_t, int64_t, double>(p.gpu_milli, core::kMilliPerGpu,
-                                                        p.num_gpus);
-          },
-          [&](size_t k) { return (node_cols[k].second & ~set) == 0; });
+      std::map<int32_t, std::vector<std::pair<int, int32_t>>> by_share;  // (column, pieces)
+      std::map<int32_t, int64_t> pods_of_share;
+      for (size_t k = 0; k < node_cols.size(); ++k) {
+        if ((node_cols[k].second & ~set) != 0) continue;
+        const PodClass& p = pc[node_pods[k]].first;
+        by_share[p.gpu_milli].emplace_back(node_cols[k].first, p.num_gpus);
+        pods_of_share[p.gpu_milli] += pc[node_pods[k]].second;
+      }
+      if (by_share.empty()) continue;
+      CardBlock b;
+      b.cards = N * std::popcount(set);
+      b.card_row = static_cast<int>(row_ub.size()) + 1;
+      row_ub.push_back(b.cards);
+      for (const auto& [share, pieces_of] : by_share) {
+        b.shares.push_back(share);
+        b.limit.push_back(
+            static_cast<int>(std::min<int64_t>(core::kMilliPerGpu / share, pods_of_share[share])));
+        b.share_rows.push_back(static_cast<int>(row_ub.size()) + 1);
+        row_ub.push_back(0);
+        for (const auto& [col, pieces] : pieces_of) add(b.share_rows.back(), col, pieces);
+      }
+      blocks.push_back(std::move(b));
     }
     if (node.cpu > 0) {
       dff_rows(
@@ -449,17 +504,104 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   // measured slower (primal simplex, 40 against 25 ms on the default trace) or failed (GLPK's
   // dual simplex, GLP_EFAIL). Rows added to an optimal basis leave it dual feasible, so the
   // order rows' rounds warm-start with the dual simplex.
+  //
+  // Each solve is followed by column generation over the card patterns (CardBlock): while some
+  // block has a pattern of positive reduced cost (the best one found exactly by
+  // BestCardPattern from the duals), add it and re-solve with the primal simplex from the
+  // basis (new columns leave it primal feasible). The LP starts with one pattern per share
+  // (as many pieces of it as a card holds) and, per share row, a penalty column w_s ≥ 0 of
+  // objective −kPenalty per piece, so that it stays feasible whichever patterns it has yet
+  // (with the forced pods' lower bounds it could otherwise be infeasible only for lack of a
+  // pattern). The penalised LP's optimum is ≥ the LP's, so its value bounds; w > 0 at the end
+  // means no pattern set holds the forced pods (reported as infeasible). After
+  // kMaxPricingRounds the Lagrangian bound LP + Σ_b cards_b · max reduced cost_b is taken
+  // instead (Lübbecke & Desrosiers, "Selected topics in column generation", Oper. Res. 53,
+  // 2005, §2.1: each block's Σ z ≤ cards_b).
+  constexpr double kPenalty = 1e5;  // > the 1000 milli-GPU a piece can add to the objective
+  constexpr int kMaxPricingRounds = 500;
   glp_smcp parm;
   glp_init_smcp(&parm);
   parm.msg_lev = GLP_MSG_OFF;
   parm.presolve = GLP_ON;
-  int rc = glp_simplex(lp, &parm);
+  glp_smcp primal = parm;
+  primal.presolve = GLP_OFF;
+  primal.meth = GLP_PRIMAL;
+  std::vector<int> idx{0};
+  std::vector<double> val{0};
+  auto add_pattern = [&](const CardBlock& b, const std::vector<int>& count) {
+    idx.assign({0, b.card_row});
+    val.assign({0, 1});
+    for (size_t i = 0; i < b.shares.size(); ++i) {
+      if (count[i] == 0) continue;
+      idx.push_back(b.share_rows[i]);
+      val.push_back(-count[i]);
+    }
+    const int col = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, col, GLP_LO, 0, 0);
+    glp_set_mat_col(lp, col, static_cast<int>(idx.size()) - 1, idx.data(), val.data());
+  };
+  std::vector<int> penalty_cols;
+  for (const CardBlock& b : blocks) {
+    for (size_t i = 0; i < b.shares.size(); ++i) {
+      std::vector<int> count(b.shares.size(), 0);
+      count[i] = b.limit[i];
+      add_pattern(b, count);
+      const int col = glp_add_cols(lp, 1);
+      idx.assign({0, b.share_rows[i]});
+      val.assign({0, -1});
+      glp_set_col_bnds(lp, col, GLP_LO, 0, 0);
+      glp_set_obj_coef(lp, col, -kPenalty);
+      glp_set_mat_col(lp, col, 1, idx.data(), val.data());
+      penalty_cols.push_back(col);
+    }
+  }
+  int rc = 0;
+  double lagrangian_gap = 0;  // Σ_b cards_b · max reduced cost_b when the rounds ran out
+  // Column generation after a solve; false when a re-solve fails (rc set).
+  auto price = [&]() -> bool {
+    lagrangian_gap = 0;
+    std::vector<double> value;
+    std::vector<std::pair<size_t, std::vector<int>>> found;
+    for (int round = 0;; ++round) {
+      found.clear();
+      double gap = 0;
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        const CardBlock& b = blocks[k];
+        value.resize(b.shares.size());
+        for (size_t i = 0; i < b.shares.size(); ++i) {
+          value[i] = glp_get_row_dual(lp, b.share_rows[i]);
+        }
+        auto [best, count] = BestCardPattern(b.shares, b.limit, value);
+        const double reduced = best - glp_get_row_dual(lp, b.card_row);
+        if (reduced <= 1e-7) continue;
+        gap += b.cards * reduced;
+        found.emplace_back(k, std::move(count));
+      }
+      if (found.empty()) return true;
+      if (round == kMaxPricingRounds) {
+        lagrangian_gap = gap;
+        return true;
+      }
+      for (const auto& [k, count] : found) add_pattern(blocks[k], count);
+      rc = glp_simplex(lp, &primal);
+      if (rc != 0 || glp_get_status(lp) != GLP_OPT) rc = glp_simplex(lp, &parm);
+      if (rc != 0 || glp_get_status(lp) != GLP_OPT) return false;
+    }
+  };
+  auto penalised = [&]() {
+    for (int col : penalty_cols) {
+      if (glp_get_col_prim(lp, col) > 1e-6) return true;
+    }
+    return false;
+  };
+  rc = glp_simplex(lp, &parm);
   int status = glp_get_status(lp);
-  if (rc != 0 || status != GLP_OPT) {
+  if (rc == 0 && status == GLP_OPT && !price()) status = glp_get_status(lp);
+  if (rc != 0 || status != GLP_OPT || penalised()) {
     return Internal("packing bound: GLPK simplex failed (rc " + std::to_string(rc) + ", status " +
                     std::to_string(status) + ")");
   }
-  out.gpu_milli_any_policy = glp_get_obj_val(lp);
+  out.gpu_milli_any_policy = glp_get_obj_val(lp) + lagrangian_gap;
   out.gpu_milli = out.gpu_milli_any_policy;
   auto infeasible = [&](const char* what) {
     // With ForcedPods' flags and OrderFamilies' rows this is a defect (every placing policy's
@@ -482,12 +624,14 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
     if (rc == GLP_ENOPFS || (rc == 0 && (status == GLP_NOFEAS || status == GLP_INFEAS))) {
       return infeasible(rows_held);
     }
+    if (rc == 0 && status == GLP_OPT && !price()) status = glp_get_status(lp);
+    if (rc == 0 && status == GLP_OPT && penalised()) return infeasible(rows_held);
     if (rc != 0 || status != GLP_OPT) {
       return Internal("packing bound: GLPK simplex failed with the forced pods" +
                       std::string(rows_held) + " (rc " + std::to_string(rc) + ", status " +
                       std::to_string(status) + ")");
     }
-    out.gpu_milli = glp_get_obj_val(lp);
+    out.gpu_milli = glp_get_obj_val(lp) + lagrangian_gap;
     return Status();
   };
   if (!holds) {
@@ -511,8 +655,6 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   warm.presolve = GLP_OFF;
   warm.meth = GLP_DUALP;
   std::vector<double> x(pc.size());
-  std::vector<int> idx{0};
-  std::vector<double> val{0};
   std::vector<std::pair<int, CarriedRow>> rows;  // the order rows in the LP, by row number
   auto add_row = [&](const std::vector<uint8_t>& in_a, const std::vector<uint8_t>& in_b,
                      double slope, double intercept) {

@@ -50,10 +50,14 @@ struct PlacingFacts {
 ///    two such shares);
 ///  - per t: Σ y over classes with num_gpus > GPUs_t / 2 and a share > 500 milli ≤ N_t (two
 ///    such pods would need one card for both);
-///  - granularity (dual feasible functions f of Fekete & Schepers 2001 and Martello & Toth:
-///    Σ x ≤ 1 ⇒ Σ f(x) ≤ 1): per node class and allowed set S, Σ num_gpus · f(share) · y ≤
-///    N_t × |S| over the classes restricted to S (each card is a bin); per node class,
-///    Σ f(CPU / CPU_t) · y ≤ N_t and the same for memory (each node is a bin);
+///  - cards (the configuration LP of bin packing over one card, by column generation): per
+///    node class and allowed set S, the pieces (a k-GPU pod is k pieces of its share) of the
+///    classes restricted to S are covered by ≤ N_t × |S| card patterns, multisets of shares
+///    summing to ≤ 1000 milli-GPU; the patterns are priced exactly (a knapsack over the
+///    shares), so the LP is over every pattern (bound.cc, CardBlock);
+///  - node granularity (dual feasible functions f of Fekete & Schepers 2001 and Martello &
+///    Toth: Σ x ≤ 1 ⇒ Σ f(x) ≤ 1): per node class, Σ f(CPU / CPU_t) · y ≤ N_t and the same for
+///    memory (each node is a bin);
 /// maximising Σ num_gpus × gpu_milli × y. What it relaxes: pod counts are fractional, and a
 /// pod's CPU, memory and GPU may come from different nodes of its class, subject only to the
 /// rows above; arrival order and the policy's obligation to place a pod that fits are ignored

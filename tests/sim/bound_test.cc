@@ -154,7 +154,26 @@ TEST(PackingUpperBound, CardCrumbsBind) {
   EXPECT_EQ(BruteForce(*one, pods), 1620);
   const double b = Bound(*one, pods);
   EXPECT_GE(b, 1620.0 - 1e-6);
-  EXPECT_LT(b, 1700.0);  // u^(3): 0.81 → 1, 0.3 → 1/3, so ≤ 2 cards gives ≤ 1680
+  // The card patterns hold at most as many pieces of a share as there are pods of it: {0.3,
+  // 0.3} (600) is worth less than {0.81}, so the LP reaches the optimum. (With {0.3, 0.3, 0.3}
+  // allowed though only two 0.3 pods exist, ⅔ of a card would hold them: 1680.)
+  EXPECT_NEAR(b, 1620.0, 1e-6);
+}
+
+// The card-pattern LP (column generation, CardBlock) is tighter than the dual feasible card
+// rows it replaced: one node with two cards; 0.32, 0.37, 0.81, 0.46 and 0.47. The optimum
+// (brute force; by hand: 0.81 alone on one card, 0.46 + 0.47 on the other, no card holds 0.81
+// with another share or three of the rest) is 1740, and the pattern LP reaches it. Measured
+// 2026-12-07: patterns without the limit of one piece per pod gave 1790 ({0.32, 0.32, 0.32}
+// is 0.96 of a card), the dual feasible card rows (u^(1..6), the ε-functions) 1927.8.
+TEST(PackingUpperBound, CardPatternsTighterThanCardRows) {
+  auto one = BuildCluster({Node("n0", 64000, 2, "T4")}, "n.csv");
+  ASSERT_TRUE(one.ok());
+  const std::vector<core::FragDemand> pods = {Pod(1000, 1, 320), Pod(1000, 1, 370),
+                                              Pod(1000, 1, 810), Pod(1000, 1, 460),
+                                              Pod(1000, 1, 470)};
+  EXPECT_EQ(BruteForce(*one, pods), 1740);
+  EXPECT_NEAR(Bound(*one, pods), 1740.0, 1e-6);
 }
 
 // CPU granularity: three pods each asking 40 % of the node's CPU; two fit on a node. Optimum
@@ -202,7 +221,8 @@ TEST(PackingUpperBound, NeverBelowTheBruteForceOptimum) {
     if (opt == 0) sum_ratio += 1;
     exact += b < static_cast<double>(opt) + 1e-6;
   }
-  // Measured 2026-12-04: mean bound / optimum 1.019, exact on 262 of 400 instances.
+  // Measured 2026-12-07 with the card patterns: mean bound / optimum 1.013, exact on 296 of 400
+  // instances (1.018 and 262 with the dual feasible card rows before).
   const double mean = sum_ratio / instances;
   EXPECT_LT(mean, 1.05) << "exact on " << exact << " of " << instances;
   RecordProperty("mean_ratio", std::to_string(mean));
@@ -242,9 +262,10 @@ TEST(PackingUpperBound, RefusesForcedFlagsNoPackingHolds) {
 // or spreads them and places neither later pod (1000). A policy free to refuse pods places the
 // halves and the whole card (2000), and ForcedPods cannot force the 0.6 (the halves could
 // block both cards), so forcing alone leaves 2000. The order row of the whole card over the
-// 0.6 (0.6 ≼ 1.0, the 0.6 arrived first): x_0.6 ≥ x_1.0. The u^(1) row counts 0.5 as 0.5 and
-// the 0.6 and the whole card as 1: 2 × 0.5 + x_0.6 + x_1.0 ≤ 2 cards. So x_0.6 = x_1.0 = ½,
-// and the bound is 1000 + 300 + 500 = 1800.
+// 0.6 (0.6 ≼ 1.0, the 0.6 arrived first): x_0.6 ≥ x_1.0. The card patterns: the halves take
+// a card {0.5, 0.5}, and the 0.6 and the whole card each need a card of their own, so
+// x_0.6 + x_1.0 ≤ 1 on the other. So x_0.6 = x_1.0 = ½, and the bound is 1000 + 300 + 500 =
+// 1800.
 TEST(PackingUpperBound, OrderRowsByHand) {
   auto one = BuildCluster({Node("n0", 64000, 2, "T4")}, "n.csv");
   ASSERT_TRUE(one.ok());

@@ -253,9 +253,12 @@ TEST(ForcedPods, EveryPolicyPlacesThemOnTheDefaultTrace) {
   const std::vector<double>* placing = &bounds->placing;
   EXPECT_LE((*placing)[0], (*any)[0] + 1e-9);
   EXPECT_LE((*placing)[1], (*any)[1] + 1e-9);
-  EXPECT_GE((*any)[1], 100.0 - 1e-9);  // the any-policy bound does not bind at 130 %
-  EXPECT_LT((*placing)[1], 98.0);      // the placing one does (measured 97.09 with the
-                                       // order rows, 98.29 with forced pods alone)
+  // What binds at 130 % is what a placing policy must do: the any-policy bound stays near
+  // 100 (measured 99.90 with the card patterns, 100.00 before), the placing one is far below it
+  // (96.52 with the card patterns, 97.09 with the order rows and dual feasible card rows, 98.29
+  // with forced pods alone). Without the card patterns it would be above 96.8.
+  EXPECT_GT((*any)[1], 99.5);
+  EXPECT_LT((*placing)[1], 96.8);
   std::printf("bound at 100 / 130 %%: any policy %.2f / %.2f, placing policies %.2f / %.2f\n",
               (*any)[0], (*any)[1], (*placing)[0], (*placing)[1]);
   RunOptions options;
