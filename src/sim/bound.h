@@ -53,8 +53,10 @@ struct PlacingFacts {
 ///  - cards (the configuration LP of bin packing over one card, by column generation): per
 ///    node class and allowed set S, the pieces (a k-GPU pod is k pieces of its share) of the
 ///    classes restricted to S are covered by ≤ N_t × |S| card patterns, multisets of shares
-///    summing to ≤ 1000 milli-GPU; the patterns are priced exactly (a knapsack over the
-///    shares), so the LP is over every pattern (bound.cc, CardBlock);
+///    summing to ≤ 1000 milli-GPU with at most as many pieces of a share as there are pods of
+///    it; the patterns are priced exactly (a bounded knapsack over the shares), so the LP is
+///    over every pattern (bound.cc, CardBlock; over 100 distinct shares in a block they are
+///    rounded down to tens of milli-GPU there, which only loosens it);
 ///  - node granularity (dual feasible functions f of Fekete & Schepers 2001 and Martello &
 ///    Toth: Σ x ≤ 1 ⇒ Σ f(x) ≤ 1): per node class, Σ f(CPU / CPU_t) · y ≤ N_t and the same for
 ///    memory (each node is a bin);

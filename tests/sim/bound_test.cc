@@ -176,6 +176,23 @@ TEST(PackingUpperBound, CardPatternsTighterThanCardRows) {
   EXPECT_NEAR(Bound(*one, pods), 1740.0, 1e-6);
 }
 
+// Over 100 distinct shares in one block: the shares are rounded down to tens of milli-GPU
+// there (the LP stays small), which may only loosen the bound. 101 shares 511..611 on one node
+// with two cards: no two fit on a card (nor do their rounded shares, 510..610), so the optimum
+// and the bound are the two largest, 611 + 610 = 1221.
+TEST(PackingUpperBound, ManySharesRoundedDownStayValid) {
+  auto one = BuildCluster({Node("n0", 640000, 2, "T4")}, "n.csv");
+  ASSERT_TRUE(one.ok());
+  std::vector<core::FragDemand> pods;
+  for (int32_t share = 511; share <= 611; ++share) pods.push_back(Pod(1000, 1, share));
+  EXPECT_NEAR(Bound(*one, pods), 1221.0, 1e-6);
+  // And shares 101..250 (150 of them): two cards can be filled exactly (250 + 249 + 248 + 143
+  // + 110 and 247 + 246 + 245 + 132 + 130), so the optimum is the capacity, 2000.
+  pods.clear();
+  for (int32_t share = 101; share <= 250; ++share) pods.push_back(Pod(1000, 1, share));
+  EXPECT_NEAR(Bound(*one, pods), 2000.0, 1e-6);
+}
+
 // CPU granularity: three pods each asking 40 % of the node's CPU; two fit on a node. Optimum
 // 2 × 1000 per node; CPU capacity alone would allow 2.5 pods.
 TEST(PackingUpperBound, NodeCpuGranularityBinds) {
