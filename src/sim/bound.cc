@@ -518,10 +518,11 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
   // dual simplex, GLP_EFAIL). Rows added to an optimal basis leave it dual feasible, so the
   // order rows' rounds warm-start with the dual simplex.
   //
-  // Each solve is followed by column generation over the card patterns (CardBlock): while some
-  // block has a pattern of positive reduced cost (the best one found exactly by
-  // BestCardPattern from the duals), add it and re-solve with the primal simplex from the
-  // basis (new columns leave it primal feasible). The LP starts with one pattern per share
+  // Each figure is taken after column generation over the card patterns (CardBlock; the
+  // cutting-plane rounds in between work on the patterns found so far): while some block has a
+  // pattern of positive reduced cost (the best one found exactly by BestCardPattern from the
+  // duals), add it and re-solve with the primal simplex from the basis (new columns leave it
+  // primal feasible). The LP starts with one pattern per share
   // (as many pieces of it as a card holds) and, per share row, a penalty column w_s ≥ 0 of
   // objective −kPenalty per piece, so that it stays feasible whichever patterns it has yet
   // (with the forced pods' lower bounds it could otherwise be infeasible only for lack of a
@@ -722,36 +723,40 @@ Result<PackingBound> SolveBound(const SimCluster& cluster, std::span<const core:
     }
     if (Status st = solve(); !st.ok()) return st;
   }
+  // One round: adds the rows of the (at most kRowsPerRound) families the optimum violates
+  // most; returns how many.
+  auto add_violated_rows = [&]() -> size_t {
+    for (size_t c = 0; c < pc.size(); ++c)
+      x[c] = glp_get_col_prim(lp, x_col0 + static_cast<int>(c));
+    struct Cut {
+      double violation;
+      size_t family;
+      OrderFamily::Line line;
+    };
+    std::vector<Cut> cuts;
+    for (size_t k = 0; k < families.size(); ++k) {
+      const OrderFamily& f = families[k];
+      double xa = 0, xb = 0;
+      for (size_t c = 0; c < pc.size(); ++c) {
+        xa += f.in_a[c] * x[c];
+        xb += f.in_b[c] * x[c];
+      }
+      const OrderFamily::Line line = f.LineAt(xb);
+      const double v = line.slope * xb + line.intercept - xa;
+      if (v > 1e-4) cuts.push_back({v, k, line});
+    }
+    std::sort(cuts.begin(), cuts.end(),
+              [](const Cut& a, const Cut& b) { return a.violation > b.violation; });
+    if (cuts.size() > kRowsPerRound) cuts.resize(kRowsPerRound);
+    for (const Cut& cut : cuts) {
+      const OrderFamily& f = families[cut.family];
+      add_row(f.in_a, f.in_b, cut.line.slope, cut.line.intercept);
+    }
+    return cuts.size();
+  };
   int round = 0;
   for (int pass = 0;; ++pass) {
-    for (; round < kMaxRounds; ++round) {
-      for (size_t c = 0; c < pc.size(); ++c)
-        x[c] = glp_get_col_prim(lp, x_col0 + static_cast<int>(c));
-      struct Cut {
-        double violation;
-        size_t family;
-        OrderFamily::Line line;
-      };
-      std::vector<Cut> cuts;
-      for (size_t k = 0; k < families.size(); ++k) {
-        const OrderFamily& f = families[k];
-        double xa = 0, xb = 0;
-        for (size_t c = 0; c < pc.size(); ++c) {
-          xa += f.in_a[c] * x[c];
-          xb += f.in_b[c] * x[c];
-        }
-        const OrderFamily::Line line = f.LineAt(xb);
-        const double v = line.slope * xb + line.intercept - xa;
-        if (v > 1e-4) cuts.push_back({v, k, line});
-      }
-      if (cuts.empty()) break;
-      std::sort(cuts.begin(), cuts.end(),
-                [](const Cut& a, const Cut& b) { return a.violation > b.violation; });
-      if (cuts.size() > kRowsPerRound) cuts.resize(kRowsPerRound);
-      for (const Cut& cut : cuts) {
-        const OrderFamily& f = families[cut.family];
-        add_row(f.in_a, f.in_b, cut.line.slope, cut.line.intercept);
-      }
+    for (; round < kMaxRounds && add_violated_rows() > 0; ++round) {
       if (Status st = solve(); !st.ok()) return st;
     }
     // No row violated (or the rounds spent): price the patterns; new ones may violate rows.
